@@ -1,0 +1,100 @@
+"""`gpuc pick`: which card for this model, with the arithmetic shown."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from gpuc.client import picker
+from gpuc.client.offers import OfferFilters, filter_offers
+from gpuc.client.picker import DTYPE_BYTES, PickResult, PriceQuote, live_quotes, parse_model, price_quotes
+from gpuc.core.errors import ConfigError, ProviderError
+from gpuc.core.settings import Settings, load_settings
+
+PRICED_PROVIDERS = ("runpod", "vast")
+
+
+def fetch_live_quotes(provider_name: str, settings: Settings) -> tuple[dict[str, PriceQuote], str | None]:
+    """Live on-demand prices from one provider, or ({}, why not) when it cannot be reached."""
+    from gpuc.core.providers.registry import get_provider
+
+    try:
+        provider = get_provider(provider_name, settings)
+        try:
+            offers = provider.offers(None, False)
+        finally:
+            provider.close()
+    except (ProviderError, ConfigError) as exc:
+        return {}, f"live prices unavailable ({exc.message}): using the built-in table"
+    trusted, _ = filter_offers(offers, OfferFilters())
+    quotes = live_quotes(provider_name, trusted)
+    return quotes, None if quotes else "no live offer matched a catalog card: using the built-in table"
+
+
+def render(result: PickResult) -> str:
+    kv = f"{result.kv_bytes_per_token / 1e3:.1f} KB/token" + (" (estimated)" if result.kv_estimated else "")
+    lines = [
+        f"{result.model} {result.dtype}: batch {result.batch} x seq {result.seq} = "
+        f"{result.needed_tokens:,} tokens; weights {result.weights_gb:.2f} GB, KV {kv}, overhead 1.5 GB",
+        f"{'#':>2}  {'gpu':<15}{'GB':>4} {'fits':<5}{'KV room tok':>12}{'tok/s':>7}{'ridge':>6}"
+        f"{'$/h':>7}  {'price source':<21}{'tok/s per $/h':>14}{'$/1M tok':>9}",
+    ]
+    for r in result.rows:
+        price = f"{r.price_per_hour:.2f}" if r.price_per_hour is not None else "-"
+        value = f"{r.tok_s_per_dollar_hour:.0f}" if r.tok_s_per_dollar_hour is not None else "-"
+        per_m = f"{r.usd_per_1m_tokens:.2f}" if r.usd_per_1m_tokens is not None else "-"
+        fits = "yes" if r.fits else "no"
+        lines.append(
+            f"{r.rank:>2}  {r.gpu:<15}{r.memory_gb:>4g} {fits:<5}{r.kv_capacity_tokens:>12,}"
+            f"{r.decode_tok_s:>7.0f}{r.ridge_flop_per_byte:>6.0f}{price:>7}  {(r.price_source or '-'):<21}"
+            f"{value:>14}{per_m:>9}" + (f"  ({r.why_not})" if r.why_not else "")
+        )
+    if result.price_note:
+        lines.append(f"note: {result.price_note}")
+    lines.append(result.why)
+    return "\n".join(lines)
+
+
+@click.command("pick")
+@click.option("--model", "model_name", default="7b", show_default=True, help="7b, 1.1b, or parameters (13b).")
+@click.option("--dtype", type=click.Choice(sorted(DTYPE_BYTES)), default="fp16", show_default=True)
+@click.option("--seq", type=int, default=2048, show_default=True, help="Tokens per sequence (in + out).")
+@click.option("--batch", type=int, default=1, show_default=True, help="Sequences in the KV cache at once.")
+@click.option("--kv-kb", type=float, default=None, help="The model's KV cache KB per token (fp16), if known.")
+@click.option("--provider", type=click.Choice(PRICED_PROVIDERS), default=None, help="Whose prices [runpod].")
+@click.option("--offline", is_flag=True, help="Use the built-in dated price table; do not ask the provider.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (fields below).")
+def pick(
+    model_name: str,
+    dtype: str,
+    seq: int,
+    batch: int,
+    kv_kb: float | None,
+    provider: str | None,
+    offline: bool,
+    as_json: bool,
+) -> None:
+    """Choose a GPU for a model: does it fit, how fast can it decode, what does a token cost.
+
+    Memory first (weights + 1.5 GB overhead + KV cache for seq x batch tokens), then bandwidth (batch-1
+    decode tok/s <= bandwidth / weight bytes), then price. Cards that fit rank first, then by tok/s per
+    dollar-hour. Prices are live when the provider answers, else from the built-in table (dated, marked).
+
+    \b
+    --json fields: model, params, dtype, seq, batch, needed_tokens, weights_gb,
+    kv_bytes_per_token, kv_estimated, top (the pick, or null), why (one line), price_note,
+    rows[]: rank, gpu, memory_gb, bandwidth_gbps, tflops_fp16, ridge_flop_per_byte (FLOP/byte),
+    dtype_supported, weights_gb, needed_gb, fits, kv_capacity_tokens, max_batch_at_seq,
+    decode_tok_s (batch-1 upper bound), price_per_hour, price_source ("live <provider>" or
+    "table <provider> <date>"), tok_s_per_dollar_hour, usd_per_1m_tokens, why_not.
+    """
+    settings = load_settings()
+    model = parse_model(model_name, kv_kb)
+    name = provider or (settings.provider if settings.provider in PRICED_PROVIDERS else "runpod")
+    live: dict[str, PriceQuote] = {}
+    note = "offline: using the built-in table" if offline else None
+    if not offline:
+        live, note = fetch_live_quotes(name, settings)
+    result = picker.pick(model, dtype, seq, batch, price_quotes(name, live), price_note=note)
+    click.echo(json.dumps(result.model_dump(), indent=2) if as_json else render(result))

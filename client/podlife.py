@@ -1,0 +1,517 @@
+"""The pod's life as the laptop drives it: up, run, down (SPEC "The pod's life").
+
+Order matters for money: the intent is recorded before the create call, the id the moment it is
+known, the pod is registered with the watchdog before anything slow happens, and a failure after
+the create destroys the pod rather than leaving it to bill.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gpuc.client.state import Run, RunStore
+from gpuc.core.api import EndRequest, RegisterRequest
+from gpuc.core.clock import Clock, SystemClock
+from gpuc.core.errors import ConfigError, GpucError, NotFound, ProviderError, SafetyRefusal
+from gpuc.core.models import EXPERIMENT_RE, Pod, PodSpec, new_run_id
+from gpuc.core.podconfig import PodConfig, pod_secrets, render_env_file
+from gpuc.core.providers.base import PodAccess, Provider
+from gpuc.core.providers.registry import get_provider
+from gpuc.core.settings import Settings, env_file_mode_ok, read_env_file
+from gpuc.core.signing import derive_key, new_token
+
+Echo = Callable[[str], None]
+STATE_DIR = "workspace/.gpuc"
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+@dataclass
+class UpOptions:
+    experiment: str
+    provider: str = "local"
+    gpu: str = "RTX 4090"
+    gpu_count: int = 1
+    price_per_hour: float | None = None
+    max_hours: float = 12.0
+    interruptible: bool = False
+    bid: float | None = None
+    offer_id: str | None = None
+    image: str | None = None
+    command: list[str] = field(default_factory=list)
+    wait_timeout_s: float = 600.0
+    dry_run: bool = False
+
+
+@dataclass
+class Deps:
+    """What the pod-life functions touch; the CLI builds it from Settings, tests inject fakes."""
+
+    settings: Settings
+    runs: RunStore
+    clock: Clock
+    echo: Echo
+    functions: object  # gpuc.client.functions_client.FunctionsClient (duck-typed to keep imports light)
+    providers: dict[str, Provider] = field(default_factory=dict)
+
+    def provider(self, name: str) -> Provider:
+        if name not in self.providers:
+            self.providers[name] = get_provider(name, self.settings)
+        return self.providers[name]
+
+    def ledger(self) -> object:
+        from gpuc.core.ledger import Ledger
+
+        return Ledger(self.settings.ledger)
+
+
+def build_deps(settings: Settings, echo: Echo | None = None) -> Deps:
+    from gpuc.client.functions_client import FunctionsClient
+
+    return Deps(
+        settings=settings,
+        runs=RunStore(settings.home),
+        clock=SystemClock(),
+        echo=echo or print,
+        functions=FunctionsClient(settings),
+    )
+
+
+# -- checks before money is spent ------------------------------------------------------------------
+def check_experiment(name: str | None) -> str:
+    if not name:
+        raise ConfigError("an experiment name is required", hint="gpuc up NAME (e.g. gpuc up lora-sweep-3)")
+    if not EXPERIMENT_RE.match(name):
+        raise ConfigError(
+            f"experiment name {name!r} is not valid",
+            hint="use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit",
+        )
+    return name
+
+
+def check_env_file(settings: Settings, provider: str) -> dict[str, str]:
+    """The user's secrets for the pod. `.env` must be mode 600; rented pods need it to exist."""
+    path = settings.env_file
+    if not path.exists():
+        if provider == "local":
+            return {}
+        raise ConfigError(
+            f"{path} does not exist", hint=f"create it with your secrets, then: chmod 600 {path}"
+        )
+    if not env_file_mode_ok(path):
+        raise ConfigError(f"{path} is readable by other users", hint=f"chmod 600 {path}")
+    return read_env_file(path)
+
+
+# -- up --------------------------------------------------------------------------------------------
+def up(opts: UpOptions, deps: Deps) -> Pod | None:
+    check_experiment(opts.experiment)
+    secrets_env = check_env_file(deps.settings, opts.provider)
+    run_id = new_run_id()
+    spec = PodSpec(
+        experiment=opts.experiment,
+        run_id=run_id,
+        provider=opts.provider,
+        gpu_type=opts.gpu,
+        gpu_count=opts.gpu_count,
+        interruptible=opts.interruptible,
+        bid_per_gpu=opts.bid,
+        max_hours=opts.max_hours,
+        price_per_hour=opts.price_per_hour,
+        offer_id=opts.offer_id,
+        env={"GPUC_EXPERIMENT": opts.experiment, "GPUC_RUN_ID": run_id},
+        **({"image": opts.image} if opts.image else {}),
+    )
+    if opts.dry_run:
+        _plan_up(spec, opts, deps.echo)
+        return None
+    provider = deps.provider(opts.provider)
+    # A pod nobody watches is the most expensive kind: refuse before creating anything.
+    deps.functions.status()  # type: ignore[attr-defined]
+    now = deps.clock.now()
+    deps.runs.record_intent(run_id, spec.name, opts.provider, opts.experiment, now)
+    deps.echo(f"creating {spec.name} on {opts.provider} ({opts.gpu}) ...")
+    try:
+        pod = provider.create(spec)
+    except GpucError:
+        deps.runs.set_phase(run_id, "failed", note="create failed")
+        raise
+    deps.runs.set_pod_id(run_id, pod.id)
+    try:
+        return _after_create(pod, spec, opts, deps, secrets_env)
+    except BaseException as exc:
+        _abort_pod(pod, run_id, deps, reason=str(exc) or type(exc).__name__)
+        raise
+
+
+def _plan_up(spec: PodSpec, opts: UpOptions, echo: Echo) -> None:
+    echo("dry run: nothing will be created")
+    steps = [
+        f"record intent {spec.name}",
+        f"create on {opts.provider}: {opts.gpu} x{opts.gpu_count}, disk {spec.container_disk_gb}+{spec.volume_gb} GB, "
+        f"{'interruptible bid ' + str(opts.bid) if opts.interruptible else 'on-demand'}, max {opts.max_hours} h",
+        "register with the watchdog (fresh per-pod token)",
+        "write the ledger start row",
+        "wait for RUNNING",
+        "upload config + secrets (mode 600), start the agent",
+    ]
+    if opts.command:
+        steps.append(f"run under the wrapper: {short_command(opts.command)}")
+    for i, step in enumerate(steps, 1):
+        echo(f"  {i}. {step}")
+
+
+def _after_create(pod: Pod, spec: PodSpec, opts: UpOptions, deps: Deps, secrets_env: dict[str, str]) -> Pod:
+    token = new_token()
+    price = pod.price_per_hour if pod.price_per_hour is not None else opts.price_per_hour
+    started = pod.created_at or deps.clock.now()
+    deps.functions.register(  # type: ignore[attr-defined]
+        RegisterRequest(
+            pod_id=pod.id,
+            provider=pod.provider,
+            name=pod.name,
+            experiment=spec.experiment,
+            key=derive_key(token),
+            gpu=pod.gpu,
+            price_per_hour=price,
+            started_at=started,
+            interruptible=spec.interruptible,
+        )
+    )
+    deps.runs.set_phase(spec.run_id, "registered")
+    deps.ledger().start(  # type: ignore[attr-defined]
+        pod.id,
+        provider=pod.provider,
+        experiment=spec.experiment,
+        gpu=pod.gpu or spec.gpu_type,
+        price_per_hour=price,
+        start_ts=started,
+    )
+    pod = wait_running(deps.provider(pod.provider), pod.id, deps, opts.wait_timeout_s)
+    access = pod_access(deps.provider(pod.provider), pod, deps.settings)
+    install_agent(access, pod, spec, deps, secrets_env, token)
+    deps.runs.set_phase(spec.run_id, "running")
+    if opts.command:
+        start_job(access, opts.command)
+        deps.echo(f"job started under the wrapper: {short_command(opts.command)}")
+    deps.echo(how_to_get_in(deps.provider(pod.provider), pod))
+    return pod
+
+
+def wait_running(provider: Provider, pod_id: str, deps: Deps, timeout_s: float) -> Pod:
+    start = deps.clock.now()
+    last = ""
+    while True:
+        pod = provider.get(pod_id)
+        if pod is None:
+            raise ProviderError(f"pod {pod_id} disappeared while starting", provider=provider.name)
+        waited = deps.clock.now() - start
+        if pod.status == "running":
+            _stderr(
+                f"\r  {pod.id}: running after {waited:.0f}s{' ' * 20}"
+                if sys.stderr.isatty()
+                else f"  {pod.id}: running after {waited:.0f}s"
+            )
+            return pod
+        if pod.status in ("exited", "terminated", "stopped"):
+            raise ProviderError(f"pod {pod_id} went {pod.status} while starting", provider=provider.name)
+        line = f"\r  {pod.id}: {pod.status} ({waited:.0f}s)"
+        if line != last and sys.stderr.isatty():
+            print(line, end="", file=sys.stderr, flush=True)
+            last = line
+        if waited > timeout_s:
+            raise ProviderError(
+                f"pod {pod_id} not running after {timeout_s:.0f}s",
+                provider=provider.name,
+                hint="it was destroyed; try another GPU type or offer",
+            )
+        deps.clock.sleep(min(2.0, max(0.2, deps.settings.local_boot_s / 4)))
+
+
+def pod_access(provider: Provider, pod: Pod, settings: Settings) -> PodAccess:
+    from gpuc.core.providers.local import LocalProvider
+
+    if isinstance(provider, LocalProvider):
+        return provider.access(pod.id)
+    from gpuc.client.ssh import ssh_access
+
+    return ssh_access(pod, settings)
+
+
+def install_agent(
+    access: PodAccess, pod: Pod, spec: PodSpec, deps: Deps, secrets_env: dict[str, str], token: str
+) -> None:
+    """Config and secrets go in as files (mode 600), never as env vars or argv; the agent starts first."""
+    from gpuc.core.providers.local import LocalProvider
+
+    provider = deps.provider(pod.provider)
+    local = isinstance(provider, LocalProvider)
+    results_bucket = deps.settings.results_bucket or (
+        f"file://{deps.settings.home / 'results'}" if local else None
+    )
+    config = PodConfig.for_pod(
+        deps.settings,
+        pod_id=pod.id,
+        provider=pod.provider,
+        experiment=spec.experiment,
+        run_id=spec.run_id,
+        gpu_expected=pod.gpu,
+        price_per_hour=pod.price_per_hour,
+        simulated_gpu=local,
+        local_home=str(deps.settings.home) if local else None,
+    ).model_copy(update={"results_bucket": results_bucket})
+    access.put_file(f"{STATE_DIR}/config.json", config.model_dump_json(indent=2).encode(), 0o600)
+    access.put_file(
+        f"{STATE_DIR}/secrets.env", render_env_file(pod_secrets(secrets_env, token)).encode(), 0o600
+    )
+    access.spawn(["python", "-m", "gpuc.instance_side", "agent"], role="agent")
+    deps.echo(f"  agent started on {pod.id} (heartbeat every {config.heartbeat_interval_s:g}s)")
+
+
+def short_command(command: list[str], width: int = 72) -> str:
+    text = " ".join(command).replace("\n", "; ")
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def start_job(access: PodAccess, command: list[str]) -> None:
+    access.spawn(["python", "-m", "gpuc.instance_side", "run", "--", *command], role="job")
+
+
+def how_to_get_in(provider: Provider, pod: Pod) -> str:
+    from gpuc.core.providers.local import LocalProvider
+
+    if isinstance(provider, LocalProvider):
+        return f"ready: {pod.id} ({pod.name}); workspace: {provider.paths(pod.id).workspace}"
+    if pod.ssh_host and pod.ssh_port:
+        return f"ready: ssh -p {pod.ssh_port} root@{pod.ssh_host}"
+    return f"ready: {pod.id} ({pod.name}); ssh details: gpuc ls"
+
+
+def _abort_pod(pod: Pod, run_id: str, deps: Deps, reason: str) -> None:
+    """`up` failed after the create: destroy rather than leave a pod billing."""
+    deps.echo(f"up failed after create ({reason.splitlines()[0][:200]}); destroying {pod.id}")
+    provider = deps.provider(pod.provider)
+    try:
+        provider.destroy(pod.id)
+        provider.confirm_gone(pod.id, deps.clock)
+        deps.runs.set_phase(run_id, "failed", now=deps.clock.now(), note="up failed; destroyed")
+        _close_ledger(deps, pod.id, note=f"up failed: {reason[:120]}")
+    except GpucError as exc:
+        deps.echo(f"could not destroy {pod.id}: {exc} - the watchdog will retry; check `gpuc ls`")
+
+
+def _close_ledger(deps: Deps, pod_id: str, note: str | None) -> None:
+    try:
+        deps.ledger().end(pod_id, end_ts=deps.clock.now(), note=note)  # type: ignore[attr-defined]
+    except GpucError as exc:
+        deps.echo(f"ledger: {exc}")
+
+
+# -- run -------------------------------------------------------------------------------------------
+def run_job(ref: str, command: list[str], deps: Deps, dry_run: bool = False) -> Pod:
+    _run, pod, provider = resolve_pod(ref, deps)
+    if pod.status != "running":
+        raise SafetyRefusal(f"pod {pod.id} is {pod.status}", hint="only a running pod can take a job")
+    if dry_run:
+        deps.echo(f"dry run: would start under the wrapper on {pod.id}: {short_command(command)}")
+        return pod
+    start_job(pod_access(provider, pod, deps.settings), command)
+    deps.echo(f"job started on {pod.id}; on exit it syncs, notifies and destroys the pod")
+    return pod
+
+
+def resolve_pod(ref: str, deps: Deps) -> tuple[Run, Pod, Provider]:
+    run = deps.runs.find(ref)
+    if run.pod_id is None:
+        raise NotFound(
+            f"run {run.run_id} never got a pod id", hint="`gpuc ls` shows what exists at the provider"
+        )
+    provider = deps.provider(run.provider)
+    pod = provider.get(run.pod_id)
+    if pod is None:
+        raise NotFound(
+            f"pod {run.pod_id} no longer exists at {run.provider}", hint="`gpuc ls` shows live pods"
+        )
+    if not pod.managed:
+        raise SafetyRefusal(
+            f"pod {pod.id} is not marked as gpuc's", hint="gpuc never acts on pods it did not start"
+        )
+    return run, pod, provider
+
+
+# -- down ------------------------------------------------------------------------------------------
+def down(ref: str, deps: Deps, note: str | None = None, force: bool = False, dry_run: bool = False) -> None:
+    """Sync gate → record the end → notify → destroy (never stop) → confirm gone → close the ledger."""
+    run = deps.runs.find(ref)
+    if run.pod_id is None:
+        raise NotFound(
+            f"run {run.run_id} never got a pod id", hint="`gpuc ls` shows what exists at the provider"
+        )
+    provider = deps.provider(run.provider)
+    pod = provider.get(run.pod_id)
+    if pod is None:
+        deps.echo(f"{run.pod_id} is already gone at {run.provider}")
+        _finish_down(run, deps, note)
+        return
+    if not pod.managed:
+        raise SafetyRefusal(
+            f"pod {pod.id} is not marked as gpuc's", hint="gpuc never acts on pods it did not start"
+        )
+    steps = [
+        "sync results and verify",
+        "record the end with the watchdog",
+        "notify",
+        "destroy",
+        "confirm gone",
+    ]
+    if dry_run:
+        deps.echo(f"dry run: down {pod.id} would: " + " -> ".join(steps))
+        return
+    _sync_gate(provider, pod, deps, force)
+    end_at = deps.clock.now()
+    _record_end(deps, pod.id, end_at, note)
+    _notify(deps, f"destroying {pod.name}", f"{pod.id} ({run.experiment}) destroyed by gpuc down")
+    result = provider.destroy(pod.id)
+    if not provider.confirm_gone(pod.id, deps.clock):
+        raise ProviderError(
+            f"{pod.id} still listed after destroy",
+            provider=provider.name,
+            hint="run gpuc down again, or check the console",
+        )
+    deps.echo(f"{pod.id}: {result.replace('_', ' ')}, confirmed gone")
+    _finish_down(run, deps, note)
+
+
+def _sync_gate(provider: Provider, pod: Pod, deps: Deps, force: bool) -> None:
+    if pod.status != "running":
+        if force:
+            deps.echo(f"{pod.id} is {pod.status}: its disk is out of reach; destroying anyway (--force)")
+            return
+        raise SafetyRefusal(
+            f"{pod.id} is {pod.status}: its results cannot be synced",
+            hint="results pushed during the run are in your bucket; destroy anyway with --force",
+        )
+    code, out = pod_access(provider, pod, deps.settings).run(["python", "-m", "gpuc.instance_side", "sync"])
+    if code == 0:
+        deps.echo(f"  results synced and verified ({out.strip().splitlines()[-1] if out.strip() else 'ok'})")
+        return
+    if force:
+        deps.echo("  sync FAILED; destroying anyway (--force)")
+        return
+    _notify(deps, f"kept alive: sync failed on {pod.name}", f"gpuc down refused to destroy {pod.id}")
+    raise SafetyRefusal(
+        f"results sync failed on {pod.id}; the pod is kept",
+        hint="fix the sync (gpuc ls, the pod's .gpuc/agent.log) or destroy anyway with --force",
+    )
+
+
+def _record_end(deps: Deps, pod_id: str, end_at: float, note: str | None) -> None:
+    try:
+        deps.functions.end(pod_id, EndRequest(end_at=end_at, by="down", note=note))  # type: ignore[attr-defined]
+    except GpucError as exc:
+        # The user is here and asked for the destroy: a watchdog outage must not keep a pod billing.
+        deps.echo(f"  watchdog unreachable ({exc.message}); the ledger is closed locally")
+
+
+def _notify(deps: Deps, title: str, message: str) -> None:
+    # A notification never blocks a destroy (F13).
+    with contextlib.suppress(GpucError):
+        deps.functions.notify(title, message)  # type: ignore[attr-defined]
+
+
+def _finish_down(run: Run, deps: Deps, note: str | None) -> None:
+    deps.runs.set_phase(run.run_id, "ended", now=deps.clock.now(), note=note)
+    if run.pod_id:
+        _close_ledger(deps, run.pod_id, note)
+
+
+# -- ls --------------------------------------------------------------------------------------------
+LS_FIELDS = (
+    "provider",
+    "id",
+    "name",
+    "experiment",
+    "status",
+    "gpu",
+    "price_per_hour",
+    "created_at",
+    "managed",
+)
+
+
+def configured_providers(settings: Settings) -> list[str]:
+    names = ["local"]
+    if settings.runpod_api_key is not None:
+        names.append("runpod")
+    if settings.vast_api_key is not None:
+        names.append("vast")
+    return names
+
+
+def list_all(deps: Deps) -> tuple[list[dict[str, object]], list[str]]:
+    """Every pod at every configured provider, joined with what the laptop and the watchdog know."""
+    runs = deps.runs.by_pod_id()
+    warnings: list[str] = []
+    watch: dict[str, object] = {}
+    try:
+        status = deps.functions.status()  # type: ignore[attr-defined]
+        watch = {p.pod_id: p for p in status.pods}
+        closed = deps.ledger().sync_from_functions(status.pods)  # type: ignore[attr-defined]
+        if closed:
+            warnings.append(f"ledger: took in {closed} end(s) recorded by the pods or the watchdog")
+        warnings.extend(reaper_warnings(status.reaper_last_run, status.reaper_period_s, status.server_time))
+    except GpucError as exc:
+        warnings.append(f"watchdog unreachable: {exc.message}")
+    rows: list[dict[str, object]] = []
+    for name in configured_providers(deps.settings):
+        try:
+            pods = deps.provider(name).list_pods()
+        except GpucError as exc:
+            warnings.append(f"{name}: {exc.message}")
+            continue
+        for pod in pods:
+            row: dict[str, object] = {k: getattr(pod, k) for k in LS_FIELDS}
+            run = runs.get(pod.id)
+            if run and not row["experiment"]:
+                row["experiment"] = run.experiment
+            rec = watch.get(pod.id)
+            row["watchdog"] = getattr(rec, "state", None)
+            row["last_seen"] = getattr(rec, "last_seen", None)
+            row["ssh"] = f"{pod.ssh_host}:{pod.ssh_port}" if pod.ssh_host else None
+            rows.append(row)
+    return rows, warnings
+
+
+def reaper_warnings(last_run: float | None, period_s: float, now: float) -> list[str]:
+    if last_run is None:
+        return ["the watchdog's reaper has never run (F14): deploy or serve it"]
+    age = now - last_run
+    if age > 2 * period_s:
+        return [
+            f"the watchdog's reaper last ran {age / 60:.0f} min ago (period {period_s / 60:.0f} min): it is STALE"
+        ]
+    return []
+
+
+def dumps_rows(rows: list[dict[str, object]]) -> str:
+    return json.dumps(rows, indent=2, default=str)
+
+
+def wait_gone(deps: Deps, pod: Pod, timeout_s: float, poll_s: float = 0.5) -> bool:
+    """Block until the pod is gone (the wrapper destroyed it) or the timeout passes."""
+    provider = deps.provider(pod.provider)
+    deadline = deps.clock.now() + timeout_s
+    while deps.clock.now() < deadline:
+        current = provider.get(pod.id)
+        if current is None:
+            deps.echo(f"{pod.id} is gone")
+            return True
+        deps.clock.sleep(poll_s)
+    deps.echo(f"{pod.id} still exists after {timeout_s:.0f}s")
+    return False

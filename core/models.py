@@ -1,0 +1,184 @@
+"""The shapes every part of gpuc shares. Pure data: no I/O, no settings."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+PodStatus = Literal["provisioning", "running", "stopped", "paused", "exited", "terminated", "unknown"]
+POD_STATUSES: tuple[PodStatus, ...] = (
+    "provisioning",
+    "running",
+    "stopped",
+    "paused",
+    "exited",
+    "terminated",
+    "unknown",
+)
+# Ownership marker the reaper relies on: the name prefix AND this env var on the pod.
+NAME_PREFIX = "gpuc-"
+OWNER_ENV = "GPUC_MANAGED"
+RUN_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{3,40}$")
+EXPERIMENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def new_run_id() -> str:
+    return secrets.token_hex(5)
+
+
+def pod_name(run_id: str) -> str:
+    return f"{NAME_PREFIX}{run_id}"
+
+
+def is_gpuc_name(name: str | None) -> bool:
+    return (
+        bool(name)
+        and str(name).startswith(NAME_PREFIX)
+        and bool(RUN_ID_RE.match(str(name)[len(NAME_PREFIX) :]))
+    )
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+class PodSpec(Strict):
+    """What `up` asks a provider for. `env` holds non-secret settings only: provider APIs echo it back."""
+
+    experiment: str
+    run_id: str
+    provider: str
+    gpu_type: str
+    gpu_count: int = Field(1, ge=1, le=8)
+    image: str = "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04"
+    container_disk_gb: int = Field(20, ge=5)
+    volume_gb: int = Field(30, ge=0)
+    env: dict[str, str] = Field(default_factory=dict)
+    interruptible: bool = False
+    bid_per_gpu: float | None = Field(None, gt=0)
+    max_hours: float = Field(12.0, gt=0, le=24 * 14)
+    price_per_hour: float | None = Field(None, ge=0)
+    offer_id: str | None = None
+    ssh_public_key: str | None = None
+
+    @field_validator("experiment")
+    @classmethod
+    def _experiment(cls, v: str) -> str:
+        if not EXPERIMENT_RE.match(v):
+            raise ValueError("experiment names are 1-64 characters: letters, digits, '.', '_', '-'")
+        return v
+
+    @field_validator("run_id")
+    @classmethod
+    def _run_id(cls, v: str) -> str:
+        if not RUN_ID_RE.match(v):
+            raise ValueError("run ids are 4-41 lowercase letters, digits or '-'")
+        return v
+
+    @property
+    def name(self) -> str:
+        return pod_name(self.run_id)
+
+
+class Pod(Strict):
+    provider: str
+    id: str
+    name: str
+    experiment: str | None = None
+    status: PodStatus
+    raw_status: str = ""
+    gpu: str | None = None
+    gpu_count: int = 1
+    price_per_hour: float | None = None
+    created_at: float | None = None
+    uptime_s: float | None = None
+    managed: bool = False
+    interruptible: bool = False
+    ssh_host: str | None = None
+    ssh_port: int | None = None
+    gpu_util_pct: float | None = None  # the provider's own reading: the reaper's second witness
+
+    @property
+    def alive(self) -> bool:
+        return self.status not in ("terminated",)
+
+
+class GpuReading(Strict):
+    index: int
+    name: str | None = None
+    uuid: str | None = None
+    utilization_pct: float | None = None
+    memory_used_mb: float | None = None
+    memory_total_mb: float | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    temperature_c: float | None = None
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    processes: list[int] = Field(default_factory=list)
+    error: str | None = None
+
+
+class Offer(Strict):
+    provider: str
+    id: str
+    gpu: str
+    gpu_count: int = 1
+    price_per_hour: float
+    min_bid: float | None = None
+    interruptible_price: float | None = None
+    community_price: float | None = None
+    reliability: float | None = None
+    inet_down_mbps: float | None = None
+    gpu_mem_bw_gbps: float | None = None
+    cuda_max: float | None = None
+    stock: str | None = None
+    location: str | None = None
+    # Vast's host-quality fields, re-checked by `gpuc offers` (None = not reported: the search filtered it).
+    verified: bool | None = None  # verification == "verified"
+    inet_down_cost: float | None = None  # $/GB downloaded
+    storage_cost: float | None = None  # $/GB/month
+
+
+class Balance(Strict):
+    provider: str
+    balance_usd: float
+    spend_per_hour: float
+    spend_limit: float | None = None
+
+    @property
+    def hours_left(self) -> float | None:
+        return self.balance_usd / self.spend_per_hour if self.spend_per_hour > 0 else None
+
+
+LEDGER_COLUMNS: tuple[str, ...] = (
+    "date",
+    "experiment",
+    "provider",
+    "gpu",
+    "price_per_hour",
+    "start",
+    "end",
+    "cost_usd",
+    "note",
+)
+
+
+class LedgerRow(Strict):
+    """One pod, one row; the nine columns in SPEC order. Times are ISO-8601 UTC strings."""
+
+    date: str
+    experiment: str
+    provider: str
+    gpu: str
+    price_per_hour: str
+    start: str
+    end: str = ""
+    cost_usd: str = ""
+    note: str = ""
+
+    def cells(self) -> list[str]:
+        return [getattr(self, c) for c in LEDGER_COLUMNS]

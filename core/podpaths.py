@@ -1,0 +1,60 @@
+"""Where things live on a pod, relative to its root: one definition for the laptop and the pod.
+
+Standard library only. The agent imports this for the pod's whole life and is held to <= 30 MB
+resident; pydantic (core.podconfig, which re-exports these names) would cost it ~20 MB.
+
+On a rented pod the root is `/` (so the workspace is `/workspace`, the provider's volume); a local
+sandbox pod, or a pod over a loopback sshd in tests, has its own root directory. `GPUC_POD_ROOT`
+says which.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+POD_ROOT_ENV = "GPUC_POD_ROOT"
+TOKEN_ENV = "GPUC_POD_TOKEN"
+
+
+class PodPaths:
+    """Where things live on a pod, relative to its root."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.workspace = root / "workspace"
+        self.state = self.workspace / ".gpuc"
+        self.config = self.state / "config.json"
+        self.secrets = self.state / "secrets.env"
+        self.seq = self.state / "seq"
+        self.exit_code = self.state / "exit_code"
+        self.log = self.state / "agent.log"
+        self.results = self.workspace / "results"
+        self.keep_file = self.workspace / ".keep"
+        self.sim_gpu = self.state / "sim_gpu.json"
+        # Whoever ends the pod (wrapper, idle watch, `gpuc down`) writes the pod id here: heartbeats stop.
+        self.ended = self.state / "ended"
+        self.job = self.state / "job.pid"
+        self.end_lock = self.state / "end.lock"
+        self.agent_lock = self.state / "agent.lock"
+        # The code `up` uploads, and the interpreter that runs it (a launcher the install writes, so
+        # every later ssh command finds gpuc without knowing how it was installed).
+        self.code = self.state / "code"
+        self.venv = self.state / "venv"
+        self.python = self.state / "bin" / "python"
+        # Bootstrap and verification: done-markers, the timing CSV, the log, the verdict.
+        self.bootstrap = self.state / "bootstrap"
+        self.bootstrap_plan = self.state / "bootstrap.json"
+        self.bootstrap_csv = self.bootstrap / "bootstrap.csv"
+        self.bootstrap_log = self.bootstrap / "bootstrap.log"
+        self.verdict = self.state / "verify.json"
+        self.repo = self.workspace / "repo"
+        # On the volume, so a model survives a container restart and is downloaded (and billed) once.
+        self.hf_home = self.workspace / ".cache" / "huggingface"
+        self.results_repo = self.state / "results-repo"
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> PodPaths:
+        env = os.environ if environ is None else environ
+        return cls(Path(env.get(POD_ROOT_ENV, "/")))

@@ -1,0 +1,94 @@
+"""The provider interface: what gpuc needs from RunPod, Vast.ai and the local sandbox.
+
+Contract every implementation keeps (tests hold them to it):
+- `get` returns None only when the provider POSITIVELY says the pod is gone; any doubt raises
+  ProviderError (the reaper never acts on an uncertain reading).
+- `list_pods` raises ProviderSchemaError on a body it does not recognise: never "empty account".
+- `create` is never retried blindly: after a timeout or 5xx it looks the name up first.
+- `destroy` is idempotent: an already-gone pod is success ("already_gone").
+- Pods carry `managed=True` only when both ownership markers hold (name prefix + owner env var).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Literal
+
+from gpuc.core.clock import Clock, SystemClock
+from gpuc.core.errors import ProviderError
+from gpuc.core.models import Balance, Offer, Pod, PodSpec
+
+DestroyResult = Literal["destroyed", "already_gone"]
+
+
+class Provider(ABC):
+    name: str = "?"
+
+    @abstractmethod
+    def create(self, spec: PodSpec) -> Pod: ...
+
+    @abstractmethod
+    def get(self, pod_id: str) -> Pod | None: ...
+
+    @abstractmethod
+    def list_pods(self) -> list[Pod]: ...
+
+    @abstractmethod
+    def stop(self, pod_id: str) -> None: ...
+
+    @abstractmethod
+    def destroy(self, pod_id: str) -> DestroyResult: ...
+
+    @abstractmethod
+    def balance(self) -> Balance: ...
+
+    def offers(self, gpu: str | None = None, interruptible: bool = False) -> list[Offer]:
+        return []
+
+    def find_by_name(self, name: str) -> Pod | None:
+        matches = [p for p in self.list_pods() if p.name == name and p.status != "terminated"]
+        if len(matches) > 1:
+            raise ProviderError(
+                f"{len(matches)} pods are named {name}",
+                provider=self.name,
+                hint="destroy the extras by id (gpuc ls shows them)",
+            )
+        return matches[0] if matches else None
+
+    def confirm_gone(
+        self, pod_id: str, clock: Clock | None = None, attempts: int = 5, delay_s: float = 1.0
+    ) -> bool:
+        """After a destroy: list again until the provider no longer shows the pod alive."""
+        clock = clock or SystemClock()
+        for attempt in range(attempts):
+            pod = self.get(pod_id)
+            if pod is None or pod.status == "terminated":
+                return True
+            if attempt + 1 < attempts:
+                clock.sleep(delay_s)
+        return False
+
+    def close(self) -> None:  # noqa: B027 - optional hook for clients that hold connections
+        pass
+
+
+class SelfDestroyer(ABC):
+    """Inside a pod: destroy this pod with the key the platform scopes to it (never the account key)."""
+
+    @abstractmethod
+    def destroy_self(self) -> str: ...
+
+
+class PodAccess(ABC):
+    """A way onto a running pod: ssh on a rented one, plain processes in a local sandbox.
+    Secrets travel through `put_file` (content on stdin / a mode-600 file), never in argv."""
+
+    @abstractmethod
+    def put_file(self, path: str, data: bytes, mode: int = 0o600) -> None: ...
+
+    @abstractmethod
+    def run(self, argv: list[str], timeout_s: float = 120.0) -> tuple[int, str]: ...
+
+    @abstractmethod
+    def spawn(self, argv: list[str], role: str) -> None:
+        """Start a detached process that outlives this session (the agent, a wrapped job)."""

@@ -1,0 +1,325 @@
+"""The one HTTP choke point of the RunPod and Vast clients.
+
+Every provider request goes through `HttpClient.request`: auth header, default timeout, the retry
+table below, and the mapping of failures onto gpuc.core.errors with the provider's own message and
+request id. Bodies are never logged: Vast's /users/current answers with the account API key in it,
+and a pod's env is echoed in every listing.
+
+Retry table (what happens after each kind of failure):
+
+    failure                  idempotent call        create (not idempotent)
+    HTTP 429                 retry with backoff     retry: refused at the edge, nothing was applied
+    HTTP 502 / 503 / 504     retry with backoff     ambiguous: it may have been applied
+    other HTTP 5xx           fail                   ambiguous
+    connect error / timeout  retry with backoff     retry: the request never reached the server
+    read/write timeout       retry with backoff     ambiguous
+    connection dropped       retry with backoff     ambiguous
+
+"Ambiguous" raises AmbiguousOutcome: the caller looks the pod up by name before sending again,
+because retrying a create blindly can leave two billed pods.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import httpx
+
+from gpuc.core.clock import Clock, SystemClock
+from gpuc.core.errors import (
+    ProviderAuthError,
+    ProviderError,
+    ProviderSchemaError,
+    ProviderUnavailable,
+)
+from gpuc.core.redact import redact
+
+log = logging.getLogger("gpuc.providers.http")
+
+Action = Literal["retry", "ambiguous", "fail"]
+
+
+@dataclass(frozen=True)
+class RetryRule:
+    reason: str
+    idempotent: Action
+    not_idempotent: Action
+
+
+RETRY_BY_STATUS: dict[int, RetryRule] = {
+    429: RetryRule("rate limited", "retry", "retry"),
+    502: RetryRule("bad gateway", "retry", "ambiguous"),
+    503: RetryRule("service unavailable", "retry", "ambiguous"),
+    504: RetryRule("gateway timeout", "retry", "ambiguous"),
+}
+OTHER_5XX = RetryRule("server error", "fail", "ambiguous")
+# httpx exception classes, most specific first (ConnectTimeout is a TimeoutException too).
+RETRY_BY_EXCEPTION: tuple[tuple[type[httpx.TransportError], RetryRule], ...] = (
+    (httpx.ConnectError, RetryRule("cannot connect", "retry", "retry")),
+    (httpx.ConnectTimeout, RetryRule("connect timeout", "retry", "retry")),
+    (httpx.PoolTimeout, RetryRule("connection pool timeout", "retry", "retry")),
+    (httpx.TimeoutException, RetryRule("timed out", "retry", "ambiguous")),
+    (httpx.RemoteProtocolError, RetryRule("connection dropped", "retry", "ambiguous")),
+    (httpx.NetworkError, RetryRule("network error", "retry", "ambiguous")),
+)
+FALLBACK_TRANSPORT_RULE = RetryRule("transport error", "fail", "ambiguous")
+
+# Which header carries the request id is not documented by either provider (UNCONFIRMED): take the first.
+REQUEST_ID_HEADERS = ("x-request-id", "request-id", "x-correlation-id", "cf-ray")
+MESSAGE_KEYS = ("detail", "msg", "message", "error", "title")
+MAX_MESSAGE = 300
+RETRY_AFTER_CAP_S = 60.0
+
+
+class BackoffFunction(Protocol):
+    def __call__(self, retry: int) -> float: ...
+
+
+def exponential_backoff(
+    base: float = 0.5, multiplier: float = 2.0, cap: float = 30.0, jitter: bool = True
+) -> BackoffFunction:
+    """Seconds to wait before retry number `retry` (0-based): base·multiplier^retry, capped, with
+    "equal jitter" (half fixed, half random) so many clients do not retry in lockstep."""
+
+    def backoff(retry: int) -> float:
+        delay = min(cap, base * multiplier**retry)
+        return delay / 2 + random.uniform(0, delay / 2) if jitter else delay
+
+    return backoff
+
+
+def zero_backoff(retry: int) -> float:
+    return 0.0
+
+
+class AmbiguousOutcome(ProviderUnavailable):
+    """A non-idempotent request may or may not have been applied: look before sending it again."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    body: Any
+    request_id: str | None
+
+
+class HttpClient:
+    """An httpx.Client with gpuc's auth, timeout, retry table and error mapping."""
+
+    def __init__(
+        self,
+        *,
+        provider: str,
+        api_key: str,
+        key_env: str,
+        timeout_s: float = 20.0,
+        max_attempts: int = 5,
+        backoff: BackoffFunction | None = None,
+        clock: Clock | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.provider = provider
+        self.key_env = key_env
+        self.max_attempts = max(1, max_attempts)
+        self.backoff: BackoffFunction = backoff or exponential_backoff()
+        self.clock: Clock = clock or SystemClock()
+        self._secrets = [api_key]
+        self._client = httpx.Client(
+            headers={"Authorization": f"Bearer {api_key}", "Accept": "application/json"},
+            timeout=timeout_s,
+            transport=transport,
+            follow_redirects=False,
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        json: Any = None,
+        params: Mapping[str, str] | None = None,
+        idempotent: bool = True,
+        accept: Collection[int] = (),
+    ) -> Reply:
+        """Send with retries; return 2xx replies and the statuses in `accept`, raise on everything else."""
+        for attempt in range(self.max_attempts):
+            last = attempt + 1 == self.max_attempts
+            try:
+                response = self._client.request(method, url, json=json, params=params)
+            except httpx.TransportError as exc:
+                rule = transport_rule(exc)
+                self._after_failure(
+                    rule, idempotent, method, url, attempt, last, status=None, request_id=None
+                )
+                continue
+            request_id = request_id_of(response)
+            log.debug("%s %s %s -> %s", self.provider, method, path_of(url), response.status_code)
+            if response.is_success or response.status_code in accept:
+                return Reply(response.status_code, self._json_body(response, request_id), request_id)
+            by_status = status_rule(response.status_code)
+            if by_status is None:
+                raise self._error_for(response, request_id)
+            self._after_failure(
+                by_status,
+                idempotent,
+                method,
+                url,
+                attempt,
+                last,
+                status=response.status_code,
+                request_id=request_id,
+                retry_after=retry_after_s(response),
+                message=self._message(response),
+            )
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _after_failure(
+        self,
+        rule: RetryRule,
+        idempotent: bool,
+        method: str,
+        url: str,
+        attempt: int,
+        last: bool,
+        *,
+        status: int | None,
+        request_id: str | None,
+        retry_after: float | None = None,
+        message: str | None = None,
+    ) -> None:
+        """Sleep before the next attempt, or raise what the retry table says."""
+        action = rule.idempotent if idempotent else rule.not_idempotent
+        what = f"{method} {path_of(url)}: {rule.reason}" + (f": {message}" if message else "")
+        if action == "ambiguous":
+            raise AmbiguousOutcome(
+                f"{what}; the request may have been applied",
+                provider=self.provider,
+                status=status,
+                request_id=request_id,
+                hint="gpuc looks the pod up by name before sending it again",
+            )
+        if action == "fail" or last:
+            raise ProviderUnavailable(
+                f"{what} (after {attempt + 1} attempt{'s' if attempt else ''})",
+                provider=self.provider,
+                status=status,
+                request_id=request_id,
+                hint="the provider is not answering reliably; try again in a few minutes",
+            )
+        delay = self.backoff(attempt)
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, RETRY_AFTER_CAP_S))
+        log.warning(
+            "%s %s: retry %d/%d in %.1fs", self.provider, what, attempt + 1, self.max_attempts - 1, delay
+        )
+        self.clock.sleep(delay)
+
+    def _json_body(self, response: httpx.Response, request_id: str | None) -> Any:
+        if not response.content.strip():
+            return None
+        try:
+            return response.json()
+        except ValueError:
+            raise ProviderSchemaError(
+                f"{path_of(str(response.request.url))} answered HTTP {response.status_code} with a body "
+                "that is not JSON",
+                provider=self.provider, status=response.status_code, request_id=request_id,
+                hint="the provider API may have changed; gpuc will not guess what it meant",
+            ) from None  # fmt: skip
+
+    def redact(self, text: str) -> str:
+        """Provider words about to go into an error or a log: the key out, token-shaped strings too."""
+        return redact(text, self._secrets)
+
+    def _message(self, response: httpx.Response) -> str:
+        return self.redact(error_message(response))
+
+    def _error_for(self, response: httpx.Response, request_id: str | None) -> ProviderError:
+        status = response.status_code
+        message = self._message(response)
+        if status in (401, 403):
+            return ProviderAuthError(
+                message or "the API key was refused",
+                provider=self.provider,
+                status=status,
+                request_id=request_id,
+                hint=f"check {self.key_env} (environment or .env): is it current, and allowed to do this?",
+            )
+        return ProviderError(
+            message or "request failed", provider=self.provider, status=status, request_id=request_id
+        )
+
+
+def status_rule(status: int) -> RetryRule | None:
+    if status in RETRY_BY_STATUS:
+        return RETRY_BY_STATUS[status]
+    return OTHER_5XX if status >= 500 else None
+
+
+def transport_rule(exc: httpx.TransportError) -> RetryRule:
+    for kind, rule in RETRY_BY_EXCEPTION:
+        if isinstance(exc, kind):
+            return rule
+    return FALLBACK_TRANSPORT_RULE
+
+
+def request_id_of(response: httpx.Response) -> str | None:
+    for header in REQUEST_ID_HEADERS:
+        value = response.headers.get(header)
+        if isinstance(value, str) and value:
+            return value[:80]
+    return None
+
+
+def retry_after_s(response: httpx.Response) -> float | None:
+    raw = response.headers.get("retry-after")
+    try:
+        return max(0.0, float(raw)) if raw else None
+    except ValueError:
+        return None  # an HTTP-date: rare enough that the backoff is good enough
+
+
+def error_message(response: httpx.Response) -> str:
+    """The provider's own words: GraphQL errors[0].message, RFC 9457 detail, Vast msg, or plain text."""
+    try:
+        body = response.json()
+    except ValueError:
+        return " ".join(response.text.split())[:MAX_MESSAGE]
+    return message_from_body(body)[:MAX_MESSAGE]
+
+
+def message_from_body(body: Any) -> str:
+    if not isinstance(body, dict):
+        return ""
+    errors = body.get("errors")
+    if isinstance(errors, list) and errors and isinstance(errors[0], dict):
+        return str(errors[0].get("message", ""))
+    if isinstance(errors, list) and errors and isinstance(errors[0], str):
+        return errors[0]
+    for key in MESSAGE_KEYS:
+        value = body.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def path_of(url: str) -> str:
+    """For logs: the path only. Query strings are not secret today, but they are not needed either."""
+    return httpx.URL(url).path
+
+
+def require(condition: bool, provider: str, what: str) -> None:
+    """A body without the shape we rely on is an error, never read as "nothing there"."""
+    if not condition:
+        raise ProviderSchemaError(
+            f"unexpected answer: {what}",
+            provider=provider,
+            hint="the provider API may have changed; gpuc will not guess (report it with the request id)",
+        )

@@ -1,0 +1,435 @@
+"""The `local` provider: a pod is a sandbox directory with its own workspace, price and state, and
+real processes (the gpuc agent, the job) running in their own sessions.
+
+State lives in SQLite under `$GPUC_HOME/local/`, so it survives the `gpuc` process and is shared by
+the laptop CLI, the local functions server (reaper) and the pods themselves (self-destroy), each a
+separate process. Tests and the demo drive the failure states the real clouds produce: stop,
+pause (outbid), freeze (container hung), kill one process, vanish (deleted outside gpuc).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from gpuc.core.clock import Clock, SystemClock
+from gpuc.core.errors import NotFound, ProviderError
+from gpuc.core.models import OWNER_ENV, Balance, Pod, PodSpec, PodStatus, new_run_id
+from gpuc.core.podconfig import POD_ROOT_ENV, PodPaths
+from gpuc.core.providers.base import DestroyResult, PodAccess, Provider, SelfDestroyer
+from gpuc.core.settings import Settings
+
+_SCHEMA = """
+create table if not exists pods (
+    id text primary key,
+    name text not null,
+    experiment text,
+    status text not null,
+    gpu text,
+    price real,
+    created_at real not null,
+    ready_at real not null,
+    status_since real not null,
+    managed_env integer not null,
+    interruptible integer not null default 0,
+    env text not null default '{}',
+    pids text not null default '{}'
+);
+create table if not exists account (k text primary key, v real not null);
+"""
+STARTING_BALANCE_USD = 15.0
+_LAUNCHER = (
+    "import subprocess, sys\n"
+    "log = open(sys.argv[1], 'ab')\n"
+    "p = subprocess.Popen(sys.argv[2:], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,"
+    " start_new_session=True)\n"
+    "print(p.pid)\n"
+)
+# The environment a sandbox process sees: nothing from the laptop's environment leaks in (a real
+# pod never sees the user's shell, and the user's shell may hold account keys).
+_PASS_THROUGH = ("PATH", "LANG", "LC_ALL", "TZ", "TMPDIR")
+
+
+class LocalProvider(Provider):
+    name = "local"
+
+    def __init__(self, home: Path, settings: Settings | None = None, clock: Clock | None = None) -> None:
+        self.home = home
+        self.root = home / "local"
+        self.settings = settings or Settings(home=home)
+        self.clock = clock or SystemClock()
+        self.root.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.root / "pods.db", timeout=30)
+        try:
+            conn.execute("pragma journal_mode=wal")
+            conn.executescript(_SCHEMA)
+        finally:
+            conn.close()
+
+    # -- storage -----------------------------------------------------------------------------
+    @contextmanager
+    def _db(self) -> Iterator[sqlite3.Connection]:
+        conn = sqlite3.connect(self.root / "pods.db", timeout=30, isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        try:
+            conn.execute("begin immediate")
+            yield conn
+            conn.execute("commit")
+        except BaseException:
+            conn.execute("rollback")
+            raise
+        finally:
+            conn.close()
+
+    def _row(self, db: sqlite3.Connection, pod_id: str) -> sqlite3.Row | None:
+        row: sqlite3.Row | None = db.execute("select * from pods where id = ?", (pod_id,)).fetchone()
+        return row
+
+    def _advance(self, db: sqlite3.Connection, row: sqlite3.Row) -> sqlite3.Row:
+        """Provisioning pods become running once their boot time has passed."""
+        now = self.clock.now()
+        if row["status"] == "provisioning" and now >= row["ready_at"]:
+            db.execute(
+                "update pods set status = 'running', status_since = ? where id = ? and status = 'provisioning'",
+                (row["ready_at"], row["id"]),
+            )
+            fresh = self._row(db, row["id"])
+            assert fresh is not None
+            return fresh
+        return row
+
+    def _to_pod(self, row: sqlite3.Row) -> Pod:
+        env = json.loads(row["env"])
+        from gpuc.core.models import is_gpuc_name
+
+        return Pod(
+            provider=self.name,
+            id=row["id"],
+            name=row["name"],
+            experiment=row["experiment"],
+            status=row["status"],
+            raw_status=row["status"],
+            gpu=row["gpu"],
+            price_per_hour=row["price"],
+            created_at=row["created_at"],
+            uptime_s=max(0.0, self.clock.now() - row["ready_at"]) if row["status"] == "running" else None,
+            managed=bool(row["managed_env"]) and is_gpuc_name(row["name"]) and env.get(OWNER_ENV) == "1",
+            interruptible=bool(row["interruptible"]),
+            gpu_util_pct=self._sim_util(row["id"]),
+        )
+
+    def _sim_util(self, pod_id: str) -> float | None:
+        """The provider's own GPU reading (the reaper's second witness), from the sandbox's sim file."""
+        try:
+            data = json.loads(self.paths(pod_id).sim_gpu.read_text())
+            utils = [float(g.get("utilization_pct") or 0) for g in data.get("gpus", [])]
+            return max(utils) if utils else 0.0
+        except (OSError, ValueError, TypeError, AttributeError):
+            return None
+
+    # -- the Provider interface ----------------------------------------------------------------
+    def create(self, spec: PodSpec) -> Pod:
+        pod_id = "lp-" + new_run_id()
+        now = self.clock.now()
+        env = {**spec.env, OWNER_ENV: "1"}
+        paths = self.paths(pod_id)
+        paths.workspace.mkdir(parents=True)
+        paths.state.mkdir(mode=0o700)
+        price = spec.price_per_hour if spec.price_per_hour is not None else self.settings.local_price_per_hour
+        with self._db() as db:
+            db.execute(
+                "insert into pods (id, name, experiment, status, gpu, price, created_at, ready_at, status_since,"
+                " managed_env, interruptible, env) values (?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    pod_id,
+                    spec.name,
+                    spec.experiment,
+                    "provisioning",
+                    self.settings.local_gpu,
+                    price,
+                    now,
+                    now + self.settings.local_boot_s,
+                    now,
+                    1,
+                    int(spec.interruptible),
+                    json.dumps(env),
+                ),
+            )
+            row = self._row(db, pod_id)
+        assert row is not None
+        return self._to_pod(row)
+
+    def get(self, pod_id: str) -> Pod | None:
+        with self._db() as db:
+            row = self._row(db, pod_id)
+            if row is None or row["status"] == "terminated":
+                return None
+            return self._to_pod(self._advance(db, row))
+
+    def list_pods(self) -> list[Pod]:
+        with self._db() as db:
+            rows = db.execute(
+                "select * from pods where status != 'terminated' order by created_at"
+            ).fetchall()
+            return [self._to_pod(self._advance(db, r)) for r in rows]
+
+    def stop(self, pod_id: str) -> None:
+        self._kill_all(self._require(pod_id), signal.SIGKILL)
+        self._set_status(pod_id, "stopped")
+
+    def destroy(self, pod_id: str) -> DestroyResult:
+        with self._db() as db:
+            row = self._row(db, pod_id)
+            if row is None or row["status"] == "terminated":
+                return "already_gone"
+            db.execute(
+                "update pods set status = 'terminated', status_since = ? where id = ?",
+                (self.clock.now(), pod_id),
+            )
+            pids = json.loads(row["pids"])
+        self._kill_pids(pids, signal.SIGKILL)
+        self._remove_disk(pod_id)
+        return "destroyed"
+
+    def balance(self) -> Balance:
+        now = self.clock.now()
+        spent = 0.0
+        spend_per_hour = 0.0
+        with self._db() as db:
+            for row in db.execute("select * from pods").fetchall():
+                end = row["status_since"] if row["status"] in ("terminated", "stopped") else now
+                spent += (row["price"] or 0.0) * max(0.0, end - row["created_at"]) / 3600
+                if row["status"] in ("provisioning", "running", "paused"):
+                    spend_per_hour += row["price"] or 0.0
+            start = db.execute("select v from account where k = 'balance'").fetchone()
+        balance = (start["v"] if start else STARTING_BALANCE_USD) - spent
+        return Balance(provider=self.name, balance_usd=round(balance, 4), spend_per_hour=spend_per_hour)
+
+    # -- the sandbox ---------------------------------------------------------------------------
+    def paths(self, pod_id: str) -> PodPaths:
+        return PodPaths(self.root / "pods" / pod_id)
+
+    def access(self, pod_id: str) -> LocalAccess:
+        self._require(pod_id)
+        return LocalAccess(self, pod_id)
+
+    def sandbox_env(self, pod_id: str) -> dict[str, str]:
+        row = self._require(pod_id)
+        env = {k: os.environ[k] for k in _PASS_THROUGH if k in os.environ}
+        env.update(json.loads(row["env"]))
+        env.update(
+            {
+                POD_ROOT_ENV: str(self.paths(pod_id).root),
+                "GPUC_POD_ID": pod_id,
+                "GPUC_LOCAL_HOME": str(self.home),
+                "HOME": str(self.paths(pod_id).workspace),
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        return env
+
+    def record_pid(self, pod_id: str, role: str, pid: int) -> None:
+        with self._db() as db:
+            row = self._row(db, pod_id)
+            if row is None:
+                raise NotFound(f"local pod {pod_id} does not exist", hint="list pods with: gpuc ls")
+            pids = json.loads(row["pids"])
+            pids[role] = pid
+            db.execute("update pods set pids = ? where id = ?", (json.dumps(pids), pod_id))
+
+    def pids(self, pod_id: str) -> dict[str, int]:
+        result: dict[str, int] = json.loads(self._require(pod_id)["pids"])
+        return result
+
+    # -- failure drills (what the real clouds do to pods) ----------------------------------------
+    def pause(self, pod_id: str) -> None:
+        """Interruptible instance outbid: processes frozen, status paused."""
+        self._kill_all(self._require(pod_id), signal.SIGSTOP)
+        self._set_status(pod_id, "paused")
+
+    def freeze(self, pod_id: str) -> None:
+        """Container hung: processes frozen, the provider still says running."""
+        self._kill_all(self._require(pod_id), signal.SIGSTOP)
+
+    def thaw(self, pod_id: str) -> None:
+        self._kill_all(self._require(pod_id), signal.SIGCONT)
+
+    def kill_role(self, pod_id: str, role: str, sig: int = signal.SIGKILL) -> None:
+        pid = self.pids(pod_id).get(role)
+        if pid is None:
+            raise NotFound(f"no {role} process on {pod_id}")
+        self._kill_pids({role: pid}, sig)
+
+    def vanish(self, pod_id: str) -> None:
+        """Deleted outside gpuc (the provider's console, a preemption that removed it)."""
+        row = self._require(pod_id)
+        self._kill_all(row, signal.SIGKILL)
+        with self._db() as db:
+            db.execute("delete from pods where id = ?", (pod_id,))
+        self._remove_disk(pod_id)
+
+    def set_status(self, pod_id: str, status: PodStatus, since: float | None = None) -> None:
+        self._set_status(pod_id, status, since)
+
+    def set_gpu(self, pod_id: str, **sim: Any) -> None:
+        """Write the sandbox's simulated NVML state (utilisation, error, ssh sessions)."""
+        path = self.paths(pod_id).sim_gpu
+        current: dict[str, Any] = {}
+        if path.exists():
+            current = json.loads(path.read_text())
+        current.update(sim)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(current))
+        os.replace(tmp, path)
+
+    def add_foreign(
+        self, name: str = "my-own-pod", *, managed_env: bool = False, status: PodStatus = "running"
+    ) -> Pod:
+        """A pod the user started outside gpuc: the reaper must never touch it."""
+        pod_id = "lp-" + new_run_id()
+        now = self.clock.now()
+        self.paths(pod_id).workspace.mkdir(parents=True)
+        with self._db() as db:
+            db.execute(
+                "insert into pods (id, name, experiment, status, gpu, price, created_at, ready_at, status_since,"
+                " managed_env, env) values (?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    pod_id,
+                    name,
+                    None,
+                    status,
+                    self.settings.local_gpu,
+                    0.3,
+                    now,
+                    now,
+                    now,
+                    int(managed_env),
+                    "{}",
+                ),
+            )
+            row = self._row(db, pod_id)
+        assert row is not None
+        return self._to_pod(row)
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _require(self, pod_id: str) -> sqlite3.Row:
+        with self._db() as db:
+            row = self._row(db, pod_id)
+        if row is None or row["status"] == "terminated":
+            raise NotFound(f"local pod {pod_id} does not exist", hint="list pods with: gpuc ls")
+        return row
+
+    def _set_status(self, pod_id: str, status: PodStatus, since: float | None = None) -> None:
+        with self._db() as db:
+            db.execute(
+                "update pods set status = ?, status_since = ? where id = ?",
+                (status, self.clock.now() if since is None else since, pod_id),
+            )
+
+    def _kill_all(self, row: sqlite3.Row, sig: int) -> None:
+        self._kill_pids(json.loads(row["pids"]), sig)
+
+    @staticmethod
+    def _kill_pids(pids: Mapping[str, int], sig: int) -> None:
+        # Each sandbox process leads its own session; a self-destroy must not kill its caller
+        # before the call returns, so the caller's own group is spared (it exits by itself).
+        own = os.getpgid(0)
+        for pid in pids.values():
+            if pid == own:
+                continue
+            try:
+                os.killpg(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                continue
+
+    def _remove_disk(self, pod_id: str) -> None:
+        paths = self.paths(pod_id)
+        logs = self.root / "logs" / pod_id
+        if paths.log.exists():
+            logs.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(paths.log, logs / "agent.log")
+        shutil.rmtree(paths.root, ignore_errors=True)
+
+
+class LocalAccess(PodAccess):
+    def __init__(self, provider: LocalProvider, pod_id: str) -> None:
+        self.provider = provider
+        self.pod_id = pod_id
+        self.paths = provider.paths(pod_id)
+
+    def _resolve(self, path: str) -> Path:
+        target = (self.paths.root / path.lstrip("/")).resolve()
+        if not target.is_relative_to(self.paths.root.resolve()):
+            raise ProviderError(f"path {path} escapes the sandbox", provider="local")
+        return target
+
+    def put_file(self, path: str, data: bytes, mode: int = 0o600) -> None:
+        target = self._resolve(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(target.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+
+    def run(self, argv: list[str], timeout_s: float = 120.0) -> tuple[int, str]:
+        proc = subprocess.run(
+            self._argv(argv),
+            cwd=self.paths.workspace,
+            env=self.provider.sandbox_env(self.pod_id),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+        return proc.returncode, proc.stdout + proc.stderr
+
+    def spawn(self, argv: list[str], role: str) -> None:
+        self.paths.state.mkdir(parents=True, exist_ok=True)
+        # Double start through a tiny launcher: the pod process is orphaned at once and adopted by
+        # init, so it outlives `gpuc` (like a process on a real pod) and never lingers as our zombie.
+        launcher = subprocess.run(
+            [sys.executable, "-c", _LAUNCHER, str(self.paths.state / f"{role}.out"), *self._argv(argv)],
+            cwd=self.paths.workspace,
+            env=self.provider.sandbox_env(self.pod_id),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        if launcher.returncode != 0 or not launcher.stdout.strip().isdigit():
+            raise ProviderError(
+                f"could not start {role} in {self.pod_id}: {launcher.stderr[-300:]}", provider="local"
+            )
+        self.provider.record_pid(self.pod_id, role, int(launcher.stdout.strip()))
+
+    @staticmethod
+    def _argv(argv: list[str]) -> list[str]:
+        # The sandbox runs the same interpreter as the laptop so `python -m gpuc...` resolves.
+        return [sys.executable, *argv[1:]] if argv and argv[0] in ("python", "python3") else argv
+
+
+class LocalSelfDestroyer(SelfDestroyer):
+    """Inside a sandbox pod: destroy it through the local provider's shared state."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        try:
+            self.home = Path(environ["GPUC_LOCAL_HOME"])
+            self.pod_id = environ["GPUC_POD_ID"]
+        except KeyError as exc:
+            raise ProviderError(f"{exc.args[0]} is not set in this pod", provider="local") from None
+
+    def destroy_self(self) -> str:
+        result = LocalProvider(self.home).destroy(self.pod_id)
+        return f"local pod {self.pod_id}: {result}"

@@ -1,0 +1,25 @@
+"""Build a provider client by name from Settings. The only place that knows every provider."""
+
+from __future__ import annotations
+
+from gpuc.core.errors import ConfigError
+from gpuc.core.providers.base import Provider
+from gpuc.core.settings import Settings
+
+PROVIDERS = ("local", "runpod", "vast")
+
+
+def get_provider(name: str, settings: Settings) -> Provider:
+    if name == "local":
+        from gpuc.core.providers.local import LocalProvider
+
+        return LocalProvider(settings.home, settings=settings)
+    if name == "runpod":
+        from gpuc.core.providers.runpod import RunPodProvider
+
+        return RunPodProvider.from_settings(settings)
+    if name == "vast":
+        from gpuc.core.providers.vast import VastProvider
+
+        return VastProvider.from_settings(settings)
+    raise ConfigError(f"unknown provider {name!r}", hint=f"use one of: {', '.join(PROVIDERS)}")

@@ -1,0 +1,805 @@
+"""RunPod through its GraphQL API, and REST v2 where it says more (status vocabulary, createdAt, 404 = gone).
+
+REST v1 retires on 2026-11-15 and is not used. GraphQL creates pods (it alone has `startSsh`,
+`terminateAfter` and spot), stops and terminates them, and reads balance and GPU types; the pod listing
+joins GraphQL `myself { pods }` (env, podType, runtime ports, GPU utilisation) with REST v2 `GET /pods`
+(status, createdAt). Queries pass values as GraphQL variables, never by string interpolation.
+
+Every request goes through the HttpClient choke point in core/providers/http.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from typing import Any, Literal, TypeVar
+from urllib.parse import quote
+
+import httpx
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from gpuc.core.clock import Clock, SystemClock, iso, parse_iso
+from gpuc.core.errors import ConfigError, NotFound, ProviderAuthError, ProviderError, ProviderSchemaError
+from gpuc.core.models import Balance, Offer, Pod, PodSpec, PodStatus
+from gpuc.core.providers.base import DestroyResult, Provider, SelfDestroyer
+from gpuc.core.providers.common import create_once, env_from_pairs, experiment_of, is_managed, pod_env
+from gpuc.core.providers.http import BackoffFunction, HttpClient, Reply, require
+from gpuc.core.settings import Settings
+
+log = logging.getLogger("gpuc.providers.runpod")
+
+PROVIDER = "runpod"
+DEFAULT_GRAPHQL_URL = "https://api.runpod.io/graphql"
+DEFAULT_REST_URL = "https://api.runpod.io/v2"
+KEY_ENV = "RUNPOD_API_KEY"
+VOLUME_MOUNT = "/workspace"
+# ssh only: no Jupyter port, nothing else exposed.
+PORTS = "22/tcp"
+CloudType = Literal["ALL", "SECURE", "COMMUNITY"]
+# GraphQL errors may come with HTTP 200 or a 4xx (UNCONFIRMED which): read the body for both.
+GRAPHQL_ERROR_STATUSES = (400, 404, 409, 422)
+POD_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+NOT_FOUND_TO_TERMINATE = "pod not found to terminate"
+
+POD_FIELDS = (
+    "id name desiredStatus podType costPerHr gpuCount imageName env ports uptimeSeconds lastStatusChange "
+    "containerDiskInGb volumeInGb machineId machine { gpuDisplayName podHostId } "
+    "runtime { uptimeInSeconds ports { ip isIpPublic privatePort publicPort type } "
+    "gpus { id gpuUtilPercent memoryUtilPercent } }"
+)
+CREATED_FIELDS = (
+    "id name desiredStatus podType costPerHr gpuCount env machineId machine { gpuDisplayName podHostId }"
+)
+LIST_QUERY = f"query Pods {{ myself {{ pods {{ {POD_FIELDS} }} }} }}"
+GET_QUERY = f"query Pod($podId: String!) {{ pod(input: {{podId: $podId}}) {{ {POD_FIELDS} }} }}"
+CREATE_ON_DEMAND = (
+    "mutation Deploy($input: PodFindAndDeployOnDemandInput!) "
+    f"{{ podFindAndDeployOnDemand(input: $input) {{ {CREATED_FIELDS} }} }}"
+)
+# The input type name of podRentInterruptable comes from a third-party schema copy (UNCONFIRMED).
+CREATE_INTERRUPTIBLE = (
+    "mutation Rent($input: PodRentInterruptableInput!) "
+    f"{{ podRentInterruptable(input: $input) {{ {CREATED_FIELDS} }} }}"
+)
+STOP_MUTATION = "mutation Stop($podId: String!) { podStop(input: {podId: $podId}) { id desiredStatus } }"
+# podTerminate returns a scalar: no selection set.
+TERMINATE_MUTATION = "mutation Terminate($podId: String!) { podTerminate(input: {podId: $podId}) }"
+BALANCE_QUERY = "query Balance { myself { clientBalance currentSpendPerHr spendLimit } }"
+GPU_TYPES_QUERY = (
+    "query GpuTypes { gpuTypes { id displayName memoryInGb secureCloud communityCloud "
+    "securePrice communityPrice secureSpotPrice communitySpotPrice } }"
+)
+GPU_PRICE_QUERY = (
+    "query GpuPrice($id: String!, $gpuCount: Int!) { gpuTypes(input: {id: $id}) "
+    "{ id lowestPrice(input: {gpuCount: $gpuCount}) { minimumBidPrice uninterruptablePrice stockStatus } } }"
+)
+MAX_PRICE_LOOKUPS = 5
+
+# desiredStatus is what the user asked for; `runtime` says whether the container is actually up.
+# CREATED/RESTARTING/PAUSED/DEAD come from a third-party schema copy (UNCONFIRMED).
+GRAPHQL_STATUS: dict[str, PodStatus] = {
+    "RUNNING": "running",
+    "EXITED": "stopped",
+    "TERMINATED": "terminated",
+    "CREATED": "provisioning",
+    "RESTARTING": "provisioning",
+    "PAUSED": "paused",
+    "DEAD": "exited",
+}
+V2_STATUS: dict[str, PodStatus] = {
+    "PROVISIONING": "provisioning",
+    "STARTING": "provisioning",
+    "RUNNING": "running",
+    "EXITED": "stopped",
+    "ERROR": "exited",
+    "TERMINATED": "terminated",
+}
+# podType values for spot pods (INTERRUPTABLE: third-party code; BID: schema copy; both UNCONFIRMED).
+SPOT_POD_TYPES = ("INTERRUPTABLE", "BID")
+
+
+# ---- wire shapes: what we read from RunPod, validated where the body enters --------------------------
+
+
+class Wire(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class GqlPort(Wire):
+    ip: str | None = None
+    isIpPublic: bool | None = None
+    privatePort: int | None = None
+    publicPort: int | None = None
+    type: str | None = None
+
+
+class GqlGpu(Wire):
+    id: str | None = None
+    gpuUtilPercent: float | None = None
+    memoryUtilPercent: float | None = None
+
+
+class GqlRuntime(Wire):
+    uptimeInSeconds: float | None = None
+    ports: list[GqlPort] | None = None
+    gpus: list[GqlGpu] | None = None
+
+
+class GqlMachine(Wire):
+    gpuDisplayName: str | None = None
+    podHostId: str | None = None
+
+
+class GqlPod(Wire):
+    id: str
+    name: str | None = None
+    desiredStatus: str | None = None
+    podType: str | None = None
+    costPerHr: float | None = None  # documented as a number, once seen as a string: both parse
+    gpuCount: int | None = None
+    env: list[str] | None = None
+    uptimeSeconds: float | None = None
+    machine: GqlMachine | None = None
+    runtime: GqlRuntime | None = None
+
+
+class V2Port(Wire):
+    private: int | None = None
+    public: int | None = None
+    type: str | None = None
+    ip: str | None = None
+
+
+class V2Runtime(Wire):
+    uptime: float | None = None
+    ports: list[V2Port] | None = None
+
+
+class V2Gpu(Wire):
+    id: str | None = None
+    count: int | None = None
+
+
+class V2Endpoint(Wire):
+    host: str | None = None
+    port: int | None = None
+
+
+class V2Ssh(Wire):
+    direct: V2Endpoint | None = None
+
+
+class V2Pod(Wire):
+    id: str
+    name: str | None = None
+    status: str | None = None
+    env: dict[str, Any] | None = None
+    gpu: V2Gpu | None = None
+    cost: float | None = None
+    createdAt: str | None = None
+    runtime: V2Runtime | None = None
+    ssh: V2Ssh | None = None
+
+
+class LowestPrice(Wire):
+    minimumBidPrice: float | None = None
+    uninterruptablePrice: float | None = None  # sic: RunPod's spelling
+    stockStatus: str | None = None
+
+
+class GpuType(Wire):
+    id: str
+    displayName: str | None = None
+    memoryInGb: float | None = None
+    secureCloud: bool | None = None
+    communityCloud: bool | None = None
+    securePrice: float | None = None
+    communityPrice: float | None = None
+    secureSpotPrice: float | None = None
+    communitySpotPrice: float | None = None
+    lowestPrice: LowestPrice | None = None
+
+
+class UserBalance(Wire):
+    clientBalance: float
+    currentSpendPerHr: float | None = None
+    spendLimit: float | None = None
+
+
+W = TypeVar("W", bound=Wire)
+
+
+def parse(model: type[W], value: Any, what: str) -> W:
+    """Validate a body fragment; the error names the field, never the value (it may be an env)."""
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top)"
+        raise ProviderSchemaError(
+            f"unexpected {what}: {where}: {first['msg']}",
+            provider=PROVIDER,
+            hint="the RunPod API may have changed; gpuc will not guess what it meant",
+        ) from None
+
+
+# ---- mapping onto our models ----------------------------------------------------------------------
+
+
+def status_from_graphql(desired: str | None, runtime_up: bool, spot: bool) -> PodStatus:
+    if desired is None:
+        return "running" if runtime_up else "unknown"
+    status = GRAPHQL_STATUS.get(desired, "unknown")
+    if status == "running" and not runtime_up:
+        return "provisioning"  # RUNNING is the target; runtime stays null until the container is up
+    if status == "stopped" and spot:
+        return "paused"  # an outbid spot pod shows EXITED (third-party reading, UNCONFIRMED)
+    return status
+
+
+def status_from_v2(status: str | None, spot: bool) -> PodStatus:
+    mapped = V2_STATUS.get(status or "", "unknown")
+    return "paused" if mapped == "stopped" and spot else mapped
+
+
+def ssh_from_graphql(runtime: GqlRuntime | None) -> tuple[str | None, int | None]:
+    for port in (runtime.ports or []) if runtime else []:
+        if port.privatePort == 22 and port.type == "tcp" and port.isIpPublic and port.ip and port.publicPort:
+            return port.ip, port.publicPort
+    return None, None
+
+
+def ssh_from_v2(pod: V2Pod) -> tuple[str | None, int | None]:
+    for port in (pod.runtime.ports or []) if pod.runtime else []:
+        if port.private == 22 and port.type == "tcp" and port.ip and port.public:
+            return port.ip, port.public
+    direct = pod.ssh.direct if pod.ssh else None
+    return (direct.host, direct.port) if direct and direct.host and direct.port else (None, None)
+
+
+def gpu_util(runtime: GqlRuntime | None) -> float | None:
+    # The busiest GPU: the reaper's second witness must not read one idle GPU as an idle pod.
+    readings = (
+        [g.gpuUtilPercent for g in (runtime.gpus or []) if g.gpuUtilPercent is not None] if runtime else []
+    )
+    return max(readings) if readings else None
+
+
+def pod_from_graphql(pod: GqlPod) -> Pod:
+    env = env_from_pairs(pod.env or [])
+    spot = (pod.podType or "") in SPOT_POD_TYPES
+    runtime_up = pod.runtime is not None
+    host, port = ssh_from_graphql(pod.runtime)
+    uptime = pod.runtime.uptimeInSeconds if pod.runtime and pod.runtime.uptimeInSeconds is not None else None
+    return Pod(
+        provider=PROVIDER,
+        id=pod.id,
+        name=pod.name or "",
+        experiment=experiment_of(env),
+        status=status_from_graphql(pod.desiredStatus, runtime_up, spot),
+        raw_status=f"{pod.desiredStatus or '?'}/runtime={'up' if runtime_up else 'none'}",
+        gpu=pod.machine.gpuDisplayName if pod.machine else None,
+        gpu_count=pod.gpuCount if pod.gpuCount is not None else 1,
+        price_per_hour=pod.costPerHr,
+        uptime_s=uptime if uptime is not None else pod.uptimeSeconds,
+        managed=is_managed(pod.name, env),
+        interruptible=spot,
+        ssh_host=host,
+        ssh_port=port,
+        gpu_util_pct=gpu_util(pod.runtime),
+    )
+
+
+def v2_env(pod: V2Pod) -> dict[str, str]:
+    return {str(k): str(v) for k, v in (pod.env or {}).items()}
+
+
+def pod_from_v2(pod: V2Pod) -> Pod:
+    """A pod REST v2 lists but GraphQL did not (created between the two calls): never hide it."""
+    env = v2_env(pod)
+    host, port = ssh_from_v2(pod)
+    return Pod(
+        provider=PROVIDER,
+        id=pod.id,
+        name=pod.name or "",
+        experiment=experiment_of(env),
+        status=status_from_v2(pod.status, spot=False),
+        raw_status=f"v2 {pod.status or '?'}",
+        gpu=pod.gpu.id if pod.gpu else None,
+        gpu_count=pod.gpu.count if pod.gpu and pod.gpu.count is not None else 1,
+        price_per_hour=pod.cost,
+        created_at=created_at(pod),
+        uptime_s=pod.runtime.uptime if pod.runtime else None,
+        managed=is_managed(pod.name, env),
+        ssh_host=host,
+        ssh_port=port,
+    )
+
+
+def merge(graphql: GqlPod, v2: V2Pod | None) -> Pod:
+    """GraphQL gives env, podType, ports and GPU use; v2 adds the finer status and createdAt."""
+    pod = pod_from_graphql(graphql)
+    if v2 is None:
+        return pod
+    host, port = (pod.ssh_host, pod.ssh_port) if pod.ssh_host else ssh_from_v2(v2)
+    status = status_from_v2(v2.status, pod.interruptible) if v2.status else pod.status
+    if status == "provisioning" and pod.status == "running":
+        status = "running"  # the two reads are moments apart, and a container seen up is up
+    return pod.model_copy(
+        update={
+            "status": status,
+            "raw_status": f"{pod.raw_status} v2 {v2.status or '?'}",
+            "created_at": created_at(v2),
+            "uptime_s": pod.uptime_s
+            if pod.uptime_s is not None
+            else (v2.runtime.uptime if v2.runtime else None),
+            "ssh_host": host,
+            "ssh_port": port,
+        }
+    )
+
+
+def created_at(pod: V2Pod) -> float | None:
+    if not pod.createdAt:
+        return None
+    try:
+        return parse_iso(pod.createdAt)
+    except ValueError:
+        return None
+
+
+def parse_graphql_pod(value: Any) -> Pod:
+    return pod_from_graphql(parse(GqlPod, value, "pod"))
+
+
+def parse_v2_pod(value: Any) -> Pod:
+    return pod_from_v2(parse(V2Pod, value, "v2 pod"))
+
+
+def positive(value: float | None) -> float | None:
+    # RunPod reports 0 or null for a cloud where the GPU type is not offered.
+    return value if value is not None and value > 0 else None
+
+
+def on_demand_price(gpu: GpuType, cloud: CloudType) -> float | None:
+    secure = positive(gpu.securePrice) if gpu.secureCloud is not False else None
+    community = positive(gpu.communityPrice) if gpu.communityCloud is not False else None
+    if cloud == "SECURE":
+        return secure
+    if cloud == "COMMUNITY":
+        return community
+    return min((p for p in (secure, community) if p is not None), default=None)
+
+
+def offer_from_gpu_type(gpu: GpuType, cloud: CloudType) -> Offer | None:
+    if gpu.id == "unknown":
+        return None  # a placeholder entry RunPod lists (runpodctl drops it too)
+    price = on_demand_price(gpu, cloud)
+    lowest = gpu.lowestPrice
+    if price is None and lowest is not None:
+        price = positive(lowest.uninterruptablePrice)
+    if price is None:
+        return None
+    spot_prices = (
+        positive(gpu.secureSpotPrice) if gpu.secureCloud is not False else None,
+        positive(gpu.communitySpotPrice) if gpu.communityCloud is not False else None,
+    )
+    spot = [p for p in spot_prices if p is not None]
+    return Offer(
+        provider=PROVIDER,
+        id=gpu.id,
+        gpu=gpu.displayName or gpu.id,
+        price_per_hour=price,
+        min_bid=positive(lowest.minimumBidPrice) if lowest else None,
+        interruptible_price=min(spot) if spot else None,
+        community_price=positive(gpu.communityPrice) if gpu.communityCloud is not False else None,
+        stock=lowest.stockStatus if lowest else None,
+    )
+
+
+def parse_gpu_types(value: Any, cloud: CloudType = "SECURE") -> list[Offer]:
+    """`data.gpuTypes` (a list) into offers, per GPU per hour, cheapest first."""
+    require(isinstance(value, list), PROVIDER, "gpuTypes is not a list")
+    offers = [offer_from_gpu_type(parse(GpuType, item, "gpu type"), cloud) for item in value]
+    return sorted((o for o in offers if o is not None), key=lambda o: o.price_per_hour)
+
+
+def matches_gpu(gpu: GpuType, wanted: str) -> bool:
+    want = " ".join(wanted.replace("_", " ").lower().split())
+    names = [gpu.id.lower(), (gpu.displayName or "").lower()]
+    return want in names or any(want in name for name in names)
+
+
+class GraphQLError(ProviderError):
+    """RunPod answered with `errors`: the request was understood and refused."""
+
+    def __init__(self, messages: list[str], codes: list[str], *, status: int, request_id: str | None) -> None:
+        super().__init__(
+            messages[0] if messages else "GraphQL error without a message",
+            provider=PROVIDER,
+            status=status if status != 200 else None,
+            request_id=request_id,
+        )
+        self.messages = messages
+        self.codes = codes
+
+    @property
+    def pod_not_found(self) -> bool:
+        return (
+            any(m.strip().lower() == NOT_FOUND_TO_TERMINATE for m in self.messages)
+            or "POD_NOT_FOUND" in self.codes
+        )
+
+
+def graphql_error(reply: Reply, http: HttpClient) -> GraphQLError | ProviderAuthError:
+    items = (
+        [e for e in reply.body["errors"] if isinstance(e, dict)]
+        if isinstance(reply.body["errors"], list)
+        else []
+    )
+    messages = [http.redact(str(e.get("message", "")))[:300] for e in items]
+    codes = [
+        str((e.get("extensions") or {}).get("code", ""))
+        for e in items
+        if isinstance(e.get("extensions"), dict)
+    ]
+    if any(re.search(r"unauthori[sz]ed|not authori[sz]ed|forbidden", m, re.IGNORECASE) for m in messages):
+        return ProviderAuthError(
+            messages[0],
+            provider=PROVIDER,
+            status=reply.status if reply.status != 200 else None,
+            request_id=reply.request_id,
+            hint=f"check {KEY_ENV} (environment or .env): is it current, and allowed to do this?",
+        )
+    return GraphQLError(messages or [""], codes, status=reply.status, request_id=reply.request_id)
+
+
+class GraphQL:
+    """The GraphQL endpoint over the HttpClient: variables in, `data` out, `errors` raised."""
+
+    def __init__(self, http: HttpClient, url: str) -> None:
+        self.http = http
+        self.url = url
+
+    def __call__(
+        self, query: str, variables: Mapping[str, Any] | None = None, *, idempotent: bool = True
+    ) -> Any:
+        reply = self.http.request(
+            "POST",
+            self.url,
+            json={"query": query, "variables": dict(variables or {})},
+            idempotent=idempotent,
+            accept=GRAPHQL_ERROR_STATUSES,
+        )
+        require(isinstance(reply.body, dict), PROVIDER, "GraphQL answer is not an object")
+        if reply.body.get("errors"):
+            raise graphql_error(reply, self.http)
+        require(reply.status < 300, PROVIDER, f"GraphQL HTTP {reply.status} without errors")
+        data = reply.body.get("data")
+        require(isinstance(data, dict), PROVIDER, "GraphQL answer has no data")
+        return data
+
+
+# ---- the provider -----------------------------------------------------------------------------------
+
+
+class RunPodProvider(Provider):
+    name = PROVIDER
+
+    def __init__(
+        self,
+        api_key: str,
+        *,
+        graphql_url: str = DEFAULT_GRAPHQL_URL,
+        rest_url: str = DEFAULT_REST_URL,
+        timeout_s: float = 20.0,
+        cloud_type: CloudType = "SECURE",
+        clock: Clock | None = None,
+        backoff: BackoffFunction | None = None,
+        transport: httpx.BaseTransport | None = None,
+        max_attempts: int = 5,
+        create_attempts: int = 2,
+        lookup_attempts: int = 3,
+        lookup_delay_s: float = 2.0,
+        confirm_attempts: int = 5,
+        confirm_delay_s: float = 1.0,
+    ) -> None:
+        self.clock: Clock = clock or SystemClock()
+        self.http = HttpClient(
+            provider=PROVIDER,
+            api_key=api_key,
+            key_env=KEY_ENV,
+            timeout_s=timeout_s,
+            max_attempts=max_attempts,
+            backoff=backoff,
+            clock=self.clock,
+            transport=transport,
+        )
+        self.graphql = GraphQL(self.http, graphql_url)
+        self.rest_url = rest_url.rstrip("/")
+        self.cloud_type: CloudType = cloud_type
+        self.create_attempts = create_attempts
+        self.lookup_attempts = lookup_attempts
+        self.lookup_delay_s = lookup_delay_s
+        self.confirm_attempts = confirm_attempts
+        self.confirm_delay_s = confirm_delay_s
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        clock: Clock | None = None,
+        backoff: BackoffFunction | None = None,
+    ) -> RunPodProvider:
+        key = settings.runpod_api_key.get_secret_value() if settings.runpod_api_key else ""
+        if not key:
+            raise ConfigError(
+                "no RunPod API key",
+                hint=f"set {KEY_ENV} in your environment, or add {KEY_ENV}=rpa_... to .env (chmod 600 .env)",
+            )
+        return cls(
+            key,
+            graphql_url=settings.runpod_graphql_url,
+            rest_url=settings.runpod_rest_url,
+            timeout_s=settings.provider_timeout_s,
+            cloud_type=settings.runpod_cloud_type,
+            clock=clock,
+            backoff=backoff,
+            transport=transport,
+        )
+
+    def close(self) -> None:
+        self.http.close()
+
+    # -- create --
+
+    def create(self, spec: PodSpec) -> Pod:
+        env = pod_env(spec)
+        spot = spec.interruptible
+        if spot and spec.bid_per_gpu is None:
+            raise ConfigError(
+                "an interruptible RunPod pod needs a bid per GPU",
+                hint="pass a bid (gpuc offers shows the minimum bid), or drop --interruptible",
+            )
+        gpu_type_id = self._gpu_type_id(spec.gpu_type)
+        variables = {"input": self._create_input(spec, gpu_type_id, env)}
+        query, field = (
+            (CREATE_INTERRUPTIBLE, "podRentInterruptable")
+            if spot
+            else (CREATE_ON_DEMAND, "podFindAndDeployOnDemand")
+        )
+
+        def send() -> Pod:
+            data = self.graphql(query, variables, idempotent=False)
+            return self._created(data.get(field), spec)
+
+        return create_once(
+            provider=PROVIDER,
+            name=spec.name,
+            send=send,
+            find=self.find_by_name,
+            clock=self.clock,
+            attempts=self.create_attempts,
+            lookups=self.lookup_attempts,
+            lookup_delay_s=self.lookup_delay_s,
+        )
+
+    def _create_input(self, spec: PodSpec, gpu_type_id: str, env: Mapping[str, str]) -> dict[str, Any]:
+        fields: dict[str, Any] = {
+            "name": spec.name,
+            "imageName": spec.image,
+            "gpuTypeId": gpu_type_id,
+            "gpuCount": spec.gpu_count,
+            "cloudType": self.cloud_type,
+            "containerDiskInGb": spec.container_disk_gb,
+            "volumeInGb": spec.volume_gb,
+            "volumeMountPath": VOLUME_MOUNT,
+            "ports": PORTS,
+            "startSsh": True,
+            "env": [{"key": k, "value": v} for k, v in env.items()],
+            # The provider-side backstop: RunPod terminates the pod itself even if every gpuc part is gone.
+            "terminateAfter": iso(self.clock.now() + spec.max_hours * 3600),
+        }
+        if spec.interruptible:
+            fields["bidPerGpu"] = spec.bid_per_gpu
+        return fields
+
+    def _created(self, value: Any, spec: PodSpec) -> Pod:
+        require(isinstance(value, dict), PROVIDER, "create answered without a pod")
+        pod = pod_from_graphql(parse(GqlPod, value, "created pod"))
+        log.info("runpod: created %s (id %s)", spec.name, pod.id)
+        return pod.model_copy(
+            update={"status": "provisioning", "experiment": spec.experiment, "created_at": self.clock.now()}
+        )
+
+    def _gpu_type_id(self, wanted: str) -> str:
+        """`gpuTypeId` is the id ("NVIDIA GeForce RTX 4090"), not the display name users type."""
+        if wanted.startswith(("NVIDIA ", "AMD ")):
+            return wanted
+        types = self._gpu_types()
+        exact = [g for g in types if wanted.lower() in (g.id.lower(), (g.displayName or "").lower())]
+        found = exact or [g for g in types if matches_gpu(g, wanted)]
+        if len(found) != 1:
+            names = ", ".join(sorted(g.displayName or g.id for g in (found or types))[:8])
+            raise ConfigError(
+                f"RunPod has {'no' if not found else 'several'} GPU types matching {wanted!r}",
+                hint=f"use one of: {names}",
+            )
+        return found[0].id
+
+    # -- read --
+
+    def get(self, pod_id: str) -> Pod | None:
+        path = self._pod_path(pod_id)
+        reply = self.http.request("GET", path, accept=(404,))
+        if reply.status == 404:
+            require(is_problem_404(reply.body), PROVIDER, f"404 from {path} is not a RunPod problem body")
+            return None  # REST v2 positively says the pod does not exist
+        v2 = parse(V2Pod, reply.body, "v2 pod")
+        if v2.status == "TERMINATED":
+            return pod_from_v2(v2)
+        found = self.graphql(GET_QUERY, {"podId": pod_id}).get("pod")
+        if found is None:
+            return pod_from_v2(v2)  # v2 sees it and GraphQL does not yet: trust the one that sees it
+        return merge(parse(GqlPod, found, "pod"), v2)
+
+    def list_pods(self) -> list[Pod]:
+        myself = self.graphql(LIST_QUERY).get("myself")
+        require(
+            isinstance(myself, dict) and isinstance(myself.get("pods"), list),
+            PROVIDER,
+            "myself.pods is not a list",
+        )
+        reply = self.http.request("GET", f"{self.rest_url}/pods")
+        require(
+            isinstance(reply.body, dict) and isinstance(reply.body.get("pods"), list),
+            PROVIDER,
+            "v2 pods is not a list",
+        )
+        v2 = {p.id: p for p in (parse(V2Pod, item, "v2 pod") for item in reply.body["pods"])}
+        pods = [merge(g, v2.pop(g.id, None)) for g in (parse(GqlPod, item, "pod") for item in myself["pods"])]
+        pods += [pod_from_v2(p) for p in v2.values()]
+        return [p for p in pods if p.status != "terminated"]
+
+    def balance(self) -> Balance:
+        myself = self.graphql(BALANCE_QUERY).get("myself")
+        require(isinstance(myself, dict), PROVIDER, "myself is missing")
+        user = parse(UserBalance, myself, "balance")
+        return Balance(
+            provider=PROVIDER,
+            balance_usd=user.clientBalance,
+            spend_per_hour=user.currentSpendPerHr or 0.0,
+            spend_limit=user.spendLimit,
+        )
+
+    def offers(self, gpu: str | None = None, interruptible: bool = False) -> list[Offer]:
+        types = self._gpu_types()
+        if gpu:
+            types = [
+                self._with_lowest_price(t)
+                for t in [t for t in types if matches_gpu(t, gpu)][:MAX_PRICE_LOOKUPS]
+            ]
+        offers = [o for o in (offer_from_gpu_type(t, self.cloud_type) for t in types) if o is not None]
+        if interruptible:
+            offers = [o for o in offers if o.interruptible_price is not None or o.min_bid is not None]
+            return sorted(offers, key=lambda o: o.min_bid or o.interruptible_price or o.price_per_hour)
+        return sorted(offers, key=lambda o: o.price_per_hour)
+
+    def _gpu_types(self) -> list[GpuType]:
+        value = self.graphql(GPU_TYPES_QUERY).get("gpuTypes")
+        require(isinstance(value, list), PROVIDER, "gpuTypes is not a list")
+        return [parse(GpuType, item, "gpu type") for item in value]
+
+    def _with_lowest_price(self, gpu: GpuType) -> GpuType:
+        value = self.graphql(GPU_PRICE_QUERY, {"id": gpu.id, "gpuCount": 1}).get("gpuTypes")
+        require(isinstance(value, list), PROVIDER, "gpuTypes is not a list")
+        rows = [parse(GpuType, item, "gpu type") for item in value]
+        lowest = next((r.lowestPrice for r in rows if r.id == gpu.id), None)
+        return gpu.model_copy(update={"lowestPrice": lowest})
+
+    # -- stop / destroy --
+
+    def stop(self, pod_id: str) -> None:
+        self._check_id(pod_id)
+        self.graphql(STOP_MUTATION, {"podId": pod_id})
+
+    def destroy(self, pod_id: str) -> DestroyResult:
+        """Terminate (never stop: a stopped pod bills its volume), then list again to confirm."""
+        self._check_id(pod_id)
+        result: DestroyResult = "destroyed"
+        try:
+            self.graphql(TERMINATE_MUTATION, {"podId": pod_id})
+        except GraphQLError as exc:
+            if not exc.pod_not_found:
+                raise
+            result = "already_gone"
+            log.info("runpod: pod %s was already gone", pod_id)
+        if not self.confirm_gone(pod_id, self.clock, self.confirm_attempts, self.confirm_delay_s):
+            raise ProviderError(
+                f"pod {pod_id} is still listed after podTerminate",
+                provider=PROVIDER,
+                hint=f"run `gpuc down {pod_id}` again; the reaper re-checks it on its next run",
+            )
+        return result
+
+    def _pod_path(self, pod_id: str) -> str:
+        self._check_id(pod_id)
+        return f"{self.rest_url}/pods/{quote(pod_id, safe='')}"
+
+    def _check_id(self, pod_id: str) -> None:
+        if not POD_ID_RE.match(pod_id):
+            raise NotFound(f"{pod_id!r} is not a RunPod pod id", hint="`gpuc ls` shows the ids of your pods")
+
+
+def is_problem_404(body: Any) -> bool:
+    """RFC 9457 problem from REST v2. A 404 from anything else (a wrong base URL) must not read as "gone"."""
+    return (
+        isinstance(body, dict)
+        and body.get("status") == 404
+        and isinstance(body.get("title") or body.get("detail"), str)
+    )
+
+
+# ---- inside the pod ----------------------------------------------------------------------------------
+
+
+class RunPodSelfDestroyer(SelfDestroyer):
+    """Destroy this pod with the pod-scoped key RunPod injects (RUNPOD_API_KEY), never the account key.
+
+    Whether that key may podTerminate is UNCONFIRMED (self-stop is documented): when terminate is
+    refused, stop the pod instead and say so — a stopped pod still bills its volume until the reaper
+    destroys it with the account key.
+    """
+
+    def __init__(self, pod_id: str, *, graphql_url: str = DEFAULT_GRAPHQL_URL, http: HttpClient) -> None:
+        self.pod_id = pod_id
+        self.graphql = GraphQL(http, graphql_url)
+        self.http = http
+
+    @classmethod
+    def from_environ(
+        cls,
+        environ: Mapping[str, str],
+        *,
+        transport: httpx.BaseTransport | None = None,
+        clock: Clock | None = None,
+        backoff: BackoffFunction | None = None,
+        timeout_s: float = 20.0,
+    ) -> RunPodSelfDestroyer:
+        pod_id, key = environ.get("RUNPOD_POD_ID", ""), environ.get("RUNPOD_API_KEY", "")
+        if not pod_id or not key:
+            raise ConfigError(
+                "RUNPOD_POD_ID and RUNPOD_API_KEY are not both set",
+                hint="RunPod injects them into the container's main process; pass them on to the agent's env",
+            )
+        http = HttpClient(
+            provider=PROVIDER,
+            api_key=key,
+            key_env="RUNPOD_API_KEY (the pod-scoped key)",
+            timeout_s=timeout_s,
+            backoff=backoff,
+            clock=clock,
+            transport=transport,
+        )
+        url = environ.get("GPUC_RUNPOD_GRAPHQL_URL") or DEFAULT_GRAPHQL_URL
+        return cls(pod_id, graphql_url=url, http=http)
+
+    def destroy_self(self) -> str:
+        try:
+            self.graphql(TERMINATE_MUTATION, {"podId": self.pod_id})
+            return f"terminated pod {self.pod_id}"
+        except GraphQLError as exc:
+            if exc.pod_not_found:
+                return f"pod {self.pod_id} was already gone"
+            refusal = exc.message
+        except ProviderAuthError as exc:
+            refusal = exc.message
+        log.warning("runpod: podTerminate refused (%s); stopping pod %s instead", refusal, self.pod_id)
+        self.graphql(STOP_MUTATION, {"podId": self.pod_id})
+        return (
+            f"podTerminate was refused ({refusal}); stopped pod {self.pod_id} instead: "
+            "its volume still bills until the reaper destroys it"
+        )

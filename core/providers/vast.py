@@ -1,0 +1,635 @@
+"""Vast.ai through its REST API: create = PUT /asks/{offer}/, list = the v1 paginated instance list (the v0
+list is deprecated), DELETE /instances/{id}/, /users/current, POST /bundles/.
+
+Vast answers `success: false` with HTTP 200 at times, so every write checks `success` as well as the
+status. Every request goes through the HttpClient choke point in core/providers/http.py.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import httpx
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from gpuc.core.clock import Clock, SystemClock
+from gpuc.core.errors import ConfigError, NotFound, ProviderError, ProviderSchemaError
+from gpuc.core.models import Balance, Offer, Pod, PodSpec, PodStatus
+from gpuc.core.providers.base import DestroyResult, Provider, SelfDestroyer
+from gpuc.core.providers.common import create_once, env_from_pairs, experiment_of, is_managed, pod_env
+from gpuc.core.providers.http import BackoffFunction, HttpClient, Reply, require
+from gpuc.core.settings import Settings
+
+log = logging.getLogger("gpuc.providers.vast")
+
+PROVIDER = "vast"
+DEFAULT_URL = "https://console.vast.ai/api/v0"
+KEY_ENV = "VAST_API_KEY"
+PAGE_SIZE = 25  # the v1 list's maximum
+MAX_PAGES = 200  # 5000 instances: far past any personal account, so more means the pagination broke
+# Legacy space-joined runtype the CLI sends: ssh only (direct + proxy), no Jupyter.
+RUNTYPE = "ssh_direc ssh_proxy"
+INSTANCE_ID_RE = re.compile(r"^[0-9]{1,12}$")
+BID_MARGIN = 1.10  # SPEC bid advice: bid min_bid × 1.10
+NOT_FOUND_ERRORS = ("not_found", "no_such_instance")
+
+# `offers` defaults (SPEC "Offers"); each is a keyword of VastProvider.offers, None drops the filter.
+DEFAULT_FILTERS: dict[str, tuple[str, float | bool]] = {
+    "verified": ("eq", True),
+    "reliability": ("gt", 0.98),
+    "inet_down": ("gt", 200.0),
+    "inet_down_cost": ("lt", 0.01),
+    "storage_cost": ("lt", 0.3),
+}
+# Always on: an offer we cannot rent is not an offer (vast-cli's defaults).
+RENTABLE = {"external": {"eq": False}, "rentable": {"eq": True}, "rented": {"eq": False}}
+
+# actual_status is what the host reports; intended_status what the user asked for; cur_state the contract.
+# unknown (no heartbeat) and offline (host gone) are NOT exited: the reaper only alerts on them.
+ACTUAL_STATUS: dict[str, PodStatus] = {
+    "running": "running",
+    "created": "provisioning",
+    "loading": "provisioning",
+    "scheduling": "provisioning",
+    "rebooting": "provisioning",
+    "stopped": "stopped",
+    "frozen": "paused",  # paused with memory kept: the GPU still bills
+    "exited": "exited",
+    "unknown": "unknown",
+    "offline": "unknown",
+}
+PARKED: tuple[PodStatus, ...] = ("stopped", "paused", "exited")
+
+
+class Wire(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class VastInstance(Wire):
+    id: int
+    actual_status: str | None = None
+    intended_status: str | None = None
+    cur_state: str | None = None
+    status_msg: str | None = None
+    label: str | None = None
+    extra_env: list[Any] | None = None
+    gpu_name: str | None = None
+    num_gpus: int | None = None
+    gpu_util: float | None = None
+    dph_total: float | None = None
+    storage_total_cost: float | None = None
+    start_date: float | None = None
+    uptime_mins: float | None = None
+    is_bid: bool | None = None
+    ssh_host: str | None = None
+    ssh_port: int | None = None
+    public_ipaddr: str | None = None
+    ports: dict[str, Any] | list[Any] | None = None
+
+
+class VastOffer(Wire):
+    id: int
+    gpu_name: str
+    num_gpus: int = 1
+    dph_total: float
+    min_bid: float | None = None
+    reliability2: float | None = None
+    reliability: float | None = None
+    inet_down: float | None = None
+    gpu_mem_bw: float | None = None
+    cuda_max_good: float | None = None
+    geolocation: str | None = None
+    verification: str | None = None
+    inet_down_cost: float | None = None
+    storage_cost: float | None = None
+
+
+class VastUser(Wire):
+    credit: float
+
+
+W = TypeVar("W", bound=Wire)
+
+
+def parse(model: type[W], value: Any, what: str) -> W:
+    """Validate a body fragment; the error names the field, never the value (/users/current holds the key)."""
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top)"
+        raise ProviderSchemaError(
+            f"unexpected {what}: {where}: {first['msg']}",
+            provider=PROVIDER,
+            hint="the Vast.ai API may have changed; gpuc will not guess what it meant",
+        ) from None
+
+
+# ---- mapping onto our models ----------------------------------------------------------------------
+
+
+def status_of(inst: VastInstance) -> PodStatus:
+    if inst.cur_state == "unloaded":
+        return "terminated"  # the contract is released: destroyed
+    actual = inst.actual_status
+    if actual is None or actual == "created":
+        if inst.status_msg and "OCI runtime create failed" in inst.status_msg:
+            return "exited"  # never starts: dstack fails on this too
+        return "stopped" if inst.intended_status == "stopped" else "provisioning"
+    status = ACTUAL_STATUS.get(actual, "unknown")
+    if status == "stopped" and inst.is_bid and inst.intended_status == "running":
+        return "paused"  # outbid: Vast pauses it, still wanting to run (field signature UNCONFIRMED)
+    return status
+
+
+def ssh_of(inst: VastInstance) -> tuple[str | None, int | None]:
+    """The direct port when the host maps 22/tcp, else Vast's ssh proxy."""
+    if isinstance(inst.ports, dict) and inst.public_ipaddr:
+        mappings = inst.ports.get("22/tcp")
+        if isinstance(mappings, list) and mappings and isinstance(mappings[0], dict):
+            port = str(mappings[0].get("HostPort", ""))
+            if port.isdigit():
+                return inst.public_ipaddr, int(port)
+    if inst.ssh_host and inst.ssh_port:
+        return inst.ssh_host, inst.ssh_port
+    return None, None
+
+
+def pod_from_instance(inst: VastInstance) -> Pod:
+    env = env_from_pairs(inst.extra_env or [])
+    host, port = ssh_of(inst)
+    return Pod(
+        provider=PROVIDER,
+        id=str(inst.id),
+        name=inst.label or "",
+        experiment=experiment_of(env),
+        status=status_of(inst),
+        raw_status=f"{inst.actual_status}/{inst.intended_status}/{inst.cur_state}",
+        gpu=inst.gpu_name,
+        gpu_count=inst.num_gpus if inst.num_gpus is not None else 1,
+        price_per_hour=inst.dph_total,
+        created_at=inst.start_date,
+        uptime_s=inst.uptime_mins * 60 if inst.uptime_mins is not None else None,
+        managed=is_managed(inst.label, env),
+        interruptible=bool(inst.is_bid),
+        ssh_host=host,
+        ssh_port=port,
+        gpu_util_pct=inst.gpu_util,
+    )
+
+
+def parse_instance(value: Any) -> Pod:
+    return pod_from_instance(parse(VastInstance, value, "instance"))
+
+
+def offer_from(offer: VastOffer) -> Offer:
+    return Offer(
+        provider=PROVIDER,
+        id=str(offer.id),
+        gpu=offer.gpu_name,
+        gpu_count=offer.num_gpus,
+        price_per_hour=offer.dph_total,
+        min_bid=offer.min_bid,
+        reliability=offer.reliability2 if offer.reliability2 is not None else offer.reliability,
+        inet_down_mbps=offer.inet_down,
+        gpu_mem_bw_gbps=offer.gpu_mem_bw,
+        cuda_max=offer.cuda_max_good,
+        location=offer.geolocation,
+        verified=offer.verification == "verified" if offer.verification is not None else None,
+        inet_down_cost=offer.inet_down_cost,
+        storage_cost=offer.storage_cost,
+    )
+
+
+def parse_offers(body: Any) -> list[Offer]:
+    """`{"offers": [...]}`, cheapest first. The docs' example has one object instead of a list: accept it."""
+    require(isinstance(body, dict) and "offers" in body, PROVIDER, "bundles answer has no offers")
+    raw = body["offers"]
+    items = [raw] if isinstance(raw, dict) else raw
+    require(isinstance(items, list), PROVIDER, "offers is neither a list nor an object")
+    return sorted(
+        (offer_from(parse(VastOffer, item, "offer")) for item in items), key=lambda o: o.price_per_hour
+    )
+
+
+def spend_rate(instances: list[VastInstance]) -> float:
+    """Σ dph_total of live instances; a parked one bills its storage only (its full rate when unknown)."""
+    total = 0.0
+    for inst in instances:
+        status = status_of(inst)
+        if status == "terminated":
+            continue
+        parked = status in PARKED and inst.storage_total_cost is not None
+        total += (inst.storage_total_cost if parked else inst.dph_total) or 0.0
+    return total
+
+
+def bundles_query(
+    gpu: str | None,
+    interruptible: bool,
+    filters: Mapping[str, tuple[str, Any] | None],
+    allocated_storage: float,
+) -> dict[str, Any]:
+    query: dict[str, Any] = {
+        key: {op: value} for key, rule in filters.items() if rule is not None for op, value in [rule]
+    }
+    query.update(RENTABLE)
+    if gpu:
+        query["gpu_name"] = {"eq": gpu.replace("_", " ")}  # server names use spaces: "RTX 4090"
+    query["order"] = [["dph_total", "asc"]]
+    query["type"] = "bid" if interruptible else "on-demand"
+    query["allocated_storage"] = allocated_storage
+    query["limit"] = 100
+    return query
+
+
+def is_not_found(body: Any) -> bool:
+    if not isinstance(body, dict) or body.get("success") is not False:
+        return False
+    msg = str(body.get("msg") or body.get("message") or "").lower()
+    return body.get("error") in NOT_FOUND_ERRORS or "not found" in msg or "no longer exists" in msg
+
+
+def api_host(url: str) -> str:
+    """GPUC_VAST_URL may be the host (as vast-cli's VAST_URL) or end in /api/v0: accept both."""
+    url = url.rstrip("/")
+    return url[: -len("/api/v0")] if url.endswith("/api/v0") else url
+
+
+def refused(http: HttpClient, reply: Reply, what: str) -> ProviderError:
+    body = reply.body if isinstance(reply.body, dict) else {}
+    msg = http.redact(str(body.get("msg") or body.get("error") or "success: false")[:300])
+    return ProviderError(
+        f"{what}: {msg}", provider=PROVIDER, status=reply.status, request_id=reply.request_id
+    )
+
+
+class VastApi:
+    """The few Vast calls a pod-scoped key may make too (show, stop, destroy one instance)."""
+
+    def __init__(self, http: HttpClient, url: str) -> None:
+        self.http = http
+        self.v0 = f"{api_host(url)}/api/v0"
+        self.v1 = f"{api_host(url)}/api/v1"
+
+    def instance_url(self, instance_id: str) -> str:
+        if not INSTANCE_ID_RE.match(instance_id):
+            raise NotFound(
+                f"{instance_id!r} is not a Vast instance id", hint="`gpuc ls` shows the ids of your pods"
+            )
+        return f"{self.v0}/instances/{instance_id}/"
+
+    def delete(self, instance_id: str) -> DestroyResult:
+        reply = self.http.request("DELETE", self.instance_url(instance_id), json={}, accept=(404,))
+        if reply.status == 404:
+            require(is_not_found(reply.body), PROVIDER, "404 without Vast's not-found body")
+            return "already_gone"
+        if isinstance(reply.body, dict) and reply.body.get("success") is True:
+            return "destroyed"
+        if is_not_found(reply.body):
+            return "already_gone"
+        # success:false with HTTP 200 is a failure, never a destroy (vast-cli's destroy_instance bug)
+        raise refused(self.http, reply, f"destroy of instance {instance_id} refused")
+
+    def set_state(self, instance_id: str, state: str) -> None:
+        reply = self.http.request("PUT", self.instance_url(instance_id), json={"state": state})
+        if not (isinstance(reply.body, dict) and reply.body.get("success") is True):
+            raise refused(self.http, reply, f"{state} of instance {instance_id} refused")
+
+
+class VastProvider(Provider):
+    name = PROVIDER
+
+    def __init__(
+        self,
+        api_key: str,
+        *,
+        url: str = DEFAULT_URL,
+        timeout_s: float = 20.0,
+        disk_gb: float | None = None,
+        clock: Clock | None = None,
+        backoff: BackoffFunction | None = None,
+        transport: httpx.BaseTransport | None = None,
+        max_attempts: int = 5,
+        create_attempts: int = 2,
+        lookup_attempts: int = 3,
+        lookup_delay_s: float = 2.0,
+        confirm_attempts: int = 5,
+        confirm_delay_s: float = 1.0,
+    ) -> None:
+        self.clock: Clock = clock or SystemClock()
+        self.http = HttpClient(
+            provider=PROVIDER,
+            api_key=api_key,
+            key_env=KEY_ENV,
+            timeout_s=timeout_s,
+            max_attempts=max_attempts,
+            backoff=backoff,
+            clock=self.clock,
+            transport=transport,
+        )
+        self.api = VastApi(self.http, url)
+        self.disk_gb = disk_gb
+        self.create_attempts = create_attempts
+        self.lookup_attempts = lookup_attempts
+        self.lookup_delay_s = lookup_delay_s
+        self.confirm_attempts = confirm_attempts
+        self.confirm_delay_s = confirm_delay_s
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        clock: Clock | None = None,
+        backoff: BackoffFunction | None = None,
+    ) -> VastProvider:
+        key = settings.vast_api_key.get_secret_value() if settings.vast_api_key else ""
+        if not key:
+            raise ConfigError(
+                "no Vast.ai API key",
+                hint=f"set {KEY_ENV} in your environment, or add {KEY_ENV}=... to .env (chmod 600 .env)",
+            )
+        return cls(
+            key,
+            url=settings.vast_url,
+            timeout_s=settings.provider_timeout_s,
+            clock=clock,
+            backoff=backoff,
+            transport=transport,
+        )
+
+    def close(self) -> None:
+        self.http.close()
+
+    # -- create --
+
+    def create(self, spec: PodSpec) -> Pod:
+        env = pod_env(spec)
+        offer_id, price, bid = self._offer_for(spec)
+        body = self._create_body(spec, env, bid)
+
+        def send() -> Pod:
+            return self._send_create(offer_id, body, spec, bid if bid is not None else price)
+
+        return create_once(
+            provider=PROVIDER,
+            name=spec.name,
+            send=send,
+            find=self.find_by_name,
+            clock=self.clock,
+            attempts=self.create_attempts,
+            lookups=self.lookup_attempts,
+            lookup_delay_s=self.lookup_delay_s,
+        )
+
+    def _offer_for(self, spec: PodSpec) -> tuple[str, float | None, float | None]:
+        """(offer id, on-demand price, bid per machine). Without an offer id, take the cheapest that passes
+        the default filters."""
+        bid = spec.bid_per_gpu * spec.gpu_count if spec.interruptible and spec.bid_per_gpu else None
+        if spec.offer_id:
+            if spec.interruptible and bid is None:
+                raise ConfigError(
+                    "an interruptible Vast instance needs a bid",
+                    hint="pass a bid per GPU (`gpuc offers --interruptible` shows min_bid)",
+                )
+            return spec.offer_id, spec.price_per_hour, bid
+        found = self.offers(spec.gpu_type, spec.interruptible, num_gpus=spec.gpu_count)
+        if not found:
+            raise NotFound(
+                f"no Vast offer for {spec.gpu_type} x{spec.gpu_count} passes the default filters",
+                hint="run `gpuc offers --provider vast` and pass an offer id, or loosen the filters there",
+            )
+        best = found[0]
+        if spec.interruptible and bid is None and best.min_bid is not None:
+            bid = round(best.min_bid * BID_MARGIN, 4)
+        log.info("vast: using offer %s (%s at %.3f $/h)", best.id, best.gpu, best.price_per_hour)
+        return best.id, best.price_per_hour, bid
+
+    def _create_body(self, spec: PodSpec, env: Mapping[str, str], bid: float | None) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "client_id": "me",
+            "image": spec.image,
+            # Vast has one local disk; it is sized like RunPod's volume (default 30 GB).
+            "disk": float(self.disk_gb or max(spec.volume_gb, spec.container_disk_gb)),
+            "label": spec.name,
+            "env": dict(env),
+            "runtype": RUNTYPE,
+        }
+        if bid is not None:
+            body["price"] = bid  # a bid makes it interruptible; without `price` it is on-demand
+        return body
+
+    def _send_create(self, offer_id: str, body: dict[str, Any], spec: PodSpec, price: float | None) -> Pod:
+        if not INSTANCE_ID_RE.match(offer_id):
+            raise NotFound(
+                f"{offer_id!r} is not a Vast offer id", hint="`gpuc offers --provider vast` lists them"
+            )
+        reply = self.http.request(
+            "PUT", f"{self.api.v0}/asks/{offer_id}/", json=body, idempotent=False, accept=(400, 404, 410)
+        )
+        ok = isinstance(reply.body, dict) and reply.body.get("success") is True
+        if not ok or reply.status >= 400:
+            error = refused(self.http, reply, f"create from offer {offer_id} refused")
+            if reply.status in (404, 410):
+                error.hint = "the offer is gone; run `gpuc offers --provider vast` again"
+            raise error
+        new_id = reply.body.get(
+            "new_contract"
+        )  # the instance id; the answer's instance_api_key is never kept
+        require(isinstance(new_id, int), PROVIDER, "create answered without new_contract")
+        log.info("vast: created %s (id %s)", spec.name, new_id)
+        return Pod(
+            provider=PROVIDER,
+            id=str(new_id),
+            name=spec.name,
+            experiment=spec.experiment,
+            status="provisioning",
+            raw_status="created",
+            gpu=spec.gpu_type,
+            gpu_count=spec.gpu_count,
+            price_per_hour=price,
+            created_at=self.clock.now(),
+            managed=True,
+            interruptible="price" in body,
+        )
+
+    # -- read --
+
+    def get(self, pod_id: str) -> Pod | None:
+        reply = self.http.request("GET", self.api.instance_url(pod_id), params={"owner": "me"})
+        body = reply.body
+        require(isinstance(body, dict) and "instances" in body, PROVIDER, "instance answer has no instances")
+        if body["instances"] is None:
+            return None  # Vast's positive "not found or no longer exists"
+        require(isinstance(body["instances"], dict), PROVIDER, "instances is not one object")
+        # The docs' own example omits `id`; the id we asked for is the one it is about.
+        return parse_instance({"id": pod_id, **body["instances"]})
+
+    def list_pods(self) -> list[Pod]:
+        pods = [pod_from_instance(inst) for inst in self._instances()]
+        return [p for p in pods if p.status != "terminated"]
+
+    def _instances(self) -> list[VastInstance]:
+        """Every page of the v1 list. A page that breaks the chain raises: never a shorter account."""
+        seen: dict[int, VastInstance] = {}
+        tokens: set[str] = set()
+        token: str | None = None
+        for _ in range(MAX_PAGES):
+            body = self._page(token)
+            for item in body["instances"]:
+                inst = parse(VastInstance, item, "instance")
+                require(
+                    inst.id not in seen, PROVIDER, f"instance {inst.id} listed twice: the pagination broke"
+                )
+                seen[inst.id] = inst
+            token = body.get("next_token")
+            if token is None:
+                return list(seen.values())
+            require(isinstance(token, str) and token != "", PROVIDER, "next_token is not a string")
+            require(
+                token not in tokens, PROVIDER, "the same next_token came back twice: the pagination loops"
+            )
+            require(bool(body["instances"]), PROVIDER, "an empty page with a next_token")
+            tokens.add(token)
+        raise ProviderSchemaError(
+            f"the instance list goes on past {MAX_PAGES} pages",
+            provider=PROVIDER,
+            hint="the pagination looks broken; gpuc will not act on a partial list",
+        )
+
+    def _page(self, token: str | None) -> dict[str, Any]:
+        # GET arguments are JSON-encoded, then URL-quoted (vast-cli _build_url); the token goes as it is.
+        params = {
+            "select_filters": json.dumps({}),
+            "order_by": json.dumps([{"col": "id", "dir": "asc"}]),
+            "limit": str(PAGE_SIZE),
+            "select_cols": json.dumps(["*"]),
+        }
+        if token is not None:
+            params["after_token"] = token
+        reply = self.http.request("GET", f"{self.api.v1}/instances/", params=params)
+        body = reply.body
+        require(isinstance(body, dict), PROVIDER, "instance list is not an object")
+        if body.get("success") is False:
+            raise refused(self.http, reply, "instance list refused")
+        require(isinstance(body.get("instances"), list), PROVIDER, "instance list has no instances list")
+        return body  # type: ignore[no-any-return]
+
+    def balance(self) -> Balance:
+        # The body holds the account API key: it is parsed for `credit` and dropped, never logged.
+        reply = self.http.request("GET", f"{self.api.v0}/users/current")
+        require(isinstance(reply.body, dict), PROVIDER, "users/current is not an object")
+        user = parse(VastUser, reply.body, "user")
+        return Balance(
+            provider=PROVIDER, balance_usd=user.credit, spend_per_hour=spend_rate(self._instances())
+        )
+
+    def offers(
+        self,
+        gpu: str | None = None,
+        interruptible: bool = False,
+        *,
+        verified: bool | None = True,
+        min_reliability: float | None = 0.98,
+        min_inet_down: float | None = 200.0,
+        max_inet_down_cost: float | None = 0.01,
+        max_storage_cost: float | None = 0.3,
+        num_gpus: int | None = 1,
+        min_cuda: float | None = 12.4,
+        allocated_storage_gb: float = 30.0,
+    ) -> list[Offer]:
+        """POST /bundles/ with the five default filters; pass None to drop one. Cheapest first."""
+        filters: dict[str, tuple[str, Any] | None] = {
+            "verified": ("eq", verified) if verified is not None else None,
+            "reliability": ("gt", min_reliability) if min_reliability is not None else None,
+            "inet_down": ("gt", min_inet_down) if min_inet_down is not None else None,
+            "inet_down_cost": ("lt", max_inet_down_cost) if max_inet_down_cost is not None else None,
+            "storage_cost": ("lt", max_storage_cost) if max_storage_cost is not None else None,
+            "num_gpus": ("eq", num_gpus) if num_gpus is not None else None,
+            "cuda_max_good": ("gte", min_cuda) if min_cuda is not None else None,
+        }
+        query = bundles_query(gpu, interruptible, filters, allocated_storage_gb)
+        reply = self.http.request("POST", f"{self.api.v0}/bundles/", json=query)
+        return parse_offers(reply.body)
+
+    # -- stop / destroy --
+
+    def stop(self, pod_id: str) -> None:
+        self.api.set_state(pod_id, "stopped")
+
+    def destroy(self, pod_id: str) -> DestroyResult:
+        """DELETE (idempotent: already gone is success), then read it back until Vast says it is gone."""
+        result = self.api.delete(pod_id)
+        if result == "already_gone":
+            log.info("vast: instance %s was already gone", pod_id)
+        if not self.confirm_gone(pod_id, self.clock, self.confirm_attempts, self.confirm_delay_s):
+            raise ProviderError(
+                f"instance {pod_id} is still listed after the destroy",
+                provider=PROVIDER,
+                hint=f"run `gpuc down {pod_id}` again; the reaper re-checks it on its next run",
+            )
+        return result
+
+
+# ---- inside the instance -----------------------------------------------------------------------------
+
+
+class VastSelfDestroyer(SelfDestroyer):
+    """Destroy this instance with CONTAINER_API_KEY, the key Vast scopes to it (documented to start, stop
+    or destroy only this instance). If the destroy is refused, stop it and say so: a stopped instance
+    still bills its disk until the reaper destroys it."""
+
+    def __init__(self, instance_id: str, api: VastApi) -> None:
+        self.instance_id = instance_id
+        self.api = api
+
+    @classmethod
+    def from_environ(
+        cls,
+        environ: Mapping[str, str],
+        *,
+        transport: httpx.BaseTransport | None = None,
+        clock: Clock | None = None,
+        backoff: BackoffFunction | None = None,
+        timeout_s: float = 20.0,
+    ) -> VastSelfDestroyer:
+        instance_id, key = environ.get("CONTAINER_ID", ""), environ.get("CONTAINER_API_KEY", "")
+        if not instance_id or not key:
+            raise ConfigError(
+                "CONTAINER_ID and CONTAINER_API_KEY are not both set",
+                hint="Vast injects them into the container; ssh sessions see them only once exported",
+            )
+        http = HttpClient(
+            provider=PROVIDER,
+            api_key=key,
+            key_env="CONTAINER_API_KEY (the instance key)",
+            timeout_s=timeout_s,
+            backoff=backoff,
+            clock=clock,
+            transport=transport,
+        )
+        return cls(instance_id, VastApi(http, environ.get("GPUC_VAST_URL") or DEFAULT_URL))
+
+    def destroy_self(self) -> str:
+        try:
+            result = self.api.delete(self.instance_id)
+        except ProviderError as exc:
+            if isinstance(exc, ProviderSchemaError):
+                raise
+            log.warning(
+                "vast: destroy refused (%s); stopping instance %s instead", exc.message, self.instance_id
+            )
+            self.api.set_state(self.instance_id, "stopped")
+            return (
+                f"destroy was refused ({exc.message}); stopped instance {self.instance_id} instead: its disk "
+                "still bills until the reaper destroys it"
+            )
+        if result == "already_gone":
+            return f"instance {self.instance_id} was already gone"
+        return f"destroyed instance {self.instance_id}"

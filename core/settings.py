@@ -1,0 +1,206 @@
+"""One typed Settings object, read once at the edge.
+
+Precedence (highest first): process environment, the `.env` file, `$GPUC_HOME/config.json`,
+the defaults below. Every non-secret field `foo_bar` is read from `GPUC_FOO_BAR`; secrets keep the
+names users already have (`RUNPOD_API_KEY`, `VAST_API_KEY`, ...). Secrets are SecretStr: they do not
+print, and `redact()` scrubs their values out of anything we log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+
+from gpuc.core.errors import ConfigError
+
+SECRET_ENV = {
+    "runpod_api_key": "RUNPOD_API_KEY",
+    "vast_api_key": "VAST_API_KEY",
+    "admin_token": "GPUC_ADMIN_TOKEN",
+    "notify_urls": "GPUC_NOTIFY_URLS",
+    "webhook_secret": "GPUC_WEBHOOK_SECRET",
+    "hf_token": "HF_TOKEN",
+    "git_token": "GPUC_GIT_TOKEN",
+    "s3_access_key_id": "GPUC_S3_ACCESS_KEY_ID",
+    "s3_secret_access_key": "GPUC_S3_SECRET_ACCESS_KEY",
+}
+
+
+def default_home() -> Path:
+    return Path(os.environ.get("GPUC_HOME") or Path.home() / ".gpuc")
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    home: Path = Field(default_factory=default_home)
+    env_file: Path = Path(".env")
+    ledger_path: Path | None = None  # default: home / gpu-ledger.csv
+    provider: str = "local"
+
+    # the functions (watchdog)
+    functions_url: str = "http://127.0.0.1:8787"
+    functions_timeout_s: float = 10.0
+
+    # pod side (layer 1 and 2)
+    heartbeat_interval_s: float = 60.0
+    idle_check_interval_s: float = 60.0
+    idle_gpu_pct: float = 5.0
+    idle_warn_s: float = 15 * 60.0
+    idle_destroy_s: float = 20 * 60.0
+    ssh_input_window_s: float = 10 * 60.0
+    sync_interval_s: float = 30 * 60.0
+    nag_interval_s: float = 60 * 60.0
+
+    # reaper (out-of-band layer)
+    reaper_period_s: float = 5 * 60.0
+    silence_limit_s: float = 5 * 60.0
+    destroy_grace_s: float = 4 * 60.0
+    stopped_limit_s: float = 24 * 3600.0
+    paused_limit_s: float = 30 * 60.0
+    unregistered_grace_s: float = 20 * 60.0
+    max_destroys_per_run: int = 5
+    fleet_silence_fraction: float = 0.5
+    fleet_silence_min_pods: int = 3
+
+    # money
+    balance_cap_usd: float = 20.0
+    balance_low_usd: float = 5.0
+    max_hours: float = 12.0
+
+    # providers
+    runpod_graphql_url: str = "https://api.runpod.io/graphql"
+    runpod_rest_url: str = "https://api.runpod.io/v2"
+    vast_url: str = "https://console.vast.ai/api/v0"
+    # RunPod's cloud for on-demand pods and offers: SECURE (datacenters) unless the user opts into COMMUNITY.
+    runpod_cloud_type: Literal["SECURE", "ALL", "COMMUNITY"] = "SECURE"
+    provider_timeout_s: float = 20.0
+    local_boot_s: float = 1.0
+    local_price_per_hour: float = 0.44
+    local_gpu: str = "RTX 4090 (simulated)"
+
+    # results
+    results_bucket: str | None = None
+    s3_endpoint_url: str | None = None
+    git_remote: str | None = None
+
+    # getting onto a rented pod (client/ssh.py, client/provision.py)
+    ssh_key_path: Path = Field(default_factory=lambda: Path.home() / ".ssh" / "id_ed25519")
+    ssh_sandbox_root: Path | None = (
+        None  # tests/demos only: the pod's root on the ssh host is <this>/<pod id>
+    )
+
+    # the bootstrap on the pod (instance_side/bootstrap.py); the repo it clones is git_remote
+    bootstrap_apt: str = "git"  # system tools, space-separated apt packages, installed when missing
+    bootstrap_requirements: str = "requirements.txt"  # in the repo; every line pinned (==)
+    bootstrap_models: str | None = None  # Hugging Face repo ids to prefetch, comma-separated
+    bootstrap_smoke: str | None = None  # a shell command run in the repo as the last step
+
+    # secrets
+    runpod_api_key: SecretStr | None = None
+    vast_api_key: SecretStr | None = None
+    admin_token: SecretStr | None = None
+    notify_urls: SecretStr | None = None
+    webhook_secret: SecretStr | None = None
+    hf_token: SecretStr | None = None
+    git_token: SecretStr | None = None
+    s3_access_key_id: SecretStr | None = None
+    s3_secret_access_key: SecretStr | None = None
+
+    @property
+    def ledger(self) -> Path:
+        return self.ledger_path or self.home / "gpu-ledger.csv"
+
+    def secret_values(self) -> list[str]:
+        """Every secret value we hold, for redaction. Never print this list."""
+        out: list[str] = []
+        for name in SECRET_ENV:
+            value: SecretStr | None = getattr(self, name)
+            if value is not None and value.get_secret_value():
+                out.append(value.get_secret_value())
+        return out
+
+    def with_overrides(self, **values: Any) -> Settings:
+        # Validated (unlike model_copy(update=)), so a str given for a secret becomes a SecretStr.
+        return Settings.model_validate({**dict(self), **values})
+
+
+def env_name(field: str) -> str:
+    return SECRET_ENV.get(field, f"GPUC_{field.upper()}")
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """The .env file as a dict, or {} when absent. An unreadable file is an error, not "no secrets"."""
+    if not path.exists():
+        return {}
+    try:
+        from dotenv import dotenv_values
+
+        with path.open(encoding="utf-8") as fh:
+            values = dotenv_values(stream=fh)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(
+            f"cannot read {path}: {type(exc).__name__}",
+            hint=f"make it a readable UTF-8 file with KEY=value lines, mode 600: chmod 600 {path}",
+        ) from None
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def env_file_mode_ok(path: Path) -> bool:
+    return path.exists() and stat.S_IMODE(path.stat().st_mode) & 0o077 == 0
+
+
+def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+    env = dict(os.environ if environ is None else environ)
+    home = Path(env.get("GPUC_HOME") or Path.home() / ".gpuc")
+    env_file = Path(env.get("GPUC_ENV_FILE") or ".env")
+    raw: dict[str, Any] = {}
+    config = home / "config.json"
+    if config.exists():
+        try:
+            raw.update(json.loads(config.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            raise ConfigError(
+                f"{config} is not valid JSON", hint=f"fix it or delete it (gpuc rewrites it): rm {config}"
+            ) from None
+    merged = {**read_env_file(env_file), **env}
+    for field in Settings.model_fields:
+        name = env_name(field)
+        if name in merged and merged[name] != "":
+            raw[field] = merged[name]
+    raw.update({"home": home, "env_file": env_file})
+    raw.update(overrides)
+    try:
+        return Settings(**raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = str(err["loc"][0]) if err["loc"] else "?"
+        raise ConfigError(
+            f"setting {env_name(field)} is invalid: {err['msg']}",
+            hint=f"fix {env_name(field)} in your environment, .env or {config}",
+        ) from None
+
+
+def save_config(home: Path, **values: Any) -> Path:
+    """Merge values into $GPUC_HOME/config.json, written atomically with mode 600 (it may hold a token)."""
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / "config.json"
+    current: dict[str, Any] = {}
+    if path.exists():
+        try:
+            current = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError:
+            current = {}
+    current.update(values)
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(current, fh, indent=2, sort_keys=True)
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,7 @@
+"""Faithful emulators of the RunPod and Vast.ai HTTP APIs, for tests and `gpuc demo`."""
+
+from __future__ import annotations
+
+from gpuc.emulators.server import EmulatorServer, make_emulator, serve
+
+__all__ = ["EmulatorServer", "make_emulator", "serve"]

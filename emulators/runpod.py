@@ -1,0 +1,1037 @@
+"""A RunPod emulator: GraphQL (`POST /graphql`) and REST v2 (`GET /v2/pods[/{id}]`), as strict as the real
+API per shared/reference/providers.md.
+
+Strict: a query asking for a field RunPod does not have, an input field it does not take or a value of
+the wrong type is refused with graphql-js's message and HTTP 400 (the status real RunPod sends with
+validation errors is UNCONFIRMED). Resolver refusals answer HTTP 200 `{"errors": [{"message"}]}` like
+the observed "pod not found to terminate". Texts RunPod never documented (no capacity, an unauthorised
+pod key) are this emulator's own and say so in the code.
+
+State: pods go provisioning -> running after `boot_polls` observations (get or list) or `boot_s`
+seconds of the emulator's clock; `terminateAfter` is enforced. Test-driving API: set_status,
+set_gpu_util, add_foreign_pod, vanish, set_stock, pod_environ, pods, balance, plant_charge,
+set_charge_factor.
+
+Billing: REST v2 `GET /v2/billing/pods` (documented query parameters only) computes each pod's charges
+per bucket from its real life in the emulator's clock: GPU time x costPerHr, disk at RunPod's published
+storage rates (container + volume while running, the volume at the stopped rate while stopped).
+
+Fault ops: create, get, get_v2, list, list_v2, stop, resume, destroy, balance, offers, billing.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import secrets
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from gpuc.core.clock import Clock, iso
+from gpuc.emulators.billing import BUCKETS, BillingBook, Lifeline, bucket_floor, bucket_next, buckets
+from gpuc.emulators.common import Emulator, EmuRequest, EmuResponse, Route, new_key
+from gpuc.emulators.graphql import (
+    FieldError,
+    Parser,
+    RequestError,
+    Resolver,
+    Schema,
+    execute,
+    fields,
+    input_fields,
+)
+
+POD_INPUT = {
+    "gpuTypeId": "String",
+    "gpuCount": "Int",
+    "cloudType": "CloudTypeEnum",
+    "imageName": "String",
+    "name": "String",
+    "containerDiskInGb": "Int",
+    "volumeInGb": "Int",
+    "volumeMountPath": "String",
+    "env": "[EnvironmentVariableInput]",
+    "ports": "String",
+    "dockerArgs": "String",
+    "startSsh": "Boolean",
+    "supportPublicIp": "Boolean",
+    "minVcpuCount": "Int",
+    "minMemoryInGb": "Int",
+    "dataCenterId": "String",
+    "countryCode": "String",
+    "networkVolumeId": "String",
+    "templateId": "String",
+    "containerRegistryAuthId": "String",
+    "allowedCudaVersions": "[String]",
+    "minCudaVersion": "String",
+    "minDownload": "Int",
+    "minUpload": "Int",
+    "stopAfter": "String",
+    "terminateAfter": "String",
+    "compliance": "[String]",
+}
+
+# Only fields the reference lists as used by rp-py, runpodctl, the docs or a capture.
+SCHEMA = Schema(
+    objects={
+        "Query": fields(
+            {
+                "myself": "User",
+                "pod": ("Pod", {"input": "PodFilter!"}),
+                "gpuTypes": ("[GpuType]", {"input": "GpuTypeFilter"}),
+            }
+        ),
+        "Mutation": fields(
+            {
+                "podFindAndDeployOnDemand": ("Pod", {"input": "PodFindAndDeployOnDemandInput"}),
+                "podRentInterruptable": ("Pod", {"input": "PodRentInterruptableInput!"}),
+                "podStop": ("Pod", {"input": "PodStopInput!"}),
+                "podResume": ("Pod", {"input": "PodResumeInput!"}),
+                "podBidResume": ("Pod", {"input": "PodBidResumeInput!"}),
+                "podTerminate": ("Void", {"input": "PodTerminateInput!"}),
+            }
+        ),
+        "User": fields(
+            {
+                "id": "String",
+                "email": "String",
+                "clientBalance": "Float",
+                "currentSpendPerHr": "Float",
+                "spendLimit": "Float",
+                "notifyPodsStale": "Boolean",
+                "notifyPodsGeneral": "Boolean",
+                "notifyLowBalance": "Boolean",
+                "pubKey": "String",
+                "pods": "[Pod]",
+            }
+        ),
+        "Pod": fields(
+            {
+                "id": "String",
+                "name": "String",
+                "desiredStatus": "String",
+                "podType": "String",
+                "costPerHr": "Float",
+                "adjustedCostPerHr": "Float",
+                "gpuCount": "Int",
+                "imageName": "String",
+                "env": "[String]",
+                "ports": "String",
+                "lastStatusChange": "String",
+                "uptimeSeconds": "Int",
+                "containerDiskInGb": "Int",
+                "volumeInGb": "Float",
+                "volumeMountPath": "String",
+                "memoryInGb": "Float",
+                "vcpuCount": "Float",
+                "machineId": "String",
+                "machine": "Machine",
+                "runtime": "PodRuntime",
+                "dockerArgs": "String",
+                "dockerId": "String",
+                "port": "Int",
+            }
+        ),
+        "Machine": fields(
+            {
+                "gpuDisplayName": "String",
+                "location": "String",
+                "podHostId": "String",
+                "dataCenterId": "String",
+                "costPerHr": "Float",
+            }
+        ),
+        "PodRuntime": fields(
+            {
+                "uptimeInSeconds": "Int",
+                "ports": "[PodRuntimePorts]",
+                "gpus": "[PodRuntimeGpus]",
+                "container": "PodRuntimeContainer",
+            }
+        ),
+        "PodRuntimePorts": fields(
+            {
+                "ip": "String",
+                "isIpPublic": "Boolean",
+                "privatePort": "Int",
+                "publicPort": "Int",
+                "type": "String",
+            }
+        ),
+        "PodRuntimeGpus": fields({"id": "String", "gpuUtilPercent": "Int", "memoryUtilPercent": "Int"}),
+        "PodRuntimeContainer": fields({"cpuPercent": "Int", "memoryPercent": "Int"}),
+        "GpuType": fields(
+            {
+                "id": "String",
+                "displayName": "String",
+                "memoryInGb": "Int",
+                "secureCloud": "Boolean",
+                "communityCloud": "Boolean",
+                "maxGpuCount": "Int",
+                "securePrice": "Float",
+                "communityPrice": "Float",
+                "communitySpotPrice": "Float",
+                "secureSpotPrice": "Float",
+                "oneWeekPrice": "Float",
+                "oneMonthPrice": "Float",
+                "threeMonthPrice": "Float",
+                "sixMonthPrice": "Float",
+                "clusterPrice": "Float",
+                "manufacturer": "String",
+                "cudaCores": "Int",
+                "lowestPrice": ("LowestPrice", {"input": "GpuLowestPriceInput"}),
+            }
+        ),
+        "LowestPrice": fields(
+            {
+                "minimumBidPrice": "Float",
+                "uninterruptablePrice": "Float",
+                "minVcpu": "Float",
+                "minMemory": "Float",
+                "stockStatus": "String",
+                "availableGpuCounts": "[Int]",
+                "countryCode": "String",
+            }
+        ),
+    },
+    inputs={
+        "PodFindAndDeployOnDemandInput": input_fields(POD_INPUT),
+        "PodRentInterruptableInput": input_fields({**POD_INPUT, "bidPerGpu": "Float!"}),
+        "EnvironmentVariableInput": input_fields({"key": "String!", "value": "String!"}),
+        "PodFilter": input_fields({"podId": "String!"}),
+        "PodStopInput": input_fields({"podId": "String!"}),
+        "PodTerminateInput": input_fields({"podId": "String!"}),
+        "PodResumeInput": input_fields(
+            {"podId": "String!", "gpuCount": "Int", "allowedCudaVersions": "[String]"}
+        ),
+        "PodBidResumeInput": input_fields({"podId": "String!", "bidPerGpu": "Float!", "gpuCount": "Int"}),
+        "GpuTypeFilter": input_fields({"id": "String", "ids": "[String]", "cluster": "Boolean"}),
+        "GpuLowestPriceInput": input_fields(
+            {
+                "gpuCount": "Int",
+                "secureCloud": "Boolean",
+                "dataCenterId": "String",
+                "countryCode": "String",
+                "minDisk": "Int",
+                "minMemoryInGb": "Int",
+                "minVcpuCount": "Int",
+                "minCudaVersion": "String",
+            }
+        ),
+    },
+    enums={"CloudTypeEnum": frozenset({"ALL", "SECURE", "COMMUNITY"})},
+    scalars=frozenset({"String", "Int", "Float", "Boolean", "ID", "Void"}),
+)
+
+OP_OF_FIELD = {
+    "podFindAndDeployOnDemand": "create",
+    "podRentInterruptable": "create",
+    "podTerminate": "destroy",
+    "podStop": "stop",
+    "podResume": "resume",
+    "podBidResume": "resume",
+    "pod": "get",
+    "gpuTypes": "offers",
+}
+NOT_FOUND_TO_TERMINATE = "pod not found to terminate"  # observed, and matched by dstack
+# The emulator's own wording where RunPod documents none (UNCONFIRMED texts):
+NO_CAPACITY = "There are no longer any instances available with the requested specifications."
+UNAUTHORIZED = "Unauthorized"
+STATES = ("provisioning", "running", "exited", "outbid", "error")
+# RunPod's published storage prices [rp-docs billing.mdx]: container disk and volume $0.10/GB/month on a
+# running pod, the volume $0.20/GB/month on a stopped one. The hours in their "month" are not stated
+# (UNCONFIRMED): 30 days here.
+DISK_RUNNING_USD_GB_MONTH = 0.10
+VOLUME_STOPPED_USD_GB_MONTH = 0.20
+HOURS_PER_MONTH = 30 * 24
+BILLING_PARAMS = {"startTime", "endTime", "bucketSize", "lastN", "podId"}
+PLANTABLE = ("gpu", "cpu", "disk")
+
+
+@dataclass
+class GpuStock:
+    id: str
+    display: str
+    memory_gb: int
+    secure: float  # $/GPU/hour; 0 = not offered
+    community: float
+    spot: float  # minimum bid
+    stock: int = 10
+
+
+DEFAULT_GPUS = (
+    GpuStock("NVIDIA GeForce RTX 4090", "RTX 4090", 24, 0.74, 0.34, 0.20),
+    GpuStock("NVIDIA GeForce RTX 3090", "RTX 3090", 24, 0.50, 0.22, 0.12),
+    GpuStock("NVIDIA L4", "L4", 24, 0.49, 0.0, 0.25),
+    GpuStock("NVIDIA A100 80GB PCIe", "A100 PCIe", 80, 1.39, 1.19, 0.60),
+    GpuStock("NVIDIA A100-SXM4-80GB", "A100 SXM", 80, 1.59, 1.39, 0.79),
+    GpuStock("NVIDIA H100 80GB HBM3", "H100 SXM", 80, 3.29, 2.69, 1.50),
+)
+
+
+@dataclass
+class EmuPod:
+    id: str
+    name: str
+    image: str
+    gpu: GpuStock
+    gpu_count: int
+    cost: float
+    env: dict[str, str]
+    ports: str
+    container_disk: int
+    volume_gb: int
+    volume_mount: str
+    spot: bool
+    created_at: float
+    key: str
+    public_ip: str
+    ssh_port: int
+    state: str = "provisioning"
+    polls_left: int = 2
+    started_at: float | None = None
+    terminate_after: float | None = None
+    gpu_util: int = 0
+    machine_id: str = field(default_factory=lambda: secrets.token_hex(6))
+
+
+class RunPodEmulator(Emulator):
+    provider = "runpod"
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        clock: Clock | None = None,
+        boot_polls: int = 2,
+        boot_s: float | None = None,
+        balance: float = 25.0,
+        spend_limit: float = 80.0,
+        pod_key_can_terminate: bool = True,
+        gpus: tuple[GpuStock, ...] = DEFAULT_GPUS,
+        ssh_endpoint: tuple[str, int] | None = None,
+    ) -> None:
+        super().__init__(clock)
+        self.api_key = api_key or new_key("rpa_EMU")
+        self.boot_polls = boot_polls
+        self.boot_s = boot_s
+        self.balance = balance
+        self.spend_limit = spend_limit
+        # Whether the pod-scoped key may podTerminate is UNCONFIRMED; False drills the podStop fallback.
+        self.pod_key_can_terminate = pod_key_can_terminate
+        self.gpus = {g.id: GpuStock(**g.__dict__) for g in gpus}
+        # Where every pod's "direct ssh" points, e.g. a local sshd for a demo; default: documentation IPs.
+        self.ssh_endpoint = ssh_endpoint
+        self.pods: dict[str, EmuPod] = {}
+        self.gone: set[str] = set()
+        # Every pod ever billed (terminated ones too) and its life in billing states.
+        self.billed: dict[str, EmuPod] = {}
+        self.billing_book = BillingBook()
+        # pod-scoped key -> pod id; a key outlives its pod (it then only hears "not found": UNCONFIRMED)
+        self.pod_keys: dict[str, str] = {}
+        self._ports = itertools.count(40022)
+
+    # ---- test-driving API ----
+
+    def set_status(self, pod_id: str, state: str) -> None:
+        """provisioning | running | exited (stopped) | outbid (spot) | error | vanished | terminated"""
+        with self._lock:
+            pod = self.pods[pod_id]
+            if state in ("vanished", "terminated"):
+                self._remove(pod)
+                self._track()
+                return
+            if state not in STATES:
+                raise ValueError(f"unknown state {state!r}; use one of {(*STATES, 'vanished', 'terminated')}")
+            pod.state = state
+            pod.started_at = self.clock.now() if state == "running" else pod.started_at
+            pod.polls_left = self.boot_polls if state == "provisioning" else 0
+            self._track()
+
+    def set_gpu_util(self, pod_id: str, pct: int) -> None:
+        with self._lock:
+            self.pods[pod_id].gpu_util = pct
+
+    def vanish(self, pod_id: str) -> None:
+        self.set_status(pod_id, "vanished")
+
+    def set_stock(self, gpu_type_id: str, count: int) -> None:
+        with self._lock:
+            self.gpus[gpu_type_id].stock = count
+
+    def add_foreign_pod(
+        self, name: str = "my-notebook", *, env: dict[str, str] | None = None, state: str = "running"
+    ) -> str:
+        """A pod the user started outside gpuc (or one named like ours without the env marker)."""
+        with self._lock:
+            gpu = next(iter(self.gpus.values()))
+            pod = self._new_pod(name, "runpod/pytorch", gpu, 1, gpu.secure, dict(env or {}), spot=False)
+            pod.state = state
+            pod.polls_left = 0
+            self._track()
+            return pod.id
+
+    def plant_charge(
+        self, pod_id: str, kind: str, amount: float, start: float, end: float | None = None
+    ) -> None:
+        """Put a charge on the bill that no pod life explains: `kind` gpu|cpu|disk; an unknown pod id is a
+        charge for a pod the ledger never saw. It lands in the bucket holding `start`."""
+        if kind not in PLANTABLE:
+            raise ValueError(f"RunPod bills {', '.join(PLANTABLE)}, not {kind!r}")
+        with self._lock:
+            self.billing_book.plant(pod_id, kind, amount, start, start if end is None else end)
+
+    def set_charge_factor(self, pod_id: str, factor: float) -> None:
+        """Bill this pod at `factor` x what its life costs (1.25: 25 % over the ledger)."""
+        with self._lock:
+            self.billing_book.set_factor(pod_id, factor)
+
+    def pod_environ(self, pod_id: str) -> dict[str, str]:
+        """What RunPod injects into the pod: its id and the pod-scoped key."""
+        with self._lock:
+            return {"RUNPOD_POD_ID": pod_id, "RUNPOD_API_KEY": self.pods[pod_id].key}
+
+    def client_env(self, base_url: str) -> dict[str, str]:
+        return {
+            "GPUC_RUNPOD_GRAPHQL_URL": f"{base_url}/graphql",
+            "GPUC_RUNPOD_REST_URL": f"{base_url}/v2",
+            "RUNPOD_API_KEY": self.api_key,
+        }
+
+    def alive(self) -> list[EmuPod]:
+        with self._lock:
+            return list(self.pods.values())
+
+    # ---- routing ----
+
+    def route(self, request: EmuRequest) -> Route | None:
+        path = request.path.rstrip("/")
+        if path == "/graphql" and request.method == "POST":
+            return graphql_op(request), self.graphql
+        if path == "/v2/pods" and request.method == "GET":
+            return "list_v2", self.v2_list
+        if path == "/v2/billing/pods" and request.method == "GET":
+            return "billing", self.v2_billing
+        match = re.fullmatch(r"/v2/pods/([^/]+)", path)
+        if match and request.method == "GET":
+            return "get_v2", lambda r: self.v2_get(r, match.group(1))
+        return None
+
+    def not_found(self, request: EmuRequest) -> EmuResponse:
+        if request.path.startswith("/v2/"):
+            return problem(404, "Not Found", "resource not found")
+        return EmuResponse.text(404, "404 page not found")
+
+    def fault_answer(self, op: str, kind: str) -> EmuResponse:
+        if op in ("list_v2", "get_v2", "billing"):
+            if kind == "429":
+                return problem(
+                    429,
+                    "Too Many Requests",
+                    "rate limit exceeded for the minute window",
+                    {"Retry-After": "1"},
+                )
+            if kind == "success_false":
+                return EmuResponse.json(200, {"title": "Internal Server Error", "status": 500})
+            return problem(int(kind), "Error", "emulated failure")
+        if kind == "success_false":
+            return EmuResponse.json(
+                200, {"errors": [{"message": "Something went wrong. Please try again later."}]}
+            )
+        if kind in ("502", "503", "504"):
+            return EmuResponse(
+                int(kind),
+                f"<html><body>{kind} Bad Gateway</body></html>".encode(),
+                {"content-type": "text/html"},
+            )
+        return EmuResponse.json(int(kind), {"errors": [{"message": "emulated failure"}]})
+
+    def drift(self, op: str, kind: str, answer: EmuResponse) -> EmuResponse:
+        body = answer.decoded()
+        if op in ("list_v2", "get_v2", "billing"):
+            return EmuResponse.json(answer.status, {"data": body})
+        if isinstance(body, dict) and "data" in body:
+            return EmuResponse.json(answer.status, {"data": {"result": body["data"]}})
+        return answer
+
+    # ---- auth ----
+
+    def caller(self, request: EmuRequest) -> str | None:
+        """ "account", or the id of the pod whose pod-scoped key this is, or None."""
+        key = request.bearer()
+        if key is None:
+            return None
+        if secrets.compare_digest(key, self.api_key):
+            return "account"
+        return next((pid for k, pid in self.pod_keys.items() if secrets.compare_digest(key, k)), None)
+
+    # ---- GraphQL ----
+
+    def graphql(self, request: EmuRequest) -> EmuResponse:
+        who = self.caller(request)
+        if who is None:
+            return EmuResponse.json(401, {"errors": [{"message": UNAUTHORIZED}]})
+        try:
+            body = request.json()
+        except ValueError:
+            return EmuResponse.json(400, {"errors": [{"message": "POST body sent invalid JSON."}]})
+        self._tick()
+        result = execute(SCHEMA, body, self._root(who))
+        return EmuResponse.json(result.status, result.body)
+
+    def _root(self, who: str) -> dict[str, Resolver]:
+        def account_only(resolver: Resolver) -> Resolver:
+            def guarded(args: dict[str, Any]) -> Any:
+                if who != "account":
+                    raise FieldError(UNAUTHORIZED)
+                return resolver(args)
+
+            return guarded
+
+        return {
+            "myself": account_only(lambda args: self._user()),
+            "pod": lambda args: self._get(args["input"]["podId"], who),
+            "gpuTypes": lambda args: self._gpu_types(args.get("input")),
+            "podFindAndDeployOnDemand": account_only(
+                lambda args: self._create(args.get("input") or {}, spot=False)
+            ),
+            "podRentInterruptable": account_only(lambda args: self._create(args["input"], spot=True)),
+            "podStop": lambda args: self._stop(args["input"]["podId"], who),
+            "podResume": account_only(lambda args: self._resume(args["input"]["podId"])),
+            "podBidResume": account_only(lambda args: self._resume(args["input"]["podId"])),
+            "podTerminate": lambda args: self._terminate(args["input"]["podId"], who),
+        }
+
+    def _user(self) -> dict[str, Any]:
+        pods = list(self.pods.values())
+        for pod in pods:
+            self._observe(pod)
+        live = list(self.pods.values())
+        return {
+            "id": "user_emulated",
+            "email": "you@example.com",
+            "clientBalance": self.balance,
+            "currentSpendPerHr": round(
+                sum(p.cost for p in live if p.state != "exited" and p.state != "outbid"), 4
+            ),
+            "spendLimit": self.spend_limit,
+            "notifyPodsStale": True,
+            "notifyPodsGeneral": True,
+            "notifyLowBalance": True,
+            "pubKey": "ssh-ed25519 AAAA... emulated",
+            "pods": [self._gql_pod(p) for p in live],
+        }
+
+    def _get(self, pod_id: str, who: str) -> dict[str, Any] | None:
+        if who not in ("account", pod_id):
+            raise FieldError(UNAUTHORIZED)
+        pod = self.pods.get(pod_id)
+        if pod is None:
+            return None  # a deleted or unknown id: null (UNCONFIRMED: it may be an error instead)
+        self._observe(pod)
+        return self._gql_pod(pod) if pod.id in self.pods else None
+
+    def _create(self, fields_: dict[str, Any], spot: bool) -> dict[str, Any]:
+        gpu = self.gpus.get(str(fields_.get("gpuTypeId")))
+        if gpu is None:
+            raise FieldError(f"GPU type {fields_.get('gpuTypeId')!r} is not available")
+        if not fields_.get("imageName") and not fields_.get("templateId"):
+            raise FieldError("imageName or templateId is required")
+        count = int(fields_.get("gpuCount") or 1)
+        if gpu.stock < count:
+            raise FieldError(NO_CAPACITY)
+        price = self._price(gpu, str(fields_.get("cloudType") or "ALL"), spot, fields_.get("bidPerGpu"))
+        env = {str(e["key"]): str(e["value"]) for e in fields_.get("env") or []}
+        image = str(fields_.get("imageName") or fields_.get("templateId"))
+        pod = self._new_pod(str(fields_.get("name") or ""), image, gpu, count, price * count, env, spot)
+        pod.ports = str(fields_.get("ports") or "")
+        pod.container_disk = int(fields_.get("containerDiskInGb") or 10)
+        pod.volume_gb = int(fields_.get("volumeInGb") or 0)
+        pod.volume_mount = str(fields_.get("volumeMountPath") or "/workspace")
+        pod.terminate_after = deadline(fields_.get("terminateAfter"))
+        gpu.stock -= count
+        return self._gql_pod(pod)
+
+    def _price(self, gpu: GpuStock, cloud: str, spot: bool, bid: Any) -> float:
+        if spot:
+            if bid is None or float(bid) < gpu.spot:
+                raise FieldError(f"bid too low: the minimum bid for {gpu.display} is {gpu.spot}")
+            return float(bid)
+        prices = {"SECURE": [gpu.secure], "COMMUNITY": [gpu.community], "ALL": [gpu.secure, gpu.community]}[
+            cloud
+        ]
+        offered = [p for p in prices if p > 0]
+        if not offered:
+            raise FieldError(NO_CAPACITY)
+        return min(offered)
+
+    def _new_pod(
+        self, name: str, image: str, gpu: GpuStock, count: int, cost: float, env: dict[str, str], spot: bool
+    ) -> EmuPod:
+        pod = EmuPod(
+            id=new_pod_id(),
+            name=name,
+            image=image,
+            gpu=gpu,
+            gpu_count=count,
+            cost=round(cost, 4),
+            env=env,
+            ports="22/tcp",
+            container_disk=20,
+            volume_gb=30,
+            volume_mount="/workspace",
+            spot=spot,
+            created_at=self.clock.now(),
+            key=new_key("rpa_POD"),
+            polls_left=self.boot_polls,
+            public_ip=self.ssh_endpoint[0] if self.ssh_endpoint else "203.0.113.10",
+            ssh_port=self.ssh_endpoint[1] if self.ssh_endpoint else next(self._ports),
+        )
+        self.pods[pod.id] = pod
+        self.pod_keys[pod.key] = pod.id
+        return pod
+
+    def _stop(self, pod_id: str, who: str) -> dict[str, Any]:
+        if who not in ("account", pod_id):
+            raise FieldError(UNAUTHORIZED)
+        pod = self.pods.get(pod_id)
+        if pod is None:
+            raise FieldError("pod not found to stop")
+        pod.state = "exited"
+        return self._gql_pod(pod)
+
+    def _resume(self, pod_id: str) -> dict[str, Any]:
+        pod = self.pods.get(pod_id)
+        if pod is None:
+            raise FieldError("pod not found to resume")
+        pod.state, pod.polls_left = "provisioning", self.boot_polls
+        return self._gql_pod(pod)
+
+    def _terminate(self, pod_id: str, who: str) -> None:
+        own = who == pod_id
+        if who != "account" and not own:
+            raise FieldError(NOT_FOUND_TO_TERMINATE)  # a pod key cannot see other pods
+        if own and not self.pod_key_can_terminate:
+            raise FieldError(UNAUTHORIZED)
+        pod = self.pods.get(pod_id)
+        if pod is None:
+            raise FieldError(NOT_FOUND_TO_TERMINATE)
+        self._remove(pod)
+
+    def _gpu_types(self, flt: dict[str, Any] | None) -> list[dict[str, Any]]:
+        gpus = list(self.gpus.values())
+        if flt and flt.get("id"):
+            gpus = [g for g in gpus if g.id == flt["id"]]
+        if flt and flt.get("ids"):
+            gpus = [g for g in gpus if g.id in flt["ids"]]
+        return [gpu_type_view(g) for g in gpus]
+
+    # ---- REST v2 ----
+
+    def _v2_auth(self, request: EmuRequest) -> EmuResponse | None:
+        who = self.caller(request)
+        if request.bearer() is None:
+            return problem(401, "Unauthorized", "missing bearer token")
+        if who is None:
+            return problem(401, "Unauthorized", "invalid bearer token")
+        if who != "account":
+            return problem(403, "Forbidden", "access denied")  # the pod key cannot use REST (field report)
+        return None
+
+    def v2_list(self, request: EmuRequest) -> EmuResponse:
+        refused = self._v2_auth(request) or unexpected_params(request, {"includeClusterPods"})
+        if refused:
+            return refused
+        self._tick()
+        for pod in list(self.pods.values()):
+            self._observe(pod)
+        return EmuResponse.json(200, {"pods": [self._v2_pod(p) for p in self.pods.values()]})
+
+    def v2_get(self, request: EmuRequest, pod_id: str) -> EmuResponse:
+        refused = self._v2_auth(request) or unexpected_params(request, set())
+        if refused:
+            return refused
+        self._tick()
+        pod = self.pods.get(pod_id)
+        if pod is not None:
+            self._observe(pod)
+        if pod_id not in self.pods:
+            return problem(404, "Not Found", "resource not found")
+        return EmuResponse.json(200, self._v2_pod(self.pods[pod_id]))
+
+    def v2_billing(self, request: EmuRequest) -> EmuResponse:
+        refused = self._v2_auth(request) or unexpected_params(request, BILLING_PARAMS)
+        if refused:
+            return refused
+        try:
+            query = BillingQuery.parse(request, self.clock.now())
+        except ValueError as exc:
+            return validation_failed(str(exc))
+        self._tick()
+        self._track()
+        records = [
+            record
+            for pod_id in self.billing_book.pod_ids()
+            if query.pod_id in (None, pod_id)
+            for record in self._billing_records(pod_id, query)
+        ]
+        totals = {k: round(sum(r[k] for r in records), 4) for k in AMOUNT_KEYS}
+        metadata = {
+            "query": {**query.echo(), "podId": query.pod_id},
+            "recordCount": len(records),
+            "uniquePodCount": len({r["podId"] for r in records}),
+            "totals": totals,
+        }
+        return EmuResponse.json(200, {"records": records, "metadata": metadata})
+
+    def _billing_records(self, pod_id: str, query: BillingQuery) -> list[dict[str, Any]]:
+        now = self.clock.now()
+        life = self.billing_book.lives.get(pod_id)
+        planted = [p for p in self.billing_book.planted if p.pod_id == pod_id]
+        starts = [p.start for p in planted] + ([life.segments[0].start] if life and life.segments else [])
+        if not starts:
+            return []
+        lo, hi = max(query.lo, min(starts)), query.hi
+        records = []
+        for start, end in buckets(lo, hi, query.size) if lo < hi else ():
+            amounts = self._bucket_amounts(pod_id, life, start, end, now)
+            for charge in self.billing_book.planted_in(start, end):
+                if charge.pod_id == pod_id:
+                    amounts[f"{charge.kind}Amount"] += charge.amount
+            if any(amounts.values()):
+                rounded = {k: round(v, 4) for k, v in amounts.items()}
+                total = round(sum(amounts.values()), 4)
+                window = {"startTime": iso(start), "endTime": iso(end), "podId": pod_id}
+                records.append({**window, "totalAmount": total, **rounded})
+        return records
+
+    def _bucket_amounts(
+        self, pod_id: str, life: Lifeline | None, lo: float, hi: float, now: float
+    ) -> dict[str, float]:
+        amounts = {"gpuAmount": 0.0, "cpuAmount": 0.0, "diskAmount": 0.0}
+        pod = self.billed.get(pod_id)
+        if life is None or pod is None:
+            return amounts
+        running_s = life.seconds({"compute"}, lo, hi, now)
+        stopped_s = life.seconds({"stopped"}, lo, hi, now)
+        factor = self.billing_book.factor(pod_id)
+        per_gb_second = factor / HOURS_PER_MONTH / 3600.0
+        running_gb = (pod.container_disk + pod.volume_gb) * DISK_RUNNING_USD_GB_MONTH
+        stopped_gb = pod.volume_gb * VOLUME_STOPPED_USD_GB_MONTH
+        amounts["gpuAmount"] = running_s * pod.cost / 3600.0 * factor
+        amounts["diskAmount"] = (running_s * running_gb + stopped_s * stopped_gb) * per_gb_second
+        return amounts
+
+    # ---- state ----
+
+    def handle(self, request: EmuRequest) -> EmuResponse:
+        with self._lock:
+            try:
+                return super().handle(request)
+            finally:
+                self._track()
+
+    def _track(self) -> None:
+        """Record each pod's billing state as of now: called after every request and every test-driven
+        change, so a pod's bill follows its real life in the emulator's clock."""
+        now = self.clock.now()
+        for pod in self.pods.values():
+            self.billed[pod.id] = pod
+            self.billing_book.observe(pod.id, billing_state(pod.state), now, pod.created_at)
+        for pod_id in self.billing_book.open_ids() - set(self.pods):
+            deadline_at = self.billed[pod_id].terminate_after
+            # terminateAfter ends the pod at that moment, not when the emulator next looks.
+            self.billing_book.end(pod_id, min(now, deadline_at) if deadline_at is not None else now)
+
+    def _tick(self) -> None:
+        now = self.clock.now()
+        for pod in list(self.pods.values()):
+            if pod.terminate_after is not None and now >= pod.terminate_after:
+                self._remove(pod)  # RunPod's own backstop
+
+    def _observe(self, pod: EmuPod) -> None:
+        if pod.state != "provisioning":
+            return
+        pod.polls_left -= 1
+        booted = self.boot_s is not None and self.clock.now() - pod.created_at >= self.boot_s
+        if pod.polls_left <= 0 or booted:
+            pod.state, pod.started_at = "running", self.clock.now()
+
+    def _remove(self, pod: EmuPod) -> None:
+        self.pods.pop(pod.id, None)
+        self.gone.add(pod.id)
+        pod.gpu.stock += pod.gpu_count
+
+    def _uptime(self, pod: EmuPod) -> int:
+        return int(self.clock.now() - pod.started_at) if pod.started_at and pod.state == "running" else 0
+
+    def _gql_pod(self, pod: EmuPod) -> dict[str, Any]:
+        running = pod.state == "running"
+        desired = "EXITED" if pod.state in ("exited", "outbid") else "RUNNING"
+        return {
+            "id": pod.id,
+            "name": pod.name,
+            "desiredStatus": desired,
+            "podType": "INTERRUPTABLE" if pod.spot else "RESERVED",
+            "costPerHr": pod.cost,
+            "adjustedCostPerHr": pod.cost,
+            "gpuCount": pod.gpu_count,
+            "imageName": pod.image,
+            "env": [f"{k}={v}" for k, v in pod.env.items()],
+            "ports": pod.ports,
+            "lastStatusChange": f"Rented by User: {rented_at(pod.created_at)}",
+            "uptimeSeconds": self._uptime(pod),
+            "containerDiskInGb": pod.container_disk,
+            "volumeInGb": pod.volume_gb,
+            "volumeMountPath": pod.volume_mount,
+            "memoryInGb": 62.0,
+            "vcpuCount": 16.0,
+            "machineId": pod.machine_id,
+            "machine": {
+                "gpuDisplayName": pod.gpu.display,
+                "location": "US",
+                "podHostId": f"{pod.id}-{pod.machine_id[:8]}",
+                "dataCenterId": "US-KS-2",
+                "costPerHr": pod.cost,
+            },
+            "runtime": self._gql_runtime(pod) if running else None,
+            "dockerArgs": "",
+            "dockerId": None,
+            "port": None,
+        }
+
+    def _gql_runtime(self, pod: EmuPod) -> dict[str, Any]:
+        ssh = "22/tcp" in pod.ports.split(",")
+        return {
+            "uptimeInSeconds": self._uptime(pod),
+            "ports": (
+                [
+                    {
+                        "ip": pod.public_ip,
+                        "isIpPublic": True,
+                        "privatePort": 22,
+                        "publicPort": pod.ssh_port,
+                        "type": "tcp",
+                    }
+                ]
+                if ssh
+                else []
+            ),
+            "gpus": [
+                {"id": f"GPU-{pod.id}-{i}", "gpuUtilPercent": pod.gpu_util, "memoryUtilPercent": 0}
+                for i in range(pod.gpu_count)
+            ],
+            "container": {"cpuPercent": 1, "memoryPercent": 2},
+        }
+
+    def _v2_status(self, pod: EmuPod) -> str:
+        if pod.state == "provisioning":
+            return "STARTING" if pod.polls_left <= 1 else "PROVISIONING"
+        return {"running": "RUNNING", "exited": "EXITED", "outbid": "EXITED", "error": "ERROR"}[pod.state]
+
+    def _v2_pod(self, pod: EmuPod) -> dict[str, Any]:
+        running = pod.state == "running"
+        ssh = "22/tcp" in pod.ports.split(",")
+        return {
+            "id": pod.id,
+            "name": pod.name,
+            "image": pod.image,
+            "args": "",
+            "disk": pod.container_disk,
+            "ports": [p for p in pod.ports.split(",") if p],
+            "env": dict(pod.env),
+            "registry": None,
+            "status": self._v2_status(pod),
+            "actions": ["stop", "restart", "terminate"] if running else ["start", "terminate"],
+            "mounts": {"persistent": {"size": pod.volume_gb, "path": pod.volume_mount}},
+            "gpu": {"id": pod.gpu.id, "count": pod.gpu_count},
+            "cloud": "SECURE",
+            "dataCenterId": "US-KS-2",
+            "cudaVersion": "12.8",
+            "ssh": {
+                "proxy": {"host": "ssh.runpod.io", "port": 22, "username": f"{pod.id}-{pod.machine_id[:8]}"},
+                **(
+                    {"direct": {"host": pod.public_ip, "port": pod.ssh_port, "username": "root"}}
+                    if running and ssh
+                    else {}
+                ),
+            },
+            "template": None,
+            "cost": pod.cost if pod.state in ("running", "provisioning") else 0.0,
+            "locked": False,
+            "globalNetworking": {"enabled": False},
+            "runtime": (
+                {
+                    "uptime": self._uptime(pod),
+                    "ports": [{"private": 22, "public": pod.ssh_port, "type": "tcp", "ip": pod.public_ip}]
+                    if ssh
+                    else [],
+                }
+                if running
+                else None
+            ),
+            "createdAt": iso(pod.created_at),
+            "startedAt": iso(pod.started_at) if pod.started_at else None,
+        }
+
+
+def billing_state(state: str) -> str:
+    """A stopped pod (EXITED, or an outbid spot pod) bills its volume only; otherwise the GPU runs."""
+    return "stopped" if state in ("exited", "outbid") else "compute"
+
+
+AMOUNT_KEYS = ("totalAmount", "gpuAmount", "cpuAmount", "diskAmount")
+
+
+@dataclass(frozen=True)
+class BillingQuery:
+    """GET /v2/billing/pods parameters, resolved to a bucket-aligned [lo, hi) as the v2 spec says."""
+
+    lo: float
+    hi: float
+    size: str
+    pod_id: str | None
+
+    @classmethod
+    def parse(cls, request: EmuRequest, now: float) -> BillingQuery:
+        size = request.param("bucketSize") or "day"
+        if size not in BUCKETS:
+            raise ValueError(f"bucketSize must be one of {', '.join(BUCKETS)}")
+        start, end, last_n = request.param("startTime"), request.param("endTime"), request.param("lastN")
+        if last_n is not None:
+            if start is not None or end is not None:
+                raise ValueError("lastN is mutually exclusive with startTime/endTime")
+            return cls(*last_buckets(last_n, size, now), size, request.param("podId"))
+        lo = bucket_floor(rfc3339(start, "startTime") if start else now - 30 * 86400, size)
+        hi_raw = rfc3339(end, "endTime") if end else now
+        hi = hi_raw if bucket_floor(hi_raw, size) == hi_raw else bucket_next(bucket_floor(hi_raw, size), size)
+        if hi <= lo:
+            raise ValueError("endTime must be after startTime")
+        return cls(lo, hi, size, request.param("podId"))
+
+    def echo(self) -> dict[str, Any]:
+        return {"startTime": iso(self.lo), "endTime": iso(self.hi), "bucketSize": self.size}
+
+
+def last_buckets(raw: str, size: str, now: float) -> tuple[float, float]:
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError("lastN must be an integer >= 1")
+    lo = bucket_floor(now, size)
+    hi = bucket_next(lo, size)
+    for _ in range(int(raw) - 1):
+        lo = bucket_floor(lo - 1, size)
+    return lo, hi
+
+
+def rfc3339(value: str, name: str) -> float:
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{name} is not an RFC 3339 date-time") from None
+    if moment.tzinfo is None:
+        raise ValueError(f"{name} is not an RFC 3339 date-time (no offset)")
+    return moment.timestamp()
+
+
+def validation_failed(error: str) -> EmuResponse:
+    body = {"title": "Unprocessable Entity", "status": 422, "detail": "Request validation failed."}
+    answer = EmuResponse.json(422, {**body, "errors": [error]})
+    answer.headers["content-type"] = "application/problem+json"
+    return answer
+
+
+def gpu_type_view(gpu: GpuStock) -> dict[str, Any]:
+    def lowest(args: dict[str, Any]) -> dict[str, Any]:
+        wanted = int((args.get("input") or {}).get("gpuCount") or 1)
+        level = (
+            "None"
+            if gpu.stock < wanted
+            else "Low"
+            if gpu.stock < 3
+            else "Medium"
+            if gpu.stock < 8
+            else "High"
+        )
+        offered = [p for p in (gpu.secure, gpu.community) if p > 0]
+        return {
+            "minimumBidPrice": gpu.spot,
+            "uninterruptablePrice": min(offered) if offered else None,
+            "minVcpu": 8.0,
+            "minMemory": 30.0,
+            "stockStatus": level,
+            "availableGpuCounts": [n for n in (1, 2, 4, 8) if n <= gpu.stock],
+            "countryCode": "US",
+        }
+
+    return {
+        "id": gpu.id,
+        "displayName": gpu.display,
+        "memoryInGb": gpu.memory_gb,
+        "secureCloud": gpu.secure > 0,
+        "communityCloud": gpu.community > 0,
+        "maxGpuCount": 8,
+        "securePrice": gpu.secure,
+        "communityPrice": gpu.community,
+        "communitySpotPrice": gpu.spot if gpu.community > 0 else None,
+        "secureSpotPrice": round(gpu.spot * 1.2, 3) if gpu.secure > 0 else None,
+        "oneWeekPrice": None,
+        "oneMonthPrice": None,
+        "threeMonthPrice": None,
+        "sixMonthPrice": None,
+        "clusterPrice": round(gpu.secure * 1.2, 3),
+        "manufacturer": "Nvidia",
+        "cudaCores": 16384,
+        "lowestPrice": lowest,
+    }
+
+
+def graphql_op(request: EmuRequest) -> str:
+    """The fault-plan name of a GraphQL request, from its first root field."""
+    try:
+        body = request.json()
+        op = (
+            Parser(body["query"]).document()
+            if isinstance(body, dict) and isinstance(body.get("query"), str)
+            else None
+        )
+    except (ValueError, RequestError):
+        op = None
+    if op is None or not op.selections:
+        return "graphql"
+    first = op.selections[0]
+    if first.name == "myself":
+        wants_pods = any(f.name == "pods" for f in first.selections or [])
+        return "list" if wants_pods else "balance"
+    return OP_OF_FIELD.get(first.name, "graphql")
+
+
+def deadline(value: Any) -> float | None:
+    if value is None:
+        return None
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        raise FieldError(f"terminateAfter is not a date-time: {value!r}") from None
+
+
+def rented_at(ts: float) -> str:
+    return f"{datetime.fromtimestamp(ts, UTC):%a %b %d %Y %H:%M:%S} GMT+0000 (Coordinated Universal Time)"
+
+
+def new_pod_id() -> str:
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+    return "".join(secrets.choice(alphabet) for _ in range(14))
+
+
+def problem(status: int, title: str, detail: str, headers: dict[str, str] | None = None) -> EmuResponse:
+    answer = EmuResponse.json(status, {"title": title, "status": status, "detail": detail}, headers)
+    answer.headers["content-type"] = "application/problem+json"
+    return answer
+
+
+def unexpected_params(request: EmuRequest, allowed: set[str]) -> EmuResponse | None:
+    extra = sorted(set(request.query) - allowed - {"api_key"})
+    if extra:
+        return validation_failed(f"unknown query parameter {extra[0]!r}")
+    return None

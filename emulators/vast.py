@@ -1,0 +1,1122 @@
+"""A Vast.ai emulator: the v0 endpoints gpuc uses and the v1 paginated instance list, as strict as the real
+API per shared/reference/providers.md.
+
+Strict: a create body with a field Vast does not take, or a value of the wrong type, is refused with
+400 `{"success": false, "error": "invalid_args", "msg": ...}`; list filters on computed columns are
+refused (400) as documented; the documented bodies answer an unknown offer (404), a taken offer (410),
+a missing instance (DELETE 404 not_found; GET 200 `{"instances": null}`), a bad key (401 auth_error),
+a 429 (plain text, no Retry-After). Whether Vast rejects unknown create fields is UNCONFIRMED: this
+emulator does, so gpuc may send only documented ones.
+
+State: instances go loading -> running after `boot_polls` observations or `boot_s` seconds; stop,
+outbid (is_bid, actual stopped, intended running), frozen, exited, unknown, offline, vanished.
+`users/current` answers with the account key inside, as Vast does (gpuc must never log it).
+
+Billing: `GET /api/v0/charges/` (documented query parameters only, show_charges.yaml) answers one entry
+per instance contract, broken down into `gpu` (time running or frozen x the rented price) and `disk`
+(time the instance existed x its storage price, which runs while stopped too) items, computed from the
+instance's real life in the emulator's clock. Tests plant extra or wrong charges with plant_charge and
+set_charge_factor.
+
+Fault ops: create, get, list, list_v0, stop, destroy, balance, offers, billing.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import re
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuc.core.clock import Clock
+from gpuc.emulators.billing import BillingBook, Lifeline, Planted
+from gpuc.emulators.common import Emulator, EmuRequest, EmuResponse, Route, new_key
+
+CREATE_FIELDS: dict[str, tuple[type | tuple[type, ...], ...]] = {
+    "client_id": (str,),
+    "image": (str,),
+    "disk": (int, float),
+    "env": (dict,),
+    "onstart": (str,),
+    "runtype": (str,),
+    "args": (list,),
+    "args_str": (str,),
+    "label": (str,),
+    "price": (int, float, type(None)),
+    "cancel_unavail": (bool,),
+    "target_state": (str,),
+    "template_hash_id": (str,),
+    "image_login": (str,),
+    "python_utf8": (bool,),
+    "lang_utf8": (bool,),
+    "use_jupyter_lab": (bool,),
+    "jupyter_dir": (str,),
+    "force": (bool,),
+    "user": (str,),
+    "vm": (bool,),
+    "extra": (str,),
+    "volume_info": (dict,),
+}
+RUNTYPE_TOKENS = frozenset(
+    {
+        "ssh",
+        "ssh_proxy",
+        "ssh_direct",
+        "ssh_direc",
+        "jupyter",
+        "jupyter_proxy",
+        "jupyter_direct",
+        "jupyter_direc",
+        "args",
+    }
+)
+STORED_COLUMNS = frozenset({"actual_status", "gpu_name", "verification", "id", "label"})
+FILTER_OPS = frozenset({"eq", "neq", "gt", "gte", "lt", "lte", "in", "notin"})
+LIST_PARAMS = frozenset(
+    {"select_filters", "order_by", "limit", "after_token", "select_cols", "owner", "api_key"}
+)
+OFFER_FIELDS = frozenset(
+    {
+        "id", "ask_contract_id", "machine_id", "host_id", "gpu_name", "num_gpus", "gpu_ram", "gpu_total_ram",
+        "gpu_mem_bw", "gpu_frac", "compute_cap", "cuda_max_good", "cuda_vers", "driver_version", "dlperf",
+        "dlperf_per_dphtotal", "total_flops", "flops_per_dphtotal", "dph_base", "dph_total", "dph",
+        "discounted_dph_total", "min_bid", "storage_cost", "inet_down", "inet_up", "inet_down_cost",
+        "inet_up_cost", "reliability", "reliability2", "verified", "verification", "rentable", "rented",
+        "external", "datacenter", "geolocation", "direct_port_count", "disk_space", "disk_bw", "cpu_cores",
+        "cpu_cores_effective", "cpu_ram", "cpu_ghz", "cpu_arch", "gpu_arch", "pci_gen", "pcie_bw",
+        "bw_nvlink", "duration", "end_date", "is_bid", "score", "static_ip", "vms_enabled", "hosting_type",
+        "cluster_id",
+    }
+)  # fmt: skip
+OFFER_ALIASES = {"cuda_vers": "cuda_max_good", "dph": "dph_total"}
+BUNDLE_KEYS = frozenset({"order", "limit", "type", "allocated_storage", "disable_bundling"})
+SEARCH_TYPES = frozenset({"on-demand", "bid", "reserved"})
+ACTUAL = ("loading", "running", "stopped", "outbid", "frozen", "exited", "unknown", "offline")
+CHARGE_PARAMS = frozenset({"select_filters", "format", "latest_first", "limit", "after_token", "api_key"})
+CHARGE_TYPES = frozenset({"instance", "volume", "serverless"})
+CHARGE_ITEM_TYPES = ("gpu", "disk", "bwd", "bwu")
+# "GPU charges apply" while running or frozen (vast-cli SKILL.md); storage bills from creation to destroy.
+GPU_BILLED = frozenset({"running", "frozen"})
+MISSING_DAY = "Must provide both 'day' gte and lte filters for instance charges"
+
+
+@dataclass
+class VastOfferState:
+    id: int
+    gpu_name: str
+    dph_base: float
+    min_bid: float
+    num_gpus: int = 1
+    reliability: float = 0.995
+    inet_down: float = 800.0
+    inet_down_cost: float = 0.003
+    storage_cost: float = 0.15  # $/GB/month
+    verified: bool = True
+    cuda_max_good: float = 12.8
+    gpu_ram: int = 24564
+    gpu_mem_bw: float = 1008.0
+    geolocation: str = "Oregon, US"
+    rented: bool = False
+    machine_id: int = field(default_factory=lambda: secrets.randbelow(90000) + 10000)
+
+    def view(self, allocated_storage: float) -> dict[str, Any]:
+        storage_hour = self.storage_cost * allocated_storage / (30 * 24)
+        return {
+            "id": self.id,
+            "ask_contract_id": self.id,
+            "bundle_id": self.id * 10,
+            "machine_id": self.machine_id,
+            "host_id": self.machine_id + 7,
+            "gpu_name": self.gpu_name,
+            "num_gpus": self.num_gpus,
+            "gpu_ram": self.gpu_ram,
+            "gpu_total_ram": self.gpu_ram * self.num_gpus,
+            "gpu_mem_bw": self.gpu_mem_bw,
+            "cuda_max_good": self.cuda_max_good,
+            "driver_version": "550.54.15",
+            "dph_base": self.dph_base,
+            "dph_total": round(self.dph_base + storage_hour, 6),
+            "min_bid": self.min_bid,
+            "storage_cost": self.storage_cost,
+            "inet_down": self.inet_down,
+            "inet_up": self.inet_down / 2,
+            "inet_down_cost": self.inet_down_cost,
+            "inet_up_cost": self.inet_down_cost,
+            "reliability": self.reliability,
+            "reliability2": self.reliability,
+            "verification": "verified" if self.verified else "unverified",
+            "verified": self.verified,
+            "rentable": not self.rented,
+            "rented": self.rented,
+            "external": False,
+            "geolocation": self.geolocation,
+            "disk_space": 500.0,
+            "is_bid": False,
+            "score": round(100 / max(self.dph_base, 0.01), 3),
+        }
+
+
+DEFAULT_OFFERS = (
+    VastOfferState(11684738, "RTX 4090", 0.34, 0.20),
+    VastOfferState(11684739, "RTX 4090", 0.29, 0.17, reliability=0.97),  # fails reliability > 0.98
+    VastOfferState(11684740, "RTX 4090", 0.31, 0.18, inet_down=120.0),  # fails inet_down > 200
+    VastOfferState(11684741, "RTX 3090", 0.15, 0.07),
+    VastOfferState(11684742, "RTX 3090", 0.12, 0.06, verified=False),  # fails verified
+    VastOfferState(11684743, "A100 SXM4", 0.83, 0.34, gpu_ram=81920, gpu_mem_bw=2039.0),
+    VastOfferState(11684744, "H100 SXM", 2.07, 1.34, gpu_ram=81920, gpu_mem_bw=3352.0),
+    VastOfferState(11684745, "RTX 4090", 0.25, 0.15, cuda_max_good=12.2),  # fails cuda >= 12.4
+    VastOfferState(11684746, "RTX 4090", 0.66, 0.30, num_gpus=2),  # fails num_gpus = 1
+    VastOfferState(11684747, "L4", 0.33, 0.13, storage_cost=0.5),  # fails storage_cost < 0.3
+)
+
+
+@dataclass
+class VastInst:
+    id: int
+    offer: VastOfferState
+    label: str | None
+    image: str
+    disk: float
+    env: dict[str, str]
+    runtype: str
+    bid: float | None
+    key: str
+    start_date: float
+    polls_left: int
+    actual: str | None = None
+    intended: str = "running"
+    cur_state: str = "running"
+    status_msg: str | None = None
+    gpu_util: float = 0.0
+    ssh_port: int = 20000
+    lag_polls: int | None = None  # after a destroy: observations left before it disappears
+
+    def dph_total(self) -> float:
+        storage = self.offer.storage_cost * self.disk / (30 * 24)
+        return round((self.bid if self.bid is not None else self.offer.dph_base) + storage, 6)
+
+    def storage_total_cost(self) -> float:
+        return round(self.offer.storage_cost * self.disk / (30 * 24), 6)
+
+
+class VastEmulator(Emulator):
+    provider = "vast"
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        clock: Clock | None = None,
+        boot_polls: int = 2,
+        boot_s: float | None = None,
+        credit: float = 25.0,
+        destroy_lag_polls: int = 0,
+        offers: tuple[VastOfferState, ...] = DEFAULT_OFFERS,
+        ssh_endpoint: tuple[str, int] | None = None,
+    ) -> None:
+        super().__init__(clock)
+        self.api_key = api_key or new_key("")
+        self.boot_polls = boot_polls
+        self.boot_s = boot_s
+        self.credit = credit
+        self.destroy_lag_polls = destroy_lag_polls
+        self.offers = {o.id: VastOfferState(**o.__dict__) for o in offers}
+        # Where every instance's direct ssh port points, e.g. a local sshd for a demo.
+        self.ssh_endpoint = ssh_endpoint
+        self.instances: dict[int, VastInst] = {}
+        self.destroyed: set[int] = set()
+        # instance key -> instance id; a key outlives its instance (it then hears "not found": UNCONFIRMED)
+        self.instance_keys: dict[str, int] = {}
+        # Every instance ever billed (destroyed ones too) and its life in billing states.
+        self.billed: dict[str, VastInst] = {}
+        self.billing_book = BillingBook()
+        self._ids = itertools.count(31_000_000)
+        self._ssh_ports = itertools.count(20000, 7)
+        self._foreign_offers = itertools.count(9_000_000)
+
+    # ---- test-driving API ----
+
+    def set_status(self, instance_id: int | str, state: str) -> None:
+        """loading | running | stopped | outbid | frozen | exited | unknown | offline | vanished"""
+        with self._lock:
+            inst = self.instances[int(instance_id)]
+            if state == "vanished":
+                self._remove(inst)
+                self._track()
+                return
+            if state not in ACTUAL:
+                raise ValueError(f"unknown state {state!r}; use one of {(*ACTUAL, 'vanished')}")
+            inst.actual = "stopped" if state == "outbid" else state
+            inst.intended = "stopped" if state == "stopped" else "frozen" if state == "frozen" else "running"
+            inst.cur_state = "stopped" if state in ("stopped", "outbid") else "running"
+            inst.polls_left = self.boot_polls if state == "loading" else 0
+            self._track()
+
+    def set_gpu_util(self, instance_id: int | str, pct: float) -> None:
+        with self._lock:
+            self.instances[int(instance_id)].gpu_util = pct
+
+    def vanish(self, instance_id: int | str) -> None:
+        self.set_status(instance_id, "vanished")
+
+    def add_offer(self, offer: VastOfferState) -> None:
+        with self._lock:
+            self.offers[offer.id] = offer
+
+    def add_foreign_pod(
+        self, label: str | None = "my-notebook", *, env: dict[str, str] | None = None, state: str = "running"
+    ) -> str:
+        with self._lock:
+            # rented before gpuc looked: its offer is not in the catalogue
+            offer = VastOfferState(next(self._foreign_offers), "RTX 3090", 0.18, 0.08)
+            inst = self._new_instance(offer, label, "pytorch/pytorch", 16.0, dict(env or {}), "ssh", None)
+            inst.actual, inst.polls_left = state, 0
+            self._track()
+            return str(inst.id)
+
+    def plant_charge(
+        self, instance_id: int | str, kind: str, amount: float, start: float, end: float | None = None
+    ) -> None:
+        """Put a charge item (gpu|disk|bwd|bwu) on an instance's contract that its life does not explain;
+        an unknown id is a contract the ledger never saw."""
+        if kind not in CHARGE_ITEM_TYPES:
+            raise ValueError(f"Vast charge items are {', '.join(CHARGE_ITEM_TYPES)}, not {kind!r}")
+        with self._lock:
+            self.billing_book.plant(str(instance_id), kind, amount, start, start if end is None else end)
+
+    def set_charge_factor(self, instance_id: int | str, factor: float) -> None:
+        """Bill this instance at `factor` x what its life costs (1.25: 25 % over the ledger)."""
+        with self._lock:
+            self.billing_book.set_factor(str(instance_id), factor)
+
+    def pod_environ(self, instance_id: int | str) -> dict[str, str]:
+        """What Vast injects into the container: its id and the instance-scoped key."""
+        with self._lock:
+            inst = self.instances[int(instance_id)]
+            return {
+                "CONTAINER_ID": str(inst.id),
+                "CONTAINER_API_KEY": inst.key,
+                "VAST_CONTAINERLABEL": f"C.{inst.id}",
+            }
+
+    def client_env(self, base_url: str) -> dict[str, str]:
+        return {"GPUC_VAST_URL": f"{base_url}/api/v0", "VAST_API_KEY": self.api_key}
+
+    def alive(self) -> list[VastInst]:
+        with self._lock:
+            return [i for i in self.instances.values() if i.lag_polls is None]
+
+    # ---- routing ----
+
+    def route(self, request: EmuRequest) -> Route | None:
+        method, path = request.method, request.path
+        if not path.endswith("/"):
+            path += "/"
+        match = re.fullmatch(r"/api/v0/asks/([^/]+)/", path)
+        if match and method == "PUT":
+            return "create", lambda r: self.create(r, match.group(1))
+        match = re.fullmatch(r"/api/v0/instances/([^/]+)/", path)
+        if match:
+            handlers = {
+                "GET": ("get", self.show),
+                "PUT": ("stop", self.manage),
+                "DELETE": ("destroy", self.destroy),
+            }
+            if method in handlers:
+                op, handler = handlers[method]
+                return op, lambda r: handler(r, match.group(1))
+        simple = {
+            ("GET", "/api/v1/instances/"): ("list", self.list_v1),
+            ("GET", "/api/v0/instances/"): ("list_v0", self.list_v0),
+            ("GET", "/api/v0/users/current/"): ("balance", self.user),
+            ("POST", "/api/v0/bundles/"): ("offers", self.bundles),
+            ("GET", "/api/v0/charges/"): ("billing", self.charges),
+        }
+        return simple.get((method, path))
+
+    def not_found(self, request: EmuRequest) -> EmuResponse:
+        return EmuResponse.json(404, {"success": False, "error": "not_found", "msg": "no such endpoint"})
+
+    def fault_answer(self, op: str, kind: str) -> EmuResponse:
+        if kind == "429":
+            # Vast: plain text, and no Retry-After header
+            return EmuResponse.text(429, "API requests too frequent endpoint threshold=4.5")
+        if kind == "success_false":
+            return EmuResponse.json(
+                200, {"success": False, "error": "server_error", "msg": "Something went wrong"}
+            )
+        if kind in ("502", "504"):
+            return EmuResponse(
+                int(kind), b"<html><body><h1>Bad Gateway</h1></body></html>", {"content-type": "text/html"}
+            )
+        return EmuResponse.json(
+            int(kind), {"success": False, "error": "server_error", "msg": "emulated failure"}
+        )
+
+    def drift(self, op: str, kind: str, answer: EmuResponse) -> EmuResponse:
+        body = answer.decoded()
+        if not isinstance(body, dict):
+            return answer
+        if kind == "broken_pagination" and op in ("list", "billing"):
+            return EmuResponse.json(200, {**body, "next_token": "eyJ2YWx1ZXMiOiB7ImlkIjogMH19"})
+        if op == "billing":
+            # Charges renamed and reshaped: what an API revision might answer. Never "no charges".
+            return EmuResponse.json(answer.status, {**body, "results": None, "charges": body.get("results")})
+        renamed = {
+            "instances": "results",
+            "offers": "bundles",
+            "credit": "credits",
+            "new_contract": "contract",
+        }
+        return EmuResponse.json(answer.status, {renamed.get(k, k): v for k, v in body.items()})
+
+    # ---- auth ----
+
+    def caller(self, request: EmuRequest) -> str | int | None:
+        """ "account", the id of the instance whose instance key this is, or None."""
+        key = request.bearer()
+        if not key:
+            return None
+        if secrets.compare_digest(key, self.api_key):
+            return "account"
+        return next((iid for k, iid in self.instance_keys.items() if secrets.compare_digest(key, k)), None)
+
+    def _auth(self, request: EmuRequest, instance_id: int | None = None) -> EmuResponse | None:
+        who = self.caller(request)
+        if who is None:
+            return EmuResponse.json(401, {"success": False, "error": "auth_error", "msg": "Invalid user key"})
+        if who != "account" and who != instance_id:
+            # The instance key "can only start, stop, or destroy that specific instance" (and show it).
+            return EmuResponse.json(
+                403, {"success": False, "error": "auth_error", "msg": "this API key may not do that"}
+            )
+        return None
+
+    # ---- create ----
+
+    def create(self, request: EmuRequest, raw_id: str) -> EmuResponse:
+        refused = self._auth(request)
+        if refused:
+            return refused
+        ask_id = int(raw_id) if raw_id.isdigit() else 0
+        try:
+            body = request.json()
+        except ValueError:
+            return invalid(400, "Invalid args: the body is not JSON", ask_id)
+        problem = create_problem(body)
+        if problem:
+            return invalid(400, f"error 400/3467: Invalid args: {problem}", ask_id)
+        offer = self.offers.get(ask_id)
+        unavailable = offer_refusal(offer, ask_id, body.get("price"))
+        if unavailable or offer is None:
+            return unavailable or invalid(404, "no such offer", ask_id)
+        env = {str(k): str(v) for k, v in (body.get("env") or {}).items()}
+        image, disk, runtype = body.get("image") or "", float(body.get("disk", 8)), body.get("runtype", "ssh")
+        inst = self._new_instance(offer, body.get("label"), image, disk, env, runtype, body.get("price"))
+        return EmuResponse.json(200, {"success": True, "new_contract": inst.id, "instance_api_key": inst.key})
+
+    def _new_instance(
+        self,
+        offer: VastOfferState,
+        label: str | None,
+        image: str,
+        disk: float,
+        env: dict[str, str],
+        runtype: str,
+        bid: float | None,
+    ) -> VastInst:
+        inst = VastInst(
+            id=next(self._ids),
+            offer=offer,
+            label=label,
+            image=image,
+            disk=disk,
+            env=env,
+            runtype=runtype,
+            bid=bid,
+            key=secrets.token_hex(32),
+            start_date=self.clock.now(),
+            polls_left=self.boot_polls,
+            ssh_port=next(self._ssh_ports),
+        )
+        offer.rented = True
+        self.instances[inst.id] = inst
+        self.instance_keys[inst.key] = inst.id
+        return inst
+
+    # ---- read ----
+
+    def show(self, request: EmuRequest, raw_id: str) -> EmuResponse:
+        instance_id = int(raw_id) if raw_id.isdigit() else -1
+        refused = self._auth(request, instance_id)
+        if refused:
+            return refused
+        inst = self.instances.get(instance_id)
+        if inst is None:
+            return EmuResponse.json(200, {"instances": None})  # Vast: "not found or no longer exists"
+        self._observe(inst)
+        if inst.id not in self.instances:
+            return EmuResponse.json(200, {"instances": None})
+        return EmuResponse.json(200, {"instances": self._view(inst)})
+
+    def list_v1(self, request: EmuRequest) -> EmuResponse:
+        refused = self._auth(request)
+        if refused:
+            return refused
+        try:
+            query = ListQuery.parse(request)
+        except ValueError as exc:
+            return invalid(400, str(exc))
+        for inst in list(self.instances.values()):
+            self._observe(inst)
+        views = [
+            self._view(i)
+            for i in sorted(self.instances.values(), key=lambda i: i.id, reverse=query.descending)
+        ]
+        matching = [v for v in views if all(matches(v.get(col), rule) for col, rule in query.filters.items())]
+        after = [
+            v
+            for v in matching
+            if query.after is None or (v["id"] < query.after if query.descending else v["id"] > query.after)
+        ]
+        page = after[: query.limit]
+        more = len(after) > len(page)
+        labels: dict[str, int] = {}
+        for view in matching:
+            labels[view.get("label") or ""] = labels.get(view.get("label") or "", 0) + 1
+        return EmuResponse.json(
+            200,
+            {
+                "success": True,
+                "instances_found": len(page),
+                "total_instances": len(matching),
+                "label_counts": labels,
+                "next_token": page_token(page[-1]["id"]) if more else None,
+                "instances": [select_cols(v, query.cols) for v in page],
+            },
+        )
+
+    def list_v0(self, request: EmuRequest) -> EmuResponse:
+        refused = self._auth(request)
+        if refused:
+            return refused
+        for inst in list(self.instances.values()):
+            self._observe(inst)
+        views = [self._view(i) for i in self.instances.values()]
+        return EmuResponse.json(200, {"instances_found": len(views), "instances": views})
+
+    def user(self, request: EmuRequest) -> EmuResponse:
+        refused = self._auth(request)
+        if refused:
+            return refused
+        return EmuResponse.json(
+            200,
+            {
+                "id": 123456,
+                "key_id": 654321,
+                "username": "emulated",
+                "email": "you@example.com",
+                "credit": self.credit,
+                "balance": 0.0,
+                "balance_threshold": 5.0,
+                "balance_threshold_enabled": True,
+                "can_pay": True,
+                "has_billing": True,
+                "ssh_key": "ssh-ed25519 AAAA... emulated",
+                "api_key": self.api_key,  # as the real one does: the reason gpuc never logs this body
+            },
+        )
+
+    def bundles(self, request: EmuRequest) -> EmuResponse:
+        key = request.bearer()
+        if key is not None and self.caller(request) is None:
+            return EmuResponse.json(401, {"success": False, "error": "auth_error", "msg": "Invalid user key"})
+        try:
+            body = request.json()
+        except ValueError:
+            return invalid(400, "Invalid args: the body is not JSON")
+        try:
+            search = BundleSearch.parse(body)
+        except ValueError as exc:
+            return invalid(400, f"Invalid args: {exc}")
+        views = [o.view(search.storage) for o in self.offers.values()]
+        found = [
+            v for v in views if all(matches(offer_value(v, k), rule) for k, rule in search.filters.items())
+        ]
+        for col, direction in reversed(search.order):
+            found.sort(key=sort_key(col), reverse=direction == "desc")
+        return EmuResponse.json(200, {"offers": found[: search.limit]})
+
+    def charges(self, request: EmuRequest) -> EmuResponse:
+        refused = self._charges_auth(request)
+        if refused:
+            return refused
+        try:
+            query = ChargeQuery.parse(request)
+        except ChargeQueryError as exc:
+            return EmuResponse.json(400, exc.body)
+        self._track()
+        now = self.clock.now()
+        wanted = query.types is None or "instance" in query.types
+        contracts = [c for c in (self._contract(i, query, now) for i in self.billing_book.pod_ids()) if c]
+        contracts = sorted(contracts if wanted else [], key=contract_id, reverse=query.latest_first)
+        after = [
+            c
+            for c in contracts
+            if query.after is None
+            or (contract_id(c) < query.after if query.latest_first else contract_id(c) > query.after)
+        ]
+        page = after[: query.limit]
+        more = len(after) > len(page)
+        return EmuResponse.json(
+            200,
+            {
+                "success": True,
+                "count": len(page),
+                "total": len(contracts),
+                "next_token": page_token(contract_id(page[-1])) if more else None,
+                "results": page,
+            },
+        )
+
+    def _charges_auth(self, request: EmuRequest) -> EmuResponse | None:
+        # show_charges.yaml: no Authorization is a 403, a key that matches no user a 404.
+        if not request.bearer():
+            return EmuResponse.json(
+                403, {"success": False, "error": "auth_error", "msg": "This action requires login."}
+            )
+        who = self.caller(request)
+        if who is None:
+            return EmuResponse.json(404, {"success": False, "error": "auth_error", "msg": "Invalid user key"})
+        if who != "account":
+            return EmuResponse.json(
+                403, {"success": False, "error": "auth_error", "msg": "this API key may not do that"}
+            )
+        return None
+
+    def _contract(self, pod_id: str, query: ChargeQuery, now: float) -> dict[str, Any] | None:
+        inst, life = self.billed.get(pod_id), self.billing_book.lives.get(pod_id)
+        items = self._life_items(inst, life, query, now) if inst is not None and life is not None else []
+        planted = [p for p in self.billing_book.planted_in(query.lo, query.hi) if p.pod_id == pod_id]
+        items += [planted_item(p) for p in planted]
+        items = [i for i in items if i["amount"] > 0]
+        if not items:
+            return None
+        if inst is not None and life is not None:
+            start, end = inst.start_date, life.segments[-1].end or now
+            label = inst.label
+        else:
+            start, end, label = min(i["start"] for i in items), max(i["end"] for i in items), None
+        return {
+            "start": int(start),
+            "end": int(end),
+            "type": "instance",
+            "source": f"instance-{pod_id}",
+            "description": f"Instance {pod_id} Charges - {max(1, round((end - start) / 86400))} days",
+            "amount": round(sum(i["amount"] for i in items), 3),
+            "metadata": {"label": label} if label else {},
+            "items": items,
+        }
+
+    def _life_items(
+        self, inst: VastInst, life: Lifeline, query: ChargeQuery, now: float
+    ) -> list[dict[str, Any]]:
+        factor = self.billing_book.factor(str(inst.id))
+        rate = inst.bid if inst.bid is not None else inst.offer.dph_base
+        items = []
+        gpu_s = life.seconds({"compute"}, query.lo, query.hi, now)
+        gpu_span = life.span({"compute"}, query.lo, query.hi, now)
+        if gpu_span:
+            words = f"{gpu_s / 3600:.3f} hours at ${rate:.3f}/hour"
+            items.append(charge_item("gpu", gpu_span, gpu_s * rate / 3600 * factor, words))
+        every = ("compute", "storage")
+        disk_s = life.seconds(every, query.lo, query.hi, now)
+        disk_span = life.span(every, query.lo, query.hi, now)
+        if disk_span:
+            words = f"{inst.disk:g} GB for {disk_s / 3600:.3f} hours"
+            items.append(
+                charge_item("disk", disk_span, disk_s * inst.storage_total_cost() / 3600 * factor, words)
+            )
+        return items
+
+    # ---- write ----
+
+    def manage(self, request: EmuRequest, raw_id: str) -> EmuResponse:
+        instance_id = int(raw_id) if raw_id.isdigit() else -1
+        refused = self._auth(request, instance_id)
+        if refused:
+            return refused
+        try:
+            body = request.json()
+        except ValueError:
+            return invalid(400, "Invalid args: the body is not JSON")
+        if not isinstance(body, dict) or not body or set(body) - {"state", "label"}:
+            return invalid(400, "Invalid args: expected state and/or label")
+        if "state" in body and body["state"] not in ("running", "stopped"):
+            return invalid(400, "Invalid args: state must be running or stopped")
+        if "label" in body and (not isinstance(body["label"], str) or len(body["label"]) > 1024):
+            return EmuResponse.json(
+                400, {"success": False, "error": "label_too_long", "msg": "label too long"}
+            )
+        inst = self.instances.get(instance_id)
+        if inst is None or inst.lag_polls is not None:
+            return EmuResponse.json(
+                404, {"success": False, "error": "no_such_instance", "msg": f"Instance {raw_id} not found"}
+            )
+        if body.get("state") == "stopped":
+            inst.actual, inst.intended, inst.cur_state = "stopped", "stopped", "stopped"
+        elif body.get("state") == "running":
+            inst.intended, inst.cur_state, inst.actual, inst.polls_left = (
+                "running",
+                "running",
+                "loading",
+                self.boot_polls,
+            )
+        if "label" in body:
+            inst.label = body["label"]
+        return EmuResponse.json(200, {"success": True})
+
+    def destroy(self, request: EmuRequest, raw_id: str) -> EmuResponse:
+        if not raw_id.isdigit():
+            return invalid(400, "invalid instance_id")
+        instance_id = int(raw_id)
+        refused = self._auth(request, instance_id)
+        if refused:
+            return refused
+        try:
+            body = request.json()
+        except ValueError:
+            return invalid(400, "Invalid args: the body is not JSON")
+        if body not in (None, {}):
+            return invalid(400, "Invalid args: destroy takes an empty body")
+        inst = self.instances.get(instance_id)
+        if inst is None or inst.lag_polls is not None:
+            return EmuResponse.json(
+                404, {"success": False, "error": "not_found", "msg": "Instance not found"}
+            )
+        if self.destroy_lag_polls > 0:
+            inst.lag_polls = self.destroy_lag_polls  # still shown, unchanged, for a few reads
+        else:
+            self._remove(inst)
+        return EmuResponse.json(200, {"success": True, "msg": "Instance destroyed successfully"})
+
+    # ---- state ----
+
+    def handle(self, request: EmuRequest) -> EmuResponse:
+        with self._lock:
+            try:
+                return super().handle(request)
+            finally:
+                self._track()
+
+    def _track(self) -> None:
+        """Record each instance's billing state as of now: called after every request and every
+        test-driven change, so an instance's charges follow its real life in the emulator's clock."""
+        now = self.clock.now()
+        for inst in self.instances.values():
+            key = str(inst.id)
+            self.billed[key] = inst
+            self.billing_book.observe(key, billing_state(inst), now, inst.start_date)
+            if inst.lag_polls is not None:
+                self.billing_book.end(key, now)  # destroyed: still listed for a while, no longer billed
+        for key in self.billing_book.open_ids() - {str(i) for i in self.instances}:
+            self.billing_book.end(key, now)
+
+    def _observe(self, inst: VastInst) -> None:
+        if inst.lag_polls is not None:
+            inst.lag_polls -= 1
+            if inst.lag_polls < 0:
+                self._remove(inst)
+            return
+        if inst.actual not in (None, "loading") or inst.intended != "running":
+            return
+        inst.polls_left -= 1
+        booted = self.boot_s is not None and self.clock.now() - inst.start_date >= self.boot_s
+        inst.actual = "running" if inst.polls_left <= 0 or booted else "loading"
+
+    def _remove(self, inst: VastInst) -> None:
+        self.instances.pop(inst.id, None)
+        self.destroyed.add(inst.id)
+        inst.offer.rented = False
+
+    def _direct_port(self, inst: VastInst) -> int:
+        return self.ssh_endpoint[1] if self.ssh_endpoint else inst.ssh_port
+
+    def _view(self, inst: VastInst) -> dict[str, Any]:
+        running = inst.actual == "running"
+        offer = inst.offer
+        return {
+            "id": inst.id,
+            "actual_status": inst.actual,
+            "intended_status": inst.intended,
+            "cur_state": inst.cur_state,
+            "next_state": inst.cur_state,
+            "label": inst.label,
+            "image_uuid": inst.image,
+            "image_runtype": inst.runtype,
+            "extra_env": [[k, v] for k, v in inst.env.items()],
+            "onstart": None,
+            "status_msg": inst.status_msg or (f"success, running {inst.image}" if running else None),
+            "public_ipaddr": self.ssh_endpoint[0] if self.ssh_endpoint else "198.51.100.7",
+            "ssh_host": f"ssh{inst.id % 9}.vast.ai",
+            "ssh_idx": str(inst.id % 9),
+            "ssh_port": inst.ssh_port + 1,
+            "ports": {"22/tcp": [{"HostIp": "0.0.0.0", "HostPort": str(self._direct_port(inst))}]}
+            if running
+            else {},
+            "machine_id": offer.machine_id,
+            "host_id": offer.machine_id + 7,
+            "start_date": inst.start_date,
+            "end_date": inst.start_date + 30 * 86400,
+            "uptime_mins": round((self.clock.now() - inst.start_date) / 60, 2) if running else None,
+            "gpu_name": offer.gpu_name,
+            "num_gpus": offer.num_gpus,
+            "gpu_ram": offer.gpu_ram,
+            "gpu_util": inst.gpu_util if running else None,
+            "gpu_temp": 41.0 if running else None,
+            "disk_space": inst.disk,
+            "dph_base": inst.bid if inst.bid is not None else offer.dph_base,
+            "dph_total": inst.dph_total(),
+            "storage_cost": offer.storage_cost,
+            "storage_total_cost": inst.storage_total_cost(),
+            "is_bid": inst.bid is not None,
+            "min_bid": offer.min_bid,
+            "reliability2": offer.reliability,
+            "geolocation": offer.geolocation,
+            "verification": "verified" if offer.verified else "unverified",
+            "credit_balance": None,
+            "time_remaining": "",
+            "time_remaining_isbid": "",
+        }
+
+
+def billing_state(inst: VastInst) -> str:
+    return "compute" if inst.actual in GPU_BILLED else "storage"
+
+
+def charge_item(kind: str, span: tuple[float, float], amount: float, description: str) -> dict[str, Any]:
+    return {
+        "start": int(span[0]),
+        "end": int(span[1]),
+        "type": kind,
+        "source": None,
+        "description": description,
+        "amount": round(amount, 3),  # "rounded to 3 decimals"
+        "metadata": {},
+        "items": [],
+    }
+
+
+def planted_item(charge: Planted) -> dict[str, Any]:
+    return charge_item(charge.kind, (charge.start, charge.end), charge.amount, "planted by a test")
+
+
+def contract_id(contract: dict[str, Any]) -> int:
+    return int(str(contract["source"]).rsplit("-", 1)[1])
+
+
+class ChargeQueryError(ValueError):
+    def __init__(self, body: dict[str, Any]) -> None:
+        super().__init__(str(body.get("msg")))
+        self.body = body
+
+
+@dataclass(frozen=True)
+class ChargeQuery:
+    """GET /api/v0/charges/ parameters; `day` bounds are unix seconds, both inclusive."""
+
+    lo: float
+    hi: float
+    types: list[str] | None
+    latest_first: bool
+    limit: int
+    after: int | None
+
+    @classmethod
+    def parse(cls, request: EmuRequest) -> ChargeQuery:
+        extra = set(request.query) - CHARGE_PARAMS
+        if extra:
+            raise ChargeQueryError(invalid_body(f"unexpected query parameter {sorted(extra)[0]!r}"))
+        try:
+            filters = json_param(request, "select_filters", None)
+            latest_first = json_param(request, "latest_first", True)
+            limit = json_param(request, "limit", 100)
+        except ValueError as exc:
+            raise ChargeQueryError(invalid_body(str(exc))) from None
+        lo, hi = day_range(filters)
+        types = type_filter(filters)
+        if request.param("format") not in (None, "table", "tree"):
+            raise ChargeQueryError(invalid_body("format must be table or tree"))
+        if not isinstance(latest_first, bool):
+            raise ChargeQueryError(invalid_body("latest_first must be true or false"))
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 500:
+            raise ChargeQueryError(invalid_body("limit must be an integer from 1 to 500"))
+        try:
+            after = token_id(request.param("after_token"))
+        except ValueError:
+            raise ChargeQueryError(
+                {"success": False, "error": "invalid_token", "msg": "Invalid pagination token"}
+            ) from None
+        return cls(lo, hi, types, latest_first, limit, after)
+
+
+def day_range(filters: Any) -> tuple[float, float]:
+    if not isinstance(filters, dict):
+        raise ChargeQueryError({"success": False, "msg": MISSING_DAY})
+    unknown = set(filters) - {"day", "type"}
+    if unknown:
+        raise ChargeQueryError(invalid_body(f"cannot filter charges on {sorted(unknown)[0]!r}"))
+    day = filters.get("day")
+    if not isinstance(day, dict) or set(day) != {"gte", "lte"}:
+        raise ChargeQueryError({"success": False, "msg": MISSING_DAY})
+    lo, hi = day["gte"], day["lte"]
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (lo, hi)):
+        raise ChargeQueryError(invalid_body("day bounds are unix seconds"))
+    return float(lo), float(hi) + 1.0  # lte is inclusive: the window ends after its last second
+
+
+def type_filter(filters: dict[str, Any]) -> list[str] | None:
+    rule = filters.get("type")
+    if rule is None:
+        return None
+    ok = isinstance(rule, dict) and set(rule) == {"in"} and isinstance(rule["in"], list)
+    if not ok or not set(rule["in"]) <= CHARGE_TYPES:
+        raise ChargeQueryError(invalid_body('type takes {"in": [instance|volume|serverless, ...]}'))
+    return list(rule["in"])
+
+
+def invalid_body(msg: str) -> dict[str, Any]:
+    return {"success": False, "error": "invalid_args", "msg": msg}
+
+
+def offer_refusal(offer: VastOfferState | None, ask_id: int, price: float | None) -> EmuResponse | None:
+    """The documented answers for an offer that cannot be rented (404 unknown, 410 taken, 400 low bid)."""
+    if offer is None:
+        msg = f"error 404/3603: no_such_ask Instance type by id {ask_id} is not available."
+        return EmuResponse.json(
+            404, {"success": False, "error": "invalid_args", "msg": msg, "ask_id": ask_id}
+        )
+    if offer.rented:
+        msg = f"error 410/3907: no_such_ask Instance type {ask_id} is no longer available."
+        return EmuResponse.json(410, {"success": False, "error": "no_such_ask", "msg": msg, "ask_id": ask_id})
+    if price is not None and price < offer.min_bid:
+        msg = f"bid below min_bid {offer.min_bid}"
+        return EmuResponse.json(
+            400, {"success": False, "error": "invalid_price", "msg": msg, "ask_id": ask_id}
+        )
+    return None
+
+
+def invalid(status: int, msg: str, ask_id: int | None = None) -> EmuResponse:
+    body: dict[str, Any] = {"success": False, "error": "invalid_args", "msg": msg}
+    if ask_id is not None:
+        body["ask_id"] = ask_id
+    return EmuResponse.json(status, body)
+
+
+def create_problem(body: Any) -> str | None:
+    """Why a PUT /asks/ body is refused (documented fields and types only), or None."""
+    if not isinstance(body, dict):
+        return "the body must be an object"
+    for name, value in body.items():
+        allowed = CREATE_FIELDS.get(name)
+        if allowed is None:
+            return f"unexpected field {name!r}"
+        if (isinstance(value, bool) and bool not in allowed) or not isinstance(value, allowed):
+            return f"{name} has the wrong type"
+    if body.get("client_id", "me") != "me":
+        return "client_id must be 'me'"
+    if not body.get("image") and not body.get("template_hash_id"):
+        return "image is required"
+    if "disk" in body and body["disk"] < 8:
+        return "disk must be at least 8 GB"
+    return env_problem(body.get("env") or {}) or label_problem(body) or launch_problem(body)
+
+
+def env_problem(env: dict[str, Any]) -> str | None:
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        return "env must map strings to strings"
+    if any(len(v) > 256 for v in env.values()):
+        return "env values are at most 256 characters"
+    if sum(len(k) + len(v) for k, v in env.items()) > 32768:
+        return "env is at most 32768 characters"
+    return None
+
+
+def label_problem(body: dict[str, Any]) -> str | None:
+    if len(body.get("label") or "") > 256:
+        return "label is at most 256 characters"
+    price = body.get("price")
+    if price is not None and not 0.001 <= price <= 128:
+        return "price must be between 0.001 and 128"
+    if body.get("target_state", "running") not in ("running", "stopped"):
+        return "target_state must be running or stopped"
+    return None
+
+
+def launch_problem(body: dict[str, Any]) -> str | None:
+    tokens = str(body.get("runtype", "ssh")).split()
+    if not tokens or any(t not in RUNTYPE_TOKENS for t in tokens):
+        return "unknown runtype"
+    args = body.get("args") or []
+    if not all(isinstance(a, str) for a in args):
+        return "args must be strings"
+    if len(" ".join(args)) + len(body.get("args_str") or "") + len(body.get("onstart") or "") > 4096:
+        return "args, args_str and onstart are at most 4096 characters together"
+    return None
+
+
+def json_param(request: EmuRequest, name: str, default: Any) -> Any:
+    raw = request.param(name)
+    if raw is None:
+        return default
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise ValueError(f"{name} is not valid JSON") from None
+
+
+def check_rules(rules: Any, allowed_columns: frozenset[str] | None, what: str) -> dict[str, dict[str, Any]]:
+    if not isinstance(rules, dict):
+        raise ValueError(f"{what} must be an object")
+    for column, rule in rules.items():
+        if allowed_columns is not None and column not in allowed_columns:
+            raise ValueError(f"cannot filter on {column!r}: not a stored column")
+        if not isinstance(rule, dict) or not rule or set(rule) - FILTER_OPS:
+            raise ValueError(
+                f"{what}[{column!r}] must map operators ({', '.join(sorted(FILTER_OPS))}) to values"
+            )
+        for op in ("in", "notin"):
+            if op in rule and not isinstance(rule[op], list):
+                raise ValueError(f"{what}[{column!r}].{op} takes a list")
+    return rules
+
+
+@dataclass
+class ListQuery:
+    filters: dict[str, dict[str, Any]]
+    descending: bool
+    limit: int
+    after: int | None
+    cols: list[str]
+
+    @classmethod
+    def parse(cls, request: EmuRequest) -> ListQuery:
+        extra = set(request.query) - LIST_PARAMS
+        if extra:
+            raise ValueError(f"unexpected query parameter {sorted(extra)[0]!r}")
+        filters = check_rules(json_param(request, "select_filters", {}), STORED_COLUMNS, "select_filters")
+        order = json_param(request, "order_by", [{"col": "id", "dir": "asc"}])
+        ok_order = isinstance(order, list) and all(
+            isinstance(o, dict) and o.get("col") == "id" and o.get("dir") in ("asc", "desc") for o in order
+        )
+        if not ok_order:
+            raise ValueError(
+                'order_by must be [{"col": "id", "dir": "asc"|"desc"}] (this emulator orders by id)'
+            )
+        limit = json_param(request, "limit", 25)
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError("limit must be a positive integer")
+        cols = json_param(request, "select_cols", ["*"])
+        if not isinstance(cols, list) or not all(isinstance(c, str) for c in cols):
+            raise ValueError("select_cols must be a list of column names")
+        token = request.param("after_token")
+        return cls(filters, bool(order and order[0]["dir"] == "desc"), min(limit, 25), token_id(token), cols)
+
+
+def page_token(last_id: int) -> str:
+    return base64.b64encode(json.dumps({"values": {"id": last_id}}).encode()).decode()
+
+
+def token_id(token: str | None) -> int | None:
+    if token is None:
+        return None
+    try:
+        value = json.loads(base64.b64decode(token, validate=True))["values"]["id"]
+    except (ValueError, KeyError, TypeError):
+        raise ValueError("after_token is not a token this server issued") from None
+    if not isinstance(value, int):
+        raise ValueError("after_token is not a token this server issued")
+    return value
+
+
+def select_cols(view: dict[str, Any], cols: list[str]) -> dict[str, Any]:
+    if "*" in cols:
+        return view
+    return {k: v for k, v in view.items() if k in cols or k == "id"}
+
+
+@dataclass
+class BundleSearch:
+    filters: dict[str, dict[str, Any]]
+    order: list[tuple[str, str]]
+    limit: int
+    storage: float
+
+    @classmethod
+    def parse(cls, body: Any) -> BundleSearch:
+        if not isinstance(body, dict):
+            raise ValueError("the query must be an object")
+        unknown = [k for k in body if k not in OFFER_FIELDS and k not in BUNDLE_KEYS]
+        if unknown:
+            raise ValueError(f"unknown search field {unknown[0]!r}")
+        filters = check_rules({k: v for k, v in body.items() if k not in BUNDLE_KEYS}, None, "query")
+        if body.get("type", "on-demand") not in SEARCH_TYPES:
+            raise ValueError(f"type must be one of {sorted(SEARCH_TYPES)}")
+        order = body.get("order", [["score", "desc"]])
+        if not isinstance(order, list) or not all(
+            isinstance(o, list) and len(o) == 2 and o[0] in OFFER_FIELDS and o[1] in ("asc", "desc")
+            for o in order
+        ):
+            raise ValueError('order must be a list of [field, "asc"|"desc"]')
+        limit, storage = body.get("limit", 64), body.get("allocated_storage", 5.0)
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError("limit must be a positive integer")
+        if isinstance(storage, bool) or not isinstance(storage, int | float) or storage <= 0:
+            raise ValueError("allocated_storage must be a positive number")
+        return cls(filters, [(str(c), str(d)) for c, d in order], limit, float(storage))
+
+
+def offer_value(view: dict[str, Any], key: str) -> Any:
+    return view.get(OFFER_ALIASES.get(key, key))
+
+
+def sort_key(column: str) -> Callable[[dict[str, Any]], float]:
+    def key(view: dict[str, Any]) -> float:
+        value = numeric(offer_value(view, column))
+        return value if isinstance(value, float) else 0.0
+
+    return key
+
+
+def matches(value: Any, rule: dict[str, Any]) -> bool:
+    return all(compare(value, op, operand) for op, operand in rule.items())
+
+
+def compare(value: Any, op: str, operand: Any) -> bool:
+    # The CLI sends numbers as strings ("0.98"): compare numerically when both sides are numbers.
+    left, right = numeric(value), operand if isinstance(operand, list) else numeric(operand)
+    if op == "in":
+        return bool(left in [numeric(x) for x in right])
+    if op == "notin":
+        return bool(left not in [numeric(x) for x in right])
+    if op in ("eq", "neq"):
+        return bool(left == right) == (op == "eq")
+    if left is None or right is None or isinstance(left, str) != isinstance(right, str):
+        return False
+    return bool({"gt": left > right, "gte": left >= right, "lt": left < right, "lte": left <= right}[op])
+
+
+def numeric(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return value

@@ -1,0 +1,384 @@
+"""The functions' handlers: plain functions of (request, deps, now), the same on loopback and on Lambda.
+
+Contract (core.api): bad input gets a 4xx with a stable `{"error": ...}` and nothing is stored. Admin
+routes check the bearer token first, in constant time. Pod routes verify the HMAC over
+`timestamp.seq.body` with the pod's stored derived key before reading the body, then the 5-minute
+window against the server clock, then the seq: a heartbeat's seq must rise (a replayed "alive" ping
+would keep a dead pod billing), an event's seq must be new (events from the agent and the wrapper may
+arrive out of order, never twice).
+
+An unknown pod and a bad signature get the same answer (401 "unknown pod or bad signature") so the
+public ingest URL does not tell a prober which pod ids exist. Admin routes, which are trusted, say 404
+"unknown pod".
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
+from urllib.parse import unquote
+
+from pydantic import BaseModel, ValidationError
+
+from gpuc.core import api
+from gpuc.core.clock import iso
+from gpuc.core.notify import Level
+from gpuc.core.redact import redact
+from gpuc.core.signing import token_matches, verify
+from gpuc.functions.app import Deps, announce
+from gpuc.functions.store import MARKABLE_STATES, PodAuth, StoredPod
+
+log = logging.getLogger("gpuc.functions")
+
+M = TypeVar("M", bound=BaseModel)
+BAD_POD = "unknown pod or bad signature"
+BAD_ADMIN = "missing or wrong admin token"
+NOTIFICATIONS_IN_STATUS = 50
+# pydantic error type -> stable wording (healthchecks' CUSTOM_ERRORS). Input values are never echoed:
+# a body may carry a key.
+_ERROR_TEXT = {
+    "missing": "is required",
+    "extra_forbidden": "is not allowed",
+    "string_too_long": "is too long",
+    "string_too_short": "is too short",
+    "string_pattern_mismatch": "has the wrong format",
+    "too_long": "has too many items",
+    "too_short": "has too few items",
+    "literal_error": "is not one of the allowed values",
+    "greater_than": "is too small",
+    "greater_than_equal": "is too small",
+    "less_than": "is too large",
+    "less_than_equal": "is too large",
+    "finite_number": "must be a finite number",
+    "model_type": "must be a JSON object",
+    "dict_type": "must be a JSON object",
+    "list_type": "must be a list",
+}
+
+
+@dataclass(frozen=True)
+class Request:
+    """Transport-neutral: the local server and the Lambda adapter both build one. Header names are
+    matched case-insensitively."""
+
+    method: str
+    path: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    params: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "headers", {k.lower(): v for k, v in self.headers.items()})
+
+    def header(self, name: str) -> str | None:
+        return self.headers.get(name.lower())
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    body: dict[str, Any]
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status, self.message, self.extra = status, message, extra
+
+
+Handler = Callable[[Request, Deps, float], Response]
+
+
+def ok(model: BaseModel) -> Response:
+    return Response(200, model.model_dump(mode="json"))
+
+
+def format_first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    if err["type"] == "json_invalid":
+        return "body is not valid JSON"
+    where = ".".join(str(part) for part in err["loc"]) or "body"
+    kind = str(err["type"])
+    text = _ERROR_TEXT.get(kind) or ("has the wrong type" if kind.endswith("_type") else "is invalid")
+    return f"json validation error: {where} {text}"
+
+
+def parse(model: type[M], body: bytes) -> M:
+    if not body:
+        raise HttpError(400, "body is empty: send a JSON object")
+    if (b"NaN" in body or b"Infinity" in body) and _has_non_finite(body):
+        # pydantic's JSON parser takes NaN and Infinity; a NaN lease or end time would poison the ledger.
+        raise HttpError(400, "json validation error: numbers must be finite")
+    try:
+        return model.model_validate_json(body, strict=True)
+    except ValidationError as exc:
+        raise HttpError(400, format_first_error(exc)) from None
+
+
+def _has_non_finite(body: bytes) -> bool:
+    def found(constant: str) -> float:
+        raise ValueError(constant)
+
+    try:
+        json.loads(body, parse_constant=found)
+    except ValueError as exc:
+        return str(exc) in ("NaN", "Infinity", "-Infinity")
+    return False
+
+
+def require_admin(req: Request, deps: Deps) -> None:
+    header = req.header("Authorization") or ""
+    scheme, _, presented = header.partition(" ")
+    expected = deps.admin_token.get_secret_value()
+    if scheme.lower() != "bearer" or not presented or not token_matches(presented.strip(), expected):
+        raise HttpError(401, BAD_ADMIN)
+
+
+@dataclass(frozen=True)
+class Signed:
+    auth: PodAuth
+    timestamp: int
+    seq: int
+
+    @property
+    def pod_id(self) -> str:
+        return self.auth.pod_id
+
+
+def _int_header(req: Request, name: str) -> int:
+    raw = req.header(name)
+    if raw is None or not re.fullmatch(r"\d{1,19}", raw.strip()):
+        raise HttpError(400, f"missing or malformed {name} header")
+    return int(raw.strip())
+
+
+def verify_pod(req: Request, deps: Deps, now: float) -> Signed:
+    """Who sent this, proven by the signature, before the body is even parsed."""
+    pod_id = req.header(api.H_POD)
+    signature = req.header(api.H_SIGNATURE)
+    if not pod_id or len(pod_id) > 128:
+        raise HttpError(400, f"missing or malformed {api.H_POD} header")
+    if not signature or not re.fullmatch(r"[0-9a-f]{64}", signature):
+        raise HttpError(400, f"missing or malformed {api.H_SIGNATURE} header")
+    timestamp, seq = _int_header(req, api.H_TIMESTAMP), _int_header(req, api.H_SEQ)
+    auth = deps.store.get_auth(pod_id)
+    # An adopted pod has no key: an empty HMAC key would let anyone sign for it.
+    if auth is None or not auth.key or not verify(auth.key, timestamp, seq, req.body, signature):
+        raise HttpError(401, BAD_POD)
+    if abs(now - timestamp) > api.SIGNATURE_WINDOW_S:
+        raise HttpError(
+            401, f"timestamp outside the {api.SIGNATURE_WINDOW_S} s window: check the pod's clock"
+        )
+    return Signed(auth, timestamp, seq)
+
+
+def register(req: Request, deps: Deps, now: float) -> Response:
+    require_admin(req, deps)
+    body = parse(api.RegisterRequest, req.body)
+    if body.provider not in deps.providers.known:
+        raise HttpError(400, "json validation error: provider is not one of the configured providers")
+    pod = StoredPod(
+        **body.model_dump(exclude={"key", "policy", "interruptible"}),
+        key=body.key,
+        policy=body.policy,
+        interruptible=body.interruptible,
+        registered_at=now,
+    )
+    if deps.store.register(pod) == "refused":
+        raise HttpError(409, "pod already ended: register a new pod")
+    return ok(api.Ack())
+
+
+def heartbeat(req: Request, deps: Deps, now: float) -> Response:
+    signed = verify_pod(req, deps, now)
+    body = parse(api.HeartbeatBody, req.body)
+    _same_pod(signed, body.pod_id)
+    if body.seq != signed.seq:
+        raise HttpError(400, f"body seq does not match the {api.H_SEQ} header")
+    if not deps.store.record_heartbeat(signed.pod_id, signed.seq, now, body):
+        current = deps.store.get_pod(signed.pod_id)
+        last = current.last_seq if current else None
+        raise HttpError(409, "replayed or out-of-order seq: send a higher one", last_seq=last)
+    return ok(api.HeartbeatAnswer(server_time=now, lease_until=signed.auth.lease_until))
+
+
+def event(req: Request, deps: Deps, now: float) -> Response:
+    signed = verify_pod(req, deps, now)
+    body = parse(api.PodEvent, req.body)
+    _same_pod(signed, body.pod_id)
+    if not deps.store.claim_event_seq(signed.pod_id, signed.seq, now, keep_s=2 * api.SIGNATURE_WINDOW_S):
+        raise HttpError(409, "replayed event: this seq was already received")
+    # The pod waits for this answer before its destroy call: the ledger end is recorded first, the
+    # phone hears about it second.
+    if body.end_at is not None:
+        by = "idle" if body.kind == "idle_destroy" else "wrapper"
+        record_end(deps, signed.pod_id, now, end_at=body.end_at, by=by, note=body.note)
+    pod = deps.store.get_pod(signed.pod_id)
+    if pod is None:
+        raise HttpError(401, BAD_POD)
+    announce(
+        deps,
+        now,
+        f"gpuc: {pod.name} {body.kind.replace('_', ' ')}",
+        _event_text(pod, body),
+        pod_id=pod.pod_id,
+        kind=body.kind,
+        level=_event_level(body),
+    )
+    return ok(api.Ack())
+
+
+def _event_text(pod: StoredPod, body: api.PodEvent) -> str:
+    parts = [f"{pod.pod_id} ({pod.provider}, {pod.experiment}): {body.message}"]
+    if body.exit_code is not None:
+        parts.append(f"exit code {body.exit_code}")
+    if body.duration_s is not None:
+        parts.append(f"ran {body.duration_s / 60:.1f} min")
+    return "; ".join(parts)
+
+
+def _event_level(body: api.PodEvent) -> Level:
+    if body.kind in ("sync_failed", "destroy_failed", "verify_failed"):
+        return "error"
+    if body.kind == "idle_warning" or (body.kind == "job_exit" and body.exit_code not in (0, None)):
+        return "warning"
+    return "info"
+
+
+def _same_pod(signed: Signed, body_pod_id: str) -> None:
+    if body_pod_id != signed.pod_id:
+        raise HttpError(400, f"body pod_id does not match the {api.H_POD} header")
+
+
+def record_end(deps: Deps, pod_id: str, now: float, *, end_at: float, by: str, note: str | None) -> None:
+    """The ledger end, recorded once: the first end wins (a retried call, or `down` after the reaper,
+    does not move it); a note, the user's conclusion, is always kept. The pod (or `down`) destroys it
+    next; if that fails, the reaper takes over at destroy_at (F9)."""
+    store = deps.store
+    ended = store.update_if(
+        pod_id,
+        {"state": MARKABLE_STATES},
+        {
+            "state": "ended",
+            "end_at": end_at,
+            "ended_by": by,
+            "destroy_at": now + deps.settings.destroy_grace_s,
+            "reason": None,
+        },
+    )
+    if not ended:
+        store.update_if(pod_id, {"end_at": None}, {"end_at": end_at, "ended_by": by})
+    if note:
+        store.update_if(pod_id, {}, {"note": note})
+
+
+def _admin_pod(req: Request, deps: Deps) -> StoredPod:
+    pod_id = unquote(req.params.get("pod_id", ""))
+    pod = deps.store.get_pod(pod_id) if 0 < len(pod_id) <= 128 else None
+    if pod is None:
+        raise HttpError(404, "unknown pod")
+    return pod
+
+
+def keep(req: Request, deps: Deps, now: float) -> Response:
+    require_admin(req, deps)
+    pod = _admin_pod(req, deps)
+    body = parse(api.KeepRequest, req.body)
+    longest = now + deps.settings.max_hours * 3600
+    if body.until > longest:
+        # An unbounded lease would switch the reaper off for this pod: cap it at the pod's hard limit.
+        raise HttpError(
+            400, f"json validation error: until is too large (at most max_hours ahead, {iso(longest)})"
+        )
+    deps.store.update_if(pod.pod_id, {}, {"lease_until": body.until})
+    return ok(api.Ack())
+
+
+def end(req: Request, deps: Deps, now: float) -> Response:
+    require_admin(req, deps)
+    pod = _admin_pod(req, deps)
+    body = parse(api.EndRequest, req.body)
+    record_end(deps, pod.pod_id, now, end_at=body.end_at, by=body.by, note=body.note)
+    return ok(api.Ack())
+
+
+def notify(req: Request, deps: Deps, now: float) -> Response:
+    require_admin(req, deps)
+    body = parse(api.NotifyRequest, req.body)
+    announce(deps, now, body.title, body.message, kind="client")
+    return ok(api.Ack())
+
+
+def status(req: Request, deps: Deps, now: float) -> Response:
+    require_admin(req, deps)
+    meta = deps.store.get_meta("reaper")
+    last = meta.value if meta else {}
+    return ok(
+        api.StatusResponse(
+            server_time=now,
+            reaper_last_run=last.get("last_run"),
+            reaper_period_s=deps.settings.reaper_period_s,
+            reaper_blind=list(last.get("blind", [])),
+            pods=[p.to_record() for p in deps.store.list_pods()],
+            notifications=deps.store.recent_notifications(NOTIFICATIONS_IN_STATUS),
+        )
+    )
+
+
+def reap(req: Request, deps: Deps, now: float) -> Response:
+    from gpuc.functions.reaper import reap_once
+
+    require_admin(req, deps)
+    body = parse(api.ReapRequest, req.body) if req.body else api.ReapRequest()
+    return ok(reap_once(deps, now, dry_run=body.dry_run))
+
+
+_POD_ID = r"(?P<pod_id>[^/]{1,384})"
+ROUTES: tuple[tuple[str, re.Pattern[str], Handler], ...] = (
+    ("POST", re.compile(r"/v1/pods"), register),
+    ("POST", re.compile(r"/v1/heartbeat"), heartbeat),
+    ("POST", re.compile(r"/v1/events"), event),
+    ("POST", re.compile(rf"/v1/pods/{_POD_ID}/keep"), keep),
+    ("POST", re.compile(rf"/v1/pods/{_POD_ID}/end"), end),
+    ("POST", re.compile(r"/v1/notify"), notify),
+    ("GET", re.compile(r"/v1/status"), status),
+    ("POST", re.compile(r"/v1/reap"), reap),
+)
+
+
+def route(method: str, path: str) -> tuple[Handler, dict[str, str]]:
+    allowed = False
+    for verb, pattern, handler in ROUTES:
+        match = pattern.fullmatch(path.rstrip("/") or "/")
+        if match is None:
+            continue
+        if verb == method.upper():
+            return handler, match.groupdict()
+        allowed = True
+    if allowed:
+        raise HttpError(405, "method not allowed")
+    raise HttpError(404, "no such route")
+
+
+def dispatch(req: Request, deps: Deps, now: float) -> Response:
+    try:
+        if len(req.body) > api.MAX_BODY_BYTES:
+            raise HttpError(413, f"body larger than {api.MAX_BODY_BYTES} bytes")
+        handler, params = route(req.method, req.path.split("?", 1)[0])
+        return handler(replace(req, params=params), deps, now)
+    except HttpError as exc:
+        return Response(exc.status, {"error": exc.message, **exc.extra})
+    except Exception as exc:
+        # A bug or a broken store, never bad input (that is all caught above): say so without details.
+        log.error(
+            "%s %s failed: %s", req.method, req.path, redact(f"{type(exc).__name__}: {exc}", deps.secrets())
+        )
+        return Response(500, {"error": "internal error"})
+
+
+def response_bytes(response: Response) -> bytes:
+    return json.dumps(response.body, separators=(",", ":")).encode()

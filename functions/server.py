@@ -1,0 +1,202 @@
+"""The functions on loopback: the same handlers as the cloud, over the stdlib's threaded HTTP server,
+with the reaper on a timer in a background thread.
+
+Every answer is JSON. A body over the cap is refused from its Content-Length without being read.
+One log line per request: method, path, status, time; never a body, a header or a query string.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from gpuc.core.api import MAX_BODY_BYTES
+from gpuc.core.settings import Settings
+from gpuc.functions.app import Deps, build_deps
+from gpuc.functions.handlers import Request, Response, dispatch, response_bytes
+from gpuc.functions.reaper import run_loop
+
+log = logging.getLogger("gpuc.functions.server")
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8787
+READ_TIMEOUT_S = 10.0
+_STDLIB_ERRORS = {
+    414: "request line too long",
+    431: "too many or too large headers",
+    505: "unsupported HTTP version",
+}  # a client that sends less than its Content-Length does not hold a thread forever
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], deps: Deps) -> None:
+        super().__init__(address, _Handler)
+        self.deps = deps
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+    timeout = READ_TIMEOUT_S
+    server_version = "gpuc-functions"
+    sys_version = ""
+
+    def setup(self) -> None:
+        super().setup()
+        # Headers and body go out as two writes: without NODELAY, Nagle plus the client's delayed ACK
+        # cost 40 ms a request on a kept-alive connection.
+        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def __getattr__(self, name: str) -> Any:
+        # Any method name reaches dispatch, which answers 405/404: the stdlib would answer 501, a 5xx.
+        if name.startswith("do_"):
+            return self._handle
+        raise AttributeError(name)
+
+    def _handle(self) -> None:
+        started = time.perf_counter()
+        path = self.path.split("?", 1)[0]
+        response = self._read_and_dispatch(path)
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        log.info("%s %s %d %.1fms", self.command, path, response.status, elapsed_ms)
+        self._send(response)
+
+    def _read_and_dispatch(self, path: str) -> Response:
+        if self.headers.get("Transfer-Encoding"):
+            self.close_connection = True
+            return Response(411, {"error": "send a Content-Length: chunked bodies are not accepted"})
+        raw_length = self.headers.get("Content-Length", "0").strip() or "0"
+        if not raw_length.isdigit():
+            self.close_connection = True
+            return Response(400, {"error": "malformed Content-Length header"})
+        length = int(raw_length)
+        if length > MAX_BODY_BYTES:
+            self.close_connection = True  # the unread body must not be parsed as the next request
+            return Response(413, {"error": f"body larger than {MAX_BODY_BYTES} bytes"})
+        try:
+            body = self.rfile.read(length) if length else b""
+        except OSError:
+            self.close_connection = True
+            return Response(400, {"error": "body shorter than its Content-Length"})
+        if len(body) != length:
+            self.close_connection = True
+            return Response(400, {"error": "body shorter than its Content-Length"})
+        deps = self.server.deps
+        request = Request(self.command, path, dict(self.headers.items()), body)
+        return dispatch(request, deps, deps.clock.now())
+
+    def _send(self, response: Response) -> None:
+        payload = response_bytes(response)
+        self.send_response(response.status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.send_header("Cache-Control", "no-store")
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(payload)
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        # The stdlib's own refusals (a garbled request line, huge headers): JSON like every other answer,
+        # always with a status line (it omits it for what it takes as HTTP/0.9), and never a 5xx.
+        self.close_connection = True
+        if self.request_version == "HTTP/0.9":
+            self.request_version = "HTTP/1.0"
+        status = code if 400 <= code < 500 else 400
+        self._send(Response(status, {"error": _STDLIB_ERRORS.get(code, "malformed HTTP request")}))
+        log.info("%s %d (refused by the HTTP layer)", self.command or "-", status)
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        pass  # _handle logs one line of its own
+
+    def log_message(self, format: str, *args: Any) -> None:
+        # The stdlib's own lines (malformed request lines, timeouts) carry no bodies; keep them terse.
+        log.info("http: %s", (format % args)[:200])
+
+
+@dataclass
+class ServerHandle:
+    url: str
+    deps: Deps
+    _server: _Server
+    _stop: threading.Event
+    _threads: list[threading.Thread] = field(default_factory=list)
+    _owns_deps: bool = False
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._server.shutdown()
+        self._server.server_close()
+        for thread in self._threads:
+            thread.join(timeout=30)
+        if self._owns_deps:
+            self.deps.close()
+
+    def __enter__(self) -> ServerHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_in_thread(
+    settings: Settings,
+    host: str = DEFAULT_HOST,
+    port: int = 0,
+    reaper_interval_s: float | None = None,
+    deps: Deps | None = None,
+) -> ServerHandle:
+    """Serve in background threads (tests, the demo). port 0 = any free port; the reaper runs only
+    when reaper_interval_s > 0."""
+    owns_deps = deps is None
+    deps = deps or build_deps(settings)
+    server = _Server((host, port), deps)
+    stop = threading.Event()
+    threads = [
+        threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="gpuc-functions", daemon=True
+        )
+    ]
+    if reaper_interval_s is not None and reaper_interval_s > 0:
+        threads.append(
+            threading.Thread(
+                target=run_loop, args=(deps, reaper_interval_s, stop), name="gpuc-reaper", daemon=True
+            )
+        )
+    for thread in threads:
+        thread.start()
+    bound_host, bound_port = server.server_address[:2]
+    url = f"http://{_url_host(str(bound_host))}:{bound_port}"
+    return ServerHandle(url, deps, server, stop, threads, owns_deps)
+
+
+def serve(
+    settings: Settings,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    reaper_interval_s: float | None = None,
+) -> None:
+    """Serve until interrupted (`gpuc watchdog serve`)."""
+    interval = settings.reaper_period_s if reaper_interval_s is None else reaper_interval_s
+    handle = start_in_thread(settings, host, port, interval)
+    log.info("gpuc functions on %s, reaper every %.0f s", handle.url, interval)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        handle.stop()
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host

@@ -1,0 +1,13 @@
+"""gpuc.instance_side: what runs inside a rented pod (the agent, the job wrapper, the results sync).
+
+    python -m gpuc.instance_side agent            heartbeats + idle watch, runs for the pod's life
+    python -m gpuc.instance_side run -- CMD ...   runs a job, then sync -> notify -> destroy
+    python -m gpuc.instance_side sync             pushes results/ and verifies the remote listing
+
+Nothing here imports pydantic, httpx or boto3 at run time: the agent lives for hours on every pod and is
+held to <= 30 MB resident. Measured on CPython 3.11: pydantic plus the core models cost ~19 MB, httpx
+~5 MB more than urllib. The laptop validates what it hands over (core.podconfig.PodConfig); the pod
+reads the same JSON with the standard library, and tests hold both sides to one schema.
+"""
+
+from __future__ import annotations

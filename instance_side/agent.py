@@ -1,0 +1,268 @@
+"""The pod agent (SPEC layer 2 and the heartbeat half of the out-of-band layer).
+
+`tick(now)` is one step: read -> decide -> heartbeat -> act -> log. `run_forever` only calls it and
+sleeps, so tests drive hours of pod life with a FakeClock. Nothing one check does can end the loop:
+an error is logged and the next check runs; only SIGTERM or the pod's end stop it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gpuc.core.clock import Clock
+from gpuc.instance_side.ending import Ender, Ending, Outcome
+from gpuc.instance_side.gpu import GpuReader, GpuReadError, GpuSample
+from gpuc.instance_side.heartbeat import PodClient, event_body, heartbeat_body
+from gpuc.instance_side.idle import (
+    Action,
+    IdleState,
+    Observation,
+    Thresholds,
+    Verdict,
+    advance,
+    judge,
+    suspension,
+)
+from gpuc.instance_side.podfiles import AgentConfig, PodPaths, is_ended
+from gpuc.instance_side.podlog import PodLog
+from gpuc.instance_side.procs import ProcessProbe, PythonProc, SshProbe, SshSession
+from gpuc.instance_side.sync import ResultsSync
+
+# A millisecond of slack: a tick that wakes exactly one interval later counts as due.
+_DUE_SLACK = 0.001
+
+
+@dataclass(frozen=True)
+class Probes:
+    gpu: GpuReader
+    procs: ProcessProbe
+    ssh: SshProbe
+
+
+class Agent:
+    def __init__(
+        self,
+        cfg: AgentConfig,
+        paths: PodPaths,
+        *,
+        probes: Probes,
+        client: PodClient,
+        ender: Ender,
+        sync: ResultsSync,
+        clock: Clock,
+        log: PodLog,
+    ) -> None:
+        self.cfg = cfg
+        self.paths = paths
+        self.probes = probes
+        self.client = client
+        self.ender = ender
+        self.sync = sync
+        self.clock = clock
+        self.log = log
+        self.th = Thresholds.from_config(cfg)
+        self.state = IdleState()
+        self.lease_until: float | None = None
+        self.stopped = False
+        self.next_check = 0.0
+        self.next_heartbeat = 0.0
+        self.next_sync: float | None = None
+        self.blocked_at: float | None = None  # an idle end kept the pod (sync failed); nag from here
+        self.sync_failing = False
+        self._last: tuple[Observation, Verdict, IdleState, bool] | None = None  # for the next heartbeat
+
+    # -- one step -----------------------------------------------------------------------------
+    def tick(self, now: float) -> None:
+        if self.stopped or self._ended():
+            return
+        if self.next_sync is None:
+            self.next_sync = now + self.cfg.sync_interval_s
+        if now + _DUE_SLACK < self.next_check:
+            self._heartbeat_if_due(now)  # a heartbeat interval shorter than the check interval
+            return
+        self.next_check = now + self.cfg.idle_check_interval_s
+        obs = self.observe()
+        verdict = judge(obs, now, self.th)
+        keep = self.paths.keep_file.exists()
+        preview, _ = advance(
+            self.state, verdict, now, self.th, suspension(keep, self.lease_until, now) is not None
+        )
+        self._last = (obs, verdict, preview, keep)
+        self._heartbeat_if_due(now)
+        # The answer may have brought a lease (`gpuc keep`): decide with it, not before it.
+        kept = suspension(keep, self.lease_until, now)
+        self.state, action = advance(self.state, verdict, now, self.th, kept is not None)
+        self.log.line(self._summary(obs, verdict, kept, action))
+        self._act(action, now)
+        self._periodic_sync(now)
+
+    def next_wake(self) -> float:
+        wake = min(self.next_check, self.next_heartbeat)
+        if self.client.pending:
+            wake = min(wake, max(self.client.next_attempt, self.clock.now()))
+        return wake
+
+    def observe(self) -> Observation:
+        gpus: tuple[GpuSample, ...] = ()
+        gpu_error: str | None = None
+        try:
+            gpus = tuple(self.probes.gpu.read())
+        except GpuReadError as exc:
+            gpu_error = str(exc)
+        except Exception as exc:
+            gpu_error = f"{type(exc).__name__}: {exc}"[:200]
+        python: tuple[PythonProc, ...] = ()
+        ssh: tuple[SshSession, ...] = ()
+        probe_error: str | None = None
+        try:
+            python = tuple(self.probes.procs.python_procs())
+            ssh = tuple(self.probes.ssh.sessions())
+        except Exception as exc:
+            probe_error = f"{type(exc).__name__}: {exc}"[:200]
+        return Observation(gpus=gpus, gpu_error=gpu_error, python=python, ssh=ssh, probe_error=probe_error)
+
+    # -- heartbeats ---------------------------------------------------------------------------
+    def _heartbeat_if_due(self, now: float) -> None:
+        if self._last is not None and now + _DUE_SLACK >= self.next_heartbeat:
+            self.next_heartbeat = now + self.cfg.heartbeat_interval_s
+            self.client.queue_heartbeat(self._body(*self._last))
+        answer = self.client.flush(now)
+        if answer is not None:
+            self.lease_until = answer.lease_until
+
+    def _body(self, obs: Observation, verdict: Verdict, state: IdleState, keep: bool) -> dict[str, Any]:
+        gpu_error = obs.gpu_error or (self.probes.gpu.note if not obs.gpus else None)
+        return heartbeat_body(
+            self.cfg.pod_id,
+            gpus=[g.as_json() for g in obs.gpus[:16]],
+            gpu_error=None if gpu_error is None else self.log.scrub(gpu_error)[:500],
+            python_procs=len(obs.python),
+            active_ssh=verdict.active_ssh,
+            idle_minutes=round(state.idle_minutes, 2),
+            busy_reason=None if verdict.reason is None else self.log.scrub(verdict.reason)[:200],
+            job_running=self._job_running(),
+            keep_file=keep,
+        )
+
+    def _job_running(self) -> bool:
+        try:
+            pid = int(self.paths.job.read_text().strip())
+            os.kill(pid, 0)
+        except (OSError, ValueError):
+            return False
+        return True
+
+    # -- acting on the decision ---------------------------------------------------------------
+    def _act(self, action: Action, now: float) -> None:
+        if action == "warn":
+            left = max(0.0, self.th.destroy_s - self.state.idle_s) / 60
+            self.client.queue_event(
+                event_body(
+                    self.cfg.pod_id,
+                    "idle_warning",
+                    f"idle for {self.state.idle_minutes:.0f} min: destroying in {left:.0f} min unless it "
+                    "gets busy (touch /workspace/.keep or gpuc keep POD --for 2h to keep it)",
+                )
+            )
+            self.client.flush(now)
+        elif action == "destroy":
+            self._idle_end(now)
+        else:
+            self.blocked_at = None
+
+    def _idle_end(self, now: float) -> None:
+        if self.blocked_at is not None and now - self.blocked_at < self.cfg.nag_interval_s:
+            return  # kept because the sync failed: try again (and re-alert) at the nag interval
+        outcome: Outcome = self.ender.end(
+            Ending(kind="idle_destroy", message=f"idle for {self.state.idle_minutes:.0f} min")
+        )
+        self.log.line(f"idle end: {outcome}")
+        if outcome in ("destroyed", "destroy_failed", "ended"):
+            self.stopped = True
+        elif outcome == "kept_sync_failed":
+            self.blocked_at = now
+
+    def _periodic_sync(self, now: float) -> None:
+        """Push results during a long run: a paused or stopped pod's disk is out of reach."""
+        if self.stopped or self.next_sync is None or now + _DUE_SLACK < self.next_sync:
+            return
+        self.next_sync = now + self.cfg.sync_interval_s
+        if not self.paths.results.is_dir():
+            return
+        try:
+            manifest = self.sync.push(self.paths.results)
+            ok = self.sync.verify(manifest)
+            detail = manifest.summary() if ok else "the remote listing does not match what was sent"
+        except Exception as exc:
+            ok, detail = False, self.log.scrub(str(exc) or type(exc).__name__)
+        self.log.line(f"periodic results push {'ok' if ok else 'FAILED'}: {detail}")
+        if not ok and not self.sync_failing:
+            # On the transition only: the user hears once, not every interval.
+            self.client.queue_event(
+                event_body(
+                    self.cfg.pod_id, "sync_failed", f"periodic results push failed: {detail}", note="periodic"
+                )
+            )
+        self.sync_failing = not ok
+
+    # -- bookkeeping --------------------------------------------------------------------------
+    def _ended(self) -> bool:
+        if is_ended(self.paths, self.cfg.pod_id):
+            self.log.line("pod ended: heartbeats stop, agent exits")
+            self.stopped = True
+        return self.stopped
+
+    def _summary(self, obs: Observation, verdict: Verdict, kept: str | None, action: Action) -> str:
+        gpus = ",".join(f"{g.index}:{_util(g)}" for g in obs.gpus) or ("err" if obs.gpu_error else "none")
+        state = "idle" if verdict.idle else "busy"
+        parts = [
+            f"check {state} idle={self.state.idle_minutes:.1f}min gpus={gpus} py={len(obs.python)}",
+            f"ssh={verdict.active_ssh}/{len(obs.ssh)}",
+            f"hb={'ok' if self.client.failures == 0 else f'retrying({self.client.failures})'}",
+        ]
+        if verdict.reason:
+            parts.append(f"reason={verdict.reason}")
+        if kept:
+            parts.append(kept)
+        if action != "none":
+            parts.append(f"action={action}")
+        return " ".join(parts)
+
+    # -- the loop -----------------------------------------------------------------------------
+    def start(self) -> None:
+        reader = type(self.probes.gpu).__name__
+        self.log.line(f"agent started: pod {self.cfg.pod_id} ({self.cfg.provider}), gpu reader {reader}")
+        self.client.queue_event(
+            event_body(self.cfg.pod_id, "agent_start", f"agent started (pid {os.getpid()}, {reader})")
+        )
+
+    def run_forever(self, should_stop: Callable[[], bool]) -> None:
+        self.start()
+        while not should_stop() and not self.stopped:
+            now = self.clock.now()
+            try:
+                self.tick(now)
+                wake = self.next_wake()
+            except Exception as exc:
+                self.log.line(f"check failed, going on: {type(exc).__name__}: {self.log.scrub(str(exc))}")
+                wake = now + self.cfg.idle_check_interval_s
+            self._sleep_until(max(wake, now + 0.05), should_stop)
+        self.log.line("agent stopped")
+
+    def _sleep_until(self, wake: float, should_stop: Callable[[], bool]) -> None:
+        # Short naps so SIGTERM is honoured within a second; at one wake-up a second the cost is
+        # microseconds per minute.
+        while not should_stop():
+            left = wake - self.clock.now()
+            if left <= 0:
+                return
+            self.clock.sleep(min(1.0, left))
+
+
+def _util(gpu: GpuSample) -> str:
+    if gpu.error:
+        return "err"
+    return "?" if gpu.utilization_pct is None else f"{gpu.utilization_pct:.0f}%"

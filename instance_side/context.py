@@ -1,0 +1,109 @@
+"""Wiring: from the files `up` left on the pod to a ready agent, wrapper or sync. The only place
+that picks concrete readers, probes and transports; everything else takes them as parameters."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TextIO
+
+from gpuc.core.clock import Clock, SystemClock
+from gpuc.instance_side.agent import Agent, Probes
+from gpuc.instance_side.ending import Ender
+from gpuc.instance_side.gpu import GpuReader, NvmlReader, SimulatedReader
+from gpuc.instance_side.heartbeat import PodClient, SeqCounter, Signer, Transport, UrllibTransport
+from gpuc.instance_side.podfiles import AgentConfig, PodPaths, load_secrets, pod_token
+from gpuc.instance_side.podlog import PodLog
+from gpuc.instance_side.procs import ProcScanner, SimSshProbe, SshScanner
+from gpuc.instance_side.selfdestroy import make_destroyer
+from gpuc.instance_side.sync import ResultsSync, make_sync
+
+
+@dataclass
+class PodContext:
+    cfg: AgentConfig
+    paths: PodPaths
+    clock: Clock
+    secrets: dict[str, str]
+    log: PodLog
+    client: PodClient
+
+
+def load_context(
+    paths: PodPaths,
+    *,
+    role: str,
+    environ: Mapping[str, str] | None = None,
+    clock: Clock | None = None,
+    transport: Transport | None = None,
+    echo: TextIO | None = None,
+) -> PodContext:
+    env = os.environ if environ is None else environ
+    clock = clock or SystemClock()
+    cfg = AgentConfig.load(paths.config)
+    secrets = load_secrets(paths.secrets)
+    token = pod_token(secrets, env)
+    log = PodLog(paths.log, clock, role=role, secrets=[*secrets.values(), token], echo=echo)
+    signer = Signer(cfg.pod_id, token, SeqCounter(paths.seq, clock), clock)
+    client = PodClient(
+        cfg.functions_url,
+        signer,
+        transport or UrllibTransport(),
+        clock,
+        log,
+        backoff_cap_s=cfg.heartbeat_interval_s,
+    )
+    return PodContext(cfg=cfg, paths=paths, clock=clock, secrets=secrets, log=log, client=client)
+
+
+def make_ender(
+    ctx: PodContext, *, sync: ResultsSync, keep_alive: bool = False, dry_run: bool = False
+) -> Ender:
+    return Ender(
+        cfg=ctx.cfg,
+        paths=ctx.paths,
+        sync=sync,
+        client=ctx.client,
+        destroyer=lambda: make_destroyer(ctx.cfg),
+        clock=ctx.clock,
+        log=ctx.log,
+        keep_alive=keep_alive,
+        dry_run=dry_run,
+    )
+
+
+def gpu_reader(cfg: AgentConfig, paths: PodPaths) -> GpuReader:
+    if cfg.simulated_gpu:
+        return SimulatedReader(paths.sim_gpu)
+    try:
+        import pynvml
+    except ImportError:
+        return NvmlReader(None)
+    return NvmlReader(pynvml)
+
+
+def default_probes(cfg: AgentConfig, paths: PodPaths) -> Probes:
+    if cfg.provider == "local":
+        # The laptop runs many python processes of its own: count only this sandbox's, and take
+        # ssh sessions from the sim file (a sandbox has no sshd).
+        return Probes(
+            gpu=gpu_reader(cfg, paths),
+            procs=ProcScanner(only_pod=cfg.pod_id),
+            ssh=SimSshProbe(paths.sim_gpu),
+        )
+    return Probes(gpu=gpu_reader(cfg, paths), procs=ProcScanner(), ssh=SshScanner())
+
+
+def build_agent(ctx: PodContext) -> Agent:
+    sync = make_sync(ctx.cfg, ctx.secrets, paths=ctx.paths)
+    return Agent(
+        ctx.cfg,
+        ctx.paths,
+        probes=default_probes(ctx.cfg, ctx.paths),
+        client=ctx.client,
+        ender=make_ender(ctx, sync=sync),
+        sync=sync,
+        clock=ctx.clock,
+        log=ctx.log,
+    )

@@ -1,0 +1,314 @@
+"""Signed heartbeats and events to the functions (core.api: POST /v1/heartbeat, POST /v1/events).
+
+Every request is signed over `timestamp.seq.body` (core.signing) with a seq that rises across agent
+restarts and across processes (the agent and the wrapper share one counter file). A retry is signed
+afresh: the functions reject a replayed seq, and a replayed "alive" is exactly the attack they guard.
+
+When the functions are unreachable, messages wait in memory and go out with capped exponential
+backoff; each attempt has a short timeout, so the idle watch is never held up for long. Only the
+newest heartbeat is kept (an old "alive" says nothing); events queue in order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from gpuc.core.clock import Clock
+from gpuc.core.signing import derive_key, sign
+from gpuc.instance_side.podlog import PodLog
+
+H_POD = "X-Gpuc-Pod"
+H_TIMESTAMP = "X-Gpuc-Timestamp"
+H_SEQ = "X-Gpuc-Seq"
+H_SIGNATURE = "X-Gpuc-Signature"
+HEARTBEAT_PATH = "/v1/heartbeat"
+EVENTS_PATH = "/v1/events"
+EVENT_KINDS = (
+    "agent_start",
+    "job_exit",
+    "idle_warning",
+    "idle_destroy",
+    "sync_failed",
+    "sync_ok",
+    "destroying",
+    "destroy_failed",
+    "verify_failed",
+    "info",
+)
+REQUEST_TIMEOUT_S = 5.0
+MAX_QUEUED_EVENTS = 100
+# A 4xx other than these is permanent for that message (bad signature, bad body): retrying the same
+# request cannot fix it. These mean "try again", and a fresh signature may be what fixes them.
+_RETRY_STATUSES = frozenset({408, 409, 425, 429})
+
+
+@dataclass(frozen=True)
+class HttpResult:
+    status: int
+    body: bytes
+
+
+class TransportError(Exception):
+    """The functions could not be reached (DNS, refused, timeout, TLS)."""
+
+
+class Transport(Protocol):
+    def post(self, url: str, body: bytes, headers: Mapping[str, str], timeout_s: float) -> HttpResult: ...
+
+
+class UrllibTransport:
+    """The standard library's HTTP client: ~5 MB less resident than httpx on a pod that runs for hours."""
+
+    def post(self, url: str, body: bytes, headers: Mapping[str, str], timeout_s: float) -> HttpResult:
+        import urllib.error
+        import urllib.request
+
+        request = urllib.request.Request(url, data=body, headers=dict(headers), method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s) as response:
+                return HttpResult(int(response.status), response.read(64 * 1024))
+        except urllib.error.HTTPError as exc:
+            with exc:
+                return HttpResult(int(exc.code), exc.read(64 * 1024))
+        except (OSError, ValueError) as exc:  # URLError, timeouts and resets are OSErrors
+            raise TransportError(_reason(exc)) from None
+
+
+def _reason(exc: BaseException) -> str:
+    reason = getattr(exc, "reason", None)
+    return f"{type(exc).__name__}: {reason if reason is not None else exc}"[:200]
+
+
+class SeqCounter:
+    """A counter file under the pod's state dir, locked with flock so concurrent processes never
+    hand out the same value. seq = max(last + 1, now in ms): it keeps rising even if the file is
+    lost or a write did not reach the disk before a crash."""
+
+    def __init__(self, path: Path, clock: Clock) -> None:
+        self.path = path
+        self.clock = clock
+
+    def next(self) -> int:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            raw = os.read(fd, 64).strip()
+            try:
+                last = int(raw) if raw else -1
+            except ValueError:
+                last = -1
+            seq = max(last + 1, int(self.clock.now() * 1000))
+            os.lseek(fd, 0, os.SEEK_SET)
+            os.ftruncate(fd, 0)
+            os.write(fd, str(seq).encode())
+            return seq
+        finally:
+            os.close(fd)  # closing releases the lock
+
+
+class Signer:
+    """Holds the derived HMAC key, never the token itself."""
+
+    def __init__(self, pod_id: str, token: str, seq: SeqCounter, clock: Clock) -> None:
+        self.pod_id = pod_id
+        self._key = derive_key(token)
+        self.seq = seq
+        self.clock = clock
+
+    def sign(self, payload: Mapping[str, Any], *, stamp_body: bool) -> tuple[bytes, dict[str, str]]:
+        """Serialise and sign one attempt. A heartbeat carries its seq and send time in the body too."""
+        seq = self.seq.next()
+        now = self.clock.now()
+        body_obj = dict(payload)
+        if stamp_body:
+            body_obj.update(seq=seq, sent_at=now)
+        body = json.dumps(body_obj, separators=(",", ":"), allow_nan=False).encode()
+        timestamp = int(now)
+        headers = {
+            "Content-Type": "application/json",
+            H_POD: self.pod_id,
+            H_TIMESTAMP: str(timestamp),
+            H_SEQ: str(seq),
+            H_SIGNATURE: sign(self._key, timestamp, seq, body),
+        }
+        return body, headers
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a heartbeat answer tells the pod (core.api.HeartbeatAnswer)."""
+
+    server_time: float | None
+    lease_until: float | None
+
+
+@dataclass
+class _Pending:
+    path: str
+    payload: dict[str, Any]
+    stamp_body: bool
+
+
+class PodClient:
+    def __init__(
+        self,
+        base_url: str,
+        signer: Signer,
+        transport: Transport,
+        clock: Clock,
+        log: PodLog,
+        *,
+        timeout_s: float = REQUEST_TIMEOUT_S,
+        backoff_cap_s: float = 60.0,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.signer = signer
+        self.transport = transport
+        self.clock = clock
+        self.log = log
+        self.timeout_s = timeout_s
+        self.backoff_cap_s = max(1.0, backoff_cap_s)
+        self._heartbeat: _Pending | None = None
+        self._events: deque[_Pending] = deque(maxlen=MAX_QUEUED_EVENTS)
+        self.failures = 0
+        self.next_attempt = 0.0
+        self.last_ok: float | None = None
+
+    # -- the agent's buffered path ------------------------------------------------------------
+    def queue_heartbeat(self, body: Mapping[str, Any]) -> None:
+        self._heartbeat = _Pending(HEARTBEAT_PATH, dict(body), stamp_body=True)
+
+    def queue_event(self, event: Mapping[str, Any]) -> None:
+        self._events.append(_Pending(EVENTS_PATH, dict(event), stamp_body=False))
+
+    @property
+    def pending(self) -> int:
+        return len(self._events) + (self._heartbeat is not None)
+
+    def flush(self, now: float) -> Answer | None:
+        """Send what is queued, unless backing off. Returns the heartbeat answer if one came back."""
+        if now < self.next_attempt or not self.pending:
+            return None
+        answer: Answer | None = None
+        try:
+            if self._heartbeat is not None:
+                result = self._attempt(self._heartbeat)
+                self._heartbeat = None
+                answer = _parse_answer(result)
+            while self._events:
+                self._attempt(self._events[0])
+                self._events.popleft()
+        except TransportError as exc:
+            self._back_off(now, str(exc))
+            return answer
+        self.failures = 0
+        self.next_attempt = 0.0
+        self.last_ok = now
+        return answer
+
+    def _back_off(self, now: float, why: str) -> None:
+        self.failures += 1
+        delay = min(self.backoff_cap_s, 2.0 ** min(self.failures, 16))
+        self.next_attempt = now + delay
+        self.log.line(f"functions unreachable ({why}); {self.pending} queued, retry in {delay:.0f}s")
+
+    # -- the ending's synchronous path --------------------------------------------------------
+    def deliver(self, event: Mapping[str, Any], budget_s: float) -> bool:
+        """Send one event now, retrying within `budget_s`. Never longer: a destroy waits on it (F13)."""
+        pending = _Pending(EVENTS_PATH, dict(event), stamp_body=False)
+        deadline = self.clock.now() + budget_s
+        delay = 0.5
+        while True:
+            remaining = deadline - self.clock.now()
+            try:
+                result = self._attempt(pending, timeout_s=max(0.1, min(self.timeout_s, remaining)))
+            except TransportError as exc:
+                self.log.line(f"notify failed: {exc}")
+            else:
+                return result is not None
+            if deadline - self.clock.now() <= delay:
+                return False
+            self.clock.sleep(delay)
+            delay *= 2
+
+    # -- one request --------------------------------------------------------------------------
+    def _attempt(self, pending: _Pending, timeout_s: float | None = None) -> HttpResult | None:
+        """None: the functions refused this message for good (logged, dropped). Raises TransportError
+        when it is worth retrying later."""
+        body, headers = self.signer.sign(pending.payload, stamp_body=pending.stamp_body)
+        try:
+            result = self.transport.post(
+                self.base_url + pending.path, body, headers, timeout_s or self.timeout_s
+            )
+        except TransportError:
+            raise
+        except Exception as exc:
+            # Whatever the HTTP stack throws is "not delivered, try later": never an error that
+            # escapes into the idle watch or holds back a destroy.
+            raise TransportError(f"{type(exc).__name__}: {exc}"[:200]) from None
+        if 200 <= result.status < 300:
+            return result
+        detail = _error_text(result.body)
+        if result.status >= 500 or result.status in _RETRY_STATUSES:
+            raise TransportError(f"HTTP {result.status} {detail}".strip())
+        self.log.line(f"functions refused {pending.path}: HTTP {result.status} {detail}".rstrip())
+        return None
+
+
+def _error_text(body: bytes) -> str:
+    with contextlib.suppress(ValueError, AttributeError):
+        return str(json.loads(body).get("error", ""))[:200]
+    return ""
+
+
+def _parse_answer(result: HttpResult | None) -> Answer | None:
+    if result is None:
+        return None
+    try:
+        data = json.loads(result.body)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    return Answer(server_time=_num(data.get("server_time")), lease_until=_num(data.get("lease_until")))
+
+
+def _num(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def heartbeat_body(pod_id: str, **fields: Any) -> dict[str, Any]:
+    """A HeartbeatBody without seq/sent_at (the signer stamps them per attempt)."""
+    return {"pod_id": pod_id, **fields}
+
+
+def event_body(
+    pod_id: str,
+    kind: str,
+    message: str,
+    *,
+    exit_code: int | None = None,
+    duration_s: float | None = None,
+    end_at: float | None = None,
+    note: str | None = None,
+) -> dict[str, Any]:
+    """A PodEvent, trimmed to the functions' limits so a long message never costs the whole event."""
+    if kind not in EVENT_KINDS:
+        raise ValueError(f"unknown event kind {kind!r}")
+    return {
+        "pod_id": pod_id,
+        "kind": kind,
+        "message": message[:2000],
+        "exit_code": exit_code,
+        "duration_s": None if duration_s is None else max(0.0, duration_s),
+        "end_at": end_at,
+        "note": None if note is None else note[:500],
+    }

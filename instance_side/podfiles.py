@@ -1,0 +1,174 @@
+"""The files `up` leaves on a pod, and the few the pod writes itself, read without pydantic.
+
+`PodPaths` is the laptop's own (core.podpaths is standard-library only). `AgentConfig` mirrors
+core.podconfig.PodConfig, which is pydantic (see the package docstring for why); the tests compare
+them field by field, so a field added on the laptop side fails a test until it is added here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import json
+import os
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuc.core.errors import ConfigError
+from gpuc.core.podpaths import POD_ROOT_ENV as POD_ROOT_ENV
+from gpuc.core.podpaths import TOKEN_ENV as TOKEN_ENV
+from gpuc.core.podpaths import PodPaths as PodPaths
+
+POD_ID_ENV = "GPUC_POD_ID"
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """core.podconfig.PodConfig, as the pod reads it."""
+
+    pod_id: str
+    provider: str
+    experiment: str
+    run_id: str
+    functions_url: str
+    gpu_expected: str | None = None
+    price_per_hour: float | None = None
+    heartbeat_interval_s: float = 60.0
+    idle_check_interval_s: float = 60.0
+    idle_gpu_pct: float = 5.0
+    idle_warn_s: float = 15 * 60.0
+    idle_destroy_s: float = 20 * 60.0
+    ssh_input_window_s: float = 10 * 60.0
+    sync_interval_s: float = 30 * 60.0
+    nag_interval_s: float = 60 * 60.0
+    results_bucket: str | None = None
+    s3_endpoint_url: str | None = None
+    git_remote: str | None = None
+    simulated_gpu: bool = False
+    local_home: str | None = None
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, object]) -> AgentConfig:
+        # Unknown keys (a newer laptop) are ignored, not fatal: an agent that refuses to start never
+        # heartbeats, and a silent pod bills until the reaper's limit.
+        values: dict[str, object] = {}
+        for field in dataclasses.fields(cls):
+            if field.name in data:
+                values[field.name] = _coerce(field.name, str(field.type), data[field.name])
+            elif field.default is dataclasses.MISSING:
+                raise ConfigError(
+                    f"pod config lacks {field.name!r}", hint="re-run `gpuc up`: it writes the config"
+                )
+        config = cls(**values)  # type: ignore[arg-type]
+        for name in ("heartbeat_interval_s", "idle_check_interval_s"):
+            if getattr(config, name) <= 0:
+                raise ConfigError(
+                    f"pod config {name} must be > 0", hint="fix the interval setting and re-run up"
+                )
+        return config
+
+    @classmethod
+    def load(cls, path: Path) -> AgentConfig:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(
+                f"no pod config at {path}", hint="this pod was not set up by `gpuc up`"
+            ) from None
+        except (OSError, ValueError) as exc:
+            raise ConfigError(
+                f"cannot read pod config {path}: {type(exc).__name__}", hint="re-run `gpuc up`"
+            ) from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"pod config {path} is not a JSON object", hint="re-run `gpuc up`")
+        return cls.from_mapping(data)
+
+
+def _coerce(name: str, type_name: str, value: object) -> object:
+    optional = type_name.endswith("| None")
+    if value is None:
+        if optional:
+            return None
+        raise ConfigError(f"pod config {name!r} must not be null", hint="re-run `gpuc up`")
+    base = type_name.removesuffix(" | None")
+    if base == "str" and isinstance(value, str):
+        return value
+    if base == "bool" and isinstance(value, bool):
+        return value
+    if base == "float" and isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    raise ConfigError(
+        f"pod config {name!r} should be {base}, got {type(value).__name__}", hint="re-run `gpuc up`"
+    )
+
+
+def load_secrets(path: Path) -> dict[str, str]:
+    """The pod's dotenv secrets file. Its values are never printed; callers use them for redaction."""
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        raise ConfigError(
+            f"no secrets file at {path}", hint="re-run `gpuc up`: it uploads the pod token"
+        ) from None
+    if mode & 0o077:
+        # Tightening is always safe; refusing to start would stop the heartbeats instead.
+        os.chmod(path, 0o600)
+    from dotenv import dotenv_values
+
+    try:
+        with path.open(encoding="utf-8") as fh:
+            values = dotenv_values(stream=fh)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {type(exc).__name__}", hint="re-run `gpuc up`") from None
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def pod_token(secrets: Mapping[str, str], environ: Mapping[str, str]) -> str:
+    token = secrets.get(TOKEN_ENV) or environ.get(TOKEN_ENV)
+    if not token:
+        raise ConfigError(f"{TOKEN_ENV} is missing from the pod's secrets", hint="re-run `gpuc up`")
+    return token
+
+
+def atomic_write(path: Path, text: str, mode: int = 0o600) -> None:
+    """Write-then-rename, fsynced: a crash leaves the old content or the new, never half of it."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        os.write(fd, text.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def hold_agent_lock(paths: PodPaths) -> int | None:
+    """One agent per pod: `up` and a re-run bootstrap may both start one. Returns the held lock's fd
+    (kept open for the agent's life), or None when another agent already holds it."""
+    fd = os.open(paths.agent_lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
+
+def mark_ended(paths: PodPaths, pod_id: str) -> None:
+    """Best effort: a destroy may already have removed the disk under us, which is fine."""
+    with contextlib.suppress(OSError):
+        atomic_write(paths.ended, pod_id + "\n", 0o644)
+
+
+def is_ended(paths: PodPaths, pod_id: str) -> bool:
+    """True when this pod was ended. A marker naming another pod is stale (a reused volume)."""
+    try:
+        owner = paths.ended.read_text(encoding="utf-8").strip()
+    except OSError:
+        return False
+    return owner in ("", pod_id)

@@ -1,0 +1,569 @@
+"""Results out of the pod before it is destroyed (SPEC: "a sync counts only when the remote listing
+matches what was sent"). A sync that fails or cannot be verified keeps the pod: losing the results is
+the one failure worse than a few more minutes of billing.
+
+Where results go (SPEC "Results"):
+- `git_remote` set: files under 10 MB are committed to the experiment's repo under
+  `results/<run_id>/` and pushed; larger ones go to the results bucket (an error if there is none).
+- otherwise everything goes to the results bucket: `s3://bucket/prefix` (S3, or R2 and friends through
+  `s3_endpoint_url`) or `file:///dir` (the local sandbox, tests), under `<experiment>/<run_id>/`.
+
+Verification lists the remote (S3 `list_objects_v2`, `git ls-tree -l` of what the remote holds after
+the push) and compares names and sizes. Credentials come from the pod's secrets file (or the process
+environment), never from the URL or a command line. boto3 is imported only when an S3 sync runs: the
+agent carries this module for hours under a 30 MB budget.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import unquote, urlparse
+
+from gpuc.core.errors import SyncError
+from gpuc.core.redact import redact
+from gpuc.instance_side.podfiles import AgentConfig, PodPaths
+
+# Same shapes the laptop enforces (core.models); re-checked here because they become path parts.
+_EXPERIMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_RUN_ID = re.compile(r"^[a-z0-9][a-z0-9-]{3,40}$")
+# GitHub refuses files over 100 MB and a repo full of checkpoints is slow to clone for ever after:
+# only small files travel with the code.
+GIT_MAX_BYTES = 10 * 1024 * 1024
+GIT_TOKEN_ENV = "GPUC_GIT_TOKEN"
+S3_KEY_ENV = "GPUC_S3_ACCESS_KEY_ID"
+S3_SECRET_ENV = "GPUC_S3_SECRET_ACCESS_KEY"
+GIT_TIMEOUT_S = 600.0
+PUSH_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """What one push sent: relative posix path -> size in bytes."""
+
+    destination: str
+    files: dict[str, int] = field(default_factory=dict)
+    note: str | None = None
+    parts: tuple[Manifest, ...] = ()  # a split push: what each destination received
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self.files.values())
+
+    def summary(self) -> str:
+        if self.note:
+            return self.note
+        return f"{len(self.files)} files, {self.total_bytes} bytes to {self.destination}"
+
+
+class ResultsSync(Protocol):
+    def describe(self) -> str: ...
+
+    def push(self, results_dir: Path) -> Manifest: ...
+
+    def verify(self, manifest: Manifest) -> bool: ...
+
+
+def local_listing(root: Path) -> dict[str, int]:
+    """Regular files under root (symlinks followed to files, as a copy would), by relative path."""
+    out: dict[str, int] = {}
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            path = Path(dirpath) / name
+            try:
+                if path.is_file():
+                    out[path.relative_to(root).as_posix()] = path.stat().st_size
+            except OSError:
+                continue  # a dangling link or a file deleted mid-walk was never a result
+    return out
+
+
+def _check_names(experiment: str, run_id: str) -> None:
+    if not _EXPERIMENT.match(experiment) or not _RUN_ID.match(run_id):
+        raise SyncError(
+            f"refusing to sync to a path built from {experiment!r}/{run_id!r}",
+            hint="experiment and run id must be plain names (gpuc up sets them)",
+        )
+
+
+def _nothing_to_sync(destination: str, results_dir: Path) -> Manifest:
+    return Manifest(destination, note=f"no {results_dir.name}/ directory: nothing to sync")
+
+
+class FileBucketSync:
+    """`file:///dir` -> `<dir>/<experiment>/<run_id>/`."""
+
+    def __init__(self, bucket_dir: Path, experiment: str, run_id: str) -> None:
+        _check_names(experiment, run_id)
+        self.dest = bucket_dir / experiment / run_id
+
+    def describe(self) -> str:
+        return f"file://{self.dest}"
+
+    def push(self, results_dir: Path) -> Manifest:
+        if not results_dir.is_dir():
+            return _nothing_to_sync(self.describe(), results_dir)
+        return self.push_files(results_dir, local_listing(results_dir))
+
+    def push_files(self, results_dir: Path, files: Mapping[str, int]) -> Manifest:
+        try:
+            for rel in files:
+                target = self.dest / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(results_dir / rel, target)
+        except OSError as exc:
+            raise SyncError(
+                f"copy to {self.describe()} failed: {exc.strerror or exc}",
+                hint="free space or fix permissions there, then run: python -m gpuc.instance_side sync",
+            ) from None
+        return Manifest(self.describe(), dict(files))
+
+    def verify(self, manifest: Manifest) -> bool:
+        if not manifest.files:
+            return True
+        remote = local_listing(self.dest) if self.dest.is_dir() else {}
+        return listing_matches(manifest.files, remote)
+
+
+def listing_matches(sent: Mapping[str, int], remote: Mapping[str, int]) -> bool:
+    """Every file sent is at the remote with the same size (extra remote files are someone else's)."""
+    return all(remote.get(name) == size for name, size in sent.items())
+
+
+# -- S3-compatible storage ----------------------------------------------------------------------------
+class S3Sync:
+    """`s3://bucket/prefix` -> `s3://bucket/prefix/<experiment>/<run_id>/...`.
+
+    The client is built on first use: importing boto3 costs the agent ~25 MB it does not need for the
+    hours it only watches. `client` is injectable for tests.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        experiment: str,
+        run_id: str,
+        *,
+        endpoint_url: str | None = None,
+        credentials: Mapping[str, str] | None = None,
+        client: Any | None = None,
+    ) -> None:
+        _check_names(experiment, run_id)
+        parsed = urlparse(url)
+        if parsed.scheme != "s3" or not parsed.netloc:
+            raise SyncError(
+                f"{url!r} is not an s3://bucket/prefix URL", hint="set GPUC_RESULTS_BUCKET=s3://bucket/prefix"
+            )
+        if parsed.username or parsed.password:
+            raise SyncError(
+                "the results bucket URL holds credentials", hint=f"put them in {S3_KEY_ENV}/{S3_SECRET_ENV}"
+            )
+        self.bucket = parsed.netloc
+        self.base = "/".join(p for p in (parsed.path.strip("/"), experiment, run_id) if p)
+        self.endpoint_url = endpoint_url
+        self._credentials = dict(credentials or {})
+        self._client = client
+
+    def describe(self) -> str:
+        via = f" via {self.endpoint_url}" if self.endpoint_url else ""
+        return f"s3://{self.bucket}/{self.base}/{via}"
+
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = _s3_client(self.endpoint_url, self._credentials)
+        return self._client
+
+    def push(self, results_dir: Path) -> Manifest:
+        if not results_dir.is_dir():
+            return _nothing_to_sync(self.describe(), results_dir)
+        return self.push_files(results_dir, local_listing(results_dir))
+
+    def push_files(self, results_dir: Path, files: Mapping[str, int]) -> Manifest:
+        client = self.client()
+        for rel in sorted(files):
+            with _s3_errors(f"upload of {rel} to {self.describe()}"):
+                client.upload_file(str(results_dir / rel), self.bucket, f"{self.base}/{rel}")
+        return Manifest(self.describe(), dict(files))
+
+    def verify(self, manifest: Manifest) -> bool:
+        if not manifest.files:
+            return True
+        return listing_matches(manifest.files, self.listing())
+
+    def listing(self) -> dict[str, int]:
+        prefix = self.base + "/"
+        out: dict[str, int] = {}
+        with _s3_errors(f"listing {self.describe()}"):
+            pages = self.client().get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
+            for page in pages:
+                for item in page.get("Contents", []):
+                    out[str(item["Key"])[len(prefix) :]] = int(item["Size"])
+        return out
+
+
+def _s3_client(endpoint_url: str | None, credentials: Mapping[str, str]) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    key, secret = credentials.get(S3_KEY_ENV), credentials.get(S3_SECRET_ENV)
+    region = os.environ.get("AWS_DEFAULT_REGION") or ("auto" if endpoint_url else "us-east-1")
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint_url,
+        region_name=region,
+        # Absent keys fall back to boto3's own chain (AWS_* in the environment, an instance role).
+        aws_access_key_id=key or None,
+        aws_secret_access_key=secret or None,
+        config=Config(retries={"max_attempts": 5, "mode": "standard"}, connect_timeout=10, read_timeout=120),
+    )
+
+
+class _s3_errors:
+    """boto3's errors as SyncErrors that say what failed, without the request's credentials."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, _tb: object) -> bool:
+        if exc is None or isinstance(exc, SyncError):
+            return False
+        from boto3.exceptions import Boto3Error
+        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+        if isinstance(exc, NoCredentialsError):
+            raise SyncError(
+                f"{self.what} failed: no S3 credentials",
+                hint=f"put {S3_KEY_ENV} and {S3_SECRET_ENV} in your .env and re-run up",
+            ) from None
+        if isinstance(exc, BotoCoreError | ClientError | Boto3Error | OSError):
+            raise SyncError(
+                f"{self.what} failed: {redact(str(exc))[:300]}",
+                hint="check the bucket, the endpoint and the keys; then: python -m gpuc.instance_side sync",
+            ) from None
+        return False
+
+
+# -- git --------------------------------------------------------------------------------------------
+GitRunner = Callable[[Sequence[str], Path | None, Mapping[str, str], float], tuple[int, str]]
+
+
+def git_runner(
+    args: Sequence[str], cwd: Path | None, env: Mapping[str, str], timeout_s: float
+) -> tuple[int, str]:
+    try:
+        proc = subprocess.run(
+            ["git", *args],
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return 124, f"git {args[0] if args else ''} timed out after {timeout_s:.0f}s"
+    except FileNotFoundError:
+        return 127, "git is not installed on this pod"
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def git_auth_args(remote: str, environ: Mapping[str, str]) -> list[str]:
+    """A credential helper that reads the token from the environment when git asks for it: the token
+    is never in the URL, in argv (only the variable's name is) or in git's config on disk."""
+    if not remote.startswith("https://") or not environ.get(GIT_TOKEN_ENV):
+        return []
+    helper = (
+        '!f() { test "$1" = get || exit 0; echo username=x-access-token; '
+        f'printf "password=%s\\n" "${GIT_TOKEN_ENV}"; }}; f'
+    )
+    return ["-c", "credential.helper=", "-c", f"credential.helper={helper}"]
+
+
+def git_environ(environ: Mapping[str, str], secrets: Mapping[str, str]) -> dict[str, str]:
+    env = dict(environ)
+    token = secrets.get(GIT_TOKEN_ENV) or environ.get(GIT_TOKEN_ENV)
+    if token:
+        env[GIT_TOKEN_ENV] = token
+    env["GIT_TERMINAL_PROMPT"] = "0"  # a missing or wrong token fails at once, never hangs on a prompt
+    return env
+
+
+def check_remote(remote: str) -> None:
+    url = urlparse(remote)
+    if url.username or url.password:
+        raise SyncError(
+            "git_remote holds credentials in the URL",
+            hint=f"use the plain https URL and put the token in {GIT_TOKEN_ENV} in your .env",
+        )
+
+
+class GitSync:
+    """Small results committed to the experiment's repo under `results/<run_id>/` and pushed.
+
+    Works in its own clone (`PodPaths.results_repo`), never in the user's checkout. A push rejected
+    because the branch moved is retried on top of the new tip: `results/<run_id>/` is this run's
+    alone, so there is nothing to merge.
+    """
+
+    def __init__(
+        self,
+        remote: str,
+        experiment: str,
+        run_id: str,
+        workdir: Path,
+        *,
+        environ: Mapping[str, str],
+        secrets: Iterable[str] = (),
+        runner: GitRunner = git_runner,
+        pod_id: str = "pod",
+    ) -> None:
+        _check_names(experiment, run_id)
+        check_remote(remote)
+        self.remote = remote
+        self.experiment = experiment
+        self.run_id = run_id
+        self.workdir = workdir
+        self.env = dict(environ)
+        self._secrets = tuple(secrets)
+        self.runner = runner
+        self.pod_id = pod_id
+        self.subdir = f"results/{run_id}"
+
+    def describe(self) -> str:
+        return f"git {redact(self.remote, self._secrets)} {self.subdir}/"
+
+    def push(self, results_dir: Path) -> Manifest:
+        if not results_dir.is_dir():
+            return _nothing_to_sync(self.describe(), results_dir)
+        return self.push_files(results_dir, local_listing(results_dir))
+
+    def push_files(self, results_dir: Path, files: Mapping[str, int]) -> Manifest:
+        branch = self._checkout()
+        for attempt in range(1, PUSH_ATTEMPTS + 1):
+            self._commit(results_dir, files)
+            code, out = self._git(["push", "--quiet", "origin", f"HEAD:refs/heads/{branch}"], check=False)
+            if code == 0:
+                return Manifest(self.describe(), dict(files))
+            if attempt == PUSH_ATTEMPTS:
+                raise self._error(f"push to {branch}", out)
+            # The branch moved under us: start again from its new tip.
+            self._update(branch)
+        raise AssertionError("unreachable")
+
+    def verify(self, manifest: Manifest) -> bool:
+        if not manifest.files:
+            return True
+        return listing_matches(manifest.files, self.listing())
+
+    def listing(self) -> dict[str, int]:
+        """What the remote's branch holds under results/<run_id>/, fetched afresh."""
+        branch = self._branch()
+        self._git(["fetch", "--quiet", "--depth", "1", "origin", branch])
+        _, out = self._git(["ls-tree", "-r", "-l", "FETCH_HEAD", "--", f"{self.subdir}/"])
+        found: dict[str, int] = {}
+        for line in out.splitlines():
+            meta, _, path = line.partition("\t")
+            fields = meta.split()
+            if len(fields) == 4 and fields[1] == "blob" and fields[3].isdigit():
+                found[path.removeprefix(f"{self.subdir}/")] = int(fields[3])
+        return found
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _checkout(self) -> str:
+        if not (self.workdir / ".git").is_dir():
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            self.workdir.parent.mkdir(parents=True, exist_ok=True)
+            self._run(["clone", "--quiet", "--depth", "1", self.remote, str(self.workdir)], cwd=None)
+        branch = self._branch()
+        self._update(branch)
+        return branch
+
+    def _branch(self) -> str:
+        _, out = self._git(["symbolic-ref", "--short", "HEAD"])
+        return out.strip() or "main"
+
+    def _update(self, branch: str) -> None:
+        code, _ = self._git(["fetch", "--quiet", "--depth", "1", "origin", branch], check=False)
+        if code == 0:  # an empty remote has no branch yet: nothing to start from
+            self._git(["reset", "--quiet", "--hard", "FETCH_HEAD"])
+
+    def _commit(self, results_dir: Path, files: Mapping[str, int]) -> None:
+        target = self.workdir / self.subdir
+        try:
+            for rel in files:
+                (target / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(results_dir / rel, target / rel)
+        except OSError as exc:
+            raise SyncError(
+                f"copy into the results clone failed: {exc.strerror or exc}", hint="free space on /workspace"
+            ) from None
+        self._git(["add", "--all", "--", self.subdir])
+        code, _ = self._git(["diff", "--cached", "--quiet"], check=False)
+        if code != 0:
+            message = f"results: {self.experiment} {self.run_id} ({len(files)} files)"
+            self._git(["commit", "--quiet", "--no-verify", "-m", message])
+
+    def _git(self, args: list[str], *, check: bool = True) -> tuple[int, str]:
+        return self._run(args, cwd=self.workdir, check=check)
+
+    def _run(self, args: list[str], *, cwd: Path | None, check: bool = True) -> tuple[int, str]:
+        identity = ["-c", "user.name=gpuc", "-c", f"user.email=gpuc@{self.pod_id}"]
+        identity += ["-c", "commit.gpgsign=false"]
+        full = [*identity, *git_auth_args(self.remote, self.env), *args]
+        code, out = self.runner(full, cwd, self.env, GIT_TIMEOUT_S)
+        if check and code != 0:
+            raise self._error(args[0], out)
+        return code, out
+
+    def _error(self, what: str, output: str) -> SyncError:
+        detail = redact(output.strip(), self._secrets)[-300:] or "no output"
+        return SyncError(
+            f"git {what} for {self.describe()} failed: {detail}",
+            hint=f"check git_remote and {GIT_TOKEN_ENV} (it needs push rights), then run:"
+            " python -m gpuc.instance_side sync",
+        )
+
+
+# -- small files to git, large ones to the bucket --------------------------------------------------
+class BucketSync(Protocol):
+    def describe(self) -> str: ...
+
+    def push_files(self, results_dir: Path, files: Mapping[str, int]) -> Manifest: ...
+
+    def verify(self, manifest: Manifest) -> bool: ...
+
+
+class SplitSync:
+    def __init__(self, git: GitSync, bucket: BucketSync | None, limit: int = GIT_MAX_BYTES) -> None:
+        self.git = git
+        self.bucket = bucket
+        self.limit = limit
+
+    def describe(self) -> str:
+        large = self.bucket.describe() if self.bucket else "nowhere (no results bucket)"
+        return f"{self.git.describe()} (files >= {self.limit // (1024 * 1024)} MB: {large})"
+
+    def push(self, results_dir: Path) -> Manifest:
+        if not results_dir.is_dir():
+            return _nothing_to_sync(self.describe(), results_dir)
+        files = local_listing(results_dir)
+        small = {k: v for k, v in files.items() if v < self.limit}
+        large = {k: v for k, v in files.items() if v >= self.limit}
+        if large and self.bucket is None:
+            raise SyncError(
+                f"{len(large)} results are {self.limit // (1024 * 1024)} MB or more and no bucket is set",
+                hint="set GPUC_RESULTS_BUCKET=s3://bucket/prefix (large files never go to git)",
+            )
+        parts: list[Manifest] = []
+        if small:
+            parts.append(self.git.push_files(results_dir, small))
+        if large and self.bucket is not None:
+            parts.append(self.bucket.push_files(results_dir, large))
+        return Manifest(self.describe(), files, parts=tuple(parts))
+
+    def verify(self, manifest: Manifest) -> bool:
+        sent = sum(len(p.files) for p in manifest.parts)
+        if sent != len(manifest.files):
+            return False
+        return all(self._owner(part).verify(part) for part in manifest.parts)
+
+    def _owner(self, part: Manifest) -> BucketSync | GitSync:
+        if part.destination == self.git.describe() or self.bucket is None:
+            return self.git
+        return self.bucket
+
+
+class NoDestination:
+    """No bucket configured: fine while results/ is empty, a failed sync as soon as it is not."""
+
+    def describe(self) -> str:
+        return "nowhere (no results bucket configured)"
+
+    def push(self, results_dir: Path) -> Manifest:
+        files = local_listing(results_dir) if results_dir.is_dir() else {}
+        if files:
+            raise SyncError(
+                f"{results_dir.name}/ holds {len(files)} files but no results bucket is configured",
+                hint="set GPUC_RESULTS_BUCKET and re-run up, or copy them out and destroy with gpuc down",
+            )
+        return Manifest(self.describe(), note=f"no files in {results_dir.name}/: nothing to sync")
+
+    def verify(self, manifest: Manifest) -> bool:
+        return not manifest.files
+
+
+class Unavailable:
+    """A destination we cannot use: every push fails, so nothing is destroyed on its account."""
+
+    def __init__(self, error: SyncError) -> None:
+        self.error = error
+
+    def describe(self) -> str:
+        return f"unavailable ({self.error.message})"
+
+    def push(self, results_dir: Path) -> Manifest:
+        raise self.error
+
+    def verify(self, manifest: Manifest) -> bool:
+        return False
+
+
+def make_sync(
+    cfg: AgentConfig,
+    secrets: Mapping[str, str] | None = None,
+    *,
+    paths: PodPaths | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> ResultsSync:
+    """The sync the pod's config asks for. Secrets (S3 keys, the git token) come from the pod's
+    secrets file, then the process environment."""
+    try:
+        return _make_sync(cfg, dict(secrets or {}), paths or PodPaths.from_env(), environ)
+    except SyncError as exc:
+        return Unavailable(exc)
+
+
+def _make_sync(
+    cfg: AgentConfig, secrets: dict[str, str], paths: PodPaths, environ: Mapping[str, str] | None
+) -> ResultsSync:
+    env = os.environ if environ is None else environ
+    bucket = _bucket_sync(cfg, {**{k: env[k] for k in (S3_KEY_ENV, S3_SECRET_ENV) if k in env}, **secrets})
+    if cfg.git_remote:
+        git = GitSync(
+            cfg.git_remote,
+            cfg.experiment,
+            cfg.run_id,
+            paths.results_repo,
+            environ=git_environ(env, secrets),
+            secrets=[v for v in secrets.values() if v],
+            pod_id=cfg.pod_id,
+        )
+        return SplitSync(git, bucket)
+    return bucket or NoDestination()
+
+
+def _bucket_sync(cfg: AgentConfig, credentials: Mapping[str, str]) -> FileBucketSync | S3Sync | None:
+    bucket = cfg.results_bucket
+    if not bucket:
+        return None
+    url = urlparse(bucket)
+    if url.scheme == "file" and url.path:
+        return FileBucketSync(Path(unquote(url.path)), cfg.experiment, cfg.run_id)
+    if url.scheme == "s3":
+        return S3Sync(
+            bucket, cfg.experiment, cfg.run_id, endpoint_url=cfg.s3_endpoint_url, credentials=credentials
+        )
+    raise SyncError(
+        f"results bucket scheme {url.scheme or '(none)'!r} is not supported",
+        hint="use s3://bucket/prefix (with GPUC_S3_ENDPOINT_URL for R2) or file:///path",
+    )

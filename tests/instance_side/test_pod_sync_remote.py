@@ -1,0 +1,315 @@
+"""Results to S3 (moto, in process) and to git (a local bare repo over file://): pushed, then verified
+against the remote's own listing. No network."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from gpuc.core.errors import SyncError
+from gpuc.instance_side.podfiles import AgentConfig, PodPaths
+from gpuc.instance_side.sync import (
+    GIT_TOKEN_ENV,
+    S3_KEY_ENV,
+    S3_SECRET_ENV,
+    FileBucketSync,
+    GitSync,
+    S3Sync,
+    SplitSync,
+    Unavailable,
+    git_auth_args,
+    git_runner,
+    make_sync,
+)
+
+TOKEN = "ghp_" + "T0ken" * 8
+
+
+def git(*args: str, cwd: Path | None = None) -> str:
+    done = subprocess.run(
+        ["git", "-c", "user.name=someone", "-c", "user.email=someone@example.com", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> Path:
+    root = tmp_path / "results"
+    (root / "ckpt").mkdir(parents=True)
+    (root / "metrics.json").write_text('{"loss": 0.1}')
+    (root / "ckpt" / "model.bin").write_bytes(b"\1" * 4096)
+    return root
+
+
+# -- S3 ----------------------------------------------------------------------------------------------
+@pytest.fixture
+def s3() -> Iterator[Any]:
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test")
+        client.create_bucket(Bucket="results")
+        yield client
+
+
+def s3_sync(**kw: Any) -> S3Sync:
+    creds = {S3_KEY_ENV: "AKIAEXAMPLEKEY000001", S3_SECRET_ENV: "s3cr3t-value-not-printed"}
+    return S3Sync("s3://results/runs", "exp", "run01", credentials=creds, **kw)
+
+
+def test_s3_uploads_under_prefix_experiment_run_and_verifies(s3: Any, results: Path) -> None:
+    sync = s3_sync()
+    manifest = sync.push(results)
+    assert manifest.files == {"metrics.json": 13, "ckpt/model.bin": 4096}
+    keys = {o["Key"]: o["Size"] for o in s3.list_objects_v2(Bucket="results")["Contents"]}
+    assert keys == {"runs/exp/run01/metrics.json": 13, "runs/exp/run01/ckpt/model.bin": 4096}
+    assert sync.verify(manifest)
+
+
+def test_s3_verification_catches_a_size_mismatch_and_a_missing_object(s3: Any, results: Path) -> None:
+    sync = s3_sync()
+    manifest = sync.push(results)
+    s3.put_object(Bucket="results", Key="runs/exp/run01/ckpt/model.bin", Body=b"\1" * 4000)
+    assert not sync.verify(manifest)
+    s3.delete_object(Bucket="results", Key="runs/exp/run01/ckpt/model.bin")
+    assert not sync.verify(manifest)
+
+
+def test_s3_keys_come_from_the_pods_secrets(s3: Any) -> None:
+    client = s3_sync().client()
+    assert client._request_signer._credentials.access_key == "AKIAEXAMPLEKEY000001"
+
+
+def test_s3_listing_pages_through_many_objects(s3: Any, tmp_path: Path) -> None:
+    many = tmp_path / "many"
+    many.mkdir()
+    for i in range(1005):  # list_objects_v2 answers at most 1000 keys per page
+        (many / f"f{i:04d}.txt").write_text("x" * (i % 7))
+    sync = s3_sync()
+    manifest = sync.push(many)
+    assert len(sync.listing()) == 1005 and sync.verify(manifest)
+
+
+def test_an_s3_failure_is_a_sync_error_that_names_the_destination(s3: Any, results: Path) -> None:
+    sync = S3Sync("s3://no-such-bucket/x", "exp", "run01", credentials={})
+    with pytest.raises(
+        SyncError, match=re.escape("upload of ckpt/model.bin to s3://no-such-bucket/x/exp/run01/")
+    ) as exc:
+        sync.push(results)
+    assert exc.value.hint
+
+
+def test_the_agent_does_not_import_boto3_until_an_s3_sync_runs(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from gpuc.instance_side.podfiles import AgentConfig, PodPaths\n"
+        "from gpuc.instance_side.sync import make_sync\n"
+        "cfg = AgentConfig(pod_id='p', provider='runpod', experiment='exp', run_id='run01',"
+        " functions_url='x', results_bucket='s3://b/p', git_remote='https://example.com/r.git')\n"
+        f"sync = make_sync(cfg, {{}}, paths=PodPaths(Path({str(tmp_path)!r})))\n"
+        "print(type(sync).__name__, 'boto3' in sys.modules, 'botocore' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["SplitSync", "False", "False"]
+
+
+# -- git ---------------------------------------------------------------------------------------------
+@pytest.fixture
+def remote(tmp_path: Path) -> Path:
+    """The experiment's repo: a bare repo with one commit on main, reached over file://."""
+    bare = tmp_path / "remote.git"
+    git("init", "--quiet", "--bare", "-b", "main", str(bare))
+    seed = tmp_path / "seed"
+    git("clone", "--quiet", str(bare), str(seed))
+    (seed / "train.py").write_text("print('hi')\n")
+    git("checkout", "--quiet", "-b", "main", cwd=seed)
+    git("add", ".", cwd=seed)
+    git("commit", "--quiet", "-m", "code", cwd=seed)
+    git("push", "--quiet", "origin", "main", cwd=seed)
+    return bare
+
+
+def git_sync(remote: Path, workdir: Path, **kw: Any) -> GitSync:
+    return GitSync(f"file://{remote}", "exp", "run01", workdir, environ=dict(os.environ), **kw)
+
+
+def remote_tree(remote: Path) -> dict[str, int]:
+    out = git("--git-dir", str(remote), "ls-tree", "-r", "-l", "main")
+    return {line.split("\t")[1]: int(line.split()[3]) for line in out.splitlines()}
+
+
+def test_git_commits_results_under_the_run_and_verifies_the_remote(remote: Path, results: Path, tmp_path: Path) -> None:
+    sync = git_sync(remote, tmp_path / "clone")
+    manifest = sync.push(results)
+    assert sync.verify(manifest)
+    assert remote_tree(remote) == {
+        "train.py": 12,
+        "results/run01/metrics.json": 13,
+        "results/run01/ckpt/model.bin": 4096,
+    }
+    log = git("--git-dir", str(remote), "log", "--format=%s", "main")
+    assert log.splitlines() == ["results: exp run01 (2 files)", "code"]
+
+
+def test_git_pushing_the_same_results_again_adds_no_commit(remote: Path, results: Path, tmp_path: Path) -> None:
+    sync = git_sync(remote, tmp_path / "clone")
+    sync.push(results)
+    again = sync.push(results)
+    assert sync.verify(again)
+    assert len(git("--git-dir", str(remote), "log", "--format=%H", "main").splitlines()) == 2
+
+
+def test_git_push_lands_on_top_of_a_commit_pushed_in_between(remote: Path, results: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    git("clone", "--quiet", str(remote), str(other))
+    pushes: list[int] = []
+
+    def racing(args: Sequence[str], cwd: Path | None, env: Mapping[str, str], timeout_s: float) -> tuple[int, str]:
+        if "push" in args and not pushes:  # the user pushes from the laptop just before we do
+            (other / "notes.md").write_text("from the laptop\n")
+            git("add", ".", cwd=other)
+            git("commit", "--quiet", "-m", "notes", cwd=other)
+            git("push", "--quiet", "origin", "main", cwd=other)
+        code, out = git_runner(args, cwd, env, timeout_s)
+        if "push" in args:
+            pushes.append(code)
+        return code, out
+
+    sync = git_sync(remote, tmp_path / "clone", runner=racing)
+    manifest = sync.push(results)
+    assert pushes[0] != 0 and pushes[-1] == 0  # rejected once, then landed on the new tip
+    assert sync.verify(manifest)
+    tree = remote_tree(remote)
+    assert tree["notes.md"] == 16 and tree["results/run01/metrics.json"] == 13
+
+
+def test_git_verification_catches_a_remote_that_differs(remote: Path, results: Path, tmp_path: Path) -> None:
+    sync = git_sync(remote, tmp_path / "clone")
+    manifest = sync.push(results)
+    other = tmp_path / "other"
+    git("clone", "--quiet", str(remote), str(other))
+    (other / "results" / "run01" / "metrics.json").write_text("{}")
+    git("commit", "--quiet", "-am", "clobber", cwd=other)
+    git("push", "--quiet", "origin", "main", cwd=other)
+    assert not sync.verify(manifest)
+
+
+def test_a_git_push_that_fails_is_a_sync_error_without_the_token(results: Path, tmp_path: Path) -> None:
+    sync = GitSync(
+        f"file://{tmp_path}/missing.git",
+        "exp",
+        "run01",
+        tmp_path / "clone",
+        environ={**os.environ, GIT_TOKEN_ENV: TOKEN},
+        secrets=[TOKEN],
+    )
+    with pytest.raises(SyncError, match="git clone for git file://") as exc:
+        sync.push(results)
+    assert TOKEN not in str(exc.value)
+
+
+def test_the_git_token_reaches_git_only_through_the_environment() -> None:
+    args = git_auth_args("https://github.com/me/exp.git", {GIT_TOKEN_ENV: TOKEN})
+    assert args and TOKEN not in " ".join(args)
+    assert git_auth_args("file:///srv/exp.git", {GIT_TOKEN_ENV: TOKEN}) == []
+    # The helper answers git's credential request from the environment (no network involved).
+    done = subprocess.run(
+        ["git", *args, "credential", "fill"],
+        input="protocol=https\nhost=github.com\npath=me/exp.git\n\n",
+        env={**os.environ, GIT_TOKEN_ENV: TOKEN, "GIT_TERMINAL_PROMPT": "0"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert f"password={TOKEN}" in done.stdout.splitlines()
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.calls: list[tuple[list[str], dict[str, str]]] = []
+
+    def __call__(
+        self, args: Sequence[str], cwd: Path | None, env: Mapping[str, str], timeout_s: float
+    ) -> tuple[int, str]:
+        self.calls.append((list(args), dict(env)))
+        return git_runner(args, cwd, env, timeout_s)
+
+
+def test_an_https_remote_gets_the_token_in_git_env_and_never_in_argv(results: Path, tmp_path: Path) -> None:
+    recorder = Recorder()
+    sync = GitSync(
+        "https://127.0.0.1:9/me/exp.git",  # nothing listens there: the clone fails fast, offline
+        "exp",
+        "run01",
+        tmp_path / "clone",
+        environ={"PATH": os.environ["PATH"], GIT_TOKEN_ENV: TOKEN, "GIT_TERMINAL_PROMPT": "0"},
+        secrets=[TOKEN],
+        runner=recorder,
+    )
+    with pytest.raises(SyncError) as exc:
+        sync.push(results)
+    assert TOKEN not in str(exc.value)
+    [(argv, env)] = recorder.calls
+    assert "clone" in argv and all(TOKEN not in a for a in argv) and env[GIT_TOKEN_ENV] == TOKEN
+
+
+def test_a_remote_with_credentials_in_the_url_is_refused(tmp_path: Path) -> None:
+    cfg = AgentConfig(
+        pod_id="p",
+        provider="runpod",
+        experiment="exp",
+        run_id="run01",
+        functions_url="x",
+        git_remote=f"https://me:{TOKEN}@github.com/me/exp.git",
+    )
+    sync = make_sync(cfg, {}, paths=PodPaths(tmp_path))
+    assert isinstance(sync, Unavailable) and "credentials in the URL" in sync.error.message
+    assert TOKEN not in sync.describe()
+
+
+# -- split: small to git, large to the bucket ---------------------------------------------------------
+def test_small_files_go_to_git_and_large_ones_to_the_bucket(remote: Path, results: Path, tmp_path: Path) -> None:
+    bucket = FileBucketSync(tmp_path / "bucket", "exp", "run01")
+    sync = SplitSync(git_sync(remote, tmp_path / "clone"), bucket, limit=1000)
+    manifest = sync.push(results)
+    assert sync.verify(manifest)
+    assert "results/run01/metrics.json" in remote_tree(remote)
+    assert "results/run01/ckpt/model.bin" not in remote_tree(remote)
+    assert (tmp_path / "bucket" / "exp" / "run01" / "ckpt" / "model.bin").stat().st_size == 4096
+    (tmp_path / "bucket" / "exp" / "run01" / "ckpt" / "model.bin").write_bytes(b"")
+    assert not sync.verify(manifest)
+
+
+def test_large_files_without_a_bucket_fail_the_sync(remote: Path, results: Path, tmp_path: Path) -> None:
+    sync = SplitSync(git_sync(remote, tmp_path / "clone"), None, limit=1000)
+    with pytest.raises(SyncError, match="1 results are 0 MB or more and no bucket is set"):
+        sync.push(results)
+
+
+def test_make_sync_splits_when_a_git_remote_is_configured(remote: Path, results: Path, tmp_path: Path) -> None:
+    cfg = AgentConfig(
+        pod_id="p",
+        provider="runpod",
+        experiment="exp",
+        run_id="run01",
+        functions_url="x",
+        git_remote=f"file://{remote}",
+        results_bucket=f"file://{tmp_path}/bucket",
+    )
+    sync = make_sync(cfg, {}, paths=PodPaths(tmp_path / "pod"))
+    assert isinstance(sync, SplitSync)
+    manifest = sync.push(results)
+    assert sync.verify(manifest) and set(manifest.files) == {"metrics.json", "ckpt/model.bin"}
+    assert (tmp_path / "pod" / "workspace" / ".gpuc" / "results-repo" / ".git").is_dir()

@@ -1,0 +1,110 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from moneyfakes import FakeProvider, unreachable
+from pydantic import SecretStr
+
+from gpuc.client import cmd_balance
+from gpuc.client.cmd_balance import (
+    balance_warnings,
+    check_balances,
+    configured_remote_providers,
+    is_configured,
+    provider_factories,
+)
+from gpuc.core.models import Balance
+from gpuc.core.settings import Settings
+
+SETTINGS = Settings(balance_cap_usd=20.0, balance_low_usd=5.0)
+
+
+def fake(name: str, balance: float, spend: float) -> FakeProvider:
+    return FakeProvider(name, balance=Balance(provider=name, balance_usd=balance, spend_per_hour=spend))
+
+
+def test_it_warns_above_the_cap_and_below_the_low_mark() -> None:
+    above = balance_warnings(Balance(provider="vast", balance_usd=35.0, spend_per_hour=0), 20.0, 5.0)
+    below = balance_warnings(Balance(provider="vast", balance_usd=3.0, spend_per_hour=0), 20.0, 5.0)
+    inside = balance_warnings(Balance(provider="vast", balance_usd=12.0, spend_per_hour=0), 20.0, 5.0)
+    assert len(above) == 1 and "above the $20.00 cap" in above[0]
+    assert len(below) == 1 and "below the $5.00 low mark" in below[0]
+    assert inside == []
+
+
+def test_each_provider_gets_a_line_with_hours_left() -> None:
+    runpod = fake("runpod", 12.0, 0.74)
+    report = check_balances(
+        SETTINGS, {"local": lambda: fake("local", 25.0, 0.0), "runpod": lambda: runpod, "vast": None}
+    )
+    lines = {line.provider: line for line in report.providers}
+    assert lines["runpod"].hours_left == pytest.approx(12.0 / 0.74) and lines["runpod"].warnings == []
+    assert lines["local"].hours_left is None and lines["local"].warnings  # 25 > 20: warned like any account
+    assert not lines["vast"].configured and lines["vast"].error is None
+    assert lines["vast"].hint == "set VAST_API_KEY in .env to see it"
+    assert runpod.closed
+    assert report.warnings == [f"local: {w}" for w in lines["local"].warnings]
+
+
+def test_a_provider_that_cannot_answer_is_reported_not_fatal() -> None:
+    report = check_balances(SETTINGS, {"vast": lambda: FakeProvider("vast", fail=unreachable("vast"))})
+    (line,) = report.providers
+    assert line.configured and line.balance_usd is None
+    assert line.error and "timed out" in line.error and line.hint == "try again later"
+
+
+def test_a_provider_is_configured_by_its_key() -> None:
+    keyed = Settings(runpod_api_key=SecretStr("rpa_" + "x" * 30), vast_api_key=SecretStr(""))
+    assert (
+        is_configured("local", keyed) and is_configured("runpod", keyed) and not is_configured("vast", keyed)
+    )
+    assert configured_remote_providers(keyed) == ["runpod"]
+    factories = provider_factories(keyed)
+    assert factories["vast"] is None and factories["runpod"] is not None and factories["local"] is not None
+
+
+def test_the_cli_prints_json_with_the_documented_fields(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(
+        cmd_balance,
+        "provider_factories",
+        lambda settings: {
+            "local": lambda: fake("local", 10.0, 0.44),
+            "runpod": None,
+            "vast": lambda: fake("vast", 2.0, 0.0),
+        },
+    )
+    result = CliRunner().invoke(cmd_balance.balance, ["--json"])
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.output)
+    assert set(body) == {"cap_usd", "low_usd", "providers"}
+    assert [p["provider"] for p in body["providers"]] == ["local", "runpod", "vast"]
+    fields = {
+        "provider",
+        "configured",
+        "balance_usd",
+        "spend_per_hour",
+        "hours_left",
+        "warnings",
+        "error",
+        "hint",
+    }
+    assert all(set(p) == fields for p in body["providers"])
+    assert body["providers"][1]["configured"] is False
+    assert "below" in body["providers"][2]["warnings"][0]
+    help_text = CliRunner().invoke(cmd_balance.balance, ["--help"]).output
+    assert all(f in help_text for f in fields)
+
+
+def test_the_cli_prints_a_table_with_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(
+        cmd_balance,
+        "provider_factories",
+        lambda settings: {"runpod": None, "vast": lambda: fake("vast", 30.0, 0.5)},
+    )
+    result = CliRunner().invoke(cmd_balance.balance, [])
+    assert result.exit_code == 0, result.output
+    assert "runpod   not configured" in result.output
+    assert "vast         30.00    0.500       60.0" in result.output
+    assert "warning: vast: balance $30.00 is above the $20.00 cap" in result.output

@@ -1,0 +1,212 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from moneyfakes import T0, bars, column_heights, read_png
+
+from gpuc.client import cmd_ledger
+from gpuc.client.plot import EXPERIMENT_COLOR, WEEK_COLOR
+from gpuc.core.api import PodRecord, StatusResponse
+from gpuc.core.errors import ConfigError, FunctionsError
+from gpuc.core.ledger import Ledger, LedgerRow, summarize, usd_per_1m_tokens
+from gpuc.core.settings import load_settings
+
+HOUR = 3600.0
+DAY = 86400.0
+
+
+def row(
+    experiment: str, gpu: str, price: str, start: str, end: str = "", cost: str = "", note: str = ""
+) -> LedgerRow:
+    return LedgerRow(
+        date=start[:10],
+        experiment=experiment,
+        provider="runpod",
+        gpu=gpu,
+        price_per_hour=price,
+        start=start,
+        end=end,
+        cost_usd=cost,
+        note=note,
+    )
+
+
+SEPTEMBER = [
+    row(
+        "kv-cache", "RTX 4090", "0.74", "2026-09-01T10:00:00Z", "2026-09-01T12:00:00Z", "1.4800", "on is 1.9x"
+    ),
+    row("kv-cache", "RTX 3090", "0.50", "2026-09-08T10:00:00Z", "2026-09-08T11:00:00Z", "0.5000", ""),
+    row(
+        "quant",
+        "A100 80GB SXM",
+        "1.39",
+        "2026-09-09T10:00:00Z",
+        "2026-09-09T11:00:00Z",
+        "",
+        "int4 ok; tok/s=150",
+    ),
+    row("quant", "RTX 4090", "0.74", "2026-09-10T10:00:00Z"),  # open: preempted or deleted outside gpuc
+    row("manual", "L4", "", "2026-09-11T10:00:00Z", "2026-09-11T11:00:00Z", "", "no price"),
+    row("august", "RTX 4090", "0.74", "2026-08-30T10:00:00Z", "2026-08-30T11:00:00Z", "0.7400", "old"),
+]
+
+
+def test_it_summarises_a_month_by_experiment_and_gpu() -> None:
+    s = summarize(SEPTEMBER, "2026-09")
+    assert s.rows == 5 and s.unpriced_rows == 1
+    assert s.total_hours == pytest.approx(4.0)
+    assert s.total_cost_usd == pytest.approx(1.48 + 0.50 + 1.39)
+    assert s.effective_price_per_hour == pytest.approx((1.48 + 0.50 + 1.39) / 4.0)
+    assert [(g.name, g.rows, round(g.cost_usd, 2)) for g in s.by_experiment] == [
+        ("kv-cache", 2, 1.98),
+        ("quant", 1, 1.39),
+    ]
+    assert {g.name: round(g.hours, 2) for g in s.by_gpu} == {
+        "RTX 4090": 2.0,
+        "RTX 3090": 1.0,
+        "A100 80GB SXM": 1.0,
+    }
+
+
+def test_it_lists_open_rows_and_rows_without_a_conclusion() -> None:
+    s = summarize(SEPTEMBER, "2026-09")
+    assert [r.start for r in s.open_rows] == ["2026-09-10T10:00:00Z"]
+    assert [r.start for r in s.no_note_rows] == ["2026-09-08T10:00:00Z"]
+
+
+def test_it_prices_a_million_tokens_for_rows_that_carry_a_measured_speed() -> None:
+    (cost,) = summarize(SEPTEMBER, "2026-09").token_costs
+    assert (cost.experiment, cost.tok_per_s) == ("quant", 150.0)
+    assert cost.usd_per_1m_tokens == pytest.approx(2.57, abs=0.01)  # the seeds' A100 figure
+    assert usd_per_1m_tokens(0.34, 75) == pytest.approx(1.26, abs=0.01)
+
+
+def test_all_months_and_bad_months() -> None:
+    assert summarize(SEPTEMBER).rows == 6
+    with pytest.raises(ConfigError):
+        summarize(SEPTEMBER, "2026-9")
+    empty = summarize([], "2026-09")
+    assert empty.effective_price_per_hour is None and empty.total_cost_usd == 0
+
+
+# --- the command -------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def filled(monkeypatch: pytest.MonkeyPatch) -> Ledger:
+    book = Ledger(load_settings().ledger)
+    spans = [
+        ("kv-cache", 0.0, 2.0),
+        ("kv-cache", 7 * DAY, 1.0),
+        ("quant", 8 * DAY, 3.0),
+        ("quant", 15 * DAY, 1.0),
+    ]
+    for i, (experiment, offset, hours) in enumerate(spans):
+        book.start(
+            f"pod{i}",
+            provider="runpod",
+            experiment=experiment,
+            gpu="RTX 4090",
+            price_per_hour=1.0,
+            start_ts=T0 + offset,
+        )
+        book.end(f"pod{i}", end_ts=T0 + offset + hours * HOUR, note="tok/s=75" if i == 0 else None)
+    book.start(
+        "pod-open", provider="vast", experiment="quant", gpu="L4", price_per_hour=0.3, start_ts=T0 + DAY
+    )
+
+    def unreachable() -> StatusResponse:
+        raise FunctionsError("connection refused", hint="gpuc watchdog serve")
+
+    monkeypatch.setattr(cmd_ledger, "functions_status", lambda settings: unreachable)
+    return book
+
+
+def test_the_cli_prints_the_month_as_json(filled: Ledger) -> None:
+    result = CliRunner().invoke(cmd_ledger.ledger, ["--month", "2026-09", "--json"])
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.output)
+    assert body["total_cost_usd"] == pytest.approx(7.0) and body["total_hours"] == pytest.approx(7.0)
+    assert body["effective_price_per_hour"] == pytest.approx(1.0)
+    assert [g["name"] for g in body["by_experiment"]] == ["quant", "kv-cache"]
+    assert len(body["open_rows"]) == 1 and len(body["no_note_rows"]) == 3
+    assert body["token_costs"][0]["usd_per_1m_tokens"] == pytest.approx(1e6 / (75 * 3600))
+    assert "watchdog unreachable" in body["sync"]
+    documented = CliRunner().invoke(cmd_ledger.ledger, ["--help"]).output
+    for field in ("effective_price_per_hour", "open_rows", "no_note_rows", "token_costs", "by_gpu"):
+        assert field in documented and field in body
+
+
+def test_the_cli_takes_in_ends_recorded_while_away(filled: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
+    record = PodRecord(
+        pod_id="pod-open",
+        provider="vast",
+        name="gpuc-open1",
+        experiment="quant",
+        registered_at=T0 + DAY,
+        end_at=T0 + DAY + 2 * HOUR,
+        ended_by="idle",
+        note="idle destroy",
+    )
+    status = StatusResponse(server_time=T0 + 2 * DAY, reaper_period_s=300, pods=[record])
+    monkeypatch.setattr(cmd_ledger, "functions_status", lambda settings: lambda: status)
+    result = CliRunner().invoke(cmd_ledger.ledger, ["--month", "2026-09"])
+    assert result.exit_code == 0, result.output
+    assert "took in 1 end(s)" in result.output
+    assert "open rows" not in result.output
+    assert filled.rows()[-1].cost_usd == "0.6000"
+
+
+def test_no_sync_leaves_the_watchdog_alone(filled: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
+    def never(settings: object) -> None:
+        raise AssertionError("asked the watchdog")
+
+    monkeypatch.setattr(cmd_ledger, "functions_status", never)
+    result = CliRunner().invoke(cmd_ledger.ledger, ["--month", "all", "--no-sync"])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("all months: 5 row(s), 7.00 h, $7.00")
+    assert "rows with no note (runs with no conclusion): 3" in result.output
+
+
+def test_the_cli_plots_a_png_of_the_right_data(filled: Ledger, tmp_path: Path) -> None:
+    target = tmp_path / "spend.png"
+    result = CliRunner().invoke(cmd_ledger.ledger, ["--month", "2026-09", "--plot", str(target)])
+    assert result.exit_code == 0, result.output
+    data = target.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    width, height, rows = read_png(data)
+    assert (width, height) == (800, 400)
+    # Weeks: 2 h, 1 h + 3 h, 1 h -> bars in the ratio 2 : 4 : 1; experiments: quant 4 h, kv-cache 3 h.
+    week_bars = bars(column_heights(rows, WEEK_COLOR))
+    experiment_bars = bars(column_heights(rows, EXPERIMENT_COLOR))
+    assert len(week_bars) == 3 and len(experiment_bars) == 2
+    assert week_bars[1] == 360  # the tallest fills the plot height
+    assert [round(h / week_bars[1] * 4) for h in week_bars] == [2, 4, 1]
+    assert experiment_bars[0] == 360 and round(experiment_bars[1] / 360 * 4) == 3
+
+
+def test_the_cli_plots_html_with_the_numbers(filled: Ledger, tmp_path: Path) -> None:
+    target = tmp_path / "spend.html"
+    result = CliRunner().invoke(cmd_ledger.ledger, ["--month", "2026-09", "--plot", str(target), "--json"])
+    assert result.exit_code == 0, result.output
+    page = target.read_text()
+    assert page.startswith("<!doctype html>") and page.count("<svg") == 2
+    for text in ("2026-W36", "2026-W37", "2026-W38", "kv-cache", "quant", "$4.00", "$3.00", "$2.00"):
+        assert text in page
+    payload = page.split('id="gpuc-plot-data">')[1].split("</script>")[0]
+    data = json.loads(payload)
+    assert [(b["label"], b["cost_usd"]) for b in data["weeks"]] == [
+        ("2026-W36", 2.0),
+        ("2026-W37", 4.0),
+        ("2026-W38", 1.0),
+    ]
+    assert json.loads(result.output)["plot"] == str(target)
+
+
+def test_the_cli_refuses_a_plot_format_it_cannot_write(filled: Ledger, tmp_path: Path) -> None:
+    result = CliRunner().invoke(cmd_ledger.ledger, ["--no-sync", "--plot", str(tmp_path / "spend.gif")])
+    assert isinstance(result.exception, ConfigError)
+    assert not (tmp_path / "spend.gif").exists()

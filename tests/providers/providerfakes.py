@@ -1,0 +1,31 @@
+"""Shared by the provider tests: planted keys, fixture bodies, pod specs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from gpuc.core.models import PodSpec
+
+FIXTURES = Path(__file__).parent / "fixtures"
+# Planted keys: distinct values that must never show up in an error, a log record or a request record.
+RUNPOD_KEY = "rpa_PLANTED7c1f0e9d8b7a6958473625140"
+VAST_KEY = "f00dPLANTEDvastkey4c3b2a19087f6e5d"
+RUNPOD_GRAPHQL_URL = "https://api.runpod.test/graphql"
+RUNPOD_REST_URL = "https://api.runpod.test/v2"
+VAST_URL = "https://console.vast.test/api/v0"
+
+
+def fixture(name: str) -> Any:
+    return json.loads((FIXTURES / name).read_text(encoding="utf-8"))
+
+
+def spec(provider: str, run_id: str = "run0001", **fields: Any) -> PodSpec:
+    values: dict[str, Any] = {
+        "experiment": "tiny-llama",
+        "run_id": run_id,
+        "provider": provider,
+        "gpu_type": "RTX 4090",
+    }
+    return PodSpec(**{**values, **fields})

@@ -1,0 +1,330 @@
+"""VastProvider against the Vast emulator (in-process transport, and over real HTTP)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from providerfakes import VAST_KEY, VAST_URL, spec
+
+from gpuc.core.clock import FakeClock
+from gpuc.core.errors import ConfigError, NotFound, ProviderError, ProviderSchemaError, ProviderUnavailable
+from gpuc.core.models import OWNER_ENV
+from gpuc.core.providers.http import zero_backoff
+from gpuc.core.providers.vast import VastProvider, VastSelfDestroyer
+from gpuc.core.settings import Settings
+from gpuc.emulators.server import EmulatorServer
+from gpuc.emulators.vast import VastEmulator, VastOfferState
+
+OFFER = "11684738"  # the emulator's RTX 4090 that passes every default filter
+
+
+def create_body(emu: VastEmulator) -> dict[str, object]:
+    [request] = emu.ops("create")
+    assert request.method == "PUT" and request.path == f"/api/v0/asks/{OFFER}/"
+    return json.loads(request.body)  # type: ignore[no-any-return]
+
+
+def test_it_rents_an_offer_on_demand_with_label_disk_ssh_and_owner_marker(
+    vast: VastProvider, vast_emu: VastEmulator
+) -> None:
+    pod = vast.create(spec("vast", offer_id=OFFER, price_per_hour=0.35, env={"HF_HOME": "/workspace/hf"}))
+    body = create_body(vast_emu)
+    assert (body["label"], body["disk"], body["client_id"]) == ("gpuc-run0001", 30.0, "me")
+    assert "jupyter" not in str(body["runtype"]) and "ssh" in str(body["runtype"])
+    assert "price" not in body  # no price: on-demand
+    assert body["env"] == {"HF_HOME": "/workspace/hf", OWNER_ENV: "1", "GPUC_EXPERIMENT": "tiny-llama"}
+    assert (pod.id, pod.status, pod.managed, pod.price_per_hour) == ("31000000", "provisioning", True, 0.35)
+
+
+def test_an_interruptible_instance_sends_its_bid_per_machine(
+    vast: VastProvider, vast_emu: VastEmulator
+) -> None:
+    pod = vast.create(spec("vast", offer_id=OFFER, interruptible=True, bid_per_gpu=0.22))
+    assert create_body(vast_emu)["price"] == 0.22
+    assert pod.interruptible and pod.price_per_hour == 0.22
+    vast_emu.set_status(pod.id, "outbid")
+    assert vast.get(pod.id).status == "paused"  # type: ignore[union-attr]
+
+
+def test_without_an_offer_id_it_takes_the_cheapest_offer_that_passes_the_filters(
+    vast: VastProvider, vast_emu: VastEmulator
+) -> None:
+    pod = vast.create(spec("vast"))
+    assert create_body(vast_emu) and pod.gpu == "RTX 4090"
+    assert pod.price_per_hour == pytest.approx(0.34 + 0.15 * 30 / 720)
+
+
+def test_no_offer_passing_the_filters_is_not_found(vast: VastProvider, vast_emu: VastEmulator) -> None:
+    with pytest.raises(NotFound, match="no Vast offer"):
+        vast.create(spec("vast", gpu_type="B200"))
+    assert vast_emu.ops("create") == []
+
+
+def test_an_instance_goes_from_loading_to_running_with_its_ssh_port(
+    vast: VastProvider, vast_emu: VastEmulator, clock: FakeClock
+) -> None:
+    created = vast.create(spec("vast", offer_id=OFFER))
+    assert vast.get(created.id).status == "provisioning"  # type: ignore[union-attr]
+    pod = vast.get(created.id)
+    assert pod is not None and pod.status == "running" and pod.ssh_host == "198.51.100.7" and pod.ssh_port
+    assert pod.created_at == clock.now()
+
+
+@pytest.mark.parametrize(
+    ("state", "status"),
+    [
+        ("running", "running"),
+        ("loading", "provisioning"),
+        ("stopped", "stopped"),
+        ("frozen", "paused"),
+        ("exited", "exited"),
+        ("unknown", "unknown"),  # no heartbeat from the host: alert, never exited
+        ("offline", "unknown"),
+    ],
+)
+def test_status_mapping_keeps_unknown_and_offline_apart_from_exited(
+    vast: VastProvider, vast_emu: VastEmulator, state: str, status: str
+) -> None:
+    pod = vast.create(spec("vast", offer_id=OFFER))
+    vast_emu.set_status(pod.id, state)
+    vast_emu.instances[int(pod.id)].polls_left = 99
+    [listed] = vast.list_pods()
+    assert listed.status == status
+
+
+def test_the_list_follows_every_page(vast: VastProvider, vast_emu: VastEmulator) -> None:
+    for n in range(60):
+        vast_emu.add_offer(VastOfferState(20_000_000 + n, "RTX 3090", 0.2, 0.1))
+        vast_emu.add_foreign_pod(f"other-{n}")
+    assert len(vast.list_pods()) == 60
+    assert len(vast_emu.ops("list")) == 3  # 25 + 25 + 10
+
+
+def test_a_broken_pagination_raises_instead_of_returning_a_partial_list(
+    vast: VastProvider, vast_emu: VastEmulator
+) -> None:
+    vast_emu.add_foreign_pod("other")
+    vast_emu.faults.add(op="list", kind="broken_pagination", times=None)
+    with pytest.raises(ProviderSchemaError, match="pagination"):
+        vast.list_pods()
+
+
+def test_a_drifted_list_raises_never_an_empty_account(vast: VastProvider, vast_emu: VastEmulator) -> None:
+    vast_emu.faults.add(op="list", kind="schema_drift")
+    with pytest.raises(ProviderSchemaError):
+        vast.list_pods()
+
+
+def test_a_list_refused_with_http_200_raises(vast: VastProvider, vast_emu: VastEmulator) -> None:
+    vast_emu.faults.add(op="list", kind="success_false")
+    with pytest.raises(ProviderError, match="Something went wrong"):
+        vast.list_pods()
+
+
+def test_labels_alone_do_not_make_an_instance_ours(vast: VastProvider, vast_emu: VastEmulator) -> None:
+    vast_emu.add_foreign_pod("gpuc-looksalike1")
+    vast_emu.add_foreign_pod(None, env={OWNER_ENV: "1"})
+    ours = vast.create(spec("vast", offer_id=OFFER))
+    assert {p.id: p.managed for p in vast.list_pods()}[ours.id]
+    assert sum(p.managed for p in vast.list_pods()) == 1
+
+
+def test_a_create_that_times_out_after_commit_leaves_exactly_one_instance(
+    vast: VastProvider, vast_emu: VastEmulator
+) -> None:
+    vast_emu.faults.add(op="create", kind="timeout_after_commit")
+    pod = vast.create(spec("vast", offer_id=OFFER))
+    assert [i.id for i in vast_emu.alive()] == [int(pod.id)]
+    assert len(vast_emu.ops("create")) == 1
+
+
+def test_a_create_answered_500_after_commit_leaves_exactly_one_instance(
+    vast: VastProvider, vast_emu: VastEmulator
+) -> None:
+    vast_emu.faults.add(op="create", kind="500_after_commit")
+    pod = vast.create(spec("vast", offer_id=OFFER))
+    assert [i.id for i in vast_emu.alive()] == [int(pod.id)]
+
+
+def test_a_create_refused_with_http_200_is_a_failure_not_a_pod(
+    vast: VastProvider, vast_emu: VastEmulator
+) -> None:
+    vast_emu.faults.add(op="create", kind="success_false")
+    with pytest.raises(ProviderError, match="refused"):
+        vast.create(spec("vast", offer_id=OFFER))
+    assert vast_emu.alive() == [] and len(vast_emu.ops("create")) == 1
+
+
+def test_destroy_deletes_and_confirms(vast: VastProvider, vast_emu: VastEmulator) -> None:
+    pod = vast.create(spec("vast", offer_id=OFFER))
+    assert vast.destroy(pod.id) == "destroyed"
+    assert vast_emu.alive() == []
+    assert vast_emu.ops("get")  # read back to confirm
+
+
+def test_destroy_waits_for_a_slow_teardown(vast_emu: VastEmulator, clock: FakeClock) -> None:
+    vast_emu.destroy_lag_polls = 2
+    provider = VastProvider(
+        VAST_KEY, url=VAST_URL, transport=vast_emu.transport(), clock=clock, backoff=zero_backoff
+    )
+    pod = provider.create(spec("vast", offer_id=OFFER))
+    assert provider.destroy(pod.id) == "destroyed"
+    assert len(vast_emu.ops("get")) == 3
+
+
+def test_a_destroy_that_never_takes_raises(vast_emu: VastEmulator, clock: FakeClock) -> None:
+    vast_emu.destroy_lag_polls = 50
+    provider = VastProvider(
+        VAST_KEY, url=VAST_URL, transport=vast_emu.transport(), clock=clock, backoff=zero_backoff
+    )
+    pod = provider.create(spec("vast", offer_id=OFFER))
+    with pytest.raises(ProviderError, match="still listed"):
+        provider.destroy(pod.id)
+
+
+def test_destroy_of_a_gone_instance_is_success(vast: VastProvider, vast_emu: VastEmulator) -> None:
+    pod = vast.create(spec("vast", offer_id=OFFER))
+    vast_emu.vanish(pod.id)
+    assert vast.destroy(pod.id) == "already_gone"
+    assert vast.destroy(pod.id) == "already_gone"
+
+
+def test_success_false_on_http_200_is_a_failed_destroy(vast: VastProvider, vast_emu: VastEmulator) -> None:
+    pod = vast.create(spec("vast", offer_id=OFFER))
+    vast_emu.faults.add(op="destroy", kind="success_false")
+    with pytest.raises(ProviderError, match="refused"):
+        vast.destroy(pod.id)
+    assert len(vast_emu.alive()) == 1
+
+
+def test_a_destroy_storm_of_429s_is_retried_until_it_lands(
+    vast: VastProvider, vast_emu: VastEmulator
+) -> None:
+    pod = vast.create(spec("vast", offer_id=OFFER))
+    vast_emu.faults.add(op="destroy", kind="429", times=3)
+    assert vast.destroy(pod.id) == "destroyed"
+    assert [r.fault for r in vast_emu.ops("destroy")] == ["429", "429", "429", None]
+
+
+def test_an_endless_429_storm_is_a_clear_unavailable(vast: VastProvider, vast_emu: VastEmulator) -> None:
+    vast_emu.faults.add(op="list", kind="429", times=None)
+    with pytest.raises(ProviderUnavailable, match="rate limited: API requests too frequent"):
+        vast.list_pods()
+
+
+def test_balance_is_credit_and_the_spend_of_its_instances(vast: VastProvider, vast_emu: VastEmulator) -> None:
+    running = vast.create(spec("vast", offer_id=OFFER))
+    stopped = vast.create(spec("vast", "run0002", offer_id="11684741"))
+    vast.get(running.id), vast.get(running.id)
+    vast.stop(stopped.id)
+    balance = vast.balance()
+    storage_only = vast_emu.instances[int(stopped.id)].storage_total_cost()
+    assert balance.balance_usd == 25.0
+    assert balance.spend_per_hour == pytest.approx(
+        vast_emu.instances[int(running.id)].dph_total() + storage_only
+    )
+
+
+def test_offers_send_the_five_default_filters_and_come_back_cheapest_first(
+    vast: VastProvider, vast_emu: VastEmulator
+) -> None:
+    offers = vast.offers("RTX_4090")
+    [request] = vast_emu.ops("offers")
+    query = json.loads(request.body)
+    assert query["verified"] == {"eq": True} and query["reliability"] == {"gt": 0.98}
+    assert query["inet_down"] == {"gt": 200.0} and query["inet_down_cost"] == {"lt": 0.01}
+    assert query["storage_cost"] == {"lt": 0.3} and query["num_gpus"] == {"eq": 1}
+    assert query["cuda_max_good"] == {"gte": 12.4} and query["gpu_name"] == {"eq": "RTX 4090"}
+    assert query["order"] == [["dph_total", "asc"]] and query["type"] == "on-demand"
+    assert [o.id for o in offers] == [OFFER]
+
+
+def test_each_default_filter_can_be_loosened(vast: VastProvider) -> None:
+    loose = vast.offers(
+        "RTX 4090",
+        min_reliability=None,
+        min_inet_down=None,
+        min_cuda=None,
+        num_gpus=None,
+    )
+    assert {o.id for o in loose} == {OFFER, "11684739", "11684740", "11684745", "11684746"}
+    prices = [o.price_per_hour for o in loose]
+    assert prices == sorted(prices)
+
+
+def test_self_destroy_uses_the_instance_key(vast: VastProvider, vast_emu: VastEmulator) -> None:
+    pod = vast.create(spec("vast", offer_id=OFFER))
+    environ = vast_emu.pod_environ(pod.id)
+    assert environ["CONTAINER_API_KEY"] != VAST_KEY
+    destroyer = VastSelfDestroyer.from_environ(environ, transport=vast_emu.transport(), backoff=zero_backoff)
+    assert destroyer.destroy_self() == f"destroyed instance {pod.id}"
+    assert vast_emu.alive() == []
+
+
+def test_self_destroy_of_an_already_gone_instance(vast: VastProvider, vast_emu: VastEmulator) -> None:
+    pod = vast.create(spec("vast", offer_id=OFFER))
+    environ = vast_emu.pod_environ(pod.id)
+    destroyer = VastSelfDestroyer.from_environ(environ, transport=vast_emu.transport(), backoff=zero_backoff)
+    vast_emu.faults.add(op="destroy", kind="timeout_after_commit")
+    assert destroyer.destroy_self() == f"instance {pod.id} was already gone"
+
+
+def test_an_instance_key_cannot_touch_another_instance(vast: VastProvider, vast_emu: VastEmulator) -> None:
+    mine = vast.create(spec("vast", offer_id=OFFER))
+    other = vast.create(spec("vast", "run0002", offer_id="11684741"))
+    environ = {**vast_emu.pod_environ(mine.id), "CONTAINER_ID": other.id}
+    with pytest.raises(ProviderError):
+        VastSelfDestroyer.from_environ(
+            environ, transport=vast_emu.transport(), backoff=zero_backoff
+        ).destroy_self()
+    assert len(vast_emu.alive()) == 2
+
+
+def test_a_missing_key_says_how_to_set_it() -> None:
+    with pytest.raises(ConfigError) as caught:
+        VastProvider.from_settings(Settings())
+    assert "VAST_API_KEY" in (caught.value.hint or "")
+
+
+def test_it_works_over_real_http(vast_server: EmulatorServer, clock: FakeClock) -> None:
+    env = vast_server.client_env()
+    settings = Settings(vast_api_key=env["VAST_API_KEY"], vast_url=env["GPUC_VAST_URL"])  # type: ignore[arg-type]
+    provider = VastProvider.from_settings(settings, clock=clock, backoff=zero_backoff)
+    try:
+        pod = provider.create(spec("vast"))
+        assert [p.id for p in provider.list_pods()] == [pod.id]
+        assert provider.balance().balance_usd == 25.0
+        assert provider.destroy(pod.id) == "destroyed"
+        assert provider.list_pods() == []
+    finally:
+        provider.close()
+
+
+def test_the_url_may_be_the_host_alone(vast_server: EmulatorServer, clock: FakeClock) -> None:
+    provider = VastProvider(VAST_KEY, url=vast_server.url, clock=clock, backoff=zero_backoff)
+    try:
+        assert provider.list_pods() == []
+    finally:
+        provider.close()
+
+
+def test_self_destroy_falls_back_to_stop_and_says_so(vast: VastProvider, vast_emu: VastEmulator) -> None:
+    pod = vast.create(spec("vast", offer_id=OFFER))
+    destroyer = VastSelfDestroyer.from_environ(
+        vast_emu.pod_environ(pod.id), transport=vast_emu.transport(), backoff=zero_backoff
+    )
+    vast_emu.faults.add(op="destroy", kind="success_false")
+    said = destroyer.destroy_self()
+    assert said.startswith("destroy was refused") and "stopped instance" in said and "reaper" in said
+    assert vast.get(pod.id).status == "stopped"  # type: ignore[union-attr]
+
+
+def test_the_emulator_can_point_ssh_at_a_real_endpoint(clock: FakeClock) -> None:
+    emu = VastEmulator(api_key=VAST_KEY, clock=clock, boot_polls=0, ssh_endpoint=("127.0.0.1", 2222))
+    provider = VastProvider(
+        VAST_KEY, url=VAST_URL, transport=emu.transport(), clock=clock, backoff=zero_backoff
+    )
+    pod = provider.create(spec("vast", offer_id=OFFER))
+    found = provider.get(pod.id)
+    assert found is not None and (found.ssh_host, found.ssh_port) == ("127.0.0.1", 2222)
