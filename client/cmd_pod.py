@@ -146,5 +146,5 @@ def keep(pod: str, duration: str) -> None:
     if run_.pod_id is None:
         raise ConfigError(f"run {run_.run_id} has no pod id", hint="`gpuc ls` shows live pods")
     until = deps.clock.now() + seconds
-    deps.functions.keep(run_.pod_id, until)  # type: ignore[attr-defined]
+    deps.functions.keep(run_.pod_id, until)
     click.echo(f"{run_.pod_id}: idle destroy suspended for {duration}")

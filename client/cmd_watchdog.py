@@ -64,3 +64,31 @@ def status(as_json: bool) -> None:
     for pod in st.pods:
         seen = f"{st.server_time - pod.last_seen:.0f}s ago" if pod.last_seen else "never"
         click.echo(f"{pod.provider}/{pod.pod_id} {pod.experiment}: {pod.state}, last heartbeat {seen}")
+
+
+@watchdog.command()
+@click.option("--dry-run", is_flag=True, help="Print what would be created; touch nothing.")
+@click.option("--region", default=None, help="AWS region (default: your AWS config's).")
+@click.option("--stack-name", default="gpuc-watchdog", show_default=True)
+def deploy(dry_run: bool, region: str | None, stack_name: str) -> None:
+    """Deploy the watchdog to AWS (Lambda + DynamoDB + EventBridge Scheduler) and point gpuc at it."""
+    import boto3
+
+    from gpuc.core.errors import ConfigError
+    from gpuc.functions.deploy import deploy as run_deploy
+    from gpuc.functions.deploy import make_plan
+
+    session = boto3.Session(region_name=region)
+    if session.region_name is None:
+        raise ConfigError("no AWS region", hint="pass --region eu-west-1 or set AWS_DEFAULT_REGION")
+    settings = load_settings()
+    plan = make_plan(settings, session.region_name, stack_name)
+    prefix = "dry run: would create or update" if dry_run else "deploying"
+    click.echo(f"{prefix}:")
+    for line in plan.describe():
+        click.echo(f"  {line}")
+    if dry_run:
+        return
+    done = run_deploy(settings, plan, session=session, echo=click.echo)
+    click.echo(f"ingest URL: {done.url}")
+    click.echo(f"saved functions_url and a new admin token in {done.config_path} (mode 600)")

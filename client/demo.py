@@ -99,7 +99,7 @@ class Demo:
         self.echo("\n[3] the ledger and the outbox")
         rows, _ = podlife.list_all(self.deps)
         self.check(rows == [], "no pod left at the provider")
-        for row in self.deps.ledger().rows():  # type: ignore[attr-defined]
+        for row in self.deps.ledger().rows():
             self.echo(f"    ledger: {', '.join(row.cells())}")
         for line in self._outbox():
             self.echo(f"    outbox: [{line.get('level', 'info')}] {line.get('title')}: {line.get('message')}")
@@ -122,17 +122,17 @@ class Demo:
         return self._wait(found, 10)
 
     def _last_seen(self, pod: Pod) -> float | None:
-        status = self.deps.functions.status()  # type: ignore[attr-defined]
+        status = self.deps.functions.status()
         for rec in status.pods:
             if rec.pod_id == pod.id:
-                return rec.last_seen  # type: ignore[no-any-return]
+                return rec.last_seen
         return None
 
     def _ledger_closed(self, pod: Pod) -> bool:
         def closed() -> bool:
             podlife.list_all(self.deps)  # takes in ends recorded by the pod or the reaper
             ledger = self.deps.ledger()
-            rows = ledger.rows()  # type: ignore[attr-defined]
+            rows = ledger.rows()
             return any(r.experiment == pod.experiment and r.end and r.cost_usd for r in rows)
 
         return self._wait(closed, 10)

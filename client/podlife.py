@@ -12,6 +12,7 @@ import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gpuc.client.state import Run, RunStore
 from gpuc.core.api import EndRequest, RegisterRequest
@@ -23,6 +24,10 @@ from gpuc.core.providers.base import PodAccess, Provider
 from gpuc.core.providers.registry import get_provider
 from gpuc.core.settings import Settings, env_file_mode_ok, read_env_file
 from gpuc.core.signing import derive_key, new_token
+
+if TYPE_CHECKING:
+    from gpuc.client.functions_client import FunctionsClient
+    from gpuc.core.ledger import Ledger
 
 Echo = Callable[[str], None]
 STATE_DIR = "workspace/.gpuc"
@@ -57,7 +62,7 @@ class Deps:
     runs: RunStore
     clock: Clock
     echo: Echo
-    functions: object  # gpuc.client.functions_client.FunctionsClient (duck-typed to keep imports light)
+    functions: FunctionsClient
     providers: dict[str, Provider] = field(default_factory=dict)
 
     def provider(self, name: str) -> Provider:
@@ -65,7 +70,7 @@ class Deps:
             self.providers[name] = get_provider(name, self.settings)
         return self.providers[name]
 
-    def ledger(self) -> object:
+    def ledger(self) -> Ledger:
         from gpuc.core.ledger import Ledger
 
         return Ledger(self.settings.ledger)
@@ -133,7 +138,7 @@ def up(opts: UpOptions, deps: Deps) -> Pod | None:
         return None
     provider = deps.provider(opts.provider)
     # A pod nobody watches is the most expensive kind: refuse before creating anything.
-    deps.functions.status()  # type: ignore[attr-defined]
+    deps.functions.status()
     now = deps.clock.now()
     deps.runs.record_intent(run_id, spec.name, opts.provider, opts.experiment, now)
     deps.echo(f"creating {spec.name} on {opts.provider} ({opts.gpu}) ...")
@@ -160,6 +165,7 @@ def _plan_up(spec: PodSpec, opts: UpOptions, echo: Echo) -> None:
         "write the ledger start row",
         "wait for RUNNING",
         "upload config + secrets (mode 600), start the agent",
+        "rented pods: install gpuc over ssh, bootstrap, verify the machine (destroy if it fails)",
     ]
     if opts.command:
         steps.append(f"run under the wrapper: {short_command(opts.command)}")
@@ -171,7 +177,7 @@ def _after_create(pod: Pod, spec: PodSpec, opts: UpOptions, deps: Deps, secrets_
     token = new_token()
     price = pod.price_per_hour if pod.price_per_hour is not None else opts.price_per_hour
     started = pod.created_at or deps.clock.now()
-    deps.functions.register(  # type: ignore[attr-defined]
+    deps.functions.register(
         RegisterRequest(
             pod_id=pod.id,
             provider=pod.provider,
@@ -185,7 +191,7 @@ def _after_create(pod: Pod, spec: PodSpec, opts: UpOptions, deps: Deps, secrets_
         )
     )
     deps.runs.set_phase(spec.run_id, "registered")
-    deps.ledger().start(  # type: ignore[attr-defined]
+    deps.ledger().start(
         pod.id,
         provider=pod.provider,
         experiment=spec.experiment,
@@ -193,15 +199,36 @@ def _after_create(pod: Pod, spec: PodSpec, opts: UpOptions, deps: Deps, secrets_
         price_per_hour=price,
         start_ts=started,
     )
-    pod = wait_running(deps.provider(pod.provider), pod.id, deps, opts.wait_timeout_s)
-    access = pod_access(deps.provider(pod.provider), pod, deps.settings)
-    install_agent(access, pod, spec, deps, secrets_env, token)
+    provider = deps.provider(pod.provider)
+    pod = wait_running(provider, pod.id, deps, opts.wait_timeout_s)
+    access = onto_pod(provider, pod, spec, deps, secrets_env, token)
     deps.runs.set_phase(spec.run_id, "running")
     if opts.command:
         start_job(access, opts.command)
         deps.echo(f"job started under the wrapper: {short_command(opts.command)}")
-    deps.echo(how_to_get_in(deps.provider(pod.provider), pod))
+    deps.echo(how_to_get_in(provider, pod))
     return pod
+
+
+def onto_pod(
+    provider: Provider, pod: Pod, spec: PodSpec, deps: Deps, secrets_env: dict[str, str], token: str
+) -> PodAccess:
+    """A sandbox gets the agent directly; a rented pod gets ssh, the code, the agent first, the
+    bootstrap and the verification (a failed verification raises, and `up` destroys the pod)."""
+    from gpuc.core.providers.local import LocalProvider
+
+    if isinstance(provider, LocalProvider):
+        access: PodAccess = provider.access(pod.id)
+        install_agent(access, pod, spec, deps, secrets_env, token)
+        return access
+    from gpuc.client.provision import provision
+    from gpuc.client.ssh import ssh_access, wait_for_ssh_endpoint
+
+    # RunPod reports RUNNING before the ssh port is mapped.
+    pod = wait_for_ssh_endpoint(provider, pod, clock=deps.clock)
+    ssh = ssh_access(pod, deps.settings)
+    provision(ssh, pod, spec, deps, secrets_env, token)
+    return ssh
 
 
 def wait_running(provider: Provider, pod_id: str, deps: Deps, timeout_s: float) -> Pod:
@@ -308,7 +335,7 @@ def _abort_pod(pod: Pod, run_id: str, deps: Deps, reason: str) -> None:
 
 def _close_ledger(deps: Deps, pod_id: str, note: str | None) -> None:
     try:
-        deps.ledger().end(pod_id, end_ts=deps.clock.now(), note=note)  # type: ignore[attr-defined]
+        deps.ledger().end(pod_id, end_ts=deps.clock.now(), note=note)
     except GpucError as exc:
         deps.echo(f"ledger: {exc}")
 
@@ -413,7 +440,7 @@ def _sync_gate(provider: Provider, pod: Pod, deps: Deps, force: bool) -> None:
 
 def _record_end(deps: Deps, pod_id: str, end_at: float, note: str | None) -> None:
     try:
-        deps.functions.end(pod_id, EndRequest(end_at=end_at, by="down", note=note))  # type: ignore[attr-defined]
+        deps.functions.end(pod_id, EndRequest(end_at=end_at, by="down", note=note))
     except GpucError as exc:
         # The user is here and asked for the destroy: a watchdog outage must not keep a pod billing.
         deps.echo(f"  watchdog unreachable ({exc.message}); the ledger is closed locally")
@@ -422,7 +449,7 @@ def _record_end(deps: Deps, pod_id: str, end_at: float, note: str | None) -> Non
 def _notify(deps: Deps, title: str, message: str) -> None:
     # A notification never blocks a destroy (F13).
     with contextlib.suppress(GpucError):
-        deps.functions.notify(title, message)  # type: ignore[attr-defined]
+        deps.functions.notify(title, message)
 
 
 def _finish_down(run: Run, deps: Deps, note: str | None) -> None:
@@ -460,9 +487,9 @@ def list_all(deps: Deps) -> tuple[list[dict[str, object]], list[str]]:
     warnings: list[str] = []
     watch: dict[str, object] = {}
     try:
-        status = deps.functions.status()  # type: ignore[attr-defined]
+        status = deps.functions.status()
         watch = {p.pod_id: p for p in status.pods}
-        closed = deps.ledger().sync_from_functions(status.pods)  # type: ignore[attr-defined]
+        closed = deps.ledger().sync_from_functions(status.pods)
         if closed:
             warnings.append(f"ledger: took in {closed} end(s) recorded by the pods or the watchdog")
         warnings.extend(reaper_warnings(status.reaper_last_run, status.reaper_period_s, status.server_time))

@@ -16,10 +16,11 @@ Times are compared with `slack_s` (default 5 min) of tolerance for clocks that d
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
-from typing import Literal, Protocol
+from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
+from gpuc.core.billing import BillingKind, BillingRecord, BillingSource
 from gpuc.core.clock import parse_iso
 from gpuc.core.errors import ConfigError
 from gpuc.core.ledger import LedgerEntry, check_month, row_cost
@@ -28,24 +29,7 @@ from gpuc.core.settings import Settings
 TOLERANCE = 0.10
 FLOOR_USD = 0.01
 SLACK_S = 300.0
-BillingKind = Literal["gpu", "disk", "other"]
-
-
-class BillingRecord(BaseModel):
-    """One charge as the provider bills it: a pod, a time window (epoch seconds), an amount."""
-
-    provider: str
-    pod_id: str
-    start: float
-    end: float
-    amount_usd: float = Field(ge=0)
-    kind: BillingKind
-
-
-class BillingSource(Protocol):
-    def billing(self, month: str) -> list[BillingRecord]: ...
-
-
+__all__ = ["BillingKind", "BillingRecord", "BillingSource", "reconcile"]
 MismatchReason = Literal["amount", "no_charges", "open_row_billed", "unpriced_row"]
 
 
@@ -219,9 +203,7 @@ def reconcile(
         mismatch = _compare(entry, entry.pod_id, running, tolerance, floor_usd)
         if mismatch:
             mismatches.append(mismatch)
-    unmatched = [
-        _unmatched(p, pod, recs) for (p, pod), recs in sorted(charges.items()) if (p, pod) not in owned
-    ]
+    unmatched = [_unmatched(p, pod, recs) for (p, pod), recs in sorted(charges.items()) if (p, pod) not in owned]
     return ReconcileReport(
         month=month,
         providers=sorted(providers),
@@ -239,8 +221,8 @@ def reconcile(
 # --- where billing records come from ---------------------------------------------------------------------
 
 SourceFactory = Callable[[Settings], BillingSource]
-# provider name -> how to build its source from Settings. RunPod (REST billing history by pod) and Vast
-# (invoices / charges) plug in here once their clients can read billing.
+# provider name -> how to build its source from Settings. RunPod (REST v2 pod billing history, hourly, by
+# pod) and Vast (per-instance charges) are registered below: core/providers/{runpod,vast}_billing.py.
 SOURCE_FACTORIES: dict[str, SourceFactory] = {}
 
 

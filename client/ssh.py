@@ -43,7 +43,7 @@ SSH_USER = "root"
 _PASS_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SSH_AUTH_SOCK")
 _ROLE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 _PYTHON = ("python", "python3")
-SSH_CLIENT_ERROR = 255  # ssh's own failures (connect, auth, host key): not the remote command's
+POD_ROOT = PurePosixPath("/")
 
 
 class SshError(GpucError):
@@ -63,9 +63,7 @@ class SshResult:
 Runner = Callable[[list[str], bytes | None, float, Mapping[str, str]], SshResult]
 
 
-def subprocess_runner(
-    argv: list[str], stdin: bytes | None, timeout_s: float, env: Mapping[str, str]
-) -> SshResult:
+def subprocess_runner(argv: list[str], stdin: bytes | None, timeout_s: float, env: Mapping[str, str]) -> SshResult:
     try:
         proc = subprocess.run(
             argv,
@@ -81,9 +79,7 @@ def subprocess_runner(
             hint="the pod may be overloaded or its network down; check it with gpuc ls",
         ) from None
     except FileNotFoundError:
-        raise SshError(
-            "no ssh client found", hint="install OpenSSH: apt-get install openssh-client"
-        ) from None
+        raise SshError("no ssh client found", hint="install OpenSSH: apt-get install openssh-client") from None
     return SshResult(proc.returncode, proc.stdout, proc.stderr)
 
 
@@ -132,7 +128,7 @@ class SshAccess(PodAccess):
         self,
         target: SshTarget,
         *,
-        pod_root: PurePosixPath = PurePosixPath("/"),
+        pod_root: PurePosixPath = POD_ROOT,
         sandbox: bool = False,
         runner: Runner = subprocess_runner,
         environ: Mapping[str, str] | None = None,
@@ -176,8 +172,10 @@ class SshAccess(PodAccess):
         out, pidfile = state / f"{role}.out", state / f"{role}.pid"
         # A background job of a non-interactive shell is not a group leader, so setsid() runs in
         # place (no fork): $! is the pid of the process itself, in a session of its own.
+        # The `&` must apply to that command alone: a backgrounded `a && b` list is a subshell that
+        # keeps the session's output open, and the ssh session would last as long as the process.
         script = (
-            f"mkdir -p {_q(state)} && chmod 700 {_q(state)} && "
+            f"mkdir -p {_q(state)} && chmod 700 {_q(state)} || exit 1; "
             f"setsid nohup {self._argv(argv)} < /dev/null >> {_q(out)} 2>&1 & "
             f"pid=$!; echo $pid > {_q(pidfile)}; echo $pid"
         )
@@ -233,7 +231,8 @@ def _tail(result: SshResult, limit: int = 400) -> str:
 
 
 # -- building and waiting ----------------------------------------------------------------------------
-def ssh_access(pod: Pod, settings: Settings, runner: Runner = subprocess_runner) -> SshAccess:
+def ssh_access(pod: Pod, settings: Settings, runner: Runner = subprocess_runner, user: str = SSH_USER) -> SshAccess:
+    """Rented pods take root logins (RunPod and Vast images); `user` is for a loopback sshd in CI."""
     if not pod.ssh_host or not pod.ssh_port:
         raise SshError(
             f"pod {pod.id} has no public ssh address yet",
@@ -253,9 +252,10 @@ def ssh_access(pod: Pod, settings: Settings, runner: Runner = subprocess_runner)
         key_path=key,
         known_hosts=settings.home / "known_hosts",
         host_alias=f"gpuc-{pod.id}",
+        user=user,
     )
     sandbox = settings.ssh_sandbox_root
-    root = PurePosixPath(str(sandbox / pod.id)) if sandbox is not None else PurePosixPath("/")
+    root = PurePosixPath(str(sandbox / pod.id)) if sandbox is not None else POD_ROOT
     return SshAccess(target, pod_root=root, sandbox=sandbox is not None, runner=runner)
 
 

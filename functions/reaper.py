@@ -50,6 +50,9 @@ class Verdict:
     kind: Literal["fine", "wait", "alert", "kill"]
     rule: str = ""
     reason: str = ""
+    # When the provider itself reports the state (stopped, paused, unregistered), the deadline is known
+    # in advance: the warning goes out one grace ahead so the destroy lands at limit + one period.
+    due_at: float | None = None
 
 
 FINE = Verdict("fine")
@@ -64,6 +67,7 @@ class Sight:
     gone: set[str] = field(default_factory=set)  # positively gone (absent, and `get` agrees)
     strays: list[tuple[str, Pod]] = field(default_factory=list)  # gpuc pods with no record
     blind: dict[str, str] = field(default_factory=dict)  # provider -> why it could not be read
+    read: list[str] = field(default_factory=list)  # providers listed without error this pass
 
 
 @dataclass
@@ -103,6 +107,7 @@ def reap_once(deps: Deps, now: float, dry_run: bool = False) -> ReapReport:
         for rec in records:
             reap_guarded(run, rec, sight)
         alert_cap(run)
+        alert_balances(run, sight)
     except Exception as exc:
         if not dry_run:
             record_failed_run(deps, now, exc)
@@ -130,6 +135,8 @@ def look(deps: Deps, records: list[StoredPod]) -> Sight:
             look_at(deps, name, [r for r in records if r.provider == name], sight)
         except Exception as exc:
             sight.blind[name] = describe(exc, deps)
+        else:
+            sight.read.append(name)
     return sight
 
 
@@ -305,7 +312,9 @@ def judge(run: Run, rec: StoredPod, pod: Pod) -> Verdict:
                 "kill", "ended", f"ended by {rec.ended_by or '?'} but still {pod.status} at the provider"
             )
         return WAIT
+    grace = settings.destroy_grace_s
     if rec.origin == "adopted":
+        # No warn-ahead here: a late `up` may still register it, and the grace is the user's margin.
         age = now - (pod.created_at if pod.created_at is not None else rec.registered_at)
         if age >= settings.unregistered_grace_s:
             return Verdict(
@@ -315,11 +324,14 @@ def judge(run: Run, rec: StoredPod, pod: Pod) -> Verdict:
     quiet = minutes(now - silent_since(rec))
     if pod.status in SILENCE_STATUSES:
         return Verdict("kill", "silence", f"no heartbeat for {quiet}") if is_silent(run, rec) else FINE
-    since = now - (rec.provider_status_since if rec.provider_status_since is not None else now)
-    if pod.status == "stopped" and since >= limit(run, rec, "stopped_limit_s"):
-        return Verdict("kill", "stopped", f"stopped for {minutes(since)} (a stopped pod bills its disk)")
-    if pod.status == "paused" and since >= limit(run, rec, "paused_limit_s"):
-        return Verdict("kill", "paused", f"paused (outbid) for {minutes(since)}")
+    status_since = rec.provider_status_since if rec.provider_status_since is not None else now
+    since = now - status_since
+    for status, name, text in (
+        ("stopped", "stopped_limit_s", "stopped for {} (a stopped pod bills its disk)"),
+        ("paused", "paused_limit_s", "paused (outbid) for {}"),
+    ):
+        if pod.status == status and since >= limit(run, rec, name) - grace:
+            return Verdict("kill", status, text.format(minutes(since)), due_at=status_since + limit(run, rec, name))
     if pod.status in ("provisioning", "unknown") and is_silent(run, rec):
         return Verdict(
             "alert",
@@ -352,7 +364,7 @@ def mark(run: Run, rec: StoredPod, verdict: Verdict) -> StoredPod | None:
     if run.blind:
         run.act_on(rec, "skip", f"{verdict.reason}; not marking: the reaper is blind this pass")
         return None
-    at = run.now + run.deps.settings.destroy_grace_s
+    at = run.now + run.deps.settings.destroy_grace_s if verdict.due_at is None else max(run.now, verdict.due_at)
     changes: dict[str, Any] = {
         "state": "down",
         "destroy_at": at,
@@ -635,6 +647,39 @@ def alert_cap(run: Run) -> None:
         "unusual: check `gpuc ls`.",
         clear_title="gpuc: destroys are under the cap again",
     )
+
+
+def alert_balances(run: Run, sight: Sight) -> None:
+    """Per provider account, alert only: too low (pods stop when it hits zero, mid-run, data unsynced)
+    or above the user's cap (what a leaked key or a runaway loop could spend). Transitions + nag, as
+    run_problem does. Read after every destroy of the pass: a balance read can never delay a kill."""
+    settings = run.deps.settings
+    for name in sight.read:
+        try:
+            usd = run.deps.providers.get(name).balance().balance_usd
+        except Exception as exc:  # a missing balance is not a problem of the fleet: log, no alert
+            log.warning("reaper: balance of %s unreadable: %s", name, describe(exc, run.deps))
+            continue
+        run_problem(
+            run,
+            f"balance_low:{name}",
+            usd < settings.balance_low_usd,
+            title=f"gpuc: {name} balance low (${usd:.2f})",
+            message=f"The {name} balance is ${usd:.2f}, below ${settings.balance_low_usd:.2f}: pods stop "
+            "when it reaches zero. Top up, or sync and end your runs.",
+            clear_title=f"gpuc: {name} balance is above ${settings.balance_low_usd:.2f} again",
+            detail=name,
+        )
+        run_problem(
+            run,
+            f"balance_cap:{name}",
+            usd > settings.balance_cap_usd,
+            title=f"gpuc: {name} balance above your cap (${usd:.2f})",
+            message=f"The {name} balance is ${usd:.2f}, above your cap of ${settings.balance_cap_usd:.2f}: "
+            "that is what a leaked key could spend. Keep less on the account.",
+            clear_title=f"gpuc: {name} balance is under your cap again",
+            detail=name,
+        )
 
 
 def record_run(deps: Deps, now: float, report: ReapReport, sight: Sight) -> None:

@@ -3,6 +3,8 @@
     python -m gpuc.instance_side agent            heartbeats + idle watch, runs for the pod's life
     python -m gpuc.instance_side run -- CMD ...   runs a job, then sync -> notify -> destroy
     python -m gpuc.instance_side sync             pushes results/ and verifies the remote listing
+    python -m gpuc.instance_side bootstrap        readies the pod: idempotent steps, timed into a CSV
+    python -m gpuc.instance_side verify --expect-gpu NAME   is this the machine we pay for? (JSON)
 
 Nothing here imports pydantic, httpx or boto3 at run time: the agent lives for hours on every pod and is
 held to <= 30 MB resident. Measured on CPython 3.11: pydantic plus the core models cost ~19 MB, httpx

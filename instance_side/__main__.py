@@ -1,4 +1,4 @@
-"""python -m gpuc.instance_side {agent | run -- CMD ... | sync}
+"""python -m gpuc.instance_side {agent | run -- CMD ... | sync | bootstrap | verify --expect-gpu NAME}
 
 Reads the pod's files from PodPaths.from_env() (GPUC_POD_ROOT, default "/"). argparse, not click:
 the agent's memory budget has no room for what it does not use.
@@ -14,9 +14,10 @@ import sys
 from collections.abc import Mapping, Sequence
 from types import FrameType
 
+from gpuc.core.clock import SystemClock
 from gpuc.core.errors import GpucError
 from gpuc.instance_side.context import build_agent, load_context, make_ender
-from gpuc.instance_side.podfiles import PodPaths, hold_agent_lock
+from gpuc.instance_side.podfiles import PodPaths, atomic_write, hold_agent_lock
 from gpuc.instance_side.sync import make_sync
 from gpuc.instance_side.wrapper import JobWrapper, job_environ
 
@@ -60,7 +61,7 @@ def cmd_run(paths: PodPaths, argv: Sequence[str]) -> int:
         ender=ender,
         clock=ctx.clock,
         log=ctx.log,
-        env=job_environ(environ, ctx.secrets, ctx.cfg.pod_id),
+        env=_with_hf_home(job_environ(environ, ctx.secrets, ctx.cfg.pod_id), paths),
         dry_run=dry_run,
     )
     return wrapper.run(argv)
@@ -84,28 +85,68 @@ def cmd_sync(paths: PodPaths) -> int:
     return 0
 
 
-def parse(argv: Sequence[str]) -> tuple[str, list[str]]:
+def _with_hf_home(env: dict[str, str], paths: PodPaths) -> dict[str, str]:
+    # The job finds the models the bootstrap prefetched (on the volume, downloaded once).
+    env.setdefault("HF_HOME", str(paths.hf_home))
+    return env
+
+
+def cmd_bootstrap(paths: PodPaths) -> int:
+    from gpuc.instance_side import bootstrap
+
+    return bootstrap.main(paths, SystemClock())
+
+
+def cmd_verify(paths: PodPaths, expect_gpu: str | None, expect_count: int) -> int:
+    from gpuc.instance_side import verify
+
+    verdict = verify.verify_machine(
+        expect_gpu,
+        expect_count,
+        nvml=verify.import_optional("pynvml"),
+        torch=verify.import_optional("torch"),
+    )
+    for check in verdict.checks:
+        _say(f"gpuc: verify {check.name}: {check.status} - {check.detail}")
+    with contextlib.suppress(OSError):
+        if paths.state.is_dir():
+            atomic_write(paths.verdict, verdict.dumps() + "\n", 0o644)
+    print(verdict.dumps(), flush=True)
+    return 0 if verdict.ok else 1
+
+
+def parse(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m gpuc.instance_side", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("agent", help="heartbeats and the idle watch, for the pod's life")
     run = sub.add_parser("run", help="run a job, then sync -> notify -> destroy")
     run.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
     sub.add_parser("sync", help="push results/ and verify the remote listing")
+    sub.add_parser("bootstrap", help="make the pod ready (idempotent steps, timed into a CSV)")
+    verify = sub.add_parser("verify", help="is this the machine we pay for? prints a JSON verdict")
+    verify.add_argument("--expect-gpu", default=None, help="the rented GPU type, e.g. 'RTX 4090'")
+    verify.add_argument("--expect-count", type=int, default=1, help="how many GPUs were rented")
     args = parser.parse_args(argv)
     cmd = list(getattr(args, "cmd", None) or [])
     if cmd[:1] == ["--"]:
         cmd = cmd[1:]
-    return str(args.command), cmd
+    args.cmd = cmd
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    command, cmd = parse(sys.argv[1:] if argv is None else argv)
+    args = parse(sys.argv[1:] if argv is None else argv)
+    command = str(args.command)
     paths = PodPaths.from_env()
     try:
         if command == "agent":
             return cmd_agent(paths)
         if command == "run":
-            return cmd_run(paths, cmd)
+            return cmd_run(paths, args.cmd)
+        if command == "bootstrap":
+            return cmd_bootstrap(paths)
+        if command == "verify":
+            return cmd_verify(paths, args.expect_gpu, args.expect_count)
         return cmd_sync(paths)
     except GpucError as exc:
         _say(f"gpuc: error: {exc}")

@@ -87,9 +87,7 @@ class Agent:
         obs = self.observe()
         verdict = judge(obs, now, self.th)
         keep = self.paths.keep_file.exists()
-        preview, _ = advance(
-            self.state, verdict, now, self.th, suspension(keep, self.lease_until, now) is not None
-        )
+        preview, _ = advance(self.state, verdict, now, self.th, suspension(keep, self.lease_until, now) is not None)
         self._last = (obs, verdict, preview, keep)
         self._heartbeat_if_due(now)
         # The answer may have brought a lease (`gpuc keep`): decide with it, not before it.
@@ -202,9 +200,7 @@ class Agent:
         if not ok and not self.sync_failing:
             # On the transition only: the user hears once, not every interval.
             self.client.queue_event(
-                event_body(
-                    self.cfg.pod_id, "sync_failed", f"periodic results push failed: {detail}", note="periodic"
-                )
+                event_body(self.cfg.pod_id, "sync_failed", f"periodic results push failed: {detail}", note="periodic")
             )
         self.sync_failing = not ok
 

@@ -57,9 +57,7 @@ def load_context(
     return PodContext(cfg=cfg, paths=paths, clock=clock, secrets=secrets, log=log, client=client)
 
 
-def make_ender(
-    ctx: PodContext, *, sync: ResultsSync, keep_alive: bool = False, dry_run: bool = False
-) -> Ender:
+def make_ender(ctx: PodContext, *, sync: ResultsSync, keep_alive: bool = False, dry_run: bool = False) -> Ender:
     return Ender(
         cfg=ctx.cfg,
         paths=ctx.paths,

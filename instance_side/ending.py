@@ -27,9 +27,7 @@ from gpuc.instance_side.sync import ResultsSync
 NOTIFY_BUDGET_S = 8.0
 KEPT_MESSAGE = "kept alive: sync failed"
 
-Outcome = Literal[
-    "destroyed", "destroy_failed", "kept_sync_failed", "kept_alive", "dry_run", "in_progress", "ended"
-]
+Outcome = Literal["destroyed", "destroy_failed", "kept_sync_failed", "kept_alive", "dry_run", "in_progress", "ended"]
 
 
 @dataclass(frozen=True)

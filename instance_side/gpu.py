@@ -115,9 +115,7 @@ class NvmlReader:
         try:
             return self._device_fields(nvml, handle, index, name, driver, cuda)
         except Exception as exc:
-            return GpuSample(
-                index=index, name=name, driver_version=driver, cuda_version=cuda, error=_describe(exc)
-            )
+            return GpuSample(index=index, name=name, driver_version=driver, cuda_version=cuda, error=_describe(exc))
 
     def _device_fields(
         self, nvml: Any, handle: Any, index: int, name: str | None, driver: str | None, cuda: str | None

@@ -245,9 +245,7 @@ class PodClient:
         when it is worth retrying later."""
         body, headers = self.signer.sign(pending.payload, stamp_body=pending.stamp_body)
         try:
-            result = self.transport.post(
-                self.base_url + pending.path, body, headers, timeout_s or self.timeout_s
-            )
+            result = self.transport.post(self.base_url + pending.path, body, headers, timeout_s or self.timeout_s)
         except TransportError:
             raise
         except Exception as exc:

@@ -59,15 +59,11 @@ class AgentConfig:
             if field.name in data:
                 values[field.name] = _coerce(field.name, str(field.type), data[field.name])
             elif field.default is dataclasses.MISSING:
-                raise ConfigError(
-                    f"pod config lacks {field.name!r}", hint="re-run `gpuc up`: it writes the config"
-                )
+                raise ConfigError(f"pod config lacks {field.name!r}", hint="re-run `gpuc up`: it writes the config")
         config = cls(**values)  # type: ignore[arg-type]
         for name in ("heartbeat_interval_s", "idle_check_interval_s"):
             if getattr(config, name) <= 0:
-                raise ConfigError(
-                    f"pod config {name} must be > 0", hint="fix the interval setting and re-run up"
-                )
+                raise ConfigError(f"pod config {name} must be > 0", hint="fix the interval setting and re-run up")
         return config
 
     @classmethod
@@ -75,13 +71,9 @@ class AgentConfig:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
-            raise ConfigError(
-                f"no pod config at {path}", hint="this pod was not set up by `gpuc up`"
-            ) from None
+            raise ConfigError(f"no pod config at {path}", hint="this pod was not set up by `gpuc up`") from None
         except (OSError, ValueError) as exc:
-            raise ConfigError(
-                f"cannot read pod config {path}: {type(exc).__name__}", hint="re-run `gpuc up`"
-            ) from None
+            raise ConfigError(f"cannot read pod config {path}: {type(exc).__name__}", hint="re-run `gpuc up`") from None
         if not isinstance(data, dict):
             raise ConfigError(f"pod config {path} is not a JSON object", hint="re-run `gpuc up`")
         return cls.from_mapping(data)
@@ -100,9 +92,7 @@ def _coerce(name: str, type_name: str, value: object) -> object:
         return value
     if base == "float" and isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
-    raise ConfigError(
-        f"pod config {name!r} should be {base}, got {type(value).__name__}", hint="re-run `gpuc up`"
-    )
+    raise ConfigError(f"pod config {name!r} should be {base}, got {type(value).__name__}", hint="re-run `gpuc up`")
 
 
 def load_secrets(path: Path) -> dict[str, str]:
@@ -110,9 +100,7 @@ def load_secrets(path: Path) -> dict[str, str]:
     try:
         mode = stat.S_IMODE(path.stat().st_mode)
     except FileNotFoundError:
-        raise ConfigError(
-            f"no secrets file at {path}", hint="re-run `gpuc up`: it uploads the pod token"
-        ) from None
+        raise ConfigError(f"no secrets file at {path}", hint="re-run `gpuc up`: it uploads the pod token") from None
     if mode & 0o077:
         # Tightening is always safe; refusing to start would stop the heartbeats instead.
         os.chmod(path, 0o600)

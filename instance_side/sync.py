@@ -20,7 +20,8 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -224,41 +225,35 @@ def _s3_client(endpoint_url: str | None, credentials: Mapping[str, str]) -> Any:
     )
 
 
-class _s3_errors:
+@contextmanager
+def _s3_errors(what: str) -> Iterator[None]:
     """boto3's errors as SyncErrors that say what failed, without the request's credentials."""
-
-    def __init__(self, what: str) -> None:
-        self.what = what
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, _tb: object) -> bool:
-        if exc is None or isinstance(exc, SyncError):
-            return False
+    try:
+        yield
+    except SyncError:
+        raise
+    except Exception as exc:
         from boto3.exceptions import Boto3Error
         from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
         if isinstance(exc, NoCredentialsError):
             raise SyncError(
-                f"{self.what} failed: no S3 credentials",
+                f"{what} failed: no S3 credentials",
                 hint=f"put {S3_KEY_ENV} and {S3_SECRET_ENV} in your .env and re-run up",
             ) from None
         if isinstance(exc, BotoCoreError | ClientError | Boto3Error | OSError):
             raise SyncError(
-                f"{self.what} failed: {redact(str(exc))[:300]}",
+                f"{what} failed: {redact(str(exc))[:300]}",
                 hint="check the bucket, the endpoint and the keys; then: python -m gpuc.instance_side sync",
             ) from None
-        return False
+        raise
 
 
 # -- git --------------------------------------------------------------------------------------------
 GitRunner = Callable[[Sequence[str], Path | None, Mapping[str, str], float], tuple[int, str]]
 
 
-def git_runner(
-    args: Sequence[str], cwd: Path | None, env: Mapping[str, str], timeout_s: float
-) -> tuple[int, str]:
+def git_runner(args: Sequence[str], cwd: Path | None, env: Mapping[str, str], timeout_s: float) -> tuple[int, str]:
     try:
         proc = subprocess.run(
             ["git", *args],
@@ -267,6 +262,7 @@ def git_runner(
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
+            errors="replace",
             timeout=timeout_s,
             check=False,
         )
@@ -369,9 +365,10 @@ class GitSync:
         """What the remote's branch holds under results/<run_id>/, fetched afresh."""
         branch = self._branch()
         self._git(["fetch", "--quiet", "--depth", "1", "origin", branch])
-        _, out = self._git(["ls-tree", "-r", "-l", "FETCH_HEAD", "--", f"{self.subdir}/"])
+        # -z: paths verbatim (no C-style quoting of unusual names), NUL-terminated.
+        _, out = self._git(["ls-tree", "-r", "-l", "-z", "FETCH_HEAD", "--", f"{self.subdir}/"])
         found: dict[str, int] = {}
-        for line in out.splitlines():
+        for line in out.split("\0"):
             meta, _, path = line.partition("\t")
             fields = meta.split()
             if len(fields) == 4 and fields[1] == "blob" and fields[3].isdigit():
@@ -560,9 +557,7 @@ def _bucket_sync(cfg: AgentConfig, credentials: Mapping[str, str]) -> FileBucket
     if url.scheme == "file" and url.path:
         return FileBucketSync(Path(unquote(url.path)), cfg.experiment, cfg.run_id)
     if url.scheme == "s3":
-        return S3Sync(
-            bucket, cfg.experiment, cfg.run_id, endpoint_url=cfg.s3_endpoint_url, credentials=credentials
-        )
+        return S3Sync(bucket, cfg.experiment, cfg.run_id, endpoint_url=cfg.s3_endpoint_url, credentials=credentials)
     raise SyncError(
         f"results bucket scheme {url.scheme or '(none)'!r} is not supported",
         hint="use s3://bucket/prefix (with GPUC_S3_ENDPOINT_URL for R2) or file:///path",

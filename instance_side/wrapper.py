@@ -174,9 +174,7 @@ class JobWrapper:
         """Kept alive because the sync failed: repeat the alert until stopped or the pod ends (F8)."""
         interval = self.cfg.nag_interval_s
         next_nag = self.clock.now() + interval
-        self.log.line(
-            f"the pod stays up; reminding every {interval / 60:.0f} min (Ctrl-C stops the reminders)"
-        )
+        self.log.line(f"the pod stays up; reminding every {interval / 60:.0f} min (Ctrl-C stops the reminders)")
         while not (self.relay.stop_requested or self.should_stop() or is_ended(self.paths, self.cfg.pod_id)):
             now = self.clock.now()
             if now >= next_nag:

@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from gpuc.client.reconcile import BillingKind, BillingRecord
+from gpuc.core.billing import BillingKind, BillingRecord
 from gpuc.core.clock import iso, parse_iso
 from gpuc.core.errors import ProviderSchemaError
 from gpuc.core.ledger import check_month
@@ -152,7 +152,3 @@ class RunPodBilling:
         params = {"startTime": iso(start), "endTime": iso(end), "bucketSize": BUCKET}
         reply = provider.http.request("GET", f"{provider.rest_url}/billing/pods", params=params)
         return [record for wire in parse_page(reply.body) for record in records_of(wire)]
-
-
-def billing_source(settings: Settings) -> RunPodBilling:
-    return RunPodBilling.from_settings(settings)

@@ -27,11 +27,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from gpuc.client.reconcile import BillingKind, BillingRecord
-from gpuc.core.errors import ProviderSchemaError
+from gpuc.core.billing import BillingKind, BillingRecord
+from gpuc.core.errors import ProviderAuthError, ProviderSchemaError
 from gpuc.core.providers.http import require
 from gpuc.core.providers.runpod_billing import month_window
-from gpuc.core.providers.vast import PROVIDER, VastProvider, refused
+from gpuc.core.providers.vast import KEY_ENV, PROVIDER, VastProvider, refused
 from gpuc.core.settings import Settings
 
 PAGE_SIZE = 100  # the CLI's maximum; the server allows 500
@@ -212,11 +212,16 @@ class VastBilling:
         }
         if token is not None:
             params["after_token"] = token
-        reply = provider.http.request("GET", f"{provider.api.v0}/charges/", params=params)
-        if isinstance(reply.body, dict) and reply.body.get("success") is False:
+        # show_charges.yaml: a key that matches no user is a 404 here, not a 401.
+        reply = provider.http.request("GET", f"{provider.api.v0}/charges/", params=params, accept=(404,))
+        if reply.status == 404 and isinstance(reply.body, dict) and reply.body.get("error") == "auth_error":
+            raise ProviderAuthError(
+                provider.http.redact(str(reply.body.get("msg") or "the API key was refused")),
+                provider=PROVIDER,
+                status=404,
+                request_id=reply.request_id,
+                hint=f"check {KEY_ENV} (environment or .env): is it current, and allowed to read billing?",
+            )
+        if reply.status == 404 or (isinstance(reply.body, dict) and reply.body.get("success") is False):
             raise refused(provider.http, reply, "charges refused")
         return parse_page(reply.body)
-
-
-def billing_source(settings: Settings) -> VastBilling:
-    return VastBilling.from_settings(settings)

@@ -7,17 +7,29 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import boto3
 import pytest
+from moto import mock_aws
 
 from gpuc.core.api import HeartbeatBody, NotificationRecord
-from gpuc.functions.store import SqliteStore, StoredPod
+from gpuc.functions.dynamo import DynamoStore, create_table
+from gpuc.functions.store import SqliteStore, Store, StoredPod
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteStore]:
-    s = SqliteStore(tmp_path / "w" / "watchdog.db")
-    yield s
-    s.close()
+@pytest.fixture(params=["sqlite", "dynamodb"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """The same suite against both stores: DynamoStore on moto's in-process DynamoDB."""
+    if request.param == "sqlite":
+        s: Store = SqliteStore(tmp_path / "w" / "watchdog.db")
+        yield s
+        s.close()
+        return
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        create_table(client, "gpuc-watchdog")
+        s = DynamoStore("gpuc-watchdog", client)
+        yield s
+        s.close()
 
 
 def pod(pod_id: str = "p1", **fields: object) -> StoredPod:
@@ -42,14 +54,14 @@ def test_the_database_file_is_private(tmp_path: Path) -> None:
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
-def test_a_record_round_trips(store: SqliteStore) -> None:
+def test_a_record_round_trips(store: Store) -> None:
     original = pod(policy={"silence_limit_s": 60}, interruptible=True, lease_until=5.5)
     assert store.register(original) == "created"
     assert store.get_pod("p1") == original
     assert store.get_pod("nope") is None
 
 
-def test_heartbeats_only_move_forward(store: SqliteStore) -> None:
+def test_heartbeats_only_move_forward(store: Store) -> None:
     store.register(pod())
     assert store.record_heartbeat("p1", 3, 200.0, beat("p1", 3))
     assert not store.record_heartbeat("p1", 3, 300.0, beat("p1", 3))
@@ -59,7 +71,7 @@ def test_heartbeats_only_move_forward(store: SqliteStore) -> None:
     assert not store.record_heartbeat("ghost", 1, 1.0, beat("ghost", 1))
 
 
-def test_a_heartbeat_cancels_a_mark_but_not_an_end(store: SqliteStore) -> None:
+def test_a_heartbeat_cancels_a_mark_but_not_an_end(store: Store) -> None:
     store.register(pod("a", state="down", destroy_at=500.0, reason="silent"))
     store.register(pod("b", state="ended", destroy_at=500.0))
     store.record_heartbeat("a", 1, 200.0, beat("a", 1))
@@ -69,7 +81,7 @@ def test_a_heartbeat_cancels_a_mark_but_not_an_end(store: SqliteStore) -> None:
     assert b is not None and (b.state, b.destroy_at) == ("ended", 500.0)
 
 
-def test_update_if_is_compare_and_set(store: SqliteStore) -> None:
+def test_update_if_is_compare_and_set(store: Store) -> None:
     store.register(pod())
     assert store.update_if("p1", {"state": "ok"}, {"state": "down", "destroy_at": 9.0})
     assert not store.update_if("p1", {"state": "ok"}, {"state": "down"})
@@ -81,7 +93,7 @@ def test_update_if_is_compare_and_set(store: SqliteStore) -> None:
         store.update_if("p1", {"state; drop table pods": "x"}, {"state": "ok"})
 
 
-def test_only_one_of_many_racing_claims_wins(store: SqliteStore) -> None:
+def test_only_one_of_many_racing_claims_wins(store: Store) -> None:
     store.register(pod(state="down"))
     wins: list[int] = []
     barrier = threading.Barrier(8)
@@ -99,7 +111,7 @@ def test_only_one_of_many_racing_claims_wins(store: SqliteStore) -> None:
     assert len(wins) == 1
 
 
-def test_registration_is_refused_once_a_pod_has_ended(store: SqliteStore) -> None:
+def test_registration_is_refused_once_a_pod_has_ended(store: Store) -> None:
     store.register(pod())
     store.record_heartbeat("p1", 7, 1.0, beat("p1", 7))
     assert store.register(pod(key="cd" * 32)) == "updated"
@@ -109,14 +121,14 @@ def test_registration_is_refused_once_a_pod_has_ended(store: SqliteStore) -> Non
     assert store.register(pod()) == "refused"
 
 
-def test_adopt_never_overwrites(store: SqliteStore) -> None:
+def test_adopt_never_overwrites(store: Store) -> None:
     assert store.adopt(pod(origin="adopted", key=""))
     assert not store.adopt(pod(origin="adopted", key="", experiment="other"))
     rec = store.get_pod("p1")
     assert rec is not None and rec.experiment == "exp"
 
 
-def test_meta_is_conditional(store: SqliteStore) -> None:
+def test_meta_is_conditional(store: Store) -> None:
     assert store.get_meta("reaper") is None
     assert store.put_meta("reaper", {"last_run": 1.0}, None)
     assert not store.put_meta("reaper", {"last_run": 2.0}, None)
@@ -126,7 +138,7 @@ def test_meta_is_conditional(store: SqliteStore) -> None:
     assert not store.put_meta("reaper", {"last_run": 4.0}, meta.version)
 
 
-def test_event_seqs_are_claimed_once_within_the_window(store: SqliteStore) -> None:
+def test_event_seqs_are_claimed_once_within_the_window(store: Store) -> None:
     assert store.claim_event_seq("p1", 5, 100.0, keep_s=600)
     assert not store.claim_event_seq("p1", 5, 200.0, keep_s=600)
     assert store.claim_event_seq("p1", 4, 200.0, keep_s=600)
@@ -135,7 +147,7 @@ def test_event_seqs_are_claimed_once_within_the_window(store: SqliteStore) -> No
     assert store.claim_event_seq("p1", 5, 1000.0, keep_s=600)
 
 
-def test_notifications_come_back_oldest_first(store: SqliteStore) -> None:
+def test_notifications_come_back_oldest_first(store: Store) -> None:
     for i in range(5):
         store.log_notification(NotificationRecord(ts=float(i), title=f"t{i}", message="m"))
     assert [n.title for n in store.recent_notifications(3)] == ["t2", "t3", "t4"]

@@ -40,9 +40,13 @@ def test_the_pod_and_the_laptop_share_one_pod_paths(tmp_path: Path) -> None:
     assert PodPaths.from_env({"GPUC_POD_ROOT": str(tmp_path)}).workspace == tmp_path / "workspace"
 
 
-def test_the_pods_files_module_does_not_pull_in_pydantic() -> None:
-    """The agent's memory budget: podfiles (and the shared PodPaths) stay standard-library only."""
-    code = "import sys, gpuc.instance_side.podfiles; print(sorted(m for m in sys.modules if 'pydantic' in m))"
+def test_the_agent_does_not_pull_in_pydantic_httpx_or_boto3() -> None:
+    """The agent's memory budget: what it imports (the shared PodPaths included) stays light."""
+    code = (
+        "import sys, gpuc.instance_side.__main__, gpuc.instance_side.context\n"
+        "heavy = ('pydantic', 'httpx', 'boto3', 'botocore', 'click')\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules if m.split('.')[0] in heavy}))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
 

@@ -163,6 +163,15 @@ def test_git_commits_results_under_the_run_and_verifies_the_remote(remote: Path,
     assert log.splitlines() == ["results: exp run01 (2 files)", "code"]
 
 
+def test_git_verifies_names_git_would_quote(remote: Path, tmp_path: Path) -> None:
+    odd = tmp_path / "odd"
+    (odd / "über dir").mkdir(parents=True)
+    (odd / "über dir" / 'tab\there "q".txt').write_text("x" * 7)
+    sync = git_sync(remote, tmp_path / "clone")
+    manifest = sync.push(odd)
+    assert manifest.files == {'über dir/tab\there "q".txt': 7} and sync.verify(manifest)
+
+
 def test_git_pushing_the_same_results_again_adds_no_commit(remote: Path, results: Path, tmp_path: Path) -> None:
     sync = git_sync(remote, tmp_path / "clone")
     sync.push(results)

@@ -29,9 +29,7 @@ def vast_server(clock: FakeClock) -> Iterator[EmulatorServer]:
 
 
 @pytest.fixture
-def runpod_world(
-    runpod_server: EmulatorServer, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[World]:
+def runpod_world(runpod_server: EmulatorServer, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
     with World("runpod", runpod_server, clock, monkeypatch) as world:
         yield world
 

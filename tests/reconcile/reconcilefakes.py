@@ -36,9 +36,7 @@ _run_ids = count(1)
 class World:
     """A provider account (its emulator), the gpuc client that rents from it, and the user's ledger."""
 
-    def __init__(
-        self, name: str, server: EmulatorServer, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
-    ) -> None:
+    def __init__(self, name: str, server: EmulatorServer, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
         self.name = name
         self.server = server
         self.clock = clock
@@ -131,9 +129,7 @@ class World:
     def __enter__(self) -> World:
         return self
 
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
 
 

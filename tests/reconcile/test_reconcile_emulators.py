@@ -132,13 +132,9 @@ def test_runpod_billing_refuses_what_the_v2_spec_does_not_allow(
     assert body["detail"] == "Request validation failed." and words in body["errors"][0]
 
 
-def test_runpod_last_n_buckets_end_with_the_current_one(
-    runpod_http: httpx.Client, runpod_emu: RunPodEmulator
-) -> None:
+def test_runpod_last_n_buckets_end_with_the_current_one(runpod_http: httpx.Client, runpod_emu: RunPodEmulator) -> None:
     query = {"lastN": "3", "bucketSize": "day"}
-    answer = runpod_http.get(
-        "/v2/billing/pods", params=query, headers={"Authorization": f"Bearer {RUNPOD_KEY}"}
-    )
+    answer = runpod_http.get("/v2/billing/pods", params=query, headers={"Authorization": f"Bearer {RUNPOD_KEY}"})
     echo = answer.json()["metadata"]["query"]
     assert (echo["startTime"], echo["endTime"]) == (iso(T0 - 10 * HOUR - 2 * 86400), iso(T0 + 14 * HOUR))
 

@@ -44,19 +44,24 @@ def test_the_cloud_type_setting_reaches_the_create_call(
     provider = RunPodProvider.from_settings(
         load_settings(), transport=emulator.transport(), clock=clock, backoff=zero_backoff
     )
-    with provider:
+    try:
         assert provider.cloud_type == cloud
         pod = provider.create(PodSpec(experiment="e", run_id="cloud01", provider="runpod", gpu_type="RTX 4090"))
-        (create,) = emulator.ops("create")
-        assert json.loads(create.body)["variables"]["input"]["cloudType"] == cloud
-        assert pod.price_per_hour == pytest.approx(price)  # the emulator's 4090: secure 0.74, community 0.34
+    finally:
+        provider.close()
+    (create,) = emulator.ops("create")
+    assert json.loads(create.body)["variables"]["input"]["cloudType"] == cloud
+    assert pod.price_per_hour == pytest.approx(price)  # the emulator's 4090: secure 0.74, community 0.34
 
 
 def test_vast_offers_carry_the_host_quality_fields(clock: FakeClock) -> None:
-    emulator = VastEmulator(clock=clock)
-    with VastProvider("k" * 32, transport=emulator.transport(), clock=clock, backoff=zero_backoff) as vast:
+    emulator = VastEmulator(api_key="k" * 32, clock=clock)
+    vast = VastProvider("k" * 32, transport=emulator.transport(), clock=clock, backoff=zero_backoff)
+    try:
         strict = vast.offers("RTX 3090")
         loose = vast.offers("RTX 3090", verified=None)
+    finally:
+        vast.close()
     assert [(o.verified, o.inet_down_cost, o.storage_cost) for o in strict] == [(True, 0.003, 0.15)]
     assert {o.verified for o in loose} == {True, False}
 

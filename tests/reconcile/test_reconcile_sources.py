@@ -8,13 +8,15 @@ import json
 from typing import Any
 
 import pytest
+from pydantic import SecretStr
 from reconcilefakes import HOUR, MONTH, T0, World
 
 from gpuc.client.reconcile import SOURCE_FACTORIES, billing_sources
 from gpuc.core.clock import iso, parse_iso
-from gpuc.core.errors import ConfigError, ProviderError, ProviderSchemaError
+from gpuc.core.errors import ConfigError, ProviderAuthError, ProviderError, ProviderSchemaError
 from gpuc.core.providers import runpod_billing, vast_billing
 from gpuc.core.providers.runpod_billing import RunPodBilling, month_window
+from gpuc.core.providers.vast import VastProvider
 from gpuc.core.providers.vast_billing import VastBilling
 from gpuc.core.settings import Settings
 
@@ -266,12 +268,20 @@ def test_a_vast_success_false_is_a_refusal_not_an_empty_bill(vast_world: World) 
     assert "charges refused" in err.value.message
 
 
+def test_a_vast_key_that_matches_no_user_is_an_auth_error(vast_world: World) -> None:
+    source = VastBilling(lambda: VastProvider("f00dwrongkey", url=vast_world.env["GPUC_VAST_URL"]))
+    with pytest.raises(ProviderAuthError) as err:
+        source.billing(MONTH)
+    assert "Invalid user key" in err.value.message and err.value.hint and "VAST_API_KEY" in err.value.hint
+    assert err.value.status == 404
+
+
 # ---- the registry --------------------------------------------------------------------------------------
 
 
 def test_runpod_and_vast_are_registered_and_built_from_settings() -> None:
     assert {"runpod", "vast"} <= set(SOURCE_FACTORIES)
-    settings = Settings(runpod_api_key="rpa_" + "k" * 30, vast_api_key="v" * 40)  # type: ignore[arg-type]
+    settings = Settings(runpod_api_key=SecretStr("rpa_" + "k" * 30), vast_api_key=SecretStr("v" * 40))
     sources = billing_sources(settings)
     assert isinstance(sources["runpod"], RunPodBilling) and isinstance(sources["vast"], VastBilling)
 
@@ -284,4 +294,5 @@ def test_a_source_without_a_key_says_how_to_set_it() -> None:
 
 def test_month_windows_are_utc_calendar_months() -> None:
     assert month_window("2025-12") == (parse_iso("2025-12-01T00:00:00Z"), parse_iso("2026-01-01T00:00:00Z"))
-    assert iso(month_window(MONTH)[0]) == "2025-09-01T00:00:00Z" and T0 > month_window(MONTH)[0] + HOUR
+    assert iso(month_window(MONTH)[0]) == "2025-09-01T00:00:00Z"
+    assert month_window(MONTH)[0] < T0 < month_window(MONTH)[1] - HOUR

@@ -1,0 +1,1131 @@
+"""`gpuc drill`: the failure matrix (SPEC F1-F14) as measured scenarios on a virtual clock.
+
+Each row is a small scenario that wires the real pieces together -- the pod's Agent and Ender, the
+functions' handlers (through `dispatch`), the real SqliteStore and the real reaper -- around an
+in-memory provider (or, for F12, the RunPod and Vast emulators behind the real HTTP providers), then
+measures what a user pays for: minutes billed after the pod stopped being useful, pods killed that
+should have lived, results lost, and notifications sent. The table is data (`RowResult`); the CLI in
+cmd_drill only prints it.
+
+With faults on (seeded), every row also runs through: provider errors at random calls, the notifier
+down, the store unavailable for a while, the functions unreachable from the pod, duplicate scheduled
+reaper events and two reapers at once. A fault that blinds a reaper pass costs one period (the reaper
+acts on the next pass, by design): a row's bound grows by one period per pass lost to a fault, and the
+row says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import tempfile
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, cast
+from urllib.parse import urlsplit
+
+from pydantic import SecretStr
+
+from gpuc.core import api
+from gpuc.core.clock import FakeClock
+from gpuc.core.errors import GpucError, ProviderError, ProviderSchemaError, ProviderUnavailable
+from gpuc.core.models import Balance, Pod, PodSpec, PodStatus, pod_name
+from gpuc.core.notify import Level, Notifier
+from gpuc.core.podconfig import PodConfig, render_env_file
+from gpuc.core.providers.base import DestroyResult, Provider
+from gpuc.core.settings import Settings
+from gpuc.core.signing import derive_key, new_token
+from gpuc.functions.app import Deps, ProviderPool, Sender
+from gpuc.functions.handlers import Request, dispatch, response_bytes
+from gpuc.functions.reaper import reap_once
+from gpuc.functions.store import SqliteStore, Store
+from gpuc.instance_side.agent import Agent, Probes
+from gpuc.instance_side.context import load_context
+from gpuc.instance_side.ending import Ender, Ending, Outcome
+from gpuc.instance_side.gpu import GpuSample
+from gpuc.instance_side.heartbeat import HttpResult, TransportError
+from gpuc.instance_side.podfiles import PodPaths
+from gpuc.instance_side.procs import PythonProc, SshSession
+from gpuc.instance_side.sync import FileBucketSync, Manifest, listing_matches, local_listing
+
+MIN = 60.0
+STEP_S = 10.0  # the drill's tick: the agent's own due-times decide what actually runs
+FUNCTIONS_URL = "http://functions.drill"
+EXPERIMENT = "drill"
+SYNC_S = 3.0  # virtual time a results push takes; F1's bound adds it
+EXIT_SLACK_S = 10.0  # SPEC F1: destroy within 10 s of the job's exit, plus sync time
+PROVIDER_FAULTS = ("503", "429", "timeout", "success_false", "schema_drift")
+
+
+# -- the table --------------------------------------------------------------------------------------
+@dataclass
+class RowResult:
+    row: str
+    failure: str
+    caught_by: str
+    billed_min: float | None  # after the pod stopped being useful (F14: until the stale reaper shows)
+    bound_min: float | None  # None: the bound is not time ("no data lost", "alert only")
+    bound_text: str
+    false_kills: int = 0
+    results_lost: int = 0
+    notifications: int = 0
+    problems: list[str] = field(default_factory=list)  # anything else the row promises and broke
+
+    @property
+    def within_bound(self) -> bool:
+        if self.bound_min is None:
+            return True
+        return self.billed_min is not None and self.billed_min <= self.bound_min + 1e-9
+
+    @property
+    def ok(self) -> bool:
+        return self.within_bound and self.false_kills == 0 and self.results_lost == 0 and not self.problems
+
+
+@dataclass
+class FaultTally:
+    injected: Counter[str] = field(default_factory=Counter)
+    pods_leaked: int = 0
+    double_creates: int = 0
+    double_destroys: int = 0
+
+    @property
+    def total(self) -> int:
+        return sum(self.injected.values())
+
+    @property
+    def ok(self) -> bool:
+        return self.pods_leaked == 0 and self.double_creates == 0 and self.double_destroys == 0
+
+
+@dataclass
+class DrillReport:
+    rows: list[RowResult]
+    faults: FaultTally
+    faults_on: bool
+    seed: int
+
+    @property
+    def ok(self) -> bool:
+        return all(r.ok for r in self.rows) and self.faults.ok
+
+    def as_json(self) -> dict[str, Any]:
+        rows = []
+        for r in self.rows:
+            row = asdict(r)
+            row.update(within_bound=r.within_bound, ok=r.ok)
+            rows.append(row)
+        return {
+            "ok": self.ok,
+            "seed": self.seed,
+            "faults_on": self.faults_on,
+            "rows": rows,
+            "faults": {
+                "injected": self.faults.total,
+                "by_kind": dict(sorted(self.faults.injected.items())),
+                "pods_leaked": self.faults.pods_leaked,
+                "double_creates": self.faults.double_creates,
+                "double_destroys": self.faults.double_destroys,
+            },
+        }
+
+
+# -- fault plan -------------------------------------------------------------------------------------
+class FaultPlan:
+    """Seeded. Off: every question answers "no fault". Counts what it injected."""
+
+    def __init__(self, seed: int, *, on: bool, tally: FaultTally, provider_rate: float = 0.04) -> None:
+        self.rng = random.Random(seed)
+        self.on = on
+        self.tally = tally
+        self.provider_rate = provider_rate
+
+    def provider_fault(self) -> str | None:
+        if not self.on or self.rng.random() >= self.provider_rate:
+            return None
+        kind = self.rng.choice(PROVIDER_FAULTS)
+        self.tally.injected[f"provider {kind}"] += 1
+        return kind
+
+    def window(self, kind: str, start: float, span_s: float) -> tuple[float, float] | None:
+        """A random outage window of up to span_s within the first hour after start."""
+        if not self.on:
+            return None
+        self.tally.injected[kind] += 1
+        begin = start + self.rng.uniform(0, 60 * MIN)
+        return begin, begin + self.rng.uniform(span_s / 4, span_s)
+
+    def chance(self, kind: str, p: float) -> bool:
+        if self.on and self.rng.random() < p:
+            self.tally.injected[kind] += 1
+            return True
+        return False
+
+
+def provider_error(kind: str, provider: str) -> ProviderError:
+    """What the HTTP providers raise for each fault once their own retries are spent."""
+    if kind == "schema_drift":
+        return ProviderSchemaError("answer of an unknown shape", provider=provider)
+    if kind == "success_false":
+        return ProviderError("the provider answered success:false", provider=provider, status=200)
+    if kind == "timeout":
+        return ProviderUnavailable("no answer within the timeout after 3 tries", provider=provider)
+    return ProviderUnavailable(f"HTTP {kind} after 3 tries", provider=provider, status=int(kind))
+
+
+# -- an in-memory provider that remembers when it stopped billing ---------------------------------
+class DrillProvider(Provider):
+    def __init__(self, clock: FakeClock, plan: FaultPlan, name: str = "drill") -> None:
+        self.name = name
+        self.clock = clock
+        self.plan = plan
+        self.pods: dict[str, Pod] = {}
+        self.destroyed_at: dict[str, float] = {}
+        self.creates: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def add(self, pod_id: str, *, interruptible: bool = False, created_at: float | None = None) -> Pod:
+        pod = Pod(
+            provider=self.name,
+            id=pod_id,
+            name=pod_name(pod_id),
+            experiment=EXPERIMENT,
+            status="running",
+            raw_status="RUNNING",
+            gpu="RTX 4090",
+            price_per_hour=0.74,
+            created_at=self.clock.now() if created_at is None else created_at,
+            managed=True,
+            interruptible=interruptible,
+        )
+        with self._lock:
+            self.pods[pod_id] = pod
+            self.creates[pod.name] += 1
+        return pod
+
+    def set(self, pod_id: str, *, status: PodStatus | None = None, gpu_util_pct: float | None = None) -> None:
+        with self._lock:
+            pod = self.pods[pod_id]
+            changes: dict[str, Any] = {"gpu_util_pct": gpu_util_pct}
+            if status is not None:
+                changes.update(status=status, raw_status=status.upper())
+            self.pods[pod_id] = pod.model_copy(update=changes)
+
+    def alive(self, pod_id: str) -> bool:
+        with self._lock:
+            return pod_id in self.pods
+
+    def _fault(self) -> None:
+        kind = self.plan.provider_fault()
+        if kind is not None:
+            raise provider_error(kind, self.name)
+
+    def create(self, spec: PodSpec) -> Pod:
+        return self.add(spec.run_id, interruptible=spec.interruptible)
+
+    def get(self, pod_id: str) -> Pod | None:
+        self._fault()
+        with self._lock:
+            return self.pods.get(pod_id)
+
+    def list_pods(self) -> list[Pod]:
+        self._fault()
+        with self._lock:
+            return list(self.pods.values())
+
+    def stop(self, pod_id: str) -> None:
+        self.set(pod_id, status="stopped")
+
+    def destroy(self, pod_id: str) -> DestroyResult:
+        self._fault()
+        with self._lock:
+            if self.pods.pop(pod_id, None) is None:
+                return "already_gone"
+            self.destroyed_at[pod_id] = self.clock.now()
+            return "destroyed"
+
+    def balance(self) -> Balance:
+        return Balance(provider=self.name, balance_usd=10.0, spend_per_hour=0.74)
+
+
+# -- the pod's edges: transport to the real handlers, probes, sync, destroyer ---------------------
+class DispatchTransport:
+    """The pod's HTTP client, answered by the real handlers in-process. `down` is the pod's network
+    to the functions (F10); `blocked` says whether the fault plan cuts it right now."""
+
+    def __init__(self, stage: Stage) -> None:
+        self.stage = stage
+        self.down = False
+
+    def post(self, url: str, body: bytes, headers: Mapping[str, str], timeout_s: float) -> HttpResult:
+        now = self.stage.clock.now()
+        if self.down or self.stage.in_window("functions unreachable", now):
+            raise TransportError("ConnectionRefusedError: [Errno 111] Connection refused")
+        answer = dispatch(Request("POST", urlsplit(url).path, headers, body), self.stage.deps, now)
+        return HttpResult(answer.status, response_bytes(answer))
+
+
+@dataclass
+class DrillGpu:
+    util: float | None = 0.0
+
+    @property
+    def note(self) -> str | None:
+        return None
+
+    def read(self) -> list[GpuSample]:
+        return [GpuSample(index=0, name="RTX 4090", utilization_pct=self.util)]
+
+
+@dataclass
+class DrillProcs:
+    pids: list[int] = field(default_factory=list)
+
+    def python_procs(self) -> list[PythonProc]:
+        return [PythonProc(pid=p, comm="python3") for p in self.pids]
+
+
+@dataclass
+class DrillSsh:
+    sessions_: list[SshSession] = field(default_factory=list)
+
+    def sessions(self) -> list[SshSession]:
+        return list(self.sessions_)
+
+
+class TimedSync:
+    """The real file:// sync, taking SYNC_S of virtual time like an upload would."""
+
+    def __init__(self, inner: FileBucketSync, clock: FakeClock) -> None:
+        self.inner = inner
+        self.clock = clock
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+    def push(self, results_dir: Path) -> Manifest:
+        self.clock.advance(SYNC_S)
+        return self.inner.push(results_dir)
+
+    def verify(self, manifest: Manifest) -> bool:
+        return self.inner.verify(manifest)
+
+
+class PodDestroyer:
+    def __init__(self, pod: DrillPod) -> None:
+        self.pod = pod
+
+    def destroy_self(self) -> str:
+        if self.pod.refuse_destroy:
+            raise RuntimeError("403: this pod's key may not terminate pods")
+        result = self.pod.stage.provider.destroy(self.pod.pod_id)
+        self.pod.self_destroys += 1
+        return result
+
+
+class DownSender:
+    """The notification endpoint is down: every send fails (F13)."""
+
+    def __init__(self) -> None:
+        self.attempts = 0
+
+    def send(
+        self,
+        title: str,
+        message: str,
+        *,
+        pod_id: str | None = None,
+        kind: str = "info",
+        level: Level = "info",
+    ) -> None:
+        self.attempts += 1
+        raise ConnectionError("notification endpoint unreachable")
+
+    def flush(self) -> None:
+        raise ConnectionError("notification endpoint unreachable")
+
+
+class FlakySender:
+    """The real notifier, down inside the fault plan's window."""
+
+    def __init__(self, stage: Stage, inner: Notifier) -> None:
+        self.stage = stage
+        self.inner = inner
+
+    def send(
+        self,
+        title: str,
+        message: str,
+        *,
+        pod_id: str | None = None,
+        kind: str = "info",
+        level: Level = "info",
+    ) -> None:
+        if self.stage.in_window("notifier down", self.stage.clock.now()):
+            raise ConnectionError("notification endpoint unreachable")
+        self.inner.send(title, message, pod_id=pod_id, kind=kind, level=level)
+
+    def flush(self) -> None:
+        if self.stage.in_window("notifier down", self.stage.clock.now()):
+            raise ConnectionError("notification endpoint unreachable")
+        self.inner.flush()
+
+
+class FlakyStore:
+    """The real store, unavailable inside the fault plan's window (every call raises)."""
+
+    def __init__(self, stage: Stage, inner: SqliteStore) -> None:
+        self._stage = stage
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        target = getattr(self._inner, name)
+        if not callable(target) or name == "close":
+            return target
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self._stage.in_window("store unavailable", self._stage.clock.now()):
+                raise OSError("store unavailable")
+            return target(*args, **kwargs)
+
+        return call
+
+
+# -- one pod under test -----------------------------------------------------------------------------
+class DrillPod:
+    def __init__(self, stage: Stage, pod_id: str, *, interruptible: bool = False, sync_broken: bool = False):
+        self.stage = stage
+        self.pod_id = pod_id
+        self.refuse_destroy = False
+        self.self_destroys = 0
+        self.gpu = DrillGpu()
+        self.procs = DrillProcs()
+        self.ssh = DrillSsh()
+        self.alive_agent = True
+        root = stage.root / "pods" / pod_id
+        self.paths = PodPaths(root)
+        self.paths.state.mkdir(parents=True)
+        self.paths.results.mkdir(parents=True)
+        (self.paths.results / "metrics.json").write_text('{"loss": 0.125}\n')
+        bucket = stage.root / "bucket"
+        if sync_broken:
+            # A file where the bucket's directory should be: every copy fails, as a full disk would.
+            bucket = stage.root / "broken-bucket"
+            bucket.parent.mkdir(parents=True, exist_ok=True)
+            bucket.write_text("not a directory\n")
+        self.bucket_dir = bucket / EXPERIMENT / pod_id
+        self._write_config(bucket)
+        stage.provider.add(pod_id, interruptible=interruptible)
+        self.transport = DispatchTransport(stage)
+        self.ctx = load_context(self.paths, role="agent", environ={}, clock=stage.clock, transport=self.transport)
+        self.sync = TimedSync(FileBucketSync(bucket, EXPERIMENT, pod_id), stage.clock)
+        self.ender = Ender(
+            cfg=self.ctx.cfg,
+            paths=self.paths,
+            sync=self.sync,
+            client=self.ctx.client,
+            destroyer=lambda: PodDestroyer(self),
+            clock=stage.clock,
+            log=self.ctx.log,
+        )
+        self.agent = Agent(
+            self.ctx.cfg,
+            self.paths,
+            probes=Probes(gpu=self.gpu, procs=self.procs, ssh=self.ssh),
+            client=self.ctx.client,
+            ender=self.ender,
+            sync=self.sync,
+            clock=stage.clock,
+            log=self.ctx.log,
+        )
+        self.agent.start()
+
+    def _write_config(self, bucket: Path) -> None:
+        cfg = PodConfig.for_pod(
+            self.stage.settings,
+            pod_id=self.pod_id,
+            provider=self.stage.provider.name,
+            experiment=EXPERIMENT,
+            run_id=self.pod_id,
+        )
+        cfg = cfg.model_copy(update={"functions_url": FUNCTIONS_URL, "results_bucket": f"file://{bucket}"})
+        self.paths.config.write_text(cfg.model_dump_json())
+        self.token = new_token()
+        self.paths.secrets.write_text(render_env_file({"GPUC_POD_TOKEN": self.token}))
+        self.paths.secrets.chmod(0o600)
+
+    def busy(self) -> None:
+        self.gpu.util, self.procs.pids = 97.0, [4242]
+        self.stage.provider.set(self.pod_id, gpu_util_pct=97.0)
+
+    def idle(self) -> None:
+        self.gpu.util, self.procs.pids = 0.0, []
+        if self.stage.provider.alive(self.pod_id):
+            self.stage.provider.set(self.pod_id, gpu_util_pct=0.0)
+
+    def job_exit(self, code: int, ran_s: float) -> Outcome:
+        self.idle()
+        return self.ender.end(
+            Ending(kind="job_exit", message=f"job exited with code {code}", exit_code=code, duration_s=ran_s)
+        )
+
+    def results_lost(self) -> int:
+        """Files that exist nowhere any more: the pod is gone and the bucket lacks them."""
+        if self.stage.provider.alive(self.pod_id):
+            return 0
+        local = local_listing(self.paths.results)
+        remote = local_listing(self.bucket_dir) if self.bucket_dir.is_dir() else {}
+        return 0 if listing_matches(local, remote) else sum(1 for k in local if remote.get(k) != local[k])
+
+
+# -- the world: clock, store, handlers, reaper ---------------------------------------------------
+ADMIN = "drill-admin-" + "0" * 24
+
+
+class Stage:
+    def __init__(
+        self,
+        root: Path,
+        plan: FaultPlan,
+        *,
+        sender: Sender | None = None,
+        reaper: Callable[[Deps, float], api.ReapReport] | None = None,
+        extra: tuple[Provider, ...] = (),
+    ) -> None:
+        self.root = root
+        self.plan = plan
+        self.clock = FakeClock()
+        self.start = self.clock.now()
+        home = root / "home"
+        home.mkdir(parents=True)
+        self.settings = Settings(home=home, admin_token=SecretStr(ADMIN))
+        self.provider = DrillProvider(self.clock, plan)
+        self.windows: dict[str, tuple[float, float]] = {}
+        outages = (("notifier down", 30 * MIN), ("store unavailable", 2 * MIN), ("functions unreachable", 3 * MIN))
+        for kind, span in outages:
+            w = plan.window(kind, self.start, span)
+            if w is not None:
+                self.windows[kind] = w
+        self.real_store = SqliteStore(home / "watchdog.db")
+        store = cast(Store, FlakyStore(self, self.real_store)) if plan.on else self.real_store
+        notifier = Notifier(home / "outbox.jsonl", clock=self.clock, sleep=lambda s: None)
+        self.deps = Deps(
+            settings=self.settings,
+            store=store,
+            providers=ProviderPool.of(self.provider, *extra),
+            notifier=sender or (FlakySender(self, notifier) if plan.on else notifier),
+            admin_token=SecretStr(ADMIN),
+            clock=self.clock,
+        )
+        self.reaper = reaper or (lambda deps, now: reap_once(deps, now))
+        self.period = self.settings.reaper_period_s
+        self.next_reap = self.start + self.period
+        self.lost_at: list[float] = []  # when a fault cost a reaper pass
+        self.reaper_stopped_at: float | None = None
+        self.pods: dict[str, DrillPod] = {}
+        self.reaper_destroys: Counter[str] = Counter()
+
+    @property
+    def now(self) -> float:
+        return self.clock.now()
+
+    def in_window(self, kind: str, now: float) -> bool:
+        w = self.windows.get(kind)
+        return w is not None and w[0] <= now < w[1]
+
+    def launch(self, pod_id: str, **kw: Any) -> DrillPod:
+        pod = DrillPod(self, pod_id, **kw)
+        self.register(pod_id, pod.token)
+        self.pods[pod_id] = pod
+        return pod
+
+    def register(self, pod_id: str, token: str, *, provider: str | None = None, name: str | None = None) -> None:
+        body = api.RegisterRequest.model_validate(
+            {
+                "pod_id": pod_id,
+                "provider": provider or self.provider.name,
+                "name": name or pod_name(pod_id),
+                "experiment": EXPERIMENT,
+                "key": derive_key(token),
+                "price_per_hour": 0.74,
+                "started_at": self.now,
+            }
+        )
+        answer = dispatch(
+            Request("POST", "/v1/pods", {"Authorization": f"Bearer {ADMIN}"}, body.model_dump_json().encode()),
+            self.deps,
+            self.now,
+        )
+        if answer.status != 200:
+            # Registration is `up`'s job, outside the drill's faults: a store window must not hit it.
+            self.real_store.close()
+            raise RuntimeError(f"drill setup: register answered {answer.status}: {answer.body}")
+
+    def status(self) -> api.StatusResponse:
+        answer = dispatch(Request("GET", "/v1/status", {"Authorization": f"Bearer {ADMIN}"}), self.deps, self.now)
+        return api.StatusResponse.model_validate(answer.body)
+
+    # -- time ---------------------------------------------------------------------------------
+    def run(self, seconds: float, *, step: float = STEP_S, until: Callable[[], bool] | None = None) -> None:
+        end = self.now + seconds
+        while self.now < end:
+            self.clock.advance(step)
+            now = self.now
+            for pod in self.pods.values():
+                if pod.alive_agent and self.provider.alive(pod.pod_id):
+                    pod.agent.tick(now)
+            if now >= self.next_reap:
+                self.next_reap += self.period
+                if self.reaper_stopped_at is None:
+                    self.reap(now)
+            if until is not None and until():
+                return
+
+    def reap(self, now: float) -> None:
+        passes = 1
+        if self.plan.chance("duplicate scheduled event", 0.05):
+            passes = 2
+        if self.plan.chance("two reapers at once", 0.05):
+            self._two_at_once(now)
+            passes -= 1
+        for _ in range(passes):
+            self._one_pass(now)
+
+    def _one_pass(self, now: float) -> None:
+        try:
+            report = self.reaper(self.deps, now)
+        except Exception:
+            self.lost_at.append(now)  # the store was down: the pass is lost, the next one acts
+            return
+        if report.blind:
+            self.lost_at.append(now)
+        for action in report.actions:
+            if action.action == "destroy":
+                self.reaper_destroys[action.pod_id] += 1
+
+    def _two_at_once(self, now: float) -> None:
+        threads = [threading.Thread(target=self._one_pass, args=(now,)) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+
+    # -- measures ------------------------------------------------------------------------------
+    def billed_min(self, pod_id: str, useless_at: float) -> float | None:
+        gone = self.provider.destroyed_at.get(pod_id)
+        return None if gone is None else (gone - useless_at) / MIN
+
+    def notifications(self, pod_id: str | None = None) -> int:
+        return sum(1 for n in self.real_store.recent_notifications(10_000) if pod_id is None or n.pod_id == pod_id)
+
+    def messages(self, pod_id: str) -> list[str]:
+        return [f"{n.title} {n.message}" for n in self.real_store.recent_notifications(10_000) if n.pod_id == pod_id]
+
+    def lost_passes(self, since: float) -> int:
+        return sum(1 for t in self.lost_at if t >= since)
+
+    def slack(self, since: float) -> float:
+        """Faults on: each reaper pass a fault blinded after the failure costs one period."""
+        return self.lost_passes(since) * self.period / MIN
+
+    def bound_note(self, since: float) -> str:
+        n = self.lost_passes(since)
+        return f" + {n} lost pass(es)" if n else ""
+
+    def tally(self, tally: FaultTally, keep: Iterable[str] = ()) -> None:
+        kept = set(keep)
+        tally.pods_leaked += sum(1 for p in self.provider.pods if p not in kept)
+        tally.double_creates += sum(n - 1 for n in self.provider.creates.values() if n > 1)
+        for pod_id in set(self.reaper_destroys) | set(self.pods):
+            actions = self.reaper_destroys[pod_id] + (self.pods[pod_id].self_destroys if pod_id in self.pods else 0)
+            tally.double_destroys += max(0, actions - 1)
+
+    def close(self) -> None:
+        self.real_store.close()
+
+
+def spec_bound_s(settings: Settings, limit_s: float) -> float:
+    """SPEC's bound for states the provider reports itself (stopped, paused): the limit
+    plus one reaper period (the warning goes out one grace ahead of the deadline)."""
+    return limit_s + settings.reaper_period_s
+
+
+def passes_bound_s(settings: Settings, limit_s: float) -> float:
+    """A limit, then one reaper period to notice, then the destroy grace rounded up to whole passes
+    (the reaper warns, then destroys on a later pass: SPEC layer 4 'notifies before')."""
+    period = settings.reaper_period_s
+    return limit_s + period + math.ceil(settings.destroy_grace_s / period) * period
+
+
+# -- the rows ---------------------------------------------------------------------------------------
+Scenario = Callable[[Stage], RowResult]
+
+
+def f1_job_ends(stage: Stage) -> RowResult:
+    return _job_exit_row(stage, "F1", "job ends normally, user away", code=0)
+
+
+def f2_job_crashes(stage: Stage) -> RowResult:
+    row = _job_exit_row(stage, "F2", "job crashes (exit 137)", code=137)
+    if not any("137" in m for m in stage.messages("f2-pod")):
+        row.problems.append("no notification carries the exit code 137")
+    return row
+
+
+def _job_exit_row(stage: Stage, row: str, failure: str, *, code: int) -> RowResult:
+    pod_id = f"{row.lower()}-pod"
+    pod = stage.launch(pod_id)
+    pod.busy()
+    stage.run(30 * MIN)
+    exit_at = stage.now
+    outcome = pod.job_exit(code, 30 * MIN)
+    problems = [] if outcome == "destroyed" else [f"wrapper ended with {outcome}"]
+    billed = stage.billed_min(pod_id, exit_at)
+    if billed is None:  # a fault refused the self-destroy: the reaper takes over, as in F9
+        stage.run(2 * 3600, until=lambda: not stage.provider.alive(pod_id))
+        billed = stage.billed_min(pod_id, exit_at)
+        bound = passes_bound_s(stage.settings, stage.settings.silence_limit_s) / MIN + stage.slack(exit_at)
+        text = f"self-destroy failed: as F9{stage.bound_note(exit_at)}"
+        problems = []
+    else:
+        bound, text = (EXIT_SLACK_S + SYNC_S) / MIN, f"10 s + sync ({SYNC_S:g} s)"
+    stage.run(2 * stage.period)
+    return RowResult(
+        row,
+        failure,
+        "wrapper",
+        billed,
+        bound,
+        text,
+        results_lost=pod.results_lost(),
+        notifications=stage.notifications(pod_id),
+        problems=problems,
+    )
+
+
+def f3_walks_away(stage: Stage) -> RowResult:
+    pod = stage.launch("f3-pod")
+    session = SshSession(tty="pts/0", last_input=stage.now)
+    pod.ssh.sessions_ = [session]
+    for _ in range(6):  # typing for half an hour
+        stage.run(5 * MIN)
+        pod.ssh.sessions_ = [SshSession(tty="pts/0", last_input=stage.now)]
+    left_at = stage.now
+    pod.ssh.sessions_ = []  # logs out and walks away
+    return _idle_row(stage, pod, "F3", "manual ssh work, user walks away", left_at, 0.0, "20 min (setting)")
+
+
+def f4_ssh_left_open(stage: Stage) -> RowResult:
+    pod = stage.launch("f4-pod")
+    stage.run(10 * MIN)
+    left_at = stage.now
+    pod.ssh.sessions_ = [SshSession(tty="pts/0", last_input=left_at)]  # open, no more input
+    window = stage.settings.ssh_input_window_s
+    return _idle_row(stage, pod, "F4", "ssh session left open, user at dinner", left_at, window, "20 min + N")
+
+
+def _idle_row(
+    stage: Stage, pod: DrillPod, row: str, failure: str, left_at: float, extra_s: float, text: str
+) -> RowResult:
+    stage.run(3 * 3600, until=lambda: not stage.provider.alive(pod.pod_id))
+    check = stage.settings.idle_check_interval_s
+    bound = (stage.settings.idle_destroy_s + extra_s + check) / MIN
+    return RowResult(
+        row,
+        failure,
+        "idle watch",
+        stage.billed_min(pod.pod_id, left_at),
+        bound,
+        f"{text} + 1 check",
+        results_lost=pod.results_lost(),
+        notifications=stage.notifications(pod.pod_id),
+    )
+
+
+def f5_agent_killed(stage: Stage) -> RowResult:
+    return _silence_row(stage, "F5", "agent killed (OOM) / container frozen")
+
+
+def f13_notifier_down(stage: Stage) -> RowResult:
+    row = _silence_row(stage, "F13", "notification endpoint down (reaper's destroy)")
+    if stage.provider.alive("f13-pod"):
+        row.problems.append("the destroy did not happen")
+    return row
+
+
+def _silence_row(stage: Stage, row: str, failure: str) -> RowResult:
+    pod_id = f"{row.lower()}-pod"
+    pod = stage.launch(pod_id)
+    pod.busy()
+    stage.run(35 * MIN)  # past one periodic results push (sync_interval_s): what a kill can cost is after it
+    died_at = stage.now
+    pod.alive_agent = False  # killed: no more ticks, no more heartbeats
+    pod.idle()  # the provider sees the GPU go quiet
+    stage.run(3 * 3600, until=lambda: not stage.provider.alive(pod_id))
+    bound = passes_bound_s(stage.settings, stage.settings.silence_limit_s) / MIN + stage.slack(died_at)
+    return RowResult(
+        row,
+        failure,
+        "reaper (heartbeat silence)",
+        stage.billed_min(pod_id, died_at),
+        bound,
+        f"silence + period + grace{stage.bound_note(died_at)}",
+        results_lost=pod.results_lost(),
+        notifications=stage.notifications(pod_id),
+    )
+
+
+def f6_paused(stage: Stage) -> RowResult:
+    return _provider_state_row(
+        stage,
+        "F6",
+        "interruptible outbid, instance paused",
+        "paused",
+        stage.settings.paused_limit_s,
+        "30 min + one period",
+        interruptible=True,
+    )
+
+
+def f7_stopped(stage: Stage) -> RowResult:
+    return _provider_state_row(
+        stage, "F7", "pod stopped and forgotten", "stopped", stage.settings.stopped_limit_s, "24 h + one period"
+    )
+
+
+def _provider_state_row(
+    stage: Stage, row: str, failure: str, status: PodStatus, limit_s: float, text: str, *, interruptible: bool = False
+) -> RowResult:
+    pod_id = f"{row.lower()}-pod"
+    pod = stage.launch(pod_id, interruptible=interruptible)
+    pod.busy()
+    stage.run(35 * MIN)  # past one periodic results push
+    at = stage.now
+    pod.alive_agent = False  # a paused or stopped container runs nothing
+    stage.provider.set(pod_id, status=status, gpu_util_pct=None)
+    stage.run(limit_s + 3 * 3600, step=60.0, until=lambda: not stage.provider.alive(pod_id))
+    bound = spec_bound_s(stage.settings, limit_s) / MIN + stage.slack(at)
+    return RowResult(
+        row,
+        failure,
+        "reaper",
+        stage.billed_min(pod_id, at),
+        bound,
+        text + stage.bound_note(at),
+        results_lost=pod.results_lost(),
+        notifications=stage.notifications(pod_id),
+    )
+
+
+def f8_sync_fails(stage: Stage) -> RowResult:
+    pod_id = "f8-pod"
+    pod = stage.launch(pod_id, sync_broken=True)
+    pod.busy()
+    stage.run(20 * MIN)
+    outcome = pod.job_exit(0, 20 * MIN)
+    stage.run(3 * 3600)  # the user is away for three hours: the idle watch and the reaper keep trying
+    nags = sum(1 for m in stage.messages(pod_id) if "sync failed" in m.lower() or "sync_failed" in m)
+    problems = [] if outcome == "kept_sync_failed" else [f"wrapper ended with {outcome}"]
+    if nags < 2:
+        problems.append(f"the kept-alive alert was sent {nags} time(s), not repeated")
+    killed = 0 if stage.provider.alive(pod_id) else 1
+    return RowResult(
+        "F8",
+        "results sync fails at the end",
+        "wrapper keeps the pod",
+        None,
+        None,
+        "no data lost; user decides",
+        false_kills=killed,
+        results_lost=pod.results_lost(),
+        notifications=stage.notifications(pod_id),
+        problems=problems,
+    )
+
+
+def f9_key_refused(stage: Stage) -> RowResult:
+    pod_id = "f9-pod"
+    pod = stage.launch(pod_id)
+    pod.busy()
+    stage.run(25 * MIN)
+    pod.refuse_destroy = True
+    exit_at = stage.now
+    outcome = pod.job_exit(0, 25 * MIN)
+    problems = [] if outcome == "destroy_failed" else [f"wrapper ended with {outcome}"]
+    stage.run(3 * 3600, until=lambda: not stage.provider.alive(pod_id))
+    # The pod reported its end (ledger closed, destroy_at = now + grace) before the refused call: the
+    # reaper's "ended but alive" rule applies after the grace; "as F5" is the SPEC's looser bound.
+    bound = passes_bound_s(stage.settings, stage.settings.silence_limit_s) / MIN + stage.slack(exit_at)
+    return RowResult(
+        "F9",
+        "pod's API key refused self-destroy",
+        "reaper (its own key)",
+        stage.billed_min(pod_id, exit_at),
+        bound,
+        f"as F5{stage.bound_note(exit_at)}",
+        results_lost=pod.results_lost(),
+        notifications=stage.notifications(pod_id),
+        problems=problems,
+    )
+
+
+def f10_network_lost(stage: Stage) -> RowResult:
+    pod_id = "f10-pod"
+    pod = stage.launch(pod_id)
+    pod.busy()
+    stage.run(15 * MIN)
+    pod.transport.down = True  # cut off from the functions, still training
+    stage.run(2 * 3600)
+    killed = 0 if stage.provider.alive(pod_id) else 1
+    alerts = sum(1 for n in stage.real_store.recent_notifications(10_000) if n.pod_id == pod_id and n.kind == "alert")
+    problems = [] if alerts else ["the reaper saw the silence but sent no alert"]
+    return RowResult(
+        "F10",
+        "pod lost network to the functions, still working",
+        "reaper: silence, provider says busy",
+        None,
+        None,
+        "alert only, no kill",
+        false_kills=killed,
+        results_lost=pod.results_lost(),
+        notifications=stage.notifications(pod_id),
+        problems=problems,
+    )
+
+
+def f11_never_registered(stage: Stage) -> RowResult:
+    run_id = "f11-pod"
+    created_at = stage.now
+    stage.provider.create(PodSpec(experiment=EXPERIMENT, run_id=run_id, provider="drill", gpu_type="RTX 4090"))
+    stage.run(3 * 3600, until=lambda: not stage.provider.alive(run_id))
+    bound = passes_bound_s(stage.settings, stage.settings.unregistered_grace_s) / MIN + stage.slack(created_at)
+    return RowResult(
+        "F11",
+        "laptop crashed after create, before register",
+        "reaper (tagged, unregistered)",
+        stage.billed_min(run_id, created_at),
+        bound,
+        f"grace + period + grace{stage.bound_note(created_at)}",
+        notifications=stage.notifications(run_id),
+    )
+
+
+def f14_reaper_stopped(stage: Stage) -> RowResult:
+    from gpuc.client.podlife import reaper_warnings
+
+    stage.launch("f14-pod").busy()
+    stage.run(32 * MIN)
+    stage.reaper_stopped_at = stage.now
+    missed_at = stage.next_reap  # the first pass that does not happen
+    seen_at: float | None = None
+    stage.run(missed_at - stage.now)
+    while stage.now < missed_at + 4 * stage.period:
+        st = stage.status()
+        if reaper_warnings(st.reaper_last_run, st.reaper_period_s, st.server_time):
+            seen_at = stage.now
+            break
+        stage.run(1.0, step=1.0)
+    visible = None if seen_at is None else (seen_at - missed_at) / MIN
+    bound = (stage.period + 1.0) / MIN
+    return RowResult(
+        "F14",
+        "the reaper stopped running",
+        "gpuc ls / doctor (status)",
+        visible,
+        bound,
+        "visible within one period (+1 s sampling)",
+        notifications=stage.notifications(),
+    )
+
+
+SCENARIOS: tuple[Scenario, ...] = (
+    f1_job_ends,
+    f2_job_crashes,
+    f3_walks_away,
+    f4_ssh_left_open,
+    f5_agent_killed,
+    f6_paused,
+    f7_stopped,
+    f8_sync_fails,
+    f9_key_refused,
+    f10_network_lost,
+    f11_never_registered,
+    # F12 runs against the emulators: see f12_provider_errors
+    f13_notifier_down,
+    f14_reaper_stopped,
+)
+KEEP = {"F8": ("f8-pod",), "F10": ("f10-pod",), "F14": ("f14-pod",)}
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """The drill breaks things on purpose: the pieces' own error logs (retries, notifier down) are
+    expected noise here; the table says what happened."""
+    logger = logging.getLogger("gpuc")
+    handler = logging.NullHandler()
+    logger.addHandler(handler)
+    old = logger.propagate
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.propagate = old
+        logger.removeHandler(handler)
+
+
+def run_drill(
+    *,
+    faults: bool = False,
+    seed: int = 0,
+    reaper: Callable[[Deps, float], api.ReapReport] | None = None,
+    scenarios: Iterable[Scenario] | None = None,
+) -> DrillReport:
+    tally = FaultTally()
+    rows: list[RowResult] = []
+    with _quiet(), tempfile.TemporaryDirectory(prefix="gpuc-drill-") as tmp:
+        for i, scenario in enumerate(SCENARIOS if scenarios is None else scenarios):
+            plan = FaultPlan(seed * 1000 + i, on=faults, tally=tally)
+            sender: Sender | None = DownSender() if scenario is f13_notifier_down else None
+            stage = Stage(Path(tmp) / f"s{i}", plan, sender=sender, reaper=reaper)
+            try:
+                row = scenario(stage)
+                stage.tally(tally, KEEP.get(row.row, ()))
+            finally:
+                stage.close()
+            rows.append(row)
+        if scenarios is None:
+            rows.insert(11, f12_provider_errors(Path(tmp) / "f12", seed=seed, faults=faults, tally=tally))
+    return DrillReport(rows=rows, faults=tally, faults_on=faults, seed=seed)
+
+
+# -- F12: provider API errors, through the real HTTP providers and the emulators -------------------
+EMU_RUNPOD_KEY = "rpa_DRILL" + "0" * 31
+EMU_VAST_KEY = "drillvast" + "0" * 31
+EMU_FAULT_OPS = {
+    "runpod": ("list", "list_v2", "get", "get_v2", "destroy"),
+    "vast": ("list", "list_v0", "get", "destroy"),
+}
+# The schedule when faults are off: one of each kind, at the calls the reaper makes.
+FIXED_FAULTS = (("list", "503"), ("get", "429"), ("destroy", "timeout_after_commit"), ("list", "success_false"))
+EMU_KINDS = ("500", "503", "429", "timeout", "drop", "success_false", "schema_drift", "timeout_after_commit")
+
+
+def _emulated(clock: FakeClock) -> tuple[Any, Any, Provider, Provider]:
+    from gpuc.core.providers.http import zero_backoff
+    from gpuc.core.providers.runpod import RunPodProvider
+    from gpuc.core.providers.vast import VastProvider
+    from gpuc.emulators.runpod import RunPodEmulator
+    from gpuc.emulators.vast import VastEmulator
+
+    rp_emu = RunPodEmulator(api_key=EMU_RUNPOD_KEY, clock=clock)
+    vast_emu = VastEmulator(api_key=EMU_VAST_KEY, clock=clock)
+    runpod = RunPodProvider(
+        EMU_RUNPOD_KEY,
+        graphql_url="https://api.runpod.test/graphql",
+        rest_url="https://api.runpod.test/v2",
+        transport=rp_emu.transport(),
+        clock=clock,
+        backoff=zero_backoff,
+    )
+    vast = VastProvider(
+        EMU_VAST_KEY,
+        url="https://console.vast.test/api/v0",
+        transport=vast_emu.transport(),
+        clock=clock,
+        backoff=zero_backoff,
+    )
+    return rp_emu, vast_emu, runpod, vast
+
+
+def _emu_alive(emu: Any) -> set[str]:
+    return {str(p.id) for p in emu.alive()}
+
+
+def _emu_names(emu: Any) -> Counter[str]:
+    return Counter(str(getattr(p, "name", None) or getattr(p, "label", None)) for p in emu.alive())
+
+
+def f12_provider_errors(root: Path, *, seed: int, faults: bool, tally: FaultTally) -> RowResult:
+    """A silent pod on each emulated provider, reaped while the providers answer 5xx / 429 / timeouts /
+    success:false / schema drift. The bound is not time: no leak, no double create or destroy."""
+    plan = FaultPlan(seed * 1000 + 12, on=faults, tally=tally)
+    stage = Stage(root, plan)
+    rp_emu, vast_emu, runpod, vast = _emulated(stage.clock)
+    stage.deps.providers = ProviderPool.of(stage.provider, runpod, vast)
+    emus = {"runpod": rp_emu, "vast": vast_emu}
+    rng = random.Random(seed * 7919 + 12)
+    problems: list[str] = []
+    billed: list[float] = []
+    sent = 0
+    try:
+        pods: dict[str, tuple[str, float]] = {}
+        for name, provider in (("runpod", runpod), ("vast", vast)):
+            if faults and rng.random() < 0.5:
+                kind = rng.choice(("503", "timeout_after_commit", "drop_after_commit", "500_after_commit"))
+                emus[name].faults.add("create", kind, times=1)
+                tally.injected[f"emulator create {kind}"] += 1
+            spec = PodSpec(experiment=EXPERIMENT, run_id=f"f12-{name}", provider=name, gpu_type="RTX 4090")
+            try:
+                pod = provider.create(spec)
+            except GpucError:
+                continue  # `up` failed: whatever the provider did create is a stray for the reaper (F11)
+            stage.register(pod.id, new_token(), provider=name, name=pod.name)
+            pods[pod.id] = (name, stage.now)  # never pings: the agent died at boot
+        started = stage.now
+        for name, emu in emus.items():
+            for op, kind in FIXED_FAULTS:
+                emu.faults.add(op, kind, times=1)
+                tally.injected[f"emulator {kind}"] += 1
+            if faults:
+                for _ in range(rng.randint(4, 10)):
+                    kind = rng.choice(EMU_KINDS)
+                    emu.faults.add(rng.choice(EMU_FAULT_OPS[name]), kind, times=1)
+                    tally.injected[f"emulator {kind}"] += 1
+
+        def all_gone() -> bool:
+            return not any(_emu_alive(emu) for emu in emus.values())
+
+        gone_at: dict[str, float] = {}
+
+        def watch() -> bool:
+            for pid, (name, _) in pods.items():
+                if pid not in gone_at and pid not in _emu_alive(emus[name]):
+                    gone_at[pid] = stage.now
+            return all_gone()
+
+        stage.run(4 * 3600, step=30.0, until=watch)
+        for pid, (_, since) in pods.items():
+            if pid in gone_at:
+                billed.append((gone_at[pid] - since) / MIN)
+        if not pods and all_gone():
+            billed.append((stage.now - started) / MIN)
+        for emu in emus.values():
+            tally.pods_leaked += len(_emu_alive(emu))
+            tally.double_creates += sum(n - 1 for n in _emu_names(emu).values() if n > 1)
+        for pid in pods:
+            tally.double_destroys += max(0, stage.reaper_destroys[pid] - 1)
+        if not all_gone():
+            problems.append("a pod outlived the faults (leak)")
+        blind = sum(1 for e in emus.values() for r in e.requests if r.fault)
+        if blind == 0:
+            problems.append("no fault reached the providers: the row proved nothing")
+        sent = stage.notifications()
+    finally:
+        runpod.close()
+        vast.close()
+        stage.close()
+    return RowResult(
+        "F12",
+        "provider API errors (5xx, 429, timeouts, success:false, drift)",
+        "everyone retries; destroy idempotent",
+        max(billed) if billed else None,
+        None,
+        "no leak, no double action",
+        notifications=sent,
+        problems=problems,
+    )

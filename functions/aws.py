@@ -1,0 +1,136 @@
+"""The functions on AWS Lambda: thin adapters from Lambda events to the same handlers and reaper.
+
+`ingest_handler` serves the Function URL (payload format 2.0) by building a transport-neutral
+`Request` and calling `handlers.dispatch`; `reaper_handler` runs one `reap_safely` pass for the
+EventBridge Scheduler event. Deps are built once per container (warm invocations reuse the boto3
+clients and the provider HTTP pools) from the environment:
+
+    TABLE_NAME        the DynamoDB table (functions.dynamo)
+    GPUC_SSM_PREFIX   SecureString parameters <prefix>/<settings field>, e.g. /gpuc/watchdog/admin_token
+    GPUC_*            every non-secret Settings field, as on the laptop
+
+Secrets are read at runtime with decryption, never from environment variables (those show in the
+console and in GetFunctionConfiguration), and never logged.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import os
+import threading
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from gpuc.core import api
+from gpuc.functions.app import Deps, build_deps
+from gpuc.functions.handlers import Request, Response, dispatch, response_bytes
+from gpuc.functions.reaper import reap_safely
+
+if TYPE_CHECKING:
+    from mypy_boto3_ssm import SSMClient
+
+log = logging.getLogger("gpuc.functions")
+
+# The secrets the functions need; deploy stores exactly these, the Lambdas read exactly these.
+WATCHDOG_SECRETS = ("admin_token", "runpod_api_key", "vast_api_key", "notify_urls", "webhook_secret")
+DEFAULT_SSM_PREFIX = "/gpuc/watchdog"
+LAMBDA_HOME = "/tmp/gpuc"  # the only writable path on Lambda: the notifier's outbox lives there
+
+_deps: Deps | None = None
+_deps_lock = threading.Lock()
+
+
+def read_secrets(ssm: SSMClient, prefix: str) -> dict[str, str]:
+    """The SecureString parameters under prefix, decrypted: {settings field: value}."""
+    names = [f"{prefix.rstrip('/')}/{field}" for field in WATCHDOG_SECRETS]
+    got = ssm.get_parameters(Names=names, WithDecryption=True)
+    return {p["Name"].rsplit("/", 1)[-1]: p["Value"] for p in got.get("Parameters", []) if p.get("Value")}
+
+
+def deps_from_env(environ: Mapping[str, str] | None = None) -> Deps:
+    import boto3
+
+    from gpuc.core.settings import load_settings
+    from gpuc.functions.dynamo import DynamoStore
+
+    env = dict(os.environ if environ is None else environ)
+    env.setdefault("GPUC_HOME", LAMBDA_HOME)
+    prefix = env.get("GPUC_SSM_PREFIX", DEFAULT_SSM_PREFIX)
+    secrets = read_secrets(boto3.client("ssm"), prefix)
+    if not secrets.get("admin_token"):
+        # Without it build_deps would mint a token nobody knows: refuse to start instead.
+        raise RuntimeError(f"SSM parameter {prefix}/admin_token is missing: run `gpuc watchdog deploy`")
+    settings = load_settings(env).with_overrides(**secrets)
+    store = DynamoStore(env["TABLE_NAME"], boto3.client("dynamodb"))
+    return build_deps(settings, store=store)
+
+
+def get_deps() -> Deps:
+    global _deps
+    with _deps_lock:
+        if _deps is None:
+            _deps = deps_from_env()
+        return _deps
+
+
+def set_deps(deps: Deps | None) -> None:
+    """For tests and for a caller that wires Deps itself (e.g. a fake provider)."""
+    global _deps
+    with _deps_lock:
+        _deps = deps
+
+
+def request_from_event(event: Mapping[str, Any]) -> Request | Response:
+    """A Function URL v2 event as a Request, or the 4xx answer for one that cannot be one."""
+    http = event.get("requestContext", {}).get("http", {})
+    method, path = http.get("method"), event.get("rawPath")
+    if not isinstance(method, str) or not isinstance(path, str):
+        return Response(400, {"error": "not a Function URL request"})
+    raw = event.get("body") or ""
+    if not isinstance(raw, str):
+        return Response(400, {"error": "malformed body"})
+    # Checked before decoding: base64 is 4/3 of the body, so this bounds the work for a huge one
+    if len(raw) > api.MAX_BODY_BYTES * 4 // 3 + 4:
+        return Response(413, {"error": f"body larger than {api.MAX_BODY_BYTES} bytes"})
+    try:
+        body = base64.b64decode(raw, validate=True) if event.get("isBase64Encoded") else raw.encode()
+    except (binascii.Error, ValueError):
+        return Response(400, {"error": "malformed base64 body"})
+    headers = event.get("headers") or {}
+    if not isinstance(headers, Mapping):
+        return Response(400, {"error": "malformed headers"})
+    clean = {str(k): str(v) for k, v in headers.items()}
+    return Request(method, path, clean, body)
+
+
+def lambda_response(response: Response) -> dict[str, Any]:
+    return {
+        "statusCode": response.status,
+        "headers": {"content-type": "application/json", "cache-control": "no-store"},
+        "body": response_bytes(response).decode(),
+        "isBase64Encoded": False,
+    }
+
+
+def ingest_handler(event: Mapping[str, Any], context: object) -> dict[str, Any]:
+    parsed = request_from_event(event) if isinstance(event, Mapping) else Response(400, {"error": "bad event"})
+    if isinstance(parsed, Response):
+        return lambda_response(parsed)
+    deps = get_deps()
+    response = dispatch(parsed, deps, deps.clock.now())
+    log.info("%s %s %d", parsed.method, parsed.path, response.status)
+    return lambda_response(response)
+
+
+def reaper_handler(event: Mapping[str, Any], context: object) -> dict[str, Any]:
+    """Runs one pass. Never raises: a raise would make Lambda retry a pass that may have destroyed."""
+    deps = get_deps()
+    report = reap_safely(deps)
+    if report is None:
+        return {"ok": False}
+    summary = {"ok": True, "actions": len(report.actions), "blind": bool(report.blind)}
+    log.info("reaper pass: %s", json.dumps(summary))
+    return summary

@@ -1,0 +1,278 @@
+"""`gpuc watchdog deploy`: package the functions, store the secrets, deploy infra/template.yaml.
+
+Packaging: one zip with gpuc's own .py files and, vendored from this machine's site-packages, the
+runtime dependencies the functions import (pydantic, httpx and what they require; boto3 is in the
+Lambda runtime). pydantic-core is a compiled wheel, so the zip only runs on Lambda when built on
+Linux with the same Python minor version and CPU architecture: the stack's runtime and architecture
+are set from this interpreter, and another OS is refused. That is the honest simplest way; a layer
+built with `pip install --platform` would need the network at deploy time.
+
+Secrets go to SSM Parameter Store as SecureString (CloudFormation cannot create those) before the
+stack, so the first invocation finds them. Every deploy mints a fresh admin token; the parameter's
+version goes into the functions' environment so warm containers holding the old token are replaced.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata as md
+import io
+import platform
+import re
+import sys
+import zipfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuc.core.errors import ConfigError, GpucError
+from gpuc.core.settings import Settings, save_config
+from gpuc.functions.aws import DEFAULT_SSM_PREFIX, WATCHDOG_SECRETS
+
+TEMPLATE = Path(__file__).resolve().parent.parent / "infra" / "template.yaml"
+DEFAULT_STACK = "gpuc-watchdog"
+# Top-level requirements of the functions at runtime; their own requirements are followed.
+ROOT_DISTRIBUTIONS = ("pydantic", "httpx", "python-dotenv", "click")
+PROVIDED_BY_LAMBDA = frozenset({"boto3", "botocore", "s3transfer", "jmespath", "urllib3", "python-dateutil", "six"})
+GPUC_PACKAGES = ("gpuc", "gpuc.core", "gpuc.core.providers", "gpuc.functions", "gpuc.client")
+_REQ_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+class DeployError(GpucError):
+    pass
+
+
+@dataclass
+class Plan:
+    region: str
+    stack_name: str
+    ssm_prefix: str
+    provider: str
+    runtime: str
+    architecture: str
+    secrets: list[str] = field(default_factory=list)  # the settings fields stored (never their values)
+
+    def describe(self) -> list[str]:
+        lines = [
+            f"region {self.region}, stack {self.stack_name} ({self.runtime}, {self.architecture})",
+            f"S3 bucket gpuc-artifacts-<account>-{self.region}: the code zip",
+            f"CloudFormation stack {self.stack_name}: DynamoDB table {self.stack_name}-watchdog "
+            "(on demand, TTL), Lambda functions ingest (Function URL) and reaper "
+            f"(EventBridge Scheduler), IAM roles, log groups; the reaper scans {self.provider}",
+        ]
+        lines += [f"SSM SecureString {self.ssm_prefix}/{name}" for name in self.secrets]
+        lines.append("config.json: functions_url = the ingest URL, admin_token = a fresh token")
+        return lines
+
+
+@dataclass
+class Deployed:
+    url: str
+    table: str
+    config_path: Path
+
+
+def make_plan(settings: Settings, region: str, stack_name: str = DEFAULT_STACK) -> Plan:
+    if settings.provider not in ("runpod", "vast"):
+        raise ConfigError(
+            f"the watchdog on AWS watches runpod or vast, not {settings.provider!r}",
+            hint="set GPUC_PROVIDER=runpod (or vast) and its API key, then deploy again",
+        )
+    if getattr(settings, f"{settings.provider}_api_key") is None:
+        raise ConfigError(
+            f"no API key for {settings.provider}: the reaper could not list or destroy pods",
+            hint=f"set {settings.provider.upper()}_API_KEY in your environment or .env",
+        )
+    if not sys.platform.startswith("linux"):
+        raise ConfigError(
+            "the code zip vendors compiled wheels (pydantic-core), so it must be built on Linux",
+            hint="run `gpuc watchdog deploy` from a Linux machine or container",
+        )
+    secrets = ["admin_token"] + [n for n in WATCHDOG_SECRETS[1:] if getattr(settings, n) is not None]
+    return Plan(
+        region=region,
+        stack_name=stack_name,
+        ssm_prefix=DEFAULT_SSM_PREFIX,
+        provider=settings.provider,
+        runtime=f"python{sys.version_info.major}.{sys.version_info.minor}",
+        architecture="arm64" if platform.machine() in ("aarch64", "arm64") else "x86_64",
+        secrets=secrets,
+    )
+
+
+def _requirement_names(dist: md.Distribution) -> Iterable[str]:
+    for req in dist.requires or []:
+        if "extra ==" in req or "extra==" in req:
+            continue  # optional extras are not needed at runtime
+        match = _REQ_NAME.match(req)
+        if match:
+            yield match.group(1)
+
+
+def runtime_distributions() -> list[md.Distribution]:
+    seen: dict[str, md.Distribution] = {}
+    todo = list(ROOT_DISTRIBUTIONS)
+    while todo:
+        name = todo.pop().lower().replace("_", "-")
+        if name in seen or name in PROVIDED_BY_LAMBDA:
+            continue
+        try:
+            dist = md.distribution(name)
+        except md.PackageNotFoundError:
+            continue  # an optional requirement on another platform or python
+        seen[name] = dist
+        todo.extend(_requirement_names(dist))
+    return list(seen.values())
+
+
+def _vendored_files(dist: md.Distribution) -> Iterable[tuple[Path, str]]:
+    for rel in dist.files or []:
+        text = str(rel)
+        if text.startswith("..") or "__pycache__" in text or text.endswith(".pyc"):
+            continue
+        yield Path(str(dist.locate_file(rel))), text
+
+
+def _gpuc_files() -> Iterable[tuple[Path, str]]:
+    import importlib
+
+    for name in GPUC_PACKAGES:
+        module = importlib.import_module(name)
+        folder = Path(next(iter(module.__path__)))
+        arcdir = name.replace(".", "/")
+        for path in sorted(folder.glob("*.py")):
+            yield path, f"{arcdir}/{path.name}"
+
+
+def build_zip() -> bytes:
+    """Deterministic (fixed timestamps, sorted), so an unchanged build keeps its S3 key."""
+    files = dict(_gpuc_files())
+    for dist in runtime_distributions():
+        files.update(_vendored_files(dist))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path, arcname in sorted(files.items(), key=lambda kv: kv[1]):
+            if not path.is_file():
+                continue
+            info = zipfile.ZipInfo(arcname, date_time=(2020, 1, 1, 0, 0, 0))
+            info.external_attr = 0o644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, path.read_bytes())
+    return out.getvalue()
+
+
+def secret_values(settings: Settings, plan: Plan, admin_token: str) -> dict[str, str]:
+    values = {"admin_token": admin_token}
+    for name in plan.secrets[1:]:
+        secret = getattr(settings, name)
+        values[name] = secret.get_secret_value()
+    return values
+
+
+def deploy(
+    settings: Settings,
+    plan: Plan,
+    *,
+    session: Any = None,
+    echo: Callable[[str], None] = print,
+    waiter_delay_s: int = 5,
+) -> Deployed:
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from gpuc.core.signing import new_token
+
+    session = session or boto3.Session(region_name=plan.region)
+    try:
+        token = new_token()
+        code = build_zip()
+        bucket, key = upload_code(session, plan, code)
+        echo(f"uploaded the code ({len(code) // 1024} KiB) to s3://{bucket}/{key}")
+        version = store_secrets(session, plan, secret_values(settings, plan, token))
+        echo(f"stored {len(plan.secrets)} SecureString parameters under {plan.ssm_prefix}")
+        outputs = apply_stack(session, plan, bucket, key, version, waiter_delay_s)
+    except (ClientError, BotoCoreError) as exc:
+        # botocore messages carry no parameter values; the code is the useful part
+        raise DeployError(
+            f"AWS refused the deploy: {type(exc).__name__}: {exc}",
+            hint="check your AWS credentials and region (aws sts get-caller-identity), then retry",
+        ) from None
+    url = outputs["IngestUrl"]
+    path = save_config(settings.home, functions_url=url, admin_token=token)
+    return Deployed(url=url, table=outputs["TableName"], config_path=path)
+
+
+def upload_code(session: Any, plan: Plan, code: bytes) -> tuple[str, str]:
+    account = session.client("sts").get_caller_identity()["Account"]
+    bucket = f"gpuc-artifacts-{account}-{plan.region}"
+    s3 = session.client("s3")
+    try:
+        s3.head_bucket(Bucket=bucket)
+    except s3.exceptions.ClientError:
+        extra = {} if plan.region == "us-east-1" else {"CreateBucketConfiguration": {"LocationConstraint": plan.region}}
+        s3.create_bucket(Bucket=bucket, **extra)
+    key = f"gpuc/watchdog-{hashlib.sha256(code).hexdigest()[:20]}.zip"
+    s3.put_object(Bucket=bucket, Key=key, Body=code)
+    return bucket, key
+
+
+def store_secrets(session: Any, plan: Plan, values: dict[str, str]) -> int:
+    """Returns the admin token parameter's version."""
+    ssm = session.client("ssm")
+    version = 0
+    for name, value in values.items():
+        got = ssm.put_parameter(
+            Name=f"{plan.ssm_prefix}/{name}", Value=value, Type="SecureString", Overwrite=True, Tier="Standard"
+        )
+        if name == "admin_token":
+            version = int(got["Version"])
+    return version
+
+
+def apply_stack(
+    session: Any, plan: Plan, bucket: str, key: str, secrets_version: int, delay_s: int
+) -> dict[str, str]:
+    cfn = session.client("cloudformation")
+    params = {
+        "CodeBucket": bucket,
+        "CodeKey": key,
+        "SsmPrefix": plan.ssm_prefix,
+        "Provider": plan.provider,
+        "PythonRuntime": plan.runtime,
+        "Architecture": plan.architecture,
+        "SecretsVersion": str(secrets_version),
+    }
+    args: dict[str, Any] = {
+        "StackName": plan.stack_name,
+        "TemplateBody": TEMPLATE.read_text(encoding="utf-8"),
+        "Parameters": [{"ParameterKey": k, "ParameterValue": v} for k, v in params.items()],
+        "Capabilities": ["CAPABILITY_IAM"],
+    }
+    if _stack_exists(cfn, plan.stack_name):
+        try:
+            cfn.update_stack(**args)
+        except cfn.exceptions.ClientError as exc:
+            if "No updates are to be performed" not in str(exc):
+                raise
+        else:
+            cfn.get_waiter("stack_update_complete").wait(
+                StackName=plan.stack_name, WaiterConfig={"Delay": delay_s, "MaxAttempts": 360}
+            )
+    else:
+        cfn.create_stack(**args)
+        cfn.get_waiter("stack_create_complete").wait(
+            StackName=plan.stack_name, WaiterConfig={"Delay": delay_s, "MaxAttempts": 360}
+        )
+    stack = cfn.describe_stacks(StackName=plan.stack_name)["Stacks"][0]
+    return {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+
+
+def _stack_exists(cfn: Any, name: str) -> bool:
+    try:
+        stacks = cfn.describe_stacks(StackName=name)["Stacks"]
+    except cfn.exceptions.ClientError as exc:
+        if "does not exist" in str(exc):
+            return False
+        raise
+    return any(s["StackStatus"] != "DELETE_COMPLETE" for s in stacks)

@@ -1,0 +1,169 @@
+"""The Lambda adapters with Lambda-shaped events, against DynamoDB and SSM in moto (server mode)."""
+
+from __future__ import annotations
+
+import base64
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from watchdog_fakes import ADMIN, FakeProvider, World
+
+from gpuc.core import api
+from gpuc.core.clock import FakeClock
+from gpuc.core.notify import Notifier
+from gpuc.functions import aws as lam
+from gpuc.functions.app import ProviderPool
+from gpuc.functions.dynamo import DynamoStore, create_table
+from gpuc.functions.handlers import Request, Response
+
+TABLE = "gpuc-watchdog"
+PREFIX = "/gpuc/watchdog"
+
+
+def url_event(req: Request, *, b64: bool = False) -> dict[str, Any]:
+    """A Function URL request, payload format 2.0."""
+    body = base64.b64encode(req.body).decode() if b64 else req.body.decode()
+    return {
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": req.path,
+        "rawQueryString": "",
+        "headers": dict(req.headers),
+        "requestContext": {"http": {"method": req.method, "path": req.path, "sourceIp": "203.0.113.9"}},
+        "body": body,
+        "isBase64Encoded": b64,
+    }
+
+
+SCHEDULED = {"version": "0", "detail-type": "Scheduled Event", "source": "aws.scheduler", "detail": {}}
+
+
+def via_lambda(req: Request, _deps: object = None, _now: float = 0.0) -> Response:
+    import json
+
+    out = lam.ingest_handler(url_event(req), None)
+    assert out["headers"]["content-type"] == "application/json"
+    return Response(out["statusCode"], json.loads(out["body"]))
+
+
+class LambdaWorld(World):
+    """World's helpers (register, ping, signed), but every call goes through ingest_handler."""
+
+    def call(
+        self, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None
+    ) -> Response:
+        return via_lambda(Request(method, path, headers or {}, body))
+
+
+@pytest.fixture
+def world(aws: str, home: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> Iterator[LambdaWorld]:
+    create_table(boto3.client("dynamodb"), TABLE)
+    boto3.client("ssm").put_parameter(Name=f"{PREFIX}/admin_token", Value=ADMIN, Type="SecureString")
+    monkeypatch.setenv("TABLE_NAME", TABLE)
+    monkeypatch.setenv("GPUC_SSM_PREFIX", PREFIX)
+    monkeypatch.setenv("GPUC_PROVIDER", "fake")
+    deps = lam.deps_from_env()  # what a cold start builds: the token from SSM, the store on DynamoDB
+    provider = FakeProvider(clock)
+    deps.providers = ProviderPool.of(provider)
+    deps.clock = clock
+    deps.notifier = Notifier(home / "outbox.jsonl", clock=clock, sleep=lambda s: None)
+    lam.set_deps(deps)
+    assert isinstance(deps.store, DynamoStore)
+    yield LambdaWorld(clock, deps.settings, provider, deps.store, deps.notifier, deps)  # type: ignore[arg-type]
+    lam.set_deps(None)
+    deps.close()
+
+
+def test_the_admin_token_comes_from_ssm(world: LambdaWorld) -> None:
+    assert world.deps.admin_token.get_secret_value() == ADMIN
+    refused = world.call("GET", "/v1/status", headers={"Authorization": "Bearer nope"})
+    assert refused.status == 401
+    assert world.admin("GET", "/v1/status", None).status == 200
+
+
+def test_a_heartbeat_is_accepted_and_last_seen_moves(world: LambdaWorld) -> None:
+    world.register("p1")
+    world.clock.advance(30)
+    assert world.ping("p1").status == 200
+    assert world.pod("p1").last_seen == world.now
+    world.clock.advance(30)
+    assert world.ping("p1").status == 200
+    assert world.pod("p1").last_seen == world.now
+
+
+def test_a_replayed_heartbeat_is_rejected_and_last_seen_stays(world: LambdaWorld) -> None:
+    world.register("p1")
+    body = world.heartbeat_body("p1", 1)
+    headers = world.signed("p1", body, 1)
+    assert world.call("POST", "/v1/heartbeat", body, headers).status == 200
+    seen = world.pod("p1").last_seen
+    world.clock.advance(60)
+    replay = world.call("POST", "/v1/heartbeat", body, headers)
+    assert 400 <= replay.status < 500
+    assert world.pod("p1").last_seen == seen
+
+
+def test_a_forged_signature_is_401_and_nothing_is_stored(world: LambdaWorld) -> None:
+    world.register("p1")
+    body = world.heartbeat_body("p1", 1)
+    headers = {**world.signed("p1", body, 1), api.H_SIGNATURE: "0" * 64}
+    answer = world.call("POST", "/v1/heartbeat", body, headers)
+    assert answer.status == 401
+    rec = world.pod("p1")
+    assert (rec.last_seen, rec.last_seq) == (None, -1)
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"rawPath": "/v1/heartbeat", "requestContext": {"http": {"method": "POST"}}, "body": "{nope"},
+        {"rawPath": "/v1/pods", "requestContext": {"http": {"method": "POST"}}, "body": "x" * 200_000},
+        {"rawPath": "/v1/pods", "requestContext": {"http": {"method": "POST"}}, "body": "!!", "isBase64Encoded": True},
+        {"rawPath": "/v1/pods", "body": "{}"},
+        {"rawPath": 7, "requestContext": {"http": {"method": "POST"}}},
+        {"rawPath": "/v1/pods", "requestContext": {"http": {"method": "POST"}}, "headers": "x"},
+    ],
+    ids=["malformed-json", "huge-body", "bad-base64", "no-method", "bad-path", "bad-headers"],
+)
+def test_bad_input_is_a_4xx_and_stores_nothing(world: LambdaWorld, event: dict[str, Any]) -> None:
+    event.setdefault("headers", {"authorization": f"Bearer {ADMIN}"})
+    out = lam.ingest_handler(event, None)
+    assert 400 <= out["statusCode"] < 500, out
+    assert world.store.list_pods() == []
+
+
+def test_a_base64_body_is_decoded(world: LambdaWorld) -> None:
+    world.register("p1")
+    body = world.heartbeat_body("p1", 1)
+    event = url_event(Request("POST", "/v1/heartbeat", world.signed("p1", body, 1), body), b64=True)
+    assert lam.ingest_handler(event, None)["statusCode"] == 200
+    assert world.pod("p1").last_seq == 1
+
+
+def test_a_scheduled_event_delivered_twice_at_once_destroys_once(world: LambdaWorld) -> None:
+    world.register("p1")
+    world.ping("p1")
+    world.clock.advance(world.settings.silence_limit_s + 1)
+    assert lam.reaper_handler(SCHEDULED, None)["ok"]
+    assert world.pod("p1").state == "down"
+    world.clock.advance(world.settings.destroy_grace_s + 1)
+    barrier = threading.Barrier(2)
+    results: list[dict[str, Any]] = []
+
+    def deliver() -> None:
+        barrier.wait()
+        results.append(lam.reaper_handler(SCHEDULED, None))
+
+    threads = [threading.Thread(target=deliver) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [r["ok"] for r in results] == [True, True]
+    assert world.provider.destroyed == ["p1"]
+    assert world.pod("p1").state == "destroyed"
+    assert world.kinds("p1").count("destroyed") == 1

@@ -1,0 +1,89 @@
+"""`gpuc watchdog deploy` against moto in server mode: the stack, the table and the SSM parameters
+exist afterwards, the config has the URL and is mode 600; --dry-run touches nothing."""
+
+from __future__ import annotations
+
+import json
+import stat
+import zipfile
+from io import BytesIO
+from pathlib import Path
+
+import boto3
+import pytest
+from click.testing import CliRunner
+
+from gpuc.client.cmd_watchdog import watchdog
+from gpuc.functions import deploy as dep
+
+KEY = "rp-secret-key-123456"
+# moto's CloudFormation skips the Scheduler schedule and the EventInvokeConfig with this warning;
+# test_template.py checks those two statically.
+pytestmark = pytest.mark.filterwarnings("ignore:Tried to parse AWS:UserWarning")
+
+
+@pytest.fixture
+def user(aws: str, home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("GPUC_PROVIDER", "runpod")
+    monkeypatch.setenv("RUNPOD_API_KEY", KEY)
+    monkeypatch.setattr(dep, "build_zip", small_zip)  # the real one is tested below, once
+    return home
+
+
+def small_zip() -> bytes:
+    out = BytesIO()
+    with zipfile.ZipFile(out, "w") as zf:
+        zf.writestr("gpuc/__init__.py", "")
+    return out.getvalue()
+
+
+def test_dry_run_touches_nothing(user: Path) -> None:
+    result = CliRunner().invoke(watchdog, ["deploy", "--dry-run", "--region", "us-east-1"])
+    assert result.exit_code == 0, result.output
+    assert "SSM SecureString /gpuc/watchdog/runpod_api_key" in result.output
+    assert KEY not in result.output
+    assert boto3.client("cloudformation").describe_stacks()["Stacks"] == []
+    assert boto3.client("ssm").describe_parameters()["Parameters"] == []
+    assert not (user / "config.json").exists()
+
+
+def test_deploy_creates_the_stack_stores_secrets_and_saves_the_url(user: Path) -> None:
+    result = CliRunner().invoke(watchdog, ["deploy", "--region", "us-east-1", "--stack-name", "gw"])
+    assert result.exit_code == 0, result.output
+    assert KEY not in result.output
+    stack = boto3.client("cloudformation").describe_stacks(StackName="gw")["Stacks"][0]
+    assert stack["StackStatus"] == "CREATE_COMPLETE"
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]}
+    table = boto3.client("dynamodb").describe_table(TableName=outputs["TableName"])["Table"]
+    assert table["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
+    ssm = boto3.client("ssm")
+    got = ssm.get_parameter(Name="/gpuc/watchdog/runpod_api_key", WithDecryption=True)["Parameter"]
+    assert (got["Type"], got["Value"]) == ("SecureString", KEY)
+    token = ssm.get_parameter(Name="/gpuc/watchdog/admin_token", WithDecryption=True)["Parameter"]["Value"]
+    function = boto3.client("lambda").get_function(FunctionName="gw-ingest")
+    assert function["Concurrency"]["ReservedConcurrentExecutions"] == 5
+    url = boto3.client("lambda").get_function_url_config(FunctionName="gw-ingest")
+    assert (url["FunctionUrl"], url["AuthType"]) == (outputs["IngestUrl"], "NONE")
+    config = user / "config.json"
+    assert stat.S_IMODE(config.stat().st_mode) == 0o600
+    saved = json.loads(config.read_text())
+    assert saved["functions_url"] == outputs["IngestUrl"] and saved["functions_url"] in result.output
+    assert saved["admin_token"] == token and token not in result.output
+    # Deploying again updates in place and rotates the token
+    again = CliRunner().invoke(watchdog, ["deploy", "--region", "us-east-1", "--stack-name", "gw"])
+    assert again.exit_code == 0, again.output
+    assert json.loads(config.read_text())["admin_token"] != token
+
+
+def test_deploy_refuses_the_local_provider(aws: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    result = CliRunner().invoke(watchdog, ["deploy", "--dry-run", "--region", "us-east-1"])
+    assert result.exit_code != 0
+    assert "runpod or vast" in str(result.exception) or "runpod or vast" in result.output
+
+
+def test_the_code_zip_holds_the_handlers_and_their_dependencies() -> None:
+    names = set(zipfile.ZipFile(BytesIO(dep.build_zip())).namelist())
+    assert {"gpuc/functions/aws.py", "gpuc/functions/dynamo.py", "gpuc/core/api.py"} <= names
+    assert "pydantic/__init__.py" in names and "httpx/__init__.py" in names
+    assert any(n.startswith("pydantic_core/_pydantic_core") for n in names)
+    assert not any(n.startswith("boto3/") or "__pycache__" in n for n in names)

@@ -1,0 +1,96 @@
+"""The drill: every row of the failure matrix within its bound, with and without faults -- and a drill
+that can fail: break one safety rule and it must exit non-zero."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from gpuc.client.cli import cli
+from gpuc.client.drill import f5_agent_killed, f8_sync_fails, f10_network_lost, run_drill
+from gpuc.core.api import ReapReport
+from gpuc.functions import reaper
+from gpuc.functions.app import Deps
+from gpuc.instance_side import ending
+
+ROWS = [f"F{i}" for i in range(1, 15)]
+
+
+def drill(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, ["drill", *args])
+    return result.exit_code, result.output
+
+
+def check_all_within(report: dict[str, Any]) -> None:
+    assert [r["row"] for r in report["rows"]] == ROWS
+    for row in report["rows"]:
+        assert row["within_bound"], row
+        assert row["false_kills"] == 0, row
+        assert row["results_lost"] == 0, row
+        assert row["problems"] == [], row
+    faults = report["faults"]
+    assert (faults["pods_leaked"], faults["double_creates"], faults["double_destroys"]) == (0, 0, 0)
+    assert report["ok"] is True
+
+
+def test_the_drill_passes_and_prints_the_table() -> None:
+    code, out = drill()
+    assert code == 0, out
+    assert "drill: PASS" in out
+    for row in ROWS:
+        assert f"\n{row} " in out
+
+
+def test_the_drill_as_json_has_every_row_within_bound() -> None:
+    code, out = drill("--json")
+    assert code == 0, out
+    report = json.loads(out)
+    check_all_within(report)
+    by_row = {r["row"]: r for r in report["rows"]}
+    assert by_row["F1"]["billed_min"] <= by_row["F1"]["bound_min"]
+    assert by_row["F12"]["problems"] == []
+    assert report["faults"]["injected"] > 0  # F12's fixed schedule of provider errors
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_drill_with_faults_passes(seed: int) -> None:
+    code, out = drill("--faults", "--seed", str(seed), "--json")
+    assert code == 0, out
+    report = json.loads(out)
+    check_all_within(report)
+    kinds = report["faults"]["by_kind"]
+    assert report["faults"]["injected"] >= 50
+    for kind in ("notifier down", "store unavailable", "functions unreachable"):
+        assert kinds.get(kind, 0) > 0, kinds
+    assert any(k.startswith("provider ") for k in kinds) and any(k.startswith("emulator ") for k in kinds)
+
+
+def test_a_reaper_that_ignores_the_second_witness_fails_the_drill(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(reaper, "veto", lambda *args: None)
+    report = run_drill(scenarios=[f10_network_lost])
+    assert not report.ok
+    assert report.rows[0].false_kills == 1
+    code, out = drill()
+    assert code == 1
+    assert "drill: FAIL" in out
+
+
+def test_a_reaper_that_never_acts_puts_silence_over_its_bound() -> None:
+    def dry(deps: Deps, now: float) -> ReapReport:
+        return reaper.reap_once(deps, now, dry_run=True)
+
+    report = run_drill(scenarios=[f5_agent_killed], reaper=dry)
+    row = report.rows[0]
+    assert not row.within_bound and not report.ok
+    assert row.billed_min is None  # never destroyed
+
+
+def test_an_ender_that_skips_the_sync_check_loses_results(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ending.Ender, "_sync", lambda self: "unchecked")
+    report = run_drill(scenarios=[f8_sync_fails])
+    row = report.rows[0]
+    assert row.results_lost > 0 and row.false_kills == 1
+    assert not report.ok
