@@ -35,12 +35,12 @@ from gpuc.core import api
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import GpucError, ProviderError, ProviderSchemaError, ProviderUnavailable
 from gpuc.core.models import Balance, Pod, PodSpec, PodStatus, pod_name
-from gpuc.core.notify import Level, Notifier
+from gpuc.core.notify import OUTBOX_NAME, Level, Notifier
 from gpuc.core.podconfig import PodConfig, render_env_file
 from gpuc.core.providers.base import DestroyResult, Provider
 from gpuc.core.settings import Settings
 from gpuc.core.signing import derive_key, new_token
-from gpuc.functions.app import Deps, ProviderPool, Sender
+from gpuc.functions.app import STORE_NAME, Deps, ProviderPool, Sender, build_deps
 from gpuc.functions.handlers import Request, dispatch, response_bytes
 from gpuc.functions.reaper import reap_once
 from gpuc.functions.store import SqliteStore, Store
@@ -264,7 +264,7 @@ class DispatchTransport:
 
     def post(self, url: str, body: bytes, headers: Mapping[str, str], timeout_s: float) -> HttpResult:
         now = self.stage.clock.now()
-        if self.down or self.stage.in_window("functions unreachable", now):
+        if self.down or self.stage.in_window("functions unreachable"):
             raise TransportError("ConnectionRefusedError: [Errno 111] Connection refused")
         answer = dispatch(Request("POST", urlsplit(url).path, headers, body), self.stage.deps, now)
         return HttpResult(answer.status, response_bytes(answer))
@@ -328,34 +328,12 @@ class PodDestroyer:
         return result
 
 
-class DownSender:
-    """The notification endpoint is down: every send fails (F13)."""
-
-    def __init__(self) -> None:
-        self.attempts = 0
-
-    def send(
-        self,
-        title: str,
-        message: str,
-        *,
-        pod_id: str | None = None,
-        kind: str = "info",
-        level: Level = "info",
-    ) -> None:
-        self.attempts += 1
-        raise ConnectionError("notification endpoint unreachable")
-
-    def flush(self) -> None:
-        raise ConnectionError("notification endpoint unreachable")
-
-
 class FlakySender:
-    """The real notifier, down inside the fault plan's window."""
+    """The real notifier, unreachable while `down()` says so: always for F13, else the fault plan's window."""
 
-    def __init__(self, stage: Stage, inner: Notifier) -> None:
-        self.stage = stage
+    def __init__(self, inner: Sender, down: Callable[[], bool]) -> None:
         self.inner = inner
+        self.down = down
 
     def send(
         self,
@@ -366,14 +344,16 @@ class FlakySender:
         kind: str = "info",
         level: Level = "info",
     ) -> None:
-        if self.stage.in_window("notifier down", self.stage.clock.now()):
-            raise ConnectionError("notification endpoint unreachable")
+        self._reach()
         self.inner.send(title, message, pod_id=pod_id, kind=kind, level=level)
 
     def flush(self) -> None:
-        if self.stage.in_window("notifier down", self.stage.clock.now()):
-            raise ConnectionError("notification endpoint unreachable")
+        self._reach()
         self.inner.flush()
+
+    def _reach(self) -> None:
+        if self.down():
+            raise ConnectionError("notification endpoint unreachable")
 
 
 class FlakyStore:
@@ -389,7 +369,7 @@ class FlakyStore:
             return target
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            if self._stage.in_window("store unavailable", self._stage.clock.now()):
+            if self._stage.in_window("store unavailable"):
                 raise OSError("store unavailable")
             return target(*args, **kwargs)
 
@@ -493,7 +473,7 @@ class Stage:
         root: Path,
         plan: FaultPlan,
         *,
-        sender: Sender | None = None,
+        notifier_down: bool = False,
         reaper: Callable[[Deps, float], api.ReapReport] | None = None,
         extra: tuple[Provider, ...] = (),
     ) -> None:
@@ -511,16 +491,20 @@ class Stage:
             w = plan.window(kind, self.start, span)
             if w is not None:
                 self.windows[kind] = w
-        self.real_store = SqliteStore(home / "watchdog.db")
+        self.real_store = SqliteStore(home / STORE_NAME)
         store = cast(Store, FlakyStore(self, self.real_store)) if plan.on else self.real_store
-        notifier = Notifier(home / "outbox.jsonl", clock=self.clock, sleep=lambda s: None)
-        self.deps = Deps(
-            settings=self.settings,
-            store=store,
-            providers=ProviderPool.of(self.provider, *extra),
-            notifier=sender or (FlakySender(self, notifier) if plan.on else notifier),
-            admin_token=SecretStr(ADMIN),
+        # Not Notifier.from_settings: the drill's phone is the outbox only, whatever GPUC_NOTIFY_URLS says.
+        notifier: Sender = Notifier(home / OUTBOX_NAME, clock=self.clock, sleep=lambda s: None)
+        if notifier_down:
+            notifier = FlakySender(notifier, lambda: True)
+        elif plan.on:
+            notifier = FlakySender(notifier, lambda: self.in_window("notifier down"))
+        self.deps = build_deps(
+            self.settings,
             clock=self.clock,
+            store=store,
+            notifier=notifier,
+            providers=ProviderPool.of(self.provider, *extra),
         )
         self.reaper = reaper or (lambda deps, now: reap_once(deps, now))
         self.period = self.settings.reaper_period_s
@@ -534,9 +518,9 @@ class Stage:
     def now(self) -> float:
         return self.clock.now()
 
-    def in_window(self, kind: str, now: float) -> bool:
+    def in_window(self, kind: str) -> bool:
         w = self.windows.get(kind)
-        return w is not None and w[0] <= now < w[1]
+        return w is not None and w[0] <= self.now < w[1]
 
     def launch(self, pod_id: str, **kw: Any) -> DrillPod:
         pod = DrillPod(self, pod_id, **kw)
@@ -990,8 +974,8 @@ def run_drill(
     with _quiet(), tempfile.TemporaryDirectory(prefix="gpuc-drill-") as tmp:
         for i, scenario in enumerate(SCENARIOS if scenarios is None else scenarios):
             plan = FaultPlan(seed * 1000 + i, on=faults, tally=tally)
-            sender: Sender | None = DownSender() if scenario is f13_notifier_down else None
-            stage = Stage(Path(tmp) / f"s{i}", plan, sender=sender, reaper=reaper)
+            down = scenario is f13_notifier_down
+            stage = Stage(Path(tmp) / f"s{i}", plan, notifier_down=down, reaper=reaper)
             try:
                 row = scenario(stage)
                 stage.tally(tally, KEEP.get(row.row, ()))

@@ -27,6 +27,7 @@ from gpuc.core.signing import derive_key, new_token
 
 if TYPE_CHECKING:
     from gpuc.client.functions_client import FunctionsClient
+    from gpuc.client.provision import Installer
     from gpuc.core.ledger import Ledger
 
 Echo = Callable[[str], None]
@@ -227,8 +228,16 @@ def onto_pod(
     # RunPod reports RUNNING before the ssh port is mapped.
     pod = wait_for_ssh_endpoint(provider, pod, clock=deps.clock)
     ssh = ssh_access(pod, deps.settings)
-    provision(ssh, pod, spec, deps, secrets_env, token)
+    provision(ssh, pod, spec, deps, secrets_env, token, installer=pod_installer(deps.settings))
     return ssh
+
+
+def pod_installer(settings: Settings) -> Installer:
+    """How gpuc gets onto a rented pod: a venv of its own, or (a loopback sandbox, no network) offline."""
+    from gpuc.client.provision import VENV_INSTALLER, offline_installer
+
+    python = settings.ssh_sandbox_python
+    return offline_installer(python) if python else VENV_INSTALLER
 
 
 def wait_running(provider: Provider, pod_id: str, deps: Deps, timeout_s: float) -> Pod:

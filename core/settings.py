@@ -95,6 +95,8 @@ class Settings(BaseModel):
     ssh_sandbox_root: Path | None = (
         None  # tests/demos only: the pod's root on the ssh host is <this>/<pod id>
     )
+    # tests/demos only: install gpuc on the sandbox pod offline, run by this python (it has gpuc's deps)
+    ssh_sandbox_python: str | None = None
 
     # the bootstrap on the pod (instance_side/bootstrap.py); the repo it clones is git_remote
     bootstrap_apt: str = "git"  # system tools, space-separated apt packages, installed when missing

@@ -30,13 +30,13 @@ from gpuc.core.api import HeartbeatBody, NotificationRecord
 from gpuc.functions.store import (
     _COLUMNS,
     _JSON_FIELDS,
-    _REGISTRATION_FIELDS,
     FINISHED_STATES,
     MetaRecord,
     PodAuth,
     Registration,
     StoredPod,
     _check_columns,
+    reregistration_changes,
 )
 
 if TYPE_CHECKING:
@@ -181,12 +181,7 @@ class DynamoStore:
                 continue
             if old.state in FINISHED_STATES:
                 return "refused"
-            changes: dict[str, Any] = {f: getattr(pod, f) for f in _REGISTRATION_FIELDS}
-            changes.update(origin="registered", state="ok", destroy_at=None, reason=None)
-            if old.key != pod.key:
-                changes["last_seq"] = -1  # a new token starts a new seq stream
-            if old.origin == "adopted":
-                changes["registered_at"] = pod.registered_at
+            changes = reregistration_changes(old, pod)
             if self.update_if(pod.pod_id, {"state": old.state, "key": old.key}, changes):
                 return "updated"
         raise RuntimeError(f"register {pod.pod_id}: too many concurrent changes")
@@ -222,16 +217,7 @@ class DynamoStore:
             "received_at": _to_attr(now),
             TTL_ATTRIBUTE: _to_attr(int(now + keep_s) + 1),
         }
-        try:
-            self._db.put_item(
-                TableName=self.table,
-                Item=item,
-                ConditionExpression=f"attribute_not_exists(pk) OR {expr.name('received_at')} < {cutoff}",
-                **expr.kwargs(),
-            )
-        except self._failed:
-            return False
-        return True
+        return self._put_where(item, f"attribute_not_exists(pk) OR {expr.name('received_at')} < {cutoff}", expr)
 
     def update_if(self, pod_id: str, expect: Mapping[str, Any], changes: Mapping[str, Any]) -> bool:
         _check_columns([*expect, *changes])
@@ -239,18 +225,7 @@ class DynamoStore:
             return False
         expr = _Expr()
         condition = expr.condition(expect)
-        update = expr.update(changes)
-        try:
-            self._db.update_item(
-                TableName=self.table,
-                Key=_key(PODS, pod_id),
-                UpdateExpression=update,
-                ConditionExpression=condition,
-                **expr.kwargs(),
-            )
-        except self._failed:
-            return False
-        return True
+        return self._update_where(_key(PODS, pod_id), expr.update(changes), condition, expr)
 
     def get_meta(self, key: str) -> MetaRecord | None:
         item = self._get("meta", key)
@@ -266,17 +241,7 @@ class DynamoStore:
         version = expr.name("version")
         update = f"SET {expr.name('value')} = {expr.value(text)}, {version} = {expr.value(expected_version + 1)}"
         condition = f"{version} = {expr.value(expected_version)}"
-        try:
-            self._db.update_item(
-                TableName=self.table,
-                Key=_key("meta", key),
-                UpdateExpression=update,
-                ConditionExpression=condition,
-                **expr.kwargs(),
-            )
-        except self._failed:
-            return False
-        return True
+        return self._update_where(_key("meta", key), update, condition, expr)
 
     def log_notification(self, record: NotificationRecord) -> None:
         # Sort key: the record's time, then the wall clock's ns and randomness so two writers never collide
@@ -325,15 +290,7 @@ class DynamoStore:
             kwargs["ExclusiveStartKey"] = got["LastEvaluatedKey"]
 
     def _put_new(self, pk: str, sk: str, attrs: Mapping[str, Any]) -> bool:
-        try:
-            self._db.put_item(
-                TableName=self.table,
-                Item={**_key(pk, sk), **attrs},
-                ConditionExpression="attribute_not_exists(pk)",
-            )
-        except self._failed:
-            return False
-        return True
+        return self._put_where({**_key(pk, sk), **attrs}, "attribute_not_exists(pk)")
 
     def _cas_heartbeat(
         self, pod_id: str, seq: int, states: tuple[str, ...] | None, changes: Mapping[str, Any]
@@ -344,14 +301,30 @@ class DynamoStore:
         if states is None:
             late = [expr.value(s) for s in ("late", "down")]
             condition += f" AND NOT ({expr.name('state')} IN ({', '.join(late)}))"
-        update = expr.update(changes)
+        return self._update_where(_key(PODS, pod_id), expr.update(changes), condition, expr)
+
+    def _update_where(self, key: dict[str, Any], update: str, condition: str, expr: _Expr) -> bool:
+        """One conditional update; False when the condition did not hold (a lost race, a stale read)."""
         try:
             self._db.update_item(
                 TableName=self.table,
-                Key=_key(PODS, pod_id),
+                Key=key,
                 UpdateExpression=update,
                 ConditionExpression=condition,
                 **expr.kwargs(),
+            )
+        except self._failed:
+            return False
+        return True
+
+    def _put_where(self, item: Mapping[str, Any], condition: str, expr: _Expr | None = None) -> bool:
+        """One conditional put; False when the condition did not hold."""
+        try:
+            self._db.put_item(
+                TableName=self.table,
+                Item=dict(item),
+                ConditionExpression=condition,
+                **(expr.kwargs() if expr is not None else {}),
             )
         except self._failed:
             return False

@@ -113,6 +113,18 @@ _REGISTRATION_FIELDS = (
     "key",
 )
 
+
+def reregistration_changes(old: StoredPod, pod: StoredPod) -> dict[str, Any]:
+    """What a second register of a live pod rewrites: both stores apply exactly this, so a retried `up`
+    means the same thing on a laptop and on AWS."""
+    changes: dict[str, Any] = {f: getattr(pod, f) for f in _REGISTRATION_FIELDS}
+    changes.update(origin="registered", state="ok", destroy_at=None, reason=None)
+    if old.key != pod.key:
+        changes["last_seq"] = -1  # a new token starts a new seq stream
+    if old.origin == "adopted":
+        changes["registered_at"] = pod.registered_at
+    return changes
+
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS pods (
     pod_id TEXT PRIMARY KEY,
@@ -210,13 +222,7 @@ class SqliteStore:
             old = _decode(row)
             if old.state in FINISHED_STATES:
                 return "refused"
-            changes: dict[str, Any] = {f: getattr(pod, f) for f in _REGISTRATION_FIELDS}
-            changes.update(origin="registered", state="ok", destroy_at=None, reason=None)
-            if old.key != pod.key:
-                changes["last_seq"] = -1  # a new token starts a new seq stream
-            if old.origin == "adopted":
-                changes["registered_at"] = pod.registered_at
-            self._update(db, pod.pod_id, {}, changes)
+            self._update(db, pod.pod_id, {}, reregistration_changes(old, pod))
             return "updated"
 
     def adopt(self, pod: StoredPod) -> bool:
