@@ -14,9 +14,17 @@ import click
     default=None,
     help="Keep the demo's state here (default: a temporary folder, removed after).",
 )
-def demo(home: Path | None) -> None:
-    """Run the whole pod life end to end on the embedded default (no accounts, no network)."""
+@click.option(
+    "--provider",
+    type=click.Choice(["local", "runpod", "vast"]),
+    default="local",
+    show_default=True,
+    help="runpod / vast: against that provider's emulator, pods reached over a loopback sshd.",
+)
+def demo(home: Path | None, provider: str) -> None:
+    """Run the whole pod life end to end (no accounts, no network): on the embedded default, or
+    against a RunPod or Vast emulator through the rented-pod path (create, ssh, install, self-destroy)."""
     from gpuc.client.demo import run_demo
 
-    code = run_demo(click.echo, home=home, keep_home=home is not None)
+    code = run_demo(click.echo, home=home, keep_home=home is not None, provider=provider)
     raise SystemExit(code)

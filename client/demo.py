@@ -3,10 +3,16 @@
 Story 1: a job writes results/; the wrapper syncs, notifies and destroys; the ledger row closes.
 Story 2 (drill): a pod's agent is killed; heartbeats stop; the reaper destroys it; you are told.
 Everything runs for real (processes, HTTP, SQLite) with the intervals scaled from minutes to seconds.
+
+`--provider runpod|vast` runs the same stories against the provider's emulator over loopback HTTP,
+through the path a rented pod takes: create over the API, ssh (a loopback sshd), the offline install,
+the agent; the wrapper destroys with the pod-scoped key, the reaper with the account key
+(client/demo_remote.py plays the platform's container side).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -14,14 +20,20 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpuc.client import podlife
 from gpuc.core.clock import SystemClock
-from gpuc.core.errors import GpucError
+from gpuc.core.errors import ConfigError, GpucError
 from gpuc.core.models import Pod
+from gpuc.core.providers.base import Provider
 from gpuc.core.providers.local import LocalProvider
+from gpuc.core.providers.registry import get_provider
 from gpuc.core.settings import Settings, load_settings
 from gpuc.core.signing import new_token
+
+if TYPE_CHECKING:
+    from gpuc.client.demo_remote import Platform
 
 Echo = Callable[[str], None]
 
@@ -39,6 +51,9 @@ FAST = {
     "nag_interval_s": 30.0,
     "functions_timeout_s": 3.0,
 }
+# A rented pod is seen running before gpuc is installed over ssh and its agent pings: the silence limit
+# covers that install (about a few seconds on loopback), as the real five minutes cover a real one.
+REMOTE = {**FAST, "silence_limit_s": 6.0, "bootstrap_apt": ""}
 
 JOB = (
     "import json, os, time\n"
@@ -52,13 +67,25 @@ JOB = (
 
 
 class Demo:
-    def __init__(self, settings: Settings, echo: Echo) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        echo: Echo,
+        provider: Provider | None = None,
+        platform: Platform | None = None,
+    ) -> None:
         self.settings = settings
         self.echo = echo
         self.failures: list[str] = []
-        self.deps = podlife.build_deps(settings, echo=lambda m: echo(f"    {m}"))
-        self.provider = LocalProvider(settings.home, settings=settings)
-        self.deps.providers["local"] = self.provider
+        self.said: list[str] = []
+        self.deps = podlife.build_deps(settings, echo=self._say)
+        self.provider: Provider = provider or LocalProvider(settings.home, settings=settings)
+        self.deps.providers[self.provider.name] = self.provider
+        self.platform = platform
+
+    def _say(self, message: str) -> None:
+        self.said.append(message)
+        self.echo(f"    {message}")
 
     def check(self, ok: bool, what: str) -> bool:
         self.echo(f"  {'✓' if ok else '✗'} {what}")
@@ -68,9 +95,10 @@ class Demo:
 
     def story_job(self) -> None:
         self.echo("\n[1] a job runs, syncs its results, notifies, and the pod destroys itself")
-        opts = podlife.UpOptions(experiment="demo-train", command=["python", "-c", JOB])
+        opts = podlife.UpOptions(experiment="demo-train", provider=self.provider.name, command=["python", "-c", JOB])
         pod = podlife.up(opts, self.deps)
         assert pod is not None
+        self._check_ssh_line()
         t_start = time.monotonic()
         gone = podlife.wait_gone(self.deps, pod, 60)
         self.check(
@@ -81,30 +109,64 @@ class Demo:
         self.check(synced == ["metrics.json", "weights.bin"], f"results synced before the destroy: {synced}")
         self.check(self._notified(pod, "job_exit"), "notification carries the exit code")
         self.check(self._ledger_closed(pod), "ledger row closed with end and cost")
+        self._check_platform(pod, "pod-scoped key")
 
     def story_drill(self) -> None:
         self.echo("\n[2] drill: the agent is killed (OOM); heartbeats stop; the reaper destroys the pod")
-        pod = podlife.up(podlife.UpOptions(experiment="demo-drill"), self.deps)
+        pod = podlife.up(podlife.UpOptions(experiment="demo-drill", provider=self.provider.name), self.deps)
         assert pod is not None
         self.check(self._wait(lambda: self._last_seen(pod) is not None, 20), "heartbeats reach the watchdog")
-        self.provider.kill_role(pod.id, "agent")
+        self._kill_agent(pod)
         t_kill = time.monotonic()
         self.echo(f"    killed the agent of {pod.id} (SIGKILL)")
         gone = podlife.wait_gone(self.deps, pod, 60)
         self.check(gone, f"reaper destroyed {pod.id} {time.monotonic() - t_kill:.1f}s after the agent died")
         self.check(self._notified(pod, "destroyed", any_kind=True), "a notification landed")
         self.check(self._ledger_closed(pod), "ledger row closed by the reaper's end record")
+        self._check_platform(pod, "account key")
+
+    def run(self) -> None:
+        try:
+            self.story_job()
+            self.story_drill()
+            self.finish()
+        except GpucError as exc:
+            self.failures.append(str(exc))
+            self.echo(f"  ✗ {exc}")
 
     def finish(self) -> None:
         self.echo("\n[3] the ledger and the outbox")
         rows, _ = podlife.list_all(self.deps)
         self.check(rows == [], "no pod left at the provider")
+        if self.platform is not None:
+            self.check(self.platform.alive() == {}, f"no pod left at the {self.provider.name} emulator")
         for row in self.deps.ledger().rows():
             self.echo(f"    ledger: {', '.join(row.cells())}")
         for line in self._outbox():
             self.echo(f"    outbox: [{line.get('level', 'info')}] {line.get('title')}: {line.get('message')}")
 
     # -- helpers -------------------------------------------------------------------------------
+    def _kill_agent(self, pod: Pod) -> None:
+        if self.platform is not None:
+            self.platform.kill_agent(pod.id)
+        elif isinstance(self.provider, LocalProvider):
+            self.provider.kill_role(pod.id, "agent")
+
+    def _check_ssh_line(self) -> None:
+        if self.platform is None:
+            return
+        line = next((m for m in self.said if m.startswith("ready: ssh ")), None)
+        self.check(line is not None, f"up printed the ssh line: {line}")
+
+    def _check_platform(self, pod: Pod, key: str) -> None:
+        """What only the emulator knows: the pod is gone there, destroyed with which key."""
+        platform = self.platform
+        if platform is None:
+            return
+        self.check(pod.id not in platform.alive(), f"{pod.id} is gone at the {self.provider.name} emulator")
+        by = platform.destroyed_by.get(pod.id)
+        self.check(by == key, f"destroyed with the {by or 'no key at all'} (expected: the {key})")
+
     def _outbox(self) -> list[dict[str, object]]:
         path = self.settings.home / "outbox.jsonl"
         if not path.exists():
@@ -154,7 +216,10 @@ def demo_settings(home: Path) -> Settings:
     return load_settings(env, admin_token=new_token(), **FAST)
 
 
-def run_demo(echo: Echo, home: Path | None = None, keep_home: bool = False) -> int:
+def run_demo(echo: Echo, home: Path | None = None, keep_home: bool = False, provider: str = "local") -> int:
+    """0 when every check passed. Raises GpucError before anything starts (e.g. no sshd here)."""
+    if provider != "local":
+        return run_remote_demo(echo, provider, home=home, keep_home=keep_home)
     from gpuc.functions.server import start_in_thread
 
     tmp = home is None
@@ -166,18 +231,62 @@ def run_demo(echo: Echo, home: Path | None = None, keep_home: bool = False) -> i
     demo = Demo(settings, echo)
     started = time.monotonic()
     try:
-        demo.story_job()
-        demo.story_drill()
-        demo.finish()
-    except GpucError as exc:
-        demo.failures.append(str(exc))
-        echo(f"  ✗ {exc}")
+        demo.run()
     finally:
         _cleanup(demo.provider)
         server.stop()
         if tmp and not keep_home:
             shutil.rmtree(home, ignore_errors=True)
-    elapsed = time.monotonic() - started
+    return _verdict(demo, echo, time.monotonic() - started)
+
+
+def run_remote_demo(echo: Echo, provider: str, home: Path | None = None, keep_home: bool = False) -> int:
+    """The same stories against the `provider` emulator, a loopback sshd and sandboxed pods."""
+    from gpuc.client.demo_remote import PROVIDERS, client_environ, start_platform, write_env_file
+    from gpuc.client.loopback_sshd import require_sshd, start_loopback_sshd
+    from gpuc.functions.server import start_in_thread
+
+    if provider not in PROVIDERS:
+        raise ConfigError(f"no demo for provider {provider!r}", hint="use --provider local, runpod or vast")
+    require_sshd()
+    tmp = home is None
+    home = home or Path(tempfile.mkdtemp(prefix="gpuc-demo-"))
+    with contextlib.ExitStack() as stack:
+        if tmp and not keep_home:
+            stack.callback(shutil.rmtree, home, True)
+        sshd = start_loopback_sshd(home / "sshd")
+        stack.callback(sshd.stop)
+        emulator, platform = start_platform(provider, sshd)
+        stack.callback(emulator.stop)
+        stack.callback(platform.close)  # runs before the emulator stops: containers end first
+        write_env_file(home)
+        settings = load_settings(
+            client_environ(emulator, sshd, home), admin_token=new_token(), **REMOTE
+        )
+        server = start_in_thread(settings, port=0, reaper_interval_s=settings.reaper_period_s)
+        stack.callback(server.stop)
+        settings = settings.with_overrides(functions_url=server.url)
+        echo(
+            f"gpuc demo: {provider} emulator at {emulator.url}, sshd at {sshd.host}:{sshd.port}, "
+            f"local watchdog at {server.url}, home {home}"
+        )
+        demo = Demo(settings, echo, provider=get_provider(provider, settings), platform=platform)
+        started = time.monotonic()
+        try:
+            demo.run()
+        finally:
+            _cleanup(demo.provider)
+            for provider_client in demo.deps.providers.values():
+                provider_client.close()
+            demo.deps.functions.close()
+            platform.close()
+            left = platform.leftovers()
+            demo.check(not left, f"no process left in the pods' sandboxes {left or ''}".rstrip())
+        return _verdict(demo, echo, time.monotonic() - started)
+    raise AssertionError("unreachable")
+
+
+def _verdict(demo: Demo, echo: Echo, elapsed: float) -> int:
     if demo.failures:
         echo(f"\ndemo FAILED ({len(demo.failures)} check(s)) in {elapsed:.0f}s")
         return 1
@@ -185,9 +294,10 @@ def run_demo(echo: Echo, home: Path | None = None, keep_home: bool = False) -> i
     return 0
 
 
-def _cleanup(provider: LocalProvider) -> None:
+def _cleanup(provider: Provider) -> None:
     """Whatever happened, leave no pod and no process behind."""
     clock = SystemClock()
     for pod in provider.list_pods():
-        provider.destroy(pod.id)
-        provider.confirm_gone(pod.id, clock)
+        if pod.managed:
+            provider.destroy(pod.id)
+            provider.confirm_gone(pod.id, clock)

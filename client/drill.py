@@ -528,6 +528,13 @@ class Stage:
         self.pods[pod_id] = pod
         return pod
 
+    def launch_busy(self, pod_id: str, train_s: float, **kw: Any) -> DrillPod:
+        """A pod whose job trains for `train_s` before the failure under test strikes."""
+        pod = self.launch(pod_id, **kw)
+        pod.busy()
+        self.run(train_s)
+        return pod
+
     def register(self, pod_id: str, token: str, *, provider: str | None = None, name: str | None = None) -> None:
         body = api.RegisterRequest.model_validate(
             {
@@ -570,6 +577,9 @@ class Stage:
             if until is not None and until():
                 return
 
+    def run_until_gone(self, pod_id: str, seconds: float = 3 * 3600, *, step: float = STEP_S) -> None:
+        self.run(seconds, step=step, until=lambda: not self.provider.alive(pod_id))
+
     def reap(self, now: float) -> None:
         passes = 1
         if self.plan.chance("duplicate scheduled event", 0.05):
@@ -604,11 +614,15 @@ class Stage:
         gone = self.provider.destroyed_at.get(pod_id)
         return None if gone is None else (gone - useless_at) / MIN
 
+    def sent(self, pod_id: str | None = None) -> list[api.NotificationRecord]:
+        """What the functions logged as sent (about `pod_id`, or all), read past any store fault window."""
+        return [n for n in self.real_store.recent_notifications(10_000) if pod_id is None or n.pod_id == pod_id]
+
     def notifications(self, pod_id: str | None = None) -> int:
-        return sum(1 for n in self.real_store.recent_notifications(10_000) if pod_id is None or n.pod_id == pod_id)
+        return len(self.sent(pod_id))
 
     def messages(self, pod_id: str) -> list[str]:
-        return [f"{n.title} {n.message}" for n in self.real_store.recent_notifications(10_000) if n.pod_id == pod_id]
+        return [f"{n.title} {n.message}" for n in self.sent(pod_id)]
 
     def lost_passes(self, since: float) -> int:
         return sum(1 for t in self.lost_at if t >= since)
@@ -620,6 +634,10 @@ class Stage:
     def bound_note(self, since: float) -> str:
         n = self.lost_passes(since)
         return f" + {n} lost pass(es)" if n else ""
+
+    def passes_bound_min(self, limit_s: float, since: float) -> float:
+        """passes_bound_s in minutes, plus the passes a fault cost since `since`."""
+        return passes_bound_s(self.settings, limit_s) / MIN + self.slack(since)
 
     def tally(self, tally: FaultTally, keep: Iterable[str] = ()) -> None:
         kept = set(keep)
@@ -650,6 +668,30 @@ def passes_bound_s(settings: Settings, limit_s: float) -> float:
 Scenario = Callable[[Stage], RowResult]
 
 
+def _pod_row(
+    stage: Stage,
+    pod: DrillPod,
+    row: str,
+    failure: str,
+    caught_by: str,
+    billed: float | None,
+    bound: float | None,
+    text: str,
+    **kw: Any,
+) -> RowResult:
+    return RowResult(
+        row,
+        failure,
+        caught_by,
+        billed,
+        bound,
+        text,
+        results_lost=pod.results_lost(),
+        notifications=stage.notifications(pod.pod_id),
+        **kw,
+    )
+
+
 def f1_job_ends(stage: Stage) -> RowResult:
     return _job_exit_row(stage, "F1", "job ends normally, user away", code=0)
 
@@ -663,33 +705,21 @@ def f2_job_crashes(stage: Stage) -> RowResult:
 
 def _job_exit_row(stage: Stage, row: str, failure: str, *, code: int) -> RowResult:
     pod_id = f"{row.lower()}-pod"
-    pod = stage.launch(pod_id)
-    pod.busy()
-    stage.run(30 * MIN)
+    pod = stage.launch_busy(pod_id, 30 * MIN)
     exit_at = stage.now
     outcome = pod.job_exit(code, 30 * MIN)
     problems = [] if outcome == "destroyed" else [f"wrapper ended with {outcome}"]
     billed = stage.billed_min(pod_id, exit_at)
     if billed is None:  # a fault refused the self-destroy: the reaper takes over, as in F9
-        stage.run(2 * 3600, until=lambda: not stage.provider.alive(pod_id))
+        stage.run_until_gone(pod_id, 2 * 3600)
         billed = stage.billed_min(pod_id, exit_at)
-        bound = passes_bound_s(stage.settings, stage.settings.silence_limit_s) / MIN + stage.slack(exit_at)
+        bound = stage.passes_bound_min(stage.settings.silence_limit_s, exit_at)
         text = f"self-destroy failed: as F9{stage.bound_note(exit_at)}"
         problems = []
     else:
         bound, text = (EXIT_SLACK_S + SYNC_S) / MIN, f"10 s + sync ({SYNC_S:g} s)"
     stage.run(2 * stage.period)
-    return RowResult(
-        row,
-        failure,
-        "wrapper",
-        billed,
-        bound,
-        text,
-        results_lost=pod.results_lost(),
-        notifications=stage.notifications(pod_id),
-        problems=problems,
-    )
+    return _pod_row(stage, pod, row, failure, "wrapper", billed, bound, text, problems=problems)
 
 
 def f3_walks_away(stage: Stage) -> RowResult:
@@ -716,19 +746,11 @@ def f4_ssh_left_open(stage: Stage) -> RowResult:
 def _idle_row(
     stage: Stage, pod: DrillPod, row: str, failure: str, left_at: float, extra_s: float, text: str
 ) -> RowResult:
-    stage.run(3 * 3600, until=lambda: not stage.provider.alive(pod.pod_id))
+    stage.run_until_gone(pod.pod_id)
     check = stage.settings.idle_check_interval_s
     bound = (stage.settings.idle_destroy_s + extra_s + check) / MIN
-    return RowResult(
-        row,
-        failure,
-        "idle watch",
-        stage.billed_min(pod.pod_id, left_at),
-        bound,
-        f"{text} + 1 check",
-        results_lost=pod.results_lost(),
-        notifications=stage.notifications(pod.pod_id),
-    )
+    billed = stage.billed_min(pod.pod_id, left_at)
+    return _pod_row(stage, pod, row, failure, "idle watch", billed, bound, f"{text} + 1 check")
 
 
 def f5_agent_killed(stage: Stage) -> RowResult:
@@ -744,23 +766,16 @@ def f13_notifier_down(stage: Stage) -> RowResult:
 
 def _silence_row(stage: Stage, row: str, failure: str) -> RowResult:
     pod_id = f"{row.lower()}-pod"
-    pod = stage.launch(pod_id)
-    pod.busy()
-    stage.run(35 * MIN)  # past one periodic results push (sync_interval_s): what a kill can cost is after it
+    # past one periodic results push (sync_interval_s): what a kill can cost is after it
+    pod = stage.launch_busy(pod_id, 35 * MIN)
     died_at = stage.now
     pod.alive_agent = False  # killed: no more ticks, no more heartbeats
     pod.idle()  # the provider sees the GPU go quiet
-    stage.run(3 * 3600, until=lambda: not stage.provider.alive(pod_id))
-    bound = passes_bound_s(stage.settings, stage.settings.silence_limit_s) / MIN + stage.slack(died_at)
-    return RowResult(
-        row,
-        failure,
-        "reaper (heartbeat silence)",
-        stage.billed_min(pod_id, died_at),
-        bound,
-        f"silence + period + grace{stage.bound_note(died_at)}",
-        results_lost=pod.results_lost(),
-        notifications=stage.notifications(pod_id),
+    stage.run_until_gone(pod_id)
+    bound = stage.passes_bound_min(stage.settings.silence_limit_s, died_at)
+    text = f"silence + period + grace{stage.bound_note(died_at)}"
+    return _pod_row(
+        stage, pod, row, failure, "reaper (heartbeat silence)", stage.billed_min(pod_id, died_at), bound, text
     )
 
 
@@ -786,31 +801,19 @@ def _provider_state_row(
     stage: Stage, row: str, failure: str, status: PodStatus, limit_s: float, text: str, *, interruptible: bool = False
 ) -> RowResult:
     pod_id = f"{row.lower()}-pod"
-    pod = stage.launch(pod_id, interruptible=interruptible)
-    pod.busy()
-    stage.run(35 * MIN)  # past one periodic results push
+    pod = stage.launch_busy(pod_id, 35 * MIN, interruptible=interruptible)  # past one periodic results push
     at = stage.now
     pod.alive_agent = False  # a paused or stopped container runs nothing
     stage.provider.set(pod_id, status=status, gpu_util_pct=None)
-    stage.run(limit_s + 3 * 3600, step=60.0, until=lambda: not stage.provider.alive(pod_id))
+    stage.run_until_gone(pod_id, limit_s + 3 * 3600, step=60.0)
     bound = spec_bound_s(stage.settings, limit_s) / MIN + stage.slack(at)
-    return RowResult(
-        row,
-        failure,
-        "reaper",
-        stage.billed_min(pod_id, at),
-        bound,
-        text + stage.bound_note(at),
-        results_lost=pod.results_lost(),
-        notifications=stage.notifications(pod_id),
-    )
+    billed = stage.billed_min(pod_id, at)
+    return _pod_row(stage, pod, row, failure, "reaper", billed, bound, text + stage.bound_note(at))
 
 
 def f8_sync_fails(stage: Stage) -> RowResult:
     pod_id = "f8-pod"
-    pod = stage.launch(pod_id, sync_broken=True)
-    pod.busy()
-    stage.run(20 * MIN)
+    pod = stage.launch_busy(pod_id, 20 * MIN, sync_broken=True)
     outcome = pod.job_exit(0, 20 * MIN)
     stage.run(3 * 3600)  # the user is away for three hours: the idle watch and the reaper keep trying
     nags = sum(1 for m in stage.messages(pod_id) if "sync failed" in m.lower() or "sync_failed" in m)
@@ -818,76 +821,50 @@ def f8_sync_fails(stage: Stage) -> RowResult:
     if nags < 2:
         problems.append(f"the kept-alive alert was sent {nags} time(s), not repeated")
     killed = 0 if stage.provider.alive(pod_id) else 1
-    return RowResult(
-        "F8",
-        "results sync fails at the end",
-        "wrapper keeps the pod",
-        None,
-        None,
-        "no data lost; user decides",
-        false_kills=killed,
-        results_lost=pod.results_lost(),
-        notifications=stage.notifications(pod_id),
-        problems=problems,
+    failure = "results sync fails at the end"
+    text = "no data lost; user decides"
+    return _pod_row(
+        stage, pod, "F8", failure, "wrapper keeps the pod", None, None, text, false_kills=killed, problems=problems
     )
 
 
 def f9_key_refused(stage: Stage) -> RowResult:
     pod_id = "f9-pod"
-    pod = stage.launch(pod_id)
-    pod.busy()
-    stage.run(25 * MIN)
+    pod = stage.launch_busy(pod_id, 25 * MIN)
     pod.refuse_destroy = True
     exit_at = stage.now
     outcome = pod.job_exit(0, 25 * MIN)
     problems = [] if outcome == "destroy_failed" else [f"wrapper ended with {outcome}"]
-    stage.run(3 * 3600, until=lambda: not stage.provider.alive(pod_id))
+    stage.run_until_gone(pod_id)
     # The pod reported its end (ledger closed, destroy_at = now + grace) before the refused call: the
     # reaper's "ended but alive" rule applies after the grace; "as F5" is the SPEC's looser bound.
-    bound = passes_bound_s(stage.settings, stage.settings.silence_limit_s) / MIN + stage.slack(exit_at)
-    return RowResult(
-        "F9",
-        "pod's API key refused self-destroy",
-        "reaper (its own key)",
-        stage.billed_min(pod_id, exit_at),
-        bound,
-        f"as F5{stage.bound_note(exit_at)}",
-        results_lost=pod.results_lost(),
-        notifications=stage.notifications(pod_id),
-        problems=problems,
-    )
+    bound = stage.passes_bound_min(stage.settings.silence_limit_s, exit_at)
+    billed = stage.billed_min(pod_id, exit_at)
+    failure = "pod's API key refused self-destroy"
+    text = f"as F5{stage.bound_note(exit_at)}"
+    return _pod_row(stage, pod, "F9", failure, "reaper (its own key)", billed, bound, text, problems=problems)
 
 
 def f10_network_lost(stage: Stage) -> RowResult:
     pod_id = "f10-pod"
-    pod = stage.launch(pod_id)
-    pod.busy()
-    stage.run(15 * MIN)
+    pod = stage.launch_busy(pod_id, 15 * MIN)
     pod.transport.down = True  # cut off from the functions, still training
     stage.run(2 * 3600)
     killed = 0 if stage.provider.alive(pod_id) else 1
-    alerts = sum(1 for n in stage.real_store.recent_notifications(10_000) if n.pod_id == pod_id and n.kind == "alert")
+    alerts = sum(1 for n in stage.sent(pod_id) if n.kind == "alert")
     problems = [] if alerts else ["the reaper saw the silence but sent no alert"]
-    return RowResult(
-        "F10",
-        "pod lost network to the functions, still working",
-        "reaper: silence, provider says busy",
-        None,
-        None,
-        "alert only, no kill",
-        false_kills=killed,
-        results_lost=pod.results_lost(),
-        notifications=stage.notifications(pod_id),
-        problems=problems,
-    )
+    failure = "pod lost network to the functions, still working"
+    caught_by = "reaper: silence, provider says busy"
+    text = "alert only, no kill"
+    return _pod_row(stage, pod, "F10", failure, caught_by, None, None, text, false_kills=killed, problems=problems)
 
 
 def f11_never_registered(stage: Stage) -> RowResult:
     run_id = "f11-pod"
     created_at = stage.now
     stage.provider.create(PodSpec(experiment=EXPERIMENT, run_id=run_id, provider="drill", gpu_type="RTX 4090"))
-    stage.run(3 * 3600, until=lambda: not stage.provider.alive(run_id))
-    bound = passes_bound_s(stage.settings, stage.settings.unregistered_grace_s) / MIN + stage.slack(created_at)
+    stage.run_until_gone(run_id)
+    bound = stage.passes_bound_min(stage.settings.unregistered_grace_s, created_at)
     return RowResult(
         "F11",
         "laptop crashed after create, before register",

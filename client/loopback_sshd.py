@@ -90,9 +90,7 @@ def start_loopback_sshd(directory: Path, sshd: Path = SSHD) -> LoopbackSshd:
             proc.kill()
         proc.wait()
     tail = log.read_text(errors="replace")[-300:].strip() if log.exists() else "no log"
-    raise SshdUnavailable(
-        f"could not start sshd on loopback: {tail}", hint="check that sshd runs here: sshd -t"
-    )
+    raise SshdUnavailable(f"could not start sshd on loopback: {tail}", hint="check that sshd runs here: sshd -t")
 
 
 def _config(directory: Path, port: int) -> str:

@@ -363,6 +363,17 @@ def run_job(ref: str, command: list[str], deps: Deps, dry_run: bool = False) -> 
 
 
 def resolve_pod(ref: str, deps: Deps) -> tuple[Run, Pod, Provider]:
+    run, pod, provider = _look_up(ref, deps)
+    if pod is None:
+        raise NotFound(
+            f"pod {run.pod_id} no longer exists at {run.provider}", hint="`gpuc ls` shows live pods"
+        )
+    return run, pod, provider
+
+
+def _look_up(ref: str, deps: Deps) -> tuple[Run, Pod | None, Provider]:
+    """The run, its pod as the provider lists it now (None: gone), and that provider. Refuses a pod
+    without gpuc's marks: gpuc never acts on a pod it did not start."""
     run = deps.runs.find(ref)
     if run.pod_id is None:
         raise NotFound(
@@ -370,11 +381,7 @@ def resolve_pod(ref: str, deps: Deps) -> tuple[Run, Pod, Provider]:
         )
     provider = deps.provider(run.provider)
     pod = provider.get(run.pod_id)
-    if pod is None:
-        raise NotFound(
-            f"pod {run.pod_id} no longer exists at {run.provider}", hint="`gpuc ls` shows live pods"
-        )
-    if not pod.managed:
+    if pod is not None and not pod.managed:
         raise SafetyRefusal(
             f"pod {pod.id} is not marked as gpuc's", hint="gpuc never acts on pods it did not start"
         )
@@ -384,21 +391,11 @@ def resolve_pod(ref: str, deps: Deps) -> tuple[Run, Pod, Provider]:
 # -- down ------------------------------------------------------------------------------------------
 def down(ref: str, deps: Deps, note: str | None = None, force: bool = False, dry_run: bool = False) -> None:
     """Sync gate → record the end → notify → destroy (never stop) → confirm gone → close the ledger."""
-    run = deps.runs.find(ref)
-    if run.pod_id is None:
-        raise NotFound(
-            f"run {run.run_id} never got a pod id", hint="`gpuc ls` shows what exists at the provider"
-        )
-    provider = deps.provider(run.provider)
-    pod = provider.get(run.pod_id)
+    run, pod, provider = _look_up(ref, deps)
     if pod is None:
         deps.echo(f"{run.pod_id} is already gone at {run.provider}")
         _finish_down(run, deps, note)
         return
-    if not pod.managed:
-        raise SafetyRefusal(
-            f"pod {pod.id} is not marked as gpuc's", hint="gpuc never acts on pods it did not start"
-        )
     steps = [
         "sync results and verify",
         "record the end with the watchdog",

@@ -11,6 +11,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from gpuc.core.errors import NotFound
+from gpuc.core.sqlitedb import create_db
 
 _SCHEMA = """
 create table if not exists runs (
@@ -44,12 +45,7 @@ class RunStore:
     def __init__(self, home: Path) -> None:
         home.mkdir(parents=True, exist_ok=True)
         self.path = home / "state.db"
-        conn = sqlite3.connect(self.path, timeout=30)
-        try:
-            conn.execute("pragma journal_mode=wal")
-            conn.executescript(_SCHEMA)
-        finally:
-            conn.close()
+        create_db(self.path, _SCHEMA)
 
     @contextmanager
     def _db(self) -> Iterator[sqlite3.Connection]:

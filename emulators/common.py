@@ -179,23 +179,34 @@ class Emulator(ABC):
 
     def handle(self, request: EmuRequest) -> EmuResponse:
         with self._lock:
-            found = self.route(request)
-            op = found[0] if found else "unrouted"
-            kind = self.faults.take(op) if found else None
-            self.requests.append(
-                Recorded(
-                    op=op,
-                    method=request.method,
-                    path=request.path,
-                    query=redacted_query(request.query),
-                    headers=redacted_headers(request.headers),
-                    body=request.body.decode("utf-8", "replace"),
-                    fault=kind,
-                )
+            try:
+                return self._handle(request)
+            finally:
+                self._track()
+
+    @abstractmethod
+    def _track(self) -> None:
+        """Bring what follows the clock (a pod's billing life) up to date: runs after every request,
+        under the lock, whatever the answer was."""
+
+    def _handle(self, request: EmuRequest) -> EmuResponse:
+        found = self.route(request)
+        op = found[0] if found else "unrouted"
+        kind = self.faults.take(op) if found else None
+        self.requests.append(
+            Recorded(
+                op=op,
+                method=request.method,
+                path=request.path,
+                query=redacted_query(request.query),
+                headers=redacted_headers(request.headers),
+                body=request.body.decode("utf-8", "replace"),
+                fault=kind,
             )
-            if found is None:
-                return self.not_found(request)
-            return self._answer(op, kind, found[1], request)
+        )
+        if found is None:
+            return self.not_found(request)
+        return self._answer(op, kind, found[1], request)
 
     def _answer(
         self, op: str, kind: str | None, handler: Callable[[EmuRequest], EmuResponse], request: EmuRequest

@@ -725,13 +725,6 @@ class RunPodEmulator(Emulator):
 
     # ---- state ----
 
-    def handle(self, request: EmuRequest) -> EmuResponse:
-        with self._lock:
-            try:
-                return super().handle(request)
-            finally:
-                self._track()
-
     def _track(self) -> None:
         """Record each pod's billing state as of now: called after every request and every test-driven
         change, so a pod's bill follows its real life in the emulator's clock."""

@@ -706,13 +706,6 @@ class VastEmulator(Emulator):
 
     # ---- state ----
 
-    def handle(self, request: EmuRequest) -> EmuResponse:
-        with self._lock:
-            try:
-                return super().handle(request)
-            finally:
-                self._track()
-
     def _track(self) -> None:
         """Record each instance's billing state as of now: called after every request and every
         test-driven change, so an instance's charges follow its real life in the emulator's clock."""

@@ -376,15 +376,8 @@ def mark(run: Run, rec: StoredPod, verdict: Verdict) -> StoredPod | None:
         # last_seq in the condition: a ping that lands between our read and this write wins.
         if not run.deps.store.update_if(rec.pod_id, {"state": rec.state, "last_seq": rec.last_seq}, changes):
             return None
-        announce(
-            run.deps,
-            run.now,
-            f"gpuc: will destroy {rec.name} at {iso(at)}",
-            f"{who(rec)}: {verdict.reason}. It will be destroyed at {iso(at)} unless it pings again.",
-            pod_id=rec.pod_id,
-            kind="mark",
-            level="warning",
-        )
+        message = f"{verdict.reason}. It will be destroyed at {iso(at)} unless it pings again."
+        tell(run, rec, f"gpuc: will destroy {rec.name} at {iso(at)}", message, "mark", "warning")
     run.act_on(rec, "mark", f"{verdict.reason}; will destroy at {iso(at)}")
     return rec.model_copy(update=changes)
 
@@ -403,15 +396,8 @@ def destroy(run: Run, rec: StoredPod, reason: str) -> None:
         run.destroys -= 1  # another pass, or a ping, got there first
         return
     end_at = changes.get("end_at", rec.end_at)
-    announce(
-        run.deps,
-        run.now,
-        f"gpuc: destroying {rec.name}",
-        f"{who(rec)}: {reason}. Ledger end recorded at {iso(end_at)}.",
-        pod_id=rec.pod_id,
-        kind="destroying",
-        level="warning",
-    )
+    message = f"{reason}. Ledger end recorded at {iso(end_at)}."
+    tell(run, rec, f"gpuc: destroying {rec.name}", message, "destroying", "warning")
     call_destroy(run, rec.model_copy(update=changes), reason)
 
 
@@ -462,15 +448,8 @@ def call_destroy(run: Run, rec: StoredPod, reason: str) -> None:
         run.go_blind()  # a provider error anywhere: no more destroys this pass
         detail = describe(exc, deps)
         run.act_on(rec, "skip", f"destroy failed ({detail}); the next pass retries")
-        announce(
-            deps,
-            run.now,
-            f"gpuc: could not destroy {rec.name}",
-            f"{who(rec)}: {detail}. The reaper retries on its next pass.",
-            pod_id=rec.pod_id,
-            kind="destroy_failed",
-            level="error",
-        )
+        message = f"{detail}. The reaper retries on its next pass."
+        tell(run, rec, f"gpuc: could not destroy {rec.name}", message, "destroy_failed", "error")
         return
     if not gone:
         run.act_on(rec, "destroy", f"{reason}; destroy called, still listed: re-checked next pass")
@@ -484,15 +463,7 @@ def finish(run: Run, rec: StoredPod, reason: str) -> None:
     ):
         return
     run.act_on(rec, "destroy", reason)
-    announce(
-        run.deps,
-        run.now,
-        f"gpuc: destroyed {rec.name}",
-        f"{who(rec)}: {reason}. Confirmed gone at the provider.{cost_text(rec)}",
-        pod_id=rec.pod_id,
-        kind="destroyed",
-        level="info",
-    )
+    tell_destroyed(run, rec, reason)
 
 
 def settle_gone(run: Run, rec: StoredPod) -> None:
@@ -505,25 +476,10 @@ def settle_gone(run: Run, rec: StoredPod) -> None:
     ):
         return
     if rec.state == "destroying":
-        announce(
-            run.deps,
-            run.now,
-            f"gpuc: destroyed {rec.name}",
-            f"{who(rec)}: {rec.reason or 'destroyed'}. Confirmed gone at the provider.{cost_text(rec)}",
-            pod_id=rec.pod_id,
-            kind="destroyed",
-        )
+        tell_destroyed(run, rec, rec.reason or "destroyed")
     elif rec.state in MARKABLE_STATES and rec.origin == "registered":
-        announce(
-            run.deps,
-            run.now,
-            f"gpuc: {rec.name} is gone",
-            f"{who(rec)}: the provider no longer lists it (deleted outside gpuc, or preempted); "
-            "its ledger row stays open.",
-            pod_id=rec.pod_id,
-            kind="gone",
-            level="warning",
-        )
+        message = "the provider no longer lists it (deleted outside gpuc, or preempted); its ledger row stays open."
+        tell(run, rec, f"gpuc: {rec.name} is gone", message, "gone", "warning")
 
 
 def alert_only(run: Run, rec: StoredPod, key: str, reason: str) -> None:
@@ -572,14 +528,7 @@ def all_clear(run: Run, rec: StoredPod) -> None:
     planned = (
         "; the destroy it was marked for is cancelled" if rec.state == "down" or rec.alerted == "down" else ""
     )
-    announce(
-        run.deps,
-        run.now,
-        f"gpuc: {rec.name} is back",
-        f"{who(rec)}: back to normal{planned}.",
-        pod_id=rec.pod_id,
-        kind="back",
-    )
+    tell(run, rec, f"gpuc: {rec.name} is back", f"back to normal{planned}.", "back")
 
 
 def run_problem(
@@ -717,6 +666,16 @@ def run_loop(deps: Deps, interval_s: float, stop: threading.Event) -> None:
     while not stop.is_set():
         reap_safely(deps)
         stop.wait(interval_s)
+
+
+def tell(run: Run, rec: StoredPod, title: str, message: str, kind: str, level: Level = "info") -> None:
+    """A notification about one pod, sent at this pass's time; the message opens with which pod it is."""
+    announce(run.deps, run.now, title, f"{who(rec)}: {message}", pod_id=rec.pod_id, kind=kind, level=level)
+
+
+def tell_destroyed(run: Run, rec: StoredPod, reason: str) -> None:
+    message = f"{reason}. Confirmed gone at the provider.{cost_text(rec)}"
+    tell(run, rec, f"gpuc: destroyed {rec.name}", message, "destroyed")
 
 
 def who(rec: StoredPod) -> str:

@@ -125,6 +125,7 @@ def reregistration_changes(old: StoredPod, pod: StoredPod) -> dict[str, Any]:
         changes["registered_at"] = pod.registered_at
     return changes
 
+
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS pods (
     pod_id TEXT PRIMARY KEY,

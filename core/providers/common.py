@@ -9,13 +9,22 @@ from __future__ import annotations
 
 import logging
 import re
+from abc import abstractmethod
 from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar
 
-from gpuc.core.clock import Clock
-from gpuc.core.errors import ProviderUnavailable, SafetyRefusal
+from pydantic import BaseModel, SecretStr, ValidationError
+
+from gpuc.core.billing import BillingRecord
+from gpuc.core.clock import Clock, SystemClock
+from gpuc.core.errors import ConfigError, ProviderSchemaError, ProviderUnavailable, SafetyRefusal
 from gpuc.core.models import OWNER_ENV, Pod, PodSpec, is_gpuc_name
-from gpuc.core.providers.http import AmbiguousOutcome
+from gpuc.core.providers.base import Provider
+from gpuc.core.providers.http import AmbiguousOutcome, BackoffFunction, HttpClient
 from gpuc.core.redact import MASK, redact
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger("gpuc.providers")
 
@@ -23,12 +32,145 @@ log = logging.getLogger("gpuc.providers")
 EXPERIMENT_ENV = "GPUC_EXPERIMENT"
 OWNER_VALUE = "1"
 _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$", re.IGNORECASE)
+W = TypeVar("W", bound=BaseModel)
+
+
+def parse_wire(model: type[W], value: Any, what: str, *, provider: str, api: str) -> W:
+    """Validate a body fragment; the error names the field, never the value (a pod's env, an account's key)."""
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        raise ProviderSchemaError(
+            f"unexpected {what}: {first_error(exc)}",
+            provider=provider,
+            hint=f"the {api} API may have changed; gpuc will not guess what it meant",
+        ) from None
+
+
+def first_error(exc: ValidationError) -> str:
+    """Where and what, never the value: a provider's answer may echo an env or a key."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "(top)"
+    return f"{where}: {first['msg']}"
+
+
+def api_key_of(secret: SecretStr | None, *, api: str, key_env: str, example: str) -> str:
+    key = secret.get_secret_value() if secret else ""
+    if not key:
+        raise ConfigError(
+            f"no {api} API key",
+            hint=f"set {key_env} in your environment, or add {key_env}={example} to .env (chmod 600 .env)",
+        )
+    return key
+
+
+def pod_scoped_client(
+    environ: Mapping[str, str],
+    *,
+    provider: str,
+    id_env: str,
+    key_env: str,
+    key_role: str,
+    hint: str,
+    timeout_s: float,
+    clock: Clock | None,
+    backoff: BackoffFunction | None,
+    transport: httpx.BaseTransport | None,
+) -> tuple[str, HttpClient]:
+    """(this pod's id, a client holding the key the provider scoped to this pod), from the env the provider
+    injects into the container: never the account key, which must not live on a pod."""
+    pod_id, key = environ.get(id_env, ""), environ.get(key_env, "")
+    if not pod_id or not key:
+        raise ConfigError(f"{id_env} and {key_env} are not both set", hint=hint)
+    http = HttpClient(
+        provider=provider,
+        api_key=key,
+        key_env=f"{key_env} ({key_role})",
+        timeout_s=timeout_s,
+        backoff=backoff,
+        clock=clock,
+        transport=transport,
+    )
+    return pod_id, http
+
+
+class HttpTuning(TypedDict, total=False):
+    """How patient an HTTP provider is; every key has the default HttpProvider gives it."""
+
+    timeout_s: float
+    clock: Clock | None
+    backoff: BackoffFunction | None
+    transport: httpx.BaseTransport | None
+    max_attempts: int
+    create_attempts: int
+    lookup_attempts: int
+    lookup_delay_s: float
+    confirm_attempts: int
+    confirm_delay_s: float
+
+
+class HttpProvider(Provider):
+    """What the RunPod and Vast clients share: one retrying HTTP client with the account key, and the
+    patience of a create that never leaves two pods and of a destroy confirmed by listing again."""
+
+    def __init__(
+        self,
+        api_key: str,
+        key_env: str,
+        *,
+        timeout_s: float = 20.0,
+        clock: Clock | None = None,
+        backoff: BackoffFunction | None = None,
+        transport: httpx.BaseTransport | None = None,
+        max_attempts: int = 5,
+        create_attempts: int = 2,
+        lookup_attempts: int = 3,
+        lookup_delay_s: float = 2.0,
+        confirm_attempts: int = 5,
+        confirm_delay_s: float = 1.0,
+    ) -> None:
+        self.clock: Clock = clock or SystemClock()
+        self.http = HttpClient(
+            provider=self.name,
+            api_key=api_key,
+            key_env=key_env,
+            timeout_s=timeout_s,
+            max_attempts=max_attempts,
+            backoff=backoff,
+            clock=self.clock,
+            transport=transport,
+        )
+        self.create_attempts = create_attempts
+        self.lookup_attempts = lookup_attempts
+        self.lookup_delay_s = lookup_delay_s
+        self.confirm_attempts = confirm_attempts
+        self.confirm_delay_s = confirm_delay_s
+
+    def close(self) -> None:
+        self.http.close()
+
+    def create_named(self, name: str, send: Callable[[], Pod]) -> Pod:
+        return create_once(
+            provider=self.name,
+            name=name,
+            send=send,
+            find=self.find_by_name,
+            clock=self.clock,
+            attempts=self.create_attempts,
+            lookups=self.lookup_attempts,
+            lookup_delay_s=self.lookup_delay_s,
+        )
+
+    def gone_for_sure(self, pod_id: str) -> bool:
+        return self.confirm_gone(pod_id, self.clock, self.confirm_attempts, self.confirm_delay_s)
 
 
 def pod_env(spec: PodSpec) -> dict[str, str]:
     """The env a gpuc pod is created with: the spec's settings plus the ownership marker."""
     refuse_secret_env(spec.env)
-    reserved = {OWNER_ENV, EXPERIMENT_ENV} & set(spec.env)
+    # `up` marks the experiment itself (the local sandbox reads it from the env): the same value is fine.
+    marks = {OWNER_ENV: OWNER_VALUE, EXPERIMENT_ENV: spec.experiment}
+    reserved = {k for k, v in marks.items() if k in spec.env and spec.env[k] != v}
     if reserved:
         raise SafetyRefusal(
             f"the pod env may not set {', '.join(sorted(reserved))}",
@@ -65,6 +207,28 @@ def is_managed(name: str | None, env: Mapping[str, str]) -> bool:
 
 def experiment_of(env: Mapping[str, str]) -> str | None:
     return env.get(EXPERIMENT_ENV) or None
+
+
+P = TypeVar("P", bound=HttpProvider)
+
+
+class ProviderBilling(Generic[P]):
+    """A reconcile BillingSource over a provider client's HTTP choke point (auth, retries, error mapping):
+    one client per month asked for, closed after."""
+
+    def __init__(self, connect: Callable[[], P]) -> None:
+        self._connect = connect
+
+    def billing(self, month: str) -> list[BillingRecord]:
+        provider = self._connect()
+        try:
+            return self.fetch(provider, month)
+        finally:
+            provider.close()
+
+    @abstractmethod
+    def fetch(self, provider: P, month: str) -> list[BillingRecord]:
+        """The month's records, through `provider`."""
 
 
 def create_once(

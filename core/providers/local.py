@@ -27,6 +27,7 @@ from gpuc.core.models import OWNER_ENV, Balance, Pod, PodSpec, PodStatus, new_ru
 from gpuc.core.podconfig import POD_ROOT_ENV, PodPaths
 from gpuc.core.providers.base import DestroyResult, PodAccess, Provider, SelfDestroyer
 from gpuc.core.settings import Settings
+from gpuc.core.sqlitedb import create_db
 
 _SCHEMA = """
 create table if not exists pods (
@@ -68,12 +69,7 @@ class LocalProvider(Provider):
         self.settings = settings or Settings(home=home)
         self.clock = clock or SystemClock()
         self.root.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self.root / "pods.db", timeout=30)
-        try:
-            conn.execute("pragma journal_mode=wal")
-            conn.executescript(_SCHEMA)
-        finally:
-            conn.close()
+        create_db(self.root / "pods.db", _SCHEMA)
 
     # -- storage -----------------------------------------------------------------------------
     @contextmanager

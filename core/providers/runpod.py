@@ -13,17 +13,27 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, Unpack
 from urllib.parse import quote
 
 import httpx
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
-from gpuc.core.clock import Clock, SystemClock, iso, parse_iso
-from gpuc.core.errors import ConfigError, NotFound, ProviderAuthError, ProviderError, ProviderSchemaError
+from gpuc.core.clock import Clock, iso, parse_iso
+from gpuc.core.errors import ConfigError, NotFound, ProviderAuthError, ProviderError
 from gpuc.core.models import Balance, Offer, Pod, PodSpec, PodStatus
-from gpuc.core.providers.base import DestroyResult, Provider, SelfDestroyer
-from gpuc.core.providers.common import create_once, env_from_pairs, experiment_of, is_managed, pod_env
+from gpuc.core.providers.base import DestroyResult, SelfDestroyer
+from gpuc.core.providers.common import (
+    HttpProvider,
+    HttpTuning,
+    api_key_of,
+    env_from_pairs,
+    experiment_of,
+    is_managed,
+    parse_wire,
+    pod_env,
+    pod_scoped_client,
+)
 from gpuc.core.providers.http import BackoffFunction, HttpClient, Reply, require
 from gpuc.core.settings import Settings
 
@@ -211,17 +221,8 @@ W = TypeVar("W", bound=Wire)
 
 
 def parse(model: type[W], value: Any, what: str) -> W:
-    """Validate a body fragment; the error names the field, never the value (it may be an env)."""
-    try:
-        return model.model_validate(value)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(top)"
-        raise ProviderSchemaError(
-            f"unexpected {what}: {where}: {first['msg']}",
-            provider=PROVIDER,
-            hint="the RunPod API may have changed; gpuc will not guess what it meant",
-        ) from None
+    # The error names the field, never the value (it may be an env).
+    return parse_wire(model, value, what, provider=PROVIDER, api="RunPod")
 
 
 # ---- mapping onto our models ----------------------------------------------------------------------
@@ -484,7 +485,7 @@ class GraphQL:
 # ---- the provider -----------------------------------------------------------------------------------
 
 
-class RunPodProvider(Provider):
+class RunPodProvider(HttpProvider):
     name = PROVIDER
 
     def __init__(
@@ -493,37 +494,13 @@ class RunPodProvider(Provider):
         *,
         graphql_url: str = DEFAULT_GRAPHQL_URL,
         rest_url: str = DEFAULT_REST_URL,
-        timeout_s: float = 20.0,
         cloud_type: CloudType = "SECURE",
-        clock: Clock | None = None,
-        backoff: BackoffFunction | None = None,
-        transport: httpx.BaseTransport | None = None,
-        max_attempts: int = 5,
-        create_attempts: int = 2,
-        lookup_attempts: int = 3,
-        lookup_delay_s: float = 2.0,
-        confirm_attempts: int = 5,
-        confirm_delay_s: float = 1.0,
+        **tuning: Unpack[HttpTuning],
     ) -> None:
-        self.clock: Clock = clock or SystemClock()
-        self.http = HttpClient(
-            provider=PROVIDER,
-            api_key=api_key,
-            key_env=KEY_ENV,
-            timeout_s=timeout_s,
-            max_attempts=max_attempts,
-            backoff=backoff,
-            clock=self.clock,
-            transport=transport,
-        )
+        super().__init__(api_key, KEY_ENV, **tuning)
         self.graphql = GraphQL(self.http, graphql_url)
         self.rest_url = rest_url.rstrip("/")
         self.cloud_type: CloudType = cloud_type
-        self.create_attempts = create_attempts
-        self.lookup_attempts = lookup_attempts
-        self.lookup_delay_s = lookup_delay_s
-        self.confirm_attempts = confirm_attempts
-        self.confirm_delay_s = confirm_delay_s
 
     @classmethod
     def from_settings(
@@ -534,12 +511,7 @@ class RunPodProvider(Provider):
         clock: Clock | None = None,
         backoff: BackoffFunction | None = None,
     ) -> RunPodProvider:
-        key = settings.runpod_api_key.get_secret_value() if settings.runpod_api_key else ""
-        if not key:
-            raise ConfigError(
-                "no RunPod API key",
-                hint=f"set {KEY_ENV} in your environment, or add {KEY_ENV}=rpa_... to .env (chmod 600 .env)",
-            )
+        key = api_key_of(settings.runpod_api_key, api="RunPod", key_env=KEY_ENV, example="rpa_...")
         return cls(
             key,
             graphql_url=settings.runpod_graphql_url,
@@ -550,9 +522,6 @@ class RunPodProvider(Provider):
             backoff=backoff,
             transport=transport,
         )
-
-    def close(self) -> None:
-        self.http.close()
 
     # -- create --
 
@@ -576,16 +545,7 @@ class RunPodProvider(Provider):
             data = self.graphql(query, variables, idempotent=False)
             return self._created(data.get(field), spec)
 
-        return create_once(
-            provider=PROVIDER,
-            name=spec.name,
-            send=send,
-            find=self.find_by_name,
-            clock=self.clock,
-            attempts=self.create_attempts,
-            lookups=self.lookup_attempts,
-            lookup_delay_s=self.lookup_delay_s,
-        )
+        return self.create_named(spec.name, send)
 
     def _create_input(self, spec: PodSpec, gpu_type_id: str, env: Mapping[str, str]) -> dict[str, Any]:
         fields: dict[str, Any] = {
@@ -717,7 +677,7 @@ class RunPodProvider(Provider):
                 raise
             result = "already_gone"
             log.info("runpod: pod %s was already gone", pod_id)
-        if not self.confirm_gone(pod_id, self.clock, self.confirm_attempts, self.confirm_delay_s):
+        if not self.gone_for_sure(pod_id):
             raise ProviderError(
                 f"pod {pod_id} is still listed after podTerminate",
                 provider=PROVIDER,
@@ -769,19 +729,16 @@ class RunPodSelfDestroyer(SelfDestroyer):
         backoff: BackoffFunction | None = None,
         timeout_s: float = 20.0,
     ) -> RunPodSelfDestroyer:
-        pod_id, key = environ.get("RUNPOD_POD_ID", ""), environ.get("RUNPOD_API_KEY", "")
-        if not pod_id or not key:
-            raise ConfigError(
-                "RUNPOD_POD_ID and RUNPOD_API_KEY are not both set",
-                hint="RunPod injects them into the container's main process; pass them on to the agent's env",
-            )
-        http = HttpClient(
+        pod_id, http = pod_scoped_client(
+            environ,
             provider=PROVIDER,
-            api_key=key,
-            key_env="RUNPOD_API_KEY (the pod-scoped key)",
+            id_env="RUNPOD_POD_ID",
+            key_env="RUNPOD_API_KEY",
+            key_role="the pod-scoped key",
+            hint="RunPod injects them into the container's main process; pass them on to the agent's env",
             timeout_s=timeout_s,
-            backoff=backoff,
             clock=clock,
+            backoff=backoff,
             transport=transport,
         )
         url = environ.get("GPUC_RUNPOD_GRAPHQL_URL") or DEFAULT_GRAPHQL_URL

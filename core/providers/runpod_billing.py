@@ -15,7 +15,6 @@ the user's favour, or hide a pod billing in the dark.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,6 +24,7 @@ from gpuc.core.billing import BillingKind, BillingRecord
 from gpuc.core.clock import iso, parse_iso
 from gpuc.core.errors import ProviderSchemaError
 from gpuc.core.ledger import check_month
+from gpuc.core.providers.common import ProviderBilling, first_error
 from gpuc.core.providers.http import require
 from gpuc.core.providers.runpod import PROVIDER, RunPodProvider
 from gpuc.core.settings import Settings
@@ -82,8 +82,7 @@ def parse_page(body: Any) -> list[PodBillingRecord]:
     try:
         page = PodBillingPage.model_validate(body)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise schema_error(f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None
+        raise schema_error(first_error(exc)) from None
     count = page.metadata.recordCount
     if page.records is None:
         # runpodctl reads `records: null` as an empty bill; we do only when the count says so too.
@@ -125,22 +124,12 @@ def _record(pod_id: str, start: float, end: float, amount: float, kind: BillingK
     return BillingRecord(provider=PROVIDER, pod_id=pod_id, start=start, end=end, amount_usd=amount, kind=kind)
 
 
-class RunPodBilling:
-    """A reconcile BillingSource over the RunPod client's HTTP choke point (auth, retries, error mapping)."""
-
-    def __init__(self, connect: Callable[[], RunPodProvider]) -> None:
-        self._connect = connect
+class RunPodBilling(ProviderBilling[RunPodProvider]):
+    """RunPod's pod billing (REST v2), in hourly buckets."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RunPodBilling:
         return cls(lambda: RunPodProvider.from_settings(settings))
-
-    def billing(self, month: str) -> list[BillingRecord]:
-        provider = self._connect()
-        try:
-            return self.fetch(provider, month)
-        finally:
-            provider.close()
 
     def fetch(self, provider: RunPodProvider, month: str) -> list[BillingRecord]:
         start, end = month_window(month)

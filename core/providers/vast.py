@@ -11,16 +11,26 @@ import json
 import logging
 import re
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 import httpx
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
-from gpuc.core.clock import Clock, SystemClock
+from gpuc.core.clock import Clock
 from gpuc.core.errors import ConfigError, NotFound, ProviderError, ProviderSchemaError
 from gpuc.core.models import Balance, Offer, Pod, PodSpec, PodStatus
-from gpuc.core.providers.base import DestroyResult, Provider, SelfDestroyer
-from gpuc.core.providers.common import create_once, env_from_pairs, experiment_of, is_managed, pod_env
+from gpuc.core.providers.base import DestroyResult, SelfDestroyer
+from gpuc.core.providers.common import (
+    HttpProvider,
+    HttpTuning,
+    api_key_of,
+    env_from_pairs,
+    experiment_of,
+    is_managed,
+    parse_wire,
+    pod_env,
+    pod_scoped_client,
+)
 from gpuc.core.providers.http import BackoffFunction, HttpClient, Reply, require
 from gpuc.core.settings import Settings
 
@@ -116,17 +126,8 @@ W = TypeVar("W", bound=Wire)
 
 
 def parse(model: type[W], value: Any, what: str) -> W:
-    """Validate a body fragment; the error names the field, never the value (/users/current holds the key)."""
-    try:
-        return model.model_validate(value)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(top)"
-        raise ProviderSchemaError(
-            f"unexpected {what}: {where}: {first['msg']}",
-            provider=PROVIDER,
-            hint="the Vast.ai API may have changed; gpuc will not guess what it meant",
-        ) from None
+    # The error names the field, never the value (/users/current holds the key).
+    return parse_wire(model, value, what, provider=PROVIDER, api="Vast.ai")
 
 
 # ---- mapping onto our models ----------------------------------------------------------------------
@@ -301,7 +302,7 @@ class VastApi:
             raise refused(self.http, reply, f"{state} of instance {instance_id} refused")
 
 
-class VastProvider(Provider):
+class VastProvider(HttpProvider):
     name = PROVIDER
 
     def __init__(
@@ -309,36 +310,12 @@ class VastProvider(Provider):
         api_key: str,
         *,
         url: str = DEFAULT_URL,
-        timeout_s: float = 20.0,
         disk_gb: float | None = None,
-        clock: Clock | None = None,
-        backoff: BackoffFunction | None = None,
-        transport: httpx.BaseTransport | None = None,
-        max_attempts: int = 5,
-        create_attempts: int = 2,
-        lookup_attempts: int = 3,
-        lookup_delay_s: float = 2.0,
-        confirm_attempts: int = 5,
-        confirm_delay_s: float = 1.0,
+        **tuning: Unpack[HttpTuning],
     ) -> None:
-        self.clock: Clock = clock or SystemClock()
-        self.http = HttpClient(
-            provider=PROVIDER,
-            api_key=api_key,
-            key_env=KEY_ENV,
-            timeout_s=timeout_s,
-            max_attempts=max_attempts,
-            backoff=backoff,
-            clock=self.clock,
-            transport=transport,
-        )
+        super().__init__(api_key, KEY_ENV, **tuning)
         self.api = VastApi(self.http, url)
         self.disk_gb = disk_gb
-        self.create_attempts = create_attempts
-        self.lookup_attempts = lookup_attempts
-        self.lookup_delay_s = lookup_delay_s
-        self.confirm_attempts = confirm_attempts
-        self.confirm_delay_s = confirm_delay_s
 
     @classmethod
     def from_settings(
@@ -349,12 +326,7 @@ class VastProvider(Provider):
         clock: Clock | None = None,
         backoff: BackoffFunction | None = None,
     ) -> VastProvider:
-        key = settings.vast_api_key.get_secret_value() if settings.vast_api_key else ""
-        if not key:
-            raise ConfigError(
-                "no Vast.ai API key",
-                hint=f"set {KEY_ENV} in your environment, or add {KEY_ENV}=... to .env (chmod 600 .env)",
-            )
+        key = api_key_of(settings.vast_api_key, api="Vast.ai", key_env=KEY_ENV, example="...")
         return cls(
             key,
             url=settings.vast_url,
@@ -363,9 +335,6 @@ class VastProvider(Provider):
             backoff=backoff,
             transport=transport,
         )
-
-    def close(self) -> None:
-        self.http.close()
 
     # -- create --
 
@@ -377,16 +346,7 @@ class VastProvider(Provider):
         def send() -> Pod:
             return self._send_create(offer_id, body, spec, bid if bid is not None else price)
 
-        return create_once(
-            provider=PROVIDER,
-            name=spec.name,
-            send=send,
-            find=self.find_by_name,
-            clock=self.clock,
-            attempts=self.create_attempts,
-            lookups=self.lookup_attempts,
-            lookup_delay_s=self.lookup_delay_s,
-        )
+        return self.create_named(spec.name, send)
 
     def _offer_for(self, spec: PodSpec) -> tuple[str, float | None, float | None]:
         """(offer id, on-demand price, bid per machine). Without an offer id, take the cheapest that passes
@@ -568,7 +528,7 @@ class VastProvider(Provider):
         result = self.api.delete(pod_id)
         if result == "already_gone":
             log.info("vast: instance %s was already gone", pod_id)
-        if not self.confirm_gone(pod_id, self.clock, self.confirm_attempts, self.confirm_delay_s):
+        if not self.gone_for_sure(pod_id):
             raise ProviderError(
                 f"instance {pod_id} is still listed after the destroy",
                 provider=PROVIDER,
@@ -599,19 +559,16 @@ class VastSelfDestroyer(SelfDestroyer):
         backoff: BackoffFunction | None = None,
         timeout_s: float = 20.0,
     ) -> VastSelfDestroyer:
-        instance_id, key = environ.get("CONTAINER_ID", ""), environ.get("CONTAINER_API_KEY", "")
-        if not instance_id or not key:
-            raise ConfigError(
-                "CONTAINER_ID and CONTAINER_API_KEY are not both set",
-                hint="Vast injects them into the container; ssh sessions see them only once exported",
-            )
-        http = HttpClient(
+        instance_id, http = pod_scoped_client(
+            environ,
             provider=PROVIDER,
-            api_key=key,
-            key_env="CONTAINER_API_KEY (the instance key)",
+            id_env="CONTAINER_ID",
+            key_env="CONTAINER_API_KEY",
+            key_role="the instance key",
+            hint="Vast injects them into the container; ssh sessions see them only once exported",
             timeout_s=timeout_s,
-            backoff=backoff,
             clock=clock,
+            backoff=backoff,
             transport=transport,
         )
         return cls(instance_id, VastApi(http, environ.get("GPUC_VAST_URL") or DEFAULT_URL))

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gpuc.core.billing import BillingKind, BillingRecord
 from gpuc.core.errors import ProviderAuthError, ProviderSchemaError
+from gpuc.core.providers.common import ProviderBilling, first_error
 from gpuc.core.providers.http import require
 from gpuc.core.providers.runpod_billing import month_window
 from gpuc.core.providers.vast import KEY_ENV, PROVIDER, VastProvider, refused
@@ -87,8 +88,7 @@ def parse_page(body: Any) -> ChargesPage:
     try:
         page = ChargesPage.model_validate(body)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise schema_error(f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None
+        raise schema_error(first_error(exc)) from None
     if page.count != len(page.results):
         raise schema_error(f"{len(page.results)} contracts sent, count says {page.count}: a partial page")
     return page
@@ -148,23 +148,16 @@ def _record(pod_id: str, start: float, end: float, amount: float, kind: BillingK
     return BillingRecord(provider=PROVIDER, pod_id=pod_id, start=start, end=end, amount_usd=amount, kind=kind)
 
 
-class VastBilling:
-    """A reconcile BillingSource over the Vast client's HTTP choke point (auth, retries, error mapping)."""
+class VastBilling(ProviderBilling[VastProvider]):
+    """Vast's charges (/api/v0/charges/), a page at a time."""
 
     def __init__(self, connect: Callable[[], VastProvider], page_size: int = PAGE_SIZE) -> None:
-        self._connect = connect
+        super().__init__(connect)
         self.page_size = page_size
 
     @classmethod
     def from_settings(cls, settings: Settings) -> VastBilling:
         return cls(lambda: VastProvider.from_settings(settings))
-
-    def billing(self, month: str) -> list[BillingRecord]:
-        provider = self._connect()
-        try:
-            return self.fetch(provider, month)
-        finally:
-            provider.close()
 
     def fetch(self, provider: VastProvider, month: str) -> list[BillingRecord]:
         start, end = month_window(month)

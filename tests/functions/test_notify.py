@@ -7,6 +7,7 @@ import json
 import logging
 import stat
 import sys
+import types
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import unquote_plus
@@ -154,6 +155,32 @@ def test_an_unknown_scheme_without_apprise_says_how_to_fix_it(monkeypatch: pytes
     assert "mailto" in info.value.message
     assert "hunter2" not in str(info.value)
     assert "apprise" in (info.value.hint or "")
+
+
+class _FakeApprise:
+    """Stands in for apprise.Apprise, so the with-apprise path runs whether or not the extra is installed."""
+
+    def __init__(self) -> None:
+        self.urls: list[str] = []
+        self.sent: list[tuple[str, str]] = []
+
+    def add(self, url: str) -> bool:
+        self.urls.append(url)
+        return url.startswith("mailto://")
+
+    def notify(self, title: str, body: str) -> bool:
+        self.sent.append((title, body))
+        return True
+
+
+def test_an_unknown_scheme_goes_to_apprise_when_it_is_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "apprise", types.SimpleNamespace(Apprise=_FakeApprise))
+    [channel] = parse_channels("mailto://user:hunter2@example.com")
+    assert type(channel).__name__ == "AppriseChannel"
+    assert "hunter2" not in channel.label
+    with pytest.raises(ConfigError) as info:
+        parse_channels("bogus://user:hunter2@example.com")
+    assert "bogus" in info.value.message and "hunter2" not in str(info.value)
 
 
 def test_a_transient_error_is_tried_three_times_with_backoff(tmp_path: Path, clock: FakeClock) -> None:

@@ -7,8 +7,11 @@ that rises, and a body that validates against the shared pydantic contract (core
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,26 @@ from gpuc.instance_side.sync import Manifest
 
 TOKEN = "tok-" + "s3cr3t" * 6
 POD_ID = "lp-abc123"
+
+
+@contextmanager
+def serving(handler: type[BaseHTTPRequestHandler], server: type[HTTPServer] = HTTPServer) -> Iterator[str]:
+    """A real HTTP server on a free local port, for tests of the real (urllib) transport; yields its URL."""
+    httpd = server(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def reply_json(handler: BaseHTTPRequestHandler, status: int, payload: bytes) -> None:
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(payload)))
+    handler.end_headers()
+    handler.wfile.write(payload)
 MINUTE = 60.0
 
 

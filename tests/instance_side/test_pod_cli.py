@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from podfakes import reply_json, serving
 
 from gpuc.core.api import HeartbeatBody, PodEvent
 from gpuc.core.models import PodSpec
@@ -45,10 +45,7 @@ class Functions(BaseHTTPRequestHandler):
         except ValueError as exc:
             type(self).problems.append(str(exc))
         payload = json.dumps({"ok": True, "server_time": time.time(), "lease_until": None}).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+        reply_json(self, 200, payload)
 
     def log_message(self, *_: Any) -> None:
         return
@@ -57,11 +54,8 @@ class Functions(BaseHTTPRequestHandler):
 @pytest.fixture
 def functions_url() -> Iterator[str]:
     Functions.heartbeats, Functions.events, Functions.problems = [], [], []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Functions)
-    threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with serving(Functions, ThreadingHTTPServer) as url:
+        yield url
     assert Functions.problems == []
 
 

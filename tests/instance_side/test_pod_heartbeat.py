@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, ClassVar, get_args
 
 import pytest
-from podfakes import POD_ID, TOKEN, Pod, wire
+from podfakes import POD_ID, TOKEN, Pod, reply_json, serving, wire
 
 from gpuc.core import api
 from gpuc.core.clock import FakeClock
@@ -181,30 +181,22 @@ class _Recorder(BaseHTTPRequestHandler):
         payload = b'{"ok": true, "server_time": 5, "lease_until": 7200.5}'
         if self.status != 200:
             payload = b'{"error": "stale timestamp"}'
-        self.send_response(self.status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+        reply_json(self, self.status, payload)
 
     def log_message(self, *_: Any) -> None:
         return
 
 
 @pytest.fixture
-def server() -> Iterator[HTTPServer]:
+def server() -> Iterator[str]:
     _Recorder.requests = []
     _Recorder.status = 200
-    httpd = HTTPServer(("127.0.0.1", 0), _Recorder)
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield httpd
-    httpd.shutdown()
-    httpd.server_close()
+    with serving(_Recorder) as url:
+        yield url
 
 
-def test_the_urllib_transport_talks_http(server: HTTPServer) -> None:
-    url = f"http://127.0.0.1:{server.server_address[1]}/v1/heartbeat"
+def test_the_urllib_transport_talks_http(server: str) -> None:
+    url = f"{server}/v1/heartbeat"
     result = UrllibTransport().post(
         url, b'{"a": 1}', {"X-Gpuc-Pod": POD_ID, "Content-Type": "application/json"}, 5
     )

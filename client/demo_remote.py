@@ -1,0 +1,250 @@
+"""The emulated platform behind `gpuc demo --provider runpod|vast` and the CLI tests against it.
+
+The RunPod and Vast emulators speak the HTTP APIs; a real platform also runs each pod as a container.
+Here a loopback sshd is every pod's ssh server and `<ssh_sandbox_root>/<pod id>` its root, and this
+module does the rest of the platform's job:
+
+- the moment a pod exists, its `container.env` holds what the platform injects into the container
+  (pod id, pod-scoped key, the API's URL): SshAccess sources it in every remote command, so the
+  wrapper's self-destroy really goes through the emulator with the pod's own key. It also names the
+  GPU the pod rented, which the NVML stand-in (client/emulated_gpu) reports to verification and the
+  agent: this machine has no GPU, and a pod without one would rightly be destroyed.
+- when the emulator no longer has the pod, its processes die, as a container's would: the emulator
+  knows nothing of processes, and a demo must leave none behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from gpuc.client import emulated_gpu
+from gpuc.client.emulated_gpu import pynvml as nvml_standin
+from gpuc.client.loopback_sshd import LoopbackSshd
+from gpuc.core.podpaths import POD_ROOT_ENV, PodPaths
+from gpuc.core.settings import SECRET_ENV
+from gpuc.emulators.common import EmuRequest, EmuResponse
+from gpuc.emulators.runpod import EmuPod, RunPodEmulator
+from gpuc.emulators.server import EmulatorServer
+from gpuc.emulators.vast import VastEmulator, VastInst
+
+PROVIDERS = ("runpod", "vast")
+KILL_GRACE_S = 1.0  # a destroyed container's processes die a moment after the API answers, not during
+KILL_POLL_S = 0.2
+ACCOUNT = "account key"
+POD_KEY = "pod-scoped key"
+
+
+class Platform:
+    """The container side of an emulated platform; `sync()` runs after every API request."""
+
+    def __init__(self, sandbox: Path, *, kill_grace_s: float = KILL_GRACE_S) -> None:
+        self.sandbox = sandbox
+        self.kill_grace_s = kill_grace_s
+        self.emulator: RunPodEmulator | VastEmulator | None = None
+        self.base_url = ""
+        self.destroyed_by: dict[str, str] = {}  # pod id -> ACCOUNT | POD_KEY
+        self._started: set[str] = set()
+        self._gone_at: dict[str, float] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._killer = threading.Thread(target=self._kill_loop, name="gpuc-platform", daemon=True)
+
+    def attach(self, emulator: RunPodEmulator | VastEmulator, base_url: str) -> None:
+        self.emulator, self.base_url = emulator, base_url
+        self._killer.start()
+
+    # -- what the emulator's request handler calls -----------------------------------------------
+    def sync(self, caller: object) -> None:
+        """Containers for new pods; pods that went away during this request are noted with the key
+        that ended them (the wrapper's pod-scoped key, or the account key of `down` / the reaper)."""
+        alive = self.alive()
+        with self._lock:
+            for pod_id, (gpu, count) in alive.items():
+                if pod_id not in self._started:
+                    self._start_container(pod_id, gpu, count)
+            for pod_id in self._started - set(alive) - set(self._gone_at):
+                self._gone_at[pod_id] = time.monotonic()
+                self.destroyed_by[pod_id] = ACCOUNT if caller == "account" else POD_KEY
+
+    def alive(self) -> dict[str, tuple[str, int]]:
+        """Pod id -> (GPU name, count) for every pod the emulator has."""
+        if self.emulator is None:
+            return {}
+        return {str(p.id): _gpu_of(p) for p in self.emulator.alive()}
+
+    # -- the containers ---------------------------------------------------------------------------
+    def root(self, pod_id: str) -> Path:
+        return self.sandbox / pod_id
+
+    def container_env(self, pod_id: str, gpu: str, count: int) -> dict[str, str]:
+        assert self.emulator is not None
+        env = dict(self.emulator.pod_environ(pod_id))
+        # Only the URLs from the client environment: the account key never goes onto a pod.
+        env.update({k: v for k, v in self.emulator.client_env(self.base_url).items() if k.startswith("GPUC_")})
+        env[nvml_standin.NAME_ENV] = gpu
+        env[nvml_standin.COUNT_ENV] = str(count)
+        env["PYTHONPATH"] = str(Path(emulated_gpu.__file__).parent)
+        return env
+
+    def _start_container(self, pod_id: str, gpu: str, count: int) -> None:
+        root = self.root(pod_id)
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        text = "".join(f"{k}={shlex.quote(v)}\n" for k, v in self.container_env(pod_id, gpu, count).items())
+        tmp = root / ".container.env.tmp"
+        # It holds the pod-scoped key: mode 600 from the first byte.
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        tmp.replace(root / "container.env")
+        self._started.add(pod_id)
+
+    def processes(self, pod_id: str) -> list[int]:
+        """Every process started over ssh for this pod (the ssh prelude exports the pod root)."""
+        marker = f"{POD_ROOT_ENV}={self.root(pod_id)}".encode()
+        found: list[int] = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                environ = (entry / "environ").read_bytes()
+            except OSError:
+                continue
+            if marker in environ.split(b"\0"):
+                found.append(int(entry.name))
+        return found
+
+    def kill_container(self, pod_id: str) -> int:
+        pids = self.processes(pod_id)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        return len(pids)
+
+    def kill_agent(self, pod_id: str) -> int:
+        """The drill's OOM: SIGKILL the pod's agent by the pid it holds its lock with."""
+        pid = int(PodPaths(self.root(pod_id)).agent_lock.read_text().strip())
+        os.kill(pid, signal.SIGKILL)
+        return pid
+
+    def leftovers(self) -> dict[str, list[int]]:
+        with self._lock:
+            started = sorted(self._started)
+        return {pod_id: pids for pod_id in started if (pids := self.processes(pod_id))}
+
+    def close(self) -> None:
+        """Every container ends with the platform, whatever the emulator still has."""
+        self._stop.set()
+        if self._killer.is_alive():
+            self._killer.join(timeout=5)
+        with self._lock:
+            started = sorted(self._started)
+        for pod_id in started:
+            self.kill_container(pod_id)
+
+    def _kill_loop(self) -> None:
+        while not self._stop.wait(KILL_POLL_S):
+            now = time.monotonic()
+            with self._lock:
+                due = [p for p, at in self._gone_at.items() if now - at >= self.kill_grace_s]
+            for pod_id in due:
+                self.kill_container(pod_id)
+
+
+def _gpu_of(pod: EmuPod | VastInst) -> tuple[str, int]:
+    if isinstance(pod, EmuPod):
+        return pod.gpu.id, pod.gpu_count
+    return pod.offer.gpu_name, pod.offer.num_gpus
+
+
+class RunPodPlatform(RunPodEmulator):
+    platform: Platform | None = None
+
+    def handle(self, request: EmuRequest) -> EmuResponse:
+        answer = super().handle(request)
+        if self.platform is not None:
+            self.platform.sync(self.caller(request))
+        return answer
+
+
+class VastPlatform(VastEmulator):
+    platform: Platform | None = None
+
+    def handle(self, request: EmuRequest) -> EmuResponse:
+        answer = super().handle(request)
+        if self.platform is not None:
+            self.platform.sync(self.caller(request))
+        return answer
+
+
+def start_platform(provider: str, sshd: LoopbackSshd) -> tuple[EmulatorServer, Platform]:
+    """The emulator of `provider` over loopback HTTP, every pod's ssh at `sshd`, and its containers."""
+    endpoint = (sshd.host, sshd.port)
+    emulator: RunPodPlatform | VastPlatform
+    if provider == "runpod":
+        emulator = RunPodPlatform(ssh_endpoint=endpoint)
+    elif provider == "vast":
+        emulator = VastPlatform(ssh_endpoint=endpoint)
+    else:
+        raise ValueError(f"no emulated platform for {provider!r}: use one of {', '.join(PROVIDERS)}")
+    platform = Platform(sshd.sandbox)
+    server = EmulatorServer(emulator).start()
+    platform.attach(emulator, server.url)
+    emulator.platform = platform
+    return server, platform
+
+
+def client_environ(
+    server: EmulatorServer,
+    sshd: LoopbackSshd,
+    home: Path,
+    base: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """What a gpuc client (the CLI, the demo) needs to rent from the emulator and get onto its pods:
+    the user's own GPUC_* settings and provider keys are left out, so nothing real is touched."""
+    source = os.environ if base is None else base
+    secret_names = set(SECRET_ENV.values())
+    env = {k: v for k, v in source.items() if not k.startswith("GPUC_") and k not in secret_names}
+    env.update(server.client_env())
+    env.update(
+        {
+            "GPUC_HOME": str(home),
+            "GPUC_ENV_FILE": str(home / ".env"),
+            "GPUC_PROVIDER": server.emulator.provider,
+            "GPUC_SSH_KEY_PATH": str(sshd.key),
+            "GPUC_SSH_SANDBOX_ROOT": str(sshd.sandbox),
+            # The sandbox is on this machine with no network: gpuc goes on offline, run by this python.
+            "GPUC_SSH_SANDBOX_PYTHON": sys.executable,
+            "GPUC_RESULTS_BUCKET": f"file://{home / 'results'}",
+        }
+    )
+    return env
+
+
+def write_env_file(home: Path, values: Mapping[str, str] | None = None) -> Path:
+    """Rented pods need the user's `.env` (mode 600); the demo's holds nothing secret."""
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = home / ".env"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write("".join(f"{k}={v}\n" for k, v in (values or {}).items()))
+    os.chmod(path, 0o600)
+    return path
+
+
+__all__ = [
+    "ACCOUNT",
+    "POD_KEY",
+    "PROVIDERS",
+    "Platform",
+    "client_environ",
+    "start_platform",
+    "write_env_file",
+]
