@@ -652,7 +652,7 @@ class Stage:
 
 
 def spec_bound_s(settings: Settings, limit_s: float) -> float:
-    """SPEC's bound for states the provider reports itself (stopped, paused): the limit
+    """SPEC's bound for states the provider reports itself (stopped, paused, unregistered): the limit
     plus one reaper period (the warning goes out one grace ahead of the deadline)."""
     return limit_s + settings.reaper_period_s
 
@@ -864,14 +864,14 @@ def f11_never_registered(stage: Stage) -> RowResult:
     created_at = stage.now
     stage.provider.create(PodSpec(experiment=EXPERIMENT, run_id=run_id, provider="drill", gpu_type="RTX 4090"))
     stage.run_until_gone(run_id)
-    bound = stage.passes_bound_min(stage.settings.unregistered_grace_s, created_at)
+    bound = spec_bound_s(stage.settings, stage.settings.unregistered_grace_s) / MIN + stage.slack(created_at)
     return RowResult(
         "F11",
         "laptop crashed after create, before register",
         "reaper (tagged, unregistered)",
         stage.billed_min(run_id, created_at),
         bound,
-        f"grace + period + grace{stage.bound_note(created_at)}",
+        f"grace + one period{stage.bound_note(created_at)}",
         notifications=stage.notifications(run_id),
     )
 

@@ -314,11 +314,15 @@ def judge(run: Run, rec: StoredPod, pod: Pod) -> Verdict:
         return WAIT
     grace = settings.destroy_grace_s
     if rec.origin == "adopted":
-        # No warn-ahead here: a late `up` may still register it, and the grace is the user's margin.
-        age = now - (pod.created_at if pod.created_at is not None else rec.registered_at)
-        if age >= settings.unregistered_grace_s:
+        # Warned one grace ahead so the destroy lands at the grace (SPEC F11: grace + one period); a
+        # registration before then still rescues it (register turns it into a normal, pinging pod).
+        born = pod.created_at if pod.created_at is not None else rec.registered_at
+        if now - born >= settings.unregistered_grace_s - settings.destroy_grace_s:
             return Verdict(
-                "kill", "unregistered", f"a gpuc pod never registered, {minutes(age)} old (did `up` crash?)"
+                "kill",
+                "unregistered",
+                f"a gpuc pod never registered, {minutes(now - born)} old (did `up` crash?)",
+                due_at=born + settings.unregistered_grace_s,
             )
         return FINE
     quiet = minutes(now - silent_since(rec))

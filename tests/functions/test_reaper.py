@@ -226,15 +226,19 @@ def test_a_busy_reading_at_t_cancels_the_mark(world: World) -> None:
 
 def test_it_destroys_a_gpuc_pod_that_was_never_registered_after_the_grace(world: World) -> None:
     created = world.now
+    grace, warn_ahead = world.settings.unregistered_grace_s, world.settings.destroy_grace_s
     world.provider.add("orphan", created_at=created)
-    world.clock.advance(19 * MIN)
+    world.clock.advance(grace - warn_ahead - 1 * MIN)
     world.reap()
     assert world.pod("orphan").origin == "adopted"
     assert world.pod("orphan").state == "ok"
     world.clock.advance(1 * MIN)
     world.reap()
+    # Warned ahead: "will destroy at created + grace"
     assert world.pod("orphan").state == "down"
-    world.clock.advance(world.settings.destroy_grace_s)
+    assert world.pod("orphan").destroy_at == created + grace
+    assert world.provider.destroyed == []
+    world.clock.advance(warn_ahead)
     world.reap()
     assert world.provider.destroyed == ["orphan"]
     assert world.kinds("orphan") == ["mark", "destroying", "destroyed"]
@@ -242,18 +246,20 @@ def test_it_destroys_a_gpuc_pod_that_was_never_registered_after_the_grace(world:
 
 def test_an_unregistered_pod_without_a_creation_time_is_timed_from_first_sight(world: World) -> None:
     world.provider.add("orphan", created_at=None)
+    first_seen = world.now
     world.reap()
-    world.clock.advance(19 * MIN)
+    world.clock.advance(world.settings.unregistered_grace_s - world.settings.destroy_grace_s - 1 * MIN)
     world.reap()
     assert world.pod("orphan").state == "ok"
     world.clock.advance(1 * MIN)
     world.reap()
     assert world.pod("orphan").state == "down"
+    assert world.pod("orphan").destroy_at == first_seen + world.settings.unregistered_grace_s
 
 
 def test_a_late_registration_rescues_an_adopted_pod(world: World) -> None:
     world.provider.add("slow", created_at=world.now)
-    world.clock.advance(20 * MIN)
+    world.clock.advance(world.settings.unregistered_grace_s - world.settings.destroy_grace_s)
     world.reap()
     assert world.pod("slow").state == "down"
     world.register("slow", at_provider=False)
@@ -587,7 +593,13 @@ def test_a_dry_run_reads_but_writes_nothing(world: World) -> None:
     world.clock.advance(5 * MIN)
     report = world.reap(dry_run=True)
     assert report.dry_run
-    assert sorted((a.pod_id, a.action) for a in report.actions) == [("orphan", "mark"), ("p1", "mark")]
+    # The orphan is long past its deadline: warned and destroyed in the same pass (would be).
+    assert sorted((a.pod_id, a.action) for a in report.actions) == [
+        ("orphan", "destroy"),
+        ("orphan", "mark"),
+        ("p1", "mark"),
+    ]
+    assert world.provider.destroyed == []
     assert world.pod("p1").state == "ok"
     assert world.store.get_pod("orphan") is None
     assert world.kinds() == []
