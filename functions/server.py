@@ -94,16 +94,22 @@ class _Handler(BaseHTTPRequestHandler):
         return dispatch(request, deps, deps.clock.now())
 
     def _send(self, response: Response) -> None:
+        # One write per answer (status, headers and body together): a heartbeat's latency is the
+        # ingest's throughput, and a split answer costs the client a second wakeup.
         payload = response_bytes(response)
-        self.send_response(response.status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.send_header("Cache-Control", "no-store")
+        phrase = self.responses.get(response.status, ("",))[0]
+        head = [
+            f"HTTP/1.1 {response.status} {phrase}",
+            f"Server: {self.server_version}",
+            f"Date: {self.date_time_string()}",
+            "Content-Type: application/json",
+            f"Content-Length: {len(payload)}",
+            "Cache-Control: no-store",
+        ]
         if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(payload)
+            head.append("Connection: close")
+        data = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
+        self.wfile.write(data if self.command == "HEAD" else data + payload)
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         # The stdlib's own refusals (a garbled request line, huge headers): JSON like every other answer,
