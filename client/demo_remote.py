@@ -30,7 +30,6 @@ from gpuc.client.emulated_gpu import pynvml as nvml_standin
 from gpuc.client.loopback_sshd import LoopbackSshd
 from gpuc.core.podpaths import POD_ROOT_ENV, PodPaths
 from gpuc.core.settings import SECRET_ENV
-from gpuc.emulators.common import EmuRequest, EmuResponse
 from gpuc.emulators.runpod import EmuPod, RunPodEmulator
 from gpuc.emulators.server import EmulatorServer
 from gpuc.emulators.vast import VastEmulator, VastInst
@@ -164,40 +163,20 @@ def _gpu_of(pod: EmuPod | VastInst) -> tuple[str, int]:
     return pod.offer.gpu_name, pod.offer.num_gpus
 
 
-class RunPodPlatform(RunPodEmulator):
-    platform: Platform | None = None
-
-    def handle(self, request: EmuRequest) -> EmuResponse:
-        answer = super().handle(request)
-        if self.platform is not None:
-            self.platform.sync(self.caller(request))
-        return answer
-
-
-class VastPlatform(VastEmulator):
-    platform: Platform | None = None
-
-    def handle(self, request: EmuRequest) -> EmuResponse:
-        answer = super().handle(request)
-        if self.platform is not None:
-            self.platform.sync(self.caller(request))
-        return answer
-
-
 def start_platform(provider: str, sshd: LoopbackSshd) -> tuple[EmulatorServer, Platform]:
     """The emulator of `provider` over loopback HTTP, every pod's ssh at `sshd`, and its containers."""
     endpoint = (sshd.host, sshd.port)
-    emulator: RunPodPlatform | VastPlatform
+    emulator: RunPodEmulator | VastEmulator
     if provider == "runpod":
-        emulator = RunPodPlatform(ssh_endpoint=endpoint)
+        emulator = RunPodEmulator(ssh_endpoint=endpoint)
     elif provider == "vast":
-        emulator = VastPlatform(ssh_endpoint=endpoint)
+        emulator = VastEmulator(ssh_endpoint=endpoint)
     else:
         raise ValueError(f"no emulated platform for {provider!r}: use one of {', '.join(PROVIDERS)}")
     platform = Platform(sshd.sandbox)
     server = EmulatorServer(emulator).start()
     platform.attach(emulator, server.url)
-    emulator.platform = platform
+    emulator.after_request = lambda request: platform.sync(emulator.caller(request))
     return server, platform
 
 

@@ -219,17 +219,17 @@ def onto_pod(
     from gpuc.core.providers.local import LocalProvider
 
     if isinstance(provider, LocalProvider):
-        access: PodAccess = provider.access(pod.id)
+        access = pod_access(provider, pod, deps.settings)
         install_agent(access, pod, spec, deps, secrets_env, token)
         return access
     from gpuc.client.provision import provision
-    from gpuc.client.ssh import ssh_access, wait_for_ssh_endpoint
+    from gpuc.client.ssh import wait_for_ssh_endpoint
 
     # RunPod reports RUNNING before the ssh port is mapped.
     pod = wait_for_ssh_endpoint(provider, pod, clock=deps.clock)
-    ssh = ssh_access(pod, deps.settings)
-    provision(ssh, pod, spec, deps, secrets_env, token, installer=pod_installer(deps.settings))
-    return ssh
+    access = pod_access(provider, pod, deps.settings)
+    provision(access, pod, spec, deps, secrets_env, token, installer=pod_installer(deps.settings))
+    return access
 
 
 def pod_installer(settings: Settings) -> Installer:

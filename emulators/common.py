@@ -158,6 +158,9 @@ class Emulator(ABC):
         self.faults = Faults()
         self.requests: list[Recorded] = []
         self._lock = threading.RLock()
+        # Called after each request, outside the lock: what a platform does beside its API (the demo
+        # starts and kills the containers of emulated pods here).
+        self.after_request: Callable[[EmuRequest], None] | None = None
 
     @abstractmethod
     def route(self, request: EmuRequest) -> Route | None: ...
@@ -180,9 +183,12 @@ class Emulator(ABC):
     def handle(self, request: EmuRequest) -> EmuResponse:
         with self._lock:
             try:
-                return self._handle(request)
+                answer = self._handle(request)
             finally:
                 self._track()
+        if self.after_request is not None:
+            self.after_request(request)
+        return answer
 
     @abstractmethod
     def _track(self) -> None:

@@ -3,57 +3,34 @@ stand-in that checks signatures, the real urllib transport, the real local self-
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
-from podfakes import reply_json, serving
+from podfakes import serving
+from podstub import recording_functions
 
-from gpuc.core.api import HeartbeatBody, PodEvent
 from gpuc.core.models import PodSpec
 from gpuc.core.podconfig import PodConfig, PodPaths, render_env_file
 from gpuc.core.providers.local import LocalProvider
 from gpuc.core.settings import Settings
-from gpuc.core.signing import derive_key, verify
 
 TOKEN = "cli-token-" + "x" * 30
 
 
-class Functions(BaseHTTPRequestHandler):
-    heartbeats: ClassVar[list[HeartbeatBody]] = []
-    events: ClassVar[list[PodEvent]] = []
-    problems: ClassVar[list[str]] = []
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        ts, seq = int(self.headers["X-Gpuc-Timestamp"]), int(self.headers["X-Gpuc-Seq"])
-        if not verify(derive_key(TOKEN), ts, seq, body, self.headers["X-Gpuc-Signature"]):
-            type(self).problems.append("bad signature")
-        try:
-            if self.path == "/v1/heartbeat":
-                type(self).heartbeats.append(HeartbeatBody.model_validate_json(body))
-            else:
-                type(self).events.append(PodEvent.model_validate_json(body))
-        except ValueError as exc:
-            type(self).problems.append(str(exc))
-        payload = json.dumps({"ok": True, "server_time": time.time(), "lease_until": None}).encode()
-        reply_json(self, 200, payload)
-
-    def log_message(self, *_: Any) -> None:
-        return
+Functions = recording_functions(TOKEN)
 
 
 @pytest.fixture
 def functions_url() -> Iterator[str]:
-    Functions.heartbeats, Functions.events, Functions.problems = [], [], []
+    Functions.reset()
     with serving(Functions, ThreadingHTTPServer) as url:
         yield url
     assert Functions.problems == []
@@ -64,9 +41,7 @@ def local(home: Path) -> LocalProvider:
     return LocalProvider(home, settings=Settings(home=home, local_boot_s=0))
 
 
-def sandbox(
-    local: LocalProvider, home: Path, functions_url: str, **cfg: Any
-) -> tuple[str, PodPaths, dict[str, str]]:
+def sandbox(local: LocalProvider, home: Path, functions_url: str, **cfg: Any) -> tuple[str, PodPaths, dict[str, str]]:
     """A local pod as `up` leaves it: config + secrets in its state dir, the sandbox's environment."""
     pod = local.create(PodSpec(experiment="exp", run_id="run01", provider="local", gpu_type="sim"))
     paths = local.paths(pod.id)
@@ -99,9 +74,7 @@ def test_run_ends_a_real_local_pod_after_syncing_its_results(
 ) -> None:
     bucket = tmp_path / "bucket"
     pod_id, _paths, env = sandbox(local, home, functions_url, results_bucket=f"file://{bucket}")
-    job = (
-        "import os; os.makedirs('results'); open('results/score.txt', 'w').write('0.93'); raise SystemExit(4)"
-    )
+    job = "import os; os.makedirs('results'); open('results/score.txt', 'w').write('0.93'); raise SystemExit(4)"
     done = gpuc_pod(["run", "--", sys.executable, "-c", job], env)
     assert done.returncode == 4, done.stderr
     assert (bucket / "exp" / "run01" / "score.txt").read_text() == "0.93"
@@ -111,8 +84,7 @@ def test_run_ends_a_real_local_pod_after_syncing_its_results(
     steps = [line for line in done.stderr.splitlines() if line.startswith("gpuc: ")]
     assert any("job exit code 4 recorded" in s for s in steps)
     order = [
-        next(i for i, s in enumerate(steps) if key in s)
-        for key in ("recorded", "sync verified", "notified", "destroy")
+        next(i for i, s in enumerate(steps) if key in s) for key in ("recorded", "sync verified", "notified", "destroy")
     ]
     assert order == sorted(order)
 
@@ -121,9 +93,7 @@ def test_dry_run_through_the_command_line(local: LocalProvider, home: Path, func
     pod_id, _paths, env = sandbox(local, home, functions_url)
     done = gpuc_pod(["run", "--", sys.executable, "-c", "raise SystemExit(6)"], {**env, "DRY_RUN": "1"})
     assert done.returncode == 6
-    steps = [
-        line.split("would ", 1)[1].split()[0] for line in done.stderr.splitlines() if "DRY_RUN: would" in line
-    ]
+    steps = [line.split("would ", 1)[1].split()[0] for line in done.stderr.splitlines() if "DRY_RUN: would" in line]
     assert steps == ["record", "sync", "notify", "destroy"]
     assert local.get(pod_id) is not None and Functions.events == []
 
@@ -155,9 +125,7 @@ def test_a_dead_terminal_does_not_change_the_jobs_exit_code(
     assert [e.kind for e in Functions.events] == ["job_exit"]
 
 
-def test_the_agent_heartbeats_and_stops_on_sigterm(
-    local: LocalProvider, home: Path, functions_url: str
-) -> None:
+def test_the_agent_heartbeats_and_stops_on_sigterm(local: LocalProvider, home: Path, functions_url: str) -> None:
     pod_id, paths, env = sandbox(
         local, home, functions_url, heartbeat_interval_s=0.2, idle_check_interval_s=0.2, simulated_gpu=True
     )
@@ -182,12 +150,8 @@ def test_the_agent_heartbeats_and_stops_on_sigterm(
     assert TOKEN not in paths.log.read_text()
 
 
-def test_the_agent_exits_by_itself_once_the_pod_has_ended(
-    local: LocalProvider, home: Path, functions_url: str
-) -> None:
-    pod_id, paths, env = sandbox(
-        local, home, functions_url, heartbeat_interval_s=0.2, idle_check_interval_s=0.2
-    )
+def test_the_agent_exits_by_itself_once_the_pod_has_ended(local: LocalProvider, home: Path, functions_url: str) -> None:
+    pod_id, paths, env = sandbox(local, home, functions_url, heartbeat_interval_s=0.2, idle_check_interval_s=0.2)
     paths.ended.write_text(pod_id)
     done = gpuc_pod(["agent"], env)
     assert done.returncode == 0 and Functions.heartbeats == []

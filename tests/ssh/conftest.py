@@ -6,20 +6,16 @@ CI installs openssh-server; a machine without it fails these tests loudly rather
 
 from __future__ import annotations
 
-import json
 import threading
-import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar
 
 import pytest
+from podstub import recording_functions
 
 from gpuc.client.loopback_sshd import LoopbackSshd, SshdUnavailable, start_loopback_sshd
-from gpuc.core.api import HeartbeatBody, PodEvent
 from gpuc.core.settings import Settings
-from gpuc.core.signing import derive_key, verify
 
 POD_TOKEN = "pod-token-" + "Z" * 32
 Sshd = LoopbackSshd
@@ -49,38 +45,12 @@ def ssh_settings(sshd: Sshd, tmp_path: Path) -> Settings:
     )
 
 
-class Functions(BaseHTTPRequestHandler):
-    """The functions' two pod routes, checking signatures with the pod's token like the real ones."""
-
-    heartbeats: ClassVar[list[HeartbeatBody]] = []
-    events: ClassVar[list[PodEvent]] = []
-    problems: ClassVar[list[str]] = []
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        ts, seq = int(self.headers["X-Gpuc-Timestamp"]), int(self.headers["X-Gpuc-Seq"])
-        if not verify(derive_key(POD_TOKEN), ts, seq, body, self.headers["X-Gpuc-Signature"]):
-            type(self).problems.append("bad signature")
-        try:
-            if self.path == "/v1/heartbeat":
-                type(self).heartbeats.append(HeartbeatBody.model_validate_json(body))
-            else:
-                type(self).events.append(PodEvent.model_validate_json(body))
-        except ValueError as exc:
-            type(self).problems.append(str(exc))
-        payload = json.dumps({"ok": True, "server_time": time.time(), "lease_until": None}).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, *_: Any) -> None:
-        return
+Functions = recording_functions(POD_TOKEN)
 
 
 @pytest.fixture
 def functions_url() -> Iterator[str]:
-    Functions.heartbeats, Functions.events, Functions.problems = [], [], []
+    Functions.reset()
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Functions)
     threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True).start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
