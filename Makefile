@@ -1,39 +1,52 @@
-# Two commands for a fresh machine: `make demo` and `make test`. Each installs what it needs into .venv.
+# Two commands for a fresh machine: `make demo` and `make test`. Each installs what it needs into .venv:
+# the demo only gpuc's runtime dependencies, the tests those plus the test tools (pyproject's [test]).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+PIP := $(PY) -m pip install --quiet --disable-pip-version-check
+HASH := $(shell cksum pyproject.toml | cut -d' ' -f1)
+RUN_STAMP := $(VENV)/.run-$(HASH)
+TEST_STAMP := $(VENV)/.test-$(HASH)
 MYPY_ROOT := $(VENV)/mypy-root
 
 .PHONY: demo test lint typecheck unit bench hostile clean
 
-$(STAMP): pyproject.toml
+$(PY):
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
-	rm -f $(VENV)/.installed-*
-	touch $(STAMP)
 
-demo: $(STAMP)
+$(RUN_STAMP): pyproject.toml | $(PY)
+	$(PIP) -e .
+	rm -f $(VENV)/.run-*
+	touch $@
+
+$(TEST_STAMP): $(RUN_STAMP)
+	$(PIP) -e '.[test]'
+	rm -f $(VENV)/.test-*
+	touch $@
+
+demo: $(RUN_STAMP)
 	$(VENV)/bin/gpuc demo
 
 test: lint typecheck unit
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check .
 
-# mypy needs to see the repo as the package `gpuc` (the root folder is the package).
-typecheck: $(STAMP)
+# mypy needs to see the repo as the package `gpuc` (the root folder is the package); the tests are
+# checked too, as the top-level package `tests`.
+typecheck: $(TEST_STAMP)
 	mkdir -p $(MYPY_ROOT) && ln -sfn $(CURDIR) $(MYPY_ROOT)/gpuc
 	cd $(MYPY_ROOT) && MYPYPATH=$(CURDIR)/$(MYPY_ROOT) $(CURDIR)/$(PY) -m mypy --config-file $(CURDIR)/pyproject.toml \
-		-p gpuc.core -p gpuc.client -p gpuc.functions -p gpuc.instance_side -p gpuc.emulators
+		-p gpuc.core -p gpuc.client -p gpuc.functions -p gpuc.instance_side -p gpuc.testkit
+	$(PY) -m mypy --config-file pyproject.toml tests bench
 
-unit: $(STAMP)
+unit: $(TEST_STAMP)
 	$(VENV)/bin/pytest
 
-bench: $(STAMP)
+bench: $(RUN_STAMP)
 	$(PY) bench/run.py
 
-hostile: $(STAMP)
+hostile: $(TEST_STAMP)
 	GPUC_HOSTILE_EXAMPLES=10000 $(VENV)/bin/pytest -m slow tests
 
 clean:

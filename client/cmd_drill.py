@@ -6,7 +6,7 @@ import json
 
 import click
 
-from gpuc.client.drill import DrillReport, RowResult, run_drill
+from gpuc.testkit.drill import DrillReport, RowResult, run_drill
 
 
 def _num(value: float | None) -> str:

@@ -33,7 +33,7 @@ from gpuc.core.settings import Settings, load_settings
 from gpuc.core.signing import new_token
 
 if TYPE_CHECKING:
-    from gpuc.client.demo_remote import Platform
+    from gpuc.testkit.platform import Platform
 
 Echo = Callable[[str], None]
 
@@ -242,9 +242,9 @@ def run_demo(echo: Echo, home: Path | None = None, keep_home: bool = False, prov
 
 def run_remote_demo(echo: Echo, provider: str, home: Path | None = None, keep_home: bool = False) -> int:
     """The same stories against the `provider` emulator, a loopback sshd and sandboxed pods."""
-    from gpuc.client.demo_remote import PROVIDERS, client_environ, start_platform, write_env_file
-    from gpuc.client.loopback_sshd import require_sshd, start_loopback_sshd
     from gpuc.functions.server import start_in_thread
+    from gpuc.testkit.platform import PROVIDERS, client_environ, start_platform, write_env_file
+    from gpuc.testkit.sshd import require_sshd, start_loopback_sshd
 
     if provider not in PROVIDERS:
         raise ConfigError(f"no demo for provider {provider!r}", hint="use --provider local, runpod or vast")

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from gpuc.client.demo import run_demo
-from gpuc.client.demo_remote import ACCOUNT, client_environ, start_platform, write_env_file
-from gpuc.client.loopback_sshd import LoopbackSshd, SshdUnavailable, start_loopback_sshd
 from gpuc.core.ledger import Ledger
 from gpuc.core.settings import Settings
 from gpuc.core.signing import new_token
 from gpuc.functions.server import start_in_thread
+from gpuc.testkit.platform import ACCOUNT, client_environ, start_platform, write_env_file
+from gpuc.testkit.sshd import LoopbackSshd, SshdUnavailable, start_loopback_sshd
 
 pytestmark = pytest.mark.sshd
 LS_FIELDS = ("provider", "id", "name", "experiment", "status", "gpu", "price_per_hour", "created_at", "managed")

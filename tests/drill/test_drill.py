@@ -10,11 +10,11 @@ import pytest
 from click.testing import CliRunner
 
 from gpuc.client.cli import cli
-from gpuc.client.drill import f5_agent_killed, f8_sync_fails, f10_network_lost, run_drill
 from gpuc.core.api import ReapReport
 from gpuc.functions import reaper
 from gpuc.functions.app import Deps
 from gpuc.instance_side import ending
+from gpuc.testkit.drill import f5_agent_killed, f8_sync_fails, f10_network_lost, run_drill
 
 ROWS = [f"F{i}" for i in range(1, 15)]
 

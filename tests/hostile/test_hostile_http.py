@@ -28,7 +28,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import SecretStr
 
-from gpuc.client.drill import DrillProvider, FaultPlan, FaultTally
 from gpuc.core import api
 from gpuc.core.clock import FakeClock, SystemClock
 from gpuc.core.notify import Notifier
@@ -37,6 +36,7 @@ from gpuc.core.signing import derive_key, new_token, sign
 from gpuc.functions.app import Deps, ProviderPool
 from gpuc.functions.server import ServerHandle, start_in_thread
 from gpuc.functions.store import SqliteStore
+from gpuc.testkit.drill import DrillProvider, FaultPlan, FaultTally
 
 ADMIN = "hostile-admin-token-" + "a1b2c3d4" * 3
 GOOD_POD = "good-pod-01"

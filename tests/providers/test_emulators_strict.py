@@ -12,11 +12,11 @@ import pytest
 from providerfakes import RUNPOD_KEY, VAST_KEY, spec
 
 from gpuc.core.providers.runpod import CREATE_ON_DEMAND, GET_QUERY, LIST_QUERY, TERMINATE_MUTATION
-from gpuc.emulators import serve
-from gpuc.emulators.common import REDACTED, EmuRequest, EmuResponse
-from gpuc.emulators.runpod import RunPodEmulator
-from gpuc.emulators.server import EmulatorServer
-from gpuc.emulators.vast import VastEmulator
+from gpuc.testkit.emulators import serve
+from gpuc.testkit.emulators.common import REDACTED, EmuRequest, EmuResponse
+from gpuc.testkit.emulators.runpod import RunPodEmulator
+from gpuc.testkit.emulators.server import EmulatorServer
+from gpuc.testkit.emulators.vast import VastEmulator
 
 GOOD_INPUT = {
     "name": "gpuc-run0001",

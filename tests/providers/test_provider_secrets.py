@@ -15,9 +15,9 @@ from gpuc.core.errors import GpucError
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.runpod import RunPodProvider, RunPodSelfDestroyer
 from gpuc.core.providers.vast import VastProvider, VastSelfDestroyer
-from gpuc.emulators.runpod import RunPodEmulator
-from gpuc.emulators.server import EmulatorServer
-from gpuc.emulators.vast import VastEmulator
+from gpuc.testkit.emulators.runpod import RunPodEmulator
+from gpuc.testkit.emulators.server import EmulatorServer
+from gpuc.testkit.emulators.vast import VastEmulator
 
 OFFER = "11684738"
 

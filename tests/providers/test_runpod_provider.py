@@ -20,8 +20,8 @@ from gpuc.core.models import OWNER_ENV
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.runpod import RunPodProvider, RunPodSelfDestroyer
 from gpuc.core.settings import Settings
-from gpuc.emulators.runpod import RunPodEmulator
-from gpuc.emulators.server import EmulatorServer
+from gpuc.testkit.emulators.runpod import RunPodEmulator
+from gpuc.testkit.emulators.server import EmulatorServer
 
 
 def create_input(emu: RunPodEmulator) -> dict[str, object]:

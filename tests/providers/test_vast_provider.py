@@ -13,8 +13,8 @@ from gpuc.core.models import OWNER_ENV
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.vast import VastProvider, VastSelfDestroyer
 from gpuc.core.settings import Settings
-from gpuc.emulators.server import EmulatorServer
-from gpuc.emulators.vast import VastEmulator, VastOfferState
+from gpuc.testkit.emulators.server import EmulatorServer
+from gpuc.testkit.emulators.vast import VastEmulator, VastOfferState
 
 OFFER = "11684738"  # the emulator's RTX 4090 that passes every default filter
 

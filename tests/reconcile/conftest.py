@@ -6,9 +6,9 @@ import pytest
 from reconcilefakes import T0, World
 
 from gpuc.core.clock import FakeClock
-from gpuc.emulators.runpod import RunPodEmulator
-from gpuc.emulators.server import EmulatorServer
-from gpuc.emulators.vast import VastEmulator
+from gpuc.testkit.emulators.runpod import RunPodEmulator
+from gpuc.testkit.emulators.server import EmulatorServer
+from gpuc.testkit.emulators.vast import VastEmulator
 
 
 @pytest.fixture

@@ -22,9 +22,9 @@ from gpuc.core.providers.runpod_billing import RunPodBilling
 from gpuc.core.providers.vast import VastProvider
 from gpuc.core.providers.vast_billing import VastBilling
 from gpuc.core.settings import load_settings
-from gpuc.emulators.runpod import RunPodEmulator
-from gpuc.emulators.server import EmulatorServer
-from gpuc.emulators.vast import VastEmulator
+from gpuc.testkit.emulators.runpod import RunPodEmulator
+from gpuc.testkit.emulators.server import EmulatorServer
+from gpuc.testkit.emulators.vast import VastEmulator
 
 # A month safely in the past: the CLI's billing clients read the wall clock and never ask for the future.
 T0 = parse_iso("2025-09-03T10:00:00Z")

@@ -12,9 +12,9 @@ import pytest
 from reconcilefakes import HOUR, T0
 
 from gpuc.core.clock import FakeClock, iso
-from gpuc.emulators.billing import bucket_floor, bucket_next
-from gpuc.emulators.runpod import DEFAULT_GPUS, RunPodEmulator
-from gpuc.emulators.vast import VastEmulator
+from gpuc.testkit.emulators.billing import bucket_floor, bucket_next
+from gpuc.testkit.emulators.runpod import DEFAULT_GPUS, RunPodEmulator
+from gpuc.testkit.emulators.vast import VastEmulator
 
 RUNPOD_KEY = "rpa_PLANTEDbilling0123456789abcdef"
 VAST_KEY = "f00dPLANTEDbilling0123456789abcd"

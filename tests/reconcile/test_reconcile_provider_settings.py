@@ -15,8 +15,8 @@ from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.runpod import RunPodProvider
 from gpuc.core.providers.vast import VastProvider, parse_offers
 from gpuc.core.settings import Settings, load_settings
-from gpuc.emulators.runpod import RunPodEmulator
-from gpuc.emulators.vast import VastEmulator
+from gpuc.testkit.emulators.runpod import RunPodEmulator
+from gpuc.testkit.emulators.vast import VastEmulator
 
 KEY = "rpa_PLANTEDcloudtype0123456789abcd"
 REAL_OFFERS = Path(__file__).parents[1] / "providers" / "fixtures" / "vast_bundles_offers_real_2024.json"

@@ -27,9 +27,9 @@ from pathlib import Path
 
 import pytest
 
-from gpuc.emulators.runpod import RunPodEmulator
-from gpuc.emulators.server import EmulatorServer
-from gpuc.emulators.vast import VastEmulator
+from gpuc.testkit.emulators.runpod import RunPodEmulator
+from gpuc.testkit.emulators.server import EmulatorServer
+from gpuc.testkit.emulators.vast import VastEmulator
 
 PLANTED = {
     "RUNPOD_API_KEY": "rpa_PLANTrunpod9f8e7d6c5b4a39281706",

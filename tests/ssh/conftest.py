@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from podstub import recording_functions
 
-from gpuc.client.loopback_sshd import LoopbackSshd, SshdUnavailable, start_loopback_sshd
 from gpuc.core.settings import Settings
+from gpuc.testkit.sshd import LoopbackSshd, SshdUnavailable, start_loopback_sshd
 
 POD_TOKEN = "pod-token-" + "Z" * 32
 Sshd = LoopbackSshd

@@ -980,8 +980,8 @@ def _emulated(clock: FakeClock) -> tuple[Any, Any, Provider, Provider]:
     from gpuc.core.providers.http import zero_backoff
     from gpuc.core.providers.runpod import RunPodProvider
     from gpuc.core.providers.vast import VastProvider
-    from gpuc.emulators.runpod import RunPodEmulator
-    from gpuc.emulators.vast import VastEmulator
+    from gpuc.testkit.emulators.runpod import RunPodEmulator
+    from gpuc.testkit.emulators.vast import VastEmulator
 
     rp_emu = RunPodEmulator(api_key=EMU_RUNPOD_KEY, clock=clock)
     vast_emu = VastEmulator(api_key=EMU_VAST_KEY, clock=clock)

@@ -29,9 +29,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gpuc.core.clock import Clock, iso
-from gpuc.emulators.billing import BUCKETS, BillingBook, Lifeline, bucket_floor, bucket_next, buckets
-from gpuc.emulators.common import Emulator, EmuRequest, EmuResponse, Route, new_key
-from gpuc.emulators.graphql import (
+from gpuc.testkit.emulators.billing import BUCKETS, BillingBook, Lifeline, bucket_floor, bucket_next, buckets
+from gpuc.testkit.emulators.common import Emulator, EmuRequest, EmuResponse, Route, new_key
+from gpuc.testkit.emulators.graphql import (
     FieldError,
     Parser,
     RequestError,

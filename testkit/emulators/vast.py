@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuc.core.clock import Clock
-from gpuc.emulators.billing import BillingBook, Lifeline, Planted
-from gpuc.emulators.common import Emulator, EmuRequest, EmuResponse, Route, new_key
+from gpuc.testkit.emulators.billing import BillingBook, Lifeline, Planted
+from gpuc.testkit.emulators.common import Emulator, EmuRequest, EmuResponse, Route, new_key
 
 CREATE_FIELDS: dict[str, tuple[type | tuple[type, ...], ...]] = {
     "client_id": (str,),

@@ -25,14 +25,14 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from gpuc.client import emulated_gpu
-from gpuc.client.emulated_gpu import pynvml as nvml_standin
-from gpuc.client.loopback_sshd import LoopbackSshd
 from gpuc.core.podpaths import POD_ROOT_ENV, PodPaths
 from gpuc.core.settings import SECRET_ENV
-from gpuc.emulators.runpod import EmuPod, RunPodEmulator
-from gpuc.emulators.server import EmulatorServer
-from gpuc.emulators.vast import VastEmulator, VastInst
+from gpuc.testkit import emulated_gpu
+from gpuc.testkit.emulated_gpu import pynvml as nvml_standin
+from gpuc.testkit.emulators.runpod import EmuPod, RunPodEmulator
+from gpuc.testkit.emulators.server import EmulatorServer
+from gpuc.testkit.emulators.vast import VastEmulator, VastInst
+from gpuc.testkit.sshd import LoopbackSshd
 
 PROVIDERS = ("runpod", "vast")
 KILL_GRACE_S = 1.0  # a destroyed container's processes die a moment after the API answers, not during

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from gpuc.emulators.server import EmulatorServer, make_emulator, serve
+from gpuc.testkit.emulators.server import EmulatorServer, make_emulator, serve
 
 __all__ = ["EmulatorServer", "make_emulator", "serve"]

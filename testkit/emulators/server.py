@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from gpuc.core.clock import Clock
-from gpuc.emulators.common import Emulator, EmuRequest
+from gpuc.testkit.emulators.common import Emulator, EmuRequest
 
 MAX_BODY = 1 << 20
 
@@ -137,11 +137,11 @@ def make_emulator(
     provider: str, *, clock: Clock | None = None, api_key: str | None = None, **options: Any
 ) -> Emulator:
     if provider == "runpod":
-        from gpuc.emulators.runpod import RunPodEmulator
+        from gpuc.testkit.emulators.runpod import RunPodEmulator
 
         return RunPodEmulator(clock=clock, api_key=api_key, **options)
     if provider == "vast":
-        from gpuc.emulators.vast import VastEmulator
+        from gpuc.testkit.emulators.vast import VastEmulator
 
         return VastEmulator(clock=clock, api_key=api_key, **options)
     raise ValueError(f"no emulator for provider {provider!r}: use runpod or vast")
