@@ -1,15 +1,31 @@
-"""One exception tree for gpuc.
+"""One exception tree for gpuc. Every exception class in the package is drawn here (a test holds the
+drawing to the code): the user-facing ones derive from GpucError and are printed as one line plus a fix,
+never a traceback; the internal ones never leave the module that raises them.
 
-GpucError                      user-facing: message + how to fix it, no traceback
-├── ConfigError                settings, .env, keys, bad flags
-├── NotFound                   unknown pod / run / offer
-├── ProviderError              a provider API call failed (message + request id)
-│   ├── ProviderAuthError      401/403: key wrong or missing
-│   ├── ProviderUnavailable    5xx / 429 / timeout after retries: state UNKNOWN, never act on it
-│   └── ProviderSchemaError    a body we do not recognise: never read as "empty account"
-├── FunctionsError             the watchdog functions answered an error or were unreachable
-├── SyncError                  results could not be copied out and verified
-└── SafetyRefusal              gpuc refuses an action that could waste money or lose data
+GpucError                          user-facing: message + how to fix it, no traceback
+├── ConfigError                    settings, .env, keys, bad flags
+├── NotFound                       unknown pod / run / offer
+├── ProviderError                  a provider API call failed (message + request id)
+│   ├── ProviderAuthError          401/403: key wrong or missing
+│   ├── ProviderUnavailable        5xx / 429 / timeout after retries: state UNKNOWN, never act on it
+│   │   └── AmbiguousOutcome       (core.providers.http) a create may or may not have happened: look first
+│   ├── ProviderSchemaError        a body we do not recognise: never read as "empty account"
+│   └── GraphQLError               (core.providers.runpod) RunPod answered `errors`: understood, refused
+├── FunctionsError                 the watchdog functions answered an error or were unreachable
+├── SyncError                      results could not be copied out and verified
+├── SafetyRefusal                  gpuc refuses an action that could waste money or lose data
+├── SshError                       (client.ssh) the pod could not be reached, or a transfer failed
+├── ProvisionError                 (client.provision) getting gpuc onto a pod failed: `up` destroys it
+├── PodVerificationFailed          (client.provision) not the machine we pay for: `up` destroys it
+├── DeployError                    (functions.deploy) the AWS deployment failed
+└── SshdUnavailable                (testkit.sshd) no ssh server to stand in for the pods' (tests, demo)
+
+internal, caught where they are raised:
+HttpError                          (functions.handlers) becomes a 4xx answer with a stable message
+DeliveryFailed                     (core.notify) one failed notification attempt; retried or dropped
+TransportError                     (instance_side.heartbeat) the functions unreachable from the pod: queued
+GpuReadError, _Degraded            (instance_side.gpu) a GPU reading failed: counted as busy, never idle
+StepFailed                         (instance_side.bootstrap) one bootstrap step failed: reported, pod kept
 """
 
 from __future__ import annotations

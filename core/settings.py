@@ -8,6 +8,7 @@ print, and `redact()` scrubs their values out of anything we log.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import stat
@@ -138,20 +139,72 @@ def env_name(field: str) -> str:
 
 
 def read_env_file(path: Path) -> dict[str, str]:
-    """The .env file as a dict, or {} when absent. An unreadable file is an error, not "no secrets"."""
+    """The .env file as a dict, or {} when absent. A file that cannot be read, is not UTF-8, or has a line
+    that is not `KEY=value` is an error naming the file and the line: a key silently dropped would send a
+    pod off without the secret the user thinks it has."""
     if not path.exists():
         return {}
     try:
-        from dotenv import dotenv_values
-
-        with path.open(encoding="utf-8") as fh:
-            values = dotenv_values(stream=fh)
-    except (OSError, UnicodeDecodeError) as exc:
+        raw = path.read_bytes()
+    except OSError as exc:
         raise ConfigError(
-            f"cannot read {path}: {type(exc).__name__}",
-            hint=f"make it a readable UTF-8 file with KEY=value lines, mode 600: chmod 600 {path}",
+            f"cannot read {path}: {exc.strerror or type(exc).__name__}",
+            hint=f"make it readable by you (mode 600): chmod 600 {path}",
         ) from None
+    text = _decode_env(path, raw)
+    _check_env_lines(path, text)
+    from dotenv import dotenv_values
+
+    values = dotenv_values(stream=io.StringIO(text))
     return {k: v for k, v in values.items() if v is not None}
+
+
+def _decode_env(path: Path, raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8-sig")  # an editor's BOM is not part of the first key
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            f"{path} line {line} is not UTF-8",
+            hint=f"save {path} as UTF-8 (KEY=value lines); `iconv -f latin1 -t utf-8` converts a Latin-1 file",
+        ) from None
+
+
+def _check_env_lines(path: Path, text: str) -> None:
+    from dotenv.parser import parse_stream
+
+    consumed = 0  # lines before this binding: the parser's own count skips blank lines
+    for binding in parse_stream(io.StringIO(text)):
+        chunk = binding.original.string
+        line = consumed + 1 + chunk[: len(chunk) - len(chunk.lstrip())].count("\n")
+        consumed += chunk.count("\n")
+        if binding.error:
+            raise ConfigError(
+                f"{path} line {line} is not a KEY=value line",
+                hint=f"fix line {line} of {path}: KEY=value, quotes closed on the same line; comments start with #",
+            )
+        if binding.key is not None and binding.value is None:
+            raise ConfigError(
+                f"{path} line {line} names {binding.key} without a value",
+                hint=f"write {binding.key}=value on line {line} of {path}, or delete the line",
+            )
+
+
+def find_env_file(environ: Mapping[str, str], cwd: Path | None = None) -> Path:
+    """Which .env gpuc reads: GPUC_ENV_FILE if set; else the nearest .env from the current folder up to the
+    repository root (the first folder holding .git); else the user's config folder
+    ($XDG_CONFIG_HOME/gpuc/.env or ~/.config/gpuc/.env). When none exists, the current folder's (to create)."""
+    explicit = environ.get("GPUC_ENV_FILE")
+    if explicit:
+        return Path(explicit)
+    here = (cwd or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / ".env").is_file():
+            return folder / ".env"
+        if (folder / ".git").exists():
+            break
+    config = Path(environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "gpuc" / ".env"
+    return config if config.is_file() else here / ".env"
 
 
 def env_file_mode_ok(path: Path) -> bool:
@@ -161,7 +214,7 @@ def env_file_mode_ok(path: Path) -> bool:
 def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
     env = dict(os.environ if environ is None else environ)
     home = Path(env.get("GPUC_HOME") or Path.home() / ".gpuc")
-    env_file = Path(env.get("GPUC_ENV_FILE") or ".env")
+    env_file = find_env_file(env)
     raw: dict[str, Any] = {}
     config = home / "config.json"
     if config.exists():
