@@ -9,7 +9,7 @@ RUN_STAMP := $(VENV)/.run-$(HASH)
 TEST_STAMP := $(VENV)/.test-$(HASH)
 MYPY_ROOT := $(VENV)/mypy-root
 
-.PHONY: demo test lint typecheck unit bench hostile clean
+.PHONY: demo test lint typecheck unit bench hostile clean live
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,13 @@ unit: $(TEST_STAMP)
 
 bench: $(RUN_STAMP)
 	$(PY) bench/run.py
+
+# Read-only contract tests against the real provider APIs (tests/live): only with a key in the environment
+# or .env; `make test` never runs them.
+live: $(TEST_STAMP)
+	@if [ -z "$$RUNPOD_API_KEY$$VAST_API_KEY" ] && ! grep -qsE '^(RUNPOD|VAST)_API_KEY=.' .env; then \
+		echo "live: skipped: no RUNPOD_API_KEY or VAST_API_KEY in the environment or .env"; \
+	else GPUC_LIVE=1 $(VENV)/bin/pytest -rs tests/live; fi
 
 hostile: $(TEST_STAMP)
 	GPUC_HOSTILE_EXAMPLES=10000 $(VENV)/bin/pytest -m slow tests

@@ -5,11 +5,16 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from gpuc.client.commands import COMMANDS
+
+if TYPE_CHECKING:
+    from click.shell_completion import CompletionItem
+
+SHELLS = ("bash", "zsh", "fish")
 
 
 class LazyGroup(click.Group):
@@ -24,6 +29,14 @@ class LazyGroup(click.Group):
         assert isinstance(command, click.Command)
         return command
 
+    def shell_complete(self, ctx: click.Context, incomplete: str) -> list[CompletionItem]:
+        """Command names (and their short help, for zsh and fish) from the table: click's own version
+        imports every command module to read its help, on every TAB."""
+        from click.shell_completion import CompletionItem
+
+        names = [CompletionItem(n, help=COMMANDS[n][1]) for n in sorted(COMMANDS) if n.startswith(incomplete)]
+        return names + click.Command.shell_complete(self, ctx, incomplete)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # Short help from the table: listing commands must not import them.
         with formatter.section("Commands"):
@@ -37,6 +50,35 @@ def cli() -> None:
 
     Start with `gpuc demo` (no accounts needed), then `gpuc doctor`.
     """
+
+
+def _current_shell() -> str | None:
+    name = os.path.basename(os.environ.get("SHELL", ""))
+    return name if name in SHELLS else None
+
+
+@click.command("completion")
+@click.argument("shell", required=False, type=click.Choice(SHELLS))
+def completion(shell: str | None) -> None:
+    """Print the completion script for SHELL (default: your $SHELL). Add it to your shell once:
+
+    \b
+      bash  echo 'eval "$(gpuc completion bash)"' >> ~/.bashrc
+      zsh   echo 'eval "$(gpuc completion zsh)"' >> ~/.zshrc
+      fish  gpuc completion fish > ~/.config/fish/completions/gpuc.fish
+
+    Commands, options, and choices complete; the script calls gpuc itself at each TAB.
+    """
+    from click.shell_completion import get_completion_class
+
+    from gpuc.core.errors import ConfigError
+
+    chosen = shell or _current_shell()
+    if chosen is None:
+        raise ConfigError("cannot tell which shell this is", hint="name it: gpuc completion bash|zsh|fish")
+    complete_class = get_completion_class(chosen)
+    assert complete_class is not None  # the Choice above admits only shells click knows
+    click.echo(complete_class(cli, {}, "gpuc", "_GPUC_COMPLETE").source(), nl=False)
 
 
 def report_error(exc: BaseException) -> int:

@@ -13,7 +13,7 @@ from gpuc.client.plot import plot_data, write_plot
 from gpuc.client.reconcile import BillingRecord, ReconcileReport, billing_sources, reconcile
 from gpuc.core.api import StatusResponse
 from gpuc.core.errors import GpucError
-from gpuc.core.ledger import Ledger, LedgerSummary, check_month, row_cost
+from gpuc.core.ledger import Ledger, LedgerSummary, check_month, row_cost, row_problems
 from gpuc.core.settings import Settings, load_settings
 
 StatusFn = Callable[[], StatusResponse]
@@ -39,12 +39,18 @@ def functions_status(settings: Settings) -> StatusFn:
 
 def take_in_ends(ledger: Ledger, status: StatusFn) -> str:
     """Close rows the pods or the reaper ended while this laptop was away. Never fatal: the ledger still
-    reads without the watchdog, it just may not know every end yet."""
+    reads without the watchdog, it just may not know every end yet. A record with an absurd time or price
+    is refused with a warning (one line each); a ledger that cannot be read raises its own clear error."""
     try:
-        closed = ledger.sync_from_functions(status().pods)
+        records = status().pods
     except GpucError as exc:
         return f"watchdog unreachable ({exc.message}): ends recorded there since the last sync are not in yet"
-    return f"took in {closed} end(s) recorded by the pods or the watchdog" if closed else ""
+    try:
+        report = ledger.sync_from_functions(records)
+    except OSError as exc:  # a full disk, say: the ends stay with the watchdog until the next try
+        return f"warning: could not write the ends recorded by the watchdog ({exc.strerror or exc})"
+    lines = [f"took in {report.closed} end(s) recorded by the pods or the watchdog"] if report.closed else []
+    return "\n".join(lines + [f"warning: {w}" for w in report.warnings])
 
 
 def _money(value: float | None) -> str:
@@ -77,6 +83,7 @@ def render_summary(summary: LedgerSummary, path: Path) -> str:
             f"$ per 1M tokens: {t.experiment} on {t.gpu}: {t.tok_per_s:g} tok/s at ${t.price_per_hour:g}/h "
             f"= ${t.usd_per_1m_tokens:.2f}"
         )
+    lines.extend(f"warning: {w}" for w in summary.warnings)
     return "\n".join(lines)
 
 
@@ -87,7 +94,7 @@ def render_summary(summary: LedgerSummary, path: Path) -> str:
     "plot_path",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Also draw spend by week and by experiment into FILE.png or FILE.html.",
+    help="Also draw spend by week and by experiment into FILE.png (labelled; a bare FILE gets .png) or FILE.html.",
 )
 @click.option("--no-sync", is_flag=True, help="Do not ask the watchdog for ends recorded while away.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON (fields below).")
@@ -104,7 +111,8 @@ def ledger(
     effective_price_per_hour, unpriced_rows, by_experiment[] and by_gpu[] {name, rows, hours,
     cost_usd}, open_rows[] and no_note_rows[] (ledger rows: date, experiment, provider, gpu,
     price_per_hour, start, end, cost_usd, note), token_costs[] {experiment, gpu, start,
-    price_per_hour, tok_per_s, usd_per_1m_tokens}, sync (what the watchdog sync did), plot (path).
+    price_per_hour, tok_per_s, usd_per_1m_tokens}, warnings[] (rows left out of the totals: a time or
+    an amount that is not sane), sync (what the watchdog sync did), plot (path).
     """
     if ctx.invoked_subcommand is not None:
         return
@@ -114,8 +122,9 @@ def ledger(
     chosen = resolve_month(month)
     summary = book.summary(chosen)
     if plot_path is not None:
-        rows = [r for r in book.rows() if chosen is None or r.date.startswith(chosen)]
-        write_plot(plot_path, plot_data(rows, f"gpuc spend, {chosen or 'all months'}"))
+        # Rows the summary left out (an absurd time or amount, listed in its warnings) stay out of the plot.
+        rows = [r for r in book.rows() if (chosen is None or r.date.startswith(chosen)) and not row_problems(r)]
+        plot_path = write_plot(plot_path, plot_data(rows, f"gpuc spend, {chosen or 'all months'}"))
     if as_json:
         body = {**summary.model_dump(), "sync": sync, "plot": str(plot_path) if plot_path else None}
         click.echo(json.dumps(body, indent=2))

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from gpuc.client.offers import (
     FILTER_NAMES,
+    NO_INTERRUPTIBLE,
     OfferFilters,
     OfferView,
     filter_offers,
@@ -165,7 +166,7 @@ def provider_factories(names: tuple[str, ...]) -> dict[str, ProviderFactory]:
 
 @click.command("offers")
 @click.option("--gpu", default=None, help='A card: "4090", "RTX 4090", "NVIDIA A100 80GB PCIe", "h100".')
-@click.option("--interruptible", is_flag=True, help="Interruptible (bid) offers instead of on-demand.")
+@click.option("--interruptible", is_flag=True, help="Interruptible (bid) offers, Vast only (RunPod has none).")
 @click.option("--provider", "providers", multiple=True, type=click.Choice(OFFER_PROVIDERS), help="[all]")
 @click.option("--loosen", multiple=True, type=click.Choice(FILTER_NAMES), help="Drop a filter by name.")
 @click.option("--no-verified", is_flag=True, help="Include Vast hosts that are not verified.")
@@ -192,7 +193,8 @@ def offers(
     limit: int,
     as_json: bool,
 ) -> None:
-    """Live offers from Vast.ai and RunPod, filtered, sorted by total $/h, with bid advice.
+    """Live offers from Vast.ai and RunPod, filtered, sorted by total $/h, with bid advice (Vast only:
+    RunPod spot pods are no longer rentable through its public API, so no RunPod spot price is shown).
 
     Vast offers pass five filters by default: verified, reliability > 0.98, download > 200 Mb/s,
     download < $0.01/GB, storage < $0.30/GB/month (plus 1 GPU, CUDA >= 12.4). Loosen one by name
@@ -219,6 +221,10 @@ def offers(
         num_gpus,
         min_cuda,
     )
+    if interruptible and not providers:
+        # RunPod has no rentable interruptible offers any more (see client/offers.py NO_INTERRUPTIBLE):
+        # asking it would only print a failure line under every interruptible search.
+        providers = tuple(p for p in OFFER_PROVIDERS if p not in NO_INTERRUPTIBLE)
     factories = provider_factories(providers or OFFER_PROVIDERS)
     report = collect(factories, gpu, interruptible, filters, limit or None)
     click.echo(json.dumps(report.model_dump(), indent=2) if as_json else render(report))

@@ -8,7 +8,15 @@ import click
 
 from gpuc.client import picker
 from gpuc.client.offers import OfferFilters, filter_offers
-from gpuc.client.picker import DTYPE_BYTES, PickResult, PriceQuote, live_quotes, parse_model, price_quotes
+from gpuc.client.picker import (
+    DTYPE_BYTES,
+    MultiGpuRow,
+    PickResult,
+    PriceQuote,
+    live_quotes,
+    parse_model,
+    price_quotes,
+)
 from gpuc.core.errors import ConfigError, ProviderError
 from gpuc.core.settings import Settings, load_settings
 
@@ -37,6 +45,7 @@ def render(result: PickResult) -> str:
     lines = [
         f"{result.model} {result.dtype}: batch {result.batch} x seq {result.seq} = "
         f"{result.needed_tokens:,} tokens; weights {result.weights_gb:.2f} GB, KV {kv}, overhead 1.5 GB",
+        *([f"KV per token = {result.architecture}"] if result.architecture else []),
         f"{'#':>2}  {'gpu':<15}{'GB':>4} {'fits':<5}{'KV room tok':>12}{'tok/s':>7}{'ridge':>6}"
         f"{'$/h':>7}  {'price source':<21}{'tok/s per $/h':>14}{'$/1M tok':>9}",
     ]
@@ -50,14 +59,46 @@ def render(result: PickResult) -> str:
             f"{r.decode_tok_s:>7.0f}{r.ridge_flop_per_byte:>6.0f}{price:>7}  {(r.price_source or '-'):<21}"
             f"{value:>14}{per_m:>9}" + (f"  ({r.why_not})" if r.why_not else "")
         )
+    lines.extend(render_multi_gpu(result.multi_gpu))
     if result.price_note:
         lines.append(f"note: {result.price_note}")
     lines.append(result.why)
     return "\n".join(lines)
 
 
+def render_multi_gpu(options: list[MultiGpuRow]) -> list[str]:
+    if not options:
+        return []
+    lines = [
+        "no single card holds it; split across cards (tensor parallel, overhead on every card):",
+        f"    {'cards':<22}{'GB':>5}{'needs':>7}{'tok/s':>7}{'$/h':>8}  price source",
+    ]
+    for o in options:
+        price = f"{o.price_per_hour:.2f}" if o.price_per_hour is not None else "-"
+        lines.append(
+            f"    {f'{o.count} x {o.gpu}':<22}{o.memory_gb:>5g}{o.needed_gb:>7.1f}{o.decode_tok_s:>7.0f}"
+            f"{price:>8}  {o.price_source or '-'}"
+        )
+    lines.append(f"    rent one with: gpuc up NAME --gpu '{options[0].gpu}' --gpus {options[0].count}")
+    return lines
+
+
+def result_json(result: PickResult) -> str:
+    body = result.model_dump()
+    for optional in ("architecture", "multi_gpu"):  # present only when they say something
+        if not body[optional]:
+            del body[optional]
+    return json.dumps(body, indent=2)
+
+
 @click.command("pick")
-@click.option("--model", "model_name", default="7b", show_default=True, help="7b, 1.1b, or parameters (13b).")
+@click.option(
+    "--model",
+    "model_name",
+    default="7b",
+    show_default=True,
+    help="A known model (below), 7b, 1.1b, or a parameter count (13b: KV estimated).",
+)
 @click.option("--dtype", type=click.Choice(sorted(DTYPE_BYTES)), default="fp16", show_default=True)
 @click.option("--seq", type=int, default=2048, show_default=True, help="Tokens per sequence (in + out).")
 @click.option("--batch", type=int, default=1, show_default=True, help="Sequences in the KV cache at once.")
@@ -87,7 +128,16 @@ def pick(
     rows[]: rank, gpu, memory_gb, bandwidth_gbps, tflops_fp16, ridge_flop_per_byte (FLOP/byte),
     dtype_supported, weights_gb, needed_gb, fits, kv_capacity_tokens, max_batch_at_seq,
     decode_tok_s (batch-1 upper bound), price_per_hour, price_source ("live <provider>" or
-    "table <provider> <date>"), tok_s_per_dollar_hour, usd_per_1m_tokens, why_not.
+    "table <provider> <date>"), tok_s_per_dollar_hour, usd_per_1m_tokens, why_not;
+    architecture (known models: the KV arithmetic), multi_gpu[] (only when no single card
+    fits: gpu, count, memory_gb, needed_gb, decode_tok_s, price_per_hour of all the cards,
+    price_source).
+
+    \b
+    Known models (case, - _ . and hub ids like meta-llama/Meta-Llama-3-8B-Instruct forgiven):
+    llama-2-7b, llama-2-13b, llama-3-8b (llama-3.1-8b), llama-3-70b (llama-3.1-70b),
+    mistral-7b, mixtral-8x7b, qwen2.5-7b, qwen2.5-14b, qwen2.5-32b, qwen2.5-72b,
+    gemma-2-9b, phi-3-mini, tinyllama-1.1b; presets 7b (13.5 GB, 512 KB/token), 1.1b.
     """
     settings = load_settings()
     model = parse_model(model_name, kv_kb)
@@ -97,4 +147,4 @@ def pick(
     if not offline:
         live, note = fetch_live_quotes(name, settings)
     result = picker.pick(model, dtype, seq, batch, price_quotes(name, live), price_note=note)
-    click.echo(json.dumps(result.model_dump(), indent=2) if as_json else render(result))
+    click.echo(result_json(result) if as_json else render(result))

@@ -89,11 +89,20 @@ def up(
 @click.command()
 @click.argument("pod")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Start it even while POD runs a job (the first of the two to exit destroys the pod under the other).",
+)
 @click.option("--dry-run", is_flag=True, help="Print what would run; start nothing.")
-def run(pod: str, command: tuple[str, ...], dry_run: bool) -> None:
-    """Run COMMAND on POD under the wrapper: on exit, sync → notify → destroy."""
+def run(pod: str, command: tuple[str, ...], force: bool, dry_run: bool) -> None:
+    """Run COMMAND on POD under the wrapper: on exit, sync → notify → destroy.
+
+    Refused while POD still runs a job (checked on the pod): its exit would destroy the pod under that job.
+    """
     settings = load_settings()
-    podlife.run_job(pod, list(command), podlife.build_deps(settings, echo=click.echo), dry_run=dry_run)
+    deps = podlife.build_deps(settings, echo=click.echo)
+    podlife.run_job(pod, list(command), deps, dry_run=dry_run, force=force)
 
 
 @click.command()

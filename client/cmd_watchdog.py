@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import click
 
+from gpuc.core.api import RegisterRequest
 from gpuc.core.settings import load_settings
 
 
@@ -23,7 +25,11 @@ def serve(host: str, port: int, reaper_period: float | None) -> None:
     from gpuc.functions.server import serve as run_server
 
     settings = load_settings()
-    run_server(settings, host=host, port=port, reaper_interval_s=reaper_period or settings.reaper_period_s)
+    if reaper_period:
+        # The reaper judges its own clock by its period: passes every 30 min under a 5-min setting would
+        # each look like a clock jump (and hold every destroy).
+        settings = settings.with_overrides(reaper_period_s=reaper_period)
+    run_server(settings, host=host, port=port, reaper_interval_s=settings.reaper_period_s)
 
 
 @watchdog.command()
@@ -33,7 +39,8 @@ def reap(dry_run: bool, as_json: bool) -> None:
     """Run one reaper pass now (through the functions)."""
     from gpuc.client.functions_client import FunctionsClient
 
-    report = FunctionsClient(load_settings()).reap(dry_run=dry_run)
+    with FunctionsClient(load_settings()) as client:
+        report = client.reap(dry_run=dry_run)
     if as_json:
         click.echo(report.model_dump_json(indent=2))
         return
@@ -51,15 +58,16 @@ def reap(dry_run: bool, as_json: bool) -> None:
 def status(as_json: bool) -> None:
     """What the watchdog knows: pods, last heartbeats, the reaper's last run."""
     from gpuc.client.functions_client import FunctionsClient
-    from gpuc.client.podlife import reaper_warnings
+    from gpuc.client.podlife import status_warnings
     from gpuc.core.clock import iso
 
-    st = FunctionsClient(load_settings()).status()
+    with FunctionsClient(load_settings()) as client:
+        st = client.status()
     if as_json:
         click.echo(json.dumps(json.loads(st.model_dump_json()), indent=2))
         return
     click.echo(f"reaper last ran: {iso(st.reaper_last_run) or 'never'} (period {st.reaper_period_s:g}s)")
-    for warning in reaper_warnings(st.reaper_last_run, st.reaper_period_s, st.server_time):
+    for warning in status_warnings(st):
         click.echo(f"! {warning}", err=True)
     for pod in st.pods:
         seen = f"{st.server_time - pod.last_seen:.0f}s ago" if pod.last_seen else "never"
@@ -70,13 +78,23 @@ def status(as_json: bool) -> None:
 @click.option("--dry-run", is_flag=True, help="Print what would be created; touch nothing.")
 @click.option("--region", default=None, help="AWS region (default: your AWS config's).")
 @click.option("--stack-name", default="gpuc-watchdog", show_default=True)
-def deploy(dry_run: bool, region: str | None, stack_name: str) -> None:
-    """Deploy the watchdog to AWS (Lambda + DynamoDB + EventBridge Scheduler) and point gpuc at it."""
+@click.option(
+    "--carry/--no-carry",
+    default=None,
+    help="Register the pods the local watchdog watches into the new deployment (asked on a terminal; "
+    "default: carry).",
+)
+def deploy(dry_run: bool, region: str | None, stack_name: str, carry: bool | None) -> None:
+    """Deploy the watchdog to AWS (Lambda + DynamoDB + EventBridge Scheduler) and point gpuc at it.
+
+    Pods the local watchdog (`gpuc watchdog serve`) watches are strays to a new deployment: it would warn
+    about them and destroy them after the unregistered grace. Carried over, the new deployment knows
+    them; they still ping the local watchdog, so keep it running until they end."""
     import boto3
 
     from gpuc.core.errors import ConfigError
     from gpuc.functions.deploy import deploy as run_deploy
-    from gpuc.functions.deploy import make_plan
+    from gpuc.functions.deploy import live_registrations, make_plan
 
     session = boto3.Session(region_name=region)
     if session.region_name is None:
@@ -87,8 +105,53 @@ def deploy(dry_run: bool, region: str | None, stack_name: str) -> None:
     click.echo(f"{prefix}:")
     for line in plan.describe():
         click.echo(f"  {line}")
+    live = live_registrations(settings)
     if dry_run:
+        if live:
+            click.echo(f"  {len(live)} pods watched by the local watchdog: carried over unless --no-carry")
         return
+    if live and carry is None:
+        carry = _ask_carry(len(live))
     done = run_deploy(settings, plan, session=session, echo=click.echo)
     click.echo(f"ingest URL: {done.url}")
     click.echo(f"saved functions_url and a new admin token in {done.config_path} (mode 600)")
+    if live:
+        _carry(live, carry is not False, settings.functions_url)
+
+
+def _on_terminal() -> bool:
+    return sys.stdin.isatty()
+
+
+def _ask_carry(count: int) -> bool:
+    if not _on_terminal():
+        click.echo(f"{count} pods are watched by the local watchdog: carrying them over (--no-carry to not)")
+        return True
+    return click.confirm(
+        f"{count} pods are watched by the local watchdog; the new deployment would take them for strays. "
+        "Carry their registrations over?",
+        default=True,
+    )
+
+
+def _carry(live: list[RegisterRequest], carry: bool, old_url: str) -> None:
+    from gpuc.client.functions_client import FunctionsClient
+    from gpuc.functions.deploy import carry_registrations
+
+    if not carry:
+        click.echo(
+            f"not carried: {len(live)} pods stay with the local watchdog; the new deployment warns about them, "
+            "then destroys them after the unregistered grace (register them, or end them first)",
+            err=True,
+        )
+        return
+    with FunctionsClient(load_settings()) as client:  # the new URL and admin token, just saved
+        carried, failed = carry_registrations(live, client.register)
+    click.echo(f"carried {len(carried)} registrations over: {', '.join(carried) or '-'}")
+    for pod_id, why in failed:
+        click.echo(f"! could not carry {pod_id}: {why}", err=True)
+    if carried:
+        click.echo(
+            f"they still send heartbeats to {old_url}: keep `gpuc watchdog serve` running until they end "
+            "(the new deployment alerts on their silence, it does not destroy them for it)"
+        )

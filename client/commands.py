@@ -32,6 +32,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "gpuc.client.cmd_drill:drill",
         "Run the failure matrix F1-F14 and report the money each wastes.",
     ),
+    "completion": (
+        "gpuc.client.cli:completion",
+        'Print the shell completion script: eval "$(gpuc completion bash)".',
+    ),
 }
 
 

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from gpuc.client import podlife
 from gpuc.core.clock import SystemClock
@@ -29,7 +29,7 @@ from gpuc.core.models import Pod
 from gpuc.core.providers.base import Provider
 from gpuc.core.providers.local import LocalProvider
 from gpuc.core.providers.registry import get_provider
-from gpuc.core.settings import Settings, load_settings
+from gpuc.core.settings import SECRET_ENV, Settings, load_settings
 from gpuc.core.signing import new_token
 
 if TYPE_CHECKING:
@@ -76,6 +76,7 @@ class Demo:
     ) -> None:
         self.settings = settings
         self.echo = echo
+        check_offline(settings)
         self.failures: list[str] = []
         self.said: list[str] = []
         self.deps = podlife.build_deps(settings, echo=self._say)
@@ -150,7 +151,9 @@ class Demo:
         if self.platform is not None:
             self.platform.kill_agent(pod.id)
         elif isinstance(self.provider, LocalProvider):
-            self.provider.kill_role(pod.id, "agent")
+            from gpuc.testkit.local_faults import kill_role  # the demo runs from a clone: testkit is there
+
+            kill_role(self.provider, pod.id, "agent")
 
     def _check_ssh_line(self) -> None:
         if self.platform is None:
@@ -209,11 +212,46 @@ class Demo:
         return pred()
 
 
+# Loopback port 9 (discard): nothing answers there. A provider URL the local demo could ever use points
+# at it, so even a slip fails at once instead of reaching a provider.
+NOWHERE = "http://127.0.0.1:9"
+# What the local demo must never take from the user's shell, .env or config: a provider key (the demo's
+# throw-away watchdog reaps at every provider with a key: it once destroyed a user's real gpuc pod and
+# still said "demo passed"), a provider URL, a phone, a bucket or a repository.
+DEMO_ISOLATION: dict[str, object] = {
+    "provider": "local",
+    **{field: None for field in SECRET_ENV if field != "admin_token"},
+    "runpod_graphql_url": f"{NOWHERE}/graphql",
+    "runpod_rest_url": f"{NOWHERE}/v2",
+    "vast_url": f"{NOWHERE}/api/v0",
+    "results_bucket": None,
+    "s3_endpoint_url": None,
+    "git_remote": None,
+    "ledger_path": None,
+}
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
 def demo_settings(home: Path) -> Settings:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUC_")}
-    env["GPUC_HOME"] = str(home)
-    env["GPUC_ENV_FILE"] = str(home / ".env")  # the demo never reads the user's real .env
-    return load_settings(env, admin_token=new_token(), **FAST)
+    """The local demo's settings, built from nothing the user has: its home, its own (empty) .env."""
+    environ = {"GPUC_HOME": str(home), "GPUC_ENV_FILE": str(home / ".env")}
+    return load_settings(environ, admin_token=new_token(), **FAST, **DEMO_ISOLATION)
+
+
+def check_offline(settings: Settings) -> None:
+    """Refuse to run a demo that could reach a real account: a provider holding a key must be served on
+    loopback (an emulator). Checked again here, whoever built the settings."""
+    reachable = {
+        "runpod": (settings.runpod_api_key, (settings.runpod_graphql_url, settings.runpod_rest_url)),
+        "vast": (settings.vast_api_key, (settings.vast_url,)),
+    }
+    for name, (key, urls) in reachable.items():
+        real = [u for u in urls if urlsplit(u).hostname not in _LOOPBACK]
+        if key is not None and real:
+            raise ConfigError(
+                f"the demo was given a {name} key and a URL off this machine ({real[0]})",
+                hint="the demo runs against the local sandbox or an emulator only; report this as a bug",
+            )
 
 
 def run_demo(echo: Echo, home: Path | None = None, keep_home: bool = False, provider: str = "local") -> int:
@@ -244,11 +282,11 @@ def run_remote_demo(echo: Echo, provider: str, home: Path | None = None, keep_ho
     """The same stories against the `provider` emulator, a loopback sshd and sandboxed pods."""
     from gpuc.functions.server import start_in_thread
     from gpuc.testkit.platform import PROVIDERS, client_environ, start_platform, write_env_file
-    from gpuc.testkit.sshd import require_sshd, start_loopback_sshd
+    from gpuc.testkit.sshd import require_ssh, start_loopback_sshd
 
     if provider not in PROVIDERS:
         raise ConfigError(f"no demo for provider {provider!r}", hint="use --provider local, runpod or vast")
-    require_sshd()
+    require_ssh()  # no ssh client or no asyncssh: say what to install before anything starts
     tmp = home is None
     home = home or Path(tempfile.mkdtemp(prefix="gpuc-demo-"))
     with contextlib.ExitStack() as stack:

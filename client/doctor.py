@@ -233,7 +233,25 @@ def check_watchdog(status: Callable[[], StatusResponse], url: str) -> list[Check
         )
     else:
         checks.append(ok("reaper ran recently", f"{age / 60:.0f} min ago (period {period / 60:.0f} min)"))
+    checks.append(check_blind(answer))
     return checks
+
+
+def check_blind(answer: StatusResponse) -> Check:
+    """A provider the reaper cannot read is one where nothing is destroyed: a frozen pod there bills."""
+    if not answer.reaper_blind_since:
+        return ok("reaper sees every provider", "its last pass read every provider")
+    parts = []
+    for blind in answer.reaper_blind_since:
+        lasted = max(0.0, answer.server_time - blind.since)
+        parts.append(f"{blind.provider} since {lasted / 60:.0f} min ago" + (f" ({blind.why})" if blind.why else ""))
+    names = ", ".join(b.provider for b in answer.reaper_blind_since)
+    return fail(
+        "reaper sees every provider",
+        f"cannot read {'; '.join(parts)}: pods there are not watched",
+        f"check the {names} API key the watchdog uses (revoked? expired?) and the provider's status page; "
+        "`gpuc watchdog status` shows when it recovers",
+    )
 
 
 # --- the pre-commit secret guard -------------------------------------------------------------------------

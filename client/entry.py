@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
 
 def main() -> Any:
-    if sys.argv[1:] in ([], ["--help"], ["-h"]):
+    # A shell asking for completions also runs a bare `gpuc` (the request is in _GPUC_COMPLETE):
+    # click must answer it, not the fast help.
+    if sys.argv[1:] in ([], ["--help"], ["-h"]) and "_GPUC_COMPLETE" not in os.environ:
         from gpuc.client.commands import top_help
 
         sys.stdout.write(top_help())

@@ -140,6 +140,16 @@ def bandwidth_per_dollar(offer: Offer) -> tuple[float | None, float | None, str 
 
 
 BidAction = Literal["bid", "on_demand", "on_demand_unless_short"]
+# Providers whose spot prices are not rentable through gpuc: RunPod is removing `podRentInterruptable`
+# from its public API (docs gone 2026-05). A spot price shown for them would advise a bid gpuc cannot place.
+NO_INTERRUPTIBLE = frozenset({"runpod"})
+
+
+def rentable_spot(offer: Offer) -> Offer:
+    """The offer without spot prices when its provider cannot rent interruptible pods."""
+    if offer.provider not in NO_INTERRUPTIBLE:
+        return offer
+    return offer.model_copy(update={"min_bid": None, "interruptible_price": None})
 
 
 class BidAdvice(BaseModel):
@@ -194,6 +204,7 @@ class OfferView(BaseModel):
 
 
 def view(offer: Offer) -> OfferView:
+    offer = rentable_spot(offer)
     bandwidth, per_dollar, source = bandwidth_per_dollar(offer)
     return OfferView(
         provider=offer.provider,

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gpuc.client.state import Run, RunStore
-from gpuc.core.api import EndRequest, RegisterRequest
-from gpuc.core.clock import Clock, SystemClock
+from gpuc.core.api import EndRequest, PodRecord, RegisterRequest, StatusResponse
+from gpuc.core.clock import Clock, SystemClock, iso
 from gpuc.core.errors import ConfigError, GpucError, NotFound, ProviderError, SafetyRefusal
 from gpuc.core.models import EXPERIMENT_RE, Pod, PodSpec, new_run_id
 from gpuc.core.podconfig import PodConfig, pod_secrets, render_env_file
@@ -138,8 +138,11 @@ def up(opts: UpOptions, deps: Deps) -> Pod | None:
         _plan_up(spec, opts, deps.echo)
         return None
     provider = deps.provider(opts.provider)
+    # A ledger that cannot take the start row would fail after the create: a pod created, then destroyed.
+    deps.ledger().check()
     # A pod nobody watches is the most expensive kind: refuse before creating anything.
     deps.functions.status()
+    warn_running_experiment(provider, opts.experiment, deps)
     now = deps.clock.now()
     deps.runs.record_intent(run_id, spec.name, opts.provider, opts.experiment, now)
     deps.echo(f"creating {spec.name} on {opts.provider} ({opts.gpu}) ...")
@@ -154,6 +157,27 @@ def up(opts: UpOptions, deps: Deps) -> Pod | None:
     except BaseException as exc:
         _abort_pod(pod, run_id, deps, reason=str(exc) or type(exc).__name__)
         raise
+
+
+def warn_running_experiment(provider: Provider, experiment: str, deps: Deps) -> None:
+    """Two pods for one experiment are usually one forgotten: say so (a sweep may mean it; not refused)."""
+    try:
+        pods = provider.list_pods()
+    except GpucError:
+        return  # the create that follows meets the same outage and says so
+    runs = deps.runs.by_pod_id()
+    same = [
+        p.id
+        for p in pods
+        if p.managed
+        and p.status not in ("terminated", "exited")
+        and (p.experiment or getattr(runs.get(p.id), "experiment", None)) == experiment
+    ]
+    if same:
+        deps.echo(
+            f"warning: experiment {experiment} already has a pod running at {provider.name}: {', '.join(same)}"
+            f" (starting another; `gpuc down {same[0]}` ends it)"
+        )
 
 
 def _plan_up(spec: PodSpec, opts: UpOptions, echo: Echo) -> None:
@@ -175,9 +199,15 @@ def _plan_up(spec: PodSpec, opts: UpOptions, echo: Echo) -> None:
 
 
 def _after_create(pod: Pod, spec: PodSpec, opts: UpOptions, deps: Deps, secrets_env: dict[str, str]) -> Pod:
+    from gpuc.core.ledger import sane_price, sane_ts
+
     token = new_token()
     price = pod.price_per_hour if pod.price_per_hour is not None else opts.price_per_hour
-    started = pod.created_at or deps.clock.now()
+    if price is not None and not sane_price(price):
+        deps.echo(f"  {pod.id}: the provider reported a price of {price!r}/h: not recorded (fix the ledger row)")
+        price = None
+    # The provider's creation time, unless it is absurd: then ours (a bad clock must not cost the pod).
+    started = pod.created_at if pod.created_at and sane_ts(pod.created_at) else deps.clock.now()
     deps.functions.register(
         RegisterRequest(
             pod_id=pod.id,
@@ -192,14 +222,20 @@ def _after_create(pod: Pod, spec: PodSpec, opts: UpOptions, deps: Deps, secrets_
         )
     )
     deps.runs.set_phase(spec.run_id, "registered")
-    deps.ledger().start(
-        pod.id,
-        provider=pod.provider,
-        experiment=spec.experiment,
-        gpu=pod.gpu or spec.gpu_type,
-        price_per_hour=price,
-        start_ts=started,
-    )
+    try:
+        deps.ledger().start(
+            pod.id,
+            provider=pod.provider,
+            experiment=spec.experiment,
+            gpu=pod.gpu or spec.gpu_type,
+            price_per_hour=price,
+            start_ts=started,
+        )
+    except (GpucError, OSError) as exc:
+        # Never worth the pod: the watchdog has it on record (registered above), and the next `gpuc ls` or
+        # `gpuc ledger` adds the row from that record once the ledger takes writes again.
+        reason = exc.message if isinstance(exc, GpucError) else f"{exc.strerror or type(exc).__name__}"
+        deps.echo(f"  ledger: start row not written ({reason}); it is added from the watchdog's record later")
     provider = deps.provider(pod.provider)
     pod = wait_running(provider, pod.id, deps, opts.wait_timeout_s)
     access = onto_pod(provider, pod, spec, deps, secrets_env, token)
@@ -350,14 +386,99 @@ def _close_ledger(deps: Deps, pod_id: str, note: str | None) -> None:
 
 
 # -- run -------------------------------------------------------------------------------------------
-def run_job(ref: str, command: list[str], deps: Deps, dry_run: bool = False) -> Pod:
+# Run on the pod (its own python, stdlib and gpuc.core.podpaths only): is a job under the wrapper there?
+# The job pid file holds "PID" or "PID START" (START: the job's start time in clock ticks, /proc/PID/stat
+# field 22), so a pid reused by another process after a crash is not taken for the job.
+JOB_PROBE = """
+import fcntl, json, os
+from gpuc.core.podpaths import PodPaths
+paths = PodPaths.from_env()
+def alive(pid, start):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    if start is None:
+        return True
+    try:
+        with open('/proc/%d/stat' % pid) as fh:
+            return fh.read().rsplit(')', 1)[1].split()[19] == str(start)
+    except (OSError, IndexError):
+        return True
+try:
+    with open(paths.job) as fh:
+        parts = fh.read().split()
+except FileNotFoundError:
+    parts = []
+pid = int(parts[0]) if parts else 0
+start = int(parts[1]) if len(parts) > 1 else None
+try:
+    with open(paths.ended) as fh:
+        ended = fh.read().strip()
+except FileNotFoundError:
+    ended = None
+def ending():
+    # Between the job's exit and the `ended` marker the wrapper syncs and notifies holding end.lock: a job
+    # started then would be destroyed by that ending.
+    try:
+        fd = os.open(paths.end_lock, os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+print(json.dumps({'job_pid': pid if pid > 0 and alive(pid, start) else None, 'ended': ended,
+                  'ending': ending()}))
+"""
+
+
+def job_on_pod(access: PodAccess, pod: Pod) -> str | None:
+    """What keeps `run` off this pod: a job still running, or the pod ending; None when it is free.
+    A reading that cannot be trusted raises: a second job is what destroys a pod under the first."""
+    code, out = access.run(["python", "-c", JOB_PROBE], timeout_s=60.0)
+    lines = [line for line in out.strip().splitlines() if line.startswith("{")]
+    found: object = None
+    if code == 0 and lines:
+        with contextlib.suppress(ValueError):
+            found = json.loads(lines[-1])
+    if not isinstance(found, dict) or not {"job_pid", "ended"} <= found.keys():
+        raise SafetyRefusal(
+            f"could not tell whether a job is running on {pod.id} (exit {code}): not starting another",
+            hint=f"look with `gpuc ls` or ssh in; start it anyway with: gpuc run {pod.id} --force -- ...",
+        )
+    job_pid, ended = found["job_pid"], found["ended"]
+    if isinstance(job_pid, int):
+        return f"a job is still running on it (pid {job_pid})"
+    if ended in ("", pod.id) or found.get("ending") is True:
+        return "it is ending (its results sync and destroy are under way)"
+    return None
+
+
+def run_job(ref: str, command: list[str], deps: Deps, dry_run: bool = False, force: bool = False) -> Pod:
+    """Start COMMAND under the wrapper. Refused while the pod runs a job (checked on the pod itself):
+    the second job's exit would destroy the pod under the first. `force` starts it anyway."""
     _run, pod, provider = resolve_pod(ref, deps)
     if pod.status != "running":
         raise SafetyRefusal(f"pod {pod.id} is {pod.status}", hint="only a running pod can take a job")
+    access = pod_access(provider, pod, deps.settings)
+    busy = job_on_pod(access, pod)
+    if busy and not force:
+        raise SafetyRefusal(
+            f"pod {pod.id}: {busy}; a second job would destroy the pod when it exits, under the first",
+            hint=f"wait for it (gpuc ls), or start it anyway with: gpuc run {pod.id} --force -- ...",
+        )
+    if busy:
+        deps.echo(f"{pod.id}: {busy}; starting another anyway (--force)")
     if dry_run:
         deps.echo(f"dry run: would start under the wrapper on {pod.id}: {short_command(command)}")
         return pod
-    start_job(pod_access(provider, pod, deps.settings), command)
+    start_job(access, command)
     deps.echo(f"job started on {pod.id}; on exit it syncs, notifies and destroys the pod")
     return pod
 
@@ -495,10 +616,8 @@ def list_all(deps: Deps) -> tuple[list[dict[str, object]], list[str]]:
     try:
         status = deps.functions.status()
         watch = {p.pod_id: p for p in status.pods}
-        closed = deps.ledger().sync_from_functions(status.pods)
-        if closed:
-            warnings.append(f"ledger: took in {closed} end(s) recorded by the pods or the watchdog")
-        warnings.extend(reaper_warnings(status.reaper_last_run, status.reaper_period_s, status.server_time))
+        warnings.extend(ledger_intake(deps, status.pods))
+        warnings.extend(status_warnings(status))
     except GpucError as exc:
         warnings.append(f"watchdog unreachable: {exc.message}")
     rows: list[dict[str, object]] = []
@@ -519,6 +638,33 @@ def list_all(deps: Deps) -> tuple[list[dict[str, object]], list[str]]:
             row["ssh"] = f"{pod.ssh_host}:{pod.ssh_port}" if pod.ssh_host else None
             rows.append(row)
     return rows, warnings
+
+
+def ledger_intake(deps: Deps, records: list[PodRecord]) -> list[str]:
+    """Take the watchdog's ends into the ledger. A ledger problem is the ledger's (said so, with its fix),
+    never "watchdog unreachable", and never stops `ls` from listing the pods."""
+    try:
+        report = deps.ledger().sync_from_functions(records)
+    except GpucError as exc:
+        return [f"ledger: {exc.message}" + (f" (fix: {exc.hint})" if exc.hint else "")]
+    except OSError as exc:  # a full disk, say: the ends stay with the watchdog until the next try
+        return [f"ledger: could not write the ends recorded by the watchdog ({exc.strerror or exc})"]
+    taken = [f"ledger: took in {report.closed} end(s) recorded by the pods or the watchdog"] if report.closed else []
+    return taken + [f"ledger: {w}" for w in report.warnings]
+
+
+def status_warnings(status: StatusResponse) -> list[str]:
+    """What `gpuc ls` and `gpuc watchdog status` warn about: a stale reaper (F14), and each provider the
+    reaper cannot read (nothing is destroyed there: a frozen pod on it bills unchecked)."""
+    warnings = reaper_warnings(status.reaper_last_run, status.reaper_period_s, status.server_time)
+    for blind in status.reaper_blind_since:
+        lasted = max(0.0, status.server_time - blind.since)
+        why = f": {blind.why}" if blind.why else ""
+        warnings.append(
+            f"the reaper cannot read {blind.provider} since {iso(blind.since)} ({lasted / 60:.0f} min){why}; "
+            f"{blind.provider} pods are not watched until it can"
+        )
+    return warnings
 
 
 def reaper_warnings(last_run: float | None, period_s: float, now: float) -> list[str]:

@@ -18,14 +18,29 @@ Errors: 4xx with `{"error": "<stable message>"}`; never 5xx for bad input.
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from gpuc.core.models import GpuReading, PodStatus, Strict
 
 MAX_BODY_BYTES = 16 * 1024
 SIGNATURE_WINDOW_S = 300
+# Every number that crosses the edge is range-checked: a signed `end_at = 1e300` once broke every
+# `gpuc ls`, and DynamoDB refuses what SQLite stores (numbers past 1e125, ints past 2^63), so an
+# unchecked value would make the two stores disagree.
+EPOCH_MIN = 1_577_836_800.0  # 2020-01-01
+EPOCH_MAX = 4_102_444_800.0  # 2100-01-01
+SEQ_MAX = 2**63 - 1  # SQLite's INTEGER; a seq header past it is a 400, never an overflow
+MAX_LIMIT_S = 366 * 24 * 3600.0
+# A pod id any provider hands out (RunPod: alphanumeric, Vast: digits, local: "lp-..."). Unverified
+# pings are only remembered for ids of this shape.
+POD_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+
+Epoch = Annotated[float, Field(ge=EPOCH_MIN, le=EPOCH_MAX)]
+Seconds = Annotated[float, Field(ge=0, le=MAX_LIMIT_S)]
+Count = Annotated[int, Field(ge=0, le=1_000_000)]
 
 H_POD = "X-Gpuc-Pod"
 H_TIMESTAMP = "X-Gpuc-Timestamp"
@@ -50,9 +65,9 @@ EventKind = Literal[
 class Policy(Strict):
     """Per-pod overrides of the reaper's limits (seconds). None = the server's default."""
 
-    silence_limit_s: float | None = Field(None, gt=0)
-    stopped_limit_s: float | None = Field(None, gt=0)
-    paused_limit_s: float | None = Field(None, gt=0)
+    silence_limit_s: float | None = Field(None, gt=0, le=MAX_LIMIT_S)
+    stopped_limit_s: float | None = Field(None, gt=0, le=MAX_LIMIT_S)
+    paused_limit_s: float | None = Field(None, gt=0, le=MAX_LIMIT_S)
 
 
 class RegisterRequest(Strict):
@@ -63,23 +78,47 @@ class RegisterRequest(Strict):
     key: str = Field(pattern=r"^[0-9a-f]{64}$")  # derived HMAC key, see core.signing
     gpu: str | None = Field(None, max_length=64)
     price_per_hour: float | None = Field(None, ge=0, le=1000)
-    started_at: float | None = None
+    started_at: Epoch | None = None
     interruptible: bool = False
     policy: Policy = Field(default_factory=lambda: Policy.model_validate({}))
+    # Carried over from another watchdog by `gpuc watchdog deploy`: its heartbeats still go to the old
+    # URL, so its silence here is no evidence until it pings here once.
+    carried: bool = False
 
 
 class HeartbeatBody(Strict):
     pod_id: str = Field(min_length=1, max_length=128)
-    seq: int = Field(ge=0)
-    sent_at: float
+    seq: int = Field(ge=0, le=SEQ_MAX)
+    sent_at: Epoch
     gpus: list[GpuReading] = Field(default_factory=list, max_length=16)
     gpu_error: str | None = Field(None, max_length=500)
-    python_procs: int = Field(0, ge=0)
-    active_ssh: int = Field(0, ge=0)
-    idle_minutes: float = Field(0, ge=0)
+    python_procs: Count = 0
+    active_ssh: Count = 0
+    idle_minutes: float = Field(0, ge=0, le=MAX_LIMIT_S / 60)
     busy_reason: str | None = Field(None, max_length=200)
     job_running: bool = False
     keep_file: bool = False
+
+    @field_validator("gpus")
+    @classmethod
+    def _readings_in_range(cls, gpus: list[GpuReading]) -> list[GpuReading]:
+        # GpuReading is shared with the pod side; its bounds at the edge are checked here.
+        for gpu in gpus:
+            if not 0 <= gpu.index < 64:
+                raise ValueError("gpu index out of range")
+            numbers = (
+                gpu.utilization_pct,
+                gpu.memory_used_mb,
+                gpu.memory_total_mb,
+                gpu.power_w,
+                gpu.power_limit_w,
+                gpu.temperature_c,
+            )
+            if any(n is not None and not -1e3 <= n <= 1e7 for n in numbers):
+                raise ValueError("gpu reading out of range")
+            if len(gpu.processes) > 1024 or any(not 0 <= pid < 2**32 for pid in gpu.processes):
+                raise ValueError("gpu processes out of range")
+        return gpus
 
 
 class HeartbeatAnswer(Strict):
@@ -92,18 +131,18 @@ class PodEvent(Strict):
     pod_id: str = Field(min_length=1, max_length=128)
     kind: EventKind
     message: str = Field(max_length=2000)
-    exit_code: int | None = None
-    duration_s: float | None = Field(None, ge=0)
-    end_at: float | None = None  # the pod is ending: record the ledger end BEFORE the destroy call
+    exit_code: int | None = Field(None, ge=-(2**31), lt=2**31)
+    duration_s: Seconds | None = None
+    end_at: Epoch | None = None  # the pod is ending: record the ledger end BEFORE the destroy call
     note: str | None = Field(None, max_length=500)
 
 
 class KeepRequest(Strict):
-    until: float
+    until: Epoch
 
 
 class EndRequest(Strict):
-    end_at: float
+    end_at: Epoch
     by: Literal["down", "wrapper", "idle", "reaper"] = "down"
     note: str | None = Field(None, max_length=500)
 
@@ -143,6 +182,12 @@ class PodRecord(Strict):
     reason: str | None = None  # why the reaper flagged it (late / down / destroying)
 
 
+class BlindProvider(Strict):
+    provider: str
+    since: float  # the first pass of this spell that could not read it
+    why: str = ""
+
+
 class ReapAction(Strict):
     pod_id: str
     provider: str
@@ -153,7 +198,8 @@ class ReapAction(Strict):
 class ReapReport(Strict):
     ran_at: float
     dry_run: bool = False
-    blind: bool = False
+    blind: bool = False  # some provider could not be read: nothing was done on ITS pods
+    blind_providers: list[str] = Field(default_factory=list)
     actions: list[ReapAction] = Field(default_factory=list)
 
 
@@ -172,4 +218,5 @@ class StatusResponse(Strict):
     reaper_period_s: float
     pods: list[PodRecord] = Field(default_factory=list)
     reaper_blind: list[str] = Field(default_factory=list)  # providers the last reaper run could not read
+    reaper_blind_since: list[BlindProvider] = Field(default_factory=list)  # the same, with since-when
     notifications: list[NotificationRecord] = Field(default_factory=list)  # the most recent, oldest first

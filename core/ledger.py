@@ -20,6 +20,14 @@ writes one twice.
 
 A row carries a measured decode speed as `tok/s=<number>` anywhere in its note (e.g.
 "kv cache on is 1.9x faster; tok/s=74.2"); the summary turns it into $ per 1M tokens.
+
+What comes in is checked, what is read is not trusted: a time outside 2000-2200 or a price or cost that is
+not a sane amount (NaN, inf, negative, beyond MAX_*) is refused at the intake from the watchdog and left
+out of every total by the readers, each with a warning that names the row (a signed end_at of 1e300 once
+made every `gpuc ls` and `gpuc ledger` fail with OverflowError). The file is written as plain UTF-8; one a
+spreadsheet saved with a byte-order mark reads as well. A cell starting with = + - @ tab or CR is written
+behind a single quote, so a spreadsheet shows it instead of running it (OWASP CSV injection), and reads
+back exactly as written.
 """
 
 from __future__ import annotations
@@ -28,13 +36,14 @@ import csv
 import fcntl
 import io
 import json
+import math
 import os
 import re
 import stat
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
@@ -48,6 +57,27 @@ INDEX_VERSION = 1
 TOKS_RE = re.compile(r"tok/s\s*=\s*([0-9]+(?:\.[0-9]+)?)")
 MONTH_RE = re.compile(r"^\d{4}-(0[1-9]|1[0-2])$")
 _KEY_COLUMNS = ("date", "experiment", "provider", "gpu", "start")
+# Sane bounds. No pod of this tool starts before 2000 or after 2200, rents at more than 1000 $/h or costs
+# more than a million dollars: beyond them a number is a corrupt record or a slip of the hand.
+MIN_TS = 946_684_800.0  # 2000-01-01T00:00:00Z
+MAX_TS = 7_258_118_400.0  # 2200-01-01T00:00:00Z
+MAX_PRICE_PER_HOUR = 1_000.0
+MAX_COST_USD = 1_000_000.0
+# OWASP CSV injection: a cell starting with one of these is a formula to a spreadsheet.
+FORMULA_START = "=+-@\t\r"
+_GUARDED = re.compile("^'*[" + re.escape(FORMULA_START) + "]")
+
+
+def sane_ts(value: float | None) -> bool:
+    return value is not None and math.isfinite(value) and MIN_TS <= value <= MAX_TS
+
+
+def sane_price(value: float | None) -> bool:
+    return value is not None and math.isfinite(value) and 0.0 <= value <= MAX_PRICE_PER_HOUR
+
+
+def sane_cost(value: float | None) -> bool:
+    return value is not None and math.isfinite(value) and 0.0 <= value <= MAX_COST_USD
 
 
 def format_usd(value: float) -> str:
@@ -59,34 +89,75 @@ def format_price(value: float) -> str:
 
 
 def parse_float(text: str) -> float | None:
+    """A finite number, or None (empty, not a number, NaN, inf)."""
     try:
-        return float(text) if text.strip() else None
+        value = float(text) if text.strip() else None
     except ValueError:
         return None
+    return value if value is not None and math.isfinite(value) else None
+
+
+def parse_price(text: str) -> float | None:
+    value = parse_float(text)
+    return value if sane_price(value) else None
+
+
+def parse_cost(text: str) -> float | None:
+    value = parse_float(text)
+    return value if sane_cost(value) else None
+
+
+def parse_time(text: str) -> float | None:
+    """An ISO-8601 time between MIN_TS and MAX_TS, else None."""
+    try:
+        value = parse_iso(text) if text.strip() else None
+    except (ValueError, OverflowError):
+        return None
+    return value if sane_ts(value) else None
+
+
+def row_problems(row: LedgerRow) -> list[str]:
+    """What in this row cannot be trusted (a filled cell that is not a sane time or amount)."""
+    problems = []
+    if row.date and parse_time(f"{row.date}T00:00:00Z") is None:
+        problems.append(f"date {row.date[:40]!r} is not a YYYY-MM-DD day between 2000 and 2200")
+    for column in ("start", "end"):
+        text = getattr(row, column)
+        if text and parse_time(text) is None:
+            problems.append(f"{column} {text[:40]!r} is not an ISO time between 2000 and 2200")
+    if row.price_per_hour and parse_price(row.price_per_hour) is None:
+        problems.append(
+            f"price_per_hour {row.price_per_hour[:40]!r} is not an amount from 0 to {MAX_PRICE_PER_HOUR:g} $/h"
+        )
+    if row.cost_usd and parse_cost(row.cost_usd) is None:
+        problems.append(f"cost_usd {row.cost_usd[:40]!r} is not an amount from 0 to {MAX_COST_USD:g} $")
+    return problems
+
+
+def describe(row: LedgerRow) -> str:
+    return f"row {row.experiment[:40] or '?'} started {row.start[:40] or '?'}"
 
 
 def row_hours(row: LedgerRow) -> float | None:
-    """Billed hours of a closed row (bootstrap and downloads included: the clock ran), None when open."""
-    if not row.end or not row.start:
+    """Billed hours of a closed row (bootstrap and downloads included: the clock ran), None when open
+    or when a time is not sane."""
+    start, end = parse_time(row.start), parse_time(row.end)
+    if start is None or end is None:
         return None
-    try:
-        return max(0.0, parse_iso(row.end) - parse_iso(row.start)) / 3600.0
-    except ValueError:
-        return None
+    return max(0.0, end - start) / 3600.0
 
 
 def row_cost(row: LedgerRow) -> float | None:
-    """cost_usd as written, else price x hours; None when it cannot be known."""
-    written = parse_float(row.cost_usd)
-    if written is not None:
-        return written
-    price, hours = parse_float(row.price_per_hour), row_hours(row)
+    """cost_usd as written, else price x hours; None when it cannot be known (or is not sane)."""
+    if row.cost_usd.strip():
+        return parse_cost(row.cost_usd)
+    price, hours = parse_price(row.price_per_hour), row_hours(row)
     return price * hours if price is not None and hours is not None else None
 
 
 def row_tok_per_s(row: LedgerRow) -> float | None:
     match = TOKS_RE.search(row.note)
-    value = float(match.group(1)) if match else None
+    value = parse_float(match.group(1)) if match else None
     return value if value and value > 0 else None
 
 
@@ -167,7 +238,7 @@ class _Book:
         row = self.rows[i]
         if not row.end:
             row.end = iso(end_ts)
-            price, hours = parse_float(row.price_per_hour), row_hours(row)
+            price, hours = parse_price(row.price_per_hour), row_hours(row)
             row.cost_usd = format_usd(price * hours) if price is not None and hours is not None else ""
             self.rows_dirty = True
         if note and note not in row.note:
@@ -202,17 +273,43 @@ def atomic_write(path: Path, text: str, mode: int = 0o600) -> None:
     _fsync_dir(path.parent)
 
 
+def guard_cell(text: str) -> str:
+    """A cell a spreadsheet would run as a formula gets a leading single quote. So does one that already
+    starts with quotes before such a character, so `unguard_cell` gives back exactly what was written."""
+    return "'" + text if _GUARDED.match(text) else text
+
+
+def unguard_cell(text: str) -> str:
+    return text[1:] if text.startswith("'") and _GUARDED.match(text) else text
+
+
 def render_csv(rows: Iterable[LedgerRow]) -> str:
-    out = io.StringIO()
+    out = io.StringIO(newline="")
     writer = csv.writer(out, lineterminator="\n")
+    # A bare CR in a cell ends the row for a reader unless the cell is quoted, and the minimal quoting
+    # only looks for the line terminator ("\n"): rows holding one are quoted whole.
+    quoted = csv.writer(out, lineterminator="\n", quoting=csv.QUOTE_ALL)
     writer.writerow(LEDGER_COLUMNS)
     for row in rows:
-        writer.writerow(row.cells())
+        cells = [guard_cell(c) for c in row.cells()]
+        (quoted if any("\r" in c for c in cells) else writer).writerow(cells)
     return out.getvalue()
 
 
+def decode_csv(raw: bytes, path: Path) -> str:
+    """The ledger's text. A spreadsheet may have saved it with a UTF-8 byte-order mark: read past it."""
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            f"{path} line {line} is not UTF-8",
+            hint="save it again as 'CSV UTF-8' (a spreadsheet's other CSV flavours are not UTF-8)",
+        ) from None
+
+
 def parse_csv(text: str, path: Path) -> list[LedgerRow]:
-    lines = list(csv.reader(io.StringIO(text)))
+    lines = list(csv.reader(io.StringIO(text, newline="")))
     if not lines:
         return []
     if tuple(lines[0]) != LEDGER_COLUMNS:
@@ -229,7 +326,7 @@ def parse_csv(text: str, path: Path) -> list[LedgerRow]:
                 f"{path} line {number} has {len(cells)} cells, not {len(LEDGER_COLUMNS)}",
                 hint="fix that line by hand (quote a note that contains commas); gpuc will not rewrite it",
             )
-        rows.append(LedgerRow(**dict(zip(LEDGER_COLUMNS, cells, strict=True))))
+        rows.append(LedgerRow(**dict(zip(LEDGER_COLUMNS, map(unguard_cell, cells), strict=True))))
     return rows
 
 
@@ -263,6 +360,7 @@ class LedgerSummary(BaseModel):
     open_rows: list[LedgerRow]  # empty `end`: still running, preempted, or deleted outside gpuc
     no_note_rows: list[LedgerRow]  # closed with an empty `note`: runs that produced no conclusion
     token_costs: list[TokenCost]
+    warnings: list[str] = []  # rows with a time or an amount that is not sane: left out of the totals
 
 
 def _group(rows: list[tuple[LedgerRow, float, float]], column: str) -> list[GroupTotal]:
@@ -277,7 +375,7 @@ def _group(rows: list[tuple[LedgerRow, float, float]], column: str) -> list[Grou
 
 
 def _token_cost(row: LedgerRow) -> TokenCost | None:
-    price, toks = parse_float(row.price_per_hour), row_tok_per_s(row)
+    price, toks = parse_price(row.price_per_hour), row_tok_per_s(row)
     if price is None or toks is None:
         return None
     return TokenCost(
@@ -295,7 +393,12 @@ def summarize(rows: list[LedgerRow], month: str | None = None) -> LedgerSummary:
         rows = [r for r in rows if r.date.startswith(check_month(month))]
     priced: list[tuple[LedgerRow, float, float]] = []
     unpriced = 0
+    warnings: list[str] = []
     for row in rows:
+        problems = row_problems(row)
+        if problems:
+            warnings.append(f"{describe(row)}: {'; '.join(problems)}: left out of the totals (fix it by hand)")
+            continue
         hours, cost = row_hours(row), row_cost(row)
         if hours is None:
             continue
@@ -317,6 +420,7 @@ def summarize(rows: list[LedgerRow], month: str | None = None) -> LedgerSummary:
         open_rows=[r for r in rows if not r.end],
         no_note_rows=[r for r in rows if r.end and not r.note.strip()],
         token_costs=[t for t in map(_token_cost, rows) if t is not None],
+        warnings=warnings,
     )
 
 
@@ -339,6 +443,12 @@ class Ledger:
         start_ts: float,
     ) -> LedgerRow:
         """Write the first six columns. Idempotent: a pod already on record keeps its row."""
+        if not sane_ts(start_ts):
+            raise ConfigError(f"start time {start_ts!r} of pod {pod_id} is not a time between 2000 and 2200")
+        if price_per_hour is not None and not sane_price(price_per_hour):
+            raise ConfigError(
+                f"price {price_per_hour!r}/h of pod {pod_id} is not an amount from 0 to {MAX_PRICE_PER_HOUR:g} $/h"
+            )
         with self._transaction() as book:
             i = book.locate(pod_id)
             if i is not None:
@@ -355,25 +465,54 @@ class Ledger:
 
     def end(self, pod_id: str, *, end_ts: float, note: str | None = None) -> LedgerRow | None:
         """Fill end, cost_usd (price x hours) and note. A closed row keeps its end; a note may be added."""
+        if not sane_ts(end_ts):
+            raise ConfigError(f"end time {end_ts!r} of pod {pod_id} is not a time between 2000 and 2200")
         with self._transaction() as book:
             i = book.locate(pod_id)
             return None if i is None else book.close(i, end_ts, note).model_copy()
 
-    def sync_from_functions(self, records: Iterable[PodRecord]) -> int:
+    def sync_from_functions(self, records: Iterable[PodRecord]) -> SyncReport:
         """Take in what the functions know: close rows whose pod ended (the reaper or the pod itself may have
         ended it while this laptop slept), and add the row of a registered pod the ledger never saw (the
-        laptop died between register and the ledger start). Returns how many rows this call closed."""
-        closed = 0
+        laptop died between register and the ledger start). A time or a price that is not sane is refused
+        with a warning, never written: the row stays open (or is not added) rather than wrong."""
+        report = SyncReport()
         with self._transaction() as book:
             for record in records:
                 i = book.locate(record.pod_id)
                 if i is None:
-                    book.append(record.pod_id, _row_from_record(record))
+                    row, problems = _row_from_record(record)
+                    report.warnings.extend(f"watchdog record of pod {record.pod_id}: {p}" for p in problems)
+                    if row is None:
+                        continue
+                    book.append(record.pod_id, row)
                     i = len(book.rows) - 1
-                if record.end_at is not None and not book.rows[i].end:
-                    book.close(i, record.end_at, record.note)
-                    closed += 1
-        return closed
+                if record.end_at is None or book.rows[i].end:
+                    continue
+                if not sane_ts(record.end_at):
+                    report.warnings.append(
+                        f"watchdog record of pod {record.pod_id}: end {record.end_at!r} is not a time between "
+                        "2000 and 2200: ignored, the row stays open (gpuc down closes it, or fill `end` by hand)"
+                    )
+                    continue
+                book.close(i, record.end_at, record.note)
+                report.closed += 1
+        return report
+
+    def check(self) -> None:
+        """Raise ConfigError unless the ledger reads and can be written: `up` asks before the create, since
+        a ledger that fails after it costs a pod (created, then destroyed)."""
+        with self._locked(fcntl.LOCK_SH):
+            self._read()
+        probe = self.path.with_name(f".{self.path.name}.{os.getpid()}.{threading.get_ident()}.check.tmp")
+        try:
+            os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            probe.unlink(missing_ok=True)  # a writer clearing stale temps may have taken it already
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot write the ledger's folder {self.path.parent}: {exc.strerror or type(exc).__name__}",
+                hint=f"make {self.path.parent} writable by you, or point GPUC_LEDGER_PATH elsewhere",
+            ) from None
 
     def rows(self) -> list[LedgerRow]:
         with self._locked(fcntl.LOCK_SH):
@@ -398,8 +537,14 @@ class Ledger:
     def _locked(self, how: int = fcntl.LOCK_EX) -> Iterator[None]:
         # flock, not lockf: flock locks belong to the open file, so two threads of one process exclude each
         # other too (POSIX record locks are per process and would let a second thread in).
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot open the ledger's lock {self.lock_path}: {exc.strerror or type(exc).__name__}",
+                hint=f"make {self.path.parent} writable by you, or point GPUC_LEDGER_PATH elsewhere",
+            ) from None
         try:
             fcntl.flock(fd, how)
             yield
@@ -416,7 +561,16 @@ class Ledger:
             self._persist(book)
 
     def _read(self) -> _Book:
-        rows = parse_csv(self.path.read_text(encoding="utf-8"), self.path) if self.path.exists() else []
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            raw = b""
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot read the ledger {self.path}: {exc.strerror or type(exc).__name__}",
+                hint=f"make it a readable file (or move it aside: mv {self.path} {self.path}.bad)",
+            ) from None
+        rows = parse_csv(decode_csv(raw, self.path), self.path) if raw else []
         return _Book(rows=rows, index=self._read_index())
 
     def _read_index(self) -> dict[str, IndexEntry]:
@@ -456,13 +610,31 @@ class Ledger:
             tmp.unlink(missing_ok=True)
 
 
-def _row_from_record(record: PodRecord) -> LedgerRow:
+@dataclass
+class SyncReport:
+    """What one intake from the functions did: rows closed, records (or parts of them) refused."""
+
+    closed: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
+def _row_from_record(record: PodRecord) -> tuple[LedgerRow | None, list[str]]:
+    """The row of a pod the ledger never saw; None when its start is not a sane time (no row beats a
+    wrong one). A price that is not sane is left empty."""
     started = record.started_at if record.started_at is not None else record.registered_at
-    return LedgerRow(
+    if not sane_ts(started):
+        return None, [f"start {started!r} is not a time between 2000 and 2200: no row added (add it by hand)"]
+    problems = []
+    price = record.price_per_hour
+    if price is not None and not sane_price(price):
+        problems.append(f"price {price!r}/h is not an amount from 0 to {MAX_PRICE_PER_HOUR:g} $/h: left empty")
+        price = None
+    row = LedgerRow(
         date=iso(started)[:10],
         experiment=record.experiment,
         provider=record.provider,
         gpu=record.gpu or "",
-        price_per_hour=format_price(record.price_per_hour) if record.price_per_hour is not None else "",
+        price_per_hour=format_price(price) if price is not None else "",
         start=iso(started),
     )
+    return row, problems

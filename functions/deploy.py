@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuc.core.api import RegisterRequest
 from gpuc.core.errors import ConfigError, GpucError
 from gpuc.core.settings import Settings, save_config
 from gpuc.functions.aws import DEFAULT_SSM_PREFIX, WATCHDOG_SECRETS
@@ -201,6 +202,57 @@ def deploy(
     url = outputs["IngestUrl"]
     path = save_config(settings.home, functions_url=url, admin_token=token)
     return Deployed(url=url, table=outputs["TableName"], config_path=path)
+
+
+def live_registrations(settings: Settings) -> list[RegisterRequest]:
+    """The pods the local watchdog (`gpuc watchdog serve`, this GPUC_HOME's store) watches now. A new
+    deployment that does not know them sees them as strays; carried over, it knows them (with their
+    derived keys, so their pings verify there too). Adopted pods are never carried: they have no key."""
+    from gpuc.functions.app import STORE_NAME
+    from gpuc.functions.store import MARKABLE_STATES, SqliteStore
+
+    path = settings.home / STORE_NAME
+    if not path.exists():
+        return []
+    store = SqliteStore(path)
+    try:
+        pods = store.list_pods(MARKABLE_STATES)
+    finally:
+        store.close()
+    return [
+        RegisterRequest(
+            pod_id=p.pod_id,
+            provider=p.provider,
+            name=p.name,
+            experiment=p.experiment,
+            key=p.key,
+            gpu=p.gpu,
+            price_per_hour=p.price_per_hour,
+            started_at=p.started_at,
+            interruptible=p.interruptible,
+            policy=p.policy,
+            carried=True,
+        )
+        for p in pods
+        if p.key and p.origin != "adopted"
+    ]
+
+
+def carry_registrations(
+    registrations: Iterable[RegisterRequest], register: Callable[[RegisterRequest], object]
+) -> tuple[list[str], list[tuple[str, str]]]:
+    """Register each into the new deployment; one failure does not stop the others.
+    Returns (carried pod ids, [(pod id, why)] not carried)."""
+    carried: list[str] = []
+    failed: list[tuple[str, str]] = []
+    for request in registrations:
+        try:
+            register(request)
+        except GpucError as exc:
+            failed.append((request.pod_id, exc.message))
+        else:
+            carried.append(request.pod_id)
+    return carried, failed
 
 
 def upload_code(session: Any, plan: Plan, code: bytes) -> tuple[str, str]:

@@ -153,7 +153,7 @@ class DynamoStore:
 
     def get_auth(self, pod_id: str) -> PodAuth | None:
         expr = _Expr()
-        projection = ", ".join(expr.name(c) for c in ("key", "lease_until"))
+        projection = ", ".join(expr.name(c) for c in ("key", "lease_until", "state"))
         got = self._db.get_item(
             TableName=self.table,
             Key=_key(PODS, pod_id),
@@ -164,7 +164,12 @@ class DynamoStore:
         item = got.get("Item")
         if not item:
             return None
-        return PodAuth(pod_id=pod_id, key=_from_attr(item["key"]), lease_until=_from_attr(item.get("lease_until", {})))
+        return PodAuth(
+            pod_id=pod_id,
+            key=_from_attr(item["key"]),
+            lease_until=_from_attr(item.get("lease_until", {})),
+            state=_from_attr(item.get("state", {"S": "ok"})),
+        )
 
     def list_pods(self, states: Collection[str] | None = None) -> list[StoredPod]:
         wanted = None if states is None else frozenset(states)

@@ -30,13 +30,17 @@ from gpuc.core.notify import Level
 from gpuc.core.redact import redact
 from gpuc.core.signing import token_matches, verify
 from gpuc.functions.app import Deps, announce
-from gpuc.functions.store import MARKABLE_STATES, PodAuth, StoredPod
+from gpuc.functions.store import MARKABLE_STATES, PodAuth, StoredPod, note_unverified_ping, store_born
 
 log = logging.getLogger("gpuc.functions")
 
 M = TypeVar("M", bound=BaseModel)
 BAD_POD = "unknown pod or bad signature"
 BAD_ADMIN = "missing or wrong admin token"
+# How far from the server's clock a reported time may be: an end recorded by a pod that could not reach
+# us for a while is still taken; a year-2090 end or a start next week is not.
+END_PAST_S = 30 * 24 * 3600.0
+FUTURE_SLACK_S = 3600.0
 NOTIFICATIONS_IN_STATUS = 50
 # pydantic error type -> stable wording (healthchecks' CUSTOM_ERRORS). Input values are never echoed:
 # a body may carry a key.
@@ -125,6 +129,8 @@ def _has_non_finite(body: bytes) -> bool:
 
     try:
         json.loads(body, parse_constant=found)
+    except RecursionError:
+        raise HttpError(400, "body is not valid JSON") from None  # nested past any sane depth
     except ValueError as exc:
         return str(exc) in ("NaN", "Infinity", "-Infinity")
     return False
@@ -151,7 +157,8 @@ class Signed:
 
 def _int_header(req: Request, name: str) -> int:
     raw = req.header(name)
-    if raw is None or not re.fullmatch(r"\d{1,19}", raw.strip()):
+    # [0-9], not \d: \d also matches other scripts' digits, which int() reads and SQLite does not
+    if raw is None or not re.fullmatch(r"[0-9]{1,19}", raw.strip()) or int(raw.strip()) > api.SEQ_MAX:
         raise HttpError(400, f"missing or malformed {name} header")
     return int(raw.strip())
 
@@ -167,13 +174,30 @@ def verify_pod(req: Request, deps: Deps, now: float) -> Signed:
     timestamp, seq = _int_header(req, api.H_TIMESTAMP), _int_header(req, api.H_SEQ)
     auth = deps.store.get_auth(pod_id)
     # An adopted pod has no key: an empty HMAC key would let anyone sign for it.
-    if auth is None or not auth.key or not verify(auth.key, timestamp, seq, req.body, signature):
+    if auth is None or not auth.key:
+        # Not proof of anything, but a pod this store does not know that keeps pinging is alive
+        # evidence (the store was lost, or the pod was registered with another watchdog): the
+        # reaper alerts about it instead of destroying it as a stray.
+        try:
+            note_unverified_ping(deps.store, pod_id, now)
+        except Exception as exc:  # best effort: the answer is a 401 either way
+            log.warning("could not note an unverified ping: %s", type(exc).__name__)
+        raise HttpError(401, BAD_POD)
+    if not verify(auth.key, timestamp, seq, req.body, signature):
         raise HttpError(401, BAD_POD)
     if abs(now - timestamp) > api.SIGNATURE_WINDOW_S:
+        # The server's time goes back with the refusal: the agent corrects its clock from it.
         raise HttpError(
-            401, f"timestamp outside the {api.SIGNATURE_WINDOW_S} s window: check the pod's clock"
+            401,
+            f"timestamp outside the {api.SIGNATURE_WINDOW_S} s window: check the pod's clock",
+            server_time=now,
         )
     return Signed(auth, timestamp, seq)
+
+
+def _check_time(name: str, value: float | None, now: float, past_s: float, future_s: float) -> None:
+    if value is not None and not now - past_s <= value <= now + future_s:
+        raise HttpError(400, f"json validation error: {name} is too far from the server's time ({iso(now)})")
 
 
 def register(req: Request, deps: Deps, now: float) -> Response:
@@ -181,13 +205,16 @@ def register(req: Request, deps: Deps, now: float) -> Response:
     body = parse(api.RegisterRequest, req.body)
     if body.provider not in deps.providers.known:
         raise HttpError(400, "json validation error: provider is not one of the configured providers")
+    _check_time("started_at", body.started_at, now, float("inf"), FUTURE_SLACK_S)
     pod = StoredPod(
-        **body.model_dump(exclude={"key", "policy", "interruptible"}),
+        **body.model_dump(exclude={"key", "policy", "interruptible", "carried"}),
         key=body.key,
         policy=body.policy,
         interruptible=body.interruptible,
+        origin="carried" if body.carried else "registered",
         registered_at=now,
     )
+    store_born(deps.store, now)  # the first registration dates a new store, if no reaper pass did
     if deps.store.register(pod) == "refused":
         raise HttpError(409, "pod already ended: register a new pod")
     return ok(api.Ack())
@@ -203,13 +230,44 @@ def heartbeat(req: Request, deps: Deps, now: float) -> Response:
         current = deps.store.get_pod(signed.pod_id)
         last = current.last_seq if current else None
         raise HttpError(409, "replayed or out-of-order seq: send a higher one", last_seq=last)
+    if signed.auth.state == "destroyed":
+        revive(deps, signed.pod_id, now, "it pinged (valid signature)")
     return ok(api.HeartbeatAnswer(server_time=now, lease_until=signed.auth.lease_until))
+
+
+def revive(deps: Deps, pod_id: str, now: float, evidence: str) -> bool:
+    """A pod taken for gone (or destroyed) shows it is alive: watch it again. One whose end was
+    recorded goes back to "ended" (it must still be destroyed, after a fresh grace); one that vanished
+    on its own goes back to "ok" (the silence and state rules apply again). CAS: said once."""
+    pod = deps.store.get_pod(pod_id)
+    if pod is None or pod.state != "destroyed":
+        return False
+    changes: dict[str, Any] = {"gone_seen_at": None, "provider_status_since": now, "alerted": None}
+    if pod.end_at is not None:
+        changes.update(state="ended", destroy_at=now + deps.settings.destroy_grace_s)
+        plan = f"its end is recorded: it will be destroyed at {iso(now + deps.settings.destroy_grace_s)}"
+    else:
+        changes.update(state="ok", destroy_at=None, reason=None)
+        plan = "watched again"
+    if not deps.store.update_if(pod_id, {"state": "destroyed"}, changes):
+        return False
+    announce(
+        deps,
+        now,
+        f"gpuc: {pod.name} is still alive",
+        f"{pod.pod_id} ({pod.provider}, {pod.experiment}): taken for gone, but {evidence}; {plan}.",
+        pod_id=pod_id,
+        kind="revived",
+        level="warning",
+    )
+    return True
 
 
 def event(req: Request, deps: Deps, now: float) -> Response:
     signed = verify_pod(req, deps, now)
     body = parse(api.PodEvent, req.body)
     _same_pod(signed, body.pod_id)
+    _check_time("end_at", body.end_at, now, END_PAST_S, FUTURE_SLACK_S)
     if not deps.store.claim_event_seq(signed.pod_id, signed.seq, now, keep_s=2 * api.SIGNATURE_WINDOW_S):
         raise HttpError(409, "replayed event: this seq was already received")
     # The pod waits for this answer before its destroy call: the ledger end is recorded first, the
@@ -302,6 +360,7 @@ def end(req: Request, deps: Deps, now: float) -> Response:
     require_admin(req, deps)
     pod = _admin_pod(req, deps)
     body = parse(api.EndRequest, req.body)
+    _check_time("end_at", body.end_at, now, END_PAST_S, FUTURE_SLACK_S)
     record_end(deps, pod.pod_id, now, end_at=body.end_at, by=body.by, note=body.note)
     return ok(api.Ack())
 
@@ -317,12 +376,20 @@ def status(req: Request, deps: Deps, now: float) -> Response:
     require_admin(req, deps)
     meta = deps.store.get_meta("reaper")
     last = meta.value if meta else {}
+    since = last.get("blind_since")
+    since = since if isinstance(since, dict) else {}
+    why = last.get("blind_why")
+    why = why if isinstance(why, dict) else {}
     return ok(
         api.StatusResponse(
             server_time=now,
             reaper_last_run=last.get("last_run"),
             reaper_period_s=deps.settings.reaper_period_s,
             reaper_blind=list(last.get("blind", [])),
+            reaper_blind_since=[
+                api.BlindProvider(provider=name, since=float(t), why=str(why.get(name, "")))
+                for name, t in sorted(since.items())
+            ],
             pods=[p.to_record() for p in deps.store.list_pods()],
             notifications=deps.store.recent_notifications(NOTIFICATIONS_IN_STATUS),
         )

@@ -11,10 +11,19 @@ One pass (`reap_once`) = look (every provider read happens first) -> judge each 
     a ping in between cancels the mark ("back", notified).
 
 Alert only, never a kill: the provider reports the GPU busy (F10: cut off from us but working), the
-provider says "unknown", a lease (`gpuc keep`) holds, or many pods went silent at once (suspect the
-watchdog). A provider error anywhere in a pass makes the pass blind: no mark, no destroy, one alert.
-At most max_destroys_per_run destroys per pass. Every state change is a compare-and-set, so two
-passes at once act once. A pod the provider does not mark as gpuc's is never touched.
+provider says "unknown", a lease (`gpuc keep`) holds, many pods went silent at once (suspect the
+watchdog), a pod this store does not know keeps pinging with a token it cannot verify (the store was
+lost, or the pod belongs to another watchdog), or a carried-over pod is silent here (it pings the
+watchdog it came from).
+
+Blindness is per provider: an error reading Vast blocks every mark and destroy on Vast pods only,
+alerts at once and escalates (error level, hourly) past an hour. "Gone" needs two passes to agree;
+a pod taken for gone that is listed again, or pings, is watched again (notified). Destroys are held
+for the strays of a store younger than the unregistered grace (a new or lost store cannot tell a
+healthy pod registered elsewhere from a stray; the pods registered with it are judged as usual) and in a pass that comes far too long after the previous one
+(laptop sleep, a clock step either way), which also restarts every deadline from that pass. At most
+max_destroys_per_run destroys per pass. Every state change is a compare-and-set, so two passes at
+once act once. A pod the provider does not mark as gpuc's is never touched.
 """
 
 from __future__ import annotations
@@ -22,7 +31,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from gpuc.core.api import ReapAction, ReapReport
@@ -32,7 +41,7 @@ from gpuc.core.models import Pod, is_gpuc_name
 from gpuc.core.notify import Level
 from gpuc.core.redact import redact
 from gpuc.functions.app import Deps, announce
-from gpuc.functions.store import LIVE_STATES, MARKABLE_STATES, StoredPod
+from gpuc.functions.store import LIVE_STATES, MARKABLE_STATES, StoredPod, store_born, unverified_pings
 
 log = logging.getLogger("gpuc.reaper")
 
@@ -41,6 +50,9 @@ BUSY_RULES = ("silence", "ended", "unregistered")  # rules the provider's GPU re
 CONFIRM_ATTEMPTS = 3
 CONFIRM_DELAY_S = 2.0
 META_REAPER = "reaper"
+BLIND_ESCALATE_S = 3600.0  # blind longer than this: error level, once an hour while it lasts
+JUMP_PERIODS = 3  # a pass more than this many periods (+ JUMP_SLACK_S) after the last one: a clock jump
+JUMP_SLACK_S = 60.0  # also how far back the clock may seem to go (two passes racing) before it counts
 
 ActionKind = Literal["warn", "mark", "cancel", "destroy", "alert", "skip", "confirm"]
 
@@ -65,9 +77,14 @@ class Sight:
 
     pods: dict[str, Pod] = field(default_factory=dict)  # pod id -> live pod of a known record
     gone: set[str] = field(default_factory=set)  # positively gone (absent, and `get` agrees)
-    strays: list[tuple[str, Pod]] = field(default_factory=list)  # gpuc pods with no record
+    strays: list[tuple[str, Pod]] = field(default_factory=list)  # gpuc pods with no live record
     blind: dict[str, str] = field(default_factory=dict)  # provider -> why it could not be read
     read: list[str] = field(default_factory=list)  # providers listed without error this pass
+
+    def merge(self, other: Sight) -> None:
+        self.pods.update(other.pods)
+        self.gone |= other.gone
+        self.strays += other.strays
 
 
 @dataclass
@@ -76,10 +93,15 @@ class Run:
     now: float
     dry_run: bool
     report: ReapReport
-    blind: bool = False
+    blind: dict[str, str] = field(default_factory=dict)  # provider -> why: nothing is done on its pods
+    hold: str | None = None  # why no destroy happens in this whole pass (clock jump, young store)
+    young: bool = False  # the hold is the store's youth (alerted only when it defers a destroy)
+    epoch: float | None = None  # no deadline counts from before this (the last clock jump)
+    pings: dict[str, float] = field(default_factory=dict)  # unverified pings: pod id -> latest
     fleet_suspect: bool = False
     destroys: int = 0
     capped: int = 0
+    held: int = 0
 
     def act(self, pod_id: str, provider: str, action: ActionKind, reason: str) -> None:
         self.report.actions.append(ReapAction(pod_id=pod_id, provider=provider, action=action, reason=reason))
@@ -87,26 +109,38 @@ class Run:
     def act_on(self, rec: StoredPod, action: ActionKind, reason: str) -> None:
         self.act(rec.pod_id, rec.provider, action, reason)
 
-    def go_blind(self) -> None:
-        self.blind = True
+    def go_blind(self, provider: str, why: str) -> None:
+        self.blind.setdefault(provider, why)
         self.report.blind = True
+        self.report.blind_providers = sorted(self.blind)
+
+    def fresh(self, ts: float) -> float:
+        """A start time for a deadline: never before the last clock jump."""
+        return ts if self.epoch is None else max(ts, self.epoch)
 
 
 def reap_once(deps: Deps, now: float, dry_run: bool = False) -> ReapReport:
     """One pass. Dry run: providers are read, nothing is written, notified or destroyed."""
     run = Run(deps, now, dry_run, ReapReport(ran_at=now, dry_run=dry_run))
     sight = Sight()
+    blind_since: dict[str, float] = {}
     try:
+        prev = previous_run(deps)
         records = deps.store.list_pods(LIVE_STATES)
+        if check_clock(run, prev, records):
+            records = deps.store.list_pods(LIVE_STATES)  # as restart_deadlines left them
+        check_store_age(run)
+        run.pings = unverified_pings(deps.store, now)
         sight = look(deps, records)
-        if sight.blind:
-            run.go_blind()
-        alert_blind(run, sight)
+        for name, why in sight.blind.items():
+            run.go_blind(name, why)
+        blind_since = alert_blind(run, sight, prev)
         records = [track_status(run, r, sight) for r in records] + adopt_strays(run, sight)
         run.fleet_suspect = fleet_silent(run, records, sight)
         for rec in records:
             reap_guarded(run, rec, sight)
         alert_cap(run)
+        alert_held(run)
         alert_balances(run, sight)
     except Exception as exc:
         if not dry_run:
@@ -115,8 +149,79 @@ def reap_once(deps: Deps, now: float, dry_run: bool = False) -> ReapReport:
     finally:
         flush(deps)
     if not dry_run:
-        record_run(deps, now, run.report, sight)
+        record_run(deps, now, run.report, sight, blind_since=blind_since, epoch=run.epoch)
     return run.report
+
+
+def previous_run(deps: Deps) -> dict[str, Any]:
+    meta = deps.store.get_meta(META_REAPER)
+    return dict(meta.value) if meta else {}
+
+
+def check_clock(run: Run, prev: Mapping[str, Any], records: list[StoredPod]) -> bool:
+    """A pass far too long after the last one (the laptop slept, the clock stepped forward) or before
+    it (the clock went back) cannot trust any deadline: silence measured across a sleep is the
+    watchdog's own absence, not the pods'. Nothing is destroyed in this pass, and every deadline
+    starts again from it. True when the records were rewritten."""
+    epoch = prev.get("epoch")
+    run.epoch = float(epoch) if isinstance(epoch, int | float) else None
+    last = prev.get("last_run")
+    if not isinstance(last, int | float):
+        return False
+    gap = run.now - float(last)
+    period = run.deps.settings.reaper_period_s
+    if -JUMP_SLACK_S <= gap <= JUMP_PERIODS * period + JUMP_SLACK_S:
+        return False
+    what = f"{minutes(gap)} after the last one" if gap > 0 else f"{minutes(-gap)} BEFORE the last one"
+    run.hold = f"this pass came {what} (sleep or a clock step): every deadline restarts now"
+    run.epoch = run.now
+    if run.dry_run:
+        return False
+    for rec in records:
+        restart_deadlines(run, rec)
+    announce(
+        run.deps,
+        run.now,
+        "gpuc: the reaper's clock jumped",
+        f"This reaper pass came {what} (the machine slept, or its clock was stepped). Nothing is "
+        "destroyed in this pass; silence, stopped/paused and marked-for-destroy deadlines start again "
+        "now, so a pod that was fine is not taken for dead.",
+        kind="clock",
+        level="warning",
+    )
+    return True
+
+
+def restart_deadlines(run: Run, rec: StoredPod) -> None:
+    """Times from before a backwards step lie in the future: bring them to now, so "afresh from this
+    pass" holds for them too. A mark gets a whole new warning window."""
+    now, grace = run.now, run.deps.settings.destroy_grace_s
+    changes: dict[str, Any] = {
+        name: now
+        for name in ("last_seen", "provider_status_since", "registered_at", "gone_seen_at")
+        if (value := getattr(rec, name)) is not None and value > now
+    }
+    late_end = rec.state == "ended" and rec.destroy_at is not None and rec.destroy_at > now + grace
+    if rec.state == "down" or late_end:
+        changes["destroy_at"] = now + grace
+    if changes:
+        run.deps.store.update_if(rec.pod_id, {"state": rec.state, "last_seq": rec.last_seq}, changes)
+
+
+def check_store_age(run: Run) -> None:
+    """A store younger than the unregistered grace is itself suspect (deleted or corrupt watchdog.db,
+    a new GPUC_HOME, a fresh deployment, a second watchdog on the account): every pod it never heard
+    of looks like a stray. It warns, but destroys nothing until it is old enough."""
+    settings = run.deps.settings
+    born = store_born(run.deps.store, run.now, write=not run.dry_run)
+    age = run.now - born
+    run.young = age < settings.unregistered_grace_s and run.hold is None  # a clock jump says so itself
+    if run.young:
+        run.hold = (
+            f"this watchdog's store is {minutes(max(age, 0.0))} old, younger than the unregistered grace "
+            f"({minutes(settings.unregistered_grace_s)}): no destroy before "
+            f"{iso(born + settings.unregistered_grace_s)}"
+        )
 
 
 def flush(deps: Deps) -> None:
@@ -127,15 +232,19 @@ def flush(deps: Deps) -> None:
 
 
 def look(deps: Deps, records: list[StoredPod]) -> Sight:
-    """Every provider read of the pass, before any decision: a pass that cannot see does not act."""
+    """Every provider read of the pass, before any decision: a provider that cannot be read is blind
+    for this pass, and nothing it half-answered is kept (a `get` that fails after a good list must
+    not leave some of its pods "seen" and others "gone")."""
     sight = Sight()
     names = dict.fromkeys([r.provider for r in records] + list(deps.providers.scan))
     for name in names:
+        part = Sight()
         try:
-            look_at(deps, name, [r for r in records if r.provider == name], sight)
+            look_at(deps, name, [r for r in records if r.provider == name], part)
         except Exception as exc:
             sight.blind[name] = describe(exc, deps)
         else:
+            sight.merge(part)
             sight.read.append(name)
     return sight
 
@@ -148,7 +257,7 @@ def look_at(deps: Deps, name: str, records: list[StoredPod], sight: Sight) -> No
             continue
         if pod.id in known:
             sight.pods[pod.id] = pod
-        elif pod.managed and is_gpuc_name(pod.name):
+        elif pod.managed:  # a stray if gpuc-named; or a record this store took for gone
             sight.strays.append((name, pod))
     for rec in records:
         if rec.pod_id in sight.pods:
@@ -169,8 +278,14 @@ def describe(exc: BaseException, deps: Deps) -> str:
 
 def track_status(run: Run, rec: StoredPod, sight: Sight) -> StoredPod:
     """Remember since when the provider has shown the current status: "stopped for 24 h" is measured
-    from the first pass that saw it stopped (never earlier, so never too soon)."""
+    from the first pass that saw it stopped (never earlier, so never too soon). A pod seen again after
+    one pass found it gone was a transient "not found": that note is dropped."""
     pod = sight.pods.get(rec.pod_id)
+    if pod is not None and rec.gone_seen_at is not None:
+        run.act_on(rec, "cancel", "found at the provider again: not gone")
+        if not run.dry_run:
+            run.deps.store.update_if(rec.pod_id, {"gone_seen_at": rec.gone_seen_at}, {"gone_seen_at": None})
+        rec = rec.model_copy(update={"gone_seen_at": None})
     if pod is None or pod.status == rec.provider_status:
         return rec
     changes: dict[str, Any] = {"provider_status": pod.status, "provider_status_since": run.now}
@@ -184,12 +299,19 @@ def track_status(run: Run, rec: StoredPod, sight: Sight) -> StoredPod:
 
 
 def adopt_strays(run: Run, sight: Sight) -> list[StoredPod]:
-    """gpuc pods at a provider that were never registered (the laptop crashed mid-`up`, F11): keep a
-    record from first sight, so their age is known even when the provider gives no creation time."""
+    """gpuc pods at a provider that this store never registered (the laptop crashed mid-`up`, F11;
+    or the store is new): keep a record from first sight. Their clock starts then, never at their
+    creation time: a store that lost its records must not find every healthy pod long overdue. A pod
+    this store took for gone (or destroyed) that is listed again is watched again."""
     out: list[StoredPod] = []
     for provider, pod in sight.strays:
-        if run.deps.store.get_pod(pod.id) is not None:
-            continue  # known and finished: not a stray
+        known = run.deps.store.get_pod(pod.id)
+        if known is not None:
+            if known.state == "destroyed":
+                listed_again(run, known, pod)
+            continue  # a live record (registered meanwhile) or finished: not a stray
+        if not is_gpuc_name(pod.name):
+            continue  # both ownership markers, or never touched
         rec = StoredPod(
             pod_id=pod.id,
             provider=provider,
@@ -210,23 +332,34 @@ def adopt_strays(run: Run, sight: Sight) -> list[StoredPod]:
     return out
 
 
+def listed_again(run: Run, rec: StoredPod, pod: Pod) -> None:
+    from gpuc.functions.handlers import revive
+
+    reason = f"the provider lists it again ({pod.status})"
+    run.act_on(rec, "alert", f"taken for gone, but {reason}: watching it again")
+    if not run.dry_run:
+        revive(run.deps, rec.pod_id, run.now, reason)
+
+
 def limit(run: Run, rec: StoredPod, name: str) -> float:
     override: float | None = getattr(rec.policy, name)
     return override if override is not None else float(getattr(run.deps.settings, name))
 
 
-def silent_since(rec: StoredPod) -> float:
+def silent_since(rec: StoredPod, epoch: float | None = None) -> float:
     if rec.last_seen is not None:
-        return rec.last_seen
-    # Never pinged yet: the clock starts when it was first seen running, so a slow image pull or
-    # upload before the agent starts is not silence.
-    if rec.provider_status in SILENCE_STATUSES and rec.provider_status_since is not None:
-        return max(rec.registered_at, rec.provider_status_since)
-    return rec.registered_at
+        since = rec.last_seen
+    elif rec.provider_status in SILENCE_STATUSES and rec.provider_status_since is not None:
+        # Never pinged yet: the clock starts when it was first seen running, so a slow image pull or
+        # upload before the agent starts is not silence.
+        since = max(rec.registered_at, rec.provider_status_since)
+    else:
+        since = rec.registered_at
+    return since if epoch is None else max(since, epoch)
 
 
 def is_silent(run: Run, rec: StoredPod) -> bool:
-    return run.now - silent_since(rec) >= limit(run, rec, "silence_limit_s")
+    return run.now - silent_since(rec, run.epoch) >= limit(run, rec, "silence_limit_s")
 
 
 def fleet_silent(run: Run, records: list[StoredPod], sight: Sight) -> bool:
@@ -235,7 +368,7 @@ def fleet_silent(run: Run, records: list[StoredPod], sight: Sight) -> bool:
     fleet = [
         r
         for r in records
-        if r.origin == "registered"
+        if r.origin == "registered"  # an adopted pod cannot ping; a carried one pings elsewhere
         and r.state in MARKABLE_STATES
         and (pod := sight.pods.get(r.pod_id)) is not None
         and pod.status in SILENCE_STATUSES
@@ -266,7 +399,8 @@ def reap_guarded(run: Run, rec: StoredPod, sight: Sight) -> None:
 
 def reap_pod(run: Run, rec: StoredPod, sight: Sight) -> None:
     if rec.pod_id in sight.gone:
-        settle_gone(run, rec)
+        if gone_twice(run, rec):
+            settle_gone(run, rec)
         return
     pod = sight.pods.get(rec.pod_id)
     if pod is None:  # its provider could not be read
@@ -283,7 +417,8 @@ def reap_pod(run: Run, rec: StoredPod, sight: Sight) -> None:
     if verdict.kind == "wait":
         return
     if verdict.kind == "fine":
-        all_clear(run, rec)
+        if not fine_only_by_restart(run, rec, pod):
+            all_clear(run, rec)
         return
     if verdict.kind == "alert":
         alert_only(run, rec, verdict.rule, verdict.reason)
@@ -303,6 +438,32 @@ def reap_pod(run: Run, rec: StoredPod, sight: Sight) -> None:
         destroy(run, rec, verdict.reason)
 
 
+def fine_only_by_restart(run: Run, rec: StoredPod, pod: Pod) -> bool:
+    """Fine only because a clock jump restarted its clock: it did not come back, its mark (with its
+    fresh window) stands until the restarted clock runs out or it pings."""
+    if rec.state not in ("late", "down") or run.epoch is None:
+        return False
+    return judge(replace(run, epoch=None), rec, pod) != FINE
+
+
+def gone_twice(run: Run, rec: StoredPod) -> bool:
+    """One "not found" is not enough to stop watching a pod for good (a provider's list and get can
+    lag, or answer from a stale replica): the first pass notes it, a later pass must agree."""
+    first = rec.gone_seen_at
+    pinged = first is not None and rec.last_seen is not None and rec.last_seen > first
+    if first is not None and not pinged and run.now - first >= run.deps.settings.reaper_period_s / 2:
+        return True
+    if pinged:  # a valid ping since the provider first said "not found": it lives; start over
+        run.act_on(rec, "skip", "not found at the provider, but it pings: still watched")
+    else:
+        run.act_on(rec, "skip", "not found at the provider: taken as gone once the next pass agrees")
+    if (first is None or pinged) and not run.dry_run:
+        run.deps.store.update_if(
+            rec.pod_id, {"state": rec.state, "gone_seen_at": first}, {"gone_seen_at": run.now}
+        )
+    return False
+
+
 def judge(run: Run, rec: StoredPod, pod: Pod) -> Verdict:
     """Pure: what this pod's situation calls for, before any veto."""
     now, settings = run.now, run.deps.settings
@@ -314,21 +475,20 @@ def judge(run: Run, rec: StoredPod, pod: Pod) -> Verdict:
         return WAIT
     grace = settings.destroy_grace_s
     if rec.origin == "adopted":
-        # Warned one grace ahead so the destroy lands at the grace (SPEC F11: grace + one period); a
-        # registration before then still rescues it (register turns it into a normal, pinging pod).
-        born = pod.created_at if pod.created_at is not None else rec.registered_at
-        if now - born >= settings.unregistered_grace_s - settings.destroy_grace_s:
-            return Verdict(
-                "kill",
-                "unregistered",
-                f"a gpuc pod never registered, {minutes(now - born)} old (did `up` crash?)",
-                due_at=born + settings.unregistered_grace_s,
-            )
-        return FINE
-    quiet = minutes(now - silent_since(rec))
+        return judge_stray(run, rec)
+    quiet = minutes(now - silent_since(rec, run.epoch))
     if pod.status in SILENCE_STATUSES:
-        return Verdict("kill", "silence", f"no heartbeat for {quiet}") if is_silent(run, rec) else FINE
-    status_since = rec.provider_status_since if rec.provider_status_since is not None else now
+        if not is_silent(run, rec):
+            return FINE
+        if rec.origin == "carried" and rec.last_seen is None:
+            return Verdict(
+                "alert",
+                "carried",
+                f"no heartbeat here for {quiet}: carried over from another watchdog by `gpuc watchdog deploy`, "
+                "it still pings the one it was started with (keep that one running until it ends)",
+            )
+        return Verdict("kill", "silence", f"no heartbeat for {quiet}")
+    status_since = run.fresh(rec.provider_status_since if rec.provider_status_since is not None else now)
     since = now - status_since
     for status, name, text in (
         ("stopped", "stopped_limit_s", "stopped for {} (a stopped pod bills its disk)"),
@@ -341,6 +501,31 @@ def judge(run: Run, rec: StoredPod, pod: Pod) -> Verdict:
             "alert",
             pod.status,
             f"provider status {pod.status} ({pod.raw_status or '-'}), no heartbeat for {quiet}",
+        )
+    return FINE
+
+
+def judge_stray(run: Run, rec: StoredPod) -> Verdict:
+    """A gpuc pod this store never registered. Its window starts when this store first saw it (or
+    last heard it ping), never at its creation time; warned one grace ahead so the destroy lands at
+    the grace (SPEC F11: grace + one period). A registration before then rescues it."""
+    now, settings = run.now, run.deps.settings
+    heard = run.pings.get(rec.pod_id)
+    if heard is not None and now - heard < limit(run, rec, "silence_limit_s"):
+        return Verdict(
+            "alert",
+            "unverified",
+            f"pinging with a token this watchdog does not know ({minutes(now - heard)} ago): registered with "
+            "another watchdog, or this watchdog lost its store? Not destroyed while it pings",
+        )
+    start = run.fresh(max(rec.registered_at, heard if heard is not None else rec.registered_at))
+    if now - start >= settings.unregistered_grace_s - settings.destroy_grace_s:
+        return Verdict(
+            "kill",
+            "unregistered",
+            f"a gpuc pod this watchdog never registered, first seen {minutes(now - rec.registered_at)} ago "
+            "(did `up` crash? started with another watchdog?)",
+            due_at=start + settings.unregistered_grace_s,
         )
     return FINE
 
@@ -365,8 +550,8 @@ def veto(run: Run, rec: StoredPod, pod: Pod, verdict: Verdict) -> tuple[str, str
 
 def mark(run: Run, rec: StoredPod, verdict: Verdict) -> StoredPod | None:
     """Phase one: "will destroy at T", notified. A ping before T cancels it."""
-    if run.blind:
-        run.act_on(rec, "skip", f"{verdict.reason}; not marking: the reaper is blind this pass")
+    if rec.provider in run.blind:
+        run.act_on(rec, "skip", f"{verdict.reason}; not marking: the reaper cannot read {rec.provider} this pass")
         return None
     at = run.now + run.deps.settings.destroy_grace_s if verdict.due_at is None else max(run.now, verdict.due_at)
     changes: dict[str, Any] = {
@@ -425,8 +610,14 @@ def retry_destroy(run: Run, rec: StoredPod) -> None:
 
 
 def may_destroy(run: Run, rec: StoredPod, reason: str) -> bool:
-    if run.blind:
-        run.act_on(rec, "skip", f"{reason}; destroy deferred: the reaper is blind this pass")
+    if rec.provider in run.blind:
+        run.act_on(rec, "skip", f"{reason}; destroy deferred: the reaper cannot read {rec.provider} this pass")
+        return False
+    if run.hold is not None and (not run.young or rec.origin == "adopted"):
+        # A young store suspects only what it never registered: a pod that registered here, with its own
+        # key, and then went silent is exactly what this store exists to catch (F5 holds from minute one).
+        run.held += 1
+        run.act_on(rec, "skip", f"{reason}; destroy deferred: {run.hold}")
         return False
     if run.destroys >= run.deps.settings.max_destroys_per_run:
         run.capped += 1
@@ -449,8 +640,8 @@ def call_destroy(run: Run, rec: StoredPod, reason: str) -> None:
             rec.pod_id, clock=deps.clock, attempts=CONFIRM_ATTEMPTS, delay_s=CONFIRM_DELAY_S
         )
     except Exception as exc:
-        run.go_blind()  # a provider error anywhere: no more destroys this pass
         detail = describe(exc, deps)
+        run.go_blind(rec.provider, detail)  # no more destroys on this provider in this pass
         run.act_on(rec, "skip", f"destroy failed ({detail}); the next pass retries")
         message = f"{detail}. The reaper retries on its next pass."
         tell(run, rec, f"gpuc: could not destroy {rec.name}", message, "destroy_failed", "error")
@@ -471,13 +662,12 @@ def finish(run: Run, rec: StoredPod, reason: str) -> None:
 
 
 def settle_gone(run: Run, rec: StoredPod) -> None:
-    """Already gone at the provider: success, no destroy call."""
+    """Gone at the provider, two passes agreeing: success, no destroy call."""
     run.act_on(rec, "confirm", "gone at the provider")
     if run.dry_run:
         return
-    if not run.deps.store.update_if(
-        rec.pod_id, {"state": rec.state}, {"state": "destroyed", "destroy_at": None}
-    ):
+    expect = {"state": rec.state, "gone_seen_at": rec.gone_seen_at}
+    if not run.deps.store.update_if(rec.pod_id, expect, {"state": "destroyed", "destroy_at": None}):
         return
     if rec.state == "destroying":
         tell_destroyed(run, rec, rec.reason or "destroyed")
@@ -574,19 +764,50 @@ def run_problem(
     )
 
 
-def alert_blind(run: Run, sight: Sight) -> None:
-    names = ", ".join(sorted(sight.blind))
-    reasons = "; ".join(f"{name}: {why}" for name, why in sorted(sight.blind.items()))
-    run_problem(
-        run,
-        "blind",
-        bool(sight.blind),
-        title=f"gpuc: reaper blind ({names})",
-        message=f"Cannot read {reasons}. Nothing is marked or destroyed until it can see again.",
-        clear_title="gpuc: the reaper can see again",
-        detail=names,
-        level="error",
-    )
+def alert_blind(run: Run, sight: Sight, prev: Mapping[str, Any]) -> dict[str, float]:
+    """Per provider: one alert when it goes blind, error level once an hour after the first hour (a
+    frozen pod there bills unchecked all that time), one all-clear. Returns provider -> blind since."""
+    before = prev.get("blind_since")
+    known: dict[str, Any] = before if isinstance(before, dict) else {}
+    since = {
+        name: float(known[name]) if isinstance(known.get(name), int | float) else run.now for name in sight.blind
+    }
+    for name in sorted(set(sight.blind) | (set(known) & set(sight.read))):
+        blind_problem(run, name, sight.blind.get(name), since.get(name, run.now))
+    return since
+
+
+def blind_problem(run: Run, name: str, why: str | None, since: float) -> None:
+    if run.dry_run:
+        if why is not None:
+            run.act("*", name, "alert", f"gpuc: reaper blind on {name}")
+        return
+    store, key = run.deps.store, f"blind:{name}"
+    meta = store.get_meta(key)
+    value: Mapping[str, Any] = meta.value if meta else {}
+    was = bool(value.get("active"))
+    lasted = run.now - since
+    level: Level = "error" if lasted >= BLIND_ESCALATE_S else "warning"
+    if why is not None:
+        due = not was or value.get("level") != level
+        due = due or (level == "error" and run.now - float(value.get("alerted_at", 0.0)) >= BLIND_ESCALATE_S)
+        if not due:
+            return
+        new: dict[str, Any] = {"active": True, "alerted_at": run.now, "level": level}
+        title = f"gpuc: reaper blind on {name}" + (f" for {minutes(lasted)}" if level == "error" else "")
+        text = (
+            f"Cannot read {name}: {why}. Nothing is marked or destroyed on {name} pods until it can see again "
+            f"(blind since {iso(since)}); pods at other providers are watched as usual."
+        )
+    elif was:
+        new, level = {"active": False}, "info"
+        title, text = f"gpuc: the reaper can read {name} again", "Back to normal."
+    else:
+        return
+    if not store.put_meta(key, new, meta.version if meta else None):
+        return  # another pass said it
+    run.act("*", name, "alert", title)
+    announce(run.deps, run.now, title, text, kind="blind", level=level)
 
 
 def alert_cap(run: Run) -> None:
@@ -599,6 +820,21 @@ def alert_cap(run: Run) -> None:
         message=f"{run.capped} more destroys were deferred to the next pass. Many pods due at once is "
         "unusual: check `gpuc ls`.",
         clear_title="gpuc: destroys are under the cap again",
+    )
+
+
+def alert_held(run: Run) -> None:
+    """A young store's hold is a state that lasts: one alert when it first defers a destroy, one when it
+    ends (a clock jump says so itself)."""
+    run_problem(
+        run,
+        "young",
+        run.young and run.held > 0,
+        title="gpuc: watchdog store is new: destroys held",
+        message=f"{run.held} destroys deferred: {run.hold}. A new or lost store (deleted watchdog.db, a new "
+        "GPUC_HOME, a fresh deployment, a second watchdog on this account) cannot tell a healthy pod from a "
+        "stray; pods registered with another watchdog: `gpuc watchdog deploy --carry` carries them over.",
+        clear_title="gpuc: watchdog store old enough: destroys resume",
     )
 
 
@@ -635,9 +871,27 @@ def alert_balances(run: Run, sight: Sight) -> None:
         )
 
 
-def record_run(deps: Deps, now: float, report: ReapReport, sight: Sight) -> None:
-    """The reaper's own heartbeat (F14): `gpuc ls` and `gpuc doctor` read it through /v1/status."""
-    _put_meta(deps, {"last_run": now, "blind": sorted(sight.blind), "actions": len(report.actions)})
+def record_run(
+    deps: Deps,
+    now: float,
+    report: ReapReport,
+    sight: Sight,
+    *,
+    blind_since: Mapping[str, float] | None = None,
+    epoch: float | None = None,
+) -> None:
+    """The reaper's own heartbeat (F14): `gpuc ls` and `gpuc doctor` read it through /v1/status, with
+    each blind provider and since when; the next pass reads `last_run` and `epoch` (clock jumps)."""
+    value: dict[str, Any] = {
+        "last_run": now,
+        "blind": sorted(sight.blind),
+        "blind_since": dict(blind_since or {}),
+        "blind_why": dict(sight.blind),
+        "actions": len(report.actions),
+    }
+    if epoch is not None:
+        value["epoch"] = epoch
+    _put_meta(deps, value)
 
 
 def record_failed_run(deps: Deps, now: float, exc: BaseException) -> None:

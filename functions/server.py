@@ -36,6 +36,10 @@ _STDLIB_ERRORS = {
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # The listen backlog. The stdlib's 5 dropped 38 % of 100 simultaneous pings (a fleet started
+    # together pings together): a dropped SYN is retried only after 1 s, 3 s, 7 s..., and a ping that
+    # misses its window reads as silence. The kernel caps this at net.core.somaxconn.
+    request_queue_size = 1024
 
     def __init__(self, address: tuple[str, int], deps: Deps) -> None:
         super().__init__(address, _Handler)
@@ -74,7 +78,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return Response(411, {"error": "send a Content-Length: chunked bodies are not accepted"})
         raw_length = self.headers.get("Content-Length", "0").strip() or "0"
-        if not raw_length.isdigit():
+        # ASCII digits only: str.isdigit() is True for "²", which int() then refuses (a 500)
+        if not (raw_length.isascii() and raw_length.isdigit()):
             self.close_connection = True
             return Response(400, {"error": "malformed Content-Length header"})
         length = int(raw_length)

@@ -27,7 +27,14 @@ LIVE_STATES: tuple[PodState, ...] = ("ok", "late", "down", "destroying", "ended"
 MARKABLE_STATES: tuple[PodState, ...] = ("ok", "late", "down")
 FINISHED_STATES: tuple[PodState, ...] = ("ended", "destroying", "destroyed")
 Registration = Literal["created", "updated", "refused"]
-Origin = Literal["registered", "adopted"]
+# "carried": registered into this watchdog by `gpuc watchdog deploy` from another one; its pings still go
+# there, so silence here is no evidence until it pings here once.
+Origin = Literal["registered", "adopted", "carried"]
+META_STORE = "store"  # {"created_at": when this store first served}: a young store is itself suspect
+META_UNVERIFIED = "unverified_pings"  # {"pings": {pod_id: latest time}}: see note_unverified_ping
+UNVERIFIED_MAX_IDS = 200
+UNVERIFIED_MAX_AGE_S = 24 * 3600.0
+UNVERIFIED_RESOLUTION_S = 30.0  # a newer time than this is not worth a write
 
 
 class StoredPod(PodRecord):
@@ -39,6 +46,7 @@ class StoredPod(PodRecord):
     origin: Origin = "registered"  # "adopted": gpuc-named at the provider but never registered (F11)
     destroy_started_at: float | None = None
     provider_status_since: float | None = None  # first time the reaper saw the current provider status
+    gone_seen_at: float | None = None  # first pass that found it gone; the next pass must agree
     alerted: str | None = None  # the problem last notified, so alerts go out on transitions only
     alerted_at: float | None = None
 
@@ -52,6 +60,7 @@ class PodAuth(BaseModel):
     pod_id: str
     key: str
     lease_until: float | None = None
+    state: str = "ok"
 
 
 class MetaRecord(BaseModel):
@@ -118,7 +127,7 @@ def reregistration_changes(old: StoredPod, pod: StoredPod) -> dict[str, Any]:
     """What a second register of a live pod rewrites: both stores apply exactly this, so a retried `up`
     means the same thing on a laptop and on AWS."""
     changes: dict[str, Any] = {f: getattr(pod, f) for f in _REGISTRATION_FIELDS}
-    changes.update(origin="registered", state="ok", destroy_at=None, reason=None)
+    changes.update(origin=pod.origin, state="ok", destroy_at=None, reason=None, gone_seen_at=None)
     if old.key != pod.key:
         changes["last_seq"] = -1  # a new token starts a new seq stream
     if old.origin == "adopted":
@@ -156,8 +165,10 @@ def _decode(row: sqlite3.Row) -> StoredPod:
     for column in _JSON_FIELDS:
         if data.get(column) is not None:
             data[column] = json.loads(data[column])
-    if data.get("policy") is None:
-        data.pop("policy", None)
+    for column in [c for c, v in data.items() if v is None]:
+        # NULL in a column added by an upgrade (or policy never set): the field's default applies
+        if StoredPod.model_fields[column].default is not None:
+            data.pop(column)
     data["interruptible"] = bool(data.get("interruptible"))
     return StoredPod.model_validate(data)
 
@@ -183,6 +194,7 @@ class SqliteStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
+        self._add_new_columns()
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -202,8 +214,12 @@ class SqliteStore:
 
     def get_auth(self, pod_id: str) -> PodAuth | None:
         with self._lock:
-            row = self._db.execute("SELECT key, lease_until FROM pods WHERE pod_id = ?", (pod_id,)).fetchone()
-        return PodAuth(pod_id=pod_id, key=row["key"], lease_until=row["lease_until"]) if row else None
+            row = self._db.execute(
+                "SELECT key, lease_until, state FROM pods WHERE pod_id = ?", (pod_id,)
+            ).fetchone()
+        if row is None:
+            return None
+        return PodAuth(pod_id=pod_id, key=row["key"], lease_until=row["lease_until"], state=row["state"])
 
     def list_pods(self, states: Collection[str] | None = None) -> list[StoredPod]:
         sql, args = "SELECT * FROM pods", tuple[str, ...]()
@@ -297,6 +313,16 @@ class SqliteStore:
         with self._lock:
             self._db.close()
 
+    def _add_new_columns(self) -> None:
+        """A watchdog.db from an older gpuc lacks the newer fields: add them, so an upgrade keeps every
+        record (a lost store is exactly what makes healthy pods look like strays)."""
+        with self._lock:
+            have = {row["name"] for row in self._db.execute("PRAGMA table_info(pods)").fetchall()}
+            for column in _COLUMNS:
+                if column not in have:
+                    kind = "INTEGER" if column in ("last_seq", "interruptible") else ""
+                    self._db.execute(f"ALTER TABLE pods ADD COLUMN {column} {kind}")
+
     def _insert(self, db: sqlite3.Connection, pod: StoredPod) -> None:
         values = [_encode(c, getattr(pod, c)) for c in _COLUMNS]
         db.execute(
@@ -333,3 +359,61 @@ def _create_private(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
     os.close(fd)
+
+
+# -- shared by both stores, built on the meta CAS so SqliteStore and DynamoStore cannot disagree ------------
+
+
+def store_born(store: Store, now: float, *, write: bool = True) -> float:
+    """When this store first served. A store with no record of it is new, unless it holds records
+    older than now (an upgrade from a gpuc that did not record it)."""
+    meta = store.get_meta(META_STORE)
+    if meta is not None:
+        try:
+            return float(meta.value["created_at"])
+        except (KeyError, TypeError, ValueError):
+            pass  # unreadable: treated as new, the safe direction
+    born = min([now, *(p.registered_at for p in store.list_pods())])
+    if write and meta is None and not store.put_meta(META_STORE, {"created_at": born}, None):
+        again = store.get_meta(META_STORE)  # another writer was first: theirs stands
+        if again is not None and isinstance(again.value.get("created_at"), int | float):
+            return float(again.value["created_at"])
+    return born
+
+
+def note_unverified_ping(store: Store, pod_id: str, now: float) -> bool:
+    """Remember that something pinged as `pod_id` with a signature this store cannot verify (a store
+    that was lost or is new, a pod registered with another watchdog). Alive evidence for a pod the
+    store does not know, never proof for one it does. Only the latest time per id is kept, at most
+    UNVERIFIED_MAX_IDS ids younger than UNVERIFIED_MAX_AGE_S, and only for ids shaped like a pod id:
+    nothing else from an unauthenticated request is stored. Best effort: a lost race is dropped."""
+    from gpuc.core.api import POD_ID_RE
+
+    if not POD_ID_RE.match(pod_id):
+        return False
+    for _ in range(3):
+        meta = store.get_meta(META_UNVERIFIED)
+        pings = _fresh_pings(meta.value if meta else {}, now)
+        if pings.get(pod_id, float("-inf")) >= now - UNVERIFIED_RESOLUTION_S:
+            return True
+        pings[pod_id] = now
+        newest = sorted(pings.items(), key=lambda kv: (-kv[1], kv[0]))[:UNVERIFIED_MAX_IDS]
+        if store.put_meta(META_UNVERIFIED, {"pings": dict(newest)}, meta.version if meta else None):
+            return True
+    return False
+
+
+def unverified_pings(store: Store, now: float) -> dict[str, float]:
+    meta = store.get_meta(META_UNVERIFIED)
+    return _fresh_pings(meta.value if meta else {}, now)
+
+
+def _fresh_pings(value: Mapping[str, Any], now: float) -> dict[str, float]:
+    raw = value.get("pings")
+    if not isinstance(raw, dict):
+        return {}
+    return {
+        str(k): float(v)
+        for k, v in raw.items()
+        if isinstance(v, int | float) and now - UNVERIFIED_MAX_AGE_S <= v <= now + UNVERIFIED_MAX_AGE_S
+    }

@@ -19,16 +19,27 @@ from gpuc.instance_side.heartbeat import PodClient, event_body, heartbeat_body
 from gpuc.instance_side.idle import (
     Action,
     IdleState,
+    JobActivity,
     Observation,
     Thresholds,
     Verdict,
     advance,
+    job_activity,
     judge,
     suspension,
 )
 from gpuc.instance_side.podfiles import AgentConfig, PodPaths, is_ended
 from gpuc.instance_side.podlog import PodLog
-from gpuc.instance_side.procs import ProcessProbe, PythonProc, SshProbe, SshSession
+from gpuc.instance_side.procs import (
+    JobProbe,
+    JobScanError,
+    JobTree,
+    ProcessProbe,
+    PythonProc,
+    SshProbe,
+    SshSession,
+    read_job_stamp,
+)
 from gpuc.instance_side.sync import ResultsSync
 
 # A millisecond of slack: a tick that wakes exactly one interval later counts as due.
@@ -40,6 +51,7 @@ class Probes:
     gpu: GpuReader
     procs: ProcessProbe
     ssh: SshProbe
+    job: JobProbe
 
 
 class Agent:
@@ -73,6 +85,7 @@ class Agent:
         self.blocked_at: float | None = None  # an idle end kept the pod (sync failed); nag from here
         self.sync_failing = False
         self._last: tuple[Observation, Verdict, IdleState, bool] | None = None  # for the next heartbeat
+        self._job_tree: JobTree | None = None  # the previous check's reading: progress is the growth since
 
     # -- one step -----------------------------------------------------------------------------
     def tick(self, now: float) -> None:
@@ -120,7 +133,29 @@ class Agent:
             ssh = tuple(self.probes.ssh.sessions())
         except Exception as exc:
             probe_error = f"{type(exc).__name__}: {exc}"[:200]
-        return Observation(gpus=gpus, gpu_error=gpu_error, python=python, ssh=ssh, probe_error=probe_error)
+        job, job_error = self._observe_job()
+        return Observation(
+            gpus=gpus,
+            gpu_error=gpu_error,
+            python=python,
+            ssh=ssh,
+            probe_error=probe_error,
+            job=job,
+            job_error=job_error,
+        )
+
+    def _observe_job(self) -> tuple[JobActivity | None, str | None]:
+        # A failed scan counts as busy, and the previous reading stays: the next check compares
+        # across the failed one.
+        try:
+            tree = self.probes.job.sample()
+        except JobScanError as exc:
+            return None, str(exc)[:200]
+        except Exception as exc:
+            return None, f"{type(exc).__name__}: {exc}"[:200]
+        activity = None if tree is None else job_activity(self._job_tree, tree)
+        self._job_tree = tree
+        return activity, None
 
     # -- heartbeats ---------------------------------------------------------------------------
     def _heartbeat_if_due(self, now: float) -> None:
@@ -141,15 +176,21 @@ class Agent:
             active_ssh=verdict.active_ssh,
             idle_minutes=round(state.idle_minutes, 2),
             busy_reason=None if verdict.reason is None else self.log.scrub(verdict.reason)[:200],
-            job_running=self._job_running(),
+            job_running=self._job_running(obs),
             keep_file=keep,
         )
 
-    def _job_running(self) -> bool:
-        try:
-            pid = int(self.paths.job.read_text().strip())
-            os.kill(pid, 0)
-        except (OSError, ValueError):
+    def _job_running(self, obs: Observation) -> bool:
+        if obs.job is not None:
+            return True  # the probe read its tree this check
+        if obs.job_error is None:
+            return False
+        try:  # the tree could not be read: is the pid at least alive?
+            stamp = read_job_stamp(self.paths.job)
+            if stamp is None:
+                return False
+            os.kill(stamp[0], 0)
+        except (OSError, JobScanError):
             return False
         return True
 
@@ -157,11 +198,13 @@ class Agent:
     def _act(self, action: Action, now: float) -> None:
         if action == "warn":
             left = max(0.0, self.th.destroy_s - self.state.idle_s) / 60
+            job = self._last[0].job if self._last is not None else None
+            hung = "" if job is None else f" (the job, pid {job.pid}, made no CPU or I/O progress: hung?)"
             self.client.queue_event(
                 event_body(
                     self.cfg.pod_id,
                     "idle_warning",
-                    f"idle for {self.state.idle_minutes:.0f} min: destroying in {left:.0f} min unless it "
+                    f"idle for {self.state.idle_minutes:.0f} min{hung}: destroying in {left:.0f} min unless it "
                     "gets busy (touch /workspace/.keep or gpuc keep POD --for 2h to keep it)",
                 )
             )
@@ -217,6 +260,7 @@ class Agent:
         parts = [
             f"check {state} idle={self.state.idle_minutes:.1f}min gpus={gpus} py={len(obs.python)}",
             f"ssh={verdict.active_ssh}/{len(obs.ssh)}",
+            f"job={_job(obs)}",
             f"hb={'ok' if self.client.failures == 0 else f'retrying({self.client.failures})'}",
         ]
         if verdict.reason:
@@ -256,6 +300,15 @@ class Agent:
             if left <= 0:
                 return
             self.clock.sleep(min(1.0, left))
+
+
+def _job(obs: Observation) -> str:
+    if obs.job_error is not None:
+        return "err"
+    if obs.job is None:
+        return "none"
+    job = obs.job
+    return f"{job.pid}:new" if job.first else f"{job.pid}:+{job.cpu_ticks}t+{job.io_bytes}B"
 
 
 def _util(gpu: GpuSample) -> str:

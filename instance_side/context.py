@@ -15,7 +15,7 @@ from gpuc.instance_side.gpu import GpuReader, NvmlReader, SimulatedReader
 from gpuc.instance_side.heartbeat import PodClient, SeqCounter, Signer, Transport, UrllibTransport
 from gpuc.instance_side.podfiles import AgentConfig, PodPaths, load_secrets, pod_token
 from gpuc.instance_side.podlog import PodLog
-from gpuc.instance_side.procs import ProcScanner, SimSshProbe, SshScanner
+from gpuc.instance_side.procs import JobTreeProbe, ProcScanner, SimSshProbe, SshScanner
 from gpuc.instance_side.selfdestroy import make_destroyer
 from gpuc.instance_side.sync import ResultsSync, make_sync
 
@@ -89,8 +89,9 @@ def default_probes(cfg: AgentConfig, paths: PodPaths) -> Probes:
             gpu=gpu_reader(cfg, paths),
             procs=ProcScanner(only_pod=cfg.pod_id),
             ssh=SimSshProbe(paths.sim_gpu),
+            job=JobTreeProbe(paths.job),
         )
-    return Probes(gpu=gpu_reader(cfg, paths), procs=ProcScanner(), ssh=SshScanner())
+    return Probes(gpu=gpu_reader(cfg, paths), procs=ProcScanner(), ssh=SshScanner(), job=JobTreeProbe(paths.job))
 
 
 def build_agent(ctx: PodContext) -> Agent:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gpuc.core.clock import Clock
+from gpuc.core.providers.outcome import StoppedInstead
 from gpuc.instance_side.heartbeat import PodClient, event_body
 from gpuc.instance_side.podfiles import AgentConfig, PodPaths, is_ended, mark_ended
 from gpuc.instance_side.podlog import PodLog
@@ -116,6 +117,8 @@ class Ender:
             f"{ending.message}; results: {synced}; {tail}",
             exit_code=ending.exit_code,
             duration_s=ending.duration_s,
+            # On the pod's clock: the client puts it on the functions' clock as it signs (a clock
+            # that is off must not bill minutes that never happened, or hide ones that did).
             end_at=self.clock.now() if ending_now else None,
         )
         if self.client.deliver(event, self.notify_budget_s):
@@ -142,6 +145,11 @@ class Ender:
             return "destroy_failed"
         self.log.line(f"destroy: {result}")
         mark_ended(self.paths, self.cfg.pod_id)
+        if isinstance(result, StoppedInstead):
+            # Only stopped (a refusal, or a "not found" the pod saw through): it still bills its disk.
+            text = f"{result}; heartbeats stop now, the reaper will destroy the pod"
+            self.client.deliver(event_body(self.cfg.pod_id, "destroy_failed", text), self.notify_budget_s)
+            return "destroy_failed"
         return "destroyed"
 
     def nag(self) -> None:

@@ -7,6 +7,13 @@ afresh: the functions reject a replayed seq, and a replayed "alive" is exactly t
 When the functions are unreachable, messages wait in memory and go out with capped exponential
 backoff; each attempt has a short timeout, so the idle watch is never held up for long. Only the
 newest heartbeat is kept (an old "alive" says nothing); events queue in order.
+
+The functions accept a signature only within 5 minutes of THEIR clock. A pod clock that is off
+(a container without NTP, a host that drifted) would have every ping refused, and a pod that cannot
+ping looks dead to the reaper. So what goes over the wire (the signed timestamp, `sent_at`, `end_at`)
+is in the functions' time: the offset comes from `server_time` in their answers, or from the HTTP
+`Date` header, and a refusal for the time window is retried at once, signed afresh. The agent's own
+schedule stays on the local clock, which never jumps.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ import fcntl
 import json
 import os
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -48,12 +55,20 @@ MAX_QUEUED_EVENTS = 100
 # A 4xx other than these is permanent for that message (bad signature, bad body): retrying the same
 # request cannot fix it. These mean "try again", and a fresh signature may be what fixes them.
 _RETRY_STATUSES = frozenset({408, 409, 425, 429})
+# Against core.api's 300 s signature window, a correction under 5 s is noise (a round trip, the Date
+# header's whole seconds): not worth moving the clock for.
+CLOCK_TOLERANCE_S = 5.0
+_TIME_WINDOW_REFUSAL = "timestamp outside"
+# An event's `end_at` (the ledger's end) is queued on the pod's clock and sent on the functions'.
+_POD_TIME_FIELD = "end_at"
+_EPOCH_MIN, _EPOCH_MAX = 1_577_836_800.0, 4_102_444_800.0  # 2020..2100, as core.api bounds every epoch
 
 
 @dataclass(frozen=True)
 class HttpResult:
     status: int
     body: bytes
+    date: str | None = None  # the HTTP Date header: the server's clock, when the body does not say
 
 
 class TransportError(Exception):
@@ -74,10 +89,10 @@ class UrllibTransport:
         request = urllib.request.Request(url, data=body, headers=dict(headers), method="POST")
         try:
             with urllib.request.urlopen(request, timeout=timeout_s) as response:
-                return HttpResult(int(response.status), response.read(64 * 1024))
+                return HttpResult(int(response.status), response.read(64 * 1024), response.headers.get("Date"))
         except urllib.error.HTTPError as exc:
             with exc:
-                return HttpResult(int(exc.code), exc.read(64 * 1024))
+                return HttpResult(int(exc.code), exc.read(64 * 1024), exc.headers.get("Date"))
         except (OSError, ValueError) as exc:  # URLError, timeouts and resets are OSErrors
             raise TransportError(_reason(exc)) from None
 
@@ -89,14 +104,25 @@ def _reason(exc: BaseException) -> str:
 
 class SeqCounter:
     """A counter file under the pod's state dir, locked with flock so concurrent processes never
-    hand out the same value. seq = max(last + 1, now in ms): it keeps rising even if the file is
-    lost or a write did not reach the disk before a crash."""
+    hand out the same value. seq = max(last + 1, now in ms): it keeps rising even if the file is lost
+    or a write did not reach the disk before a crash.
+
+    `now` is the pod's own clock, never the functions' time the signer corrects to: a pod 6 minutes
+    ahead has sent seqs from its fast clock, and a corrected (slower) clock would hand out lower ones
+    as soon as the file is lost. The functions only ask that seq rises, and on one clock it does."""
 
     def __init__(self, path: Path, clock: Clock) -> None:
         self.path = path
         self.clock = clock
 
     def next(self) -> int:
+        return self._take(lambda last: max(last + 1, int(self.clock.now() * 1000)))
+
+    def at_least(self, value: int) -> None:
+        """The functions saw `value` already (a 409 says so): the next seq goes above it."""
+        self._take(lambda last: max(last, value))
+
+    def _take(self, step: Callable[[int], int]) -> int:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -105,7 +131,7 @@ class SeqCounter:
                 last = int(raw) if raw else -1
             except ValueError:
                 last = -1
-            seq = max(last + 1, int(self.clock.now() * 1000))
+            seq = step(last)
             os.lseek(fd, 0, os.SEEK_SET)
             os.ftruncate(fd, 0)
             os.write(fd, str(seq).encode())
@@ -115,18 +141,23 @@ class SeqCounter:
 
 
 class Signer:
-    """Holds the derived HMAC key, never the token itself."""
+    """Holds the derived HMAC key, never the token itself. Signs in the functions' time: the local
+    clock plus `offset_s` (what PodClient learnt from the answers)."""
 
     def __init__(self, pod_id: str, token: str, seq: SeqCounter, clock: Clock) -> None:
         self.pod_id = pod_id
         self._key = derive_key(token)
         self.seq = seq
         self.clock = clock
+        self.offset_s = 0.0
+
+    def server_now(self) -> float:
+        return self.clock.now() + self.offset_s
 
     def sign(self, payload: Mapping[str, Any], *, stamp_body: bool) -> tuple[bytes, dict[str, str]]:
         """Serialise and sign one attempt. A heartbeat carries its seq and send time in the body too."""
         seq = self.seq.next()
-        now = self.clock.now()
+        now = self.server_now()
         body_obj = dict(payload)
         if stamp_body:
             body_obj.update(seq=seq, sent_at=now)
@@ -144,7 +175,8 @@ class Signer:
 
 @dataclass(frozen=True)
 class Answer:
-    """What a heartbeat answer tells the pod (core.api.HeartbeatAnswer)."""
+    """What a heartbeat answer tells the pod (core.api.HeartbeatAnswer), `lease_until` already on the
+    pod's local clock (the agent compares it with its own `now`)."""
 
     server_time: float | None
     lease_until: float | None
@@ -181,6 +213,7 @@ class PodClient:
         self.failures = 0
         self.next_attempt = 0.0
         self.last_ok: float | None = None
+        self.skew_alerted = False  # "pod clock off by N s" goes out once
 
     # -- the agent's buffered path ------------------------------------------------------------
     def queue_heartbeat(self, body: Mapping[str, Any]) -> None:
@@ -202,7 +235,7 @@ class PodClient:
             if self._heartbeat is not None:
                 result = self._attempt(self._heartbeat)
                 self._heartbeat = None
-                answer = _parse_answer(result)
+                answer = _parse_answer(result, self.signer.offset_s)
             while self._events:
                 self._attempt(self._events[0])
                 self._events.popleft()
@@ -242,8 +275,30 @@ class PodClient:
     # -- one request --------------------------------------------------------------------------
     def _attempt(self, pending: _Pending, timeout_s: float | None = None) -> HttpResult | None:
         """None: the functions refused this message for good (logged, dropped). Raises TransportError
-        when it is worth retrying later."""
-        body, headers = self.signer.sign(pending.payload, stamp_body=pending.stamp_body)
+        when it is worth retrying later.
+
+        A refusal the pod can fix at once (its clock outside the functions' window, a seq below what
+        they last saw) is fixed and the message re-sent, signed afresh with a new seq; once only, so a
+        server that keeps refusing costs one extra request, then the normal backoff."""
+        result = self._post(pending, timeout_s)
+        if not 200 <= result.status < 300 and self._fix_refusal(result):
+            result = self._post(pending, timeout_s)
+        if 200 <= result.status < 300:
+            return result
+        detail = _error_text(result.body)
+        if result.status >= 500 or result.status in _RETRY_STATUSES or _time_refusal(result):
+            # A clock refusal we could not fix is retried too: dropping heartbeats for a pod that is
+            # alive is how the reaper comes to kill it.
+            raise TransportError(f"HTTP {result.status} {detail}".strip())
+        self.log.line(f"functions refused {pending.path}: HTTP {result.status} {detail}".rstrip())
+        return None
+
+    def _post(self, pending: _Pending, timeout_s: float | None) -> HttpResult:
+        payload = pending.payload
+        if payload.get(_POD_TIME_FIELD) is not None:
+            # Converted at each attempt: the offset may have been learnt since the message was queued.
+            payload = {**payload, _POD_TIME_FIELD: payload[_POD_TIME_FIELD] + self.signer.offset_s}
+        body, headers = self.signer.sign(payload, stamp_body=pending.stamp_body)
         try:
             result = self.transport.post(self.base_url + pending.path, body, headers, timeout_s or self.timeout_s)
         except TransportError:
@@ -252,13 +307,43 @@ class PodClient:
             # Whatever the HTTP stack throws is "not delivered, try later": never an error that
             # escapes into the idle watch or holds back a destroy.
             raise TransportError(f"{type(exc).__name__}: {exc}"[:200]) from None
-        if 200 <= result.status < 300:
-            return result
-        detail = _error_text(result.body)
-        if result.status >= 500 or result.status in _RETRY_STATUSES:
-            raise TransportError(f"HTTP {result.status} {detail}".strip())
-        self.log.line(f"functions refused {pending.path}: HTTP {result.status} {detail}".rstrip())
-        return None
+        self._learn_time(result)
+        return result
+
+    def _learn_time(self, result: HttpResult) -> None:
+        """Take the functions' clock from any answer that carries it, refusals included."""
+        server = _server_time(result)
+        if server is None:
+            return
+        offset = server - self.clock.now()
+        if abs(offset - self.signer.offset_s) > CLOCK_TOLERANCE_S:
+            self.log.line(f"pod clock is {_skew_text(offset)} the functions': signing with their time from now on")
+            self.signer.offset_s = offset
+
+    def _fix_refusal(self, result: HttpResult) -> bool:
+        """True when re-sending now can succeed."""
+        if _time_refusal(result):
+            # _learn_time already took the server's clock from this answer, if it carried one.
+            if abs(self.signer.offset_s) <= CLOCK_TOLERANCE_S:
+                return False  # nothing learnt: no better timestamp to sign with
+            if not self.skew_alerted:
+                self.skew_alerted = True
+                self.queue_event(
+                    event_body(
+                        self.signer.pod_id,
+                        "info",
+                        f"pod clock off by {abs(self.signer.offset_s):.0f} s "
+                        f"({'ahead' if self.signer.offset_s < 0 else 'behind'}): a ping was refused for the "
+                        "signature time window; the pod now signs with the functions' time. Fix the pod's "
+                        "clock (NTP) if you can.",
+                    )
+                )
+            return True
+        last_seq = _json_field(result.body, "last_seq")
+        if result.status == 409 and isinstance(last_seq, int) and not isinstance(last_seq, bool):
+            self.signer.seq.at_least(last_seq)
+            return True
+        return False
 
 
 def _error_text(body: bytes) -> str:
@@ -267,7 +352,37 @@ def _error_text(body: bytes) -> str:
     return ""
 
 
-def _parse_answer(result: HttpResult | None) -> Answer | None:
+def _json_field(body: bytes, name: str) -> object:
+    with contextlib.suppress(ValueError, AttributeError):
+        return json.loads(body).get(name)
+    return None
+
+
+def _time_refusal(result: HttpResult) -> bool:
+    return result.status == 401 and _TIME_WINDOW_REFUSAL in _error_text(result.body)
+
+
+def _server_time(result: HttpResult) -> float | None:
+    """The functions' clock: `server_time` in the JSON answer (heartbeat answers, time-window
+    refusals), else the HTTP Date header (whole seconds: +0.5 s puts it mid-second)."""
+    server = _num(_json_field(result.body, "server_time"))
+    if server is None and result.date:
+        from email.utils import parsedate_to_datetime
+
+        try:
+            stamp = parsedate_to_datetime(result.date)
+        except (TypeError, ValueError, IndexError):
+            return None
+        server = None if stamp.tzinfo is None else stamp.timestamp() + 0.5
+    # A garbled answer (NaN, 1e300, a proxy's epoch 0) must not become the clock every signature uses.
+    return server if server is not None and _EPOCH_MIN <= server <= _EPOCH_MAX else None
+
+
+def _skew_text(offset: float) -> str:
+    return f"{abs(offset):.0f} s {'ahead of' if offset < 0 else 'behind'}"
+
+
+def _parse_answer(result: HttpResult | None, offset_s: float) -> Answer | None:
     if result is None:
         return None
     try:
@@ -276,7 +391,11 @@ def _parse_answer(result: HttpResult | None) -> Answer | None:
         return None
     if not isinstance(data, dict):
         return None
-    return Answer(server_time=_num(data.get("server_time")), lease_until=_num(data.get("lease_until")))
+    lease = _num(data.get("lease_until"))
+    return Answer(
+        server_time=_num(data.get("server_time")),
+        lease_until=None if lease is None else lease - offset_s,
+    )
 
 
 def _num(value: object) -> float | None:
@@ -298,7 +417,8 @@ def event_body(
     end_at: float | None = None,
     note: str | None = None,
 ) -> dict[str, Any]:
-    """A PodEvent, trimmed to the functions' limits so a long message never costs the whole event."""
+    """A PodEvent, trimmed to the functions' limits so a long message never costs the whole event.
+    `end_at` is on the pod's clock: PodClient puts it on the functions' clock as it signs."""
     if kind not in EVENT_KINDS:
         raise ValueError(f"unknown event kind {kind!r}")
     return {

@@ -1,8 +1,11 @@
 """The idle decision (SPEC layer 2), pure: observations and a time in, a verdict and an action out.
 
 Idle iff every GPU is under the threshold AND no python process runs AND no ssh session is active
-(its terminal saw input within the window, F4). Anything we could not read counts as busy: a wrong
-"idle" destroys someone's running job, a wrong "busy" costs at most what the reaper bounds.
+(its terminal saw input within the window, F4) AND the job under the wrapper made no progress since
+the previous check (its process tree's CPU time and I/O did not grow: a download, a compiled step or
+a shell pipeline is work; a job stuck at zero for the whole window is hung, hence idle). Anything we
+could not read counts as busy: a wrong "idle" destroys someone's running job, a wrong "busy" costs at
+most what the reaper bounds.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from typing import Literal
 
 from gpuc.instance_side.gpu import GpuSample
 from gpuc.instance_side.podfiles import AgentConfig
-from gpuc.instance_side.procs import PythonProc, SshSession
+from gpuc.instance_side.procs import CLK_TCK, JobTree, PythonProc, SshSession
 
 Action = Literal["none", "warn", "destroy"]
 
@@ -37,12 +40,46 @@ class Thresholds:
 
 
 @dataclass(frozen=True)
+class JobActivity:
+    """What the job's process tree did between two checks."""
+
+    pid: int
+    first: bool  # first sight of this job: nothing to compare with yet
+    cpu_ticks: int = 0  # growth since the previous check
+    io_bytes: int = 0
+
+    @property
+    def progressing(self) -> bool:
+        return self.first or self.cpu_ticks > 0 or self.io_bytes > 0
+
+
+def job_activity(previous: JobTree | None, current: JobTree) -> JobActivity:
+    """Growth, process by process. A process that ended is gone from `current` (its time is in its
+    parent's cutime/cstime, its I/O in its parent's io, once reaped); one that appeared counts in full.
+    Each process's own counters only grow, so clamping at zero just absorbs a re-parented straggler:
+    progress is never negative, and any growth anywhere in the tree is progress."""
+    if previous is None or previous.pid != current.pid:
+        return JobActivity(pid=current.pid, first=True)
+    cpu = io = 0
+    for key, now in current.procs.items():
+        before = previous.procs.get(key)
+        cpu += max(0, now.cpu_ticks - (before.cpu_ticks if before else 0))
+        if before is None:
+            io += now.io_bytes or 0
+        elif now.io_bytes is not None and before.io_bytes is not None:  # unreadable io: CPU alone
+            io += max(0, now.io_bytes - before.io_bytes)
+    return JobActivity(pid=current.pid, first=False, cpu_ticks=cpu, io_bytes=io)
+
+
+@dataclass(frozen=True)
 class Observation:
     gpus: tuple[GpuSample, ...] = ()
     gpu_error: str | None = None  # the whole GPU reading failed
     python: tuple[PythonProc, ...] = ()
     ssh: tuple[SshSession, ...] = ()
     probe_error: str | None = None  # the process or ssh scan failed
+    job: JobActivity | None = None  # None: no job under the wrapper (or the scan failed: job_error)
+    job_error: str | None = None  # the job's tree could not be read
 
 
 @dataclass(frozen=True)
@@ -78,9 +115,19 @@ def _busy_reason(obs: Observation, active: list[SshSession], th: Thresholds) -> 
         return f"{len(obs.python)} python process{plural} (pid {first.pid} {first.comm})"
     if active:
         return f"ssh {active[0].tty} active"
+    if obs.job is not None and obs.job.progressing:
+        return _job_reason(obs.job)
+    if obs.job_error is not None:
+        return f"job scan failed ({obs.job_error}): counted as busy"
     if obs.probe_error is not None:
         return f"process scan failed ({obs.probe_error}): counted as busy"
     return None
+
+
+def _job_reason(job: JobActivity) -> str:
+    if job.first:
+        return f"job pid {job.pid} just seen: counted as busy until the next check"
+    return f"job pid {job.pid} making progress (cpu +{job.cpu_ticks / CLK_TCK:.2f}s, io +{job.io_bytes} B)"
 
 
 def suspension(keep_file: bool, lease_until: float | None, now: float) -> str | None:

@@ -1,4 +1,5 @@
-"""What the idle watch needs from the process table: python processes and ssh sessions.
+"""What the idle watch needs from the process table: python processes, ssh sessions, and the
+progress of the job under the wrapper (its process tree's CPU time and I/O).
 
 Read straight from /proc (a root directory is a parameter, so tests build a fake tree). A process
 that vanishes mid-scan is skipped, never an error: pods start and end processes all the time.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -20,6 +21,9 @@ _PYTHON = re.compile(r"^(python|pypy)[0-9.]*[dmu]?$")
 OWN_MARKER = "gpuc.instance_side"
 _SSHD = ("sshd", "sshd-session")  # OpenSSH >= 9.8 runs sessions as sshd-session
 _SSHD_TTYS = re.compile(r"@((?:pts/\d+,?)+)")
+# /proc/<pid>/stat counts CPU time in clock ticks (USER_HZ, 100 on every Linux we run on).
+CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_IO_FIELDS = (b"rchar", b"wchar", b"read_bytes", b"write_bytes")
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,33 @@ class ProcessProbe(Protocol):
 
 class SshProbe(Protocol):
     def sessions(self) -> list[SshSession]: ...
+
+
+@dataclass(frozen=True)
+class ProcCounters:
+    """What one process of the job's tree has done so far. Both only ever grow for a given process."""
+
+    cpu_ticks: int  # utime + stime + cutime + cstime: a reaped child's time moves into its parent's
+    io_bytes: int | None  # rchar + wchar + read_bytes + write_bytes; None: /proc/<pid>/io unreadable
+
+
+@dataclass(frozen=True)
+class JobTree:
+    """One reading of the job's process tree: the job pid and every descendant, from ppid links.
+    Keyed by (pid, start time) so a reused pid is a new process, never a counter that went back."""
+
+    pid: int
+    procs: Mapping[tuple[int, int], ProcCounters]
+
+
+class JobScanError(Exception):
+    """The job's tree could not be read: the idle watch counts the pod as busy."""
+
+
+class JobProbe(Protocol):
+    def sample(self) -> JobTree | None:
+        """The job's tree now; None when no job runs under the wrapper. Raises JobScanError."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -86,6 +117,111 @@ def _parse_stat(pid: int, text: str) -> _Proc | None:
         return _Proc(pid=pid, ppid=int(rest[1]), comm=text[start + 1 : end])
     except ValueError:
         return None
+
+
+@dataclass(frozen=True)
+class _Stat:
+    pid: int
+    ppid: int
+    start: int  # clock ticks after boot
+    cpu_ticks: int
+
+
+def _parse_full_stat(pid: int, text: str) -> _Stat | None:
+    end = text.rfind(")")
+    rest = text[end + 2 :].split() if end >= 0 else []
+    # Zombies stay in: their CPU time is still theirs until the parent reaps them into its cutime.
+    if len(rest) < 20:
+        return None
+    try:
+        cpu = sum(int(v) for v in rest[11:15])  # utime stime cutime cstime (fields 14-17)
+        return _Stat(pid=pid, ppid=int(rest[1]), start=int(rest[19]), cpu_ticks=cpu)
+    except ValueError:
+        return None
+
+
+def _parse_io(raw: bytes) -> int | None:
+    total, found = 0, 0
+    for line in raw.splitlines():
+        name, _, value = line.partition(b":")
+        if name.strip() in _IO_FIELDS:
+            try:
+                total += int(value)
+            except ValueError:
+                return None
+            found += 1
+    return total if found else None
+
+
+def read_job_stamp(job_file: Path) -> tuple[int, int | None] | None:
+    """The wrapper's job pid file: "PID START" (START: the job's start time in ticks, which tells our
+    job from a process that got its pid after a crash left the file behind), or "PID". None: no job."""
+    try:
+        text = job_file.read_text(encoding="ascii")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise JobScanError(f"cannot read {job_file.name}: {type(exc).__name__}") from None
+    parts = text.split()
+    if not 1 <= len(parts) <= 2 or not all(p.isdigit() for p in parts):
+        raise JobScanError(f"{job_file.name} holds {text[:40]!r}, not a pid")
+    return int(parts[0]), int(parts[1]) if len(parts) == 2 else None
+
+
+def job_stamp(pid: int, proc_root: Path = Path("/proc")) -> str:
+    """What the wrapper writes into the job pid file, right after the start (the job cannot be reaped
+    before the wrapper waits for it, so its pid is still its own)."""
+    raw = _read(proc_root / str(pid) / "stat")
+    stat = _parse_full_stat(pid, raw.decode(errors="replace")) if raw else None
+    return f"{pid} {stat.start}\n" if stat else f"{pid}\n"
+
+
+class JobTreeProbe:
+    """The job under the wrapper (the pid in `job_file`) and all its descendants, with their counters."""
+
+    def __init__(self, job_file: Path, proc_root: Path = Path("/proc")) -> None:
+        self.job_file = job_file
+        self.proc_root = proc_root
+
+    def sample(self) -> JobTree | None:
+        stamp = read_job_stamp(self.job_file)
+        if stamp is None:
+            return None
+        pid, start = stamp
+        try:
+            names = os.listdir(self.proc_root)
+        except OSError as exc:
+            raise JobScanError(f"cannot list {self.proc_root}: {exc.strerror or exc}") from None
+        stats: dict[int, _Stat] = {}
+        children: dict[int, list[int]] = {}
+        for name in names:
+            if not name.isdigit():
+                continue
+            raw = _read(self.proc_root / name / "stat")
+            stat = _parse_full_stat(int(name), raw.decode(errors="replace")) if raw else None
+            if stat is not None:
+                stats[stat.pid] = stat
+                children.setdefault(stat.ppid, []).append(stat.pid)
+        job = stats.get(pid)
+        if job is None:
+            if (self.proc_root / str(pid)).exists():
+                # There but unreadable (hidepid, a permission change): uncertain, so never "no job".
+                raise JobScanError(f"job pid {pid} is listed but its stat cannot be read")
+            return None  # the job ended: the wrapper ends the pod
+        if start is not None and job.start != start:
+            return None  # the pid was reused after a crash left the file: not our job
+        tree: dict[tuple[int, int], ProcCounters] = {}
+        todo, seen = [pid], set()
+        while todo:
+            current = stats[todo.pop()]
+            if current.pid in seen:
+                continue
+            seen.add(current.pid)
+            raw_io = _read(self.proc_root / str(current.pid) / "io")
+            io = _parse_io(raw_io) if raw_io else None
+            tree[(current.pid, current.start)] = ProcCounters(current.cpu_ticks, io)
+            todo.extend(c for c in children.get(current.pid, ()) if c in stats)
+        return JobTree(pid=pid, procs=tree)
 
 
 class ProcScanner:

@@ -8,6 +8,11 @@ Where results go (SPEC "Results"):
 - otherwise everything goes to the results bucket: `s3://bucket/prefix` (S3, or R2 and friends through
   `s3_endpoint_url`) or `file:///dir` (the local sandbox, tests), under `<experiment>/<run_id>/`.
 
+What is sent is every regular file under results/, links followed (files and folders), as a copy
+would see them. A link that cannot be followed (dangling, a loop, pointing at a device) or a folder
+that cannot be read is a failed sync naming it: the pod is kept and the user told which one, never
+a result skipped in silence.
+
 Verification lists the remote (S3 `list_objects_v2`, `git ls-tree -l` of what the remote holds after
 the push) and compares names and sizes. Credentials come from the pod's secrets file (or the process
 environment), never from the URL or a command line. boto3 is imported only when an S3 sync runs: the
@@ -16,9 +21,11 @@ agent carries this module for hours under a 30 MB budget.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
+import stat
 import subprocess
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -72,17 +79,75 @@ class ResultsSync(Protocol):
 
 
 def local_listing(root: Path) -> dict[str, int]:
-    """Regular files under root (symlinks followed to files, as a copy would), by relative path."""
+    """Regular files under root by relative path, links to files and to folders followed (as a copy
+    would). Raises SyncError naming a link that cannot be followed or a folder that cannot be read."""
     out: dict[str, int] = {}
-    for dirpath, _dirs, files in os.walk(root):
-        for name in files:
-            path = Path(dirpath) / name
-            try:
-                if path.is_file():
-                    out[path.relative_to(root).as_posix()] = path.stat().st_size
-            except OSError:
-                continue  # a dangling link or a file deleted mid-walk was never a result
+    try:
+        top = os.stat(root)
+    except FileNotFoundError:
+        return out
+    except OSError as exc:
+        raise _unreadable(root.name, exc) from None
+    _walk(root, root, ((top.st_dev, top.st_ino),), out)
     return out
+
+
+def _walk(root: Path, folder: Path, above: tuple[tuple[int, int], ...], out: dict[str, int]) -> None:
+    """`above`: the folders on the way down, by (device, inode): a link back to one of them is a loop.
+    Two links to the same folder side by side are not a loop: both paths are results, both are sent."""
+    try:
+        with os.scandir(folder) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except FileNotFoundError:
+        return  # removed while we walked (a job's scratch folder): it held no finished result
+    except OSError as exc:
+        raise _unreadable(_shown(root, folder), exc) from None
+    for entry in entries:
+        path = Path(entry.path)
+        shown = _shown(root, path)
+        link = entry.is_symlink()
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            if link:
+                raise _bad_link(shown, path, "is a dangling link (its target does not exist)") from None
+            continue  # deleted between the listing and the stat: it was never a finished result
+        except OSError as exc:
+            if link and exc.errno == errno.ELOOP:
+                raise _bad_link(shown, path, "is a loop of links") from None
+            raise _unreadable(shown, exc) from None
+        if stat.S_ISDIR(st.st_mode):
+            key = (st.st_dev, st.st_ino)
+            if key in above:
+                raise _bad_link(shown, path, "loops back to a folder above it")
+            _walk(root, path, (*above, key), out)
+        elif stat.S_ISREG(st.st_mode):
+            out[path.relative_to(root).as_posix()] = st.st_size
+        elif link:
+            raise _bad_link(shown, path, "points to something that is neither a file nor a folder")
+        # A socket or a fifo the job left in results/ holds no data to keep.
+
+
+def _shown(root: Path, path: Path) -> str:
+    return (Path(root.name) / path.relative_to(root)).as_posix()
+
+
+def _bad_link(shown: str, path: Path, what: str) -> SyncError:
+    try:
+        target = os.readlink(path)
+    except OSError:
+        target = "?"
+    return SyncError(
+        f"{shown} -> {target} {what}: it cannot be synced, so the pod is kept",
+        hint="fix or remove that link, then run: python -m gpuc.instance_side sync",
+    )
+
+
+def _unreadable(shown: str, exc: OSError) -> SyncError:
+    return SyncError(
+        f"cannot read {shown}: {exc.strerror or exc}; it cannot be synced, so the pod is kept",
+        hint="fix its permissions, then run: python -m gpuc.instance_side sync",
+    )
 
 
 def _check_names(experiment: str, run_id: str) -> None:
@@ -367,13 +432,7 @@ class GitSync:
         self._git(["fetch", "--quiet", "--depth", "1", "origin", branch])
         # -z: paths verbatim (no C-style quoting of unusual names), NUL-terminated.
         _, out = self._git(["ls-tree", "-r", "-l", "-z", "FETCH_HEAD", "--", f"{self.subdir}/"])
-        found: dict[str, int] = {}
-        for line in out.split("\0"):
-            meta, _, path = line.partition("\t")
-            fields = meta.split()
-            if len(fields) == 4 and fields[1] == "blob" and fields[3].isdigit():
-                found[path.removeprefix(f"{self.subdir}/")] = int(fields[3])
-        return found
+        return _blob_sizes(out, self.subdir)
 
     # -- helpers -------------------------------------------------------------------------------
     def _checkout(self) -> str:
@@ -383,6 +442,7 @@ class GitSync:
             self._run(["clone", "--quiet", "--depth", "1", self.remote, str(self.workdir)], cwd=None)
         branch = self._branch()
         self._update(branch)
+        self._protect()
         return branch
 
     def _branch(self) -> str:
@@ -404,11 +464,45 @@ class GitSync:
             raise SyncError(
                 f"copy into the results clone failed: {exc.strerror or exc}", hint="free space on /workspace"
             ) from None
-        self._git(["add", "--all", "--", self.subdir])
+        # --force: the experiment's .gitignore often hides exactly what a run produces (*.pt, *.log,
+        # results/); without it those files never reach the commit and the sync can never verify.
+        self._git(["add", "--all", "--force", "--", self.subdir])
         code, _ = self._git(["diff", "--cached", "--quiet"], check=False)
         if code != 0:
             message = f"results: {self.experiment} {self.run_id} ({len(files)} files)"
             self._git(["commit", "--quiet", "--no-verify", "-m", message])
+        self._check_committed(files)
+
+    def _protect(self) -> None:
+        """The repo's .gitattributes may rewrite what is stored (text=auto turns CRLF into LF, an LFS
+        filter stores a pointer, ident, an encoding): the blob would never match what was sent. The
+        clone's own info/attributes, which wins over the repo's, stores results/<run_id>/ byte for byte."""
+        info = self.workdir / ".git" / "info"
+        rule = f"/{self.subdir}/** -text -filter -ident -working-tree-encoding\n"
+        try:
+            info.mkdir(parents=True, exist_ok=True)
+            (info / "attributes").write_text(rule, encoding="utf-8")
+        except OSError as exc:
+            raise SyncError(
+                f"cannot write {info / 'attributes'}: {exc.strerror or exc}", hint="free space on /workspace"
+            ) from None
+
+    def _check_committed(self, files: Mapping[str, int]) -> None:
+        """Before pushing: every file sent is in the commit, same size. If git would not take one (a
+        nested .git folder, a name it refuses), say which and why, once, instead of a push whose
+        verification can never pass."""
+        if not files:
+            return
+        _, out = self._git(["ls-tree", "-r", "-l", "-z", "HEAD", "--", f"{self.subdir}/"])
+        committed = _blob_sizes(out, self.subdir)
+        wrong = [name for name, size in sorted(files.items()) if committed.get(name) != size]
+        if wrong:
+            shown = ", ".join(f"results/{name}" for name in wrong[:3]) + (" ..." if len(wrong) > 3 else "")
+            raise SyncError(
+                f"git did not store {len(wrong)} result file(s) as they are: {shown}",
+                hint="a folder holding its own .git is stored as a submodule, not as files: move or remove"
+                " it, then run: python -m gpuc.instance_side sync",
+            )
 
     def _git(self, args: list[str], *, check: bool = True) -> tuple[int, str]:
         return self._run(args, cwd=self.workdir, check=check)
@@ -429,6 +523,17 @@ class GitSync:
             hint=f"check git_remote and {GIT_TOKEN_ENV} (it needs push rights), then run:"
             " python -m gpuc.instance_side sync",
         )
+
+
+def _blob_sizes(ls_tree_z: str, subdir: str) -> dict[str, int]:
+    """`git ls-tree -r -l -z` output -> {path under subdir: size}, blobs only (a submodule is no file)."""
+    found: dict[str, int] = {}
+    for line in ls_tree_z.split("\0"):
+        meta, _, path = line.partition("\t")
+        fields = meta.split()
+        if len(fields) == 4 and fields[1] == "blob" and fields[3].isdigit():
+            found[path.removeprefix(f"{subdir}/")] = int(fields[3])
+    return found
 
 
 # -- small files to git, large ones to the bucket --------------------------------------------------

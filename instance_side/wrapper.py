@@ -22,6 +22,7 @@ from gpuc.core.clock import Clock
 from gpuc.instance_side.ending import Ender, Ending
 from gpuc.instance_side.podfiles import POD_ID_ENV, TOKEN_ENV, AgentConfig, PodPaths, atomic_write, is_ended
 from gpuc.instance_side.podlog import PodLog
+from gpuc.instance_side.procs import job_stamp
 
 _CAUGHT = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _FROM_TERMINAL = (signal.SIGINT, signal.SIGHUP)
@@ -157,8 +158,9 @@ class JobWrapper:
         return exit_status(returncode)
 
     def _write_job_pid(self, pid: int) -> None:
+        # The idle watch follows this pid's process tree: its CPU time and I/O are the job's progress.
         with contextlib.suppress(OSError):
-            atomic_write(self.paths.job, f"{pid}\n", 0o644)
+            atomic_write(self.paths.job, job_stamp(pid), 0o644)
 
     def _record(self, code: int) -> None:
         if self.dry_run:

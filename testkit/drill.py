@@ -34,10 +34,10 @@ from pydantic import SecretStr
 from gpuc.core import api
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import GpucError, ProviderError, ProviderSchemaError, ProviderUnavailable
-from gpuc.core.models import Balance, Pod, PodSpec, PodStatus, pod_name
+from gpuc.core.models import Pod, PodSpec, PodStatus, pod_name
 from gpuc.core.notify import OUTBOX_NAME, Level, Notifier
 from gpuc.core.podconfig import PodConfig, render_env_file
-from gpuc.core.providers.base import DestroyResult, Provider
+from gpuc.core.providers.base import Provider
 from gpuc.core.settings import Settings
 from gpuc.core.signing import derive_key, new_token
 from gpuc.functions.app import STORE_NAME, Deps, ProviderPool, Sender, build_deps
@@ -47,11 +47,21 @@ from gpuc.functions.store import SqliteStore, Store
 from gpuc.instance_side.agent import Agent, Probes
 from gpuc.instance_side.context import load_context
 from gpuc.instance_side.ending import Ender, Ending, Outcome
-from gpuc.instance_side.gpu import GpuSample
 from gpuc.instance_side.heartbeat import HttpResult, TransportError
 from gpuc.instance_side.podfiles import PodPaths
-from gpuc.instance_side.procs import PythonProc, SshSession
-from gpuc.instance_side.sync import FileBucketSync, Manifest, listing_matches, local_listing
+from gpuc.instance_side.procs import SshSession
+from gpuc.instance_side.sync import FileBucketSync, listing_matches, local_listing
+from gpuc.testkit.fakes import FakeProvider
+from gpuc.testkit.podfakes import (
+    FakeDestroyer,
+    FakeGpu,
+    FakeJob,
+    FakeProcs,
+    FakeProcTree,
+    FakeSsh,
+    FakeSync,
+    SkewedClock,
+)
 
 MIN = 60.0
 STEP_S = 10.0  # the drill's tick: the agent's own due-times decide what actually runs
@@ -179,78 +189,27 @@ def provider_error(kind: str, provider: str) -> ProviderError:
 
 
 # -- an in-memory provider that remembers when it stopped billing ---------------------------------
-class DrillProvider(Provider):
+class DrillProvider(FakeProvider):
+    """The shared fake (gpuc.testkit.fakes), with the fault plan's provider errors on every call."""
+
     def __init__(self, clock: FakeClock, plan: FaultPlan, name: str = "drill") -> None:
-        self.name = name
-        self.clock = clock
+        super().__init__(clock, name)
         self.plan = plan
-        self.pods: dict[str, Pod] = {}
-        self.destroyed_at: dict[str, float] = {}
-        self.creates: Counter[str] = Counter()
-        self._lock = threading.Lock()
+        self.balance_usd = 10.0
 
-    def add(self, pod_id: str, *, interruptible: bool = False, created_at: float | None = None) -> Pod:
-        pod = Pod(
-            provider=self.name,
-            id=pod_id,
-            name=pod_name(pod_id),
-            experiment=EXPERIMENT,
-            status="running",
-            raw_status="RUNNING",
-            gpu="RTX 4090",
-            price_per_hour=0.74,
-            created_at=self.clock.now() if created_at is None else created_at,
-            managed=True,
-            interruptible=interruptible,
-        )
-        with self._lock:
-            self.pods[pod_id] = pod
-            self.creates[pod.name] += 1
-        return pod
+    def add(self, pod_id: str, **kw: Any) -> Pod:
+        kw.setdefault("experiment", EXPERIMENT)
+        kw.setdefault("price_per_hour", 0.74)
+        if kw.get("created_at") is None:
+            kw["created_at"] = self.clock.now()
+        return super().add(pod_id, **kw)
 
-    def set(self, pod_id: str, *, status: PodStatus | None = None, gpu_util_pct: float | None = None) -> None:
-        with self._lock:
-            pod = self.pods[pod_id]
-            changes: dict[str, Any] = {"gpu_util_pct": gpu_util_pct}
-            if status is not None:
-                changes.update(status=status, raw_status=status.upper())
-            self.pods[pod_id] = pod.model_copy(update=changes)
-
-    def alive(self, pod_id: str) -> bool:
-        with self._lock:
-            return pod_id in self.pods
-
-    def _fault(self) -> None:
-        kind = self.plan.provider_fault()
-        if kind is not None:
-            raise provider_error(kind, self.name)
-
-    def create(self, spec: PodSpec) -> Pod:
-        return self.add(spec.run_id, interruptible=spec.interruptible)
-
-    def get(self, pod_id: str) -> Pod | None:
-        self._fault()
-        with self._lock:
-            return self.pods.get(pod_id)
-
-    def list_pods(self) -> list[Pod]:
-        self._fault()
-        with self._lock:
-            return list(self.pods.values())
-
-    def stop(self, pod_id: str) -> None:
-        self.set(pod_id, status="stopped")
-
-    def destroy(self, pod_id: str) -> DestroyResult:
-        self._fault()
-        with self._lock:
-            if self.pods.pop(pod_id, None) is None:
-                return "already_gone"
-            self.destroyed_at[pod_id] = self.clock.now()
-            return "destroyed"
-
-    def balance(self) -> Balance:
-        return Balance(provider=self.name, balance_usd=10.0, spend_per_hour=0.74)
+    def _maybe_fail(self, operation: str = "") -> None:
+        super()._maybe_fail(operation)
+        if operation in ("get", "list", "destroy"):
+            kind = self.plan.provider_fault()
+            if kind is not None:
+                raise provider_error(kind, self.name)
 
 
 # -- the pod's edges: transport to the real handlers, probes, sync, destroyer ---------------------
@@ -268,64 +227,6 @@ class DispatchTransport:
             raise TransportError("ConnectionRefusedError: [Errno 111] Connection refused")
         answer = dispatch(Request("POST", urlsplit(url).path, headers, body), self.stage.deps, now)
         return HttpResult(answer.status, response_bytes(answer))
-
-
-@dataclass
-class DrillGpu:
-    util: float | None = 0.0
-
-    @property
-    def note(self) -> str | None:
-        return None
-
-    def read(self) -> list[GpuSample]:
-        return [GpuSample(index=0, name="RTX 4090", utilization_pct=self.util)]
-
-
-@dataclass
-class DrillProcs:
-    pids: list[int] = field(default_factory=list)
-
-    def python_procs(self) -> list[PythonProc]:
-        return [PythonProc(pid=p, comm="python3") for p in self.pids]
-
-
-@dataclass
-class DrillSsh:
-    sessions_: list[SshSession] = field(default_factory=list)
-
-    def sessions(self) -> list[SshSession]:
-        return list(self.sessions_)
-
-
-class TimedSync:
-    """The real file:// sync, taking SYNC_S of virtual time like an upload would."""
-
-    def __init__(self, inner: FileBucketSync, clock: FakeClock) -> None:
-        self.inner = inner
-        self.clock = clock
-
-    def describe(self) -> str:
-        return self.inner.describe()
-
-    def push(self, results_dir: Path) -> Manifest:
-        self.clock.advance(SYNC_S)
-        return self.inner.push(results_dir)
-
-    def verify(self, manifest: Manifest) -> bool:
-        return self.inner.verify(manifest)
-
-
-class PodDestroyer:
-    def __init__(self, pod: DrillPod) -> None:
-        self.pod = pod
-
-    def destroy_self(self) -> str:
-        if self.pod.refuse_destroy:
-            raise RuntimeError("403: this pod's key may not terminate pods")
-        result = self.pod.stage.provider.destroy(self.pod.pod_id)
-        self.pod.self_destroys += 1
-        return result
 
 
 class FlakySender:
@@ -378,17 +279,27 @@ class FlakyStore:
 
 # -- one pod under test -----------------------------------------------------------------------------
 class DrillPod:
-    def __init__(self, stage: Stage, pod_id: str, *, interruptible: bool = False, sync_broken: bool = False):
+    def __init__(
+        self,
+        stage: Stage,
+        pod_id: str,
+        *,
+        interruptible: bool = False,
+        sync_broken: bool = False,
+        clock_skew_s: float = 0.0,
+    ):
         self.stage = stage
         self.pod_id = pod_id
-        self.refuse_destroy = False
-        self.self_destroys = 0
-        self.gpu = DrillGpu()
-        self.procs = DrillProcs()
-        self.ssh = DrillSsh()
+        # The pod's own clock: `clock_skew_s` ahead of the functions' when it is off.
+        self.clock = SkewedClock(stage.clock, clock_skew_s) if clock_skew_s else stage.clock
+        self.destroyer = FakeDestroyer(target=lambda: stage.provider.destroy(pod_id))
+        self.gpu = FakeGpu()
+        self.procs = FakeProcs()
+        self.ssh = FakeSsh()
         self.alive_agent = True
         root = stage.root / "pods" / pod_id
         self.paths = PodPaths(root)
+        self.job = FakeJob(FakeProcTree(root / "proc"), self.paths.job, stage.clock)  # none until started
         self.paths.state.mkdir(parents=True)
         self.paths.results.mkdir(parents=True)
         (self.paths.results / "metrics.json").write_text('{"loss": 0.125}\n')
@@ -402,28 +313,41 @@ class DrillPod:
         self._write_config(bucket)
         stage.provider.add(pod_id, interruptible=interruptible)
         self.transport = DispatchTransport(stage)
-        self.ctx = load_context(self.paths, role="agent", environ={}, clock=stage.clock, transport=self.transport)
-        self.sync = TimedSync(FileBucketSync(bucket, EXPERIMENT, pod_id), stage.clock)
+        self.ctx = load_context(self.paths, role="agent", environ={}, clock=self.clock, transport=self.transport)
+        # The real file:// sync, taking SYNC_S of virtual time like an upload would.
+        self.sync = FakeSync(inner=FileBucketSync(bucket, EXPERIMENT, pod_id), clock=stage.clock, push_s=SYNC_S)
         self.ender = Ender(
             cfg=self.ctx.cfg,
             paths=self.paths,
             sync=self.sync,
             client=self.ctx.client,
-            destroyer=lambda: PodDestroyer(self),
-            clock=stage.clock,
+            destroyer=lambda: self.destroyer,
+            clock=self.clock,
             log=self.ctx.log,
         )
         self.agent = Agent(
             self.ctx.cfg,
             self.paths,
-            probes=Probes(gpu=self.gpu, procs=self.procs, ssh=self.ssh),
+            probes=Probes(gpu=self.gpu, procs=self.procs, ssh=self.ssh, job=self.job),
             client=self.ctx.client,
             ender=self.ender,
             sync=self.sync,
-            clock=stage.clock,
+            clock=self.clock,
             log=self.ctx.log,
         )
         self.agent.start()
+
+    @property
+    def refuse_destroy(self) -> bool:
+        return self.destroyer.refuse
+
+    @refuse_destroy.setter
+    def refuse_destroy(self, refuse: bool) -> None:
+        self.destroyer.refuse = refuse
+
+    @property
+    def self_destroys(self) -> int:
+        return self.destroyer.destroys
 
     def _write_config(self, bucket: Path) -> None:
         cfg = PodConfig.for_pod(
@@ -569,7 +493,7 @@ class Stage:
             now = self.now
             for pod in self.pods.values():
                 if pod.alive_agent and self.provider.alive(pod.pod_id):
-                    pod.agent.tick(now)
+                    pod.agent.tick(pod.clock.now())
             if now >= self.next_reap:
                 self.next_reap += self.period
                 if self.reaper_stopped_at is None:
@@ -623,7 +547,6 @@ class Stage:
 
     def messages(self, pod_id: str) -> list[str]:
         return [f"{n.title} {n.message}" for n in self.sent(pod_id)]
-
     def lost_passes(self, since: float) -> int:
         return sum(1 for t in self.lost_at if t >= since)
 
@@ -904,6 +827,313 @@ def f14_reaper_stopped(stage: Stage) -> RowResult:
     )
 
 
+# -- the job under the wrapper, and a pod clock that is off ------------------------------------------
+def f3j_job_works_without_gpu(stage: Stage) -> RowResult:
+    """A non-python job under the wrapper (a download: a little CPU, a lot of I/O) with the GPU idle, for
+    longer than the idle window; then it ends and the wrapper ends the pod. Its result is written at its
+    exit: a pod destroyed before then has lost it."""
+    pod = stage.launch("f3j-pod")
+    pod.job.start(worker="curl", cpu_per_s=0.03, io_per_s=40e6)
+    ran_s = stage.settings.idle_destroy_s + 25 * MIN
+    stage.run(ran_s)
+    caught_by = "idle watch (job tree progress); wrapper"
+    return _job_end_row(stage, pod, "F3j", "non-python job working, GPU idle (download)", caught_by, ran_s)
+
+
+def f5c_clock_ahead(stage: Stage) -> RowResult:
+    """The pod's clock runs 6 min ahead: outside the functions' 5-minute signature window. Its job keeps
+    the GPU busy, but the provider reports no utilisation: only the heartbeats say the pod works."""
+    pod = stage.launch("f5c-pod", clock_skew_s=6 * MIN)
+    pod.busy()
+    stage.provider.set(pod.pod_id, gpu_util_pct=None)
+    ran_s = 2 * 3600.0
+    stage.run(ran_s)
+    caught_by = "heartbeats on the functions' time; wrapper"
+    row = _job_end_row(stage, pod, "F5c", "pod clock 6 min ahead, job running", caught_by, ran_s)
+    alerts = sum(1 for m in stage.messages(pod.pod_id) if "pod clock off by" in m)
+    if alerts != 1:
+        row.problems.append(f"the 'pod clock off' alert was sent {alerts} time(s), not once")
+    return row
+
+
+def _job_end_row(stage: Stage, pod: DrillPod, row: str, failure: str, caught_by: str, ran_s: float) -> RowResult:
+    """The job was to run `ran_s`; a pod killed before that is a false kill and loses the job's result.
+    Then the job ends: the wrapper's bound as F1 (or as F9 when a fault refused the self-destroy)."""
+    killed = 0 if stage.provider.alive(pod.pod_id) else 1
+    problems: list[str] = []
+    billed: float | None = None
+    bound, text = (EXIT_SLACK_S + SYNC_S) / MIN, f"0 false kills; then 10 s + sync ({SYNC_S:g} s)"
+    if not killed:
+        (pod.paths.results / "output.bin").write_bytes(b"\1" * 4096)  # what the job was run for
+        pod.job.stop()
+        exit_at = stage.now
+        outcome = pod.job_exit(0, ran_s)
+        billed = stage.billed_min(pod.pod_id, exit_at)
+        if billed is None:  # a fault refused the self-destroy: the reaper takes over, as in F9
+            stage.run_until_gone(pod.pod_id, 2 * 3600)
+            billed = stage.billed_min(pod.pod_id, exit_at)
+            bound = stage.passes_bound_min(stage.settings.silence_limit_s, exit_at)
+            text = f"0 false kills; then as F9{stage.bound_note(exit_at)}"
+        elif outcome != "destroyed":
+            problems.append(f"wrapper ended with {outcome}")
+        end = stage.real_store.get_pod(pod.pod_id)
+        if end is not None and end.end_at is not None and abs(end.end_at - exit_at) > MIN:
+            problems.append(f"the ledger's end is {end.end_at - exit_at:+.0f} s off the job's exit")
+    result = _pod_row(stage, pod, row, failure, caught_by, billed, bound, text, false_kills=killed, problems=problems)
+    result.results_lost += killed  # the output the job would have written at its exit
+    return result
+
+
+def f3h_job_hangs(stage: Stage) -> RowResult:
+    """The same job hangs (a dead socket): no CPU, no I/O. Hung is idle: destroyed within the window."""
+    pod = stage.launch("f3h-pod")
+    pod.job.start(worker="curl", cpu_per_s=0.03, io_per_s=40e6)
+    stage.run(30 * MIN)
+    hung_at = stage.now
+    pod.job.hang()
+    # The first check after the hang still sees the growth before it: one check more than F3.
+    check = stage.settings.idle_check_interval_s
+    failure = "job under the wrapper hangs (no CPU, no I/O)"
+    row = _idle_row(stage, pod, "F3h", failure, hung_at, check, "20 min + the hang's check")
+    if stage.reaper_destroys[pod.pod_id] and row.bound_min is not None:
+        # A fault refused the idle self-destroy: the pod reported its end, the reaper destroys it (F9).
+        row.bound_min += stage.passes_bound_min(stage.settings.silence_limit_s, hung_at)
+        row.bound_text += f", then as F9{stage.bound_note(hung_at)}"
+    return row
+
+
+def f9n_pod_key_hears_not_found(stage: Stage) -> RowResult:
+    """F9 in disguise: the pod-scoped key's terminate answers "pod not found to terminate" while the pod
+    lives on. The real RunPod self-destroyer, through the RunPod emulator with the pod's own key, must not
+    believe it: it reads itself, stops itself and says so; the reaper destroys it with the account key."""
+    from gpuc.core.providers.http import zero_backoff
+    from gpuc.core.providers.runpod import RunPodProvider, RunPodSelfDestroyer
+    from gpuc.testkit.emulators.runpod import RunPodEmulator
+
+    stage.run(25 * MIN)  # a watchdog up for a while (a brand-new store holds its destroys: not this row)
+    emu = RunPodEmulator(
+        api_key=EMU_RUNPOD_KEY, clock=stage.clock, boot_polls=0, balance=10.0, pod_key_not_found=True
+    )
+    graphql_url = "https://api.runpod.test/graphql"
+    runpod = RunPodProvider(
+        EMU_RUNPOD_KEY,
+        graphql_url=graphql_url,
+        rest_url="https://api.runpod.test/v2",
+        transport=emu.transport(),
+        clock=stage.clock,
+        backoff=zero_backoff,
+    )
+    stage.deps.providers = ProviderPool.of(stage.provider, runpod)
+    problems: list[str] = []
+    try:
+        made = runpod.create(PodSpec(experiment=EXPERIMENT, run_id="f9n-pod", provider="runpod", gpu_type="RTX 4090"))
+        pod = DrillPod(stage, made.id)
+        stage.provider.pods.pop(made.id)  # the pod lives at the emulated RunPod, not the drill's provider
+        stage.register(made.id, pod.token, provider="runpod", name=made.name)
+        environ = {**emu.pod_environ(made.id), "GPUC_RUNPOD_GRAPHQL_URL": graphql_url}
+        destroyer = RunPodSelfDestroyer.from_environ(
+            environ, transport=emu.transport(), clock=stage.clock, backoff=zero_backoff
+        )
+        pod.ender.destroyer = lambda: destroyer
+        exit_at = stage.now
+        cut_off = stage.in_window("functions unreachable") or stage.in_window("notifier down")
+        outcome = pod.job_exit(0, 25 * MIN)
+        if outcome != "destroy_failed":
+            problems.append(f"wrapper ended with {outcome}, not destroy_failed")
+        if made.id in emu.pods and emu.pods[made.id].state != "exited":
+            problems.append("the pod believed 'not found' and did not stop itself")
+        stage.run(4 * 3600, until=lambda: made.id not in emu.pods)
+        gone = made.id not in emu.pods
+        if not gone:
+            problems.append("the pod outlived the reaper (leak)")
+        said = [m for m in stage.messages(made.id) if "stopped pod" in m]
+        if not said and not cut_off:
+            problems.append("no notification says the pod was only stopped")
+        billed = (stage.now - exit_at) / MIN if gone else None
+    finally:
+        runpod.close()
+    bound = stage.passes_bound_min(stage.settings.silence_limit_s, exit_at)
+    return _pod_row(
+        stage,
+        pod,
+        "F9n",
+        "pod key told 'pod not found' but the pod lives",
+        "the pod reads itself, stops, says so; reaper",
+        billed,
+        bound,
+        f"as F9{stage.bound_note(exit_at)}",
+        problems=problems,
+    )
+
+
+# -- the watchdog's own failures: a lost store, a clock jump, one blind provider, a transient "not found" --
+def _no_gpu_reading(stage: Stage, pod: DrillPod) -> None:
+    """The provider reports no GPU utilisation (Vast often does not): the heartbeats are the only sign of
+    life, so no second witness can veto a wrong kill."""
+    pod.busy()
+    stage.provider.set(pod.pod_id, gpu_util_pct=None)
+
+
+def _survivors_killed(stage: Stage, pods: Iterable[DrillPod]) -> int:
+    return sum(1 for p in pods if not stage.provider.alive(p.pod_id))
+
+
+def f11s_store_lost(stage: Stage) -> RowResult:
+    """watchdog.db deleted while two pods work (a new GPUC_HOME, or `watchdog deploy` while pods run,
+    look the same): the watchdog comes back on an empty store at the same URL. Both pods go on pinging it
+    with tokens it cannot verify. Then one pod's agent dies: its window starts at its last ping."""
+    pods = [stage.launch(f"f11s-pod-{i}") for i in (1, 2)]
+    for pod in pods:
+        _no_gpu_reading(stage, pod)
+    stage.run(30 * MIN)
+    lost = stage.real_store
+    stage.real_store = SqliteStore(stage.root / "home" / "new" / STORE_NAME)
+    stage.deps.store = cast(Store, FlakyStore(stage, stage.real_store)) if stage.plan.on else stage.real_store
+    lost.close()
+    stage.run(2 * 3600)
+    dying, living = pods
+    died_at = stage.now
+    dying.alive_agent = False
+    stage.run_until_gone(dying.pod_id)
+    stage.run(30 * MIN)
+    problems = []
+    if not any("token this watchdog does not know" in m for m in stage.messages(living.pod_id)):
+        problems.append("no alert named the pod pinging with an unknown token")
+    bound = spec_bound_s(stage.settings, stage.settings.unregistered_grace_s) / MIN + stage.slack(died_at)
+    text = f"0 false kills; a dead one: grace + period from its last ping{stage.bound_note(died_at)}"
+    failure = "watchdog store lost (deleted watchdog.db), pods alive"
+    return _pod_row(
+        stage,
+        dying,
+        "F11s",
+        failure,
+        "reaper: unverified pings, first-seen window",
+        stage.billed_min(dying.pod_id, died_at),
+        bound,
+        text,
+        false_kills=_survivors_killed(stage, [living]),
+        problems=problems,
+    )
+
+
+def f5r_watchdog_slept(stage: Stage) -> RowResult:
+    """A pod's network to the watchdog blips, the reaper marks it "will destroy at T", and the laptop that
+    runs the watchdog goes to sleep for three hours. At the wake-up pass T is long past and the pod has
+    not yet pinged (the functions were asleep): that pass must destroy nothing and restart every
+    deadline. Another pod's agent died during the sleep: destroyed within F5's bound of the wake."""
+    living, dying = stage.launch("f5r-pod-1"), stage.launch("f5r-pod-2")
+    for pod in (living, dying):
+        _no_gpu_reading(stage, pod)
+    stage.run(35 * MIN)  # past one periodic results push: what a kill can cost is after it
+    living.transport.down = True  # the blip
+    stage.run(3 * 3600, until=lambda: _state(stage, living.pod_id) == "down")
+    stage.reaper_stopped_at = stage.now  # the lid closes
+    dying.alive_agent = False
+    for pod in (living, dying):
+        pod.transport.down = True
+    stage.run(3 * 3600)
+    for pod in (living, dying):
+        pod.transport.down = False
+    stage.reaper_stopped_at = None
+    wake = stage.now
+    stage.reap(wake)  # the timer fires on wake, before any pod's next heartbeat
+    stage.run_until_gone(dying.pod_id)
+    stage.run(30 * MIN)
+    said = any(n.kind == "clock" for n in stage.sent())
+    problems = [] if said else ["no alert said the reaper's clock jumped"]
+    bound = stage.passes_bound_min(stage.settings.silence_limit_s, wake)
+    return _pod_row(
+        stage,
+        dying,
+        "F5r",
+        "watchdog slept 3 h (laptop lid) with a pod marked",
+        "reaper: a late pass restarts deadlines",
+        stage.billed_min(dying.pod_id, wake),
+        bound,
+        f"0 false kills; a dead one: as F5 after the wake{stage.bound_note(wake)}",
+        false_kills=_survivors_killed(stage, [living]),
+        problems=problems,
+    )
+
+
+def f12b_one_provider_blind(stage: Stage) -> RowResult:
+    """The Vast key was revoked: every Vast read fails for hours. A pod's agent dies on the other
+    provider: it is destroyed within F5's bound all the same (blindness is per provider), nothing is done
+    on the Vast pod, and the blindness escalates to an error-level alert after an hour."""
+    vast = FakeProvider(stage.clock, name="vast")
+    vast.add("f12b-vast-pod", created_at=stage.now)
+    vast.fail = ProviderError("HTTP 401: the API key was revoked", provider="vast", status=401)
+    stage.deps.providers = ProviderPool.of(stage.provider, vast)
+    stage.register("f12b-vast-pod", new_token(), provider="vast")
+    lost: list[float] = []  # passes that could not see THIS provider (faults on): each costs one period
+    inner = stage.reaper
+
+    def reaper(deps: Deps, now: float) -> api.ReapReport:
+        try:
+            report = inner(deps, now)
+        except Exception:
+            lost.append(now)
+            raise
+        if stage.provider.name in report.blind_providers:
+            lost.append(now)
+        return report
+
+    stage.reaper = reaper
+    pod = stage.launch_busy("f12b-pod", 35 * MIN)
+    died_at = stage.now
+    pod.alive_agent = False
+    pod.idle()
+    stage.run_until_gone(pod.pod_id)
+    stage.run(90 * MIN)
+    blind = [n for n in stage.sent() if n.kind == "blind"]
+    problems = [] if any(n.level == "error" for n in blind) else ["no error-level alert after an hour blind"]
+    if vast.destroyed:
+        problems.append("something was destroyed at the blind provider")
+    slack = sum(1 for t in lost if t >= died_at)
+    bound = passes_bound_s(stage.settings, stage.settings.silence_limit_s) / MIN + slack * stage.period / MIN
+    note = f" + {slack} lost pass(es)" if slack else ""
+    return _pod_row(
+        stage,
+        pod,
+        "F12b",
+        "one provider blind for hours (key revoked)",
+        "reaper: blindness per provider",
+        stage.billed_min(pod.pod_id, died_at),
+        bound,
+        f"as F5 at the other provider{note}",
+        problems=problems,
+    )
+
+
+def f5g_transient_not_found(stage: Stage) -> RowResult:
+    """For one pass the provider's list and `get` both say the pod does not exist (a stale replica). A
+    watch dropped on that would never destroy it: then its agent dies."""
+    pod = stage.launch_busy("f5g-pod", 20 * MIN)
+    stage.provider.lose(pod.pod_id, 1)
+    stage.run(stage.period)
+    stage.run(10 * MIN)
+    died_at = stage.now
+    pod.alive_agent = False
+    pod.idle()
+    stage.run_until_gone(pod.pod_id)
+    bound = stage.passes_bound_min(stage.settings.silence_limit_s, died_at)
+    return _pod_row(
+        stage,
+        pod,
+        "F5g",
+        "provider says 'not found' once, then the agent dies",
+        "reaper: gone needs two passes",
+        stage.billed_min(pod.pod_id, died_at),
+        bound,
+        f"as F5{stage.bound_note(died_at)}",
+    )
+
+
+def _state(stage: Stage, pod_id: str) -> str | None:
+    rec = stage.real_store.get_pod(pod_id)
+    return None if rec is None else rec.state
+
+
 SCENARIOS: tuple[Scenario, ...] = (
     f1_job_ends,
     f2_job_crashes,
@@ -919,8 +1149,17 @@ SCENARIOS: tuple[Scenario, ...] = (
     # F12 runs against the emulators: see f12_provider_errors
     f13_notifier_down,
     f14_reaper_stopped,
+    f3j_job_works_without_gpu,
+    f3h_job_hangs,
+    f5c_clock_ahead,
+    f9n_pod_key_hears_not_found,
+    f11s_store_lost,
+    f5r_watchdog_slept,
+    f12b_one_provider_blind,
+    f5g_transient_not_found,
 )
 KEEP = {"F8": ("f8-pod",), "F10": ("f10-pod",), "F14": ("f14-pod",)}
+KEEP.update({"F11s": ("f11s-pod-2",), "F5r": ("f5r-pod-1",)})  # alive at the end: the rows' point
 
 
 @contextmanager

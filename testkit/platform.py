@@ -39,6 +39,7 @@ KILL_GRACE_S = 1.0  # a destroyed container's processes die a moment after the A
 KILL_POLL_S = 0.2
 ACCOUNT = "account key"
 POD_KEY = "pod-scoped key"
+IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 class Platform:
@@ -91,6 +92,9 @@ class Platform:
         env[nvml_standin.NAME_ENV] = gpu
         env[nvml_standin.COUNT_ENV] = str(count)
         env["PYTHONPATH"] = str(Path(emulated_gpu.__file__).parent)
+        # The image's PATH, with its `python` (this one) first: an ssh login gets sshd's default PATH,
+        # which on a machine with only `python3` (or a venv's python) finds no `python` for the job.
+        env["PATH"] = f"{Path(sys.executable).parent}:{IMAGE_PATH}"
         return env
 
     def _start_container(self, pod_id: str, gpu: str, count: int) -> None:

@@ -1,18 +1,24 @@
-"""A real OpenSSH server on loopback, for `gpuc demo --provider runpod|vast` and the ssh tests.
+"""An ssh server on loopback standing in for every pod's, for `gpuc demo --provider runpod|vast` and the ssh tests.
 
-A throwaway host key and user key, a config of its own (key auth only, listening on 127.0.0.1), and a
-sandbox directory that stands in for every pod's root (`Settings.ssh_sandbox_root`), so nothing
-touches the real /workspace. An sshd not run by root takes logins for its own user only: `user`.
+OpenSSH's sshd where it is installed (what the pods run), else an asyncssh server in a thread of this
+process (testkit.asyncsshd), so a machine with Python and the `ssh` client alone runs the tests. Either
+way: a throwaway host key and user key, key auth only, 127.0.0.1 only, and a sandbox directory that
+stands in for every pod's root (`Settings.ssh_sandbox_root`), so nothing touches the real /workspace.
+Logins are for this process's own user only: `user`.
 """
 
 from __future__ import annotations
 
+import functools
 import getpass
+import importlib.util
 import os
+import shutil
 import socket
 import subprocess
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuc.core.errors import GpucError
@@ -23,7 +29,7 @@ PORT_ATTEMPTS = 5
 
 
 class SshdUnavailable(GpucError):
-    """No sshd to stand in for the pods' ssh servers."""
+    """No ssh server to stand in for the pods' ssh servers, or no ssh client to reach it."""
 
 
 @dataclass(frozen=True)
@@ -32,47 +38,59 @@ class LoopbackSshd:
     key: Path  # the user's private key: what GPUC_SSH_KEY_PATH points at
     log: Path
     sandbox: Path  # what GPUC_SSH_SANDBOX_ROOT points at
-    proc: subprocess.Popen[bytes]
+    kind: str  # "openssh" or "asyncssh": which server answers
+    stopper: Callable[[], None] = field(repr=False, compare=False)
     user: str = getpass.getuser()
     host: str = "127.0.0.1"
 
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        self.stopper()
 
 
-def require_sshd(sshd: Path = SSHD) -> Path:
-    if not sshd.exists():
+def require_ssh(sshd: Path = SSHD) -> str:
+    """Which server a loopback sshd will be here: "openssh" where `sshd` is installed, else "asyncssh".
+    Raises SshdUnavailable, saying what to install, when the ssh client or asyncssh is missing."""
+    if shutil.which("ssh") is None:
         raise SshdUnavailable(
-            f"{sshd} is missing: the emulated pods need a real sshd on loopback",
-            hint="install it: apt-get install openssh-server",
+            "no ssh client found: gpuc reaches every pod, emulated ones too, with OpenSSH's `ssh`",
+            hint="install it: apt-get install openssh-client",
         )
-    return sshd
+    if importlib.util.find_spec("asyncssh") is None:
+        # It makes the throwaway keys whichever server runs, and is the server where OpenSSH's is not.
+        raise SshdUnavailable(
+            "asyncssh is missing: the loopback ssh server needs it",
+            hint="install the test tools: .venv/bin/pip install -e '.[test]' (make test does)",
+        )
+    return "openssh" if sshd.exists() else "asyncssh"
 
 
 def start_loopback_sshd(directory: Path, sshd: Path = SSHD) -> LoopbackSshd:
-    """Start sshd on a free loopback port with its files in `directory`; stop it with `.stop()`."""
-    binary = require_sshd(sshd)
+    """Start a server on a free loopback port with its files in `directory`; stop it with `.stop()`."""
+    kind = require_ssh(sshd)
+    from gpuc.testkit.asyncsshd import AsyncSshd, write_keypair
+
     directory.mkdir(parents=True, exist_ok=True)
-    _keygen(directory / "host_key")
-    _keygen(directory / "user_key")
+    write_keypair(directory / "host_key")
+    write_keypair(directory / "user_key")
     (directory / "authorized_keys").write_text((directory / "user_key.pub").read_text())
+    sandbox = directory / "pods"
+    sandbox.mkdir(exist_ok=True)
+    log = directory / "sshd.log"
+    user = getpass.getuser()
+    if kind == "openssh":
+        port, stopper = _start_openssh(directory, sshd, log)
+    else:
+        server = AsyncSshd(host_key=directory / "host_key", client_key=directory / "user_key.pub", user=user, log=log)
+        port, stopper = server.start(), server.stop
+    key = directory / "user_key"
+    return LoopbackSshd(port=port, key=key, log=log, sandbox=sandbox, kind=kind, stopper=stopper, user=user)
+
+
+def _start_openssh(directory: Path, binary: Path, log: Path) -> tuple[int, Callable[[], None]]:
     if os.geteuid() == 0 and not Path("/run/sshd").is_dir():
         # Debian's sshd refuses to start as root without its privilege-separation directory; the
         # package's service unit creates it, a bare container does not.
         Path("/run/sshd").mkdir(mode=0o755, parents=True, exist_ok=True)
-    log = directory / "sshd.log"
-    sandbox = directory / "pods"
-    sandbox.mkdir(exist_ok=True)
     # A free port can be taken between choosing it and sshd binding it: try a few.
     for _attempt in range(PORT_ATTEMPTS):
         port = _free_port()
@@ -85,12 +103,20 @@ def start_loopback_sshd(directory: Path, sshd: Path = SSHD) -> LoopbackSshd:
             stderr=subprocess.DEVNULL,
         )
         if _wait_listening(port, proc):
-            return LoopbackSshd(port=port, key=directory / "user_key", log=log, sandbox=sandbox, proc=proc)
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
+            return port, functools.partial(_terminate, proc)
+        _terminate(proc)
     tail = log.read_text(errors="replace")[-300:].strip() if log.exists() else "no log"
-    raise SshdUnavailable(f"could not start sshd on loopback: {tail}", hint="check that sshd runs here: sshd -t")
+    raise SshdUnavailable(f"could not start sshd on loopback: {tail}", hint=f"check that sshd runs here: {binary} -t")
+
+
+def _terminate(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    proc.wait()
 
 
 def _config(directory: Path, port: int) -> str:
@@ -117,19 +143,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _keygen(path: Path) -> None:
-    if path.exists():
-        return
-    try:
-        subprocess.run(
-            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)],
-            check=True,
-            capture_output=True,
-        )
-    except FileNotFoundError:
-        raise SshdUnavailable("no ssh-keygen found", hint="install it: apt-get install openssh-client") from None
 
 
 def _wait_listening(port: int, proc: subprocess.Popen[bytes]) -> bool:

@@ -23,6 +23,8 @@ DestroyResult = Literal["destroyed", "already_gone"]
 
 class Provider(ABC):
     name: str = "?"
+    # Whether `create` can rent an interruptible (spot/bid) pod; False refuses before any call.
+    supports_interruptible: bool = True
 
     @abstractmethod
     def create(self, spec: PodSpec) -> Pod: ...

@@ -9,6 +9,7 @@ Retry table (what happens after each kind of failure):
 
     failure                  idempotent call        create (not idempotent)
     HTTP 429                 retry with backoff     retry: refused at the edge, nothing was applied
+    HTTP 429, quota spent    fail at once           fail at once (Vast search_quota_exceeded: resets at UTC midnight)
     HTTP 502 / 503 / 504     retry with backoff     ambiguous: it may have been applied
     other HTTP 5xx           fail                   ambiguous
     connect error / timeout  retry with backoff     retry: the request never reached the server
@@ -73,6 +74,9 @@ REQUEST_ID_HEADERS = ("x-request-id", "request-id", "x-correlation-id", "cf-ray"
 MESSAGE_KEYS = ("detail", "msg", "message", "error", "title")
 MAX_MESSAGE = 300
 RETRY_AFTER_CAP_S = 60.0
+# A 429 whose body names one of these is a spent quota, not a momentary limit: retrying only burns more of
+# it (vast-cli's is_search_quota_exceeded does not retry it either).
+QUOTA_ERRORS = ("search_quota_exceeded",)
 
 
 class BackoffFunction(Protocol):
@@ -166,6 +170,8 @@ class HttpClient:
             by_status = status_rule(response.status_code)
             if by_status is None:
                 raise self._error_for(response, request_id)
+            if quota_spent(response):
+                raise self._quota_error(response, request_id, method, url)
             self._after_failure(
                 by_status,
                 idempotent,
@@ -241,6 +247,19 @@ class HttpClient:
     def _message(self, response: httpx.Response) -> str:
         return self.redact(error_message(response))
 
+    def _quota_error(
+        self, response: httpx.Response, request_id: str | None, method: str, url: str
+    ) -> ProviderUnavailable:
+        reset = response.headers.get("x-ratelimit-reset", "")
+        when = f" (resets at unix time {reset})" if reset.isdigit() else " (it resets at UTC midnight)"
+        return ProviderUnavailable(
+            f"{method} {path_of(url)}: quota exhausted: {self._message(response) or 'search quota exceeded'}",
+            provider=self.provider,
+            status=response.status_code,
+            request_id=request_id,
+            hint=f"the provider's daily quota is spent{when}; retrying now would only spend more",
+        )
+
     def _error_for(self, response: httpx.Response, request_id: str | None) -> ProviderError:
         status = response.status_code
         message = self._message(response)
@@ -261,6 +280,16 @@ def status_rule(status: int) -> RetryRule | None:
     if status in RETRY_BY_STATUS:
         return RETRY_BY_STATUS[status]
     return OTHER_5XX if status >= 500 else None
+
+
+def quota_spent(response: httpx.Response) -> bool:
+    if response.status_code != 429:
+        return False
+    try:
+        body = response.json()
+    except ValueError:
+        return False
+    return isinstance(body, dict) and body.get("error") in QUOTA_ERRORS
 
 
 def transport_rule(exc: httpx.TransportError) -> RetryRule:

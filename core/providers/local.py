@@ -3,12 +3,13 @@ real processes (the gpuc agent, the job) running in their own sessions.
 
 State lives in SQLite under `$GPUC_HOME/local/`, so it survives the `gpuc` process and is shared by
 the laptop CLI, the local functions server (reaper) and the pods themselves (self-destroy), each a
-separate process. Tests and the demo drive the failure states the real clouds produce: stop,
-pause (outbid), freeze (container hung), kill one process, vanish (deleted outside gpuc).
+separate process. The failure drills (pause, freeze, kill one process, vanish, ...) are the platform's
+doing, not the product's: they live in gpuc.testkit.local_faults.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -16,14 +17,13 @@ import signal
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from gpuc.core.clock import Clock, SystemClock
 from gpuc.core.errors import NotFound, ProviderError
-from gpuc.core.models import OWNER_ENV, Balance, Pod, PodSpec, PodStatus, new_run_id
+from gpuc.core.models import OWNER_ENV, Balance, Pod, PodSpec, is_gpuc_name, new_run_id
 from gpuc.core.podconfig import POD_ROOT_ENV, PodPaths
 from gpuc.core.providers.base import DestroyResult, PodAccess, Provider, SelfDestroyer
 from gpuc.core.settings import Settings
@@ -48,16 +48,39 @@ create table if not exists pods (
 create table if not exists account (k text primary key, v real not null);
 """
 STARTING_BALANCE_USD = 15.0
+# argv: the output log, the pid file, the command. The pid file (`<state>/<role>.pid`, as a spawn over ssh
+# writes it) is written the instant the process exists: for a job, the pod then shows a running job
+# before the wrapper has even started it, so a second `gpuc run` cannot slip in. O_EXCL: the wrapper's
+# own write (the job's pid) is never overwritten.
 _LAUNCHER = (
-    "import subprocess, sys\n"
+    "import os, subprocess, sys\n"
     "log = open(sys.argv[1], 'ab')\n"
-    "p = subprocess.Popen(sys.argv[2:], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,"
+    "p = subprocess.Popen(sys.argv[3:], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,"
     " start_new_session=True)\n"
+    "try:\n"
+    "    fd = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)\n"
+    "    os.write(fd, b'%d\\n' % p.pid)\n"
+    "    os.close(fd)\n"
+    "except OSError:\n"
+    "    pass\n"
     "print(p.pid)\n"
 )
 # The environment a sandbox process sees: nothing from the laptop's environment leaks in (a real
 # pod never sees the user's shell, and the user's shell may hold account keys).
 _PASS_THROUGH = ("PATH", "LANG", "LC_ALL", "TZ", "TMPDIR")
+# Every sandbox process carries its pod's id in its environment (the job wrapper passes it on to the
+# job); the pod agent counts a pod's python processes by the same mark (instance_side/procs.py).
+POD_ID_ENV = "GPUC_POD_ID"
+_PROC = Path("/proc")
+
+Pids = dict[str, list[int]]
+
+
+def _load_pids(text: str) -> Pids:
+    """role -> every pid started in that role. Rows written before a role could hold several pids
+    held one int per role: read them as a list of one."""
+    raw = json.loads(text)
+    return {role: [v] if isinstance(v, int) else [int(p) for p in v] for role, v in raw.items()}
 
 
 class LocalProvider(Provider):
@@ -73,7 +96,8 @@ class LocalProvider(Provider):
 
     # -- storage -----------------------------------------------------------------------------
     @contextmanager
-    def _db(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """The platform's state, one immediate transaction (also how gpuc.testkit's drills change it)."""
         conn = sqlite3.connect(self.root / "pods.db", timeout=30, isolation_level=None)
         conn.row_factory = sqlite3.Row
         try:
@@ -105,8 +129,6 @@ class LocalProvider(Provider):
 
     def _to_pod(self, row: sqlite3.Row) -> Pod:
         env = json.loads(row["env"])
-        from gpuc.core.models import is_gpuc_name
-
         return Pod(
             provider=self.name,
             id=row["id"],
@@ -141,7 +163,7 @@ class LocalProvider(Provider):
         paths.workspace.mkdir(parents=True)
         paths.state.mkdir(mode=0o700)
         price = spec.price_per_hour if spec.price_per_hour is not None else self.settings.local_price_per_hour
-        with self._db() as db:
+        with self.transaction() as db:
             db.execute(
                 "insert into pods (id, name, experiment, status, gpu, price, created_at, ready_at, status_since,"
                 " managed_env, interruptible, env) values (?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -165,25 +187,28 @@ class LocalProvider(Provider):
         return self._to_pod(row)
 
     def get(self, pod_id: str) -> Pod | None:
-        with self._db() as db:
+        with self.transaction() as db:
             row = self._row(db, pod_id)
             if row is None or row["status"] == "terminated":
                 return None
             return self._to_pod(self._advance(db, row))
 
     def list_pods(self) -> list[Pod]:
-        with self._db() as db:
+        with self.transaction() as db:
             rows = db.execute(
                 "select * from pods where status != 'terminated' order by created_at"
             ).fetchall()
             return [self._to_pod(self._advance(db, r)) for r in rows]
 
     def stop(self, pod_id: str) -> None:
-        self._kill_all(self._require(pod_id), signal.SIGKILL)
-        self._set_status(pod_id, "stopped")
+        self.signal_sandbox(pod_id, signal.SIGKILL)
+        with self.transaction() as db:
+            db.execute(
+                "update pods set status = 'stopped', status_since = ? where id = ?", (self.clock.now(), pod_id)
+            )
 
     def destroy(self, pod_id: str) -> DestroyResult:
-        with self._db() as db:
+        with self.transaction() as db:
             row = self._row(db, pod_id)
             if row is None or row["status"] == "terminated":
                 return "already_gone"
@@ -191,8 +216,9 @@ class LocalProvider(Provider):
                 "update pods set status = 'terminated', status_since = ? where id = ?",
                 (self.clock.now(), pod_id),
             )
-            pids = json.loads(row["pids"])
-        self._kill_pids(pids, signal.SIGKILL)
+            pids = _load_pids(row["pids"])
+        # Like a real destroy, nothing of the pod survives it: every process, however it was started.
+        self._signal(pod_id, pids, signal.SIGKILL)
         self._remove_disk(pod_id)
         return "destroyed"
 
@@ -200,7 +226,7 @@ class LocalProvider(Provider):
         now = self.clock.now()
         spent = 0.0
         spend_per_hour = 0.0
-        with self._db() as db:
+        with self.transaction() as db:
             for row in db.execute("select * from pods").fetchall():
                 end = row["status_since"] if row["status"] in ("terminated", "stopped") else now
                 spent += (row["price"] or 0.0) * max(0.0, end - row["created_at"]) / 3600
@@ -215,17 +241,17 @@ class LocalProvider(Provider):
         return PodPaths(self.root / "pods" / pod_id)
 
     def access(self, pod_id: str) -> LocalAccess:
-        self._require(pod_id)
+        self.require(pod_id)
         return LocalAccess(self, pod_id)
 
     def sandbox_env(self, pod_id: str) -> dict[str, str]:
-        row = self._require(pod_id)
+        row = self.require(pod_id)
         env = {k: os.environ[k] for k in _PASS_THROUGH if k in os.environ}
         env.update(json.loads(row["env"]))
         env.update(
             {
                 POD_ROOT_ENV: str(self.paths(pod_id).root),
-                "GPUC_POD_ID": pod_id,
+                POD_ID_ENV: pod_id,
                 "GPUC_LOCAL_HOME": str(self.home),
                 "HOME": str(self.paths(pod_id).workspace),
                 "PYTHONUNBUFFERED": "1",
@@ -234,118 +260,53 @@ class LocalProvider(Provider):
         return env
 
     def record_pid(self, pod_id: str, role: str, pid: int) -> None:
-        with self._db() as db:
+        """Every pid is kept (a second job must not hide the first from the destroy)."""
+        with self.transaction() as db:
             row = self._row(db, pod_id)
-            if row is None:
-                raise NotFound(f"local pod {pod_id} does not exist", hint="list pods with: gpuc ls")
-            pids = json.loads(row["pids"])
-            pids[role] = pid
-            db.execute("update pods set pids = ? where id = ?", (json.dumps(pids), pod_id))
+            if row is not None and row["status"] != "terminated":
+                pids = _load_pids(row["pids"])
+                pids.setdefault(role, []).append(pid)
+                db.execute("update pods set pids = ? where id = ?", (json.dumps(pids), pod_id))
+                return
+        # Destroyed while this process was starting: it must not outlive its pod.
+        self._signal(pod_id, {role: [pid]}, signal.SIGKILL)
+        raise NotFound(f"local pod {pod_id} does not exist", hint="list pods with: gpuc ls")
 
-    def pids(self, pod_id: str) -> dict[str, int]:
-        result: dict[str, int] = json.loads(self._require(pod_id)["pids"])
-        return result
+    def pids(self, pod_id: str) -> Pids:
+        return _load_pids(self.require(pod_id)["pids"])
 
-    # -- failure drills (what the real clouds do to pods) ----------------------------------------
-    def pause(self, pod_id: str) -> None:
-        """Interruptible instance outbid: processes frozen, status paused."""
-        self._kill_all(self._require(pod_id), signal.SIGSTOP)
-        self._set_status(pod_id, "paused")
+    def signal_sandbox(self, pod_id: str, sig: int) -> None:
+        """Send `sig` to every process of the pod (what stop, destroy and the platform's drills do)."""
+        self._signal(pod_id, _load_pids(self.require(pod_id)["pids"]), sig)
 
-    def freeze(self, pod_id: str) -> None:
-        """Container hung: processes frozen, the provider still says running."""
-        self._kill_all(self._require(pod_id), signal.SIGSTOP)
-
-    def thaw(self, pod_id: str) -> None:
-        self._kill_all(self._require(pod_id), signal.SIGCONT)
-
-    def kill_role(self, pod_id: str, role: str, sig: int = signal.SIGKILL) -> None:
-        pid = self.pids(pod_id).get(role)
-        if pid is None:
-            raise NotFound(f"no {role} process on {pod_id}")
-        self._kill_pids({role: pid}, sig)
-
-    def vanish(self, pod_id: str) -> None:
-        """Deleted outside gpuc (the provider's console, a preemption that removed it)."""
-        row = self._require(pod_id)
-        self._kill_all(row, signal.SIGKILL)
-        with self._db() as db:
-            db.execute("delete from pods where id = ?", (pod_id,))
-        self._remove_disk(pod_id)
-
-    def set_status(self, pod_id: str, status: PodStatus, since: float | None = None) -> None:
-        self._set_status(pod_id, status, since)
-
-    def set_gpu(self, pod_id: str, **sim: Any) -> None:
-        """Write the sandbox's simulated NVML state (utilisation, error, ssh sessions)."""
-        path = self.paths(pod_id).sim_gpu
-        current: dict[str, Any] = {}
-        if path.exists():
-            current = json.loads(path.read_text())
-        current.update(sim)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(current))
-        os.replace(tmp, path)
-
-    def add_foreign(
-        self, name: str = "my-own-pod", *, managed_env: bool = False, status: PodStatus = "running"
-    ) -> Pod:
-        """A pod the user started outside gpuc: the reaper must never touch it."""
-        pod_id = "lp-" + new_run_id()
-        now = self.clock.now()
-        self.paths(pod_id).workspace.mkdir(parents=True)
-        with self._db() as db:
-            db.execute(
-                "insert into pods (id, name, experiment, status, gpu, price, created_at, ready_at, status_since,"
-                " managed_env, env) values (?,?,?,?,?,?,?,?,?,?,?)",
-                (
-                    pod_id,
-                    name,
-                    None,
-                    status,
-                    self.settings.local_gpu,
-                    0.3,
-                    now,
-                    now,
-                    now,
-                    int(managed_env),
-                    "{}",
-                ),
-            )
-            row = self._row(db, pod_id)
-        assert row is not None
-        return self._to_pod(row)
-
-    # -- helpers -------------------------------------------------------------------------------
-    def _require(self, pod_id: str) -> sqlite3.Row:
-        with self._db() as db:
+    def require(self, pod_id: str) -> sqlite3.Row:
+        """The pod's row; NotFound when it does not exist or was destroyed."""
+        with self.transaction() as db:
             row = self._row(db, pod_id)
         if row is None or row["status"] == "terminated":
             raise NotFound(f"local pod {pod_id} does not exist", hint="list pods with: gpuc ls")
         return row
 
-    def _set_status(self, pod_id: str, status: PodStatus, since: float | None = None) -> None:
-        with self._db() as db:
-            db.execute(
-                "update pods set status = ?, status_since = ? where id = ?",
-                (status, self.clock.now() if since is None else since, pod_id),
-            )
-
-    def _kill_all(self, row: sqlite3.Row, sig: int) -> None:
-        self._kill_pids(json.loads(row["pids"]), sig)
-
-    @staticmethod
-    def _kill_pids(pids: Mapping[str, int], sig: int) -> None:
-        # Each sandbox process leads its own session; a self-destroy must not kill its caller
-        # before the call returns, so the caller's own group is spared (it exits by itself).
-        own = os.getpgid(0)
-        for pid in pids.values():
-            if pid == own:
+    # -- helpers -------------------------------------------------------------------------------
+    def _signal(self, pod_id: str, pids: Mapping[str, Iterable[int]], sig: int) -> None:
+        """Two nets: the process group of every process started in the pod (each leads its own session),
+        and every process that carries the pod's id in its environment (a job's daemon that left for a
+        session of its own). The caller and its ancestors are spared: a self-destroy must return before
+        its caller exits by itself."""
+        marker = f"{POD_ID_ENV}={pod_id}".encode()
+        spared = _self_and_ancestors()
+        own_group = os.getpgid(0)
+        for pid in sorted({p for group in pids.values() for p in group}):
+            # A live leader without the mark is a reused pid, not ours. A group whose leader has exited
+            # keeps its id reserved while any member lives, so it is still the pod's.
+            if pid == own_group or pid in spared or _carries(pid, marker) is False:
                 continue
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, sig)
-            except (ProcessLookupError, PermissionError):
-                continue
+        for pid in _marked_processes(marker):
+            if pid not in spared:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, sig)
 
     def _remove_disk(self, pod_id: str) -> None:
         paths = self.paths(pod_id)
@@ -354,6 +315,50 @@ class LocalProvider(Provider):
             logs.mkdir(parents=True, exist_ok=True)
             shutil.copy2(paths.log, logs / "agent.log")
         shutil.rmtree(paths.root, ignore_errors=True)
+
+
+def _environ_of(pid: int) -> bytes | None:
+    try:
+        return (_PROC / str(pid) / "environ").read_bytes()
+    except OSError:
+        return None
+
+
+def _carries(pid: int, marker: bytes) -> bool | None:
+    """Whether process `pid` carries `marker` in its environment; None when there is no such process
+    (or no procfs to ask)."""
+    if not (_PROC / str(pid)).exists():
+        return None
+    env = _environ_of(pid)
+    return None if env is None else marker in env.split(b"\0")
+
+
+def _marked_processes(marker: bytes) -> list[int]:
+    """Every process whose environment holds `marker`. Without procfs (macOS) there is none to find:
+    the recorded process groups are then the only net."""
+    try:
+        names = [n for n in os.listdir(_PROC) if n.isdigit()]
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        env = _environ_of(int(name))
+        if env is not None and marker in env.split(b"\0"):
+            found.append(int(name))
+    return found
+
+
+def _self_and_ancestors() -> set[int]:
+    spared = {os.getpid(), os.getppid()}
+    pid = os.getppid()
+    while pid > 1:
+        try:
+            stat = (_PROC / str(pid) / "stat").read_bytes()
+            pid = int(stat.rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+        spared.add(pid)
+    return spared
 
 
 class LocalAccess(PodAccess):
@@ -395,7 +400,14 @@ class LocalAccess(PodAccess):
         # Double start through a tiny launcher: the pod process is orphaned at once and adopted by
         # init, so it outlives `gpuc` (like a process on a real pod) and never lingers as our zombie.
         launcher = subprocess.run(
-            [sys.executable, "-c", _LAUNCHER, str(self.paths.state / f"{role}.out"), *self._argv(argv)],
+            [
+                sys.executable,
+                "-c",
+                _LAUNCHER,
+                str(self.paths.state / f"{role}.out"),
+                str(self.paths.state / f"{role}.pid"),
+                *self._argv(argv),
+            ],
             cwd=self.paths.workspace,
             env=self.provider.sandbox_env(self.pod_id),
             stdin=subprocess.DEVNULL,
@@ -422,7 +434,7 @@ class LocalSelfDestroyer(SelfDestroyer):
     def __init__(self, environ: Mapping[str, str]) -> None:
         try:
             self.home = Path(environ["GPUC_LOCAL_HOME"])
-            self.pod_id = environ["GPUC_POD_ID"]
+            self.pod_id = environ[POD_ID_ENV]
         except KeyError as exc:
             raise ProviderError(f"{exc.args[0]} is not set in this pod", provider="local") from None
 

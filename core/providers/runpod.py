@@ -1,9 +1,14 @@
 """RunPod through its GraphQL API, and REST v2 where it says more (status vocabulary, createdAt, 404 = gone).
 
-REST v1 retires on 2026-11-15 and is not used. GraphQL creates pods (it alone has `startSsh`,
-`terminateAfter` and spot), stops and terminates them, and reads balance and GPU types; the pod listing
-joins GraphQL `myself { pods }` (env, podType, runtime ports, GPU utilisation) with REST v2 `GET /pods`
-(status, createdAt). Queries pass values as GraphQL variables, never by string interpolation.
+REST v1 retires on 2026-11-15 and is not used. GraphQL creates pods (it alone has `startSsh` and
+`terminateAfter`), stops and terminates them, and reads balance and GPU types; the pod listing is
+GraphQL `myself { pods }` (env, podType, runtime ports, GPU utilisation), joined with REST v2 `GET /pods`
+(status, createdAt) when v2 answers: v2 only adds detail, so a v2 failure never fails the listing.
+Queries pass values as GraphQL variables, never by string interpolation.
+
+Interruptible (spot) pods are not rented: RunPod removed spot from its docs (2026-05) and is removing
+`podRentInterruptable` from the public API, so gpuc refuses them up front with a clear message and shows
+no spot price as rentable.
 
 Every request goes through the HttpClient choke point in core/providers/http.py.
 """
@@ -20,7 +25,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict
 
 from gpuc.core.clock import Clock, iso, parse_iso
-from gpuc.core.errors import ConfigError, NotFound, ProviderAuthError, ProviderError
+from gpuc.core.errors import ConfigError, NotFound, ProviderAuthError, ProviderError, ProviderSchemaError
 from gpuc.core.models import Balance, Offer, Pod, PodSpec, PodStatus
 from gpuc.core.providers.base import DestroyResult, SelfDestroyer
 from gpuc.core.providers.common import (
@@ -35,6 +40,7 @@ from gpuc.core.providers.common import (
     pod_scoped_client,
 )
 from gpuc.core.providers.http import BackoffFunction, HttpClient, Reply, require
+from gpuc.core.providers.outcome import StoppedInstead
 from gpuc.core.settings import Settings
 
 log = logging.getLogger("gpuc.providers.runpod")
@@ -46,6 +52,17 @@ KEY_ENV = "RUNPOD_API_KEY"
 VOLUME_MOUNT = "/workspace"
 # ssh only: no Jupyter port, nothing else exposed.
 PORTS = "22/tcp"
+# Host sizing sent with every create, per GPU: the official client, SkyPilot and dstack all send a floor,
+# and without one a community host may pair a GPU with a starved CPU or RAM. 4 vCPU per GPU is SkyPilot's
+# rule; 16 GB RAM per GPU holds a 7B fp16 model's weights while they load.
+VCPU_PER_GPU = 4
+MEMORY_GB_PER_GPU = 16
+SPOT_GONE = "RunPod interruptible (spot) pods are no longer offered through its public API"
+SPOT_HINT = "rent on-demand on RunPod (drop --interruptible), or use --provider vast for interruptible"
+# REST v2 list paging (limit/cursor, pagination.nextCursor/hasNextPage): not in the 2026-08 spec we read
+# (UNCONFIRMED); a body without `pagination` is the whole list.
+V2_PAGE_SIZE = 50
+MAX_V2_PAGES = 100
 CloudType = Literal["ALL", "SECURE", "COMMUNITY"]
 # GraphQL errors may come with HTTP 200 or a 4xx (UNCONFIRMED which): read the body for both.
 GRAPHQL_ERROR_STATUSES = (400, 404, 409, 422)
@@ -67,22 +84,18 @@ CREATE_ON_DEMAND = (
     "mutation Deploy($input: PodFindAndDeployOnDemandInput!) "
     f"{{ podFindAndDeployOnDemand(input: $input) {{ {CREATED_FIELDS} }} }}"
 )
-# The input type name of podRentInterruptable comes from a third-party schema copy (UNCONFIRMED).
-CREATE_INTERRUPTIBLE = (
-    "mutation Rent($input: PodRentInterruptableInput!) "
-    f"{{ podRentInterruptable(input: $input) {{ {CREATED_FIELDS} }} }}"
-)
 STOP_MUTATION = "mutation Stop($podId: String!) { podStop(input: {podId: $podId}) { id desiredStatus } }"
 # podTerminate returns a scalar: no selection set.
 TERMINATE_MUTATION = "mutation Terminate($podId: String!) { podTerminate(input: {podId: $podId}) }"
 BALANCE_QUERY = "query Balance { myself { clientBalance currentSpendPerHr spendLimit } }"
+# No spot prices asked: they are not rentable (see the module docstring).
 GPU_TYPES_QUERY = (
     "query GpuTypes { gpuTypes { id displayName memoryInGb secureCloud communityCloud "
-    "securePrice communityPrice secureSpotPrice communitySpotPrice } }"
+    "securePrice communityPrice } }"
 )
 GPU_PRICE_QUERY = (
     "query GpuPrice($id: String!, $gpuCount: Int!) { gpuTypes(input: {id: $id}) "
-    "{ id lowestPrice(input: {gpuCount: $gpuCount}) { minimumBidPrice uninterruptablePrice stockStatus } } }"
+    "{ id lowestPrice(input: {gpuCount: $gpuCount}) { uninterruptablePrice stockStatus } } }"
 )
 MAX_PRICE_LOOKUPS = 5
 
@@ -105,7 +118,8 @@ V2_STATUS: dict[str, PodStatus] = {
     "ERROR": "exited",
     "TERMINATED": "terminated",
 }
-# podType values for spot pods (INTERRUPTABLE: third-party code; BID: schema copy; both UNCONFIRMED).
+# podType values for spot pods (INTERRUPTABLE: third-party code; BID: schema copy; both UNCONFIRMED). gpuc
+# rents none, but a spot pod started elsewhere (or before the removal) is still read for what it is.
 SPOT_POD_TYPES = ("INTERRUPTABLE", "BID")
 
 
@@ -193,7 +207,6 @@ class V2Pod(Wire):
 
 
 class LowestPrice(Wire):
-    minimumBidPrice: float | None = None
     uninterruptablePrice: float | None = None  # sic: RunPod's spelling
     stockStatus: str | None = None
 
@@ -206,8 +219,6 @@ class GpuType(Wire):
     communityCloud: bool | None = None
     securePrice: float | None = None
     communityPrice: float | None = None
-    secureSpotPrice: float | None = None
-    communitySpotPrice: float | None = None
     lowestPrice: LowestPrice | None = None
 
 
@@ -382,18 +393,12 @@ def offer_from_gpu_type(gpu: GpuType, cloud: CloudType) -> Offer | None:
         price = positive(lowest.uninterruptablePrice)
     if price is None:
         return None
-    spot_prices = (
-        positive(gpu.secureSpotPrice) if gpu.secureCloud is not False else None,
-        positive(gpu.communitySpotPrice) if gpu.communityCloud is not False else None,
-    )
-    spot = [p for p in spot_prices if p is not None]
+    # No min_bid / interruptible_price: a RunPod spot price is not something gpuc can rent.
     return Offer(
         provider=PROVIDER,
         id=gpu.id,
         gpu=gpu.displayName or gpu.id,
         price_per_hour=price,
-        min_bid=positive(lowest.minimumBidPrice) if lowest else None,
-        interruptible_price=min(spot) if spot else None,
         community_price=positive(gpu.communityPrice) if gpu.communityCloud is not False else None,
         stock=lowest.stockStatus if lowest else None,
     )
@@ -525,25 +530,18 @@ class RunPodProvider(HttpProvider):
 
     # -- create --
 
+    supports_interruptible = False  # see the module docstring: checked before any call
+
     def create(self, spec: PodSpec) -> Pod:
+        if spec.interruptible:
+            raise ConfigError(SPOT_GONE, hint=SPOT_HINT)
         env = pod_env(spec)
-        spot = spec.interruptible
-        if spot and spec.bid_per_gpu is None:
-            raise ConfigError(
-                "an interruptible RunPod pod needs a bid per GPU",
-                hint="pass a bid (gpuc offers shows the minimum bid), or drop --interruptible",
-            )
         gpu_type_id = self._gpu_type_id(spec.gpu_type)
         variables = {"input": self._create_input(spec, gpu_type_id, env)}
-        query, field = (
-            (CREATE_INTERRUPTIBLE, "podRentInterruptable")
-            if spot
-            else (CREATE_ON_DEMAND, "podFindAndDeployOnDemand")
-        )
 
         def send() -> Pod:
-            data = self.graphql(query, variables, idempotent=False)
-            return self._created(data.get(field), spec)
+            data = self.graphql(CREATE_ON_DEMAND, variables, idempotent=False)
+            return self._created(data.get("podFindAndDeployOnDemand"), spec)
 
         return self.create_named(spec.name, send)
 
@@ -559,12 +557,15 @@ class RunPodProvider(HttpProvider):
             "volumeMountPath": VOLUME_MOUNT,
             "ports": PORTS,
             "startSsh": True,
+            # Without a public IP a community pod may have no reachable ssh port at all; the official
+            # client, SkyPilot and dstack always ask for one.
+            "supportPublicIp": True,
+            "minVcpuCount": VCPU_PER_GPU * spec.gpu_count,
+            "minMemoryInGb": MEMORY_GB_PER_GPU * spec.gpu_count,
             "env": [{"key": k, "value": v} for k, v in env.items()],
             # The provider-side backstop: RunPod terminates the pod itself even if every gpuc part is gone.
             "terminateAfter": iso(self.clock.now() + spec.max_hours * 3600),
         }
-        if spec.interruptible:
-            fields["bidPerGpu"] = spec.bid_per_gpu
         return fields
 
     def _created(self, value: Any, spec: PodSpec) -> Pod:
@@ -607,22 +608,50 @@ class RunPodProvider(HttpProvider):
         return merge(parse(GqlPod, found, "pod"), v2)
 
     def list_pods(self) -> list[Pod]:
+        """GraphQL is the listing; REST v2 adds status detail and pods GraphQL does not show yet. A v2
+        failure (a key without REST rights, a rate limit, a page we cannot read) costs the detail only."""
         myself = self.graphql(LIST_QUERY).get("myself")
         require(
             isinstance(myself, dict) and isinstance(myself.get("pods"), list),
             PROVIDER,
             "myself.pods is not a list",
         )
-        reply = self.http.request("GET", f"{self.rest_url}/pods")
-        require(
-            isinstance(reply.body, dict) and isinstance(reply.body.get("pods"), list),
-            PROVIDER,
-            "v2 pods is not a list",
-        )
-        v2 = {p.id: p for p in (parse(V2Pod, item, "v2 pod") for item in reply.body["pods"])}
-        pods = [merge(g, v2.pop(g.id, None)) for g in (parse(GqlPod, item, "pod") for item in myself["pods"])]
+        graphql = [parse(GqlPod, item, "pod") for item in myself["pods"]]
+        v2 = self._v2_detail()
+        pods = [merge(g, v2.pop(g.id, None)) for g in graphql]
         pods += [pod_from_v2(p) for p in v2.values()]
         return [p for p in pods if p.status != "terminated"]
+
+    def _v2_detail(self) -> dict[str, V2Pod]:
+        try:
+            return self.v2_pods()
+        except ProviderError as exc:
+            log.warning("runpod: REST v2 list failed (%s); listing from GraphQL alone", exc.message)
+            return {}
+
+    def v2_pods(self) -> dict[str, V2Pod]:
+        """Every page of REST v2 `GET /pods` (limit + cursor). A chain that breaks raises."""
+        pods: dict[str, V2Pod] = {}
+        cursors: set[str] = set()
+        params = {"limit": str(V2_PAGE_SIZE)}
+        for _ in range(MAX_V2_PAGES):
+            body = self.http.request("GET", f"{self.rest_url}/pods", params=params).body
+            require(isinstance(body, dict) and isinstance(body.get("pods"), list), PROVIDER, "v2 pods is not a list")
+            for item in body["pods"]:
+                pod = parse(V2Pod, item, "v2 pod")
+                require(pod.id not in pods, PROVIDER, f"v2 pod {pod.id} listed twice: the paging broke")
+                pods[pod.id] = pod
+            cursor = next_cursor(body)
+            if cursor is None:
+                return pods
+            require(cursor not in cursors, PROVIDER, "the same v2 nextCursor came back twice: the paging loops")
+            cursors.add(cursor)
+            params = {"limit": str(V2_PAGE_SIZE), "cursor": cursor}
+        raise ProviderSchemaError(
+            f"the v2 pod list goes on past {MAX_V2_PAGES} pages",
+            provider=PROVIDER,
+            hint="the paging looks broken; gpuc lists from GraphQL without it",
+        )
 
     def balance(self) -> Balance:
         myself = self.graphql(BALANCE_QUERY).get("myself")
@@ -636,6 +665,8 @@ class RunPodProvider(HttpProvider):
         )
 
     def offers(self, gpu: str | None = None, interruptible: bool = False) -> list[Offer]:
+        if interruptible:
+            raise ConfigError(SPOT_GONE, hint=SPOT_HINT)
         types = self._gpu_types()
         if gpu:
             types = [
@@ -643,9 +674,6 @@ class RunPodProvider(HttpProvider):
                 for t in [t for t in types if matches_gpu(t, gpu)][:MAX_PRICE_LOOKUPS]
             ]
         offers = [o for o in (offer_from_gpu_type(t, self.cloud_type) for t in types) if o is not None]
-        if interruptible:
-            offers = [o for o in offers if o.interruptible_price is not None or o.min_bid is not None]
-            return sorted(offers, key=lambda o: o.min_bid or o.interruptible_price or o.price_per_hour)
         return sorted(offers, key=lambda o: o.price_per_hour)
 
     def _gpu_types(self) -> list[GpuType]:
@@ -694,6 +722,19 @@ class RunPodProvider(HttpProvider):
             raise NotFound(f"{pod_id!r} is not a RunPod pod id", hint="`gpuc ls` shows the ids of your pods")
 
 
+def next_cursor(body: dict[str, Any]) -> str | None:
+    """The cursor of the next v2 page, or None at the end (or when the answer does not page at all)."""
+    paging = body.get("pagination")
+    if paging is None:
+        return None
+    require(isinstance(paging, dict), PROVIDER, "v2 pagination is not an object")
+    cursor, more = paging.get("nextCursor"), paging.get("hasNextPage")
+    if more is False or (more is None and not cursor):
+        return None
+    require(isinstance(cursor, str) and cursor != "", PROVIDER, "v2 hasNextPage without a nextCursor")
+    return str(cursor)
+
+
 def is_problem_404(body: Any) -> bool:
     """RFC 9457 problem from REST v2. A 404 from anything else (a wrong base URL) must not read as "gone"."""
     return (
@@ -709,9 +750,13 @@ def is_problem_404(body: Any) -> bool:
 class RunPodSelfDestroyer(SelfDestroyer):
     """Destroy this pod with the pod-scoped key RunPod injects (RUNPOD_API_KEY), never the account key.
 
-    Whether that key may podTerminate is UNCONFIRMED (self-stop is documented): when terminate is
-    refused, stop the pod instead and say so — a stopped pod still bills its volume until the reaper
-    destroys it with the account key.
+    Whether that key may podTerminate is UNCONFIRMED (self-stop is documented). Two answers are not proof:
+    - a refusal: stop the pod instead and say so;
+    - "pod not found to terminate": a pod key may hear it because it is refused, not because the pod is
+      gone. The pod then reads itself (the pod key may read its own pod) and, if it is still there, stops
+      itself and says so.
+    A stopped pod still bills its volume: the answer is a StoppedInstead, which the ending turns into a
+    notification, and the reaper destroys the pod with the account key.
     """
 
     def __init__(self, pod_id: str, *, graphql_url: str = DEFAULT_GRAPHQL_URL, http: HttpClient) -> None:
@@ -750,13 +795,47 @@ class RunPodSelfDestroyer(SelfDestroyer):
             return f"terminated pod {self.pod_id}"
         except GraphQLError as exc:
             if exc.pod_not_found:
-                return f"pod {self.pod_id} was already gone"
+                return self._after_not_found()
             refusal = exc.message
         except ProviderAuthError as exc:
             refusal = exc.message
         log.warning("runpod: podTerminate refused (%s); stopping pod %s instead", refusal, self.pod_id)
         self.graphql(STOP_MUTATION, {"podId": self.pod_id})
-        return (
+        return StoppedInstead(
             f"podTerminate was refused ({refusal}); stopped pod {self.pod_id} instead: "
             "its volume still bills until the reaper destroys it"
         )
+
+    def _after_not_found(self) -> str:
+        still = self.still_there()
+        if still is False:
+            return f"pod {self.pod_id} was already gone"
+        log.warning(
+            "runpod: podTerminate said %r but pod %s %s; stopping it",
+            NOT_FOUND_TO_TERMINATE,
+            self.pod_id,
+            "still exists" if still else "could not be read",
+        )
+        try:
+            self.graphql(STOP_MUTATION, {"podId": self.pod_id})
+        except GraphQLError as exc:
+            if still is None and "not found" in exc.message.lower():
+                return f"pod {self.pod_id} was already gone (terminate and stop both found nothing)"
+            raise
+        # The stop worked, so the pod was there: "not found" was a refusal in disguise.
+        return StoppedInstead(
+            f"podTerminate answered {NOT_FOUND_TO_TERMINATE!r} but pod {self.pod_id} is still there; "
+            f"stopped pod {self.pod_id} instead: its volume still bills until the reaper destroys it"
+        )
+
+    def still_there(self) -> bool | None:
+        """Read this pod with its own key: True/False, or None when the read itself fails."""
+        try:
+            found = self.graphql(GET_QUERY, {"podId": self.pod_id}).get("pod")
+        except ProviderError as exc:
+            log.warning("runpod: pod %s cannot read itself (%s)", self.pod_id, exc.message)
+            return None
+        if found is None:
+            return False  # null for a deleted id (UNCONFIRMED; the reaper re-checks with the account key)
+        pod = parse(GqlPod, found, "pod")
+        return pod.desiredStatus != "TERMINATED"

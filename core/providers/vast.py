@@ -3,6 +3,10 @@ list is deprecated), DELETE /instances/{id}/, /users/current, POST /bundles/.
 
 Vast answers `success: false` with HTTP 200 at times, so every write checks `success` as well as the
 status. Every request goes through the HttpClient choke point in core/providers/http.py.
+
+The list is asked without `select_cols`, as the official SDK does: the server then returns full rows. What
+a column set (even `["*"]`) leaves out is UNCONFIRMED, and a row without `extra_env` cannot show gpuc's
+ownership marker, so such a row raises instead of being read as someone else's instance.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from gpuc.core.providers.common import (
     pod_scoped_client,
 )
 from gpuc.core.providers.http import BackoffFunction, HttpClient, Reply, require
+from gpuc.core.providers.outcome import StoppedInstead
 from gpuc.core.settings import Settings
 
 log = logging.getLogger("gpuc.providers.vast")
@@ -380,6 +385,10 @@ class VastProvider(HttpProvider):
             "label": spec.name,
             "env": dict(env),
             "runtype": RUNTYPE,
+            # Fail instead of creating a STOPPED instance when the offer cannot be scheduled now: an
+            # unschedulable bid would otherwise sit stopped, billing its disk. Sent explicitly because the
+            # server's default depends on the rental type (only on-demand defaults to true).
+            "cancel_unavail": True,
         }
         if bid is not None:
             body["price"] = bid  # a bid makes it interruptible; without `price` it is on-demand
@@ -397,7 +406,11 @@ class VastProvider(HttpProvider):
         if not ok or reply.status >= 400:
             error = refused(self.http, reply, f"create from offer {offer_id} refused")
             if reply.status in (404, 410):
-                error.hint = "the offer is gone; run `gpuc offers --provider vast` again"
+                # 410 also answers an offer that cannot be scheduled now (cancel_unavail), e.g. a low bid.
+                error.hint = (
+                    "the offer is gone or cannot be scheduled now (for a bid: below what the host gets); "
+                    "nothing was created: run `gpuc offers --provider vast` again"
+                )
             raise error
         new_id = reply.body.get(
             "new_contract"
@@ -443,19 +456,23 @@ class VastProvider(HttpProvider):
         for _ in range(MAX_PAGES):
             body = self._page(token)
             for item in body["instances"]:
+                require(
+                    isinstance(item, dict) and "extra_env" in item,
+                    PROVIDER,
+                    "an instance row without extra_env: gpuc cannot tell its own instances from others",
+                )
                 inst = parse(VastInstance, item, "instance")
                 require(
                     inst.id not in seen, PROVIDER, f"instance {inst.id} listed twice: the pagination broke"
                 )
                 seen[inst.id] = inst
             token = body.get("next_token")
-            if token is None:
-                return list(seen.values())
-            require(isinstance(token, str) and token != "", PROVIDER, "next_token is not a string")
+            if not token:
+                return list(seen.values())  # null or "": the official SDK ends on either
+            require(isinstance(token, str), PROVIDER, "next_token is not a string")
             require(
                 token not in tokens, PROVIDER, "the same next_token came back twice: the pagination loops"
             )
-            require(bool(body["instances"]), PROVIDER, "an empty page with a next_token")
             tokens.add(token)
         raise ProviderSchemaError(
             f"the instance list goes on past {MAX_PAGES} pages",
@@ -465,11 +482,11 @@ class VastProvider(HttpProvider):
 
     def _page(self, token: str | None) -> dict[str, Any]:
         # GET arguments are JSON-encoded, then URL-quoted (vast-cli _build_url); the token goes as it is.
+        # No select_cols: see the module docstring.
         params = {
             "select_filters": json.dumps({}),
             "order_by": json.dumps([{"col": "id", "dir": "asc"}]),
             "limit": str(PAGE_SIZE),
-            "select_cols": json.dumps(["*"]),
         }
         if token is not None:
             params["after_token"] = token
@@ -542,8 +559,13 @@ class VastProvider(HttpProvider):
 
 class VastSelfDestroyer(SelfDestroyer):
     """Destroy this instance with CONTAINER_API_KEY, the key Vast scopes to it (documented to start, stop
-    or destroy only this instance). If the destroy is refused, stop it and say so: a stopped instance
-    still bills its disk until the reaper destroys it."""
+    or destroy only this instance). Two answers are not proof it is gone:
+    - a refusal: stop it instead and say so;
+    - a not-found answer: an instance key may hear it because it is refused, not because the instance is
+      gone. The instance then reads itself (documented for the instance key) and, if it is still there,
+      stops itself and says so.
+    A stopped instance still bills its disk: the answer is a StoppedInstead, which the ending turns into a
+    notification, and the reaper destroys the instance with the account key."""
 
     def __init__(self, instance_id: str, api: VastApi) -> None:
         self.instance_id = instance_id
@@ -583,10 +605,48 @@ class VastSelfDestroyer(SelfDestroyer):
                 "vast: destroy refused (%s); stopping instance %s instead", exc.message, self.instance_id
             )
             self.api.set_state(self.instance_id, "stopped")
-            return (
+            return StoppedInstead(
                 f"destroy was refused ({exc.message}); stopped instance {self.instance_id} instead: its disk "
                 "still bills until the reaper destroys it"
             )
-        if result == "already_gone":
+        if result == "destroyed":
+            return f"destroyed instance {self.instance_id}"
+        return self._after_not_found()
+
+    def _after_not_found(self) -> str:
+        still = self.still_there()
+        if still is False:
             return f"instance {self.instance_id} was already gone"
-        return f"destroyed instance {self.instance_id}"
+        log.warning(
+            "vast: destroy said not found but instance %s %s; stopping it",
+            self.instance_id,
+            "still exists" if still else "could not be read",
+        )
+        try:
+            self.api.set_state(self.instance_id, "stopped")
+        except ProviderError as exc:
+            if still is None and exc.status == 404:
+                return f"instance {self.instance_id} was already gone (destroy and stop both found nothing)"
+            raise
+        # The stop worked, so the instance was there: "not found" was a refusal in disguise.
+        return StoppedInstead(
+            f"destroy answered not found but instance {self.instance_id} is still there; stopped instance "
+            f"{self.instance_id} instead: its disk still bills until the reaper destroys it"
+        )
+
+    def still_there(self) -> bool | None:
+        """Read this instance with its own key: True/False, or None when the read itself fails."""
+        try:
+            reply = self.api.http.request("GET", self.api.instance_url(self.instance_id), params={"owner": "me"})
+        except ProviderError as exc:
+            log.warning("vast: instance %s cannot read itself (%s)", self.instance_id, exc.message)
+            return None
+        body = reply.body
+        if not (isinstance(body, dict) and "instances" in body):
+            return None
+        if body["instances"] is None:
+            return False  # Vast's positive "not found or no longer exists"
+        if not isinstance(body["instances"], dict):
+            return None
+        inst = parse(VastInstance, {"id": self.instance_id, **body["instances"]}, "instance")
+        return status_of(inst) != "terminated"

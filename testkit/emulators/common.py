@@ -23,7 +23,9 @@ from gpuc.core.clock import Clock, SystemClock
 
 REDACTED = "<redacted>"
 # A fault that hits before the operation runs, or after it was applied (the answer is lost).
-PRE_COMMIT = ("timeout", "drop", "429", "success_false")
+PRE_COMMIT = ("timeout", "drop", "429", "success_false", "search_quota")
+# Answered with the provider's own body for the kind (fault_answer), before the operation runs.
+PROVIDER_ANSWERED = ("success_false", "search_quota")
 AFTER_COMMIT = ("timeout_after_commit", "drop_after_commit")
 ON_ANSWER = ("schema_drift", "broken_pagination")
 STATUS_KIND = re.compile(r"^(4[0-9]{2}|5[0-9]{2})(_after_commit)?$")
@@ -86,8 +88,9 @@ class Faults:
 
     Kinds: timeout, drop (before the operation runs); timeout_after_commit, drop_after_commit (the
     operation is applied and the answer lost); any 4xx/5xx status, e.g. "429", "500", "503", and
-    "500_after_commit"; success_false (an HTTP 200 that refuses); schema_drift (a body of a shape the
-    client has never seen); broken_pagination (Vast list: the same next_token forever). op "*" is any.
+    "500_after_commit"; success_false (an HTTP 200 that refuses); search_quota (Vast: the daily search
+    quota is spent, a 429 that retrying cannot cure); schema_drift (a body of a shape the client has never
+    seen); broken_pagination (Vast list: the same next_token forever). op "*" is any.
     """
 
     def __init__(self) -> None:
@@ -220,7 +223,7 @@ class Emulator(ABC):
         if kind in ("timeout", "drop"):
             return EmuResponse(0, hang=kind == "timeout", drop=kind == "drop")
         if kind is not None and (
-            kind == "success_false" or (STATUS_KIND.match(kind) and "after" not in kind)
+            kind in PROVIDER_ANSWERED or (STATUS_KIND.match(kind) and "after" not in kind)
         ):
             return self.fault_answer(op, kind)
         answer = handler(request)

@@ -1,5 +1,7 @@
-"""A RunPod emulator: GraphQL (`POST /graphql`) and REST v2 (`GET /v2/pods[/{id}]`), as strict as the real
-API per shared/reference/providers.md.
+"""A RunPod emulator: GraphQL (`POST /graphql`) and REST v2 (`/v2/pods`: list with paging, get, action,
+delete; `/v2/billing/pods`), as strict as the real API per shared/reference/providers.md, and accepting what
+the official clients send (runpod-python's inline-literal queries, `dataCenterId: null`, the `User`
+fields runpod-python and dstack ask for). tests/providers/test_official_clients.py holds it to them.
 
 Strict: a query asking for a field RunPod does not have, an input field it does not take or a value of
 the wrong type is refused with graphql-js's message and HTTP 400 (the status real RunPod sends with
@@ -8,20 +10,33 @@ the observed "pod not found to terminate". Texts RunPod never documented (no cap
 pod key) are this emulator's own and say so in the code.
 
 State: pods go provisioning -> running after `boot_polls` observations (get or list) or `boot_s`
-seconds of the emulator's clock; `terminateAfter` is enforced. Test-driving API: set_status,
-set_gpu_util, add_foreign_pod, vanish, set_stock, pod_environ, pods, balance, plant_charge,
-set_charge_factor.
+seconds of the emulator's clock; `terminateAfter` is enforced. A COMMUNITY pod created without
+`supportPublicIp: true` gets no public IP (its ssh port is private): the hazard the official clients avoid
+by always sending it. Test-driving API: set_status, set_gpu_util, add_foreign_pod, vanish, set_stock,
+pod_environ, pods, balance, plant_charge, set_charge_factor, pod_key_can_terminate, pod_key_not_found.
+
+Pod-scoped keys: they may read, stop and terminate their own pod (GraphQL) and nothing else; REST is 403
+(field report). `pod_key_can_terminate=False` answers their podTerminate "Unauthorized";
+`pod_key_not_found=True` answers it "pod not found to terminate" while the pod lives on (a refusal that
+looks like "already gone": the case the self-destroy must not believe).
+
+REST v2 paging (`limit`, `cursor`, `pagination.nextCursor`/`hasNextPage`) and `includeMachine` are not in
+the 2026-08 spec we read: their shape here is UNCONFIRMED, and a list without `limit` is one page of
+V2_DEFAULT_LIMIT pods.
 
 Billing: REST v2 `GET /v2/billing/pods` (documented query parameters only) computes each pod's charges
 per bucket from its real life in the emulator's clock: GPU time x costPerHr, disk at RunPod's published
 storage rates (container + volume while running, the volume at the stopped rate while stopped).
 
-Fault ops: create, get, get_v2, list, list_v2, stop, resume, destroy, balance, offers, billing.
+Fault ops: create, get, get_v2, list, list_v2, action_v2, destroy_v2, stop, resume, destroy, balance,
+user, offers, billing.
 """
 
 from __future__ import annotations
 
+import base64
 import itertools
+import json
 import re
 import secrets
 from dataclasses import dataclass, field
@@ -103,9 +118,15 @@ SCHEMA = Schema(
                 "notifyPodsGeneral": "Boolean",
                 "notifyLowBalance": "Boolean",
                 "pubKey": "String",
+                "authId": "String",
                 "pods": "[Pod]",
+                "networkVolumes": "[NetworkVolume]",
             }
         ),
+        "NetworkVolume": fields(
+            {"id": "String", "name": "String", "size": "Int", "dataCenterId": "String", "dataCenter": "DataCenter"}
+        ),
+        "DataCenter": fields({"id": "String", "name": "String", "location": "String"}),
         "Pod": fields(
             {
                 "id": "String",
@@ -238,6 +259,19 @@ NOT_FOUND_TO_TERMINATE = "pod not found to terminate"  # observed, and matched b
 # The emulator's own wording where RunPod documents none (UNCONFIRMED texts):
 NO_CAPACITY = "There are no longer any instances available with the requested specifications."
 UNAUTHORIZED = "Unauthorized"
+V2_DEFAULT_LIMIT = 20
+V2_MAX_LIMIT = 100
+V2_LIST_PARAMS = {"includeClusterPods", "includeMachine", "limit", "cursor"}
+V2_ACTIONS = {  # v2 spec: which action each status allows
+    "RUNNING": ("stop", "restart", "terminate"),
+    "EXITED": ("start", "terminate"),
+    "ERROR": ("start", "terminate"),
+    "PROVISIONING": ("stop", "terminate"),
+    "STARTING": ("stop", "terminate"),
+}
+# A COMMUNITY host picked with no sizing floor (the emulator's stand-in for "whatever host is free").
+STARVED_HOST = (2, 8)  # vCPU, GB RAM
+HOST_PER_GPU = (8, 31)  # what a host gives per GPU when it is not the starved one
 STATES = ("provisioning", "running", "exited", "outbid", "error")
 # RunPod's published storage prices [rp-docs billing.mdx]: container disk and volume $0.10/GB/month on a
 # running pod, the volume $0.20/GB/month on a stopped one. The hours in their "month" are not stated
@@ -288,6 +322,9 @@ class EmuPod:
     key: str
     public_ip: str
     ssh_port: int
+    public: bool = True  # False: a community pod created without supportPublicIp (private ssh port only)
+    vcpu: int = 16
+    memory_gb: int = 62
     state: str = "provisioning"
     polls_left: int = 2
     started_at: float | None = None
@@ -309,6 +346,7 @@ class RunPodEmulator(Emulator):
         balance: float = 25.0,
         spend_limit: float = 80.0,
         pod_key_can_terminate: bool = True,
+        pod_key_not_found: bool = False,
         gpus: tuple[GpuStock, ...] = DEFAULT_GPUS,
         ssh_endpoint: tuple[str, int] | None = None,
     ) -> None:
@@ -320,6 +358,8 @@ class RunPodEmulator(Emulator):
         self.spend_limit = spend_limit
         # Whether the pod-scoped key may podTerminate is UNCONFIRMED; False drills the podStop fallback.
         self.pod_key_can_terminate = pod_key_can_terminate
+        # The pod key's podTerminate of its own pod hears "pod not found to terminate"; the pod lives on.
+        self.pod_key_not_found = pod_key_not_found
         self.gpus = {g.id: GpuStock(**g.__dict__) for g in gpus}
         # Where every pod's "direct ssh" points, e.g. a local sshd for a demo; default: documentation IPs.
         self.ssh_endpoint = ssh_endpoint
@@ -330,6 +370,8 @@ class RunPodEmulator(Emulator):
         self.billing_book = BillingBook()
         # pod-scoped key -> pod id; a key outlives its pod (it then only hears "not found": UNCONFIRMED)
         self.pod_keys: dict[str, str] = {}
+        # runpod-python reads these to place a pod by its network volume; none unless a test adds one.
+        self.network_volumes: list[dict[str, Any]] = []
         self._ports = itertools.count(40022)
 
     # ---- test-driving API ----
@@ -413,9 +455,14 @@ class RunPodEmulator(Emulator):
             return "list_v2", self.v2_list
         if path == "/v2/billing/pods" and request.method == "GET":
             return "billing", self.v2_billing
+        action = re.fullmatch(r"/v2/pods/([^/]+)/action", path)
+        if action and request.method == "POST":
+            return "action_v2", lambda r: self.v2_action(r, action.group(1))
         match = re.fullmatch(r"/v2/pods/([^/]+)", path)
         if match and request.method == "GET":
             return "get_v2", lambda r: self.v2_get(r, match.group(1))
+        if match and request.method == "DELETE":
+            return "destroy_v2", lambda r: self.v2_delete(r, match.group(1))
         return None
 
     def not_found(self, request: EmuRequest) -> EmuResponse:
@@ -424,7 +471,8 @@ class RunPodEmulator(Emulator):
         return EmuResponse.text(404, "404 page not found")
 
     def fault_answer(self, op: str, kind: str) -> EmuResponse:
-        if op in ("list_v2", "get_v2", "billing"):
+        kind = "429" if kind == "search_quota" else kind  # RunPod has no quota answer of its own
+        if op in V2_OPS:
             if kind == "429":
                 return problem(
                     429,
@@ -449,7 +497,10 @@ class RunPodEmulator(Emulator):
 
     def drift(self, op: str, kind: str, answer: EmuResponse) -> EmuResponse:
         body = answer.decoded()
-        if op in ("list_v2", "get_v2", "billing"):
+        if kind == "broken_pagination" and op == "list_v2" and isinstance(body, dict):
+            looping = {"nextCursor": v2_cursor_of(0.0, "loop"), "hasNextPage": True}
+            return EmuResponse.json(answer.status, {**body, "pagination": looping})  # the same cursor forever
+        if op in V2_OPS:
             return EmuResponse.json(answer.status, {"data": body})
         if isinstance(body, dict) and "data" in body:
             return EmuResponse.json(answer.status, {"data": {"result": body["data"]}})
@@ -520,7 +571,9 @@ class RunPodEmulator(Emulator):
             "notifyPodsGeneral": True,
             "notifyLowBalance": True,
             "pubKey": "ssh-ed25519 AAAA... emulated",
+            "authId": "user_emulated_auth",
             "pods": [self._gql_pod(p) for p in live],
+            "networkVolumes": [dict(v) for v in self.network_volumes],
         }
 
     def _get(self, pod_id: str, who: str) -> dict[str, Any] | None:
@@ -541,10 +594,22 @@ class RunPodEmulator(Emulator):
         count = int(fields_.get("gpuCount") or 1)
         if gpu.stock < count:
             raise FieldError(NO_CAPACITY)
-        price = self._price(gpu, str(fields_.get("cloudType") or "ALL"), spot, fields_.get("bidPerGpu"))
+        cloud = str(fields_.get("cloudType") or "ALL")
+        price = self._price(gpu, cloud, spot, fields_.get("bidPerGpu"))
         env = {str(e["key"]): str(e["value"]) for e in fields_.get("env") or []}
         image = str(fields_.get("imageName") or fields_.get("templateId"))
         pod = self._new_pod(str(fields_.get("name") or ""), image, gpu, count, price * count, env, spot)
+        community = cloud == "COMMUNITY" or (cloud == "ALL" and 0 < gpu.community <= gpu.secure)
+        # Community hosts give a public IP only when asked (supportPublicIp): else ssh is private.
+        pod.public = not community or fields_.get("supportPublicIp") is True
+        if not pod.public:
+            pod.public_ip = f"10.{secrets.randbelow(250)}.{secrets.randbelow(250)}.{secrets.randbelow(250) + 2}"
+        floor_cpu, floor_mem = fields_.get("minVcpuCount"), fields_.get("minMemoryInGb")
+        if community and floor_cpu is None and floor_mem is None:
+            pod.vcpu, pod.memory_gb = STARVED_HOST
+        else:
+            pod.vcpu = max(int(floor_cpu or 0), HOST_PER_GPU[0] * count)
+            pod.memory_gb = max(int(floor_mem or 0), HOST_PER_GPU[1] * count)
         pod.ports = str(fields_.get("ports") or "")
         pod.container_disk = int(fields_.get("containerDiskInGb") or 10)
         pod.volume_gb = int(fields_.get("volumeInGb") or 0)
@@ -614,6 +679,8 @@ class RunPodEmulator(Emulator):
             raise FieldError(NOT_FOUND_TO_TERMINATE)  # a pod key cannot see other pods
         if own and not self.pod_key_can_terminate:
             raise FieldError(UNAUTHORIZED)
+        if own and self.pod_key_not_found:
+            raise FieldError(NOT_FOUND_TO_TERMINATE)  # refused, worded as if the pod were gone
         pod = self.pods.get(pod_id)
         if pod is None:
             raise FieldError(NOT_FOUND_TO_TERMINATE)
@@ -640,25 +707,82 @@ class RunPodEmulator(Emulator):
         return None
 
     def v2_list(self, request: EmuRequest) -> EmuResponse:
-        refused = self._v2_auth(request) or unexpected_params(request, {"includeClusterPods"})
+        refused = self._v2_auth(request) or unexpected_params(request, V2_LIST_PARAMS)
         if refused:
             return refused
+        try:
+            query = V2ListQuery.parse(request)
+        except ValueError as exc:
+            return validation_failed(str(exc))
         self._tick()
         for pod in list(self.pods.values()):
             self._observe(pod)
-        return EmuResponse.json(200, {"pods": [self._v2_pod(p) for p in self.pods.values()]})
+        ordered = sorted(self.pods.values(), key=lambda p: (p.created_at, p.id))
+        after = [p for p in ordered if query.after is None or (p.created_at, p.id) > query.after]
+        page = after[: query.limit]
+        more = len(after) > len(page)
+        cursor = v2_cursor(page[-1]) if more else None
+        return EmuResponse.json(
+            200,
+            {
+                "pods": [self._v2_pod(p, query.include_machine) for p in page],
+                "pagination": {"nextCursor": cursor, "hasNextPage": more, "limit": query.limit},
+            },
+        )
 
     def v2_get(self, request: EmuRequest, pod_id: str) -> EmuResponse:
-        refused = self._v2_auth(request) or unexpected_params(request, set())
+        refused = self._v2_auth(request) or unexpected_params(request, {"includeMachine"})
         if refused:
             return refused
+        try:
+            include_machine = bool_param(request, "includeMachine")
+        except ValueError as exc:
+            return validation_failed(str(exc))
         self._tick()
         pod = self.pods.get(pod_id)
         if pod is not None:
             self._observe(pod)
         if pod_id not in self.pods:
             return problem(404, "Not Found", "resource not found")
-        return EmuResponse.json(200, self._v2_pod(self.pods[pod_id]))
+        return EmuResponse.json(200, self._v2_pod(self.pods[pod_id], include_machine))
+
+    def v2_action(self, request: EmuRequest, pod_id: str) -> EmuResponse:
+        """POST /v2/pods/{id}/action {"action": start|stop|restart|terminate}, as the v2 spec says."""
+        refused = self._v2_auth(request) or unexpected_params(request, set())
+        if refused:
+            return refused
+        try:
+            body = request.json()
+        except ValueError:
+            return validation_failed("the body is not JSON")
+        if not isinstance(body, dict) or set(body) != {"action"} or body["action"] not in V2_ALL_ACTIONS:
+            return validation_failed('the body must be {"action": "start"|"stop"|"restart"|"terminate"}')
+        self._tick()
+        pod = self.pods.get(pod_id)
+        if pod is None:
+            return problem(404, "Not Found", "resource not found")
+        status = self._v2_status(pod)
+        if body["action"] not in V2_ACTIONS.get(status, ()):
+            return problem(409, "Conflict", f"action {body['action']} is not allowed while the pod is {status}")
+        if body["action"] == "terminate":
+            self._remove(pod)
+            return EmuResponse(204)
+        if body["action"] == "stop":
+            pod.state = "exited"
+        else:  # start, restart: back through provisioning
+            pod.state, pod.polls_left = "provisioning", self.boot_polls
+        return EmuResponse.json(200, self._v2_pod(pod))
+
+    def v2_delete(self, request: EmuRequest, pod_id: str) -> EmuResponse:
+        refused = self._v2_auth(request) or unexpected_params(request, set())
+        if refused:
+            return refused
+        self._tick()
+        pod = self.pods.get(pod_id)
+        if pod is None:
+            return problem(404, "Not Found", "resource not found")
+        self._remove(pod)
+        return EmuResponse(204)
 
     def v2_billing(self, request: EmuRequest) -> EmuResponse:
         refused = self._v2_auth(request) or unexpected_params(request, BILLING_PARAMS)
@@ -778,8 +902,8 @@ class RunPodEmulator(Emulator):
             "containerDiskInGb": pod.container_disk,
             "volumeInGb": pod.volume_gb,
             "volumeMountPath": pod.volume_mount,
-            "memoryInGb": 62.0,
-            "vcpuCount": 16.0,
+            "memoryInGb": float(pod.memory_gb),
+            "vcpuCount": float(pod.vcpu),
             "machineId": pod.machine_id,
             "machine": {
                 "gpuDisplayName": pod.gpu.display,
@@ -802,7 +926,7 @@ class RunPodEmulator(Emulator):
                 [
                     {
                         "ip": pod.public_ip,
-                        "isIpPublic": True,
+                        "isIpPublic": pod.public,
                         "privatePort": 22,
                         "publicPort": pod.ssh_port,
                         "type": "tcp",
@@ -823,10 +947,18 @@ class RunPodEmulator(Emulator):
             return "STARTING" if pod.polls_left <= 1 else "PROVISIONING"
         return {"running": "RUNNING", "exited": "EXITED", "outbid": "EXITED", "error": "ERROR"}[pod.state]
 
-    def _v2_pod(self, pod: EmuPod) -> dict[str, Any]:
+    def _v2_pod(self, pod: EmuPod, include_machine: bool = False) -> dict[str, Any]:
         running = pod.state == "running"
         ssh = "22/tcp" in pod.ports.split(",")
+        machine = {  # includeMachine's shape is UNCONFIRMED: GraphQL's machine fields
+            "id": pod.machine_id,
+            "gpuDisplayName": pod.gpu.display,
+            "location": "US",
+            "dataCenterId": "US-KS-2",
+            "podHostId": f"{pod.id}-{pod.machine_id[:8]}",
+        }
         return {
+            **({"machine": machine} if include_machine else {}),
             "id": pod.id,
             "name": pod.name,
             "image": pod.image,
@@ -846,7 +978,7 @@ class RunPodEmulator(Emulator):
                 "proxy": {"host": "ssh.runpod.io", "port": 22, "username": f"{pod.id}-{pod.machine_id[:8]}"},
                 **(
                     {"direct": {"host": pod.public_ip, "port": pod.ssh_port, "username": "root"}}
-                    if running and ssh
+                    if running and ssh and pod.public
                     else {}
                 ),
             },
@@ -858,7 +990,7 @@ class RunPodEmulator(Emulator):
                 {
                     "uptime": self._uptime(pod),
                     "ports": [{"private": 22, "public": pod.ssh_port, "type": "tcp", "ip": pod.public_ip}]
-                    if ssh
+                    if ssh and pod.public
                     else [],
                 }
                 if running
@@ -867,6 +999,56 @@ class RunPodEmulator(Emulator):
             "createdAt": iso(pod.created_at),
             "startedAt": iso(pod.started_at) if pod.started_at else None,
         }
+
+
+V2_OPS = ("list_v2", "get_v2", "action_v2", "destroy_v2", "billing")
+V2_ALL_ACTIONS = ("start", "stop", "restart", "terminate")
+
+
+@dataclass(frozen=True)
+class V2ListQuery:
+    limit: int
+    after: tuple[float, str] | None
+    include_machine: bool
+
+    @classmethod
+    def parse(cls, request: EmuRequest) -> V2ListQuery:
+        raw = request.param("limit")
+        if raw is not None and (not raw.isdigit() or not 1 <= int(raw) <= V2_MAX_LIMIT):
+            raise ValueError(f"limit must be an integer from 1 to {V2_MAX_LIMIT}")
+        bool_param(request, "includeClusterPods")
+        return cls(
+            int(raw) if raw is not None else V2_DEFAULT_LIMIT,
+            cursor_key(request.param("cursor")),
+            bool_param(request, "includeMachine"),
+        )
+
+
+def bool_param(request: EmuRequest, name: str) -> bool:
+    raw = request.param(name)
+    if raw not in (None, "true", "false"):
+        raise ValueError(f"{name} must be true or false")
+    return raw == "true"
+
+
+def v2_cursor(pod: EmuPod) -> str:
+    return v2_cursor_of(pod.created_at, pod.id)
+
+
+def v2_cursor_of(created_at: float, pod_id: str) -> str:
+    return base64.urlsafe_b64encode(json.dumps([created_at, pod_id]).encode()).decode()
+
+
+def cursor_key(raw: str | None) -> tuple[float, str] | None:
+    if raw is None:
+        return None
+    try:
+        created, pod_id = json.loads(base64.urlsafe_b64decode(raw.encode()))
+    except (ValueError, TypeError):
+        raise ValueError("cursor is not a cursor this server issued") from None
+    if not isinstance(created, int | float) or not isinstance(pod_id, str):
+        raise ValueError("cursor is not a cursor this server issued")
+    return float(created), pod_id
 
 
 def billing_state(state: str) -> str:

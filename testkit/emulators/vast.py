@@ -1,5 +1,9 @@
-"""A Vast.ai emulator: the v0 endpoints gpuc uses and the v1 paginated instance list, as strict as the real
-API per shared/reference/providers.md.
+"""A Vast.ai emulator: the v0 endpoints gpuc and the official vastai CLI/SDK call and the v1 paginated
+instance list, as strict as the real API per shared/reference/providers.md, and accepting what the
+official clients send (tests/providers/test_official_clients.py holds it to them): the SDK's create
+payload with its optional keys sent as null, `PUT /search/asks/`, reboot, recycle, bid price change, bulk
+stop/start/delete and `/instances/filters/`. The retired v0 list `GET /api/v0/instances/` answers 410
+`deprecated_endpoint`.
 
 Strict: a create body with a field Vast does not take, or a value of the wrong type, is refused with
 400 `{"success": false, "error": "invalid_args", "msg": ...}`; list filters on computed columns are
@@ -18,7 +22,23 @@ per instance contract, broken down into `gpu` (time running or frozen x the rent
 instance's real life in the emulator's clock. Tests plant extra or wrong charges with plant_charge and
 set_charge_factor.
 
-Fault ops: create, get, list, list_v0, stop, destroy, balance, offers, billing.
+`cancel_unavail`: an offer may have a going price for bids (`winning_bid`); a bid below it cannot be
+scheduled now. With cancel_unavail (sent true, or left out on an on-demand rent, the documented default)
+the create answers 410 and nothing is made; without it the instance is created STOPPED and bills its disk.
+
+`select_cols`: left out, the v1 list answers full rows (the official SDK relies on this). With `["*"]` it
+answers the default column set, which this emulator models WITHOUT extra_env, ports and onstart; with a
+list, those columns and id. What the real server's column sets hold is UNCONFIRMED.
+
+Instance keys may show, start/stop, reboot and destroy their own instance. `pod_key_not_found=True`
+answers their destroy with the documented not-found body while the instance lives on (a refusal that
+looks like "already gone": the case the self-destroy must not believe).
+
+Texts the docs do not give (the 410 of the retired list, the filters and bulk answers, the quota 429) are
+this emulator's own and say so in the code.
+
+Fault ops: create, get, list, list_v0, filters, stop, stop_bulk, reboot, bid, destroy, destroy_bulk,
+balance, offers, billing.
 """
 
 from __future__ import annotations
@@ -61,6 +81,9 @@ CREATE_FIELDS: dict[str, tuple[type | tuple[type, ...], ...]] = {
     "extra": (str,),
     "volume_info": (dict,),
 }
+REQUIRED_CREATE_FIELDS = frozenset({"client_id"})
+# What this emulator's select_cols=["*"] leaves out of a v1 list row (see the module docstring).
+STAR_OMITS = frozenset({"extra_env", "ports", "onstart"})
 RUNTYPE_TOKENS = frozenset(
     {
         "ssh",
@@ -121,6 +144,7 @@ class VastOfferState:
     gpu_mem_bw: float = 1008.0
     geolocation: str = "Oregon, US"
     rented: bool = False
+    winning_bid: float | None = None  # a bid below this cannot be scheduled now (another renter outbids it)
     machine_id: int = field(default_factory=lambda: secrets.randbelow(90000) + 10000)
 
     def view(self, allocated_storage: float) -> dict[str, Any]:
@@ -217,6 +241,7 @@ class VastEmulator(Emulator):
         destroy_lag_polls: int = 0,
         offers: tuple[VastOfferState, ...] = DEFAULT_OFFERS,
         ssh_endpoint: tuple[str, int] | None = None,
+        pod_key_not_found: bool = False,
     ) -> None:
         super().__init__(clock)
         self.api_key = api_key or new_key("")
@@ -224,6 +249,8 @@ class VastEmulator(Emulator):
         self.boot_s = boot_s
         self.credit = credit
         self.destroy_lag_polls = destroy_lag_polls
+        # An instance key's destroy of its own instance hears the not-found body; the instance lives on.
+        self.pod_key_not_found = pod_key_not_found
         self.offers = {o.id: VastOfferState(**o.__dict__) for o in offers}
         # Where every instance's direct ssh port points, e.g. a local sshd for a demo.
         self.ssh_endpoint = ssh_endpoint
@@ -319,6 +346,15 @@ class VastEmulator(Emulator):
         match = re.fullmatch(r"/api/v0/asks/([^/]+)/", path)
         if match and method == "PUT":
             return "create", lambda r: self.create(r, match.group(1))
+        # Before the show-instance route: "filters" is not an instance id.
+        if path == "/api/v0/instances/filters/" and method == "GET":
+            return "filters", self.filters
+        acted = re.fullmatch(r"/api/v0/instances/(reboot|recycle|bid_price)/([^/]+)/", path)
+        if acted and method == "PUT":
+            kind, raw = acted.group(1), acted.group(2)
+            if kind == "bid_price":
+                return "bid", lambda r: self.change_bid(r, raw)
+            return "reboot", lambda r: self.reboot(r, raw, recycle=kind == "recycle")
         match = re.fullmatch(r"/api/v0/instances/([^/]+)/", path)
         if match:
             handlers = {
@@ -332,8 +368,11 @@ class VastEmulator(Emulator):
         simple = {
             ("GET", "/api/v1/instances/"): ("list", self.list_v1),
             ("GET", "/api/v0/instances/"): ("list_v0", self.list_v0),
+            ("PUT", "/api/v0/instances/"): ("stop_bulk", self.manage_bulk),
+            ("DELETE", "/api/v0/instances/"): ("destroy_bulk", self.destroy_bulk),
             ("GET", "/api/v0/users/current/"): ("balance", self.user),
             ("POST", "/api/v0/bundles/"): ("offers", self.bundles),
+            ("PUT", "/api/v0/search/asks/"): ("offers", self.search_asks),
             ("GET", "/api/v0/charges/"): ("billing", self.charges),
         }
         return simple.get((method, path))
@@ -342,6 +381,11 @@ class VastEmulator(Emulator):
         return EmuResponse.json(404, {"success": False, "error": "not_found", "msg": "no such endpoint"})
 
     def fault_answer(self, op: str, kind: str) -> EmuResponse:
+        if kind == "search_quota":
+            # vast-cli's is_search_quota_exceeded reads `error`; the msg and the reset header are ours.
+            reset = str(int(self.clock.now() // 86400 + 1) * 86400)  # the next UTC midnight
+            body = {"success": False, "error": "search_quota_exceeded", "msg": "Daily search quota exceeded"}
+            return EmuResponse.json(429, body, {"X-RateLimit-Reset": reset})
         if kind == "429":
             # Vast: plain text, and no Retry-After header
             return EmuResponse.text(429, "API requests too frequent endpoint threshold=4.5")
@@ -411,12 +455,26 @@ class VastEmulator(Emulator):
         if problem:
             return invalid(400, f"error 400/3467: Invalid args: {problem}", ask_id)
         offer = self.offers.get(ask_id)
-        unavailable = offer_refusal(offer, ask_id, body.get("price"))
+        price = body.get("price")
+        unavailable = offer_refusal(offer, ask_id, price)
         if unavailable or offer is None:
             return unavailable or invalid(404, "no such offer", ask_id)
+        # A bid under the going price cannot be scheduled now. cancel_unavail left out (or null) defaults
+        # to true for an on-demand rent only (reference V2).
+        cancel = body.get("cancel_unavail")
+        cancel = price is None if cancel is None else cancel
+        unschedulable = price is not None and offer.winning_bid is not None and price < offer.winning_bid
+        if unschedulable and cancel:
+            msg = f"error 410/3907: no_such_ask Instance type {ask_id} cannot be scheduled now (cancel_unavail)."
+            return EmuResponse.json(410, {"success": False, "error": "no_such_ask", "msg": msg, "ask_id": ask_id})
         env = {str(k): str(v) for k, v in (body.get("env") or {}).items()}
-        image, disk, runtype = body.get("image") or "", float(body.get("disk", 8)), body.get("runtype", "ssh")
-        inst = self._new_instance(offer, body.get("label"), image, disk, env, runtype, body.get("price"))
+        image, disk = body.get("image") or "", float(body.get("disk") or 8)
+        runtype = body.get("runtype") or "ssh"
+        inst = self._new_instance(offer, body.get("label"), image, disk, env, runtype, price)
+        if unschedulable:
+            # Created, but waiting for the host: stopped, wanting to run, billing its disk meanwhile.
+            inst.actual, inst.intended, inst.cur_state, inst.polls_left = "stopped", "running", "stopped", 0
+            inst.status_msg = "waiting for the machine: outbid"
         return EmuResponse.json(200, {"success": True, "new_contract": inst.id, "instance_api_key": inst.key})
 
     def _new_instance(
@@ -504,10 +562,21 @@ class VastEmulator(Emulator):
         refused = self._auth(request)
         if refused:
             return refused
-        for inst in list(self.instances.values()):
-            self._observe(inst)
+        # Retired: the real server answers 410 deprecated_endpoint (the message text is this emulator's).
+        msg = "GET /api/v0/instances/ is retired: use GET /api/v1/instances/ (paginated)"
+        return EmuResponse.json(410, {"success": False, "error": "deprecated_endpoint", "msg": msg})
+
+    def filters(self, request: EmuRequest) -> EmuResponse:
+        """GET /instances/filters/: distinct values of the filterable columns (shape: this emulator's)."""
+        refused = self._auth(request)
+        if refused:
+            return refused
         views = [self._view(i) for i in self.instances.values()]
-        return EmuResponse.json(200, {"instances_found": len(views), "instances": views})
+        found = [
+            {"col": col, "values": sorted({str(v[col]) for v in views if v.get(col) is not None})}
+            for col in sorted(STORED_COLUMNS - {"id"})
+        ]
+        return EmuResponse.json(200, {"success": True, "filters": found})
 
     def user(self, request: EmuRequest) -> EmuResponse:
         refused = self._auth(request)
@@ -539,6 +608,29 @@ class VastEmulator(Emulator):
             body = request.json()
         except ValueError:
             return invalid(400, "Invalid args: the body is not JSON")
+        return self._search(body)
+
+    def search_asks(self, request: EmuRequest) -> EmuResponse:
+        """PUT /search/asks/ {"select_cols": [...], "q": {...bundles query...}} (vast-cli `search offers --new`)."""
+        key = request.bearer()
+        if key is not None and self.caller(request) is None:
+            return EmuResponse.json(401, {"success": False, "error": "auth_error", "msg": "Invalid user key"})
+        try:
+            body = request.json()
+        except ValueError:
+            return invalid(400, "Invalid args: the body is not JSON")
+        if not isinstance(body, dict) or "q" not in body or set(body) - {"q", "select_cols"}:
+            return invalid(400, 'Invalid args: expected {"select_cols": [...], "q": {...}}')
+        cols = body.get("select_cols", ["*"])
+        if not isinstance(cols, list) or not all(isinstance(c, str) for c in cols):
+            return invalid(400, "Invalid args: select_cols must be a list of column names")
+        answer = self._search(body["q"])
+        if answer.status != 200 or "*" in cols:
+            return answer
+        offers = answer.decoded()["offers"]
+        return EmuResponse.json(200, {"offers": [select_cols(o, cols) for o in offers]})
+
+    def _search(self, body: Any) -> EmuResponse:
         try:
             search = BundleSearch.parse(body)
         except ValueError as exc:
@@ -667,18 +759,123 @@ class VastEmulator(Emulator):
             return EmuResponse.json(
                 404, {"success": False, "error": "no_such_instance", "msg": f"Instance {raw_id} not found"}
             )
-        if body.get("state") == "stopped":
-            inst.actual, inst.intended, inst.cur_state = "stopped", "stopped", "stopped"
-        elif body.get("state") == "running":
-            inst.intended, inst.cur_state, inst.actual, inst.polls_left = (
-                "running",
-                "running",
-                "loading",
-                self.boot_polls,
-            )
+        if "state" in body:
+            self._set_state(inst, body["state"])
         if "label" in body:
             inst.label = body["label"]
         return EmuResponse.json(200, {"success": True})
+
+    def reboot(self, request: EmuRequest, raw_id: str, *, recycle: bool) -> EmuResponse:
+        """PUT /instances/reboot/{id}/ (or recycle/): the container restarts, the contract stays."""
+        instance_id = int(raw_id) if raw_id.isdigit() else -1
+        refused = self._auth(request, instance_id) or self._empty_body(request)
+        if refused:
+            return refused
+        inst = self.instances.get(instance_id)
+        if inst is None or inst.lag_polls is not None:
+            return no_such_instance(raw_id)
+        if inst.intended != "running":
+            return invalid(400, f"Invalid args: instance {raw_id} is not running")
+        inst.actual, inst.polls_left = "loading", self.boot_polls
+        if recycle:
+            inst.gpu_util = 0.0
+        return EmuResponse.json(200, {"success": True})
+
+    def change_bid(self, request: EmuRequest, raw_id: str) -> EmuResponse:
+        """PUT /instances/bid_price/{id}/ {"client_id": "me", "price": float | null (= the going price)}."""
+        instance_id = int(raw_id) if raw_id.isdigit() else -1
+        refused = self._auth(request)
+        if refused:
+            return refused
+        try:
+            body = request.json()
+        except ValueError:
+            return invalid(400, "Invalid args: the body is not JSON")
+        ok = isinstance(body, dict) and body.get("client_id") == "me" and set(body) <= {"client_id", "price"}
+        price = body.get("price") if isinstance(body, dict) else None
+        if not ok or (price is not None and (isinstance(price, bool) or not isinstance(price, int | float))):
+            return invalid(400, 'Invalid args: expected {"client_id": "me", "price": <float or null>}')
+        inst = self.instances.get(instance_id)
+        if inst is None or inst.lag_polls is not None:
+            return no_such_instance(raw_id)
+        if inst.bid is None:
+            return invalid(400, "Invalid args: an on-demand instance has no bid (it cannot become interruptible)")
+        going = inst.offer.winning_bid if inst.offer.winning_bid is not None else inst.offer.min_bid
+        new = float(price) if price is not None else going
+        if new < inst.offer.min_bid:
+            msg = f"bid below min_bid {inst.offer.min_bid}"
+            return EmuResponse.json(400, {"success": False, "error": "invalid_price", "msg": msg})
+        inst.bid = new
+        waiting = inst.actual == "stopped" and inst.intended == "running"
+        if waiting and new >= going:
+            inst.actual, inst.cur_state, inst.polls_left, inst.status_msg = "loading", "running", self.boot_polls, None
+        return EmuResponse.json(200, {"success": True})
+
+    def manage_bulk(self, request: EmuRequest) -> EmuResponse:
+        """PUT /instances/ {"ids": [...], "state": "running"|"stopped"} (answer shape: this emulator's)."""
+        refused = self._auth(request)
+        if refused:
+            return refused
+        try:
+            body = request.json()
+        except ValueError:
+            return invalid(400, "Invalid args: the body is not JSON")
+        ids = body.get("ids") if isinstance(body, dict) else None
+        if not isinstance(body, dict) or set(body) != {"ids", "state"} or not isinstance(ids, list) or not id_list(ids):
+            return invalid(400, 'Invalid args: expected {"ids": [...], "state": "running"|"stopped"}')
+        if body["state"] not in ("running", "stopped"):
+            return invalid(400, "Invalid args: state must be running or stopped")
+        done, missing = [], []
+        for instance_id in ids:
+            inst = self.instances.get(instance_id)
+            if inst is None or inst.lag_polls is not None:
+                missing.append(instance_id)
+            else:
+                self._set_state(inst, body["state"])
+                done.append(instance_id)
+        return EmuResponse.json(200, {"success": True, "updated": done, "not_found": missing})
+
+    def destroy_bulk(self, request: EmuRequest) -> EmuResponse:
+        """DELETE /instances/ {"instance_ids": [...]} (answer shape: this emulator's)."""
+        refused = self._auth(request)
+        if refused:
+            return refused
+        try:
+            body = request.json()
+        except ValueError:
+            return invalid(400, "Invalid args: the body is not JSON")
+        ids = body.get("instance_ids") if isinstance(body, dict) else None
+        if not isinstance(body, dict) or set(body) != {"instance_ids"} or not isinstance(ids, list) or not id_list(ids):
+            return invalid(400, 'Invalid args: expected {"instance_ids": [...]}')
+        done, missing = [], []
+        for instance_id in ids:
+            inst = self.instances.get(instance_id)
+            if inst is None or inst.lag_polls is not None:
+                missing.append(instance_id)
+            else:
+                self._destroy_one(inst)
+                done.append(instance_id)
+        return EmuResponse.json(200, {"success": True, "destroyed": done, "not_found": missing})
+
+    def _empty_body(self, request: EmuRequest) -> EmuResponse | None:
+        try:
+            body = request.json()
+        except ValueError:
+            return invalid(400, "Invalid args: the body is not JSON")
+        return None if body in (None, {}) else invalid(400, "Invalid args: this call takes an empty body")
+
+    def _destroy_one(self, inst: VastInst) -> None:
+        if self.destroy_lag_polls > 0:
+            inst.lag_polls = self.destroy_lag_polls  # still shown, unchanged, for a few reads
+        else:
+            self._remove(inst)
+
+    def _set_state(self, inst: VastInst, state: str) -> None:
+        if state == "stopped":
+            inst.actual, inst.intended, inst.cur_state = "stopped", "stopped", "stopped"
+        else:
+            inst.intended, inst.cur_state, inst.actual = "running", "running", "loading"
+            inst.polls_left = self.boot_polls
 
     def destroy(self, request: EmuRequest, raw_id: str) -> EmuResponse:
         if not raw_id.isdigit():
@@ -694,14 +891,13 @@ class VastEmulator(Emulator):
         if body not in (None, {}):
             return invalid(400, "Invalid args: destroy takes an empty body")
         inst = self.instances.get(instance_id)
-        if inst is None or inst.lag_polls is not None:
+        own_key = self.caller(request) == instance_id
+        if inst is None or inst.lag_polls is not None or (own_key and self.pod_key_not_found):
+            # pod_key_not_found: the instance key is refused in the words of "already gone"
             return EmuResponse.json(
                 404, {"success": False, "error": "not_found", "msg": "Instance not found"}
             )
-        if self.destroy_lag_polls > 0:
-            inst.lag_polls = self.destroy_lag_polls  # still shown, unchanged, for a few reads
-        else:
-            self._remove(inst)
+        self._destroy_one(inst)
         return EmuResponse.json(200, {"success": True, "msg": "Instance destroyed successfully"})
 
     # ---- state ----
@@ -904,6 +1100,20 @@ def offer_refusal(offer: VastOfferState | None, ask_id: int, price: float | None
     return None
 
 
+def no_such_instance(raw_id: str) -> EmuResponse:
+    return EmuResponse.json(
+        404, {"success": False, "error": "no_such_instance", "msg": f"Instance {raw_id} not found"}
+    )
+
+
+def id_list(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(i, int) and not isinstance(i, bool) for i in value)
+    )
+
+
 def invalid(status: int, msg: str, ask_id: int | None = None) -> EmuResponse:
     body: dict[str, Any] = {"success": False, "error": "invalid_args", "msg": msg}
     if ask_id is not None:
@@ -919,13 +1129,15 @@ def create_problem(body: Any) -> str | None:
         allowed = CREATE_FIELDS.get(name)
         if allowed is None:
             return f"unexpected field {name!r}"
+        if value is None and name not in REQUIRED_CREATE_FIELDS:
+            continue  # the official SDK sends every optional key, null when unset
         if (isinstance(value, bool) and bool not in allowed) or not isinstance(value, allowed):
             return f"{name} has the wrong type"
     if body.get("client_id", "me") != "me":
         return "client_id must be 'me'"
     if not body.get("image") and not body.get("template_hash_id"):
         return "image is required"
-    if "disk" in body and body["disk"] < 8:
+    if body.get("disk") is not None and body["disk"] < 8:
         return "disk must be at least 8 GB"
     return env_problem(body.get("env") or {}) or label_problem(body) or launch_problem(body)
 
@@ -946,13 +1158,13 @@ def label_problem(body: dict[str, Any]) -> str | None:
     price = body.get("price")
     if price is not None and not 0.001 <= price <= 128:
         return "price must be between 0.001 and 128"
-    if body.get("target_state", "running") not in ("running", "stopped"):
+    if (body.get("target_state") or "running") not in ("running", "stopped"):
         return "target_state must be running or stopped"
     return None
 
 
 def launch_problem(body: dict[str, Any]) -> str | None:
-    tokens = str(body.get("runtype", "ssh")).split()
+    tokens = str(body.get("runtype") or "ssh").split()
     if not tokens or any(t not in RUNTYPE_TOKENS for t in tokens):
         return "unknown runtype"
     args = body.get("args") or []
@@ -995,7 +1207,7 @@ class ListQuery:
     descending: bool
     limit: int
     after: int | None
-    cols: list[str]
+    cols: list[str] | None  # None: full rows
 
     @classmethod
     def parse(cls, request: EmuRequest) -> ListQuery:
@@ -1014,8 +1226,8 @@ class ListQuery:
         limit = json_param(request, "limit", 25)
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValueError("limit must be a positive integer")
-        cols = json_param(request, "select_cols", ["*"])
-        if not isinstance(cols, list) or not all(isinstance(c, str) for c in cols):
+        cols = json_param(request, "select_cols", None)
+        if cols is not None and (not isinstance(cols, list) or not all(isinstance(c, str) for c in cols)):
             raise ValueError("select_cols must be a list of column names")
         token = request.param("after_token")
         return cls(filters, bool(order and order[0]["dir"] == "desc"), min(limit, 25), token_id(token), cols)
@@ -1037,9 +1249,11 @@ def token_id(token: str | None) -> int | None:
     return value
 
 
-def select_cols(view: dict[str, Any], cols: list[str]) -> dict[str, Any]:
-    if "*" in cols:
+def select_cols(view: dict[str, Any], cols: list[str] | None) -> dict[str, Any]:
+    if cols is None:
         return view
+    if "*" in cols:
+        return {k: v for k, v in view.items() if k not in STAR_OMITS}
     return {k: v for k, v in view.items() if k in cols or k == "id"}
 
 

@@ -52,7 +52,8 @@ def test_an_unreadable_env_file_is_reported(tmp_path: Path) -> None:
         env_file.chmod(0o600)
         env_file.write_bytes(b"\xff\xfe\x00")
     proc = gpuc("ls", env={"GPUC_ENV_FILE": str(env_file)})
-    assert proc.returncode == 2 and "cannot read" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "cannot read" in proc.stderr or "line 1 is not UTF-8" in proc.stderr
 
 
 def test_a_world_readable_env_file_is_refused_before_any_pod_exists(tmp_path: Path) -> None:
@@ -62,3 +63,8 @@ def test_a_world_readable_env_file_is_refused_before_any_pod_exists(tmp_path: Pa
     proc = gpuc("up", "exp1", env={"GPUC_ENV_FILE": str(env_file)})
     assert proc.returncode == 2 and "chmod 600" in proc.stderr
     assert "hf_abcdefghijklmnop" not in proc.stderr + proc.stdout
+
+
+def test_run_documents_force() -> None:
+    out = gpuc("run", "--help").stdout
+    assert "--force" in out and "Refused while POD still runs a job" in out

@@ -4,6 +4,9 @@ HTTP, the real agent and wrapper. Intervals are seconds, not minutes."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,11 +16,14 @@ import pytest
 from pydantic import SecretStr
 
 from gpuc.client import podlife
-from gpuc.core.errors import FunctionsError, NotFound, SafetyRefusal
-from gpuc.core.providers.base import DestroyResult
+from gpuc.core.api import StatusResponse
+from gpuc.core.errors import ConfigError, FunctionsError, NotFound, SafetyRefusal
+from gpuc.core.models import LEDGER_COLUMNS, Pod
+from gpuc.core.providers.base import DestroyResult, PodAccess
 from gpuc.core.providers.local import LocalProvider
 from gpuc.core.settings import Settings
 from gpuc.functions.server import start_in_thread
+from gpuc.testkit.local_faults import add_foreign
 
 FAST = {
     "heartbeat_interval_s": 0.3,
@@ -158,7 +164,7 @@ def test_a_failure_after_create_destroys_the_pod(world: Any) -> None:
 
 def test_gpuc_never_acts_on_a_pod_it_did_not_start(world: Any) -> None:
     deps, provider, calls = world
-    foreign = provider.add_foreign("my-notebook")
+    foreign = add_foreign(provider, "my-notebook")
     with pytest.raises(NotFound, match="was started by gpuc"):
         podlife.down(foreign.id, deps)
     with pytest.raises(NotFound):
@@ -191,3 +197,206 @@ def test_dry_run_creates_nothing(world: Any) -> None:
     assert podlife.up(podlife.UpOptions(experiment="plan", dry_run=True, command=["python", "x.py"]), deps) is None
     assert provider.list_pods() == [] and deps.runs.all() == []
     assert any("register" in line for line in lines)
+
+
+# -- one job per pod, every process ends with it -------------------------------------------------------------
+def _sleeper(name: str) -> list[str]:
+    """A long job that says its pid in the workspace (a 600-step training run, in short)."""
+    return ["python", "-c", f"import os, time; open({name!r}, 'w').write(str(os.getpid())); time.sleep(120)"]
+
+
+def _pid_in(workspace: Path, name: str) -> int:
+    path = workspace / name
+    assert wait_for(lambda: path.is_file() and path.read_text() != ""), f"{name} never started"
+    return int(path.read_text())
+
+
+def _dead(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+# Incident: `gpuc run POD -- CMD` on a pod whose job was still running started a second job; when that one
+# exited it destroyed the pod under the first, and a 600-step training run was lost.
+def test_run_refuses_a_pod_whose_job_is_running_unless_forced(world: Any) -> None:
+    deps, provider, calls = world
+    pod = podlife.up(podlife.UpOptions(experiment="train600"), deps)
+    assert pod is not None
+    workspace = provider.paths(pod.id).workspace
+    podlife.run_job(pod.id, _sleeper("first.pid"), deps)
+    first = _pid_in(workspace, "first.pid")
+    with pytest.raises(SafetyRefusal, match="still running") as refused:
+        podlife.run_job(pod.id, _sleeper("second.pid"), deps)
+    assert "--force" in (refused.value.hint or "")
+    with pytest.raises(SafetyRefusal, match="still running"):
+        podlife.run_job(pod.id, _sleeper("second.pid"), deps, dry_run=True)
+    assert not (workspace / "second.pid").exists() and len(provider.pids(pod.id)["job"]) == 1
+    podlife.run_job(pod.id, _sleeper("second.pid"), deps, force=True)
+    second = _pid_in(workspace, "second.pid")
+    assert provider.get(pod.id) is not None and calls == []
+    # The destroy ends both jobs, not only the one whose pid was recorded last.
+    provider.destroy(pod.id)
+    assert wait_for(lambda: _dead(first) and _dead(second), 10), "a job outlived its destroyed pod"
+
+
+def test_run_is_refused_while_the_pod_is_ending(world: Any) -> None:
+    deps, provider, _ = world
+    pod = podlife.up(podlife.UpOptions(experiment="ending"), deps)
+    assert pod is not None
+    provider.access(pod.id).put_file(f"{podlife.STATE_DIR}/ended", f"{pod.id}\n".encode(), 0o644)
+    with pytest.raises(SafetyRefusal, match="ending"):
+        podlife.run_job(pod.id, ["python", "-c", "pass"], deps)
+
+
+def test_run_takes_a_free_pod_after_its_job_ended(world: Any) -> None:
+    deps, provider, _ = world
+    deps.settings = deps.settings.with_overrides(results_bucket="nowhere://bucket")  # kept: sync fails
+    pod = podlife.up(podlife.UpOptions(experiment="again"), deps)
+    assert pod is not None
+    podlife.run_job(pod.id, ["python", "-c", "pass"], deps)
+    job_file = provider.paths(pod.id).job
+    assert wait_for(lambda: (provider.paths(pod.id).exit_code).exists() and not job_file.exists())
+    podlife.run_job(pod.id, ["python", "-c", "pass"], deps)  # no job runs: not refused
+
+
+def test_up_twice_with_one_experiment_warns_and_names_the_running_pod(world: Any) -> None:
+    deps, provider, _ = world
+    lines: list[str] = []
+    deps.echo = lines.append
+    first = podlife.up(podlife.UpOptions(experiment="sweep"), deps)
+    assert first is not None and not any("already" in line for line in lines)
+    second = podlife.up(podlife.UpOptions(experiment="sweep"), deps)
+    assert second is not None, "a warning, not a refusal"
+    (warning,) = [line for line in lines if "already" in line]
+    assert first.id in warning and "sweep" in warning
+    assert {p.id for p in provider.list_pods()} == {first.id, second.id}
+
+
+# -- a ledger problem never costs a pod --------------------------------------------------------------------
+def test_a_ledger_that_cannot_be_read_is_refused_before_the_create(world: Any) -> None:
+    deps, provider, calls = world
+    ledger = deps.settings.ledger
+    ledger.parent.mkdir(parents=True, exist_ok=True)
+    ledger.write_text(",".join(LEDGER_COLUMNS) + "\n2026-09-01,half a row\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="line 2"):
+        podlife.up(podlife.UpOptions(experiment="ledgerless"), deps)
+    assert provider.list_pods() == [] and calls == [] and deps.runs.all() == [], "a pod was created"
+
+
+# Incident: a ledger saved by a spreadsheet (UTF-8 with a byte-order mark) made `up` create, then destroy.
+def test_a_ledger_saved_by_a_spreadsheet_takes_the_next_pod(world: Any) -> None:
+    deps, _provider, calls = world
+    ledger = deps.settings.ledger
+    ledger.parent.mkdir(parents=True, exist_ok=True)
+    old = ["2026-09-01", "by-hand", "vast", "L4", "0.3", "2026-09-01T10:00:00Z", "", "", "kept"]
+    ledger.write_bytes(("\ufeff" + ",".join(LEDGER_COLUMNS) + "\r\n" + ",".join(old) + "\r\n").encode("utf-8"))
+    pod = podlife.up(podlife.UpOptions(experiment="after-excel"), deps)
+    assert pod is not None and calls == []
+    assert [r.experiment for r in deps.ledger().rows()] == ["by-hand", "after-excel"]
+    assert not ledger.read_bytes().startswith(b"\xef\xbb\xbf")
+
+
+# Incident: a signed pod event with end_at = 1e300 was accepted; every `gpuc ls` then failed (OverflowError).
+def test_ls_lists_pods_and_warns_when_the_watchdog_reports_an_absurd_end(world: Any) -> None:
+    deps, _provider, _ = world
+    pod = podlife.up(podlife.UpOptions(experiment="absurd"), deps)
+    assert pod is not None
+    real_status = deps.functions.status
+
+    def status() -> StatusResponse:
+        answer = real_status()
+        pods = [p.model_copy(update={"end_at": 1e300}) if p.pod_id == pod.id else p for p in answer.pods]
+        return answer.model_copy(update={"pods": pods})
+
+    deps.functions.status = status  # type: ignore[method-assign]
+    rows, warnings = podlife.list_all(deps)
+    assert [r["id"] for r in rows] == [pod.id]
+    assert any(pod.id in w and "not a time" in w for w in warnings), warnings
+    assert not any("unreachable" in w for w in warnings)
+    assert deps.ledger().rows()[0].end == "", "the row stays open rather than wrong"
+
+
+def test_a_ledger_that_fails_after_the_create_does_not_cost_the_pod(
+    world: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deps, provider, calls = world
+    lines: list[str] = []
+    deps.echo = lines.append
+
+    def disk_full(*_: Any, **__: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("gpuc.core.ledger.Ledger.start", disk_full)
+    pod = podlife.up(podlife.UpOptions(experiment="disk-full"), deps)
+    assert pod is not None and provider.get(pod.id) is not None and calls == []
+    assert any("ledger: start row not written (No space left on device)" in line for line in lines)
+    monkeypatch.undo()
+    podlife.list_all(deps)  # the watchdog's record fills the row in
+    assert [r.experiment for r in deps.ledger().rows()] == ["disk-full"]
+
+
+class _HereAccess(PodAccess):
+    """The probe run as it runs on a pod, against a pod root on this machine."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def put_file(self, path: str, data: bytes, mode: int = 0o600) -> None:
+        raise AssertionError("the probe uploads nothing")
+
+    def run(self, argv: list[str], timeout_s: float = 120.0) -> tuple[int, str]:
+        env = {**os.environ, "GPUC_POD_ROOT": str(self.root)}
+        proc = subprocess.run([sys.executable, *argv[1:]], env=env, capture_output=True, text=True, timeout=timeout_s)
+        return proc.returncode, proc.stdout + proc.stderr
+
+    def spawn(self, argv: list[str], role: str) -> None:
+        raise AssertionError("the probe starts nothing")
+
+
+def _start_ticks(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as fh:
+        return int(fh.read().rsplit(")", 1)[1].split()[19])
+
+
+def test_the_job_probe_tells_a_running_job_from_a_stale_pid_file(tmp_path: Path) -> None:
+    state = tmp_path / "workspace" / ".gpuc"
+    state.mkdir(parents=True)
+    pod = Pod(provider="x", id="pod-1", name="gpuc-pod10001", status="running")
+    access = _HereAccess(tmp_path)
+    job = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    try:
+        assert podlife.job_on_pod(access, pod) is None
+        for stamp in (f"{job.pid}\n", f"{job.pid} {_start_ticks(job.pid)}\n"):
+            (state / "job.pid").write_text(stamp)
+            assert f"pid {job.pid}" in (podlife.job_on_pod(access, pod) or "")
+        (state / "job.pid").write_text(f"{job.pid} {_start_ticks(job.pid) + 1}\n")  # the pid went to another
+        assert podlife.job_on_pod(access, pod) is None
+        (state / "job.pid").write_text(f"{dead.pid}\n")
+        assert podlife.job_on_pod(access, pod) is None
+        (state / "ended").write_text("another-pod\n")  # a reused volume's marker is not this pod's
+        assert podlife.job_on_pod(access, pod) is None
+        holder = subprocess.Popen(  # the wrapper between the job's exit and the marker: holds end.lock
+            [sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'w'); "
+             "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)", str(state / "end.lock")],
+            stdout=subprocess.PIPE,
+        )
+        try:
+            assert holder.stdout is not None and holder.stdout.readline().strip() == b"held"
+            assert "ending" in (podlife.job_on_pod(access, pod) or "")
+        finally:
+            holder.kill()
+            holder.communicate()
+        assert podlife.job_on_pod(access, pod) is None  # the lock file alone, unheld, is no ending
+        (state / "ended").write_text("pod-1\n")
+        assert "ending" in (podlife.job_on_pod(access, pod) or "")
+        (state / "job.pid").write_text("not a pid\n")
+        with pytest.raises(SafetyRefusal, match="could not tell"):
+            podlife.job_on_pod(access, pod)
+    finally:
+        job.kill()
+        job.wait()

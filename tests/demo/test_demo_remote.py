@@ -1,5 +1,5 @@
 """`gpuc demo --provider runpod|vast` and the real CLI against an emulator: pods created over HTTP,
-reached over a loopback sshd, gpuc installed on them offline, destroyed with the right key."""
+reached over a loopback ssh server, gpuc installed on them offline, destroyed with the right key."""
 
 from __future__ import annotations
 
@@ -47,10 +47,15 @@ def test_the_demo_runs_both_stories_against_the_emulator(provider: str) -> None:
     assert text.count("ledger: ") == 2
 
 
-def test_a_missing_sshd_says_how_to_install_it(tmp_path: Path) -> None:
-    with pytest.raises(SshdUnavailable, match="missing") as exc:
-        start_loopback_sshd(tmp_path, sshd=tmp_path / "no-sshd")
-    assert exc.value.hint == "install it: apt-get install openssh-server"
+def test_the_remote_demo_without_an_ssh_client_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No OpenSSH server is fine (the loopback server falls back to asyncssh); no ssh client is not.
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(SshdUnavailable, match="no ssh client found") as exc:
+        run_demo(print, home=tmp_path / "home", provider="runpod")
+    assert exc.value.hint == "install it: apt-get install openssh-client"
+    assert not (tmp_path / "home").exists()  # raised before anything started
 
 
 @pytest.fixture

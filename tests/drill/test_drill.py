@@ -13,10 +13,17 @@ from gpuc.client.cli import cli
 from gpuc.core.api import ReapReport
 from gpuc.functions import reaper
 from gpuc.functions.app import Deps
-from gpuc.instance_side import ending
-from gpuc.testkit.drill import f5_agent_killed, f8_sync_fails, f10_network_lost, run_drill
+from gpuc.instance_side import agent, ending, heartbeat
+from gpuc.testkit.drill import (
+    f3j_job_works_without_gpu,
+    f5_agent_killed,
+    f5c_clock_ahead,
+    f8_sync_fails,
+    f10_network_lost,
+    run_drill,
+)
 
-ROWS = [f"F{i}" for i in range(1, 15)]
+ROWS = [f"F{i}" for i in range(1, 15)] + ["F3j", "F3h", "F5c", "F9n"] + ["F11s", "F5r", "F12b", "F5g"]
 
 
 def drill(*args: str) -> tuple[int, str]:
@@ -94,3 +101,16 @@ def test_an_ender_that_skips_the_sync_check_loses_results(monkeypatch: pytest.Mo
     row = report.rows[0]
     assert row.results_lost > 0 and row.false_kills == 1
     assert not report.ok
+
+
+def test_an_idle_watch_blind_to_the_job_tree_kills_a_working_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(agent.Agent, "_observe_job", lambda self: (None, None))
+    report = run_drill(scenarios=[f3j_job_works_without_gpu])
+    row = report.rows[0]
+    assert row.false_kills == 1 and row.results_lost >= 1 and not report.ok
+
+
+def test_a_pod_that_never_learns_the_functions_time_is_killed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(heartbeat.PodClient, "_learn_time", lambda self, result: None)
+    report = run_drill(scenarios=[f5c_clock_ahead])
+    assert report.rows[0].false_kills == 1 and not report.ok

@@ -4,9 +4,10 @@ transitions, nagged every nag_interval_s, never a kill."""
 from __future__ import annotations
 
 import pytest
-from watchdog_fakes import World, outage
+from watchdog_fakes import World
 
 from gpuc.core.models import Balance
+from gpuc.testkit.fakes import outage
 
 
 def set_balance(world: World, usd: float) -> None:
@@ -25,9 +26,7 @@ def test_a_balance_problem_alerts_once_then_nags_then_clears(world: World, usd: 
     world.clock.advance(60)
     world.reap()
     assert world.kinds() == [kind]
-    world.clock.advance(world.settings.nag_interval_s)
-    world.ping("p1")
-    world.reap()
+    world.run(world.settings.nag_interval_s, keep_alive=("p1",))
     assert world.kinds() == [kind, kind]
     set_balance(world, 10.0)
     world.ping("p1")

@@ -83,7 +83,8 @@ def test_non_finite_numbers_are_refused(world: World, constant: bytes) -> None:
     answer = world.call("POST", "/v1/pods/p1/end", body, admin_headers())
     assert (answer.status, answer.body) == (400, {"error": "json validation error: numbers must be finite"})
     assert world.pod("p1").end_at is None
-    ok = world.call("POST", "/v1/pods/p1/end", b'{"end_at": 5, "note": "NaN Infinity"}', admin_headers())
+    body = b'{"end_at": ' + str(int(world.now)).encode() + b', "note": "NaN Infinity"}'
+    ok = world.call("POST", "/v1/pods/p1/end", body, admin_headers())
     assert ok.status == 200
 
 
@@ -280,7 +281,8 @@ def test_the_body_must_name_the_signing_pod_and_seq(world: World) -> None:
 
 def test_a_signed_but_invalid_body_is_400_and_stores_nothing(world: World) -> None:
     world.register("p1")
-    body = b'{"pod_id":"p1","seq":1,"sent_at":1,"gpus":' + b"[" + b",".join([b'{"index":0}'] * 17) + b"]}"
+    gpus = b"[" + b",".join([b'{"index":0}'] * 17) + b"]"
+    body = b'{"pod_id":"p1","seq":1,"sent_at":1800000000,"gpus":' + gpus + b"}"
     answer = world.call("POST", "/v1/heartbeat", body, world.signed("p1", body, 1))
     assert (answer.status, answer.body) == (400, {"error": "json validation error: gpus has too many items"})
     assert world.pod("p1").last_seen is None
@@ -354,3 +356,116 @@ def _event_body(pod_id: str, message: str) -> bytes:
         .model_dump_json()
         .encode()
     )
+
+
+# -- numbers and times at the edge (a signed end_at = 1e300 once broke every `gpuc ls`) -------------
+
+
+def test_a_refusal_for_the_time_window_says_the_servers_time(world: World) -> None:
+    world.register("p1")
+    for path, body in [
+        ("/v1/heartbeat", world.heartbeat_body("p1", 1)),
+        ("/v1/events", _event_body("p1", "late")),
+    ]:
+        for skew in (-301, 301):
+            answer = world.call("POST", path, body, world.signed("p1", body, 1, timestamp=int(world.now) + skew))
+            assert answer.status == 401
+            assert "timestamp outside" in answer.body["error"]
+            assert answer.body["server_time"] == world.now  # the agent corrects its clock from it
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"end_at": 1e300},
+        {"end_at": -1.0},
+        {"end_at": 4_200_000_000.0},  # after 2100
+        {"duration_s": 1e300},
+        {"exit_code": 2**63},
+    ],
+    ids=["end-1e300", "end-negative", "end-2103", "duration", "exit-code"],
+)
+def test_a_signed_event_with_an_absurd_number_is_400_stores_nothing(world: World, fields: dict[str, object]) -> None:
+    world.register("p1")
+    body = json.dumps({"pod_id": "p1", "kind": "job_exit", "message": "m", **fields}).encode()
+    answer = world.call("POST", "/v1/events", body, world.signed("p1", body, 1))
+    assert answer.status == 400, answer.body
+    assert answer.body["error"].startswith("json validation error: ")
+    rec = world.pod("p1")
+    assert (rec.state, rec.end_at) == ("ok", None)
+    assert world.kinds("p1") == []
+    assert world.call("POST", "/v1/events", body, world.signed("p1", body, 1)).status == 400  # seq not claimed
+
+
+def test_an_end_far_from_the_servers_time_is_400(world: World) -> None:
+    world.register("p1")
+    for end_at in (world.now + 2 * 3600, world.now - 40 * 86400):
+        answer = world.admin("POST", "/v1/pods/p1/end", api.EndRequest.model_validate({"end_at": end_at}))
+        assert answer.status == 400
+        assert "too far from the server's time" in answer.body["error"]
+        body = json.dumps({"pod_id": "p1", "kind": "idle_destroy", "message": "m", "end_at": end_at}).encode()
+        seq = world.next_seq("p1")
+        assert world.call("POST", "/v1/events", body, world.signed("p1", body, seq)).status == 400
+    assert world.pod("p1").end_at is None
+    recent = world.now - 3600  # a pod that could not reach us for an hour still closes its row
+    assert world.admin("POST", "/v1/pods/p1/end", api.EndRequest.model_validate({"end_at": recent})).status == 200
+
+
+@pytest.mark.parametrize(
+    ("fields", "where"),
+    [
+        ({"price_per_hour": 1e300}, "price_per_hour"),
+        ({"started_at": 1e300}, "started_at"),
+        ({"policy": {"silence_limit_s": 1e300}}, "policy.silence_limit_s"),
+    ],
+)
+def test_register_refuses_absurd_numbers(world: World, fields: dict[str, object], where: str) -> None:
+    answer = world.call("POST", "/v1/pods", register_body(**fields), admin_headers())
+    assert answer.status == 400
+    assert answer.body["error"].startswith(f"json validation error: {where} ")
+    assert world.store.list_pods() == []
+
+
+def test_a_start_next_week_is_refused(world: World) -> None:
+    answer = world.call("POST", "/v1/pods", register_body(started_at=world.now + 7 * 86400), admin_headers())
+    assert answer.status == 400
+    assert world.store.list_pods() == []
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"sent_at": 1e300},
+        {"python_procs": 10**30},
+        {"idle_minutes": 1e300},
+        {"gpus": [{"index": 10**30}]},
+        {"gpus": [{"index": 0, "utilization_pct": 1e300}]},
+        {"gpus": [{"index": 0, "processes": [2**70]}]},
+    ],
+    ids=["sent_at", "procs", "idle", "gpu-index", "gpu-util", "gpu-pid"],
+)
+def test_a_signed_heartbeat_with_an_absurd_number_is_400(world: World, fields: dict[str, object]) -> None:
+    world.register("p1")
+    body = json.dumps({"pod_id": "p1", "seq": 1, "sent_at": world.now, **fields}).encode()
+    answer = world.call("POST", "/v1/heartbeat", body, world.signed("p1", body, 1))
+    assert answer.status == 400, answer.body
+    assert world.pod("p1").last_seen is None
+
+
+@pytest.mark.parametrize("path", ["/v1/heartbeat", "/v1/events"])
+@pytest.mark.parametrize("seq", [str(2**63), "9" * 19, "٣"])
+def test_a_seq_header_past_2_63_or_not_ascii_is_400(world: World, path: str, seq: str) -> None:
+    world.register("p1")
+    body = world.heartbeat_body("p1", 1) if path == "/v1/heartbeat" else _event_body("p1", "m")
+    headers = {**world.signed("p1", body, 1), api.H_SEQ: seq}
+    answer = world.call("POST", path, body, headers)
+    assert (answer.status, answer.body) == (400, {"error": f"missing or malformed {api.H_SEQ} header"})
+    assert world.pod("p1").last_seen is None
+
+
+def test_deeply_nested_json_is_400(world: World) -> None:
+    world.register("p1")
+    for inner in (b"1", b"NaN"):
+        body = b'{"title": ' + b"[" * 5000 + inner + b"]" * 5000 + b', "message": "m"}'
+        answer = world.call("POST", "/v1/notify", body, admin_headers())
+        assert (answer.status, answer.body) == (400, {"error": "body is not valid JSON"})

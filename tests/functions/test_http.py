@@ -166,3 +166,24 @@ def test_a_server_without_an_admin_token_makes_and_saves_one(
     assert again.admin_token.get_secret_value() == deps.admin_token.get_secret_value()
     deps.close()
     again.close()
+
+
+@pytest.mark.parametrize("length", ["²", "1²", "³", "1e3", "+5", "0x10"])
+def test_a_content_length_that_is_not_ascii_digits_is_400(server: ServerHandle, length: str) -> None:
+    # Headers are latin-1: str.isdigit() is True for "²", and int() then raises (a dropped connection)
+    request = f"POST /v1/pods HTTP/1.1\r\nHost: x\r\nContent-Length: {length}\r\n\r\n".encode("latin-1")
+    status, body = raw(server, request)
+    assert status == 400
+    assert json.loads(body) == {"error": "malformed Content-Length header"}
+
+
+def test_a_seq_past_2_63_and_deeply_nested_json_are_4xx_over_http(world: World, http: httpx.Client) -> None:
+    world.register("p1")
+    body = world.heartbeat_body("p1", 1)
+    headers = {**world.signed("p1", body, 1), api.H_SEQ: str(2**63)}
+    answer = http.post("/v1/heartbeat", content=body, headers=headers)
+    assert (answer.status_code, answer.json()) == (400, {"error": f"missing or malformed {api.H_SEQ} header"})
+    nested = b'{"title": ' + b"[" * 7000 + b"NaN" + b"]" * 7000 + b', "message": "m"}'
+    answer = http.post("/v1/notify", content=nested, headers={"Authorization": f"Bearer {ADMIN}"})
+    assert (answer.status_code, answer.json()) == (400, {"error": "body is not valid JSON"})
+    assert world.pod("p1").last_seen is None

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from watchdog_fakes import FakeProvider, World, make_world, outage
+from watchdog_fakes import World, make_world
 
 from gpuc.core.api import KeepRequest
 from gpuc.core.clock import FakeClock
@@ -17,6 +17,7 @@ from gpuc.core.notify import Notifier, parse_channels
 from gpuc.functions.app import ProviderPool
 from gpuc.functions.reaper import reap_once, reap_safely
 from gpuc.functions.store import SqliteStore
+from gpuc.testkit.fakes import FakeProvider, outage
 
 MIN = 60.0
 
@@ -150,8 +151,7 @@ def test_it_destroys_a_pod_stopped_for_more_than_24_hours_and_not_before(world: 
     world.provider.set("p1", status="stopped")
     stopped_at = world.now
     world.reap()
-    world.clock.advance(23.9 * 3600)
-    world.reap()
+    world.run(23.9 * 3600)
     # A stopped pod is silent, but silence is not the rule for it: the user may resume it
     assert world.pod("p1").state == "ok"
     assert world.provider.destroyed == []
@@ -228,13 +228,14 @@ def test_it_destroys_a_gpuc_pod_that_was_never_registered_after_the_grace(world:
     created = world.now
     grace, warn_ahead = world.settings.unregistered_grace_s, world.settings.destroy_grace_s
     world.provider.add("orphan", created_at=created)
+    world.reap()  # first seen
     world.clock.advance(grace - warn_ahead - 1 * MIN)
     world.reap()
     assert world.pod("orphan").origin == "adopted"
     assert world.pod("orphan").state == "ok"
     world.clock.advance(1 * MIN)
     world.reap()
-    # Warned ahead: "will destroy at created + grace"
+    # Warned ahead: "will destroy at first seen + grace"
     assert world.pod("orphan").state == "down"
     assert world.pod("orphan").destroy_at == created + grace
     assert world.provider.destroyed == []
@@ -259,6 +260,7 @@ def test_an_unregistered_pod_without_a_creation_time_is_timed_from_first_sight(w
 
 def test_a_late_registration_rescues_an_adopted_pod(world: World) -> None:
     world.provider.add("slow", created_at=world.now)
+    world.reap()
     world.clock.advance(world.settings.unregistered_grace_s - world.settings.destroy_grace_s)
     world.reap()
     assert world.pod("slow").state == "down"
@@ -274,9 +276,7 @@ def test_it_never_touches_a_pod_gpuc_did_not_start(world: World) -> None:
     world.provider.add("theirs", name="my-notebook", managed=False, created_at=world.now - 86400)
     world.provider.add("lookalike", name="gpuc-lookalike", managed=False, created_at=world.now - 86400)
     world.provider.add("unnamed", name="stable-diffusion", managed=True, created_at=world.now - 86400)
-    for _ in range(10):
-        world.clock.advance(30 * MIN)
-        world.reap()
+    world.run(5 * 3600)
     assert world.provider.destroyed == []
     assert world.store.list_pods() == []
     assert world.kinds() == []
@@ -351,6 +351,9 @@ def test_a_destroy_error_stops_further_destroys_and_is_retried_idempotently(worl
     world.provider.pods.pop("p1")  # the "failed" call had in fact gone through
     world.clock.advance(5 * MIN)
     world.reap()
+    assert world.pod("p1").state == "destroying"  # one "not found" is not yet "gone"
+    world.clock.advance(5 * MIN)
+    world.reap()
     assert world.pod("p1").state == "destroyed"
     assert world.pod("p2").state == "destroyed"
     assert world.provider.destroyed.count("p1") == 0  # already gone: success without a second call
@@ -361,6 +364,10 @@ def test_a_pod_already_gone_at_the_provider_is_success_without_a_call(world: Wor
     world.register("p1")
     world.ping("p1")
     world.provider.pods.pop("p1")
+    report = world.reap()
+    assert [a.action for a in report.actions] == ["skip"]  # noted; the next pass must agree
+    assert world.pod("p1").state == "ok"
+    world.clock.advance(5 * MIN)
     report = world.reap()
     assert [a.action for a in report.actions] == ["confirm"]
     assert world.pod("p1").state == "destroyed"
@@ -578,12 +585,11 @@ def test_a_lease_turns_a_destroy_into_an_alert(world: World) -> None:
     world.register("p1")
     world.ping("p1")
     assert world.admin("POST", "/v1/pods/p1/keep", _keep(world.now + 3600)).status == 200
-    world.clock.advance(30 * MIN)
-    world.reap()
+    world.run(30 * MIN)
     assert world.pod("p1").state == "late"
-    world.clock.advance(31 * MIN)  # the lease is over
-    world.reap()
+    world.run(31 * MIN)  # the lease is over
     assert world.pod("p1").state == "down"
+    assert world.kinds("p1") == ["alert", "mark"]
 
 
 def test_a_dry_run_reads_but_writes_nothing(world: World) -> None:
@@ -593,12 +599,8 @@ def test_a_dry_run_reads_but_writes_nothing(world: World) -> None:
     world.clock.advance(5 * MIN)
     report = world.reap(dry_run=True)
     assert report.dry_run
-    # The orphan is long past its deadline: warned and destroyed in the same pass (would be).
-    assert sorted((a.pod_id, a.action) for a in report.actions) == [
-        ("orphan", "destroy"),
-        ("orphan", "mark"),
-        ("p1", "mark"),
-    ]
+    # The orphan, an hour old but first seen now, gets its whole window: nothing to do yet
+    assert sorted((a.pod_id, a.action) for a in report.actions) == [("p1", "mark")]
     assert world.provider.destroyed == []
     assert world.pod("p1").state == "ok"
     assert world.store.get_pod("orphan") is None
@@ -609,11 +611,9 @@ def test_a_dry_run_reads_but_writes_nothing(world: World) -> None:
 def test_a_policy_override_from_register_changes_the_silence_limit(world: World) -> None:
     world.register("p1", policy={"silence_limit_s": 30 * MIN})
     world.ping("p1")
-    world.clock.advance(10 * MIN)
-    world.reap()
+    world.run(10 * MIN)
     assert world.pod("p1").state == "ok"
-    world.clock.advance(20 * MIN)
-    world.reap()
+    world.run(20 * MIN)
     assert world.pod("p1").state == "down"
 
 

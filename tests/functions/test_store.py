@@ -13,7 +13,17 @@ from moto import mock_aws
 
 from gpuc.core.api import HeartbeatBody, NotificationRecord
 from gpuc.functions.dynamo import DynamoStore, create_table
-from gpuc.functions.store import SqliteStore, Store, StoredPod
+from gpuc.functions.store import (
+    META_STORE,
+    UNVERIFIED_MAX_AGE_S,
+    UNVERIFIED_MAX_IDS,
+    SqliteStore,
+    Store,
+    StoredPod,
+    note_unverified_ping,
+    store_born,
+    unverified_pings,
+)
 
 
 @pytest.fixture(params=["sqlite", "dynamodb"])
@@ -45,7 +55,7 @@ def pod(pod_id: str = "p1", **fields: object) -> StoredPod:
 
 
 def beat(pod_id: str, seq: int) -> HeartbeatBody:
-    return HeartbeatBody.model_validate({"pod_id": pod_id, "seq": seq, "sent_at": 1.0})
+    return HeartbeatBody.model_validate({"pod_id": pod_id, "seq": seq, "sent_at": 1.8e9})
 
 
 def test_the_database_file_is_private(tmp_path: Path) -> None:
@@ -93,7 +103,10 @@ def test_update_if_is_compare_and_set(store: Store) -> None:
         store.update_if("p1", {"state; drop table pods": "x"}, {"state": "ok"})
 
 
-def test_only_one_of_many_racing_claims_wins(store: Store) -> None:
+def test_only_one_of_many_racing_sqlite_claims_wins(tmp_path: Path) -> None:
+    # SQLite's locking is gpuc's choice, so threads racing it test gpuc. DynamoStore's races are proven
+    # call by call in tests/aws/test_dynamo_conditions.py: threads against moto would test moto's locks.
+    store = SqliteStore(tmp_path / "w" / "watchdog.db")
     store.register(pod(state="down"))
     wins: list[int] = []
     barrier = threading.Barrier(8)
@@ -108,6 +121,7 @@ def test_only_one_of_many_racing_claims_wins(store: Store) -> None:
         t.start()
     for t in threads:
         t.join()
+    store.close()
     assert len(wins) == 1
 
 
@@ -160,3 +174,63 @@ def test_two_connections_see_each_others_writes(tmp_path: Path) -> None:
     assert not one.update_if("p1", {"state": "ok"}, {"state": "down"})
     one.close()
     two.close()
+
+
+def test_get_auth_carries_the_state(store: Store) -> None:
+    store.register(pod(lease_until=7.5))
+    store.update_if("p1", {}, {"state": "destroyed", "gone_seen_at": 3.0})
+    auth = store.get_auth("p1")
+    assert auth is not None and (auth.key, auth.lease_until, auth.state) == ("ab" * 32, 7.5, "destroyed")
+    rec = store.get_pod("p1")
+    assert rec is not None and rec.gone_seen_at == 3.0
+
+
+def test_the_store_remembers_when_it_was_born(store: Store) -> None:
+    assert store_born(store, 5000.0, write=False) == 5000.0
+    assert store.get_meta(META_STORE) is None  # a dry look writes nothing
+    assert store_born(store, 5000.0) == 5000.0
+    assert store_born(store, 9000.0) == 5000.0
+
+
+def test_a_store_with_older_records_but_no_birth_is_dated_by_them(store: Store) -> None:
+    store.register(pod(registered_at=1000.0))  # written by a gpuc that did not record its birth
+    assert store_born(store, 5000.0) == 1000.0
+
+
+def test_unverified_pings_keep_the_latest_time_of_a_bounded_set_of_pod_shaped_ids(store: Store) -> None:
+    now = 1_800_000_000.0
+    assert note_unverified_ping(store, "pod-a", now)
+    assert note_unverified_ping(store, "pod-a", now + 10)  # within the resolution: no write
+    assert unverified_pings(store, now + 10) == {"pod-a": now}
+    assert note_unverified_ping(store, "pod-a", now + 60)
+    assert unverified_pings(store, now + 60) == {"pod-a": now + 60}
+    for bad in ("", "../x", "a b", "x" * 65, "-leading-dash", "ümlaut"):
+        assert not note_unverified_ping(store, bad, now)
+    for i in range(UNVERIFIED_MAX_IDS + 50):
+        note_unverified_ping(store, f"flood-{i}", now + 100 + i)
+    kept = unverified_pings(store, now + 400)
+    assert len(kept) == UNVERIFIED_MAX_IDS
+    assert f"flood-{UNVERIFIED_MAX_IDS + 49}" in kept and "pod-a" not in kept  # the oldest go first
+    assert unverified_pings(store, now + UNVERIFIED_MAX_AGE_S + 1000) == {}  # and they age out
+    meta = store.get_meta("unverified_pings")
+    assert meta is not None and set(meta.value) == {"pings"}  # ids and times, nothing else
+
+
+def test_an_older_watchdog_db_is_upgraded_in_place(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "w" / "watchdog.db"
+    path.parent.mkdir()
+    old = sqlite3.connect(path)
+    old.execute(
+        "CREATE TABLE pods (pod_id TEXT PRIMARY KEY, provider, name, experiment, registered_at, key, "
+        "last_seq INTEGER, state, interruptible INTEGER)"
+    )
+    old.execute("INSERT INTO pods VALUES ('p1', 'fake', 'gpuc-p1', 'exp', 100.0, ?, -1, 'ok', 0)", ("ab" * 32,))
+    old.commit()
+    old.close()
+    store = SqliteStore(path)
+    rec = store.get_pod("p1")
+    assert rec is not None and rec.gone_seen_at is None and rec.state == "ok"
+    assert store.update_if("p1", {"gone_seen_at": None}, {"gone_seen_at": 5.0})
+    store.close()

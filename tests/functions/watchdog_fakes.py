@@ -1,8 +1,8 @@
-"""Fakes for the watchdog tests: an in-memory provider and a small world around the handlers."""
+"""A small world around the handlers and the reaper, on a virtual clock. The provider is the shared fake
+(gpuc.testkit.fakes); FakeProvider and outage are re-exported here for the tests that import them so."""
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -10,103 +10,18 @@ from pydantic import BaseModel
 
 from gpuc.core import api
 from gpuc.core.clock import FakeClock
-from gpuc.core.errors import ProviderUnavailable
-from gpuc.core.models import Balance, Pod, PodSpec, PodStatus
 from gpuc.core.notify import Message, Notifier, read_outbox
-from gpuc.core.providers.base import DestroyResult, Provider
 from gpuc.core.settings import Settings
 from gpuc.core.signing import derive_key, new_token, sign
 from gpuc.functions.app import Deps, ProviderPool
 from gpuc.functions.handlers import Request, Response, dispatch
 from gpuc.functions.reaper import reap_once
-from gpuc.functions.store import SqliteStore, StoredPod
+from gpuc.functions.store import META_STORE, SqliteStore, Store, StoredPod
+from gpuc.testkit.fakes import FakeProvider, outage
+
+__all__ = ["ADMIN", "FakeProvider", "World", "make_world", "outage"]
 
 ADMIN = "admin-token-for-tests-0123456789"
-
-
-class FakeProvider(Provider):
-    """In memory. `fail` makes every call raise (an outage); `fail_destroy` only the destroy."""
-
-    def __init__(self, clock: FakeClock, name: str = "fake") -> None:
-        self.name = name
-        self.clock = clock
-        self.pods: dict[str, Pod] = {}
-        self.fail: Exception | None = None
-        self.fail_destroy: Exception | None = None
-        self.destroyed: list[str] = []
-        self.list_calls = 0
-        self.barrier: threading.Barrier | None = None
-        self._lock = threading.Lock()
-
-    def add(
-        self,
-        pod_id: str,
-        *,
-        status: PodStatus = "running",
-        managed: bool = True,
-        name: str | None = None,
-        gpu_util_pct: float | None = None,
-        created_at: float | None = None,
-        experiment: str | None = "exp",
-    ) -> Pod:
-        pod = Pod(
-            provider=self.name,
-            id=pod_id,
-            name=name or f"gpuc-{pod_id}",
-            experiment=experiment,
-            status=status,
-            raw_status=status.upper(),
-            gpu="RTX 4090",
-            price_per_hour=0.5,
-            created_at=created_at,
-            managed=managed,
-            gpu_util_pct=gpu_util_pct,
-        )
-        with self._lock:
-            self.pods[pod_id] = pod
-        return pod
-
-    def set(self, pod_id: str, **changes: object) -> None:
-        with self._lock:
-            self.pods[pod_id] = self.pods[pod_id].model_copy(update=changes)
-
-    def create(self, spec: PodSpec) -> Pod:
-        return self.add(spec.run_id, name=spec.name, experiment=spec.experiment, created_at=self.clock.now())
-
-    def get(self, pod_id: str) -> Pod | None:
-        self._maybe_fail()
-        with self._lock:
-            return self.pods.get(pod_id)
-
-    def list_pods(self) -> list[Pod]:
-        if self.barrier is not None:
-            self.barrier.wait(timeout=10)  # two reapers both read before either acts
-        self._maybe_fail()
-        with self._lock:
-            self.list_calls += 1
-            return list(self.pods.values())
-
-    def stop(self, pod_id: str) -> None:
-        self.set(pod_id, status="stopped")
-
-    def destroy(self, pod_id: str) -> DestroyResult:
-        if self.fail_destroy is not None:
-            raise self.fail_destroy
-        self._maybe_fail()
-        with self._lock:
-            self.destroyed.append(pod_id)
-            return "destroyed" if self.pods.pop(pod_id, None) is not None else "already_gone"
-
-    def balance(self) -> Balance:
-        return Balance(provider=self.name, balance_usd=10.0, spend_per_hour=0.5)
-
-    def _maybe_fail(self) -> None:
-        if self.fail is not None:
-            raise self.fail
-
-
-def outage(provider: str = "fake") -> ProviderUnavailable:
-    return ProviderUnavailable("HTTP 503 after 3 tries", provider=provider, status=503)
 
 
 @dataclass
@@ -116,7 +31,7 @@ class World:
     clock: FakeClock
     settings: Settings
     provider: FakeProvider
-    store: SqliteStore
+    store: Store
     notifier: Notifier
     deps: Deps
     tokens: dict[str, str] = field(default_factory=dict)
@@ -135,14 +50,17 @@ class World:
         body = model.model_dump_json().encode() if model is not None else b""
         return self.call(method, path, body, {"Authorization": f"Bearer {ADMIN}"})
 
-    def register(self, pod_id: str, *, at_provider: bool = True, **fields: object) -> str:
+    def register(
+        self, pod_id: str, *, at_provider: bool = True, provider: FakeProvider | None = None, **fields: object
+    ) -> str:
+        provider = provider or self.provider
         if at_provider:
-            self.provider.add(pod_id)
+            provider.add(pod_id)
         token = new_token()
         request = api.RegisterRequest.model_validate(
             {
                 "pod_id": pod_id,
-                "provider": self.provider.name,
+                "provider": provider.name,
                 "name": f"gpuc-{pod_id}",
                 "experiment": "exp",
                 "key": derive_key(token),
@@ -193,6 +111,19 @@ class World:
     def reap(self, dry_run: bool = False) -> api.ReapReport:
         return reap_once(self.deps, self.now, dry_run=dry_run)
 
+    def run(self, seconds: float, *, keep_alive: tuple[str, ...] = (), period: float | None = None) -> None:
+        """A live reaper for `seconds`: one pass every period, the `keep_alive` pods pinging before each.
+        (Hours between two passes is a clock jump to the reaper: it holds every destroy.)"""
+        step = period or self.settings.reaper_period_s
+        end = self.now + seconds
+        while self.now + step <= end + 1e-6:
+            self.clock.advance(step)
+            for pod_id in keep_alive:
+                self.ping(pod_id)
+            self.reap()
+        if end > self.now:
+            self.clock.advance(end - self.now)
+
     def pod(self, pod_id: str) -> StoredPod:
         rec = self.store.get_pod(pod_id)
         assert rec is not None
@@ -207,16 +138,27 @@ class World:
 
 
 def make_world(
-    home: Path, clock: FakeClock, *, notifier: Notifier | None = None, **overrides: object
+    home: Path,
+    clock: FakeClock,
+    *,
+    notifier: Notifier | None = None,
+    store_age_s: float | None = 86400.0,
+    store: Store | None = None,
+    providers: tuple[FakeProvider, ...] = (),
+    **overrides: object,
 ) -> World:
+    """store_age_s: the watchdog has been serving that long (a young store holds every destroy); None = a
+    brand-new store, dated by its first registration or reaper pass."""
     settings = Settings(home=home, admin_token=ADMIN, **overrides)  # type: ignore[arg-type]
     provider = FakeProvider(clock)
-    store = SqliteStore(home / "watchdog.db")
+    store = store if store is not None else SqliteStore(home / "watchdog.db")
+    if store_age_s is not None:
+        store.put_meta(META_STORE, {"created_at": clock.now() - store_age_s}, None)
     notifier = notifier or Notifier(home / "outbox.jsonl", clock=clock, sleep=lambda s: None)
     deps = Deps(
         settings=settings,
         store=store,
-        providers=ProviderPool.of(provider),
+        providers=ProviderPool.of(provider, *providers),
         notifier=notifier,
         admin_token=settings.admin_token,  # type: ignore[arg-type]
         clock=clock,

@@ -1,33 +1,48 @@
 """Fakes for the pod side: every I/O edge (functions, GPU, /proc, sync, destroy) behind one seam.
 
-The fake functions check what a real server would: the signature over `timestamp.seq.body`, a seq
-that rises, and a body that validates against the shared pydantic contract (core.api).
+The probes, the sync, the destroyer and the job are the ones the drill uses too (gpuc.testkit.podfakes).
+The fake functions check what a real server would: the signature over `timestamp.seq.body`, the
+5-minute window on the server's clock (refused as the real one refuses it: 401 with `server_time` and
+a Date header), a seq that rises, and a body that validates against the shared pydantic contract.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
 from gpuc.core.api import HeartbeatBody, PodEvent
-from gpuc.core.clock import FakeClock
+from gpuc.core.clock import Clock, FakeClock
 from gpuc.core.podconfig import PodConfig, render_env_file
 from gpuc.core.settings import Settings
 from gpuc.core.signing import derive_key, verify
 from gpuc.instance_side.agent import Agent, Probes
 from gpuc.instance_side.context import PodContext, load_context
 from gpuc.instance_side.ending import Ender
-from gpuc.instance_side.gpu import GpuReadError, GpuSample
 from gpuc.instance_side.heartbeat import HttpResult, TransportError
+from gpuc.instance_side.idle import job_activity
 from gpuc.instance_side.podfiles import PodPaths
-from gpuc.instance_side.procs import PythonProc, SshSession
-from gpuc.instance_side.sync import Manifest
+from gpuc.instance_side.procs import JobTree, JobTreeProbe
+from gpuc.testkit.podfakes import (
+    FakeDestroyer,
+    FakeGpu,
+    FakeJob,
+    FakeProcs,
+    FakeProcTree,
+    FakeSsh,
+    FakeSync,
+    SkewedClock,
+)
+
+__all__ = ["FakeDestroyer", "FakeGpu", "FakeJob", "FakeProcTree", "FakeProcs", "FakeSsh", "FakeSync", "SkewedClock"]
 
 TOKEN = "tok-" + "s3cr3t" * 6
 POD_ID = "lp-abc123"
@@ -88,103 +103,47 @@ class FakeFunctions:
     event_times: list[float] = field(default_factory=list)
     last_seq: int = -1
     attempts: int = 0
+    refused_for_time: int = 0
+    time_in_refusal: bool = True  # the 401 body carries server_time (else: only the Date header)
+    date_header: bool = True
 
     def post(self, url: str, body: bytes, headers: Mapping[str, str], timeout_s: float) -> HttpResult:
         self.attempts += 1
         check(0 < timeout_s <= 10, "bounded timeout")
         if self.down:
             raise TransportError("ConnectionRefusedError: [Errno 111] Connection refused")
+        now = self.clock.now()
+        date = formatdate(now, usegmt=True) if self.date_header else None
         seq, ts = int(headers["X-Gpuc-Seq"]), int(headers["X-Gpuc-Timestamp"])
         check(verify(derive_key(TOKEN), ts, seq, body, headers["X-Gpuc-Signature"]), "bad signature")
         check(headers["X-Gpuc-Pod"] == POD_ID, "pod header")
+        if abs(ts - now) > 300:  # the server's order: signature, then the window, then the seq
+            self.refused_for_time += 1
+            refusal: dict[str, Any] = {"error": "timestamp outside the 300 s window: check the pod's clock"}
+            if self.time_in_refusal:
+                refusal["server_time"] = now
+            return HttpResult(401, json.dumps(refusal).encode(), date)
         check(seq > self.last_seq, "seq must rise")
-        check(abs(ts - self.clock.now()) <= 300, "timestamp window")
         self.last_seq = seq
         check(TOKEN.encode() not in body, "token in body")
         if self.status != 200:
-            return HttpResult(self.status, b'{"error": "try later"}')
+            return HttpResult(self.status, b'{"error": "try later"}', date)
         if url.endswith("/v1/heartbeat"):
             hb = validated(HeartbeatBody, body)
             check(hb.seq == seq, "body seq = header seq")
             self.heartbeats.append(hb)
             self.calls.append("heartbeat")
-            answer = {"ok": True, "server_time": self.clock.now(), "lease_until": self.lease_until}
-            return HttpResult(200, json.dumps(answer).encode())
+            answer = {"ok": True, "server_time": now, "lease_until": self.lease_until}
+            return HttpResult(200, json.dumps(answer).encode(), date)
         check(url.endswith("/v1/events"), url)
         event = validated(PodEvent, body)
         self.events.append(event)
-        self.event_times.append(self.clock.now())
+        self.event_times.append(now)
         self.calls.append(f"notify:{event.kind}")
-        return HttpResult(200, b'{"ok": true}')
+        return HttpResult(200, b'{"ok": true}', date)
 
     def kinds(self) -> list[str]:
         return [e.kind for e in self.events]
-
-
-@dataclass
-class FakeSync:
-    calls: Calls
-    fail: str | None = None
-    verified: bool = True
-    pushes: int = 0
-
-    def describe(self) -> str:
-        return "fake://bucket"
-
-    def push(self, results_dir: Path) -> Manifest:
-        self.pushes += 1
-        self.calls.append("sync")
-        if self.fail:
-            raise OSError(self.fail)
-        return Manifest("fake://bucket", {"a.txt": 3})
-
-    def verify(self, manifest: Manifest) -> bool:
-        self.calls.append("verify")
-        return self.verified
-
-
-@dataclass
-class FakeDestroyer:
-    calls: Calls
-    refuse: bool = False
-
-    def destroy_self(self) -> str:
-        self.calls.append("destroy")
-        if self.refuse:
-            raise RuntimeError("403 pod key may not terminate")
-        return "destroyed"
-
-
-@dataclass
-class FakeGpu:
-    util: float | None = 0.0
-    error: str | None = None  # the whole read fails
-    device_error: str | None = None  # one GPU is lost
-    note: str | None = None
-
-    def read(self) -> list[GpuSample]:
-        if self.error:
-            raise GpuReadError(self.error)
-        return [GpuSample(index=0, name="RTX 4090", utilization_pct=self.util, error=self.device_error)]
-
-
-@dataclass
-class FakeProcs:
-    pids: list[int] = field(default_factory=list)
-    error: Exception | None = None
-
-    def python_procs(self) -> list[PythonProc]:
-        if self.error:
-            raise self.error
-        return [PythonProc(pid=p, comm="python3") for p in self.pids]
-
-
-@dataclass
-class FakeSsh:
-    sessions_: list[SshSession] = field(default_factory=list)
-
-    def sessions(self) -> list[SshSession]:
-        return list(self.sessions_)
 
 
 def make_pod(root: Path, **overrides: Any) -> PodPaths:
@@ -217,6 +176,7 @@ class Pod:
     gpu: FakeGpu
     procs: FakeProcs
     ssh: FakeSsh
+    job: FakeJob
 
     def ender(self, **kw: Any) -> Ender:
         return Ender(
@@ -225,7 +185,7 @@ class Pod:
             sync=kw.pop("sync", self.sync),
             client=self.ctx.client,
             destroyer=lambda: self.destroyer,
-            clock=self.clock,
+            clock=self.ctx.clock,
             log=self.ctx.log,
             **kw,
         )
@@ -234,11 +194,11 @@ class Pod:
         return Agent(
             self.ctx.cfg,
             self.paths,
-            probes=Probes(gpu=self.gpu, procs=self.procs, ssh=self.ssh),
+            probes=Probes(gpu=self.gpu, procs=self.procs, ssh=self.ssh, job=self.job),
             client=self.ctx.client,
             ender=self.ender(),
             sync=self.sync,
-            clock=self.clock,
+            clock=self.ctx.clock,
             log=self.ctx.log,
         )
 
@@ -246,11 +206,14 @@ class Pod:
         return self.paths.log.read_text() if self.paths.log.exists() else ""
 
 
-def wire(root: Path, clock: FakeClock, *, role: str = "agent", **cfg: Any) -> Pod:
+def wire(
+    root: Path, clock: FakeClock, *, role: str = "agent", pod_clock: Clock | None = None, **cfg: Any
+) -> Pod:
+    """`pod_clock`: the pod's own clock, when it is off (SkewedClock); the functions keep `clock`."""
     paths = make_pod(root, **cfg)
     calls = Calls()
     functions = FakeFunctions(calls, clock)
-    ctx = load_context(paths, role=role, environ={}, clock=clock, transport=functions)
+    ctx = load_context(paths, role=role, environ={}, clock=pod_clock or clock, transport=functions)
     return Pod(
         paths=paths,
         clock=clock,
@@ -262,4 +225,20 @@ def wire(root: Path, clock: FakeClock, *, role: str = "agent", **cfg: Any) -> Po
         gpu=FakeGpu(),
         procs=FakeProcs(),
         ssh=FakeSsh(),
+        job=FakeJob(FakeProcTree(root / "proc"), paths.job, clock),
     )
+
+
+def settled(probe: JobTreeProbe, quiet_s: float = 0.3, tries: int = 50) -> JobTree:
+    """A real job's tree once it has stopped growing for `quiet_s` (exec and the loader's reads are
+    charged a moment after the start, later on a loaded machine). Bounded: at most `tries` rounds."""
+    tree = probe.sample()
+    assert tree is not None, "no job"
+    for _ in range(tries):
+        time.sleep(quiet_s)
+        later = probe.sample()
+        assert later is not None, "the job ended"
+        if not job_activity(tree, later).progressing:
+            return later
+        tree = later
+    raise AssertionError(f"the job kept growing for {tries * quiet_s:.0f} s")

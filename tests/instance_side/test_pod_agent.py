@@ -1,18 +1,24 @@
-"""The agent's loop on a virtual clock: F3, F4, keep/lease, failing NVML, outages, errors."""
+"""The agent's loop on a virtual clock: F3, F4, keep/lease, failing NVML, outages, errors, the job's progress."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from podfakes import MINUTE, POD_ID, FakeGpu, Pod, wire
+from podfakes import MINUTE, POD_ID, FakeGpu, Pod, settled, wire
 
 from gpuc.core.clock import FakeClock
 from gpuc.instance_side.agent import Agent
 from gpuc.instance_side.gpu import GpuSample
 from gpuc.instance_side.podfiles import mark_ended
-from gpuc.instance_side.procs import SshSession
+from gpuc.instance_side.procs import JobTreeProbe, SshSession, job_stamp
 
 
 @pytest.fixture
@@ -248,3 +254,116 @@ def test_one_log_line_per_check_and_no_secrets_in_it(pod: Pod) -> None:
     lines = [line for line in pod.log_text().splitlines() if " check " in line]
     assert len(lines) == 5
     assert "s3cr3t" not in pod.log_text() and "hf_abcdefghijklmnop" not in pod.log_text()
+
+
+# -- the job under the wrapper: progress keeps the pod, a hung job does not ------------------------
+def test_a_non_python_job_making_progress_is_never_destroyed(pod: Pod) -> None:
+    """The incident: a download under the wrapper, GPU idle, no python: destroyed at minute 20, result lost."""
+    pod.job.start(worker="curl", cpu_per_s=0.02, io_per_s=2_000_000)
+    seen = run(pod, 90)
+    assert "destroy" not in seen and "notify:idle_warning" not in seen
+    hb = pod.functions.heartbeats[-1]
+    assert hb.job_running and hb.busy_reason is not None and hb.busy_reason.startswith("job pid 4242 making progress")
+
+
+@pytest.mark.parametrize(("cpu", "io"), [(0.5, 0.0), (0.0, 100_000.0)], ids=["cpu-only", "io-only"])
+def test_cpu_or_io_alone_is_progress(pod: Pod, cpu: float, io: float) -> None:
+    pod.job.start(worker="make", cpu_per_s=cpu, io_per_s=io)
+    seen = run(pod, 40)
+    assert "destroy" not in seen and "notify:idle_warning" not in seen
+
+
+def test_a_hung_job_is_idle_warned_and_destroyed_within_the_window(pod: Pod) -> None:
+    pod.job.start(worker="curl", cpu_per_s=0.02, io_per_s=1_000_000)
+
+    def hangs_at_30(minute: int) -> None:
+        if minute == 30:
+            pod.job.hang()  # stuck on a dead socket: no CPU, no I/O from here on
+
+    seen = run(pod, 60, hangs_at_30)
+    # The check at minute 30 still sees the growth up to the hang; idle time counts from the next one:
+    # destroyed within the idle limit plus one check of the hang.
+    assert seen["notify:idle_warning"] == [46]
+    assert seen["destroy"] == [51]
+    assert pod.calls.index("sync") < pod.calls.index("notify:idle_destroy") < pod.calls.index("destroy")
+    warning = next(e for e in pod.functions.events if e.kind == "idle_warning")
+    assert "pid 4242" in warning.message and "no CPU or I/O progress" in warning.message
+    assert all(hb.job_running for hb in pod.functions.heartbeats)
+
+
+def test_a_job_scan_that_fails_counts_as_busy(pod: Pod) -> None:
+    pod.job.start(worker="curl")
+    pod.job.error = "cannot list /proc: Permission denied"
+    seen = run(pod, 60)
+    assert "destroy" not in seen and "notify:idle_warning" not in seen
+    reason = pod.functions.heartbeats[-1].busy_reason
+    assert reason == "job scan failed (cannot list /proc: Permission denied): counted as busy"
+
+
+def test_the_idle_window_starts_when_the_job_ends(pod: Pod) -> None:
+    pod.job.start(worker="rsync", io_per_s=50_000)
+
+    def ends_at_10(minute: int) -> None:
+        if minute == 10:
+            pod.job.stop()
+
+    seen = run(pod, 40, ends_at_10)
+    assert seen["notify:idle_warning"] == [25]
+    assert seen["destroy"] == [30]
+
+
+def wait_for_cpu(probe: JobTreeProbe, since: int, deadline_s: float = 20.0) -> int:
+    """Real time for the real job to be charged at least one more clock tick; the total when it was."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        tree = probe.sample()
+        total = sum(c.cpu_ticks for c in tree.procs.values()) if tree else 0
+        if total > since or time.monotonic() > deadline:
+            return total
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def real_job(pod: Pod) -> Iterator[Callable[[str], subprocess.Popen[bytes]]]:
+    """Start a REAL shell job, its pid file written as the wrapper writes it, read from the real /proc."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(script: str) -> subprocess.Popen[bytes]:
+        job = subprocess.Popen(["sh", "-c", script], start_new_session=True)
+        started.append(job)
+        pod.paths.job.write_text(job_stamp(job.pid))
+        pod.job = JobTreeProbe(pod.paths.job)  # type: ignore[assignment]
+        return job
+
+    yield start
+    for job in started:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(job.pid, signal.SIGKILL)  # the job's own group: everything it started
+        job.wait()
+
+
+def test_a_real_spinning_shell_job_keeps_the_pod_through_the_idle_window(
+    pod: Pod, real_job: Callable[[str], subprocess.Popen[bytes]]
+) -> None:
+    real_job("sh -c 'while :; do :; done'; :")  # the work is in a child of the job's shell
+    probe = JobTreeProbe(pod.paths.job)
+    agent = pod.agent()
+    cpu = 0
+    for _minute in range(25):
+        cpu = wait_for_cpu(probe, since=cpu)  # the virtual minute holds real CPU work
+        agent.tick(pod.clock.now())
+        pod.clock.advance(MINUTE)
+    assert "destroy" not in pod.calls and "notify:idle_warning" not in pod.calls
+    assert agent.state.idle_s == 0
+    assert pod.functions.heartbeats[-1].job_running
+
+
+def test_a_real_sleeping_job_is_destroyed_after_the_window(
+    pod: Pod, real_job: Callable[[str], subprocess.Popen[bytes]]
+) -> None:
+    real_job("sleep 1000")
+    settled(JobTreeProbe(pod.paths.job))  # past its start-up: from here it only sleeps
+    seen = run(pod, 25)
+    assert seen["notify:idle_warning"] == [16]  # minute 0 is the first sight: busy once
+    assert seen["destroy"] == [21]
+    assert all(hb.job_running for hb in pod.functions.heartbeats)

@@ -21,6 +21,7 @@ from gpuc.core.models import PodSpec
 from gpuc.core.podconfig import PodConfig, PodPaths, render_env_file
 from gpuc.core.providers.local import LocalProvider
 from gpuc.core.settings import Settings
+from gpuc.testkit.local_faults import set_gpu
 
 TOKEN = "cli-token-" + "x" * 30
 
@@ -129,7 +130,7 @@ def test_the_agent_heartbeats_and_stops_on_sigterm(local: LocalProvider, home: P
     pod_id, paths, env = sandbox(
         local, home, functions_url, heartbeat_interval_s=0.2, idle_check_interval_s=0.2, simulated_gpu=True
     )
-    local.set_gpu(pod_id, gpus=[{"name": "RTX 4090 (simulated)", "utilization_pct": 70}])
+    set_gpu(local, pod_id, gpus=[{"name": "RTX 4090 (simulated)", "utilization_pct": 70}])
     agent = subprocess.Popen([sys.executable, "-m", "gpuc.instance_side", "agent"], env=env)
     try:
         deadline = time.monotonic() + 30

@@ -5,14 +5,16 @@ import pytest
 from gpuc.instance_side.gpu import GpuSample
 from gpuc.instance_side.idle import (
     IdleState,
+    JobActivity,
     Observation,
     Thresholds,
     Verdict,
     advance,
+    job_activity,
     judge,
     suspension,
 )
-from gpuc.instance_side.procs import PythonProc, SshSession
+from gpuc.instance_side.procs import JobTree, ProcCounters, PythonProc, SshSession
 
 TH = Thresholds(gpu_pct=5.0, warn_s=900.0, destroy_s=1200.0, ssh_window_s=600.0, check_interval_s=60.0)
 NOW = 1_790_000_000.0
@@ -39,6 +41,10 @@ def test_it_is_idle_when_every_gpu_is_quiet_and_nothing_runs() -> None:
         (Observation(python=(PythonProc(41, "python3"),)), "1 python process (pid 41 python3)"),
         (Observation(ssh=(SshSession("pts/0", NOW - 30),)), "ssh pts/0 active"),
         (Observation(probe_error="PermissionError"), "process scan failed"),
+        (Observation(job=JobActivity(pid=7, first=False, cpu_ticks=3)), "job pid 7 making progress (cpu +0.03s"),
+        (Observation(job=JobActivity(pid=7, first=False, io_bytes=10)), "job pid 7 making progress (cpu +0.00s, io"),
+        (Observation(job=JobActivity(pid=7, first=True)), "job pid 7 just seen: counted as busy"),
+        (Observation(job_error="cannot list /proc"), "job scan failed (cannot list /proc): counted as busy"),
     ],
 )
 def test_it_counts_anything_running_or_unreadable_as_busy(obs: Observation, reason: str) -> None:
@@ -100,3 +106,45 @@ def test_keep_file_and_lease_suspend_until_the_lease_ends() -> None:
     assert suspension(False, NOW + 1, NOW) == "kept by a lease"
     assert suspension(False, NOW, NOW) is None
     assert suspension(False, None, NOW) is None
+
+
+def tree(pid: int, **procs: tuple[int, int | None]) -> JobTree:
+    """procs: "p<pid>" -> (cpu ticks, io bytes); every process started at tick 100."""
+    return JobTree(pid, {(int(k[1:]), 100): ProcCounters(*v) for k, v in procs.items()})
+
+
+def test_a_job_tree_that_did_not_grow_is_idle_on_the_job_count() -> None:
+    before = tree(7, p7=(0, 0), p8=(120, 4096))
+    activity = job_activity(before, tree(7, p7=(0, 0), p8=(120, 4096)))
+    assert not activity.progressing
+    assert judge(Observation(job=activity), NOW, TH).idle  # a hung job: the idle window runs
+
+
+def test_growth_anywhere_in_the_tree_is_progress_cpu_or_io() -> None:
+    before = tree(7, p7=(0, 0), p8=(120, 4096))
+    assert job_activity(before, tree(7, p7=(0, 0), p8=(121, 4096))).cpu_ticks == 1
+    assert job_activity(before, tree(7, p7=(0, 0), p8=(120, 5000))).io_bytes == 904
+    born = job_activity(before, tree(7, p7=(0, 0), p8=(120, 4096), p9=(2, 0)))
+    assert born.progressing and born.cpu_ticks == 2  # a child started and worked between two checks
+
+
+def test_a_child_that_ended_never_makes_progress_look_negative() -> None:
+    before = tree(7, p7=(0, 0), p8=(500, 9000))
+    reaped = job_activity(before, tree(7, p7=(500, 9000)))  # its time and I/O moved into the parent's
+    assert reaped.cpu_ticks == 500 and reaped.io_bytes == 9000
+    # Gone without landing in the tree (re-parented to init): no negative growth that could cancel out
+    # another process's real work.
+    orphaned = job_activity(before, tree(7, p7=(1, 0)))
+    assert orphaned.cpu_ticks == 1 and orphaned.progressing
+
+
+def test_unreadable_io_compares_cpu_alone() -> None:
+    before = tree(7, p7=(10, None))
+    assert not job_activity(before, tree(7, p7=(10, 123))).progressing  # io became readable: no baseline
+    assert not job_activity(tree(7, p7=(10, 50)), tree(7, p7=(10, None))).progressing
+    assert job_activity(before, tree(7, p7=(11, None))).progressing
+
+
+def test_a_new_job_or_a_first_sight_counts_as_busy_once() -> None:
+    assert job_activity(None, tree(7, p7=(0, 0))).first
+    assert job_activity(tree(7, p7=(5, 0)), tree(9, p9=(5, 0))).first

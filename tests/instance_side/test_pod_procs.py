@@ -1,9 +1,11 @@
-"""Python processes and ssh sessions, from a fake /proc tree and from the real one."""
+"""Python processes, ssh sessions and the job's process tree, from a fake /proc tree and from the real one."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -11,80 +13,67 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from podfakes import settled
 
-from gpuc.instance_side.procs import ProcScanner, PythonProc, SimSshProbe, SshScanner, SshSession
-
-
-def add_proc(
-    root: Path,
-    pid: int,
-    comm: str,
-    argv: list[str],
-    *,
-    ppid: int = 1,
-    state: str = "S",
-    environ: dict[str, str] | None = None,
-    exe: str | None = None,
-    stdin: str | None = None,
-) -> None:
-    d = root / str(pid)
-    d.mkdir(parents=True)
-    (d / "stat").write_text(f"{pid} ({comm}) {state} {ppid} {pid} {pid} 0 -1 4194304 100 0 0 0\n")
-    (d / "cmdline").write_bytes(b"".join(a.encode() + b"\0" for a in argv))
-    (d / "environ").write_bytes(b"".join(f"{k}={v}".encode() + b"\0" for k, v in (environ or {}).items()))
-    if exe:
-        os.symlink(exe, d / "exe")
-    if stdin:
-        (d / "fd").mkdir()
-        os.symlink(stdin, d / "fd" / "0")
+from gpuc.instance_side.idle import job_activity
+from gpuc.instance_side.procs import (
+    JobScanError,
+    JobTreeProbe,
+    ProcCounters,
+    ProcScanner,
+    PythonProc,
+    SimSshProbe,
+    SshScanner,
+    SshSession,
+    job_stamp,
+    read_job_stamp,
+)
+from gpuc.testkit.podfakes import FakeProcTree
 
 
 @pytest.fixture
-def proc(tmp_path: Path) -> Path:
-    root = tmp_path / "proc"
-    root.mkdir()
-    (root / "self").mkdir()  # non-numeric entries are not processes
-    return root
+def proc(tmp_path: Path) -> FakeProcTree:
+    return FakeProcTree(tmp_path / "proc")
 
 
 def pids(scanner: ProcScanner) -> list[int]:
     return [p.pid for p in scanner.python_procs()]
 
 
-def test_it_finds_python_however_it_was_started(proc: Path) -> None:
-    add_proc(proc, 10, "python3", ["/usr/bin/python3", "train.py"])
-    add_proc(proc, 11, "python3.11", ["/usr/local/bin/python3.11", "/usr/local/bin/torchrun", "x.py"])
-    add_proc(proc, 12, "pt_main_thread", ["/workspace/.venv/bin/python", "-m", "vllm"])
-    add_proc(proc, 13, "trainer", ["trainer"], exe="/usr/bin/python3.10")  # renamed via setproctitle
-    add_proc(proc, 14, "bash", ["-bash"], exe="/usr/bin/bash")
-    add_proc(proc, 15, "kworker/0:1", [])  # kernel thread: no command line
-    assert pids(ProcScanner(proc)) == [10, 11, 12, 13]
+def test_it_finds_python_however_it_was_started(proc: FakeProcTree) -> None:
+    proc.add(10, "python3", ["/usr/bin/python3", "train.py"])
+    proc.add(11, "python3.11", ["/usr/local/bin/python3.11", "/usr/local/bin/torchrun", "x.py"])
+    proc.add(12, "pt_main_thread", ["/workspace/.venv/bin/python", "-m", "vllm"])
+    proc.add(13, "trainer", ["trainer"], exe="/usr/bin/python3.10")  # renamed via setproctitle
+    proc.add(14, "bash", ["-bash"], exe="/usr/bin/bash")
+    proc.add(15, "kworker/0:1", [])  # kernel thread: no command line
+    assert pids(ProcScanner(proc.root)) == [10, 11, 12, 13]
 
 
-def test_it_skips_gpucs_own_processes_and_zombies(proc: Path) -> None:
-    add_proc(proc, 20, "python3", ["python3", "-m", "gpuc.instance_side", "agent"])
-    add_proc(proc, 21, "python3", ["python3", "-m", "gpuc.instance_side", "run", "--", "python", "t.py"])
-    add_proc(proc, 22, "python3", ["python3", "t.py"], state="Z")
-    add_proc(proc, 23, "python3", ["python3", "t.py"], ppid=21)
-    assert pids(ProcScanner(proc)) == [23]
+def test_it_skips_gpucs_own_processes_and_zombies(proc: FakeProcTree) -> None:
+    proc.add(20, "python3", ["python3", "-m", "gpuc.instance_side", "agent"])
+    proc.add(21, "python3", ["python3", "-m", "gpuc.instance_side", "run", "--", "python", "t.py"])
+    proc.add(22, "python3", ["python3", "t.py"], state="Z")
+    proc.add(23, "python3", ["python3", "t.py"], ppid=21)
+    assert pids(ProcScanner(proc.root)) == [23]
 
 
-def test_it_reports_the_kernel_name_never_the_argv(proc: Path) -> None:
-    add_proc(proc, 30, "python3", ["python3", "train.py", "--hf-token", "hf_secretsecret"])
-    assert ProcScanner(proc).python_procs() == [PythonProc(pid=30, comm="python3")]
+def test_it_reports_the_kernel_name_never_the_argv(proc: FakeProcTree) -> None:
+    proc.add(30, "python3", ["python3", "train.py", "--hf-token", "hf_secretsecret"])
+    assert ProcScanner(proc.root).python_procs() == [PythonProc(pid=30, comm="python3")]
 
 
-def test_a_name_with_spaces_and_parentheses_parses(proc: Path) -> None:
-    add_proc(proc, 31, "python3 (x) y", ["python3"])
-    assert pids(ProcScanner(proc)) == [31]
+def test_a_name_with_spaces_and_parentheses_parses(proc: FakeProcTree) -> None:
+    proc.add(31, "python3 (x) y", ["python3"])
+    assert pids(ProcScanner(proc.root)) == [31]
 
 
-def test_in_a_sandbox_only_this_pods_processes_count(proc: Path) -> None:
-    add_proc(proc, 40, "python3", ["python3", "a.py"], environ={"GPUC_POD_ID": "lp-mine"})
-    add_proc(proc, 41, "python3", ["python3", "b.py"], environ={"GPUC_POD_ID": "lp-other"})
-    add_proc(proc, 42, "python3", ["python3", "pytest"], environ={"HOME": "/home/me"})
-    add_proc(proc, 43, "python3", ["python3", "c.py"], environ={"GPUC_POD_ID": "lp-mine-too"})
-    assert pids(ProcScanner(proc, only_pod="lp-mine")) == [40]
+def test_in_a_sandbox_only_this_pods_processes_count(proc: FakeProcTree) -> None:
+    proc.add(40, "python3", ["python3", "a.py"], environ={"GPUC_POD_ID": "lp-mine"})
+    proc.add(41, "python3", ["python3", "b.py"], environ={"GPUC_POD_ID": "lp-other"})
+    proc.add(42, "python3", ["python3", "pytest"], environ={"HOME": "/home/me"})
+    proc.add(43, "python3", ["python3", "c.py"], environ={"GPUC_POD_ID": "lp-mine-too"})
+    assert pids(ProcScanner(proc.root, only_pod="lp-mine")) == [40]
 
 
 @pytest.fixture
@@ -111,28 +100,28 @@ def test_it_reads_the_real_proc(
     assert pids(scanner) == [mine.pid]
 
 
-def test_ssh_sessions_are_the_terminals_of_sshd_and_its_shells(proc: Path, tmp_path: Path) -> None:
+def test_ssh_sessions_are_the_terminals_of_sshd_and_its_shells(proc: FakeProcTree, tmp_path: Path) -> None:
     dev = tmp_path / "dev"
     (dev / "pts").mkdir(parents=True)
     for n, atime in ((0, 1_790_000_100.0), (1, 1_790_000_200.0), (2, 1_790_000_300.0)):
         (dev / "pts" / str(n)).touch()
         os.utime(dev / "pts" / str(n), (atime, atime))
-    add_proc(proc, 100, "sshd", ["sshd: root@pts/0"])
-    add_proc(proc, 101, "bash", ["-bash"], ppid=100, stdin="/dev/pts/0")
-    add_proc(proc, 200, "sshd-session", ["sshd-session: root@notty"])  # OpenSSH >= 9.8, no pty
-    add_proc(proc, 201, "bash", ["bash", "-c", "make"], ppid=200, stdin="pipe:[1234]")
-    add_proc(proc, 300, "sshd", ["sshd: root [priv]"])
-    add_proc(proc, 301, "zsh", ["-zsh"], ppid=300, stdin="/dev/pts/1")
-    add_proc(proc, 400, "tmux: server", ["tmux"], stdin="/dev/pts/2")  # not an ssh session
-    assert SshScanner(proc, dev).sessions() == [
+    proc.add(100, "sshd", ["sshd: root@pts/0"])
+    proc.add(101, "bash", ["-bash"], ppid=100, stdin="/dev/pts/0")
+    proc.add(200, "sshd-session", ["sshd-session: root@notty"])  # OpenSSH >= 9.8, no pty
+    proc.add(201, "bash", ["bash", "-c", "make"], ppid=200, stdin="pipe:[1234]")
+    proc.add(300, "sshd", ["sshd: root [priv]"])
+    proc.add(301, "zsh", ["-zsh"], ppid=300, stdin="/dev/pts/1")
+    proc.add(400, "tmux: server", ["tmux"], stdin="/dev/pts/2")  # not an ssh session
+    assert SshScanner(proc.root, dev).sessions() == [
         SshSession("pts/0", 1_790_000_100.0),
         SshSession("pts/1", 1_790_000_200.0),
     ]
 
 
-def test_a_session_whose_terminal_is_gone_is_skipped(proc: Path, tmp_path: Path) -> None:
-    add_proc(proc, 100, "sshd", ["sshd: root@pts/7"])
-    assert SshScanner(proc, tmp_path / "dev").sessions() == []
+def test_a_session_whose_terminal_is_gone_is_skipped(proc: FakeProcTree, tmp_path: Path) -> None:
+    proc.add(100, "sshd", ["sshd: root@pts/7"])
+    assert SshScanner(proc.root, tmp_path / "dev").sessions() == []
 
 
 def test_the_sandbox_reads_ssh_sessions_from_the_sim_file(tmp_path: Path) -> None:
@@ -140,3 +129,121 @@ def test_the_sandbox_reads_ssh_sessions_from_the_sim_file(tmp_path: Path) -> Non
     assert SimSshProbe(sim).sessions() == []
     sim.write_text(json.dumps({"ssh_sessions": [{"tty": "pts/3", "last_input": 1_790_000_000}]}))
     assert SimSshProbe(sim).sessions() == [SshSession("pts/3", 1_790_000_000.0)]
+
+
+# -- the job under the wrapper: its process tree and its counters -------------------------------------
+def test_the_job_tree_is_the_job_and_its_descendants_only(proc: FakeProcTree, tmp_path: Path) -> None:
+    proc.add(100, "python3", ["python3", "-m", "gpuc.instance_side", "run", "--", "sh", "build.sh"])  # wrapper
+    proc.add(200, "sh", ["sh", "build.sh"], ppid=100, start=7000)
+    proc.add(201, "make", ["make", "-j2"], ppid=200, start=7001)
+    proc.add(202, "cc1", ["cc1"], ppid=201, start=7002, state="R")
+    proc.add(203, "ld", ["ld"], ppid=201, start=7003, state="Z")  # ended, not yet reaped: still its own time
+    proc.add(300, "postgres", ["postgres"], start=10)  # busy, but not the job's
+    proc.set(202, utime=40, stime=2, rchar=4096, wchar=100)
+    proc.set(201, cutime=30, cstime=5)  # children it already reaped
+    proc.set(203, utime=7)
+    proc.set(300, utime=99_999, wchar=10**9)
+    job_file = tmp_path / "job.pid"
+    job_file.write_text(job_stamp(200, proc.root))
+    assert read_job_stamp(job_file) == (200, 7000)
+    tree = JobTreeProbe(job_file, proc.root).sample()
+    assert tree is not None and tree.pid == 200
+    assert tree.procs == {
+        (200, 7000): ProcCounters(0, 0),
+        (201, 7001): ProcCounters(35, 0),
+        (202, 7002): ProcCounters(42, 4196),
+        (203, 7003): ProcCounters(7, 0),
+    }
+
+
+def test_no_job_a_finished_job_and_a_reused_pid_are_no_job(proc: FakeProcTree, tmp_path: Path) -> None:
+    job_file = tmp_path / "job.pid"
+    probe = JobTreeProbe(job_file, proc.root)
+    assert probe.sample() is None  # no job under the wrapper
+    job_file.write_text("200 7000\n")
+    assert probe.sample() is None  # the job is gone (the wrapper ends the pod)
+    proc.add(200, "nginx", ["nginx"], start=9999)
+    assert probe.sample() is None  # a crash left the file; the pid now belongs to someone else
+    job_file.write_text("200\n")  # an old wrapper's file, without the start time: taken as is
+    tree = probe.sample()
+    assert tree is not None and list(tree.procs) == [(200, 9999)]
+
+
+@pytest.mark.parametrize("content", ["", "two hundred", "200 7000 1", "-5"])
+def test_a_garbled_job_file_is_a_failed_scan(proc: FakeProcTree, tmp_path: Path, content: str) -> None:
+    job_file = tmp_path / "job.pid"
+    job_file.write_text(content)
+    with pytest.raises(JobScanError, match="not a pid"):
+        JobTreeProbe(job_file, proc.root).sample()
+
+
+def test_an_unreadable_proc_or_job_stat_is_a_failed_scan_never_no_job(proc: FakeProcTree, tmp_path: Path) -> None:
+    job_file = tmp_path / "job.pid"
+    job_file.write_text("200\n")
+    with pytest.raises(JobScanError, match="cannot list"):
+        JobTreeProbe(job_file, tmp_path / "no-proc").sample()
+    (proc.root / "200").mkdir()  # listed, but its stat cannot be read (hidepid, a permission change)
+    with pytest.raises(JobScanError, match="cannot be read"):
+        JobTreeProbe(job_file, proc.root).sample()
+
+
+def test_unreadable_io_leaves_cpu_alone_to_count(proc: FakeProcTree, tmp_path: Path) -> None:
+    proc.add(200, "curl", ["curl"], start=5, io=False)
+    proc.set(200, utime=3)
+    job_file = tmp_path / "job.pid"
+    job_file.write_text("200 5\n")
+    tree = JobTreeProbe(job_file, proc.root).sample()
+    assert tree is not None and tree.procs == {(200, 5): ProcCounters(3, None)}
+
+
+def start_job(tmp_path: Path, script: str) -> tuple[subprocess.Popen[bytes], Path]:
+    """A real non-python job in its own process group, its pid file written as the wrapper writes it."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    job_file = tmp_path / "job.pid"
+    job = subprocess.Popen(["sh", "-c", script], start_new_session=True)
+    try:
+        job_file.write_text(job_stamp(job.pid))
+    except BaseException:
+        stop_job(job)
+        raise
+    return job, job_file
+
+
+def stop_job(job: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(job.pid, signal.SIGKILL)  # the job and everything it started: its own group
+    job.wait()
+
+
+def test_a_real_shell_pipeline_grows_and_a_real_sleep_does_not(tmp_path: Path) -> None:
+    # The outer shell waits; its children do the work: CPU in one, I/O through a pipe in the other.
+    spin_and_pipe = "sh -c 'while :; do :; done' & head -c 65536 /dev/zero | cat >/dev/null; wait"
+    busy, busy_file = start_job(tmp_path / "busy", spin_and_pipe)
+    try:
+        asleep, asleep_file = start_job(tmp_path / "asleep", "sleep 1000")
+    except BaseException:
+        stop_job(busy)
+        raise
+    try:
+        busy_probe, asleep_probe = JobTreeProbe(busy_file), JobTreeProbe(asleep_file)
+        first_asleep = settled(asleep_probe)  # past its start-up (exec, the loader reading libc)
+        first_busy = busy_probe.sample()
+        assert first_busy is not None
+        deadline = time.monotonic() + 20
+        while True:  # until the spinning child has been charged a clock tick (10 ms of CPU)
+            later = busy_probe.sample()
+            assert later is not None
+            activity = job_activity(first_busy, later)
+            if activity.cpu_ticks > 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        assert activity.progressing and not activity.first and activity.cpu_ticks > 0
+        assert len(later.procs) >= 2  # the job and its descendants, from the real ppid links
+        time.sleep(0.1)
+        still = asleep_probe.sample()
+        assert still is not None
+        quiet = job_activity(first_asleep, still)
+        assert not quiet.progressing and (quiet.cpu_ticks, quiet.io_bytes) == (0, 0)
+    finally:
+        stop_job(busy)
+        stop_job(asleep)

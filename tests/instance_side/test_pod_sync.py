@@ -1,8 +1,10 @@
-"""Results sync to file:// buckets, and what the ending makes of each outcome."""
+"""Results sync to file:// buckets (links in results/ included), and what the ending makes of each outcome."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from podfakes import POD_ID, Pod, wire
@@ -31,7 +33,6 @@ def results(tmp_path: Path) -> Path:
     (root / "ckpt").mkdir(parents=True)
     (root / "metrics.json").write_text('{"loss": 0.1}')
     (root / "ckpt" / "model.bin").write_bytes(b"\0" * 4096)
-    (root / "dangling").symlink_to(root / "nowhere")
     return root
 
 
@@ -114,3 +115,86 @@ def test_the_ending_destroys_after_a_verified_file_sync(tmp_path: Path, clock: F
     assert outcome == "destroyed"
     assert (tmp_path / "bucket" / "exp" / "run01" / "out.txt").read_text() == "precious"
     assert "sync verified: 1 files, 8 bytes" in pod.log_text()
+
+
+# -- links inside results/: followed, or the pod is kept and the link named ---------------------------
+@pytest.fixture
+def linked(tmp_path: Path, results: Path) -> Path:
+    """results/ as jobs leave it: links to a folder inside, to a folder and a file outside."""
+    outside = tmp_path / "workspace" / "checkpoints"
+    (outside / "step-100").mkdir(parents=True)
+    (outside / "step-100" / "model.pt").write_bytes(b"\1" * 3000)
+    (tmp_path / "workspace" / "eval.log").write_text("acc 0.9\n")
+    (results / "latest").symlink_to(results / "ckpt")  # inside: the same files under two names
+    (results / "checkpoints").symlink_to(outside)
+    (results / "eval.log").symlink_to(tmp_path / "workspace" / "eval.log")
+    return results
+
+
+def test_links_to_files_and_folders_are_followed_and_verified(tmp_path: Path, linked: Path) -> None:
+    sync = FileBucketSync(tmp_path / "bucket", "exp", "run01")
+    manifest = sync.push(linked)
+    assert manifest.files == {
+        "metrics.json": 13,
+        "ckpt/model.bin": 4096,
+        "latest/model.bin": 4096,
+        "checkpoints/step-100/model.pt": 3000,
+        "eval.log": 8,
+    }
+    assert sync.verify(manifest)
+    copied = tmp_path / "bucket" / "exp" / "run01" / "checkpoints" / "step-100" / "model.pt"
+    assert copied.read_bytes() == b"\1" * 3000 and not copied.is_symlink()
+
+
+@pytest.mark.parametrize(
+    ("make", "named", "why"),
+    [
+        (lambda r: (r / "broken").symlink_to(r / "nowhere"), "results/broken", "is a dangling link"),
+        (lambda r: (r / "ckpt" / "up").symlink_to(r), "results/ckpt/up", "loops back to a folder above it"),
+        (lambda r: (r / "self").symlink_to(r / "self"), "results/self", "is a loop of links"),
+        (lambda r: (r / "null").symlink_to("/dev/null"), "results/null", "neither a file nor a folder"),
+    ],
+    ids=["dangling", "loop-to-parent", "self-loop", "device"],
+)
+def test_a_link_that_cannot_be_synced_is_named_never_skipped(
+    tmp_path: Path, results: Path, make: Any, named: str, why: str
+) -> None:
+    make(results)
+    with pytest.raises(SyncError, match=why) as exc:
+        FileBucketSync(tmp_path / "bucket", "exp", "run01").push(results)
+    assert exc.value.message.startswith(f"{named} -> ")
+    assert "the pod is kept" in exc.value.message
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any folder")
+def test_a_folder_that_cannot_be_read_is_named(tmp_path: Path, results: Path) -> None:
+    (results / "ckpt").chmod(0)
+    try:
+        with pytest.raises(SyncError, match="cannot read results/ckpt: Permission denied"):
+            FileBucketSync(tmp_path / "bucket", "exp", "run01").push(results)
+    finally:
+        (results / "ckpt").chmod(0o755)
+
+
+def test_the_ending_keeps_the_pod_and_names_a_dangling_link(tmp_path: Path, clock: FakeClock) -> None:
+    """The incident: files behind a link were never copied, "verified" anyway, and the pod destroyed."""
+    pod = wire(tmp_path / "pod", clock, results_bucket=f"file://{tmp_path}/bucket")
+    pod.paths.results.mkdir()
+    (pod.paths.results / "out.txt").write_text("precious")
+    (pod.paths.results / "run").symlink_to(tmp_path / "scratch" / "run-7")  # the job wrote elsewhere; gone
+    outcome = pod.ender(sync=make_sync(pod.ctx.cfg)).end(Ending(kind="job_exit", message="job exited", exit_code=0))
+    assert outcome == "kept_sync_failed"
+    assert "destroy" not in pod.calls and not is_ended(pod.paths, POD_ID)
+    [event] = pod.functions.events
+    assert event.kind == "sync_failed" and "results/run -> " in event.message and "dangling link" in event.message
+
+
+def test_the_ending_destroys_after_syncing_the_files_behind_a_folder_link(tmp_path: Path, clock: FakeClock) -> None:
+    pod = wire(tmp_path / "pod", clock, results_bucket=f"file://{tmp_path}/bucket")
+    pod.paths.results.mkdir()
+    (tmp_path / "scratch").mkdir()
+    (tmp_path / "scratch" / "weights.pt").write_bytes(b"w" * 1000)
+    (pod.paths.results / "run").symlink_to(tmp_path / "scratch")
+    outcome = pod.ender(sync=make_sync(pod.ctx.cfg)).end(Ending(kind="job_exit", message="job exited", exit_code=0))
+    assert outcome == "destroyed"
+    assert (tmp_path / "bucket" / "exp" / "run01" / "run" / "weights.pt").stat().st_size == 1000

@@ -288,6 +288,61 @@ def test_a_remote_with_credentials_in_the_url_is_refused(tmp_path: Path) -> None
     assert TOKEN not in sync.describe()
 
 
+def seed_remote(remote: Path, tmp_path: Path, files: dict[str, bytes]) -> None:
+    """The user's repo gains files (a .gitignore, a .gitattributes) before the run."""
+    seed = tmp_path / "seed"
+    for name, content in files.items():
+        (seed / name).write_bytes(content)
+    git("add", ".", cwd=seed)
+    git("commit", "--quiet", "-m", "repo settings", cwd=seed)
+    git("push", "--quiet", "origin", "main", cwd=seed)
+
+
+def test_git_carries_results_the_repos_gitignore_hides(remote: Path, results: Path, tmp_path: Path) -> None:
+    """The incident: `*.pt` and `*.log` never reached the commit, so the sync could never verify."""
+    seed_remote(remote, tmp_path, {".gitignore": b"*.pt\n*.log\nckpt/\n"})
+    (results / "model.pt").write_bytes(b"\2" * 2048)
+    (results / "train.log").write_text("step 1 loss 2.3\n")
+    sync = git_sync(remote, tmp_path / "clone")
+    manifest = sync.push(results)
+    assert sync.verify(manifest)
+    tree = remote_tree(remote)
+    assert tree["results/run01/model.pt"] == 2048 and tree["results/run01/train.log"] == 16
+    assert tree["results/run01/ckpt/model.bin"] == 4096
+
+
+def test_git_stores_results_byte_for_byte_whatever_the_repos_gitattributes_say(
+    remote: Path, results: Path, tmp_path: Path
+) -> None:
+    seed_remote(remote, tmp_path, {".gitattributes": b"* text=auto eol=lf\n*.csv ident\n"})
+    (results / "table.csv").write_bytes(b"a,b\r\n1,2\r\n$Id$\r\n")  # CRLF, and an ident keyword
+    sync = git_sync(remote, tmp_path / "clone")
+    manifest = sync.push(results)
+    assert sync.verify(manifest)
+    assert remote_tree(remote)["results/run01/table.csv"] == 16
+
+
+def test_git_names_results_it_cannot_store_before_pushing(remote: Path, results: Path, tmp_path: Path) -> None:
+    nested = results / "vendor" / "lib"
+    nested.mkdir(parents=True)
+    git("init", "--quiet", str(nested))  # the job cloned a repo into results/
+    (nested / "README").write_text("hi\n")
+    sync = git_sync(remote, tmp_path / "clone")
+    with pytest.raises(SyncError, match=r"git did not store \d+ result file\(s\) as they are: results/vendor/lib/"):
+        sync.push(results)
+
+
+def test_git_follows_links_in_results(remote: Path, results: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "samples.txt").write_text("a\nb\n")
+    (results / "samples").symlink_to(elsewhere)
+    sync = git_sync(remote, tmp_path / "clone")
+    manifest = sync.push(results)
+    assert sync.verify(manifest)
+    assert remote_tree(remote)["results/run01/samples/samples.txt"] == 4
+
+
 # -- split: small to git, large to the bucket ---------------------------------------------------------
 def test_small_files_go_to_git_and_large_ones_to_the_bucket(remote: Path, results: Path, tmp_path: Path) -> None:
     bucket = FileBucketSync(tmp_path / "bucket", "exp", "run01")

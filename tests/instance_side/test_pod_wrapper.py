@@ -252,3 +252,14 @@ def test_in_a_terminals_foreground_only_sigterm_is_passed_on(pod: Pod) -> None:
 
 def test_exit_status_follows_the_shell_convention() -> None:
     assert [exit_status(c) for c in (0, 1, -1, -9, -15)] == [0, 1, 129, 137, 143]
+
+
+def test_the_job_pid_file_names_the_job_and_its_start_for_the_idle_watch(pod: Pod) -> None:
+    """The idle watch follows this process's tree; the start time tells it from a pid reused later."""
+    seen = pod.paths.workspace / "seen"
+    wait_for_file = f"for i in $(seq 1000); do [ -s {pod.paths.job} ] && break; sleep 0.01; done"  # <= 10 s
+    script = f'echo "$$ $(cut -d" " -f22 /proc/$$/stat)" > {seen}; {wait_for_file}; cat {pod.paths.job} >> {seen}'
+    assert wrapper(pod).run(["sh", "-c", script]) == 0
+    own, written = seen.read_text().splitlines()
+    assert written == own  # "PID START", as the job itself sees them in /proc
+    assert not pod.paths.job.exists()  # gone with the job

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import multiprocessing
 import os
@@ -127,8 +128,8 @@ def test_sync_closes_rows_the_pod_or_reaper_ended_while_the_laptop_slept(book: L
             pod_id="pod2", provider="runpod", name="gpuc-aaaa2", experiment="kv-cache", registered_at=T0
         ),
     ]
-    assert book.sync_from_functions(records) == 1
-    assert book.sync_from_functions(records) == 0
+    assert book.sync_from_functions(records).closed == 1
+    assert book.sync_from_functions(records).closed == 0
     rows = {r.start: r for r in book.rows()}
     assert rows["2026-09-01T22:00:00Z"].end == "2026-09-01T22:30:00Z"
     assert rows["2026-09-01T22:00:00Z"].cost_usd == "0.3700"
@@ -149,7 +150,7 @@ def test_sync_records_a_pod_the_ledger_never_saw(book: Ledger) -> None:
         registered_at=T0 + 5,
         end_at=T0 + 7200,
     )
-    assert book.sync_from_functions([record]) == 1
+    assert book.sync_from_functions([record]).closed == 1
     (row,) = book.rows()
     assert row.cells()[:8] == [
         "2026-09-01",
@@ -346,3 +347,135 @@ def test_processes_never_lose_a_row(tmp_path: Path) -> None:
     assert len(rows) == 32
     assert sorted(r.note for r in rows) == sorted(f"done {i}" for _ in range(4) for i in range(8))
     assert all(r.cost_usd == "0.4000" for r in rows)
+
+
+# --- what comes in is checked, what is read is not trusted ----------------------------------------------------
+
+
+def _record(pod: str, **kw: object) -> PodRecord:
+    base: dict[str, object] = {
+        "pod_id": pod,
+        "provider": "runpod",
+        "name": f"gpuc-{pod}0000",
+        "experiment": "kv-cache",
+        "registered_at": T0,
+    }
+    return PodRecord.model_validate({**base, **kw})
+
+
+# Incident: a signed pod event with end_at = 1e300 was accepted; every `gpuc ls` / `gpuc ledger` then failed
+# with OverflowError, for as long as the watchdog kept the record.
+@pytest.mark.parametrize("end_at", [1e300, float("inf"), float("nan"), -1e12, 1e11])
+def test_sync_refuses_an_absurd_end_with_a_warning_and_keeps_the_row_open(book: Ledger, end_at: float) -> None:
+    start(book, "pod1")
+    report = book.sync_from_functions([_record("pod1", end_at=end_at, note="reaper")])
+    assert report.closed == 0
+    (warning,) = report.warnings
+    assert "pod1" in warning and "not a time" in warning
+    (row,) = book.rows()
+    assert row.end == "" and row.cost_usd == "" and row.note == ""
+    assert book.summary().open_rows == [row]
+
+
+def test_sync_adds_no_row_for_an_absurd_start_and_no_price_for_an_absurd_price(book: Ledger) -> None:
+    report = book.sync_from_functions(
+        [
+            _record("lost1", started_at=1e300, end_at=T0 + 60),
+            _record("lost2", started_at=T0, price_per_hour=float("inf")),
+            _record("lost3", started_at=T0, price_per_hour=-0.5),
+            _record("fine", started_at=T0, price_per_hour=0.5, end_at=T0 + 3600),
+        ]
+    )
+    assert report.closed == 1 and len(report.warnings) == 3
+    assert [r.price_per_hour for r in book.rows()] == ["", "", "0.5"]
+    assert book.rows()[-1].cost_usd == "0.5000"
+
+
+def test_start_and_end_refuse_absurd_numbers_with_a_clear_error(book: Ledger) -> None:
+    with pytest.raises(ConfigError, match="not a time"):
+        start(book, "pod1", ts=1e300)
+    with pytest.raises(ConfigError, match="not an amount"):
+        start(book, "pod1", price=float("nan"))
+    start(book, "pod1")
+    with pytest.raises(ConfigError, match="not a time"):
+        book.end("pod1", end_ts=float("inf"))
+    assert book.rows()[0].end == ""
+
+
+def test_readers_leave_out_absurd_rows_with_a_warning(book: Ledger) -> None:
+    start(book, "good")
+    book.end("good", end_ts=T0 + 3600)
+    bad = [
+        ["2026-09-02", "far-end", "vast", "L4", "0.3", "2026-09-02T10:00:00Z", "9999-12-31T23:59:59Z", "", "x"],
+        ["2026-09-03", "huge-cost", "vast", "L4", "0.3", "2026-09-03T10:00:00Z", "2026-09-03T11:00:00Z", "1e308", ""],
+        ["2026-09-04", "inf-price", "vast", "L4", "inf", "2026-09-04T10:00:00Z", "2026-09-04T11:00:00Z", "", "x"],
+        ["2026-09-05", "nan-cost", "vast", "L4", "0.3", "2026-09-05T10:00:00Z", "2026-09-05T11:00:00Z", "nan", "x"],
+        ["someday", "bad-date", "vast", "L4", "0.3", "2026-09-06T10:00:00Z", "2026-09-06T11:00:00Z", "0.3", "x"],
+    ]
+    with book.path.open("a", newline="", encoding="utf-8") as fh:
+        csv.writer(fh, lineterminator="\n").writerows(bad)
+    summary = book.summary()
+    assert summary.total_cost_usd == pytest.approx(0.74) and summary.total_hours == pytest.approx(1.0)
+    assert len(summary.warnings) == 5
+    for cells, warning in zip(bad, summary.warnings, strict=True):
+        assert cells[1] in warning and "left out of the totals" in warning
+    json.dumps(summary.model_dump(), allow_nan=False)  # no Infinity / NaN in `gpuc ledger --json`
+
+
+FORMULAS = ["=HYPERLINK(\"http://x\",\"y\")", "+1", "-2+3", "@SUM(A1)", "\tTAB", "\rCR", "'=quoted", "''@twice"]
+
+
+@pytest.mark.parametrize("note", FORMULAS)
+def test_a_note_a_spreadsheet_would_run_is_written_inert_and_reads_back_as_written(book: Ledger, note: str) -> None:
+    start(book, "pod1")
+    book.end("pod1", end_ts=T0 + 60, note=note)
+    cell = csv_lines(book.path)[1][8]
+    assert cell.startswith("'") and cell[1:] == note, "a spreadsheet would run this cell"
+    assert Ledger(book.path).rows()[0].note == note
+    assert all(len(line) == 9 for line in csv_lines(book.path))
+
+
+def test_harmless_notes_are_written_as_they_are(book: Ledger) -> None:
+    start(book, "pod1")
+    book.end("pod1", end_ts=T0 + 60, note="'tis fine; a-b = c")
+    assert csv_lines(book.path)[1][8] == "'tis fine; a-b = c" == book.rows()[0].note
+
+
+# Incident: a ledger saved by a spreadsheet with a UTF-8 byte-order mark made every ledger command refuse.
+def test_a_ledger_saved_with_a_bom_reads_and_is_written_back_as_plain_utf8(book: Ledger) -> None:
+    start(book, "pod1")
+    start(book, "pod2", ts=T0 + 10)
+    book.end("pod1", end_ts=T0 + 60, note="café, ok")
+    lines = csv_lines(book.path)
+    out = io.StringIO(newline="")
+    csv.writer(out, lineterminator="\r\n", quoting=csv.QUOTE_ALL).writerows(lines)  # as a spreadsheet saves
+    book.path.write_bytes(b"\xef\xbb\xbf" + out.getvalue().encode("utf-8"))
+    assert [r.note for r in book.rows()] == ["café, ok", ""]
+    book.check()
+    book.end("pod2", end_ts=T0 + 70)
+    start(book, "pod3", ts=T0 + 20)
+    raw = book.path.read_bytes()
+    assert not raw.startswith(b"\xef\xbb\xbf") and b"\r\n" not in raw
+    rows = book.rows()
+    assert [r.start[-3:] for r in rows] == ["00Z", "10Z", "20Z"] and rows[1].end and rows[0].note == "café, ok"
+
+
+def test_check_says_what_is_wrong_before_anything_is_spent(book: Ledger, tmp_path: Path) -> None:
+    book.check()  # no ledger yet: fine, `up` will create it
+    start(book, "pod1")
+    book.path.write_bytes(book.path.read_bytes() + "2026-09-02,caf\xe9\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match="line 3 is not UTF-8") as err:
+        book.check()
+    assert err.value.hint and "UTF-8" in err.value.hint
+    folder = tmp_path / "a-folder.csv"
+    folder.mkdir()
+    with pytest.raises(ConfigError, match="cannot read"):
+        Ledger(folder).check()
+
+
+def test_a_note_with_a_bare_carriage_return_keeps_its_row_whole(book: Ledger) -> None:
+    start(book, "pod1")
+    book.end("pod1", end_ts=T0 + 60, note="pasted from a terminal\rloss 0.12")
+    start(book, "pod2", ts=T0 + 10)
+    assert [r.note for r in Ledger(book.path).rows()] == ["pasted from a terminal\rloss 0.12", ""]
+    assert all(len(line) == 9 for line in csv_lines(book.path))

@@ -177,15 +177,14 @@ def test_the_cli_plots_a_png_of_the_right_data(filled: Ledger, tmp_path: Path) -
     assert result.exit_code == 0, result.output
     data = target.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
-    width, height, rows = read_png(data)
-    assert (width, height) == (800, 400)
-    # Weeks: 2 h, 1 h + 3 h, 1 h -> bars in the ratio 2 : 4 : 1; experiments: quant 4 h, kv-cache 3 h.
-    week_bars = bars(column_heights(rows, WEEK_COLOR))
-    experiment_bars = bars(column_heights(rows, EXPERIMENT_COLOR))
-    assert len(week_bars) == 3 and len(experiment_bars) == 2
-    assert week_bars[1] == 360  # the tallest fills the plot height
-    assert [round(h / week_bars[1] * 4) for h in week_bars] == [2, 4, 1]
-    assert experiment_bars[0] == 360 and round(experiment_bars[1] / 360 * 4) == 3
+    width, _, rows = read_png(data)
+    assert width == 1000
+    # Weeks: 2 h, 1 h + 3 h, 1 h at $1/h -> $2, $4, $1 on a $0-$4 axis 240 px high.
+    assert bars(column_heights(rows, WEEK_COLOR)) == [120, 240, 60]
+    # Experiments are horizontal bars, largest first: quant $4, kv-cache $3.
+    across = [bytes(b"".join(r[x * 3 : x * 3 + 3] for r in rows)) for x in range(width)]  # transposed
+    experiment_bars = bars(column_heights(across, EXPERIMENT_COLOR))
+    assert len(experiment_bars) == 2 and round(experiment_bars[1] / experiment_bars[0] * 4) == 3
 
 
 def test_the_cli_plots_html_with_the_numbers(filled: Ledger, tmp_path: Path) -> None:
@@ -210,3 +209,31 @@ def test_the_cli_refuses_a_plot_format_it_cannot_write(filled: Ledger, tmp_path:
     result = CliRunner().invoke(cmd_ledger.ledger, ["--no-sync", "--plot", str(tmp_path / "spend.gif")])
     assert isinstance(result.exception, ConfigError)
     assert not (tmp_path / "spend.gif").exists()
+
+
+def test_the_cli_warns_about_absurd_rows_and_records_instead_of_crashing(
+    filled: Ledger, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    with filled.path.open("a", encoding="utf-8") as fh:
+        fh.write("2026-09-20,typo,vast,L4,0.3,2026-09-20T10:00:00Z,2026-09-20T11:00:00Z,1e999,oops\n")
+        fh.write("21/09/2026,bad-day,vast,L4,0.3,2026-09-21T10:00:00Z,2026-09-21T11:00:00Z,,\n")
+    record = PodRecord(
+        pod_id="pod-open",
+        provider="vast",
+        name="gpuc-open1",
+        experiment="quant",
+        registered_at=T0 + DAY,
+        end_at=1e300,  # signed by the pod, range-checked by nobody
+    )
+    status = StatusResponse(server_time=T0 + 2 * DAY, reaper_period_s=300, pods=[record])
+    monkeypatch.setattr(cmd_ledger, "functions_status", lambda settings: lambda: status)
+    result = CliRunner().invoke(cmd_ledger.ledger, ["--month", "all", "--plot", str(tmp_path / "spend.html")])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("all months: 7 row(s), 7.00 h, $7.00")
+    assert "warning: watchdog record of pod pod-open: end 1e+300 is not a time" in result.output
+    assert "warning: row typo started 2026-09-20T10:00:00Z: cost_usd '1e999'" in result.output
+    assert "warning: row bad-day" in result.output and "left out of the totals" in result.output
+    as_json = CliRunner().invoke(cmd_ledger.ledger, ["--month", "all", "--json"])
+    body = json.loads(as_json.output)
+    assert len(body["warnings"]) == 2 and body["total_cost_usd"] == pytest.approx(7.0)
+    assert "warnings" in CliRunner().invoke(cmd_ledger.ledger, ["--help"]).output

@@ -160,7 +160,7 @@ def test_collect_reports_a_failed_provider_and_keeps_the_other() -> None:
     assert [f.provider for f in report.failures] == ["vast"]
     assert report.failures[0].hint == "try again later"
     offer = report.offers[0]
-    assert offer.bid is not None and offer.bid.action == "bid"
+    assert offer.bid is None and offer.min_bid is None  # a RunPod spot price is not rentable: never advised
     assert offer.gb_s_per_dollar_hour == pytest.approx(1008 / 0.74)
 
 

@@ -60,10 +60,11 @@ def test_the_png_draws_one_bar_per_value_in_proportion() -> None:
         weeks=[Bar(label="w1", cost_usd=1.0), Bar(label="w2", cost_usd=3.0)],
         experiments=[Bar(label="e", cost_usd=0.5)],
     )
-    width, height, rows = read_png(render_png(data, width=300, height=200, margin=10))
-    assert (width, height) == (300, 200)
-    assert bars(column_heights(rows, WEEK_COLOR)) == [60, 180]
-    assert bars(column_heights(rows, EXPERIMENT_COLOR)) == [180]
+    width, _, rows = read_png(render_png(data, width=600))
+    assert width == 600
+    assert bars(column_heights(rows, WEEK_COLOR)) == [80, 240]  # $1 and $3 on a $0-$3 axis, 240 px high
+    across = [bytes(b"".join(r[x * 3 : x * 3 + 3] for r in rows)) for x in range(width)]  # transposed
+    assert len(bars(column_heights(across, EXPERIMENT_COLOR))) == 1  # one horizontal bar
 
 
 def test_an_empty_month_still_makes_a_valid_png_and_page() -> None:

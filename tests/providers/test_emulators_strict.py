@@ -253,7 +253,7 @@ def test_served_over_http_a_timeout_hangs_and_a_drop_disconnects(runpod_server: 
             client.get(f"{runpod_server.url}/v2/pods", headers=headers)
         with pytest.raises(httpx.RemoteProtocolError):
             client.get(f"{runpod_server.url}/v2/pods", headers=headers)
-        assert client.get(f"{runpod_server.url}/v2/pods", headers=headers).json() == {"pods": []}
+        assert client.get(f"{runpod_server.url}/v2/pods", headers=headers).json()["pods"] == []
 
 
 def test_serve_starts_either_emulator_with_the_env_a_client_needs() -> None:
@@ -290,3 +290,61 @@ def test_the_emulators_env_wires_a_client_through_settings_and_the_registry(prov
             client.close()
     finally:
         server.stop()
+
+
+def test_runpod_answers_the_user_fields_the_official_clients_ask_for(runpod_emu: RunPodEmulator) -> None:
+    answer = graphql(runpod_emu, "query { myself { id authId email pubKey networkVolumes { id dataCenterId } } }")
+    assert answer.status == 200 and answer.decoded()["data"]["myself"]["networkVolumes"] == []
+    assert answer.decoded()["data"]["myself"]["authId"]
+
+
+def test_runpod_pod_key_not_found_mode_lies_about_its_own_pod_only(runpod_emu: RunPodEmulator) -> None:
+    runpod_emu.pod_key_not_found = True
+    pod_id = runpod_emu.add_foreign_pod("gpuc-run0003")
+    key = runpod_emu.pod_environ(pod_id)["RUNPOD_API_KEY"]
+    answer = graphql(runpod_emu, TERMINATE_MUTATION, {"podId": pod_id}, key=key)
+    assert answer.decoded() == {"errors": [{"message": "pod not found to terminate"}]}
+    assert [p.id for p in runpod_emu.alive()] == [pod_id]  # refused, not gone
+    own = graphql(runpod_emu, GET_QUERY, {"podId": pod_id}, key=key).decoded()["data"]["pod"]
+    assert own["id"] == pod_id  # the pod key may read its own pod
+    assert graphql(runpod_emu, TERMINATE_MUTATION, {"podId": pod_id}).decoded() == {"data": {"podTerminate": None}}
+
+
+def test_runpod_community_without_public_ip_has_no_public_ssh(runpod_emu: RunPodEmulator) -> None:
+    inputs = {**GOOD_INPUT, "cloudType": "COMMUNITY"}
+    bare = graphql(runpod_emu, CREATE_ON_DEMAND, {"input": inputs}).decoded()["data"]["podFindAndDeployOnDemand"]
+    asked = {**inputs, "name": "gpuc-run0002", "supportPublicIp": True, "minVcpuCount": 4, "minMemoryInGb": 16}
+    good = graphql(runpod_emu, CREATE_ON_DEMAND, {"input": asked}).decoded()["data"]["podFindAndDeployOnDemand"]
+    assert (runpod_emu.pods[bare["id"]].public, runpod_emu.pods[good["id"]].public) == (False, True)
+    assert runpod_emu.pods[bare["id"]].vcpu < 4 <= runpod_emu.pods[good["id"]].vcpu
+
+
+def test_vast_creates_a_stopped_instance_for_an_unschedulable_bid_unless_cancel_unavail(
+    vast_emu: VastEmulator,
+) -> None:
+    vast_emu.offers[11684738].winning_bid = 0.30
+    bid = {**GOOD_ASK, "price": 0.22}
+    refused = vast_call(vast_emu, "PUT", "/api/v0/asks/11684738/", {**bid, "cancel_unavail": True})
+    assert (refused.status, refused.decoded()["error"]) == (410, "no_such_ask") and vast_emu.alive() == []
+    made = vast_call(vast_emu, "PUT", "/api/v0/asks/11684738/", bid).decoded()  # no cancel_unavail: the hazard
+    inst = vast_emu.instances[made["new_contract"]]
+    assert (inst.actual, inst.intended) == ("stopped", "running")  # waiting, billing its disk
+
+
+def test_vast_accepts_the_sdks_nulls_and_refuses_a_malformed_call(vast_emu: VastEmulator) -> None:
+    nulls = {k: None for k in ("price", "label", "extra", "onstart", "image_login", "jupyter_dir", "user")}
+    made = vast_call(vast_emu, "PUT", "/api/v0/asks/11684738/", {**GOOD_ASK, **nulls, "template_hash_id": None})
+    assert made.status == 200 and made.decoded()["success"] is True
+    assert vast_call(vast_emu, "PUT", "/api/v0/asks/11684739/", {**GOOD_ASK, "client_id": None}).status == 400
+    assert vast_call(vast_emu, "DELETE", "/api/v0/instances/", {"ids": [1]}).status == 400
+    assert vast_call(vast_emu, "PUT", "/api/v0/search/asks/", {"select_cols": ["*"]}).status == 400
+    bad_bid = vast_call(vast_emu, "PUT", f"/api/v0/instances/bid_price/{made.decoded()['new_contract']}/", {"p": 1})
+    assert bad_bid.status == 400
+
+
+def test_vast_v1_list_rows_depend_on_select_cols(vast_emu: VastEmulator) -> None:
+    vast_emu.add_foreign_pod("x", env={"A": "1"})
+    full = vast_call(vast_emu, "GET", "/api/v1/instances/").decoded()["instances"][0]
+    star = vast_call(vast_emu, "GET", "/api/v1/instances/", select_cols='["*"]').decoded()["instances"][0]
+    assert "extra_env" in full and "ports" in full
+    assert "extra_env" not in star and "ports" not in star  # the emulator's model (UNCONFIRMED)

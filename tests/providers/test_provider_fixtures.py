@@ -125,15 +125,12 @@ def test_a_v2_pod_gives_status_cost_gpu_created_uptime_env_and_the_ssh_port() ->
     assert (pod.ssh_host, pod.ssh_port) == ("195.26.233.3", 34446)
 
 
-def test_the_real_gpu_types_give_secure_community_and_spot_prices_per_gpu() -> None:
+def test_the_real_gpu_types_give_secure_and_community_prices_per_gpu_and_no_spot() -> None:
     offers = {o.id: o for o in parse_gpu_types(fixture("runpod_graphql_gpuTypes_data_real_2025-06.json"))}
     a100 = offers["NVIDIA A100 80GB PCIe"]
-    assert (a100.gpu, a100.price_per_hour, a100.community_price, a100.interruptible_price) == (
-        "A100 PCIe",
-        1.64,
-        1.19,
-        0.6,
-    )
+    assert (a100.gpu, a100.price_per_hour, a100.community_price) == ("A100 PCIe", 1.64, 1.19)
+    # The body still carries spot prices (0.6 here); RunPod spot is not rentable, so none is shown.
+    assert all(o.interruptible_price is None and o.min_bid is None for o in offers.values())
     assert "NVIDIA A30" not in offers  # secureCloud false: not rentable on the secure cloud gpuc creates on
     assert "unknown" not in offers
     assert offers["NVIDIA L4"].community_price is None  # communityCloud false, whatever the price says
@@ -151,18 +148,16 @@ def test_the_real_gpu_types_on_the_community_cloud() -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "price", "min_bid", "stock"),
+    ("name", "price", "stock"),
     [
-        ("runpod_graphql_gpuType_lowestPrice_docexample.json", 0.3, 0.163, None),
-        ("runpod_graphql_gpuType_lowestPrice_stock_high_docexample.json", 0.35, 0.2, "High"),
-        ("runpod_graphql_gpuType_lowestPrice_stock_low_docexample.json", 0.24, 0.16, "Low"),
+        ("runpod_graphql_gpuType_lowestPrice_docexample.json", 0.3, None),
+        ("runpod_graphql_gpuType_lowestPrice_stock_high_docexample.json", 0.35, "High"),
+        ("runpod_graphql_gpuType_lowestPrice_stock_low_docexample.json", 0.24, "Low"),
     ],
 )
-def test_lowest_price_gives_the_bid_floor_and_the_stock(
-    name: str, price: float, min_bid: float, stock: str
-) -> None:
+def test_lowest_price_gives_the_price_and_the_stock_but_no_bid_floor(name: str, price: float, stock: str) -> None:
     [offer] = parse_gpu_types(fixture(name)["data"]["gpuTypes"])
-    assert (offer.price_per_hour, offer.min_bid, offer.stock) == (price, min_bid, stock)
+    assert (offer.price_per_hour, offer.min_bid, offer.stock) == (price, None, stock)
 
 
 def test_gpu_types_without_prices_are_no_offers() -> None:

@@ -18,6 +18,7 @@ from gpuc.core.errors import (
 )
 from gpuc.core.models import OWNER_ENV
 from gpuc.core.providers.http import zero_backoff
+from gpuc.core.providers.outcome import StoppedInstead
 from gpuc.core.providers.runpod import RunPodProvider, RunPodSelfDestroyer
 from gpuc.core.settings import Settings
 from gpuc.testkit.emulators.runpod import RunPodEmulator
@@ -41,6 +42,8 @@ def test_it_creates_an_on_demand_pod_with_ssh_only_disks_backstop_and_owner_mark
     assert (sent["startSsh"], sent["ports"], sent["cloudType"]) == (True, "22/tcp", "SECURE")
     assert (sent["containerDiskInGb"], sent["volumeInGb"], sent["volumeMountPath"]) == (20, 30, "/workspace")
     assert "startJupyter" not in sent and "bidPerGpu" not in sent
+    # As the official client, SkyPilot and dstack do: a public IP, and a host sized to the GPUs.
+    assert (sent["supportPublicIp"], sent["minVcpuCount"], sent["minMemoryInGb"]) == (True, 4, 16)
     terminate_after = datetime.fromisoformat(str(sent["terminateAfter"]).replace("Z", "+00:00")).timestamp()
     assert terminate_after == clock.now() + 2 * 3600
     assert {"key": OWNER_ENV, "value": "1"} in sent["env"]  # type: ignore[operator]
@@ -53,24 +56,49 @@ def test_it_creates_an_on_demand_pod_with_ssh_only_disks_backstop_and_owner_mark
     )
 
 
-def test_an_interruptible_pod_is_rented_with_its_bid(
-    runpod: RunPodProvider, runpod_emu: RunPodEmulator
-) -> None:
-    pod = runpod.create(spec("runpod", interruptible=True, bid_per_gpu=0.25))
-    [request] = runpod_emu.ops("create")
-    body = json.loads(request.body)
-    assert "podRentInterruptable" in body["query"] and body["variables"]["input"]["bidPerGpu"] == 0.25
-    assert pod.interruptible
-    runpod_emu.set_status(pod.id, "outbid")
-    assert runpod.get(pod.id).status == "paused"  # type: ignore[union-attr]
+def test_the_host_floor_grows_with_the_gpu_count(runpod: RunPodProvider, runpod_emu: RunPodEmulator) -> None:
+    runpod.create(spec("runpod", gpu_count=2))
+    sent = create_input(runpod_emu)
+    assert (sent["gpuCount"], sent["minVcpuCount"], sent["minMemoryInGb"]) == (2, 8, 32)
 
 
-def test_an_interruptible_pod_without_a_bid_is_refused_before_any_call(
-    runpod: RunPodProvider, runpod_emu: RunPodEmulator
+def test_a_community_pod_gets_a_public_ssh_port(runpod_emu: RunPodEmulator, clock: FakeClock) -> None:
+    # Without supportPublicIp a community host may give the pod no public IP: no ssh into what is billed.
+    provider = RunPodProvider(
+        RUNPOD_KEY,
+        graphql_url="http://x/graphql",
+        rest_url="http://x/v2",
+        cloud_type="COMMUNITY",
+        transport=runpod_emu.transport(),
+        clock=clock,
+        backoff=zero_backoff,
+    )
+    created = provider.create(spec("runpod"))
+    runpod_emu.set_status(created.id, "running")
+    pod = provider.get(created.id)
+    assert pod is not None and pod.status == "running"
+    assert (pod.ssh_host, pod.ssh_port) == ("203.0.113.10", runpod_emu.pods[created.id].ssh_port)
+
+
+@pytest.mark.parametrize("bid", [0.25, None])
+def test_interruptible_is_refused_with_a_clear_message_before_any_call(
+    runpod: RunPodProvider, runpod_emu: RunPodEmulator, bid: float | None
 ) -> None:
-    with pytest.raises(ConfigError, match="bid"):
-        runpod.create(spec("runpod", interruptible=True))
+    assert runpod.supports_interruptible is False
+    with pytest.raises(ConfigError, match="no longer offered") as caught:
+        runpod.create(spec("runpod", interruptible=True, bid_per_gpu=bid))
+    assert "--provider vast" in (caught.value.hint or "")
     assert runpod_emu.requests == []
+
+
+def test_a_spot_pod_started_elsewhere_still_reads_paused_when_outbid(
+    runpod: RunPodProvider, runpod_emu: RunPodEmulator
+) -> None:
+    gpu = runpod_emu.gpus["NVIDIA GeForce RTX 4090"]
+    pod_id = runpod_emu._new_pod("gpuc-old0001", "img", gpu, 1, 0.25, {}, spot=True).id
+    runpod_emu.set_status(pod_id, "outbid")
+    found = runpod.get(pod_id)
+    assert found is not None and (found.interruptible, found.status) == (True, "paused")
 
 
 def test_a_secret_looking_env_never_reaches_the_provider(
@@ -217,9 +245,29 @@ def test_a_drifted_list_raises_instead_of_reading_an_empty_account(
     runpod_emu.faults.add(op="list", kind="schema_drift")
     with pytest.raises(ProviderSchemaError):
         runpod.list_pods()
-    runpod_emu.faults.add(op="list_v2", kind="schema_drift")
-    with pytest.raises(ProviderSchemaError):
-        runpod.list_pods()
+
+
+@pytest.mark.parametrize("kind", ["schema_drift", "500", "403", "422", "timeout", "broken_pagination"])
+def test_the_list_stands_on_graphql_alone_when_v2_fails(
+    runpod: RunPodProvider, runpod_emu: RunPodEmulator, kind: str
+) -> None:
+    pod = runpod.create(spec("runpod"))
+    runpod_emu.faults.add(op="list_v2", kind=kind, times=None)
+    [listed] = runpod.list_pods()
+    assert (listed.id, listed.managed, listed.created_at) == (pod.id, True, None)  # v2's createdAt is lost
+
+
+def test_the_v2_list_is_read_page_by_page(
+    runpod: RunPodProvider, runpod_emu: RunPodEmulator, clock: FakeClock
+) -> None:
+    for n in range(60):
+        runpod_emu.add_foreign_pod(f"other-{n}")
+        clock.advance(1)
+    pods = runpod.list_pods()
+    assert len(pods) == 60 and all(p.created_at is not None for p in pods)  # createdAt is v2's alone
+    pages = runpod_emu.ops("list_v2")
+    assert len(pages) >= 2 and all(r.query.get("limit") for r in pages)
+    assert "cursor" not in pages[0].query and all(r.query.get("cursor") for r in pages[1:])
 
 
 def test_balance_reads_credit_spend_and_limit(runpod: RunPodProvider, runpod_emu: RunPodEmulator) -> None:
@@ -228,12 +276,18 @@ def test_balance_reads_credit_spend_and_limit(runpod: RunPodProvider, runpod_emu
     assert (balance.balance_usd, balance.spend_per_hour, balance.spend_limit) == (25.0, 0.74, 80.0)
 
 
-def test_offers_give_secure_community_spot_and_stock(runpod: RunPodProvider) -> None:
+def test_offers_give_secure_community_and_stock_but_no_spot_price(
+    runpod: RunPodProvider, runpod_emu: RunPodEmulator
+) -> None:
     all_offers = runpod.offers()
     assert [o.price_per_hour for o in all_offers] == sorted(o.price_per_hour for o in all_offers)
     [rtx] = runpod.offers("RTX 4090")
-    assert (rtx.price_per_hour, rtx.community_price, rtx.min_bid, rtx.stock) == (0.74, 0.34, 0.2, "High")
+    assert (rtx.price_per_hour, rtx.community_price, rtx.stock) == (0.74, 0.34, "High")
+    assert all(o.min_bid is None and o.interruptible_price is None for o in [*all_offers, rtx])
     assert [o.gpu for o in runpod.offers("NVIDIA GeForce RTX 4090")] == ["RTX 4090"]
+    assert not any("Spot" in r.body or "minimumBidPrice" in r.body for r in runpod_emu.ops("offers"))
+    with pytest.raises(ConfigError, match="no longer offered"):
+        runpod.offers("RTX 4090", interruptible=True)
 
 
 def test_stop_stops(runpod: RunPodProvider, runpod_emu: RunPodEmulator) -> None:
@@ -271,7 +325,32 @@ def test_self_destroy_falls_back_to_stop_and_says_so(
     )
     said = destroyer.destroy_self()
     assert said.startswith("podTerminate was refused") and "stopped pod" in said and "reaper" in said
+    assert isinstance(said, StoppedInstead)  # the ending turns it into a notification
     assert runpod_emu.pods[pod.id].state == "exited"
+
+
+def test_a_not_found_that_is_a_refusal_is_not_believed(runpod: RunPodProvider, runpod_emu: RunPodEmulator) -> None:
+    pod = runpod.create(spec("runpod"))
+    runpod_emu.pod_key_not_found = True  # the pod key hears "pod not found to terminate"; the pod lives on
+    destroyer = RunPodSelfDestroyer.from_environ(
+        runpod_emu.pod_environ(pod.id), transport=runpod_emu.transport(), backoff=zero_backoff
+    )
+    said = destroyer.destroy_self()
+    assert isinstance(said, StoppedInstead)
+    assert "pod not found to terminate" in said and "still there" in said and "reaper" in said
+    assert runpod_emu.pods[pod.id].state == "exited"  # stopped: only its volume bills until the reaper
+    assert [r.op for r in runpod_emu.requests][-3:] == ["destroy", "get", "stop"]  # it read itself first
+    assert runpod.destroy(pod.id) == "destroyed"  # the account key (the reaper's) still can
+
+
+def test_a_not_found_for_a_pod_that_is_gone_is_believed(runpod: RunPodProvider, runpod_emu: RunPodEmulator) -> None:
+    pod = runpod.create(spec("runpod"))
+    environ = runpod_emu.pod_environ(pod.id)
+    runpod_emu.vanish(pod.id)
+    destroyer = RunPodSelfDestroyer.from_environ(environ, transport=runpod_emu.transport(), backoff=zero_backoff)
+    said = destroyer.destroy_self()
+    assert said == f"pod {pod.id} was already gone" and not isinstance(said, StoppedInstead)
+    assert runpod_emu.ops("stop") == []
 
 
 def test_the_pod_key_cannot_list_the_account(runpod_emu: RunPodEmulator, clock: FakeClock) -> None:
@@ -354,3 +433,13 @@ def test_the_emulator_can_point_ssh_at_a_real_endpoint(clock: FakeClock) -> None
         "127.0.0.1",
         2222,
     )
+
+
+def test_the_drill_row_for_a_pod_key_told_not_found() -> None:
+    # End to end: the real self-destroyer with the pod key, the real Ender (its notification), the real
+    # reaper with the account key, against the emulator in pod_key_not_found mode.
+    from gpuc.testkit.drill import f9n_pod_key_hears_not_found, run_drill
+
+    [row] = run_drill(scenarios=[f9n_pod_key_hears_not_found]).rows
+    assert (row.row, row.problems, row.within_bound) == ("F9n", [], True), row
+    assert row.billed_min is not None and row.notifications >= 3  # job exit, "only stopped", destroyed

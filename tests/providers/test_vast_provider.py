@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import pytest
 from providerfakes import VAST_KEY, VAST_URL, spec
 
@@ -11,6 +12,7 @@ from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ConfigError, NotFound, ProviderError, ProviderSchemaError, ProviderUnavailable
 from gpuc.core.models import OWNER_ENV
 from gpuc.core.providers.http import zero_backoff
+from gpuc.core.providers.outcome import StoppedInstead
 from gpuc.core.providers.vast import VastProvider, VastSelfDestroyer
 from gpuc.core.settings import Settings
 from gpuc.testkit.emulators.server import EmulatorServer
@@ -33,6 +35,7 @@ def test_it_rents_an_offer_on_demand_with_label_disk_ssh_and_owner_marker(
     assert (body["label"], body["disk"], body["client_id"]) == ("gpuc-run0001", 30.0, "me")
     assert "jupyter" not in str(body["runtype"]) and "ssh" in str(body["runtype"])
     assert "price" not in body  # no price: on-demand
+    assert body["cancel_unavail"] is True  # sent explicitly: never a stopped instance billing its disk
     assert body["env"] == {"HF_HOME": "/workspace/hf", OWNER_ENV: "1", "GPUC_EXPERIMENT": "tiny-llama"}
     assert (pod.id, pod.status, pod.managed, pod.price_per_hour) == ("31000000", "provisioning", True, 0.35)
 
@@ -45,6 +48,28 @@ def test_an_interruptible_instance_sends_its_bid_per_machine(
     assert pod.interruptible and pod.price_per_hour == 0.22
     vast_emu.set_status(pod.id, "outbid")
     assert vast.get(pod.id).status == "paused"  # type: ignore[union-attr]
+
+
+def test_a_bid_that_cannot_be_scheduled_creates_nothing(vast: VastProvider, vast_emu: VastEmulator) -> None:
+    # Another renter pays 0.30 on this host: a 0.22 bid waits. Without cancel_unavail Vast would create the
+    # instance STOPPED, billing its disk while it waits.
+    vast_emu.offers[int(OFFER)].winning_bid = 0.30
+    with pytest.raises(ProviderError, match="cannot be scheduled") as caught:
+        vast.create(spec("vast", offer_id=OFFER, interruptible=True, bid_per_gpu=0.22))
+    assert "nothing was created" in (caught.value.hint or "")
+    assert create_body(vast_emu)["cancel_unavail"] is True
+    assert vast_emu.alive() == [] and vast_emu.billing_book.pod_ids() == []
+
+
+def test_a_spent_search_quota_is_not_retried(vast: VastProvider, vast_emu: VastEmulator) -> None:
+    vast_emu.faults.add(op="offers", kind="search_quota", times=None)
+    with pytest.raises(ProviderUnavailable, match="quota") as caught:
+        vast.offers("RTX 4090")
+    assert "resets" in (caught.value.hint or "")
+    assert len(vast_emu.ops("offers")) == 1  # a plain 429 is retried; a spent quota only burns more of it
+    vast_emu.faults.clear()
+    vast_emu.faults.add(op="offers", kind="429", times=1)
+    assert [o.id for o in vast.offers("RTX 4090")] == [OFFER]
 
 
 def test_without_an_offer_id_it_takes_the_cheapest_offer_that_passes_the_filters(
@@ -99,6 +124,55 @@ def test_the_list_follows_every_page(vast: VastProvider, vast_emu: VastEmulator)
         vast_emu.add_foreign_pod(f"other-{n}")
     assert len(vast.list_pods()) == 60
     assert len(vast_emu.ops("list")) == 3  # 25 + 25 + 10
+
+
+def test_the_list_is_asked_for_full_rows_and_shows_which_instances_are_ours(
+    vast: VastProvider, vast_emu: VastEmulator
+) -> None:
+    ours = vast.create(spec("vast", offer_id=OFFER))
+    vast_emu.add_foreign_pod("my-notebook")
+    listed = {p.id: p.managed for p in vast.list_pods()}
+    assert listed[ours.id] is True and sum(listed.values()) == 1
+    assert all("select_cols" not in r.query for r in vast_emu.ops("list"))  # as the official SDK asks
+
+
+@pytest.mark.parametrize("end", [None, ""])
+def test_the_list_ends_on_any_empty_next_token(end: str | None) -> None:
+    pages = {
+        None: {"success": True, "instances": [{"id": 1, "label": "a", "extra_env": []}], "next_token": "tok1"},
+        "tok1": {"success": True, "instances": [{"id": 2, "label": "b", "extra_env": []}], "next_token": end},
+    }
+    asked: list[str | None] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        token = request.url.params.get("after_token")
+        asked.append(token)
+        return httpx.Response(200, json=pages[token])
+
+    provider = VastProvider(
+        VAST_KEY, url=VAST_URL, transport=httpx.MockTransport(handler), clock=FakeClock(), backoff=zero_backoff
+    )
+    assert [p.id for p in provider.list_pods()] == ["1", "2"]
+    assert asked == [None, "tok1"]
+
+
+def test_a_row_without_extra_env_raises_rather_than_reading_our_instance_as_foreign(
+    vast: VastProvider, vast_emu: VastEmulator
+) -> None:
+    vast.create(spec("vast", offer_id=OFFER))
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        # What a column set that leaves extra_env out answers (the emulator's select_cols=["*"])
+        request.url = request.url.copy_merge_params({"select_cols": '["*"]'})
+        answer = vast_emu.transport().handle_request(request)
+        answer.read()
+        return answer
+
+    provider = VastProvider(
+        VAST_KEY, url=VAST_URL, transport=httpx.MockTransport(handler), clock=FakeClock(), backoff=zero_backoff
+    )
+    with pytest.raises(ProviderSchemaError, match="extra_env"):
+        provider.list_pods()
 
 
 def test_a_broken_pagination_raises_instead_of_returning_a_partial_list(
@@ -317,7 +391,31 @@ def test_self_destroy_falls_back_to_stop_and_says_so(vast: VastProvider, vast_em
     vast_emu.faults.add(op="destroy", kind="success_false")
     said = destroyer.destroy_self()
     assert said.startswith("destroy was refused") and "stopped instance" in said and "reaper" in said
+    assert isinstance(said, StoppedInstead)  # the ending turns it into a notification
     assert vast.get(pod.id).status == "stopped"  # type: ignore[union-attr]
+
+
+def test_a_not_found_that_is_a_refusal_is_not_believed(vast: VastProvider, vast_emu: VastEmulator) -> None:
+    pod = vast.create(spec("vast", offer_id=OFFER))
+    vast_emu.pod_key_not_found = True  # the instance key hears "Instance not found"; the instance lives on
+    destroyer = VastSelfDestroyer.from_environ(
+        vast_emu.pod_environ(pod.id), transport=vast_emu.transport(), backoff=zero_backoff
+    )
+    said = destroyer.destroy_self()
+    assert isinstance(said, StoppedInstead) and "still there" in said and "reaper" in said
+    assert [r.op for r in vast_emu.requests][-3:] == ["destroy", "get", "stop"]  # it read itself first
+    assert vast.get(pod.id).status == "stopped"  # type: ignore[union-attr]
+    assert vast.destroy(pod.id) == "destroyed"  # the account key (the reaper's) still can
+
+
+def test_a_not_found_for_an_instance_that_is_gone_is_believed(vast: VastProvider, vast_emu: VastEmulator) -> None:
+    pod = vast.create(spec("vast", offer_id=OFFER))
+    environ = vast_emu.pod_environ(pod.id)
+    vast_emu.vanish(pod.id)
+    destroyer = VastSelfDestroyer.from_environ(environ, transport=vast_emu.transport(), backoff=zero_backoff)
+    said = destroyer.destroy_self()
+    assert said == f"instance {pod.id} was already gone" and not isinstance(said, StoppedInstead)
+    assert vast_emu.ops("stop") == []
 
 
 def test_the_emulator_can_point_ssh_at_a_real_endpoint(clock: FakeClock) -> None:

@@ -1,7 +1,8 @@
-"""A real OpenSSH server on loopback: a throwaway host key and user key, a config of its own, and the
-pod's root in a sandbox directory (`ssh_sandbox_root`), so nothing touches the real /workspace.
+"""An ssh server on loopback, reached with the real `ssh` client: OpenSSH's sshd where it is installed,
+else asyncssh's (testkit.asyncsshd). A throwaway host key and user key, and the pod's root in a sandbox
+directory (`ssh_sandbox_root`), so nothing touches the real /workspace.
 
-CI installs openssh-server; a machine without it fails these tests loudly rather than skipping them.
+A machine without the ssh client (or asyncssh) fails these tests loudly, saying what to install.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
     try:
         server = start_loopback_sshd(tmp_path_factory.mktemp("sshd"))
     except SshdUnavailable as exc:
-        pytest.fail(f"{exc.message}: these tests need a real sshd. {exc.hint}")
+        pytest.fail(f"{exc.message}. {exc.hint}")
     try:
         yield server
     finally:

@@ -1,4 +1,4 @@
-"""The whole provisioning path over a real sshd: upload the wheel, install it (offline), config and
+"""The whole provisioning path over ssh on loopback: upload the wheel, install it (offline), config and
 secrets, the agent first (it heartbeats to a loopback functions stub), the bootstrap, the verdict.
 This machine has no GPU, so a pod rented as an RTX 4090 fails verification and says why."""
 

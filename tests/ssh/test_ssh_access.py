@@ -1,4 +1,4 @@
-"""SshAccess against a real sshd on loopback: uploads, commands, detached processes, waiting."""
+"""SshAccess against an ssh server on loopback: uploads, commands, detached processes, waiting."""
 
 from __future__ import annotations
 
