@@ -317,7 +317,7 @@ def ssh_probe(settings: Any) -> PodProbe:
     """The probe over ssh into a running gpuc pod (the pod key never leaves the pod)."""
 
     def probe(provider: Provider, pod: Pod) -> dict[str, Any]:
-        from gpuc.client.podlife import pod_access
+        from gpuc.client.provision import pod_access
 
         code, out = pod_access(provider, pod, settings).run(["python3", "-c", PROBE_SCRIPT], PROBE_TIMEOUT_S)
         if code != 0:

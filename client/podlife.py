@@ -10,28 +10,32 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from gpuc.client.state import Run, RunStore
+from gpuc.client.deps import Deps, Echo, build_deps
+from gpuc.client.provision import (
+    STATE_DIR,
+    VENV_INSTALLER,
+    Installer,
+    install_agent,
+    offline_installer,
+    pod_access,
+    provision,
+)
+from gpuc.client.ssh import wait_for_ssh_endpoint
+from gpuc.client.state import Run
 from gpuc.core.api import EndRequest, PodRecord, RegisterRequest, StatusResponse
-from gpuc.core.clock import Clock, SystemClock, iso
+from gpuc.core.clock import iso
 from gpuc.core.errors import ConfigError, GpucError, NotFound, ProviderError, SafetyRefusal
 from gpuc.core.models import EXPERIMENT_RE, Pod, PodSpec, new_run_id
-from gpuc.core.podconfig import PodConfig, pod_secrets, render_env_file
 from gpuc.core.providers.base import PodAccess, Provider
-from gpuc.core.providers.registry import get_provider
+from gpuc.core.providers.local import LocalProvider
 from gpuc.core.settings import Settings, env_file_mode_ok, read_env_file
 from gpuc.core.signing import derive_key, new_token
 
-if TYPE_CHECKING:
-    from gpuc.client.functions_client import FunctionsClient
-    from gpuc.client.provision import Installer
-    from gpuc.core.ledger import Ledger
+# Re-exported: the CLI and the tests reach the pod's life through this module.
+__all__ = ["STATE_DIR", "Deps", "Echo", "build_deps", "pod_access"]
 
-Echo = Callable[[str], None]
-STATE_DIR = "workspace/.gpuc"
 
 
 def _stderr(msg: str) -> None:
@@ -53,40 +57,6 @@ class UpOptions:
     command: list[str] = field(default_factory=list)
     wait_timeout_s: float = 600.0
     dry_run: bool = False
-
-
-@dataclass
-class Deps:
-    """What the pod-life functions touch; the CLI builds it from Settings, tests inject fakes."""
-
-    settings: Settings
-    runs: RunStore
-    clock: Clock
-    echo: Echo
-    functions: FunctionsClient
-    providers: dict[str, Provider] = field(default_factory=dict)
-
-    def provider(self, name: str) -> Provider:
-        if name not in self.providers:
-            self.providers[name] = get_provider(name, self.settings)
-        return self.providers[name]
-
-    def ledger(self) -> Ledger:
-        from gpuc.core.ledger import Ledger
-
-        return Ledger(self.settings.ledger)
-
-
-def build_deps(settings: Settings, echo: Echo | None = None) -> Deps:
-    from gpuc.client.functions_client import FunctionsClient
-
-    return Deps(
-        settings=settings,
-        runs=RunStore(settings.home),
-        clock=SystemClock(),
-        echo=echo or print,
-        functions=FunctionsClient(settings),
-    )
 
 
 # -- checks before money is spent ------------------------------------------------------------------
@@ -252,15 +222,10 @@ def onto_pod(
 ) -> PodAccess:
     """A sandbox gets the agent directly; a rented pod gets ssh, the code, the agent first, the
     bootstrap and the verification (a failed verification raises, and `up` destroys the pod)."""
-    from gpuc.core.providers.local import LocalProvider
-
     if isinstance(provider, LocalProvider):
         access = pod_access(provider, pod, deps.settings)
         install_agent(access, pod, spec, deps, secrets_env, token)
         return access
-    from gpuc.client.provision import provision
-    from gpuc.client.ssh import wait_for_ssh_endpoint
-
     # RunPod reports RUNNING before the ssh port is mapped.
     pod = wait_for_ssh_endpoint(provider, pod, clock=deps.clock)
     access = pod_access(provider, pod, deps.settings)
@@ -270,8 +235,6 @@ def onto_pod(
 
 def pod_installer(settings: Settings) -> Installer:
     """How gpuc gets onto a rented pod: a venv of its own, or (a loopback sandbox, no network) offline."""
-    from gpuc.client.provision import VENV_INSTALLER, offline_installer
-
     python = settings.ssh_sandbox_python
     return offline_installer(python) if python else VENV_INSTALLER
 
@@ -304,46 +267,6 @@ def wait_running(provider: Provider, pod_id: str, deps: Deps, timeout_s: float) 
                 hint="it was destroyed; try another GPU type or offer",
             )
         deps.clock.sleep(min(2.0, max(0.2, deps.settings.local_boot_s / 4)))
-
-
-def pod_access(provider: Provider, pod: Pod, settings: Settings) -> PodAccess:
-    from gpuc.core.providers.local import LocalProvider
-
-    if isinstance(provider, LocalProvider):
-        return provider.access(pod.id)
-    from gpuc.client.ssh import ssh_access
-
-    return ssh_access(pod, settings)
-
-
-def install_agent(
-    access: PodAccess, pod: Pod, spec: PodSpec, deps: Deps, secrets_env: dict[str, str], token: str
-) -> None:
-    """Config and secrets go in as files (mode 600), never as env vars or argv; the agent starts first."""
-    from gpuc.core.providers.local import LocalProvider
-
-    provider = deps.provider(pod.provider)
-    local = isinstance(provider, LocalProvider)
-    results_bucket = deps.settings.results_bucket or (
-        f"file://{deps.settings.home / 'results'}" if local else None
-    )
-    config = PodConfig.for_pod(
-        deps.settings,
-        pod_id=pod.id,
-        provider=pod.provider,
-        experiment=spec.experiment,
-        run_id=spec.run_id,
-        gpu_expected=pod.gpu,
-        price_per_hour=pod.price_per_hour,
-        simulated_gpu=local,
-        local_home=str(deps.settings.home) if local else None,
-    ).model_copy(update={"results_bucket": results_bucket})
-    access.put_file(f"{STATE_DIR}/config.json", config.model_dump_json(indent=2).encode(), 0o600)
-    access.put_file(
-        f"{STATE_DIR}/secrets.env", render_env_file(pod_secrets(secrets_env, token)).encode(), 0o600
-    )
-    access.spawn(["python", "-m", "gpuc.instance_side", "agent"], role="agent")
-    deps.echo(f"  agent started on {pod.id} (heartbeat every {config.heartbeat_interval_s:g}s)")
 
 
 def short_command(command: list[str], width: int = 72) -> str:

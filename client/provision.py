@@ -1,7 +1,7 @@
 """Provisioning a rented pod over ssh (SPEC "The pod's life", after RUNNING):
 
     wait for ssh -> upload gpuc (a wheel built from this install) -> install it -> config + secrets +
-    start the agent FIRST (podlife.install_agent) -> check the agent lives -> bootstrap -> verify
+    start the agent FIRST (install_agent) -> check the agent lives -> bootstrap -> verify
 
 The agent starts before anything slow, so from then on an idle or forgotten pod is bounded by the
 idle watch and the heartbeats. A failed verification raises PodVerificationFailed: `up` destroys the
@@ -26,17 +26,21 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from gpuc.client.deps import Deps
+from gpuc.client.ssh import SshAccess, ssh_access, wait_for_ssh
 from gpuc.core.errors import GpucError
 from gpuc.core.models import Pod, PodSpec
+from gpuc.core.podconfig import PodConfig, pod_secrets, render_env_file
 from gpuc.core.podpaths import PodPaths
-from gpuc.core.providers.base import PodAccess
+from gpuc.core.providers.base import PodAccess, Provider
+from gpuc.core.providers.local import LocalProvider
 from gpuc.core.redact import redact
 from gpuc.core.settings import Settings
+from gpuc.instance_side.verify import parse_verdict  # the verdict is the pod's own wire format
 
-if TYPE_CHECKING:
-    from gpuc.client.podlife import Deps
+STATE_DIR = "workspace/.gpuc"  # the pod's state folder, relative to its root (PodPaths.state)
 
 DIST = "gpuc"
 # What runs on a pod: the agent, the wrapper, the sync, bootstrap and verification, and the core they
@@ -227,6 +231,41 @@ def install_code(access: PodAccess, wheel: Wheel, installer: Installer, echo: Ca
     return True
 
 
+# -- reaching the pod and starting its agent --------------------------------------------------------
+def pod_access(provider: Provider, pod: Pod, settings: Settings) -> PodAccess:
+    if isinstance(provider, LocalProvider):
+        return provider.access(pod.id)
+    return ssh_access(pod, settings)
+
+
+def install_agent(
+    access: PodAccess, pod: Pod, spec: PodSpec, deps: Deps, secrets_env: dict[str, str], token: str
+) -> None:
+    """Config and secrets go in as files (mode 600), never as env vars or argv; the agent starts first."""
+    provider = deps.provider(pod.provider)
+    local = isinstance(provider, LocalProvider)
+    results_bucket = deps.settings.results_bucket or (
+        f"file://{deps.settings.home / 'results'}" if local else None
+    )
+    config = PodConfig.for_pod(
+        deps.settings,
+        pod_id=pod.id,
+        provider=pod.provider,
+        experiment=spec.experiment,
+        run_id=spec.run_id,
+        gpu_expected=pod.gpu,
+        price_per_hour=pod.price_per_hour,
+        simulated_gpu=local,
+        local_home=str(deps.settings.home) if local else None,
+    ).model_copy(update={"results_bucket": results_bucket})
+    access.put_file(f"{STATE_DIR}/config.json", config.model_dump_json(indent=2).encode(), 0o600)
+    access.put_file(
+        f"{STATE_DIR}/secrets.env", render_env_file(pod_secrets(secrets_env, token)).encode(), 0o600
+    )
+    access.spawn(["python", "-m", "gpuc.instance_side", "agent"], role="agent")
+    deps.echo(f"  agent started on {pod.id} (heartbeat every {config.heartbeat_interval_s:g}s)")
+
+
 # -- the agent, the bootstrap, the verdict -----------------------------------------------------------
 def check_agent_alive(access: PodAccess, *, wait_s: float = AGENT_START_WAIT_S) -> int:
     """The agent's pid once it holds its lock (it writes the pid there), or ProvisionError with the
@@ -280,8 +319,6 @@ def run_bootstrap(
 
 def verify_pod(access: PodAccess, expect_gpu: str | None, expect_count: int = 1) -> dict[str, Any]:
     """The pod's verdict (instance_side.verify), as JSON."""
-    from gpuc.instance_side.verify import parse_verdict
-
     argv = ["python", "-m", "gpuc.instance_side", "verify", "--expect-count", str(expect_count)]
     if expect_gpu:
         argv += ["--expect-gpu", expect_gpu]
@@ -335,9 +372,6 @@ def provision(
 ) -> ProvisionReport:
     """Everything `up` does on a rented pod once it is RUNNING. Raises ProvisionError or
     PodVerificationFailed (a GpucError): `up` then destroys the pod and prints the message."""
-    from gpuc.client.podlife import install_agent
-    from gpuc.client.ssh import SshAccess, wait_for_ssh
-
     secrets = [*secrets_env.values(), token, *deps.settings.secret_values()]
 
     def scrub(text: str) -> str:
