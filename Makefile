@@ -32,13 +32,16 @@ test: lint typecheck unit
 lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check .
 
-# mypy needs to see the repo as the package `gpuc` (the root folder is the package); the tests are
-# checked too, as the top-level package `tests`.
+# mypy needs to see the repo as the package `gpuc` (the root folder is the package). The tests and bench/
+# are checked too, one folder at a time, each as pytest imports it: the folder and tests/ on the path
+# (several folders have their own conftest.py), and tests/functions, which tests/aws's conftest adds.
 typecheck: $(TEST_STAMP)
 	mkdir -p $(MYPY_ROOT) && ln -sfn $(CURDIR) $(MYPY_ROOT)/gpuc
 	cd $(MYPY_ROOT) && MYPYPATH=$(CURDIR)/$(MYPY_ROOT) $(CURDIR)/$(PY) -m mypy --config-file $(CURDIR)/pyproject.toml \
 		-p gpuc.core -p gpuc.client -p gpuc.functions -p gpuc.instance_side -p gpuc.testkit
-	$(PY) -m mypy --config-file pyproject.toml tests bench
+	for d in tests tests/*/ bench; do d=$${d%/}; [ -n "$$(ls $$d/*.py 2>/dev/null)" ] || continue; \
+		MYPYPATH=$(CURDIR)/$(MYPY_ROOT):$(CURDIR)/tests:$(CURDIR)/$$d:$(CURDIR)/tests/functions \
+		$(PY) -m mypy --config-file pyproject.toml $$d/*.py || exit 1; done
 
 unit: $(TEST_STAMP)
 	$(VENV)/bin/pytest
@@ -51,7 +54,7 @@ bench: $(RUN_STAMP)
 live: $(TEST_STAMP)
 	@if [ -z "$$RUNPOD_API_KEY$$VAST_API_KEY" ] && ! grep -qsE '^(RUNPOD|VAST)_API_KEY=.' .env; then \
 		echo "live: skipped: no RUNPOD_API_KEY or VAST_API_KEY in the environment or .env"; \
-	else GPUC_LIVE=1 $(VENV)/bin/pytest -rs tests/live; fi
+	else GPUC_LIVE=1 $(VENV)/bin/pytest -rs -m live tests/live; fi
 
 hostile: $(TEST_STAMP)
 	GPUC_HOSTILE_EXAMPLES=10000 $(VENV)/bin/pytest -m slow tests

@@ -33,10 +33,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import SecretStr
-
 from gpuc.core import api
-from gpuc.core.settings import Settings
+from gpuc.core.settings import SecretStr, Settings
 from gpuc.core.signing import derive_key, new_token, sign
 from gpuc.functions.server import _Server
 

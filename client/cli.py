@@ -5,14 +5,14 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
+from click.shell_completion import CompletionItem, get_completion_class
 
 from gpuc.client.commands import COMMANDS
-
-if TYPE_CHECKING:
-    from click.shell_completion import CompletionItem
+from gpuc.core.errors import ConfigError, GpucError
+from gpuc.core.redact import redact
 
 SHELLS = ("bash", "zsh", "fish")
 
@@ -32,8 +32,6 @@ class LazyGroup(click.Group):
     def shell_complete(self, ctx: click.Context, incomplete: str) -> list[CompletionItem]:
         """Command names (and their short help, for zsh and fish) from the table: click's own version
         imports every command module to read its help, on every TAB."""
-        from click.shell_completion import CompletionItem
-
         names = [CompletionItem(n, help=COMMANDS[n][1]) for n in sorted(COMMANDS) if n.startswith(incomplete)]
         return names + click.Command.shell_complete(self, ctx, incomplete)
 
@@ -69,10 +67,6 @@ def completion(shell: str | None) -> None:
 
     Commands, options, and choices complete; the script calls gpuc itself at each TAB.
     """
-    from click.shell_completion import get_completion_class
-
-    from gpuc.core.errors import ConfigError
-
     chosen = shell or _current_shell()
     if chosen is None:
         raise ConfigError("cannot tell which shell this is", hint="name it: gpuc completion bash|zsh|fish")
@@ -83,9 +77,6 @@ def completion(shell: str | None) -> None:
 
 def report_error(exc: BaseException) -> int:
     """One line (plus a fix) instead of a traceback; secrets scrubbed."""
-    from gpuc.core.errors import GpucError
-    from gpuc.core.redact import redact
-
     secrets: list[str] = [v for k, v in os.environ.items() if k.endswith(("_KEY", "_TOKEN", "_SECRET")) and v]
     if isinstance(exc, GpucError):
         click.echo(f"error: {redact(exc.message, secrets)}", err=True)

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from gpuc.core.errors import ConfigError, ProviderError
 from gpuc.core.models import Balance
 from gpuc.core.providers.base import Provider
+from gpuc.core.providers.registry import get_provider
 from gpuc.core.settings import Settings, env_name, load_settings
 
 BALANCE_PROVIDERS = ("local", "runpod", "vast")
@@ -106,8 +107,6 @@ def check_balances(settings: Settings, factories: Mapping[str, ProviderFactory |
 def provider_factories(
     settings: Settings, names: tuple[str, ...] = BALANCE_PROVIDERS
 ) -> dict[str, ProviderFactory | None]:
-    from gpuc.core.providers.registry import get_provider
-
     return {
         name: partial(get_provider, name, settings) if is_configured(name, settings) else None
         for name in names

@@ -4,27 +4,24 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
 from gpuc.client.cmd_balance import check_balances, configured_remote_providers, provider_factories
 from gpuc.client.doctor import DoctorDeps, install_hook, render, run_checks, run_git
+from gpuc.client.live import LiveReport, configured_factories, live_report, ssh_probe
+from gpuc.client.live import render as render_facts
 from gpuc.core.api import StatusResponse
-
-if TYPE_CHECKING:
-    from gpuc.client.live import LiveReport
 from gpuc.core.settings import Settings, load_settings
 
 
 def live_checks(settings: Settings) -> LiveReport:
-    from gpuc.client.live import configured_factories, live_report, ssh_probe
-
     return live_report(configured_factories(settings), ssh_probe(settings))
 
 
 def default_deps(settings: Settings, repo: Path) -> DoctorDeps:
     def status() -> StatusResponse:
+        # Lazy: `gpuc doctor --help` and every TAB load this module; httpx (~50 ms) loads only to ask.
         from gpuc.client.functions_client import FunctionsClient
 
         return FunctionsClient(settings).status()
@@ -94,8 +91,6 @@ def doctor(repo: Path | None, install_hook_flag: bool, as_json: bool, live: bool
             click.echo(f"installed the secret guard: {installed}")
         click.echo(render(checks))
         if report is not None:
-            from gpuc.client.live import render as render_facts
-
             click.echo(render_facts(report))
     if not passed:
         click.get_current_context().exit(1)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import click
 
-from gpuc.testkit.drill import DrillReport, RowResult, run_drill
+from gpuc.client.commands import require_testkit
+
+if TYPE_CHECKING:
+    from gpuc.testkit.drill import DrillReport, RowResult
 
 
 def _num(value: float | None) -> str:
@@ -49,6 +53,10 @@ def render(report: DrillReport) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
 def drill(faults: bool, seed: int, as_json: bool) -> None:
     """Run the SPEC failure matrix F1-F14 on a virtual clock and print what each failure costs."""
+    require_testkit("drill")
+    # Lazy: the drill's scenarios live in gpuc.testkit, which only a clone of the repository has.
+    from gpuc.testkit.drill import run_drill
+
     report = run_drill(faults=faults, seed=seed)
     click.echo(json.dumps(report.as_json(), indent=2) if as_json else render(report))
     if not report.ok:

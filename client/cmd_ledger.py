@@ -32,6 +32,7 @@ def resolve_month(month: str | None) -> str | None:
 
 
 def functions_status(settings: Settings) -> StatusFn:
+    # Lazy: `gpuc ledger --help` and every TAB load this module; httpx (~50 ms) loads only to ask the watchdog.
     from gpuc.client.functions_client import FunctionsClient
 
     return FunctionsClient(settings).status

@@ -9,6 +9,7 @@ from functools import partial
 import click
 from pydantic import BaseModel
 
+from gpuc.client.gpunames import search_names
 from gpuc.client.offers import (
     FILTER_NAMES,
     NO_INTERRUPTIBLE,
@@ -19,10 +20,11 @@ from gpuc.client.offers import (
     vast_query_filters,
     view,
 )
-from gpuc.core.catalog import find_gpu, gpu_matches
+from gpuc.core.catalog import gpu_matches
 from gpuc.core.errors import ConfigError, GpucError, ProviderError
 from gpuc.core.models import Offer
 from gpuc.core.providers.base import Provider
+from gpuc.core.providers.registry import get_provider
 from gpuc.core.settings import load_settings
 
 OFFER_PROVIDERS = ("vast", "runpod")
@@ -46,32 +48,35 @@ class OffersReport(BaseModel):
 
 
 def vendor_gpu_name(provider: str, gpu: str | None) -> str | None:
-    """The spelling each API filters on ("NVIDIA GeForce RTX 4090" / "RTX 4090"); else the user's text."""
-    spec = find_gpu(gpu)
-    if gpu is None or spec is None:
-        return gpu
-    vendor = spec.runpod_id if provider == "runpod" else spec.vast_name
-    return vendor or gpu
+    """The spelling each API filters on ("NVIDIA GeForce RTX 4090" / "RTX 4090") when the name picks one
+    card; else the user's text."""
+    names = search_names(provider, gpu)
+    return names[0] if len(names) == 1 else gpu
 
 
 def fetch(
     name: str, factory: ProviderFactory, gpu: str | None, interruptible: bool, filters: OfferFilters
 ) -> list[Offer]:
+    # Lazy: `gpuc offers --help` and every TAB load this module; a provider client (httpx) only to fetch.
     from gpuc.core.providers.vast import VastProvider
 
+    # Vast matches gpu_name exactly: "h100" is three searches ("H100 SXM", "H100 PCIE", "H100 NVL").
+    spellings = search_names(name, gpu)
     provider = factory()
-    vendor_gpu = vendor_gpu_name(name, gpu)
+    offers: dict[str, Offer] = {}
     try:
-        if isinstance(provider, VastProvider):
-            # Filter in the search itself: Vast returns at most 100 offers, cheapest first, and a filter
-            # applied only afterwards would hide trustworthy hosts behind 100 cheap bad ones.
-            offers = provider.offers(vendor_gpu, interruptible, **vast_query_filters(filters))
-        else:
-            offers = provider.offers(vendor_gpu, interruptible)
+        for vendor_gpu in spellings:
+            if isinstance(provider, VastProvider):
+                # Filter in the search itself: Vast returns at most 100 offers, cheapest first, and a filter
+                # applied only afterwards would hide trustworthy hosts behind 100 cheap bad ones.
+                found = provider.offers(vendor_gpu, interruptible, **vast_query_filters(filters))
+            else:
+                found = provider.offers(vendor_gpu, interruptible)
+            offers.update((o.id, o) for o in found)
     finally:
         provider.close()
     # Providers filter by GPU loosely or not at all; the user's name decides.
-    return [o for o in offers if gpu is None or gpu_matches(gpu, o.gpu)]
+    return [o for o in offers.values() if gpu is None or gpu_matches(gpu, o.gpu)]
 
 
 def collect(
@@ -110,23 +115,42 @@ def _num(value: float | None, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
-def render(report: OffersReport) -> str:
-    # Ids are what `gpuc up --offer ID` takes: never cut them.
-    w = max([12, *(len(o.id) for o in report.offers)])
-    lines = [
-        f"{'provider':<8} {'id':<{w}} {'gpu':<22}{'$/h':>7}{'comm.':>7}{'bid':>7}  {'advice':<24}"
-        f"{'GB/s per $/h':>13}{'rel':>6}{'down':>7}  stock"
+# The bid advice in a few words (the help text and --json carry the rule and the reason).
+ADVICE = {"bid": "bid", "on_demand": "on-demand", "on_demand_unless_short": "bid if short"}
+OFFER_HEADERS = ("PROVIDER", "ID", "GPU", "$/H", "COMM.", "BID", "ADVICE", "GB/s/$H", "REL", "DOWN", "STOCK")
+# Columns that only some offers fill (RunPod: community price; Vast: bids, reliability, download).
+OFFER_OPTIONAL = (4, 5, 6, 8, 9, 10)
+# Ids are what `gpuc up --offer ID` takes: never cut; the GPU, stock and advice give way first.
+OFFER_SHRINK = {2: 8, 10: 5, 6: 9}
+
+
+def offer_cells(o: OfferView) -> list[str]:
+    return [
+        o.provider,
+        o.id,
+        o.gpu,
+        f"{o.price_per_hour:.3f}",
+        _num(o.community_price, ".3f"),
+        _num(o.bid.bid_per_hour if o.bid else None, ".3f"),
+        ADVICE.get(o.bid.action, o.bid.action) if o.bid else "-",
+        _num(o.gb_s_per_dollar_hour, ",.0f"),
+        _num(o.reliability, ".3f"),
+        _num(o.inet_down_mbps, ".0f"),
+        o.stock or "-",
     ]
-    for o in report.offers:
-        advice = o.bid.action.replace("_", " ") if o.bid else "-"
-        bid = _num(o.bid.bid_per_hour if o.bid else None, ".3f")
-        lines.append(
-            f"{o.provider:<8} {o.id:<{w}} {o.gpu[:22]:<22}{o.price_per_hour:>7.3f}"
-            f"{_num(o.community_price, '.3f'):>7}{bid:>7}  {advice:<24}"
-            f"{_num(o.gb_s_per_dollar_hour, ',.0f'):>13}{_num(o.reliability, '.3f'):>6}"
-            f"{_num(o.inet_down_mbps, '.0f'):>7}  {o.stock or '-'}"
-        )
-    if not report.offers:
+
+
+def render(report: OffersReport) -> str:
+    from gpuc.client import table
+
+    lines: list[str] = []
+    if report.offers:
+        rows = [offer_cells(o) for o in report.offers]
+        headers, rows, kept = table.drop_empty(OFFER_HEADERS, rows, OFFER_OPTIONAL)
+        shrink = {kept.index(i): floor for i, floor in OFFER_SHRINK.items() if i in kept}
+        right = [kept.index(i) for i in (3, 4, 5, 7, 8, 9) if i in kept]
+        lines = table.render(headers, rows, shrink=shrink, right=right)
+    else:
         lines.append("no offer passed the filters")
     if report.dropped:
         dropped = ", ".join(f"{k} {v}" for k, v in sorted(report.dropped.items()))
@@ -158,8 +182,6 @@ def build_filters(
 
 
 def provider_factories(names: tuple[str, ...]) -> dict[str, ProviderFactory]:
-    from gpuc.core.providers.registry import get_provider
-
     settings = load_settings()
     return {name: partial(get_provider, name, settings) for name in names}
 

@@ -18,6 +18,7 @@ from gpuc.client.picker import (
     price_quotes,
 )
 from gpuc.core.errors import ConfigError, ProviderError
+from gpuc.core.providers.registry import get_provider
 from gpuc.core.settings import Settings, load_settings
 
 PRICED_PROVIDERS = ("runpod", "vast")
@@ -25,8 +26,6 @@ PRICED_PROVIDERS = ("runpod", "vast")
 
 def fetch_live_quotes(provider_name: str, settings: Settings) -> tuple[dict[str, PriceQuote], str | None]:
     """Live on-demand prices from one provider, or ({}, why not) when it cannot be reached."""
-    from gpuc.core.providers.registry import get_provider
-
     try:
         provider = get_provider(provider_name, settings)
         try:
@@ -40,29 +39,50 @@ def fetch_live_quotes(provider_name: str, settings: Settings) -> tuple[dict[str,
     return quotes, None if quotes else "no live offer matched a catalog card: using the built-in table"
 
 
+PICK_HEADERS = (
+    *("#", "GPU", "GB", "FITS", "KV ROOM TOK", "TOK/S", "RIDGE"),
+    *("$/H", "PRICE SOURCE", "TOK/S/$H", "$/1M TOK"),
+)
+
+
 def render(result: PickResult) -> str:
+    import textwrap
+
+    from gpuc.client import table
+
     kv = f"{result.kv_bytes_per_token / 1e3:.1f} KB/token" + (" (estimated)" if result.kv_estimated else "")
-    lines = [
+    head = (
         f"{result.model} {result.dtype}: batch {result.batch} x seq {result.seq} = "
-        f"{result.needed_tokens:,} tokens; weights {result.weights_gb:.2f} GB, KV {kv}, overhead 1.5 GB",
-        *([f"KV per token = {result.architecture}"] if result.architecture else []),
-        f"{'#':>2}  {'gpu':<15}{'GB':>4} {'fits':<5}{'KV room tok':>12}{'tok/s':>7}{'ridge':>6}"
-        f"{'$/h':>7}  {'price source':<21}{'tok/s per $/h':>14}{'$/1M tok':>9}",
+        f"{result.needed_tokens:,} tokens; weights {result.weights_gb:.2f} GB, KV {kv}, overhead 1.5 GB"
+    )
+    rows = [
+        [
+            str(r.rank),
+            r.gpu,
+            f"{r.memory_gb:g}",
+            "yes" if r.fits else "no",
+            f"{r.kv_capacity_tokens:,}",
+            f"{r.decode_tok_s:.0f}",
+            f"{r.ridge_flop_per_byte:.0f}",
+            f"{r.price_per_hour:.2f}" if r.price_per_hour is not None else "-",
+            r.price_source or "-",
+            f"{r.tok_s_per_dollar_hour:.0f}" if r.tok_s_per_dollar_hour is not None else "-",
+            f"{r.usd_per_1m_tokens:.2f}" if r.usd_per_1m_tokens is not None else "-",
+        ]
+        for r in result.rows
     ]
-    for r in result.rows:
-        price = f"{r.price_per_hour:.2f}" if r.price_per_hour is not None else "-"
-        value = f"{r.tok_s_per_dollar_hour:.0f}" if r.tok_s_per_dollar_hour is not None else "-"
-        per_m = f"{r.usd_per_1m_tokens:.2f}" if r.usd_per_1m_tokens is not None else "-"
-        fits = "yes" if r.fits else "no"
-        lines.append(
-            f"{r.rank:>2}  {r.gpu:<15}{r.memory_gb:>4g} {fits:<5}{r.kv_capacity_tokens:>12,}"
-            f"{r.decode_tok_s:>7.0f}{r.ridge_flop_per_byte:>6.0f}{price:>7}  {(r.price_source or '-'):<21}"
-            f"{value:>14}{per_m:>9}" + (f"  ({r.why_not})" if r.why_not else "")
-        )
+    lines = textwrap.wrap(head, table.WIDTH, subsequent_indent="  ")
+    if result.architecture:
+        lines += textwrap.wrap(f"KV per token = {result.architecture}", table.WIDTH, subsequent_indent="  ")
+    body = table.render(PICK_HEADERS, rows, shrink={8: 12}, right=(0, 2, 4, 5, 6, 7, 9, 10))
+    lines.append(body[0])
+    for r, line in zip(result.rows, body[1:], strict=True):
+        # Why a card is out goes on its own line under the row: the table keeps its width.
+        lines += [line, *([f"{'':>4}{r.gpu}: {r.why_not}"] if r.why_not else [])]
     lines.extend(render_multi_gpu(result.multi_gpu))
     if result.price_note:
-        lines.append(f"note: {result.price_note}")
-    lines.append(result.why)
+        lines += textwrap.wrap(f"note: {result.price_note}", table.WIDTH, subsequent_indent="  ")
+    lines += textwrap.wrap(result.why, table.WIDTH, subsequent_indent="  ")
     return "\n".join(lines)
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import sys
+from pathlib import Path
 
 import click
 
@@ -25,7 +27,13 @@ def parse_duration(text: str) -> float:
 @click.argument("experiment", required=False)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @click.option("--provider", "-p", default=None, help="local (default), runpod or vast.")
-@click.option("--gpu", default="RTX 4090", show_default=True, help="GPU type to rent.")
+@click.option(
+    "--gpu",
+    default="RTX 4090",
+    show_default=True,
+    help='GPU to rent: "4090", "H100 SXM", "A100 PCIe" or the provider\'s own name; an ambiguous one lists '
+    "the choices.",
+)
 @click.option("--gpus", "gpu_count", default=1, show_default=True, type=click.IntRange(1, 8))
 @click.option("--price", type=float, default=None, help="Price per hour, when the offer does not say.")
 @click.option(
@@ -36,8 +44,13 @@ def parse_duration(text: str) -> float:
 @click.option("--offer", "offer_id", default=None, help="Rent exactly this offer id (see gpuc offers).")
 @click.option("--image", default=None, help="Container image.")
 @click.option(
-    "--wait", "wait_s", type=float, default=0, help="With a command: wait up to N s for the pod to end."
+    "--wait", is_flag=True, help="With a command: stream its output, wait for its end, exit with its exit code."
 )
+@click.option("--timeout", default=None, help="With --wait: stop waiting after this long (30m, 2h); the job goes on.")
+@click.option(
+    "--no-upload", is_flag=True, help="Do not upload this folder (the code comes from GPUC_GIT_REMOTE's clone)."
+)
+@click.option("-y", "--yes", is_flag=True, help="Create without asking (the price is still printed).")
 @click.option("--dry-run", is_flag=True, help="Print each step; create nothing.")
 def up(
     experiment: str | None,
@@ -51,17 +64,30 @@ def up(
     bid: float | None,
     offer_id: str | None,
     image: str | None,
-    wait_s: float,
+    wait: bool,
+    timeout: str | None,
+    no_upload: bool,
+    yes: bool,
     dry_run: bool,
 ) -> None:
     """Start a pod for EXPERIMENT; with `-- COMMAND`, run it under the wrapper.
 
-    The pod is registered with the watchdog, its ledger row opened, the agent started first;
-    when the command exits the pod syncs results, notifies you and destroys itself.
+    Before anything is rented, `up` checks the keys, the .env mode, the ssh key and that a rented pod can
+    reach the watchdog, then prints the price and the most the pod can cost, and asks (on a terminal;
+    -y skips the question, and it is never asked when stdin is not a terminal).
+
+    The current folder is uploaded into the pod's workspace, the job's folder (git-ignored files
+    and results/ are not; --no-upload skips it). The pod is registered with the watchdog, its ledger
+    row opened, the agent started first; when the command exits the pod syncs results/ and the job's
+    log, notifies you and destroys itself. Without --wait, `up` returns once the job has STARTED.
     """
+    # Lazy, in each command here: `gpuc ls` loads this module and must not pay for up's upload or waiting.
+    from gpuc.client import jobwait, upload
+
     settings = load_settings()
     podlife.check_experiment(experiment)
     assert experiment is not None
+    timeout_s = jobwait.check_wait_options(wait, timeout, command)
     if interruptible and bid is None and provider not in (None, "local"):
         raise ConfigError(
             "--interruptible needs --bid", hint="see `gpuc offers --interruptible` for min bids"
@@ -79,11 +105,19 @@ def up(
         image=image,
         command=list(command),
         dry_run=dry_run,
+        # Measured before anything is rented: an oversized project is refused at no cost.
+        upload=None if no_upload else upload.prepare(Path.cwd(), settings.upload_max_mb),
+        job_id=jobwait.new_job_id() if command else None,
+        confirm=None if yes or not sys.stdin.isatty() else _ask,
     )
     deps = podlife.build_deps(settings, echo=click.echo)
     pod = podlife.up(opts, deps)
-    if pod is not None and command and wait_s > 0:
-        podlife.wait_gone(deps, pod, wait_s)
+    if pod is not None and command and wait:
+        jobwait.wait_and_exit(deps, pod, job_id=opts.job_id, timeout_s=timeout_s)
+
+
+def _ask(question: str) -> bool:
+    return click.confirm(question, default=True)
 
 
 @click.command()
@@ -94,15 +128,27 @@ def up(
     is_flag=True,
     help="Start it even while POD runs a job (the first of the two to exit destroys the pod under the other).",
 )
+@click.option(
+    "--wait", is_flag=True, help="Stream the job's output, wait for its end, exit with its exit code."
+)
+@click.option("--timeout", default=None, help="With --wait: stop waiting after this long (30m, 2h); the job goes on.")
 @click.option("--dry-run", is_flag=True, help="Print what would run; start nothing.")
-def run(pod: str, command: tuple[str, ...], force: bool, dry_run: bool) -> None:
+def run(pod: str, command: tuple[str, ...], force: bool, wait: bool, timeout: str | None, dry_run: bool) -> None:
     """Run COMMAND on POD under the wrapper: on exit, sync → notify → destroy.
 
-    Refused while POD still runs a job (checked on the pod): its exit would destroy the pod under that job.
+    Refused while POD still runs a job (checked on the pod): its exit would destroy the pod under that job,
+    and when what COMMAND runs (its script) is not on the pod. Without --wait, `run` returns once the job
+    has STARTED.
     """
+    from gpuc.client import jobwait  # lazy: see up
+
+    timeout_s = jobwait.check_wait_options(wait, timeout, command)
     settings = load_settings()
     deps = podlife.build_deps(settings, echo=click.echo)
-    podlife.run_job(pod, list(command), deps, dry_run=dry_run, force=force)
+    job_id = jobwait.new_job_id()
+    started = podlife.run_job(pod, list(command), deps, dry_run=dry_run, force=force, job_id=job_id)
+    if wait and not dry_run:
+        jobwait.wait_and_exit(deps, started, job_id=job_id, timeout_s=timeout_s)
 
 
 @click.command()
@@ -118,42 +164,48 @@ def down(pod: str, note: str | None, force: bool, dry_run: bool) -> None:
 
 @click.command()
 @click.option(
-    "--json", "as_json", is_flag=True, help="One JSON array: " + ", ".join(podlife.LS_FIELDS) + ", ..."
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="One JSON array: " + ", ".join(podlife.LS_FIELDS) + ", age_s, cost_usd, watchdog, last_seen, ... "
+    "(times in ISO 8601 UTC).",
 )
 def ls(as_json: bool) -> None:
-    """List pods at every configured provider, with the watchdog's view and the reaper's health."""
+    """List pods at every provider: GPU, age, cost so far, and the watchdog's view.
+
+    A provider without a key is listed as not checked: "no pods" means every provider was read.
+    """
+    from gpuc.client.listing import ls_lines  # lazy: see up
+
     settings = load_settings()
-    rows, warnings = podlife.list_all(podlife.build_deps(settings, echo=click.echo))
-    for warning in warnings:
+    deps = podlife.build_deps(settings, echo=click.echo)
+    with deps.functions:
+        listing = podlife.survey(deps)
+    for warning in listing.warnings:
         click.echo(f"! {warning}", err=True)
     if as_json:
-        click.echo(podlife.dumps_rows(rows))
+        click.echo(podlife.dumps_rows(listing.rows))
+        # stderr: the array stays what it was, and a script still learns that it is not the whole story
+        for name, state in listing.providers.items():
+            if state != podlife.READ:
+                click.echo(f"! {name}: {state}", err=True)
         return
-    if not rows:
-        click.echo("no pods")
-        return
-    click.echo(
-        f"{'PROVIDER':8} {'ID':16} {'NAME':18} {'EXPERIMENT':16} {'STATUS':12} {'$/H':>6} {'GPUC':5} WATCHDOG"
-    )
-    for r in rows:
-        price = f"{r['price_per_hour']:.2f}" if isinstance(r["price_per_hour"], float) else "?"
-        click.echo(
-            f"{r['provider']!s:8} {r['id']!s:16} {r['name']!s:18} {r['experiment'] or '-'!s:16} {r['status']!s:12} "
-            f"{price:>6} {'yes' if r['managed'] else 'NO':5} {r['watchdog'] or '-'}"
-        )
+    for line in ls_lines(listing):
+        click.echo(line)
 
 
 @click.command()
 @click.argument("pod")
 @click.option("--for", "duration", required=True, help="How long: 30m, 2h, 1d.")
 def keep(pod: str, duration: str) -> None:
-    """Suspend POD's idle destroy for a while (the heartbeat answer carries the lease to the pod)."""
+    """Suspend POD's idle destroy for a while (the heartbeat answer carries the lease to the pod).
+
+    The watchdog caps a lease at its max hours (GPUC_MAX_HOURS, default 12) from now.
+    """
+    from gpuc.client.lease import keep as keep_lease  # lazy: see up
+
     seconds = parse_duration(duration)
     settings = load_settings()
     deps = podlife.build_deps(settings, echo=click.echo)
-    run_ = deps.runs.find(pod)
-    if run_.pod_id is None:
-        raise ConfigError(f"run {run_.run_id} has no pod id", hint="`gpuc ls` shows live pods")
-    until = deps.clock.now() + seconds
-    deps.functions.keep(run_.pod_id, until)
-    click.echo(f"{run_.pod_id}: idle destroy suspended for {duration}")
+    with deps.functions:
+        click.echo(keep_lease(pod, seconds, deps, duration))

@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import json
+import logging
+import os
 import sys
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import click
 
-from gpuc.core.api import RegisterRequest
-from gpuc.core.settings import load_settings
+from gpuc.client.human import span_words
+from gpuc.client.state import ensure_home
+from gpuc.core.clock import iso
+from gpuc.core.errors import ConfigError
+from gpuc.core.settings import Settings, load_settings, read_env_file
+
+if TYPE_CHECKING:  # startup: the API models (pydantic) load with the first request that needs them
+    from gpuc.core.api import RegisterRequest
 
 
 @click.group()
@@ -21,7 +32,12 @@ def watchdog() -> None:
 @click.option("--port", default=8787, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--reaper-period", type=float, default=None, help="Seconds between reaper passes.")
 def serve(host: str, port: int, reaper_period: float | None) -> None:
-    """Run the functions locally: the same handlers as on AWS, a SQLite store, the reaper on a timer."""
+    """Run the functions locally: the same handlers as on AWS, a SQLite store, the reaper on a timer.
+
+    Prints where it listens, the reaper's period and where the admin token is kept (never the token),
+    then one log line per reaper pass and per refused request.
+    """
+    # Lazy, in each subcommand: they all load this module (and TAB does); each loads only its own stack.
     from gpuc.functions.server import serve as run_server
 
     settings = load_settings()
@@ -29,7 +45,52 @@ def serve(host: str, port: int, reaper_period: float | None) -> None:
         # The reaper judges its own clock by its period: passes every 30 min under a 5-min setting would
         # each look like a clock jump (and hold every destroy).
         settings = settings.with_overrides(reaper_period_s=reaper_period)
-    run_server(settings, host=host, port=port, reaper_interval_s=settings.reaper_period_s)
+    ensure_home(settings.home)  # the store and the admin token live there: one line if it cannot be used
+    log_to_stderr()
+
+    def ready(url: str) -> None:
+        for line in serve_banner(settings, url, os.environ):
+            click.echo(line, err=True)
+
+    run_server(settings, host=host, port=port, reaper_interval_s=settings.reaper_period_s, on_ready=ready)
+    click.echo("watchdog stopped", err=True)
+
+
+def log_to_stderr() -> None:
+    """The server's and the reaper's INFO lines, with a UTC timestamp; nothing else of the stdlib's."""
+    formatter = logging.Formatter("%(asctime)s %(message)s", datefmt="%Y-%m-%dT%H:%M:%SZ")
+    formatter.converter = time.gmtime
+    for name in ("gpuc.functions", "gpuc.reaper", "gpuc.notify"):
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.INFO)
+        if not any(h.name == "gpuc-serve" for h in logger.handlers):  # once per process
+            handler = logging.StreamHandler(sys.stderr)
+            handler.set_name("gpuc-serve")
+            handler.setFormatter(formatter)
+            logger.addHandler(handler)
+
+
+def serve_banner(settings: Settings, url: str, environ: Mapping[str, str]) -> list[str]:
+    from gpuc.client.precheck import loopback_host  # lazy: only `serve` prints this (see serve)
+
+    where = f"watchdog listening on {url}"
+    if loopback_host(url):
+        where += " (loopback: local pods only; rented pods need `gpuc watchdog deploy`)"
+    return [
+        where,
+        f"reaper: a pass every {span_words(settings.reaper_period_s)}",
+        f"admin token: kept in {token_source(settings, environ)}; never printed",
+        "logging each reaper pass and each refused request; Ctrl-C stops it",
+    ]
+
+
+def token_source(settings: Settings, environ: Mapping[str, str]) -> str:
+    """Where the admin token comes from, as load_settings ranks them: never the token itself."""
+    if environ.get("GPUC_ADMIN_TOKEN"):
+        return "the environment (GPUC_ADMIN_TOKEN)"
+    if "GPUC_ADMIN_TOKEN" in read_env_file(settings.env_file):
+        return f"{settings.env_file} (GPUC_ADMIN_TOKEN)"
+    return f"{settings.home / 'config.json'}, mode 600"
 
 
 @watchdog.command()
@@ -37,7 +98,7 @@ def serve(host: str, port: int, reaper_period: float | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="The ReapReport as JSON.")
 def reap(dry_run: bool, as_json: bool) -> None:
     """Run one reaper pass now (through the functions)."""
-    from gpuc.client.functions_client import FunctionsClient
+    from gpuc.client.functions_client import FunctionsClient  # lazy: httpx only to call the watchdog (see serve)
 
     with FunctionsClient(load_settings()) as client:
         report = client.reap(dry_run=dry_run)
@@ -58,8 +119,7 @@ def reap(dry_run: bool, as_json: bool) -> None:
 def status(as_json: bool) -> None:
     """What the watchdog knows: pods, last heartbeats, the reaper's last run."""
     from gpuc.client.functions_client import FunctionsClient
-    from gpuc.client.podlife import status_warnings
-    from gpuc.core.clock import iso
+    from gpuc.client.podlife import status_warnings  # lazy: httpx and the pod code (see serve)
 
     with FunctionsClient(load_settings()) as client:
         st = client.status()
@@ -90,9 +150,8 @@ def deploy(dry_run: bool, region: str | None, stack_name: str, carry: bool | Non
     Pods the local watchdog (`gpuc watchdog serve`) watches are strays to a new deployment: it would warn
     about them and destroy them after the unregistered grace. Carried over, the new deployment knows
     them; they still ping the local watchdog, so keep it running until they end."""
-    import boto3
+    import boto3  # lazy: boto3 (~80 ms) and the deploy code only to deploy (see serve)
 
-    from gpuc.core.errors import ConfigError
     from gpuc.functions.deploy import deploy as run_deploy
     from gpuc.functions.deploy import live_registrations, make_plan
 
@@ -135,7 +194,7 @@ def _ask_carry(count: int) -> bool:
 
 
 def _carry(live: list[RegisterRequest], carry: bool, old_url: str) -> None:
-    from gpuc.client.functions_client import FunctionsClient
+    from gpuc.client.functions_client import FunctionsClient  # lazy: as in reap
     from gpuc.functions.deploy import carry_registrations
 
     if not carry:

@@ -12,6 +12,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "ls": ("gpuc.client.cmd_pod:ls", "List pods at every configured provider, and the watchdog's health."),
     "keep": ("gpuc.client.cmd_pod:keep", "Suspend a pod's idle destroy for a while (a lease)."),
+    "logs": ("gpuc.client.cmd_logs:logs", "Show a job's output: from the live pod, or from its results once gone."),
     "ledger": ("gpuc.client.cmd_ledger:ledger", "What was spent: month summary, plot, reconcile."),
     "pick": ("gpuc.client.cmd_pick:pick", "Choose a GPU for a model: fit, bandwidth, price."),
     "offers": (
@@ -57,3 +58,18 @@ Commands:
 def top_help() -> str:
     width = max(len(n) for n in COMMANDS) + 2
     return HELP_HEAD + "".join(f"  {n:<{width}}{COMMANDS[n][1]}\n" for n in sorted(COMMANDS))
+
+
+def require_testkit(command: str) -> None:
+    """`gpuc demo` and `gpuc drill` run on gpuc.testkit (emulators, fakes), which the wheel leaves out."""
+    # Lazy: this module is read on every `gpuc --help` and must import nothing.
+    import importlib.util
+
+    from gpuc.core.errors import ConfigError
+
+    if importlib.util.find_spec("gpuc.testkit") is None:
+        raise ConfigError(
+            f"`gpuc {command}` runs from a clone of the gpuc repository: its emulators and fakes (gpuc.testkit) "
+            "are not part of the installed package",
+            hint="clone the repository and run `make demo` there (it installs gpuc from the clone)",
+        )

@@ -31,6 +31,7 @@ from gpuc.core.providers.local import LocalProvider
 from gpuc.core.providers.registry import get_provider
 from gpuc.core.settings import SECRET_ENV, Settings, load_settings
 from gpuc.core.signing import new_token
+from gpuc.functions.server import start_in_thread
 
 if TYPE_CHECKING:
     from gpuc.testkit.platform import Platform
@@ -107,7 +108,9 @@ class Demo:
         )
         results = self.settings.home / "results" / "demo-train"
         synced = sorted(p.name for p in results.rglob("*") if p.is_file())
-        self.check(synced == ["metrics.json", "weights.bin"], f"results synced before the destroy: {synced}")
+        # logs/job.log and logs/outcome.json: the job's output and exit code, synced beside its results.
+        expected = ["job.log", "metrics.json", "outcome.json", "weights.bin"]
+        self.check(synced == expected, f"results and the job's log synced before the destroy: {synced}")
         self.check(self._notified(pod, "job_exit"), "notification carries the exit code")
         self.check(self._ledger_closed(pod), "ledger row closed with end and cost")
         self._check_platform(pod, "pod-scoped key")
@@ -151,7 +154,7 @@ class Demo:
         if self.platform is not None:
             self.platform.kill_agent(pod.id)
         elif isinstance(self.provider, LocalProvider):
-            from gpuc.testkit.local_faults import kill_role  # the demo runs from a clone: testkit is there
+            from gpuc.testkit.local_faults import kill_role  # lazy: testkit is not in the wheel (see run_remote_demo)
 
             kill_role(self.provider, pod.id, "agent")
 
@@ -258,8 +261,6 @@ def run_demo(echo: Echo, home: Path | None = None, keep_home: bool = False, prov
     """0 when every check passed. Raises GpucError before anything starts (e.g. no sshd here)."""
     if provider != "local":
         return run_remote_demo(echo, provider, home=home, keep_home=keep_home)
-    from gpuc.functions.server import start_in_thread
-
     tmp = home is None
     home = home or Path(tempfile.mkdtemp(prefix="gpuc-demo-"))
     settings = demo_settings(home)
@@ -280,7 +281,7 @@ def run_demo(echo: Echo, home: Path | None = None, keep_home: bool = False, prov
 
 def run_remote_demo(echo: Echo, provider: str, home: Path | None = None, keep_home: bool = False) -> int:
     """The same stories against the `provider` emulator, a loopback sshd and sandboxed pods."""
-    from gpuc.functions.server import start_in_thread
+    # Lazy: gpuc.testkit is not in the wheel; only a demo run from a clone reaches for it.
     from gpuc.testkit.platform import PROVIDERS, client_environ, start_platform, write_env_file
     from gpuc.testkit.sshd import require_ssh, start_loopback_sshd
 

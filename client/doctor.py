@@ -31,7 +31,7 @@ from gpuc.client.cmd_balance import BalanceReport
 from gpuc.core.api import StatusResponse
 from gpuc.core.errors import ConfigError, GpucError
 from gpuc.core.ledger import atomic_write
-from gpuc.core.settings import SECRET_ENV, Settings, env_file_mode_ok, env_name, read_env_file
+from gpuc.core.settings import SECRET_ENV, SETTING_NAMES, Settings, env_file_mode_ok, env_name, read_env_file
 
 CheckStatus = Literal["ok", "fail", "warn"]
 SYMBOLS: dict[CheckStatus, str] = {"ok": "✓", "fail": "✗", "warn": "!"}
@@ -72,6 +72,23 @@ def run_git(args: list[str], cwd: Path) -> tuple[int, str]:
 
 
 # --- .env ------------------------------------------------------------------------------------------------
+
+
+def env_source(env_file: Path, environ: Mapping[str, str], cwd: Path) -> Check:
+    """Which .env gpuc read, and why that one (core.settings.find_env_file chose it): a key that "is in
+    .env" but not seen is most often in another .env than the one read."""
+    config = Path(environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "gpuc" / ".env"
+    if environ.get("GPUC_ENV_FILE"):
+        why = "GPUC_ENV_FILE names it"
+    elif not env_file.exists():
+        return ok(".env read", f"none: no .env from {cwd} up to the repo root, nor {config}")
+    elif env_file == config:
+        why = "your config folder; none from here up to the repo root"
+    elif env_file.parent == cwd.resolve():
+        why = "this folder"
+    else:
+        why = "the nearest from this folder up to the repo root"
+    return ok(".env read", f"{env_file} ({why})")
 
 
 def check_env_file(env_file: Path, git: GitRunner) -> list[Check]:
@@ -290,7 +307,7 @@ def check_hook(repo: Path, git: GitRunner) -> Check:
 
 def non_secret_env_names() -> list[str]:
     """gpuc settings that are not secrets (GPUC_PROVIDER=vast must not block every commit saying "vast")."""
-    return sorted(env_name(f) for f in Settings.model_fields if f not in SECRET_ENV)
+    return sorted(env_name(f) for f in SETTING_NAMES if f not in SECRET_ENV)
 
 
 def guarded_values(values: Mapping[str, str]) -> list[str]:
@@ -461,8 +478,10 @@ def env_path(settings: Settings, cwd: Path) -> Path:
     return settings.env_file if settings.env_file.is_absolute() else cwd / settings.env_file
 
 
-def run_checks(deps: DoctorDeps, cwd: Path) -> list[Check]:
-    checks = check_env_file(env_path(deps.settings, cwd), deps.git)
+def run_checks(deps: DoctorDeps, cwd: Path, environ: Mapping[str, str] | None = None) -> list[Check]:
+    env_file = env_path(deps.settings, cwd)
+    checks = [env_source(env_file, os.environ if environ is None else environ, cwd)]
+    checks += check_env_file(env_file, deps.git)
     checks += check_keys(deps.settings)
     checks += check_balance(deps.balances())
     checks += check_watchdog(deps.status, deps.settings.functions_url)

@@ -3,24 +3,30 @@
 Every failure is a FunctionsError that says how to fix it; the admin token never appears in one.
 Only connection failures are retried (the request never reached the server, so a retry cannot act
 twice).
+
+Lazy on purpose: `gpuc ls` builds one of these on every run, and most runs of a fresh install have no
+admin token. httpx (~70 ms to import) and the API models load on the first request that has a token to
+send; a missing token fails before either.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
-import httpx
-from pydantic import BaseModel, ValidationError
-
-from gpuc.core import api
 from gpuc.core.errors import FunctionsError
 from gpuc.core.redact import redact
 from gpuc.core.settings import Settings
 
-M = TypeVar("M", bound=BaseModel)
+if TYPE_CHECKING:
+    import httpx
+    from pydantic import BaseModel
+
+    from gpuc.core import api
+
+M = TypeVar("M", bound="BaseModel")
 CONNECT_TRIES = 3
 CONNECT_BACKOFF_S = 0.5
 _HINTS = {
@@ -43,30 +49,53 @@ class FunctionsClient:
         self.settings = settings
         self.base_url = settings.functions_url.rstrip("/")
         self._sleep = sleep
-        self._http = httpx.Client(transport=transport, timeout=settings.functions_timeout_s)
+        self._transport = transport
+        self._client: httpx.Client | None = None
 
     def register(self, request: api.RegisterRequest) -> api.Ack:
+        from gpuc.core import api
+
         return self._call("POST", "/v1/pods", api.Ack, request)
 
     def keep(self, pod_id: str, until: float) -> api.Ack:
+        from gpuc.core import api
+
         return self._call(
             "POST", f"/v1/pods/{quote(pod_id, safe='')}/keep", api.Ack, api.KeepRequest(until=until)
         )
 
     def end(self, pod_id: str, request: api.EndRequest) -> api.Ack:
+        from gpuc.core import api
+
         return self._call("POST", f"/v1/pods/{quote(pod_id, safe='')}/end", api.Ack, request)
 
     def notify(self, title: str, message: str) -> api.Ack:
+        from gpuc.core import api
+
         return self._call("POST", "/v1/notify", api.Ack, api.NotifyRequest(title=title, message=message))
 
     def status(self) -> api.StatusResponse:
+        self._token()  # first: no token, no httpx and no models (`gpuc ls` on a fresh install)
+        from gpuc.core import api
+
         return self._call("GET", "/v1/status", api.StatusResponse)
 
     def reap(self, dry_run: bool = False) -> api.ReapReport:
+        from gpuc.core import api
+
         return self._call("POST", "/v1/reap", api.ReapReport, api.ReapRequest(dry_run=dry_run))
 
     def close(self) -> None:
-        self._http.close()
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def _http(self) -> httpx.Client:
+        if self._client is None:
+            import httpx
+
+            self._client = httpx.Client(transport=self._transport, timeout=self.settings.functions_timeout_s)
+        return self._client
 
     def __enter__(self) -> FunctionsClient:
         return self
@@ -93,9 +122,12 @@ class FunctionsClient:
         return self._read(response, answer)
 
     def _send(self, method: str, url: str, headers: dict[str, str], content: bytes | None) -> httpx.Response:
+        import httpx
+
+        client = self._http()
         for attempt in range(CONNECT_TRIES):
             try:
-                return self._http.request(method, url, headers=headers, content=content)
+                return client.request(method, url, headers=headers, content=content)
             except httpx.ConnectError:
                 if attempt + 1 == CONNECT_TRIES:
                     raise FunctionsError(
@@ -119,6 +151,8 @@ class FunctionsClient:
         raise AssertionError("unreachable")
 
     def _read(self, response: httpx.Response, answer: type[M]) -> M:
+        from pydantic import ValidationError
+
         data = _json(response)
         if response.status_code >= 400:
             error = str(data.get("error", "")) if isinstance(data, dict) else ""

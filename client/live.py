@@ -21,10 +21,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from gpuc.client.cmd_balance import configured_remote_providers
 from gpuc.client.doctor import Check, fail, ok, warn
 from gpuc.core.errors import GpucError, ProviderError
 from gpuc.core.models import Pod
 from gpuc.core.providers.base import Provider
+from gpuc.core.providers.registry import get_provider
 
 FactStatus = Literal["confirmed", "refuted", "unknown"]
 # A pod id no account has: the read of an unknown id (GraphQL pod(...)) and the v2 404, both reads.
@@ -98,6 +100,7 @@ def read_provider(reading: Reading, provider: Provider, probe: PodProbe | None) 
     reading.check("list schema", listing)
     reading.check("balance", lambda: f"${provider.balance().balance_usd:.2f}")
     reading.check("one offer search", lambda: f"{len(provider.offers())} offer(s)")
+    # Lazy: `gpuc doctor` loads this module; a provider's client (and httpx) loads only when it is configured.
     from gpuc.core.providers.runpod import RunPodProvider
     from gpuc.core.providers.vast import VastProvider
 
@@ -112,9 +115,6 @@ def read_provider(reading: Reading, provider: Provider, probe: PodProbe | None) 
 
 
 def configured_factories(settings: Any) -> dict[str, Callable[[], Provider]]:
-    from gpuc.client.cmd_balance import configured_remote_providers
-    from gpuc.core.providers.registry import get_provider
-
     return {name: partial(get_provider, name, settings) for name in configured_remote_providers(settings)}
 
 
@@ -122,7 +122,7 @@ def configured_factories(settings: Any) -> dict[str, Callable[[], Provider]]:
 
 
 def runpod_facts(reading: Reading, provider: Any) -> None:
-    from gpuc.core.providers.runpod import GET_QUERY, GRAPHQL_STATUS, LIST_QUERY
+    from gpuc.core.providers.runpod import GET_QUERY, GRAPHQL_STATUS, LIST_QUERY  # lazy: as in read_provider
 
     http, graphql_url = provider.http, provider.graphql.url
     bad = http.request("POST", graphql_url, json={"query": "query { myself { gpucLiveProbe } }"}, accept=(400, 422))
@@ -317,7 +317,7 @@ def ssh_probe(settings: Any) -> PodProbe:
     """The probe over ssh into a running gpuc pod (the pod key never leaves the pod)."""
 
     def probe(provider: Provider, pod: Pod) -> dict[str, Any]:
-        from gpuc.client.provision import pod_access
+        from gpuc.client.provision import pod_access  # lazy: ssh and the pod code (~60 ms) only to probe a pod
 
         code, out = pod_access(provider, pod, settings).run(["python3", "-c", PROBE_SCRIPT], PROBE_TIMEOUT_S)
         if code != 0:

@@ -21,6 +21,7 @@ weight-only quantisation, as the seeds' experiments use them).
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -156,8 +157,6 @@ def known_names() -> list[str]:
 
 
 def _unknown_model(text: str) -> ConfigError:
-    import difflib
-
     names = known_names()
     close = difflib.get_close_matches(text.strip().lower(), names, n=1, cutoff=0.6)
     guess = f"did you mean {close[0]}? " if close else ""

@@ -10,31 +10,45 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from gpuc.client.deps import Deps, Echo, build_deps
-from gpuc.client.provision import (
-    STATE_DIR,
-    VENV_INSTALLER,
-    Installer,
-    install_agent,
-    offline_installer,
-    pod_access,
-    provision,
-)
-from gpuc.client.ssh import wait_for_ssh_endpoint
 from gpuc.client.state import Run
-from gpuc.core.api import EndRequest, PodRecord, RegisterRequest, StatusResponse
 from gpuc.core.clock import iso
 from gpuc.core.errors import ConfigError, GpucError, NotFound, ProviderError, SafetyRefusal
-from gpuc.core.models import EXPERIMENT_RE, Pod, PodSpec, new_run_id
 from gpuc.core.providers.base import PodAccess, Provider
 from gpuc.core.providers.local import LocalProvider
 from gpuc.core.settings import Settings, env_file_mode_ok, read_env_file
-from gpuc.core.signing import derive_key, new_token
 
-# Re-exported: the CLI and the tests reach the pod's life through this module.
-__all__ = ["STATE_DIR", "Deps", "Echo", "build_deps", "pod_access"]
+# Startup: `gpuc ls` imports this module; provisioning (ssh, the wheel, the pod config), the API models and
+# the pod models (pydantic, ~60 ms) load inside the functions that reach a pod or build a request.
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from gpuc.client.provision import Installer
+    from gpuc.client.upload import Bundle
+    from gpuc.core.api import PodRecord, StatusResponse
+    from gpuc.core.models import Pod, PodSpec
+
+# Re-exported: the CLI and the tests reach the pod's life through this module (STATE_DIR through
+# __getattr__, so that reaching it does not load provisioning on every command).
+__all__ = ["Deps", "Echo", "build_deps", "pod_access"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "STATE_DIR":
+        from gpuc.client.provision import STATE_DIR  # startup: see the TYPE_CHECKING block above
+
+        return STATE_DIR
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def pod_access(provider: Provider, pod: Pod, settings: Settings) -> PodAccess:
+    from gpuc.client.provision import pod_access as access  # startup: see the TYPE_CHECKING block above
+
+    return access(provider, pod, settings)
 
 
 
@@ -57,12 +71,18 @@ class UpOptions:
     command: list[str] = field(default_factory=list)
     wait_timeout_s: float = 600.0
     dry_run: bool = False
+    upload: Bundle | None = None  # the project for the pod's workspace (client/upload.py), measured before the create
+    job_id: str | None = None  # the command's id: its outcome names it (client/outcome.py)
+    # Asked with the price before the create (the CLI passes one on a terminal without -y); None: not asked.
+    confirm: Callable[[str], bool] | None = None
 
 
 # -- checks before money is spent ------------------------------------------------------------------
 def check_experiment(name: str | None) -> str:
     if not name:
         raise ConfigError("an experiment name is required", hint="gpuc up NAME (e.g. gpuc up lora-sweep-3)")
+    from gpuc.core.models import EXPERIMENT_RE  # startup: see the TYPE_CHECKING block at the top
+
     if not EXPERIMENT_RE.match(name):
         raise ConfigError(
             f"experiment name {name!r} is not valid",
@@ -89,12 +109,18 @@ def check_env_file(settings: Settings, provider: str) -> dict[str, str]:
 def up(opts: UpOptions, deps: Deps) -> Pod | None:
     check_experiment(opts.experiment)
     secrets_env = check_env_file(deps.settings, opts.provider)
+    from gpuc.client import precheck
+    from gpuc.core.models import PodSpec, new_run_id  # startup: see the TYPE_CHECKING block at the top
+
+    # Everything checkable without a provider call, before money: key, ssh key, watchdog URL, GPU name.
+    gpu = precheck.before_create(opts, deps)
+
     run_id = new_run_id()
     spec = PodSpec(
         experiment=opts.experiment,
         run_id=run_id,
         provider=opts.provider,
-        gpu_type=opts.gpu,
+        gpu_type=gpu,
         gpu_count=opts.gpu_count,
         interruptible=opts.interruptible,
         bid_per_gpu=opts.bid,
@@ -106,13 +132,22 @@ def up(opts: UpOptions, deps: Deps) -> Pod | None:
     )
     if opts.dry_run:
         _plan_up(spec, opts, deps.echo)
+        provider = deps.provider(opts.provider)
+        deps.echo("  " + precheck.cost_line(precheck.quote(provider, spec, opts, deps), opts, gpu))
         return None
     provider = deps.provider(opts.provider)
+    precheck.check_rentable(provider, opts)
     # A ledger that cannot take the start row would fail after the create: a pod created, then destroyed.
     deps.ledger().check()
     # A pod nobody watches is the most expensive kind: refuse before creating anything.
     deps.functions.status()
     warn_running_experiment(provider, opts.experiment, deps)
+    priced = precheck.quote(provider, spec, opts, deps)
+    if not precheck.confirm(priced, opts, gpu, deps, opts.confirm):
+        raise GpucError("nothing was created (not confirmed)", hint="add -y to create without the question")
+    if priced.offer_id and not spec.offer_id:
+        # Rent the offer whose price the user saw, not whichever is cheapest a moment later.
+        spec = spec.model_copy(update={"offer_id": priced.offer_id, "price_per_hour": priced.price_per_hour})
     now = deps.clock.now()
     deps.runs.record_intent(run_id, spec.name, opts.provider, opts.experiment, now)
     deps.echo(f"creating {spec.name} on {opts.provider} ({opts.gpu}) ...")
@@ -125,7 +160,8 @@ def up(opts: UpOptions, deps: Deps) -> Pod | None:
     try:
         return _after_create(pod, spec, opts, deps, secrets_env)
     except BaseException as exc:
-        _abort_pod(pod, run_id, deps, reason=str(exc) or type(exc).__name__)
+        why = "interrupted (Ctrl-C)" if isinstance(exc, KeyboardInterrupt) else str(exc) or type(exc).__name__
+        _abort_pod(pod, run_id, deps, reason=why)
         raise
 
 
@@ -162,6 +198,8 @@ def _plan_up(spec: PodSpec, opts: UpOptions, echo: Echo) -> None:
         "upload config + secrets (mode 600), start the agent",
         "rented pods: install gpuc over ssh, bootstrap, verify the machine (destroy if it fails)",
     ]
+    if opts.upload is not None:
+        steps.insert(-1, f"upload the project: {opts.upload.describe()}; check the command's files are there")
     if opts.command:
         steps.append(f"run under the wrapper: {short_command(opts.command)}")
     for i, step in enumerate(steps, 1):
@@ -169,7 +207,9 @@ def _plan_up(spec: PodSpec, opts: UpOptions, echo: Echo) -> None:
 
 
 def _after_create(pod: Pod, spec: PodSpec, opts: UpOptions, deps: Deps, secrets_env: dict[str, str]) -> Pod:
-    from gpuc.core.ledger import sane_price, sane_ts
+    from gpuc.core.api import RegisterRequest  # startup: see the TYPE_CHECKING block at the top
+    from gpuc.core.ledger import sane_price, sane_ts  # lazy: `gpuc ls` must not load the ledger's code (deps.py)
+    from gpuc.core.signing import derive_key, new_token  # startup: hashlib and hmac, for `up` only
 
     token = new_token()
     price = pod.price_per_hour if pod.price_per_hour is not None else opts.price_per_hour
@@ -208,33 +248,64 @@ def _after_create(pod: Pod, spec: PodSpec, opts: UpOptions, deps: Deps, secrets_
         deps.echo(f"  ledger: start row not written ({reason}); it is added from the watchdog's record later")
     provider = deps.provider(pod.provider)
     pod = wait_running(provider, pod.id, deps, opts.wait_timeout_s)
-    access = onto_pod(provider, pod, spec, deps, secrets_env, token)
+    from gpuc.client.upload import check_command, put_project  # startup: `up` only
+
+    bundle = opts.upload
+    prepare = (lambda access: put_project(access, bundle, opts.command, deps.echo)) if bundle is not None else None
+    access = onto_pod(provider, pod, spec, deps, secrets_env, token, prepare=prepare)
+    if opts.command and bundle is None:
+        check_command(access, opts.command, None)  # after the bootstrap: GPUC_GIT_REMOTE's clone is there now
     deps.runs.set_phase(spec.run_id, "running")
-    if opts.command:
-        start_job(access, opts.command)
-        deps.echo(f"job started under the wrapper: {short_command(opts.command)}")
     deps.echo(how_to_get_in(provider, pod))
+    if opts.command:
+        start_job(access, opts.command, opts.job_id)
+        deps.echo(job_started(pod, opts.command))
     return pod
 
 
+def job_started(pod: Pod, command: list[str]) -> str:
+    """Started is all `up` and `run` know without --wait: never said as if it had succeeded."""
+    return (
+        f"job STARTED on {pod.id}: {short_command(command)}\n"
+        f"  it runs on its own; when it exits the pod syncs results/ and the log, notifies you and destroys"
+        f" itself. Follow it: gpuc logs {pod.id} -f"
+    )
+
+
 def onto_pod(
-    provider: Provider, pod: Pod, spec: PodSpec, deps: Deps, secrets_env: dict[str, str], token: str
+    provider: Provider,
+    pod: Pod,
+    spec: PodSpec,
+    deps: Deps,
+    secrets_env: dict[str, str],
+    token: str,
+    prepare: Callable[[PodAccess], None] | None = None,
 ) -> PodAccess:
     """A sandbox gets the agent directly; a rented pod gets ssh, the code, the agent first, the
-    bootstrap and the verification (a failed verification raises, and `up` destroys the pod)."""
+    bootstrap and the verification (a failed verification raises, and `up` destroys the pod).
+    `prepare` (the project's upload) runs once the agent watches the pod, before the bootstrap."""
+    from gpuc.client.provision import install_agent, provision  # startup: see the TYPE_CHECKING block
+    from gpuc.client.ssh import wait_for_ssh_endpoint
+
     if isinstance(provider, LocalProvider):
         access = pod_access(provider, pod, deps.settings)
         install_agent(access, pod, spec, deps, secrets_env, token)
+        if prepare is not None:
+            prepare(access)
         return access
     # RunPod reports RUNNING before the ssh port is mapped.
     pod = wait_for_ssh_endpoint(provider, pod, clock=deps.clock)
     access = pod_access(provider, pod, deps.settings)
-    provision(access, pod, spec, deps, secrets_env, token, installer=pod_installer(deps.settings))
+    provision(
+        access, pod, spec, deps, secrets_env, token, installer=pod_installer(deps.settings), before_bootstrap=prepare
+    )
     return access
 
 
 def pod_installer(settings: Settings) -> Installer:
     """How gpuc gets onto a rented pod: a venv of its own, or (a loopback sandbox, no network) offline."""
+    from gpuc.client.provision import VENV_INSTALLER, offline_installer  # startup: as in onto_pod
+
     python = settings.ssh_sandbox_python
     return offline_installer(python) if python else VENV_INSTALLER
 
@@ -274,13 +345,12 @@ def short_command(command: list[str], width: int = 72) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def start_job(access: PodAccess, command: list[str]) -> None:
-    access.spawn(["python", "-m", "gpuc.instance_side", "run", "--", *command], role="job")
+def start_job(access: PodAccess, command: list[str], job_id: str | None = None) -> None:
+    named = ["--job-id", job_id] if job_id else []
+    access.spawn(["python", "-m", "gpuc.instance_side", "run", *named, "--", *command], role="job")
 
 
 def how_to_get_in(provider: Provider, pod: Pod) -> str:
-    from gpuc.core.providers.local import LocalProvider
-
     if isinstance(provider, LocalProvider):
         return f"ready: {pod.id} ({pod.name}); workspace: {provider.paths(pod.id).workspace}"
     if pod.ssh_host and pod.ssh_port:
@@ -383,7 +453,9 @@ def job_on_pod(access: PodAccess, pod: Pod) -> str | None:
     return None
 
 
-def run_job(ref: str, command: list[str], deps: Deps, dry_run: bool = False, force: bool = False) -> Pod:
+def run_job(
+    ref: str, command: list[str], deps: Deps, dry_run: bool = False, force: bool = False, job_id: str | None = None
+) -> Pod:
     """Start COMMAND under the wrapper. Refused while the pod runs a job (checked on the pod itself):
     the second job's exit would destroy the pod under the first. `force` starts it anyway."""
     _run, pod, provider = resolve_pod(ref, deps)
@@ -398,11 +470,15 @@ def run_job(ref: str, command: list[str], deps: Deps, dry_run: bool = False, for
         )
     if busy:
         deps.echo(f"{pod.id}: {busy}; starting another anyway (--force)")
+    from gpuc.client.upload import check_command  # startup: `run` only
+
+    # Refused, not destroyed: this pod was not just created for the job, it may hold someone's work.
+    check_command(access, command, None, destroying=False)
     if dry_run:
         deps.echo(f"dry run: would start under the wrapper on {pod.id}: {short_command(command)}")
         return pod
-    start_job(access, command)
-    deps.echo(f"job started on {pod.id}; on exit it syncs, notifies and destroys the pod")
+    start_job(access, command, job_id)
+    deps.echo(job_started(pod, command))
     return pod
 
 
@@ -490,6 +566,8 @@ def _sync_gate(provider: Provider, pod: Pod, deps: Deps, force: bool) -> None:
 
 def _record_end(deps: Deps, pod_id: str, end_at: float, note: str | None) -> None:
     try:
+        from gpuc.core.api import EndRequest  # startup: see the TYPE_CHECKING block at the top
+
         deps.functions.end(pod_id, EndRequest(end_at=end_at, by="down", note=note))
     except GpucError as exc:
         # The user is here and asked for the destroy: a watchdog outage must not keep a pod billing.
@@ -522,6 +600,12 @@ LS_FIELDS = (
 )
 
 
+# Fields that hold a time: epoch seconds in the rows, ISO 8601 UTC in `gpuc ls --json`.
+LS_TIMES = ("created_at", "last_seen", "lease_until", "destroy_at")
+REMOTE_KEYS = {"runpod": "RUNPOD_API_KEY", "vast": "VAST_API_KEY"}
+READ = "read"
+
+
 def configured_providers(settings: Settings) -> list[str]:
     names = ["local"]
     if settings.runpod_api_key is not None:
@@ -531,36 +615,81 @@ def configured_providers(settings: Settings) -> list[str]:
     return names
 
 
-def list_all(deps: Deps) -> tuple[list[dict[str, object]], list[str]]:
+@dataclass
+class Listing:
+    """What `gpuc ls` found. `providers` says, for EVERY provider, whether it was read: an empty list
+    means "no pods" only when each says READ (a provider without a key was never asked)."""
+
+    rows: list[dict[str, object]]
+    warnings: list[str]
+    providers: dict[str, str]  # name -> READ | "not checked (no key: set ...)" | "not read: why"
+    watchdog: bool  # the watchdog answered (its view is in the rows)
+    now: float
+
+    @property
+    def complete(self) -> bool:
+        return all(state == READ for state in self.providers.values())
+
+
+def survey(deps: Deps) -> Listing:
     """Every pod at every configured provider, joined with what the laptop and the watchdog know."""
     runs = deps.runs.by_pod_id()
     warnings: list[str] = []
-    watch: dict[str, object] = {}
+    watch: dict[str, PodRecord] = {}
+    server_time: float | None = None
     try:
         status = deps.functions.status()
         watch = {p.pod_id: p for p in status.pods}
+        server_time = status.server_time
         warnings.extend(ledger_intake(deps, status.pods))
         warnings.extend(status_warnings(status))
     except GpucError as exc:
         warnings.append(f"watchdog unreachable: {exc.message}")
+    now = deps.clock.now()
+    configured = configured_providers(deps.settings)
+    states = {name: f"not checked (no key: set {key})" for name, key in REMOTE_KEYS.items()}
     rows: list[dict[str, object]] = []
-    for name in configured_providers(deps.settings):
+    for name in configured:
         try:
             pods = deps.provider(name).list_pods()
         except GpucError as exc:
             warnings.append(f"{name}: {exc.message}")
+            states[name] = f"not read: {exc.message}"
             continue
+        states[name] = READ
         for pod in pods:
-            row: dict[str, object] = {k: getattr(pod, k) for k in LS_FIELDS}
-            run = runs.get(pod.id)
-            if run and not row["experiment"]:
-                row["experiment"] = run.experiment
-            rec = watch.get(pod.id)
-            row["watchdog"] = getattr(rec, "state", None)
-            row["last_seen"] = getattr(rec, "last_seen", None)
-            row["ssh"] = f"{pod.ssh_host}:{pod.ssh_port}" if pod.ssh_host else None
-            rows.append(row)
-    return rows, warnings
+            rows.append(ls_row(pod, runs.get(pod.id), watch.get(pod.id), now, server_time))
+    order = ["local", *REMOTE_KEYS]
+    providers = {name: states[name] for name in order if name in states}
+    return Listing(rows, warnings, providers, server_time is not None, now)
+
+
+def ls_row(
+    pod: Pod, run: Run | None, rec: PodRecord | None, now: float, server_time: float | None
+) -> dict[str, object]:
+    row: dict[str, object] = {k: getattr(pod, k) for k in LS_FIELDS}
+    if run and not row["experiment"]:
+        row["experiment"] = run.experiment
+    row["gpu_count"] = pod.gpu_count
+    age = max(0.0, now - pod.created_at) if pod.created_at else None
+    row["age_s"] = round(age) if age is not None else None
+    # An estimate at the listed price (a stopped pod bills less); `gpuc ledger` keeps the record.
+    row["cost_usd"] = round(pod.price_per_hour * age / 3600, 4) if age is not None and pod.price_per_hour else None
+    row["watchdog"] = rec.state if rec else None
+    row["last_seen"] = rec.last_seen if rec else None
+    # The watchdog's own clock on both ends: a laptop clock that is off must not make a pod look silent.
+    seen = server_time - rec.last_seen if rec and rec.last_seen is not None and server_time is not None else None
+    row["heartbeat_age_s"] = round(max(0.0, seen)) if seen is not None else None
+    lease = rec.lease_until if rec else None
+    row["lease_until"] = lease if lease and lease > (server_time or now) else None
+    row["destroy_at"] = rec.destroy_at if rec else None
+    row["ssh"] = f"{pod.ssh_host}:{pod.ssh_port}" if pod.ssh_host else None
+    return row
+
+
+def list_all(deps: Deps) -> tuple[list[dict[str, object]], list[str]]:
+    found = survey(deps)
+    return found.rows, found.warnings
 
 
 def ledger_intake(deps: Deps, records: list[PodRecord]) -> list[str]:
@@ -602,7 +731,10 @@ def reaper_warnings(last_run: float | None, period_s: float, now: float) -> list
 
 
 def dumps_rows(rows: list[dict[str, object]]) -> str:
-    return json.dumps(rows, indent=2, default=str)
+    def when(key: str, value: object) -> object:
+        return iso(value) if key in LS_TIMES and isinstance(value, int | float) else value
+
+    return json.dumps([{k: when(k, v) for k, v in r.items()} for r in rows], indent=2, default=str)
 
 
 def wait_gone(deps: Deps, pod: Pod, timeout_s: float, poll_s: float = 0.5) -> bool:

@@ -238,15 +238,19 @@ def pod_access(provider: Provider, pod: Pod, settings: Settings) -> PodAccess:
     return ssh_access(pod, settings)
 
 
+def results_bucket_for(settings: Settings, *, local: bool) -> str | None:
+    """Where a pod's results go (and `gpuc logs` finds them): the setting, or on the local provider a
+    folder in the gpuc home."""
+    return settings.results_bucket or (f"file://{settings.home / 'results'}" if local else None)
+
+
 def install_agent(
     access: PodAccess, pod: Pod, spec: PodSpec, deps: Deps, secrets_env: dict[str, str], token: str
 ) -> None:
     """Config and secrets go in as files (mode 600), never as env vars or argv; the agent starts first."""
     provider = deps.provider(pod.provider)
     local = isinstance(provider, LocalProvider)
-    results_bucket = deps.settings.results_bucket or (
-        f"file://{deps.settings.home / 'results'}" if local else None
-    )
+    results_bucket = results_bucket_for(deps.settings, local=local)
     config = PodConfig.for_pod(
         deps.settings,
         pod_id=pod.id,
@@ -369,6 +373,7 @@ def provision(
     ssh_timeout_s: float = 300.0,
     bootstrap: bool = True,
     verify: bool = True,
+    before_bootstrap: Callable[[PodAccess], None] | None = None,
 ) -> ProvisionReport:
     """Everything `up` does on a rented pod once it is RUNNING. Raises ProvisionError or
     PodVerificationFailed (a GpucError): `up` then destroys the pod and prints the message."""
@@ -383,6 +388,8 @@ def provision(
     installed = install_code(access, wheel, installer, deps.echo)
     install_agent(access, pod, spec, deps, secrets_env, token)
     agent_pid = check_agent_alive(access)
+    if before_bootstrap is not None:
+        before_bootstrap(access)  # the project's upload: the bootstrap installs its requirements
     report = ProvisionReport(wheel.sha256, installed, agent_pid, None, None)
     if bootstrap:
         report.bootstrap_ok = run_bootstrap(access, deps.settings, deps.echo, scrub)

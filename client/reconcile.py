@@ -231,13 +231,14 @@ def register_source(provider: str, factory: SourceFactory) -> None:
 
 
 def _runpod_source(settings: Settings) -> BillingSource:
-    from gpuc.core.providers.runpod_billing import RunPodBilling  # lazy: it imports this module
+    # Lazy: `gpuc ledger` loads this module; a billing client (and httpx, ~75 ms) loads only to reconcile.
+    from gpuc.core.providers.runpod_billing import RunPodBilling
 
     return RunPodBilling.from_settings(settings)
 
 
 def _vast_source(settings: Settings) -> BillingSource:
-    from gpuc.core.providers.vast_billing import VastBilling  # lazy: it imports this module
+    from gpuc.core.providers.vast_billing import VastBilling  # lazy: as in _runpod_source
 
     return VastBilling.from_settings(settings)
 
@@ -248,7 +249,7 @@ register_source("vast", _vast_source)
 
 def billing_sources(settings: Settings, only: Collection[str] | None = None) -> dict[str, BillingSource]:
     """A billing source for every configured provider account (or those in `only`)."""
-    from gpuc.client.cmd_balance import configured_remote_providers
+    from gpuc.client.cmd_balance import configured_remote_providers  # lazy: `gpuc ledger` needs it only here
 
     names = sorted(only) if only else configured_remote_providers(settings)
     if not names:

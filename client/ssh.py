@@ -259,8 +259,25 @@ def ssh_access(pod: Pod, settings: Settings, runner: Runner = subprocess_runner,
     return SshAccess(target, pod_root=root, sandbox=sandbox is not None, runner=runner)
 
 
-def _progress(line: str) -> None:
-    print(line, end="", file=sys.stderr, flush=True)
+class _Progress:
+    """`\r` redraws one line on a terminal; a log or a pipe gets plain lines, one per state (not one per
+    attempt, and no carriage returns to garble the file)."""
+
+    def __init__(self) -> None:
+        self.last = ""
+
+    def __call__(self, line: str) -> None:
+        if sys.stderr.isatty():
+            print(line, end="", file=sys.stderr, flush=True)
+            return
+        text = line.strip("\r\n").rstrip()
+        state = re.sub(r"\s*\(.*\)$", "", text)
+        if text and state != self.last:
+            self.last = state
+            print(text, file=sys.stderr, flush=True)
+
+
+_progress = _Progress()
 
 
 def wait_for_ssh(

@@ -1,16 +1,20 @@
 """The laptop's record of runs: the intent (pod name) is written BEFORE the create call and the pod
-id the moment it is known, so a crash mid-`up` never leaves a paid pod nobody can name."""
+id the moment it is known, so a crash mid-`up` never leaves a paid pod nobody can name.
+
+`Run` is a plain dataclass, not a pydantic model: every `gpuc ls` reads this store, and the rows come
+from our own table (nothing to validate), so pydantic's import is not worth paying for here.
+"""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel
-
-from gpuc.core.errors import NotFound
+from gpuc.core.errors import ConfigError, NotFound
 from gpuc.core.sqlitedb import create_db
 
 _SCHEMA = """
@@ -29,7 +33,8 @@ create index if not exists runs_pod on runs (pod_id);
 """
 
 
-class Run(BaseModel):
+@dataclass
+class Run:
     run_id: str
     name: str
     provider: str
@@ -41,11 +46,34 @@ class Run(BaseModel):
     note: str | None = None
 
 
+def home_error(home: Path, why: str) -> ConfigError:
+    return ConfigError(
+        f"gpuc cannot use its folder {home}: {why}",
+        hint=f"point GPUC_HOME at a folder you can write (export GPUC_HOME=~/.gpuc), or fix {home}",
+    )
+
+
+def ensure_home(home: Path) -> Path:
+    """The gpuc folder, created if missing. One line naming the folder when it cannot be: a traceback
+    about state.db would not tell the user that GPUC_HOME is the thing to fix."""
+    if home.exists() and not home.is_dir():
+        raise home_error(home, "it is a file, not a folder")
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise home_error(home, f"cannot create it ({exc.strerror or type(exc).__name__})") from None
+    if not os.access(home, os.W_OK | os.X_OK):
+        raise home_error(home, "it is read-only")
+    return home
+
+
 class RunStore:
     def __init__(self, home: Path) -> None:
-        home.mkdir(parents=True, exist_ok=True)
-        self.path = home / "state.db"
-        create_db(self.path, _SCHEMA)
+        self.path = ensure_home(home) / "state.db"
+        try:
+            create_db(self.path, _SCHEMA)
+        except sqlite3.Error as exc:  # a read-only state.db, a full disk, a file that is not a database
+            raise home_error(home, f"{self.path.name} cannot be written ({exc})") from None
 
     @contextmanager
     def _db(self) -> Iterator[sqlite3.Connection]:

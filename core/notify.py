@@ -100,7 +100,7 @@ class Channel(ABC):
 
 class HttpChannel(Channel):
     def post(self, http: httpx.Client, url: str, **kwargs: Any) -> httpx.Response:
-        import httpx
+        import httpx  # loaded already (the client exists); kept off the module for the reason in _client
 
         try:
             response = http.post(url, **kwargs)
@@ -328,7 +328,7 @@ _BUILDERS: dict[str, Callable[[str, str, str | None, int], Channel]] = {
 
 def _apprise_channel(url: str, scheme: str, index: int) -> Channel:
     try:
-        import apprise
+        import apprise  # optional: the `apprise` extra
     except ImportError:
         raise ConfigError(
             f"notification URL #{index} uses the unknown scheme {scheme!r}", hint=SCHEMES_HINT
@@ -514,6 +514,7 @@ class Notifier:
 
     def _client(self) -> httpx.Client:
         if self._http is None:
+            # Lazy: every Lambda cold start (a heartbeat's too) loads this module; httpx (~60 ms) only to send.
             import httpx
 
             self._http = httpx.Client(transport=self._transport, timeout=NOTIFY_TIMEOUT_S)

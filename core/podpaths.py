@@ -36,6 +36,11 @@ class PodPaths:
         # Whoever ends the pod (wrapper, idle watch, `gpuc down`) writes the pod id here: heartbeats stop.
         self.ended = self.state / "ended"
         self.job = self.state / "job.pid"
+        # The job's output (the wrapper tees it here), its outcome, and the copies the sync sends beside
+        # results/ (as logs/job.log and logs/outcome.json) so both outlive the pod.
+        self.job_log = self.state / "job.log"
+        self.outcome = self.state / "outcome.json"
+        self.log_stage = self.state / "log-stage"
         self.end_lock = self.state / "end.lock"
         self.agent_lock = self.state / "agent.lock"
         # The code `up` uploads, and the interpreter that runs it (a launcher the install writes, so

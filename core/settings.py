@@ -4,19 +4,26 @@ Precedence (highest first): process environment, the `.env` file, `$GPUC_HOME/co
 the defaults below. Every non-secret field `foo_bar` is read from `GPUC_FOO_BAR`; secrets keep the
 names users already have (`RUNPOD_API_KEY`, `VAST_API_KEY`, ...). Secrets are SecretStr: they do not
 print, and `redact()` scrubs their values out of anything we log.
+
+Settings is a frozen dataclass that checks and converts its own fields, not a pydantic model: every
+`gpuc` command reads it first, and pydantic's import (~60 ms, three times a bare interpreter's start)
+would make `gpuc ls` pay for validation it does not need. The rules are pydantic's lax ones for the
+field types used here: numbers from strings, paths from strings, secrets from strings, a Literal's
+values only, unknown fields refused.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
+import math
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from gpuc.core.errors import ConfigError
 
@@ -37,10 +44,46 @@ def default_home() -> Path:
     return Path(os.environ.get("GPUC_HOME") or Path.home() / ".gpuc")
 
 
-class Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class SecretStr:
+    """A secret that never prints (pydantic's SecretStr contract: `get_secret_value()`, and `**********`
+    in str and repr). Anything with `get_secret_value()` (a pydantic SecretStr) converts to one."""
 
-    home: Path = Field(default_factory=default_home)
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def get_secret_value(self) -> str:
+        return self._value
+
+    def __str__(self) -> str:
+        return "**********" if self._value else ""
+
+    def __repr__(self) -> str:
+        return f"SecretStr('{self}')"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SecretStr) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+    def __len__(self) -> int:
+        return len(self._value)
+
+
+class SettingError(ValueError):
+    """One field of Settings has a value of the wrong kind. Never carries the value (it may be a secret)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    home: Path = field(default_factory=default_home)
     env_file: Path = Path(".env")
     ledger_path: Path | None = None  # default: home / gpu-ledger.csv
     provider: str = "local"
@@ -86,13 +129,16 @@ class Settings(BaseModel):
     local_price_per_hour: float = 0.44
     local_gpu: str = "RTX 4090 (simulated)"
 
+    # the project `up` uploads into the pod's workspace (client/upload.py): refused over this size
+    upload_max_mb: float = field(default=200.0, metadata={"gt": 0})
+
     # results
     results_bucket: str | None = None
     s3_endpoint_url: str | None = None
     git_remote: str | None = None
 
     # getting onto a rented pod (client/ssh.py, client/provision.py)
-    ssh_key_path: Path = Field(default_factory=lambda: Path.home() / ".ssh" / "id_ed25519")
+    ssh_key_path: Path = field(default_factory=lambda: Path.home() / ".ssh" / "id_ed25519")
     ssh_sandbox_root: Path | None = (
         None  # tests/demos only: the pod's root on the ssh host is <this>/<pod id>
     )
@@ -116,6 +162,14 @@ class Settings(BaseModel):
     s3_access_key_id: SecretStr | None = None
     s3_secret_access_key: SecretStr | None = None
 
+    def __post_init__(self) -> None:
+        for name, convert in _CONVERTERS.items():
+            object.__setattr__(self, name, convert(name, getattr(self, name)))
+        for name, floor in _ABOVE.items():  # field(metadata={"gt": x}): pydantic's Field(gt=x)
+            value = getattr(self, name)
+            if value is not None and not value > floor:
+                raise SettingError(name, f"must be greater than {floor:g}")
+
     @property
     def ledger(self) -> Path:
         return self.ledger_path or self.home / "gpu-ledger.csv"
@@ -130,8 +184,97 @@ class Settings(BaseModel):
         return out
 
     def with_overrides(self, **values: Any) -> Settings:
-        # Validated (unlike model_copy(update=)), so a str given for a secret becomes a SecretStr.
-        return Settings.model_validate({**dict(self), **values})
+        # Through the constructor, so an override is checked and converted like any other value.
+        return Settings(**{**self.as_dict(), **values})
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in SETTING_NAMES}
+
+
+def _number(kind: type[float] | type[int]) -> Callable[[str, Any], Any]:
+    def convert(name: str, value: Any) -> Any:
+        if isinstance(value, bool):
+            raise SettingError(name, f"expected a number, got {type(value).__name__}")
+        try:
+            number = float(value) if kind is float else _integer(value)
+        except (TypeError, ValueError):
+            raise SettingError(name, "expected a number" if kind is float else "expected a whole number") from None
+        if isinstance(number, float) and math.isnan(number):
+            raise SettingError(name, "expected a number, got NaN")
+        return number
+
+    return convert
+
+
+def _integer(value: Any) -> int:
+    if isinstance(value, float) and not value.is_integer():
+        raise ValueError(value)
+    return int(value)
+
+
+def _text(name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise SettingError(name, f"expected text, got {type(value).__name__}")
+    return value
+
+
+def _path(name: str, value: Any) -> Path:
+    if isinstance(value, Path):
+        return value
+    if not isinstance(value, str):
+        raise SettingError(name, f"expected a path, got {type(value).__name__}")
+    return Path(value)
+
+
+def _secret(name: str, value: Any) -> SecretStr:
+    if isinstance(value, SecretStr):
+        return value
+    if isinstance(value, str):
+        return SecretStr(value)
+    reveal = getattr(value, "get_secret_value", None)
+    if callable(reveal):  # a pydantic SecretStr (tests, the drill)
+        return SecretStr(str(reveal()))
+    raise SettingError(name, f"expected text, got {type(value).__name__}")
+
+
+def _choice(choices: tuple[str, ...]) -> Callable[[str, Any], str]:
+    def convert(name: str, value: Any) -> str:
+        if value not in choices:
+            raise SettingError(name, f"expected one of {', '.join(choices)}")
+        return str(value)
+
+    return convert
+
+
+def _optional(convert: Callable[[str, Any], Any]) -> Callable[[str, Any], Any]:
+    return lambda name, value: None if value is None else convert(name, value)
+
+
+_BASE: dict[str, Callable[[str, Any], Any]] = {
+    "float": _number(float),
+    "int": _number(int),
+    "str": _text,
+    "Path": _path,
+    "SecretStr": _secret,
+}
+
+
+def _converter(annotation: str) -> Callable[[str, Any], Any]:
+    """From the field's annotation (a string under `from __future__ import annotations`)."""
+    base, optional = annotation, annotation.endswith(" | None")
+    if optional:
+        base = annotation.removesuffix(" | None")
+    if base.startswith("Literal["):
+        inner = base.removeprefix("Literal[").removesuffix("]")
+        convert = _choice(tuple(part.strip().strip("\"'") for part in inner.split(",")))
+    else:
+        convert = _BASE[base]  # a KeyError here: a new field type needs a converter above
+    return _optional(convert) if optional else convert
+
+
+_CONVERTERS = {f.name: _converter(str(f.type)) for f in dataclasses.fields(Settings)}
+_ABOVE: dict[str, float] = {f.name: f.metadata["gt"] for f in dataclasses.fields(Settings) if "gt" in f.metadata}
+SETTING_NAMES: tuple[str, ...] = tuple(_CONVERTERS)
 
 
 def env_name(field: str) -> str:
@@ -153,7 +296,7 @@ def read_env_file(path: Path) -> dict[str, str]:
         ) from None
     text = _decode_env(path, raw)
     _check_env_lines(path, text)
-    from dotenv import dotenv_values
+    from dotenv import dotenv_values  # lazy: only a .env pays for python-dotenv; the Lambda has none
 
     values = dotenv_values(stream=io.StringIO(text))
     return {k: v for k, v in values.items() if v is not None}
@@ -171,7 +314,7 @@ def _decode_env(path: Path, raw: bytes) -> str:
 
 
 def _check_env_lines(path: Path, text: str) -> None:
-    from dotenv.parser import parse_stream
+    from dotenv.parser import parse_stream  # lazy: as in read_env_file
 
     consumed = 0  # lines before this binding: the parser's own count skips blank lines
     for binding in parse_stream(io.StringIO(text)):
@@ -220,25 +363,34 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
     if config.exists():
         try:
             raw.update(json.loads(config.read_text(encoding="utf-8")))
-        except (OSError, ValueError):
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot read {config} ({exc.strerror or type(exc).__name__})",
+                hint=f"make it yours and readable (chmod 600 {config}), or point GPUC_HOME at another folder",
+            ) from None
+        except ValueError:
             raise ConfigError(
                 f"{config} is not valid JSON", hint=f"fix it or delete it (gpuc rewrites it): rm {config}"
             ) from None
     merged = {**read_env_file(env_file), **env}
-    for field in Settings.model_fields:
-        name = env_name(field)
-        if name in merged and merged[name] != "":
-            raw[field] = merged[name]
+    for name in SETTING_NAMES:
+        variable = env_name(name)
+        if variable in merged and merged[variable] != "":
+            raw[name] = merged[variable]
     raw.update({"home": home, "env_file": env_file})
     raw.update(overrides)
+    unknown = sorted(set(raw) - set(SETTING_NAMES))
+    if unknown:
+        raise ConfigError(
+            f"setting {unknown[0]} in {config} is not a gpuc setting",
+            hint=f"delete it from {config} (gpuc rewrites the file), or fix its spelling",
+        )
     try:
         return Settings(**raw)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        field = str(err["loc"][0]) if err["loc"] else "?"
+    except SettingError as exc:
         raise ConfigError(
-            f"setting {env_name(field)} is invalid: {err['msg']}",
-            hint=f"fix {env_name(field)} in your environment, .env or {config}",
+            f"setting {env_name(exc.field)} is invalid: {exc.message}",
+            hint=f"fix {env_name(exc.field)} in your environment, .env or {config}",
         ) from None
 
 

@@ -9,15 +9,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from pydantic import SecretStr
-
 from gpuc.core.api import NotificationRecord
 from gpuc.core.clock import Clock, SystemClock
-from gpuc.core.notify import Level
+from gpuc.core.notify import Level, Notifier
 from gpuc.core.providers.base import Provider
+from gpuc.core.providers.registry import PROVIDERS, get_provider
 from gpuc.core.redact import redact
-from gpuc.core.settings import Settings
-from gpuc.functions.store import Store
+from gpuc.core.settings import SecretStr, Settings, save_config
+from gpuc.core.signing import new_token
+from gpuc.functions.store import SqliteStore, Store
 
 log = logging.getLogger("gpuc.functions")
 
@@ -130,9 +130,6 @@ def ensure_admin_token(settings: Settings) -> SecretStr:
     """The admin token from Settings, or a new one saved (mode 600) where the laptop's client reads it."""
     if settings.admin_token is not None and settings.admin_token.get_secret_value():
         return settings.admin_token
-    from gpuc.core.settings import save_config
-    from gpuc.core.signing import new_token
-
     token = new_token()
     save_config(settings.home, admin_token=token)
     log.info("generated an admin token, saved in %s", settings.home / "config.json")
@@ -147,10 +144,6 @@ def build_deps(
     notifier: Sender | None = None,
     providers: ProviderPool | None = None,
 ) -> Deps:
-    from gpuc.core.notify import Notifier
-    from gpuc.core.providers.registry import PROVIDERS, get_provider
-    from gpuc.functions.store import SqliteStore
-
     clock = clock or SystemClock()
     if providers is None:
         providers = ProviderPool(

@@ -24,8 +24,12 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import boto3
+
 from gpuc.core import api
+from gpuc.core.settings import load_settings
 from gpuc.functions.app import Deps, build_deps
+from gpuc.functions.dynamo import DynamoStore
 from gpuc.functions.handlers import Request, Response, dispatch, response_bytes
 from gpuc.functions.reaper import reap_safely
 
@@ -51,11 +55,6 @@ def read_secrets(ssm: SSMClient, prefix: str) -> dict[str, str]:
 
 
 def deps_from_env(environ: Mapping[str, str] | None = None) -> Deps:
-    import boto3
-
-    from gpuc.core.settings import load_settings
-    from gpuc.functions.dynamo import DynamoStore
-
     env = dict(os.environ if environ is None else environ)
     env.setdefault("GPUC_HOME", LAMBDA_HOME)
     prefix = env.get("GPUC_SSM_PREFIX", DEFAULT_SSM_PREFIX)

@@ -15,6 +15,7 @@ version goes into the functions' environment so warm containers holding the old 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import importlib.metadata as md
 import io
 import platform
@@ -26,10 +27,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import boto3
+from botocore.exceptions import BotoCoreError, ClientError
+
 from gpuc.core.api import RegisterRequest
 from gpuc.core.errors import ConfigError, GpucError
 from gpuc.core.settings import Settings, save_config
+from gpuc.core.signing import new_token
+from gpuc.functions.app import STORE_NAME
 from gpuc.functions.aws import DEFAULT_SSM_PREFIX, WATCHDOG_SECRETS
+from gpuc.functions.store import MARKABLE_STATES, SqliteStore
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "infra" / "template.yaml"
 DEFAULT_STACK = "gpuc-watchdog"
@@ -136,8 +143,6 @@ def _vendored_files(dist: md.Distribution) -> Iterable[tuple[Path, str]]:
 
 
 def _gpuc_files() -> Iterable[tuple[Path, str]]:
-    import importlib
-
     for name in GPUC_PACKAGES:
         module = importlib.import_module(name)
         folder = Path(next(iter(module.__path__)))
@@ -179,11 +184,6 @@ def deploy(
     echo: Callable[[str], None] = print,
     waiter_delay_s: int = 5,
 ) -> Deployed:
-    import boto3
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    from gpuc.core.signing import new_token
-
     session = session or boto3.Session(region_name=plan.region)
     try:
         token = new_token()
@@ -208,9 +208,6 @@ def live_registrations(settings: Settings) -> list[RegisterRequest]:
     """The pods the local watchdog (`gpuc watchdog serve`, this GPUC_HOME's store) watches now. A new
     deployment that does not know them sees them as strays; carried over, it knows them (with their
     derived keys, so their pings verify there too). Adopted pods are never carried: they have no key."""
-    from gpuc.functions.app import STORE_NAME
-    from gpuc.functions.store import MARKABLE_STATES, SqliteStore
-
     path = settings.home / STORE_NAME
     if not path.exists():
         return []

@@ -24,6 +24,7 @@ from collections.abc import Collection, Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+import boto3
 from pydantic import BaseModel
 
 from gpuc.core.api import HeartbeatBody, NotificationRecord
@@ -140,8 +141,6 @@ class DynamoStore:
 
     def __init__(self, table: str, client: DynamoDBClient | None = None) -> None:
         if client is None:
-            import boto3
-
             client = boto3.client("dynamodb")
         self.table = table
         self._db = client

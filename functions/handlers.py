@@ -30,6 +30,7 @@ from gpuc.core.notify import Level
 from gpuc.core.redact import redact
 from gpuc.core.signing import token_matches, verify
 from gpuc.functions.app import Deps, announce
+from gpuc.functions.reaper import reap_once
 from gpuc.functions.store import MARKABLE_STATES, PodAuth, StoredPod, note_unverified_ping, store_born
 
 log = logging.getLogger("gpuc.functions")
@@ -397,8 +398,6 @@ def status(req: Request, deps: Deps, now: float) -> Response:
 
 
 def reap(req: Request, deps: Deps, now: float) -> Response:
-    from gpuc.functions.reaper import reap_once
-
     require_admin(req, deps)
     body = parse(api.ReapRequest, req.body) if req.body else api.ReapRequest()
     return ok(reap_once(deps, now, dry_run=body.dry_run))

@@ -20,8 +20,9 @@ Blindness is per provider: an error reading Vast blocks every mark and destroy o
 alerts at once and escalates (error level, hourly) past an hour. "Gone" needs two passes to agree;
 a pod taken for gone that is listed again, or pings, is watched again (notified). Destroys are held
 for the strays of a store younger than the unregistered grace (a new or lost store cannot tell a
-healthy pod registered elsewhere from a stray; the pods registered with it are judged as usual) and in a pass that comes far too long after the previous one
-(laptop sleep, a clock step either way), which also restarts every deadline from that pass. At most
+healthy pod registered elsewhere from a stray; the pods registered with it are judged as usual) and in a
+pass that comes far too long after the previous one (laptop sleep, a clock step either way), which also
+restarts every deadline from that pass. At most
 max_destroys_per_run destroys per pass. Every state change is a compare-and-set, so two passes at
 once act once. A pod the provider does not mark as gpuc's is never touched.
 """
@@ -333,7 +334,7 @@ def adopt_strays(run: Run, sight: Sight) -> list[StoredPod]:
 
 
 def listed_again(run: Run, rec: StoredPod, pod: Pod) -> None:
-    from gpuc.functions.handlers import revive
+    from gpuc.functions.handlers import revive  # lazy: handlers imports this module (a cycle at the top)
 
     reason = f"the provider lists it again ({pod.status})"
     run.act_on(rec, "alert", f"taken for gone, but {reason}: watching it again")
@@ -922,8 +923,20 @@ def reap_safely(deps: Deps, dry_run: bool = False) -> ReapReport | None:
 
 def run_loop(deps: Deps, interval_s: float, stop: threading.Event) -> None:
     while not stop.is_set():
-        reap_safely(deps)
+        report = reap_safely(deps)
+        if report is not None:
+            log.info("%s", pass_line(report))
         stop.wait(interval_s)
+
+
+def pass_line(report: ReapReport) -> str:
+    """One log line per pass (`gpuc watchdog serve` shows it): what it did, by pod id; no reasons (they
+    are in the notifications), so nothing a provider echoed can reach the log."""
+    done = [a for a in report.actions if a.action != "skip"]
+    blind = f"; could not read {', '.join(report.blind_providers)} (no destroys there)" if report.blind else ""
+    if not done:
+        return f"reaper pass: nothing to do{blind}"
+    return "reaper pass: " + ", ".join(f"{a.action} {a.provider}/{a.pod_id}" for a in done) + blind
 
 
 def tell(run: Run, rec: StoredPod, title: str, message: str, kind: str, level: Level = "info") -> None:

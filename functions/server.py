@@ -2,7 +2,9 @@
 with the reaper on a timer in a background thread.
 
 Every answer is JSON. A body over the cap is refused from its Content-Length without being read.
-One log line per request: method, path, status, time; never a body, a header or a query string.
+One log line per request: method, path, status, time; never a body, a header or a query string. A refused
+request (4xx) is logged at INFO with the server's own stable reason, an answered one at DEBUG: a fleet's
+heartbeats every minute would drown the refusals that tell the user what is wrong.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -70,7 +73,12 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         response = self._read_and_dispatch(path)
         elapsed_ms = (time.perf_counter() - started) * 1000
-        log.info("%s %s %d %.1fms", self.command, path, response.status, elapsed_ms)
+        if response.status >= 400:
+            reason = response.body.get("error", "")  # the server's own stable text: never echoes the request
+            who = self.client_address[0]
+            log.info("refused %s %s from %s: %d %s", self.command, path, who, response.status, reason)
+        else:
+            log.debug("%s %s %d %.1fms", self.command, path, response.status, elapsed_ms)
         self._send(response)
 
     def _read_and_dispatch(self, path: str) -> Response:
@@ -195,11 +203,14 @@ def serve(
     host: str = DEFAULT_HOST,
     port: int = DEFAULT_PORT,
     reaper_interval_s: float | None = None,
+    on_ready: Callable[[str], None] | None = None,
 ) -> None:
-    """Serve until interrupted (`gpuc watchdog serve`)."""
+    """Serve until interrupted (`gpuc watchdog serve`); `on_ready` gets the URL once it listens."""
     interval = settings.reaper_period_s if reaper_interval_s is None else reaper_interval_s
     handle = start_in_thread(settings, host, port, interval)
-    log.info("gpuc functions on %s, reaper every %.0f s", handle.url, interval)
+    log.debug("gpuc functions on %s, reaper every %.0f s", handle.url, interval)
+    if on_ready is not None:
+        on_ready(handle.url)
     try:
         while True:
             time.sleep(3600)

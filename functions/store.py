@@ -20,7 +20,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-from gpuc.core.api import HeartbeatBody, NotificationRecord, PodRecord, Policy
+from gpuc.core.api import POD_ID_RE, HeartbeatBody, NotificationRecord, PodRecord, Policy
 
 PodState = Literal["ok", "late", "down", "destroying", "destroyed", "ended"]
 LIVE_STATES: tuple[PodState, ...] = ("ok", "late", "down", "destroying", "ended")
@@ -387,8 +387,6 @@ def note_unverified_ping(store: Store, pod_id: str, now: float) -> bool:
     store does not know, never proof for one it does. Only the latest time per id is kept, at most
     UNVERIFIED_MAX_IDS ids younger than UNVERIFIED_MAX_AGE_S, and only for ids shaped like a pod id:
     nothing else from an unauthenticated request is stored. Best effort: a lost race is dropped."""
-    from gpuc.core.api import POD_ID_RE
-
     if not POD_ID_RE.match(pod_id):
         return False
     for _ in range(3):

@@ -17,8 +17,9 @@ from types import FrameType
 from gpuc.core.clock import SystemClock
 from gpuc.core.errors import GpucError
 from gpuc.instance_side.context import build_agent, load_context, make_ender
+from gpuc.instance_side.joblog import echo_fd
 from gpuc.instance_side.podfiles import PodPaths, atomic_write, hold_agent_lock
-from gpuc.instance_side.sync import make_sync
+from gpuc.instance_side.sync import make_sync, with_job_log
 from gpuc.instance_side.wrapper import JobWrapper, job_environ
 
 _TRUE = ("1", "true", "yes", "on")
@@ -47,13 +48,13 @@ def cmd_agent(paths: PodPaths) -> int:
     return 0
 
 
-def cmd_run(paths: PodPaths, argv: Sequence[str]) -> int:
+def cmd_run(paths: PodPaths, argv: Sequence[str], job_id: str | None = None) -> int:
     if not argv:
         raise GpucError("nothing to run", hint="python -m gpuc.instance_side run -- python train.py")
     environ = os.environ
     ctx = load_context(paths, role="wrapper", echo=sys.stderr)
     dry_run = flag(environ, "DRY_RUN")
-    sync = make_sync(ctx.cfg, ctx.secrets, paths=paths)
+    sync = with_job_log(make_sync(ctx.cfg, ctx.secrets, paths=paths), paths)
     ender = make_ender(ctx, sync=sync, keep_alive=flag(environ, "KEEP_ALIVE"), dry_run=dry_run)
     wrapper = JobWrapper(
         ctx.cfg,
@@ -63,13 +64,15 @@ def cmd_run(paths: PodPaths, argv: Sequence[str]) -> int:
         log=ctx.log,
         env=_with_hf_home(job_environ(environ, ctx.secrets, ctx.cfg.pod_id), paths),
         dry_run=dry_run,
+        job_id=job_id,
+        output_echo=echo_fd(),
     )
     return wrapper.run(argv)
 
 
 def cmd_sync(paths: PodPaths) -> int:
     ctx = load_context(paths, role="sync", echo=sys.stderr)
-    sync = make_sync(ctx.cfg, ctx.secrets, paths=paths)
+    sync = with_job_log(make_sync(ctx.cfg, ctx.secrets, paths=paths), paths)
     try:
         manifest = sync.push(paths.results)
         verified = sync.verify(manifest)
@@ -92,13 +95,13 @@ def _with_hf_home(env: dict[str, str], paths: PodPaths) -> dict[str, str]:
 
 
 def cmd_bootstrap(paths: PodPaths) -> int:
-    from gpuc.instance_side import bootstrap
+    from gpuc.instance_side import bootstrap  # lazy: the long-lived agent must not hold one-shot code
 
     return bootstrap.main(paths, SystemClock())
 
 
 def cmd_verify(paths: PodPaths, expect_gpu: str | None, expect_count: int) -> int:
-    from gpuc.instance_side import verify
+    from gpuc.instance_side import verify  # lazy: as in cmd_bootstrap
 
     verdict = verify.verify_machine(
         expect_gpu,
@@ -120,6 +123,7 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("agent", help="heartbeats and the idle watch, for the pod's life")
     run = sub.add_parser("run", help="run a job, then sync -> notify -> destroy")
+    run.add_argument("--job-id", default=None, help="the id `gpuc` gave this job (recorded in its outcome)")
     run.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
     sub.add_parser("sync", help="push results/ and verify the remote listing")
     sub.add_parser("bootstrap", help="make the pod ready (idempotent steps, timed into a CSV)")
@@ -142,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if command == "agent":
             return cmd_agent(paths)
         if command == "run":
-            return cmd_run(paths, args.cmd)
+            return cmd_run(paths, args.cmd, getattr(args, "job_id", None))
         if command == "bootstrap":
             return cmd_bootstrap(paths)
         if command == "verify":

@@ -17,7 +17,7 @@ from gpuc.instance_side.podfiles import AgentConfig, PodPaths, load_secrets, pod
 from gpuc.instance_side.podlog import PodLog
 from gpuc.instance_side.procs import JobTreeProbe, ProcScanner, SimSshProbe, SshScanner
 from gpuc.instance_side.selfdestroy import make_destroyer
-from gpuc.instance_side.sync import ResultsSync, make_sync
+from gpuc.instance_side.sync import ResultsSync, make_sync, with_job_log
 
 
 @dataclass
@@ -75,7 +75,7 @@ def gpu_reader(cfg: AgentConfig, paths: PodPaths) -> GpuReader:
     if cfg.simulated_gpu:
         return SimulatedReader(paths.sim_gpu)
     try:
-        import pynvml
+        import pynvml  # optional on a pod: without it the reader reports no GPU
     except ImportError:
         return NvmlReader(None)
     return NvmlReader(pynvml)
@@ -95,7 +95,7 @@ def default_probes(cfg: AgentConfig, paths: PodPaths) -> Probes:
 
 
 def build_agent(ctx: PodContext) -> Agent:
-    sync = make_sync(ctx.cfg, ctx.secrets, paths=ctx.paths)
+    sync = with_job_log(make_sync(ctx.cfg, ctx.secrets, paths=ctx.paths), ctx.paths)
     return Agent(
         ctx.cfg,
         ctx.paths,

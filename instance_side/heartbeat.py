@@ -83,6 +83,7 @@ class UrllibTransport:
     """The standard library's HTTP client: ~5 MB less resident than httpx on a pod that runs for hours."""
 
     def post(self, url: str, body: bytes, headers: Mapping[str, str], timeout_s: float) -> HttpResult:
+        # Lazy: the job wrapper holds this module for the whole job but posts only at its end (~3 MB).
         import urllib.error
         import urllib.request
 
@@ -367,7 +368,7 @@ def _server_time(result: HttpResult) -> float | None:
     refusals), else the HTTP Date header (whole seconds: +0.5 s puts it mid-second)."""
     server = _num(_json_field(result.body, "server_time"))
     if server is None and result.date:
-        from email.utils import parsedate_to_datetime
+        from email.utils import parsedate_to_datetime  # lazy: as in UrllibTransport.post
 
         try:
             stamp = parsedate_to_datetime(result.date)

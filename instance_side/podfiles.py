@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from dotenv import dotenv_values
+
 from gpuc.core.errors import ConfigError
 from gpuc.core.podpaths import POD_ROOT_ENV as POD_ROOT_ENV
 from gpuc.core.podpaths import TOKEN_ENV as TOKEN_ENV
@@ -104,8 +106,6 @@ def load_secrets(path: Path) -> dict[str, str]:
     if mode & 0o077:
         # Tightening is always safe; refusing to start would stop the heartbeats instead.
         os.chmod(path, 0o600)
-    from dotenv import dotenv_values
-
     try:
         with path.open(encoding="utf-8") as fh:
             values = dotenv_values(stream=fh)

@@ -42,6 +42,8 @@ def container_environ(proc_root: Path = Path("/proc")) -> dict[str, str]:
 
 def make_destroyer(cfg: AgentConfig, environ: Mapping[str, str] | None = None) -> Destroyer:
     env = dict(os.environ if environ is None else environ)
+    # Lazy: the provider modules load pydantic (and httpx); the agent holds this module for hours and
+    # must not carry them (instance_side/__init__.py), so each loads here, when the pod's end needs it.
     if cfg.provider == "local":
         from gpuc.core.providers.local import LocalSelfDestroyer
 

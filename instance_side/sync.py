@@ -274,6 +274,7 @@ class S3Sync:
 
 
 def _s3_client(endpoint_url: str | None, credentials: Mapping[str, str]) -> Any:
+    # Lazy: boto3 (~100 ms, tens of MB) only for an S3 sync; the agent holds this module for hours.
     import boto3
     from botocore.config import Config
 
@@ -298,7 +299,7 @@ def _s3_errors(what: str) -> Iterator[None]:
     except SyncError:
         raise
     except Exception as exc:
-        from boto3.exceptions import Boto3Error
+        from boto3.exceptions import Boto3Error  # lazy: as in _s3_client
         from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
         if isinstance(exc, NoCredentialsError):
@@ -618,6 +619,103 @@ class Unavailable:
 
     def verify(self, manifest: Manifest) -> bool:
         return False
+
+
+# -- the job's log and outcome, beside the results -------------------------------------------------
+# Where they land at the destination, beside the files of results/ (`gpuc logs` reads them there).
+JOB_LOG_NAME = "logs/job.log"
+OUTCOME_NAME = "logs/outcome.json"
+_OMITTED = "\n[gpuc: {n} bytes of the log omitted here to fit the destination]\n"
+
+
+class JobLogSync:
+    """Results first, then the job's log and outcome through the same destination, both verified: a pod
+    that cannot send them keeps running like one whose results did not go, and says so.
+
+    They are copied into a staging folder first: the job may still be writing its log (a periodic sync),
+    and a listing can only match what was sent if what was sent stays the size it was. A name that
+    results/ already holds (the job's own logs/job.log) is the job's: gpuc's copy is not sent over it.
+    """
+
+    def __init__(self, inner: ResultsSync, paths: PodPaths, *, log_limit: int | None = None) -> None:
+        self.inner = inner
+        self.paths = paths
+        self.log_limit = log_limit
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+    def push(self, results_dir: Path) -> Manifest:
+        results = self.inner.push(results_dir)
+        stage = self._stage(results_dir)
+        if stage is None:
+            return results
+        logs = self.inner.push(stage)
+        parts = (results, logs)
+        note = f"{results.summary()}; job log and outcome beside them" if logs.files else None
+        return Manifest(results.destination, dict(results.files), note=note, parts=parts)
+
+    def verify(self, manifest: Manifest) -> bool:
+        if len(manifest.parts) != 2:
+            return self.inner.verify(manifest)
+        return all(self.inner.verify(part) for part in manifest.parts)
+
+    def _stage(self, results_dir: Path) -> Path | None:
+        stage = self.paths.log_stage
+        shutil.rmtree(stage, ignore_errors=True)
+        sources = {JOB_LOG_NAME: self.paths.job_log, OUTCOME_NAME: self.paths.outcome}
+        wanted = {name: src for name, src in sources.items() if src.is_file() and not (results_dir / name).exists()}
+        if not wanted:
+            return None
+        try:
+            for name, src in wanted.items():
+                target = stage / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                snapshot(src, target, self.log_limit if name == JOB_LOG_NAME else None)
+        except OSError as exc:
+            raise SyncError(
+                f"cannot stage the job's log for the sync: {exc.strerror or exc}", hint="free space on /workspace"
+            ) from None
+        return stage
+
+
+def snapshot(src: Path, dst: Path, limit: int | None) -> None:
+    """A copy of `src` as it is now; over `limit` bytes, its head and its tail (the traceback is at the end)."""
+    size = src.stat().st_size
+    if limit is None or size <= limit:
+        with src.open("rb") as fin, dst.open("wb") as fout:
+            # Only the bytes there now: a log that grows while it is copied must match the size we list.
+            shutil.copyfileobj(_Limited(fin, size), fout)
+        return
+    marker = _OMITTED.format(n=size - limit).encode()
+    half = max(0, (limit - len(marker)) // 2)
+    with src.open("rb") as fin, dst.open("wb") as fout:
+        fout.write(fin.read(half))
+        fin.seek(size - half)
+        fout.write(marker)
+        fout.write(fin.read(half))
+
+
+class _Limited:
+    def __init__(self, fh: Any, size: int) -> None:
+        self.fh = fh
+        self.left = size
+
+    def read(self, n: int = -1) -> bytes:
+        n = self.left if n < 0 else min(n, self.left)
+        data = self.fh.read(n) if n > 0 else b""
+        self.left -= len(data)
+        return bytes(data)
+
+
+def with_job_log(sync: ResultsSync, paths: PodPaths) -> ResultsSync:
+    """The sync that also sends the job's log and outcome, wherever results go. Without a destination
+    there is nowhere to send them (and no reason to keep the pod for them)."""
+    if isinstance(sync, NoDestination | Unavailable):
+        return sync
+    # Git alone takes files under its limit only: a longer log is cut in the middle to fit.
+    limit = sync.limit - 1 if isinstance(sync, SplitSync) and sync.bucket is None else None
+    return JobLogSync(sync, paths, log_limit=limit)
 
 
 def make_sync(

@@ -7,6 +7,10 @@ ones are ignored. When the wrapper runs in the foreground of a terminal, the ter
 delivers SIGINT and SIGHUP to the job (same process group): passing them on again would hit the job
 twice and could cut short its own clean-up, so only signals sent to the wrapper alone are forwarded.
 The job stays in the wrapper's process group so that whatever stops the pod stops both.
+
+Output: the job's stdout and stderr go through a pipe into `.gpuc/job.log` (joblog.JobLogTee), so they
+are kept when the laptop goes away, synced beside results/ and shown by `gpuc logs`. The exit code is
+recorded first, then the outcome (`.gpuc/outcome.json`: exit code, duration, the job id `gpuc` gave it).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from types import FrameType
 
 from gpuc.core.clock import Clock
 from gpuc.instance_side.ending import Ender, Ending
+from gpuc.instance_side.joblog import JobLogTee, clear_outcome, write_outcome
 from gpuc.instance_side.podfiles import POD_ID_ENV, TOKEN_ENV, AgentConfig, PodPaths, atomic_write, is_ended
 from gpuc.instance_side.podlog import PodLog
 from gpuc.instance_side.procs import job_stamp
@@ -88,6 +93,9 @@ def job_environ(base: Mapping[str, str], secrets: Mapping[str, str], pod_id: str
     env = {**secrets, **base}
     env.pop(TOKEN_ENV, None)
     env[POD_ID_ENV] = pod_id  # the local sandbox counts a pod's python processes by this
+    # Its output goes to a pipe (the log), where python would buffer it by the 8 KB block: a live view
+    # (`gpuc logs -f`, `--wait`) would lag, and a killed job would lose its last lines.
+    env.setdefault("PYTHONUNBUFFERED", "1")
     return env
 
 
@@ -104,6 +112,8 @@ class JobWrapper:
         dry_run: bool = False,
         terminal_delivers: bool | None = None,
         should_stop: Callable[[], bool] = lambda: False,
+        job_id: str | None = None,
+        output_echo: int | None = None,
     ) -> None:
         self.cfg = cfg
         self.paths = paths
@@ -117,21 +127,53 @@ class JobWrapper:
             terminal_delivers=terminal_delivers_to_job() if terminal_delivers is None else terminal_delivers,
         )
         self.should_stop = should_stop
+        self.job_id = job_id
+        self.output_echo = output_echo  # joblog.echo_fd() from the CLI: where the job's output is also shown
+        self.log_truncated = False
+        self.job_record: dict[str, object] = {}
+        self.exited_at: float | None = None
 
     def run(self, argv: Sequence[str]) -> int:
         self.relay.install()
         try:
+            if not self.dry_run:
+                clear_outcome(self.paths)
             started = self.clock.now()
+            self.job_record = {
+                "job_id": self.job_id,
+                "pod_id": self.cfg.pod_id,
+                "run_id": self.cfg.run_id,
+                "experiment": self.cfg.experiment,
+                "started_at": started,
+                "exit_code": None,
+            }
+            self.exited_at = None
             code = self._run_job(argv)
-            duration = max(0.0, self.clock.now() - started)
+            # The job's own end, not the wait for a daemon it left holding its output.
+            ended = self.exited_at if self.exited_at is not None else self.clock.now()
+            duration = max(0.0, ended - started)
             self._record(code)
+            outcome = {
+                **self.job_record,
+                "exit_code": code,
+                "ended_at": ended,
+                "duration_s": round(duration, 3),
+                "log_truncated": self.log_truncated,
+            }
+            if not self.dry_run:
+                write_outcome(self.paths, outcome)
             ending = Ending(
                 kind="job_exit",
                 message=f"job exited with code {code} after {duration:.0f}s",
                 exit_code=code,
                 duration_s=round(duration, 3),
             )
-            if self.ender.end(ending) == "kept_sync_failed":
+            result = self.ender.end(ending)
+            if not self.dry_run and result in ("kept_sync_failed", "kept_alive", "destroy_failed"):
+                # What the laptop, still waiting, reads on the pod: why it is still there. (Being ended by
+                # another process, the pod goes away soon: the laptop waits for that.)
+                write_outcome(self.paths, {**outcome, "ending": result})
+            if result == "kept_sync_failed":
                 self._nag()
             return code
         finally:
@@ -139,19 +181,40 @@ class JobWrapper:
 
     def _run_job(self, argv: Sequence[str]) -> int:
         self.log.line(f"starting job in {self.paths.workspace}")
+        tee = JobLogTee(self.paths.job_log, echo=self.output_echo)
+        if not self.dry_run:
+            tee.open()
+            # Running, under this id: a laptop waiting for this job reads its log only from now on (the
+            # log of a job before it, on a kept pod, is not this one's).
+            write_outcome(self.paths, self.job_record)
         try:
-            proc = subprocess.Popen(list(argv), cwd=self.paths.workspace, env=dict(self.env))
+            proc = subprocess.Popen(
+                list(argv),
+                cwd=self.paths.workspace,
+                env=dict(self.env),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+            )
         except OSError as exc:
             # A job that cannot start has ended too: the pod must not sit there billing.
-            self.log.line(f"job could not start: {exc.strerror or exc}")
+            reason = f"job could not start: {exc.strerror or exc}"
+            self.log.line(reason)
+            tee.note(f"gpuc: {self.log.scrub(reason)}\n")
+            tee.finish(0)
             return NOT_FOUND_EXIT
+        assert proc.stdout is not None
+        tee.start(proc.stdout)
         self.relay.proc = proc
         self._write_job_pid(proc.pid)
         try:
             returncode = proc.wait()
+            self.exited_at = self.clock.now()
         finally:
             with contextlib.suppress(OSError):
                 self.paths.job.unlink()
+            if not tee.finish():
+                self.log.line("the job exited but a process it started still holds its output; going on")
+            self.log_truncated = tee.truncated
         if self.relay.received:
             names = ", ".join(signal.Signals(s).name for s in self.relay.received)
             self.log.line(f"wrapper received {names} while the job ran")

@@ -29,8 +29,6 @@ from pathlib import Path
 from typing import Any, cast
 from urllib.parse import urlsplit
 
-from pydantic import SecretStr
-
 from gpuc.core import api
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import GpucError, ProviderError, ProviderSchemaError, ProviderUnavailable
@@ -38,7 +36,7 @@ from gpuc.core.models import Pod, PodSpec, PodStatus, pod_name
 from gpuc.core.notify import OUTBOX_NAME, Level, Notifier
 from gpuc.core.podconfig import PodConfig, render_env_file
 from gpuc.core.providers.base import Provider
-from gpuc.core.settings import Settings
+from gpuc.core.settings import SecretStr, Settings
 from gpuc.core.signing import derive_key, new_token
 from gpuc.functions.app import STORE_NAME, Deps, ProviderPool, Sender, build_deps
 from gpuc.functions.handlers import Request, dispatch, response_bytes

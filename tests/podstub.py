@@ -48,6 +48,10 @@ class RecordingFunctions(BaseHTTPRequestHandler):
 
 def recording_functions(token: str) -> type[RecordingFunctions]:
     """A fresh handler class (its own records) that accepts pings signed with `token`."""
-    handler = type("Functions", (RecordingFunctions,), {"token": token})
-    handler.reset()
-    return handler
+
+    class Functions(RecordingFunctions):
+        pass
+
+    Functions.token = token
+    Functions.reset()
+    return Functions

@@ -12,11 +12,13 @@ Contract every implementation keeps (tests hold them to it):
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from gpuc.core.clock import Clock, SystemClock
 from gpuc.core.errors import ProviderError
-from gpuc.core.models import Balance, Offer, Pod, PodSpec
+
+if TYPE_CHECKING:  # startup: the interface needs the models' names only; `gpuc ls` may never build one
+    from gpuc.core.models import Balance, Offer, Pod, PodSpec
 
 DestroyResult = Literal["destroyed", "already_gone"]
 

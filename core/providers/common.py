@@ -13,7 +13,7 @@ from abc import abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypedDict, TypeVar
 
-from pydantic import BaseModel, SecretStr, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from gpuc.core.billing import BillingRecord
 from gpuc.core.clock import Clock, SystemClock
@@ -22,6 +22,7 @@ from gpuc.core.models import OWNER_ENV, Pod, PodSpec, is_gpuc_name
 from gpuc.core.providers.base import Provider
 from gpuc.core.providers.http import AmbiguousOutcome, BackoffFunction, HttpClient
 from gpuc.core.redact import MASK, redact
+from gpuc.core.settings import SecretStr
 
 if TYPE_CHECKING:
     import httpx

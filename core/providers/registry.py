@@ -10,6 +10,8 @@ PROVIDERS = ("local", "runpod", "vast")
 
 
 def get_provider(name: str, settings: Settings) -> Provider:
+    # Lazy: each client loads only when asked for; runpod and vast pull in httpx (~65 ms), which the local
+    # provider, the demo and a heartbeat-only Lambda never need.
     if name == "local":
         from gpuc.core.providers.local import LocalProvider
 

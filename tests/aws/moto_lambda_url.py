@@ -36,7 +36,7 @@ class LambdaUrl(CloudFormationModel):
         return self.url if attribute_name == "FunctionUrl" else self.function
 
     @classmethod
-    def create_from_cloudformation_json(  # type: ignore[override]
+    def create_from_cloudformation_json(
         cls, resource_name: str, cloudformation_json: dict[str, Any], account_id: str, region_name: str, **kw: Any
     ) -> LambdaUrl:
         props = cloudformation_json["Properties"]
@@ -49,7 +49,7 @@ class LambdaUrl(CloudFormationModel):
         return cls(target, config.url)
 
     @classmethod
-    def update_from_cloudformation_json(  # type: ignore[override]
+    def update_from_cloudformation_json(
         cls,
         original_resource: Any,
         new_resource_name: str,

@@ -72,7 +72,7 @@ def world(aws: str, home: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatc
     deps.notifier = Notifier(home / "outbox.jsonl", clock=clock, sleep=lambda s: None)
     lam.set_deps(deps)
     assert isinstance(deps.store, DynamoStore)
-    yield LambdaWorld(clock, deps.settings, provider, deps.store, deps.notifier, deps)  # type: ignore[arg-type]
+    yield LambdaWorld(clock, deps.settings, provider, deps.store, deps.notifier, deps)
     lam.set_deps(None)
     deps.close()
 

@@ -22,12 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import SecretStr
 
 from gpuc.client.demo import NOWHERE, check_offline, demo_settings
 from gpuc.core.errors import ConfigError
 from gpuc.core.models import OWNER_ENV
-from gpuc.core.settings import Settings
+from gpuc.core.settings import SecretStr, Settings
 from gpuc.testkit.emulators.runpod import RunPodEmulator
 from gpuc.testkit.emulators.server import EmulatorServer
 from gpuc.testkit.emulators.vast import VastEmulator
@@ -88,8 +87,12 @@ def account(tmp_path: Path) -> Iterator[Account]:
         "runpod": runpod.add_foreign_pod("gpuc-realrun0001", env={OWNER_ENV: "1", "GPUC_EXPERIMENT": "train"}),
         "vast": vast.add_foreign_pod("gpuc-realrun0002", env={OWNER_ENV: "1", "GPUC_EXPERIMENT": "train"}),
     }
-    handler = type("Catcher", (_Catcher,), {"seen": []})
-    proxy = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+
+    class Catcher(_Catcher):  # its own record of what it refused
+        pass
+
+    Catcher.seen = []
+    proxy = ThreadingHTTPServer(("127.0.0.1", 0), Catcher)
     thread = threading.Thread(target=proxy.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     with EmulatorServer(runpod) as rp_server, EmulatorServer(vast) as vast_server:
@@ -107,7 +110,7 @@ def account(tmp_path: Path) -> Iterator[Account]:
             "no_proxy": "127.0.0.1,localhost",
         }
         try:
-            yield Account(runpod, vast, pods, handler.seen, env=env, cwd=cwd)
+            yield Account(runpod, vast, pods, Catcher.seen, env=env, cwd=cwd)
         finally:
             proxy.shutdown()
             proxy.server_close()

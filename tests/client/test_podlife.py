@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import SecretStr
 
 from gpuc.client import podlife
 from gpuc.core.api import StatusResponse
@@ -21,11 +20,11 @@ from gpuc.core.errors import ConfigError, FunctionsError, NotFound, SafetyRefusa
 from gpuc.core.models import LEDGER_COLUMNS, Pod
 from gpuc.core.providers.base import DestroyResult, PodAccess
 from gpuc.core.providers.local import LocalProvider
-from gpuc.core.settings import Settings
+from gpuc.core.settings import SecretStr, Settings
 from gpuc.functions.server import start_in_thread
 from gpuc.testkit.local_faults import add_foreign
 
-FAST = {
+FAST: dict[str, Any] = {  # Settings overrides, each checked by Settings itself
     "heartbeat_interval_s": 0.3,
     "idle_check_interval_s": 0.3,
     "idle_warn_s": 300.0,
@@ -47,8 +46,11 @@ class SpyProvider(LocalProvider):
         return super().destroy(pod_id)
 
 
+World = tuple[podlife.Deps, SpyProvider, list[str]]
+
+
 @pytest.fixture
-def world(tmp_path: Path) -> Iterator[tuple[podlife.Deps, SpyProvider, list[str]]]:
+def world(tmp_path: Path) -> Iterator[World]:
     home = tmp_path / "home"
     settings = Settings(home=home, env_file=tmp_path / "none.env", admin_token=SecretStr("admin-token-x"), **FAST)
     server = start_in_thread(settings, port=0, reaper_interval_s=30)
@@ -91,7 +93,7 @@ def wait_for(pred: Any, timeout_s: float = 15.0) -> bool:
 JOB = "import os; os.makedirs('results', exist_ok=True); open('results/out.txt', 'w').write('42')"
 
 
-def test_a_job_ends_in_sync_notify_destroy_and_a_closed_ledger_row(world: Any) -> None:
+def test_a_job_ends_in_sync_notify_destroy_and_a_closed_ledger_row(world: World) -> None:
     deps, provider, _ = world
     pod = podlife.up(podlife.UpOptions(experiment="job1", command=["python", "-c", JOB]), deps)
     assert pod is not None
@@ -105,7 +107,7 @@ def test_a_job_ends_in_sync_notify_destroy_and_a_closed_ledger_row(world: Any) -
     assert row.experiment == "job1" and row.end and row.cost_usd
 
 
-def test_down_is_sync_then_end_then_notify_then_destroy_then_confirmed(world: Any) -> None:
+def test_down_is_sync_then_end_then_notify_then_destroy_then_confirmed(world: World) -> None:
     deps, provider, calls = world
     pod = podlife.up(podlife.UpOptions(experiment="manual"), deps)
     assert pod is not None
@@ -121,7 +123,7 @@ def test_down_is_sync_then_end_then_notify_then_destroy_then_confirmed(world: An
     assert deps.runs.find(pod.id).phase == "ended"
 
 
-def test_a_failed_sync_keeps_the_pod_and_says_so(world: Any) -> None:
+def test_a_failed_sync_keeps_the_pod_and_says_so(world: World) -> None:
     deps, provider, calls = world
     deps.settings = deps.settings.with_overrides(results_bucket="nowhere://bucket")
     pod = podlife.up(podlife.UpOptions(experiment="unsyncable"), deps)
@@ -136,7 +138,7 @@ def test_a_failed_sync_keeps_the_pod_and_says_so(world: Any) -> None:
     assert "kept alive: sync failed" in (deps.settings.home / "outbox.jsonl").read_text()
 
 
-def test_up_refuses_to_create_a_pod_nobody_watches(world: Any) -> None:
+def test_up_refuses_to_create_a_pod_nobody_watches(world: World) -> None:
     deps, provider, _ = world
     deps.settings = deps.settings.with_overrides(functions_url="http://127.0.0.1:9")
     from gpuc.client.functions_client import FunctionsClient
@@ -148,13 +150,13 @@ def test_up_refuses_to_create_a_pod_nobody_watches(world: Any) -> None:
     assert provider.list_pods() == []
 
 
-def test_a_failure_after_create_destroys_the_pod(world: Any) -> None:
+def test_a_failure_after_create_destroys_the_pod(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
     deps, provider, calls = world
 
     def broken_register(request: Any) -> Any:
         raise FunctionsError("watchdog went away", hint="restart it")
 
-    deps.functions.register = broken_register
+    monkeypatch.setattr(deps.functions, "register", broken_register)
     with pytest.raises(FunctionsError):
         podlife.up(podlife.UpOptions(experiment="halfway"), deps)
     assert provider.list_pods() == [] and calls == ["destroy"]
@@ -162,7 +164,7 @@ def test_a_failure_after_create_destroys_the_pod(world: Any) -> None:
     assert run.pod_id is not None and run.phase == "failed", "the id was recorded before anything could fail"
 
 
-def test_gpuc_never_acts_on_a_pod_it_did_not_start(world: Any) -> None:
+def test_gpuc_never_acts_on_a_pod_it_did_not_start(world: World) -> None:
     deps, provider, calls = world
     foreign = add_foreign(provider, "my-notebook")
     with pytest.raises(NotFound, match="was started by gpuc"):
@@ -172,7 +174,7 @@ def test_gpuc_never_acts_on_a_pod_it_did_not_start(world: Any) -> None:
     assert provider.get(foreign.id) is not None and calls == []
 
 
-def test_ls_json_has_the_documented_fields(world: Any) -> None:
+def test_ls_json_has_the_documented_fields(world: World) -> None:
     deps, _provider, _ = world
     pod = podlife.up(podlife.UpOptions(experiment="listed"), deps)
     assert pod is not None
@@ -190,7 +192,7 @@ def test_a_stale_or_missing_reaper_is_reported() -> None:
     assert podlife.reaper_warnings(10_000 - 599, 300, 10_000) == []
 
 
-def test_dry_run_creates_nothing(world: Any) -> None:
+def test_dry_run_creates_nothing(world: World) -> None:
     deps, provider, _ = world
     lines: list[str] = []
     deps.echo = lines.append
@@ -221,7 +223,7 @@ def _dead(pid: int) -> bool:
 
 # Incident: `gpuc run POD -- CMD` on a pod whose job was still running started a second job; when that one
 # exited it destroyed the pod under the first, and a 600-step training run was lost.
-def test_run_refuses_a_pod_whose_job_is_running_unless_forced(world: Any) -> None:
+def test_run_refuses_a_pod_whose_job_is_running_unless_forced(world: World) -> None:
     deps, provider, calls = world
     pod = podlife.up(podlife.UpOptions(experiment="train600"), deps)
     assert pod is not None
@@ -242,7 +244,7 @@ def test_run_refuses_a_pod_whose_job_is_running_unless_forced(world: Any) -> Non
     assert wait_for(lambda: _dead(first) and _dead(second), 10), "a job outlived its destroyed pod"
 
 
-def test_run_is_refused_while_the_pod_is_ending(world: Any) -> None:
+def test_run_is_refused_while_the_pod_is_ending(world: World) -> None:
     deps, provider, _ = world
     pod = podlife.up(podlife.UpOptions(experiment="ending"), deps)
     assert pod is not None
@@ -251,7 +253,7 @@ def test_run_is_refused_while_the_pod_is_ending(world: Any) -> None:
         podlife.run_job(pod.id, ["python", "-c", "pass"], deps)
 
 
-def test_run_takes_a_free_pod_after_its_job_ended(world: Any) -> None:
+def test_run_takes_a_free_pod_after_its_job_ended(world: World) -> None:
     deps, provider, _ = world
     deps.settings = deps.settings.with_overrides(results_bucket="nowhere://bucket")  # kept: sync fails
     pod = podlife.up(podlife.UpOptions(experiment="again"), deps)
@@ -262,7 +264,7 @@ def test_run_takes_a_free_pod_after_its_job_ended(world: Any) -> None:
     podlife.run_job(pod.id, ["python", "-c", "pass"], deps)  # no job runs: not refused
 
 
-def test_up_twice_with_one_experiment_warns_and_names_the_running_pod(world: Any) -> None:
+def test_up_twice_with_one_experiment_warns_and_names_the_running_pod(world: World) -> None:
     deps, provider, _ = world
     lines: list[str] = []
     deps.echo = lines.append
@@ -276,7 +278,7 @@ def test_up_twice_with_one_experiment_warns_and_names_the_running_pod(world: Any
 
 
 # -- a ledger problem never costs a pod --------------------------------------------------------------------
-def test_a_ledger_that_cannot_be_read_is_refused_before_the_create(world: Any) -> None:
+def test_a_ledger_that_cannot_be_read_is_refused_before_the_create(world: World) -> None:
     deps, provider, calls = world
     ledger = deps.settings.ledger
     ledger.parent.mkdir(parents=True, exist_ok=True)
@@ -287,7 +289,7 @@ def test_a_ledger_that_cannot_be_read_is_refused_before_the_create(world: Any) -
 
 
 # Incident: a ledger saved by a spreadsheet (UTF-8 with a byte-order mark) made `up` create, then destroy.
-def test_a_ledger_saved_by_a_spreadsheet_takes_the_next_pod(world: Any) -> None:
+def test_a_ledger_saved_by_a_spreadsheet_takes_the_next_pod(world: World) -> None:
     deps, _provider, calls = world
     ledger = deps.settings.ledger
     ledger.parent.mkdir(parents=True, exist_ok=True)
@@ -300,7 +302,7 @@ def test_a_ledger_saved_by_a_spreadsheet_takes_the_next_pod(world: Any) -> None:
 
 
 # Incident: a signed pod event with end_at = 1e300 was accepted; every `gpuc ls` then failed (OverflowError).
-def test_ls_lists_pods_and_warns_when_the_watchdog_reports_an_absurd_end(world: Any) -> None:
+def test_ls_lists_pods_and_warns_when_the_watchdog_reports_an_absurd_end(world: World) -> None:
     deps, _provider, _ = world
     pod = podlife.up(podlife.UpOptions(experiment="absurd"), deps)
     assert pod is not None
@@ -320,7 +322,7 @@ def test_ls_lists_pods_and_warns_when_the_watchdog_reports_an_absurd_end(world: 
 
 
 def test_a_ledger_that_fails_after_the_create_does_not_cost_the_pod(
-    world: Any, monkeypatch: pytest.MonkeyPatch
+    world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     deps, provider, calls = world
     lines: list[str] = []

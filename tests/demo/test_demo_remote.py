@@ -14,7 +14,7 @@ import pytest
 
 from gpuc.client.demo import run_demo
 from gpuc.core.ledger import Ledger
-from gpuc.core.settings import Settings
+from gpuc.core.settings import SecretStr, Settings
 from gpuc.core.signing import new_token
 from gpuc.functions.server import start_in_thread
 from gpuc.testkit.platform import ACCOUNT, client_environ, start_platform, write_env_file
@@ -35,7 +35,8 @@ def test_the_demo_runs_both_stories_against_the_emulator(provider: str) -> None:
     for expected in (
         "✓ up printed the ssh line: ready: ssh -p ",
         "verify gpu_name: pass",
-        "✓ results synced before the destroy: ['metrics.json', 'weights.bin']",
+        "✓ results and the job's log synced before the destroy:"
+        " ['job.log', 'metrics.json', 'outcome.json', 'weights.bin']",
         "✓ notification carries the exit code",
         "✓ destroyed with the pod-scoped key (expected: the pod-scoped key)",
         "✓ destroyed with the account key (expected: the account key)",
@@ -79,7 +80,7 @@ def gpuc(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 def test_up_ls_down_with_the_real_cli_against_the_runpod_emulator(sshd: LoopbackSshd, tmp_path: Path) -> None:
     emulator, platform = start_platform("runpod", sshd)
     token = new_token()
-    functions = start_in_thread(Settings(home=tmp_path / "functions", admin_token=token), port=0)
+    functions = start_in_thread(Settings(home=tmp_path / "functions", admin_token=SecretStr(token)), port=0)
     try:
         home = tmp_path / "home"
         write_env_file(home)

@@ -380,7 +380,11 @@ def test_a_mark_racing_a_ping_loses_to_the_ping(world: World) -> None:
     world.register("p1")
     world.ping("p1")
     world.clock.advance(5 * MIN)
-    world.provider.on_list = lambda: world.ping("p1")  # lands after the reaper read the records
+
+    def ping_during_the_listing() -> None:  # lands after the reaper read the records
+        world.ping("p1")
+
+    world.provider.on_list = ping_during_the_listing
     report = world.reap()
     world.provider.on_list = None
     assert "mark" not in [a.action for a in report.actions]

@@ -49,10 +49,10 @@ def handshakes_completed(address: tuple[str, int], count: int, deadline_s: float
         end = time.monotonic() + deadline_s
         while selector.get_map() and time.monotonic() < end:
             for key, _ in selector.select(timeout=max(0.0, end - time.monotonic())):
-                sock = key.fileobj
-                assert isinstance(sock, socket.socket)
-                selector.unregister(sock)
-                if sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0:
+                ready = key.fileobj
+                assert isinstance(ready, socket.socket)
+                selector.unregister(ready)
+                if ready.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0:
                     done += 1
         return done
     finally:

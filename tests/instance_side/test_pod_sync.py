@@ -166,14 +166,21 @@ def test_a_link_that_cannot_be_synced_is_named_never_skipped(
     assert "the pod is kept" in exc.value.message
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any folder")
-def test_a_folder_that_cannot_be_read_is_named(tmp_path: Path, results: Path) -> None:
-    (results / "ckpt").chmod(0)
-    try:
-        with pytest.raises(SyncError, match="cannot read results/ckpt: Permission denied"):
-            FileBucketSync(tmp_path / "bucket", "exp", "run01").push(results)
-    finally:
-        (results / "ckpt").chmod(0o755)
+def test_a_folder_that_cannot_be_read_is_named(
+    tmp_path: Path, results: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Root reads any folder, so the refusal is the kernel's answer played back, not a chmod.
+    real_scandir = os.scandir
+    locked = results / "ckpt"
+
+    def scandir(path: Any) -> Any:
+        if Path(path) == locked:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr("gpuc.instance_side.sync.os.scandir", scandir)
+    with pytest.raises(SyncError, match="cannot read results/ckpt: Permission denied"):
+        FileBucketSync(tmp_path / "bucket", "exp", "run01").push(results)
 
 
 def test_the_ending_keeps_the_pod_and_names_a_dangling_link(tmp_path: Path, clock: FakeClock) -> None:

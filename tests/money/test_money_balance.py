@@ -5,7 +5,6 @@ import json
 import pytest
 from click.testing import CliRunner
 from moneyfakes import FakeProvider, unreachable
-from pydantic import SecretStr
 
 from gpuc.client import cmd_balance
 from gpuc.client.cmd_balance import (
@@ -16,7 +15,7 @@ from gpuc.client.cmd_balance import (
     provider_factories,
 )
 from gpuc.core.models import Balance
-from gpuc.core.settings import Settings
+from gpuc.core.settings import SecretStr, Settings
 
 SETTINGS = Settings(balance_cap_usd=20.0, balance_low_usd=5.0)
 

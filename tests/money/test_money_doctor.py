@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from pydantic import SecretStr
 
 from gpuc.client import cmd_doctor
 from gpuc.client.cmd_balance import BalanceLine, BalanceReport
@@ -25,7 +24,7 @@ from gpuc.client.doctor import (
 )
 from gpuc.core.api import StatusResponse
 from gpuc.core.errors import ConfigError, FunctionsError
-from gpuc.core.settings import Settings
+from gpuc.core.settings import SecretStr, Settings
 
 RUNPOD_KEY = "rpa_" + "Q7x" * 12
 ADMIN = "adm-" + "z9" * 16

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 from moneyfakes import T0, write_rows
 
-from gpuc.core import ledger as ledger_module
 from gpuc.core.api import PodRecord
 from gpuc.core.errors import ConfigError
 from gpuc.core.ledger import Ledger
@@ -222,7 +221,7 @@ def fail_replace_of(monkeypatch: pytest.MonkeyPatch, target: Path, on_call: int 
                 raise OSError("simulated crash")
         real(src, dst)
 
-    monkeypatch.setattr(ledger_module.os, "replace", replace)
+    monkeypatch.setattr(os, "replace", replace)  # what the ledger's atomic write calls
 
 
 def leftovers(book: Ledger) -> list[str]:

@@ -11,7 +11,8 @@ from gpuc.client import cmd_ledger
 from gpuc.client.plot import EXPERIMENT_COLOR, WEEK_COLOR
 from gpuc.core.api import PodRecord, StatusResponse
 from gpuc.core.errors import ConfigError, FunctionsError
-from gpuc.core.ledger import Ledger, LedgerRow, summarize, usd_per_1m_tokens
+from gpuc.core.ledger import Ledger, summarize, usd_per_1m_tokens
+from gpuc.core.models import LedgerRow
 from gpuc.core.settings import load_settings
 
 HOUR = 3600.0

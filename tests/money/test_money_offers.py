@@ -119,10 +119,10 @@ def test_there_is_no_bid_advice_without_a_floor() -> None:
 
 
 def test_bandwidth_per_dollar_uses_the_offer_then_the_catalog() -> None:
-    measured = bandwidth_per_dollar(vast(gpu_mem_bw_gbps=900.0, price_per_hour=0.45))
-    assert measured == (900.0, pytest.approx(2000.0), "offer")
-    nominal = bandwidth_per_dollar(vast(gpu="RTX 3090", price_per_hour=0.5, gpu_count=2))
-    assert nominal == (936.0, pytest.approx(936.0 / 0.25), "catalog")
+    bandwidth, per_dollar, source = bandwidth_per_dollar(vast(gpu_mem_bw_gbps=900.0, price_per_hour=0.45))
+    assert (bandwidth, source) == (900.0, "offer") and per_dollar == pytest.approx(2000.0)
+    bandwidth, per_dollar, source = bandwidth_per_dollar(vast(gpu="RTX 3090", price_per_hour=0.5, gpu_count=2))
+    assert (bandwidth, source) == (936.0, "catalog") and per_dollar == pytest.approx(936.0 / 0.25)
     assert bandwidth_per_dollar(vast(gpu="Mystery 9000")) == (None, None, None)
 
 

@@ -184,7 +184,7 @@ def fake_registry(monkeypatch: pytest.MonkeyPatch, provider: FakeProvider) -> No
         assert name == provider.name
         return provider
 
-    monkeypatch.setattr("gpuc.core.providers.registry.get_provider", get_provider)
+    monkeypatch.setattr("gpuc.client.cmd_pick.get_provider", get_provider)
 
 
 def test_the_cli_uses_live_prices_when_the_provider_answers(monkeypatch: pytest.MonkeyPatch) -> None:

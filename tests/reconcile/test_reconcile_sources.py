@@ -8,7 +8,6 @@ import json
 from typing import Any
 
 import pytest
-from pydantic import SecretStr
 from reconcilefakes import HOUR, MONTH, T0, World
 
 from gpuc.client.reconcile import SOURCE_FACTORIES, billing_sources
@@ -18,7 +17,7 @@ from gpuc.core.providers import runpod_billing, vast_billing
 from gpuc.core.providers.runpod_billing import RunPodBilling, month_window
 from gpuc.core.providers.vast import VastProvider
 from gpuc.core.providers.vast_billing import VastBilling
-from gpuc.core.settings import Settings
+from gpuc.core.settings import SecretStr, Settings
 
 # runpod/docs api-reference-v2/openapi.json, listPodBilling 200 example (verbatim).
 RUNPOD_DOC_EXAMPLE: dict[str, Any] = {

@@ -1,0 +1,60 @@
+"""`--wait` for `gpuc up` and `gpuc run`, and `gpuc logs`: the click-facing side of client/outcome.py.
+
+The job's output goes to stdout, gpuc's own lines to stderr, so `gpuc up ... --wait > run.log` keeps the
+job's output clean. `--wait` exits with the job's exit code; Ctrl-C stops the waiting, never the job.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import NoReturn
+
+import click
+
+from gpuc.client.deps import Deps
+from gpuc.client.outcome import STOPPED_WAITING_EXIT, Follow, follow, report
+from gpuc.core.errors import ConfigError
+from gpuc.core.models import Pod
+
+
+def say(text: str) -> None:
+    click.echo(f"gpuc: {text}", err=True)
+
+
+def new_job_id() -> str:
+    from gpuc.core.models import new_run_id
+
+    return new_run_id()
+
+
+def check_wait_options(wait: bool, timeout: str | None, command: tuple[str, ...] | list[str]) -> float | None:
+    """--timeout only means something with --wait, and --wait only with a command to wait for."""
+    if wait and not command:
+        raise ConfigError("--wait needs a command to wait for", hint="gpuc up NAME --wait -- python train.py")
+    if timeout is None:
+        return None
+    if not wait:
+        raise ConfigError("--timeout limits --wait", hint="add --wait (gpuc up NAME --wait --timeout 2h -- CMD)")
+    from gpuc.client.cmd_pod import parse_duration
+
+    return parse_duration(timeout)
+
+
+def wait_and_exit(deps: Deps, pod: Pod, *, job_id: str | None, timeout_s: float | None) -> NoReturn:
+    """Stream the job, print its one-line outcome, exit with its exit code."""
+    run = deps.runs.find(pod.id)
+    since = deps.clock.now()
+    say(f"waiting for the job on {pod.id} (Ctrl-C stops waiting; the job goes on)")
+    state: Follow | None = None
+    try:
+        state = follow(deps, pod, job_id=job_id, out=sys.stdout.buffer, timeout_s=timeout_s)
+        result = report(deps, pod, run, state, job_id=job_id, since=since)
+    except KeyboardInterrupt:
+        if state is not None:
+            state.printer.flush()
+        sys.stdout.flush()
+        say(f"stopped waiting; the job goes on on {pod.id}: gpuc logs {pod.id} -f (gpuc down {pod.id} ends it)")
+        sys.exit(STOPPED_WAITING_EXIT)
+    sys.stdout.flush()
+    say(result.line)
+    sys.exit(result.exit_code)

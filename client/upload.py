@@ -1,0 +1,368 @@
+"""Getting the project onto the pod: `gpuc up` uploads the current folder into the pod's workspace (the
+job's working directory), then checks that the files the command names are there before the job starts.
+
+What is sent:
+- in a git work tree, what git would keep: `git ls-files --cached --others --exclude-standard` (tracked and
+  untracked files, .gitignore respected);
+- elsewhere, every file under the folder, skipping .git, .venv, venv, __pycache__, node_modules and tool
+  caches;
+- never `.env` files (secrets reach the pod only as its mode-600 secrets file), a top-level `results/`
+  (the pod's results/ is this run's: old results would be synced again as new ones) or `.gpuc/`.
+
+The whole is measured BEFORE the create: over the limit (`GPUC_UPLOAD_MAX_MB`, default 200) `up` refuses
+and names the biggest files, since a checkpoint that slipped past .gitignore would otherwise be paid for
+by the minute while it uploads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import shlex
+import stat
+import subprocess
+import tarfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from gpuc.client.provision import STATE_DIR, pod_paths
+from gpuc.core.errors import ConfigError, GpucError
+from gpuc.core.providers.base import PodAccess
+
+DEFAULT_MAX_MB = 200.0
+SKIP_DIRS = frozenset(
+    {".git", ".venv", "venv", "__pycache__", "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox",
+     ".ipynb_checkpoints", ".gpuc"}
+)
+TOP_SKIPPED = ("results", ".gpuc")
+_ENV_FILE = re.compile(r"^\.env(\..+)?$")
+_ENV_EXAMPLES = (".example", ".sample", ".template", ".dist")
+PART_BYTES = 8 * 1024 * 1024  # each put_file stays well inside one ssh call's time limit
+UPLOAD_DIR = f"{STATE_DIR}/upload"
+UNPACK_TIMEOUT_S = 600.0
+
+
+@dataclass
+class Bundle:
+    """What `up` sends: files relative to `root` (posix paths), with their sizes."""
+
+    root: Path
+    how: str  # "git ls-files" or "folder walk"
+    files: dict[str, int] = field(default_factory=dict)
+    links: dict[str, str] = field(default_factory=dict)  # rel -> target (inside the project)
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self.files.values())
+
+    def describe(self) -> str:
+        return f"{len(self.files) + len(self.links)} files, {_mb(self.total_bytes)} from {self.root} ({self.how})"
+
+    def archive(self) -> bytes:
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=6) as tar:
+            for rel in sorted(self.files):
+                info = tar.gettarinfo(str(self.root / rel), arcname=rel)
+                _own_by_root(info)
+                with (self.root / rel).open("rb") as fh:
+                    tar.addfile(info, fh)
+            for rel, target in sorted(self.links.items()):
+                info = tarfile.TarInfo(rel)
+                info.type, info.linkname, info.mode = tarfile.SYMTYPE, target, 0o777
+                _own_by_root(info)
+                tar.addfile(info)
+        return buffer.getvalue()
+
+
+def _own_by_root(info: tarfile.TarInfo) -> None:
+    # Extracted as root on the pod, a file keeps the owner the archive names: the laptop user's uid means
+    # nothing there.
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+
+
+def _mb(size: int) -> str:
+    if size >= 100_000:
+        return f"{size / 1e6:.1f} MB"
+    return f"{size / 1e3:.1f} KB" if size >= 1000 else f"{size} bytes"
+
+
+def skipped_name(rel: PurePosixPath) -> str | None:
+    """Why this path is never uploaded, or None."""
+    if rel.parts and rel.parts[0] in TOP_SKIPPED:
+        return f"{rel.parts[0]}/"
+    if _ENV_FILE.match(rel.name) and not rel.name.endswith(_ENV_EXAMPLES):
+        return str(rel)
+    return None
+
+
+def collect(root: Path) -> Bundle:
+    root = root.resolve()
+    names = _git_files(root)
+    bundle = Bundle(root, "git ls-files" if names is not None else "folder walk")
+    for rel in names if names is not None else _walk(root):
+        _add(bundle, PurePosixPath(rel))
+    return bundle
+
+
+def _git_files(root: Path) -> list[str] | None:
+    """What git would keep, relative to root; None when root is not in a git work tree (or no git)."""
+    try:
+        inside = subprocess.run(
+            ["git", "rev-parse", "--is-inside-work-tree"], cwd=root, capture_output=True, text=True, timeout=30
+        )
+        if inside.returncode != 0 or inside.stdout.strip() != "true":
+            return None
+        listed = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=root,
+            capture_output=True,
+            timeout=120,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if listed.returncode != 0:
+        raise ConfigError(
+            f"git could not list the files of {root}: {listed.stderr.decode(errors='replace').strip()[-200:]}",
+            hint="fix the repository, or upload nothing with --no-upload",
+        )
+    # A tracked file deleted from the work tree is listed twice over (cached); each name is sent once.
+    return sorted({n for n in listed.stdout.decode(errors="surrogateescape").split("\0") if n})
+
+
+def _walk(root: Path) -> list[str]:
+    out: list[str] = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
+        base = Path(folder).relative_to(root)
+        out.extend((base / name).as_posix() for name in sorted(files))
+        # A link to a folder is not walked into; it travels as a link.
+        out.extend((base / d).as_posix() for d in dirs if (Path(folder) / d).is_symlink())
+    return out
+
+
+def _add(bundle: Bundle, rel: PurePosixPath) -> None:
+    why = skipped_name(rel)
+    if why is not None:
+        if why not in bundle.skipped:
+            bundle.skipped.append(why)
+        return
+    path = bundle.root / rel
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return  # listed by git but deleted from the work tree: nothing to send
+    if stat.S_ISLNK(st.st_mode):
+        target = os.readlink(path)
+        inside = (path.parent / target).resolve()
+        if os.path.isabs(target) or not inside.is_relative_to(bundle.root):
+            bundle.skipped.append(f"{rel} (a link out of the project)")
+            return
+        bundle.links[rel.as_posix()] = target
+    elif stat.S_ISREG(st.st_mode):
+        bundle.files[rel.as_posix()] = st.st_size
+    elif stat.S_ISDIR(st.st_mode):
+        bundle.skipped.append(f"{rel}/ (a git submodule: not uploaded)")
+
+
+def check_size(bundle: Bundle, max_mb: float) -> None:
+    limit = int(max_mb * 1e6)
+    if bundle.total_bytes <= limit:
+        return
+    biggest = sorted(bundle.files.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
+    shown = ", ".join(f"{name} ({_mb(size)})" for name, size in biggest)
+    leave_out = (
+        "add big files to .gitignore"
+        if bundle.how == "git ls-files"
+        else "this folder is not a git work tree, so every file goes: move big files out (or git init and"
+        " .gitignore them)"
+    )
+    raise ConfigError(
+        f"the project at {bundle.root} is {_mb(bundle.total_bytes)}, over the {max_mb:g} MB upload limit;"
+        f" biggest: {shown}",
+        hint=f"{leave_out}; data and checkpoints belong in a bucket or are downloaded on the pod."
+        " Or raise GPUC_UPLOAD_MAX_MB, or skip the upload with --no-upload",
+    )
+
+
+def prepare(root: Path, max_mb: float) -> Bundle:
+    """Listed and measured on the laptop, before anything is rented."""
+    bundle = collect(root)
+    check_size(bundle, max_mb)
+    return bundle
+
+
+# -- onto the pod ---------------------------------------------------------------------------------
+# Run on the pod: join the parts, check them, unpack into the workspace, remove the parts.
+UNPACK = """
+import hashlib, json, os, sys, tarfile
+from gpuc.core.podpaths import PodPaths
+paths = PodPaths.from_env()
+folder = paths.state / 'upload'
+parts = sorted(folder.glob('part-*'))
+data = b''.join(p.read_bytes() for p in parts)
+if hashlib.sha256(data).hexdigest() != sys.argv[1]:
+    print(json.dumps({'error': 'the upload arrived damaged (checksum mismatch)'}))
+    sys.exit(3)
+import io
+with tarfile.open(fileobj=io.BytesIO(data), mode='r:gz') as tar:
+    members = tar.getmembers()
+    if hasattr(tarfile, 'data_filter'):
+        tar.extractall(paths.workspace, members=members, filter='data')
+    else:
+        for m in members:
+            if m.name.startswith('/') or '..' in m.name.split('/') or (m.issym() and (
+                    m.linkname.startswith('/') or '..' in m.linkname.split('/'))):
+                print(json.dumps({'error': 'refusing ' + m.name}))
+                sys.exit(3)
+        tar.extractall(paths.workspace, members=members)
+for p in parts:
+    p.unlink()
+print(json.dumps({'files': len(members), 'workspace': str(paths.workspace)}))
+"""
+
+
+def upload(access: PodAccess, bundle: Bundle, say: Callable[[str], None]) -> None:
+    """The project into the pod's workspace. Raises GpucError (then `up` destroys the pod)."""
+    data = bundle.archive()
+    digest = hashlib.sha256(data).hexdigest()
+    count = max(1, -(-len(data) // PART_BYTES))
+    for i in range(count):
+        chunk = data[i * PART_BYTES : (i + 1) * PART_BYTES]
+        access.put_file(f"{UPLOAD_DIR}/part-{i:05d}", chunk, 0o600)
+    code, out = access.run(["python", "-c", UNPACK, digest], timeout_s=UNPACK_TIMEOUT_S)
+    answer = _last_json(out)
+    if code != 0 or answer is None or "files" not in answer:
+        reason = (answer or {}).get("error") or out.strip()[-300:] or f"exit {code}"
+        raise GpucError(f"unpacking the project on the pod failed: {reason}", hint="check the pod's disk space")
+    say(f"  project uploaded: {bundle.describe()} -> {answer.get('workspace')} ({_mb(len(data))} sent)")
+    if bundle.skipped:
+        say(f"  not uploaded: {', '.join(bundle.skipped[:6])}{' ...' if len(bundle.skipped) > 6 else ''}")
+
+
+def _last_json(out: str) -> dict[str, object] | None:
+    for line in reversed(out.strip().splitlines()):
+        if line.startswith("{"):
+            try:
+                found = json.loads(line)
+            except ValueError:
+                return None
+            return found if isinstance(found, dict) else None
+    return None
+
+
+# -- is what the command names on the pod? ----------------------------------------------------------
+_PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
+_SHELLS = frozenset({"sh", "bash", "zsh", "dash"})
+_PY_VALUE_OPTS = frozenset({"-W", "-X", "--check-hash-based-pycs"})
+_LAUNCHERS = frozenset({"torchrun", "deepspeed", "accelerate"})
+
+
+def named_files(command: list[str]) -> tuple[str | None, list[str]]:
+    """(the program to find on PATH, or None when argv[0] is a path; the files the command runs).
+
+    Only what is surely an input: the program itself, the script an interpreter or a launcher runs. A
+    later argument may be an output the job creates; those are never checked (a false alarm here destroys
+    a pod whose job would have worked)."""
+    if not command:
+        return None, []
+    first, args = command[0], command[1:]
+    files = [first] if "/" in first else []
+    program = None if "/" in first else first
+    name = os.path.basename(first)
+    if _PYTHON.match(name):
+        files += _python_script(args)
+    elif name in _SHELLS and not any(_is_c_option(a) for a in args):
+        files += [a for a in args if not a.startswith("-")][:1]
+    elif name in _LAUNCHERS:
+        files += [a for a in args if a.endswith(".py") and not a.startswith("-")][:1]
+    return program, files
+
+
+def _python_script(args: list[str]) -> list[str]:
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        if arg in ("-m", "-c", "-"):
+            return []  # a module, inline code, stdin: no file to check
+        if arg in _PY_VALUE_OPTS:
+            skip = True
+            continue
+        if arg.startswith("-"):
+            if arg[1:2] in ("m", "c") and not arg.startswith("--"):
+                return []  # -mpkg, -c'code'
+            continue
+        return [arg]
+    return []
+
+
+def _is_c_option(arg: str) -> bool:
+    """-c, -ec, -xc ...: the shell runs a string, not a file."""
+    return arg.startswith("-") and not arg.startswith("--") and "c" in arg[1:]
+
+
+# Run on the pod, in the job's folder with the job's PATH: which of the names are missing.
+MISSING = """
+import json, os, shutil, sys
+program, files = sys.argv[1], sys.argv[2:]
+missing = [f for f in files if not os.path.exists(f)]
+if program and shutil.which(program) is None:
+    missing.insert(0, program)
+print(json.dumps({'missing': missing, 'cwd': os.getcwd()}))
+"""
+
+
+def missing_on_pod(access: PodAccess, command: list[str]) -> list[str]:
+    """The program or files COMMAND needs that the pod does not have (checked where the job runs)."""
+    program, files = named_files(command)
+    if program is None and not files:
+        return []
+    code, out = access.run(["python", "-c", MISSING, program or "", *files], timeout_s=60.0)
+    answer = _last_json(out)
+    missing = answer.get("missing") if answer else None
+    if code != 0 or not isinstance(missing, list):
+        return []  # cannot tell: the job's own error will say it, no pod is destroyed on a guess
+    return [str(m) for m in missing]
+
+
+def missing_message(missing: list[str], command: list[str], access: PodAccess, bundle: Bundle | None) -> str:
+    program, _files = named_files(command)
+    parts = [f"no program {program!r} on the pod's PATH"] if program in missing else []
+    files = [m for m in missing if m != program]
+    if files:
+        count = len(bundle.files) + len(bundle.links) if bundle else 0
+        held = f" (it holds the {count} files uploaded from {bundle.root})" if bundle else ""
+        parts.append(f"{', '.join(files)} not in the job's folder {pod_paths(access).workspace}{held}")
+    return f"`{shlex.join(command)[:80]}`: {'; '.join(parts)}"
+
+
+def check_command(access: PodAccess, command: list[str], bundle: Bundle | None, *, destroying: bool = True) -> None:
+    """Raise ConfigError when what COMMAND runs is not on the pod. From `up` the pod was just created for
+    this job: the error destroys it (seconds billed, not the bootstrap's minutes and the job's failure)."""
+    if not command:
+        return
+    missing = missing_on_pod(access, command)
+    if not missing:
+        return
+    message = missing_message(missing, command, access, bundle)
+    if destroying:
+        raise ConfigError(
+            message,
+            hint="the pod was destroyed; run gpuc up from the project's folder (git-ignored files are not sent),"
+            " or fix the command's path",
+        )
+    raise ConfigError(message, hint="fix the command's path, or copy the file onto the pod first")
+
+
+def put_project(access: PodAccess, bundle: Bundle, command: list[str], say: Callable[[str], None]) -> None:
+    """The project into the workspace, then the check: right after the upload, before the bootstrap's
+    minutes are billed."""
+    upload(access, bundle, say)
+    check_command(access, command, bundle)

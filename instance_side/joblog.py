@@ -1,0 +1,174 @@
+"""The job's output and outcome, kept on the pod so they outlive the laptop and (synced) the pod.
+
+- `JobLogTee` copies everything the job writes (stdout and stderr, merged, as a terminal shows them) into
+  `PodPaths.job_log` from a thread, and echoes it to the wrapper's own stdout when someone reads that (a
+  terminal or a pipe; not the detached `job.out` file, which would hold a second copy). The log keeps its
+  first `cap` bytes; past them it keeps the last `tail` bytes in memory and appends them at the job's
+  exit behind an omission marker: the traceback at the end is what a failed run is debugged from.
+- `write_outcome` records what the laptop reports after `--wait` (exit code, duration, ...) in
+  `PodPaths.outcome`, next to the exit-code file the wrapper writes first.
+
+Never raises on I/O: a full disk must not stop the job or its ending.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import stat
+import threading
+from pathlib import Path
+from typing import IO, Any
+
+from gpuc.instance_side.podfiles import PodPaths, atomic_write
+
+LOG_CAP_BYTES = 100 * 1024 * 1024
+TAIL_BYTES = 1024 * 1024
+READ_CHUNK = 64 * 1024
+OUTCOME_FORMAT = "gpuc-outcome/1"
+# A job's daemon child may keep the output pipe open after the job exits: wait this long, then go on.
+DRAIN_WAIT_S = 5.0
+
+
+def echo_fd() -> int | None:
+    """fd 1 when someone reads the wrapper's stdout (a terminal, a pipe, an ssh session); None when it is a
+    regular file or /dev/null (the detached start: the log file already holds the output)."""
+    try:
+        mode = os.fstat(1).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISCHR(mode) and not os.isatty(1):
+        return None  # /dev/null
+    return 1
+
+
+class JobLogTee:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        echo: int | None,
+        cap_bytes: int = LOG_CAP_BYTES,
+        tail_bytes: int = TAIL_BYTES,
+    ) -> None:
+        self.path = path
+        self.echo = echo
+        self.cap = cap_bytes
+        self.tail_bytes = tail_bytes
+        self.written = 0
+        self.omitted = 0
+        self._tail = bytearray()
+        self._lock = threading.Lock()
+        self._fd: int | None = None
+        self._thread: threading.Thread | None = None
+
+    def open(self) -> None:
+        """A fresh log for this job (a pod that runs a second job keeps only the second's)."""
+        with contextlib.suppress(OSError):
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+
+    def start(self, pipe: IO[bytes]) -> None:
+        self._thread = threading.Thread(target=self._pump, args=(pipe,), name="job-log", daemon=True)
+        self._thread.start()
+
+    def _pump(self, pipe: IO[bytes]) -> None:
+        fd = pipe.fileno()
+        while True:
+            try:
+                chunk = os.read(fd, READ_CHUNK)
+            except OSError:
+                break
+            if not chunk:
+                break
+            self._take(chunk)
+        with contextlib.suppress(OSError):
+            pipe.close()
+
+    def note(self, text: str) -> None:
+        """A line of gpuc's own in the job's log (why the job could not start)."""
+        self._take(text.encode(errors="replace"))
+
+    def _take(self, chunk: bytes) -> None:
+        with self._lock:
+            room = max(0, self.cap - self.written)
+            head, rest = chunk[:room], chunk[room:]
+            if head and self._fd is not None:
+                try:
+                    os.write(self._fd, head)
+                except OSError:
+                    self._fd_failed()
+            self.written += len(head)
+            if rest:
+                self._tail += rest
+                overflow = len(self._tail) - self.tail_bytes
+                if overflow > 0:
+                    del self._tail[:overflow]
+                    self.omitted += overflow
+        if self.echo is not None:
+            try:
+                os.write(self.echo, chunk)
+            except OSError:
+                self.echo = None  # a dropped ssh: the log file still gets everything
+
+    def _fd_failed(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+        self._fd = None
+
+    def finish(self, wait_s: float = DRAIN_WAIT_S) -> bool:
+        """After the job's exit: drain what is left in the pipe (at most `wait_s`), then close the log
+        with the kept tail. False when something (a daemon the job left) still holds the pipe open."""
+        drained = True
+        if self._thread is not None:
+            self._thread.join(wait_s)
+            drained = not self._thread.is_alive()
+        with self._lock:
+            if self._fd is None:
+                return drained
+            tail = bytes(self._tail)
+            try:
+                if tail or self.omitted:
+                    marker = (
+                        f"\n[gpuc: the log keeps its first {self.cap} bytes and its last {len(tail)} bytes;"
+                        f" {self.omitted} bytes in between were not kept]\n"
+                    )
+                    os.write(self._fd, marker.encode() + tail)
+                if not drained:
+                    os.write(self._fd, b"\n[gpuc: the job exited; a process it started still holds its output]\n")
+            except OSError:
+                pass
+            # The pump may still run (a daemon holds the pipe): it writes through the same fd under the lock,
+            # so the fd stays open for it; the tail is handed over once.
+            self._tail.clear()
+            self.omitted = 0
+            if drained:
+                self._fd_failed()
+        return drained
+
+    @property
+    def truncated(self) -> bool:
+        return self.written >= self.cap
+
+
+def write_outcome(paths: PodPaths, data: dict[str, Any]) -> None:
+    with contextlib.suppress(OSError):
+        atomic_write(paths.outcome, json.dumps({"format": OUTCOME_FORMAT, **data}, sort_keys=True) + "\n", 0o644)
+
+
+def read_outcome(paths: PodPaths) -> dict[str, Any] | None:
+    try:
+        data = json.loads(paths.outcome.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("format") == OUTCOME_FORMAT else None
+
+
+def clear_outcome(paths: PodPaths) -> None:
+    """A new job starts: the previous job's outcome must never be taken for this one's."""
+    for path in (paths.outcome, paths.exit_code):
+        with contextlib.suppress(FileNotFoundError, OSError):
+            path.unlink()

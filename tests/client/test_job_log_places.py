@@ -1,0 +1,118 @@
+"""After the destroy, `gpuc logs` and `--wait` read the job's log and outcome where the pod's sync put them:
+an S3 bucket (moto, in process) and the experiment's git repo (a bare repo over file://). Pushed by the pod's
+own sync code, read back by the laptop's."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from gpuc.client.joblogs import Destination, result_places
+from gpuc.core.podpaths import PodPaths
+from gpuc.core.settings import SecretStr, Settings
+from gpuc.instance_side.joblog import OUTCOME_FORMAT
+from gpuc.instance_side.sync import (
+    JOB_LOG_NAME,
+    OUTCOME_NAME,
+    S3_KEY_ENV,
+    S3_SECRET_ENV,
+    GitSync,
+    S3Sync,
+    SplitSync,
+    git_environ,
+    with_job_log,
+)
+
+KEY, SECRET = "AKIAEXAMPLEKEY000002", "s3cr3t-laptop-value"
+
+
+def pod_with_a_finished_job(root: Path) -> PodPaths:
+    paths = PodPaths(root)
+    paths.state.mkdir(parents=True)
+    paths.results.mkdir(parents=True)
+    (paths.results / "metrics.json").write_text("{}")
+    paths.job_log.write_bytes(b"epoch 1\n\xff not utf-8\nTraceback: boom\n")
+    outcome = {"format": OUTCOME_FORMAT, "job_id": "j1", "exit_code": 1, "duration_s": 12.0}
+    paths.outcome.write_text(json.dumps(outcome))
+    return paths
+
+
+@pytest.fixture
+def s3() -> Iterator[Any]:
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test")
+        client.create_bucket(Bucket="results")
+        yield client
+
+
+def test_the_laptop_reads_the_log_the_pod_sent_to_s3(s3: Any, tmp_path: Path) -> None:
+    paths = pod_with_a_finished_job(tmp_path / "pod")
+    sent = S3Sync("s3://results/runs", "exp", "run01", credentials={S3_KEY_ENV: KEY, S3_SECRET_ENV: SECRET})
+    sync = with_job_log(sent, paths)
+    assert sync.verify(sync.push(paths.results))
+    laptop = Settings(
+        home=tmp_path / "home",
+        results_bucket="s3://results/runs",
+        s3_access_key_id=SecretStr(KEY),
+        s3_secret_access_key=SecretStr(SECRET),
+    )
+    dest = Destination(result_places(laptop, "runpod", "exp", "run01"))
+    log, outcome = dest.read(JOB_LOG_NAME), dest.read(OUTCOME_NAME)
+    assert log is not None and log.data == paths.job_log.read_bytes(), "byte for byte, not UTF-8 or not"
+    assert outcome is not None and json.loads(outcome.data)["exit_code"] == 1
+    assert Destination(result_places(laptop, "runpod", "exp", "run02")).read(JOB_LOG_NAME) is None
+
+
+def git(*args: str, cwd: Path | None = None) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.fixture
+def remote(tmp_path: Path) -> Path:
+    bare = tmp_path / "remote.git"
+    git("init", "--quiet", "--bare", "-b", "main", str(bare))
+    seed = tmp_path / "seed"
+    git("clone", "--quiet", str(bare), str(seed))
+    (seed / "train.py").write_text("print('hi')\n")
+    git("checkout", "--quiet", "-b", "main", cwd=seed)
+    git("add", ".", cwd=seed)
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m", "code", cwd=seed)
+    git("push", "--quiet", "origin", "main", cwd=seed)
+    return bare
+
+
+def test_the_laptop_reads_the_log_the_pod_committed_to_git(
+    remote: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    paths = pod_with_a_finished_job(tmp_path / "pod")
+    url = f"file://{remote}"
+    git_sync = GitSync(url, "exp", "run01", paths.results_repo, environ=git_environ({"PATH": "/usr/bin:/bin"}, {}))
+    sync = with_job_log(SplitSync(git_sync, None), paths)
+    assert sync.verify(sync.push(paths.results))
+    dest = Destination(result_places(Settings(home=tmp_path / "home", git_remote=url), "runpod", "exp", "run01"))
+    try:
+        log = dest.read(JOB_LOG_NAME)
+        assert log is not None and log.data.endswith(b"Traceback: boom\n")
+        assert dest.read("metrics.json") is not None
+        assert list(scratch.glob("gpuc-logs-*")), "read from one temporary clone"
+    finally:
+        dest.close()
+    assert not list(scratch.glob("gpuc-logs-*")), "the temporary clone is removed"
+
+
+def test_an_unreadable_destination_is_said_not_taken_for_no_log(tmp_path: Path) -> None:
+    url = f"file://{tmp_path}/no-such-repo.git"
+    dest = Destination(result_places(Settings(home=tmp_path / "home", git_remote=url), "runpod", "exp", "run01"))
+    assert dest.read(JOB_LOG_NAME) is None
+    assert dest.errors and "cannot read the results repo" in dest.errors[0]

@@ -1,0 +1,223 @@
+"""`gpuc ls` tells the truth: "no pods" only when every provider was read, GPU, age, cost so far and the
+watchdog's view per pod, ISO 8601 UTC times in --json, a table that fits 100 columns; and `gpuc ls` starts
+without pydantic or httpx on a fresh install."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gpuc.client import cmd_pod, podlife, table
+from gpuc.client.deps import Deps
+from gpuc.client.listing import ls_lines
+from gpuc.client.state import RunStore
+from gpuc.core.api import PodRecord, StatusResponse
+from gpuc.core.clock import FakeClock
+from gpuc.core.errors import FunctionsError, ProviderUnavailable
+from gpuc.core.models import Balance, Pod, PodSpec
+from gpuc.core.providers.base import DestroyResult, Provider
+from gpuc.core.settings import SecretStr, Settings
+
+T0 = 1_790_000_000.0  # 2026-09-21T14:13:20Z
+
+
+class ListingProvider(Provider):
+    def __init__(self, name: str, pods: list[Pod] | None = None, fail: Exception | None = None) -> None:
+        self.name = name
+        self.pods = pods or []
+        self.fail = fail
+
+    def list_pods(self) -> list[Pod]:
+        if self.fail:
+            raise self.fail
+        return list(self.pods)
+
+    def create(self, spec: PodSpec) -> Pod:
+        raise AssertionError("ls never creates")
+
+    def get(self, pod_id: str) -> Pod | None:
+        raise AssertionError("ls never reads one pod")
+
+    def stop(self, pod_id: str) -> None:
+        raise AssertionError("ls never stops")
+
+    def destroy(self, pod_id: str) -> DestroyResult:
+        raise AssertionError("ls never destroys")
+
+    def balance(self) -> Balance:
+        raise AssertionError("ls never reads balances")
+
+
+class Watchdog:
+    def __init__(self, records: list[PodRecord] | None = None, down: bool = False) -> None:
+        self.records, self.down = records or [], down
+
+    def status(self) -> StatusResponse:
+        if self.down:
+            raise FunctionsError("cannot reach the watchdog at http://x", hint="start it")
+        return StatusResponse(server_time=T0, reaper_last_run=T0 - 60, reaper_period_s=300, pods=self.records)
+
+
+def deps_with(tmp_path: Path, providers: list[ListingProvider], watchdog: Watchdog, keys: bool = True) -> Deps:
+    settings = Settings(
+        home=tmp_path / "home",
+        env_file=tmp_path / "none.env",
+        runpod_api_key=SecretStr("rpa_x") if keys else None,
+        vast_api_key=SecretStr("vast_x") if keys else None,
+    )
+    return Deps(
+        settings=settings,
+        runs=RunStore(settings.home),
+        clock=FakeClock(T0),
+        echo=lambda _: None,
+        functions=watchdog,  # type: ignore[arg-type]
+        providers={p.name: p for p in providers},
+    )
+
+
+def every_provider(*pods: Pod, fail: str | None = None) -> list[ListingProvider]:
+    by_name: dict[str, list[Pod]] = {"local": [], "runpod": [], "vast": []}
+    for pod in pods:
+        by_name[pod.provider].append(pod)
+    def failure(name: str) -> Exception | None:
+        return ProviderUnavailable("HTTP 503 after 4 tries", provider=name) if name == fail else None
+
+    return [ListingProvider(name, found, failure(name)) for name, found in by_name.items()]
+
+
+def a_pod(**fields: object) -> Pod:
+    values: dict[str, object] = {
+        "provider": "runpod",
+        "id": "abc123xyz45678",
+        "name": "gpuc-0123456789",
+        "experiment": "lora-sweep-3",
+        "status": "running",
+        "gpu": "NVIDIA GeForce RTX 4090",
+        "price_per_hour": 0.74,
+        "created_at": T0 - 3900,
+        "managed": True,
+    }
+    return Pod(**{**values, **fields})
+
+
+def record(pod_id: str, **fields: object) -> PodRecord:
+    values: dict[str, object] = {
+        "pod_id": pod_id,
+        "provider": "runpod",
+        "name": "gpuc-0123456789",
+        "experiment": "lora-sweep-3",
+        "registered_at": T0 - 3900,
+        "last_seen": T0 - 32,
+        "state": "ok",
+    }
+    return PodRecord(**{**values, **fields})
+
+
+# -- "no pods" only when every provider was read -----------------------------------------------------------
+
+
+def test_ls_with_no_keys_never_says_no_pods() -> None:
+    """A fresh install: only the local provider can be read; RunPod and Vast were never asked."""
+    result = CliRunner().invoke(cmd_pod.ls, [])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert "no pods" not in lines and lines[0] == "no pods at local"
+    assert any(line.startswith("runpod") and "not checked (no key: set RUNPOD_API_KEY)" in line for line in lines)
+    assert any(line.startswith("vast") and "not checked (no key: set VAST_API_KEY)" in line for line in lines)
+
+
+def test_no_pods_is_said_when_every_provider_was_read(tmp_path: Path) -> None:
+    listing = podlife.survey(deps_with(tmp_path, every_provider(), Watchdog()))
+    assert listing.complete and ls_lines(listing) == ["no pods"]
+
+
+def test_a_provider_that_could_not_be_read_is_not_an_empty_account(tmp_path: Path) -> None:
+    listing = podlife.survey(deps_with(tmp_path, every_provider(fail="vast"), Watchdog()))
+    lines = ls_lines(listing)
+    assert "no pods" not in lines and lines[0] == "no pods at local, runpod"
+    assert lines[-1].startswith("vast") and "not read:" in lines[-1] and "HTTP 503" in lines[-1]
+
+
+def test_json_says_on_stderr_which_providers_were_not_checked() -> None:
+    result = CliRunner().invoke(cmd_pod.ls, ["--json"])
+    assert json.loads(result.stdout) == []
+    assert "! runpod: not checked (no key" in result.stderr and "! vast: not checked (no key" in result.stderr
+
+
+# -- what a row says ---------------------------------------------------------------------------------------
+
+
+def test_a_row_says_gpu_age_cost_so_far_and_the_watchdogs_view(tmp_path: Path) -> None:
+    pod = a_pod()
+    listing = podlife.survey(deps_with(tmp_path, every_provider(pod), Watchdog([record(pod.id)])))
+    [row] = listing.rows
+    assert row["age_s"] == 3900 and row["cost_usd"] == pytest.approx(0.74 * 3900 / 3600, abs=1e-4)
+    header, line = ls_lines(listing)
+    assert header.split() == [
+        *("PROVIDER", "ID", "EXPERIMENT", "STATUS", "GPU", "AGE", "$/H", "SPENT", "WATCHDOG", "(UTC)")
+    ]
+    assert "RTX 4090" in line and "NVIDIA" not in line and "1h05m" in line and "0.80" in line
+    assert line.endswith("ok, seen 32s ago")
+
+
+@pytest.mark.parametrize(
+    ("rec", "managed", "answered", "view"),
+    [
+        (None, True, True, "not registered"),
+        (None, False, True, "not gpuc's"),
+        (None, True, False, "?"),
+        ({"state": "late", "last_seen": T0 - 420}, True, True, "LATE, seen 7m ago"),
+        ({"state": "down", "destroy_at": T0 + 240}, True, True, "DOWN: destroy at 14:17"),
+        ({"lease_until": T0 + 7200}, True, True, "ok, seen 32s ago; kept to 16:13"),
+    ],
+)
+def test_the_watchdog_column(
+    tmp_path: Path, rec: dict[str, object] | None, managed: bool, answered: bool, view: str
+) -> None:
+    pod = a_pod(managed=managed)
+    records = [record(pod.id, **rec)] if rec is not None else []
+    listing = podlife.survey(deps_with(tmp_path, every_provider(pod), Watchdog(records, down=not answered)))
+    assert ls_lines(listing)[1].endswith(view)
+
+
+def test_json_times_are_iso_8601_utc(tmp_path: Path) -> None:
+    pod = a_pod()
+    listing = podlife.survey(deps_with(tmp_path, every_provider(pod), Watchdog([record(pod.id, lease_until=T0 + 60)])))
+    [row] = json.loads(podlife.dumps_rows(listing.rows))
+    assert row["created_at"] == "2026-09-21T13:08:20Z"
+    assert row["last_seen"] == "2026-09-21T14:12:48Z" and row["lease_until"] == "2026-09-21T14:14:20Z"
+    assert row["age_s"] == 3900 and row["heartbeat_age_s"] == 32 and row["watchdog"] == "ok"
+
+
+def test_the_table_fits_100_columns_and_never_cuts_an_id(tmp_path: Path) -> None:
+    pods = [
+        a_pod(id="abc123xyz45678", experiment="a-very-long-experiment-name-about-something-" + "x" * 20),
+        a_pod(provider="vast", id="31000001", gpu="H100 SXM", gpu_count=8, status="provisioning"),
+        a_pod(provider="local", id="lp-0123456789", experiment=None, price_per_hour=None, created_at=None),
+    ]
+    records = [record(p.id, state="down", destroy_at=T0 + 240, lease_until=T0 + 90000) for p in pods]
+    lines = ls_lines(podlife.survey(deps_with(tmp_path, every_provider(*pods), Watchdog(records))))
+    assert max(len(line) for line in lines) <= table.WIDTH
+    assert all(any(p.id in line for line in lines) for p in pods)
+    assert any("8x H100" in line for line in lines)
+
+
+# -- startup -----------------------------------------------------------------------------------------------
+
+
+def test_gpuc_ls_on_a_fresh_install_loads_neither_pydantic_nor_httpx(tmp_path: Path) -> None:
+    """Each costs more than a bare interpreter's start (bench/cli_startup.py measures the whole)."""
+    code = (
+        "import sys; sys.argv = ['gpuc', 'ls']\n"
+        "from gpuc.client.entry import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'pydantic', 'httpx', 'click'}), file=sys.stderr)"
+    )
+    env = {"HOME": str(tmp_path), "GPUC_HOME": str(tmp_path / "gpuc"), "GPUC_ENV_FILE": str(tmp_path / "no.env")}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert done.stderr.strip().splitlines()[-1] == "['click']", done.stderr

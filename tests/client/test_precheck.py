@@ -1,0 +1,329 @@
+"""`up` checks what it can before the create call, shows the price and the most the pod can cost, and asks:
+every refusal here must come BEFORE any money is spent (no create call, no intent recorded)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from gpuc.client import cmd_offers, cmd_pod, gpunames, podlife, precheck
+from gpuc.client.deps import Deps
+from gpuc.client.offers import OfferFilters
+from gpuc.client.state import RunStore
+from gpuc.core.api import StatusResponse
+from gpuc.core.clock import FakeClock
+from gpuc.core.errors import ConfigError, GpucError, ProviderError
+from gpuc.core.models import Balance, Offer, Pod, PodSpec
+from gpuc.core.providers.base import DestroyResult, Provider
+from gpuc.core.providers.http import zero_backoff
+from gpuc.core.providers.vast import VastProvider
+from gpuc.core.settings import SecretStr, Settings
+from gpuc.testkit.emulators.vast import VastEmulator
+
+VAST_KEY = "f00dPLANTEDvastkey4c3b2a19087f6e5d"
+VAST_URL = "https://console.vast.test/api/v0"
+EMULATOR_4090 = "11684738"  # the Vast emulator's RTX 4090 that passes every default filter
+
+
+class Created(ProviderError):
+    """Raised by the fakes' create: the test reached the point where money is spent."""
+
+
+class FakeProvider(Provider):
+    """A rented provider answering from memory; `create` records the spec and stops there."""
+
+    def __init__(self, name: str, offers: list[Offer] | None = None) -> None:
+        self.name = name
+        self._offers = offers or []
+        self.created: list[PodSpec] = []
+        self.asked: list[str | None] = []
+
+    def offers(self, gpu: str | None = None, interruptible: bool = False) -> list[Offer]:
+        self.asked.append(gpu)
+        return list(self._offers)
+
+    def create(self, spec: PodSpec) -> Pod:
+        self.created.append(spec)
+        raise Created("create called", provider=self.name)
+
+    def get(self, pod_id: str) -> Pod | None:
+        return None
+
+    def list_pods(self) -> list[Pod]:
+        return []
+
+    def stop(self, pod_id: str) -> None:
+        raise AssertionError("never")
+
+    def destroy(self, pod_id: str) -> DestroyResult:
+        raise AssertionError("never")
+
+    def balance(self) -> Balance:
+        raise AssertionError("never")
+
+
+class RecordingVast(VastProvider):
+    created: list[PodSpec]
+
+    def create(self, spec: PodSpec) -> Pod:
+        self.created.append(spec)
+        raise Created("create called", provider="vast")
+
+
+class HealthyWatchdog:
+    """The functions as `up` sees them before the create: reachable, reaper fresh."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        self.clock = clock
+
+    def status(self) -> StatusResponse:
+        now = self.clock.now()
+        return StatusResponse(server_time=now, reaper_last_run=now, reaper_period_s=300)
+
+
+@pytest.fixture
+def rented(tmp_path: Path) -> Settings:
+    """Everything a rented `up` needs, so that each test breaks exactly one thing."""
+    env_file = tmp_path / ".env"
+    env_file.write_text("HF_TOKEN=hf_x\n")
+    os.chmod(env_file, 0o600)
+    key = tmp_path / "id_ed25519"
+    key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    return Settings(
+        home=tmp_path / "home",
+        env_file=env_file,
+        runpod_api_key=SecretStr("rpa_test"),
+        vast_api_key=SecretStr("vast_test"),
+        admin_token=SecretStr("admin"),
+        ssh_key_path=key,
+        functions_url="https://abc.lambda-url.eu-west-1.on.aws",
+    )
+
+
+def make_deps(settings: Settings, provider: Provider, lines: list[str]) -> Deps:
+    clock = FakeClock()
+    return Deps(
+        settings=settings,
+        runs=RunStore(settings.home),
+        clock=clock,
+        echo=lines.append,
+        functions=HealthyWatchdog(clock),  # type: ignore[arg-type]
+        providers={provider.name: provider},
+    )
+
+
+def runpod_4090() -> FakeProvider:
+    offer = Offer(provider="runpod", id="NVIDIA GeForce RTX 4090", gpu="RTX 4090", price_per_hour=0.74)
+    return FakeProvider("runpod", [offer])
+
+
+def opts(**fields: Any) -> podlife.UpOptions:
+    return podlife.UpOptions(**{"experiment": "exp1", "provider": "runpod", **fields})
+
+
+def nothing_spent(deps: Deps, provider: FakeProvider) -> bool:
+    return provider.created == [] and deps.runs.all() == []
+
+
+# -- refused before the create -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://127.0.0.1:8787", "http://localhost:8787", "http://127.0.0.2:9", "http://[::1]:8787", "http://0.0.0.0:1"],
+)
+def test_it_refuses_a_loopback_watchdog_for_a_rented_pod_before_any_call(rented: Settings, url: str) -> None:
+    lines: list[str] = []
+    provider = runpod_4090()
+    deps = make_deps(rented.with_overrides(functions_url=url), provider, lines)
+    with pytest.raises(ConfigError) as caught:
+        podlife.up(opts(), deps)
+    assert "cannot reach" in caught.value.message and "gpuc watchdog deploy" in (caught.value.hint or "")
+    assert nothing_spent(deps, provider)
+
+
+def test_a_public_watchdog_url_or_a_loopback_sandbox_passes(rented: Settings, tmp_path: Path) -> None:
+    precheck.check_watchdog_reachable(rented)
+    precheck.check_watchdog_reachable(rented.with_overrides(functions_url="http://10.0.0.5:8787"))
+    # The loopback sandbox (tests, the remote demo) runs its pods on this machine: loopback reaches them.
+    sandbox = rented.with_overrides(functions_url="http://127.0.0.1:8787", ssh_sandbox_root=tmp_path)
+    precheck.check_watchdog_reachable(sandbox)
+
+
+def test_it_refuses_a_missing_ssh_key_before_any_call(rented: Settings, tmp_path: Path) -> None:
+    lines: list[str] = []
+    provider = runpod_4090()
+    deps = make_deps(rented.with_overrides(ssh_key_path=tmp_path / "nope"), provider, lines)
+    with pytest.raises(ConfigError, match="no ssh key at") as caught:
+        podlife.up(opts(), deps)
+    assert "ssh-keygen" in (caught.value.hint or "")
+    assert nothing_spent(deps, provider)
+
+
+def test_it_refuses_a_missing_provider_key_before_any_call(rented: Settings) -> None:
+    lines: list[str] = []
+    provider = runpod_4090()
+    deps = make_deps(rented.with_overrides(runpod_api_key=""), provider, lines)
+    with pytest.raises(ConfigError, match="no runpod API key") as caught:
+        podlife.up(opts(), deps)
+    assert "RUNPOD_API_KEY" in (caught.value.hint or "")
+    assert nothing_spent(deps, provider)
+
+
+def test_it_refuses_a_readable_env_file_before_any_call(rented: Settings) -> None:
+    os.chmod(rented.env_file, 0o644)
+    provider = runpod_4090()
+    deps = make_deps(rented, provider, [])
+    with pytest.raises(ConfigError, match="readable by other users"):
+        podlife.up(opts(), deps)
+    assert nothing_spent(deps, provider)
+
+
+def test_an_ambiguous_gpu_lists_the_choices_before_any_call(rented: Settings) -> None:
+    provider = FakeProvider("vast")
+    deps = make_deps(rented, provider, [])
+    with pytest.raises(ConfigError) as caught:
+        podlife.up(opts(provider="vast", gpu="h100"), deps)
+    for choice in ("H100 SXM", "H100 PCIE", "H100 NVL"):
+        assert choice in caught.value.message
+    assert nothing_spent(deps, provider)
+
+
+def test_runpod_interruptible_is_refused_before_any_call(rented: Settings) -> None:
+    provider = runpod_4090()
+    provider.supports_interruptible = False
+    deps = make_deps(rented, provider, [])
+    with pytest.raises(ConfigError, match="cannot rent interruptible"):
+        podlife.up(opts(interruptible=True, bid=0.3), deps)
+    assert nothing_spent(deps, provider)
+
+
+# -- the price, the most it can cost, the question -------------------------------------------------------
+
+
+def test_up_shows_the_price_and_the_most_it_can_cost_and_a_no_creates_nothing(rented: Settings) -> None:
+    lines: list[str] = []
+    questions: list[str] = []
+    provider = runpod_4090()
+    deps = make_deps(rented, provider, lines)
+
+    def no(question: str) -> bool:
+        questions.append(question)
+        return False
+
+    with pytest.raises(GpucError, match="nothing was created"):
+        podlife.up(opts(max_hours=10, confirm=no), deps)
+    price = next(line for line in lines if line.startswith("price:"))
+    assert "$0.740/h" in price and "at most $7.40" in price and "RunPod ends it" in price
+    assert questions == ["create exp1 on runpod?"]
+    assert nothing_spent(deps, provider)
+
+
+def test_without_a_question_up_goes_on_to_the_create_with_the_catalogs_spelling(rented: Settings) -> None:
+    provider = runpod_4090()
+    deps = make_deps(rented, provider, [])
+    with pytest.raises(Created):
+        podlife.up(opts(gpu="4090"), deps)
+    assert [s.gpu_type for s in provider.created] == ["NVIDIA GeForce RTX 4090"]
+
+
+@pytest.fixture
+def vast_emu(clock: FakeClock) -> VastEmulator:
+    return VastEmulator(api_key=VAST_KEY, clock=clock)
+
+
+@pytest.fixture
+def vast(vast_emu: VastEmulator, clock: FakeClock) -> Iterator[RecordingVast]:
+    provider = RecordingVast(VAST_KEY, url=VAST_URL, transport=vast_emu.transport(), clock=clock, backoff=zero_backoff)
+    provider.created = []
+    yield provider
+    provider.close()
+
+
+def test_vast_rents_the_offer_whose_price_was_shown(rented: Settings, vast: RecordingVast) -> None:
+    """The quote and the create must be the same offer: a cheaper one found a moment later is not what the
+    user agreed to (and a dearer one would be worse)."""
+    lines: list[str] = []
+    deps = make_deps(rented, vast, lines)
+    with pytest.raises(Created):
+        podlife.up(opts(provider="vast", gpu="4090", max_hours=4), deps)
+    [spec] = vast.created
+    price = next(line for line in lines if line.startswith("price:"))
+    assert spec.gpu_type == "RTX 4090" and spec.offer_id == EMULATOR_4090
+    assert spec.price_per_hour is not None and f"${spec.price_per_hour:.3f}/h" in price
+    assert f"offer {EMULATOR_4090}" in price and "Vast has no provider-side limit" in price
+
+
+def test_the_dry_run_shows_the_price_too(rented: Settings) -> None:
+    lines: list[str] = []
+    provider = runpod_4090()
+    deps = make_deps(rented, provider, lines)
+    assert podlife.up(opts(dry_run=True), deps) is None
+    assert any("$0.740/h" in line for line in lines) and nothing_spent(deps, provider)
+
+
+class _Tty:
+    def isatty(self) -> bool:
+        return True
+
+
+class _TerminalSys:
+    stdin = _Tty()
+
+
+def test_the_cli_asks_only_on_a_terminal_and_never_with_yes(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[object] = []
+    monkeypatch.setattr(podlife, "up", lambda o, d: seen.append(o.confirm))
+    runner = CliRunner()
+    assert runner.invoke(cmd_pod.up, ["exp1", "--no-upload"]).exit_code == 0  # stdin is not a terminal
+    monkeypatch.setattr(cmd_pod, "sys", _TerminalSys())
+    assert runner.invoke(cmd_pod.up, ["exp1", "--no-upload", "-y"]).exit_code == 0
+    assert runner.invoke(cmd_pod.up, ["exp1", "--no-upload"]).exit_code == 0
+    assert seen[:2] == [None, None] and callable(seen[2])
+
+
+# -- GPU names through the catalogue, for every provider -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("provider", "typed", "sent"),
+    [
+        ("runpod", "4090", "NVIDIA GeForce RTX 4090"),
+        ("runpod", "h100 sxm", "NVIDIA H100 80GB HBM3"),
+        ("runpod", "H100 PCIe", "NVIDIA H100 PCIe"),
+        ("runpod", "rtx 3090 ti", "NVIDIA GeForce RTX 3090 Ti"),
+        ("vast", "4090", "RTX 4090"),
+        ("vast", "RTX_3090", "RTX 3090"),
+        ("vast", "h100 pcie", "H100 PCIE"),
+        ("vast", "A100 SXM", "A100 SXM4"),
+        ("vast", "Mystery 9000", "Mystery 9000"),  # unknown here: the provider decides
+        ("local", "h100", "h100"),
+    ],
+)
+def test_a_gpu_name_becomes_the_providers_own_spelling(provider: str, typed: str, sent: str) -> None:
+    assert gpunames.resolve(provider, typed) == sent
+
+
+@pytest.mark.parametrize(("provider", "typed"), [("runpod", "h100"), ("runpod", "A100"), ("vast", "a100")])
+def test_an_ambiguous_gpu_name_is_refused_with_its_choices(provider: str, typed: str) -> None:
+    with pytest.raises(ConfigError, match=r"names [23] cards") as caught:
+        gpunames.resolve(provider, typed)
+    assert "--gpu" in (caught.value.hint or "")
+
+
+def test_offers_for_h100_on_vast_search_every_h100_spelling() -> None:
+    """Vast filters gpu_name by equality: one search for "h100" found nothing at all."""
+    found = [
+        Offer(provider="vast", id="1", gpu="H100 SXM", price_per_hour=2.0),
+        Offer(provider="vast", id="2", gpu="H100 PCIE", price_per_hour=1.8),
+        Offer(provider="vast", id="3", gpu="RTX 4090", price_per_hour=0.3),  # a loose answer: dropped
+    ]
+    provider = FakeProvider("vast", found)
+    offers = cmd_offers.fetch("vast", lambda: provider, "h100", False, OfferFilters())
+    assert sorted(provider.asked) == ["H100 NVL", "H100 PCIE", "H100 SXM"]  # type: ignore[type-var]
+    assert sorted(o.id for o in offers) == ["1", "2"]

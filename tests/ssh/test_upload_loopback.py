@@ -1,0 +1,105 @@
+"""The project upload, the command check and the job log over real ssh (loopback sshd): the rented-pod path.
+The upload runs once the agent watches the pod and BEFORE the bootstrap, whose minutes a missing script
+must not cost."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from conftest import POD_TOKEN, Sshd
+from test_provision_loopback import Rented
+
+from gpuc.client import upload
+from gpuc.client.joblogs import read_pod_log
+from gpuc.client.podlife import Deps, start_job
+from gpuc.client.provision import offline_installer, provision
+from gpuc.client.ssh import SshAccess, ssh_access
+from gpuc.client.state import RunStore
+from gpuc.core.clock import SystemClock
+from gpuc.core.errors import ConfigError
+from gpuc.core.models import Pod, PodSpec
+from gpuc.core.podpaths import PodPaths
+from gpuc.core.providers.base import PodAccess
+from gpuc.core.settings import Settings
+
+pytestmark = pytest.mark.sshd
+POD_ID = "loopup01"
+
+
+@pytest.fixture
+def pod_paths(sshd: Sshd) -> Iterator[PodPaths]:
+    paths = PodPaths(sshd.sandbox / POD_ID)
+    yield paths
+    for lock in (paths.agent_lock, paths.state / "job.pid"):
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int(lock.read_text().split()[0]), signal.SIGTERM)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "train.py").write_text("import sys\nprint('loss 0.1')\nprint('warn', file=sys.stderr)\nsys.exit(5)\n")
+    return root
+
+
+def rented(sshd: Sshd, settings: Settings, functions_url: str) -> tuple[SshAccess, Pod, PodSpec, Deps]:
+    settings = settings.with_overrides(functions_url=functions_url)
+    pod = Pod(
+        provider="runpod", id=POD_ID, name="gpuc-run0002", status="running", ssh_host="127.0.0.1", ssh_port=sshd.port
+    )
+    spec = PodSpec(experiment="exp", run_id="run0002", provider="runpod", gpu_type="RTX 4090")
+    deps = Deps(
+        settings=settings,
+        runs=RunStore(settings.home),
+        clock=SystemClock(),
+        echo=lambda _: None,
+        functions=cast(Any, object()),  # provisioning never calls the watchdog
+        providers={"runpod": Rented()},
+    )
+    return ssh_access(pod, settings, user=sshd.user), pod, spec, deps
+
+
+def project_for(command: list[str], project: Path) -> Callable[[PodAccess], None]:
+    bundle = upload.collect(project)
+    return lambda access: upload.put_project(access, bundle, command, lambda _: None)
+
+
+def test_a_missing_script_stops_provisioning_before_the_bootstrap(
+    sshd: Sshd, ssh_settings: Settings, functions_url: str, pod_paths: PodPaths, project: Path
+) -> None:
+    access, pod, spec, deps = rented(sshd, ssh_settings, functions_url)
+    with pytest.raises(ConfigError, match=f"trian.py not in the job's folder {pod_paths.workspace}"):
+        provision(
+            access, pod, spec, deps, {}, POD_TOKEN, installer=offline_installer(sys.executable), verify=False,
+            before_bootstrap=project_for([sys.executable, "trian.py"], project),
+        )
+    assert (pod_paths.workspace / "train.py").exists(), "uploaded over ssh"
+    assert not pod_paths.bootstrap_csv.exists(), "the bootstrap never ran"
+
+
+def test_the_job_log_and_outcome_are_read_over_ssh(
+    sshd: Sshd, ssh_settings: Settings, functions_url: str, pod_paths: PodPaths, project: Path
+) -> None:
+    access, pod, spec, deps = rented(sshd, ssh_settings, functions_url)
+    provision(
+        access, pod, spec, deps, {}, POD_TOKEN, installer=offline_installer(sys.executable), verify=False,
+        bootstrap=False, before_bootstrap=project_for([sys.executable, "train.py"], project),
+    )
+    start_job(access, [sys.executable, "train.py"], "job-ssh")
+    deadline = time.monotonic() + 60
+    read = read_pod_log(access, 0)
+    while (read.outcome or {}).get("exit_code") is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+        read = read_pod_log(access, 0)
+    assert read.outcome is not None and read.outcome["exit_code"] == 5 and read.outcome["job_id"] == "job-ssh"
+    assert read.data == b"loss 0.1\nwarn\n" and read.size == len(read.data)
+    assert read_pod_log(access, 9).data == b"warn\n", "from an offset"
