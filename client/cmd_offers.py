@@ -9,6 +9,7 @@ from functools import partial
 import click
 from pydantic import BaseModel
 
+from gpuc.client import table
 from gpuc.client.gpunames import search_names
 from gpuc.client.offers import (
     FILTER_NAMES,
@@ -141,7 +142,6 @@ def offer_cells(o: OfferView) -> list[str]:
 
 
 def render(report: OffersReport) -> str:
-    from gpuc.client import table
 
     lines: list[str] = []
     if report.offers:

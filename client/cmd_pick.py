@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import textwrap
 
 import click
 
-from gpuc.client import picker
+from gpuc.client import picker, table
 from gpuc.client.offers import OfferFilters, filter_offers
 from gpuc.client.picker import (
     DTYPE_BYTES,
@@ -46,9 +47,6 @@ PICK_HEADERS = (
 
 
 def render(result: PickResult) -> str:
-    import textwrap
-
-    from gpuc.client import table
 
     kv = f"{result.kv_bytes_per_token / 1e3:.1f} KB/token" + (" (estimated)" if result.kv_estimated else "")
     head = (

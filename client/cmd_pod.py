@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
 import click
 
 from gpuc.client import podlife
+from gpuc.core.clock import parse_duration
 from gpuc.core.errors import ConfigError
 from gpuc.core.settings import load_settings
-
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_duration(text: str) -> float:
-    match = _DURATION.match(text.strip())
-    if not match:
-        raise ConfigError(f"duration {text!r} is not valid", hint="use a number and a unit: 90s, 30m, 2h, 1d")
-    return float(match.group(1)) * _UNITS[match.group(2)]
 
 
 @click.command(context_settings={"ignore_unknown_options": False})
@@ -106,7 +96,7 @@ def up(
         command=list(command),
         dry_run=dry_run,
         # Measured before anything is rented: an oversized project is refused at no cost.
-        upload=None if no_upload else upload.prepare(Path.cwd(), settings.upload_max_mb),
+        upload=None if no_upload else upload.prepare(Path.cwd(), settings.upload_max_mb, settings.home),
         job_id=jobwait.new_job_id() if command else None,
         confirm=None if yes or not sys.stdin.isatty() else _ask,
     )

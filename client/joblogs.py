@@ -178,6 +178,7 @@ class S3Place:
         return self.sync.describe()
 
     def read(self, name: str) -> bytes | None:
+        # Lazy: botocore (with boto3) loads only for an s3:// destination, never for `gpuc logs` of a live pod.
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:

@@ -13,8 +13,9 @@ import click
 
 from gpuc.client.deps import Deps
 from gpuc.client.outcome import STOPPED_WAITING_EXIT, Follow, follow, report
+from gpuc.core.clock import parse_duration
 from gpuc.core.errors import ConfigError
-from gpuc.core.models import Pod
+from gpuc.core.models import Pod, new_run_id
 
 
 def say(text: str) -> None:
@@ -22,8 +23,6 @@ def say(text: str) -> None:
 
 
 def new_job_id() -> str:
-    from gpuc.core.models import new_run_id
-
     return new_run_id()
 
 
@@ -35,8 +34,6 @@ def check_wait_options(wait: bool, timeout: str | None, command: tuple[str, ...]
         return None
     if not wait:
         raise ConfigError("--timeout limits --wait", hint="add --wait (gpuc up NAME --wait --timeout 2h -- CMD)")
-    from gpuc.client.cmd_pod import parse_duration
-
     return parse_duration(timeout)
 
 

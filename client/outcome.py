@@ -28,10 +28,12 @@ from gpuc.client.joblogs import (
     read_pod_log,
     result_places,
 )
+from gpuc.client.podlife import ledger_intake
 from gpuc.client.provision import pod_access
 from gpuc.client.state import Run
 from gpuc.core.api import PodRecord, StatusResponse
 from gpuc.core.errors import GpucError
+from gpuc.core.ledger import row_cost, row_hours
 from gpuc.core.models import Pod
 
 WAIT_TIMEOUT_EXIT = 124  # as timeout(1): still running when the wait gave up
@@ -195,9 +197,6 @@ def watchdog_outcome(status: StatusResponse | None, pod_id: str, since: float) -
 def pod_cost(deps: Deps, pod_id: str, records: list[PodRecord]) -> tuple[float | None, float | None]:
     """(hours, USD) of the pod as the ledger has it once the watchdog's end is taken in; else from the
     watchdog's record."""
-    from gpuc.client.podlife import ledger_intake
-    from gpuc.core.ledger import row_cost, row_hours
-
     ledger_intake(deps, records)
     try:
         for entry in deps.ledger().entries():

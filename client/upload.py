@@ -7,7 +7,12 @@ What is sent:
 - elsewhere, every file under the folder, skipping .git, .venv, venv, __pycache__, node_modules and tool
   caches;
 - never `.env` files (secrets reach the pod only as its mode-600 secrets file), a top-level `results/`
-  (the pod's results/ is this run's: old results would be synced again as new ones) or `.gpuc/`.
+  (the pod's results/ is this run's: old results would be synced again as new ones) or `.gpuc/`;
+- never gpuc's own home (its config holds the watchdog's admin token, its store every pod's key), and never
+  credentials: `.ssh/`, `.aws/`, `.gnupg/`, `.kube/`, `.docker/`, `.azure/`, `.config/gcloud/`, private ssh
+  keys, `.netrc`, `.git-credentials`, `.pypirc` — a pod is someone else's machine;
+- and nothing at all from the user's home folder or `/` itself: `gpuc up` run there (not in a project)
+  would ship the whole home, keys included. It refuses and says to `cd` into the project.
 
 The whole is measured BEFORE the create: over the limit (`GPUC_UPLOAD_MAX_MB`, default 200) `up` refuses
 and names the biggest files, since a checkpoint that slipped past .gitignore would otherwise be paid for
@@ -39,6 +44,9 @@ SKIP_DIRS = frozenset(
      ".ipynb_checkpoints", ".gpuc"}
 )
 TOP_SKIPPED = ("results", ".gpuc")
+# Credentials a laptop keeps that must never land on a rented machine, at any depth of the project.
+SECRET_DIRS = frozenset({".ssh", ".aws", ".gnupg", ".kube", ".docker", ".azure", "gcloud", ".password-store"})
+SECRET_FILES = re.compile(r"^(\.netrc|\.git-credentials|\.pypirc|id_(rsa|dsa|ecdsa|ed25519)(_sk)?|.*\.pem|.*\.key)$")
 _ENV_FILE = re.compile(r"^\.env(\..+)?$")
 _ENV_EXAMPLES = (".example", ".sample", ".template", ".dist")
 PART_BYTES = 8 * 1024 * 1024  # each put_file stays well inside one ssh call's time limit
@@ -96,18 +104,47 @@ def skipped_name(rel: PurePosixPath) -> str | None:
     """Why this path is never uploaded, or None."""
     if rel.parts and rel.parts[0] in TOP_SKIPPED:
         return f"{rel.parts[0]}/"
+    secret_dir = next((p for p in rel.parts[:-1] if p in SECRET_DIRS), None)
+    if secret_dir is not None:
+        return f"{secret_dir}/ (credentials)"
+    if SECRET_FILES.match(rel.name):
+        return f"{rel} (credentials)"
     if _ENV_FILE.match(rel.name) and not rel.name.endswith(_ENV_EXAMPLES):
         return str(rel)
     return None
 
 
-def collect(root: Path) -> Bundle:
+def collect(root: Path, gpuc_home: Path | None = None) -> Bundle:
     root = root.resolve()
+    refuse_home_folder(root)
     names = _git_files(root)
     bundle = Bundle(root, "git ls-files" if names is not None else "folder walk")
+    home = _inside(gpuc_home, root)
     for rel in names if names is not None else _walk(root):
-        _add(bundle, PurePosixPath(rel))
+        path = PurePosixPath(rel)
+        if home is not None and path.parts[: len(home.parts)] == home.parts:
+            if "gpuc home" not in bundle.skipped:
+                bundle.skipped.append("gpuc home")
+            continue
+        _add(bundle, path)
     return bundle
+
+
+def refuse_home_folder(root: Path) -> None:
+    """Run from the home folder (or /), an upload would be the user's whole account: keys, mail, caches."""
+    if root in (Path.home().resolve(), Path("/")):
+        raise ConfigError(
+            f"gpuc up would upload {root} itself (your whole home folder, keys included)",
+            hint="cd into your project's folder first, or skip the upload with --no-upload",
+        )
+
+
+def _inside(folder: Path | None, root: Path) -> PurePosixPath | None:
+    """`folder` relative to root when it lies inside it (a GPUC_HOME kept in the project), else None."""
+    if folder is None:
+        return None
+    resolved = folder.expanduser().resolve()
+    return PurePosixPath(resolved.relative_to(root).as_posix()) if resolved.is_relative_to(root) else None
 
 
 def _git_files(root: Path) -> list[str] | None:
@@ -190,9 +227,9 @@ def check_size(bundle: Bundle, max_mb: float) -> None:
     )
 
 
-def prepare(root: Path, max_mb: float) -> Bundle:
+def prepare(root: Path, max_mb: float, gpuc_home: Path | None = None) -> Bundle:
     """Listed and measured on the laptop, before anything is rented."""
-    bundle = collect(root)
+    bundle = collect(root, gpuc_home)
     check_size(bundle, max_mb)
     return bundle
 

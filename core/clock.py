@@ -3,10 +3,13 @@ run hours of pod life in milliseconds with a virtual clock."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from datetime import UTC, datetime
 from typing import Protocol
+
+from gpuc.core.errors import ConfigError
 
 
 class Clock(Protocol):
@@ -52,3 +55,14 @@ def iso(ts: float | None) -> str:
 
 def parse_iso(value: str) -> float:
     return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> float:
+    match = _DURATION.match(text.strip())
+    if not match:
+        raise ConfigError(f"duration {text!r} is not valid", hint="use a number and a unit: 90s, 30m, 2h, 1d")
+    return float(match.group(1)) * _UNITS[match.group(2)]

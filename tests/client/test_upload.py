@@ -138,3 +138,24 @@ def test_a_script_missing_on_the_pod_is_named_with_the_folder_it_was_looked_for_
     with pytest.raises(ConfigError, match="no program 'pythn'"):
         upload.check_command(access, ["pythn", "train.py"], bundle)
     upload.check_command(access, ["python", "train.py", "--out", "results/new.pt"], bundle)  # an output: fine
+
+
+def test_no_credentials_and_not_gpuc_s_own_home_ever_travel(tmp_path: Path) -> None:
+    """A GPUC_HOME kept in the project holds the admin token and every pod's key; a laptop's .ssh/.aws hold
+    the user's keys: none of it may land on a rented machine, .gitignore or not."""
+    project = tmp_path / "proj"
+    for rel in ("train.py", "home/config.json", "home/watchdog.db", ".ssh/id_ed25519", "cfg/.aws/credentials",
+                "keys/id_rsa", "deploy.pem", ".netrc", "src/.git-credentials", "id_ed25519.pub"):
+        (project / rel).parent.mkdir(parents=True, exist_ok=True)
+        (project / rel).write_text("x")
+    bundle = upload.collect(project, gpuc_home=project / "home")
+    assert sorted(bundle.files) == ["id_ed25519.pub", "train.py"]
+    assert "gpuc home" in bundle.skipped and ".ssh/ (credentials)" in bundle.skipped
+
+
+def test_up_from_the_home_folder_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".ssh").mkdir()
+    (tmp_path / ".ssh" / "id_ed25519").write_text("PRIVATE")
+    with pytest.raises(ConfigError, match="whole home folder"):
+        upload.prepare(tmp_path, 200.0)
