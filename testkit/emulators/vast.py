@@ -440,6 +440,26 @@ class VastEmulator(Emulator):
             )
         return None
 
+    def _authed_body(self, request: EmuRequest, instance_id: int | None = None) -> tuple[Any, EmuResponse | None]:
+        """The caller checked (as `_auth`), then the JSON body: (body, None) or (None, the refusal)."""
+        refused = self._auth(request, instance_id)
+        if refused:
+            return None, refused
+        return self._json_body(request)
+
+    def _search_body(self, request: EmuRequest) -> tuple[Any, EmuResponse | None]:
+        """Searches take no key or a valid one (a wrong key is refused, none is anonymous)."""
+        if request.bearer() is not None and self.caller(request) is None:
+            return None, EmuResponse.json(401, {"success": False, "error": "auth_error", "msg": "Invalid user key"})
+        return self._json_body(request)
+
+    @staticmethod
+    def _json_body(request: EmuRequest) -> tuple[Any, EmuResponse | None]:
+        try:
+            return request.json(), None
+        except ValueError:
+            return None, invalid(400, "Invalid args: the body is not JSON")
+
     # ---- create ----
 
     def create(self, request: EmuRequest, raw_id: str) -> EmuResponse:
@@ -601,24 +621,16 @@ class VastEmulator(Emulator):
         )
 
     def bundles(self, request: EmuRequest) -> EmuResponse:
-        key = request.bearer()
-        if key is not None and self.caller(request) is None:
-            return EmuResponse.json(401, {"success": False, "error": "auth_error", "msg": "Invalid user key"})
-        try:
-            body = request.json()
-        except ValueError:
-            return invalid(400, "Invalid args: the body is not JSON")
+        body, refused = self._search_body(request)
+        if refused:
+            return refused
         return self._search(body)
 
     def search_asks(self, request: EmuRequest) -> EmuResponse:
         """PUT /search/asks/ {"select_cols": [...], "q": {...bundles query...}} (vast-cli `search offers --new`)."""
-        key = request.bearer()
-        if key is not None and self.caller(request) is None:
-            return EmuResponse.json(401, {"success": False, "error": "auth_error", "msg": "Invalid user key"})
-        try:
-            body = request.json()
-        except ValueError:
-            return invalid(400, "Invalid args: the body is not JSON")
+        body, refused = self._search_body(request)
+        if refused:
+            return refused
         if not isinstance(body, dict) or "q" not in body or set(body) - {"q", "select_cols"}:
             return invalid(400, 'Invalid args: expected {"select_cols": [...], "q": {...}}')
         cols = body.get("select_cols", ["*"])
@@ -739,13 +751,9 @@ class VastEmulator(Emulator):
 
     def manage(self, request: EmuRequest, raw_id: str) -> EmuResponse:
         instance_id = int(raw_id) if raw_id.isdigit() else -1
-        refused = self._auth(request, instance_id)
+        body, refused = self._authed_body(request, instance_id)
         if refused:
             return refused
-        try:
-            body = request.json()
-        except ValueError:
-            return invalid(400, "Invalid args: the body is not JSON")
         if not isinstance(body, dict) or not body or set(body) - {"state", "label"}:
             return invalid(400, "Invalid args: expected state and/or label")
         if "state" in body and body["state"] not in ("running", "stopped"):
@@ -784,13 +792,9 @@ class VastEmulator(Emulator):
     def change_bid(self, request: EmuRequest, raw_id: str) -> EmuResponse:
         """PUT /instances/bid_price/{id}/ {"client_id": "me", "price": float | null (= the going price)}."""
         instance_id = int(raw_id) if raw_id.isdigit() else -1
-        refused = self._auth(request)
+        body, refused = self._authed_body(request)
         if refused:
             return refused
-        try:
-            body = request.json()
-        except ValueError:
-            return invalid(400, "Invalid args: the body is not JSON")
         ok = isinstance(body, dict) and body.get("client_id") == "me" and set(body) <= {"client_id", "price"}
         price = body.get("price") if isinstance(body, dict) else None
         if not ok or (price is not None and (isinstance(price, bool) or not isinstance(price, int | float))):
@@ -813,13 +817,9 @@ class VastEmulator(Emulator):
 
     def manage_bulk(self, request: EmuRequest) -> EmuResponse:
         """PUT /instances/ {"ids": [...], "state": "running"|"stopped"} (answer shape: this emulator's)."""
-        refused = self._auth(request)
+        body, refused = self._authed_body(request)
         if refused:
             return refused
-        try:
-            body = request.json()
-        except ValueError:
-            return invalid(400, "Invalid args: the body is not JSON")
         ids = body.get("ids") if isinstance(body, dict) else None
         if not isinstance(body, dict) or set(body) != {"ids", "state"} or not isinstance(ids, list) or not id_list(ids):
             return invalid(400, 'Invalid args: expected {"ids": [...], "state": "running"|"stopped"}')
@@ -837,13 +837,9 @@ class VastEmulator(Emulator):
 
     def destroy_bulk(self, request: EmuRequest) -> EmuResponse:
         """DELETE /instances/ {"instance_ids": [...]} (answer shape: this emulator's)."""
-        refused = self._auth(request)
+        body, refused = self._authed_body(request)
         if refused:
             return refused
-        try:
-            body = request.json()
-        except ValueError:
-            return invalid(400, "Invalid args: the body is not JSON")
         ids = body.get("instance_ids") if isinstance(body, dict) else None
         if not isinstance(body, dict) or set(body) != {"instance_ids"} or not isinstance(ids, list) or not id_list(ids):
             return invalid(400, 'Invalid args: expected {"instance_ids": [...]}')
@@ -881,13 +877,9 @@ class VastEmulator(Emulator):
         if not raw_id.isdigit():
             return invalid(400, "invalid instance_id")
         instance_id = int(raw_id)
-        refused = self._auth(request, instance_id)
+        body, refused = self._authed_body(request, instance_id)
         if refused:
             return refused
-        try:
-            body = request.json()
-        except ValueError:
-            return invalid(400, "Invalid args: the body is not JSON")
         if body not in (None, {}):
             return invalid(400, "Invalid args: destroy takes an empty body")
         inst = self.instances.get(instance_id)
