@@ -17,24 +17,11 @@ from pydantic import BaseModel
 from gpuc.core.errors import ConfigError, ProviderError
 from gpuc.core.models import Balance
 from gpuc.core.providers.base import Provider
-from gpuc.core.providers.registry import get_provider
+from gpuc.core.providers.registry import KEY_FIELDS, get_provider, has_key
 from gpuc.core.settings import Settings, env_name, load_settings
 
 BALANCE_PROVIDERS = ("local", "runpod", "vast")
-REMOTE_KEYS = {"runpod": "runpod_api_key", "vast": "vast_api_key"}
 ProviderFactory = Callable[[], Provider]
-
-
-def is_configured(name: str, settings: Settings) -> bool:
-    """local needs nothing; a remote provider needs its API key."""
-    if name not in REMOTE_KEYS:
-        return True
-    key = getattr(settings, REMOTE_KEYS[name])
-    return key is not None and bool(key.get_secret_value())
-
-
-def configured_remote_providers(settings: Settings) -> list[str]:
-    return [name for name in REMOTE_KEYS if is_configured(name, settings)]
 
 
 class BalanceLine(BaseModel):
@@ -75,7 +62,7 @@ def balance_warnings(balance: Balance, cap_usd: float, low_usd: float) -> list[s
 
 def read_balance(name: str, factory: ProviderFactory | None, settings: Settings) -> BalanceLine:
     if factory is None:
-        key = env_name(REMOTE_KEYS[name]) if name in REMOTE_KEYS else f"{name}'s key"
+        key = env_name(KEY_FIELDS[name]) if name in KEY_FIELDS else f"{name}'s key"
         return BalanceLine(provider=name, configured=False, hint=f"set {key} in .env to see it")
     try:
         provider = factory()
@@ -108,7 +95,7 @@ def provider_factories(
     settings: Settings, names: tuple[str, ...] = BALANCE_PROVIDERS
 ) -> dict[str, ProviderFactory | None]:
     return {
-        name: partial(get_provider, name, settings) if is_configured(name, settings) else None
+        name: partial(get_provider, name, settings) if has_key(name, settings) else None
         for name in names
     }
 

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import click
 
-from gpuc.client.cmd_balance import check_balances, configured_remote_providers, provider_factories
+from gpuc.client.cmd_balance import check_balances, provider_factories
 from gpuc.client.doctor import DoctorDeps, install_hook, render, run_checks, run_git
 from gpuc.client.live import LiveReport, configured_factories, live_report, ssh_probe
 from gpuc.client.live import render as render_facts
 from gpuc.core.api import StatusResponse
+from gpuc.core.providers.registry import keyed_providers
 from gpuc.core.settings import Settings, load_settings
 
 
@@ -26,7 +27,7 @@ def default_deps(settings: Settings, repo: Path) -> DoctorDeps:
 
         return FunctionsClient(settings).status()
 
-    remote = tuple(configured_remote_providers(settings))
+    remote = tuple(keyed_providers(settings))
     return DoctorDeps(
         settings=settings,
         repo=repo,

@@ -21,12 +21,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from gpuc.client.cmd_balance import configured_remote_providers
 from gpuc.client.doctor import Check, fail, ok, warn
 from gpuc.core.errors import GpucError, ProviderError
 from gpuc.core.models import Pod
 from gpuc.core.providers.base import Provider
-from gpuc.core.providers.registry import get_provider
+from gpuc.core.providers.registry import get_provider, keyed_providers
 
 FactStatus = Literal["confirmed", "refuted", "unknown"]
 # A pod id no account has: the read of an unknown id (GraphQL pod(...)) and the v2 404, both reads.
@@ -115,7 +114,7 @@ def read_provider(reading: Reading, provider: Provider, probe: PodProbe | None) 
 
 
 def configured_factories(settings: Any) -> dict[str, Callable[[], Provider]]:
-    return {name: partial(get_provider, name, settings) for name in configured_remote_providers(settings)}
+    return {name: partial(get_provider, name, settings) for name in keyed_providers(settings)}
 
 
 # ---- RunPod ----------------------------------------------------------------------------------------

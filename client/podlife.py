@@ -20,7 +20,8 @@ from gpuc.core.clock import iso
 from gpuc.core.errors import ConfigError, GpucError, NotFound, ProviderError, SafetyRefusal
 from gpuc.core.providers.base import PodAccess, Provider
 from gpuc.core.providers.local import LocalProvider
-from gpuc.core.settings import Settings, env_file_mode_ok, read_env_file
+from gpuc.core.providers.registry import KEY_FIELDS, keyed_providers
+from gpuc.core.settings import Settings, env_file_mode_ok, env_name, read_env_file
 
 # Startup: `gpuc ls` imports this module; provisioning (ssh, the wheel, the pod config), the API models and
 # the pod models (pydantic, ~60 ms) load inside the functions that reach a pod or build a request.
@@ -602,17 +603,11 @@ LS_FIELDS = (
 
 # Fields that hold a time: epoch seconds in the rows, ISO 8601 UTC in `gpuc ls --json`.
 LS_TIMES = ("created_at", "last_seen", "lease_until", "destroy_at")
-REMOTE_KEYS = {"runpod": "RUNPOD_API_KEY", "vast": "VAST_API_KEY"}
 READ = "read"
 
 
 def configured_providers(settings: Settings) -> list[str]:
-    names = ["local"]
-    if settings.runpod_api_key is not None:
-        names.append("runpod")
-    if settings.vast_api_key is not None:
-        names.append("vast")
-    return names
+    return ["local", *keyed_providers(settings)]
 
 
 @dataclass
@@ -647,7 +642,7 @@ def survey(deps: Deps) -> Listing:
         warnings.append(f"watchdog unreachable: {exc.message}")
     now = deps.clock.now()
     configured = configured_providers(deps.settings)
-    states = {name: f"not checked (no key: set {key})" for name, key in REMOTE_KEYS.items()}
+    states = {name: f"not checked (no key: set {env_name(field)})" for name, field in KEY_FIELDS.items()}
     rows: list[dict[str, object]] = []
     for name in configured:
         try:
@@ -659,7 +654,7 @@ def survey(deps: Deps) -> Listing:
         states[name] = READ
         for pod in pods:
             rows.append(ls_row(pod, runs.get(pod.id), watch.get(pod.id), now, server_time))
-    order = ["local", *REMOTE_KEYS]
+    order = ["local", *KEY_FIELDS]
     providers = {name: states[name] for name in order if name in states}
     return Listing(rows, warnings, providers, server_time is not None, now)
 

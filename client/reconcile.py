@@ -24,6 +24,7 @@ from gpuc.core.billing import BillingKind, BillingRecord, BillingSource
 from gpuc.core.clock import parse_iso
 from gpuc.core.errors import ConfigError
 from gpuc.core.ledger import LedgerEntry, check_month, row_cost
+from gpuc.core.providers.registry import keyed_providers
 from gpuc.core.settings import Settings
 
 TOLERANCE = 0.10
@@ -249,9 +250,7 @@ register_source("vast", _vast_source)
 
 def billing_sources(settings: Settings, only: Collection[str] | None = None) -> dict[str, BillingSource]:
     """A billing source for every configured provider account (or those in `only`)."""
-    from gpuc.client.cmd_balance import configured_remote_providers  # lazy: `gpuc ledger` needs it only here
-
-    names = sorted(only) if only else configured_remote_providers(settings)
+    names = sorted(only) if only else keyed_providers(settings)
     if not names:
         raise ConfigError(
             "no provider account is configured: there is no bill to reconcile",

@@ -13,7 +13,7 @@ from gpuc.core.api import NotificationRecord
 from gpuc.core.clock import Clock, SystemClock
 from gpuc.core.notify import Level, Notifier
 from gpuc.core.providers.base import Provider
-from gpuc.core.providers.registry import PROVIDERS, get_provider
+from gpuc.core.providers.registry import PROVIDERS, get_provider, keyed_providers
 from gpuc.core.redact import redact
 from gpuc.core.settings import SecretStr, Settings, save_config
 from gpuc.core.signing import new_token
@@ -118,12 +118,7 @@ def announce(
 
 
 def configured_providers(settings: Settings) -> tuple[str, ...]:
-    names = [settings.provider]
-    if settings.runpod_api_key is not None:
-        names.append("runpod")
-    if settings.vast_api_key is not None:
-        names.append("vast")
-    return tuple(dict.fromkeys(names))
+    return tuple(dict.fromkeys([settings.provider, *keyed_providers(settings)]))
 
 
 def ensure_admin_token(settings: Settings) -> SecretStr:

@@ -3,8 +3,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import boto3
 import pytest
+from moto import mock_aws
 
 from gpuc.core.clock import FakeClock
 
@@ -28,3 +31,12 @@ def clock() -> FakeClock:
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     return tmp_path / "gpuc-home"
+
+
+@pytest.fixture
+def s3() -> Iterator[Any]:
+    """A moto S3 with the bucket `results`: where the pods' syncs and the laptop's `gpuc logs` meet."""
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test")
+        client.create_bucket(Bucket="results")
+        yield client

@@ -7,13 +7,10 @@ from __future__ import annotations
 import json
 import subprocess
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from gpuc.client.joblogs import Destination, result_places
 from gpuc.core.podpaths import PodPaths
@@ -43,14 +40,6 @@ def pod_with_a_finished_job(root: Path) -> PodPaths:
     outcome = {"format": OUTCOME_FORMAT, "job_id": "j1", "exit_code": 1, "duration_s": 12.0}
     paths.outcome.write_text(json.dumps(outcome))
     return paths
-
-
-@pytest.fixture
-def s3() -> Iterator[Any]:
-    with mock_aws():
-        client = boto3.client("s3", region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test")
-        client.create_bucket(Bucket="results")
-        yield client
 
 
 def test_the_laptop_reads_the_log_the_pod_sent_to_s3(s3: Any, tmp_path: Path) -> None:

@@ -13,7 +13,6 @@ import socket
 import time
 from pathlib import Path
 
-import pytest
 from watchdog_fakes import World
 
 from gpuc.functions.server import _Server
@@ -62,11 +61,13 @@ def handshakes_completed(address: tuple[str, int], count: int, deadline_s: float
 
 
 def test_a_burst_of_100_connections_completes_while_no_thread_accepts(world: World) -> None:
-    if somaxconn() < BURST:
-        pytest.skip(f"net.core.somaxconn is {somaxconn()}: the kernel caps any backlog below {BURST}")
+    # The kernel caps any backlog at somaxconn: ask for what it allows, which must still be far above the
+    # stdlib's 5 for the test to tell the two apart (and for a burst of pings to get in at all).
+    burst = min(BURST, somaxconn())
+    assert burst >= 32, f"net.core.somaxconn is {somaxconn()}: raise it (sysctl net.core.somaxconn=1024)"
     server = _Server(("127.0.0.1", 0), world.deps)  # bound and listening; serve_forever never runs
     try:
         host, port = server.server_address[:2]
-        assert handshakes_completed((str(host), port), BURST, DEADLINE_S) == BURST
+        assert handshakes_completed((str(host), port), burst, DEADLINE_S) == burst
     finally:
         server.server_close()

@@ -7,13 +7,11 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from gpuc.core.errors import SyncError
 from gpuc.instance_side.podfiles import AgentConfig, PodPaths
@@ -55,14 +53,6 @@ def results(tmp_path: Path) -> Path:
 
 
 # -- S3 ----------------------------------------------------------------------------------------------
-@pytest.fixture
-def s3() -> Iterator[Any]:
-    with mock_aws():
-        client = boto3.client("s3", region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test")
-        client.create_bucket(Bucket="results")
-        yield client
-
-
 def s3_sync(**kw: Any) -> S3Sync:
     creds = {S3_KEY_ENV: "AKIAEXAMPLEKEY000001", S3_SECRET_ENV: "s3cr3t-value-not-printed"}
     return S3Sync("s3://results/runs", "exp", "run01", credentials=creds, **kw)

@@ -7,14 +7,9 @@ from click.testing import CliRunner
 from moneyfakes import FakeProvider, unreachable
 
 from gpuc.client import cmd_balance
-from gpuc.client.cmd_balance import (
-    balance_warnings,
-    check_balances,
-    configured_remote_providers,
-    is_configured,
-    provider_factories,
-)
+from gpuc.client.cmd_balance import balance_warnings, check_balances, provider_factories
 from gpuc.core.models import Balance
+from gpuc.core.providers.registry import has_key, keyed_providers
 from gpuc.core.settings import SecretStr, Settings
 
 SETTINGS = Settings(balance_cap_usd=20.0, balance_low_usd=5.0)
@@ -57,9 +52,9 @@ def test_a_provider_that_cannot_answer_is_reported_not_fatal() -> None:
 def test_a_provider_is_configured_by_its_key() -> None:
     keyed = Settings(runpod_api_key=SecretStr("rpa_" + "x" * 30), vast_api_key=SecretStr(""))
     assert (
-        is_configured("local", keyed) and is_configured("runpod", keyed) and not is_configured("vast", keyed)
+        has_key("local", keyed) and has_key("runpod", keyed) and not has_key("vast", keyed)
     )
-    assert configured_remote_providers(keyed) == ["runpod"]
+    assert keyed_providers(keyed) == ["runpod"]
     factories = provider_factories(keyed)
     assert factories["vast"] is None and factories["runpod"] is not None and factories["local"] is not None
 
