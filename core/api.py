@@ -84,6 +84,9 @@ class RegisterRequest(Strict):
     # Carried over from another watchdog by `gpuc watchdog deploy`: its heartbeats still go to the old
     # URL, so its silence here is no evidence until it pings here once.
     carried: bool = False
+    # The pod's deadline (`up --max-hours`): gpuc ends the pod then, whatever its pings and GPU say. No
+    # provider field is counted on for this (RunPod never enforced terminateAfter: runpodctl #330).
+    deadline_at: Epoch | None = None
 
 
 class HeartbeatBody(Strict):
@@ -125,6 +128,7 @@ class HeartbeatAnswer(Strict):
     ok: bool = True
     server_time: float
     lease_until: float | None = None
+    deadline_at: float | None = None  # the watchdog's word on the deadline: the pod adopts it
 
 
 class PodEvent(Strict):
@@ -180,6 +184,7 @@ class PodRecord(Strict):
     provider_status: PodStatus | None = None
     last_heartbeat: HeartbeatBody | None = None
     reason: str | None = None  # why the reaper flagged it (late / down / destroying)
+    deadline_at: float | None = None  # gpuc ends the pod then (a stray's counts from first sight)
 
 
 class BlindProvider(Strict):

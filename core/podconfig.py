@@ -53,6 +53,7 @@ class PodConfig(Strict):
     git_remote: str | None = None
     simulated_gpu: bool = False  # local sandbox: readings come from the sandbox's sim file
     local_home: str | None = None  # local sandbox only: where the local provider keeps its state
+    deadline_at: float | None = None  # the pod's end (`up --max-hours`), on the watchdog's clock
 
     @classmethod
     def for_pod(

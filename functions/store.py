@@ -120,6 +120,7 @@ _REGISTRATION_FIELDS = (
     "interruptible",
     "policy",
     "key",
+    "deadline_at",
 )
 
 

@@ -51,6 +51,7 @@ class AgentConfig:
     git_remote: str | None = None
     simulated_gpu: bool = False
     local_home: str | None = None
+    deadline_at: float | None = None
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, object]) -> AgentConfig:
