@@ -150,7 +150,8 @@ class KeepRequest(Strict):
 
 class DeadlineRequest(Strict):
     """Move a pod's deadline (`gpuc extend`, `gpuc keep`): exactly one of `deadline_at` (there) and
-    `extend_s` (later by this much). The watchdog refuses one past the pod's start + max_lifetime_hours."""
+    `extend_s` (later by this much; from now if it has passed). The watchdog refuses one past the pod's
+    start + max_lifetime_hours."""
 
     deadline_at: Epoch | None = None
     extend_s: float | None = Field(None, gt=0, le=MAX_LIMIT_S)

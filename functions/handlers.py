@@ -383,7 +383,8 @@ def deadline(req: Request, deps: Deps, now: float) -> Response:
         raise HttpError(409, "pod already ended: its deadline no longer applies")
     settings = deps.settings
     current, limit = deadline_of(pod, settings), limit_of(pod, settings)
-    asked = body.deadline_at if body.deadline_at is not None else current + (body.extend_s or 0.0)
+    # "2 h more" of a deadline already past (the pod kept for its sync, a reaper blind) counts from now.
+    asked = body.deadline_at if body.deadline_at is not None else max(current, now) + (body.extend_s or 0.0)
     wanted = max(current, min(asked, limit)) if body.at_least else asked
     if wanted > limit:
         raise HttpError(
