@@ -245,14 +245,7 @@ def results_bucket_for(settings: Settings, *, local: bool) -> str | None:
 
 
 def install_agent(
-    access: PodAccess,
-    pod: Pod,
-    spec: PodSpec,
-    deps: Deps,
-    secrets_env: dict[str, str],
-    token: str,
-    *,
-    deadline_at: float | None = None,
+    access: PodAccess, pod: Pod, spec: PodSpec, deps: Deps, secrets_env: dict[str, str], token: str, **extra: object
 ) -> None:
     """Config and secrets go in as files (mode 600), never as env vars or argv; the agent starts first."""
     provider = deps.provider(pod.provider)
@@ -268,7 +261,7 @@ def install_agent(
         price_per_hour=pod.price_per_hour,
         simulated_gpu=local,
         local_home=str(deps.settings.home) if local else None,
-        deadline_at=deadline_at,  # the one `up` registered: the agent ends the pod then (F15)
+        **extra,  # deadline_at: the one `up` registered (the agent ends the pod then, F15)
     ).model_copy(update={"results_bucket": results_bucket})
     access.put_file(f"{STATE_DIR}/config.json", config.model_dump_json(indent=2).encode(), 0o600)
     access.put_file(

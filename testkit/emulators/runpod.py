@@ -13,8 +13,9 @@ State: pods go provisioning -> running after `boot_polls` observations (get or l
 seconds of the emulator's clock. `terminateAfter` is accepted (its date-time format checked) and never
 acted on, as the real API does (runpodctl #330, docs #820): the pod runs, and bills, past it. A COMMUNITY
 pod created without `supportPublicIp: true` gets no public IP (its ssh port is private): the hazard the
-official clients avoid by always sending it. Test-driving API: set_status, set_gpu_util, add_foreign_pod, vanish, set_stock,
-pod_environ, pods, balance, plant_charge, set_charge_factor, pod_key_can_terminate, pod_key_not_found.
+official clients avoid by always sending it. Test-driving API: set_status, set_gpu_util, add_foreign_pod,
+vanish, set_stock, pod_environ, pods, balance, plant_charge, set_charge_factor, pod_key_can_terminate,
+pod_key_not_found.
 
 Pod-scoped keys: they may read, stop and terminate their own pod (GraphQL) and nothing else; REST is 403
 (field report). `pod_key_can_terminate=False` answers their podTerminate "Unauthorized";

@@ -64,8 +64,12 @@ def test_a_pinging_busy_pod_is_destroyed_at_its_deadline(world: World) -> None:
     deadline = world.now + HOUR
     world.register("p1", deadline_at=deadline)
     world.provider.set("p1", gpu_util_pct=100.0)
-    world.provider.on_list = lambda: world.ping("p1") and None  # a ping inside every pass, racing it
+    world.provider.on_list = lambda: pinged(world, "p1")  # a ping inside every pass, racing it
     world.run(HOUR + world.settings.reaper_period_s, keep_alive=("p1",))
     assert not world.provider.alive("p1")
     assert world.provider.destroyed_at["p1"] <= deadline + world.settings.reaper_period_s
     assert world.pod("p1").ended_by == "reaper"  # (its pings after the destroy revive the record: watched again)
+
+
+def pinged(world: World, pod_id: str) -> None:
+    assert world.ping(pod_id).status == 200

@@ -89,7 +89,8 @@ def test_extend_past_the_cap_is_refused_in_words_and_nothing_moves(served: Serve
     error = result.exception
     assert isinstance(error, ConfigError), result.output
     assert "it may live at most 48 h from its start" in error.message and "(8 h from now)" in error.message
-    assert error.hint is not None and "gpuc extend lp-old --to " in error.hint and "GPUC_MAX_LIFETIME_HOURS" in error.hint
+    assert error.hint is not None and "gpuc extend lp-old --to " in error.hint
+    assert "GPUC_MAX_LIFETIME_HOURS" in error.hint
     assert stored_deadline(server, "lp-old") == before
 
 

@@ -14,11 +14,11 @@ from gpuc.functions.store import StoredPod
 HOUR = 3600.0
 
 
-def busy_pod(world: World, pod_id: str = "p1", hours: float = 1.0, **fields: object) -> float:
+def busy_pod(world: World, pod_id: str = "p1", hours: float = 1.0) -> float:
     """A pod registered now with a deadline `hours` ahead, its GPU 100 % busy at the provider. Returns the
     deadline."""
     deadline = world.now + hours * HOUR
-    world.register(pod_id, deadline_at=deadline, **fields)
+    world.register(pod_id, deadline_at=deadline)
     world.provider.set(pod_id, gpu_util_pct=100.0)
     return deadline
 
@@ -79,7 +79,7 @@ def test_a_ping_racing_the_claim_cannot_save_a_pod_past_its_deadline(world: Worl
     host) moves its seq under the reaper's feet. The deadline's claim is not conditioned on the seq."""
     deadline = busy_pod(world, hours=0.1)
     world.clock.advance(deadline - world.now + 1)
-    world.provider.on_list = lambda: world.ping("p1") and None
+    world.provider.on_list = lambda: pinged(world, "p1")
     world.reap()
     assert not world.provider.alive("p1")
 
@@ -280,3 +280,7 @@ def test_the_store_keeps_what_the_answer_reckons_from(world: World) -> None:
         rec.registered_at,
         "registered",
     )
+
+
+def pinged(world: World, pod_id: str) -> None:
+    assert world.ping(pod_id).status == 200

@@ -38,8 +38,8 @@ def run(pod: Pod, minutes: int, agent: Agent | None = None) -> tuple[Agent, dict
     return agent, seen
 
 
-def in_an_hour(tmp_path: Path, clock: FakeClock, **cfg: object) -> Pod:
-    return wire(tmp_path / "pod", clock, deadline_at=clock.now() + HOUR, **cfg)
+def in_an_hour(tmp_path: Path, clock: FakeClock) -> Pod:
+    return wire(tmp_path / "pod", clock, deadline_at=clock.now() + HOUR)
 
 
 def test_it_warns_15_min_ahead_then_ends_through_the_ender_a_lead_before(tmp_path: Path, clock: FakeClock) -> None:
