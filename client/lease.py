@@ -61,9 +61,16 @@ def extend(ref: str, deps: Deps, *, seconds: float | None = None, to: str | None
 
     if (seconds is None) == (to is None):
         raise ConfigError("say how long or until when", hint=f"gpuc extend {ref} 2h, or gpuc extend {ref} --to 18:30")
-    pod_id = _pod_id(ref, deps)
     now = deps.clock.now()
-    request = DeadlineRequest(extend_s=seconds) if to is None else DeadlineRequest(deadline_at=parse_when(to, now))
+    wanted = {"extend_s": seconds} if to is None else {"deadline_at": parse_when(to, now)}
+    try:
+        request = DeadlineRequest.model_validate(wanted)
+    except ValueError:  # pydantic's ValidationError: 0 s, a year and more, a time past 2100
+        raise ConfigError(
+            f"cannot move a deadline by {span_words(seconds or 0.0)}" if to is None else f"--to {to!r} is out of range",
+            hint=f"ask for a time to come, within your cap: gpuc extend {ref} 2h",
+        ) from None
+    pod_id = _pod_id(ref, deps)
     asked = to if to is not None else f"{span_words(seconds or 0.0)} more"
     return ends_words(pod_id, _move(pod_id, request, deps, ref, asked), now)
 

@@ -104,9 +104,10 @@ def test_extend_to_a_time(served: Served) -> None:
     assert abs(stored_deadline(server, "lp-1") - (now + 5 * HOUR)) < 60
 
 
-def test_extend_needs_exactly_one_of_a_duration_and_a_time(served: Served) -> None:
+def test_extend_needs_exactly_one_of_a_duration_and_a_time_in_range(served: Served) -> None:
     _, env = served
-    for args in (["lp-1"], ["lp-1", "2h", "--to", "18:00"]):
+    wrong = [[], ["2h", "--to", "18:00"], ["0s"], ["400d"], ["--to", "2200-01-01T00:00Z"]]
+    for args in (["lp-1", *w] for w in wrong):
         result = CliRunner().invoke(cmd_pod.extend, args, env=env)
         assert isinstance(result.exception, ConfigError), result.output
 
