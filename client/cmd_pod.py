@@ -1,4 +1,4 @@
-"""`gpuc up / run / down / ls / keep`."""
+"""`gpuc up / run / down / ls / keep / extend`."""
 
 from __future__ import annotations
 
@@ -27,7 +27,12 @@ from gpuc.core.settings import load_settings
 @click.option("--gpus", "gpu_count", default=1, show_default=True, type=click.IntRange(1, 8))
 @click.option("--price", type=float, default=None, help="Price per hour, when the offer does not say.")
 @click.option(
-    "--max-hours", type=float, default=None, help="Provider-side hard limit (RunPod terminateAfter)."
+    "--max-hours",
+    type=float,
+    default=None,
+    help="The pod's deadline, in hours from its start (default GPUC_MAX_HOURS, 12): then its agent syncs and "
+    "destroys it, and the watchdog destroys it if the agent does not, whatever its job, GPU or ssh. At most "
+    "GPUC_MAX_LIFETIME_HOURS (48); `gpuc extend` moves it. No provider-side limit is counted on.",
 )
 @click.option("--interruptible", is_flag=True, help="Rent interruptible (spot) with --bid.")
 @click.option("--bid", type=float, default=None, help="Bid per GPU-hour for an interruptible pod.")
@@ -190,7 +195,9 @@ def ls(as_json: bool) -> None:
 def keep(pod: str, duration: str) -> None:
     """Suspend POD's idle destroy for a while (the heartbeat answer carries the lease to the pod).
 
-    The watchdog caps a lease at its max hours (GPUC_MAX_HOURS, default 12) from now.
+    Its deadline moves up to the lease's end if it is sooner (never past the pod's start +
+    GPUC_MAX_LIFETIME_HOURS: then it says when the pod still ends). The watchdog caps a lease at its max
+    hours (GPUC_MAX_HOURS, default 12) from now.
     """
     from gpuc.client.lease import keep as keep_lease  # lazy: see up
 
@@ -199,3 +206,24 @@ def keep(pod: str, duration: str) -> None:
     deps = podlife.build_deps(settings, echo=click.echo)
     with deps.functions:
         click.echo(keep_lease(pod, seconds, deps, duration))
+
+
+@click.command()
+@click.argument("pod")
+@click.argument("duration", required=False)
+@click.option("--to", "to", default=None, help="Move it to this time instead: 18:30 (UTC) or 2026-12-02T18:30Z.")
+def extend(pod: str, duration: str | None, to: str | None) -> None:
+    """Move POD's deadline later by DURATION (30m, 2h, 1d), or to a time (--to).
+
+    The deadline (`up --max-hours`) is when the pod's agent syncs and destroys it and the watchdog
+    destroys it if the agent does not, whatever its job or GPU say; `.keep` and leases do not hold it. No
+    deadline may lie past the pod's start + GPUC_MAX_LIFETIME_HOURS (default 48, the watchdog's). The pod
+    hears the new one within a minute.
+    """
+    from gpuc.client.lease import extend as extend_deadline  # lazy: see up
+
+    seconds = parse_duration(duration) if duration is not None else None
+    settings = load_settings()
+    deps = podlife.build_deps(settings, echo=click.echo)
+    with deps.functions:
+        click.echo(extend_deadline(pod, deps, seconds=seconds, to=to))

@@ -176,6 +176,24 @@ def check_keys(settings: Settings) -> list[Check]:
     return checks
 
 
+def check_deadline(settings: Settings) -> Check:
+    """What bounds a pod that looks alive, on every provider: gpuc's own deadline, held in two places."""
+    hours, cap = settings.max_hours, settings.max_lifetime_hours
+    if hours > cap:
+        return fail(
+            "money bound (deadline)",
+            f"GPUC_MAX_HOURS {hours:g} is above GPUC_MAX_LIFETIME_HOURS {cap:g}: `up` refuses every pod",
+            f"lower GPUC_MAX_HOURS to at most {cap:g}, or raise GPUC_MAX_LIFETIME_HOURS",
+        )
+    return ok(
+        "money bound (deadline)",
+        f"a pod ends at its deadline (--max-hours, default {hours:g} h; `gpuc extend` up to {cap:g} h from its "
+        "start), held by the pod's agent (sync first) and by the watchdog if the agent does not, whatever its "
+        "pings and GPU say. RunPod and Vast alike: no provider-side limit counts (RunPod's terminateAfter is "
+        "sent but never enforced, runpodctl #330; Vast has none)",
+    )
+
+
 # --- balance ---------------------------------------------------------------------------------------------
 
 
@@ -483,6 +501,7 @@ def run_checks(deps: DoctorDeps, cwd: Path, environ: Mapping[str, str] | None = 
     checks = [env_source(env_file, os.environ if environ is None else environ, cwd)]
     checks += check_env_file(env_file, deps.git)
     checks += check_keys(deps.settings)
+    checks.append(check_deadline(deps.settings))
     checks += check_balance(deps.balances())
     checks += check_watchdog(deps.status, deps.settings.functions_url)
     checks.append(check_hook(deps.repo, deps.git))

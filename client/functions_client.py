@@ -64,6 +64,11 @@ class FunctionsClient:
             "POST", f"/v1/pods/{quote(pod_id, safe='')}/keep", api.Ack, api.KeepRequest(until=until)
         )
 
+    def deadline(self, pod_id: str, request: api.DeadlineRequest) -> api.DeadlineAnswer:
+        from gpuc.core import api
+
+        return self._call("POST", f"/v1/pods/{quote(pod_id, safe='')}/deadline", api.DeadlineAnswer, request)
+
     def end(self, pod_id: str, request: api.EndRequest) -> api.Ack:
         from gpuc.core import api
 

@@ -123,6 +123,12 @@ def configured_factories(settings: Any) -> dict[str, Callable[[], Provider]]:
 def runpod_facts(reading: Reading, provider: Any) -> None:
     from gpuc.core.providers.runpod import GET_QUERY, GRAPHQL_STATUS, LIST_QUERY  # lazy: as in read_provider
 
+    reading.fact(
+        "terminateAfter ends a pod at its time (gpuc does not rely on it)",
+        "refuted",
+        "RunPod has not enforced it: the API accepts it and the pod bills on (runpodctl #330, docs #820); not "
+        "probed live (that would rent a pod). gpuc's deadline is held by the pod's agent and the watchdog",
+    )
     http, graphql_url = provider.http, provider.graphql.url
     bad = http.request("POST", graphql_url, json={"query": "query { myself { gpucLiveProbe } }"}, accept=(400, 422))
     has_errors = isinstance(bad.body, dict) and bool(bad.body.get("errors"))

@@ -134,7 +134,7 @@ def up(opts: UpOptions, deps: Deps) -> Pod | None:
     if opts.dry_run:
         _plan_up(spec, opts, deps.echo)
         provider = deps.provider(opts.provider)
-        deps.echo("  " + precheck.cost_line(precheck.quote(provider, spec, opts, deps), opts, gpu))
+        deps.echo("  " + precheck.cost_line(precheck.quote(provider, spec, opts, deps), opts, gpu, deps.clock.now()))
         return None
     provider = deps.provider(opts.provider)
     precheck.check_rentable(provider, opts)
@@ -219,6 +219,8 @@ def _after_create(pod: Pod, spec: PodSpec, opts: UpOptions, deps: Deps, secrets_
         price = None
     # The provider's creation time, unless it is absurd: then ours (a bad clock must not cost the pod).
     started = pod.created_at if pod.created_at and sane_ts(pod.created_at) else deps.clock.now()
+    # gpuc's own deadline: the pod's agent and the watchdog each end the pod then (no provider field counts).
+    deadline_at = started + spec.max_hours * 3600
     deps.functions.register(
         RegisterRequest(
             pod_id=pod.id,
@@ -230,6 +232,7 @@ def _after_create(pod: Pod, spec: PodSpec, opts: UpOptions, deps: Deps, secrets_
             price_per_hour=price,
             started_at=started,
             interruptible=spec.interruptible,
+            deadline_at=deadline_at,
         )
     )
     deps.runs.set_phase(spec.run_id, "registered")
@@ -253,7 +256,7 @@ def _after_create(pod: Pod, spec: PodSpec, opts: UpOptions, deps: Deps, secrets_
 
     bundle = opts.upload
     prepare = (lambda access: put_project(access, bundle, opts.command, deps.echo)) if bundle is not None else None
-    access = onto_pod(provider, pod, spec, deps, secrets_env, token, prepare=prepare)
+    access = onto_pod(provider, pod, spec, deps, secrets_env, token, prepare=prepare, deadline_at=deadline_at)
     if opts.command and bundle is None:
         check_command(access, opts.command, None)  # after the bootstrap: GPUC_GIT_REMOTE's clone is there now
     deps.runs.set_phase(spec.run_id, "running")
@@ -281,6 +284,7 @@ def onto_pod(
     secrets_env: dict[str, str],
     token: str,
     prepare: Callable[[PodAccess], None] | None = None,
+    deadline_at: float | None = None,
 ) -> PodAccess:
     """A sandbox gets the agent directly; a rented pod gets ssh, the code, the agent first, the
     bootstrap and the verification (a failed verification raises, and `up` destroys the pod).
@@ -290,7 +294,7 @@ def onto_pod(
 
     if isinstance(provider, LocalProvider):
         access = pod_access(provider, pod, deps.settings)
-        install_agent(access, pod, spec, deps, secrets_env, token)
+        install_agent(access, pod, spec, deps, secrets_env, token, deadline_at=deadline_at)
         if prepare is not None:
             prepare(access)
         return access
@@ -298,7 +302,15 @@ def onto_pod(
     pod = wait_for_ssh_endpoint(provider, pod, clock=deps.clock)
     access = pod_access(provider, pod, deps.settings)
     provision(
-        access, pod, spec, deps, secrets_env, token, installer=pod_installer(deps.settings), before_bootstrap=prepare
+        access,
+        pod,
+        spec,
+        deps,
+        secrets_env,
+        token,
+        installer=pod_installer(deps.settings),
+        before_bootstrap=prepare,
+        deadline_at=deadline_at,
     )
     return access
 

@@ -8,10 +8,13 @@ billed, then destroyed (or worse, left running without a watchdog that can hear 
 - the watchdog's URL is one a rented pod can reach: a loopback URL is this laptop, so the pod's heartbeats
   would never arrive and the reaper would count it silent from its first minute;
 - the GPU name picks one card at the provider (core/catalog.py; an ambiguous name lists the choices);
-- the provider can rent what is asked (RunPod no longer rents interruptible pods).
+- the provider can rent what is asked (RunPod no longer rents interruptible pods);
+- `--max-hours` is within the user's cap (max_lifetime_hours): no deadline may lie past it.
 
 Then `quote` reads the price (the offer `up` will rent, or the provider's listed price) and `confirm`
-prints it with the most the pod can cost (--max-hours x price), asking on a terminal.
+prints it with the most the pod can cost (--max-hours x price) and when its deadline ends it, asking on a
+terminal. The deadline is gpuc's own, on every provider: the pod's agent and the watchdog each end the pod
+then. No provider-side limit is counted on (RunPod's terminateAfter is sent, and was never enforced).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from urllib.parse import urlsplit
 
 from gpuc.client import gpunames
 from gpuc.client.deps import Deps
+from gpuc.client.human import clock_utc
 from gpuc.core.errors import ConfigError, GpucError
 from gpuc.core.settings import Settings
 
@@ -39,11 +43,23 @@ Confirm = Callable[[str], bool]
 
 def before_create(opts: UpOptions, deps: Deps) -> str:
     """Every check that needs no provider call; the GPU name as the provider spells it."""
+    check_max_hours(deps.settings, opts.max_hours)
     if opts.provider in RENTED:
         check_provider_key(deps.settings, opts.provider)
         check_ssh_key(deps.settings)
         check_watchdog_reachable(deps.settings)
     return gpunames.resolve(opts.provider, opts.gpu)
+
+
+def check_max_hours(settings: Settings, max_hours: float) -> None:
+    cap = settings.max_lifetime_hours
+    if not 0 < max_hours <= cap:
+        raise ConfigError(
+            f"--max-hours {max_hours:g} is not within 0 < h <= {cap:g} (your cap, GPUC_MAX_LIFETIME_HOURS): "
+            "the pod's deadline may not lie past it",
+            hint=f"ask for at most --max-hours {cap:g} (extend a running pod with `gpuc extend POD 2h`), or "
+            "raise GPUC_MAX_LIFETIME_HOURS here and on the watchdog",
+        )
 
 
 def check_provider_key(settings: Settings, provider: str) -> None:
@@ -143,27 +159,22 @@ def _listed(provider: Provider, spec: PodSpec, opts: UpOptions) -> Quote:
     return Quote(offers[0].price_per_hour * spec.gpu_count, f"{opts.provider}'s listed price")
 
 
-def cost_line(q: Quote, opts: UpOptions, gpu: str) -> str:
+def cost_line(q: Quote, opts: UpOptions, gpu: str, now: float) -> str:
+    """The price and the most the pod can cost: true on every provider, because the bound is gpuc's own
+    deadline (the pod's agent and the watchdog), never a provider field."""
     what = f"{gpu} x{opts.gpu_count}" if opts.gpu_count > 1 else gpu
-    hours = f"{opts.max_hours:g} h"
+    ends = f"--max-hours {opts.max_hours:g}, ends at {clock_utc(now + opts.max_hours * 3600, now)}"
+    held = "enforced by the pod's agent and the watchdog"
     if q.price_per_hour is None:
-        limit = f"{opts.provider} ends it after {hours}" if opts.provider == "runpod" else "no price to bound"
-        return f"price: unknown ({q.source}) for {what}; {limit}"
+        return f"price: unknown ({q.source}) for {what}; no price to bound; it ends by its deadline ({ends}), {held}"
     price = f"${q.price_per_hour:.3f}/h for {what} ({q.source})"
     most = q.price_per_hour * opts.max_hours
-    if opts.provider == "runpod":
-        return f"price: {price}; at most ${most:.2f} (--max-hours {opts.max_hours:g}: RunPod ends it then)"
-    if opts.provider == "vast":
-        return (
-            f"price: {price}; ${most:.2f} over --max-hours {opts.max_hours:g}, but Vast has no provider-side "
-            "limit: the idle watch and the watchdog end it"
-        )
-    return f"price: {price}; at most ${most:.2f} over --max-hours {opts.max_hours:g}"
+    return f"price: {price}; at most ${most:.2f} by the deadline ({ends}), {held}"
 
 
 def confirm(q: Quote, opts: UpOptions, gpu: str, deps: Deps, ask: Confirm | None) -> bool:
     """Print the price; ask when `ask` is given (the CLI gives one only on a terminal without -y)."""
-    deps.echo(cost_line(q, opts, gpu))
+    deps.echo(cost_line(q, opts, gpu, deps.clock.now()))
     if ask is None:
         return True
     return ask(f"create {opts.experiment} on {opts.provider}?")

@@ -245,7 +245,7 @@ def results_bucket_for(settings: Settings, *, local: bool) -> str | None:
 
 
 def install_agent(
-    access: PodAccess, pod: Pod, spec: PodSpec, deps: Deps, secrets_env: dict[str, str], token: str
+    access: PodAccess, pod: Pod, spec: PodSpec, deps: Deps, secrets_env: dict[str, str], token: str, **extra: object
 ) -> None:
     """Config and secrets go in as files (mode 600), never as env vars or argv; the agent starts first."""
     provider = deps.provider(pod.provider)
@@ -261,6 +261,7 @@ def install_agent(
         price_per_hour=pod.price_per_hour,
         simulated_gpu=local,
         local_home=str(deps.settings.home) if local else None,
+        **extra,  # deadline_at: the one `up` registered (the agent ends the pod then, F15)
     ).model_copy(update={"results_bucket": results_bucket})
     access.put_file(f"{STATE_DIR}/config.json", config.model_dump_json(indent=2).encode(), 0o600)
     access.put_file(
@@ -374,6 +375,7 @@ def provision(
     bootstrap: bool = True,
     verify: bool = True,
     before_bootstrap: Callable[[PodAccess], None] | None = None,
+    deadline_at: float | None = None,
 ) -> ProvisionReport:
     """Everything `up` does on a rented pod once it is RUNNING. Raises ProvisionError or
     PodVerificationFailed (a GpucError): `up` then destroys the pod and prints the message."""
@@ -386,7 +388,7 @@ def provision(
         wait_for_ssh(access, clock=deps.clock, timeout_s=ssh_timeout_s)
     wheel = build_wheel()
     installed = install_code(access, wheel, installer, deps.echo)
-    install_agent(access, pod, spec, deps, secrets_env, token)
+    install_agent(access, pod, spec, deps, secrets_env, token, deadline_at=deadline_at)
     agent_pid = check_agent_alive(access)
     if before_bootstrap is not None:
         before_bootstrap(access)  # the project's upload: the bootstrap installs its requirements

@@ -7,6 +7,7 @@ Routes (the local server and the Lambda Function URL serve the same ones):
     POST /v1/events               pod     PodEvent (signed)         -> Ack
     POST /v1/pods/{id}/keep       admin   KeepRequest               -> Ack
     POST /v1/pods/{id}/end        admin   EndRequest                -> Ack
+    POST /v1/pods/{id}/deadline   admin   DeadlineRequest           -> DeadlineAnswer
     POST /v1/notify               admin   NotifyRequest             -> Ack
     GET  /v1/status               admin                             -> StatusResponse
     POST /v1/reap                 admin   ReapRequest               -> ReapReport
@@ -59,6 +60,8 @@ EventKind = Literal[
     "destroy_failed",
     "verify_failed",
     "info",
+    "deadline_warning",
+    "deadline_destroy",
 ]
 
 
@@ -143,6 +146,24 @@ class PodEvent(Strict):
 
 class KeepRequest(Strict):
     until: Epoch
+
+
+class DeadlineRequest(Strict):
+    """Move a pod's deadline (`gpuc extend`, `gpuc keep`): exactly one of `deadline_at` (there) and
+    `extend_s` (later by this much; from now if it has passed). The watchdog refuses one past the pod's
+    start + max_lifetime_hours."""
+
+    deadline_at: Epoch | None = None
+    extend_s: float | None = Field(None, gt=0, le=MAX_LIMIT_S)
+    # `gpuc keep`: never earlier than it is now, and only as far as the cap allows (capped, not refused)
+    at_least: bool = False
+
+
+class DeadlineAnswer(Strict):
+    deadline_at: float  # the pod ends then (the pod's agent hears it in its next heartbeat answer)
+    previous: float
+    limit_at: float  # the latest it may be: the pod's start + max_lifetime_hours
+    capped: bool = False  # at_least asked for more than the cap allows
 
 
 class EndRequest(Strict):

@@ -54,6 +54,8 @@ class PodConfig(Strict):
     simulated_gpu: bool = False  # local sandbox: readings come from the sandbox's sim file
     local_home: str | None = None  # local sandbox only: where the local provider keeps its state
     deadline_at: float | None = None  # the pod's end (`up --max-hours`), on the watchdog's clock
+    deadline_warn_s: float = Field(15 * 60.0, ge=0)  # notified this long ahead
+    deadline_lead_s: float = Field(2 * 60.0, ge=0)  # the ending starts this long ahead: its sync ends before
 
     @classmethod
     def for_pod(
@@ -73,6 +75,8 @@ class PodConfig(Strict):
             ssh_input_window_s=settings.ssh_input_window_s,
             sync_interval_s=settings.sync_interval_s,
             nag_interval_s=settings.nag_interval_s,
+            deadline_warn_s=settings.deadline_warn_s,
+            deadline_lead_s=settings.deadline_lead_s,
             results_bucket=settings.results_bucket,
             s3_endpoint_url=settings.s3_endpoint_url,
             git_remote=settings.git_remote,

@@ -118,6 +118,12 @@ class Settings:
     balance_low_usd: float = 5.0
     max_hours: float = 12.0
 
+    # deadlines gpuc enforces itself (issue 16, SPEC F15): the pod's agent and the watchdog end a pod at its
+    # deadline (`up --max-hours`); no deadline, at `up` or by `gpuc extend` / `keep`, lies past start + this
+    max_lifetime_hours: float = field(default=48.0, metadata={"gt": 0})
+    deadline_warn_s: float = 15 * 60.0  # the pod notifies this long before its deadline
+    deadline_lead_s: float = 2 * 60.0  # ...and starts its ending (sync first) this long before it
+
     # providers
     runpod_graphql_url: str = "https://api.runpod.io/graphql"
     runpod_rest_url: str = "https://api.runpod.io/v2"

@@ -229,6 +229,7 @@ def live_registrations(settings: Settings) -> list[RegisterRequest]:
             interruptible=p.interruptible,
             policy=p.policy,
             carried=True,
+            deadline_at=p.deadline_at,  # its deadline travels with it (None: reckoned there as here)
         )
         for p in pods
         if p.key and p.origin != "adopted"

@@ -31,6 +31,7 @@ from gpuc.core.api import HeartbeatBody, NotificationRecord
 from gpuc.functions.store import (
     _COLUMNS,
     _JSON_FIELDS,
+    AUTH_FIELDS,
     FINISHED_STATES,
     MetaRecord,
     PodAuth,
@@ -152,7 +153,7 @@ class DynamoStore:
 
     def get_auth(self, pod_id: str) -> PodAuth | None:
         expr = _Expr()
-        projection = ", ".join(expr.name(c) for c in ("key", "lease_until", "state"))
+        projection = ", ".join(expr.name(c) for c in AUTH_FIELDS)
         got = self._db.get_item(
             TableName=self.table,
             Key=_key(PODS, pod_id),
@@ -163,12 +164,7 @@ class DynamoStore:
         item = got.get("Item")
         if not item:
             return None
-        return PodAuth(
-            pod_id=pod_id,
-            key=_from_attr(item["key"]),
-            lease_until=_from_attr(item.get("lease_until", {})),
-            state=_from_attr(item.get("state", {"S": "ok"})),
-        )
+        return PodAuth(pod_id=pod_id, **{k: _from_attr(item[k]) for k in AUTH_FIELDS if k in item})
 
     def list_pods(self, states: Collection[str] | None = None) -> list[StoredPod]:
         wanted = None if states is None else frozenset(states)

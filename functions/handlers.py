@@ -30,6 +30,7 @@ from gpuc.core.notify import Level
 from gpuc.core.redact import redact
 from gpuc.core.signing import token_matches, verify
 from gpuc.functions.app import Deps, announce
+from gpuc.functions.deadline import DEADLINE_ALERT, deadline_of, limit_of
 from gpuc.functions.reaper import reap_once
 from gpuc.functions.store import MARKABLE_STATES, PodAuth, StoredPod, note_unverified_ping, store_born
 
@@ -215,6 +216,7 @@ def register(req: Request, deps: Deps, now: float) -> Response:
         origin="carried" if body.carried else "registered",
         registered_at=now,
     )
+    pod = capped_deadline(pod, deps)
     store_born(deps.store, now)  # the first registration dates a new store, if no reaper pass did
     if deps.store.register(pod) == "refused":
         raise HttpError(409, "pod already ended: register a new pod")
@@ -233,7 +235,8 @@ def heartbeat(req: Request, deps: Deps, now: float) -> Response:
         raise HttpError(409, "replayed or out-of-order seq: send a higher one", last_seq=last)
     if signed.auth.state == "destroyed":
         revive(deps, signed.pod_id, now, "it pinged (valid signature)")
-    return ok(api.HeartbeatAnswer(server_time=now, lease_until=signed.auth.lease_until))
+    deadline = deadline_of(signed.auth, deps.settings)  # the pod adopts it: later (extend) or earlier (budget)
+    return ok(api.HeartbeatAnswer(server_time=now, lease_until=signed.auth.lease_until, deadline_at=deadline))
 
 
 def revive(deps: Deps, pod_id: str, now: float, evidence: str) -> bool:
@@ -274,7 +277,7 @@ def event(req: Request, deps: Deps, now: float) -> Response:
     # The pod waits for this answer before its destroy call: the ledger end is recorded first, the
     # phone hears about it second.
     if body.end_at is not None:
-        by = "idle" if body.kind == "idle_destroy" else "wrapper"
+        by = {"idle_destroy": "idle", "deadline_destroy": "deadline"}.get(body.kind, "wrapper")
         record_end(deps, signed.pod_id, now, end_at=body.end_at, by=by, note=body.note)
     pod = deps.store.get_pod(signed.pod_id)
     if pod is None:
@@ -303,7 +306,9 @@ def _event_text(pod: StoredPod, body: api.PodEvent) -> str:
 def _event_level(body: api.PodEvent) -> Level:
     if body.kind in ("sync_failed", "destroy_failed", "verify_failed"):
         return "error"
-    if body.kind == "idle_warning" or (body.kind == "job_exit" and body.exit_code not in (0, None)):
+    if body.kind in ("idle_warning", "deadline_warning"):
+        return "warning"
+    if body.kind == "job_exit" and body.exit_code not in (0, None):
         return "warning"
     return "info"
 
@@ -355,6 +360,64 @@ def keep(req: Request, deps: Deps, now: float) -> Response:
         )
     deps.store.update_if(pod.pod_id, {}, {"lease_until": body.until})
     return ok(api.Ack())
+
+
+def capped_deadline(pod: StoredPod, deps: Deps) -> StoredPod:
+    """No deadline past the pod's start + max_lifetime_hours. `up` refuses a longer --max-hours before
+    renting; a laptop whose cap is higher than this watchdog's gets this watchdog's (the safe direction;
+    the pod's agent adopts it from its first heartbeat answer)."""
+    if pod.deadline_at is None or pod.deadline_at <= (limit := limit_of(pod, deps.settings)):
+        return pod
+    return pod.model_copy(update={"deadline_at": limit})
+
+
+def deadline(req: Request, deps: Deps, now: float) -> Response:
+    """`gpuc extend` / `gpuc keep`: move the deadline, within the user's cap. The pod hears it in its next
+    heartbeat answer; the reaper reckons with it from its next pass."""
+    require_admin(req, deps)
+    pod = _admin_pod(req, deps)
+    body = parse(api.DeadlineRequest, req.body)
+    if (body.deadline_at is None) == (body.extend_s is None):
+        raise HttpError(400, "json validation error: send exactly one of deadline_at and extend_s")
+    if pod.state not in MARKABLE_STATES:
+        raise HttpError(409, "pod already ended: its deadline no longer applies")
+    settings = deps.settings
+    current, limit = deadline_of(pod, settings), limit_of(pod, settings)
+    # "2 h more" of a deadline already past (the pod kept for its sync, a reaper blind) counts from now.
+    asked = body.deadline_at if body.deadline_at is not None else max(current, now) + (body.extend_s or 0.0)
+    wanted = max(current, min(asked, limit)) if body.at_least else asked
+    if wanted > limit:
+        raise HttpError(
+            400,
+            f"json validation error: deadline_at is too late (at most max_lifetime_hours "
+            f"{settings.max_lifetime_hours:g} h after the pod's start, {iso(limit)})",
+        )
+    if wanted < now:
+        raise HttpError(400, "json validation error: deadline_at is in the past (`gpuc down` ends a pod now)")
+    if wanted != current:
+        move_deadline(deps, pod, now, wanted)
+    return ok(api.DeadlineAnswer(deadline_at=wanted, previous=current, limit_at=limit, capped=wanted < asked))
+
+
+def move_deadline(deps: Deps, pod: StoredPod, now: float, wanted: float) -> None:
+    changes: dict[str, Any] = {"deadline_at": wanted}
+    if (pod.alerted or "").startswith(DEADLINE_ALERT):
+        # Warned for the old deadline: that warning (and its mark) is void; a later one warns afresh.
+        changes.update(alerted=None, alerted_at=None)
+        if pod.state == "down":
+            changes.update(state="ok", destroy_at=None, reason=None)
+    # CAS on the deadline read: a concurrent move (a second `extend`, a budget pull-in) is not overwritten.
+    if not deps.store.update_if(pod.pod_id, {"state": pod.state, "deadline_at": pod.deadline_at}, changes):
+        raise HttpError(409, "the pod changed meanwhile: try again")
+    announce(
+        deps,
+        now,
+        f"gpuc: {pod.name} now ends at {iso(wanted)}",
+        f"{pod.pod_id} ({pod.provider}, {pod.experiment}): its deadline moved from "
+        f"{iso(deadline_of(pod, deps.settings))} to {iso(wanted)}.",
+        pod_id=pod.pod_id,
+        kind="deadline",
+    )
 
 
 def end(req: Request, deps: Deps, now: float) -> Response:
@@ -410,6 +473,7 @@ ROUTES: tuple[tuple[str, re.Pattern[str], Handler], ...] = (
     ("POST", re.compile(r"/v1/events"), event),
     ("POST", re.compile(rf"/v1/pods/{_POD_ID}/keep"), keep),
     ("POST", re.compile(rf"/v1/pods/{_POD_ID}/end"), end),
+    ("POST", re.compile(rf"/v1/pods/{_POD_ID}/deadline"), deadline),
     ("POST", re.compile(r"/v1/notify"), notify),
     ("GET", re.compile(r"/v1/status"), status),
     ("POST", re.compile(r"/v1/reap"), reap),

@@ -42,12 +42,16 @@ from gpuc.core.models import Pod, is_gpuc_name
 from gpuc.core.notify import Level
 from gpuc.core.redact import redact
 from gpuc.functions.app import Deps, announce
+from gpuc.functions.deadline import alert_key, deadline_of
 from gpuc.functions.store import LIVE_STATES, MARKABLE_STATES, StoredPod, store_born, unverified_pings
 
 log = logging.getLogger("gpuc.reaper")
 
 SILENCE_STATUSES = ("running", "exited")  # a pod that should be pinging
 BUSY_RULES = ("silence", "ended", "unregistered")  # rules the provider's GPU reading can veto
+# A pod at its deadline in one of these is ended (F15); stopped and paused pods bill no GPU: their own rules
+# hold them. "unknown" is judged so that its veto alerts (no kill on an uncertain reading).
+DEADLINE_STATUSES = ("running", "exited", "provisioning", "unknown")
 CONFIRM_ATTEMPTS = 3
 CONFIRM_DELAY_S = 2.0
 META_REAPER = "reaper"
@@ -326,6 +330,7 @@ def adopt_strays(run: Run, sight: Sight) -> list[StoredPod]:
             origin="adopted",
             provider_status=pod.status,
             provider_status_since=run.now,
+            deadline_at=run.now + run.deps.settings.max_hours * 3600,  # from first sight, as its other clocks
         )
         if run.dry_run or run.deps.store.adopt(rec):
             sight.pods[pod.id] = pod
@@ -430,6 +435,9 @@ def reap_pod(run: Run, rec: StoredPod, sight: Sight) -> None:
             run, rec, f"{verdict.rule}:{why_not[0]}", f"{verdict.reason}; not destroying: {why_not[1]}"
         )
         return
+    if verdict.rule == "deadline":
+        reap_deadline(run, rec, verdict)
+        return
     if rec.state in ("ok", "late"):
         marked = mark(run, rec, verdict)
         if marked is None:
@@ -468,6 +476,9 @@ def gone_twice(run: Run, rec: StoredPod) -> bool:
 def judge(run: Run, rec: StoredPod, pod: Pod) -> Verdict:
     """Pure: what this pod's situation calls for, before any veto."""
     now, settings = run.now, run.deps.settings
+    past = deadline_verdict(run, rec, pod)
+    if past is not None:
+        return past
     if rec.state == "ended":
         if rec.destroy_at is not None and now >= rec.destroy_at:
             return Verdict(
@@ -531,12 +542,66 @@ def judge_stray(run: Run, rec: StoredPod) -> Verdict:
     return FINE
 
 
+def deadline_verdict(run: Run, rec: StoredPod, pod: Pod) -> Verdict | None:
+    """F15: a pod that looks alive past its deadline (a busy loop, a hung NCCL collective at 100 % GPU, a
+    host faking pings) is ended whatever its pings and GPU say: warned at the first pass one period ahead,
+    destroyed at the first pass at or after it (billed <= --max-hours + one period, on every provider)."""
+    if pod.status not in DEADLINE_STATUSES:
+        return None
+    at = deadline_of(rec, run.deps.settings)
+    if run.now < at - run.deps.settings.reaper_period_s:
+        return None
+    reason = f"its deadline is {iso(at)} (--max-hours): it is ended then, whatever its pings and GPU say"
+    return Verdict("kill", "deadline", reason, due_at=at)
+
+
+def reap_deadline(run: Run, rec: StoredPod, verdict: Verdict) -> None:
+    """The deadline's two phases. Its mark is reckoned afresh from the deadline every pass, so a ping that
+    resets the state cannot cancel it; the claim before the destroy is conditioned on the deadline itself
+    (a `gpuc extend` meanwhile wins), not on the seq, so a host pinging every second cannot outrun it."""
+    at = verdict.due_at if verdict.due_at is not None else run.now
+    marked = deadline_mark(run, rec, verdict, at)
+    if marked is None or run.now < at:
+        return
+    states = ("ended",) if rec.state == "ended" else MARKABLE_STATES
+    claim = {"state": states, "deadline_at": rec.deadline_at}
+    destroy(run, marked, f"past its deadline, {iso(at)} (--max-hours)", claim)
+
+
+def deadline_mark(run: Run, rec: StoredPod, verdict: Verdict, at: float) -> StoredPod | None:
+    """Warned once per deadline value ("will destroy at <deadline>"); the state shows it until the pod
+    ends. None: not marked in this pass (blind, or the record moved: the next pass reckons again)."""
+    if rec.provider in run.blind:
+        run.act_on(rec, "skip", f"{verdict.reason}; not marking: the reaper cannot read {rec.provider} this pass")
+        return None
+    key = alert_key(at)
+    warned = rec.alerted == key
+    changes: dict[str, Any] = {} if warned else {"alerted": key, "alerted_at": run.now}
+    if rec.state != "ended" and (rec.state != "down" or rec.destroy_at != at):
+        changes.update(state="down", destroy_at=at, reason=verdict.reason)
+    if not changes:
+        return rec
+    if not run.dry_run:
+        states = ("ended",) if rec.state == "ended" else MARKABLE_STATES
+        expect = {"state": states, "alerted": rec.alerted, "deadline_at": rec.deadline_at}
+        if not run.deps.store.update_if(rec.pod_id, expect, changes):
+            return None
+        if not warned:
+            when = iso(max(at, run.now))
+            message = f"{verdict.reason}. It will be destroyed at {when}: `gpuc extend {rec.pod_id} 2h` moves it."
+            tell(run, rec, f"gpuc: will destroy {rec.name} at {when} (deadline)", message, "mark", "warning")
+    if not warned:
+        run.act_on(rec, "mark", f"{verdict.reason}; will destroy at {iso(at)}")
+    return rec.model_copy(update=changes)
+
+
 def veto(run: Run, rec: StoredPod, pod: Pod, verdict: Verdict) -> tuple[str, str] | None:
     """A second witness that says "do not kill": (key, why)."""
     settings = run.deps.settings
     if pod.status == "unknown":
         return "unknown", f"the provider reports its state as unknown ({pod.raw_status or '-'})"
-    if rec.state != "ended" and rec.lease_until is not None and run.now < rec.lease_until:
+    leased = rec.lease_until is not None and run.now < rec.lease_until
+    if rec.state != "ended" and verdict.rule != "deadline" and leased:  # a lease is for the idle watch
         return "lease", f"kept until {iso(rec.lease_until)} (gpuc keep)"
     busy = pod.gpu_util_pct
     if verdict.rule in BUSY_RULES and busy is not None and busy >= settings.idle_gpu_pct:
@@ -572,8 +637,9 @@ def mark(run: Run, rec: StoredPod, verdict: Verdict) -> StoredPod | None:
     return rec.model_copy(update=changes)
 
 
-def destroy(run: Run, rec: StoredPod, reason: str) -> None:
-    """Phase two: record the end, notify, destroy, list again."""
+def destroy(run: Run, rec: StoredPod, reason: str, expect: Mapping[str, Any] | None = None) -> None:
+    """Phase two: record the end, notify, destroy, list again. `expect`: the claim's condition (by default
+    the state and seq read: a ping that lands meanwhile wins)."""
     if not may_destroy(run, rec, reason):
         return
     if run.dry_run:
@@ -582,7 +648,8 @@ def destroy(run: Run, rec: StoredPod, reason: str) -> None:
     changes: dict[str, Any] = {"state": "destroying", "destroy_started_at": run.now, "reason": reason}
     if rec.end_at is None:
         changes.update(end_at=run.now, ended_by="reaper")
-    if not run.deps.store.update_if(rec.pod_id, {"state": rec.state, "last_seq": rec.last_seq}, changes):
+    claim = expect if expect is not None else {"state": rec.state, "last_seq": rec.last_seq}
+    if not run.deps.store.update_if(rec.pod_id, claim, changes):
         run.destroys -= 1  # another pass, or a ping, got there first
         return
     end_at = changes.get("end_at", rec.end_at)

@@ -61,6 +61,14 @@ class PodAuth(BaseModel):
     key: str
     lease_until: float | None = None
     state: str = "ok"
+    # The deadline the heartbeat answer carries, and what it is reckoned from (functions/deadline.py)
+    deadline_at: float | None = None
+    started_at: float | None = None
+    registered_at: float = 0.0
+    origin: str = "registered"
+
+
+AUTH_FIELDS = ("key", "lease_until", "state", "deadline_at", "started_at", "registered_at", "origin")
 
 
 class MetaRecord(BaseModel):
@@ -215,12 +223,10 @@ class SqliteStore:
 
     def get_auth(self, pod_id: str) -> PodAuth | None:
         with self._lock:
-            row = self._db.execute(
-                "SELECT key, lease_until, state FROM pods WHERE pod_id = ?", (pod_id,)
-            ).fetchone()
+            row = self._db.execute(f"SELECT {', '.join(AUTH_FIELDS)} FROM pods WHERE pod_id = ?", (pod_id,)).fetchone()
         if row is None:
             return None
-        return PodAuth(pod_id=pod_id, key=row["key"], lease_until=row["lease_until"], state=row["state"])
+        return PodAuth(pod_id=pod_id, **{k: row[k] for k in AUTH_FIELDS if row[k] is not None})
 
     def list_pods(self, states: Collection[str] | None = None) -> list[StoredPod]:
         sql, args = "SELECT * FROM pods", tuple[str, ...]()

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuc.core.clock import Clock
+from gpuc.instance_side.deadline import DeadlineWatch, ends_pod
 from gpuc.instance_side.ending import Ender, Ending, Outcome
 from gpuc.instance_side.gpu import GpuReader, GpuReadError, GpuSample
 from gpuc.instance_side.heartbeat import PodClient, event_body, heartbeat_body
@@ -84,6 +85,7 @@ class Agent:
         self.next_sync: float | None = None
         self.blocked_at: float | None = None  # an idle end kept the pod (sync failed); nag from here
         self.sync_failing = False
+        self.deadline = DeadlineWatch.of(cfg, client, ender, log)  # F15: ends the pod whatever it is doing
         self._last: tuple[Observation, Verdict, IdleState, bool] | None = None  # for the next heartbeat
         self._job_tree: JobTree | None = None  # the previous check's reading: progress is the growth since
 
@@ -95,6 +97,7 @@ class Agent:
             self.next_sync = now + self.cfg.sync_interval_s
         if now + _DUE_SLACK < self.next_check:
             self._heartbeat_if_due(now)  # a heartbeat interval shorter than the check interval
+            self._deadline(now)
             return
         self.next_check = now + self.cfg.idle_check_interval_s
         obs = self.observe()
@@ -103,6 +106,8 @@ class Agent:
         preview, _ = advance(self.state, verdict, now, self.th, suspension(keep, self.lease_until, now) is not None)
         self._last = (obs, verdict, preview, keep)
         self._heartbeat_if_due(now)
+        if self._deadline(now):  # after the answer: its deadline counts
+            return
         # The answer may have brought a lease (`gpuc keep`): decide with it, not before it.
         kept = suspension(keep, self.lease_until, now)
         self.state, action = advance(self.state, verdict, now, self.th, kept is not None)
@@ -112,6 +117,9 @@ class Agent:
 
     def next_wake(self) -> float:
         wake = min(self.next_check, self.next_heartbeat)
+        due = self.deadline.next_due()
+        if due is not None and due > self.clock.now():
+            wake = min(wake, due)
         if self.client.pending:
             wake = min(wake, max(self.client.next_attempt, self.clock.now()))
         return wake
@@ -165,6 +173,7 @@ class Agent:
         answer = self.client.flush(now)
         if answer is not None:
             self.lease_until = answer.lease_until
+            self.deadline.adopt(answer.deadline_at)
 
     def _body(self, obs: Observation, verdict: Verdict, state: IdleState, keep: bool) -> dict[str, Any]:
         gpu_error = obs.gpu_error or (self.probes.gpu.note if not obs.gpus else None)
@@ -193,6 +202,12 @@ class Agent:
         except (OSError, JobScanError):
             return False
         return True
+
+    def _deadline(self, now: float) -> bool:
+        """True when the deadline ended the pod: whatever the job, the GPU, ssh, .keep or a lease say."""
+        if ends_pod(self.deadline.step(now, self.cfg.pod_id)):
+            self.stopped = True
+        return self.stopped
 
     # -- acting on the decision ---------------------------------------------------------------
     def _act(self, action: Action, now: float) -> None:

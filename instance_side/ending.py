@@ -33,7 +33,7 @@ Outcome = Literal["destroyed", "destroy_failed", "kept_sync_failed", "kept_alive
 
 @dataclass(frozen=True)
 class Ending:
-    kind: Literal["job_exit", "idle_destroy"]
+    kind: Literal["job_exit", "idle_destroy", "deadline_destroy"]
     message: str  # what happened: "job exited with code 1 after 42s", "idle for 20 min"
     exit_code: int | None = None
     duration_s: float | None = None

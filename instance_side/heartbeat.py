@@ -49,6 +49,8 @@ EVENT_KINDS = (
     "destroy_failed",
     "verify_failed",
     "info",
+    "deadline_warning",
+    "deadline_destroy",
 )
 REQUEST_TIMEOUT_S = 5.0
 MAX_QUEUED_EVENTS = 100
@@ -181,6 +183,9 @@ class Answer:
 
     server_time: float | None
     lease_until: float | None
+    # On the functions' clock, as the watchdog keeps it (the agent converts as it compares: the offset may
+    # be learnt later); None when the answer carries none or an absurd one.
+    deadline_at: float | None = None
 
 
 @dataclass
@@ -393,9 +398,12 @@ def _parse_answer(result: HttpResult | None, offset_s: float) -> Answer | None:
     if not isinstance(data, dict):
         return None
     lease = _num(data.get("lease_until"))
+    deadline = _num(data.get("deadline_at"))
     return Answer(
         server_time=_num(data.get("server_time")),
         lease_until=None if lease is None else lease - offset_s,
+        # A garbled deadline (NaN, 1e300, epoch 0) must not end the pod now, nor never.
+        deadline_at=deadline if deadline is not None and _EPOCH_MIN <= deadline <= _EPOCH_MAX else None,
     )
 
 

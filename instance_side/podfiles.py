@@ -52,6 +52,8 @@ class AgentConfig:
     simulated_gpu: bool = False
     local_home: str | None = None
     deadline_at: float | None = None
+    deadline_warn_s: float = 15 * 60.0
+    deadline_lead_s: float = 2 * 60.0
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, object]) -> AgentConfig:

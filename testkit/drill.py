@@ -16,6 +16,7 @@ row says so.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import math
 import random
@@ -1132,6 +1133,20 @@ def _state(stage: Stage, pod_id: str) -> str | None:
     return None if rec is None else rec.state
 
 
+def later_rows(module: str, *names: str) -> tuple[Scenario, ...]:
+    """Rows kept in a testkit/drill_<topic>.py module, which builds on this one: imported when they run."""
+
+    def row(name: str) -> Scenario:
+        def scenario(stage: Stage) -> RowResult:
+            found: Scenario = getattr(importlib.import_module(module), name)
+            return found(stage)
+
+        scenario.__name__ = name
+        return scenario
+
+    return tuple(row(n) for n in names)
+
+
 SCENARIOS: tuple[Scenario, ...] = (
     f1_job_ends,
     f2_job_crashes,
@@ -1155,6 +1170,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     f5r_watchdog_slept,
     f12b_one_provider_blind,
     f5g_transient_not_found,
+    *later_rows("gpuc.testkit.drill_deadline", "f15_runpod", "f15v_vast", "f15h_host_fakes_pings"),
 )
 KEEP = {"F8": ("f8-pod",), "F10": ("f10-pod",), "F14": ("f14-pod",)}
 KEEP.update({"F11s": ("f11s-pod-2",), "F5r": ("f5r-pod-1",)})  # alive at the end: the rows' point

@@ -563,7 +563,9 @@ class RunPodProvider(HttpProvider):
             "minVcpuCount": VCPU_PER_GPU * spec.gpu_count,
             "minMemoryInGb": MEMORY_GB_PER_GPU * spec.gpu_count,
             "env": [{"key": k, "value": v} for k, v in env.items()],
-            # The provider-side backstop: RunPod terminates the pod itself even if every gpuc part is gone.
+            # Sent, counted on nowhere: RunPod accepts terminateAfter and has never acted on it (runpodctl
+            # #330, docs #820). Harmless if it ever does; the deadline is gpuc's own, held by the pod's agent
+            # and the watchdog (SPEC F15).
             "terminateAfter": iso(self.clock.now() + spec.max_hours * 3600),
         }
         return fields

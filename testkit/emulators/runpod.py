@@ -10,10 +10,12 @@ the observed "pod not found to terminate". Texts RunPod never documented (no cap
 pod key) are this emulator's own and say so in the code.
 
 State: pods go provisioning -> running after `boot_polls` observations (get or list) or `boot_s`
-seconds of the emulator's clock; `terminateAfter` is enforced. A COMMUNITY pod created without
-`supportPublicIp: true` gets no public IP (its ssh port is private): the hazard the official clients avoid
-by always sending it. Test-driving API: set_status, set_gpu_util, add_foreign_pod, vanish, set_stock,
-pod_environ, pods, balance, plant_charge, set_charge_factor, pod_key_can_terminate, pod_key_not_found.
+seconds of the emulator's clock. `terminateAfter` is accepted (its date-time format checked) and never
+acted on, as the real API does (runpodctl #330, docs #820): the pod runs, and bills, past it. A COMMUNITY
+pod created without `supportPublicIp: true` gets no public IP (its ssh port is private): the hazard the
+official clients avoid by always sending it. Test-driving API: set_status, set_gpu_util, add_foreign_pod,
+vanish, set_stock, pod_environ, pods, balance, plant_charge, set_charge_factor, pod_key_can_terminate,
+pod_key_not_found.
 
 Pod-scoped keys: they may read, stop and terminate their own pod (GraphQL) and nothing else; REST is 403
 (field report). `pod_key_can_terminate=False` answers their podTerminate "Unauthorized";
@@ -328,7 +330,7 @@ class EmuPod:
     state: str = "provisioning"
     polls_left: int = 2
     started_at: float | None = None
-    terminate_after: float | None = None
+    terminate_after: float | None = None  # as sent; nothing ever acts on it (runpodctl #330)
     gpu_util: int = 0
     machine_id: str = field(default_factory=lambda: secrets.token_hex(6))
 
@@ -527,7 +529,6 @@ class RunPodEmulator(Emulator):
             body = request.json()
         except ValueError:
             return EmuResponse.json(400, {"errors": [{"message": "POST body sent invalid JSON."}]})
-        self._tick()
         result = execute(SCHEMA, body, self._root(who))
         return EmuResponse.json(result.status, result.body)
 
@@ -714,7 +715,6 @@ class RunPodEmulator(Emulator):
             query = V2ListQuery.parse(request)
         except ValueError as exc:
             return validation_failed(str(exc))
-        self._tick()
         for pod in list(self.pods.values()):
             self._observe(pod)
         ordered = sorted(self.pods.values(), key=lambda p: (p.created_at, p.id))
@@ -738,7 +738,6 @@ class RunPodEmulator(Emulator):
             include_machine = bool_param(request, "includeMachine")
         except ValueError as exc:
             return validation_failed(str(exc))
-        self._tick()
         pod = self.pods.get(pod_id)
         if pod is not None:
             self._observe(pod)
@@ -757,7 +756,6 @@ class RunPodEmulator(Emulator):
             return validation_failed("the body is not JSON")
         if not isinstance(body, dict) or set(body) != {"action"} or body["action"] not in V2_ALL_ACTIONS:
             return validation_failed('the body must be {"action": "start"|"stop"|"restart"|"terminate"}')
-        self._tick()
         pod = self.pods.get(pod_id)
         if pod is None:
             return problem(404, "Not Found", "resource not found")
@@ -777,7 +775,6 @@ class RunPodEmulator(Emulator):
         refused = self._v2_auth(request) or unexpected_params(request, set())
         if refused:
             return refused
-        self._tick()
         pod = self.pods.get(pod_id)
         if pod is None:
             return problem(404, "Not Found", "resource not found")
@@ -792,7 +789,6 @@ class RunPodEmulator(Emulator):
             query = BillingQuery.parse(request, self.clock.now())
         except ValueError as exc:
             return validation_failed(str(exc))
-        self._tick()
         self._track()
         records = [
             record
@@ -857,15 +853,7 @@ class RunPodEmulator(Emulator):
             self.billed[pod.id] = pod
             self.billing_book.observe(pod.id, billing_state(pod.state), now, pod.created_at)
         for pod_id in self.billing_book.open_ids() - set(self.pods):
-            deadline_at = self.billed[pod_id].terminate_after
-            # terminateAfter ends the pod at that moment, not when the emulator next looks.
-            self.billing_book.end(pod_id, min(now, deadline_at) if deadline_at is not None else now)
-
-    def _tick(self) -> None:
-        now = self.clock.now()
-        for pod in list(self.pods.values()):
-            if pod.terminate_after is not None and now >= pod.terminate_after:
-                self._remove(pod)  # RunPod's own backstop
+            self.billing_book.end(pod_id, now)
 
     def _observe(self, pod: EmuPod) -> None:
         if pod.state != "provisioning":

@@ -219,7 +219,8 @@ def test_up_shows_the_price_and_the_most_it_can_cost_and_a_no_creates_nothing(re
     with pytest.raises(GpucError, match="nothing was created"):
         podlife.up(opts(max_hours=10, confirm=no), deps)
     price = next(line for line in lines if line.startswith("price:"))
-    assert "$0.740/h" in price and "at most $7.40" in price and "RunPod ends it" in price
+    assert "$0.740/h" in price and "at most $7.40 by the deadline (--max-hours 10, ends at " in price
+    assert "enforced by the pod's agent and the watchdog" in price and "RunPod ends" not in price  # #330
     assert questions == ["create exp1 on runpod?"]
     assert nothing_spent(deps, provider)
 
@@ -256,7 +257,8 @@ def test_vast_rents_the_offer_whose_price_was_shown(rented: Settings, vast: Reco
     price = next(line for line in lines if line.startswith("price:"))
     assert spec.gpu_type == "RTX 4090" and spec.offer_id == EMULATOR_4090
     assert spec.price_per_hour is not None and f"${spec.price_per_hour:.3f}/h" in price
-    assert f"offer {EMULATOR_4090}" in price and "Vast has no provider-side limit" in price
+    assert f"offer {EMULATOR_4090}" in price and "at most $" in price
+    assert "enforced by the pod's agent and the watchdog" in price  # the same layers as on RunPod
 
 
 def test_the_dry_run_shows_the_price_too(rented: Settings) -> None:

@@ -15,6 +15,7 @@ from gpuc.functions import reaper
 from gpuc.functions.app import Deps
 from gpuc.instance_side import agent, ending, heartbeat
 from gpuc.testkit.drill import (
+    SCENARIOS,
     f3j_job_works_without_gpu,
     f5_agent_killed,
     f5c_clock_ahead,
@@ -24,6 +25,7 @@ from gpuc.testkit.drill import (
 )
 
 ROWS = [f"F{i}" for i in range(1, 15)] + ["F3j", "F3h", "F5c", "F9n"] + ["F11s", "F5r", "F12b", "F5g"]
+ROWS += ["F15", "F15v", "F15h"]
 
 
 def drill(*args: str) -> tuple[int, str]:
@@ -114,3 +116,27 @@ def test_a_pod_that_never_learns_the_functions_time_is_killed(monkeypatch: pytes
     monkeypatch.setattr(heartbeat.PodClient, "_learn_time", lambda self, result: None)
     report = run_drill(scenarios=[f5c_clock_ahead])
     assert report.rows[0].false_kills == 1 and not report.ok
+
+
+def deadline_rows(*names: str) -> list[Any]:
+    return [s for s in SCENARIOS if s.__name__ in names]
+
+
+def test_a_reaper_whose_deadline_a_busy_gpu_can_veto_leaves_a_faked_pod_billing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(reaper, "BUSY_RULES", (*reaper.BUSY_RULES, "deadline"))
+    report = run_drill(scenarios=deadline_rows("f15h_host_fakes_pings"))
+    row = report.rows[0]
+    assert row.billed_min is None and not row.within_bound and not report.ok
+
+
+def test_an_agent_that_ignores_its_deadline_is_a_problem_even_when_the_reaper_catches_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(agent.Agent, "_deadline", lambda self, now: False)
+    report = run_drill(scenarios=deadline_rows("f15_runpod", "f15v_vast"))
+    for row in report.rows:
+        assert row.within_bound, row  # the reaper, on its own, holds the bound
+        assert "the agent did not end the pod itself" in row.problems
+    assert not report.ok

@@ -98,6 +98,7 @@ class FakeFunctions:
     down: bool = False
     status: int = 200
     lease_until: float | None = None
+    deadline_at: float | None = None  # the watchdog's word on the deadline, in every heartbeat answer
     heartbeats: list[HeartbeatBody] = field(default_factory=list)
     events: list[PodEvent] = field(default_factory=list)
     event_times: list[float] = field(default_factory=list)
@@ -133,7 +134,7 @@ class FakeFunctions:
             check(hb.seq == seq, "body seq = header seq")
             self.heartbeats.append(hb)
             self.calls.append("heartbeat")
-            answer = {"ok": True, "server_time": now, "lease_until": self.lease_until}
+            answer = {"ok": True, "server_time": now, "lease_until": self.lease_until, "deadline_at": self.deadline_at}
             return HttpResult(200, json.dumps(answer).encode(), date)
         check(url.endswith("/v1/events"), url)
         event = validated(PodEvent, body)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
+import httpx
 import pytest
 from providerfakes import RUNPOD_KEY, spec
 
@@ -296,12 +297,29 @@ def test_stop_stops(runpod: RunPodProvider, runpod_emu: RunPodEmulator) -> None:
     assert runpod.get(pod.id).status == "stopped"  # type: ignore[union-attr]
 
 
-def test_terminate_after_is_enforced_by_the_provider_itself(
+def test_terminate_after_is_sent_and_never_enforced_as_the_real_api(
     runpod: RunPodProvider, runpod_emu: RunPodEmulator, clock: FakeClock
 ) -> None:
+    """runpodctl #330 / docs #820: accepted, never acted on. gpuc's deadline is its own (agent + watchdog)."""
     pod = runpod.create(spec("runpod", max_hours=1))
-    clock.advance(3601)
-    assert runpod.get(pod.id) is None
+    assert runpod_emu.pods[pod.id].terminate_after == clock.now() + 3600
+    clock.advance(5 * 3600)
+    again = runpod.get(pod.id)
+    assert again is not None and again.status == "running"
+
+
+def test_a_terminate_after_that_is_not_a_date_time_is_refused(runpod_emu: RunPodEmulator) -> None:
+    with httpx.Client(transport=runpod_emu.transport(), base_url="https://api.runpod.test") as http:
+        answer = http.post(
+            "/graphql",
+            headers={"Authorization": f"Bearer {RUNPOD_KEY}"},
+            json={
+                "query": "mutation { podFindAndDeployOnDemand(input: {gpuTypeId: \"NVIDIA GeForce RTX 4090\", "
+                'gpuCount: 1, cloudType: SECURE, imageName: "x", name: "gpuc-x", terminateAfter: "soon"}) { id } }'
+            },
+        )
+    errors = answer.json().get("errors") or []
+    assert errors and "terminateAfter is not a date-time" in errors[0]["message"], answer.text
 
 
 def test_self_destroy_uses_the_pod_scoped_key(runpod: RunPodProvider, runpod_emu: RunPodEmulator) -> None:

@@ -83,15 +83,18 @@ def test_runpod_bills_running_hours_at_the_pod_price_and_stopped_hours_at_the_vo
     assert body["metadata"]["totals"]["totalAmount"] == pytest.approx(sum(r["totalAmount"] for r in records))
 
 
-def test_runpod_billing_ends_at_terminate_after_not_when_the_emulator_next_looks(
+def test_runpod_bills_on_past_terminate_after_as_the_real_api_does(
     runpod_emu: RunPodEmulator, runpod_http: httpx.Client, clock: FakeClock
 ) -> None:
+    """runpodctl #330: the API takes terminateAfter and never acts on it. A fake that honoured it would
+    hide the very bill gpuc's own deadline exists to stop."""
     pod_id = runpod_pod(runpod_emu)
     runpod_emu.pods[pod_id].terminate_after = T0 + 1.5 * HOUR
     clock.advance(6 * HOUR)
     records = runpod_bill(runpod_http).json()["records"]
+    assert pod_id in runpod_emu.pods
     assert sum(r["gpuAmount"] for r in records if r["podId"] == pod_id) == pytest.approx(
-        1.5 * DEFAULT_GPUS[0].secure, abs=1e-3
+        6 * DEFAULT_GPUS[0].secure, abs=1e-3
     )
 
 

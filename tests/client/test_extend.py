@@ -1,0 +1,204 @@
+"""`gpuc extend` and `gpuc keep` move a pod's deadline within the user's cap, against the real local
+watchdog, and say in words when the pod now ends; `up` refuses a --max-hours above the cap before renting;
+the price line, `doctor` and `doctor --live` name the layers that hold the deadline on every provider."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gpuc.client import cmd_pod, precheck
+from gpuc.client.commands import COMMANDS
+from gpuc.client.deps import build_deps
+from gpuc.client.doctor import check_deadline
+from gpuc.client.functions_client import FunctionsClient
+from gpuc.client.lease import parse_when
+from gpuc.client.live import live_report
+from gpuc.client.podlife import UpOptions
+from gpuc.client.state import RunStore
+from gpuc.core.api import RegisterRequest
+from gpuc.core.clock import FakeClock
+from gpuc.core.errors import ConfigError
+from gpuc.core.providers.http import zero_backoff
+from gpuc.core.providers.runpod import RunPodProvider
+from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.signing import derive_key, new_token
+from gpuc.functions.server import ServerHandle, start_in_thread
+from gpuc.testkit.emulators.runpod import RunPodEmulator
+
+ADMIN = "admin-token-PLANTED-9a8b7c6d"
+HOUR = 3600.0
+Served = tuple[ServerHandle, dict[str, str]]
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    """A local watchdog with two pods: lp-1 started now (deadline in 1 h), lp-old started 40 h ago."""
+    home = tmp_path / "home"
+    settings = Settings(home=home, env_file=tmp_path / "none.env", admin_token=SecretStr(ADMIN))
+    server = start_in_thread(settings, port=0)
+    runs = RunStore(home)
+    now = server.deps.clock.now()
+    with FunctionsClient(settings.with_overrides(functions_url=server.url)) as client:
+        for pod_id, started in (("lp-1", now), ("lp-old", now - 40 * HOUR)):
+            runs.record_intent(pod_id, f"gpuc-{pod_id}", "local", "exp", 1.0)
+            runs.set_pod_id(pod_id, pod_id)
+            client.register(
+                RegisterRequest(
+                    pod_id=pod_id,
+                    provider="local",
+                    name=f"gpuc-{pod_id}",
+                    experiment="exp",
+                    key=derive_key(new_token()),
+                    started_at=started,
+                    deadline_at=started + HOUR,
+                )
+            )
+    env = {"GPUC_HOME": str(home), "GPUC_FUNCTIONS_URL": server.url, "GPUC_ADMIN_TOKEN": ADMIN}
+    try:
+        yield server, env
+    finally:
+        server.stop()
+
+
+def stored_deadline(server: ServerHandle, pod_id: str) -> float:
+    rec = server.deps.store.get_pod(pod_id)
+    assert rec is not None and rec.deadline_at is not None
+    return rec.deadline_at
+
+
+def test_extend_moves_the_deadline_and_says_when_the_pod_now_ends(served: Served) -> None:
+    server, env = served
+    before = stored_deadline(server, "lp-1")
+    result = CliRunner().invoke(cmd_pod.extend, ["lp-1", "2h"], env=env)
+    assert result.exit_code == 0, result.output
+    assert stored_deadline(server, "lp-1") == before + 2 * HOUR
+    day = r"(\d{4}-\d\d-\d\d )?"  # another day's date, near midnight
+    words = rf"lp-1: now ends at {day}\d\d:\d\d UTC \(3 h from now\), its deadline \(was {day}\d\d:\d\d UTC\)\n"
+    assert re.fullmatch(words, result.output), result.output
+
+
+def test_extend_past_the_cap_is_refused_in_words_and_nothing_moves(served: Served) -> None:
+    server, env = served
+    before = stored_deadline(server, "lp-old")
+    result = CliRunner().invoke(cmd_pod.extend, ["lp-old", "10h"], env=env)
+    error = result.exception
+    assert isinstance(error, ConfigError), result.output
+    assert "it may live at most 48 h from its start" in error.message and "(8 h from now)" in error.message
+    assert error.hint is not None and "gpuc extend lp-old --to " in error.hint
+    assert "GPUC_MAX_LIFETIME_HOURS" in error.hint
+    assert stored_deadline(server, "lp-old") == before
+
+
+def test_extend_to_a_time(served: Served) -> None:
+    server, env = served
+    result = CliRunner().invoke(cmd_pod.extend, ["lp-1", "--to", "2099-01-01T00:00Z"], env=env)
+    assert isinstance(result.exception, ConfigError)  # far past the cap
+    now = server.deps.clock.now()
+    result = CliRunner().invoke(cmd_pod.extend, ["lp-1", "--to", _iso(now + 5 * HOUR)], env=env)
+    assert result.exit_code == 0, result.output
+    assert abs(stored_deadline(server, "lp-1") - (now + 5 * HOUR)) < 60
+
+
+def test_extend_needs_exactly_one_of_a_duration_and_a_time_in_range(served: Served) -> None:
+    _, env = served
+    wrong = [[], ["2h", "--to", "18:00"], ["0s"], ["400d"], ["--to", "2200-01-01T00:00Z"]]
+    for args in (["lp-1", *w] for w in wrong):
+        result = CliRunner().invoke(cmd_pod.extend, args, env=env)
+        assert isinstance(result.exception, ConfigError), result.output
+
+
+def test_keep_pulls_a_sooner_deadline_up_to_the_lease(served: Served) -> None:
+    server, env = served
+    result = CliRunner().invoke(cmd_pod.keep, ["lp-1", "--for", "3h"], env=env)
+    assert result.exit_code == 0, result.output
+    now = server.deps.clock.now()
+    assert abs(stored_deadline(server, "lp-1") - (now + 3 * HOUR)) < 60
+    assert "lp-1: now ends at " in result.output.splitlines()[1]
+
+
+def test_keep_beyond_the_cap_says_when_the_pod_still_ends(served: Served) -> None:
+    server, env = served
+    result = CliRunner().invoke(cmd_pod.keep, ["lp-old", "--for", "10h"], env=env)
+    assert result.exit_code == 0, result.output
+    lease, ends = result.output.splitlines()
+    assert lease.startswith("lp-old: idle destroy suspended until ")
+    assert ends.startswith("lp-old: its deadline can go no later than ") and "lease or not" in ends
+    rec = server.deps.store.get_pod("lp-old")
+    assert rec is not None and rec.started_at is not None
+    assert stored_deadline(server, "lp-old") == rec.started_at + 48 * HOUR
+
+
+def test_parse_when_takes_the_next_hh_mm_in_utc() -> None:
+    now = 1_790_000_000.0  # 2026-09-21 14:13:20 UTC
+    midnight = now - now % 86400
+    assert parse_when("15:00", now) == midnight + 15 * HOUR
+    assert parse_when("14:00", now) == midnight + 38 * HOUR  # passed today: tomorrow's
+    with pytest.raises(ConfigError, match="no time zone"):
+        parse_when("2026-09-21T18:00", now)
+    with pytest.raises(ConfigError, match="is not a time"):
+        parse_when("soon", now)
+
+
+# -- up ---------------------------------------------------------------------------------------------------
+
+
+def test_up_refuses_max_hours_above_the_cap_before_renting(tmp_path: Path) -> None:
+    settings = Settings(home=tmp_path / "home", env_file=tmp_path / "none.env", max_lifetime_hours=24)
+    deps = build_deps(settings, echo=lambda _: None)
+    with pytest.raises(ConfigError, match=r"--max-hours 30 is not within 0 < h <= 24") as caught:
+        precheck.before_create(UpOptions(experiment="x", max_hours=30), deps)
+    assert caught.value.hint is not None and "--max-hours 24" in caught.value.hint
+    precheck.before_create(UpOptions(experiment="x", max_hours=24), deps)  # at the cap: fine
+
+
+@pytest.mark.parametrize("provider", ["runpod", "vast", "local"])
+def test_the_price_line_names_the_layers_that_hold_on_every_provider(provider: str) -> None:
+    opts = UpOptions(experiment="x", provider=provider, max_hours=10)
+    now = 1_790_000_000.0
+    priced = precheck.cost_line(precheck.Quote(0.5, "listed"), opts, "RTX 4090", now)
+    assert "at most $5.00 by the deadline (--max-hours 10, ends at 2026-09-22 00:13 UTC)" in priced
+    unpriced = precheck.cost_line(precheck.Quote(None, "unknown"), opts, "RTX 4090", now)
+    for line in (priced, unpriced):
+        assert "enforced by the pod's agent and the watchdog" in line
+        assert "RunPod ends" not in line and "provider-side" not in line
+
+
+# -- doctor -----------------------------------------------------------------------------------------------
+
+
+def test_doctor_says_which_layers_hold_the_deadline() -> None:
+    check = check_deadline(Settings())
+    assert check.status == "ok"
+    assert "the pod's agent" in check.detail and "the watchdog" in check.detail
+    assert "RunPod and Vast alike" in check.detail and "never enforced, runpodctl #330" in check.detail
+    assert check_deadline(Settings(max_hours=60)).status == "fail"
+
+
+def test_doctor_live_says_runpod_never_enforced_terminate_after(clock: FakeClock) -> None:
+    emu = RunPodEmulator(api_key="rpa_" + "0" * 36, clock=clock)
+    provider = RunPodProvider(
+        "rpa_" + "0" * 36,
+        graphql_url="https://api.runpod.test/graphql",
+        rest_url="https://api.runpod.test/v2",
+        transport=emu.transport(),
+        clock=clock,
+        backoff=zero_backoff,
+    )
+    report = live_report({"runpod": lambda: provider})
+    [fact] = [f for f in report.facts if "terminateAfter" in f.fact]
+    assert fact.status == "refuted" and "runpodctl #330" in fact.detail and "does not rely" in fact.fact
+
+
+def test_extend_is_in_the_command_table() -> None:
+    assert COMMANDS["extend"][0] == "gpuc.client.cmd_pod:extend"
+
+
+def _iso(ts: float) -> str:
+    from gpuc.core.clock import iso
+
+    return iso(ts)
