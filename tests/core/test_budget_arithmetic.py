@@ -38,9 +38,10 @@ def test_only_the_part_inside_the_month_counts() -> None:
     straddle = Burn("s", "exp", SEPT - 10 * HOUR, SEPT + 5 * HOUR, 2.0)
     last_month = Burn("l", "exp", SEPT - 30 * HOUR, SEPT - 20 * HOUR, 100.0)
     running = Burn("r", "exp", NOW - 3 * HOUR, None, 0.5)
-    spend = month_spend([straddle, last_month, running], NOW)
+    unpriced_last_month = Burn("u", "exp", SEPT - 30 * HOUR, SEPT - 20 * HOUR, None)  # August's problem
+    spend = month_spend([straddle, last_month, running, unpriced_last_month], NOW)
     assert (spend.closed_usd, spend.running_usd, spend.running_per_hour) == (10.0, 1.5, 0.5)
-    assert spend.running == ("r",) and spend.month == "2026-09"
+    assert spend.running == ("r",) and spend.month == "2026-09" and spend.unknown == ()
 
 
 def test_a_written_cost_is_prorated_and_wins_over_the_price() -> None:
