@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from functools import partial
+from typing import Literal, TypedDict
 
 import click
 from pydantic import BaseModel
@@ -99,6 +100,41 @@ def limits_text(line: BalanceLine) -> str | None:
     )
 
 
+class AccountCheck(TypedDict):
+    """A `gpuc doctor` check (client/doctor.py Check), built here where the balance lines are read."""
+
+    name: str
+    status: Literal["ok", "warn"]
+    detail: str
+    fix: str | None
+
+
+def account_checks(report: BalanceReport, settings: Settings) -> list[AccountCheck]:
+    """For doctor: each account's own limits where its provider shows them (warned when one of its own
+    alerts is off), then the caps that bound a month's money, said once."""
+    out: list[AccountCheck] = []
+    for line in report.providers:
+        text = limits_text(line) if line.configured and not line.error else None
+        if text is None:
+            continue
+        off = notify_warnings(line.provider, line.notify)
+        fix = "turn them on in the provider console's account settings (notifications)" if off else None
+        name, detail = f"account limits {line.provider}", f"{text}; {off[0]}" if off else text
+        out.append(AccountCheck(name=name, status="warn" if off else "ok", detail=detail, fix=fix))
+    return [*out, AccountCheck(name="money caps", status="ok", detail=caps_text(settings), fix=None)]
+
+
+def caps_text(settings: Settings) -> str:
+    """Which caps bound a month's money: gpuc's own budget, and the hardest one the providers enforce."""
+    budget = settings.monthly_budget
+    ours = (
+        f"GPUC_MONTHLY_BUDGET ${budget:,.2f}: `up` refuses past it, the watchdog ends running pods at 100 %"
+        if budget is not None
+        else "GPUC_MONTHLY_BUDGET not set: gpuc keeps no monthly cap"
+    )
+    return f"{ours}; {HARDEST_CAP}"
+
+
 def read_balance(name: str, factory: ProviderFactory | None, settings: Settings) -> BalanceLine:
     if factory is None:
         key = env_name(KEY_FIELDS[name]) if name in KEY_FIELDS else f"{name}'s key"
@@ -130,6 +166,7 @@ def check_balances(settings: Settings, factories: Mapping[str, ProviderFactory |
     return BalanceReport(
         cap_usd=settings.balance_cap_usd,
         low_usd=settings.balance_low_usd,
+        advice=caps_text(settings),
         providers=[read_balance(name, factory, settings) for name, factory in factories.items()],
     )
 

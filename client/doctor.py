@@ -27,7 +27,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from gpuc.client.cmd_balance import HARDEST_CAP, BalanceReport, limits_text, notify_warnings
+from gpuc.client.cmd_balance import BalanceReport, account_checks
 from gpuc.core.api import StatusResponse
 from gpuc.core.errors import ConfigError, GpucError
 from gpuc.core.ledger import atomic_write
@@ -211,31 +211,6 @@ def check_balance(report: BalanceReport) -> list[Check]:
                 ok(name, f"${line.balance_usd:.2f}, within ${report.low_usd:.2f}-${report.cap_usd:.2f}")
             )
     return checks
-
-
-def check_account_limits(report: BalanceReport) -> list[Check]:
-    """The provider accounts' own limits and alerts, where their APIs show them."""
-    checks: list[Check] = []
-    for line in report.providers:
-        text = limits_text(line) if line.configured and not line.error else None
-        if text is None:
-            continue
-        name = f"account limits {line.provider}"
-        off = notify_warnings(line.provider, line.notify)
-        fix = "in the provider console's account settings: notifications"
-        checks.append(warn(name, f"{text}; {off[0]}", fix) if off else ok(name, text))
-    return checks
-
-
-def check_caps(settings: Settings) -> Check:
-    """Which caps bound a month's money: gpuc's budget, and the one the providers themselves enforce."""
-    budget = settings.monthly_budget
-    ours = (
-        f"GPUC_MONTHLY_BUDGET ${budget:,.2f}: `up` refuses past it, the watchdog ends running pods at 100 %"
-        if budget is not None
-        else "GPUC_MONTHLY_BUDGET not set: gpuc keeps no monthly cap"
-    )
-    return ok("money caps", f"{ours}; {HARDEST_CAP}")
 
 
 # --- the watchdog ----------------------------------------------------------------------------------------
@@ -509,7 +484,7 @@ def run_checks(deps: DoctorDeps, cwd: Path, environ: Mapping[str, str] | None = 
     checks += check_env_file(env_file, deps.git)
     checks += check_keys(deps.settings)
     balances = deps.balances()
-    checks += check_balance(balances) + check_account_limits(balances) + [check_caps(deps.settings)]
+    checks += check_balance(balances) + [Check(**c) for c in account_checks(balances, deps.settings)]
     checks += check_watchdog(deps.status, deps.settings.functions_url)
     checks.append(check_hook(deps.repo, deps.git))
     return checks

@@ -3,13 +3,12 @@ the reaper function's environment, where the functions' own load_settings reads 
 
 from __future__ import annotations
 
-import zipfile
-from io import BytesIO
 from pathlib import Path
 
 import boto3
 import pytest
 from click.testing import CliRunner
+from test_deploy import user  # noqa: F401
 
 from gpuc.client.cmd_watchdog import watchdog
 from gpuc.core.settings import Settings, load_settings
@@ -18,27 +17,12 @@ from gpuc.functions import deploy as dep
 pytestmark = pytest.mark.filterwarnings("ignore:Tried to parse AWS:UserWarning")
 
 
-@pytest.fixture
-def user(aws: str, home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("GPUC_PROVIDER", "runpod")
-    monkeypatch.setenv("RUNPOD_API_KEY", "rp-secret-key-123456")
-    monkeypatch.setattr(dep, "build_zip", tiny_zip)
-    return home
-
-
-def tiny_zip() -> bytes:
-    out = BytesIO()
-    with zipfile.ZipFile(out, "w") as zf:
-        zf.writestr("gpuc/__init__.py", "")
-    return out.getvalue()
-
-
 def reaper_env(stack: str) -> dict[str, str]:
     config = boto3.client("lambda").get_function_configuration(FunctionName=f"{stack}-reaper")
     return dict(config["Environment"]["Variables"])
 
 
-def test_the_budget_reaches_the_reaper_functions_settings(user: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_budget_reaches_the_reaper_functions_settings(user: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811 (the fixture)
     monkeypatch.setenv("GPUC_MONTHLY_BUDGET", "50")
     monkeypatch.setenv("GPUC_BUDGET_PULL_IN_S", "900")
     result = CliRunner().invoke(watchdog, ["deploy", "--region", "us-east-1", "--stack-name", "gb"])
@@ -53,7 +37,7 @@ def test_the_budget_reaches_the_reaper_functions_settings(user: Path, monkeypatc
     assert (settings.monthly_budget, settings.budget_pull_in_s, settings.budget_alert_fraction) == (50.0, 900.0, 0.8)
 
 
-def test_no_budget_is_an_empty_parameter_that_reads_as_none(user: Path) -> None:
+def test_no_budget_is_an_empty_parameter_that_reads_as_none(user: Path) -> None:  # noqa: F811 (the fixture)
     result = CliRunner().invoke(watchdog, ["deploy", "--region", "us-east-1", "--stack-name", "gn"])
     assert result.exit_code == 0, result.output
     env = reaper_env("gn")

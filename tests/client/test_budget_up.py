@@ -5,11 +5,19 @@ month plus the live burn of the pods the watchdog watches. The message names the
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
-from test_precheck import Created, FakeProvider, HealthyWatchdog, make_deps, nothing_spent, opts, runpod_4090
+from test_precheck import (  # rented: the fixture, for `budgeted`
+    Created,
+    FakeProvider,
+    HealthyWatchdog,
+    make_deps,
+    nothing_spent,
+    opts,
+    rented,  # noqa: F401
+    runpod_4090,
+)
 
 from gpuc.client.deps import Deps
 from gpuc.client.podlife import up
@@ -17,7 +25,7 @@ from gpuc.core.api import PodRecord, StatusResponse
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ConfigError, SafetyRefusal
 from gpuc.core.ledger import Ledger
-from gpuc.core.settings import SecretStr, Settings, load_settings
+from gpuc.core.settings import Settings, load_settings
 
 HOUR = 3600.0
 NOW = FakeClock().now()  # make_deps' clock, where it starts (2026-09-21T14:13:20Z)
@@ -35,21 +43,9 @@ class WatchingWatchdog(HealthyWatchdog):
 
 
 @pytest.fixture
-def rented(tmp_path: Path) -> Settings:
-    env_file = tmp_path / ".env"
-    env_file.write_text("HF_TOKEN=hf_x\n")
-    os.chmod(env_file, 0o600)
-    key = tmp_path / "id_ed25519"
-    key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
-    return Settings(
-        home=tmp_path / "home",
-        env_file=env_file,
-        runpod_api_key=SecretStr("rpa_test"),
-        admin_token=SecretStr("admin"),
-        ssh_key_path=key,
-        functions_url="https://abc.lambda-url.eu-west-1.on.aws",
-        monthly_budget=50.0,
-    )
+def budgeted(rented: Settings) -> Settings:  # noqa: F811
+    """test_precheck's rented setup, with a $50 month."""
+    return rented.with_overrides(monthly_budget=50.0)
 
 
 def world(settings: Settings, provider: FakeProvider, lines: list[str], *pods: PodRecord) -> Deps:
@@ -72,10 +68,10 @@ def live(pod_id: str, now: float, hours: float, price: float | None, experiment:
                      price_per_hour=price, started_at=now - hours * HOUR, registered_at=now - hours * HOUR)
 
 
-def test_up_refuses_a_pod_whose_worst_case_crosses_the_budget_naming_the_figures(rented: Settings) -> None:
+def test_up_refuses_a_pod_whose_worst_case_crosses_the_budget_naming_the_figures(budgeted: Settings) -> None:
     lines: list[str] = []
     provider = runpod_4090()
-    deps = world(rented, provider, lines)
+    deps = world(budgeted, provider, lines)
     spent(deps, 42.0)  # 42 + 8.88 > 50
     with pytest.raises(SafetyRefusal) as caught:
         up(opts(), deps)
@@ -84,14 +80,14 @@ def test_up_refuses_a_pod_whose_worst_case_crosses_the_budget_naming_the_figures
     assert "$42.00 spent of $50.00" in message and "this pod's worst case is $8.88" in message
     assert "$50.88 > $50.00" in message
     assert "--max-hours 10.8 fits" in hint and "--over-budget" in hint and "GPUC_MONTHLY_BUDGET" in hint
-    assert str(rented.env_file) in hint
+    assert str(budgeted.env_file) in hint
     assert nothing_spent(deps, provider)
 
 
-def test_over_budget_rents_anyway_and_fewer_hours_fit(rented: Settings) -> None:
+def test_over_budget_rents_anyway_and_fewer_hours_fit(budgeted: Settings) -> None:
     lines: list[str] = []
     provider = runpod_4090()
-    deps = world(rented, provider, lines)
+    deps = world(budgeted, provider, lines)
     spent(deps, 42.0)
     with pytest.raises(Created):
         up(opts(over_budget=True), deps)
@@ -102,31 +98,31 @@ def test_over_budget_rents_anyway_and_fewer_hours_fit(rented: Settings) -> None:
     assert len(provider.created) == 2
 
 
-def test_over_budget_on_a_spent_month_says_the_watchdog_will_pull_it_in(rented: Settings) -> None:
+def test_over_budget_on_a_spent_month_says_the_watchdog_will_pull_it_in(budgeted: Settings) -> None:
     lines: list[str] = []
-    deps = world(rented, runpod_4090(), lines)
+    deps = world(budgeted, runpod_4090(), lines)
     spent(deps, 50.0)
     with pytest.raises(Created):
         up(opts(over_budget=True), deps)
     assert any("already spent: the watchdog pulls this pod's deadline in to 30 min" in line for line in lines)
 
 
-def test_the_live_burn_of_running_pods_counts(rented: Settings) -> None:
+def test_the_live_burn_of_running_pods_counts(budgeted: Settings) -> None:
     provider = runpod_4090()
     lines: list[str] = []
-    deps = world(rented, provider, lines, live("run1", NOW, 10.0, 2.0))  # $20 so far
+    deps = world(budgeted, provider, lines, live("run1", NOW, 10.0, 2.0))  # $20 so far
     spent(deps, 25.0)  # 25 + 20 + 8.88 > 50; without the running pod it would fit
     with pytest.raises(SafetyRefusal) as caught:
         up(opts(), deps)
     assert "$20.00 running now (1 pod(s), $2.00/h)" in caught.value.message
     assert nothing_spent(deps, provider)
-    calm = world(rented, runpod_4090(), [])
+    calm = world(budgeted, runpod_4090(), [])
     with pytest.raises(Created):
         up(opts(), calm)
 
 
-def test_the_experiment_cap_counts_that_experiment_only(rented: Settings) -> None:
-    settings = rented.with_overrides(monthly_budget=None, experiment_budget=10.0)
+def test_the_experiment_cap_counts_that_experiment_only(budgeted: Settings) -> None:
+    settings = budgeted.with_overrides(monthly_budget=None, experiment_budget=10.0)
     provider = runpod_4090()
     deps = world(settings, provider, [])
     spent(deps, 30.0, experiment="other", pod_id="o1")  # another experiment's money
@@ -139,18 +135,18 @@ def test_the_experiment_cap_counts_that_experiment_only(rented: Settings) -> Non
     assert "GPUC_EXPERIMENT_BUDGET" in (caught.value.hint or "")
 
 
-def test_a_pod_with_no_price_is_unknown_not_zero(rented: Settings) -> None:
+def test_a_pod_with_no_price_is_unknown_not_zero(budgeted: Settings) -> None:
     lines: list[str] = []
-    deps = world(rented, runpod_4090(), lines, live("free1", NOW, 5.0, None))
+    deps = world(budgeted, runpod_4090(), lines, live("free1", NOW, 5.0, None))
     with pytest.raises(Created):
         up(opts(), deps)
     line = next(line for line in lines if line.startswith("budget: the monthly budget"))
     assert "1 pod(s) UNKNOWN, not counted: free1 (no price)" in line
 
 
-def test_a_new_pod_with_no_price_cannot_be_weighed_and_is_refused(rented: Settings) -> None:
+def test_a_new_pod_with_no_price_cannot_be_weighed_and_is_refused(budgeted: Settings) -> None:
     provider = FakeProvider("runpod")  # lists no offer: the price is unknown
-    deps = world(rented, provider, [])
+    deps = world(budgeted, provider, [])
     with pytest.raises(SafetyRefusal) as caught:
         up(opts(), deps)
     assert "price is unknown" in caught.value.message and "--price" in (caught.value.hint or "")
@@ -159,19 +155,19 @@ def test_a_new_pod_with_no_price_cannot_be_weighed_and_is_refused(rented: Settin
         up(opts(price_per_hour=0.5), deps)
 
 
-def test_without_a_budget_up_says_nothing_about_one(rented: Settings) -> None:
+def test_without_a_budget_up_says_nothing_about_one(budgeted: Settings) -> None:
     lines: list[str] = []
-    deps = world(rented.with_overrides(monthly_budget=None), runpod_4090(), lines)
+    deps = world(budgeted.with_overrides(monthly_budget=None), runpod_4090(), lines)
     spent(deps, 1000.0)
     with pytest.raises(Created):
         up(opts(), deps)
     assert not any("budget" in line for line in lines)
 
 
-def test_dry_run_shows_the_budget_line_and_refuses_nothing(rented: Settings) -> None:
+def test_dry_run_shows_the_budget_line_and_refuses_nothing(budgeted: Settings) -> None:
     lines: list[str] = []
     provider = runpod_4090()
-    deps = world(rented, provider, lines)
+    deps = world(budgeted, provider, lines)
     spent(deps, 42.0)
     assert up(opts(dry_run=True), deps) is None
     line = next(line for line in lines if "budget: the monthly budget" in line)
@@ -179,11 +175,11 @@ def test_dry_run_shows_the_budget_line_and_refuses_nothing(rented: Settings) -> 
     assert nothing_spent(deps, provider)
 
 
-def test_a_past_month_does_not_count_and_a_straddling_pod_counts_its_part(rented: Settings) -> None:
+def test_a_past_month_does_not_count_and_a_straddling_pod_counts_its_part(budgeted: Settings) -> None:
     provider = runpod_4090()
-    deps = world(rented, provider, [])
+    deps = world(budgeted, provider, [])
     now = deps.clock.now()  # 2026-09-21T14:13:20Z
-    book = Ledger(rented.ledger)
+    book = Ledger(budgeted.ledger)
     book.start("aug", provider="runpod", experiment="exp1", gpu="x", price_per_hour=10.0, start_ts=now - 30 * 24 * HOUR)
     book.end("aug", end_ts=now - 25 * 24 * HOUR)  # $1200, all in August
     straddle_start = 1788220800.0 - 10 * HOUR  # 2026-09-01T00:00Z minus 10 h

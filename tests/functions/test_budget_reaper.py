@@ -5,35 +5,24 @@ pod with no price is UNKNOWN, never $0; a pod that is not gpuc's, or not billing
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-import boto3
 import pytest
-from moto import mock_aws
+from test_false_kills import any_world  # noqa: F401
 from watchdog_fakes import World, make_world
 
 from gpuc.core.api import EndRequest
 from gpuc.core.clock import FakeClock, iso
-from gpuc.functions.dynamo import DynamoStore, create_table
 
 HOUR = 3600.0
 BUDGET = 10.0  # $; the pods below cost $0.50/h
 
 
-@pytest.fixture(params=["sqlite", "dynamodb"])
-def world(request: pytest.FixtureRequest, home: Path, clock: FakeClock) -> Iterator[World]:
-    if request.param == "sqlite":
-        w = make_world(home, clock, monthly_budget=BUDGET)
-        yield w
-        w.store.close()
-        return
-    with mock_aws():
-        client = boto3.client("dynamodb", region_name="us-east-1")
-        create_table(client, "gpuc-watchdog")
-        w = make_world(home, clock, store=DynamoStore("gpuc-watchdog", client), monthly_budget=BUDGET)
-        yield w
-        w.store.close()
+@pytest.fixture
+def world(any_world: World) -> World:  # noqa: F811 (the fixture)
+    """Both stores (test_false_kills' any_world: SQLite, and DynamoDB on moto), with a $10 month."""
+    any_world.settings = any_world.deps.settings = any_world.settings.with_overrides(monthly_budget=BUDGET)
+    return any_world
 
 
 def running_for(world: World, pod_id: str, hours: float) -> None:

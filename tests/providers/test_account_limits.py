@@ -6,13 +6,16 @@ field (V5), so its rate is computed from the instances, and said so."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from providerfakes import spec
 from test_emulators_strict import graphql, messages
 
-from gpuc.client.cmd_balance import BalanceLine, BalanceReport, check_balances, render
-from gpuc.client.doctor import check_account_limits, check_caps
+from gpuc.client.cmd_balance import BalanceLine, BalanceReport, account_checks, caps_text, check_balances, render
+from gpuc.client.doctor import DoctorDeps, run_checks, run_git
+from gpuc.core.api import StatusResponse
+from gpuc.core.errors import FunctionsError
 from gpuc.core.providers.runpod import BALANCE_QUERY, RunPodProvider
 from gpuc.core.providers.vast import VastProvider
 from gpuc.core.settings import Settings
@@ -81,18 +84,25 @@ def test_balance_shows_the_limits_warns_of_an_email_off_and_says_the_hardest_cap
     assert "STOP every pod" in text and "stopped disks keep billing" in text
 
 
-def test_doctor_shows_the_limits_and_the_caps_once(both: BalanceReport) -> None:
-    checks = {c.name.removeprefix("account limits "): c for c in check_account_limits(both)}
-    assert checks["runpod"].status == "warn" and "notifyPodsStale" in checks["runpod"].detail
-    assert checks["vast"].status == "ok" and "no spend limit" in checks["vast"].detail
-    caps = check_caps(Settings(monthly_budget=40.0))
-    assert caps.status == "ok" and "GPUC_MONTHLY_BUDGET $40.00" in caps.detail
-    assert "prepaid balance with auto-pay OFF" in caps.detail
-    assert "not set" in check_caps(Settings()).detail and check_caps(Settings()).status == "ok"  # said, not nagged
+def test_doctor_shows_the_limits_and_the_caps_once(both: BalanceReport, tmp_path: Path) -> None:
+    settings = Settings(home=tmp_path, monthly_budget=40.0)
+    deps = DoctorDeps(settings, tmp_path, run_git, status=unreachable, balances=lambda: both)
+    checks = {c.name: c for c in run_checks(deps, tmp_path, environ={})}
+    runpod, vast = checks["account limits runpod"], checks["account limits vast"]
+    assert runpod.status == "warn" and "notifyPodsStale" in runpod.detail and "turn them on" in (runpod.fix or "")
+    assert vast.status == "ok" and "no spend limit" in vast.detail
+    caps = checks["money caps"]
+    assert caps.status == "ok" and "GPUC_MONTHLY_BUDGET $40.00" in caps.detail  # said, not nagged
+    assert sum("prepaid balance with auto-pay OFF" in c.detail for c in checks.values()) == 1
+    assert "not set" in caps_text(Settings())
+
+
+def unreachable() -> StatusResponse:
+    raise FunctionsError("connection refused")
 
 
 def test_an_unread_account_shows_no_limits() -> None:
     report = BalanceReport(
         cap_usd=20, low_usd=5, providers=[BalanceLine(provider="runpod", configured=True, error="timed out")]
     )
-    assert check_account_limits(report) == []
+    assert [c["name"] for c in account_checks(report, Settings())] == ["money caps"]
