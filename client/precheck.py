@@ -243,6 +243,8 @@ def check_budget(q: Quote, opts: UpOptions, deps: Deps, records: list[PodRecord]
 
 def show_budget(q: Quote, opts: UpOptions, deps: Deps) -> None:
     """`up --dry-run`: the budget lines, never a refusal; the watchdog and the ledger asked if they answer."""
+    if deps.settings.monthly_budget is None and deps.settings.experiment_budget is None:
+        return  # no budget: no watchdog call (it may be down, and a dry run must not wait on it)
     try:
         records: list[PodRecord] | None = deps.functions.status().pods
     except GpucError:

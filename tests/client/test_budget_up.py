@@ -175,6 +175,17 @@ def test_dry_run_shows_the_budget_line_and_refuses_nothing(budgeted: Settings) -
     assert nothing_spent(deps, provider)
 
 
+def test_dry_run_without_a_budget_never_asks_the_watchdog(budgeted: Settings) -> None:
+    deps = world(budgeted.with_overrides(monthly_budget=None), runpod_4090(), [])
+    deps.functions = Unreachable()  # type: ignore[assignment]
+    assert up(opts(dry_run=True), deps) is None
+
+
+class Unreachable:
+    def status(self) -> StatusResponse:
+        raise AssertionError("a dry run without a budget asked the watchdog")
+
+
 def test_a_past_month_does_not_count_and_a_straddling_pod_counts_its_part(budgeted: Settings) -> None:
     provider = runpod_4090()
     deps = world(budgeted, provider, [])
