@@ -2,26 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 
 import click
+from pydantic import BaseModel
 
 from gpuc.client.plot import plot_data, write_plot
 from gpuc.client.reconcile import BillingRecord, ReconcileReport, billing_sources, reconcile
 from gpuc.core.api import StatusResponse
+from gpuc.core.budget import ledger_burns, month_spend, spend_text
 from gpuc.core.errors import GpucError
-from gpuc.core.ledger import Ledger, LedgerSummary, check_month, row_cost, row_problems
+from gpuc.core.ledger import Ledger, LedgerSummary, check_month, current_month, row_cost, row_problems
 from gpuc.core.settings import Settings, load_settings
 
 StatusFn = Callable[[], StatusResponse]
-
-
-def current_month(now: float | None = None) -> str:
-    moment = datetime.now(UTC) if now is None else datetime.fromtimestamp(now, UTC)
-    return moment.strftime("%Y-%m")
 
 
 def resolve_month(month: str | None) -> str | None:
@@ -52,6 +50,57 @@ def take_in_ends(ledger: Ledger, status: StatusFn) -> str:
         return f"warning: could not write the ends recorded by the watchdog ({exc.strerror or exc})"
     lines = [f"took in {report.closed} end(s) recorded by the pods or the watchdog"] if report.closed else []
     return "\n".join(lines + [f"warning: {w}" for w in report.warnings])
+
+
+def remembered(status: StatusFn) -> StatusFn:
+    """One watchdog call for everything `gpuc ledger` asks it (the ends, the budget's live pods)."""
+    answers: list[StatusResponse] = []
+
+    def once() -> StatusResponse:
+        if not answers:
+            answers.append(status())
+        return answers[0]
+
+    return once
+
+
+class BudgetReport(BaseModel):
+    month: str
+    budget_usd: float
+    spent_usd: float
+    closed_usd: float
+    running_usd: float
+    running_per_hour: float
+    unknown: list[str]  # pods with no price (or no sane time): not counted, never taken for $0
+    notes: list[str]  # what the figures rest on
+    text: str
+
+
+def budget_report(
+    settings: Settings, book: Ledger, month: str | None, status: StatusFn | None, now: float
+) -> BudgetReport | None:
+    """The month against GPUC_MONTHLY_BUDGET (core/budget.py, the arithmetic `up` refuses by); None
+    without a budget or for "all" months. `status` None: the watchdog is not asked."""
+    budget = settings.monthly_budget
+    if budget is None or month is None:
+        return None
+    records = None
+    if status is not None:
+        with contextlib.suppress(GpucError):
+            records = status().pods
+    view = ledger_burns(book.entries(), records)
+    spend = month_spend(view.burns, now, month=month)
+    return BudgetReport(
+        month=month,
+        budget_usd=budget,
+        spent_usd=spend.total_usd,
+        closed_usd=spend.closed_usd,
+        running_usd=spend.running_usd,
+        running_per_hour=spend.running_per_hour,
+        unknown=list(spend.unknown),
+        notes=view.notes,
+        text=f"budget {spend_text(spend, budget)}",
+    )
 
 
 def _money(value: float | None) -> str:
@@ -113,24 +162,30 @@ def ledger(
     cost_usd}, open_rows[] and no_note_rows[] (ledger rows: date, experiment, provider, gpu,
     price_per_hour, start, end, cost_usd, note), token_costs[] {experiment, gpu, start,
     price_per_hour, tok_per_s, usd_per_1m_tokens}, warnings[] (rows left out of the totals: a time or
-    an amount that is not sane), sync (what the watchdog sync did), plot (path).
+    an amount that is not sane), sync (what the watchdog sync did), plot (path), budget (null unless
+    GPUC_MONTHLY_BUDGET is set and one month is shown: month, budget_usd, spent_usd, closed_usd,
+    running_usd, running_per_hour, unknown[] (pods with no price: not counted), notes[], text).
     """
     if ctx.invoked_subcommand is not None:
         return
     settings = load_settings()
     book = Ledger(settings.ledger)
-    sync = "" if no_sync else take_in_ends(book, functions_status(settings))
+    status = None if no_sync else remembered(functions_status(settings))
+    sync = "" if status is None else take_in_ends(book, status)
     chosen = resolve_month(month)
     summary = book.summary(chosen)
+    budget = budget_report(settings, book, chosen, status, time.time())
     if plot_path is not None:
         # Rows the summary left out (an absurd time or amount, listed in its warnings) stay out of the plot.
         rows = [r for r in book.rows() if (chosen is None or r.date.startswith(chosen)) and not row_problems(r)]
         plot_path = write_plot(plot_path, plot_data(rows, f"gpuc spend, {chosen or 'all months'}"))
     if as_json:
         body = {**summary.model_dump(), "sync": sync, "plot": str(plot_path) if plot_path else None}
-        click.echo(json.dumps(body, indent=2))
+        click.echo(json.dumps({**body, "budget": budget.model_dump() if budget else None}, indent=2))
         return
     click.echo(render_summary(summary, settings.ledger))
+    if budget is not None:
+        click.echo("\n".join([budget.text, *(f"  {note}" for note in budget.notes)]))
     for line in (sync, f"plot written to {plot_path}" if plot_path else ""):
         if line:
             click.echo(line)

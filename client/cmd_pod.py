@@ -46,6 +46,12 @@ from gpuc.core.settings import load_settings
     "--no-upload", is_flag=True, help="Do not upload this folder (the code comes from GPUC_GIT_REMOTE's clone)."
 )
 @click.option("-y", "--yes", is_flag=True, help="Create without asking (the price is still printed).")
+@click.option(
+    "--over-budget",
+    is_flag=True,
+    help="Rent even if the pod's worst case (price x --max-hours) would cross GPUC_MONTHLY_BUDGET or "
+    "GPUC_EXPERIMENT_BUDGET.",
+)
 @click.option("--dry-run", is_flag=True, help="Print each step; create nothing.")
 def up(
     experiment: str | None,
@@ -63,13 +69,15 @@ def up(
     timeout: str | None,
     no_upload: bool,
     yes: bool,
+    over_budget: bool,
     dry_run: bool,
 ) -> None:
     """Start a pod for EXPERIMENT; with `-- COMMAND`, run it under the wrapper.
 
     Before anything is rented, `up` checks the keys, the .env mode, the ssh key and that a rented pod can
     reach the watchdog, then prints the price and the most the pod can cost, and asks (on a terminal;
-    -y skips the question, and it is never asked when stdin is not a terminal).
+    -y skips the question, and it is never asked when stdin is not a terminal). With GPUC_MONTHLY_BUDGET
+    (or GPUC_EXPERIMENT_BUDGET) set, it refuses a pod whose worst case would cross the month's budget.
 
     The current folder is uploaded into the pod's workspace, the job's folder (git-ignored files
     and results/ are not; --no-upload skips it). The pod is registered with the watchdog, its ledger
@@ -104,6 +112,7 @@ def up(
         upload=None if no_upload else upload.prepare(Path.cwd(), settings.upload_max_mb, settings.home),
         job_id=jobwait.new_job_id() if command else None,
         confirm=None if yes or not sys.stdin.isatty() else _ask,
+        over_budget=over_budget,
     )
     deps = podlife.build_deps(settings, echo=click.echo)
     pod = podlife.up(opts, deps)

@@ -27,7 +27,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from gpuc.client.cmd_balance import BalanceReport
+from gpuc.client.cmd_balance import BalanceReport, account_checks
 from gpuc.core.api import StatusResponse
 from gpuc.core.errors import ConfigError, GpucError
 from gpuc.core.ledger import atomic_write
@@ -502,7 +502,8 @@ def run_checks(deps: DoctorDeps, cwd: Path, environ: Mapping[str, str] | None = 
     checks += check_env_file(env_file, deps.git)
     checks += check_keys(deps.settings)
     checks.append(check_deadline(deps.settings))
-    checks += check_balance(deps.balances())
+    balances = deps.balances()
+    checks += check_balance(balances) + [Check(**c) for c in account_checks(balances, deps.settings)]
     checks += check_watchdog(deps.status, deps.settings.functions_url)
     checks.append(check_hook(deps.repo, deps.git))
     return checks

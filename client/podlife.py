@@ -76,6 +76,7 @@ class UpOptions:
     job_id: str | None = None  # the command's id: its outcome names it (client/outcome.py)
     # Asked with the price before the create (the CLI passes one on a terminal without -y); None: not asked.
     confirm: Callable[[str], bool] | None = None
+    over_budget: bool = False  # rent even if the month's budget would be crossed (client/precheck.py)
 
 
 # -- checks before money is spent ------------------------------------------------------------------
@@ -134,16 +135,19 @@ def up(opts: UpOptions, deps: Deps) -> Pod | None:
     if opts.dry_run:
         _plan_up(spec, opts, deps.echo)
         provider = deps.provider(opts.provider)
-        deps.echo("  " + precheck.cost_line(precheck.quote(provider, spec, opts, deps), opts, gpu, deps.clock.now()))
+        dry_quote = precheck.quote(provider, spec, opts, deps)
+        deps.echo("  " + precheck.cost_line(dry_quote, opts, gpu, deps.clock.now()))
+        precheck.show_budget(dry_quote, opts, deps)
         return None
     provider = deps.provider(opts.provider)
     precheck.check_rentable(provider, opts)
     # A ledger that cannot take the start row would fail after the create: a pod created, then destroyed.
     deps.ledger().check()
     # A pod nobody watches is the most expensive kind: refuse before creating anything.
-    deps.functions.status()
+    watched = deps.functions.status()
     warn_running_experiment(provider, opts.experiment, deps)
     priced = precheck.quote(provider, spec, opts, deps)
+    precheck.check_budget(priced, opts, deps, watched.pods)
     if not precheck.confirm(priced, opts, gpu, deps, opts.confirm):
         raise GpucError("nothing was created (not confirmed)", hint="add -y to create without the question")
     if priced.offer_id and not spec.offer_id:

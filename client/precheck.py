@@ -11,15 +11,17 @@ billed, then destroyed (or worse, left running without a watchdog that can hear 
 - the provider can rent what is asked (RunPod no longer rents interruptible pods);
 - `--max-hours` is within the user's cap (max_lifetime_hours): no deadline may lie past it.
 
-Then `quote` reads the price (the offer `up` will rent, or the provider's listed price) and `confirm`
-prints it with the most the pod can cost (--max-hours x price) and when its deadline ends it, asking on a
-terminal. The deadline is gpuc's own, on every provider: the pod's agent and the watchdog each end the pod
+Then `quote` reads the price (the offer `up` will rent, or the provider's listed price), `check_budget`
+refuses a pod whose worst case (price x --max-hours) would cross the month's budget, and `confirm`
+prints the price with the most the pod can cost and when its deadline ends it, asking on a terminal.
+The deadline is gpuc's own, on every provider: the pod's agent and the watchdog each end the pod
 then. No provider-side limit is counted on (RunPod's terminateAfter is sent, and was never enforced).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -28,11 +30,13 @@ from urllib.parse import urlsplit
 from gpuc.client import gpunames
 from gpuc.client.deps import Deps
 from gpuc.client.human import clock_utc
-from gpuc.core.errors import ConfigError, GpucError
-from gpuc.core.settings import Settings
+from gpuc.core.budget import MonthSpend, ledger_burns, month_spend, spend_text, usd
+from gpuc.core.errors import ConfigError, GpucError, SafetyRefusal
+from gpuc.core.settings import Settings, env_name
 
 if TYPE_CHECKING:
     from gpuc.client.podlife import UpOptions
+    from gpuc.core.api import PodRecord
     from gpuc.core.models import PodSpec
     from gpuc.core.providers.base import Provider
 
@@ -178,3 +182,115 @@ def confirm(q: Quote, opts: UpOptions, gpu: str, deps: Deps, ask: Confirm | None
     if ask is None:
         return True
     return ask(f"create {opts.experiment} on {opts.provider}?")
+
+
+# -- the month's budget (GPUC_MONTHLY_BUDGET, GPUC_EXPERIMENT_BUDGET; core/budget.py) ---------------------
+@dataclass(frozen=True)
+class BudgetWeight:
+    """One budget against the month's spend plus this pod's worst case (price x --max-hours)."""
+
+    variable: str  # the setting that holds it
+    scope: str  # in words: "the monthly budget", "experiment exp1's budget"
+    limit_usd: float
+    spend: MonthSpend
+    worst_usd: float | None  # None: the price is unknown, so the worst case cannot be bounded
+
+    @property
+    def over(self) -> bool:
+        return self.worst_usd is None or self.spend.total_usd + self.worst_usd > self.limit_usd
+
+    def line(self) -> str:
+        worst = "unknown (no price)" if self.worst_usd is None else usd(self.worst_usd)
+        verdict = "OVER" if self.over else "within"
+        return f"budget: {self.scope} {verdict}: {spend_text(self.spend, self.limit_usd)}; this pod at most {worst}"
+
+
+def weigh_budgets(
+    q: Quote, opts: UpOptions, deps: Deps, records: list[PodRecord] | None
+) -> tuple[list[BudgetWeight], list[str]]:
+    """Every budget the user set, weighed; and what the figures rest on (notes). Empty with no budget."""
+    settings = deps.settings
+    wanted = [
+        ("monthly_budget", "the monthly budget", None),
+        ("experiment_budget", f"experiment {opts.experiment}'s budget", opts.experiment),
+    ]
+    wanted = [w for w in wanted if getattr(settings, w[0]) is not None]
+    if not wanted:
+        return [], []
+    view = ledger_burns(deps.ledger().entries(), records)
+    now = deps.clock.now()
+    worst = None if q.price_per_hour is None else q.price_per_hour * opts.max_hours
+    weights = [
+        BudgetWeight(
+            env_name(name), scope, getattr(settings, name), month_spend(view.burns, now, experiment=only), worst
+        )
+        for name, scope, only in wanted
+    ]
+    return weights, view.notes
+
+
+def check_budget(q: Quote, opts: UpOptions, deps: Deps, records: list[PodRecord] | None) -> None:
+    """Refuse, before the create, a pod whose worst case would cross a budget; print the budget lines."""
+    weights, notes = weigh_budgets(q, opts, deps, records)
+    for weight in weights:
+        deps.echo(weight.line())
+    for note in notes if weights else []:
+        deps.echo(f"budget: {note}")
+    over = [w for w in weights if w.over]
+    if not over:
+        return
+    if opts.over_budget:
+        deps.echo(f"budget: {over[0].scope} would be crossed: renting anyway (--over-budget)")
+        if any(w.variable == "GPUC_MONTHLY_BUDGET" and w.spend.total_usd >= w.limit_usd for w in weights):
+            # The watchdog's pull-in (functions/budget.py) holds for every running pod, this one too.
+            deps.echo(
+                f"budget: the month's budget is already spent: the watchdog pulls this pod's deadline in to "
+                f"{deps.settings.budget_pull_in_s / 60:.0f} min from its next pass; `gpuc keep POD --for 2h` "
+                "then keeps it longer"
+            )
+        return
+    raise SafetyRefusal(over_message(over[0], q, opts), hint=over_hint(over[0], q, opts, deps.settings))
+
+
+def show_budget(q: Quote, opts: UpOptions, deps: Deps) -> None:
+    """`up --dry-run`: the budget lines, never a refusal; the watchdog and the ledger asked if they answer."""
+    if deps.settings.monthly_budget is None and deps.settings.experiment_budget is None:
+        return  # no budget: no watchdog call (it may be down, and a dry run must not wait on it)
+    try:
+        records: list[PodRecord] | None = deps.functions.status().pods
+    except GpucError:
+        records = None
+    try:
+        weights, notes = weigh_budgets(q, opts, deps, records)
+    except GpucError as exc:
+        deps.echo(f"  budget: cannot read the ledger ({exc.message})")
+        return
+    for weight in weights:
+        deps.echo("  " + weight.line() + (" (up would refuse)" if weight.over else ""))
+    for note in notes if weights else []:
+        deps.echo(f"  budget: {note}")
+
+
+def over_message(weight: BudgetWeight, q: Quote, opts: UpOptions) -> str:
+    spent = spend_text(weight.spend, weight.limit_usd)
+    if weight.worst_usd is None or q.price_per_hour is None:
+        return (
+            f"{weight.scope} ({usd(weight.limit_usd)}) cannot be checked: this pod's price is unknown ({q.source}), "
+            f"so its worst case has no bound. {spent}"
+        )
+    total = weight.spend.total_usd + weight.worst_usd
+    return (
+        f"{weight.scope} would be crossed: {spent}; this pod's worst case is {usd(weight.worst_usd)} "
+        f"(${q.price_per_hour:.3f}/h x --max-hours {opts.max_hours:g}): {usd(total)} > {usd(weight.limit_usd)}"
+    )
+
+
+def over_hint(weight: BudgetWeight, q: Quote, opts: UpOptions, settings: Settings) -> str:
+    raise_it = f"raise {weight.variable} (in {settings.env_file} or your environment)"
+    if weight.worst_usd is None or q.price_per_hour is None:
+        return f"give the price (--price, $/h), rent anyway with --over-budget, or {raise_it}"
+    left = weight.limit_usd - weight.spend.total_usd
+    hours = math.floor(10 * left / q.price_per_hour) / 10 if q.price_per_hour > 0 else 0.0
+    fits = f"--max-hours {hours:g} fits, {usd(hours * q.price_per_hour)}"
+    shorter = fits if hours >= 0.1 else "none fits what is left"
+    return f"rent for fewer hours ({shorter}), rent anyway with --over-budget, or {raise_it}"

@@ -147,7 +147,13 @@ class Balance(Strict):
     provider: str
     balance_usd: float
     spend_per_hour: float
-    spend_limit: float | None = None
+    spend_limit: float | None = None  # RunPod's `spendLimit` (checked when a pod starts); Vast has none
+    # Where spend_per_hour comes from: the provider's own field (RunPod currentSpendPerHr), or computed
+    # (Vast has no such field: the sum of its instances' dph_total).
+    spend_rate_source: Literal["provider", "computed"] = "provider"
+    # The account's own alerts where the API shows them (RunPod notifyPodsStale, notifyPodsGeneral,
+    # notifyLowBalance): name -> on. Empty: the provider shows none.
+    notify: dict[str, bool] = Field(default_factory=dict)
 
     @property
     def hours_left(self) -> float | None:

@@ -123,6 +123,13 @@ class Settings:
     max_lifetime_hours: float = field(default=48.0, metadata={"gt": 0})
     deadline_warn_s: float = 15 * 60.0  # the pod notifies this long before its deadline
     deadline_lead_s: float = 2 * 60.0  # ...and starts its ending (sync first) this long before it
+    # budget (issue 16 item 6): a month's spend across providers, USD; None = no budget. `up` refuses a pod
+    # whose worst case would cross it; the reaper alerts at the fraction and, at 100 %, pulls every running
+    # pod's deadline in to now + budget_pull_in_s (once per pod: the user's later extension stands).
+    monthly_budget: float | None = field(default=None, metadata={"gt": 0, "finite": True})
+    experiment_budget: float | None = field(default=None, metadata={"gt": 0, "finite": True})  # per experiment
+    budget_alert_fraction: float = field(default=0.8, metadata={"gt": 0, "le": 1})
+    budget_pull_in_s: float = field(default=1800.0, metadata={"gt": 0, "finite": True})
 
     # providers
     runpod_graphql_url: str = "https://api.runpod.io/graphql"
@@ -175,6 +182,14 @@ class Settings:
             value = getattr(self, name)
             if value is not None and not value > floor:
                 raise SettingError(name, f"must be greater than {floor:g}")
+        for name, ceiling in _AT_MOST.items():  # field(metadata={"le": x}): pydantic's Field(le=x)
+            value = getattr(self, name)
+            if value is not None and not value <= ceiling:
+                raise SettingError(name, f"must be at most {ceiling:g}")
+        for name in _FINITE:  # "inf" parses as a number: a budget of inf is no budget, said nowhere
+            value = getattr(self, name)
+            if value is not None and not math.isfinite(value):
+                raise SettingError(name, "must be a finite number")
 
     @property
     def ledger(self) -> Path:
@@ -280,6 +295,8 @@ def _converter(annotation: str) -> Callable[[str, Any], Any]:
 
 _CONVERTERS = {f.name: _converter(str(f.type)) for f in dataclasses.fields(Settings)}
 _ABOVE: dict[str, float] = {f.name: f.metadata["gt"] for f in dataclasses.fields(Settings) if "gt" in f.metadata}
+_AT_MOST: dict[str, float] = {f.name: f.metadata["le"] for f in dataclasses.fields(Settings) if "le" in f.metadata}
+_FINITE: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Settings) if f.metadata.get("finite"))
 SETTING_NAMES: tuple[str, ...] = tuple(_CONVERTERS)
 
 
@@ -378,7 +395,8 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
             raise ConfigError(
                 f"{config} is not valid JSON", hint=f"fix it or delete it (gpuc rewrites it): rm {config}"
             ) from None
-    merged = {**read_env_file(env_file), **env}
+    from_file = read_env_file(env_file)
+    merged = {**from_file, **env}
     for name in SETTING_NAMES:
         variable = env_name(name)
         if variable in merged and merged[variable] != "":
@@ -394,10 +412,20 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
     try:
         return Settings(**raw)
     except SettingError as exc:
+        variable = env_name(exc.field)
         raise ConfigError(
-            f"setting {env_name(exc.field)} is invalid: {exc.message}",
-            hint=f"fix {env_name(exc.field)} in your environment, .env or {config}",
+            f"setting {variable} is invalid: {exc.message}",
+            hint=f"fix {variable} in {_source(variable, env, from_file, env_file, config)}",
         ) from None
+
+
+def _source(variable: str, env: Mapping[str, str], from_file: Mapping[str, str], env_file: Path, config: Path) -> str:
+    """Where a bad value came from, so the fix names the one place to edit (the environment wins)."""
+    if env.get(variable):
+        return "your environment (export/unset it)"
+    if from_file.get(variable):
+        return str(env_file)
+    return f"your environment, {env_file} or {config}"
 
 
 def save_config(home: Path, **values: Any) -> Path:

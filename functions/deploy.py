@@ -45,6 +45,13 @@ ROOT_DISTRIBUTIONS = ("pydantic", "httpx", "python-dotenv", "click")
 PROVIDED_BY_LAMBDA = frozenset({"boto3", "botocore", "s3transfer", "jmespath", "urllib3", "python-dateutil", "six"})
 GPUC_PACKAGES = ("gpuc", "gpuc.core", "gpuc.core.providers", "gpuc.functions", "gpuc.client")
 _REQ_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+# The reaper's budget settings, as stack parameters into its environment: the Lambda has no .env, and a
+# budget the laptop knows but the watchdog does not would alert and pull in nothing. "" = not set.
+BUDGET_PARAMETERS = {
+    "MonthlyBudget": "monthly_budget",
+    "BudgetAlertFraction": "budget_alert_fraction",
+    "BudgetPullInSeconds": "budget_pull_in_s",
+}
 
 
 class DeployError(GpucError):
@@ -60,6 +67,7 @@ class Plan:
     runtime: str
     architecture: str
     secrets: list[str] = field(default_factory=list)  # the settings fields stored (never their values)
+    budget: dict[str, str] = field(default_factory=dict)  # BUDGET_PARAMETERS' values, "" = not set
 
     def describe(self) -> list[str]:
         lines = [
@@ -70,6 +78,12 @@ class Plan:
             f"(EventBridge Scheduler), IAM roles, log groups; the reaper scans {self.provider}",
         ]
         lines += [f"SSM SecureString {self.ssm_prefix}/{name}" for name in self.secrets]
+        monthly = self.budget.get("MonthlyBudget")
+        lines.append(
+            f"the reaper's monthly budget: ${float(monthly):,.2f} (GPUC_MONTHLY_BUDGET)"
+            if monthly
+            else "the reaper's monthly budget: none (set GPUC_MONTHLY_BUDGET to have it alert and pull deadlines in)"
+        )
         lines.append("config.json: functions_url = the ingest URL, admin_token = a fresh token")
         return lines
 
@@ -106,7 +120,14 @@ def make_plan(settings: Settings, region: str, stack_name: str = DEFAULT_STACK) 
         runtime=f"python{sys.version_info.major}.{sys.version_info.minor}",
         architecture="arm64" if platform.machine() in ("aarch64", "arm64") else "x86_64",
         secrets=secrets,
+        budget=budget_parameters(settings),
     )
+
+
+def budget_parameters(settings: Settings) -> dict[str, str]:
+    values = {name: getattr(settings, field) for name, field in BUDGET_PARAMETERS.items()}
+    # Plain decimals: the template's AllowedPattern takes no exponent (repr(1e20) is "1e+20").
+    return {name: "" if v is None else f"{float(v):.6f}".rstrip("0").rstrip(".") for name, v in values.items()}
 
 
 def _requirement_names(dist: md.Distribution) -> Iterable[str]:
@@ -292,6 +313,7 @@ def apply_stack(
         "PythonRuntime": plan.runtime,
         "Architecture": plan.architecture,
         "SecretsVersion": str(secrets_version),
+        **plan.budget,
     }
     args: dict[str, Any] = {
         "StackName": plan.stack_name,

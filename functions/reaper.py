@@ -33,6 +33,7 @@ import logging
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, Literal
 
 from gpuc.core.api import ReapAction, ReapReport
@@ -42,6 +43,7 @@ from gpuc.core.models import Pod, is_gpuc_name
 from gpuc.core.notify import Level
 from gpuc.core.redact import redact
 from gpuc.functions.app import Deps, announce
+from gpuc.functions.budget import watch_budget
 from gpuc.functions.deadline import alert_key, deadline_of
 from gpuc.functions.store import LIVE_STATES, MARKABLE_STATES, StoredPod, store_born, unverified_pings
 
@@ -147,6 +149,7 @@ def reap_once(deps: Deps, now: float, dry_run: bool = False) -> ReapReport:
         alert_cap(run)
         alert_held(run)
         alert_balances(run, sight)
+        watch_budget(run, sight.pods, partial(run_problem, run))
     except Exception as exc:
         if not dry_run:
             record_failed_run(deps, now, exc)

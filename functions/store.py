@@ -49,6 +49,9 @@ class StoredPod(PodRecord):
     gone_seen_at: float | None = None  # first pass that found it gone; the next pass must agree
     alerted: str | None = None  # the problem last notified, so alerts go out on transitions only
     alerted_at: float | None = None
+    # When the month's budget pulled its deadline in (functions/budget.py): once per pod and month, so the
+    # user's later extension is not undone by the next pass.
+    budget_pulled_at: float | None = None
 
     def to_record(self) -> PodRecord:
         return PodRecord.model_validate(self.model_dump(include=set(PodRecord.model_fields)))

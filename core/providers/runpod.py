@@ -87,7 +87,12 @@ CREATE_ON_DEMAND = (
 STOP_MUTATION = "mutation Stop($podId: String!) { podStop(input: {podId: $podId}) { id desiredStatus } }"
 # podTerminate returns a scalar: no selection set.
 TERMINATE_MUTATION = "mutation Terminate($podId: String!) { podTerminate(input: {podId: $podId}) }"
-BALANCE_QUERY = "query Balance { myself { clientBalance currentSpendPerHr spendLimit } }"
+# R5, the fields runpodctl's GetUser reads (CONFIRMED); the notify* flags are the account's own emails.
+BALANCE_QUERY = (
+    "query Balance { myself { clientBalance currentSpendPerHr spendLimit "
+    "notifyPodsStale notifyPodsGeneral notifyLowBalance } }"
+)
+NOTIFY_FIELDS = ("notifyPodsStale", "notifyPodsGeneral", "notifyLowBalance")
 # No spot prices asked: they are not rentable (see the module docstring).
 GPU_TYPES_QUERY = (
     "query GpuTypes { gpuTypes { id displayName memoryInGb secureCloud communityCloud "
@@ -226,6 +231,9 @@ class UserBalance(Wire):
     clientBalance: float
     currentSpendPerHr: float | None = None
     spendLimit: float | None = None
+    notifyPodsStale: bool | None = None
+    notifyPodsGeneral: bool | None = None
+    notifyLowBalance: bool | None = None
 
 
 W = TypeVar("W", bound=Wire)
@@ -664,6 +672,7 @@ class RunPodProvider(HttpProvider):
             balance_usd=user.clientBalance,
             spend_per_hour=user.currentSpendPerHr or 0.0,
             spend_limit=user.spendLimit,
+            notify={name: on for name in NOTIFY_FIELDS if (on := getattr(user, name)) is not None},
         )
 
     def offers(self, gpu: str | None = None, interruptible: bool = False) -> list[Offer]:

@@ -15,7 +15,6 @@ the user's favour, or hide a pod billing in the dark.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -23,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from gpuc.core.billing import BillingKind, BillingRecord
 from gpuc.core.clock import iso, parse_iso
 from gpuc.core.errors import ProviderSchemaError
-from gpuc.core.ledger import check_month
+from gpuc.core.ledger import month_window
 from gpuc.core.providers.common import ProviderBilling, first_error
 from gpuc.core.providers.http import require
 from gpuc.core.providers.runpod import PROVIDER, RunPodProvider
@@ -55,14 +54,6 @@ class PodBillingMetadata(Wire):
 class PodBillingPage(Wire):
     records: list[PodBillingRecord] | None
     metadata: PodBillingMetadata
-
-
-def month_window(month: str) -> tuple[float, float]:
-    """[first second of the month, first second of the next), UTC."""
-    year, number = (int(x) for x in check_month(month).split("-"))
-    start = datetime(year, number, 1, tzinfo=UTC)
-    end = datetime(year + (number == 12), number % 12 + 1, 1, tzinfo=UTC)
-    return start.timestamp(), end.timestamp()
 
 
 def schema_error(what: str) -> ProviderSchemaError:

@@ -503,8 +503,12 @@ class VastProvider(HttpProvider):
         reply = self.http.request("GET", f"{self.api.v0}/users/current")
         require(isinstance(reply.body, dict), PROVIDER, "users/current is not an object")
         user = parse(VastUser, reply.body, "user")
+        # V5: Vast has no spend-rate field and no spend limit: the rate is computed from the instances.
         return Balance(
-            provider=PROVIDER, balance_usd=user.credit, spend_per_hour=spend_rate(self._instances())
+            provider=PROVIDER,
+            balance_usd=user.credit,
+            spend_per_hour=spend_rate(self._instances()),
+            spend_rate_source="computed",
         )
 
     def offers(

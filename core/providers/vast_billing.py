@@ -29,9 +29,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gpuc.core.billing import BillingKind, BillingRecord
 from gpuc.core.errors import ProviderAuthError, ProviderSchemaError
+from gpuc.core.ledger import month_window
 from gpuc.core.providers.common import ProviderBilling, first_error
 from gpuc.core.providers.http import require
-from gpuc.core.providers.runpod_billing import month_window
 from gpuc.core.providers.vast import KEY_ENV, PROVIDER, VastProvider, refused
 from gpuc.core.settings import Settings
 

@@ -358,6 +358,9 @@ class RunPodEmulator(Emulator):
         self.boot_s = boot_s
         self.balance = balance
         self.spend_limit = spend_limit
+        # The account's own emails (R5 `myself { notifyPodsStale notifyPodsGeneral notifyLowBalance }`):
+        # on by default, a test turns one off to see doctor and balance warn.
+        self.notify = {"notifyPodsStale": True, "notifyPodsGeneral": True, "notifyLowBalance": True}
         # Whether the pod-scoped key may podTerminate is UNCONFIRMED; False drills the podStop fallback.
         self.pod_key_can_terminate = pod_key_can_terminate
         # The pod key's podTerminate of its own pod hears "pod not found to terminate"; the pod lives on.
@@ -568,9 +571,7 @@ class RunPodEmulator(Emulator):
                 sum(p.cost for p in live if p.state != "exited" and p.state != "outbid"), 4
             ),
             "spendLimit": self.spend_limit,
-            "notifyPodsStale": True,
-            "notifyPodsGeneral": True,
-            "notifyLowBalance": True,
+            **self.notify,
             "pubKey": "ssh-ed25519 AAAA... emulated",
             "authId": "user_emulated_auth",
             "pods": [self._gql_pod(p) for p in live],

@@ -72,7 +72,7 @@ def test_the_cli_prints_json_with_the_documented_fields(monkeypatch: pytest.Monk
     result = CliRunner().invoke(cmd_balance.balance, ["--json"])
     assert result.exit_code == 0, result.output
     body = json.loads(result.output)
-    assert set(body) == {"cap_usd", "low_usd", "providers"}
+    assert set(body) == {"cap_usd", "low_usd", "advice", "providers"}
     assert [p["provider"] for p in body["providers"]] == ["local", "runpod", "vast"]
     fields = {
         "provider",
@@ -80,6 +80,9 @@ def test_the_cli_prints_json_with_the_documented_fields(monkeypatch: pytest.Monk
         "balance_usd",
         "spend_per_hour",
         "hours_left",
+        "spend_limit",
+        "spend_rate_source",
+        "notify",
         "warnings",
         "error",
         "hint",
