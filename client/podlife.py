@@ -94,7 +94,8 @@ def check_experiment(name: str | None) -> str:
 
 
 def check_env_file(settings: Settings, provider: str) -> dict[str, str]:
-    """The user's secrets for the pod. `.env` must be mode 600; rented pods need it to exist."""
+    """The user's `.env` (the pod gets only its allowlist: precheck.pod_secrets). It must be mode 600;
+    rented pods need it to exist."""
     path = settings.env_file
     if not path.exists():
         if provider == "local":
@@ -116,6 +117,7 @@ def up(opts: UpOptions, deps: Deps) -> Pod | None:
 
     # Everything checkable without a provider call, before money: key, ssh key, watchdog URL, GPU name.
     gpu = precheck.before_create(opts, deps)
+    secrets_env = precheck.pod_secrets(deps.settings, secrets_env, deps)  # the allowlist, names printed
 
     run_id = new_run_id()
     spec = PodSpec(

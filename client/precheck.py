@@ -10,6 +10,8 @@ billed, then destroyed (or worse, left running without a watchdog that can hear 
 - the GPU name picks one card at the provider (core/catalog.py; an ambiguous name lists the choices);
 - the provider can rent what is asked (RunPod no longer rents interruptible pods);
 - `--max-hours` is within the user's cap (max_lifetime_hours): no deadline may lie past it.
+- the secrets for the pod are an allowlist (core/podsecrets.py): their names are printed, a forbidden
+  name in GPUC_POD_SECRETS is refused, results keys that also deploy the watchdog are warned about.
 
 Then `quote` reads the price (the offer `up` will rent, or the provider's listed price), `check_budget`
 refuses a pod whose worst case (price x --max-hours) would cross the month's budget, and `confirm`
@@ -22,8 +24,10 @@ from __future__ import annotations
 
 import ipaddress
 import math
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -294,3 +298,63 @@ def over_hint(weight: BudgetWeight, q: Quote, opts: UpOptions, settings: Setting
     fits = f"--max-hours {hours:g} fits, {usd(hours * q.price_per_hour)}"
     shorter = fits if hours >= 0.1 else "none fits what is left"
     return f"rent for fewer hours ({shorter}), rent anyway with --over-budget, or {raise_it}"
+
+
+# -- what leaves the laptop for the pod (issue 17.4) -------------------------------------------------
+def pod_secrets(settings: Settings, env_file: Mapping[str, str], deps: Deps, environ: Mapping[str, str] | None = None
+                ) -> dict[str, str]:
+    """The allowlist for the pod (core.podsecrets), its names printed (never the values), and a warning
+    when the results keys are the ones that deploy the watchdog. A forbidden name refuses `up` here."""
+    from gpuc.core.podconfig import choose_pod_secrets  # pydantic: `up` loads it anyway
+
+    env = os.environ if environ is None else environ
+    chosen = choose_pod_secrets(settings, env_file, env)
+    deps.echo(chosen.names_line())
+    for warning in chosen.warnings():
+        deps.echo(warning)
+    same = deploy_key_source(chosen.values, env_file, env)
+    if same is not None:
+        deps.echo(
+            f"warning: the results keys (GPUC_S3_ACCESS_KEY_ID) are the AWS keys that deploy the watchdog ({same}):"
+            " the pod, on someone else's machine, would hold the keys to your watchdog. Give the pod a key for the"
+            " results bucket only, in GPUC_S3_ACCESS_KEY_ID / GPUC_S3_SECRET_ACCESS_KEY"
+        )
+    return chosen.values
+
+
+def deploy_key_source(
+    sent: Mapping[str, str], env_file: Mapping[str, str], environ: Mapping[str, str]
+) -> str | None:
+    """Where the deploy keys equal to the results keys sent to the pod were found, or None. The deploy
+    keys are what boto3 would use for `gpuc watchdog deploy`: AWS_* in the environment (or in .env), else
+    the shared credentials file's profile."""
+    from gpuc.core.podsecrets import DEPLOY_KEYS, S3_KEYS
+
+    sent_pair = {sent.get(S3_KEYS[0]), sent.get(S3_KEYS[1])} - {None, ""}
+    if not sent_pair:
+        return None
+    for where, source in (("in the environment", environ), ("in .env", env_file)):
+        if sent_pair & {source.get(DEPLOY_KEYS[0]), source.get(DEPLOY_KEYS[1])}:
+            return f"AWS_ACCESS_KEY_ID {where}"
+    path, profile, deploy = shared_credentials(environ)
+    if sent_pair & deploy:
+        return f"profile [{profile}] of {path}"
+    return None
+
+
+def shared_credentials(environ: Mapping[str, str]) -> tuple[Path, str, set[str]]:
+    """The AWS shared credentials file boto3 reads, the profile it picks, and that profile's key id and
+    secret (empty when there is none)."""
+    import configparser
+
+    path = Path(environ.get("AWS_SHARED_CREDENTIALS_FILE") or Path.home() / ".aws" / "credentials").expanduser()
+    profile = environ.get("AWS_PROFILE") or environ.get("AWS_DEFAULT_PROFILE") or "default"
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read(path, encoding="utf-8")
+    except (configparser.Error, OSError, UnicodeDecodeError):
+        return path, profile, set()
+    if not parser.has_section(profile):
+        return path, profile, set()
+    section = parser[profile]
+    return path, profile, {v for v in (section.get("aws_access_key_id"), section.get("aws_secret_access_key")) if v}

@@ -6,17 +6,19 @@ What is sent:
   untracked files, .gitignore respected);
 - elsewhere, every file under the folder, skipping .git, .venv, venv, __pycache__, node_modules and tool
   caches;
+- less what `.gpucignore` (gitignore syntax, at the project's top) leaves out;
 - never `.env` files (secrets reach the pod only as its mode-600 secrets file), a top-level `results/`
-  (the pod's results/ is this run's: old results would be synced again as new ones) or `.gpuc/`;
-- never gpuc's own home (its config holds the watchdog's admin token, its store every pod's key), and never
-  credentials: `.ssh/`, `.aws/`, `.gnupg/`, `.kube/`, `.docker/`, `.azure/`, `.config/gcloud/`, private ssh
-  keys, `.netrc`, `.git-credentials`, `.pypirc` — a pod is someone else's machine;
-- and nothing at all from the user's home folder or `/` itself: `gpuc up` run there (not in a project)
-  would ship the whole home, keys included. It refuses and says to `cd` into the project.
+  (the pod's results/ is this run's: old results would be synced again as new ones) or `.gpuc/`, nor
+  gpuc's own home (its config holds the watchdog's admin token, its store every pod's key).
 
-The whole is measured BEFORE the create: over the limit (`GPUC_UPLOAD_MAX_MB`, default 200) `up` refuses
-and names the biggest files, since a checkpoint that slipped past .gitignore would otherwise be paid for
-by the minute while it uploads.
+Refused BEFORE anything is rented (a pod is someone else's machine):
+- a file that looks like a credential, by its name or its content (client/secretscan.py), each named
+  with why; the fix is a `.gpucignore` line that leaves it out, or `!path` there for a false positive;
+- a folder that holds home folders (`/`, `/home`, your home or an ancestor of it, a folder whose
+  sub-folders have their own `.ssh` or shell history): `gpuc up` run there would ship the whole home,
+  other users' included. It says to `cd` into the project;
+- over the limit (`GPUC_UPLOAD_MAX_MB`, default 200), naming the biggest files, since a checkpoint that
+  slipped past .gitignore would otherwise be paid for by the minute while it uploads.
 """
 
 from __future__ import annotations
@@ -33,10 +35,15 @@ import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
+from gpuc.client import secretscan
 from gpuc.client.provision import STATE_DIR, pod_paths
 from gpuc.core.errors import ConfigError, GpucError
 from gpuc.core.providers.base import PodAccess
+
+if TYPE_CHECKING:
+    import pathspec
 
 DEFAULT_MAX_MB = 200.0
 SKIP_DIRS = frozenset(
@@ -44,11 +51,9 @@ SKIP_DIRS = frozenset(
      ".ipynb_checkpoints", ".gpuc"}
 )
 TOP_SKIPPED = ("results", ".gpuc")
-# Credentials a laptop keeps that must never land on a rented machine, at any depth of the project.
-SECRET_DIRS = frozenset({".ssh", ".aws", ".gnupg", ".kube", ".docker", ".azure", "gcloud", ".password-store"})
-SECRET_FILES = re.compile(r"^(\.netrc|\.git-credentials|\.pypirc|id_(rsa|dsa|ecdsa|ed25519)(_sk)?|.*\.pem|.*\.key)$")
-_ENV_FILE = re.compile(r"^\.env(\..+)?$")
-_ENV_EXAMPLES = (".example", ".sample", ".template", ".dist")
+IGNORE_FILE = ".gpucignore"
+# A folder with one of these is someone's home: `up` run above it would ship that home, keys included.
+HOME_MARKS = (".ssh", ".bash_history", ".zsh_history", ".sh_history")
 PART_BYTES = 8 * 1024 * 1024  # each put_file stays well inside one ssh call's time limit
 UPLOAD_DIR = f"{STATE_DIR}/upload"
 UNPACK_TIMEOUT_S = 600.0
@@ -63,6 +68,7 @@ class Bundle:
     files: dict[str, int] = field(default_factory=dict)
     links: dict[str, str] = field(default_factory=dict)  # rel -> target (inside the project)
     skipped: list[str] = field(default_factory=list)
+    allowed: set[str] = field(default_factory=set)  # `!path` in .gpucignore: sent though it looks like a key
 
     @property
     def total_bytes(self) -> int:
@@ -104,12 +110,7 @@ def skipped_name(rel: PurePosixPath) -> str | None:
     """Why this path is never uploaded, or None."""
     if rel.parts and rel.parts[0] in TOP_SKIPPED:
         return f"{rel.parts[0]}/"
-    secret_dir = next((p for p in rel.parts[:-1] if p in SECRET_DIRS), None)
-    if secret_dir is not None:
-        return f"{secret_dir}/ (credentials)"
-    if SECRET_FILES.match(rel.name):
-        return f"{rel} (credentials)"
-    if _ENV_FILE.match(rel.name) and not rel.name.endswith(_ENV_EXAMPLES):
+    if secretscan.dotenv_file(rel.name):
         return str(rel)
     return None
 
@@ -117,26 +118,86 @@ def skipped_name(rel: PurePosixPath) -> str | None:
 def collect(root: Path, gpuc_home: Path | None = None) -> Bundle:
     root = root.resolve()
     refuse_home_folder(root)
+    ignore = read_ignore(root)
     names = _git_files(root)
     bundle = Bundle(root, "git ls-files" if names is not None else "folder walk")
     home = _inside(gpuc_home, root)
-    for rel in names if names is not None else _walk(root):
+    left_out = 0
+    for rel in names if names is not None else _walk(root, ignore):
         path = PurePosixPath(rel)
         if home is not None and path.parts[: len(home.parts)] == home.parts:
             if "gpuc home" not in bundle.skipped:
                 bundle.skipped.append("gpuc home")
             continue
+        verdict = ignore.check_file(rel).include if ignore is not None else None
+        if verdict is True:
+            left_out += 1
+            continue
+        if verdict is False:
+            bundle.allowed.add(rel)
         _add(bundle, path)
+    if left_out:
+        bundle.skipped.append(f"{left_out} file{'s' if left_out > 1 else ''} ({IGNORE_FILE})")
     return bundle
 
 
+def read_ignore(root: Path) -> pathspec.GitIgnoreSpec | None:
+    """The project's .gpucignore (gitignore syntax), or None when there is none."""
+    path = root / IGNORE_FILE
+    if not path.is_file():
+        return None
+    import pathspec  # lazy: `up` only
+
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8"
+        raise ConfigError(f"cannot read {path}: {why}", hint=f"fix {path} (gitignore syntax), or delete it") from None
+    for number, line in enumerate(lines, 1):
+        try:
+            pathspec.GitIgnoreSpec.from_lines([line])
+        except ValueError:
+            raise ConfigError(
+                f"{path} line {number} is not a gitignore pattern", hint=f"fix line {number} of {path}"
+            ) from None
+    return pathspec.GitIgnoreSpec.from_lines(lines)
+
+
 def refuse_home_folder(root: Path) -> None:
-    """Run from the home folder (or /), an upload would be the user's whole account: keys, mail, caches."""
-    if root in (Path.home().resolve(), Path("/")):
+    """Run from a folder that holds home folders (/, /home, the user's home or above it, a folder of other
+    users' homes), an upload would be whole accounts: keys, shell histories, tokens."""
+    what = _home_folder(root)
+    if what is not None:
         raise ConfigError(
-            f"gpuc up would upload {root} itself (your whole home folder, keys included)",
-            hint="cd into your project's folder first, or skip the upload with --no-upload",
+            f"gpuc up would upload {root}, {what}: keys and shell histories included",
+            hint="run gpuc up from your project's folder (cd into it first), or skip the upload with --no-upload",
         )
+
+
+def _home_folder(root: Path) -> str | None:
+    home = Path.home().resolve()
+    if root == home:
+        return "your whole home folder"
+    if root == Path("/") or root in home.parents:
+        return f"which holds your home folder {home}"
+    history = next((m for m in HOME_MARKS[1:] if (root / m).is_file()), None)
+    if history is not None:
+        return f"a home folder (it has {history})"
+    found = _home_inside(root)
+    return None if found is None else f"which holds {found[0]}/, a home folder (it has its own {found[1]})"
+
+
+def _home_inside(root: Path) -> tuple[str, str] | None:
+    """A sub-folder of root that is someone's home, and the mark that says so; None when there is none."""
+    try:
+        children = sorted(e.name for e in os.scandir(root) if e.is_dir(follow_symlinks=False))
+    except OSError:
+        return None  # unreadable: the listing that follows says so
+    for name in children:
+        mark = next((m for m in HOME_MARKS if os.path.lexists(os.path.join(root, name, m))), None)
+        if mark is not None:
+            return name, mark
+    return None
 
 
 def _inside(folder: Path | None, root: Path) -> PurePosixPath | None:
@@ -172,11 +233,16 @@ def _git_files(root: Path) -> list[str] | None:
     return sorted({n for n in listed.stdout.decode(errors="surrogateescape").split("\0") if n})
 
 
-def _walk(root: Path) -> list[str]:
+def _walk(root: Path, ignore: pathspec.GitIgnoreSpec | None = None) -> list[str]:
     out: list[str] = []
+    # A folder .gpucignore leaves out is not walked (a data/ of a million files), unless a `!` line may take
+    # something under it back: then each file is judged, as in a git work tree.
+    prune = ignore if ignore is not None and all(p.include is not False for p in ignore.patterns) else None
     for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
         base = Path(folder).relative_to(root)
+        dirs[:] = sorted(
+            d for d in dirs if d not in SKIP_DIRS and not (prune and prune.match_file(f"{(base / d).as_posix()}/"))
+        )
         out.extend((base / name).as_posix() for name in sorted(files))
         # A link to a folder is not walked into; it travels as a link.
         out.extend((base / d).as_posix() for d in dirs if (Path(folder) / d).is_symlink())
@@ -227,10 +293,27 @@ def check_size(bundle: Bundle, max_mb: float) -> None:
     )
 
 
+def check_credentials(bundle: Bundle) -> None:
+    """Refuse when a file that would be uploaded looks like a credential (client/secretscan.py)."""
+    findings = secretscan.scan(bundle.root, (rel for rel in bundle.files if rel not in bundle.allowed))
+    if not findings:
+        return
+    shown = "\n".join(f"  {f.line()}" for f in findings[:20])
+    more = f"\n  ... and {len(findings) - 20} more" if len(findings) > 20 else ""
+    first = findings[0].path
+    raise ConfigError(
+        f"the project at {bundle.root} holds what looks like credentials; a pod is someone else's machine, so"
+        f" nothing was rented:\n{shown}{more}",
+        hint=f"leave each out with a line in {bundle.root / IGNORE_FILE} (gitignore syntax, e.g. `{first}`); if"
+        f" one is not a secret, send it anyway with `!{first}` there",
+    )
+
+
 def prepare(root: Path, max_mb: float, gpuc_home: Path | None = None) -> Bundle:
-    """Listed and measured on the laptop, before anything is rented."""
+    """Listed, measured and checked for credentials on the laptop, before anything is rented."""
     bundle = collect(root, gpuc_home)
     check_size(bundle, max_mb)
+    check_credentials(bundle)
     return bundle
 
 

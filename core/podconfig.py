@@ -14,7 +14,8 @@ from pydantic import Field
 
 from gpuc.core.models import Strict
 from gpuc.core.podpaths import POD_ROOT_ENV, TOKEN_ENV, PodPaths
-from gpuc.core.settings import Settings
+from gpuc.core.podsecrets import GIT_TOKEN_ENV, HF_TOKEN_ENV, NEVER_ON_POD, S3_KEYS, PodSecrets, choose, never_on_pod
+from gpuc.core.settings import SecretStr, Settings
 
 # PodPaths and the env names live in core.podpaths (stdlib only, for the pod's agent); re-exported here.
 __all__ = [
@@ -23,13 +24,16 @@ __all__ = [
     "TOKEN_ENV",
     "PodConfig",
     "PodPaths",
+    "PodSecrets",
+    "choose_pod_secrets",
     "pod_secrets",
     "render_env_file",
 ]
 
-# Keys that act on the whole account never go onto a pod: the pod destroys itself with the key the
-# platform scopes to it (RUNPOD_API_KEY inside a RunPod pod is that pod-scoped key, injected by RunPod).
-ACCOUNT_KEYS = frozenset({"RUNPOD_API_KEY", "VAST_API_KEY", "GPUC_ADMIN_TOKEN"})
+# What never goes onto a pod (core.podsecrets says why, name by name): the account keys (the pod destroys
+# itself with the key the platform scopes to it: RUNPOD_API_KEY inside a RunPod pod is that pod-scoped key,
+# injected by RunPod), the admin token, the notification channels, the webhook secret, the deploy keys.
+ACCOUNT_KEYS = frozenset(NEVER_ON_POD)
 
 
 class PodConfig(Strict):
@@ -84,9 +88,29 @@ class PodConfig(Strict):
         )
 
 
-def pod_secrets(settings_env: Mapping[str, str], token: str) -> dict[str, str]:
-    """The secrets a pod gets: the user's .env minus account-wide keys, plus the pod's own token."""
-    out = {k: v for k, v in settings_env.items() if k not in ACCOUNT_KEYS and v}
+def choose_pod_secrets(
+    settings: Settings, env_file: Mapping[str, str], environ: Mapping[str, str]
+) -> PodSecrets:
+    """The allowlist (core.podsecrets): HF_TOKEN; the results destination's keys (an s3:// bucket's S3
+    keys, a git remote's token); what GPUC_POD_SECRETS names, from the environment, then `.env`."""
+    s3 = (settings.results_bucket or "").startswith("s3://")
+
+    def value(secret: SecretStr | None) -> str | None:
+        return secret.get_secret_value() if secret is not None else None
+
+    builtin: dict[str, tuple[str, str | None]] = {HF_TOKEN_ENV: ("the job", value(settings.hf_token))}
+    if s3:
+        builtin[S3_KEYS[0]] = ("the results bucket", value(settings.s3_access_key_id))
+        builtin[S3_KEYS[1]] = ("the results bucket", value(settings.s3_secret_access_key))
+    if settings.git_remote:
+        builtin[GIT_TOKEN_ENV] = ("the git remote", value(settings.git_token))
+    return choose(builtin, settings.pod_secrets, (environ, env_file))
+
+
+def pod_secrets(chosen: Mapping[str, str], token: str) -> dict[str, str]:
+    """The pod's secrets file: what choose_pod_secrets let through, plus the pod's own token. What must
+    never reach a pod is dropped again here, where the file is written."""
+    out = {k: v for k, v in never_on_pod(chosen).items() if v}
     out[TOKEN_ENV] = token
     return out
 

@@ -145,6 +145,10 @@ class Settings:
     # the project `up` uploads into the pod's workspace (client/upload.py): refused over this size
     upload_max_mb: float = field(default=200.0, metadata={"gt": 0})
 
+    # secrets to the pod (issue 17.4, core/podsecrets.py): the names, comma-separated, that go to the pod
+    # beyond HF_TOKEN and the results keys (GPUC_POD_SECRETS=WANDB_API_KEY,OPENAI_API_KEY); never values
+    pod_secrets: str | None = None
+
     # results
     results_bucket: str | None = None
     s3_endpoint_url: str | None = None

@@ -23,9 +23,10 @@ from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
 
 from gpuc.core.clock import Clock
+from gpuc.core.podsecrets import never_on_pod
 from gpuc.instance_side.ending import Ender, Ending
 from gpuc.instance_side.joblog import JobLogTee, clear_outcome, write_outcome
-from gpuc.instance_side.podfiles import POD_ID_ENV, TOKEN_ENV, AgentConfig, PodPaths, atomic_write, is_ended
+from gpuc.instance_side.podfiles import POD_ID_ENV, AgentConfig, PodPaths, atomic_write, is_ended
 from gpuc.instance_side.podlog import PodLog
 from gpuc.instance_side.procs import job_stamp
 
@@ -88,10 +89,11 @@ class SignalRelay:
 
 
 def job_environ(base: Mapping[str, str], secrets: Mapping[str, str], pod_id: str) -> dict[str, str]:
-    """The job gets the user's secrets (HF_TOKEN...) but not the pod's heartbeat token. The process
-    environment wins over the file, as it does on the laptop (core.settings)."""
-    env = {**secrets, **base}
-    env.pop(TOKEN_ENV, None)
+    """The job gets the user's secrets the laptop let through (core.podsecrets: HF_TOKEN, the results
+    keys, what GPUC_POD_SECRETS names) and the pod's environment, never what must not reach a pod (an
+    account key, the admin token, the notification channels, the deploy keys) nor the pod's heartbeat
+    token, from either. The process environment wins over the file, as it does on the laptop."""
+    env = never_on_pod({**secrets, **base})
     env[POD_ID_ENV] = pod_id  # the local sandbox counts a pod's python processes by this
     # Its output goes to a pipe (the log), where python would buffer it by the 8 KB block: a live view
     # (`gpuc logs -f`, `--wait`) would lag, and a killed job would lose its last lines.

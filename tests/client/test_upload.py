@@ -141,16 +141,23 @@ def test_a_script_missing_on_the_pod_is_named_with_the_folder_it_was_looked_for_
 
 
 def test_no_credentials_and_not_gpuc_s_own_home_ever_travel(tmp_path: Path) -> None:
-    """A GPUC_HOME kept in the project holds the admin token and every pod's key; a laptop's .ssh/.aws hold
-    the user's keys: none of it may land on a rented machine, .gitignore or not."""
+    """A GPUC_HOME kept in the project holds the admin token and every pod's key: it is left out. A laptop's
+    .ssh/.aws hold the user's keys: they stop the upload, by name, .gitignore or not (the folder of
+    credentials in tests/client/test_upload_secrets.py has the rest)."""
     project = tmp_path / "proj"
     for rel in ("train.py", "home/config.json", "home/watchdog.db", ".ssh/id_ed25519", "cfg/.aws/credentials",
                 "keys/id_rsa", "deploy.pem", ".netrc", "src/.git-credentials", "id_ed25519.pub"):
         (project / rel).parent.mkdir(parents=True, exist_ok=True)
         (project / rel).write_text("x")
-    bundle = upload.collect(project, gpuc_home=project / "home")
-    assert sorted(bundle.files) == ["id_ed25519.pub", "train.py"]
-    assert "gpuc home" in bundle.skipped and ".ssh/ (credentials)" in bundle.skipped
+    with pytest.raises(ConfigError) as refused:
+        upload.prepare(project, 200.0, gpuc_home=project / "home")
+    named = [line.strip().split(":")[0] for line in refused.value.message.splitlines()[1:]]
+    assert named == [".netrc", ".ssh/id_ed25519", "cfg/.aws/credentials", "deploy.pem", "keys/id_rsa",
+                     "src/.git-credentials"]
+    (project / ".gpucignore").write_text("\n".join(named) + "\n")
+    bundle = upload.prepare(project, 200.0, gpuc_home=project / "home")
+    assert sorted(bundle.files) == [".gpucignore", "id_ed25519.pub", "train.py"]
+    assert "gpuc home" in bundle.skipped
 
 
 def test_up_from_the_home_folder_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

