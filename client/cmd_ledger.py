@@ -15,6 +15,7 @@ from gpuc.core.api import StatusResponse
 from gpuc.core.errors import GpucError
 from gpuc.core.ledger import Ledger, LedgerSummary, check_month, row_cost, row_problems
 from gpuc.core.settings import Settings, load_settings
+from gpuc.core.termsafe import clean
 
 StatusFn = Callable[[], StatusResponse]
 
@@ -130,7 +131,7 @@ def ledger(
         body = {**summary.model_dump(), "sync": sync, "plot": str(plot_path) if plot_path else None}
         click.echo(json.dumps(body, indent=2))
         return
-    click.echo(render_summary(summary, settings.ledger))
+    click.echo(clean(render_summary(summary, settings.ledger)))  # experiment names and notes: the pods' words
     for line in (sync, f"plot written to {plot_path}" if plot_path else ""):
         if line:
             click.echo(line)
