@@ -16,6 +16,7 @@ newline, each update of a progress bar is one line, as in a log file, and nothin
 
 from __future__ import annotations
 
+import functools
 import re
 
 # C0 controls but tab and newline, and DEL: deleted byte by byte (bytes.translate, C speed).
@@ -23,7 +24,7 @@ _C0 = bytes([*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F])
 # Escape sequences, as bytes: CSI (parameters, intermediates, final; cut short: whatever is there); OSC,
 # DCS, SOS, PM and APC strings up to BEL or ST (ESC \ or C1 ST), or to the line's end when unterminated;
 # any other (charset, keypad mode, full reset: intermediates and a final); and a lone ESC.
-_ESC = re.compile(
+_ESC = (
     rb"\x1b(?:\[[0-?]*[ -/]*[@-~]?"
     rb"|[\]PX^_](?:[^\x07\x1b\n\xc2]|\xc2(?!\x9c))*(?:\x07|\x1b\\|\xc2\x9c)?"
     rb"|[ -/]*[0-~]?)"
@@ -32,24 +33,26 @@ _ESC = re.compile(
 # controls (embeddings and overrides U+202A-202E, isolates U+2066-2069, the marks U+200E/200F/061C).
 # Bytes that are not UTF-8 (a raw C1 byte, which an 8-bit terminal obeys, among them) decode as U+FFFD.
 _HIGH_CONTROLS = "\x80-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
-_HIGH_ANY = re.compile(f"[{_HIGH_CONTROLS}]")
-_HIGH = re.compile(
-    r"\x9b[0-?]*[ -/]*[@-~]?"
-    r"|[\x90\x98\x9d\x9e\x9f][^\x07\x9c\n]*[\x07\x9c]?"
-    f"|[{_HIGH_CONTROLS}]"
-)
+_HIGH = r"\x9b[0-?]*[ -/]*[@-~]?" r"|[\x90\x98\x9d\x9e\x9f][^\x07\x9c\n]*[\x07\x9c]?" f"|[{_HIGH_CONTROLS}]"
+
+
+@functools.cache
+def _compiled() -> tuple[re.Pattern[bytes], re.Pattern[str], re.Pattern[str]]:
+    # Compiled on first use: `gpuc ls` imports this module and mostly cleans plain names (no regex).
+    return re.compile(_ESC), re.compile(f"[{_HIGH_CONTROLS}]"), re.compile(_HIGH)
 
 
 def clean_bytes(data: bytes) -> bytes:
     """`data` without any terminal control: valid UTF-8 of printable characters, tabs and newlines."""
     if b"\r" in data:
         data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    esc, high_any, high = _compiled()
     if b"\x1b" in data:
-        data = _ESC.sub(b"", data)
+        data = esc.sub(b"", data)
     if not data.isascii():
         text = data.decode("utf-8", "replace")
-        if _HIGH_ANY.search(text) is not None:
-            text = _HIGH.sub("", text)
+        if high_any.search(text) is not None:
+            text = high.sub("", text)
         data = text.encode()
     return data.translate(None, _C0)
 

@@ -159,6 +159,18 @@ def test_gpucs_own_prefix_is_styled_on_a_terminal_and_plain_elsewhere(monkeypatc
     assert plain == ("gpuc: plain", True)
 
 
+def test_what_the_commands_say_is_cleaned_too(tmp_path: Path) -> None:
+    """up/run/down quote the pod (its verification verdict, its bootstrap steps) through deps.echo."""
+    from gpuc.client.deps import build_deps
+    from gpuc.core.settings import Settings
+
+    seen: list[str] = []
+    deps = build_deps(Settings(home=tmp_path / "home", env_file=tmp_path / "none.env"), echo=seen.append)
+    with deps.functions:
+        deps.echo("  verify gpu_name: pass - 1 x H100\x1b]0;pwned\x07\x1b[2J\n  ready")
+    assert seen == ["  verify gpu_name: pass - 1 x H100\n  ready"]
+
+
 # -- through the real CLI ---------------------------------------------------------------------------------
 def test_a_jobs_escapes_and_forged_outcome_line_do_not_reach_the_terminal(world: World) -> None:
     (world.project / "hostile.py").write_text(HOSTILE_JOB)
