@@ -8,7 +8,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-BENCHES = ["cli_startup", "agent_footprint", "heartbeat_ingest", "reaper_pass", "exit_to_destroy", "upload_scan"]
+BENCHES = [
+    "cli_startup",
+    "agent_footprint",
+    "heartbeat_ingest",
+    "reaper_pass",
+    "exit_to_destroy",
+    "upload_scan",
+    "termsafe_speed",
+]
 
 
 def main() -> int:

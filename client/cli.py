@@ -13,6 +13,7 @@ from click.shell_completion import CompletionItem, get_completion_class
 from gpuc.client.commands import COMMANDS
 from gpuc.core.errors import ConfigError, GpucError
 from gpuc.core.redact import redact
+from gpuc.core.termsafe import clean_line
 
 SHELLS = ("bash", "zsh", "fish")
 
@@ -79,11 +80,12 @@ def report_error(exc: BaseException) -> int:
     """One line (plus a fix) instead of a traceback; secrets scrubbed."""
     secrets: list[str] = [v for k, v in os.environ.items() if k.endswith(("_KEY", "_TOKEN", "_SECRET")) and v]
     if isinstance(exc, GpucError):
-        click.echo(f"error: {redact(exc.message, secrets)}", err=True)
+        # A message may quote a pod or a provider (a stranger's machine): cleaned of terminal controls, one line.
+        click.echo(f"error: {clean_line(redact(exc.message, secrets))}", err=True)
         if exc.hint:
-            click.echo(f"  fix: {redact(exc.hint, secrets)}", err=True)
+            click.echo(f"  fix: {clean_line(redact(exc.hint, secrets))}", err=True)
         return exc.exit_code
-    click.echo(f"internal error: {type(exc).__name__}: {redact(str(exc), secrets)}", err=True)
+    click.echo(f"internal error: {type(exc).__name__}: {clean_line(redact(str(exc), secrets))}", err=True)
     click.echo("  fix: rerun with GPUC_DEBUG=1 for details, and report it", err=True)
     return 70
 

@@ -18,6 +18,7 @@ from gpuc.core.budget import ledger_burns, month_spend, spend_text
 from gpuc.core.errors import GpucError
 from gpuc.core.ledger import Ledger, LedgerSummary, check_month, current_month, row_cost, row_problems
 from gpuc.core.settings import Settings, load_settings
+from gpuc.core.termsafe import clean
 
 StatusFn = Callable[[], StatusResponse]
 
@@ -183,7 +184,7 @@ def ledger(
         body = {**summary.model_dump(), "sync": sync, "plot": str(plot_path) if plot_path else None}
         click.echo(json.dumps({**body, "budget": budget.model_dump() if budget else None}, indent=2))
         return
-    click.echo(render_summary(summary, settings.ledger))
+    click.echo(clean(render_summary(summary, settings.ledger)))  # experiment names and notes: the pods' words
     if budget is not None:
         click.echo("\n".join([budget.text, *(f"  {note}" for note in budget.notes)]))
     for line in (sync, f"plot written to {plot_path}" if plot_path else ""):

@@ -10,12 +10,12 @@ import click
 from gpuc.client import podlife
 from gpuc.client.deps import Deps
 from gpuc.client.joblogs import (
-    JOB_LOG_NAME,
-    OUTCOME_NAME,
+    LOG_PRINT_MAX,
+    BadOutcome,
     Destination,
+    JobOutcome,
     LogPrinter,
     gpuc_secrets,
-    parse_outcome,
     read_pod_log,
     result_places,
 )
@@ -30,15 +30,24 @@ from gpuc.core.settings import load_settings
 @click.command()
 @click.argument("pod")
 @click.option("--follow", "-f", "keep_following", is_flag=True, help="Keep printing as the job writes, until it ends.")
-def logs(pod: str, keep_following: bool) -> None:
+@click.option(
+    "--raw",
+    is_flag=True,
+    help="The bytes as the pod wrote them, terminal escapes included (gpuc's own keys still masked).",
+)
+def logs(pod: str, keep_following: bool, raw: bool) -> None:
     """Show the job's output on POD (a pod id, pod name, run id, or an experiment: its latest run).
 
     While the pod lives it is read from the pod; after the destroy, from where the pod synced it beside
     results/ (GPUC_RESULTS_BUCKET, the git remote, or the local provider's results folder).
+
+    The output is the pod's: terminal escapes and control characters are stripped (a job could set the
+    title, clear the screen or print a forged line of gpuc's), a carriage return becomes a newline, and a
+    line starting like gpuc's own is marked [log]. --raw prints it untouched, e.g. into a file.
     """
     settings = load_settings()
     deps = podlife.build_deps(settings, echo=say)
-    show(deps, pod, keep_following)
+    show(deps, pod, keep_following, raw=raw)
 
 
 def find_run(deps: Deps, ref: str) -> Run:
@@ -53,20 +62,20 @@ def find_run(deps: Deps, ref: str) -> Run:
     return runs[-1]
 
 
-def show(deps: Deps, ref: str, keep_following: bool) -> None:
+def show(deps: Deps, ref: str, keep_following: bool, *, raw: bool = False) -> None:
     run = find_run(deps, ref)
     if run.pod_id is None:
         raise NotFound(f"run {run.run_id} never got a pod", hint="`gpuc ls` shows what exists")
     live = _live_pod(deps, run)
     if live is not None and keep_following:
-        state = follow(deps, live, job_id=None, out=sys.stdout.buffer)
+        state = follow(deps, live, job_id=None, out=sys.stdout.buffer, raw=raw)
         sys.stdout.flush()
         say(report(deps, live, run, state, job_id=None, since=run.created_at).line)
         return
     if live is not None:
-        _print_from_pod(deps, live)
+        _print_from_pod(deps, live, raw)
         return
-    _print_from_destination(deps, run)
+    _print_from_destination(deps, run, raw)
 
 
 def _live_pod(deps: Deps, run: Run) -> Pod | None:
@@ -82,13 +91,13 @@ def _live_pod(deps: Deps, run: Run) -> Pod | None:
     return pod if pod is not None and pod.status == "running" else None
 
 
-def _print_from_pod(deps: Deps, pod: Pod) -> None:
+def _print_from_pod(deps: Deps, pod: Pod, raw: bool) -> None:
     access = podlife.pod_access(deps.provider(pod.provider), pod, deps.settings)
-    printer = LogPrinter(sys.stdout.buffer, gpuc_secrets(deps.settings))
+    printer = LogPrinter(sys.stdout.buffer, gpuc_secrets(deps.settings), raw=raw)
     read = read_pod_log(access, 0)
     if read.size is None:
         raise NotFound(f"no job log on {pod.id}: no job has run on it yet", hint=f"start one: gpuc run {pod.id} -- CMD")
-    end = read.size  # what is there now; `-f` follows what comes after
+    end = min(read.size, LOG_PRINT_MAX)  # what is there now; `-f` follows what comes after
     offset = 0
     while read.data:
         printer.feed(read.data)
@@ -98,34 +107,34 @@ def _print_from_pod(deps: Deps, pod: Pod) -> None:
         read = read_pod_log(access, offset)
     printer.flush()
     sys.stdout.flush()
-    outcome = read.outcome or {}
-    if outcome.get("exit_code") is None:
-        say(f"the job is still running on {pod.id} (gpuc logs {pod.id} -f follows it)")
+    if isinstance(read.outcome, JobOutcome) and read.outcome.exit_code is not None:
+        say(f"job exited with code {read.outcome.exit_code} after {fmt_duration(read.outcome.duration_s)}")
+    elif isinstance(read.outcome, BadOutcome):
+        say(f"the job's outcome is unknown: {read.outcome.describe()}")
     else:
-        say(f"job exited with code {outcome['exit_code']} after {fmt_duration(outcome.get('duration_s'))}")
+        say(f"the job is still running on {pod.id} (gpuc logs {pod.id} -f follows it)")
 
 
-def _print_from_destination(deps: Deps, run: Run) -> None:
+def _print_from_destination(deps: Deps, run: Run, raw: bool) -> None:
     dest = Destination(result_places(deps.settings, run.provider, run.experiment, run.run_id))
+    printer = LogPrinter(sys.stdout.buffer, gpuc_secrets(deps.settings), raw=raw)
     try:
-        log = dest.read(JOB_LOG_NAME)
-        found = dest.read(OUTCOME_NAME) if log is not None else None
+        place = dest.print_log(printer)
+        outcome = dest.read_outcome() if place is not None else None
     finally:
         dest.close()
-    if log is None:
+    sys.stdout.flush()
+    if place is None:
         why = f" ({dest.errors[0]})" if dest.errors else ""
         raise NotFound(
             f"no job log for {run.pod_id} at {dest.describe()}{why}",
             hint="a pod syncs its log when its job ends; a pod ended before its job ran (or whose sync failed)"
             " has none. The watchdog's notifications: gpuc watchdog status",
         )
-    printer = LogPrinter(sys.stdout.buffer, gpuc_secrets(deps.settings))
-    printer.feed(log.data)
-    printer.flush()
-    sys.stdout.flush()
-    outcome = parse_outcome(found.data if found else None) or {}
-    code = outcome.get("exit_code")
-    ended = f"job exited with code {code} after {fmt_duration(outcome.get('duration_s'))}" if code is not None else (
-        "the job did not finish"
-    )
-    say(f"{run.pod_id} is gone; its log from {log.place.describe()}: {ended}")
+    if isinstance(outcome, BadOutcome):
+        ended = f"the job's outcome is unknown: {outcome.describe()}"
+    elif outcome is not None and outcome.exit_code is not None:
+        ended = f"job exited with code {outcome.exit_code} after {fmt_duration(outcome.duration_s)}"
+    else:
+        ended = "the job did not finish"
+    say(f"{run.pod_id} is gone; its log from {place.describe()}: {ended}")

@@ -11,6 +11,7 @@ from gpuc.client import podlife
 from gpuc.core.clock import parse_duration
 from gpuc.core.errors import ConfigError
 from gpuc.core.settings import load_settings
+from gpuc.core.termsafe import clean_line
 
 
 @click.command(context_settings={"ignore_unknown_options": False})
@@ -186,13 +187,13 @@ def ls(as_json: bool) -> None:
     with deps.functions:
         listing = podlife.survey(deps)
     for warning in listing.warnings:
-        click.echo(f"! {warning}", err=True)
+        click.echo(f"! {clean_line(warning)}", err=True)  # a provider's or the watchdog's words may quote a pod's
     if as_json:
         click.echo(podlife.dumps_rows(listing.rows))
         # stderr: the array stays what it was, and a script still learns that it is not the whole story
         for name, state in listing.providers.items():
             if state != podlife.READ:
-                click.echo(f"! {name}: {state}", err=True)
+                click.echo(f"! {name}: {clean_line(state)}", err=True)
         return
     for line in ls_lines(listing):
         click.echo(line)

@@ -17,6 +17,7 @@ from gpuc.client.state import ensure_home
 from gpuc.core.clock import iso
 from gpuc.core.errors import ConfigError
 from gpuc.core.settings import Settings, load_settings, read_env_file
+from gpuc.core.termsafe import clean_line
 
 if TYPE_CHECKING:  # startup: the API models (pydantic) load with the first request that needs them
     from gpuc.core.api import RegisterRequest
@@ -111,7 +112,7 @@ def reap(dry_run: bool, as_json: bool) -> None:
     if not report.actions:
         click.echo(f"{prefix}nothing to do")
     for action in report.actions:
-        click.echo(f"{prefix}{action.action:8} {action.provider}/{action.pod_id}: {action.reason}")
+        click.echo(clean_line(f"{prefix}{action.action:8} {action.provider}/{action.pod_id}: {action.reason}"))
 
 
 @watchdog.command()
@@ -128,10 +129,10 @@ def status(as_json: bool) -> None:
         return
     click.echo(f"reaper last ran: {iso(st.reaper_last_run) or 'never'} (period {st.reaper_period_s:g}s)")
     for warning in status_warnings(st):
-        click.echo(f"! {warning}", err=True)
-    for pod in st.pods:
+        click.echo(f"! {clean_line(warning)}", err=True)
+    for pod in st.pods:  # a pod registers its own id and experiment name: its words, cleaned
         seen = f"{st.server_time - pod.last_seen:.0f}s ago" if pod.last_seen else "never"
-        click.echo(f"{pod.provider}/{pod.pod_id} {pod.experiment}: {pod.state}, last heartbeat {seen}")
+        click.echo(clean_line(f"{pod.provider}/{pod.pod_id} {pod.experiment}: {pod.state}, last heartbeat {seen}"))
 
 
 @watchdog.command()

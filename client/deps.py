@@ -17,6 +17,7 @@ from gpuc.core.clock import Clock, SystemClock
 from gpuc.core.providers.base import Provider
 from gpuc.core.providers.registry import get_provider
 from gpuc.core.settings import Settings
+from gpuc.core.termsafe import clean
 
 if TYPE_CHECKING:
     from gpuc.core.ledger import Ledger
@@ -52,6 +53,16 @@ def build_deps(settings: Settings, echo: Echo | None = None) -> Deps:
         settings=settings,
         runs=RunStore(settings.home),
         clock=SystemClock(),
-        echo=echo or print,
+        echo=cleaned(echo or print),
         functions=FunctionsClient(settings),
     )
+
+
+def cleaned(echo: Echo) -> Echo:
+    """`echo` of text without terminal controls: what the commands say quotes the pod (its verification
+    verdict, its bootstrap steps, a provider's status), and a pod is a stranger's machine."""
+
+    def say(text: str) -> None:
+        echo(clean(text))
+
+    return say

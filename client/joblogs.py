@@ -3,30 +3,37 @@ is gone, at the results destination where the pod's sync put them (`<dest>/logs/
 `<dest>/logs/outcome.json`: file://, s3:// buckets, and the git remote's `results/<run_id>/`).
 
 What is printed is the job's own output: a secret the job prints is the user's business, but the values
-gpuc holds (provider keys, the admin token) are masked wherever they appear.
+gpuc holds (provider keys, the admin token) are masked wherever they appear. Everything read here is the
+pod's word (a stranger's machine, on Vast): the log is cleaned of terminal controls and bounded in size,
+the outcome goes through the one strict reader (client/outcome_file.py), and a place's file is read by
+ranges, never whole.
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
-import json
 import os
+import re
 import shutil
+import stat
 import subprocess
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol
+from typing import BinaryIO, Protocol
 from urllib.parse import unquote, urlparse
 
+from gpuc.client.outcome_file import OUTCOME_MAX_BYTES, BadOutcome, JobOutcome, OutcomeRead, parse_outcome
 from gpuc.client.provision import results_bucket_for
 from gpuc.core.errors import GpucError
+from gpuc.core.podjson import Unreadable, last_json_line
 from gpuc.core.providers.base import PodAccess
 from gpuc.core.redact import MASK, redact
 from gpuc.core.settings import Settings
-from gpuc.instance_side.joblog import OUTCOME_FORMAT
+from gpuc.core.termsafe import clean_bytes
+from gpuc.instance_side.joblog import LOG_CAP_BYTES, TAIL_BYTES
 from gpuc.instance_side.sync import (
     GIT_TOKEN_ENV,
     JOB_LOG_NAME,
@@ -42,14 +49,23 @@ from gpuc.instance_side.sync import (
 
 CHUNK_BYTES = 256 * 1024
 GIT_READ_TIMEOUT_S = 180.0
+# What a gpuc pod's log can hold: the tee's head and tail, and its notes. A log past it is not one gpuc
+# wrote (a job, or a stranger, can put anything at the destination): the rest is not printed.
+LOG_PRINT_MAX = LOG_CAP_BYTES + TAIL_BYTES + 64 * 1024
+READ_BYTES = 1024 * 1024  # one read of a file at the destination
+JOB_LINE_MARK = b"[log] "
+# A line that starts (blanks and zero-width characters aside) with "gpuc", in any case. A lookalike in
+# other letters is not caught here: on a terminal gpuc's own prefix is styled, which no job output can be.
+_LOOKS_LIKE_GPUC = re.compile(rb"(?im)^(?=(?:[ \t]|\xe2\x80[\x8b-\x8d]|\xe2\x81\xa0|\xef\xbb\xbf)*gpuc)")
 
 # Run on the pod (its own python; stdlib and gpuc.core.podpaths only): the job log from an offset, the
-# outcome, whether the pod ended. The bytes travel base64-encoded: the job's output need not be UTF-8.
+# outcome file's bytes, whether the pod ended. Bytes travel base64-encoded (the job's output need not be
+# UTF-8), and the outcome as the file holds it: the laptop's one strict reader parses it, not the pod.
 POD_LOG_PROBE = """
 import base64, json, os, sys
 from gpuc.core.podpaths import PodPaths
 paths = PodPaths.from_env()
-offset, most = int(sys.argv[1]), int(sys.argv[2])
+offset, most, most_outcome = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 try:
     with open(paths.job_log, 'rb') as fh:
         size = os.fstat(fh.fileno()).st_size
@@ -58,47 +74,59 @@ try:
 except FileNotFoundError:
     size, data = None, b''
 try:
-    with open(paths.outcome) as fh:
-        outcome = json.load(fh)
-except (OSError, ValueError):
+    with open(paths.outcome, 'rb') as fh:
+        outcome = base64.b64encode(fh.read(most_outcome)).decode()
+except OSError:
     outcome = None
 try:
     with open(paths.ended) as fh:
-        ended = fh.read().strip()
-except OSError:
+        ended = fh.read(256).strip()
+except (OSError, ValueError):
     ended = None
 print(json.dumps({'size': size, 'data': base64.b64encode(data).decode(), 'outcome': outcome, 'ended': ended}))
 """
+POD_OUTCOME_PLACE = "the outcome file on the pod (.gpuc/outcome.json)"
 
 
 @dataclass(frozen=True)
 class PodLogRead:
     data: bytes
     size: int | None  # None: no job log on the pod (yet)
-    outcome: dict[str, Any] | None
+    outcome: OutcomeRead | None  # None: no outcome file on the pod (yet)
     ended: str | None
 
 
 def read_pod_log(access: PodAccess, offset: int, most: int = CHUNK_BYTES) -> PodLogRead:
-    """One read of the pod's job log from `offset`. Raises GpucError when the pod does not answer."""
-    code, out = access.run(["python", "-c", POD_LOG_PROBE, str(offset), str(most)], timeout_s=60.0)
-    lines = [line for line in out.strip().splitlines() if line.startswith("{")]
-    if code != 0 or not lines:
+    """One read of the pod's job log from `offset`. Raises GpucError when the pod does not answer, or
+    answers what cannot be read: the caller retries, or asks the provider whether the pod is gone."""
+    argv = ["python", "-c", POD_LOG_PROBE, str(offset), str(most), str(OUTCOME_MAX_BYTES + 1)]
+    code, out = access.run(argv, timeout_s=60.0)
+    if code != 0:
         raise GpucError(f"could not read the job log on the pod (exit {code})", hint="is the pod still running?")
     try:
-        found = json.loads(lines[-1])
-        data = base64.b64decode(found["data"])
-    except (ValueError, KeyError, TypeError):
+        found = last_json_line(out)
+        size, ended = found.get("size"), found.get("ended")
+        if size is not None and not (isinstance(size, int) and not isinstance(size, bool) and size >= 0):
+            raise Unreadable("its log size is not a size")
+        if ended is not None and not (isinstance(ended, str) and len(ended) <= 256):
+            raise Unreadable("its end marker is not a short text")
+        data = _base64(found.get("data"), "its log data")[:most]
+        outcome = found.get("outcome")
+        read = None if outcome is None else parse_outcome(_base64(outcome, "its outcome"), POD_OUTCOME_PLACE)
+    except Unreadable as exc:
         raise GpucError(
-            "the pod answered the log read with something unexpected", hint="is gpuc the same version there?"
+            f"the pod answered the log read with something unreadable ({exc})", hint="is gpuc the same version there?"
         ) from None
-    outcome = found.get("outcome")
-    return PodLogRead(
-        data=data,
-        size=found.get("size") if isinstance(found.get("size"), int) else None,
-        outcome=outcome if isinstance(outcome, dict) and outcome.get("format") == OUTCOME_FORMAT else None,
-        ended=found.get("ended") if isinstance(found.get("ended"), str) else None,
-    )
+    return PodLogRead(data=data, size=size, outcome=read, ended=ended)
+
+
+def _base64(value: object, what: str) -> bytes:
+    if not isinstance(value, str):
+        raise Unreadable(f"{what} is not base64 text")
+    try:
+        return base64.b64decode(value, validate=True)
+    except ValueError:
+        raise Unreadable(f"{what} is not base64 text") from None
 
 
 # -- printing ---------------------------------------------------------------------------------------
@@ -107,23 +135,43 @@ def gpuc_secrets(settings: Settings) -> list[str]:
 
 
 class LogPrinter:
-    """Writes the job's output as it comes, masking gpuc's secret values. A value split between two reads
-    must still be caught: bytes after the last line break (or carriage return: a progress bar) wait for
-    the next read, up to a bound."""
+    """Writes the job's output as it comes: cleaned of terminal controls (core/termsafe.py), a line that
+    would pass for one of gpuc's own marked `[log] `, gpuc's secret values masked, at most `most` bytes.
+    A value split between two reads must still be caught: bytes after the last line break (or carriage
+    return: a progress bar) wait for the next read, up to a bound. `raw`: the bytes as the pod wrote them
+    (`gpuc logs --raw`), secrets still masked."""
 
-    def __init__(self, out: BinaryIO, secrets: list[str], hold_max: int = 64 * 1024) -> None:
+    def __init__(
+        self,
+        out: BinaryIO,
+        secrets: list[str],
+        hold_max: int = 64 * 1024,
+        *,
+        raw: bool = False,
+        most: int = LOG_PRINT_MAX,
+    ) -> None:
         self.out = out
         self.secrets = sorted({s.encode() for s in secrets if s}, key=len, reverse=True)
         self.hold_max = hold_max
+        self.raw = raw
+        self.most = most
         self.pending = b""
         self.printed = 0  # bytes of the log consumed (held bytes included)
+        self.shown = 0  # bytes of the log written out (before cleaning), at most `most`
+        self.cut_short = False  # more than `most` came: the rest is dropped (said once)
+        self.at_line_start = True
+
+    @property
+    def full(self) -> bool:
+        return self.cut_short
 
     def feed(self, data: bytes) -> None:
         self.printed += len(data)
         buffer = self.pending + data
-        cut = max(buffer.rfind(b"\n"), buffer.rfind(b"\r")) + 1
+        # A carriage return as the last byte waits: it may be the first half of a CR LF.
+        cut = max(buffer.rfind(b"\n"), buffer.rfind(b"\r", 0, len(buffer) - 1)) + 1
         if cut == 0 and len(buffer) > self.hold_max:
-            cut = len(buffer)
+            cut = _utf8_boundary(buffer)
         self.pending = buffer[cut:]
         self._write(buffer[:cut])
 
@@ -132,21 +180,58 @@ class LogPrinter:
         self.pending = b""
 
     def _write(self, data: bytes) -> None:
-        if not data:
+        if not data or self.cut_short:
             return
+        room = self.most - self.shown
+        data, self.cut_short = data[:room], len(data) > room
+        self.shown += len(data)
+        if not self.raw:
+            data = self._mark(clean_bytes(data))
         for secret in self.secrets:
             data = data.replace(secret, MASK.encode())
+        if self.cut_short:
+            data += (
+                f"\n[gpuc: the log goes on past {self.most // (1024 * 1024)} MB, more than a gpuc pod keeps;"
+                " the rest is not shown]\n"
+            ).encode()
         with contextlib.suppress(OSError, ValueError):
             self.out.write(data)
             self.out.flush()
+
+    def _mark(self, data: bytes) -> bytes:
+        """Job lines that start like gpuc's own (`gpuc: job exited with code 0 ...`) are marked as the log's."""
+        if not data:
+            return data
+        if self.at_line_start:
+            start = 0
+        else:
+            newline = data.find(b"\n")
+            start = len(data) if newline < 0 else newline + 1
+        self.at_line_start = data.endswith(b"\n")
+        if start >= len(data) or data.lower().find(b"gpuc", start) < 0:  # C speed, unlike re.IGNORECASE
+            return data
+        return data[:start] + _LOOKS_LIKE_GPUC.sub(JOB_LINE_MARK, data[start:])
+
+
+def _utf8_boundary(data: bytes) -> int:
+    """len(data), less a UTF-8 character cut short at its end (it waits for the rest)."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte < 0x80:
+            return len(data)
+        if byte >= 0xC0:  # the lead byte: how long its character is
+            length = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+            return len(data) - back if length > back else len(data)
+    return len(data)
 
 
 # -- the results destination --------------------------------------------------------------------------
 class Place(Protocol):
     def describe(self) -> str: ...
 
-    def read(self, name: str) -> bytes | None:
-        """The file at `<dest>/<name>`, None when it is not there; GpucError when the place cannot be read."""
+    def read(self, name: str, offset: int, most: int) -> bytes | None:
+        """At most `most` bytes of `<dest>/<name>` from `offset` (b"" past its end), None when it is not
+        there; GpucError when the place cannot be read."""
         ...
 
 
@@ -157,13 +242,24 @@ class FilePlace:
     def describe(self) -> str:
         return f"file://{self.dest}/"
 
-    def read(self, name: str) -> bytes | None:
+    def read(self, name: str, offset: int, most: int) -> bytes | None:
+        path = self.dest / name
         try:
-            return (self.dest / name).read_bytes()
+            # Not through a symlink (a job's results could point one at the user's ~/.ssh), and not a FIFO
+            # (opening one for reading would wait forever): a regular file, read where it is.
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except FileNotFoundError:
             return None
         except OSError as exc:
-            raise GpucError(f"cannot read {self.dest / name}: {exc.strerror or exc}") from None
+            raise GpucError(f"cannot read {path}: {exc.strerror or exc}") from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise GpucError(f"cannot read {path}: not a regular file")
+            return os.pread(fd, most, offset)
+        except OSError as exc:
+            raise GpucError(f"cannot read {path}: {exc.strerror or exc}") from None
+        finally:
+            os.close(fd)
 
 
 class S3Place:
@@ -177,18 +273,23 @@ class S3Place:
     def describe(self) -> str:
         return self.sync.describe()
 
-    def read(self, name: str) -> bytes | None:
+    def read(self, name: str, offset: int, most: int) -> bytes | None:
         # Lazy: botocore (with boto3) loads only for an s3:// destination, never for `gpuc logs` of a live pod.
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
-            answer = self.sync.client().get_object(Bucket=self.sync.bucket, Key=f"{self.sync.base}/{name}")
-            return bytes(answer["Body"].read())
+            answer = self.sync.client().get_object(
+                Bucket=self.sync.bucket, Key=f"{self.sync.base}/{name}", Range=f"bytes={offset}-{offset + most - 1}"
+            )
+            return bytes(answer["Body"].read(most))
         except ClientError as exc:
-            if str(exc.response.get("Error", {}).get("Code")) in ("NoSuchKey", "404", "NotFound"):
+            code = str(exc.response.get("Error", {}).get("Code"))
+            if code in ("NoSuchKey", "404", "NotFound"):
                 return None
+            if code == "InvalidRange":  # from past its end (an empty object has no range at all)
+                return b""
             raise GpucError(
-                f"reading {self.describe()}{name} failed: {exc.response.get('Error', {}).get('Code')}",
+                f"reading {self.describe()}{name} failed: {code}",
                 hint="check GPUC_RESULTS_BUCKET, GPUC_S3_ENDPOINT_URL and the S3 keys in your .env",
             ) from None
         except BotoCoreError as exc:
@@ -200,7 +301,8 @@ class S3Place:
 
 class GitPlace:
     """The experiment's repo, where small results (and the log) are committed under results/<run_id>/.
-    Read from a blob-less shallow clone in a temporary folder: only the files asked for are fetched."""
+    Read from a blob-less shallow clone in a temporary folder: only the files asked for are fetched, each
+    into a file there (never whole into memory), once its size is known to be one a gpuc pod writes."""
 
     def __init__(self, remote: str, experiment: str, run_id: str, settings: Settings) -> None:
         token = settings.git_token.get_secret_value() if settings.git_token else ""
@@ -214,19 +316,41 @@ class GitPlace:
             secrets=[token] if token else [],
         )
         self._clone: Path | None = None
+        self._blobs: dict[str, Path | None] = {}
 
     def describe(self) -> str:
         return self.git.describe()
 
-    def read(self, name: str) -> bytes | None:
-        clone = self._checkout()
-        proc = self._git(["show", f"HEAD:{self.git.subdir}/{name}"], cwd=clone)
-        return proc.stdout if proc.returncode == 0 else None
+    def read(self, name: str, offset: int, most: int) -> bytes | None:
+        blob = self._blob(name)
+        if blob is None:
+            return None
+        with blob.open("rb") as fh:
+            fh.seek(offset)
+            return fh.read(most)
 
     def close(self) -> None:
         if self._clone is not None:
             shutil.rmtree(self._clone.parent, ignore_errors=True)
             self._clone = None
+            self._blobs.clear()
+
+    def _blob(self, name: str) -> Path | None:
+        if name not in self._blobs:
+            clone = self._checkout()
+            spec = f"HEAD:{self.git.subdir}/{name}"
+            sized = self._git(["cat-file", "-s", spec], cwd=clone)
+            size = sized.stdout.strip()
+            if sized.returncode != 0 or not size.isdigit():
+                self._blobs[name] = None
+                return None
+            if int(size) > LOG_PRINT_MAX:
+                raise GpucError(f"{self.describe()}{name} is {int(size)} bytes, more than a gpuc pod writes: not read")
+            path = clone.parent / f"blob-{len(self._blobs)}"
+            with path.open("wb") as fh:
+                shown = self._git(["cat-file", "blob", spec], cwd=clone, stdout=fh)
+            self._blobs[name] = path if shown.returncode == 0 else None
+        return self._blobs[name]
 
     def _checkout(self) -> Path:
         if self._clone is None:
@@ -242,14 +366,17 @@ class GitPlace:
             self._clone = clone
         return self._clone
 
-    def _git(self, args: list[str], cwd: Path | None) -> subprocess.CompletedProcess[bytes]:
+    def _git(
+        self, args: list[str], cwd: Path | None, stdout: BinaryIO | None = None
+    ) -> subprocess.CompletedProcess[bytes]:
         try:
             return subprocess.run(
                 ["git", *git_auth_args(self.git.remote, self.git.env), *args],
                 cwd=cwd,
                 env=self.git.env,
                 stdin=subprocess.DEVNULL,
-                capture_output=True,
+                stdout=stdout if stdout is not None else subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 timeout=GIT_READ_TIMEOUT_S,
                 check=False,
             )
@@ -286,16 +413,39 @@ class Destination:
     places: list[Place]
     errors: list[str] = field(default_factory=list)
 
-    def read(self, name: str) -> Found | None:
+    def read(self, name: str, offset: int = 0, most: int = READ_BYTES) -> Found | None:
+        """From the first place that has `name`."""
         for place in self.places:
             try:
-                data = place.read(name)
+                data = place.read(name, offset, most)
             except GpucError as exc:
                 self.errors.append(exc.message)
                 continue
             if data is not None:
                 return Found(data, place)
         return None
+
+    def read_outcome(self) -> OutcomeRead | None:
+        """The outcome synced beside the results, through the one strict reader; None when none is there."""
+        found = self.read(OUTCOME_NAME, most=OUTCOME_MAX_BYTES + 1)
+        return None if found is None else parse_outcome(found.data, f"{found.place.describe()}{OUTCOME_NAME}")
+
+    def print_log(self, printer: LogPrinter, start: int = 0) -> Place | None:
+        """The job log from `start` into `printer`, read by parts; the place it came from, None if none has it."""
+        found = self.read(JOB_LOG_NAME, start)
+        if found is None:
+            return None
+        data, offset = found.data, start
+        while data and not printer.full:
+            printer.feed(data)
+            offset += len(data)
+            try:
+                data = found.place.read(JOB_LOG_NAME, offset, READ_BYTES) or b""
+            except GpucError as exc:
+                self.errors.append(exc.message)
+                break
+        printer.flush()
+        return found.place
 
     def describe(self) -> str:
         return " and ".join(p.describe() for p in self.places) or "nowhere (no results bucket or git remote set)"
@@ -307,20 +457,12 @@ class Destination:
                 close()
 
 
-def parse_outcome(data: bytes | None) -> dict[str, Any] | None:
-    if data is None:
-        return None
-    try:
-        found = json.loads(data)
-    except ValueError:
-        return None
-    return found if isinstance(found, dict) and found.get("format") == OUTCOME_FORMAT else None
-
-
 __all__ = [
     "JOB_LOG_NAME",
     "OUTCOME_NAME",
+    "BadOutcome",
     "Destination",
+    "JobOutcome",
     "LogPrinter",
     "PodLogRead",
     "gpuc_secrets",

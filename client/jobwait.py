@@ -2,10 +2,17 @@
 
 The job's output goes to stdout, gpuc's own lines to stderr, so `gpuc up ... --wait > run.log` keeps the
 job's output clean. `--wait` exits with the job's exit code; Ctrl-C stops the waiting, never the job.
+
+A job must not be able to forge gpuc's own lines (`gpuc: job exited with code 0 ... results and log:
+s3://elsewhere/`). Its output reaches the terminal with every escape sequence stripped, and a line of it
+that starts like gpuc's is marked `[log] `; on a terminal gpuc's `gpuc:` prefix is styled (bold, reverse
+video), which takes an escape sequence no job output can carry: no lookalike letters, no line wrapped to
+start at the screen's edge, passes for it.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import NoReturn
 
@@ -16,10 +23,14 @@ from gpuc.client.outcome import STOPPED_WAITING_EXIT, Follow, follow, report
 from gpuc.core.clock import parse_duration
 from gpuc.core.errors import ConfigError
 from gpuc.core.models import Pod, new_run_id
+from gpuc.core.termsafe import clean_line
 
 
 def say(text: str) -> None:
-    click.echo(f"gpuc: {text}", err=True)
+    """One of gpuc's own lines, on stderr. Its text may quote the pod (a reason, a path): cleaned, one line.
+    click drops the style when stderr is not a terminal; NO_COLOR (no-color.org) drops it everywhere."""
+    prefix = "gpuc:" if os.environ.get("NO_COLOR") else click.style("gpuc:", bold=True, reverse=True)
+    click.echo(f"{prefix} {clean_line(text)}", err=True)
 
 
 def new_job_id() -> str:

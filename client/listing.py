@@ -2,6 +2,9 @@
 
 "no pods" is printed only when every provider was read: a provider without a key was never asked, and
 an empty table over an unread account is how a forgotten pod stays forgotten.
+
+Every cell and state is cleaned of terminal controls (core/termsafe.py): names, statuses and the
+providers' own texts are the pod's or the provider's word, and a pod on Vast is a stranger's machine.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from gpuc.client import table
 from gpuc.client.human import clock_utc, short_span
+from gpuc.core.termsafe import clean_line
 
 if TYPE_CHECKING:
     from gpuc.client.podlife import Listing
@@ -69,15 +73,18 @@ def _hhmm(ts: float, now: float) -> str:
 def cells(row: dict[str, object], answered: bool, now: float) -> list[str]:
     price, age, cost = row.get("price_per_hour"), row.get("age_s"), row.get("cost_usd")
     return [
-        str(row.get("provider")),
-        str(row.get("id")),
-        str(row.get("experiment") or "-"),
-        str(row.get("status")),
-        short_gpu(row.get("gpu"), row.get("gpu_count")),
-        short_span(age) if isinstance(age, int | float) else "?",
-        f"{price:.2f}" if isinstance(price, int | float) else "?",
-        f"{cost:.2f}" if isinstance(cost, int | float) else "?",
-        watchdog_view(row, answered, now),
+        clean_line(cell)
+        for cell in (
+            row.get("provider"),
+            row.get("id"),
+            row.get("experiment") or "-",
+            row.get("status"),
+            short_gpu(row.get("gpu"), row.get("gpu_count")),
+            short_span(age) if isinstance(age, int | float) else "?",
+            f"{price:.2f}" if isinstance(price, int | float) else "?",
+            f"{cost:.2f}" if isinstance(cost, int | float) else "?",
+            watchdog_view(row, answered, now),
+        )
     ]
 
 
@@ -92,4 +99,4 @@ def ls_lines(listing: Listing) -> list[str]:
         rows = [cells(r, listing.watchdog, listing.now) for r in listing.rows]
         lines = table.render(HEADERS, rows, shrink=SHRINK, right=RIGHT)
     width = max(len(name) for name, _ in unread) if unread else 0
-    return lines + [f"{name:<{width}}  {state}" for name, state in unread]
+    return lines + [f"{name:<{width}}  {clean_line(state)}" for name, state in unread]

@@ -13,7 +13,6 @@ and field names leave this module.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -24,8 +23,10 @@ from pydantic import BaseModel
 from gpuc.client.doctor import Check, fail, ok, warn
 from gpuc.core.errors import GpucError, ProviderError
 from gpuc.core.models import Pod
+from gpuc.core.podjson import Unreadable, last_json_line
 from gpuc.core.providers.base import Provider
 from gpuc.core.providers.registry import get_provider, keyed_providers
+from gpuc.core.termsafe import clean_line
 
 FactStatus = Literal["confirmed", "refuted", "unknown"]
 # A pod id no account has: the read of an unknown id (GraphQL pod(...)) and the v2 404, both reads.
@@ -328,10 +329,12 @@ def ssh_probe(settings: Any) -> PodProbe:
         if code != 0:
             raise ProviderError(f"the probe on pod {pod.id} exited {code}", provider=provider.name)
         try:
-            seen = json.loads(out.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            raise ProviderError(f"the probe on pod {pod.id} printed no answer", provider=provider.name) from None
-        return seen if isinstance(seen, dict) else {}
+            seen = last_json_line(out)
+        except Unreadable as exc:
+            said = f"the probe on pod {pod.id} printed no answer ({exc})"
+            raise ProviderError(said, provider=provider.name) from None
+        # The pod's word: only HTTP statuses are taken; anything else is "not probed".
+        return {k: v for k, v in seen.items() if type(v) is int and 100 <= v <= 599}
 
     return probe
 
@@ -346,5 +349,6 @@ def read_or_error(read: Callable[[], Any]) -> tuple[Literal["value", "error"], A
 def render(report: LiveReport) -> str:
     width = max([10, *(len(f.provider) for f in report.facts)])
     lines = ["", "provider facts (read-only, live):"]
-    lines += [f"  {f.provider:<{width}} {f.status:<9} {f.fact} ({f.detail})" for f in report.facts]
+    # A detail may quote a provider's answer: cleaned of terminal controls, one line.
+    lines += [f"  {f.provider:<{width}} {f.status:<9} {f.fact} ({clean_line(f.detail)})" for f in report.facts]
     return "\n".join(lines)

@@ -18,6 +18,7 @@ from gpuc.client.deps import Deps, Echo, build_deps
 from gpuc.client.state import Run
 from gpuc.core.clock import iso
 from gpuc.core.errors import ConfigError, GpucError, NotFound, ProviderError, SafetyRefusal
+from gpuc.core.podjson import Unreadable, last_json_line
 from gpuc.core.providers.base import PodAccess, Provider
 from gpuc.core.providers.local import LocalProvider
 from gpuc.core.providers.registry import KEY_FIELDS, keyed_providers
@@ -454,22 +455,30 @@ def job_on_pod(access: PodAccess, pod: Pod) -> str | None:
     """What keeps `run` off this pod: a job still running, or the pod ending; None when it is free.
     A reading that cannot be trusted raises: a second job is what destroys a pod under the first."""
     code, out = access.run(["python", "-c", JOB_PROBE], timeout_s=60.0)
-    lines = [line for line in out.strip().splitlines() if line.startswith("{")]
-    found: object = None
-    if code == 0 and lines:
-        with contextlib.suppress(ValueError):
-            found = json.loads(lines[-1])
-    if not isinstance(found, dict) or not {"job_pid", "ended"} <= found.keys():
+    found: dict[str, object] = {}
+    if code == 0:
+        with contextlib.suppress(Unreadable):
+            found = last_json_line(out)
+    if not _job_answer(found):
         raise SafetyRefusal(
             f"could not tell whether a job is running on {pod.id} (exit {code}): not starting another",
             hint=f"look with `gpuc ls` or ssh in; start it anyway with: gpuc run {pod.id} --force -- ...",
         )
-    job_pid, ended = found["job_pid"], found["ended"]
-    if isinstance(job_pid, int):
-        return f"a job is still running on it (pid {job_pid})"
-    if ended in ("", pod.id) or found.get("ending") is True:
+    if found["job_pid"] is not None:
+        return f"a job is still running on it (pid {found['job_pid']})"
+    if found["ended"] in ("", pod.id) or found.get("ending") is True:
         return "it is ending (its results sync and destroy are under way)"
     return None
+
+
+def _job_answer(found: dict[str, object]) -> bool:
+    """JOB_PROBE's answer, every field of the type it prints (the pod's word: anything else is no reading)."""
+    pid, ended, ending = found.get("job_pid", False), found.get("ended", False), found.get("ending", False)
+    return (
+        (pid is None or (type(pid) is int and pid > 0))
+        and (ended is None or (isinstance(ended, str) and len(ended) <= 256))
+        and isinstance(ending, bool)
+    )
 
 
 def run_job(

@@ -28,6 +28,7 @@ GpuReadError, _Degraded            (instance_side.gpu) a GPU reading failed: cou
 JobScanError                       (instance_side.procs) the job's process tree unreadable: counted as busy
 StepFailed                         (instance_side.bootstrap) one bootstrap step failed: reported, pod kept
 SettingError                       (core.settings) a setting of the wrong kind: load_settings makes it a ConfigError
+Unreadable                         (core.podjson) a pod's answer or file is not what gpuc wrote: "unknown"
 """
 
 from __future__ import annotations

@@ -27,6 +27,8 @@ LOG_CAP_BYTES = 100 * 1024 * 1024
 TAIL_BYTES = 1024 * 1024
 READ_CHUNK = 64 * 1024
 OUTCOME_FORMAT = "gpuc-outcome/1"
+# The endings the outcome records (the pod is still there after the job: why); the laptop reads no other.
+KEPT_ENDINGS = ("kept_sync_failed", "kept_alive", "destroy_failed")
 # A job's daemon child may keep the output pipe open after the job exits: wait this long, then go on.
 DRAIN_WAIT_S = 5.0
 

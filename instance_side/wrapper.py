@@ -25,7 +25,7 @@ from types import FrameType
 from gpuc.core.clock import Clock
 from gpuc.core.podsecrets import never_on_pod
 from gpuc.instance_side.ending import Ender, Ending
-from gpuc.instance_side.joblog import JobLogTee, clear_outcome, write_outcome
+from gpuc.instance_side.joblog import KEPT_ENDINGS, JobLogTee, clear_outcome, write_outcome
 from gpuc.instance_side.podfiles import POD_ID_ENV, AgentConfig, PodPaths, atomic_write, is_ended
 from gpuc.instance_side.podlog import PodLog
 from gpuc.instance_side.procs import job_stamp
@@ -171,7 +171,7 @@ class JobWrapper:
                 duration_s=round(duration, 3),
             )
             result = self.ender.end(ending)
-            if not self.dry_run and result in ("kept_sync_failed", "kept_alive", "destroy_failed"):
+            if not self.dry_run and result in KEPT_ENDINGS:
                 # What the laptop, still waiting, reads on the pod: why it is still there. (Being ended by
                 # another process, the pod goes away soon: the laptop waits for that.)
                 write_outcome(self.paths, {**outcome, "ending": result})

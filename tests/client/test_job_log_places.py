@@ -4,6 +4,7 @@ own sync code, read back by the laptop's."""
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import tempfile
@@ -12,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from gpuc.client.joblogs import Destination, result_places
+from gpuc.client import joblogs
+from gpuc.client.joblogs import Destination, JobOutcome, LogPrinter, result_places
 from gpuc.core.podpaths import PodPaths
 from gpuc.core.settings import SecretStr, Settings
 from gpuc.instance_side.joblog import OUTCOME_FORMAT
@@ -58,6 +60,21 @@ def test_the_laptop_reads_the_log_the_pod_sent_to_s3(s3: Any, tmp_path: Path) ->
     assert log is not None and log.data == paths.job_log.read_bytes(), "byte for byte, not UTF-8 or not"
     assert outcome is not None and json.loads(outcome.data)["exit_code"] == 1
     assert Destination(result_places(laptop, "runpod", "exp", "run02")).read(JOB_LOG_NAME) is None
+    assert_read_by_parts(dest, paths.job_log.read_bytes())
+
+
+def assert_read_by_parts(dest: Destination, log: bytes) -> None:
+    """A place's file is read by ranges (never whole: the destination is the pod's to fill)."""
+    part = dest.read(JOB_LOG_NAME, 6, 5)
+    assert part is not None and part.data == log[6:11]
+    past = dest.read(JOB_LOG_NAME, len(log) + 10, 5)
+    assert past is not None and past.data == b"", "there, with nothing past its end"
+    assert dest.read_outcome() == JobOutcome("j1", 1, 12.0)
+    out = io.BytesIO()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(joblogs, "READ_BYTES", 7)
+        assert dest.print_log(LogPrinter(out, [], raw=True), 3) is not None
+    assert out.getvalue() == log[3:], "the rest of the log, in parts of 7 bytes"
 
 
 def git(*args: str, cwd: Path | None = None) -> None:
@@ -94,6 +111,7 @@ def test_the_laptop_reads_the_log_the_pod_committed_to_git(
         log = dest.read(JOB_LOG_NAME)
         assert log is not None and log.data.endswith(b"Traceback: boom\n")
         assert dest.read("metrics.json") is not None
+        assert_read_by_parts(dest, paths.job_log.read_bytes())
         assert list(scratch.glob("gpuc-logs-*")), "read from one temporary clone"
     finally:
         dest.close()

@@ -7,12 +7,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from localworld import wait_for
 
 from gpuc.client import podlife
 from gpuc.core.api import StatusResponse
@@ -79,15 +79,6 @@ def world(tmp_path: Path) -> Iterator[World]:
             provider.destroy(pod.id)
         deps.functions.close()
         server.stop()
-
-
-def wait_for(pred: Any, timeout_s: float = 15.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.1)
-    return bool(pred())
 
 
 JOB = "import os; os.makedirs('results', exist_ok=True); open('results/out.txt', 'w').write('42')"

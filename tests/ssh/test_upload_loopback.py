@@ -18,7 +18,7 @@ from conftest import POD_TOKEN, Sshd
 from test_provision_loopback import Rented
 
 from gpuc.client import upload
-from gpuc.client.joblogs import read_pod_log
+from gpuc.client.joblogs import JobOutcome, read_pod_log
 from gpuc.client.podlife import Deps, start_job
 from gpuc.client.provision import offline_installer, provision
 from gpuc.client.ssh import SshAccess, ssh_access
@@ -97,9 +97,10 @@ def test_the_job_log_and_outcome_are_read_over_ssh(
     start_job(access, [sys.executable, "train.py"], "job-ssh")
     deadline = time.monotonic() + 60
     read = read_pod_log(access, 0)
-    while (read.outcome or {}).get("exit_code") is None and time.monotonic() < deadline:
+    while getattr(read.outcome, "exit_code", None) is None and time.monotonic() < deadline:
         time.sleep(0.2)
         read = read_pod_log(access, 0)
-    assert read.outcome is not None and read.outcome["exit_code"] == 5 and read.outcome["job_id"] == "job-ssh"
+    assert isinstance(read.outcome, JobOutcome), read.outcome
+    assert (read.outcome.exit_code, read.outcome.job_id) == (5, "job-ssh")
     assert read.data == b"loss 0.1\nwarn\n" and read.size == len(read.data)
     assert read_pod_log(access, 9).data == b"warn\n", "from an offset"
