@@ -47,6 +47,10 @@ PODS = "pods"
 TTL_ATTRIBUTE = "expires_at"
 NOTIFICATION_KEEP_S = 30 * 24 * 3600.0
 _CAS_RETRIES = 8
+# What every signed request reads first: its one read, whatever its signature (a request that fails
+# authentication costs this and nothing more). DynamoDB bills a read by the whole item's size (4 KB
+# units), projection or not; the projection keeps the decode small on the ping path.
+_AUTH_FIELDS = ("key", "lease_until", "state", "origin", "unverified_ping_at")
 
 
 def _to_attr(value: Any) -> dict[str, Any]:
@@ -146,13 +150,18 @@ class DynamoStore:
         self._db = client
         self._failed = client.exceptions.ConditionalCheckFailedException
 
+    @property
+    def client(self) -> DynamoDBClient:
+        """The boto3 client (tests count its calls through its event hooks)."""
+        return self._db
+
     def get_pod(self, pod_id: str) -> StoredPod | None:
         item = self._get(PODS, pod_id)
         return _decode(item) if item is not None else None
 
     def get_auth(self, pod_id: str) -> PodAuth | None:
         expr = _Expr()
-        projection = ", ".join(expr.name(c) for c in ("key", "lease_until", "state"))
+        projection = ", ".join(expr.name(c) for c in _AUTH_FIELDS)
         got = self._db.get_item(
             TableName=self.table,
             Key=_key(PODS, pod_id),
@@ -168,6 +177,8 @@ class DynamoStore:
             key=_from_attr(item["key"]),
             lease_until=_from_attr(item.get("lease_until", {})),
             state=_from_attr(item.get("state", {"S": "ok"})),
+            origin=_from_attr(item.get("origin", {"S": "registered"})),
+            unverified_ping_at=_from_attr(item.get("unverified_ping_at", {})),
         )
 
     def list_pods(self, states: Collection[str] | None = None) -> list[StoredPod]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -19,8 +20,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from gpuc.core.api import MAX_BODY_BYTES
+from gpuc.core.clock import Clock
 from gpuc.core.settings import Settings
-from gpuc.functions.app import Deps, build_deps
+from gpuc.functions.app import Deps, IngestLog, build_deps
 from gpuc.functions.handlers import Request, Response, dispatch, response_bytes
 from gpuc.functions.reaper import run_loop
 
@@ -36,6 +38,34 @@ _STDLIB_ERRORS = {
 }  # a client that sends less than its Content-Length does not hold a thread forever
 
 
+MAX_IN_FLIGHT = 256
+_OVERLOADED_BODY = b'{"error":"overloaded: retry in a few seconds"}'
+_OVERLOADED = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 5\r\n"
+    b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(_OVERLOADED_BODY), _OVERLOADED_BODY)
+)
+
+
+class Gate:
+    """At most `limit` connections served at once (a thread each: a flood of slow or idle connections
+    must not take the machine). Past it a connection is refused at once, and the refusal is counted in
+    the IngestLog the in-process reaper reads: a heartbeat refused here is not the pod's silence (F18)."""
+
+    def __init__(self, ingest: IngestLog, clock: Clock, limit: int) -> None:
+        self.ingest = ingest
+        self.clock = clock
+        self._slots = threading.BoundedSemaphore(limit)
+
+    def enter(self) -> bool:
+        if self._slots.acquire(blocking=False):
+            return True
+        self.ingest.record("overloaded", self.clock.now())
+        return False
+
+    def leave(self) -> None:
+        self._slots.release()
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -47,6 +77,41 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], deps: Deps) -> None:
         super().__init__(address, _Handler)
         self.deps = deps
+        if not isinstance(deps.ingest_health, IngestLog):
+            deps.ingest_health = IngestLog()  # the reaper in this process reads what this server counts
+        self.ingest: IngestLog = deps.ingest_health
+        self.gate = Gate(self.ingest, deps.clock, MAX_IN_FLIGHT)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.gate.enter():
+            try:
+                request.settimeout(1.0)
+                request.sendall(_OVERLOADED)
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.gate.leave()  # no thread started: nobody else gives the slot back
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.gate.leave()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        error = sys.exc_info()[1]
+        if isinstance(error, OSError):
+            # The client reset or dropped the connection: its own doing, and anyone can do it, so it is
+            # no sign of the ingest's health (a stray RST must not hold every silence kill).
+            log.info("a client dropped its connection: %s", type(error).__name__)
+            return
+        self.ingest.record("handler crashed", self.deps.clock.now())
+        log.error("a request handler crashed: %s", type(error).__name__)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -73,6 +138,7 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         response = self._read_and_dispatch(path)
         elapsed_ms = (time.perf_counter() - started) * 1000
+        self._count_trouble(response, elapsed_ms / 1000)
         if response.status >= 400:
             reason = response.body.get("error", "")  # the server's own stable text: never echoes the request
             who = self.client_address[0]
@@ -80,6 +146,15 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             log.debug("%s %s %d %.1fms", self.command, path, response.status, elapsed_ms)
         self._send(response)
+
+    def _count_trouble(self, response: Response, elapsed_s: float) -> None:
+        """What may have cost a pod its heartbeat, for the reaper: a server error, or an answer slower
+        than the pod waits for one."""
+        deps = self.server.deps
+        if response.status >= 500:
+            self.server.ingest.record("server error", deps.clock.now())
+        elif elapsed_s > deps.settings.functions_timeout_s:
+            self.server.ingest.record("slower than the pods wait", deps.clock.now())
 
     def _read_and_dispatch(self, path: str) -> Response:
         if self.headers.get("Transfer-Encoding"):

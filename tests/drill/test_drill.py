@@ -23,7 +23,7 @@ from gpuc.testkit.drill import (
     run_drill,
 )
 
-ROWS = [f"F{i}" for i in range(1, 15)] + ["F3j", "F3h", "F5c", "F9n"] + ["F11s", "F5r", "F12b", "F5g"]
+ROWS = [f"F{i}" for i in range(1, 15)] + ["F3j", "F3h", "F5c", "F9n"] + ["F11s", "F5r", "F12b", "F5g"] + ["F11u", "F18"]
 
 
 def drill(*args: str) -> tuple[int, str]:
