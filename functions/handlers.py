@@ -8,8 +8,10 @@ would keep a dead pod billing), an event's seq must be new (events from the agen
 arrive out of order, never twice).
 
 An unknown pod and a bad signature get the same answer (401 "unknown pod or bad signature") so the
-public ingest URL does not tell a prober which pod ids exist. Admin routes, which are trusted, say 404
-"unknown pod".
+public ingest URL does not tell a prober which pod ids exist, and cost the same: one read, no write. The
+one exception writes to a record the reaper made itself: a ping naming a stray it found at a provider
+notes the time on that stray (at most once per 30 s), which may delay its destroy once. Admin routes,
+which are trusted, say 404 "unknown pod".
 """
 
 from __future__ import annotations

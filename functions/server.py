@@ -5,6 +5,10 @@ Every answer is JSON. A body over the cap is refused from its Content-Length wit
 One log line per request: method, path, status, time; never a body, a header or a query string. A refused
 request (4xx) is logged at INFO with the server's own stable reason, an answered one at DEBUG: a fleet's
 heartbeats every minute would drown the refusals that tell the user what is wrong.
+
+At most MAX_IN_FLIGHT connections are served at once; past it a connection gets a 503 at once. What the
+server refused or failed (overloaded, a 5xx, an answer slower than the pods wait) is counted in an
+IngestLog the in-process reaper reads: heartbeats the ingest refused are not the pods' silence (F18).
 """
 
 from __future__ import annotations

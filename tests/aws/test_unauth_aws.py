@@ -185,7 +185,8 @@ TEXT: st.SearchStrategy[str] = st.text(max_size=12) | st.sampled_from(
 ANY_VALUE: st.SearchStrategy[Any] = st.one_of(
     st.none(), st.integers(), st.booleans(), TEXT, st.lists(TEXT, max_size=2), st.just({})
 )
-HEADERS: st.SearchStrategy[Any] = st.none() | ANY_VALUE | st.dictionaries(TEXT, TEXT | ANY_VALUE, max_size=4)
+NAMES = st.sampled_from(["x-gpuc-pod", "x-gpuc-timestamp", "x-gpuc-seq", "x-gpuc-signature", "authorization"])
+HEADERS: st.SearchStrategy[Any] = st.none() | ANY_VALUE | st.dictionaries(NAMES | TEXT, TEXT | ANY_VALUE, max_size=5)
 HTTP: st.SearchStrategy[Any] = st.none() | ANY_VALUE | st.fixed_dictionaries({"method": ANY_VALUE})
 CONTEXT: st.SearchStrategy[Any] = st.none() | ANY_VALUE | st.fixed_dictionaries({"http": HTTP})
 
@@ -210,6 +211,18 @@ EDGE_EVENTS = [
     {"requestContext": {"http": None}, "rawPath": "/v1/pods"},
     {"requestContext": {"http": {"method": "POST"}}, "rawPath": "/v1/heartbeat", "headers": None, "body": None},
     {"requestContext": {"http": {"method": "POST"}}, "rawPath": "/v1/heartbeat", "headers": {"x-gpuc-seq": 7}},
+    {
+        "requestContext": {"http": {"method": "POST"}},
+        "rawPath": "/v1/heartbeat",
+        "headers": {
+            "x-gpuc-pod": 12345,
+            "x-gpuc-timestamp": "1790000000",
+            "x-gpuc-seq": "1",
+            "x-gpuc-signature": "0" * 64,
+        },
+        "body": "{}",
+    },
+    {"requestContext": {"http": {"method": "GET"}}, "rawPath": "/v1/status", "headers": {"authorization": ["x"]}},
     {"requestContext": {"http": {"method": "POST"}}, "rawPath": "/v1/heartbeat", "headers": {"x-gpuc-pod": "\ud800"}},
     {"requestContext": {"http": {"method": "POST"}}, "rawPath": "/v1/pods", "body": "{\"pod_id\": \"\ud800\"}"},
     {"requestContext": {"http": {"method": "POST"}}, "rawPath": "/v1/\udfff"},

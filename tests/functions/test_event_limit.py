@@ -6,34 +6,11 @@ does what it is for (its ledger end, its record); only the push is limited. Both
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
+from watchdog_fakes import World
 
-import boto3
-import pytest
-from moto import mock_aws
-from watchdog_fakes import World, make_world
-
-from gpuc.core.clock import FakeClock
-from gpuc.functions.dynamo import DynamoStore, create_table
 from gpuc.functions.eventlimit import WINDOW_S
 
 EVENT_PUSHES = {"info", "job_exit", "sync_failed", "sync_ok", "idle_warning", "agent_start", "events_held"}
-
-
-@pytest.fixture(params=["sqlite", "dynamodb"])
-def any_world(request: pytest.FixtureRequest, home: Path, clock: FakeClock) -> Iterator[World]:
-    if request.param == "sqlite":
-        world = make_world(home, clock)
-        yield world
-        world.store.close()
-        return
-    with mock_aws():
-        client = boto3.client("dynamodb", region_name="us-east-1")
-        create_table(client, "gpuc-watchdog")
-        world = make_world(home, clock, store=DynamoStore("gpuc-watchdog", client))
-        yield world
-        world.store.close()
 
 
 def pushes(world: World) -> list[str]:
