@@ -581,12 +581,17 @@ def judge_stray(run: Run, rec: StoredPod) -> Verdict:
             due_at=due,
         )
     if heard is not None:
+        kept = rec.lease_until is not None and now < rec.lease_until
+        fate = (
+            f"kept until {iso(rec.lease_until)} (gpuc keep), then destroyed unless it is registered"
+            if kept and rec.lease_until is not None
+            else f"It will be destroyed at {iso(due)} all the same; {keep}"
+        )
         return Verdict(
             "alert",
             "unverified",
             f"pinging with a token this watchdog cannot verify ({minutes(max(0.0, now - heard))} ago): registered "
-            f"with a watchdog that lost its store, or with another one? It will be destroyed at {iso(due)} "
-            f"all the same; {keep}",
+            f"with a watchdog that lost its store, or with another one? {fate}",
         )
     return FINE
 

@@ -6,7 +6,8 @@ One log line per request: method, path, status, time; never a body, a header or 
 request (4xx) is logged at INFO with the server's own stable reason, an answered one at DEBUG: a fleet's
 heartbeats every minute would drown the refusals that tell the user what is wrong.
 
-At most MAX_IN_FLIGHT connections are served at once; past it a connection gets a 503 at once. What the
+At most MAX_IN_FLIGHT connections are served at once; past it a connection gets a 429 at once (what a
+throttled Lambda answers too; the agent retries it, and it is not a 5xx: nothing is broken). What the
 server refused or failed (overloaded, a 5xx, an answer slower than the pods wait) is counted in an
 IngestLog the in-process reaper reads: heartbeats the ingest refused are not the pods' silence (F18).
 """
@@ -43,10 +44,11 @@ _STDLIB_ERRORS = {
 
 
 MAX_IN_FLIGHT = 256
-_OVERLOADED_BODY = b'{"error":"overloaded: retry in a few seconds"}'
+POD_ROUTES = ("/v1/heartbeat", "/v1/events")
+OVERLOADED_BODY = b'{"error":"overloaded: retry in a few seconds"}'
 _OVERLOADED = (
-    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 5\r\n"
-    b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(_OVERLOADED_BODY), _OVERLOADED_BODY)
+    b"HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nRetry-After: 5\r\n"
+    b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(OVERLOADED_BODY), OVERLOADED_BODY)
 )
 
 
@@ -142,7 +144,9 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         response = self._read_and_dispatch(path)
         elapsed_ms = (time.perf_counter() - started) * 1000
-        self._count_trouble(response, elapsed_ms / 1000)
+        if response.status >= 500:
+            # A bug or a broken store (bad input is always a 4xx): a pod's heartbeat may have met it too.
+            self.server.ingest.record("server error", self.server.deps.clock.now())
         if response.status >= 400:
             reason = response.body.get("error", "")  # the server's own stable text: never echoes the request
             who = self.client_address[0]
@@ -150,15 +154,6 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             log.debug("%s %s %d %.1fms", self.command, path, response.status, elapsed_ms)
         self._send(response)
-
-    def _count_trouble(self, response: Response, elapsed_s: float) -> None:
-        """What may have cost a pod its heartbeat, for the reaper: a server error, or an answer slower
-        than the pod waits for one."""
-        deps = self.server.deps
-        if response.status >= 500:
-            self.server.ingest.record("server error", deps.clock.now())
-        elif elapsed_s > deps.settings.functions_timeout_s:
-            self.server.ingest.record("slower than the pods wait", deps.clock.now())
 
     def _read_and_dispatch(self, path: str) -> Response:
         if self.headers.get("Transfer-Encoding"):
@@ -183,7 +178,14 @@ class _Handler(BaseHTTPRequestHandler):
             return Response(400, {"error": "body shorter than its Content-Length"})
         deps = self.server.deps
         request = Request(self.command, path, dict(self.headers.items()), body)
-        return dispatch(request, deps, deps.clock.now())
+        started = time.perf_counter()
+        response = dispatch(request, deps, deps.clock.now())
+        if path in POD_ROUTES and time.perf_counter() - started > deps.settings.functions_timeout_s:
+            # The pod gave up waiting: its heartbeat failed. Timed from the body read on, so a client
+            # that sends slowly (its own doing) never counts, and only on the pods' routes (a `gpuc reap`
+            # pass may take longer, and no pod waits for it).
+            self.server.ingest.record("slower than the pods wait", deps.clock.now())
+        return response
 
     def _send(self, response: Response) -> None:
         # One write per answer (status, headers and body together): a heartbeat's latency is the

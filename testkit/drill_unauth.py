@@ -20,7 +20,7 @@ from gpuc.core import api
 from gpuc.core.models import PodSpec
 from gpuc.functions.app import IngestLog
 from gpuc.functions.handlers import Request, dispatch
-from gpuc.functions.server import MAX_IN_FLIGHT, Gate
+from gpuc.functions.server import MAX_IN_FLIGHT, OVERLOADED_BODY, Gate
 from gpuc.instance_side.heartbeat import HttpResult, Transport
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ def f11u_unsigned_pings_for_a_stray(stage: Stage) -> RowResult:
 
 class GatedTransport:
     """The pod's way in, through the local server's real admission gate: refused there, it gets what the
-    server answers (a 503) and the refusal is counted where the in-process reaper reads it."""
+    server answers (a 429) and the refusal is counted where the in-process reaper reads it."""
 
     def __init__(self, inner: Transport, gate: Gate) -> None:
         self.inner = inner
@@ -83,7 +83,7 @@ class GatedTransport:
 
     def post(self, url: str, body: bytes, headers: Mapping[str, str], timeout_s: float) -> HttpResult:
         if not self.gate.enter():
-            return HttpResult(503, b'{"error":"overloaded: retry in a few seconds"}')
+            return HttpResult(429, OVERLOADED_BODY)
         try:
             return self.inner.post(url, body, headers, timeout_s)
         finally:

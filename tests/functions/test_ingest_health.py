@@ -113,7 +113,7 @@ def test_the_local_server_refuses_past_its_capacity_and_says_so_to_the_reaper(
     try:
         body = world.heartbeat_body("p1", 1)
         answer = httpx.post(f"{served.url}/v1/heartbeat", content=body, headers=world.signed("p1", body, 1), timeout=10)
-        assert answer.status_code == 503 and answer.json() == {"error": "overloaded: retry in a few seconds"}
+        assert answer.status_code == 429 and answer.json() == {"error": "overloaded: retry in a few seconds"}
     finally:
         for sock in idle:
             sock.close()
@@ -153,3 +153,52 @@ def test_a_server_error_counts_and_a_client_that_drops_its_connection_does_not(
     except RuntimeError:
         server.handle_error(None, ("203.0.113.9", 1))
     assert "handler crashed 1" in (health.trouble(world.now - 600, world.now) or "")
+
+
+def test_an_answer_slower_than_the_pods_wait_counts_only_on_the_pods_routes(
+    world: World, served: ServerHandle
+) -> None:
+    """A pod gives up after functions_timeout_s: its heartbeat failed though the server answered later. A
+    `gpuc reap` or a status call may take longer and no pod waits for it. (A timeout of a nanosecond makes
+    every answer "slow" without racing the real clock.)"""
+    world.deps.settings = world.settings.with_overrides(functions_timeout_s=1e-9)
+    health = world.deps.ingest_health
+    assert isinstance(health, IngestLog)
+    status = httpx.get(f"{served.url}/v1/status", headers={"Authorization": "Bearer wrong"}, timeout=10)
+    assert status.status_code == 401
+    assert health.trouble(world.now - 600, world.now) is None
+    world.register("p1")
+    body = world.heartbeat_body("p1", 1)
+    answer = httpx.post(f"{served.url}/v1/heartbeat", content=body, headers=world.signed("p1", body, 1), timeout=10)
+    assert answer.status_code == 200
+    assert "slower than the pods wait 1" in (health.trouble(world.now - 600, world.now) or "")
+
+
+def test_a_flood_of_forged_pings_over_http_gets_only_4xx_and_stores_nothing(world: World, served: ServerHandle) -> None:
+    """Past its capacity (2 here) the server says 429, like a throttled Lambda: never a 5xx, nothing stored."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    world.provider.add("stray")
+    world.reap()
+    before = [p.model_dump() for p in world.store.list_pods()]
+
+    def forged(i: int) -> int:
+        pod_id = "stray" if i % 10 == 0 else f"made{i:05d}up"
+        headers = {
+            api.H_POD: pod_id,
+            api.H_TIMESTAMP: str(int(world.now)),
+            api.H_SEQ: "1",
+            api.H_SIGNATURE: f"{i:064x}",
+        }
+        body = world.heartbeat_body(pod_id, 1)
+        return httpx.post(f"{served.url}/v1/heartbeat", content=body, headers=headers, timeout=30).status_code
+
+    with ThreadPoolExecutor(max_workers=24) as pool:
+        statuses = set(pool.map(forged, range(480)))
+    assert statuses <= {401, 429}, statuses
+    after = world.store.list_pods()
+    assert [p.pod_id for p in after] == ["stray"]
+    stray = after[0].model_dump()
+    assert {k: v for k, v in stray.items() if k != "unverified_ping_at"} == {
+        k: v for k, v in before[0].items() if k != "unverified_ping_at"
+    }
