@@ -19,7 +19,6 @@ Errors: 4xx with `{"error": "<stable message>"}`; never 5xx for bad input.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
@@ -35,9 +34,6 @@ EPOCH_MIN = 1_577_836_800.0  # 2020-01-01
 EPOCH_MAX = 4_102_444_800.0  # 2100-01-01
 SEQ_MAX = 2**63 - 1  # SQLite's INTEGER; a seq header past it is a 400, never an overflow
 MAX_LIMIT_S = 366 * 24 * 3600.0
-# A pod id any provider hands out (RunPod: alphanumeric, Vast: digits, local: "lp-..."). Unverified
-# pings are only remembered for ids of this shape.
-POD_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 
 Epoch = Annotated[float, Field(ge=EPOCH_MIN, le=EPOCH_MAX)]
 Seconds = Annotated[float, Field(ge=0, le=MAX_LIMIT_S)]

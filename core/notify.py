@@ -20,8 +20,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 import time
+import unicodedata
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -55,6 +57,48 @@ SCHEMES_HINT = (
     "slack://hooks.slack.com/services/..., discord://id/token, json://host/path or jsons://host/path "
     "(or install the apprise extra: pip install 'gpuc[apprise]')"
 )
+
+
+POD_TEXT_MAX = 500
+# Every channel auto-links plain URLs and domain names (ntfy's app, Telegram, Slack mrkdwn, Discord), and
+# pod text is whatever a stranger's machine chose to send: "your RunPod key was revoked, re-enter it at
+# https://...". So a scheme loses its "tt", a dot between a name and a letter becomes "[.]", an IPv4
+# address's dots too, and "<" / ">" (Slack's <url|text> links and <!channel> mentions) become look-alikes.
+_SCHEME = re.compile(r"(?i)\b([a-z][a-z0-9+.-]{0,30}):(//|\\\\)")
+_NAME_DOT = re.compile(r"(?<=\w)[.\u3002\uff0e\uff61](?=[^\W\d_])")
+_IPV4 = re.compile(r"(?<![\d.])\d{1,3}(?:\.\d{1,3}){3}(?![\d.])")
+_ANY_DOT = re.compile(r"[\u3002\uff0e\uff61]")  # the ideographic and fullwidth full stops browsers map to "."
+
+
+def pod_says(text: str, limit: int = POD_TEXT_MAX) -> str:
+    """Text that came from a pod, as every notification shows it: quoted and marked as the pod's, on one
+    line, control and invisible characters stripped, every URL defanged (`hxxps://evil[.]example`), so
+    nothing a pod says can pass for gpuc's own words, become a link or a button, or move a terminal."""
+    return f'pod says: "{defang(text, limit)}"'
+
+
+def defang(text: str, limit: int = POD_TEXT_MAX) -> str:
+    """One line of pod text that no channel can turn into a link, a mention or a control sequence."""
+    chars = []
+    for ch in text:
+        if ch in "\t\n\r\v\f\x85\u2028\u2029":
+            chars.append(" ")
+        elif unicodedata.category(ch) not in ("Cc", "Cf", "Cs", "Co"):
+            chars.append(ch)
+    clean = " ".join("".join(chars).split())
+    clean = _SCHEME.sub(_defang_scheme, clean)
+    clean = _IPV4.sub(lambda m: m.group(0).replace(".", "[.]"), clean)
+    clean = _NAME_DOT.sub("[.]", clean)
+    clean = _ANY_DOT.sub("[.]", clean)
+    clean = clean.replace("<", "\u2039").replace(">", "\u203a").replace('"', "'")
+    return clean if len(clean) <= limit else clean[: limit - 1] + "\u2026"
+
+
+def _defang_scheme(match: re.Match[str]) -> str:
+    scheme = match.group(1)
+    if scheme.lower() in ("http", "https"):
+        return f"{scheme[0]}xx{scheme[3:]}://"
+    return f"{scheme}[:]//"
 
 
 @dataclass(frozen=True)
@@ -194,7 +238,9 @@ class DiscordChannel(HttpChannel):
         self.url = url
 
     def deliver(self, msg: Message, http: httpx.Client) -> None:
-        self.post(http, self.url, json={"content": f"**{msg.title}**\n{msg.message}"[:2000]})
+        # No @everyone / @here / <@id> from any text, whoever wrote it: mentions are never parsed.
+        content = f"**{msg.title}**\n{msg.message}"[:2000]
+        self.post(http, self.url, json={"content": content, "allowed_mentions": {"parse": []}})
 
 
 class WebhookChannel(HttpChannel):

@@ -112,6 +112,8 @@ class Settings:
     max_destroys_per_run: int = 5
     fleet_silence_fraction: float = 0.5
     fleet_silence_min_pods: int = 3
+    # hostile input (issue 17.3): phone pushes per pod per hour from its signed events; the rest grouped
+    events_per_hour: int = field(default=6, metadata={"gt": 0})
 
     # money
     balance_cap_usd: float = 20.0

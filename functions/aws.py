@@ -6,6 +6,7 @@ EventBridge Scheduler event. Deps are built once per container (warm invocations
 clients and the provider HTTP pools) from the environment:
 
     TABLE_NAME        the DynamoDB table (functions.dynamo)
+    INGEST_FUNCTION_NAME  the ingest Lambda, whose CloudWatch metrics the reaper reads (F18)
     GPUC_SSM_PREFIX   SecureString parameters <prefix>/<settings field>, e.g. /gpuc/watchdog/admin_token
     GPUC_*            every non-secret Settings field, as on the laptop
 
@@ -22,6 +23,7 @@ import logging
 import os
 import threading
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -64,7 +66,44 @@ def deps_from_env(environ: Mapping[str, str] | None = None) -> Deps:
         raise RuntimeError(f"SSM parameter {prefix}/admin_token is missing: run `gpuc watchdog deploy`")
     settings = load_settings(env).with_overrides(**secrets)
     store = DynamoStore(env["TABLE_NAME"], boto3.client("dynamodb"))
-    return build_deps(settings, store=store)
+    deps = build_deps(settings, store=store)
+    if env.get("INGEST_FUNCTION_NAME"):
+        deps.ingest_health = CloudWatchIngestHealth(env["INGEST_FUNCTION_NAME"])
+    return deps
+
+
+class CloudWatchIngestHealth:
+    """The ingest Lambda's own metrics (IngestHealth for the reaper, F18): a flood that fills its reserved
+    concurrency shows as Throttles, a crashed or timed-out invocation as Errors, any 5xx answer of its
+    URL as Url5xxCount. Sparse metrics (no data point = none happened), one-minute periods; a point can
+    take a minute or two to appear, so the window reaches a period back (reaper.ingest_trouble)."""
+
+    METRICS = (("Throttles", "was throttled"), ("Errors", "failed"), ("Url5xxCount", "answered 5xx"))
+
+    def __init__(self, function_name: str, client: Any = None) -> None:  # a boto3 "cloudwatch" client
+        self.function_name = function_name
+        self._client = client  # built on first use: the ingest's cold start never pays for it
+
+    def trouble(self, since: float, now: float) -> str | None:
+        if self._client is None:
+            self._client = boto3.client("cloudwatch")
+        start = datetime.fromtimestamp(since // 60 * 60, tz=UTC)
+        end = datetime.fromtimestamp(now // 60 * 60 + 60, tz=UTC)
+        found = []
+        for metric, words in self.METRICS:
+            got = self._client.get_metric_statistics(
+                Namespace="AWS/Lambda",
+                MetricName=metric,
+                Dimensions=[{"Name": "FunctionName", "Value": self.function_name}],
+                StartTime=start,
+                EndTime=end,
+                Period=60,
+                Statistics=["Sum"],
+            )
+            count = int(sum(point.get("Sum", 0.0) for point in got.get("Datapoints", [])))
+            if count > 0:
+                found.append(f"{words} {count} times")
+        return f"({self.function_name}) {' and '.join(found)}" if found else None
 
 
 def get_deps() -> Deps:
@@ -83,26 +122,42 @@ def set_deps(deps: Deps | None) -> None:
 
 
 def request_from_event(event: Mapping[str, Any]) -> Request | Response:
-    """A Function URL v2 event as a Request, or the 4xx answer for one that cannot be one."""
-    http = event.get("requestContext", {}).get("http", {})
-    method, path = http.get("method"), event.get("rawPath")
-    if not isinstance(method, str) or not isinstance(path, str):
+    """A Function URL v2 event as a Request, or the 4xx answer for one that cannot be one. Nothing in
+    the event is trusted to have its documented shape: any field may be missing, null or of another
+    type, and a string may hold a lone surrogate (JSON allows "\\ud800"), which no store can encode."""
+    context = event.get("requestContext")
+    http = context.get("http") if isinstance(context, Mapping) else None
+    method = http.get("method") if isinstance(http, Mapping) else None
+    path = event.get("rawPath")
+    if not isinstance(method, str) or not isinstance(path, str) or not (_utf8(method) and _utf8(path)):
         return Response(400, {"error": "not a Function URL request"})
-    raw = event.get("body") or ""
-    if not isinstance(raw, str):
+    raw = event.get("body")
+    raw = "" if raw is None else raw
+    encoded = event.get("isBase64Encoded", False)
+    if not isinstance(raw, str) or not isinstance(encoded, bool) or not _utf8(raw):
         return Response(400, {"error": "malformed body"})
     # Checked before decoding: base64 is 4/3 of the body, so this bounds the work for a huge one
     if len(raw) > api.MAX_BODY_BYTES * 4 // 3 + 4:
         return Response(413, {"error": f"body larger than {api.MAX_BODY_BYTES} bytes"})
     try:
-        body = base64.b64decode(raw, validate=True) if event.get("isBase64Encoded") else raw.encode()
+        body = base64.b64decode(raw, validate=True) if encoded else raw.encode()
     except (binascii.Error, ValueError):
         return Response(400, {"error": "malformed base64 body"})
-    headers = event.get("headers") or {}
-    if not isinstance(headers, Mapping):
-        return Response(400, {"error": "malformed headers"})
-    clean = {str(k): str(v) for k, v in headers.items()}
-    return Request(method, path, clean, body)
+    headers = event.get("headers")
+    headers = {} if headers is None else headers
+    if not isinstance(headers, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) and _utf8(k) and _utf8(v) for k, v in headers.items()
+    ):
+        return Response(400, {"error": "malformed headers: names and values must be text"})
+    return Request(method, path, dict(headers), body)
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def lambda_response(response: Response) -> dict[str, Any]:

@@ -48,6 +48,10 @@ PODS = "pods"
 TTL_ATTRIBUTE = "expires_at"
 NOTIFICATION_KEEP_S = 30 * 24 * 3600.0
 _CAS_RETRIES = 8
+# What every signed request reads first: its one read, whatever its signature (a request that fails
+# authentication costs this and nothing more). DynamoDB bills a read by the whole item's size (4 KB
+# units), projection or not; the projection keeps the decode small on the ping path.
+_AUTH_FIELDS = ("key", "lease_until", "state", "origin", "unverified_ping_at")
 
 
 def _to_attr(value: Any) -> dict[str, Any]:
@@ -146,6 +150,11 @@ class DynamoStore:
         self.table = table
         self._db = client
         self._failed = client.exceptions.ConditionalCheckFailedException
+
+    @property
+    def client(self) -> DynamoDBClient:
+        """The boto3 client (tests count its calls through its event hooks)."""
+        return self._db
 
     def get_pod(self, pod_id: str) -> StoredPod | None:
         item = self._get(PODS, pod_id)

@@ -8,8 +8,10 @@ would keep a dead pod billing), an event's seq must be new (events from the agen
 arrive out of order, never twice).
 
 An unknown pod and a bad signature get the same answer (401 "unknown pod or bad signature") so the
-public ingest URL does not tell a prober which pod ids exist. Admin routes, which are trusted, say 404
-"unknown pod".
+public ingest URL does not tell a prober which pod ids exist, and cost the same: one read, no write. The
+one exception writes to a record the reaper made itself: a ping naming a stray it found at a provider
+notes the time on that stray (at most once per 30 s), which may delay its destroy once. Admin routes,
+which are trusted, say 404 "unknown pod".
 """
 
 from __future__ import annotations
@@ -26,11 +28,12 @@ from pydantic import BaseModel, ValidationError
 
 from gpuc.core import api
 from gpuc.core.clock import iso
-from gpuc.core.notify import Level
+from gpuc.core.notify import Level, pod_says
 from gpuc.core.redact import redact
 from gpuc.core.signing import token_matches, verify
 from gpuc.functions.app import Deps, announce
 from gpuc.functions.deadline import DEADLINE_ALERT, deadline_of, limit_of
+from gpuc.functions.eventlimit import admit_event
 from gpuc.functions.reaper import reap_once
 from gpuc.functions.store import MARKABLE_STATES, PodAuth, StoredPod, note_unverified_ping, store_born
 
@@ -174,16 +177,13 @@ def verify_pod(req: Request, deps: Deps, now: float) -> Signed:
     if not signature or not re.fullmatch(r"[0-9a-f]{64}", signature):
         raise HttpError(400, f"missing or malformed {api.H_SIGNATURE} header")
     timestamp, seq = _int_header(req, api.H_TIMESTAMP), _int_header(req, api.H_SEQ)
-    auth = deps.store.get_auth(pod_id)
+    auth = deps.store.get_auth(pod_id)  # the one read a request that fails authentication costs
+    if auth is None:
+        raise HttpError(401, BAD_POD)  # an invented id: nothing is written, whatever it claims
     # An adopted pod has no key: an empty HMAC key would let anyone sign for it.
-    if auth is None or not auth.key:
-        # Not proof of anything, but a pod this store does not know that keeps pinging is alive
-        # evidence (the store was lost, or the pod was registered with another watchdog): the
-        # reaper alerts about it instead of destroying it as a stray.
-        try:
-            note_unverified_ping(deps.store, pod_id, now)
-        except Exception as exc:  # best effort: the answer is a 401 either way
-            log.warning("could not note an unverified ping: %s", type(exc).__name__)
+    if not auth.key:
+        if abs(now - timestamp) <= api.SIGNATURE_WINDOW_S:
+            _note_unverified(deps, auth, now)
         raise HttpError(401, BAD_POD)
     if not verify(auth.key, timestamp, seq, req.body, signature):
         raise HttpError(401, BAD_POD)
@@ -195,6 +195,16 @@ def verify_pod(req: Request, deps: Deps, now: float) -> Signed:
             server_time=now,
         )
     return Signed(auth, timestamp, seq)
+
+
+def _note_unverified(deps: Deps, auth: PodAuth, now: float) -> None:
+    """A ping naming a stray the reaper found at a provider, signed with a token nobody here knows (the
+    store was lost, or the pod was registered with another watchdog). Not proof of anything: it may
+    delay that stray's destroy once (reaper.judge_stray), never keep it alive."""
+    try:
+        note_unverified_ping(deps.store, auth, now)
+    except Exception as exc:  # best effort: the answer is a 401 either way
+        log.warning("could not note an unverified ping: %s", type(exc).__name__)
 
 
 def _check_time(name: str, value: float | None, now: float, past_s: float, future_s: float) -> None:
@@ -282,6 +292,8 @@ def event(req: Request, deps: Deps, now: float) -> Response:
     pod = deps.store.get_pod(signed.pod_id)
     if pod is None:
         raise HttpError(401, BAD_POD)
+    if not admit_event(deps, pod, body.kind, now):
+        return ok(api.Ack())  # recorded and counted; its push is told with the hour's others
     announce(
         deps,
         now,
@@ -295,7 +307,7 @@ def event(req: Request, deps: Deps, now: float) -> Response:
 
 
 def _event_text(pod: StoredPod, body: api.PodEvent) -> str:
-    parts = [f"{pod.pod_id} ({pod.provider}, {pod.experiment}): {body.message}"]
+    parts = [f"{pod.pod_id} ({pod.provider}, {pod.experiment}): {pod_says(body.message)}"]
     if body.exit_code is not None:
         parts.append(f"exit code {body.exit_code}")
     if body.duration_s is not None:

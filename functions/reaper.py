@@ -12,9 +12,10 @@ One pass (`reap_once`) = look (every provider read happens first) -> judge each 
 
 Alert only, never a kill: the provider reports the GPU busy (F10: cut off from us but working), the
 provider says "unknown", a lease (`gpuc keep`) holds, many pods went silent at once (suspect the
-watchdog), a pod this store does not know keeps pinging with a token it cannot verify (the store was
-lost, or the pod belongs to another watchdog), or a carried-over pod is silent here (it pings the
-watchdog it came from).
+watchdog), the watchdog's own ingest was throttled or failing in the silence window (F18: refused
+heartbeats are not silence), or a carried-over pod is silent here (it pings the watchdog it came from).
+A stray that pings with a token this store cannot verify is warned about, with the way to keep it; the
+pings prove nothing (anyone can send them), so they delay its destroy once, by at most the grace.
 
 Blindness is per provider: an error reading Vast blocks every mark and destroy on Vast pods only,
 alerts at once and escalates (error level, hourly) past an hour. "Gone" needs two passes to agree;
@@ -45,7 +46,8 @@ from gpuc.core.redact import redact
 from gpuc.functions.app import Deps, announce
 from gpuc.functions.budget import watch_budget
 from gpuc.functions.deadline import alert_key, deadline_of
-from gpuc.functions.store import LIVE_STATES, MARKABLE_STATES, StoredPod, store_born, unverified_pings
+from gpuc.functions.eventlimit import release_held
+from gpuc.functions.store import LIVE_STATES, MARKABLE_STATES, StoredPod, store_born
 
 log = logging.getLogger("gpuc.reaper")
 
@@ -104,8 +106,8 @@ class Run:
     hold: str | None = None  # why no destroy happens in this whole pass (clock jump, young store)
     young: bool = False  # the hold is the store's youth (alerted only when it defers a destroy)
     epoch: float | None = None  # no deadline counts from before this (the last clock jump)
-    pings: dict[str, float] = field(default_factory=dict)  # unverified pings: pod id -> latest
     fleet_suspect: bool = False
+    ingest: str | None = None  # what went wrong with the watchdog's own ingest in the silence window
     destroys: int = 0
     capped: int = 0
     held: int = 0
@@ -137,15 +139,16 @@ def reap_once(deps: Deps, now: float, dry_run: bool = False) -> ReapReport:
         if check_clock(run, prev, records):
             records = deps.store.list_pods(LIVE_STATES)  # as restart_deadlines left them
         check_store_age(run)
-        run.pings = unverified_pings(deps.store, now)
         sight = look(deps, records)
         for name, why in sight.blind.items():
             run.go_blind(name, why)
         blind_since = alert_blind(run, sight, prev)
         records = [track_status(run, r, sight) for r in records] + adopt_strays(run, sight)
         run.fleet_suspect = fleet_silent(run, records, sight)
+        run.ingest = ingest_trouble(run)
         for rec in records:
             reap_guarded(run, rec, sight)
+        release_held_events(run, records)
         alert_cap(run)
         alert_held(run)
         alert_balances(run, sight)
@@ -398,6 +401,46 @@ def fleet_silent(run: Run, records: list[StoredPod], sight: Sight) -> bool:
     return suspect
 
 
+def ingest_trouble(run: Run) -> str | None:
+    """Was the ingest throttled or failing while a pod could have been taken for silent (F18)? A flood
+    that fills it makes real heartbeats fail: silence kills are held, like blindness, while it lasts and
+    for one silence window after. A health that cannot be read counts as trouble: holding costs a delay,
+    with the user told; a wrong "healthy" could cost a false kill of every pod at once. Deadlines and the
+    other rules still apply, so the hold never makes the money unbounded."""
+    health = run.deps.ingest_health
+    if health is None:
+        return None
+    settings = run.deps.settings
+    since = run.now - settings.silence_limit_s - settings.reaper_period_s
+    try:
+        trouble = health.trouble(since, run.now)
+    except Exception as exc:
+        trouble = f"could not be checked ({describe(exc, run.deps)})"
+    run_problem(
+        run,
+        "ingest",
+        trouble is not None,
+        title="gpuc: the watchdog's ingest is refusing heartbeats",
+        message=f"The ingest {trouble} in the last {minutes(run.now - since)}: a pod's heartbeats may not have "
+        "reached the watchdog, so silence is no evidence. No pod is destroyed for silence until it is healthy "
+        "again (ended, stopped, unregistered pods and deadlines are handled as usual). A flood against the "
+        "public URL ends when the flood does; `gpuc ls` shows the pods.",
+        clear_title="gpuc: the watchdog's ingest is healthy again",
+    )
+    return trouble
+
+
+def release_held_events(run: Run, records: list[StoredPod]) -> None:
+    """A pod's events over its hourly push limit are told as one notification once the hour is over."""
+    if run.dry_run:
+        return
+    for rec in records:
+        try:
+            release_held(run.deps, rec, run.now)
+        except Exception as exc:  # the next pass tells it
+            log.error("reaper: held events of %s: %s", rec.pod_id, describe(exc, run.deps))
+
+
 def reap_guarded(run: Run, rec: StoredPod, sight: Sight) -> None:
     try:
         reap_pod(run, rec, sight)
@@ -521,26 +564,46 @@ def judge(run: Run, rec: StoredPod, pod: Pod) -> Verdict:
 
 
 def judge_stray(run: Run, rec: StoredPod) -> Verdict:
-    """A gpuc pod this store never registered. Its window starts when this store first saw it (or
-    last heard it ping), never at its creation time; warned one grace ahead so the destroy lands at
-    the grace (SPEC F11: grace + one period). A registration before then rescues it."""
+    """A gpuc pod this store never registered. Its window starts when this store first saw it, never at
+    its creation time; warned one grace ahead so the destroy lands at the grace (SPEC F11: grace + one
+    period). A registration before then rescues it, and so does the user's lease (`gpuc keep`, the veto).
+    Pings this store cannot verify prove nothing (anyone can send them): they may delay the destroy once,
+    by at most the grace from first sight, and never past the pod's deadline."""
     now, settings = run.now, run.deps.settings
-    heard = run.pings.get(rec.pod_id)
-    if heard is not None and now - heard < limit(run, rec, "silence_limit_s"):
-        return Verdict(
-            "alert",
-            "unverified",
-            f"pinging with a token this watchdog does not know ({minutes(now - heard)} ago): registered with "
-            "another watchdog, or this watchdog lost its store? Not destroyed while it pings",
-        )
-    start = run.fresh(max(rec.registered_at, heard if heard is not None else rec.registered_at))
-    if now - start >= settings.unregistered_grace_s - settings.destroy_grace_s:
+    grace = settings.unregistered_grace_s
+    start = run.fresh(rec.registered_at)
+    due = start + grace
+    heard = rec.unverified_ping_at
+    if heard is not None:
+        delayed = min(max(due, heard + grace), start + 2 * grace)
+        due = min(delayed, max(due, deadline_of(rec, settings)))
+    keep = f"if it is yours, keep it: `gpuc keep {rec.pod_id} --for 2h`"
+    pinging = (
+        ""
+        if heard is None
+        else f"; it pings with a token this watchdog cannot verify (last {minutes(max(0.0, now - heard))} ago), "
+        "which proves nothing and delays its destroy only once"
+    )
+    if now >= due - settings.destroy_grace_s:
         return Verdict(
             "kill",
             "unregistered",
             f"a gpuc pod this watchdog never registered, first seen {minutes(now - rec.registered_at)} ago "
-            "(did `up` crash? started with another watchdog?)",
-            due_at=start + settings.unregistered_grace_s,
+            f"(did `up` crash? started with another watchdog?){pinging}",
+            due_at=due,
+        )
+    if heard is not None:
+        kept = rec.lease_until is not None and now < rec.lease_until
+        fate = (
+            f"kept until {iso(rec.lease_until)} (gpuc keep), then destroyed unless it is registered"
+            if kept and rec.lease_until is not None
+            else f"It will be destroyed at {iso(due)} all the same; {keep}"
+        )
+        return Verdict(
+            "alert",
+            "unverified",
+            f"pinging with a token this watchdog cannot verify ({minutes(max(0.0, now - heard))} ago): registered "
+            f"with a watchdog that lost its store, or with another one? {fate}",
         )
     return FINE
 
@@ -598,6 +661,13 @@ def deadline_mark(run: Run, rec: StoredPod, verdict: Verdict, at: float) -> Stor
     return rec.model_copy(update=changes)
 
 
+def rescue(rec: StoredPod, verdict: Verdict) -> str:
+    """What stops a marked destroy, as the warning says it."""
+    if verdict.rule == "unregistered":
+        return f"unless it is registered or kept (if it is yours: `gpuc keep {rec.pod_id} --for 2h`)"
+    return "unless it pings again"
+
+
 def veto(run: Run, rec: StoredPod, pod: Pod, verdict: Verdict) -> tuple[str, str] | None:
     """A second witness that says "do not kill": (key, why)."""
     settings = run.deps.settings
@@ -614,6 +684,8 @@ def veto(run: Run, rec: StoredPod, pod: Pod, verdict: Verdict) -> tuple[str, str
         )
     if verdict.rule == "silence" and run.fleet_suspect:
         return "fleet", "many pods went silent at once: suspecting the watchdog, not the pods"
+    if verdict.rule == "silence" and run.ingest is not None:
+        return "ingest", f"the watchdog's ingest {run.ingest}: its heartbeats may have been refused"
     return None
 
 
@@ -634,7 +706,7 @@ def mark(run: Run, rec: StoredPod, verdict: Verdict) -> StoredPod | None:
         # last_seq in the condition: a ping that lands between our read and this write wins.
         if not run.deps.store.update_if(rec.pod_id, {"state": rec.state, "last_seq": rec.last_seq}, changes):
             return None
-        message = f"{verdict.reason}. It will be destroyed at {iso(at)} unless it pings again."
+        message = f"{verdict.reason}. It will be destroyed at {iso(at)} {rescue(rec, verdict)}."
         tell(run, rec, f"gpuc: will destroy {rec.name} at {iso(at)}", message, "mark", "warning")
     run.act_on(rec, "mark", f"{verdict.reason}; will destroy at {iso(at)}")
     return rec.model_copy(update=changes)

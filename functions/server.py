@@ -5,12 +5,18 @@ Every answer is JSON. A body over the cap is refused from its Content-Length wit
 One log line per request: method, path, status, time; never a body, a header or a query string. A refused
 request (4xx) is logged at INFO with the server's own stable reason, an answered one at DEBUG: a fleet's
 heartbeats every minute would drown the refusals that tell the user what is wrong.
+
+At most MAX_IN_FLIGHT connections are served at once; past it a connection gets a 429 at once (what a
+throttled Lambda answers too; the agent retries it, and it is not a 5xx: nothing is broken). What the
+server refused or failed (overloaded, a 5xx, an answer slower than the pods wait) is counted in an
+IngestLog the in-process reaper reads: heartbeats the ingest refused are not the pods' silence (F18).
 """
 
 from __future__ import annotations
 
 import logging
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -19,8 +25,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from gpuc.core.api import MAX_BODY_BYTES
+from gpuc.core.clock import Clock
 from gpuc.core.settings import Settings
-from gpuc.functions.app import Deps, build_deps
+from gpuc.functions.app import Deps, IngestLog, build_deps
 from gpuc.functions.handlers import Request, Response, dispatch, response_bytes
 from gpuc.functions.reaper import run_loop
 
@@ -36,6 +43,35 @@ _STDLIB_ERRORS = {
 }  # a client that sends less than its Content-Length does not hold a thread forever
 
 
+MAX_IN_FLIGHT = 256
+POD_ROUTES = ("/v1/heartbeat", "/v1/events")
+OVERLOADED_BODY = b'{"error":"overloaded: retry in a few seconds"}'
+_OVERLOADED = (
+    b"HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nRetry-After: 5\r\n"
+    b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(OVERLOADED_BODY), OVERLOADED_BODY)
+)
+
+
+class Gate:
+    """At most `limit` connections served at once (a thread each: a flood of slow or idle connections
+    must not take the machine). Past it a connection is refused at once, and the refusal is counted in
+    the IngestLog the in-process reaper reads: a heartbeat refused here is not the pod's silence (F18)."""
+
+    def __init__(self, ingest: IngestLog, clock: Clock, limit: int) -> None:
+        self.ingest = ingest
+        self.clock = clock
+        self._slots = threading.BoundedSemaphore(limit)
+
+    def enter(self) -> bool:
+        if self._slots.acquire(blocking=False):
+            return True
+        self.ingest.record("overloaded", self.clock.now())
+        return False
+
+    def leave(self) -> None:
+        self._slots.release()
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -47,6 +83,41 @@ class _Server(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], deps: Deps) -> None:
         super().__init__(address, _Handler)
         self.deps = deps
+        if not isinstance(deps.ingest_health, IngestLog):
+            deps.ingest_health = IngestLog()  # the reaper in this process reads what this server counts
+        self.ingest: IngestLog = deps.ingest_health
+        self.gate = Gate(self.ingest, deps.clock, MAX_IN_FLIGHT)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.gate.enter():
+            try:
+                request.settimeout(1.0)
+                request.sendall(_OVERLOADED)
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.gate.leave()  # no thread started: nobody else gives the slot back
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.gate.leave()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        error = sys.exc_info()[1]
+        if isinstance(error, OSError):
+            # The client reset or dropped the connection: its own doing, and anyone can do it, so it is
+            # no sign of the ingest's health (a stray RST must not hold every silence kill).
+            log.info("a client dropped its connection: %s", type(error).__name__)
+            return
+        self.ingest.record("handler crashed", self.deps.clock.now())
+        log.error("a request handler crashed: %s", type(error).__name__)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -73,6 +144,9 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         response = self._read_and_dispatch(path)
         elapsed_ms = (time.perf_counter() - started) * 1000
+        if response.status >= 500:
+            # A bug or a broken store (bad input is always a 4xx): a pod's heartbeat may have met it too.
+            self.server.ingest.record("server error", self.server.deps.clock.now())
         if response.status >= 400:
             reason = response.body.get("error", "")  # the server's own stable text: never echoes the request
             who = self.client_address[0]
@@ -104,7 +178,14 @@ class _Handler(BaseHTTPRequestHandler):
             return Response(400, {"error": "body shorter than its Content-Length"})
         deps = self.server.deps
         request = Request(self.command, path, dict(self.headers.items()), body)
-        return dispatch(request, deps, deps.clock.now())
+        started = time.perf_counter()
+        response = dispatch(request, deps, deps.clock.now())
+        if path in POD_ROUTES and time.perf_counter() - started > deps.settings.functions_timeout_s:
+            # The pod gave up waiting: its heartbeat failed. Timed from the body read on, so a client
+            # that sends slowly (its own doing) never counts, and only on the pods' routes (a `gpuc reap`
+            # pass may take longer, and no pod waits for it).
+            self.server.ingest.record("slower than the pods wait", deps.clock.now())
+        return response
 
     def _send(self, response: Response) -> None:
         # One write per answer (status, headers and body together): a heartbeat's latency is the

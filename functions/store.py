@@ -20,7 +20,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
 
-from gpuc.core.api import POD_ID_RE, HeartbeatBody, NotificationRecord, PodRecord, Policy
+from gpuc.core.api import HeartbeatBody, NotificationRecord, PodRecord, Policy
 
 PodState = Literal["ok", "late", "down", "destroying", "destroyed", "ended"]
 LIVE_STATES: tuple[PodState, ...] = ("ok", "late", "down", "destroying", "ended")
@@ -31,10 +31,9 @@ Registration = Literal["created", "updated", "refused"]
 # there, so silence here is no evidence until it pings here once.
 Origin = Literal["registered", "adopted", "carried"]
 META_STORE = "store"  # {"created_at": when this store first served}: a young store is itself suspect
-META_UNVERIFIED = "unverified_pings"  # {"pings": {pod_id: latest time}}: see note_unverified_ping
-UNVERIFIED_MAX_IDS = 200
-UNVERIFIED_MAX_AGE_S = 24 * 3600.0
-UNVERIFIED_RESOLUTION_S = 30.0  # a newer time than this is not worth a write
+# An older gpuc kept unverified pings in one meta record ("unverified_pings", the newest 200 ids): a flood
+# of invented ids could evict a real stray's entry. It is no longer read or written; an old one is ignored.
+UNVERIFIED_RESOLUTION_S = 30.0  # a newer unverified ping than this is not worth a write
 
 
 class StoredPod(PodRecord):
@@ -52,6 +51,14 @@ class StoredPod(PodRecord):
     # When the month's budget pulled its deadline in (functions/budget.py): once per pod and month, so the
     # user's later extension is not undone by the next pass.
     budget_pulled_at: float | None = None
+    # The latest ping signed with a token nobody here can verify, naming this adopted stray: see
+    # note_unverified_ping. Only ever set on a record the reaper itself created from a provider listing.
+    unverified_ping_at: float | None = None
+    # Per-pod push limit on signed events (functions.eventlimit): the hour window, pushed and held counts.
+    events_window_at: float | None = None
+    events_sent: int | None = None
+    events_held: int | None = None
+    events_held_last: str | None = None  # the kind of the latest held event, for the grouped notification
 
     def to_record(self) -> PodRecord:
         return PodRecord.model_validate(self.model_dump(include=set(PodRecord.model_fields)))
@@ -69,9 +76,10 @@ class PodAuth(BaseModel):
     started_at: float | None = None
     registered_at: float = 0.0
     origin: str = "registered"
+    unverified_ping_at: float | None = None
 
 
-AUTH_FIELDS = ("key", "lease_until", "state", "deadline_at", "started_at", "registered_at", "origin")
+AUTH_FIELDS = ("key", "lease_until", "state", "deadline_at", "started_at", "registered_at", "origin", "unverified_ping_at")
 
 
 class MetaRecord(BaseModel):
@@ -391,37 +399,17 @@ def store_born(store: Store, now: float, *, write: bool = True) -> float:
     return born
 
 
-def note_unverified_ping(store: Store, pod_id: str, now: float) -> bool:
-    """Remember that something pinged as `pod_id` with a signature this store cannot verify (a store
-    that was lost or is new, a pod registered with another watchdog). Alive evidence for a pod the
-    store does not know, never proof for one it does. Only the latest time per id is kept, at most
-    UNVERIFIED_MAX_IDS ids younger than UNVERIFIED_MAX_AGE_S, and only for ids shaped like a pod id:
-    nothing else from an unauthenticated request is stored. Best effort: a lost race is dropped."""
-    if not POD_ID_RE.match(pod_id):
+def note_unverified_ping(store: Store, auth: PodAuth, now: float) -> bool:
+    """Remember that something pinged as an adopted stray with a signature this store cannot verify (a
+    store that was lost, a pod registered with another watchdog). Noted only on a record the reaper
+    created itself from a provider listing, so what an unauthenticated request can write is bounded by
+    the real pods: an invented id finds no record and costs one read. At most one write per stray per
+    UNVERIFIED_RESOLUTION_S, decided from the auth read, so a flood naming a real stray costs no more.
+    The reaper lets it delay that stray's destroy once (reaper.judge_stray). CAS: a lost race is dropped."""
+    if auth.origin != "adopted" or auth.key or auth.state not in MARKABLE_STATES:
         return False
-    for _ in range(3):
-        meta = store.get_meta(META_UNVERIFIED)
-        pings = _fresh_pings(meta.value if meta else {}, now)
-        if pings.get(pod_id, float("-inf")) >= now - UNVERIFIED_RESOLUTION_S:
-            return True
-        pings[pod_id] = now
-        newest = sorted(pings.items(), key=lambda kv: (-kv[1], kv[0]))[:UNVERIFIED_MAX_IDS]
-        if store.put_meta(META_UNVERIFIED, {"pings": dict(newest)}, meta.version if meta else None):
-            return True
-    return False
-
-
-def unverified_pings(store: Store, now: float) -> dict[str, float]:
-    meta = store.get_meta(META_UNVERIFIED)
-    return _fresh_pings(meta.value if meta else {}, now)
-
-
-def _fresh_pings(value: Mapping[str, Any], now: float) -> dict[str, float]:
-    raw = value.get("pings")
-    if not isinstance(raw, dict):
-        return {}
-    return {
-        str(k): float(v)
-        for k, v in raw.items()
-        if isinstance(v, int | float) and now - UNVERIFIED_MAX_AGE_S <= v <= now + UNVERIFIED_MAX_AGE_S
-    }
+    last = auth.unverified_ping_at
+    if last is not None and 0 <= now - last < UNVERIFIED_RESOLUTION_S:
+        return False
+    expect = {"origin": "adopted", "state": MARKABLE_STATES, "unverified_ping_at": last}
+    return store.update_if(auth.pod_id, expect, {"unverified_ping_at": now})

@@ -480,6 +480,13 @@ class Stage:
             self.real_store.close()
             raise RuntimeError(f"drill setup: register answered {answer.status}: {answer.body}")
 
+    def keep(self, pod_id: str, for_s: float) -> bool:
+        """`gpuc keep POD --for ...`: the user's lease, through the admin route."""
+        body = api.KeepRequest(until=self.now + for_s).model_dump_json().encode()
+        path = f"/v1/pods/{pod_id}/keep"
+        answer = dispatch(Request("POST", path, {"Authorization": f"Bearer {ADMIN}"}, body), self.deps, self.now)
+        return answer.status == 200
+
     def status(self) -> api.StatusResponse:
         answer = dispatch(Request("GET", "/v1/status", {"Authorization": f"Bearer {ADMIN}"}), self.deps, self.now)
         return api.StatusResponse.model_validate(answer.body)
@@ -980,37 +987,43 @@ def _survivors_killed(stage: Stage, pods: Iterable[DrillPod]) -> int:
 def f11s_store_lost(stage: Stage) -> RowResult:
     """watchdog.db deleted while two pods work (a new GPUC_HOME, or `watchdog deploy` while pods run,
     look the same): the watchdog comes back on an empty store at the same URL. Both pods go on pinging it
-    with tokens it cannot verify. Then one pod's agent dies: its window starts at its last ping."""
+    with tokens it cannot verify, which prove nothing (anyone can send them): each is warned about, with
+    the way to keep it, and destroyed after one delay unless the user answers. The user answers for pod 2
+    (`gpuc keep f11s-pod-2 --for 2h`): it lives. Pod 1's warning goes unanswered: destroyed, its results
+    synced (0 lost)."""
     pods = [stage.launch(f"f11s-pod-{i}") for i in (1, 2)]
     for pod in pods:
         _no_gpu_reading(stage, pod)
-    stage.run(30 * MIN)
+    stage.run(35 * MIN)  # past one periodic results push
     lost = stage.real_store
     stage.real_store = SqliteStore(stage.root / "home" / "new" / STORE_NAME)
     stage.deps.store = cast(Store, FlakyStore(stage, stage.real_store)) if stage.plan.on else stage.real_store
     lost.close()
-    stage.run(2 * 3600)
-    dying, living = pods
-    died_at = stage.now
-    dying.alive_agent = False
-    stage.run_until_gone(dying.pod_id)
+    lost_at = stage.now
+    unanswered, answered = pods
+    kept = False
+    while stage.now < lost_at + 3 * 3600 and (not kept or stage.provider.alive(unanswered.pod_id)):
+        stage.run(MIN)
+        warned = any(f"gpuc keep {answered.pod_id} --for 2h" in m for m in stage.messages(answered.pod_id))
+        kept = kept or (warned and stage.keep(answered.pod_id, 2 * 3600))
     stage.run(30 * MIN)
-    problems = []
-    if not any("token this watchdog does not know" in m for m in stage.messages(living.pod_id)):
-        problems.append("no alert named the pod pinging with an unknown token")
-    bound = spec_bound_s(stage.settings, stage.settings.unregistered_grace_s) / MIN + stage.slack(died_at)
-    text = f"0 false kills; a dead one: grace + period from its last ping{stage.bound_note(died_at)}"
-    failure = "watchdog store lost (deleted watchdog.db), pods alive"
+    problems = [] if kept else [f"no warning told how to keep {answered.pod_id}"]
+    if not any("token this watchdog cannot verify" in m for m in stage.messages(unanswered.pod_id)):
+        problems.append("no warning named the pod pinging with a token nobody can verify")
+    # First sight is the first pass after the loss; one delay (the grace) past the grace; then one period.
+    grace, period = stage.settings.unregistered_grace_s, stage.period
+    bound = (2 * grace + 2 * period) / MIN + stage.slack(lost_at)
+    text = f"kept one lives; unanswered: 2 x grace + 2 periods after the loss{stage.bound_note(lost_at)}"
     return _pod_row(
         stage,
-        dying,
+        unanswered,
         "F11s",
-        failure,
-        "reaper: unverified pings, first-seen window",
-        stage.billed_min(dying.pod_id, died_at),
+        "watchdog store lost (deleted watchdog.db), pods alive",
+        "reaper: a warning, one delay; `gpuc keep`",
+        stage.billed_min(unanswered.pod_id, lost_at),
         bound,
         text,
-        false_kills=_survivors_killed(stage, [living]),
+        false_kills=_survivors_killed(stage, [answered]),
         problems=problems,
     )
 
@@ -1171,9 +1184,11 @@ SCENARIOS: tuple[Scenario, ...] = (
     f12b_one_provider_blind,
     f5g_transient_not_found,
     *later_rows("gpuc.testkit.drill_deadline", "f15_runpod", "f15v_vast", "f15h_host_fakes_pings"),
+    *later_rows("gpuc.testkit.drill_unauth", "f11u_unsigned_pings_for_a_stray", "f18_ingest_flooded"),
 )
 KEEP = {"F8": ("f8-pod",), "F10": ("f10-pod",), "F14": ("f14-pod",)}
 KEEP.update({"F11s": ("f11s-pod-2",), "F5r": ("f5r-pod-1",)})  # alive at the end: the rows' point
+KEEP.update({"F18": ("f18-pod-1",)})
 
 
 @contextmanager

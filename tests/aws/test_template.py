@@ -58,3 +58,16 @@ def test_logs_have_retention_and_no_secret_is_in_the_template(resources: dict[st
     assert not [r for r in resources.values() if r["Type"] == "AWS::SSM::Parameter"]
     text = TEMPLATE.read_text()
     assert "resolve:ssm" not in text  # secrets are read at runtime, never baked into the stack
+
+
+def statements(resources: dict[str, Any], role: str) -> list[dict[str, Any]]:
+    return [s for policy in resources[role]["Properties"]["Policies"] for s in policy["PolicyDocument"]["Statement"]]
+
+
+def test_the_reaper_may_read_the_ingests_metrics_and_knows_its_name(resources: dict[str, Any]) -> None:
+    """F18: a throttled ingest's refused heartbeats are not silence; the reaper must be able to tell."""
+    actions = [s["Action"] for s in statements(resources, "ReaperRole")]
+    assert "cloudwatch:GetMetricStatistics" in actions
+    assert not any("cloudwatch" in str(a) for a in (s["Action"] for s in statements(resources, "IngestRole")))
+    env = resources["ReaperFunction"]["Properties"]["Environment"]["Variables"]
+    assert env["INGEST_FUNCTION_NAME"] == {"Ref": "IngestFunction"}

@@ -16,6 +16,7 @@ from gpuc.functions.store import StoredPod
 NOW = 1_790_000_000.0
 MIN = 60.0
 HOUR = 3600.0
+STRAY: dict[str, Any] = {"origin": "adopted", "key": "", "last_seen": None}  # what adopt_strays records
 
 
 def run_at(world: World, **fields: Any) -> Run:
@@ -141,19 +142,55 @@ JUDGE_ROWS: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], str,
         NOW + 4 * MIN,
     ),
     (
-        "stray pinging with a token this store does not know",
-        {"origin": "adopted", "key": "", "registered_at": NOW - 3 * HOUR, "last_seen": None},
+        "stray first seen 10 min ago, pinging with a token this store cannot verify",
+        {**STRAY, "registered_at": NOW - 10 * MIN, "unverified_ping_at": NOW - MIN},
         {},
-        {"pings": {"pod-1": NOW - MIN}},
+        {},
         "alert",
         "unverified",
         None,
     ),
     (
-        "stray whose unknown-token pings stopped 17 min ago",
-        {"origin": "adopted", "key": "", "registered_at": NOW - 3 * HOUR, "last_seen": None},
+        "stray pinging unverifiably, kept by the user's lease",
+        {**STRAY, "registered_at": NOW - 10 * MIN, "unverified_ping_at": NOW - MIN, "lease_until": NOW + HOUR},
         {},
-        {"pings": {"pod-1": NOW - 17 * MIN}},
+        {},
+        "alert",
+        "unverified",
+        None,
+    ),
+    (
+        "stray pinging unverifiably, first seen 36 min ago: delayed once, by at most the grace",
+        {**STRAY, "registered_at": NOW - 36 * MIN, "unverified_ping_at": NOW - MIN},
+        {},
+        {},
+        "kill",
+        "unregistered",
+        NOW + 4 * MIN,
+    ),
+    (
+        "stray pinging unverifiably for 3 h: the pings do not keep it",
+        {**STRAY, "registered_at": NOW - 3 * HOUR, "unverified_ping_at": NOW - MIN},
+        {},
+        {},
+        "kill",
+        "unregistered",
+        NOW - 3 * HOUR + 40 * MIN,
+    ),
+    (
+        "stray pinging unverifiably, its deadline in 4 min: never delayed past it",
+        {**STRAY, "registered_at": NOW - 16 * MIN, "unverified_ping_at": NOW - MIN, "deadline_at": NOW + 4 * MIN},
+        {},
+        {},
+        "kill",
+        "unregistered",
+        NOW + 4 * MIN,
+    ),
+    (
+        "stray whose unverified pings stopped 17 min ago",
+        {**STRAY, "registered_at": NOW - 30 * MIN, "unverified_ping_at": NOW - 17 * MIN},
+        {},
+        {},
         "kill",
         "unregistered",
         NOW + 3 * MIN,
@@ -202,6 +239,9 @@ VETO_ROWS: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], str, 
     ("GPU idle", {}, {"gpu_util_pct": 1.0}, {}, "silence", None),
     ("fleet silent", {}, {}, {"fleet_suspect": True}, "silence", "fleet"),
     ("fleet silent does not keep a paused pod", {}, {}, {"fleet_suspect": True}, "paused", None),
+    ("ingest refused heartbeats", {}, {}, {"ingest": "refused or failed 9 requests"}, "silence", "ingest"),
+    ("ingest trouble does not keep an ended pod", {"state": "ended"}, {}, {"ingest": "x"}, "ended", None),
+    ("ingest trouble does not keep a stray", {}, {}, {"ingest": "x"}, "unregistered", None),
 ]
 
 

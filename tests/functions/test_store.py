@@ -15,14 +15,12 @@ from gpuc.core.api import HeartbeatBody, NotificationRecord
 from gpuc.functions.dynamo import DynamoStore, create_table
 from gpuc.functions.store import (
     META_STORE,
-    UNVERIFIED_MAX_AGE_S,
-    UNVERIFIED_MAX_IDS,
+    UNVERIFIED_RESOLUTION_S,
     SqliteStore,
     Store,
     StoredPod,
     note_unverified_ping,
     store_born,
-    unverified_pings,
 )
 
 
@@ -197,23 +195,37 @@ def test_a_store_with_older_records_but_no_birth_is_dated_by_them(store: Store) 
     assert store_born(store, 5000.0) == 1000.0
 
 
-def test_unverified_pings_keep_the_latest_time_of_a_bounded_set_of_pod_shaped_ids(store: Store) -> None:
+def test_unverified_pings_are_noted_only_on_an_adopted_stray_at_most_once_per_resolution(store: Store) -> None:
     now = 1_800_000_000.0
-    assert note_unverified_ping(store, "pod-a", now)
-    assert note_unverified_ping(store, "pod-a", now + 10)  # within the resolution: no write
-    assert unverified_pings(store, now + 10) == {"pod-a": now}
-    assert note_unverified_ping(store, "pod-a", now + 60)
-    assert unverified_pings(store, now + 60) == {"pod-a": now + 60}
-    for bad in ("", "../x", "a b", "x" * 65, "-leading-dash", "ümlaut"):
-        assert not note_unverified_ping(store, bad, now)
-    for i in range(UNVERIFIED_MAX_IDS + 50):
-        note_unverified_ping(store, f"flood-{i}", now + 100 + i)
-    kept = unverified_pings(store, now + 400)
-    assert len(kept) == UNVERIFIED_MAX_IDS
-    assert f"flood-{UNVERIFIED_MAX_IDS + 49}" in kept and "pod-a" not in kept  # the oldest go first
-    assert unverified_pings(store, now + UNVERIFIED_MAX_AGE_S + 1000) == {}  # and they age out
-    meta = store.get_meta("unverified_pings")
-    assert meta is not None and set(meta.value) == {"pings"}  # ids and times, nothing else
+    store.adopt(pod("stray", key="", origin="adopted"))
+    store.register(pod("mine"))
+    for pod_id in ("stray", "mine", "invented"):
+        auth = store.get_auth(pod_id)
+        noted = auth is not None and note_unverified_ping(store, auth, now)
+        assert noted == (pod_id == "stray"), pod_id
+    assert store.get_pod("stray").unverified_ping_at == now  # type: ignore[union-attr]
+    assert store.get_pod("mine").unverified_ping_at is None  # type: ignore[union-attr]
+    assert store.get_pod("invented") is None  # an unauthenticated request never creates a record
+    auth = store.get_auth("stray")
+    assert auth is not None and auth.unverified_ping_at == now
+    assert not note_unverified_ping(store, auth, now + UNVERIFIED_RESOLUTION_S - 1)  # decided from the read
+    assert note_unverified_ping(store, auth, now + UNVERIFIED_RESOLUTION_S)
+    stale = auth  # read before the last write: its CAS loses, nothing is overwritten
+    assert not note_unverified_ping(store, stale, now + 2 * UNVERIFIED_RESOLUTION_S)
+    assert store.get_pod("stray").unverified_ping_at == now + UNVERIFIED_RESOLUTION_S  # type: ignore[union-attr]
+
+
+def test_a_finished_stray_is_not_noted(store: Store) -> None:
+    store.adopt(pod("stray", key="", origin="adopted", state="destroyed"))
+    auth = store.get_auth("stray")
+    assert auth is not None and not note_unverified_ping(store, auth, 1_800_000_000.0)
+
+
+def test_an_old_stores_unverified_list_is_ignored(store: Store) -> None:
+    """An older gpuc kept one meta record of ids: it stays, harmless, and nothing reads it."""
+    assert store.put_meta("unverified_pings", {"pings": {"stray": 1_800_000_000.0}}, None)
+    store.adopt(pod("stray", key="", origin="adopted"))
+    assert store.get_pod("stray").unverified_ping_at is None  # type: ignore[union-attr]
 
 
 def test_an_older_watchdog_db_is_upgraded_in_place(tmp_path: Path) -> None:

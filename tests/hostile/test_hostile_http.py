@@ -110,6 +110,9 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
         yield t
     handle.stop()
     store.close()
+    # Bad input is never the ingest's trouble: if it were, anyone could hold every silence kill (F18).
+    trouble = deps.ingest_health.trouble(0.0, time.time() + 60) if deps.ingest_health is not None else "no log"
+    assert trouble is None, trouble
     total = sum(v for k, v in TALLY.items() if k.startswith("cases") and k not in ("cases good", "cases signed-valid"))
     print(
         f"\nhostile input: {total} hostile cases over HTTP (+{TALLY['cases good']} good pings, "

@@ -1,0 +1,92 @@
+"""A per-pod limit on the phone pushes that signed events cause (issue 17.3).
+
+A pod's token is on a stranger's machine: whoever holds it can sign as many events as they like, each
+with the pod's own text. Every accepted event still does what it is for (the ledger end, the record),
+only its push is limited: `events_per_hour` pushes per pod per hour, the rest counted on the pod's record
+(a compare-and-set, no list) and told as ONE notification, "N more events from <pod>", when the hour is
+over: by the next event after it, or by the reaper's next pass.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from gpuc.core.clock import iso
+from gpuc.functions.app import Deps, announce
+from gpuc.functions.store import StoredPod
+
+log = logging.getLogger("gpuc.functions")
+
+WINDOW_S = 3600.0
+_CAS_TRIES = 5
+
+
+def admit_event(deps: Deps, pod: StoredPod, kind: str, now: float) -> bool:
+    """Count this event against the pod's hour; True when it may be pushed. A new hour first tells what
+    the last one held back. A count lost to races (every try) lets the push through: a user who hears one
+    event too many loses nothing, one who misses a "job exited" may."""
+    limit = deps.settings.events_per_hour
+    current: StoredPod | None = pod
+    for _ in range(_CAS_TRIES):
+        if current is None:
+            return True
+        start, sent, held = current.events_window_at, current.events_sent or 0, current.events_held or 0
+        new_hour = start is None or not 0 <= now - start < WINDOW_S
+        changes: dict[str, Any]
+        if new_hour:
+            changes = {"events_window_at": now, "events_sent": 1, "events_held": None, "events_held_last": None}
+        elif sent < limit:
+            changes = {"events_sent": sent + 1}
+        else:
+            changes = {"events_held": held + 1, "events_held_last": kind}
+        if deps.store.update_if(pod.pod_id, _window(current), changes):
+            if new_hour and held:
+                _tell_held(deps, current, now)
+            return new_hour or sent < limit
+        current = deps.store.get_pod(pod.pod_id)
+    log.warning("event limit for %s: too many concurrent events, pushing this one", pod.pod_id)
+    return True
+
+
+def release_held(deps: Deps, pod: StoredPod, now: float) -> bool:
+    """The reaper's part: an hour that is over, or a pod that is gone, tells what it held back (once)."""
+    if not pod.events_held:
+        return False
+    current = deps.store.get_pod(pod.pod_id)
+    if current is None or not current.events_held:
+        return False
+    start = current.events_window_at
+    over = start is None or not 0 <= now - start < WINDOW_S or current.state == "destroyed"
+    if not over:
+        return False
+    changes = {"events_window_at": None, "events_sent": None, "events_held": None, "events_held_last": None}
+    if not deps.store.update_if(pod.pod_id, _window(current), changes):
+        return False  # an event or another pass moved it: whoever won tells it
+    _tell_held(deps, current, now)
+    return True
+
+
+def _window(pod: StoredPod) -> dict[str, Any]:
+    return {
+        "events_window_at": pod.events_window_at,
+        "events_sent": pod.events_sent,
+        "events_held": pod.events_held,
+    }
+
+
+def _tell_held(deps: Deps, pod: StoredPod, now: float) -> None:
+    held = pod.events_held or 0
+    latest = (pod.events_held_last or "event").replace("_", " ")
+    since = f" in the hour from {iso(pod.events_window_at)}" if pod.events_window_at is not None else ""
+    announce(
+        deps,
+        now,
+        f"gpuc: {held} more events from {pod.name}",
+        f"{pod.pod_id} ({pod.provider}, {pod.experiment}): {held} more events{since} were received and recorded "
+        f"but not pushed (at most {deps.settings.events_per_hour} an hour per pod); the latest: {latest}. "
+        "So many is unusual: `gpuc ls` and `gpuc logs` show the pod.",
+        pod_id=pod.pod_id,
+        kind="events_held",
+        level="warning",
+    )
