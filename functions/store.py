@@ -79,7 +79,16 @@ class PodAuth(BaseModel):
     unverified_ping_at: float | None = None
 
 
-AUTH_FIELDS = ("key", "lease_until", "state", "deadline_at", "started_at", "registered_at", "origin", "unverified_ping_at")
+AUTH_FIELDS = (
+    "key",
+    "lease_until",
+    "state",
+    "deadline_at",
+    "started_at",
+    "registered_at",
+    "origin",
+    "unverified_ping_at",
+)
 
 
 class MetaRecord(BaseModel):
