@@ -326,7 +326,7 @@ def _job(obs: Observation) -> str:
 
 
 def _procs(obs: Observation, th: Thresholds) -> str:
-    """ "busy trees/trees" of the user's processes outside the job."""
+    """The user's process trees outside the job: "busy/all"."""
     if obs.probe_error is not None and not obs.procs:
         return "err"
     return f"{sum(1 for t in obs.procs if t.progressing(th))}/{len(obs.procs)}"

@@ -38,6 +38,9 @@ INFRA = frozenset(
         *("sleep", "tail", "top", "htop", "btop", "nvtop", "watch", "nvidia-smi", "gpustat", "less"),
     }
 )
+# What `watch` runs (`watch nvidia-smi`, left in a tmux window) is watching too: each run a new process,
+# "just seen" at any check that catches one, which would keep the pod busy for as long as it is left.
+WATCHERS = frozenset({"watch"})
 PF_KTHREAD = 0x00200000  # /proc/<pid>/stat flags: a kernel thread (outside a container's pid namespace)
 _SSHD_TTYS = re.compile(r"@((?:pts/\d+,?)+)")
 # /proc/<pid>/stat counts CPU time in clock ticks (USER_HZ, 100 on every Linux we run on).
@@ -296,8 +299,8 @@ class JobTreeProbe:
 
 class ProcScanner:
     """The user's processes on this machine (or, in a local sandbox, only those of one pod), with their
-    counters: every process but the kernel's threads, pid 1, gpuc's own agent and wrapper, zombies and
-    the pod image's infrastructure (INFRA)."""
+    counters: every process but the kernel's threads, pid 1, gpuc's own agent and wrapper, zombies, the
+    pod image's infrastructure (INFRA) and whatever `watch` runs (WATCHERS)."""
 
     def __init__(self, proc_root: Path = Path("/proc"), *, only_pod: str | None = None) -> None:
         self.proc_root = proc_root
@@ -306,12 +309,14 @@ class ProcScanner:
 
     def sample(self, skip: Collection[int] = ()) -> ProcTable:
         try:
-            names = os.listdir(self.proc_root)
+            listing = os.listdir(self.proc_root)
         except OSError as exc:
             raise ProcScanError(f"cannot list {self.proc_root}: {exc.strerror or exc}") from None
         found: dict[tuple[int, int], UserProc] = {}
         unreadable: list[int] = []
-        for name in names:
+        parents: dict[int, int] = {}
+        watchers: set[int] = set()
+        for name in listing:
             if not name.isdigit() or int(name) in (1, self.own_pid) or int(name) in skip:
                 continue
             raw = _read_or_denied(f"{self.proc_root}/{name}/stat")
@@ -324,14 +329,20 @@ class ProcScanner:
             stat = _parse_full_stat(int(name), raw.decode(errors="replace")) if raw else None
             if stat is None or stat.state in ("Z", "X") or stat.flags & PF_KTHREAD:
                 continue  # gone, a zombie (it runs nothing) or a kernel thread
-            proc = self._user_proc(stat)
+            parents[stat.pid] = stat.ppid
+            argv = self._argv(stat.pid)
+            names = program_names(stat.comm, argv)
+            if not WATCHERS.isdisjoint(names):
+                watchers.add(stat.pid)
+            proc = self._user_proc(stat, argv, names)
             if proc is not None:
                 found[(stat.pid, stat.start)] = proc
+        if watchers:
+            found = {k: p for k, p in found.items() if not _descends(p.pid, watchers, parents)}
         return ProcTable(procs=found, unreadable=tuple(sorted(unreadable)))
 
-    def _user_proc(self, stat: _Stat) -> UserProc | None:
-        argv = self._argv(stat.pid)
-        if any(OWN_MARKER in a for a in argv) or not INFRA.isdisjoint(program_names(stat.comm, argv)):
+    def _user_proc(self, stat: _Stat, argv: list[str], names: set[str]) -> UserProc | None:
+        if any(OWN_MARKER in a for a in argv) or not INFRA.isdisjoint(names):
             return None
         if self.only_pod is not None and not self._in_pod(stat.pid):
             return None
@@ -360,6 +371,16 @@ class ProcScanner:
         if raw is None:
             return False
         return f"GPUC_POD_ID={self.only_pod}".encode() in raw.split(b"\0")
+
+
+def _descends(pid: int, ancestors: set[int], parents: Mapping[int, int]) -> bool:
+    seen: set[int] = set()
+    while pid in parents and pid not in seen:
+        seen.add(pid)
+        pid = parents[pid]
+        if pid in ancestors:
+            return True
+    return False
 
 
 def program_names(comm: str, argv: list[str]) -> set[str]:

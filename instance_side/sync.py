@@ -83,7 +83,7 @@ class Manifest:
         return f"{len(self.files)} files, {self.total_bytes} bytes to {self.destination}{self.entries_note()}"
 
     def entries_note(self) -> str:
-        """ "; 2 links recorded, 1 name escaped": what was not sent as a file, and why nothing was lost."""
+        """What was not sent as a file, and why nothing was lost: "; 2 links recorded, 1 name escaped"."""
         said = []
         if self.links:
             said.append(f"{len(self.links)} link{'s' if len(self.links) > 1 else ''} recorded")

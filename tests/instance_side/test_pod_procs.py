@@ -90,6 +90,18 @@ def test_the_pod_images_infrastructure_is_not_the_users_work(proc: FakeProcTree,
     assert pids(ProcScanner(proc.root)) == [31]
 
 
+def test_what_watch_runs_is_watching_too(proc: FakeProcTree) -> None:
+    """`watch nvidia-smi` left in tmux: a new nvidia-smi every 2 s, each "just seen" by any check that
+    catches one; the pod would stay busy for as long as it is left."""
+    proc.add(60, "tmux: server", ["tmux", "new", "-d"])
+    proc.add(61, "bash", ["-bash"], ppid=60)
+    proc.add(62, "watch", ["watch", "-n", "2", "nvidia-smi"], ppid=61)
+    proc.add(63, "sh", ["sh", "-c", "nvidia-smi"], ppid=62)
+    proc.add(64, "nvidia-smi", ["nvidia-smi"], ppid=63)
+    proc.add(65, "python3", ["python3", "train.py"], ppid=61)  # beside it, in the same shell: the user's
+    assert pids(ProcScanner(proc.root)) == [61, 65]
+
+
 def test_it_reports_the_kernel_name_never_the_argv(proc: FakeProcTree) -> None:
     proc.add(30, "python3", ["python3", "train.py", "--hf-token", "hf_secretsecret"])
     [found] = ProcScanner(proc.root).sample().procs.values()
