@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gpuc.instance_side.agent import Probes
 from gpuc.instance_side.podfiles import atomic_write
 from gpuc.instance_side.procs import CLK_TCK, JobTree, JobTreeProbe, ProcScanner, job_stamp
 from gpuc.instance_side.wrapper import job_environ
@@ -110,8 +111,6 @@ class PacedJobProbe:
 
 
 def _real_probes(pod: DrillPod, job: JobTreeProbe | PacedJobProbe | None = None) -> None:
-    from gpuc.instance_side.agent import Probes
-
     pod.agent.probes = Probes(
         gpu=pod.gpu,
         procs=ProcScanner(only_pod=pod.pod_id),  # the local sandbox's scanner: this pod's processes only
