@@ -52,6 +52,8 @@ class PodConfig(Strict):
     ssh_input_window_s: float = 10 * 60.0
     sync_interval_s: float = 30 * 60.0
     nag_interval_s: float = 60 * 60.0
+    idle_cpu_floor_s: float = 0.1  # progress floors: see core.settings
+    idle_io_floor_bytes: float = 16 * 1024.0
     results_bucket: str | None = None
     s3_endpoint_url: str | None = None
     git_remote: str | None = None
@@ -81,6 +83,8 @@ class PodConfig(Strict):
             nag_interval_s=settings.nag_interval_s,
             deadline_warn_s=settings.deadline_warn_s,
             deadline_lead_s=settings.deadline_lead_s,
+            idle_cpu_floor_s=settings.idle_cpu_floor_s,
+            idle_io_floor_bytes=settings.idle_io_floor_bytes,
             results_bucket=settings.results_bucket,
             s3_endpoint_url=settings.s3_endpoint_url,
             git_remote=settings.git_remote,

@@ -102,6 +102,16 @@ class Settings:
     sync_interval_s: float = 30 * 60.0
     nag_interval_s: float = 60 * 60.0
 
+    # idle watch, progress floors (issue 16): a process tree whose CPU time grew by at most this many
+    # seconds AND whose I/O grew by at most this many bytes since the previous check made no progress.
+    # Measured per minute on a 2-core machine (other jobs running, load 5-6): a python blocked on a lock, in
+    # input() or polling a queue every 5 s (a dead DataLoader, 1 or 4 workers), `sleep infinity`,
+    # `sh -c 'read x'`, idle sshd (with a session), nginx, cron, tmux, http.server: 0.00 s and 0 B; an
+    # asyncio loop waking every second: 0.01 s; a busy loop: 19.7 s; reading a file at 64 KiB/s: 3.9 MB;
+    # at 1 KiB/s: 64 KiB. The floors sit 10x above the 1 Hz heartbeat and 4x below the 1 KiB/s trickle.
+    idle_cpu_floor_s: float = 0.1
+    idle_io_floor_bytes: float = 16 * 1024.0
+
     # reaper (out-of-band layer)
     reaper_period_s: float = 5 * 60.0
     silence_limit_s: float = 5 * 60.0

@@ -20,13 +20,14 @@ from gpuc.instance_side.heartbeat import PodClient, event_body, heartbeat_body
 from gpuc.instance_side.idle import (
     Action,
     IdleState,
-    JobActivity,
     Observation,
     Thresholds,
+    TreeActivity,
     Verdict,
     advance,
     job_activity,
     judge,
+    procs_activity,
     suspension,
 )
 from gpuc.instance_side.podfiles import AgentConfig, PodPaths, is_ended
@@ -36,7 +37,7 @@ from gpuc.instance_side.procs import (
     JobScanError,
     JobTree,
     ProcessProbe,
-    PythonProc,
+    ProcTable,
     SshProbe,
     SshSession,
     read_job_stamp,
@@ -88,6 +89,7 @@ class Agent:
         self.deadline = DeadlineWatch.of(cfg, client, ender, log)  # F15: ends the pod whatever it is doing
         self._last: tuple[Observation, Verdict, IdleState, bool] | None = None  # for the next heartbeat
         self._job_tree: JobTree | None = None  # the previous check's reading: progress is the growth since
+        self._proc_table: ProcTable | None = None  # the same, for the user's other processes
 
     # -- one step -----------------------------------------------------------------------------
     def tick(self, now: float) -> None:
@@ -133,26 +135,27 @@ class Agent:
             gpu_error = str(exc)
         except Exception as exc:
             gpu_error = f"{type(exc).__name__}: {exc}"[:200]
-        python: tuple[PythonProc, ...] = ()
+        job, job_error = self._observe_job()
+        # The job's tree has its own reading (this check's): the scan of the rest leaves it out.
+        job_pids = frozenset(pid for pid, _ in self._job_tree.procs) if job and self._job_tree else frozenset()
+        procs, python_procs, probe_error = self._observe_procs(job_pids)
         ssh: tuple[SshSession, ...] = ()
-        probe_error: str | None = None
         try:
-            python = tuple(self.probes.procs.python_procs())
             ssh = tuple(self.probes.ssh.sessions())
         except Exception as exc:
-            probe_error = f"{type(exc).__name__}: {exc}"[:200]
-        job, job_error = self._observe_job()
+            probe_error = probe_error or f"{type(exc).__name__}: {exc}"[:200]
         return Observation(
             gpus=gpus,
             gpu_error=gpu_error,
-            python=python,
+            procs=procs,
+            python_procs=python_procs,
             ssh=ssh,
             probe_error=probe_error,
             job=job,
             job_error=job_error,
         )
 
-    def _observe_job(self) -> tuple[JobActivity | None, str | None]:
+    def _observe_job(self) -> tuple[TreeActivity | None, str | None]:
         # A failed scan counts as busy, and the previous reading stays: the next check compares
         # across the failed one.
         try:
@@ -164,6 +167,17 @@ class Agent:
         activity = None if tree is None else job_activity(self._job_tree, tree)
         self._job_tree = tree
         return activity, None
+
+    def _observe_procs(self, job_pids: frozenset[int]) -> tuple[tuple[TreeActivity, ...], int, str | None]:
+        """The user's processes outside the job's tree (which has its own reading), as trees with their
+        growth since the previous check. A failed scan is busy; the previous table stays, as above."""
+        try:
+            table = self.probes.procs.sample(skip=job_pids)
+        except Exception as exc:
+            return (), 0, f"{type(exc).__name__}: {exc}"[:200]
+        trees = procs_activity(self._proc_table, table)
+        self._proc_table = table
+        return trees, sum(1 for p in table.procs.values() if p.python), None
 
     # -- heartbeats ---------------------------------------------------------------------------
     def _heartbeat_if_due(self, now: float) -> None:
@@ -181,7 +195,7 @@ class Agent:
             self.cfg.pod_id,
             gpus=[g.as_json() for g in obs.gpus[:16]],
             gpu_error=None if gpu_error is None else self.log.scrub(gpu_error)[:500],
-            python_procs=len(obs.python),
+            python_procs=obs.python_procs,
             active_ssh=verdict.active_ssh,
             idle_minutes=round(state.idle_minutes, 2),
             busy_reason=None if verdict.reason is None else self.log.scrub(verdict.reason)[:200],
@@ -273,7 +287,7 @@ class Agent:
         gpus = ",".join(f"{g.index}:{_util(g)}" for g in obs.gpus) or ("err" if obs.gpu_error else "none")
         state = "idle" if verdict.idle else "busy"
         parts = [
-            f"check {state} idle={self.state.idle_minutes:.1f}min gpus={gpus} py={len(obs.python)}",
+            f"check {state} idle={self.state.idle_minutes:.1f}min gpus={gpus} procs={_procs(obs, self.th)}",
             f"ssh={verdict.active_ssh}/{len(obs.ssh)}",
             f"job={_job(obs)}",
             f"hb={'ok' if self.client.failures == 0 else f'retrying({self.client.failures})'}",
@@ -324,6 +338,13 @@ def _job(obs: Observation) -> str:
         return "none"
     job = obs.job
     return f"{job.pid}:new" if job.first else f"{job.pid}:+{job.cpu_ticks}t+{job.io_bytes}B"
+
+
+def _procs(obs: Observation, th: Thresholds) -> str:
+    """The user's process trees outside the job: "busy/all"."""
+    if obs.probe_error is not None and not obs.procs:
+        return "err"
+    return f"{sum(1 for t in obs.procs if t.progressing(th))}/{len(obs.procs)}"
 
 
 def _util(gpu: GpuSample) -> str:

@@ -46,6 +46,8 @@ class AgentConfig:
     ssh_input_window_s: float = 10 * 60.0
     sync_interval_s: float = 30 * 60.0
     nag_interval_s: float = 60 * 60.0
+    idle_cpu_floor_s: float = 0.1
+    idle_io_floor_bytes: float = 16 * 1024.0
     results_bucket: str | None = None
     s3_endpoint_url: str | None = None
     git_remote: str | None = None

@@ -9,9 +9,14 @@ Where results go (SPEC "Results"):
   `s3_endpoint_url`) or `file:///dir` (the local sandbox, tests), under `<experiment>/<run_id>/`.
 
 What is sent is every regular file under results/, links followed (files and folders), as a copy
-would see them. A link that cannot be followed (dangling, a loop, pointing at a device) or a folder
-that cannot be read is a failed sync naming it: the pod is kept and the user told which one, never
-a result skipped in silence.
+would see them. The sync fails only when a byte of the user's data could be lost: a folder or a file
+that cannot be read is a failed sync naming it (the pod is kept and the user told which one, never a
+result skipped in silence). Entries that hold no data never block it: a link that cannot be followed
+(dangling, such as a `latest` link to a rotated checkpoint, a loop, a link to a device) is recorded
+as a link with its target, in the manifest and in `logs/entries.json` beside the results. A name the
+destination cannot store (not UTF-8 for S3 keys; for git, what git refuses or cannot list back; for
+file://, what the filesystem refuses) is stored under an escaped key (the bytes percent-escaped,
+reversibly), mapped in the manifest and verified under that key.
 
 Verification lists the remote (S3 `list_objects_v2`, `git ls-tree -l` of what the remote holds after
 the push) and compares names and sizes. Credentials come from the pod's secrets file (or the process
@@ -21,13 +26,15 @@ agent carries this module for hours under a 30 MB budget.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
+import json
 import os
 import re
 import shutil
 import stat
 import subprocess
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,15 +66,30 @@ class Manifest:
     files: dict[str, int] = field(default_factory=dict)
     note: str | None = None
     parts: tuple[Manifest, ...] = ()  # a split push: what each destination received
+    links: dict[str, str] = field(default_factory=dict)  # a link that holds no data -> its target
+    keys: dict[str, str] = field(default_factory=dict)  # a name the destination cannot store -> its key
 
     @property
     def total_bytes(self) -> int:
         return sum(self.files.values())
 
+    def stored(self) -> dict[str, int]:
+        """What the destination holds, by the key each file is stored under."""
+        return {self.keys.get(name, name): size for name, size in self.files.items()}
+
     def summary(self) -> str:
         if self.note:
             return self.note
-        return f"{len(self.files)} files, {self.total_bytes} bytes to {self.destination}"
+        return f"{len(self.files)} files, {self.total_bytes} bytes to {self.destination}{self.entries_note()}"
+
+    def entries_note(self) -> str:
+        """What was not sent as a file, and why nothing was lost: "; 2 links recorded, 1 name escaped"."""
+        said = []
+        if self.links:
+            said.append(f"{len(self.links)} link{'s' if len(self.links) > 1 else ''} recorded")
+        if self.keys:
+            said.append(f"{len(self.keys)} name{'s' if len(self.keys) > 1 else ''} escaped")
+        return f"; {', '.join(said)}" if said else ""
 
 
 class ResultsSync(Protocol):
@@ -78,21 +100,34 @@ class ResultsSync(Protocol):
     def verify(self, manifest: Manifest) -> bool: ...
 
 
-def local_listing(root: Path) -> dict[str, int]:
-    """Regular files under root by relative path, links to files and to folders followed (as a copy
-    would). Raises SyncError naming a link that cannot be followed or a folder that cannot be read."""
-    out: dict[str, int] = {}
+@dataclass(frozen=True)
+class Listing:
+    """What results/ holds: regular files by relative path (links to files and folders followed, as a
+    copy would see them), and the links that hold no data (dangling, a loop, a device) -> their targets."""
+
+    files: dict[str, int] = field(default_factory=dict)
+    links: dict[str, str] = field(default_factory=dict)
+
+
+def scan_results(root: Path) -> Listing:
+    """Raises SyncError naming a folder that cannot be read (its files would be lost)."""
+    listing = Listing()
     try:
         top = os.stat(root)
     except FileNotFoundError:
-        return out
+        return listing
     except OSError as exc:
         raise _unreadable(root.name, exc) from None
-    _walk(root, root, ((top.st_dev, top.st_ino),), out)
-    return out
+    _walk(root, root, ((top.st_dev, top.st_ino),), listing)
+    return listing
 
 
-def _walk(root: Path, folder: Path, above: tuple[tuple[int, int], ...], out: dict[str, int]) -> None:
+def local_listing(root: Path) -> dict[str, int]:
+    """The regular files under root (see scan_results)."""
+    return scan_results(root).files
+
+
+def _walk(root: Path, folder: Path, above: tuple[tuple[int, int], ...], out: Listing) -> None:
     """`above`: the folders on the way down, by (device, inode): a link back to one of them is a loop.
     Two links to the same folder side by side are not a loop: both paths are results, both are sent."""
     try:
@@ -104,50 +139,106 @@ def _walk(root: Path, folder: Path, above: tuple[tuple[int, int], ...], out: dic
         raise _unreadable(_shown(root, folder), exc) from None
     for entry in entries:
         path = Path(entry.path)
-        shown = _shown(root, path)
+        rel = path.relative_to(root).as_posix()
         link = entry.is_symlink()
         try:
             st = os.stat(path)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             if link:
-                raise _bad_link(shown, path, "is a dangling link (its target does not exist)") from None
-            continue  # deleted between the listing and the stat: it was never a finished result
+                out.links[rel] = _target(path)  # dangling: whatever it named is gone, it holds no data
+            continue  # else deleted between the listing and the stat: it was never a finished result
         except OSError as exc:
             if link and exc.errno == errno.ELOOP:
-                raise _bad_link(shown, path, "is a loop of links") from None
-            raise _unreadable(shown, exc) from None
+                out.links[rel] = _target(path)  # a loop of links: no data behind it
+                continue
+            raise _unreadable(_shown(root, path), exc) from None
         if stat.S_ISDIR(st.st_mode):
             key = (st.st_dev, st.st_ino)
             if key in above:
-                raise _bad_link(shown, path, "loops back to a folder above it")
+                out.links[rel] = _target(path)  # back to a folder above: its files are sent once already
+                continue
             _walk(root, path, (*above, key), out)
         elif stat.S_ISREG(st.st_mode):
-            out[path.relative_to(root).as_posix()] = st.st_size
+            out.files[rel] = st.st_size
         elif link:
-            raise _bad_link(shown, path, "points to something that is neither a file nor a folder")
+            out.links[rel] = _target(path)  # to a device, a fifo or a socket: no data to keep
         # A socket or a fifo the job left in results/ holds no data to keep.
 
 
-def _shown(root: Path, path: Path) -> str:
-    return (Path(root.name) / path.relative_to(root)).as_posix()
-
-
-def _bad_link(shown: str, path: Path, what: str) -> SyncError:
+def _target(path: Path) -> str:
     try:
-        target = os.readlink(path)
+        return os.readlink(path)
     except OSError:
-        target = "?"
-    return SyncError(
-        f"{shown} -> {target} {what}: it cannot be synced, so the pod is kept",
-        hint="fix or remove that link, then run: python -m gpuc.instance_side sync",
-    )
+        return "(a folder above it)"  # a bind mount looping back, not a link
 
 
-def _unreadable(shown: str, exc: OSError) -> SyncError:
+def shown(name: str) -> str:
+    """A name as text that can be printed: undecodable bytes as \\xNN."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _shown(root: Path, path: Path) -> str:
+    return shown((Path(root.name) / path.relative_to(root)).as_posix())
+
+
+def _unreadable(what: str, exc: OSError) -> SyncError:
     return SyncError(
-        f"cannot read {shown}: {exc.strerror or exc}; it cannot be synced, so the pod is kept",
+        f"cannot read {what}: {exc.strerror or exc}; it cannot be synced, so the pod is kept",
         hint="fix its permissions, then run: python -m gpuc.instance_side sync",
     )
+
+
+# -- names a destination cannot store ------------------------------------------------------------------
+def _undecodable(ch: str) -> bool:
+    return "\udc80" <= ch <= "\udcff"  # a byte that is not UTF-8, as os.fsdecode hands it to us
+
+
+def escape_name(name: str, unsafe: Callable[[str], bool] = _undecodable) -> str:
+    """Percent-escape the undecodable bytes, "%" and the characters `unsafe` names: reversible (unescaping
+    gives the original bytes), and plain ASCII where the name was not."""
+    out = []
+    for ch in name:
+        if _undecodable(ch):
+            out.append(f"%{ord(ch) - 0xDC00:02X}")
+        elif ch == "%" or unsafe(ch):
+            out.extend(f"%{b:02X}" for b in ch.encode())
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def assign_keys(names: Iterable[str], storable: Callable[[str], bool], escape: Callable[[str], str]) -> dict[str, str]:
+    """name -> the key it is stored under, for the names the destination cannot store. An escaped key that
+    another name already is (results/ holds both "a%FF" and b"a\xff") gets a suffix: never two files on
+    one key."""
+    names = list(names)
+    taken = {name for name in names if storable(name)}
+    keys: dict[str, str] = {}
+    for name in sorted(n for n in names if n not in taken):
+        keys[name] = _free_key(escape(name), taken)
+        taken.add(keys[name])
+    return keys
+
+
+def _free_key(key: str, taken: Collection[str]) -> str:
+    free, n = key, 0
+    while free in taken:
+        n += 1
+        free = f"{key}.gpuc{n}"
+    return free
+
+
+def _utf8(name: str) -> bool:
+    return not any(_undecodable(ch) for ch in name)
+
+
+# What filesystems refuse in a name besides "/" and NUL (vfat, exFAT, NTFS): escaped on a refusal only.
+_FS_UNSAFE = frozenset('\\:*?"<>|')
+_NAME_REFUSED = (errno.EILSEQ, errno.EINVAL)
+
+
+def _fs_escape(name: str) -> str:
+    return escape_name(name, lambda ch: ch in _FS_UNSAFE or ord(ch) < 32)
 
 
 def _check_names(experiment: str, run_id: str) -> None:
@@ -162,6 +253,14 @@ def _nothing_to_sync(destination: str, results_dir: Path) -> Manifest:
     return Manifest(destination, note=f"no {results_dir.name}/ directory: nothing to sync")
 
 
+def _push_all(sync: BucketSync, results_dir: Path) -> Manifest:
+    """Every file of results/ through `sync`, and the links that hold no data recorded beside them."""
+    if not results_dir.is_dir():
+        return _nothing_to_sync(sync.describe(), results_dir)
+    listing = scan_results(results_dir)
+    return dataclasses.replace(sync.push_files(results_dir, listing.files), links=listing.links)
+
+
 class FileBucketSync:
     """`file:///dir` -> `<dir>/<experiment>/<run_id>/`."""
 
@@ -173,28 +272,38 @@ class FileBucketSync:
         return f"file://{self.dest}"
 
     def push(self, results_dir: Path) -> Manifest:
-        if not results_dir.is_dir():
-            return _nothing_to_sync(self.describe(), results_dir)
-        return self.push_files(results_dir, local_listing(results_dir))
+        return _push_all(self, results_dir)
 
     def push_files(self, results_dir: Path, files: Mapping[str, int]) -> Manifest:
+        keys: dict[str, str] = {}
         try:
             for rel in files:
-                target = self.dest / rel
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(results_dir / rel, target)
+                try:
+                    self._copy(results_dir / rel, rel)
+                except OSError as exc:
+                    if exc.errno not in _NAME_REFUSED:
+                        raise
+                    # A filesystem that takes UTF-8 only, or no ":" (vfat, exFAT, a UTF-8-only ZFS, APFS):
+                    # the name is refused, not the data.
+                    keys[rel] = _free_key(_fs_escape(rel), {*files, *keys.values()})
+                    self._copy(results_dir / rel, keys[rel])
         except OSError as exc:
             raise SyncError(
                 f"copy to {self.describe()} failed: {exc.strerror or exc}",
                 hint="free space or fix permissions there, then run: python -m gpuc.instance_side sync",
             ) from None
-        return Manifest(self.describe(), dict(files))
+        return Manifest(self.describe(), dict(files), keys=keys)
+
+    def _copy(self, source: Path, key: str) -> None:
+        target = self.dest / key
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
 
     def verify(self, manifest: Manifest) -> bool:
         if not manifest.files:
             return True
         remote = local_listing(self.dest) if self.dest.is_dir() else {}
-        return listing_matches(manifest.files, remote)
+        return listing_matches(manifest.stored(), remote)
 
 
 def listing_matches(sent: Mapping[str, int], remote: Mapping[str, int]) -> bool:
@@ -246,21 +355,20 @@ class S3Sync:
         return self._client
 
     def push(self, results_dir: Path) -> Manifest:
-        if not results_dir.is_dir():
-            return _nothing_to_sync(self.describe(), results_dir)
-        return self.push_files(results_dir, local_listing(results_dir))
+        return _push_all(self, results_dir)
 
     def push_files(self, results_dir: Path, files: Mapping[str, int]) -> Manifest:
         client = self.client()
+        keys = assign_keys(files, _utf8, escape_name)  # an S3 key is UTF-8: any other byte cannot be sent
         for rel in sorted(files):
-            with _s3_errors(f"upload of {rel} to {self.describe()}"):
-                client.upload_file(str(results_dir / rel), self.bucket, f"{self.base}/{rel}")
-        return Manifest(self.describe(), dict(files))
+            with _s3_errors(f"upload of {shown(rel)} to {self.describe()}"):
+                client.upload_file(str(results_dir / rel), self.bucket, f"{self.base}/{keys.get(rel, rel)}")
+        return Manifest(self.describe(), dict(files), keys=keys)
 
     def verify(self, manifest: Manifest) -> bool:
         if not manifest.files:
             return True
-        return listing_matches(manifest.files, self.listing())
+        return listing_matches(manifest.stored(), self.listing())
 
     def listing(self) -> dict[str, int]:
         prefix = self.base + "/"
@@ -405,17 +513,16 @@ class GitSync:
         return f"git {redact(self.remote, self._secrets)} {self.subdir}/"
 
     def push(self, results_dir: Path) -> Manifest:
-        if not results_dir.is_dir():
-            return _nothing_to_sync(self.describe(), results_dir)
-        return self.push_files(results_dir, local_listing(results_dir))
+        return _push_all(self, results_dir)
 
     def push_files(self, results_dir: Path, files: Mapping[str, int]) -> Manifest:
         branch = self._checkout()
+        keys = assign_keys(files, _git_storable, _git_escape)
         for attempt in range(1, PUSH_ATTEMPTS + 1):
-            self._commit(results_dir, files)
+            self._commit(results_dir, files, keys)
             code, out = self._git(["push", "--quiet", "origin", f"HEAD:refs/heads/{branch}"], check=False)
             if code == 0:
-                return Manifest(self.describe(), dict(files))
+                return Manifest(self.describe(), dict(files), keys=keys)
             if attempt == PUSH_ATTEMPTS:
                 raise self._error(f"push to {branch}", out)
             # The branch moved under us: start again from its new tip.
@@ -425,7 +532,7 @@ class GitSync:
     def verify(self, manifest: Manifest) -> bool:
         if not manifest.files:
             return True
-        return listing_matches(manifest.files, self.listing())
+        return listing_matches(manifest.stored(), self.listing())
 
     def listing(self) -> dict[str, int]:
         """What the remote's branch holds under results/<run_id>/, fetched afresh."""
@@ -455,12 +562,13 @@ class GitSync:
         if code == 0:  # an empty remote has no branch yet: nothing to start from
             self._git(["reset", "--quiet", "--hard", "FETCH_HEAD"])
 
-    def _commit(self, results_dir: Path, files: Mapping[str, int]) -> None:
+    def _commit(self, results_dir: Path, files: Mapping[str, int], keys: Mapping[str, str]) -> None:
         target = self.workdir / self.subdir
         try:
             for rel in files:
-                (target / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(results_dir / rel, target / rel)
+                key = keys.get(rel, rel)
+                (target / key).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(results_dir / rel, target / key)
         except OSError as exc:
             raise SyncError(
                 f"copy into the results clone failed: {exc.strerror or exc}", hint="free space on /workspace"
@@ -472,7 +580,7 @@ class GitSync:
         if code != 0:
             message = f"results: {self.experiment} {self.run_id} ({len(files)} files)"
             self._git(["commit", "--quiet", "--no-verify", "-m", message])
-        self._check_committed(files)
+        self._check_committed({keys.get(name, name): size for name, size in files.items()})
 
     def _protect(self) -> None:
         """The repo's .gitattributes may rewrite what is stored (text=auto turns CRLF into LF, an LFS
@@ -498,11 +606,11 @@ class GitSync:
         committed = _blob_sizes(out, self.subdir)
         wrong = [name for name, size in sorted(files.items()) if committed.get(name) != size]
         if wrong:
-            shown = ", ".join(f"results/{name}" for name in wrong[:3]) + (" ..." if len(wrong) > 3 else "")
+            named = ", ".join(f"results/{shown(name)}" for name in wrong[:3]) + (" ..." if len(wrong) > 3 else "")
             raise SyncError(
-                f"git did not store {len(wrong)} result file(s) as they are: {shown}",
-                hint="a folder holding its own .git is stored as a submodule, not as files: move or remove"
-                " it, then run: python -m gpuc.instance_side sync",
+                f"git did not store {len(wrong)} result file(s) as they are: {named}",
+                hint="move or rename them (or set GPUC_RESULTS_BUCKET for them), then run:"
+                " python -m gpuc.instance_side sync",
             )
 
     def _git(self, args: list[str], *, check: bool = True) -> tuple[int, str]:
@@ -524,6 +632,21 @@ class GitSync:
             hint=f"check git_remote and {GIT_TOKEN_ENV} (it needs push rights), then run:"
             " python -m gpuc.instance_side sync",
         )
+
+
+# git refuses a path with a component it could take for its own folder (`.git`, and as NTFS would read
+# it `.git.`, `.git ` or `git~1`, in any case; git 2.39 on Linux). And it stores any byte, but gives its
+# listing back to us as text: an undecodable name could never verify. Both are escaped.
+_GIT_OWN = re.compile(r"(\.git[. ]*|git~1)", re.IGNORECASE)
+
+
+def _git_storable(name: str) -> bool:
+    return _utf8(name) and not any(_GIT_OWN.fullmatch(part) for part in name.split("/"))
+
+
+def _git_escape(name: str) -> str:
+    parts = escape_name(name).split("/")
+    return "/".join(escape_name(p, lambda ch: ch in ".~") if _GIT_OWN.fullmatch(p) else p for p in parts)
 
 
 def _blob_sizes(ls_tree_z: str, subdir: str) -> dict[str, int]:
@@ -559,7 +682,8 @@ class SplitSync:
     def push(self, results_dir: Path) -> Manifest:
         if not results_dir.is_dir():
             return _nothing_to_sync(self.describe(), results_dir)
-        files = local_listing(results_dir)
+        listing = scan_results(results_dir)
+        files = listing.files
         small = {k: v for k, v in files.items() if v < self.limit}
         large = {k: v for k, v in files.items() if v >= self.limit}
         if large and self.bucket is None:
@@ -572,7 +696,8 @@ class SplitSync:
             parts.append(self.git.push_files(results_dir, small))
         if large and self.bucket is not None:
             parts.append(self.bucket.push_files(results_dir, large))
-        return Manifest(self.describe(), files, parts=tuple(parts))
+        keys = {name: key for part in parts for name, key in part.keys.items()}
+        return Manifest(self.describe(), files, parts=tuple(parts), links=listing.links, keys=keys)
 
     def verify(self, manifest: Manifest) -> bool:
         sent = sum(len(p.files) for p in manifest.parts)
@@ -625,6 +750,7 @@ class Unavailable:
 # Where they land at the destination, beside the files of results/ (`gpuc logs` reads them there).
 JOB_LOG_NAME = "logs/job.log"
 OUTCOME_NAME = "logs/outcome.json"
+ENTRIES_NAME = "logs/entries.json"  # the links recorded and the names escaped, when there are any
 _OMITTED = "\n[gpuc: {n} bytes of the log omitted here to fit the destination]\n"
 
 
@@ -647,36 +773,55 @@ class JobLogSync:
 
     def push(self, results_dir: Path) -> Manifest:
         results = self.inner.push(results_dir)
-        stage = self._stage(results_dir)
+        stage = self._stage(results_dir, results)
         if stage is None:
             return results
         logs = self.inner.push(stage)
         parts = (results, logs)
-        note = f"{results.summary()}; job log and outcome beside them" if logs.files else None
-        return Manifest(results.destination, dict(results.files), note=note, parts=parts)
+        beside = "job log and outcome" if {JOB_LOG_NAME, OUTCOME_NAME} & set(logs.files) else ENTRIES_NAME
+        note = f"{results.summary()}; {beside} beside them" if logs.files else None
+        return Manifest(
+            results.destination, dict(results.files), note=note, parts=parts, links=results.links, keys=results.keys
+        )
 
     def verify(self, manifest: Manifest) -> bool:
         if len(manifest.parts) != 2:
             return self.inner.verify(manifest)
         return all(self.inner.verify(part) for part in manifest.parts)
 
-    def _stage(self, results_dir: Path) -> Path | None:
+    def _stage(self, results_dir: Path, results: Manifest) -> Path | None:
         stage = self.paths.log_stage
         shutil.rmtree(stage, ignore_errors=True)
         sources = {JOB_LOG_NAME: self.paths.job_log, OUTCOME_NAME: self.paths.outcome}
         wanted = {name: src for name, src in sources.items() if src.is_file() and not (results_dir / name).exists()}
-        if not wanted:
+        entries = entries_record(results) if not (results_dir / ENTRIES_NAME).exists() else None
+        if not wanted and entries is None:
             return None
         try:
             for name, src in wanted.items():
                 target = stage / name
                 target.parent.mkdir(parents=True, exist_ok=True)
                 snapshot(src, target, self.log_limit if name == JOB_LOG_NAME else None)
+            if entries is not None:
+                (stage / ENTRIES_NAME).parent.mkdir(parents=True, exist_ok=True)
+                (stage / ENTRIES_NAME).write_text(entries, encoding="utf-8")
         except OSError as exc:
             raise SyncError(
                 f"cannot stage the job's log for the sync: {exc.strerror or exc}", hint="free space on /workspace"
             ) from None
         return stage
+
+
+def entries_record(manifest: Manifest) -> str | None:
+    """What `logs/entries.json` says: each link recorded (it held no data) with its target, and each name
+    stored under an escaped key (the key percent-unescapes to the original bytes). None: nothing to say."""
+    if not manifest.links and not manifest.keys:
+        return None
+    record = {
+        "links": {shown(name): shown(target) for name, target in sorted(manifest.links.items())},
+        "escaped": {key: shown(name) for name, key in sorted(manifest.keys.items())},
+    }
+    return json.dumps(record, indent=1, sort_keys=True) + "\n"
 
 
 def snapshot(src: Path, dst: Path, limit: int | None) -> None:

@@ -50,6 +50,7 @@ from gpuc.instance_side.heartbeat import HttpResult, TransportError
 from gpuc.instance_side.podfiles import PodPaths
 from gpuc.instance_side.procs import SshSession
 from gpuc.instance_side.sync import FileBucketSync, listing_matches, local_listing
+from gpuc.testkit.drill_idle import IDLE_ROWS
 from gpuc.testkit.fakes import FakeProvider
 from gpuc.testkit.podfakes import (
     FakeDestroyer,
@@ -890,24 +891,6 @@ def _job_end_row(stage: Stage, pod: DrillPod, row: str, failure: str, caught_by:
     return result
 
 
-def f3h_job_hangs(stage: Stage) -> RowResult:
-    """The same job hangs (a dead socket): no CPU, no I/O. Hung is idle: destroyed within the window."""
-    pod = stage.launch("f3h-pod")
-    pod.job.start(worker="curl", cpu_per_s=0.03, io_per_s=40e6)
-    stage.run(30 * MIN)
-    hung_at = stage.now
-    pod.job.hang()
-    # The first check after the hang still sees the growth before it: one check more than F3.
-    check = stage.settings.idle_check_interval_s
-    failure = "job under the wrapper hangs (no CPU, no I/O)"
-    row = _idle_row(stage, pod, "F3h", failure, hung_at, check, "20 min + the hang's check")
-    if stage.reaper_destroys[pod.pod_id] and row.bound_min is not None:
-        # A fault refused the idle self-destroy: the pod reported its end, the reaper destroys it (F9).
-        row.bound_min += stage.passes_bound_min(stage.settings.silence_limit_s, hung_at)
-        row.bound_text += f", then as F9{stage.bound_note(hung_at)}"
-    return row
-
-
 def f9n_pod_key_hears_not_found(stage: Stage) -> RowResult:
     """F9 in disguise: the pod-scoped key's terminate answers "pod not found to terminate" while the pod
     lives on. The real RunPod self-destroyer, through the RunPod emulator with the pod's own key, must not
@@ -1176,7 +1159,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     f13_notifier_down,
     f14_reaper_stopped,
     f3j_job_works_without_gpu,
-    f3h_job_hangs,
+    *IDLE_ROWS,  # F3h F3hs F3hn F3b: the idle rule on real processes
     f5c_clock_ahead,
     f9n_pod_key_hears_not_found,
     f11s_store_lost,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,8 +23,10 @@ from gpuc.instance_side.procs import (
     JobScanError,
     JobTree,
     JobTreeProbe,
-    PythonProc,
+    ProcCounters,
+    ProcTable,
     SshSession,
+    UserProc,
     job_stamp,
 )
 from gpuc.instance_side.sync import Manifest, ResultsSync
@@ -46,13 +48,29 @@ class FakeGpu:
 
 @dataclass
 class FakeProcs:
-    pids: list[int] = field(default_factory=list)
-    error: Exception | None = None
+    """The user's processes outside the job: each pid in `pids` works (a python whose CPU time grows by a
+    second at every sample, far above the floor), each in `hung` sits at zero; `error` fails the scan.
+    (The real ProcScanner reads a FakeProcTree in tests/instance_side/test_pod_procs.py, and the real
+    /proc in the drill's hung-job rows.)"""
 
-    def python_procs(self) -> list[PythonProc]:
+    pids: list[int] = field(default_factory=list)
+    hung: list[int] = field(default_factory=list)
+    error: Exception | None = None
+    samples: int = 0
+
+    def sample(self, skip: Collection[int] = ()) -> ProcTable:
         if self.error:
             raise self.error
-        return [PythonProc(pid=p, comm="python3") for p in self.pids]
+        self.samples += 1
+        working = {p: ProcCounters(self.samples * CLK_TCK, 0) for p in self.pids}
+        idle = {p: ProcCounters(0, 0) for p in self.hung}
+        return ProcTable(
+            {
+                (pid, 1000): UserProc(pid, 1, "python3", True, counters)
+                for pid, counters in {**idle, **working}.items()
+                if pid not in skip
+            }
+        )
 
 
 @dataclass
@@ -76,6 +94,7 @@ class _Proc:
     cstime: int = 0
     rchar: int = 0
     wchar: int = 0
+    flags: int = 0x00400100  # PF_RANDOMIZE | PF_FORKNOEXEC: a user process (PF_KTHREAD 0x00200000 off)
     io: bool = True  # False: /proc/<pid>/io unreadable (another user's process, no ptrace right)
 
 
@@ -115,7 +134,7 @@ class FakeProcTree:
         self._render(pid)
 
     def set(self, pid: int, **counters: int | str) -> None:
-        """Change a process's counters (utime, stime, cutime, cstime, rchar, wchar) or state."""
+        """Change a process's counters (utime, stime, cutime, cstime, rchar, wchar), state or flags."""
         proc = self._procs[pid]
         for name, value in counters.items():
             if not hasattr(proc, name) or name in ("pid", "comm"):
@@ -137,7 +156,7 @@ class FakeProcTree:
         # Fields 1-24 of proc(5), the rest zero: pid (comm) state ppid pgrp session tty_nr tpgid flags
         # minflt cminflt majflt cmajflt utime stime cutime cstime priority nice num_threads itrealvalue
         # starttime vsize rss ...
-        fields = [p.state, p.ppid, p.pid, p.pid, 0, -1, 4194304, 100, 0, 0, 0]
+        fields = [p.state, p.ppid, p.pid, p.pid, 0, -1, p.flags, 100, 0, 0, 0]
         fields += [p.utime, p.stime, p.cutime, p.cstime, 20, 0, 1, 0, p.start, 10_000_000, 500]
         fields += [0] * 28
         (d / "stat").write_text(f"{p.pid} ({p.comm}) " + " ".join(str(f) for f in fields) + "\n")

@@ -24,7 +24,8 @@ from gpuc.testkit.drill import (
     run_drill,
 )
 
-ROWS = [f"F{i}" for i in range(1, 15)] + ["F3j", "F3h", "F5c", "F9n"] + ["F11s", "F5r", "F12b", "F5g"]
+ROWS = [f"F{i}" for i in range(1, 15)] + ["F3j", "F3h", "F3hs", "F3hn", "F3b", "F5c", "F9n"]
+ROWS += ["F11s", "F5r", "F12b", "F5g"]
 ROWS += ["F15", "F15v", "F15h"]
 ROWS += ["F11u", "F18"]
 

@@ -28,7 +28,7 @@ from gpuc.instance_side.agent import Agent, Probes
 from gpuc.instance_side.context import PodContext, load_context
 from gpuc.instance_side.ending import Ender
 from gpuc.instance_side.heartbeat import HttpResult, TransportError
-from gpuc.instance_side.idle import job_activity
+from gpuc.instance_side.idle import Thresholds, job_activity
 from gpuc.instance_side.podfiles import PodPaths
 from gpuc.instance_side.procs import JobTree, JobTreeProbe
 from gpuc.testkit.podfakes import (
@@ -67,6 +67,7 @@ def reply_json(handler: BaseHTTPRequestHandler, status: int, payload: bytes) -> 
     handler.end_headers()
     handler.wfile.write(payload)
 MINUTE = 60.0
+ANY_GROWTH = Thresholds(5.0, 900.0, 1200.0, 600.0, 60.0)  # floors at zero: any CPU or I/O growth is progress
 
 
 class ContractViolation(BaseException):
@@ -239,7 +240,7 @@ def settled(probe: JobTreeProbe, quiet_s: float = 0.3, tries: int = 50) -> JobTr
         time.sleep(quiet_s)
         later = probe.sample()
         assert later is not None, "the job ended"
-        if not job_activity(tree, later).progressing:
+        if not job_activity(tree, later).progressing(ANY_GROWTH):
             return later
         tree = later
     raise AssertionError(f"the job kept growing for {tries * quiet_s:.0f} s")

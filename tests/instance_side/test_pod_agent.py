@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import signal
 import subprocess
@@ -12,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from podfakes import MINUTE, POD_ID, FakeGpu, Pod, settled, wire
+from podfakes import MINUTE, POD_ID, FakeGpu, FakeProcTree, Pod, settled, wire
 
 from gpuc.core.clock import FakeClock
 from gpuc.instance_side.agent import Agent
 from gpuc.instance_side.gpu import GpuSample
 from gpuc.instance_side.podfiles import mark_ended
-from gpuc.instance_side.procs import JobTreeProbe, SshSession, job_stamp
+from gpuc.instance_side.procs import CLK_TCK, JobTreeProbe, ProcScanner, SshSession, job_stamp
 
 
 @pytest.fixture
@@ -312,13 +313,14 @@ def test_the_idle_window_starts_when_the_job_ends(pod: Pod) -> None:
     assert seen["destroy"] == [30]
 
 
-def wait_for_cpu(probe: JobTreeProbe, since: int, deadline_s: float = 20.0) -> int:
-    """Real time for the real job to be charged at least one more clock tick; the total when it was."""
+def wait_for_cpu(probe: JobTreeProbe, since: int, above: int, deadline_s: float = 20.0) -> int:
+    """Real time for the real job to be charged more than `above` clock ticks since `since` (the CPU floor:
+    a check sees progress); the total when it was."""
     deadline = time.monotonic() + deadline_s
     while True:
         tree = probe.sample()
         total = sum(c.cpu_ticks for c in tree.procs.values()) if tree else 0
-        if total > since or time.monotonic() > deadline:
+        if total > since + above or time.monotonic() > deadline:
             return total
         time.sleep(0.01)
 
@@ -348,9 +350,9 @@ def test_a_real_spinning_shell_job_keeps_the_pod_through_the_idle_window(
     real_job("sh -c 'while :; do :; done'; :")  # the work is in a child of the job's shell
     probe = JobTreeProbe(pod.paths.job)
     agent = pod.agent()
-    cpu = 0
+    cpu, floor = 0, math.ceil(pod.ctx.cfg.idle_cpu_floor_s * CLK_TCK)
     for _minute in range(25):
-        cpu = wait_for_cpu(probe, since=cpu)  # the virtual minute holds real CPU work
+        cpu = wait_for_cpu(probe, since=cpu, above=floor)  # the virtual minute holds real CPU work
         agent.tick(pod.clock.now())
         pod.clock.advance(MINUTE)
     assert "destroy" not in pod.calls and "notify:idle_warning" not in pod.calls
@@ -367,3 +369,60 @@ def test_a_real_sleeping_job_is_destroyed_after_the_window(
     assert seen["notify:idle_warning"] == [16]  # minute 0 is the first sight: busy once
     assert seen["destroy"] == [21]
     assert all(hb.job_running for hb in pod.functions.heartbeats)
+
+
+# -- the user's other processes: progress, not names ----------------------------------------------------
+def scan_fake_proc(pod: Pod) -> FakeProcTree:
+    """The pod's fake /proc (the one its job lives in), read by the real ProcScanner, with what a rented
+    pod's image runs beside the user: init, sshd, nginx, jupyter, `sleep infinity`."""
+    tree = pod.job.tree
+    tree.add(1, "bash", ["/bin/bash", "/start.sh"], ppid=0)
+    tree.add(7, "sshd", ["sshd: /usr/sbin/sshd -D [listener] 0 of 10-100 startups"])
+    tree.add(8, "nginx", ["nginx: master process /usr/sbin/nginx"])
+    tree.add(9, "jupyter-lab", ["/usr/bin/python3", "/usr/local/bin/jupyter-lab", "--allow-root"])
+    tree.add(10, "sleep", ["sleep", "infinity"])
+    for pid in (7, 8, 9):
+        tree.set(pid, utime=500, rchar=10**6)  # they did work once; infrastructure is never the user's job
+    pod.procs = ProcScanner(tree.root)  # type: ignore[assignment]
+    return tree
+
+
+def test_a_hung_python_started_by_hand_is_warned_and_destroyed_within_the_window(pod: Pod) -> None:
+    """The incident: a python that printed a line and blocked for ever sat at zero CPU and I/O for 24 min
+    with a 2-minute idle limit, every check saying `reason=1 python process`."""
+    tree = scan_fake_proc(pod)
+    tree.add(600, "python3", ["python3", "train.py"], ppid=601, start=9000)  # `nohup python train.py &`
+    tree.set(600, utime=340, rchar=2_000_000)  # its start-up and imports, before the first check
+    seen = run(pod, 30)
+    assert seen["notify:idle_warning"] == [16]  # minute 0 is its first sight: busy once
+    assert seen["destroy"] == [21]
+    first = pod.functions.heartbeats[0]
+    assert first.python_procs == 1
+    assert first.busy_reason == "pid 600 python3 just seen: counted as busy until the next check"
+    assert pod.functions.heartbeats[1].busy_reason is None
+
+
+def test_a_non_python_process_started_by_hand_and_working_keeps_the_pod(pod: Pod) -> None:
+    """`nohup ./train &` over ssh, GPU idle between phases: its CPU time grows, so the pod is busy."""
+    tree = scan_fake_proc(pod)
+    tree.add(700, "train", ["./train"], ppid=1, start=9100)
+
+    def computes(minute: int) -> None:
+        tree.set(700, utime=minute * 30 * CLK_TCK)  # half a core
+
+    seen = run(pod, 60, computes)
+    assert "destroy" not in seen and "notify:idle_warning" not in seen
+    reason = pod.functions.heartbeats[-1].busy_reason
+    assert reason is not None and reason.startswith("pid 700 train making progress (cpu +30.00s")
+
+
+def test_a_daemon_ticking_under_the_floor_does_not_keep_the_pod(pod: Pod) -> None:
+    """A user's own background helper that wakes once a second (0.01 s of CPU a minute, a few bytes)."""
+    tree = scan_fake_proc(pod)
+    tree.add(800, "node", ["node", "watcher.js"], ppid=1, start=9200)
+
+    def heartbeat(minute: int) -> None:
+        tree.set(800, utime=minute, wchar=minute * 200)
+
+    seen = run(pod, 30, heartbeat)
+    assert seen["notify:idle_warning"] == [16] and seen["destroy"] == [21]

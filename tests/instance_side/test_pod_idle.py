@@ -5,18 +5,21 @@ import pytest
 from gpuc.instance_side.gpu import GpuSample
 from gpuc.instance_side.idle import (
     IdleState,
-    JobActivity,
     Observation,
     Thresholds,
+    TreeActivity,
     Verdict,
     advance,
     job_activity,
     judge,
+    procs_activity,
     suspension,
 )
-from gpuc.instance_side.procs import JobTree, ProcCounters, PythonProc, SshSession
+from gpuc.instance_side.procs import CLK_TCK, JobTree, ProcCounters, ProcTable, SshSession, UserProc
 
 TH = Thresholds(gpu_pct=5.0, warn_s=900.0, destroy_s=1200.0, ssh_window_s=600.0, check_interval_s=60.0)
+# The product's floors (core.settings): 0.1 CPU-second and 16 KiB per check.
+FLOORS = Thresholds(5.0, 900.0, 1200.0, 600.0, 60.0, cpu_floor_s=0.1, io_floor_bytes=16 * 1024)
 NOW = 1_790_000_000.0
 IDLE = Verdict(idle=True, reason=None, active_ssh=0)
 BUSY = Verdict(idle=False, reason="GPU 0 at 90%", active_ssh=0)
@@ -38,12 +41,15 @@ def test_it_is_idle_when_every_gpu_is_quiet_and_nothing_runs() -> None:
         (Observation(gpu_error="NVML init failed: Unknown Error"), "GPU reading failed"),
         (Observation(gpus=(gpu(0.0, error="GPU is lost"),)), "GPU 0 error"),
         (Observation(gpus=(gpu(None),)), "GPU 0 utilisation unknown"),
-        (Observation(python=(PythonProc(41, "python3"),)), "1 python process (pid 41 python3)"),
+        (Observation(procs=(TreeActivity(41, False, cpu_ticks=3, comm="train"),)), "pid 41 train making progress"),
+        (Observation(procs=(TreeActivity(41, True, comm="curl"),)), "pid 41 curl just seen: counted as busy"),
+        (Observation(procs=(TreeActivity(41, False, unreadable=True, comm="x"),)), "pid 41 x: its I/O counters"),
         (Observation(ssh=(SshSession("pts/0", NOW - 30),)), "ssh pts/0 active"),
         (Observation(probe_error="PermissionError"), "process scan failed"),
-        (Observation(job=JobActivity(pid=7, first=False, cpu_ticks=3)), "job pid 7 making progress (cpu +0.03s"),
-        (Observation(job=JobActivity(pid=7, first=False, io_bytes=10)), "job pid 7 making progress (cpu +0.00s, io"),
-        (Observation(job=JobActivity(pid=7, first=True)), "job pid 7 just seen: counted as busy"),
+        (Observation(job=TreeActivity(pid=7, first=False, cpu_ticks=3)), "job pid 7 making progress (cpu +0.03s"),
+        (Observation(job=TreeActivity(pid=7, first=False, io_bytes=10)), "job pid 7 making progress (cpu +0.00s, io"),
+        (Observation(job=TreeActivity(pid=7, first=True)), "job pid 7 just seen: counted as busy"),
+        (Observation(job=TreeActivity(pid=7, first=False, unreadable=True)), "job pid 7: its I/O counters cannot"),
         (Observation(job_error="cannot list /proc"), "job scan failed (cannot list /proc): counted as busy"),
     ],
 )
@@ -116,7 +122,7 @@ def tree(pid: int, **procs: tuple[int, int | None]) -> JobTree:
 def test_a_job_tree_that_did_not_grow_is_idle_on_the_job_count() -> None:
     before = tree(7, p7=(0, 0), p8=(120, 4096))
     activity = job_activity(before, tree(7, p7=(0, 0), p8=(120, 4096)))
-    assert not activity.progressing
+    assert not activity.progressing(TH)
     assert judge(Observation(job=activity), NOW, TH).idle  # a hung job: the idle window runs
 
 
@@ -125,7 +131,7 @@ def test_growth_anywhere_in_the_tree_is_progress_cpu_or_io() -> None:
     assert job_activity(before, tree(7, p7=(0, 0), p8=(121, 4096))).cpu_ticks == 1
     assert job_activity(before, tree(7, p7=(0, 0), p8=(120, 5000))).io_bytes == 904
     born = job_activity(before, tree(7, p7=(0, 0), p8=(120, 4096), p9=(2, 0)))
-    assert born.progressing and born.cpu_ticks == 2  # a child started and worked between two checks
+    assert born.progressing(TH) and born.cpu_ticks == 2  # a child started and worked between two checks
 
 
 def test_a_child_that_ended_never_makes_progress_look_negative() -> None:
@@ -135,16 +141,93 @@ def test_a_child_that_ended_never_makes_progress_look_negative() -> None:
     # Gone without landing in the tree (re-parented to init): no negative growth that could cancel out
     # another process's real work.
     orphaned = job_activity(before, tree(7, p7=(1, 0)))
-    assert orphaned.cpu_ticks == 1 and orphaned.progressing
+    assert orphaned.cpu_ticks == 1 and orphaned.progressing(TH)
 
 
-def test_unreadable_io_compares_cpu_alone() -> None:
+def test_unreadable_io_is_uncertain_hence_busy() -> None:
+    """A download costs little CPU: with its I/O unreadable, a quiet CPU proves nothing."""
     before = tree(7, p7=(10, None))
-    assert not job_activity(before, tree(7, p7=(10, 123))).progressing  # io became readable: no baseline
-    assert not job_activity(tree(7, p7=(10, 50)), tree(7, p7=(10, None))).progressing
-    assert job_activity(before, tree(7, p7=(11, None))).progressing
+    assert job_activity(before, tree(7, p7=(10, None))).progressing(FLOORS)
+    assert job_activity(before, tree(7, p7=(10, 123))).progressing(FLOORS)  # readable now: no baseline yet
+    assert job_activity(tree(7, p7=(10, 50)), tree(7, p7=(10, None))).progressing(FLOORS)
+    assert not job_activity(tree(7, p7=(10, 50)), tree(7, p7=(10, 50))).progressing(FLOORS)
 
 
-def test_a_new_job_or_a_first_sight_counts_as_busy_once() -> None:
+def test_a_new_job_a_reused_pid_or_a_first_sight_counts_as_busy_once() -> None:
     assert job_activity(None, tree(7, p7=(0, 0))).first
     assert job_activity(tree(7, p7=(5, 0)), tree(9, p9=(5, 0))).first
+    restarted = JobTree(7, {(7, 999): ProcCounters(0, 0)})  # same pid, another start time
+    assert job_activity(tree(7, p7=(5, 0)), restarted).first
+
+
+# -- the floors: a heartbeat is not progress -----------------------------------------------------------
+@pytest.mark.parametrize(
+    ("cpu_ticks", "io_bytes", "progress"),
+    [
+        (0, 0, False),  # blocked on a lock, in input(), a dead data loader
+        (1, 0, False),  # an event loop waking once a second (measured: 0.01 s a minute)
+        (round(0.1 * CLK_TCK), 16 * 1024, False),  # at the floors: still a heartbeat
+        (round(0.1 * CLK_TCK) + 1, 0, True),  # just above the CPU floor
+        (0, 16 * 1024 + 1, True),  # a slow download (measured at 1 KiB/s: 64 KiB a minute)
+        (19 * CLK_TCK, 0, True),  # a busy loop on a loaded machine (measured: 19.7 s a minute)
+    ],
+)
+def test_growth_at_or_under_the_floors_is_no_progress(cpu_ticks: int, io_bytes: int, progress: bool) -> None:
+    job = TreeActivity(7, False, cpu_ticks, io_bytes)
+    other = TreeActivity(41, False, cpu_ticks, io_bytes, comm="python3")
+    assert job.progressing(FLOORS) is progress
+    assert judge(Observation(job=job), NOW, FLOORS).idle is not progress
+    assert judge(Observation(procs=(other,)), NOW, FLOORS).idle is not progress
+
+
+# -- the user's other processes, as trees ------------------------------------------------------------
+def table(*procs: tuple[int, int, int, int | None], start: int = 100, unreadable: tuple[int, ...] = ()) -> ProcTable:
+    """procs: (pid, ppid, cpu ticks, io bytes)."""
+    return ProcTable(
+        {(pid, start): UserProc(pid, ppid, f"p{pid}", False, ProcCounters(cpu, io)) for pid, ppid, cpu, io in procs},
+        unreadable,
+    )
+
+
+def test_a_hung_python_outside_the_wrapper_does_not_keep_the_pod_busy() -> None:
+    """The incident: a python blocked for ever sat at zero, and the pod stayed busy for it by name."""
+    before = table((40, 1, 250, 9000))
+    [hung] = procs_activity(before, table((40, 1, 250, 9000)))
+    assert not hung.progressing(FLOORS) and judge(Observation(procs=(hung,)), NOW, FLOORS).idle
+
+
+def test_a_tree_adds_up_its_members_and_a_child_born_since_counts_in_full() -> None:
+    before = table((40, 1, 0, 0), (41, 40, 5, 0))
+    [busy] = procs_activity(before, table((40, 1, 4, 0), (41, 40, 11, 8000), (42, 41, 3, 9000)))
+    assert (busy.pid, busy.procs, busy.cpu_ticks, busy.io_bytes) == (40, 3, 13, 17000)
+    assert busy.progressing(FLOORS)  # no one member above a floor, the tree is
+
+
+def test_a_new_tree_is_just_seen_and_busy_until_the_next_check() -> None:
+    before = table((40, 1, 0, 0))
+    trees = procs_activity(before, table((40, 1, 0, 0), (50, 1, 0, 10)))
+    by_pid = {t.pid: t for t in trees}
+    assert by_pid[50].first and by_pid[50].progressing(FLOORS) and not by_pid[40].progressing(FLOORS)
+    assert all(t.first for t in procs_activity(None, before))  # the agent's first check
+    # The next check judges it on its growth since.
+    later = procs_activity(table((40, 1, 0, 0), (50, 1, 0, 10)), table((40, 1, 0, 0), (50, 1, 0, 10)))
+    assert not any(t.progressing(FLOORS) for t in later)
+
+
+def test_a_reused_pid_is_a_new_process() -> None:
+    [tree_] = procs_activity(table((40, 1, 500, 0)), table((40, 1, 0, 0), start=999))
+    assert tree_.first
+
+
+def test_a_process_whose_stat_or_io_cannot_be_read_is_busy() -> None:
+    before = table((40, 1, 0, None))
+    trees = procs_activity(before, table((40, 1, 0, None), unreadable=(77,)))
+    assert [(t.pid, t.unreadable) for t in trees] == [(40, True), (77, True)]
+    assert not judge(Observation(procs=trees), NOW, FLOORS).idle
+
+
+def test_a_ppid_cycle_still_counts_every_process() -> None:
+    """No such thing on Linux; a garbled reading must not make a process vanish from the count."""
+    cycle = table((40, 41, 0, 0), (41, 40, 0, 0))
+    trees = procs_activity(cycle, table((40, 41, 0, 0), (41, 40, 900, 0)))
+    assert sum(t.procs for t in trees) == 2 and any(t.progressing(FLOORS) for t in trees)

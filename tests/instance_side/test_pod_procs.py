@@ -1,4 +1,4 @@
-"""Python processes, ssh sessions and the job's process tree, from a fake /proc tree and from the real one."""
+"""The user's processes, ssh sessions and the job's process tree, from a fake /proc tree and from the real one."""
 
 from __future__ import annotations
 
@@ -11,17 +11,20 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from podfakes import settled
+from podfakes import ANY_GROWTH, settled
 
-from gpuc.instance_side.idle import job_activity
+from gpuc.instance_side import procs as procs_module
+from gpuc.instance_side.idle import Thresholds, job_activity, procs_activity
+from gpuc.instance_side.podfiles import AgentConfig
 from gpuc.instance_side.procs import (
     JobScanError,
     JobTreeProbe,
     ProcCounters,
+    ProcScanError,
     ProcScanner,
-    PythonProc,
     SimSshProbe,
     SshScanner,
     SshSession,
@@ -36,36 +39,80 @@ def proc(tmp_path: Path) -> FakeProcTree:
     return FakeProcTree(tmp_path / "proc")
 
 
-def pids(scanner: ProcScanner) -> list[int]:
-    return [p.pid for p in scanner.python_procs()]
+def pids(scanner: ProcScanner, skip: tuple[int, ...] = ()) -> list[int]:
+    return sorted(p.pid for p in scanner.sample(skip).procs.values())
 
 
-def test_it_finds_python_however_it_was_started(proc: FakeProcTree) -> None:
+def test_every_user_process_counts_python_or_not(proc: FakeProcTree) -> None:
     proc.add(10, "python3", ["/usr/bin/python3", "train.py"])
     proc.add(11, "python3.11", ["/usr/local/bin/python3.11", "/usr/local/bin/torchrun", "x.py"])
     proc.add(12, "pt_main_thread", ["/workspace/.venv/bin/python", "-m", "vllm"])
     proc.add(13, "trainer", ["trainer"], exe="/usr/bin/python3.10")  # renamed via setproctitle
     proc.add(14, "bash", ["-bash"], exe="/usr/bin/bash")
-    proc.add(15, "kworker/0:1", [])  # kernel thread: no command line
-    assert pids(ProcScanner(proc.root)) == [10, 11, 12, 13]
+    proc.add(15, "train", ["./train", "--steps", "9"], exe="/workspace/train")  # `nohup ./train &` over ssh
+    table = ProcScanner(proc.root).sample()
+    assert sorted(p.pid for p in table.procs.values()) == [10, 11, 12, 13, 14, 15]
+    assert sorted(p.pid for p in table.procs.values() if p.python) == [10, 11, 12, 13]
 
 
-def test_it_skips_gpucs_own_processes_and_zombies(proc: FakeProcTree) -> None:
+def test_it_leaves_out_the_kernel_pid_1_gpucs_own_and_zombies(proc: FakeProcTree) -> None:
+    proc.add(1, "bash", ["/bin/bash", "/start.sh"])  # the container's init
+    proc.add(2, "kthreadd", [])
+    proc.set(2, flags=0x00208040)  # PF_KTHREAD: a kernel thread (visible outside a container)
     proc.add(20, "python3", ["python3", "-m", "gpuc.instance_side", "agent"])
     proc.add(21, "python3", ["python3", "-m", "gpuc.instance_side", "run", "--", "python", "t.py"])
     proc.add(22, "python3", ["python3", "t.py"], state="Z")
     proc.add(23, "python3", ["python3", "t.py"], ppid=21)
     assert pids(ProcScanner(proc.root)) == [23]
+    assert pids(ProcScanner(proc.root), skip=(23,)) == []  # the job's tree: judged on its own
+
+
+@pytest.mark.parametrize(
+    ("comm", "argv"),
+    [
+        ("sleep", ["sleep", "infinity"]),
+        ("tail", ["tail", "-f", "/dev/null"]),
+        ("nginx", ["nginx: worker process"]),
+        ("sshd", ["sshd: root@pts/0"]),
+        ("sshd-session", ["sshd-session: root@notty"]),
+        ("cron", ["/usr/sbin/cron", "-f"]),
+        ("jupyter-lab", ["/usr/bin/python3", "/usr/local/bin/jupyter-lab", "--allow-root"]),
+        ("python3", ["python3", "-m", "jupyterlab", "--port", "8888"]),
+        ("python3", ["/usr/bin/python3", "-X", "utf8", "/usr/bin/supervisord", "-n"]),
+        ("tmux: server", ["tmux", "new", "-d"]),
+        ("htop", ["htop"]),
+        ("nvidia-smi", ["nvidia-smi", "-l", "1"]),
+    ],
+)
+def test_the_pod_images_infrastructure_is_not_the_users_work(proc: FakeProcTree, comm: str, argv: list[str]) -> None:
+    proc.add(30, comm, argv)
+    proc.add(31, "python3", ["python3", "-m", "ipykernel_launcher", "-f", "k.json"], ppid=30)  # what it runs for you
+    assert pids(ProcScanner(proc.root)) == [31]
+
+
+def test_what_watch_runs_is_watching_too(proc: FakeProcTree) -> None:
+    """`watch nvidia-smi` left in tmux: a new nvidia-smi every 2 s, each "just seen" by any check that
+    catches one; the pod would stay busy for as long as it is left."""
+    proc.add(60, "tmux: server", ["tmux", "new", "-d"])
+    proc.add(61, "bash", ["-bash"], ppid=60)
+    proc.add(62, "watch", ["watch", "-n", "2", "nvidia-smi"], ppid=61)
+    proc.add(63, "sh", ["sh", "-c", "nvidia-smi"], ppid=62)
+    proc.add(64, "nvidia-smi", ["nvidia-smi"], ppid=63)
+    proc.add(65, "python3", ["python3", "train.py"], ppid=61)  # beside it, in the same shell: the user's
+    assert pids(ProcScanner(proc.root)) == [61, 65]
 
 
 def test_it_reports_the_kernel_name_never_the_argv(proc: FakeProcTree) -> None:
     proc.add(30, "python3", ["python3", "train.py", "--hf-token", "hf_secretsecret"])
-    assert ProcScanner(proc.root).python_procs() == [PythonProc(pid=30, comm="python3")]
+    [found] = ProcScanner(proc.root).sample().procs.values()
+    assert (found.pid, found.comm) == (30, "python3") and "hf_" not in repr(found)
 
 
 def test_a_name_with_spaces_and_parentheses_parses(proc: FakeProcTree) -> None:
     proc.add(31, "python3 (x) y", ["python3"])
-    assert pids(ProcScanner(proc.root)) == [31]
+    proc.set(31, utime=7, wchar=5)
+    [found] = ProcScanner(proc.root).sample().procs.values()
+    assert found.comm == "python3 (x) y" and found.counters == ProcCounters(7, 5)
 
 
 def test_in_a_sandbox_only_this_pods_processes_count(proc: FakeProcTree) -> None:
@@ -73,7 +120,36 @@ def test_in_a_sandbox_only_this_pods_processes_count(proc: FakeProcTree) -> None
     proc.add(41, "python3", ["python3", "b.py"], environ={"GPUC_POD_ID": "lp-other"})
     proc.add(42, "python3", ["python3", "pytest"], environ={"HOME": "/home/me"})
     proc.add(43, "python3", ["python3", "c.py"], environ={"GPUC_POD_ID": "lp-mine-too"})
-    assert pids(ProcScanner(proc.root, only_pod="lp-mine")) == [40]
+    proc.add(44, "sh", ["sh", "-c", "read x"], environ={"GPUC_POD_ID": "lp-mine"})
+    assert pids(ProcScanner(proc.root, only_pod="lp-mine")) == [40, 44]
+
+
+def test_a_process_it_may_not_read_is_uncertain_only_when_it_could_be_the_users(
+    proc: FakeProcTree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """hidepid, or another user's process: the kernel's refusal played back (root reads every stat)."""
+    proc.add(50, "python3", ["python3", "t.py"])
+    proc.add(51, "curl", ["curl", "-O", "x"], io=False)  # /proc/51/io needs ptrace rights
+    denied = f"{proc.root}/50/stat"
+
+    def open_(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if str(path) == denied:
+            raise PermissionError(13, "Permission denied", str(path))
+        return open(path, *args, **kwargs)
+
+    monkeypatch.setattr(procs_module, "open", open_, raising=False)
+    table = ProcScanner(proc.root).sample()
+    assert table.unreadable == (50,) and [p.counters.io_bytes for p in table.procs.values()] == [None]
+    [unreadable_io, unreadable_stat] = procs_activity(table, table)
+    th = Thresholds(5.0, 900.0, 1200.0, 600.0, 60.0, cpu_floor_s=0.1, io_floor_bytes=16384)
+    assert unreadable_io.progressing(th) and unreadable_stat.progressing(th)
+    # A sandbox counts only what it can prove is its own pod's.
+    assert ProcScanner(proc.root, only_pod="lp-x").sample().unreadable == ()
+
+
+def test_a_proc_it_cannot_list_is_a_failed_scan(tmp_path: Path) -> None:
+    with pytest.raises(ProcScanError, match="cannot list"):
+        ProcScanner(tmp_path / "no-proc").sample()
 
 
 @pytest.fixture
@@ -98,6 +174,8 @@ def test_it_reads_the_real_proc(
     while pids(scanner) != [mine.pid] and time.monotonic() < deadline:
         time.sleep(0.02)  # until the child has exec'd python
     assert pids(scanner) == [mine.pid]
+    [found] = scanner.sample().procs.values()
+    assert found.python and found.counters.io_bytes is not None and found.counters.cpu_ticks >= 0
 
 
 def test_ssh_sessions_are_the_terminals_of_sshd_and_its_shells(proc: FakeProcTree, tmp_path: Path) -> None:
@@ -187,7 +265,7 @@ def test_an_unreadable_proc_or_job_stat_is_a_failed_scan_never_no_job(proc: Fake
         JobTreeProbe(job_file, proc.root).sample()
 
 
-def test_unreadable_io_leaves_cpu_alone_to_count(proc: FakeProcTree, tmp_path: Path) -> None:
+def test_unreadable_io_is_read_as_unknown_never_as_zero(proc: FakeProcTree, tmp_path: Path) -> None:
     proc.add(200, "curl", ["curl"], start=5, io=False)
     proc.set(200, utime=3)
     job_file = tmp_path / "job.pid"
@@ -237,13 +315,53 @@ def test_a_real_shell_pipeline_grows_and_a_real_sleep_does_not(tmp_path: Path) -
             if activity.cpu_ticks > 0 or time.monotonic() > deadline:
                 break
             time.sleep(0.02)
-        assert activity.progressing and not activity.first and activity.cpu_ticks > 0
+        assert activity.progressing(ANY_GROWTH) and not activity.first and activity.cpu_ticks > 0
         assert len(later.procs) >= 2  # the job and its descendants, from the real ppid links
         time.sleep(0.1)
         still = asleep_probe.sample()
         assert still is not None
         quiet = job_activity(first_asleep, still)
-        assert not quiet.progressing and (quiet.cpu_ticks, quiet.io_bytes) == (0, 0)
+        assert not quiet.progressing(ANY_GROWTH) and (quiet.cpu_ticks, quiet.io_bytes) == (0, 0)
     finally:
         stop_job(busy)
         stop_job(asleep)
+
+
+HUNG_JOBS = {
+    "lock": [sys.executable, "-c", "import threading\nprint('ready', flush=True)\nthreading.Lock().acquire()\n"
+             "lock = threading.Lock()\nlock.acquire()\nlock.acquire()"],
+    "input": [sys.executable, "-c", "print('ready', flush=True)\ninput()"],
+    "shell": ["sh", "-c", "echo ready; read x"],
+}
+
+
+def test_on_the_real_proc_a_blocked_job_makes_no_progress_and_a_busy_loop_does() -> None:
+    """The product's floors on real processes: blocked in a lock, in input(), in a shell's read (stdin held
+    open) -- and a busy loop beside them."""
+    env = {**os.environ, "GPUC_POD_ID": "lp-real-hang-test"}
+    argvs = [*HUNG_JOBS.values(), [sys.executable, "-c", "print('ready', flush=True)\nwhile True: pass"]]
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        for argv in argvs:
+            procs.append(subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env))
+        for proc in procs:
+            assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"  # past start-up
+        *hung, busy = procs
+        scanner = ProcScanner(only_pod="lp-real-hang-test")
+        cfg = AgentConfig(pod_id="p", provider="runpod", experiment="e", run_id="r", functions_url="x")
+        th = Thresholds.from_config(cfg)
+        first = scanner.sample()
+        assert {p.pid for p in procs} <= {key[0] for key in first.procs}
+        deadline = time.monotonic() + 30
+        while True:  # until the busy loop has been charged more than the floor, however loaded the machine
+            later = scanner.sample()
+            trees = {t.pid: t for t in procs_activity(first, later)}
+            if trees[busy.pid].progressing(th) or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert trees[busy.pid].progressing(th)
+        assert [trees[p.pid].progressing(th) for p in hung] == [False, False, False]
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.communicate()  # reaps it and closes its pipes

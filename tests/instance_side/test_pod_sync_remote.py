@@ -76,6 +76,34 @@ def test_s3_verification_catches_a_size_mismatch_and_a_missing_object(s3: Any, r
     assert not sync.verify(manifest)
 
 
+UNDECODABLE = os.fsdecode(b"caf\xe9 100%.txt")  # latin-1, as an old tool writes it: not UTF-8
+
+
+def no_data_entries(results: Path) -> dict[str, str]:
+    """What jobs leave in results/ that holds no data: a `latest` link to a rotated checkpoint, a loop of
+    links, a link back to a folder above. Returns what the manifest must record for them."""
+    (results / "latest").symlink_to("ckpt-0300")
+    (results / "self").symlink_to(results / "self")
+    (results / "ckpt" / "up").symlink_to("..")
+    return {"latest": "ckpt-0300", "self": str(results / "self"), "ckpt/up": ".."}
+
+
+def test_s3_records_links_and_stores_an_undecodable_name_under_an_escaped_key(s3: Any, results: Path) -> None:
+    """The incident: one file name that is not UTF-8 failed the whole sync, and the pod was kept, billing."""
+    links = no_data_entries(results)
+    (results / UNDECODABLE).write_bytes(b"z" * 9)
+    sync = s3_sync()
+    manifest = sync.push(results)
+    assert manifest.links == links
+    assert manifest.keys == {UNDECODABLE: "caf%E9 100%25.txt"}
+    keys = {o["Key"]: o["Size"] for o in s3.list_objects_v2(Bucket="results")["Contents"]}
+    assert keys["runs/exp/run01/caf%E9 100%25.txt"] == 9 and len(keys) == 3
+    assert sync.verify(manifest)
+    assert manifest.summary().endswith("; 3 links recorded, 1 name escaped")
+    s3.delete_object(Bucket="results", Key="runs/exp/run01/caf%E9 100%25.txt")
+    assert not sync.verify(manifest)  # verified under its key: a lost object is still caught
+
+
 def test_s3_keys_come_from_the_pods_secrets(s3: Any) -> None:
     client = s3_sync().client()
     assert client._request_signer._credentials.access_key == "AKIAEXAMPLEKEY000001"
@@ -312,10 +340,33 @@ def test_git_stores_results_byte_for_byte_whatever_the_repos_gitattributes_say(
     assert remote_tree(remote)["results/run01/table.csv"] == 16
 
 
-def test_git_names_results_it_cannot_store_before_pushing(remote: Path, results: Path, tmp_path: Path) -> None:
+def test_git_records_links_and_escapes_the_names_it_cannot_store(remote: Path, results: Path, tmp_path: Path) -> None:
+    links = no_data_entries(results)
+    (results / UNDECODABLE).write_bytes(b"z" * 9)  # git stores bytes, but lists them back to us as text
+    (results / "GIT~1").write_text("an NTFS short name for .git: git refuses it\n")
     nested = results / "vendor" / "lib"
     nested.mkdir(parents=True)
-    git("init", "--quiet", str(nested))  # the job cloned a repo into results/
+    git("init", "--quiet", str(nested))  # the job cloned a repo into results/: its .git is data too
+    (nested / "README").write_text("hi\n")
+    sync = git_sync(remote, tmp_path / "clone")
+    manifest = sync.push(results)
+    assert manifest.links == links
+    assert manifest.keys[UNDECODABLE] == "caf%E9 100%25.txt" and manifest.keys["GIT~1"] == "GIT%7E1"
+    assert manifest.keys["vendor/lib/.git/HEAD"] == "vendor/lib/%2Egit/HEAD"
+    assert sync.verify(manifest)
+    tree = remote_tree(remote)
+    assert tree["results/run01/caf%E9 100%25.txt"] == 9 and tree["results/run01/vendor/lib/README"] == 3
+    assert tree["results/run01/vendor/lib/%2Egit/HEAD"] == (nested / ".git" / "HEAD").stat().st_size
+
+
+def test_git_still_names_results_it_did_not_store(
+    remote: Path, results: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The net under the escaping: were a name to get past it, git's own commit is checked before the push."""
+    monkeypatch.setattr("gpuc.instance_side.sync._git_storable", lambda name: True)
+    nested = results / "vendor" / "lib"
+    nested.mkdir(parents=True)
+    git("init", "--quiet", str(nested))
     (nested / "README").write_text("hi\n")
     sync = git_sync(remote, tmp_path / "clone")
     with pytest.raises(SyncError, match=r"git did not store \d+ result file\(s\) as they are: results/vendor/lib/"):
@@ -334,6 +385,17 @@ def test_git_follows_links_in_results(remote: Path, results: Path, tmp_path: Pat
 
 
 # -- split: small to git, large to the bucket ---------------------------------------------------------
+def test_a_split_push_records_links_and_keeps_each_destinations_keys(
+    remote: Path, results: Path, tmp_path: Path
+) -> None:
+    (results / "latest").symlink_to("ckpt-0300")
+    (results / UNDECODABLE).write_bytes(b"z" * 9)
+    sync = SplitSync(git_sync(remote, tmp_path / "clone"), FileBucketSync(tmp_path / "bucket", "exp", "run01"), 1000)
+    manifest = sync.push(results)
+    assert manifest.links == {"latest": "ckpt-0300"} and manifest.keys == {UNDECODABLE: "caf%E9 100%25.txt"}
+    assert sync.verify(manifest) and manifest.summary().endswith("; 1 link recorded, 1 name escaped")
+
+
 def test_small_files_go_to_git_and_large_ones_to_the_bucket(remote: Path, results: Path, tmp_path: Path) -> None:
     bucket = FileBucketSync(tmp_path / "bucket", "exp", "run01")
     sync = SplitSync(git_sync(remote, tmp_path / "clone"), bucket, limit=1000)
