@@ -52,6 +52,7 @@ class PodConfig(Strict):
     ssh_input_window_s: float = 10 * 60.0
     sync_interval_s: float = 30 * 60.0
     nag_interval_s: float = 60 * 60.0
+    kept_window_s: float = Field(2 * 3600.0, gt=0)  # kept for its results this long, then stopped (F16)
     results_bucket: str | None = None
     s3_endpoint_url: str | None = None
     git_remote: str | None = None
@@ -81,6 +82,7 @@ class PodConfig(Strict):
             nag_interval_s=settings.nag_interval_s,
             deadline_warn_s=settings.deadline_warn_s,
             deadline_lead_s=settings.deadline_lead_s,
+            kept_window_s=settings.kept_window_s,
             results_bucket=settings.results_bucket,
             s3_endpoint_url=settings.s3_endpoint_url,
             git_remote=settings.git_remote,

@@ -113,6 +113,11 @@ class Settings:
     fleet_silence_fraction: float = 0.5
     fleet_silence_min_pods: int = 3
 
+    # kept pods (issue 16 item 4, SPEC F16): a pod whose results sync failed is kept, nagging, for
+    # kept_window_s, then STOPPED (disk kept, GPU billing ends); a stopped kept pod is reminded of daily
+    kept_window_s: float = field(default=2 * 3600.0, metadata={"gt": 0})
+    kept_nag_interval_s: float = field(default=24 * 3600.0, metadata={"gt": 0})
+
     # money
     balance_cap_usd: float = 20.0
     balance_low_usd: float = 5.0

@@ -52,6 +52,7 @@ class StoredPod(PodRecord):
     # When the month's budget pulled its deadline in (functions/budget.py): once per pod and month, so the
     # user's later extension is not undone by the next pass.
     budget_pulled_at: float | None = None
+    kept_until: float | None = None  # kept for its results (kept_at): the pod stops itself by then (F16)
 
     def to_record(self) -> PodRecord:
         return PodRecord.model_validate(self.model_dump(include=set(PodRecord.model_fields)))

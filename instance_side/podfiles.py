@@ -46,6 +46,7 @@ class AgentConfig:
     ssh_input_window_s: float = 10 * 60.0
     sync_interval_s: float = 30 * 60.0
     nag_interval_s: float = 60 * 60.0
+    kept_window_s: float = 2 * 3600.0
     results_bucket: str | None = None
     s3_endpoint_url: str | None = None
     git_remote: str | None = None

@@ -26,6 +26,7 @@ from gpuc.testkit.drill import (
 
 ROWS = [f"F{i}" for i in range(1, 15)] + ["F3j", "F3h", "F5c", "F9n"] + ["F11s", "F5r", "F12b", "F5g"]
 ROWS += ["F15", "F15v", "F15h"]
+ROWS += ["F16", "F16b"]
 
 
 def drill(*args: str) -> tuple[int, str]:

@@ -5,36 +5,17 @@ where the store holds the evidence."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-import boto3
 import pytest
-from moto import mock_aws
 from watchdog_fakes import World, make_world
 
 from gpuc.core import api
 from gpuc.core.clock import FakeClock
-from gpuc.functions.dynamo import DynamoStore, create_table
 from gpuc.functions.store import META_STORE, SqliteStore
 from gpuc.testkit.fakes import FakeProvider, outage
 
 MIN = 60.0
-
-
-@pytest.fixture(params=["sqlite", "dynamodb"])
-def any_world(request: pytest.FixtureRequest, home: Path, clock: FakeClock) -> Iterator[World]:
-    if request.param == "sqlite":
-        world = make_world(home, clock)
-        yield world
-        world.store.close()
-        return
-    with mock_aws():
-        client = boto3.client("dynamodb", region_name="us-east-1")
-        create_table(client, "gpuc-watchdog")
-        world = make_world(home, clock, store=DynamoStore("gpuc-watchdog", client))
-        yield world
-        world.store.close()
 
 
 def reap_until_destroyed(world: World, pod_id: str, within_s: float, provider: FakeProvider | None = None) -> float:
