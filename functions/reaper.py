@@ -750,7 +750,7 @@ def destroy(run: Run, rec: StoredPod, reason: str, expect: Mapping[str, Any] | N
     changes: dict[str, Any] = {"state": "destroying", "destroy_started_at": run.now, "reason": reason}
     if rec.end_at is None:
         changes.update(end_at=run.now, ended_by="reaper")
-    claim = dict(expect) if expect is not None else {"state": rec.state, "last_seq": rec.last_seq}
+    claim: dict[str, Any] = dict(expect) if expect is not None else {"state": rec.state, "last_seq": rec.last_seq}
     # kept_at in the condition: a pod that said "kept for my results" since this pass read it is not destroyed.
     claim["kept_at"] = None
     if not run.deps.store.update_if(rec.pod_id, claim, changes):

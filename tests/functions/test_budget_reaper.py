@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_false_kills import any_world  # noqa: F401
 from watchdog_fakes import World, make_world
 
 from gpuc.core.api import EndRequest
@@ -19,8 +18,8 @@ BUDGET = 10.0  # $; the pods below cost $0.50/h
 
 
 @pytest.fixture
-def world(any_world: World) -> World:  # noqa: F811 (the fixture)
-    """Both stores (test_false_kills' any_world: SQLite, and DynamoDB on moto), with a $10 month."""
+def world(any_world: World) -> World:
+    """Both stores (conftest's any_world: SQLite, and DynamoDB on moto), with a $10 month."""
     any_world.settings = any_world.deps.settings = any_world.settings.with_overrides(monthly_budget=BUDGET)
     return any_world
 

@@ -202,3 +202,14 @@ def test_a_lease_holds_off_the_kept_stop(world: World) -> None:
     assert world.admin("POST", "/v1/pods/p1/keep", api.KeepRequest(until=world.now + 2 * HOUR)).status == 200
     alive_until(world, "p1", HOUR)
     assert "p1" not in world.provider.stopped_at
+
+
+def test_the_deadline_of_a_kept_pod_stops_it_and_never_destroys_it(world: World) -> None:
+    """The real deadline rule (F15) through the gate: ended at its deadline as every pod is, but by a stop."""
+    world.register("p1", deadline_at=world.now + HOUR)
+    world.ping("p1")
+    kept(world)
+    alive_until(world, "p1", HOUR + 2 * world.settings.reaper_period_s)
+    assert world.provider.destroyed == []
+    assert world.provider.pods["p1"].status == "stopped"
+    assert world.provider.stopped_at["p1"] <= world.pod("p1").registered_at + HOUR + world.settings.reaper_period_s

@@ -167,3 +167,17 @@ def pod_ending() -> Any:
     from gpuc.instance_side.ending import Ending
 
     return Ending(kind="job_exit", message="job exited with code 0 after 5s", exit_code=0, duration_s=5.0)
+
+
+def test_a_deadline_end_kept_by_a_failed_sync_is_held_once_and_stopped(tmp_path: Path, clock: FakeClock) -> None:
+    pod = wire(tmp_path / "pod", clock, nag_interval_s=HOUR, kept_window_s=2 * HOUR, deadline_at=clock.now() + HOUR)
+    pod.sync.fail = "disk full"
+    pod.procs.pids = [4242]  # busy: the deadline, not the idle watch, ends it
+    agent = pod.agent()
+    start = clock.now()
+    while not agent.stopped and clock.now() - start < 5 * HOUR:
+        agent.tick(clock.now())
+        clock.advance(MINUTE)
+    assert minutes_of(pod, "sync_failed", start) == [58, 118], "one holder: the kept window's, not the deadline's too"
+    assert minutes_of(pod, "kept_stopped", start) == [178]
+    assert pod.calls.count("stop") == 1 and "destroy" not in pod.calls
