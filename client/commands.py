@@ -13,6 +13,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ls": ("gpuc.client.cmd_pod:ls", "List pods at every configured provider, and the watchdog's health."),
     "keep": ("gpuc.client.cmd_pod:keep", "Suspend a pod's idle destroy for a while (a lease)."),
     "extend": ("gpuc.client.cmd_pod:extend", "Move a pod's deadline (--max-hours) later, within your cap."),
+    "results": ("gpuc.client.cmd_results:results", "Copy a kept or stopped pod's results here, then end it."),
     "logs": ("gpuc.client.cmd_logs:logs", "Show a job's output: from the live pod, or from its results once gone."),
     "ledger": ("gpuc.client.cmd_ledger:ledger", "What was spent: month summary, plot, reconcile."),
     "pick": ("gpuc.client.cmd_pick:pick", "Choose a GPU for a model: fit, bandwidth, price."),

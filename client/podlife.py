@@ -28,6 +28,7 @@ from gpuc.core.settings import Settings, env_file_mode_ok, env_name, read_env_fi
 # the pod models (pydantic, ~60 ms) load inside the functions that reach a pod or build a request.
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
 
     from gpuc.client.provision import Installer
     from gpuc.client.upload import Bundle
@@ -537,8 +538,16 @@ def _look_up(ref: str, deps: Deps) -> tuple[Run, Pod | None, Provider]:
 
 
 # -- down ------------------------------------------------------------------------------------------
-def down(ref: str, deps: Deps, note: str | None = None, force: bool = False, dry_run: bool = False) -> None:
-    """Sync gate → record the end → notify → destroy (never stop) → confirm gone → close the ledger."""
+def down(
+    ref: str,
+    deps: Deps,
+    note: str | None = None,
+    force: bool = False,
+    dry_run: bool = False,
+    copied_to: Path | None = None,
+) -> None:
+    """Sync gate → record the end → notify → destroy (never stop) → confirm gone → close the ledger.
+    `copied_to`: `gpuc results` copied results/ there and verified it, which satisfies the sync gate."""
     run, pod, provider = _look_up(ref, deps)
     if pod is None:
         deps.echo(f"{run.pod_id} is already gone at {run.provider}")
@@ -554,7 +563,10 @@ def down(ref: str, deps: Deps, note: str | None = None, force: bool = False, dry
     if dry_run:
         deps.echo(f"dry run: down {pod.id} would: " + " -> ".join(steps))
         return
-    _sync_gate(provider, pod, deps, force)
+    if copied_to is not None:
+        deps.echo(f"  results/ copied to {copied_to} and verified: nothing is left only on the pod")
+    else:
+        _sync_gate(provider, pod, deps, force)
     end_at = deps.clock.now()
     _record_end(deps, pod.id, end_at, note)
     _notify(deps, f"destroying {pod.name}", f"{pod.id} ({run.experiment}) destroyed by gpuc down")
@@ -576,7 +588,8 @@ def _sync_gate(provider: Provider, pod: Pod, deps: Deps, force: bool) -> None:
             return
         raise SafetyRefusal(
             f"{pod.id} is {pod.status}: its results cannot be synced",
-            hint="results pushed during the run are in your bucket; destroy anyway with --force",
+            hint=f"what was not pushed during the run is only on the pod: `gpuc results {pod.id}` copies "
+            f"results/ here and ends it; `gpuc down {pod.id} --force` destroys them",
         )
     code, out = pod_access(provider, pod, deps.settings).run(["python", "-m", "gpuc.instance_side", "sync"])
     if code == 0:
@@ -588,7 +601,8 @@ def _sync_gate(provider: Provider, pod: Pod, deps: Deps, force: bool) -> None:
     _notify(deps, f"kept alive: sync failed on {pod.name}", f"gpuc down refused to destroy {pod.id}")
     raise SafetyRefusal(
         f"results sync failed on {pod.id}; the pod is kept",
-        hint="fix the sync (gpuc ls, the pod's .gpuc/agent.log) or destroy anyway with --force",
+        hint=f"results are only on the pod: `gpuc results {pod.id}` copies them here and ends it; "
+        f"`gpuc down {pod.id} --force` destroys them",
     )
 
 

@@ -58,6 +58,10 @@ EventKind = Literal[
     "info",
     "deadline_warning",
     "deadline_destroy",
+    # kept for its results (F16): stopping soon, stopped (GPU billing ended, disk kept), could not stop
+    "kept_stopping",
+    "kept_stopped",
+    "stop_failed",
 ]
 
 
@@ -100,6 +104,7 @@ class HeartbeatBody(Strict):
     busy_reason: str | None = Field(None, max_length=200)
     job_running: bool = False
     keep_file: bool = False
+    kept_left_s: Seconds | None = None  # kept for its results, stopping itself in this long (as PodEvent's)
 
     @field_validator("gpus")
     @classmethod
@@ -138,6 +143,9 @@ class PodEvent(Strict):
     duration_s: Seconds | None = None
     end_at: Epoch | None = None  # the pod is ending: record the ledger end BEFORE the destroy call
     note: str | None = Field(None, max_length=500)
+    # The pod is kept for its results (its sync failed) and stops itself in this many seconds (F16): the
+    # watchdog records when it heard it, never destroys it, and stops it if it is still running after.
+    kept_left_s: Seconds | None = None
 
 
 class KeepRequest(Strict):
@@ -202,6 +210,7 @@ class PodRecord(Strict):
     last_heartbeat: HeartbeatBody | None = None
     reason: str | None = None  # why the reaper flagged it (late / down / destroying)
     deadline_at: float | None = None  # gpuc ends the pod then (a stray's counts from first sight)
+    kept_at: float | None = None  # kept for its results since (its sync failed): never destroyed unasked (F16)
 
 
 class BlindProvider(Strict):
@@ -213,7 +222,7 @@ class BlindProvider(Strict):
 class ReapAction(Strict):
     pod_id: str
     provider: str
-    action: Literal["warn", "mark", "cancel", "destroy", "alert", "skip", "confirm"]
+    action: Literal["warn", "mark", "cancel", "destroy", "alert", "skip", "confirm", "stop"]
     reason: str
 
 

@@ -100,6 +100,9 @@ class Pod(Strict):
     ssh_host: str | None = None
     ssh_port: int | None = None
     gpu_util_pct: float | None = None  # the provider's own reading: the reaper's second witness
+    # What a stopped pod keeps and still bills: its disk's size and price, where the provider says (F16).
+    disk_gb: float | None = None
+    disk_usd_gb_month: float | None = None
 
     @property
     def alive(self) -> bool:

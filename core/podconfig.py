@@ -54,6 +54,7 @@ class PodConfig(Strict):
     nag_interval_s: float = 60 * 60.0
     idle_cpu_floor_s: float = 0.1  # progress floors: see core.settings
     idle_io_floor_bytes: float = 16 * 1024.0
+    kept_window_s: float = Field(2 * 3600.0, gt=0)  # kept for its results this long, then stopped (F16)
     results_bucket: str | None = None
     s3_endpoint_url: str | None = None
     git_remote: str | None = None
@@ -85,6 +86,7 @@ class PodConfig(Strict):
             deadline_lead_s=settings.deadline_lead_s,
             idle_cpu_floor_s=settings.idle_cpu_floor_s,
             idle_io_floor_bytes=settings.idle_io_floor_bytes,
+            kept_window_s=settings.kept_window_s,
             results_bucket=settings.results_bucket,
             s3_endpoint_url=settings.s3_endpoint_url,
             git_remote=settings.git_remote,

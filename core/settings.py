@@ -125,6 +125,11 @@ class Settings:
     # hostile input (issue 17.3): phone pushes per pod per hour from its signed events; the rest grouped
     events_per_hour: int = field(default=6, metadata={"gt": 0})
 
+    # kept pods (issue 16 item 4, SPEC F16): a pod whose results sync failed is kept, nagging, for
+    # kept_window_s, then STOPPED (disk kept, GPU billing ends); a stopped kept pod is reminded of daily
+    kept_window_s: float = field(default=2 * 3600.0, metadata={"gt": 0})
+    kept_nag_interval_s: float = field(default=24 * 3600.0, metadata={"gt": 0})
+
     # money
     balance_cap_usd: float = 20.0
     balance_low_usd: float = 5.0

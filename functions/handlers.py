@@ -47,6 +47,8 @@ BAD_ADMIN = "missing or wrong admin token"
 END_PAST_S = 30 * 24 * 3600.0
 FUTURE_SLACK_S = 3600.0
 NOTIFICATIONS_IN_STATUS = 50
+# Sent only after a verified results sync (instance_side/ending.py): whatever was kept for them is not.
+SYNCED_ENDS = ("job_exit", "idle_destroy")
 # pydantic error type -> stable wording (healthchecks' CUSTOM_ERRORS). Input values are never echoed:
 # a body may carry a key.
 _ERROR_TEXT = {
@@ -245,6 +247,9 @@ def heartbeat(req: Request, deps: Deps, now: float) -> Response:
         raise HttpError(409, "replayed or out-of-order seq: send a higher one", last_seq=last)
     if signed.auth.state == "destroyed":
         revive(deps, signed.pod_id, now, "it pinged (valid signature)")
+    if body.kept_left_s is not None:
+        # Said on every ping too: a lost "kept" event must not leave a dying agent's results to a destroy.
+        record_kept(deps, signed.pod_id, now, body.kept_left_s)
     deadline = deadline_of(signed.auth, deps.settings)  # the pod adopts it: later (extend) or earlier (budget)
     return ok(api.HeartbeatAnswer(server_time=now, lease_until=signed.auth.lease_until, deadline_at=deadline))
 
@@ -289,6 +294,10 @@ def event(req: Request, deps: Deps, now: float) -> Response:
     if body.end_at is not None:
         by = {"idle_destroy": "idle", "deadline_destroy": "deadline"}.get(body.kind, "wrapper")
         record_end(deps, signed.pod_id, now, end_at=body.end_at, by=by, note=body.note)
+    elif body.kept_left_s is not None:
+        record_kept(deps, signed.pod_id, now, body.kept_left_s)
+    elif body.kind in SYNCED_ENDS:  # KEEP_ALIVE=1: synced, not ending: nothing is kept for its results
+        clear_kept(deps, signed.pod_id)
     pod = deps.store.get_pod(signed.pod_id)
     if pod is None:
         raise HttpError(401, BAD_POD)
@@ -316,9 +325,9 @@ def _event_text(pod: StoredPod, body: api.PodEvent) -> str:
 
 
 def _event_level(body: api.PodEvent) -> Level:
-    if body.kind in ("sync_failed", "destroy_failed", "verify_failed"):
+    if body.kind in ("sync_failed", "destroy_failed", "verify_failed", "stop_failed"):
         return "error"
-    if body.kind in ("idle_warning", "deadline_warning"):
+    if body.kind in ("idle_warning", "deadline_warning", "kept_stopping", "kept_stopped"):
         return "warning"
     if body.kind == "job_exit" and body.exit_code not in (0, None):
         return "warning"
@@ -350,6 +359,24 @@ def record_end(deps: Deps, pod_id: str, now: float, *, end_at: float, by: str, n
         store.update_if(pod_id, {"end_at": None}, {"end_at": end_at, "ended_by": by})
     if note:
         store.update_if(pod_id, {}, {"note": note})
+    # An end comes after a verified sync (the pod's), or is the user's word (`down`, which refuses a kept
+    # pod unless --force or `gpuc results` copied them): nothing is kept for its results any more.
+    clear_kept(deps, pod_id)
+
+
+def clear_kept(deps: Deps, pod_id: str) -> None:
+    deps.store.update_if(pod_id, {}, {"kept_at": None, "kept_until": None})
+
+
+def record_kept(deps: Deps, pod_id: str, now: float, left_s: float) -> None:
+    """The pod says it is kept for its results (its sync failed) and stops itself in `left_s`: the first
+    such word is recorded, on the watchdog's clock (CAS, once). From then on the reaper never destroys
+    it, and stops it if it still runs a period after `kept_until` (kept window + one period: F16)."""
+    deps.store.update_if(
+        pod_id,
+        {"kept_at": None, "state": MARKABLE_STATES},
+        {"kept_at": now, "kept_until": now + min(left_s, deps.settings.kept_window_s)},
+    )
 
 
 def _admin_pod(req: Request, deps: Deps) -> StoredPod:

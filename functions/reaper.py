@@ -10,6 +10,12 @@ One pass (`reap_once`) = look (every provider read happens first) -> judge each 
       -> "destroyed" once the provider confirms it gone (notified)
     a ping in between cancels the mark ("back", notified).
 
+A pod kept for its results (its sync failed: `kept_at`, told by the pod) is never destroyed here, whatever
+the rule (F16): a kill of it becomes a STOP through the same two phases while it runs, and an alert (daily,
+with its disk's cost) once it is stopped. Only the user's word (`gpuc down --force`, `gpuc results`) ends
+it. One period past its kept window (`kept_until`) a kept pod still running is stopped: the backstop for a
+pod that could not stop itself.
+
 Alert only, never a kill: the provider reports the GPU busy (F10: cut off from us but working), the
 provider says "unknown", a lease (`gpuc keep`) holds, many pods went silent at once (suspect the
 watchdog), the watchdog's own ingest was throttled or failing in the silence window (F18: refused
@@ -63,7 +69,8 @@ BLIND_ESCALATE_S = 3600.0  # blind longer than this: error level, once an hour w
 JUMP_PERIODS = 3  # a pass more than this many periods (+ JUMP_SLACK_S) after the last one: a clock jump
 JUMP_SLACK_S = 60.0  # also how far back the clock may seem to go (two passes racing) before it counts
 
-ActionKind = Literal["warn", "mark", "cancel", "destroy", "alert", "skip", "confirm"]
+ActionKind = Literal["warn", "mark", "cancel", "destroy", "alert", "skip", "confirm", "stop"]
+KEPT_STOPPED = ("stopped",)  # a kept pod in this state bills its disk only: nothing to stop, only to say
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,7 @@ class Verdict:
     # When the provider itself reports the state (stopped, paused, unregistered), the deadline is known
     # in advance: the warning goes out one grace ahead so the destroy lands at limit + one period.
     due_at: float | None = None
+    stop: bool = False  # the pod is kept for its results: stop it (disk kept), never destroy it
 
 
 FINE = Verdict("fine")
@@ -472,8 +480,10 @@ def reap_pod(run: Run, rec: StoredPod, sight: Sight) -> None:
         if not fine_only_by_restart(run, rec, pod):
             all_clear(run, rec)
         return
+    verdict = kept_gate(run, rec, pod, verdict)
     if verdict.kind == "alert":
-        alert_only(run, rec, verdict.rule, verdict.reason)
+        every = run.deps.settings.kept_nag_interval_s if verdict.rule.startswith("kept") else None
+        alert_only(run, rec, verdict.rule, verdict.reason, every=every)
         return
     why_not = veto(run, rec, pod, verdict)
     if why_not is not None:
@@ -481,7 +491,7 @@ def reap_pod(run: Run, rec: StoredPod, sight: Sight) -> None:
             run, rec, f"{verdict.rule}:{why_not[0]}", f"{verdict.reason}; not destroying: {why_not[1]}"
         )
         return
-    if verdict.rule == "deadline":
+    if verdict.rule == "deadline" and not verdict.stop:  # a kept pod's deadline is a stop: mark() and below
         reap_deadline(run, rec, verdict)
         return
     if rec.state in ("ok", "late"):
@@ -490,7 +500,10 @@ def reap_pod(run: Run, rec: StoredPod, sight: Sight) -> None:
             return
         rec = marked
     if rec.destroy_at is not None and run.now >= rec.destroy_at:
-        destroy(run, rec, verdict.reason)
+        if verdict.stop:
+            stop_kept(run, rec, verdict.reason)
+        else:
+            destroy(run, rec, verdict.reason)
 
 
 def fine_only_by_restart(run: Run, rec: StoredPod, pod: Pod) -> bool:
@@ -534,6 +547,16 @@ def judge(run: Run, rec: StoredPod, pod: Pod) -> Verdict:
     grace = settings.destroy_grace_s
     if rec.origin == "adopted":
         return judge_stray(run, rec)
+    if rec.kept_until is not None and pod.status in SILENCE_STATUSES:
+        due = run.fresh(rec.kept_until) + settings.reaper_period_s  # the pod's own stop goes first
+        if now >= due - grace:
+            return Verdict(
+                "kill",
+                "kept",
+                f"kept for its results since {iso(rec.kept_at or rec.kept_until)} (its sync failed) and still "
+                f"{pod.status} past its kept window",
+                due_at=due,
+            )
     quiet = minutes(now - silent_since(rec, run.epoch))
     if pod.status in SILENCE_STATUSES:
         if not is_silent(run, rec):
@@ -689,8 +712,36 @@ def veto(run: Run, rec: StoredPod, pod: Pod, verdict: Verdict) -> tuple[str, str
     return None
 
 
+def kept_gate(run: Run, rec: StoredPod, pod: Pod, verdict: Verdict) -> Verdict:
+    """Any kill of a pod kept for its results, by any rule (silence, stopped, paused, ended, deadline...),
+    becomes a stop while it runs, or an alert once it is stopped: its results exist nowhere else."""
+    if verdict.kind != "kill" or rec.kept_at is None:
+        return verdict
+    if pod.status in KEPT_STOPPED:
+        return Verdict("alert", "kept_stopped", kept_stopped_text(rec, pod))
+    reason = f"{verdict.reason}; kept for its results (its sync failed): stopping it, never destroying it"
+    return replace(verdict, stop=True, reason=reason)
+
+
+def kept_stopped_text(rec: StoredPod, pod: Pod) -> str:
+    return (
+        f"stopped, and kept for its results since {iso(rec.kept_at or rec.registered_at)} (its sync failed): its "
+        f"disk bills {disk_cost(pod)} until you decide. `gpuc results {rec.pod_id}` copies results/ to your "
+        f"laptop and ends it; `gpuc down {rec.pod_id} --force` destroys them"
+    )
+
+
+def disk_cost(pod: Pod) -> str:
+    """What a stopped pod's disk costs, where the provider says (RunPod's volume price, Vast's storage_cost)."""
+    if pod.disk_gb is None or pod.disk_usd_gb_month is None:
+        return "an unknown amount (the provider does not say its disk's size or price)"
+    per_day = pod.disk_gb * pod.disk_usd_gb_month / 30
+    return f"about ${per_day:.2f}/day ({pod.disk_gb:g} GB x ${pod.disk_usd_gb_month:.2f}/GB/month)"
+
+
 def mark(run: Run, rec: StoredPod, verdict: Verdict) -> StoredPod | None:
-    """Phase one: "will destroy at T", notified. A ping before T cancels it."""
+    """Phase one: "will destroy at T" (or, for a kept pod, "will stop at T"), notified. A ping before T
+    cancels it."""
     if rec.provider in run.blind:
         run.act_on(rec, "skip", f"{verdict.reason}; not marking: the reaper cannot read {rec.provider} this pass")
         return None
@@ -706,16 +757,64 @@ def mark(run: Run, rec: StoredPod, verdict: Verdict) -> StoredPod | None:
         # last_seq in the condition: a ping that lands between our read and this write wins.
         if not run.deps.store.update_if(rec.pod_id, {"state": rec.state, "last_seq": rec.last_seq}, changes):
             return None
-        message = f"{verdict.reason}. It will be destroyed at {iso(at)} {rescue(rec, verdict)}."
-        tell(run, rec, f"gpuc: will destroy {rec.name} at {iso(at)}", message, "mark", "warning")
-    run.act_on(rec, "mark", f"{verdict.reason}; will destroy at {iso(at)}")
+        verb = "stop" if verdict.stop else "destroy"
+        if verdict.stop:
+            message = (
+                f"{verdict.reason}. It will be stopped at {iso(at)}: GPU billing ends, the disk with results/ stays. "
+                f"`gpuc results {rec.pod_id}` gets them"
+            )
+        else:
+            message = f"{verdict.reason}. It will be destroyed at {iso(at)} {rescue(rec, verdict)}."
+        tell(run, rec, f"gpuc: will {verb} {rec.name} at {iso(at)}", message, "mark", "warning")
+    run.act_on(rec, "mark", f"{verdict.reason}; will {'stop' if verdict.stop else 'destroy'} at {iso(at)}")
     return rec.model_copy(update=changes)
+
+
+def stop_kept(run: Run, rec: StoredPod, reason: str) -> None:
+    """Phase two for a pod kept for its results: STOP it (GPU billing ends, the disk stays). The same holds
+    as a destroy (blind, young store, clock jump, the cap); afterwards it is watched as a stopped pod."""
+    if not may_destroy(run, rec, reason):
+        return
+    if run.dry_run:
+        run.act_on(rec, "stop", f"{reason} (dry run: nothing done)")
+        return
+    changes: dict[str, Any] = {"state": "ok", "destroy_at": None, "reason": None, "alerted": None, "alerted_at": None}
+    if not run.deps.store.update_if(rec.pod_id, {"state": rec.state, "last_seq": rec.last_seq}, changes):
+        run.destroys -= 1  # another pass, or a ping, got there first
+        return
+    try:
+        run.deps.providers.get(rec.provider).stop(rec.pod_id)
+    except Exception as exc:
+        detail = describe(exc, run.deps)
+        run.go_blind(rec.provider, detail)
+        run.act_on(rec, "skip", f"stop failed ({detail}); the next pass tries again")
+        tell(run, rec, f"gpuc: could not stop {rec.name}", f"{detail}. The reaper retries.", "destroy_failed", "error")
+        return
+    run.act_on(rec, "stop", reason)
+    message = (
+        f"{reason}. Stopped, not destroyed: GPU billing ended; the disk with results/ stays. `gpuc results "
+        f"{rec.pod_id}` copies them to your laptop and ends it; `gpuc down {rec.pod_id} --force` destroys them."
+    )
+    tell(run, rec, f"gpuc: stopped {rec.name}", message, "kept_stopped", "warning")
+
+
+def never_kept(run: Run, rec: StoredPod, reason: str) -> bool:
+    """The last line before any destroy call: a pod kept for its results is never destroyed here, whatever
+    decided it (kept_gate turns every rule's kill into a stop; this holds even for a path that missed it)."""
+    if rec.kept_at is None:
+        return True
+    run.act_on(rec, "alert", f"{reason}; NOT destroyed: kept for its results (only `gpuc results` or --force ends it)")
+    if not run.dry_run and rec.state == "destroying":
+        run.deps.store.update_if(
+            rec.pod_id, {"state": "destroying"}, {"state": "late", "destroy_at": None, "reason": reason}
+        )
+    return False
 
 
 def destroy(run: Run, rec: StoredPod, reason: str, expect: Mapping[str, Any] | None = None) -> None:
     """Phase two: record the end, notify, destroy, list again. `expect`: the claim's condition (by default
     the state and seq read: a ping that lands meanwhile wins)."""
-    if not may_destroy(run, rec, reason):
+    if not never_kept(run, rec, reason) or not may_destroy(run, rec, reason):
         return
     if run.dry_run:
         run.act_on(rec, "destroy", f"{reason} (dry run: nothing done)")
@@ -723,7 +822,9 @@ def destroy(run: Run, rec: StoredPod, reason: str, expect: Mapping[str, Any] | N
     changes: dict[str, Any] = {"state": "destroying", "destroy_started_at": run.now, "reason": reason}
     if rec.end_at is None:
         changes.update(end_at=run.now, ended_by="reaper")
-    claim = expect if expect is not None else {"state": rec.state, "last_seq": rec.last_seq}
+    claim: dict[str, Any] = dict(expect) if expect is not None else {"state": rec.state, "last_seq": rec.last_seq}
+    # kept_at in the condition: a pod that said "kept for my results" since this pass read it is not destroyed.
+    claim["kept_at"] = None
     if not run.deps.store.update_if(rec.pod_id, claim, changes):
         run.destroys -= 1  # another pass, or a ping, got there first
         return
@@ -740,12 +841,12 @@ def retry_destroy(run: Run, rec: StoredPod) -> None:
     if run.now - started < run.deps.settings.reaper_period_s / 2:
         return
     reason = rec.reason or "retrying an unfinished destroy"
-    if not may_destroy(run, rec, reason):
+    if not never_kept(run, rec, reason) or not may_destroy(run, rec, reason):
         return
     if run.dry_run:
         run.act_on(rec, "destroy", f"{reason}, retried (dry run: nothing done)")
         return
-    expect = {"state": "destroying", "destroy_started_at": rec.destroy_started_at}
+    expect = {"state": "destroying", "destroy_started_at": rec.destroy_started_at, "kept_at": None}
     if not run.deps.store.update_if(rec.pod_id, expect, {"destroy_started_at": run.now}):
         run.destroys -= 1
         return
@@ -819,7 +920,7 @@ def settle_gone(run: Run, rec: StoredPod) -> None:
         tell(run, rec, f"gpuc: {rec.name} is gone", message, "gone", "warning")
 
 
-def alert_only(run: Run, rec: StoredPod, key: str, reason: str) -> None:
+def alert_only(run: Run, rec: StoredPod, key: str, reason: str, *, every: float | None = None) -> None:
     run.act_on(rec, "alert", reason)
     if run.dry_run:
         return
@@ -828,13 +929,16 @@ def alert_only(run: Run, rec: StoredPod, key: str, reason: str) -> None:
         changes = {"state": "late", "destroy_at": None, "reason": reason}
         if run.deps.store.update_if(rec.pod_id, {"state": rec.state, "last_seq": rec.last_seq}, changes):
             rec = rec.model_copy(update=changes)
-    pod_problem(run, rec, key, f"gpuc: {rec.name} needs a look", f"{who(rec)}: {reason}.")
+    pod_problem(run, rec, key, f"gpuc: {rec.name} needs a look", f"{who(rec)}: {reason}.", every=every)
 
 
-def pod_problem(run: Run, rec: StoredPod, key: str, title: str, message: str) -> None:
-    """Notify on a new problem, then nag every nag_interval_s while it lasts (CAS: once per pass)."""
+def pod_problem(
+    run: Run, rec: StoredPod, key: str, title: str, message: str, *, every: float | None = None
+) -> None:
+    """Notify on a new problem, then nag every `every` (nag_interval_s) while it lasts (CAS: once per pass)."""
     nagging = rec.alerted == key
-    if nagging and rec.alerted_at is not None and run.now - rec.alerted_at < run.deps.settings.nag_interval_s:
+    interval = run.deps.settings.nag_interval_s if every is None else every
+    if nagging and rec.alerted_at is not None and run.now - rec.alerted_at < interval:
         return
     expect = {"alerted": rec.alerted, "alerted_at": rec.alerted_at}
     if not run.deps.store.update_if(rec.pod_id, expect, {"alerted": key, "alerted_at": run.now}):
@@ -862,8 +966,9 @@ def all_clear(run: Run, rec: StoredPod) -> None:
         changes.pop("state")
     if not store.update_if(rec.pod_id, expect, changes):
         return
+    action = "stop" if rec.kept_at is not None else "destroy"  # a kept pod is only ever marked for a stop
     planned = (
-        "; the destroy it was marked for is cancelled" if rec.state == "down" or rec.alerted == "down" else ""
+        f"; the {action} it was marked for is cancelled" if rec.state == "down" or rec.alerted == "down" else ""
     )
     tell(run, rec, f"gpuc: {rec.name} is back", f"back to normal{planned}.", "back")
 

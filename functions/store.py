@@ -59,6 +59,7 @@ class StoredPod(PodRecord):
     events_sent: int | None = None
     events_held: int | None = None
     events_held_last: str | None = None  # the kind of the latest held event, for the grouped notification
+    kept_until: float | None = None  # kept for its results (kept_at): the pod stops itself by then (F16)
 
     def to_record(self) -> PodRecord:
         return PodRecord.model_validate(self.model_dump(include=set(PodRecord.model_fields)))

@@ -30,6 +30,7 @@ from gpuc.instance_side.idle import (
     procs_activity,
     suspension,
 )
+from gpuc.instance_side.kept import ENDS_THE_WATCH, KeptWatch
 from gpuc.instance_side.podfiles import AgentConfig, PodPaths, is_ended
 from gpuc.instance_side.podlog import PodLog
 from gpuc.instance_side.procs import (
@@ -84,7 +85,8 @@ class Agent:
         self.next_check = 0.0
         self.next_heartbeat = 0.0
         self.next_sync: float | None = None
-        self.blocked_at: float | None = None  # an idle end kept the pod (sync failed); nag from here
+        # A pod kept for its results (an end's sync failed): retried, then stopped at its kept window (F16).
+        self.kept = KeptWatch(ender, cfg, paths, clock)
         self.sync_failing = False
         self.deadline = DeadlineWatch.of(cfg, client, ender, log)  # F15: ends the pod whatever it is doing
         self._last: tuple[Observation, Verdict, IdleState, bool] | None = None  # for the next heartbeat
@@ -114,7 +116,8 @@ class Agent:
         kept = suspension(keep, self.lease_until, now)
         self.state, action = advance(self.state, verdict, now, self.th, kept is not None)
         self.log.line(self._summary(obs, verdict, kept, action))
-        self._act(action, now)
+        if not self._hold_kept(now):
+            self._act(action, now)
         self._periodic_sync(now)
 
     def next_wake(self) -> float:
@@ -201,6 +204,7 @@ class Agent:
             busy_reason=None if verdict.reason is None else self.log.scrub(verdict.reason)[:200],
             job_running=self._job_running(obs),
             keep_file=keep,
+            kept_left_s=self.kept.left(self.clock.now()),
         )
 
     def _job_running(self, obs: Observation) -> bool:
@@ -218,7 +222,10 @@ class Agent:
         return True
 
     def _deadline(self, now: float) -> bool:
-        """True when the deadline ended the pod: whatever the job, the GPU, ssh, .keep or a lease say."""
+        """True when the deadline ended the pod: whatever the job, the GPU, ssh, .keep or a lease say. A pod
+        kept for its results is the kept window's (kept.py; the watchdog stops it at its deadline, F16)."""
+        if self.kept.left(now) is not None:
+            return self.stopped
         if ends_pod(self.deadline.step(now, self.cfg.pod_id)):
             self.stopped = True
         return self.stopped
@@ -239,21 +246,27 @@ class Agent:
             )
             self.client.flush(now)
         elif action == "destroy":
-            self._idle_end(now)
-        else:
-            self.blocked_at = None
+            self._end_pod(Ending(kind="idle_destroy", message=f"idle for {self.state.idle_minutes:.0f} min"))
 
-    def _idle_end(self, now: float) -> None:
-        if self.blocked_at is not None and now - self.blocked_at < self.cfg.nag_interval_s:
-            return  # kept because the sync failed: try again (and re-alert) at the nag interval
-        outcome: Outcome = self.ender.end(
-            Ending(kind="idle_destroy", message=f"idle for {self.state.idle_minutes:.0f} min")
-        )
-        self.log.line(f"idle end: {outcome}")
+    def _end_pod(self, ending: Ending) -> None:
+        """The idle watch's end: sync -> notify -> destroy. A failed sync keeps the pod, and from the next
+        check `_hold_kept` holds it (as after a deadline end: the kept state is the Ender's, on the pod)."""
+        outcome: Outcome = self.ender.end(ending)
+        self.log.line(f"{ending.kind} end: {outcome}")
         if outcome in ("destroyed", "destroy_failed", "ended"):
             self.stopped = True
-        elif outcome == "kept_sync_failed":
-            self.blocked_at = now
+
+    def _hold_kept(self, now: float) -> bool:
+        """True while the pod is kept for its results: its end is then the kept window's (kept.py), whoever
+        holds it (this agent, or the wrapper's reminders), never the idle rule's."""
+        outcome = self.kept.tick(now)
+        if outcome is None:
+            return False
+        if outcome in ENDS_THE_WATCH:
+            self.log.line(f"kept pod: {outcome}")
+            self.stopped = outcome != "kept_alive"
+            self.kept.release()
+        return True
 
     def _periodic_sync(self, now: float) -> None:
         """Push results during a long run: a paused or stopped pod's disk is out of reach."""

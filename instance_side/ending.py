@@ -2,6 +2,8 @@
 that order and never another.
 
 - No verified sync, no destroy: the pod stays up and the user is told "kept alive: sync failed".
+  Kept has a bound (F16, instance_side/kept.py): retried at the nag interval, then STOPPED at the end of
+  the kept window, never destroyed: GPU billing ends, the disk with results/ stays.
 - The notification carries `end_at`, so the functions close the ledger row BEFORE the destroy call.
   A notification that cannot be delivered within its budget never holds the destroy back (F13).
 - After the destroy call, successful or refused, the `ended` marker stops the heartbeats; a refused
@@ -15,11 +17,12 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast, get_args
 
 from gpuc.core.clock import Clock
 from gpuc.core.providers.outcome import StoppedInstead
 from gpuc.instance_side.heartbeat import PodClient, event_body
+from gpuc.instance_side.kept import KeptState, clear_kept, read_kept, record_kept, stopped, warned, write_kept
 from gpuc.instance_side.podfiles import AgentConfig, PodPaths, is_ended, mark_ended
 from gpuc.instance_side.podlog import PodLog
 from gpuc.instance_side.selfdestroy import Destroyer
@@ -27,13 +30,25 @@ from gpuc.instance_side.sync import ResultsSync
 
 NOTIFY_BUDGET_S = 8.0
 KEPT_MESSAGE = "kept alive: sync failed"
+GET_THEM = "`gpuc results {pod}` copies them to your laptop and ends the pod"
 
-Outcome = Literal["destroyed", "destroy_failed", "kept_sync_failed", "kept_alive", "dry_run", "in_progress", "ended"]
+Outcome = Literal[
+    "destroyed",
+    "destroy_failed",
+    "kept_sync_failed",
+    "kept_alive",
+    "dry_run",
+    "in_progress",
+    "ended",
+    "kept_stopped",  # the kept window is over: stopped, disk (results/) kept
+    "stop_failed",  # ... and the stop was refused: still kept, still billing; the watchdog stops it
+]
+EndKind = Literal["job_exit", "idle_destroy", "deadline_destroy"]
 
 
 @dataclass(frozen=True)
 class Ending:
-    kind: Literal["job_exit", "idle_destroy", "deadline_destroy"]
+    kind: EndKind
     message: str  # what happened: "job exited with code 1 after 42s", "idle for 20 min"
     exit_code: int | None = None
     duration_s: float | None = None
@@ -81,8 +96,12 @@ class Ender:
     def _end(self, ending: Ending) -> Outcome:
         synced = self._sync()
         if synced is None:
-            self.nag()
+            self.nag(record_kept(self.paths, self._kept_state(ending)))
             return "kept_sync_failed"
+        return self._finish(ending, synced)
+
+    def _finish(self, ending: Ending, synced: str) -> Outcome:
+        clear_kept(self.paths)  # the results are safe: nothing left to keep the pod for
         self._notify(ending, synced)
         if self.keep_alive:
             self.log.line("KEEP_ALIVE=1: not destroying; the idle watch still applies")
@@ -152,18 +171,93 @@ class Ender:
             return "destroy_failed"
         return "destroyed"
 
-    def nag(self) -> None:
-        """The "kept alive" alert; the wrapper repeats it every nag interval while it lives."""
+    def nag(self, state: KeptState | None = None) -> None:
+        """The "kept alive" alert, repeated at the nag interval by whoever holds the kept pod (kept.py).
+        It tells the watchdog how long the pod is kept before it stops itself: its backstop if it cannot."""
         reason = self.last_sync_error or "unknown"
-        self.log.line(f"{KEPT_MESSAGE} ({reason}); the pod stays up until you decide")
-        self.client.deliver(
-            event_body(
-                self.cfg.pod_id,
-                "sync_failed",
-                f"{KEPT_MESSAGE}: {reason}",
-                note="pod kept; results not copied",
-            ),
-            self.notify_budget_s,
+        state = state or read_kept(self.paths) or self._kept_state(None)
+        left = max(0.0, state.stop_at(self.cfg.kept_window_s) - self.clock.now())
+        plan = f"it stops in {_span(left)} (GPU billing ends, the disk with results/ stays)"
+        self.log.line(f"{KEPT_MESSAGE} ({reason}); the pod stays up, {plan}")
+        event = event_body(
+            self.cfg.pod_id,
+            "sync_failed",
+            f"{KEPT_MESSAGE}: {reason}; results/ is only on the pod: {plan}. "
+            + GET_THEM.format(pod=self.cfg.pod_id),
+            note="pod kept; results not copied",
+        )
+        self.client.deliver({**event, "kept_left_s": left}, self.notify_budget_s)
+
+    # -- the kept window (kept.py decides when) ------------------------------------------------
+    def ending_of(self, state: KeptState) -> Ending:
+        return Ending(
+            kind=cast(EndKind, state.kind) if state.kind in get_args(EndKind) else "job_exit",
+            message=state.message,
+            exit_code=state.exit_code,
+            duration_s=state.duration_s,
+        )
+
+    def warn_stop(self, state: KeptState, stop_at: float) -> None:
+        left = max(0.0, stop_at - self.clock.now())
+        write_kept(self.paths, warned(state))
+        text = (
+            f"stopping in {_span(left)}: GPU billing ends, the disk with results/ stays; "
+            f"`gpuc results {self.cfg.pod_id}` gets them"
+        )
+        self.log.line(f"kept window ends soon: {text}")
+        event = event_body(self.cfg.pod_id, "kept_stopping", f"{KEPT_MESSAGE}, {text}")
+        self.client.deliver({**event, "kept_left_s": left}, self.notify_budget_s)
+
+    def stop_kept(self) -> Outcome:
+        """The kept window is over: one last try (a sync that works ends the pod as usual), else STOP it.
+        Never a destroy: the results exist nowhere else."""
+        with _exclusive(self.paths) as mine:
+            if not mine:
+                return "in_progress"
+            if is_ended(self.paths, self.cfg.pod_id):
+                return "ended"
+            state = read_kept(self.paths)
+            if state is None:
+                return "ended"  # ended meanwhile (a sync that worked): nothing to stop
+            synced = self._sync()
+            if synced is not None:
+                return self._finish(self.ending_of(state), synced)
+            return self._stop(state)
+
+    def _stop(self, state: KeptState) -> Outcome:
+        reason = self.last_sync_error or "unknown"
+        self.log.line(f"kept window over ({reason}): stopping pod {self.cfg.pod_id} through {self.cfg.provider}")
+        try:
+            result = self.destroyer().stop_self()
+        except Exception as exc:
+            refusal = self.log.scrub(str(exc) or type(exc).__name__)
+            self.log.line(f"self-stop refused: {refusal}")
+            text = (
+                f"{KEPT_MESSAGE}; the kept window is over but the pod could not stop itself ({refusal}): it "
+                "still bills. The watchdog stops it with the account key; " + GET_THEM.format(pod=self.cfg.pod_id)
+            )
+            event = event_body(self.cfg.pod_id, "stop_failed", text)
+            self.client.deliver({**event, "kept_left_s": 0.0}, self.notify_budget_s)  # the watchdog's cue
+            return "stop_failed"
+        write_kept(self.paths, stopped(state, self.clock.now()))
+        self.log.line(f"stop: {result}")
+        text = (
+            f"stopped after the kept window ({KEPT_MESSAGE}: {reason}): GPU billing ended; the disk with results/ "
+            f"stays (and bills for its storage). {GET_THEM.format(pod=self.cfg.pod_id)}; "
+            f"`gpuc down {self.cfg.pod_id} --force` destroys them"
+        )
+        self.client.deliver(event_body(self.cfg.pod_id, "kept_stopped", text), self.notify_budget_s)
+        return "kept_stopped"
+
+    def _kept_state(self, ending: Ending | None) -> KeptState:
+        if ending is None:
+            return KeptState(since=self.clock.now(), kind="job_exit", message="kept alive")
+        return KeptState(
+            since=self.clock.now(),
+            kind=ending.kind,
+            message=ending.message,
+            exit_code=ending.exit_code,
+            duration_s=ending.duration_s,
         )
 
     def _dry_run(self, ending: Ending) -> Outcome:
@@ -175,6 +269,13 @@ class Ender:
         else:
             self.log.line(f"DRY_RUN: would destroy pod {self.cfg.pod_id} through {self.cfg.provider}")
         return "dry_run"
+
+
+def _span(seconds: float) -> str:
+    if seconds >= 3600:
+        hours, rest = divmod(int(seconds) // 60, 60)
+        return f"{hours} h {rest} min" if rest else f"{hours} h"
+    return f"{max(0, round(seconds / 60))} min"
 
 
 @contextmanager

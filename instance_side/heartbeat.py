@@ -51,6 +51,10 @@ EVENT_KINDS = (
     "info",
     "deadline_warning",
     "deadline_destroy",
+    # kept for its results (F16): stopping soon, stopped (GPU billing ended, disk kept), could not stop
+    "kept_stopping",
+    "kept_stopped",
+    "stop_failed",
 )
 REQUEST_TIMEOUT_S = 5.0
 MAX_QUEUED_EVENTS = 100

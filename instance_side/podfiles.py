@@ -48,6 +48,7 @@ class AgentConfig:
     nag_interval_s: float = 60 * 60.0
     idle_cpu_floor_s: float = 0.1
     idle_io_floor_bytes: float = 16 * 1024.0
+    kept_window_s: float = 2 * 3600.0
     results_bucket: str | None = None
     s3_endpoint_url: str | None = None
     git_remote: str | None = None

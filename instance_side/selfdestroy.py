@@ -1,4 +1,5 @@
-"""The pod destroys itself with the key the platform scopes to it, never an account key.
+"""The pod destroys itself with the key the platform scopes to it, never an account key; with the same
+key it stops itself when its kept window is over (F16: results it could not copy stay on its disk).
 
 Provider modules are imported only at destroy time: they bring pydantic and httpx, which the agent
 must not carry for the hours it merely watches.
@@ -19,6 +20,8 @@ class Destroyer(Protocol):
     """core.providers.base.SelfDestroyer, structurally."""
 
     def destroy_self(self) -> str: ...
+
+    def stop_self(self) -> str: ...
 
 
 def container_environ(proc_root: Path = Path("/proc")) -> dict[str, str]:

@@ -26,6 +26,7 @@ from gpuc.core.clock import Clock
 from gpuc.core.podsecrets import never_on_pod
 from gpuc.instance_side.ending import Ender, Ending
 from gpuc.instance_side.joblog import KEPT_ENDINGS, JobLogTee, clear_outcome, write_outcome
+from gpuc.instance_side.kept import ENDS_THE_WATCH, KeptWatch
 from gpuc.instance_side.podfiles import POD_ID_ENV, AgentConfig, PodPaths, atomic_write, is_ended
 from gpuc.instance_side.podlog import PodLog
 from gpuc.instance_side.procs import job_stamp
@@ -238,14 +239,23 @@ class JobWrapper:
             self.log.line(f"could not record the exit code ({exc.strerror or exc}); going on")
 
     def _nag(self) -> None:
-        """Kept alive because the sync failed: repeat the alert until stopped or the pod ends (F8)."""
-        interval = self.cfg.nag_interval_s
-        next_nag = self.clock.now() + interval
-        self.log.line(f"the pod stays up; reminding every {interval / 60:.0f} min (Ctrl-C stops the reminders)")
-        while not (self.relay.stop_requested or self.should_stop() or is_ended(self.paths, self.cfg.pod_id)):
-            now = self.clock.now()
-            if now >= next_nag:
-                self.ender.nag()
-                next_nag = now + interval
-                continue
-            self.clock.sleep(min(1.0, next_nag - now))
+        """Kept because the sync failed: hold the kept pod (kept.py) until it ends, syncs or stops at the
+        end of its kept window (F8, F16). Ctrl-C hands it to the agent, which holds it from its next check."""
+        watch = KeptWatch(self.ender, self.cfg, self.paths, self.clock)
+        interval, window = self.cfg.nag_interval_s, self.cfg.kept_window_s
+        self.log.line(
+            f"the pod stays up; retrying the sync every {interval / 60:.0f} min, stopping it (disk kept) after "
+            f"{window / 60:.0f} min (Ctrl-C stops the reminders here; the agent goes on with them)"
+        )
+        try:
+            while not (self.relay.stop_requested or self.should_stop() or is_ended(self.paths, self.cfg.pod_id)):
+                now = self.clock.now()
+                outcome = watch.tick(now)
+                if outcome is None or outcome in ENDS_THE_WATCH:
+                    self.log.line(f"kept pod: {outcome or 'no longer kept'}")
+                    return
+                now = self.clock.now()
+                wait = 1.0 if outcome == "in_progress" else watch.next_due(now) - now
+                self.clock.sleep(min(1.0, max(0.01, wait)))
+        finally:
+            watch.release()

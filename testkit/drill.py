@@ -206,7 +206,7 @@ class DrillProvider(FakeProvider):
 
     def _maybe_fail(self, operation: str = "") -> None:
         super()._maybe_fail(operation)
-        if operation in ("get", "list", "destroy"):
+        if operation in ("get", "list", "destroy", "stop"):
             kind = self.plan.provider_fault()
             if kind is not None:
                 raise provider_error(kind, self.name)
@@ -752,7 +752,7 @@ def f8_sync_fails(stage: Stage) -> RowResult:
         problems.append(f"the kept-alive alert was sent {nags} time(s), not repeated")
     killed = 0 if stage.provider.alive(pod_id) else 1
     failure = "results sync fails at the end"
-    text = "no data lost; user decides"
+    text = "no data lost; kept, never destroyed (stopped at the kept window: F16)"
     return _pod_row(
         stage, pod, "F8", failure, "wrapper keeps the pod", None, None, text, false_kills=killed, problems=problems
     )
@@ -1168,6 +1168,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     f5g_transient_not_found,
     *later_rows("gpuc.testkit.drill_deadline", "f15_runpod", "f15v_vast", "f15h_host_fakes_pings"),
     *later_rows("gpuc.testkit.drill_unauth", "f11u_unsigned_pings_for_a_stray", "f18_ingest_flooded"),
+    *later_rows("gpuc.testkit.drill_kept", "f16_kept_then_stopped", "f16b_watchdog_stops_it"),
 )
 KEEP = {"F8": ("f8-pod",), "F10": ("f10-pod",), "F14": ("f14-pod",)}
 KEEP.update({"F11s": ("f11s-pod-2",), "F5r": ("f5r-pod-1",)})  # alive at the end: the rows' point

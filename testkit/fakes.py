@@ -12,7 +12,8 @@ a reaper must survive without a false kill or a lost watch:
   pod lives and bills (a transient "not found");
 - `set(pod_id, status="unknown")`: the provider cannot tell (Vast's `offline`/`unknown`).
 
-`destroyed` lists every accepted destroy call, `destroyed_at` when each pod stopped billing.
+`destroyed` lists every accepted destroy call, `destroyed_at` when each pod stopped billing, `stopped_at`
+when a stop (`stop`; `start` resumes) ended its GPU billing.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from gpuc.core.errors import ProviderUnavailable
 from gpuc.core.models import Balance, Pod, PodSpec, PodStatus, pod_name
 from gpuc.core.providers.base import DestroyResult, Provider
 
-Operation = str  # "list" | "get" | "destroy" | "balance" | "create"
+Operation = str  # "list" | "get" | "destroy" | "balance" | "create" | "stop" | "start"
 
 
 class FakeProvider(Provider):
@@ -39,6 +40,7 @@ class FakeProvider(Provider):
         self.fail_destroy: Exception | None = None
         self.destroyed: list[str] = []
         self.destroyed_at: dict[str, float] = {}
+        self.stopped_at: dict[str, float] = {}  # when a stop ended its GPU billing (its disk still bills)
         self.creates: Counter[str] = Counter()
         self.list_calls = 0
         self.get_calls = 0
@@ -145,7 +147,14 @@ class FakeProvider(Provider):
             return pods[: self.page_size] if self.page_size is not None else pods
 
     def stop(self, pod_id: str) -> None:
+        self._maybe_fail("stop")
         self.set(pod_id, status="stopped", gpu_util_pct=None)
+        self.stopped_at.setdefault(pod_id, self.clock.now())
+
+    def start(self, pod_id: str) -> None:
+        self._maybe_fail("start")
+        self.set(pod_id, status="running")
+        self.stopped_at.pop(pod_id, None)
 
     def destroy(self, pod_id: str) -> DestroyResult:
         if self.fail_destroy is not None:

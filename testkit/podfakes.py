@@ -268,6 +268,11 @@ class FakeDestroyer:
     refuse: bool = False
     target: Callable[[], str] | None = None
     destroys: int = 0
+    # The kept window's self-stop (F16): `stop_target` is what it does at the provider; `refuse_stop` a key
+    # the provider will not honour for it either.
+    refuse_stop: bool = False
+    stop_target: Callable[[], str] | None = None
+    stops: int = 0
 
     def destroy_self(self) -> str:
         self.calls.append("destroy")
@@ -275,6 +280,14 @@ class FakeDestroyer:
             raise RuntimeError("403: this pod's key may not terminate pods")
         result = self.target() if self.target is not None else "destroyed"
         self.destroys += 1
+        return result
+
+    def stop_self(self) -> str:
+        self.calls.append("stop")
+        if self.refuse_stop:
+            raise RuntimeError("403: this pod's key may not stop pods")
+        result = self.stop_target() if self.stop_target is not None else "stopped"
+        self.stops += 1
         return result
 
 

@@ -6,6 +6,7 @@ Contract every implementation keeps (tests hold them to it):
 - `list_pods` raises ProviderSchemaError on a body it does not recognise: never "empty account".
 - `create` is never retried blindly: after a timeout or 5xx it looks the name up first.
 - `destroy` is idempotent: an already-gone pod is success ("already_gone").
+- `stop` keeps the pod's disk; `start` resumes it (only `gpuc results` does, to copy a kept pod's results).
 - Pods carry `managed=True` only when both ownership markers hold (name prefix + owner env var).
 """
 
@@ -39,6 +40,15 @@ class Provider(ABC):
 
     @abstractmethod
     def stop(self, pod_id: str) -> None: ...
+
+    def start(self, pod_id: str) -> None:
+        """Resume a stopped pod (its disk as it was, its processes not). Only `gpuc results` resumes, to copy
+        the results a kept pod holds: nothing else ever starts a pod again."""
+        raise ProviderError(
+            f"{self.name} cannot resume a stopped pod through gpuc",
+            provider=self.name,
+            hint="resume it in the provider's console, then run the command again",
+        )
 
     @abstractmethod
     def destroy(self, pod_id: str) -> DestroyResult: ...
@@ -81,6 +91,11 @@ class SelfDestroyer(ABC):
 
     @abstractmethod
     def destroy_self(self) -> str: ...
+
+    @abstractmethod
+    def stop_self(self) -> str:
+        """Stop this pod, never destroy it: the kept window of a pod whose results could not be copied is
+        over (F16). GPU billing ends; the disk with results/ stays (and still bills)."""
 
 
 class PodAccess(ABC):

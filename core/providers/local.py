@@ -214,6 +214,18 @@ class LocalProvider(Provider):
                 "update pods set status = 'stopped', status_since = ? where id = ?", (self.clock.now(), pod_id)
             )
 
+    def start(self, pod_id: str) -> None:
+        """A stopped sandbox comes back with its disk as it was and none of its processes, as a resumed
+        container does."""
+        with self.transaction() as db:
+            row = self._row(db, pod_id)
+            if row is None or row["status"] == "terminated":
+                raise NotFound(f"local pod {pod_id} does not exist", hint="list pods with: gpuc ls")
+            if row["status"] == "stopped":
+                db.execute(
+                    "update pods set status = 'running', status_since = ? where id = ?", (self.clock.now(), pod_id)
+                )
+
     def destroy(self, pod_id: str) -> DestroyResult:
         with self.transaction() as db:
             row = self._row(db, pod_id)
@@ -452,3 +464,7 @@ class LocalSelfDestroyer(SelfDestroyer):
     def destroy_self(self) -> str:
         result = LocalProvider(self.home).destroy(self.pod_id)
         return f"local pod {self.pod_id}: {result}"
+
+    def stop_self(self) -> str:
+        LocalProvider(self.home).stop(self.pod_id)
+        return f"stopped local pod {self.pod_id}: its disk stays"

@@ -85,6 +85,10 @@ CREATE_ON_DEMAND = (
     f"{{ podFindAndDeployOnDemand(input: $input) {{ {CREATED_FIELDS} }} }}"
 )
 STOP_MUTATION = "mutation Stop($podId: String!) { podStop(input: {podId: $podId}) { id desiredStatus } }"
+RESUME_MUTATION = (
+    "mutation Resume($podId: String!, $gpuCount: Int!) "
+    "{ podResume(input: {podId: $podId, gpuCount: $gpuCount}) { id desiredStatus } }"
+)
 # podTerminate returns a scalar: no selection set.
 TERMINATE_MUTATION = "mutation Terminate($podId: String!) { podTerminate(input: {podId: $podId}) }"
 # R5, the fields runpodctl's GetUser reads (CONFIRMED); the notify* flags are the account's own emails.
@@ -123,6 +127,8 @@ V2_STATUS: dict[str, PodStatus] = {
     "ERROR": "exited",
     "TERMINATED": "terminated",
 }
+# RunPod's published price of a stopped pod's volume [rp-docs billing.mdx]; the container disk is wiped on stop.
+VOLUME_STOPPED_USD_GB_MONTH = 0.20
 # podType values for spot pods (INTERRUPTABLE: third-party code; BID: schema copy; both UNCONFIRMED). gpuc
 # rents none, but a spot pod started elsewhere (or before the removal) is still read for what it is.
 SPOT_POD_TYPES = ("INTERRUPTABLE", "BID")
@@ -169,6 +175,7 @@ class GqlPod(Wire):
     gpuCount: int | None = None
     env: list[str] | None = None
     uptimeSeconds: float | None = None
+    volumeInGb: float | None = None
     machine: GqlMachine | None = None
     runtime: GqlRuntime | None = None
 
@@ -308,6 +315,8 @@ def pod_from_graphql(pod: GqlPod) -> Pod:
         ssh_host=host,
         ssh_port=port,
         gpu_util_pct=gpu_util(pod.runtime),
+        disk_gb=pod.volumeInGb,
+        disk_usd_gb_month=VOLUME_STOPPED_USD_GB_MONTH if pod.volumeInGb is not None else None,
     )
 
 
@@ -705,6 +714,15 @@ class RunPodProvider(HttpProvider):
         self._check_id(pod_id)
         self.graphql(STOP_MUTATION, {"podId": pod_id})
 
+    def start(self, pod_id: str) -> None:
+        """podResume with the pod's own GPU count. RunPod may bring it back with zero GPUs when its machine
+        has none free (docs): enough to copy its volume from, which is what gpuc resumes for."""
+        self._check_id(pod_id)
+        pod = self.get(pod_id)
+        if pod is None or pod.status == "terminated":
+            raise NotFound(f"pod {pod_id} no longer exists at RunPod", hint="`gpuc ls` shows live pods")
+        self.graphql(RESUME_MUTATION, {"podId": pod_id, "gpuCount": max(1, pod.gpu_count)})
+
     def destroy(self, pod_id: str) -> DestroyResult:
         """Terminate (never stop: a stopped pod bills its volume), then list again to confirm."""
         self._check_id(pod_id)
@@ -816,6 +834,12 @@ class RunPodSelfDestroyer(SelfDestroyer):
             f"podTerminate was refused ({refusal}); stopped pod {self.pod_id} instead: "
             "its volume still bills until the reaper destroys it"
         )
+
+    def stop_self(self) -> str:
+        """podStop with the pod key: the one self-control RunPod documents (R7). The volume (/workspace,
+        where results/ is) stays; the container disk is wiped."""
+        self.graphql(STOP_MUTATION, {"podId": self.pod_id})
+        return f"stopped pod {self.pod_id}: GPU billing ended, its volume (/workspace) stays"
 
     def _after_not_found(self) -> str:
         still = self.still_there()

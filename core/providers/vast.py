@@ -97,6 +97,8 @@ class VastInstance(Wire):
     gpu_util: float | None = None
     dph_total: float | None = None
     storage_total_cost: float | None = None
+    disk_space: float | None = None  # GB
+    storage_cost: float | None = None  # $/GB/month: what the disk bills, stopped too
     start_date: float | None = None
     uptime_mins: float | None = None
     is_bid: bool | None = None
@@ -185,6 +187,8 @@ def pod_from_instance(inst: VastInstance) -> Pod:
         ssh_host=host,
         ssh_port=port,
         gpu_util_pct=inst.gpu_util,
+        disk_gb=inst.disk_space,
+        disk_usd_gb_month=inst.storage_cost,
     )
 
 
@@ -544,6 +548,11 @@ class VastProvider(HttpProvider):
     def stop(self, pod_id: str) -> None:
         self.api.set_state(pod_id, "stopped")
 
+    def start(self, pod_id: str) -> None:
+        """PUT state running. Vast starts it on the SAME machine only, when that machine has the GPUs free;
+        until then it may sit in "scheduling" (read as provisioning), billing its disk only."""
+        self.api.set_state(pod_id, "running")
+
     def destroy(self, pod_id: str) -> DestroyResult:
         """DELETE (idempotent: already gone is success), then read it back until Vast says it is gone."""
         result = self.api.delete(pod_id)
@@ -616,6 +625,12 @@ class VastSelfDestroyer(SelfDestroyer):
         if result == "destroyed":
             return f"destroyed instance {self.instance_id}"
         return self._after_not_found()
+
+    def stop_self(self) -> str:
+        """PUT state stopped with the instance key (documented to start, stop or destroy only this instance,
+        V7). The instance disk stays; exactly what a stop keeps of it is UNCONFIRMED (README)."""
+        self.api.set_state(self.instance_id, "stopped")
+        return f"stopped instance {self.instance_id}: GPU billing ended, its disk stays"
 
     def _after_not_found(self) -> str:
         still = self.still_there()

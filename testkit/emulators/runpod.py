@@ -11,11 +11,13 @@ pod key) are this emulator's own and say so in the code.
 
 State: pods go provisioning -> running after `boot_polls` observations (get or list) or `boot_s`
 seconds of the emulator's clock. `terminateAfter` is accepted (its date-time format checked) and never
-acted on, as the real API does (runpodctl #330, docs #820): the pod runs, and bills, past it. A COMMUNITY
-pod created without `supportPublicIp: true` gets no public IP (its ssh port is private): the hazard the
-official clients avoid by always sending it. Test-driving API: set_status, set_gpu_util, add_foreign_pod,
-vanish, set_stock, pod_environ, pods, balance, plant_charge, set_charge_factor, pod_key_can_terminate,
-pod_key_not_found.
+acted on, as the real API does (runpodctl #330, docs #820): the pod runs, and bills, past it. A stop
+(podStop, v2 "stop") releases the pod's GPUs to the stock; a resume (podResume, v2 "start") takes them
+back if the stock has them, and otherwise brings the pod back with ZERO GPUs, as RunPod's docs warn
+(set_stock drills it). A COMMUNITY pod created without `supportPublicIp: true` gets no public IP (its ssh
+port is private): the hazard the official clients avoid by always sending it. Test-driving API:
+set_status, set_gpu_util, add_foreign_pod, vanish, set_stock, pod_environ, pods, balance, plant_charge,
+set_charge_factor, pod_key_can_terminate, pod_key_not_found.
 
 Pod-scoped keys: they may read, stop and terminate their own pod (GraphQL) and nothing else; REST is 403
 (field report). `pod_key_can_terminate=False` answers their podTerminate "Unauthorized";
@@ -333,6 +335,8 @@ class EmuPod:
     terminate_after: float | None = None  # as sent; nothing ever acts on it (runpodctl #330)
     gpu_util: int = 0
     machine_id: str = field(default_factory=lambda: secrets.token_hex(6))
+    gpu_held: bool = True  # False while stopped: its GPUs went back to the stock
+    rented_gpus: int = 1  # what it was created with: a resume asks for these again
 
 
 class RunPodEmulator(Emulator):
@@ -553,8 +557,12 @@ class RunPodEmulator(Emulator):
             ),
             "podRentInterruptable": account_only(lambda args: self._create(args["input"], spot=True)),
             "podStop": lambda args: self._stop(args["input"]["podId"], who),
-            "podResume": account_only(lambda args: self._resume(args["input"]["podId"])),
-            "podBidResume": account_only(lambda args: self._resume(args["input"]["podId"])),
+            "podResume": account_only(
+                lambda args: self._resume(args["input"]["podId"], args["input"].get("gpuCount"))
+            ),
+            "podBidResume": account_only(
+                lambda args: self._resume(args["input"]["podId"], args["input"].get("gpuCount"))
+            ),
             "podTerminate": lambda args: self._terminate(args["input"]["podId"], who),
         }
 
@@ -642,6 +650,7 @@ class RunPodEmulator(Emulator):
             image=image,
             gpu=gpu,
             gpu_count=count,
+            rented_gpus=count,
             cost=round(cost, 4),
             env=env,
             ports="22/tcp",
@@ -665,15 +674,30 @@ class RunPodEmulator(Emulator):
         pod = self.pods.get(pod_id)
         if pod is None:
             raise FieldError("pod not found to stop")
-        pod.state = "exited"
+        self._stop_pod(pod)
         return self._gql_pod(pod)
 
-    def _resume(self, pod_id: str) -> dict[str, Any]:
+    def _resume(self, pod_id: str, gpu_count: Any = None) -> dict[str, Any]:
         pod = self.pods.get(pod_id)
         if pod is None:
             raise FieldError("pod not found to resume")
-        pod.state, pod.polls_left = "provisioning", self.boot_polls
+        self._start_pod(pod, int(gpu_count) if gpu_count is not None else pod.rented_gpus)
         return self._gql_pod(pod)
+
+    def _stop_pod(self, pod: EmuPod) -> None:
+        pod.state = "exited"
+        if pod.gpu_held:  # RunPod releases the GPU on stop and keeps the volume
+            pod.gpu.stock += pod.gpu_count
+            pod.gpu_held = False
+
+    def _start_pod(self, pod: EmuPod, wanted: int) -> None:
+        """Back through provisioning. A resume takes the GPUs back only if the stock still has them; else
+        the pod comes back with zero GPUs (RunPod's docs), which is enough to read its volume."""
+        if not pod.gpu_held:
+            pod.gpu_count = wanted if pod.gpu.stock >= wanted else 0
+            pod.gpu.stock -= pod.gpu_count
+            pod.gpu_held = True
+        pod.state, pod.polls_left = "provisioning", self.boot_polls
 
     def _terminate(self, pod_id: str, who: str) -> None:
         own = who == pod_id
@@ -767,9 +791,9 @@ class RunPodEmulator(Emulator):
             self._remove(pod)
             return EmuResponse(204)
         if body["action"] == "stop":
-            pod.state = "exited"
+            self._stop_pod(pod)
         else:  # start, restart: back through provisioning
-            pod.state, pod.polls_left = "provisioning", self.boot_polls
+            self._start_pod(pod, pod.rented_gpus)
         return EmuResponse.json(200, self._v2_pod(pod))
 
     def v2_delete(self, request: EmuRequest, pod_id: str) -> EmuResponse:
@@ -867,7 +891,9 @@ class RunPodEmulator(Emulator):
     def _remove(self, pod: EmuPod) -> None:
         self.pods.pop(pod.id, None)
         self.gone.add(pod.id)
-        pod.gpu.stock += pod.gpu_count
+        if pod.gpu_held:
+            pod.gpu.stock += pod.gpu_count
+            pod.gpu_held = False
 
     def _uptime(self, pod: EmuPod) -> int:
         return int(self.clock.now() - pod.started_at) if pod.started_at and pod.state == "running" else 0

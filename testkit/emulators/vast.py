@@ -13,7 +13,10 @@ a 429 (plain text, no Retry-After). Whether Vast rejects unknown create fields i
 emulator does, so gpuc may send only documented ones.
 
 State: instances go loading -> running after `boot_polls` observations or `boot_s` seconds; stop,
-outbid (is_bid, actual stopped, intended running), frozen, exited, unknown, offline, vanished.
+outbid (is_bid, actual stopped, intended running), frozen, exited, unknown, offline, vanished. A start
+(PUT state running) runs on the instance's OWN machine only: while that machine is taken
+(`occupy_machine`) the start sits in "scheduling", billing the disk only, until `free_machine` (how the
+real API shows the wait is UNCONFIRMED; the CLI's help names "scheduling").
 `users/current` answers with the account key inside, as Vast does (gpuc must never log it).
 
 Billing: `GET /api/v0/charges/` (documented query parameters only, show_charges.yaml) answers one entry
@@ -255,6 +258,7 @@ class VastEmulator(Emulator):
         # Where every instance's direct ssh port points, e.g. a local sshd for a demo.
         self.ssh_endpoint = ssh_endpoint
         self.instances: dict[int, VastInst] = {}
+        self.busy_machines: set[int] = set()  # machines whose GPUs someone else holds: starts wait
         self.destroyed: set[int] = set()
         # instance key -> instance id; a key outlives its instance (it then hears "not found": UNCONFIRMED)
         self.instance_keys: dict[str, int] = {}
@@ -289,6 +293,20 @@ class VastEmulator(Emulator):
 
     def vanish(self, instance_id: int | str) -> None:
         self.set_status(instance_id, "vanished")
+
+    def occupy_machine(self, instance_id: int | str) -> None:
+        """Someone else rents the GPUs of this instance's machine: a start of it waits ("scheduling")."""
+        with self._lock:
+            self.busy_machines.add(self.instances[int(instance_id)].offer.machine_id)
+
+    def free_machine(self, instance_id: int | str) -> None:
+        with self._lock:
+            inst = self.instances[int(instance_id)]
+            self.busy_machines.discard(inst.offer.machine_id)
+            for other in self.instances.values():
+                if other.offer.machine_id == inst.offer.machine_id and other.actual == "scheduling":
+                    other.actual, other.cur_state, other.polls_left = "loading", "running", self.boot_polls
+            self._track()
 
     def add_offer(self, offer: VastOfferState) -> None:
         with self._lock:
@@ -869,6 +887,9 @@ class VastEmulator(Emulator):
     def _set_state(self, inst: VastInst, state: str) -> None:
         if state == "stopped":
             inst.actual, inst.intended, inst.cur_state = "stopped", "stopped", "stopped"
+        elif inst.offer.machine_id in self.busy_machines and inst.actual in ("stopped", "scheduling"):
+            # Its machine's GPUs are taken: it waits for them there, never moves (V4).
+            inst.intended, inst.cur_state, inst.actual = "running", "stopped", "scheduling"
         else:
             inst.intended, inst.cur_state, inst.actual = "running", "running", "loading"
             inst.polls_left = self.boot_polls

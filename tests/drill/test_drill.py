@@ -28,6 +28,7 @@ ROWS = [f"F{i}" for i in range(1, 15)] + ["F3j", "F3h", "F3hs", "F3hn", "F3b", "
 ROWS += ["F11s", "F5r", "F12b", "F5g"]
 ROWS += ["F15", "F15v", "F15h"]
 ROWS += ["F11u", "F18"]
+ROWS += ["F16", "F16b"]
 
 
 def drill(*args: str) -> tuple[int, str]:

@@ -16,8 +16,16 @@ from gpuc.core.clock import FakeClock
 from gpuc.functions.dynamo import DynamoStore, create_table
 
 
+@pytest.fixture
+def world(home: Path, clock: FakeClock) -> Iterator[World]:
+    w = make_world(home, clock)
+    yield w
+    w.store.close()
+
+
 @pytest.fixture(params=["sqlite", "dynamodb"])
 def any_world(request: pytest.FixtureRequest, home: Path, clock: FakeClock) -> Iterator[World]:
+    """The same world on both stores: SqliteStore, and DynamoStore on moto's in-process DynamoDB."""
     if request.param == "sqlite":
         world = make_world(home, clock)
         yield world
@@ -29,10 +37,3 @@ def any_world(request: pytest.FixtureRequest, home: Path, clock: FakeClock) -> I
         world = make_world(home, clock, store=DynamoStore("gpuc-watchdog", client))
         yield world
         world.store.close()
-
-
-@pytest.fixture
-def world(home: Path, clock: FakeClock) -> Iterator[World]:
-    w = make_world(home, clock)
-    yield w
-    w.store.close()

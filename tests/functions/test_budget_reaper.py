@@ -19,7 +19,7 @@ BUDGET = 10.0  # $; the pods below cost $0.50/h
 
 @pytest.fixture
 def world(any_world: World) -> World:
-    """Both stores (test_false_kills' any_world: SQLite, and DynamoDB on moto), with a $10 month."""
+    """Both stores (conftest's any_world: SQLite, and DynamoDB on moto), with a $10 month."""
     any_world.settings = any_world.deps.settings = any_world.settings.with_overrides(monthly_budget=BUDGET)
     return any_world
 

@@ -1,0 +1,77 @@
+"""`gpuc results` over real ssh (loopback sshd): the pod's half (gpuc.instance_side.resultscopy, run by
+the pod's own gpuc install) lists and streams results/ and the job's log; the laptop extracts them
+safely and checks every name and size before anything could be destroyed."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from conftest import Sshd
+from test_provision_loopback import Rented
+
+from gpuc.client.podlife import Deps
+from gpuc.client.provision import build_wheel, install_code, offline_installer
+from gpuc.client.results import NOT_COPIED, copy_results, fetcher
+from gpuc.client.ssh import SshAccess, ssh_access
+from gpuc.client.state import RunStore
+from gpuc.core.clock import SystemClock
+from gpuc.core.errors import GpucError
+from gpuc.core.models import Pod
+from gpuc.core.podpaths import PodPaths
+from gpuc.core.settings import Settings
+
+pytestmark = pytest.mark.sshd
+POD_ID = "loopres1"
+
+
+def reach(sshd: Sshd, settings: Settings) -> tuple[SshAccess, Pod, Deps]:
+    pod = Pod(provider="runpod", id=POD_ID, name="gpuc-run0003", status="running", ssh_host="127.0.0.1",
+              ssh_port=sshd.port)
+    deps = Deps(
+        settings=settings,
+        runs=RunStore(settings.home),
+        clock=SystemClock(),
+        echo=lambda _: None,
+        functions=cast(Any, object()),
+        providers={"runpod": Rented()},
+    )
+    access = ssh_access(pod, settings, user=sshd.user)
+    install_code(access, build_wheel(), offline_installer(sys.executable), lambda _: None)
+    return access, pod, deps
+
+
+def test_results_come_over_ssh_whole_and_verified(sshd: Sshd, ssh_settings: Settings, tmp_path: Path) -> None:
+    access, pod, deps = reach(sshd, ssh_settings)
+    paths = PodPaths(sshd.sandbox / POD_ID)
+    (paths.results / "ckpt").mkdir(parents=True, exist_ok=True)
+    weights = os.urandom(2_000_000)
+    (paths.results / "ckpt" / "weights bin").write_bytes(weights)  # a space: nothing goes through a shell
+    os.symlink("ckpt/weights bin", paths.results / "latest")
+    os.symlink("/root/.cache/rotated", paths.results / "stale")  # dangling and outside: written down
+    paths.job_log.write_text("step 100 loss 0.2\n")
+    dest = tmp_path / "copied"
+    copy_results(access, fetcher(access, Rented(), pod), dest, deps)
+    assert (dest / "results" / "ckpt" / "weights bin").read_bytes() == weights
+    assert os.readlink(dest / "results" / "latest") == "ckpt/weights bin"
+    assert (dest / "logs" / "job.log").read_text() == "step 100 loss 0.2\n"
+    assert "results/stale -> /root/.cache/rotated" in (dest / NOT_COPIED).read_text()
+
+
+def test_a_copy_cut_short_over_ssh_is_refused(sshd: Sshd, ssh_settings: Settings, tmp_path: Path) -> None:
+    access, pod, deps = reach(sshd, ssh_settings)
+    paths = PodPaths(sshd.sandbox / POD_ID)
+    paths.results.mkdir(parents=True, exist_ok=True)
+    (paths.results / "big.bin").write_bytes(b"\0" * 100_000)
+    real = fetcher(access, Rented(), pod)
+
+    def grows_meanwhile(out: Any, timeout_s: float) -> None:
+        (paths.results / "big.bin").write_bytes(b"\0" * 10)  # not what the listing said
+        real(out, timeout_s)
+
+    with pytest.raises(GpucError, match="does not match the pod"):
+        copy_results(access, grows_meanwhile, tmp_path / "copied", deps)
+    assert not (tmp_path / "copied").exists()
