@@ -57,7 +57,9 @@ FAST = {
 # 2-core machine, 7-9 s at load 8-15 (measured). The real limits (silence 5 min + grace 4 min) leave a real
 # install several times its length; 6 s left a loaded machine less than the install, and the demo's own
 # watchdog reaped the pod mid-install (its ssh commands then died: exit 255). 20 s keeps the margin.
-REMOTE = {**FAST, "silence_limit_s": 20.0, "bootstrap_apt": ""}
+# The grace after a wrapper's end covers its self-destroy call (real 4 min): at load 20, 1.5 s did not, and
+# the watchdog destroyed the pod first, with the account key.
+REMOTE = {**FAST, "silence_limit_s": 20.0, "destroy_grace_s": 10.0, "bootstrap_apt": ""}
 
 JOB = (
     "import json, os, time\n"
