@@ -56,10 +56,11 @@ FAST = {
 # REAL time, which the demo does not scale: from the create to the agent's first ping, 3 s on an idle
 # 2-core machine, 7-9 s at load 8-15 (measured). The real limits (silence 5 min + grace 4 min) leave a real
 # install several times its length; 6 s left a loaded machine less than the install, and the demo's own
-# watchdog reaped the pod mid-install (its ssh commands then died: exit 255). 20 s keeps the margin.
+# watchdog reaped the pod mid-install (its ssh commands then died: exit 255); 20 s still gave a false
+# "will destroy" at load 28. 40 s keeps the margin.
 # The grace after a wrapper's end covers its self-destroy call (real 4 min): at load 20, 1.5 s did not, and
 # the watchdog destroyed the pod first, with the account key.
-REMOTE = {**FAST, "silence_limit_s": 20.0, "destroy_grace_s": 10.0, "bootstrap_apt": ""}
+REMOTE = {**FAST, "silence_limit_s": 40.0, "destroy_grace_s": 10.0, "bootstrap_apt": ""}
 
 JOB = (
     "import json, os, time\n"
@@ -130,7 +131,8 @@ class Demo:
         self._kill_agent(pod)
         t_kill = time.monotonic()
         self.echo(f"    killed the agent of {pod.id} (SIGKILL)")
-        gone = podlife.wait_gone(self.deps, pod, 60)
+        limits = self.deps.settings.silence_limit_s + self.deps.settings.destroy_grace_s
+        gone = podlife.wait_gone(self.deps, pod, 60 + limits)
         self.check(gone, f"reaper destroyed {pod.id} {time.monotonic() - t_kill:.1f}s after the agent died")
         self.check(self._notified(pod, "destroyed", any_kind=True), "a notification landed")
         self.check(self._ledger_closed(pod), "ledger row closed by the reaper's end record")
