@@ -30,6 +30,13 @@ def guard(name: str) -> str:
 
 
 DRY_RUN = guard("test_a_dry_run_writes_notifies_and_destroys_nothing_whatever_the_pass_would_do")
+DYNAMO = "tests/aws/test_dynamo_paging.py"
+PID_FILE = "tests/instance_side/test_job_pid_file.py"
+SSH = "tests/instance_side/test_ssh_generations.py"
+KEY = "tests/providers/test_pod_key_fallback.py"
+TOKEN = "tests/core/test_token_strength.py"
+GET = "tests/providers/test_get_contract.py"
+DOWN = "tests/client/test_down_guards.py"
 
 MUTANTS: tuple[Mutant, ...] = (
     # -- 1. a provider's "unknown" taken as gone ---------------------------------------------------------
@@ -105,16 +112,16 @@ MUTANTS: tuple[Mutant, ...] = (
         "dry-track-status",
         "reaper: a dry run records a provider status change",
         REAPER,
-        "    if not run.dry_run:\n        run.deps.store.update_if(rec.pod_id, {\"provider_status\"",
-        "    if True:\n        run.deps.store.update_if(rec.pod_id, {\"provider_status\"",
+        '    if not run.dry_run:\n        run.deps.store.update_if(rec.pod_id, {"provider_status"',
+        '    if True:\n        run.deps.store.update_if(rec.pod_id, {"provider_status"',
         (DRY_RUN,),
     ),
     Mutant(
         "dry-track-found",
         "reaper: a dry run clears a 'not found' note",
         REAPER,
-        "        if not run.dry_run:\n            run.deps.store.update_if(rec.pod_id, {\"gone_seen_at\"",
-        "        if True:\n            run.deps.store.update_if(rec.pod_id, {\"gone_seen_at\"",
+        '        if not run.dry_run:\n            run.deps.store.update_if(rec.pod_id, {"gone_seen_at"',
+        '        if True:\n            run.deps.store.update_if(rec.pod_id, {"gone_seen_at"',
         (DRY_RUN,),
     ),
     Mutant(
@@ -204,10 +211,219 @@ MUTANTS: tuple[Mutant, ...] = (
         REAPER,
         '    if rec.state == "down" or late_end:',
         '    if rec.state == "down":',
-        (
-            guard(
-                "test_an_ended_pod_is_destroyed_one_grace_after_a_backwards_clock_step_not_the_steps_length_later"
-            ),
-        ),
+        (guard("test_an_ended_pod_is_destroyed_one_grace_after_a_backwards_clock_step_not_the_steps_length_later"),),
+    ),
+    # -- 4. DynamoDB reads one page ----------------------------------------------------------------------
+    Mutant(
+        "dynamo-pods-one-page",
+        "dynamo: only the first page of pods is read (past 1 MB of records, pods are never reaped)",
+        "functions/dynamo.py",
+        '            if "LastEvaluatedKey" not in got:\n                return items\n',
+        "            return items\n",
+        (DYNAMO,),
+    ),
+    Mutant(
+        "dynamo-notes-one-page",
+        "dynamo: only the first page of notifications is read (status shows too few)",
+        "functions/dynamo.py",
+        '                break\n            kwargs["ExclusiveStartKey"] = got["LastEvaluatedKey"]\n        records',
+        "                break\n            break\n        records",
+        (DYNAMO,),
+    ),
+    Mutant(
+        "dynamo-notes-restart",
+        "dynamo: the notification query restarts from the top on every page (duplicates, the rest lost)",
+        "functions/dynamo.py",
+        '            kwargs["ExclusiveStartKey"] = got["LastEvaluatedKey"]\n        records',
+        "            kwargs.clear()\n        records",
+        (DYNAMO,),
+    ),
+    # -- 5. an unreadable job pid file ------------------------------------------------------------------
+    Mutant(
+        "pid-unreadable-no-job",
+        "pod: an unreadable job pid file is 'no job' (the idle watch destroys the pod under its job)",
+        "instance_side/procs.py",
+        "    except (OSError, UnicodeDecodeError) as exc:\n        raise JobScanError(",
+        "    except (OSError, UnicodeDecodeError) as exc:\n        return None\n        raise JobScanError(",
+        (PID_FILE,),
+    ),
+    Mutant(
+        "pid-heartbeat-no-job",
+        "pod: the heartbeat says no job runs when the pid file cannot be read",
+        "instance_side/agent.py",
+        '            return True  # a pid file that is there but unreadable is uncertain, so busy: never "no job"',
+        "            return False",
+        (PID_FILE,),
+    ),
+    # -- 6. OpenSSH's process names -----------------------------------------------------------------------
+    Mutant(
+        "ssh-no-sshd-session",
+        "pod: sessions under OpenSSH >= 9.8 (sshd-session) are not seen (idle kill under a typing user)",
+        "instance_side/procs.py",
+        '_SSHD = ("sshd", "sshd-session")',
+        '_SSHD = ("sshd",)',
+        (SSH,),
+    ),
+    Mutant(
+        "ssh-no-sshd",
+        "pod: sessions under OpenSSH < 9.8 (sshd) are not seen",
+        "instance_side/procs.py",
+        '_SSHD = ("sshd", "sshd-session")',
+        '_SSHD = ("sshd-session",)',
+        (SSH,),
+    ),
+    # -- 7. the pod's key for a wrapper started over ssh --------------------------------------------------
+    Mutant(
+        "key-no-pid1-fallback",
+        "pod: a wrapper started over ssh cannot find the pod's key (every self-destroy fails)",
+        "instance_side/selfdestroy.py",
+        "    platform_env = {**container_environ(proc_root), **env}",
+        "    platform_env = dict(env)",
+        (KEY,),
+    ),
+    # -- 8. a weak pod token ------------------------------------------------------------------------------
+    Mutant(
+        "token-32-bit",
+        "up: pod tokens of 32 bits (pings and events forgeable)",
+        "core/signing.py",
+        "    token = secrets.token_urlsafe(TOKEN_BYTES)",
+        "    token = secrets.token_urlsafe(4)",
+        (TOKEN,),
+    ),
+    Mutant(
+        "token-floor",
+        "signing: the strength floor lets a 32-bit token through",
+        "core/signing.py",
+        "    if len(token) < MIN_TOKEN_CHARS:",
+        "    if len(token) < 6:",
+        (TOKEN,),
+    ),
+    Mutant(
+        "token-load-unchecked",
+        "pod: a weak token in the pod's secrets is accepted",
+        "instance_side/podfiles.py",
+        "    weak = weak_token(token)\n    if weak is not None:\n        # A guessable",
+        "    weak = None\n    if weak is not None:\n        # A guessable",
+        (TOKEN,),
+    ),
+    # -- 9. RunPod and Vast `get`: doubt read as gone -----------------------------------------------------
+    Mutant(
+        "runpod-graphql-lag-gone",
+        "runpod: a pod REST v2 shows but GraphQL does not yet is gone",
+        "core/providers/runpod.py",
+        "            return pod_from_v2(v2)  # v2 sees it and GraphQL does not yet",
+        "            return None  # v2 sees it and GraphQL does not yet",
+        (GET,),
+    ),
+    Mutant(
+        "runpod-v2-lag-gone",
+        "runpod: a pod GraphQL shows but REST v2 does not yet is gone",
+        "core/providers/runpod.py",
+        "            return self._seen_by_graphql_only(pod_id)",
+        "            return None",
+        (GET,),
+    ),
+    Mutant(
+        "runpod-unreadable-gone",
+        "runpod: an unreadable REST v2 pod falls back to GraphQL, whose null reads as gone",
+        "core/providers/runpod.py",
+        '        v2 = parse(V2Pod, reply.body, "v2 pod")\n',
+        "        try:\n"
+        '            v2 = parse(V2Pod, reply.body, "v2 pod")\n'
+        "        except ProviderError:\n"
+        '            found = self.graphql(GET_QUERY, {"podId": pod_id}).get("pod")\n'
+        "            return None if found is None else parse_graphql_pod(found)\n",
+        (GET,),
+    ),
+    Mutant(
+        "runpod-empty-gone",
+        "runpod: an empty REST v2 answer ({} / []) reads as gone",
+        "core/providers/runpod.py",
+        '        v2 = parse(V2Pod, reply.body, "v2 pod")\n',
+        '        if not reply.body:\n            return None\n        v2 = parse(V2Pod, reply.body, "v2 pod")\n',
+        (GET,),
+    ),
+    Mutant(
+        "runpod-any-404-gone",
+        "runpod: any 404 (a wrong URL's) reads as gone",
+        "core/providers/runpod.py",
+        '            require(is_problem_404(reply.body), PROVIDER, f"404 from {path} is not a RunPod problem body")\n',
+        "",
+        (GET, "tests/providers/test_provider_fixtures.py"),
+    ),
+    Mutant(
+        "runpod-gql-status-gone",
+        "runpod: a GraphQL status nobody listed reads as terminated",
+        "core/providers/runpod.py",
+        'GRAPHQL_STATUS.get(desired, "unknown")',
+        'GRAPHQL_STATUS.get(desired, "terminated")',
+        (GET,),
+    ),
+    Mutant(
+        "runpod-v2-status-gone",
+        "runpod: a REST v2 status nobody listed reads as terminated",
+        "core/providers/runpod.py",
+        'V2_STATUS.get(status or "", "unknown")',
+        'V2_STATUS.get(status or "", "terminated")',
+        (GET,),
+    ),
+    Mutant(
+        "vast-status-gone",
+        "vast: an actual_status nobody listed reads as terminated",
+        "core/providers/vast.py",
+        'ACTUAL_STATUS.get(actual, "unknown")',
+        'ACTUAL_STATUS.get(actual, "terminated")',
+        (GET,),
+    ),
+    Mutant(
+        "vast-empty-gone",
+        "vast: an empty instances ([] / {}) reads as gone",
+        "core/providers/vast.py",
+        '        if body["instances"] is None:\n            return None  # Vast\'s positive',
+        '        if not body["instances"]:\n            return None  # Vast\'s positive',
+        (GET,),
+    ),
+    Mutant(
+        "vast-no-instances-gone",
+        "vast: an answer without `instances` ({} / []) reads as gone",
+        "core/providers/vast.py",
+        '        require(isinstance(body, dict) and "instances" in body, PROVIDER,',
+        '        if not isinstance(body, dict) or "instances" not in body:\n            return None\n'
+        "        require(True, PROVIDER,",
+        (GET,),
+    ),
+    Mutant(
+        "vast-404-gone",
+        "vast: a 404 to a read reads as gone",
+        "core/providers/vast.py",
+        'self.api.instance_url(pod_id), params={"owner": "me"})\n',
+        'self.api.instance_url(pod_id), params={"owner": "me"}, accept=(404,))\n'
+        "        if reply.status == 404:\n            return None\n",
+        (GET,),
+    ),
+    Mutant(
+        "vast-empty-instance",
+        "vast: an empty instance object reads as a pod made of defaults (provisioning)",
+        "core/providers/vast.py",
+        '        require(bool(body["instances"]), PROVIDER, "instances is an empty object")\n',
+        "",
+        (GET,),
+    ),
+    # -- 10. down and run ---------------------------------------------------------------------------------
+    Mutant(
+        "down-parked-pod",
+        "down: a stopped or exited pod is destroyed without --force (its unsynced results lost)",
+        "client/podlife.py",
+        '    if pod.status != "running":\n        if force:',
+        "    if False:\n        if force:",
+        (DOWN,),
+    ),
+    Mutant(
+        "down-run-foreign",
+        "down / run: a pod without gpuc's markers is acted on when a run record names it",
+        "client/podlife.py",
+        "    if pod is not None and not pod.managed:",
+        "    if False:",
+        (DOWN,),
     ),
 )
