@@ -99,7 +99,7 @@ def interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt  # SIGTERM too: the `finally` in run_mutant puts the file back
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="run the mutants whose id starts with this")
     parser.add_argument("--list", action="store_true", help="list the mutants and exit")
@@ -120,20 +120,20 @@ def main(argv: list[str] | None = None) -> int:
     if not chosen:
         print(f"no mutant id starts with {args.only!r}", file=sys.stderr)
         return 2
-    broken = [(m.id, why) for m in chosen if (why := check(m)) is not None]
-    if broken:
-        for mid, why in broken:
-            print(f"table error: {mid}: {why}", file=sys.stderr)
-        return 2
-    dirty = tracked_changes(ROOT)
+    dirty = tracked_changes(root)
     if dirty:
         print("refusing to run: the tree has changes to tracked files (commit or stash them):", file=sys.stderr)
         print("\n".join(f"  {line}" for line in dirty[:20]), file=sys.stderr)
         return 2
+    broken = [(m.id, why) for m in chosen if (why := check(m, root)) is not None]
+    if broken:
+        for mid, why in broken:
+            print(f"table error: {mid}: {why}", file=sys.stderr)
+        return 2
     signal.signal(signal.SIGTERM, interrupt)
     tests = args.against or sorted({t for m in chosen for t in m.tests})
     print(f"baseline: {len(tests)} test targets on the unmutated tree ...", flush=True)
-    code, tail = pytest(tests, ROOT, args.timeout * 2)
+    code, tail = pytest(tests, root, args.timeout * 2)
     if code != 0:
         print(f"the named tests fail without any mutant (exit {code}):\n{tail}", file=sys.stderr)
         return 2
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for mutant in chosen:
             start = time.monotonic()
-            outcome, detail = run_mutant(mutant, ROOT, args.timeout, args.against)
+            outcome, detail = run_mutant(mutant, root, args.timeout, args.against)
             results[outcome] += 1
             took = time.monotonic() - start
             print(f"{outcome:8} {mutant.id:28} {took:5.1f} s  {mutant.what}", flush=True)
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted: the tree is as it was", file=sys.stderr)
         return 130
     finally:
-        left = tracked_changes(ROOT)
+        left = tracked_changes(root)
         if left:  # never expected: each file is restored in run_mutant's finally
             print(f"WARNING: the tree changed during the run: {left}", file=sys.stderr)
     print(
