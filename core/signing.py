@@ -12,7 +12,6 @@ import hmac
 import secrets
 
 _KEY_CONTEXT = b"gpuc-heartbeat-v1"
-TOKEN_BYTES = 32  # 256 bits, 43 URL-safe characters
 # The floor a pod token must clear wherever one is made or loaded: 32 characters is at least 128 bits
 # even as hex. A shorter one (a truncated generator, a token typed by hand) could be guessed, and with it
 # every ping and event of the pod forged: a silent pod kept alive, or a healthy one ended.
@@ -20,7 +19,7 @@ MIN_TOKEN_CHARS = 32
 
 
 def new_token() -> str:
-    token = secrets.token_urlsafe(TOKEN_BYTES)
+    token = secrets.token_urlsafe(32)  # 256 bits, 43 URL-safe characters
     weak = weak_token(token)
     if weak is not None:
         raise RuntimeError(f"the new pod token is {weak}")

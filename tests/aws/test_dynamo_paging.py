@@ -131,23 +131,17 @@ def key(pk: str, sk: str) -> dict[str, Any]:
     return {"pk": {"S": pk}, "sk": {"S": sk}}
 
 
-@pytest.fixture
-def stub() -> Iterator[Stubber]:
-    client = boto3.client(
-        "dynamodb", region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing"
-    )
-    with Stubber(client) as stubber:
-        yield stubber
-        stubber.assert_no_pending_responses()  # every page was asked for
+def query_of(pk: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "TableName": TABLE,
+        "KeyConditionExpression": "pk = :pk",
+        "ExpressionAttributeValues": {":pk": {"S": pk}},
+        **extra,
+    }
 
 
 def test_list_pods_follows_the_last_evaluated_key_chain(stub: Stubber) -> None:
-    query = {
-        "TableName": TABLE,
-        "KeyConditionExpression": "pk = :pk",
-        "ExpressionAttributeValues": {":pk": {"S": "pods"}},
-        "ConsistentRead": True,
-    }
+    query = query_of("pods", ConsistentRead=True)
     pages = [["a", "b"], ["c"], ["d", "e"]]
     start: dict[str, Any] = {}
     for n, ids in enumerate(pages):
@@ -161,12 +155,7 @@ def test_list_pods_follows_the_last_evaluated_key_chain(stub: Stubber) -> None:
 
 
 def test_recent_notifications_follows_the_chain_until_it_has_enough(stub: Stubber) -> None:
-    query = {
-        "TableName": TABLE,
-        "KeyConditionExpression": "pk = :pk",
-        "ExpressionAttributeValues": {":pk": {"S": "notif"}},
-        "ScanIndexForward": False,
-    }
+    query = query_of("notif", ScanIndexForward=False)
     # Newest first: a 1 MB page cut after two of the five asked for, then the rest
     stub.add_response(
         "query",

@@ -3,6 +3,8 @@
     make mutants                                   # every mutant in table.py
     .venv/bin/python tests/mutants/run.py --list   # what they are
     .venv/bin/python tests/mutants/run.py --only dry-   # the ones whose id starts so
+    .venv/bin/python tests/mutants/run.py --only dry- \
+        --against "tests/functions --ignore=tests/functions/test_reaper_guards.py"   # before their guard?
 
 Each mutant is one exact replacement in one file (table.py). The tree must be clean (no change to a
 tracked file): the file is mutated in place, its tests run, and the original bytes and mtime are put back
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -106,10 +109,9 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
     parser.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds per mutant (a hang is a kill)")
     parser.add_argument(
         "--against",
-        nargs="+",
-        metavar="PYTEST_ARG",
-        help="run every mutant against these pytest arguments instead of its own tests (e.g. the suite "
-        "without the guard tests: did the mutant survive before them?)",
+        metavar="PYTEST_ARGS",
+        help="run every mutant against these pytest arguments (one string) instead of its own tests, e.g. "
+        "\"tests/functions --ignore=tests/functions/test_reaper_guards.py\": did it survive before its guard?",
     )
     args = parser.parse_args(argv)
     chosen = [m for m in MUTANTS if m.id.startswith(args.only)]
@@ -131,7 +133,8 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
             print(f"table error: {mid}: {why}", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, interrupt)
-    tests = args.against or sorted({t for m in chosen for t in m.tests})
+    against = shlex.split(args.against) if args.against else None
+    tests = against or sorted({t for m in chosen for t in m.tests})
     print(f"baseline: {len(tests)} test targets on the unmutated tree ...", flush=True)
     code, tail = pytest(tests, root, args.timeout * 2)
     if code != 0:
@@ -141,7 +144,7 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
     try:
         for mutant in chosen:
             start = time.monotonic()
-            outcome, detail = run_mutant(mutant, root, args.timeout, args.against)
+            outcome, detail = run_mutant(mutant, root, args.timeout, against)
             results[outcome] += 1
             took = time.monotonic() - start
             print(f"{outcome:8} {mutant.id:28} {took:5.1f} s  {mutant.what}", flush=True)

@@ -57,6 +57,14 @@ MUTANTS: tuple[Mutant, ...] = (
         (guard("test_an_unknown_reading_between_two_not_founds_starts_the_gone_count_again"),),
     ),
     Mutant(
+        "unknown-judge-fine",
+        "reaper: a silent pod the provider calls unknown is fine (no alert while it bills)",
+        REAPER,
+        'if pod.status in ("provisioning", "unknown") and is_silent(run, rec):',
+        'if pod.status in ("provisioning",) and is_silent(run, rec):',
+        ("tests/functions/test_reaper.py::test_the_unknown_provider_status_is_alert_only",),
+    ),
+    Mutant(
         "unknown-veto",
         "reaper: no veto on an unknown status (ended pods and strays are destroyed blind)",
         REAPER,
@@ -286,7 +294,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "token-32-bit",
         "up: pod tokens of 32 bits (pings and events forgeable)",
         "core/signing.py",
-        "    token = secrets.token_urlsafe(TOKEN_BYTES)",
+        "    token = secrets.token_urlsafe(32)",
         "    token = secrets.token_urlsafe(4)",
         (TOKEN,),
     ),
@@ -399,6 +407,22 @@ MUTANTS: tuple[Mutant, ...] = (
         'self.api.instance_url(pod_id), params={"owner": "me"})\n',
         'self.api.instance_url(pod_id), params={"owner": "me"}, accept=(404,))\n'
         "        if reply.status == 404:\n            return None\n",
+        (GET,),
+    ),
+    Mutant(
+        "runpod-self-unreadable-gone",
+        "runpod pod: 'not found' to its own key and a failed read of itself taken as gone (no stop)",
+        "core/providers/runpod.py",
+        '        if still is False:\n            return f"pod {self.pod_id} was already gone"',
+        '        if not still:\n            return f"pod {self.pod_id} was already gone"',
+        (GET,),
+    ),
+    Mutant(
+        "vast-self-unreadable-gone",
+        "vast instance: 'not found' to its own key and a failed read of itself taken as gone (no stop)",
+        "core/providers/vast.py",
+        '        if still is False:\n            return f"instance {self.instance_id} was already gone"',
+        '        if not still:\n            return f"instance {self.instance_id} was already gone"',
         (GET,),
     ),
     Mutant(

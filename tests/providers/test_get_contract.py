@@ -1,7 +1,8 @@
 """`get` answers None only when the provider POSITIVELY says the pod is gone (core/providers/base.py);
 any doubt raises. Gone means the reaper stops watching a pod, or takes a destroy as done: a pod read as
 gone while it lives bills unwatched. Through the emulators: an empty answer, an unreadable pod next to a
-"not found", one RunPod API lagging behind the other, a 404 from the wrong place, a status nobody listed."""
+"not found", one RunPod API lagging behind the other, a 404 from the wrong place, a status nobody listed;
+and inside the pod, a "not found" to its own key next to a read of itself that fails."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from providerfakes import RUNPOD_GRAPHQL_URL, RUNPOD_KEY, VAST_OFFER, spec
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ProviderError
 from gpuc.core.providers.http import zero_backoff
-from gpuc.core.providers.runpod import RunPodProvider, status_from_graphql, status_from_v2
-from gpuc.core.providers.vast import VastInstance, VastProvider, status_of
+from gpuc.core.providers.outcome import StoppedInstead
+from gpuc.core.providers.runpod import RunPodProvider, RunPodSelfDestroyer, status_from_graphql, status_from_v2
+from gpuc.core.providers.vast import VastInstance, VastProvider, VastSelfDestroyer, status_of
 from gpuc.testkit.emulators.runpod import RunPodEmulator
 from gpuc.testkit.emulators.vast import VastEmulator
 
@@ -126,3 +128,36 @@ def test_only_instances_null_is_gone(vast: VastProvider, vast_emu: VastEmulator)
 @pytest.mark.parametrize("actual", ["hibernating", "", "TERMINATED"])
 def test_a_vast_status_nobody_listed_reads_as_unknown_never_as_gone(actual: str) -> None:
     assert status_of(VastInstance(id=1, actual_status=actual)) == "unknown"
+
+
+# -- inside the pod: "not found" from its own key plus a read of itself that fails ---------------------------
+# The pod key may hear "not found" because it is refused. If the pod then cannot read itself, nothing says
+# it is gone: it stops itself (only its disk bills) and says so, for the reaper to destroy.
+
+
+def test_a_runpod_pod_told_not_found_that_cannot_read_itself_stops_itself(
+    runpod: RunPodProvider, runpod_emu: RunPodEmulator
+) -> None:
+    pod = runpod.create(spec("runpod"))
+    runpod_emu.pod_key_not_found = True
+    runpod_emu.faults.add("get", "500", times=None)  # its own `pod` read fails
+    destroyer = RunPodSelfDestroyer.from_environ(
+        runpod_emu.pod_environ(pod.id), transport=runpod_emu.transport(), backoff=zero_backoff
+    )
+    said = destroyer.destroy_self()
+    assert isinstance(said, StoppedInstead) and "still there" in said
+    assert runpod_emu.pods[pod.id].state == "exited"
+
+
+def test_a_vast_instance_told_not_found_that_cannot_read_itself_stops_itself(
+    vast: VastProvider, vast_emu: VastEmulator
+) -> None:
+    pod = vast.create(spec("vast", offer_id=VAST_OFFER))
+    vast_emu.pod_key_not_found = True
+    vast_emu.faults.add("get", "500", times=None)
+    destroyer = VastSelfDestroyer.from_environ(
+        vast_emu.pod_environ(pod.id), transport=vast_emu.transport(), backoff=zero_backoff
+    )
+    said = destroyer.destroy_self()
+    assert isinstance(said, StoppedInstead) and "still there" in said
+    assert vast_emu.ops("stop") != []
