@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
     signal.signal(signal.SIGTERM, interrupt)
     against = shlex.split(args.against) if args.against else None
     tests = against or sorted({t for m in chosen for t in m.tests})
-    print(f"baseline: {len(tests)} test targets on the unmutated tree ...", flush=True)
+    print(f"baseline: pytest {' '.join(tests)[:100]}... on the unmutated tree", flush=True)
     code, tail = pytest(tests, root, args.timeout * 2)
     if code != 0:
         print(f"the named tests fail without any mutant (exit {code}):\n{tail}", file=sys.stderr)
