@@ -88,8 +88,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "dry-destroy",
         "reaper: a dry run destroys a pod due for destroy",
         REAPER,
-        '{reason} (dry run: nothing done)")\n        return\n',
-        '{reason} (dry run: nothing done)")\n',
+        '"destroy", f"{reason} (dry run: nothing done)")\n        return\n',
+        '"destroy", f"{reason} (dry run: nothing done)")\n',
         (DRY_RUN,),
     ),
     Mutant(
