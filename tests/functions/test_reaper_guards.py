@@ -201,7 +201,8 @@ def put(world: World, pod_id: str, **changes: Any) -> None:
 def every_kind_of_due_work(world: World, provider: FakeProvider) -> None:
     """A store where the next pass would take every write path the reaper has."""
     now, period = world.now, world.settings.reaper_period_s
-    for pod_id in ("due", "retry", "gone2", "gone1", "back", "flip", "late", "silent", "ended", "dead", "unk"):
+    every = ("due", "retry", "gone2", "gone1", "back", "flip", "late", "silent", "ended", "dead", "unk")
+    for pod_id in (*every, "kept", "overdue", "ok1", "ok2"):
         world.register(pod_id, provider=provider)
         world.ping(pod_id)
     for pod_id in ("back", "late", "flip"):  # pinging: fine, apart from what is set below
@@ -219,6 +220,8 @@ def every_kind_of_due_work(world: World, provider: FakeProvider) -> None:
     put(world, "dead", state="destroyed", end_at=now - 10 * MIN, ended_by="reaper")
     provider.set("unk", status="unknown", raw_status="offline")
     put(world, "unk", last_seen=now - 6 * MIN)
+    put(world, "kept", state="down", destroy_at=now - 1, reason="silent", last_seen=now - 9 * MIN, kept_at=now - 3600)
+    put(world, "overdue", deadline_at=now - MIN)
     provider.add("orphan")  # a gpuc pod this store never heard of: adopted on first sight
     provider.balance_usd = 1.0  # below the low-balance alert
     assert world.store.put_meta(META_REAPER, {"last_run": now - period}, None)
@@ -267,6 +270,8 @@ def test_a_dry_run_writes_notifies_and_destroys_nothing_whatever_the_pass_would_
         ("dead", "alert"),
         ("unk", "alert"),
         ("*", "alert"),
+        ("kept", "stop"),
+        ("overdue", "mark"),
     }
     assert wanted <= done, wanted - done
     titles = [a.reason for a in report.actions if a.pod_id == "*"]

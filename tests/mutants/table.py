@@ -85,6 +85,14 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     # -- 2. a dry run that acts -------------------------------------------------------------------------
     Mutant(
+        "dry-stop",
+        "reaper: a dry run stops a kept pod due for its stop",
+        REAPER,
+        '"stop", f"{reason} (dry run: nothing done)")\n        return\n',
+        '"stop", f"{reason} (dry run: nothing done)")\n',
+        (DRY_RUN,),
+    ),
+    Mutant(
         "dry-destroy",
         "reaper: a dry run destroys a pod due for destroy",
         REAPER,
