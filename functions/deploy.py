@@ -43,7 +43,7 @@ DEFAULT_STACK = "gpuc-watchdog"
 # Top-level requirements of the functions at runtime; their own requirements are followed.
 ROOT_DISTRIBUTIONS = ("pydantic", "httpx", "python-dotenv", "click")
 PROVIDED_BY_LAMBDA = frozenset({"boto3", "botocore", "s3transfer", "jmespath", "urllib3", "python-dateutil", "six"})
-GPUC_PACKAGES = ("gpuc", "gpuc.core", "gpuc.core.providers", "gpuc.functions", "gpuc.client")
+GPUC_PACKAGES = ("gpuc", "gpuc.core", "gpuc.core.providers", "gpuc.functions", "gpuc.functions.reaper", "gpuc.client")
 _REQ_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 # The reaper's budget settings, as stack parameters into its environment: the Lambda has no .env, and a
 # budget the laptop knows but the watchdog does not would alert and pull in nothing. "" = not set.
