@@ -21,7 +21,12 @@ class Mutant:
     tests: tuple[str, ...]
 
 
-REAPER = "functions/reaper.py"
+SIGHT = "functions/reaper/sight.py"
+RULES = "functions/reaper/rules.py"
+ACTIONS = "functions/reaper/actions.py"
+ALERTS = "functions/reaper/alerts.py"
+TRUST = "functions/reaper/trust.py"
+SWEEP = "functions/reaper/sweep.py"
 GUARDS = "tests/functions/test_reaper_guards.py"
 
 
@@ -43,7 +48,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "unknown-get-gone",
         "reaper: `get` answering unknown counts as gone (the watch is dropped)",
-        REAPER,
+        SIGHT,
         'if current is None or current.status == "terminated":',
         'if current is None or current.status in ("terminated", "unknown"):',
         (guard("test_a_pod_only_get_finds_and_calls_unknown_is_never_taken_for_gone"),),
@@ -51,7 +56,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "unknown-track-keeps-gone",
         "reaper: an unknown reading does not clear a 'not found' note (one more not found settles it)",
-        REAPER,
+        SIGHT,
         "    if pod is not None and rec.gone_seen_at is not None:",
         '    if pod is not None and pod.status != "unknown" and rec.gone_seen_at is not None:',
         (guard("test_an_unknown_reading_between_two_not_founds_starts_the_gone_count_again"),),
@@ -59,15 +64,15 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "unknown-judge-fine",
         "reaper: a silent pod the provider calls unknown is fine (no alert while it bills)",
-        REAPER,
-        'if pod.status in ("provisioning", "unknown") and is_silent(run, rec):',
-        'if pod.status in ("provisioning",) and is_silent(run, rec):',
+        RULES,
+        'if pod.status in ("provisioning", "unknown") and is_silent(rules, rec):',
+        'if pod.status in ("provisioning",) and is_silent(rules, rec):',
         ("tests/functions/test_reaper.py::test_the_unknown_provider_status_is_alert_only",),
     ),
     Mutant(
         "unknown-veto",
         "reaper: no veto on an unknown status (ended pods and strays are destroyed blind)",
-        REAPER,
+        RULES,
         '    if pod.status == "unknown":\n        return "unknown",',
         '    if False:\n        return "unknown",',
         (
@@ -87,7 +92,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "dry-stop",
         "reaper: a dry run stops a kept pod due for its stop",
-        REAPER,
+        ACTIONS,
         '"stop", f"{reason} (dry run: nothing done)")\n        return\n',
         '"stop", f"{reason} (dry run: nothing done)")\n',
         (DRY_RUN,),
@@ -95,7 +100,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "dry-destroy",
         "reaper: a dry run destroys a pod due for destroy",
-        REAPER,
+        ACTIONS,
         '"destroy", f"{reason} (dry run: nothing done)")\n        return\n',
         '"destroy", f"{reason} (dry run: nothing done)")\n',
         (DRY_RUN,),
@@ -103,7 +108,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "dry-retry",
         "reaper: a dry run retries an unfinished destroy",
-        REAPER,
+        ACTIONS,
         'retried (dry run: nothing done)")\n        return\n',
         'retried (dry run: nothing done)")\n',
         (DRY_RUN,),
@@ -111,7 +116,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "dry-settle-gone",
         "reaper: a dry run settles a gone pod (and notifies)",
-        REAPER,
+        ACTIONS,
         '    run.act_on(rec, "confirm", "gone at the provider")\n    if run.dry_run:\n        return\n',
         '    run.act_on(rec, "confirm", "gone at the provider")\n',
         (DRY_RUN,),
@@ -119,7 +124,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "dry-mark",
         "reaper: a dry run marks a pod for destroy (and notifies)",
-        REAPER,
+        ACTIONS,
         "    if not run.dry_run:\n        # last_seq in the condition",
         "    if True:\n        # last_seq in the condition",
         (DRY_RUN,),
@@ -127,7 +132,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "dry-track-status",
         "reaper: a dry run records a provider status change",
-        REAPER,
+        SIGHT,
         '    if not run.dry_run:\n        run.deps.store.update_if(rec.pod_id, {"provider_status"',
         '    if True:\n        run.deps.store.update_if(rec.pod_id, {"provider_status"',
         (DRY_RUN,),
@@ -135,7 +140,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "dry-track-found",
         "reaper: a dry run clears a 'not found' note",
-        REAPER,
+        SIGHT,
         '        if not run.dry_run:\n            run.deps.store.update_if(rec.pod_id, {"gone_seen_at"',
         '        if True:\n            run.deps.store.update_if(rec.pod_id, {"gone_seen_at"',
         (DRY_RUN,),
@@ -143,7 +148,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "dry-gone-note",
         "reaper: a dry run notes a first 'not found'",
-        REAPER,
+        ACTIONS,
         "    if (first is None or pinged) and not run.dry_run:",
         "    if first is None or pinged:",
         (DRY_RUN,),
@@ -151,7 +156,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "dry-adopt",
         "reaper: a dry run adopts a stray",
-        REAPER,
+        SIGHT,
         "        if run.dry_run or run.deps.store.adopt(rec):",
         "        if run.deps.store.adopt(rec):",
         (DRY_RUN,),
@@ -159,7 +164,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "dry-listed-again",
         "reaper: a dry run revives a pod taken for gone (and notifies)",
-        REAPER,
+        SIGHT,
         "    if not run.dry_run:\n        revive(",
         "    if True:\n        revive(",
         (DRY_RUN,),
@@ -167,7 +172,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "dry-alert",
         "reaper: a dry run records and sends a pod alert",
-        REAPER,
+        ACTIONS,
         '    run.act_on(rec, "alert", reason)\n    if run.dry_run:\n        return\n',
         '    run.act_on(rec, "alert", reason)\n',
         (DRY_RUN,),
@@ -175,7 +180,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "dry-all-clear",
         "reaper: a dry run clears an alert (and notifies)",
-        REAPER,
+        ACTIONS,
         '    run.act_on(rec, "cancel", "back to normal")\n    if run.dry_run:\n        return\n',
         '    run.act_on(rec, "cancel", "back to normal")\n',
         (DRY_RUN,),
@@ -183,7 +188,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "dry-run-problem",
         "reaper: a dry run sends a pass-wide alert (balance, cap, fleet)",
-        REAPER,
+        ALERTS,
         '            run.act("*", detail or "*", "alert", title)\n        return\n',
         '            run.act("*", detail or "*", "alert", title)\n',
         (DRY_RUN,),
@@ -191,7 +196,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "dry-blind",
         "reaper: a dry run records and sends a blindness alert",
-        REAPER,
+        ALERTS,
         'f"gpuc: reaper blind on {name}")\n        return\n',
         'f"gpuc: reaper blind on {name}")\n',
         (DRY_RUN,),
@@ -199,7 +204,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "dry-clock-jump",
         "reaper: a dry run after a clock jump rewrites every deadline (and notifies)",
-        REAPER,
+        TRUST,
         "    if run.dry_run:\n        return False\n    for rec in records:",
         "    for rec in records:",
         (guard("test_a_dry_run_after_a_clock_jump_restarts_no_deadline"),),
@@ -207,7 +212,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "dry-record-run",
         "reaper: a dry run records itself as the reaper's last pass",
-        REAPER,
+        SWEEP,
         "    if not dry_run:\n        record_run(",
         "    if True:\n        record_run(",
         (guard("test_a_dry_run_after_a_clock_jump_restarts_no_deadline"),),
@@ -215,7 +220,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "dry-store-born",
         "reaper: a dry run dates a new store",
-        REAPER,
+        TRUST,
         "born = store_born(run.deps.store, run.now, write=not run.dry_run)",
         "born = store_born(run.deps.store, run.now, write=True)",
         (guard("test_a_dry_run_on_a_new_store_does_not_date_it"),),
@@ -224,7 +229,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "clock-back-ended",
         "reaper: after the clock steps back, an ended pod's destroy waits out the step",
-        REAPER,
+        TRUST,
         '    if rec.state == "down" or late_end:',
         '    if rec.state == "down":',
         (guard("test_an_ended_pod_is_destroyed_one_grace_after_a_backwards_clock_step_not_the_steps_length_later"),),
