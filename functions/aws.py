@@ -164,7 +164,11 @@ def _utf8(text: str) -> bool:
 def lambda_response(response: Response) -> dict[str, Any]:
     return {
         "statusCode": response.status,
-        "headers": {"content-type": "application/json", "cache-control": "no-store"},
+        "headers": {
+            "content-type": response.content_type,
+            "cache-control": "no-store",
+            **{name.lower(): value for name, value in response.page_headers.items()},
+        },
         "body": response_bytes(response).decode(),
         "isBase64Encoded": False,
     }

@@ -83,8 +83,29 @@ class Request:
 
 @dataclass(frozen=True)
 class Response:
+    """JSON for programs; `html` (a whole page) for a person's browser (issue 20's links and page)."""
+
     status: int
     body: dict[str, Any]
+    html: str | None = None
+
+    @property
+    def content_type(self) -> str:
+        return "application/json" if self.html is None else "text/html; charset=utf-8"
+
+    @property
+    def page_headers(self) -> dict[str, str]:
+        # A page's URL carries a capability: no Referer may carry it to anyone, no frame may hold the
+        # page (a click-jacked "destroy"), and nothing but the watchdog's own inline style may load.
+        if self.html is None:
+            return {}
+        return {
+            "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+            "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+            "Referrer-Policy": "no-referrer",
+            "X-Frame-Options": "DENY",
+            "X-Content-Type-Options": "nosniff",
+        }
 
 
 class HttpError(Exception):
@@ -212,4 +233,6 @@ def same_pod(signed: Signed, body_pod_id: str) -> None:
 
 
 def response_bytes(response: Response) -> bytes:
+    if response.html is not None:
+        return response.html.encode()
     return json.dumps(response.body, separators=(",", ":")).encode()

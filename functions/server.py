@@ -198,9 +198,10 @@ class _Handler(BaseHTTPRequestHandler):
             f"HTTP/1.1 {response.status} {phrase}",
             f"Server: {self.server_version}",
             f"Date: {self.date_time_string()}",
-            "Content-Type: application/json",
+            f"Content-Type: {response.content_type}",
             f"Content-Length: {len(payload)}",
             "Cache-Control: no-store",
+            *(f"{name}: {value}" for name, value in response.page_headers.items()),
         ]
         if self.close_connection:
             head.append("Connection: close")
