@@ -30,6 +30,7 @@ ProcScanError                      (instance_side.procs) the process table unrea
 StepFailed                         (instance_side.bootstrap) one bootstrap step failed: reported, pod kept
 SettingError                       (core.settings) a setting of the wrong kind: load_settings makes it a ConfigError
 Unreadable                         (core.podjson) a pod's answer or file is not what gpuc wrote: "unknown"
+LinkRefused                        (functions.actions.links) a phone link that does nothing: a clear 4xx page
 """
 
 from __future__ import annotations
