@@ -30,6 +30,8 @@ ProcScanError                      (instance_side.procs) the process table unrea
 StepFailed                         (instance_side.bootstrap) one bootstrap step failed: reported, pod kept
 SettingError                       (core.settings) a setting of the wrong kind: load_settings makes it a ConfigError
 Unreadable                         (core.podjson) a pod's answer or file is not what gpuc wrote: "unknown"
+TerminateRefused                   (core.providers.common) the pod key's terminate refused: the pod stops itself
+AskError                           (instance_side.ask) no answer to the laptop's question: its JSON `error`
 """
 
 from __future__ import annotations

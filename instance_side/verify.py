@@ -40,7 +40,9 @@ class Check:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class MachineReport:
+    """The four checks of one machine and the GPUs it showed: `up` keeps the pod only when it is ok."""
+
     checks: tuple[Check, ...]
     gpus: tuple[str, ...] = ()
 
@@ -261,7 +263,7 @@ def verify_machine(
     timer: Callable[[], float] = time.perf_counter,
     buffer_bytes: int = BUFFER_BYTES,
     own_pid: int | None = None,
-) -> Verdict:
+) -> MachineReport:
     machine = read_machine(nvml)
     # Processes first: the bandwidth test's own allocation must not count as a foreign process.
     checks = (
@@ -270,7 +272,7 @@ def verify_machine(
         check_cuda(machine, torch),
         check_bandwidth(machine, torch, timer=timer, buffer_bytes=buffer_bytes),
     )
-    return Verdict(checks, tuple(d.name for d in machine.devices))
+    return MachineReport(checks, tuple(d.name for d in machine.devices))
 
 
 def import_optional(name: str) -> Any | None:
