@@ -109,8 +109,8 @@ def cmd_bootstrap(paths: PodPaths) -> int:
 
 
 def cmd_verify(paths: PodPaths, expect_gpu: str | None, expect_count: int) -> int:
+    from gpuc.core.atomicfile import atomic_write
     from gpuc.instance_side import verify
-    from gpuc.instance_side.podfiles import atomic_write
 
     verdict = verify.verify_machine(
         expect_gpu,

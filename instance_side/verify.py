@@ -40,7 +40,7 @@ class Check:
 
 
 @dataclass(frozen=True)
-class MachineReport:
+class Verdict:
     """The four checks of one machine and the GPUs it showed: `up` keeps the pod only when it is ok."""
 
     checks: tuple[Check, ...]
@@ -263,7 +263,7 @@ def verify_machine(
     timer: Callable[[], float] = time.perf_counter,
     buffer_bytes: int = BUFFER_BYTES,
     own_pid: int | None = None,
-) -> MachineReport:
+) -> Verdict:
     machine = read_machine(nvml)
     # Processes first: the bandwidth test's own allocation must not count as a foreign process.
     checks = (
@@ -272,7 +272,7 @@ def verify_machine(
         check_cuda(machine, torch),
         check_bandwidth(machine, torch, timer=timer, buffer_bytes=buffer_bytes),
     )
-    return MachineReport(checks, tuple(d.name for d in machine.devices))
+    return Verdict(checks, tuple(d.name for d in machine.devices))
 
 
 def import_optional(name: str) -> Any | None:
