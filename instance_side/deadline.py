@@ -8,7 +8,7 @@ reached the last known value holds; an absurd one (outside 2020..2100) is never 
 pod through the same Ender as the job's end (sync -> notify -> destroy). The lead lets the sync finish
 before the watchdog's own backstop, which ends the pod at the deadline itself. A failed sync keeps the pod
 for its results: from then on it is the kept window's (kept.py), and the watchdog STOPS it at the deadline,
-never destroys it (GPU billing ends, the disk with results/ stays: functions/reaper.py's kept gate).
+never destroys it (GPU billing ends, the disk with results/ stays: functions/reaper/rules.py's kept gate).
 Neither `.keep` nor a lease suspends the deadline: both are for the idle watch.
 
 The deadline is kept on the watchdog's clock and compared on the pod's: local = deadline - offset, where

@@ -1,7 +1,7 @@
 """Drill row for SPEC F17: the month's budget is spent while pods run.
 
 Two busy, pinging pods; their spend (the watchdog's records: price x time) crosses GPUC_MONTHLY_BUDGET
-mid-run. The REAL reaper (functions/budget.py) pulls both deadlines in to now + GPUC_BUDGET_PULL_IN_S, once
+mid-run. The REAL reaper (functions/reaper/budget.py) pulls both deadlines in to now + GPUC_BUDGET_PULL_IN_S, once
 per pod, in one warning naming both; the REAL agents hear the earlier deadline in a heartbeat answer and end
 their pods at it through their Ender (sync -> notify -> destroy), the reaper's deadline rule behind them. A
 new `up` is weighed by the REAL client check (client/precheck.check_budget) against the laptop's ledger and
@@ -26,7 +26,8 @@ from gpuc.core.errors import GpucError, SafetyRefusal
 from gpuc.core.ledger import Ledger
 from gpuc.core.settings import SecretStr, Settings
 from gpuc.functions.app import Deps
-from gpuc.functions.handlers import Request, dispatch, response_bytes
+from gpuc.functions.edge import Request, response_bytes
+from gpuc.functions.handlers import dispatch
 from gpuc.testkit.drill import ADMIN, EXPERIMENT, FUNCTIONS_URL, MIN, DrillPod, RowResult, Stage
 
 PRICE = 0.74  # $/h, what Stage.register records for every pod
