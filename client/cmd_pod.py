@@ -31,8 +31,9 @@ from gpuc.core.termsafe import clean_line
     "--max-hours",
     type=float,
     default=None,
-    help="The pod's deadline, in hours from its start (default GPUC_MAX_HOURS, 12): then its agent syncs and "
-    "destroys it, and the watchdog destroys it if the agent does not, whatever its job, GPU or ssh. At most "
+    help="The pod's deadline, in hours from its start (default GPUC_MAX_HOURS, 12): then its agent syncs "
+    "results/ and destroys it, and the watchdog ends it if the agent does not, whatever its job, GPU or ssh; "
+    "a pod whose sync failed is STOPPED instead (the disk with results/ stays). At most "
     "GPUC_MAX_LIFETIME_HOURS (48); `gpuc extend` moves it. No provider-side limit is counted on.",
 )
 @click.option("--interruptible", is_flag=True, help="Rent interruptible (spot) with --bid.")
@@ -225,10 +226,11 @@ def keep(pod: str, duration: str) -> None:
 def extend(pod: str, duration: str | None, to: str | None) -> None:
     """Move POD's deadline later by DURATION (30m, 2h, 1d), or to a time (--to).
 
-    The deadline (`up --max-hours`) is when the pod's agent syncs and destroys it and the watchdog
-    destroys it if the agent does not, whatever its job or GPU say; `.keep` and leases do not hold it. No
-    deadline may lie past the pod's start + GPUC_MAX_LIFETIME_HOURS (default 48, the watchdog's). The pod
-    hears the new one within a minute.
+    The deadline (`up --max-hours`) is when the pod's agent syncs results/ and destroys it and the
+    watchdog ends it if the agent does not, whatever its job or GPU say; a pod whose sync failed is
+    STOPPED instead (the disk with results/ stays). `.keep` and leases do not hold it. No deadline may lie
+    past the pod's start + GPUC_MAX_LIFETIME_HOURS (default 48, the watchdog's). The pod hears the new
+    one within a minute.
     """
     from gpuc.client.lease import extend as extend_deadline  # lazy: see up
 

@@ -33,7 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("gpuc.client.cmd_demo:demo", "Run the whole pod life end to end on the embedded default."),
     "drill": (
         "gpuc.client.cmd_drill:drill",
-        "Run the failure matrix F1-F14 and report the money each wastes.",
+        "Run the failure matrix F1-F18 and report the money each wastes.",
     ),
     "completion": (
         "gpuc.client.cli:completion",

@@ -100,7 +100,7 @@ def read_pod_log(access: PodAccess, offset: int, most: int = CHUNK_BYTES) -> Pod
     """One read of the pod's job log from `offset`. Raises GpucError when the pod does not answer, or
     answers what cannot be read: the caller retries, or asks the provider whether the pod is gone."""
     argv = ["python", "-c", POD_LOG_PROBE, str(offset), str(most), str(OUTCOME_MAX_BYTES + 1)]
-    code, out = access.run(argv, timeout_s=60.0)
+    code, out = access.read(argv, timeout_s=60.0)
     if code != 0:
         raise GpucError(f"could not read the job log on the pod (exit {code})", hint="is the pod still running?")
     try:

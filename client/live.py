@@ -325,7 +325,7 @@ def ssh_probe(settings: Any) -> PodProbe:
     def probe(provider: Provider, pod: Pod) -> dict[str, Any]:
         from gpuc.client.provision import pod_access  # lazy: ssh and the pod code (~60 ms) only to probe a pod
 
-        code, out = pod_access(provider, pod, settings).run(["python3", "-c", PROBE_SCRIPT], PROBE_TIMEOUT_S)
+        code, out = pod_access(provider, pod, settings).read(["python3", "-c", PROBE_SCRIPT], PROBE_TIMEOUT_S)
         if code != 0:
             raise ProviderError(f"the probe on pod {pod.id} exited {code}", provider=provider.name)
         try:

@@ -455,7 +455,7 @@ print(json.dumps({'job_pid': pid if pid > 0 and alive(pid, start) else None, 'en
 def job_on_pod(access: PodAccess, pod: Pod) -> str | None:
     """What keeps `run` off this pod: a job still running, or the pod ending; None when it is free.
     A reading that cannot be trusted raises: a second job is what destroys a pod under the first."""
-    code, out = access.run(["python", "-c", JOB_PROBE], timeout_s=60.0)
+    code, out = access.read(["python", "-c", JOB_PROBE], timeout_s=60.0)
     found: dict[str, object] = {}
     if code == 0:
         with contextlib.suppress(Unreadable):

@@ -246,7 +246,7 @@ def check_budget(q: Quote, opts: UpOptions, deps: Deps, records: list[PodRecord]
     if opts.over_budget:
         deps.echo(f"budget: {over[0].scope} would be crossed: renting anyway (--over-budget)")
         if any(w.variable == "GPUC_MONTHLY_BUDGET" and w.spend.total_usd >= w.limit_usd for w in weights):
-            # The watchdog's pull-in (functions/budget.py) holds for every running pod, this one too.
+            # The watchdog's pull-in (functions/reaper/budget.py) holds for every running pod, this one too.
             deps.echo(
                 f"budget: the month's budget is already spent: the watchdog pulls this pod's deadline in to "
                 f"{deps.settings.budget_pull_in_s / 60:.0f} min from its next pass; `gpuc keep POD --for 2h` "

@@ -209,9 +209,9 @@ def install_code(access: PodAccess, wheel: Wheel, installer: Installer, echo: Ca
     """Upload and install; False when this exact wheel is already installed (nothing done)."""
     paths = pod_paths(access)
     marker = paths.code / "installed.sha256"
-    code, out = access.run(["cat", str(marker)], timeout_s=60.0)
+    code, out = access.read(["cat", str(marker)], timeout_s=60.0)
     if code == 0 and out.strip() == wheel.sha256:
-        code, _ = access.run(["test", "-x", str(paths.python)], timeout_s=60.0)
+        code, _ = access.read(["test", "-x", str(paths.python)], timeout_s=60.0)
         if code == 0:
             echo(f"  gpuc {wheel.sha256[:12]} already installed on the pod")
             return False
@@ -327,7 +327,7 @@ def verify_pod(access: PodAccess, expect_gpu: str | None, expect_count: int = 1)
     argv = ["python", "-m", "gpuc.instance_side", "verify", "--expect-count", str(expect_count)]
     if expect_gpu:
         argv += ["--expect-gpu", expect_gpu]
-    code, out = access.run(argv, timeout_s=VERIFY_TIMEOUT_S)
+    code, out = access.read(argv, timeout_s=VERIFY_TIMEOUT_S)
     verdict = parse_verdict(out)
     if verdict is None:
         raise PodVerificationFailed(

@@ -223,7 +223,7 @@ def ssh_tar(access: object, out: IO[bytes], timeout_s: float) -> None:
 
 
 def remote_listing(access: PodAccess) -> Listing:
-    code, out = access.run(LIST_ARGV, timeout_s=300.0)
+    code, out = access.read(LIST_ARGV, timeout_s=300.0)
     lines = [line for line in out.strip().splitlines() if line.startswith("{")]
     found: object = None
     if code == 0 and lines:

@@ -25,6 +25,7 @@ import re
 import shlex
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -44,6 +45,20 @@ _PASS_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SSH_AUTH_SOCK")
 _ROLE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 _PYTHON = ("python", "python3")
 POD_ROOT = PurePosixPath("/")
+# ssh's own exit code when the session ended without the remote command's exit status: the connection
+# failed, closed or timed out, or the command was killed by a signal. For most of these ssh prints nothing
+# at LogLevel=ERROR ("Connection closed", "Timeout, server not responding" are INFO; a killed command's
+# signal is debug), so the code is all the user would see: say what it means.
+SSH_FAILED = 255
+SILENT_FAILURE = (
+    "ssh exited 255 and printed nothing: the session ended without the command's exit status (the "
+    "connection closed or timed out, or the command was killed: was the pod destroyed or restarted?)"
+)
+# A read-only command (`SshAccess.read`) whose ssh failed before the command printed anything is tried
+# again: a loaded laptop or a pod's sshd busy at boot drops a connection now and then. Never one that acts:
+# its 255 may come after the pod already acted (a job started, a destroy sent), and twice is not once.
+READ_ATTEMPTS = 3
+READ_RETRY_PAUSE_S = 2.0
 
 
 class SshError(GpucError):
@@ -57,7 +72,8 @@ class SshResult:
     stderr: bytes
 
     def text(self) -> str:
-        return (self.stdout + self.stderr).decode(errors="replace")
+        text = (self.stdout + self.stderr).decode(errors="replace")
+        return SILENT_FAILURE if self.code == SSH_FAILED and not text.strip() else text
 
 
 Runner = Callable[[list[str], bytes | None, float, Mapping[str, str]], SshResult]
@@ -108,6 +124,8 @@ def ssh_command(target: SshTarget, remote: str) -> list[str]:
         "HostKeyAlias": target.host_alias,
         "IdentitiesOnly": "yes",
         "ConnectTimeout": str(target.connect_timeout_s),
+        # TCP connects only, before any command runs: safe for every command (sshd still booting).
+        "ConnectionAttempts": "3",
         "ServerAliveInterval": "15",
         "ServerAliveCountMax": "4",
         "LogLevel": "ERROR",
@@ -132,8 +150,10 @@ class SshAccess(PodAccess):
         sandbox: bool = False,
         runner: Runner = subprocess_runner,
         environ: Mapping[str, str] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.target = target
+        self.sleep = sleep
         self.root = pod_root
         self.paths = PodPaths(Path(pod_root))
         self.sandbox = sandbox
@@ -158,6 +178,10 @@ class SshAccess(PodAccess):
 
     def run(self, argv: list[str], timeout_s: float = 120.0) -> tuple[int, str]:
         result = self._ssh("exec " + self._argv(argv), timeout_s=timeout_s)
+        return result.code, result.text()
+
+    def read(self, argv: list[str], timeout_s: float = 120.0) -> tuple[int, str]:
+        result = self._read(argv, timeout_s)
         return result.code, result.text()
 
     def spawn(self, argv: list[str], role: str) -> None:
@@ -202,6 +226,17 @@ class SshAccess(PodAccess):
         return ssh_command(self.target, self._prelude() + script)
 
     # -- helpers -------------------------------------------------------------------------------
+    def _read(self, argv: list[str], timeout_s: float) -> SshResult:
+        """The retry rule of READ_ATTEMPTS: only for commands that act on nothing."""
+        script = "exec " + self._argv(argv)
+        result = self._ssh(script, timeout_s=timeout_s)
+        for _ in range(READ_ATTEMPTS - 1):
+            if not connection_failed(result):
+                break
+            self.sleep(READ_RETRY_PAUSE_S)
+            result = self._ssh(script, timeout_s=timeout_s)
+        return result
+
     def _ssh(self, script: str, *, stdin: bytes | None = None, timeout_s: float) -> SshResult:
         return self.runner(self.ssh_argv(script), stdin, timeout_s, self.env)
 
@@ -221,13 +256,18 @@ class SshAccess(PodAccess):
         return " ".join(shlex.quote(a) for a in argv)
 
 
+def connection_failed(result: SshResult) -> bool:
+    """ssh's own 255 before the command said a word: the session, not the command, failed."""
+    return result.code == SSH_FAILED and not result.stdout.strip()
+
+
 def _q(path: PurePosixPath | Path | str) -> str:
     return shlex.quote(str(path))
 
 
 def _tail(result: SshResult, limit: int = 400) -> str:
     text = result.stderr.decode(errors="replace").strip() or result.stdout.decode(errors="replace").strip()
-    return redact(text[-limit:]) or "no output"
+    return redact(text[-limit:]) or (SILENT_FAILURE if result.code == SSH_FAILED else "no output")
 
 
 # -- building and waiting ----------------------------------------------------------------------------

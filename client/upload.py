@@ -444,7 +444,7 @@ def missing_on_pod(access: PodAccess, command: list[str]) -> list[str]:
     program, files = named_files(command)
     if program is None and not files:
         return []
-    code, out = access.run(["python", "-c", MISSING, program or "", *files], timeout_s=60.0)
+    code, out = access.read(["python", "-c", MISSING, program or "", *files], timeout_s=60.0)
     answer = _last_json(out)
     missing = answer.get("missing") if answer else None
     if code != 0 or not isinstance(missing, list):

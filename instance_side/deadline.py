@@ -5,9 +5,11 @@ heartbeat answer: later after `gpuc extend`, earlier after a budget pulls it in.
 reached the last known value holds; an absurd one (outside 2020..2100) is never taken (heartbeat.py).
 
 `warn_s` ahead it notifies once (per deadline value: an extension warns again); `lead_s` ahead it ends the
-pod through the same Ender as the job's end (sync -> notify -> destroy; a failed sync keeps the pod and
-is retried at the nag interval). The lead lets the sync finish before the watchdog's own backstop, which
-destroys at the deadline itself. Neither `.keep` nor a lease suspends it: both are for the idle watch.
+pod through the same Ender as the job's end (sync -> notify -> destroy). The lead lets the sync finish
+before the watchdog's own backstop, which ends the pod at the deadline itself. A failed sync keeps the pod
+for its results: from then on it is the kept window's (kept.py), and the watchdog STOPS it at the deadline,
+never destroys it (GPU billing ends, the disk with results/ stays: functions/reaper/rules.py's kept gate).
+Neither `.keep` nor a lease suspends the deadline: both are for the idle watch.
 
 The deadline is kept on the watchdog's clock and compared on the pod's: local = deadline - offset, where
 the offset is what the heartbeat client learnt of the functions' time (a pod clock minutes off must not
@@ -76,7 +78,8 @@ class DeadlineWatch:
                     pod_id,
                     "deadline_warning",
                     f"deadline {iso(self.deadline_at)} in {left:.0f} min (--max-hours): the pod syncs results/ "
-                    f"and is destroyed then, whatever its job is doing; `gpuc extend {pod_id} 2h` moves it",
+                    "and is destroyed then (stopped instead if the sync fails), whatever its job is doing; "
+                    f"`gpuc extend {pod_id} 2h` moves it",
                 )
             )
             self.client.flush(now)
@@ -88,8 +91,9 @@ class DeadlineWatch:
         ending = Ending(kind="deadline_destroy", message=f"deadline {iso(self.deadline_at)} reached (--max-hours)")
         outcome = self.ender.end(ending)
         self.log.line(f"deadline end: {outcome}")
-        # Kept (sync failed, KEEP_ALIVE): try again at the nag interval; the watchdog destroys it at the
-        # deadline all the same. Another process ending it ("in_progress"): look again next check.
+        # Kept (sync failed, KEEP_ALIVE): try again at the nag interval; the watchdog STOPS it at the
+        # deadline all the same (a kept pod is never destroyed unasked). Another process ending it
+        # ("in_progress"): look again next check.
         self.blocked_at = None if outcome in (*FINAL, "in_progress") else now
         return outcome
 

@@ -1,4 +1,4 @@
-"""`gpuc drill`: the failure matrix (SPEC F1-F14) as measured scenarios on a virtual clock.
+"""`gpuc drill`: the failure matrix (SPEC F1-F18 and their sub-rows) as measured scenarios on a virtual clock.
 
 Each row is a small scenario that wires the real pieces together -- the pod's Agent and Ender, the
 functions' handlers (through `dispatch`), the real SqliteStore and the real reaper -- around an
@@ -1170,6 +1170,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     *later_rows("gpuc.testkit.drill_deadline", "f15_runpod", "f15v_vast", "f15h_host_fakes_pings"),
     *later_rows("gpuc.testkit.drill_unauth", "f11u_unsigned_pings_for_a_stray", "f18_ingest_flooded"),
     *later_rows("gpuc.testkit.drill_kept", "f16_kept_then_stopped", "f16b_watchdog_stops_it"),
+    *later_rows("gpuc.testkit.drill_budget", "f17_budget_spent"),
 )
 KEEP = {"F8": ("f8-pod",), "F10": ("f10-pod",), "F14": ("f14-pod",)}
 KEEP.update({"F11s": ("f11s-pod-2",), "F5r": ("f5r-pod-1",)})  # alive at the end: the rows' point

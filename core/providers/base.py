@@ -108,6 +108,11 @@ class PodAccess(ABC):
     @abstractmethod
     def run(self, argv: list[str], timeout_s: float = 120.0) -> tuple[int, str]: ...
 
+    def read(self, argv: list[str], timeout_s: float = 120.0) -> tuple[int, str]:
+        """`run` for a command that only looks (acts on nothing): ssh may retry it where its connection
+        failed. Whatever acts (a job start, a sync, a destroy) goes through `run`, exactly once."""
+        return self.run(argv, timeout_s)
+
     @abstractmethod
     def spawn(self, argv: list[str], role: str) -> None:
         """Start a detached process that outlives this session (the agent, a wrapped job)."""

@@ -107,7 +107,8 @@ def tell_pulled(run: Pass, pulled: list[tuple[StoredPod, float]], spent: str) ->
         run.deps,
         run.now,
         f"gpuc: budget spent: {len(pulled)} pod(s) end by {iso(max(new for _, new in pulled))}",
-        f"{spent}. Deadlines pulled in: {ends}. Each pod syncs its results, then is destroyed. To keep one "
+        f"{spent}. Deadlines pulled in: {ends}. Each pod syncs its results, then is destroyed (stopped instead "
+        f"if its sync fails). To keep one "
         f"longer: `gpuc keep {example} --for 2h` (or `gpuc extend {example}`); this month's budget does not "
         f"pull it in again. Budget {usd(run.deps.settings.monthly_budget or 0.0)} (GPUC_MONTHLY_BUDGET).",
         kind="budget_pull_in",

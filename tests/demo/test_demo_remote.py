@@ -34,6 +34,7 @@ def test_the_demo_runs_both_stories_against_the_emulator(provider: str) -> None:
     assert "✗" not in text
     for expected in (
         "✓ up printed the ssh line: ready: ssh -p ",
+        "✓ the watchdog never took the pod for silent while up installed it",
         "verify gpu_name: pass",
         "✓ results and the job's log synced before the destroy:"
         " ['job.log', 'metrics.json', 'outcome.json', 'weights.bin']",

@@ -30,6 +30,7 @@ ROWS += ["F11s", "F5r", "F12b", "F5g"]
 ROWS += ["F15", "F15v", "F15h"]
 ROWS += ["F11u", "F18"]
 ROWS += ["F16", "F16b"]
+ROWS += ["F17"]
 
 
 def drill(*args: str) -> tuple[int, str]:
