@@ -141,7 +141,7 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     if (sys.argv[1:] if argv is None else list(argv))[:1] == ["ask"]:  # RC-STUB
         from gpuc.instance_side._rc_ask import main as _ask  # RC-STUB
-        return _ask((sys.argv[1:] if argv is None else list(argv))[1:])  # RC-STUB
+        return int(_ask((sys.argv[1:] if argv is None else list(argv))[1:]))  # type: ignore[no-untyped-call]  # RC-STUB
     args = parse(sys.argv[1:] if argv is None else argv)
     command = str(args.command)
     paths = PodPaths.from_env()
