@@ -9,7 +9,7 @@ RUN_STAMP := $(VENV)/.run-$(HASH)
 TEST_STAMP := $(VENV)/.test-$(HASH)
 MYPY_ROOT := $(VENV)/mypy-root
 
-.PHONY: demo test lint typecheck unit bench hostile clean live
+.PHONY: demo test lint typecheck unit bench hostile mutants clean live
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,12 @@ live: $(TEST_STAMP)
 
 hostile: $(TEST_STAMP)
 	GPUC_HOSTILE_EXAMPLES=10000 $(VENV)/bin/pytest -m slow tests
+
+# The hand mutants of issue 17 (tests/mutants/table.py): each breaks one safety check, and a named test
+# must fail on it. One pytest run per mutant (minutes), so not part of `make test`; refuses a dirty tree
+# and puts every file back.
+mutants: $(TEST_STAMP)
+	$(PY) tests/mutants/run.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -12,10 +12,25 @@ import hmac
 import secrets
 
 _KEY_CONTEXT = b"gpuc-heartbeat-v1"
+# The floor a pod token must clear wherever one is made or loaded: 32 characters is at least 128 bits
+# even as hex. A shorter one (a truncated generator, a token typed by hand) could be guessed, and with it
+# every ping and event of the pod forged: a silent pod kept alive, or a healthy one ended.
+MIN_TOKEN_CHARS = 32
 
 
 def new_token() -> str:
-    return secrets.token_urlsafe(32)
+    token = secrets.token_urlsafe(32)  # 256 bits, 43 URL-safe characters
+    weak = weak_token(token)
+    if weak is not None:
+        raise RuntimeError(f"the new pod token is {weak}")
+    return token
+
+
+def weak_token(token: str) -> str | None:
+    """Why this token is too weak to sign a pod's heartbeats, or None. Never names the token itself."""
+    if len(token) < MIN_TOKEN_CHARS:
+        return f"too short ({len(token)} characters, at least {MIN_TOKEN_CHARS} needed)"
+    return None
 
 
 def derive_key(token: str) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -18,6 +17,7 @@ from gpuc.core.providers.registry import PROVIDERS, get_provider, keyed_provider
 from gpuc.core.redact import redact
 from gpuc.core.settings import SecretStr, Settings, save_config
 from gpuc.core.signing import new_token
+from gpuc.functions.ingest import IngestHealth
 from gpuc.functions.store import SqliteStore, Store
 
 log = logging.getLogger("gpuc.functions")
@@ -74,46 +74,6 @@ class ProviderPool:
             provider.close()
 
 
-class IngestHealth(Protocol):
-    """Whether the watchdog's own ingest refused or failed requests (throttled, erroring, overloaded):
-    then a pod's heartbeats may not have landed, and its silence is no evidence (SPEC F18)."""
-
-    def trouble(self, since: float, now: float) -> str | None:
-        """What went wrong between since and now ("was throttled 40 times"), None if nothing did.
-        Raises when it cannot tell: the reaper then holds silence kills too."""
-        ...
-
-
-class IngestLog:
-    """The local server's own account (functions.server): refused, failed and too-slow requests per
-    minute, in memory, for the reaper that runs in the same process. Bounded: only KEEP_S is kept."""
-
-    KEEP_S = 6 * 3600.0
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._minutes: dict[int, Counter[str]] = {}
-
-    def record(self, what: str, now: float) -> None:
-        minute = int(now // 60)
-        with self._lock:
-            self._minutes.setdefault(minute, Counter())[what] += 1
-            for old in [m for m in self._minutes if m < minute - self.KEEP_S // 60]:
-                del self._minutes[old]
-
-    def trouble(self, since: float, now: float) -> str | None:
-        first, last = int(since // 60), int(now // 60)
-        total: Counter[str] = Counter()
-        with self._lock:
-            for minute, counts in self._minutes.items():
-                if first <= minute <= last:
-                    total.update(counts)
-        if not total:
-            return None
-        details = ", ".join(f"{what} {n}" for what, n in sorted(total.items()))
-        return f"refused or failed {sum(total.values())} requests ({details})"
-
-
 @dataclass
 class Deps:
     settings: Settings
@@ -159,7 +119,7 @@ def announce(
         log.error("notifier failed: %s", type(exc).__name__)
 
 
-def configured_providers(settings: Settings) -> tuple[str, ...]:
+def watched_providers(settings: Settings) -> tuple[str, ...]:
     return tuple(dict.fromkeys([settings.provider, *keyed_providers(settings)]))
 
 
@@ -184,7 +144,7 @@ def build_deps(
     clock = clock or SystemClock()
     if providers is None:
         providers = ProviderPool(
-            lambda name: get_provider(name, settings), scan=configured_providers(settings), known=PROVIDERS
+            lambda name: get_provider(name, settings), scan=watched_providers(settings), known=PROVIDERS
         )
     return Deps(
         settings=settings,

@@ -1,4 +1,4 @@
-"""The functions on AWS Lambda: thin adapters from Lambda events to the same handlers and reaper.
+"""The watchdog on AWS Lambda: thin adapters from Lambda events to the same handlers and reaper.
 
 `ingest_handler` serves the Function URL (payload format 2.0) by building a transport-neutral
 `Request` and calling `handlers.dispatch`; `reaper_handler` runs one `reap_safely` pass for the
@@ -32,7 +32,8 @@ from gpuc.core import api
 from gpuc.core.settings import load_settings
 from gpuc.functions.app import Deps, build_deps
 from gpuc.functions.dynamo import DynamoStore
-from gpuc.functions.handlers import Request, Response, dispatch, response_bytes
+from gpuc.functions.edge import Request, Response, response_bytes
+from gpuc.functions.handlers import dispatch
 from gpuc.functions.reaper import reap_safely
 
 if TYPE_CHECKING:
@@ -163,7 +164,11 @@ def _utf8(text: str) -> bool:
 def lambda_response(response: Response) -> dict[str, Any]:
     return {
         "statusCode": response.status,
-        "headers": {"content-type": "application/json", "cache-control": "no-store"},
+        "headers": {
+            "content-type": response.content_type,
+            "cache-control": "no-store",
+            **{name.lower(): value for name, value in response.page_headers.items()},
+        },
         "body": response_bytes(response).decode(),
         "isBase64Encoded": False,
     }

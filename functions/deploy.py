@@ -41,9 +41,11 @@ from gpuc.functions.store import MARKABLE_STATES, SqliteStore
 TEMPLATE = Path(__file__).resolve().parent.parent / "infra" / "template.yaml"
 DEFAULT_STACK = "gpuc-watchdog"
 # Top-level requirements of the functions at runtime; their own requirements are followed.
-ROOT_DISTRIBUTIONS = ("pydantic", "httpx", "python-dotenv", "click")
+ROOT_DISTRIBUTIONS = ("pydantic", "httpx", "python-dotenv")
 PROVIDED_BY_LAMBDA = frozenset({"boto3", "botocore", "s3transfer", "jmespath", "urllib3", "python-dateutil", "six"})
-GPUC_PACKAGES = ("gpuc", "gpuc.core", "gpuc.core.providers", "gpuc.functions", "gpuc.client")
+# What the functions import, package by package, and nothing else (no gpuc.client): every .py of each is
+# zipped. tests/aws/test_packaging.py checks this list against the imports of functions/aws.py.
+GPUC_PACKAGES = ("gpuc", "gpuc.core", "gpuc.core.providers", "gpuc.functions", "gpuc.functions.reaper")
 _REQ_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 # The reaper's budget settings, as stack parameters into its environment: the Lambda has no .env, and a
 # budget the laptop knows but the watchdog does not would alert and pull in nothing. "" = not set.

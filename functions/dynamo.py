@@ -263,14 +263,24 @@ class DynamoStore:
         self._db.put_item(TableName=self.table, Item=item)
 
     def recent_notifications(self, limit: int = 50) -> list[NotificationRecord]:
-        got = self._db.query(
-            TableName=self.table,
-            KeyConditionExpression="pk = :pk",
-            ExpressionAttributeValues={":pk": {"S": "notif"}},
-            ScanIndexForward=False,
-            Limit=limit,
-        )
-        records = [NotificationRecord.model_validate_json(i["record"]["S"]) for i in got.get("Items", [])]
+        # Limit caps a page, it does not fill it: DynamoDB ends a page at 1 MB with a LastEvaluatedKey,
+        # so fewer than `limit` items and a key mean "ask again from there".
+        items: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {}
+        while len(items) < limit:
+            got = self._db.query(
+                TableName=self.table,
+                KeyConditionExpression="pk = :pk",
+                ExpressionAttributeValues={":pk": {"S": "notif"}},
+                ScanIndexForward=False,
+                Limit=limit - len(items),
+                **kwargs,
+            )
+            items.extend(got.get("Items", []))
+            if "LastEvaluatedKey" not in got:
+                break
+            kwargs["ExclusiveStartKey"] = got["LastEvaluatedKey"]
+        records = [NotificationRecord.model_validate_json(i["record"]["S"]) for i in items[:limit]]
         return list(reversed(records))
 
     def close(self) -> None:

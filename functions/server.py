@@ -1,4 +1,4 @@
-"""The functions on loopback: the same handlers as the cloud, over the stdlib's threaded HTTP server,
+"""The watchdog on loopback: the same handlers as the cloud, over the stdlib's threaded HTTP server,
 with the reaper on a timer in a background thread.
 
 Every answer is JSON. A body over the cap is refused from its Content-Length without being read.
@@ -27,8 +27,10 @@ from typing import Any
 from gpuc.core.api import MAX_BODY_BYTES
 from gpuc.core.clock import Clock
 from gpuc.core.settings import Settings
-from gpuc.functions.app import Deps, IngestLog, build_deps
-from gpuc.functions.handlers import Request, Response, dispatch, response_bytes
+from gpuc.functions.app import Deps, build_deps
+from gpuc.functions.edge import Request, Response, response_bytes
+from gpuc.functions.handlers import dispatch
+from gpuc.functions.ingest import IngestLog
 from gpuc.functions.reaper import run_loop
 
 log = logging.getLogger("gpuc.functions.server")
@@ -124,7 +126,7 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
     timeout = READ_TIMEOUT_S
-    server_version = "gpuc-functions"
+    server_version = "gpuc-watchdog"
     sys_version = ""
 
     def setup(self) -> None:
@@ -196,9 +198,10 @@ class _Handler(BaseHTTPRequestHandler):
             f"HTTP/1.1 {response.status} {phrase}",
             f"Server: {self.server_version}",
             f"Date: {self.date_time_string()}",
-            "Content-Type: application/json",
+            f"Content-Type: {response.content_type}",
             f"Content-Length: {len(payload)}",
             "Cache-Control: no-store",
+            *(f"{name}: {value}" for name, value in response.page_headers.items()),
         ]
         if self.close_connection:
             head.append("Connection: close")
@@ -263,7 +266,7 @@ def start_in_thread(
     stop = threading.Event()
     threads = [
         threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="gpuc-functions", daemon=True
+            target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="gpuc-watchdog", daemon=True
         )
     ]
     if reaper_interval_s is not None and reaper_interval_s > 0:
@@ -289,7 +292,7 @@ def serve(
     """Serve until interrupted (`gpuc watchdog serve`); `on_ready` gets the URL once it listens."""
     interval = settings.reaper_period_s if reaper_interval_s is None else reaper_interval_s
     handle = start_in_thread(settings, host, port, interval)
-    log.debug("gpuc functions on %s, reaper every %.0f s", handle.url, interval)
+    log.debug("gpuc watchdog on %s, reaper every %.0f s", handle.url, interval)
     if on_ready is not None:
         on_ready(handle.url)
     try:

@@ -48,7 +48,7 @@ class StoredPod(PodRecord):
     gone_seen_at: float | None = None  # first pass that found it gone; the next pass must agree
     alerted: str | None = None  # the problem last notified, so alerts go out on transitions only
     alerted_at: float | None = None
-    # When the month's budget pulled its deadline in (functions/budget.py): once per pod and month, so the
+    # When the month's budget pulled its deadline in (functions/reaper/budget.py): once per pod and month, so the
     # user's later extension is not undone by the next pass.
     budget_pulled_at: float | None = None
     # The latest ping signed with a token nobody here can verify, naming this adopted stray: see
@@ -415,7 +415,7 @@ def note_unverified_ping(store: Store, auth: PodAuth, now: float) -> bool:
     created itself from a provider listing, so what an unauthenticated request can write is bounded by
     the real pods: an invented id finds no record and costs one read. At most one write per stray per
     UNVERIFIED_RESOLUTION_S, decided from the auth read, so a flood naming a real stray costs no more.
-    The reaper lets it delay that stray's destroy once (reaper.judge_stray). CAS: a lost race is dropped."""
+    The reaper lets it delay that stray's destroy once (reaper.rules.judge_stray). CAS: a lost race is dropped."""
     if auth.origin != "adopted" or auth.key or auth.state not in MARKABLE_STATES:
         return False
     last = auth.unverified_ping_at

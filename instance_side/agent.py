@@ -214,11 +214,16 @@ class Agent:
             return False
         try:  # the tree could not be read: is the pid at least alive?
             stamp = read_job_stamp(self.paths.job)
-            if stamp is None:
-                return False
-            os.kill(stamp[0], 0)
-        except (OSError, JobScanError):
+        except JobScanError:
+            return True  # a pid file that is there but unreadable is uncertain, so busy: never "no job"
+        if stamp is None:
             return False
+        try:
+            os.kill(stamp[0], 0)
+        except ProcessLookupError:
+            return False
+        except OSError:
+            return True  # EPERM: it exists, under another user
         return True
 
     def _deadline(self, now: float) -> bool:

@@ -23,6 +23,7 @@ from gpuc.core.errors import ConfigError
 from gpuc.core.podpaths import POD_ROOT_ENV as POD_ROOT_ENV
 from gpuc.core.podpaths import TOKEN_ENV as TOKEN_ENV
 from gpuc.core.podpaths import PodPaths as PodPaths
+from gpuc.core.signing import weak_token
 
 POD_ID_ENV = "GPUC_POD_ID"
 
@@ -124,6 +125,10 @@ def pod_token(secrets: Mapping[str, str], environ: Mapping[str, str]) -> str:
     token = secrets.get(TOKEN_ENV) or environ.get(TOKEN_ENV)
     if not token:
         raise ConfigError(f"{TOKEN_ENV} is missing from the pod's secrets", hint="re-run `gpuc up`")
+    weak = weak_token(token)
+    if weak is not None:
+        # A guessable token lets anyone forge this pod's pings: refused before it signs anything.
+        raise ConfigError(f"{TOKEN_ENV} in the pod's secrets is {weak}", hint="re-run `gpuc up` for a fresh token")
     return token
 
 

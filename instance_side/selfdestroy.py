@@ -43,7 +43,9 @@ def container_environ(proc_root: Path = Path("/proc")) -> dict[str, str]:
     return out
 
 
-def make_destroyer(cfg: AgentConfig, environ: Mapping[str, str] | None = None) -> Destroyer:
+def make_destroyer(
+    cfg: AgentConfig, environ: Mapping[str, str] | None = None, *, proc_root: Path = Path("/proc")
+) -> Destroyer:
     env = dict(os.environ if environ is None else environ)
     # Lazy: the provider modules load pydantic (and httpx); the agent holds this module for hours and
     # must not carry them (instance_side/__init__.py), so each loads here, when the pod's end needs it.
@@ -54,7 +56,7 @@ def make_destroyer(cfg: AgentConfig, environ: Mapping[str, str] | None = None) -
         if not home:
             raise ConfigError("local pod config lacks local_home", hint="re-run `gpuc up`")
         return LocalSelfDestroyer({"GPUC_LOCAL_HOME": home, POD_ID_ENV: cfg.pod_id})
-    platform_env = {**container_environ(), **env}
+    platform_env = {**container_environ(proc_root), **env}
     if cfg.provider == "runpod":
         from gpuc.core.providers.runpod import RunPodSelfDestroyer
 

@@ -40,7 +40,8 @@ from gpuc.core.providers.base import Provider
 from gpuc.core.settings import SecretStr, Settings
 from gpuc.core.signing import derive_key, new_token
 from gpuc.functions.app import STORE_NAME, Deps, ProviderPool, Sender, build_deps
-from gpuc.functions.handlers import Request, dispatch, response_bytes
+from gpuc.functions.edge import Request, response_bytes
+from gpuc.functions.handlers import dispatch
 from gpuc.functions.reaper import reap_once
 from gpuc.functions.store import SqliteStore, Store
 from gpuc.instance_side.agent import Agent, Probes

@@ -24,7 +24,8 @@ from gpuc.core.models import Pod, PodSpec
 from gpuc.core.providers.base import Provider, SelfDestroyer
 from gpuc.core.signing import derive_key
 from gpuc.functions.app import ProviderPool
-from gpuc.functions.handlers import Request, dispatch
+from gpuc.functions.edge import Request
+from gpuc.functions.handlers import dispatch
 from gpuc.instance_side.heartbeat import heartbeat_body
 from gpuc.instance_side.procs import SshSession
 from gpuc.testkit.drill import (

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from gpuc.core import api
 from gpuc.core.errors import GpucError
-from gpuc.functions.handlers import Request, dispatch
+from gpuc.functions.edge import Request
+from gpuc.functions.handlers import dispatch
 from gpuc.testkit.drill import ADMIN, MIN, SYNC_S, DrillPod, RowResult, Stage
 
 KEPT_TRAIN_S = 20 * MIN

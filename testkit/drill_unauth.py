@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING
 
 from gpuc.core import api
 from gpuc.core.models import PodSpec
-from gpuc.functions.app import IngestLog
-from gpuc.functions.handlers import Request, dispatch
+from gpuc.functions.edge import Request
+from gpuc.functions.handlers import dispatch
+from gpuc.functions.ingest import IngestLog
 from gpuc.functions.server import MAX_IN_FLIGHT, OVERLOADED_BODY, Gate
 from gpuc.instance_side.heartbeat import HttpResult, Transport
 

@@ -112,7 +112,7 @@ def build_wheel(packages: tuple[str, ...] = POD_PACKAGES) -> Wheel:
             *[f"Requires-Dist: {r}\n" for r in runtime_requirements()],
         ]
     )
-    wheel_meta = "Wheel-Version: 1.0\nGenerator: gpuc.client.provision\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    wheel_meta = "Wheel-Version: 1.0\nGenerator: gpuc.client.onpod\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
     entries += [(f"{dist_info}/METADATA", metadata.encode()), (f"{dist_info}/WHEEL", wheel_meta.encode())]
     record = "".join(f"{arc},sha256={_b64_digest(data)},{len(data)}\n" for arc, data in entries)
     record += f"{dist_info}/RECORD,,\n"

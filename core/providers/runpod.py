@@ -617,7 +617,7 @@ class RunPodProvider(HttpProvider):
         reply = self.http.request("GET", path, accept=(404,))
         if reply.status == 404:
             require(is_problem_404(reply.body), PROVIDER, f"404 from {path} is not a RunPod problem body")
-            return None  # REST v2 positively says the pod does not exist
+            return self._seen_by_graphql_only(pod_id)  # REST v2 positively says the pod does not exist
         v2 = parse(V2Pod, reply.body, "v2 pod")
         if v2.status == "TERMINATED":
             return pod_from_v2(v2)
@@ -625,6 +625,22 @@ class RunPodProvider(HttpProvider):
         if found is None:
             return pod_from_v2(v2)  # v2 sees it and GraphQL does not yet: trust the one that sees it
         return merge(parse(GqlPod, found, "pod"), v2)
+
+    def _seen_by_graphql_only(self, pod_id: str) -> Pod | None:
+        """REST v2 said 404. GraphQL creates the pods, and v2 may not know a new one yet: a pod GraphQL
+        still shows alive is not gone. GraphQL can only veto the 404, never cast doubt on it: its own
+        failure (or its null, or TERMINATED) leaves v2's positive answer standing."""
+        try:
+            found = self.graphql(GET_QUERY, {"podId": pod_id}).get("pod")
+        except ProviderError as exc:
+            log.info("runpod: pod %s: REST v2 404, GraphQL unreadable (%s): gone", pod_id, exc.message)
+            return None
+        if found is None:
+            return None
+        pod = parse_graphql_pod(found)  # something is there: an unreadable answer raises
+        if pod.status == "terminated":
+            return None
+        return pod.model_copy(update={"raw_status": f"{pod.raw_status} v2 404 (lags GraphQL)"})
 
     def list_pods(self) -> list[Pod]:
         """GraphQL is the listing; REST v2 adds status detail and pods GraphQL does not show yet. A v2

@@ -445,6 +445,8 @@ class VastProvider(HttpProvider):
         if body["instances"] is None:
             return None  # Vast's positive "not found or no longer exists"
         require(isinstance(body["instances"], dict), PROVIDER, "instances is not one object")
+        # An empty object says nothing about the instance: never a status made up from defaults.
+        require(bool(body["instances"]), PROVIDER, "instances is an empty object")
         # The docs' own example omits `id`; the id we asked for is the one it is about.
         return parse_instance({"id": pod_id, **body["instances"]})
 

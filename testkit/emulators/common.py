@@ -27,7 +27,10 @@ PRE_COMMIT = ("timeout", "drop", "429", "success_false", "search_quota")
 # Answered with the provider's own body for the kind (fault_answer), before the operation runs.
 PROVIDER_ANSWERED = ("success_false", "search_quota")
 AFTER_COMMIT = ("timeout_after_commit", "drop_after_commit")
-ON_ANSWER = ("schema_drift", "broken_pagination")
+# The answer's status kept, its content emptied: `{}`, `[]`, the provider's envelope with nothing in it
+# (empty_data), or the one object asked for empty (empty_item). What a client must never read as "gone".
+EMPTIED = ("empty_object", "empty_list", "empty_data", "empty_item")
+ON_ANSWER = ("schema_drift", "broken_pagination", *EMPTIED)
 STATUS_KIND = re.compile(r"^(4[0-9]{2}|5[0-9]{2})(_after_commit)?$")
 
 
@@ -90,7 +93,10 @@ class Faults:
     operation is applied and the answer lost); any 4xx/5xx status, e.g. "429", "500", "503", and
     "500_after_commit"; success_false (an HTTP 200 that refuses); search_quota (Vast: the daily search
     quota is spent, a 429 that retrying cannot cure); schema_drift (a body of a shape the client has never
-    seen); broken_pagination (Vast list: the same next_token forever). op "*" is any.
+    seen); broken_pagination (Vast list: the same next_token forever); empty_object / empty_list (the
+    body is `{}` / `[]`), empty_data (the envelope with nothing in it: GraphQL `{"data": {}}`, Vast
+    `{"instances": []}`), empty_item (the one object asked for, empty: GraphQL `{"data": {"pod": {}}}`,
+    Vast `{"instances": {}}`, a REST v2 pod `{}`). op "*" is any.
     """
 
     def __init__(self) -> None:
@@ -180,6 +186,17 @@ class Emulator(ABC):
     def client_env(self, base_url: str) -> dict[str, str]:
         """The env a gpuc client needs to talk to this emulator at base_url (its key included)."""
 
+    def emptied(self, op: str, kind: str, answer: EmuResponse) -> EmuResponse:
+        """The answer for an EMPTIED kind; `empty_envelope` says what the provider's envelopes look like."""
+        if kind == "empty_object":
+            return EmuResponse.json(answer.status, {})
+        if kind == "empty_list":
+            return EmuResponse.json(answer.status, [])
+        return EmuResponse.json(answer.status, self.empty_envelope(op, item=kind == "empty_item"))
+
+    def empty_envelope(self, op: str, *, item: bool) -> Any:
+        return {}
+
     def not_found(self, request: EmuRequest) -> EmuResponse:
         return EmuResponse.json(404, {"error": "not found"})
 
@@ -231,6 +248,8 @@ class Emulator(ABC):
             return EmuResponse(0, hang=kind == "timeout_after_commit", drop=kind == "drop_after_commit")
         if kind is not None and STATUS_KIND.match(kind):
             return self.fault_answer(op, kind.split("_")[0])
+        if kind in EMPTIED:
+            return self.emptied(op, kind, answer)
         if kind in ON_ANSWER:
             return self.drift(op, kind, answer)
         return answer

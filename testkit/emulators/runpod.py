@@ -17,7 +17,8 @@ back if the stock has them, and otherwise brings the pod back with ZERO GPUs, as
 (set_stock drills it). A COMMUNITY pod created without `supportPublicIp: true` gets no public IP (its ssh
 port is private): the hazard the official clients avoid by always sending it. Test-driving API:
 set_status, set_gpu_util, add_foreign_pod, vanish, set_stock, pod_environ, pods, balance, plant_charge,
-set_charge_factor, pod_key_can_terminate, pod_key_not_found.
+set_charge_factor, pod_key_can_terminate, pod_key_not_found,
+graphql_lag / v2_lag (one API not showing a pod the other shows).
 
 Pod-scoped keys: they may read, stop and terminate their own pod (GraphQL) and nothing else; REST is 403
 (field report). `pod_key_can_terminate=False` answers their podTerminate "Unauthorized";
@@ -381,6 +382,12 @@ class RunPodEmulator(Emulator):
         self.pod_keys: dict[str, str] = {}
         # runpod-python reads these to place a pod by its network volume; none unless a test adds one.
         self.network_volumes: list[dict[str, Any]] = []
+        # The two APIs are separate services and may disagree for a while (UNCONFIRMED how long): pods
+        # GraphQL does not show yet (`pod` answers null, `myself.pods` leaves them out) while REST v2
+        # does, and pods REST v2 does not show yet (GET /v2/pods/{id} is a 404 problem, the list leaves
+        # them out) while GraphQL does.
+        self.graphql_lag: set[str] = set()
+        self.v2_lag: set[str] = set()
         self._ports = itertools.count(40022)
 
     # ---- test-driving API ----
@@ -515,6 +522,11 @@ class RunPodEmulator(Emulator):
             return EmuResponse.json(answer.status, {"data": {"result": body["data"]}})
         return answer
 
+    def empty_envelope(self, op: str, *, item: bool) -> Any:
+        if op in V2_OPS:
+            return {}  # REST v2 answers the pod itself, or {"pods": [...]}: empty is {}
+        return {"data": {"pod": {}}} if item and op == "get" else {"data": {}}
+
     # ---- auth ----
 
     def caller(self, request: EmuRequest) -> str | None:
@@ -582,7 +594,7 @@ class RunPodEmulator(Emulator):
             **self.notify,
             "pubKey": "ssh-ed25519 AAAA... emulated",
             "authId": "user_emulated_auth",
-            "pods": [self._gql_pod(p) for p in live],
+            "pods": [self._gql_pod(p) for p in live if p.id not in self.graphql_lag],
             "networkVolumes": [dict(v) for v in self.network_volumes],
         }
 
@@ -590,7 +602,7 @@ class RunPodEmulator(Emulator):
         if who not in ("account", pod_id):
             raise FieldError(UNAUTHORIZED)
         pod = self.pods.get(pod_id)
-        if pod is None:
+        if pod is None or pod_id in self.graphql_lag:
             return None  # a deleted or unknown id: null (UNCONFIRMED: it may be an error instead)
         self._observe(pod)
         return self._gql_pod(pod) if pod.id in self.pods else None
@@ -742,7 +754,9 @@ class RunPodEmulator(Emulator):
             return validation_failed(str(exc))
         for pod in list(self.pods.values()):
             self._observe(pod)
-        ordered = sorted(self.pods.values(), key=lambda p: (p.created_at, p.id))
+        ordered = sorted(
+            (p for p in self.pods.values() if p.id not in self.v2_lag), key=lambda p: (p.created_at, p.id)
+        )
         after = [p for p in ordered if query.after is None or (p.created_at, p.id) > query.after]
         page = after[: query.limit]
         more = len(after) > len(page)
@@ -766,7 +780,7 @@ class RunPodEmulator(Emulator):
         pod = self.pods.get(pod_id)
         if pod is not None:
             self._observe(pod)
-        if pod_id not in self.pods:
+        if pod_id not in self.pods or pod_id in self.v2_lag:
             return problem(404, "Not Found", "resource not found")
         return EmuResponse.json(200, self._v2_pod(self.pods[pod_id], include_machine))
 

@@ -436,6 +436,9 @@ class VastEmulator(Emulator):
         }
         return EmuResponse.json(answer.status, {renamed.get(k, k): v for k, v in body.items()})
 
+    def empty_envelope(self, op: str, *, item: bool) -> Any:
+        return {"instances": {} if item else []}
+
     # ---- auth ----
 
     def caller(self, request: EmuRequest) -> str | int | None:

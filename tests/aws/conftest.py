@@ -1,4 +1,5 @@
-"""moto in server mode, started once per session on a random loopback port; reset before every test."""
+"""moto in server mode, started once per session on a random loopback port; reset before every test. And
+a DynamoDB client answered call by call by botocore's Stubber."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import boto3
 import httpx
 import pytest
+from botocore.stub import Stubber
 from moto.server import ThreadedMotoServer
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "functions"))
@@ -34,3 +37,15 @@ def aws(moto_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     return moto_url
+
+
+@pytest.fixture
+def stub() -> Iterator[Stubber]:
+    """A real boto3 DynamoDB client answered by botocore's Stubber, call by call. Explicit region and dummy
+    credentials: nothing leaves the process."""
+    client = boto3.client(
+        "dynamodb", region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing"
+    )
+    with Stubber(client) as stubber:
+        yield stubber
+        stubber.assert_no_pending_responses()  # every scripted call was made: no write (or page) skipped

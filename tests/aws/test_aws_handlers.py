@@ -17,7 +17,7 @@ from gpuc.core.notify import Notifier
 from gpuc.functions import aws as lam
 from gpuc.functions.app import ProviderPool
 from gpuc.functions.dynamo import DynamoStore, create_table
-from gpuc.functions.handlers import Request, Response
+from gpuc.functions.edge import Request, Response
 
 TABLE = "gpuc-watchdog"
 PREFIX = "/gpuc/watchdog"

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:Tried to parse AWS:UserWarning")
 def user(aws: str, home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("GPUC_PROVIDER", "runpod")
     monkeypatch.setenv("RUNPOD_API_KEY", KEY)
-    monkeypatch.setattr(dep, "build_zip", small_zip)  # the real one is tested below, once
+    monkeypatch.setattr(dep, "build_zip", small_zip)  # the real one: test_packaging.py
     return home
 
 
@@ -79,11 +79,3 @@ def test_deploy_refuses_the_local_provider(aws: str, monkeypatch: pytest.MonkeyP
     result = CliRunner().invoke(watchdog, ["deploy", "--dry-run", "--region", "us-east-1"])
     assert result.exit_code != 0
     assert "runpod or vast" in str(result.exception) or "runpod or vast" in result.output
-
-
-def test_the_code_zip_holds_the_handlers_and_their_dependencies() -> None:
-    names = set(zipfile.ZipFile(BytesIO(dep.build_zip())).namelist())
-    assert {"gpuc/functions/aws.py", "gpuc/functions/dynamo.py", "gpuc/core/api.py"} <= names
-    assert "pydantic/__init__.py" in names and "httpx/__init__.py" in names
-    assert any(n.startswith("pydantic_core/_pydantic_core") for n in names)
-    assert not any(n.startswith("boto3/") or "__pycache__" in n for n in names)

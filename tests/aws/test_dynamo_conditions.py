@@ -7,10 +7,8 @@ moto locking) and each test checks the ConditionExpression DynamoDB would evalua
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
@@ -24,17 +22,6 @@ FAILED = "ConditionalCheckFailedException"
 KEY_A, KEY_B = "ab" * 32, "cd" * 32
 T0 = 1_700_000_000.0  # a real epoch: the API refuses timestamps outside 2020-2100
 NOW = T0 + 100.0
-
-
-@pytest.fixture
-def stub() -> Iterator[Stubber]:
-    # Explicit region and dummy credentials: nothing leaves the process, the Stubber answers every call
-    client = boto3.client(
-        "dynamodb", region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing"
-    )
-    with Stubber(client) as stubber:
-        yield stubber
-        stubber.assert_no_pending_responses()  # every scripted call was made: no write was skipped
 
 
 @pytest.fixture

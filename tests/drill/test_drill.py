@@ -13,6 +13,7 @@ from gpuc.client.cli import cli
 from gpuc.core.api import ReapReport
 from gpuc.functions import reaper
 from gpuc.functions.app import Deps
+from gpuc.functions.reaper import rules, sweep
 from gpuc.instance_side import agent, ending, heartbeat
 from gpuc.testkit.drill import (
     SCENARIOS,
@@ -81,7 +82,7 @@ def test_the_drill_with_faults_passes(seed: int) -> None:
 
 
 def test_a_reaper_that_ignores_the_second_witness_fails_the_drill(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(reaper, "veto", lambda *args: None)
+    monkeypatch.setattr(sweep, "veto", lambda *args: None)
     report = run_drill(scenarios=[f10_network_lost])
     assert not report.ok
     assert report.rows[0].false_kills == 1
@@ -128,7 +129,7 @@ def deadline_rows(*names: str) -> list[Any]:
 def test_a_reaper_whose_deadline_a_busy_gpu_can_veto_leaves_a_faked_pod_billing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(reaper, "BUSY_RULES", (*reaper.BUSY_RULES, "deadline"))
+    monkeypatch.setattr(rules, "BUSY_RULES", (*rules.BUSY_RULES, "deadline"))
     report = run_drill(scenarios=deadline_rows("f15h_host_fakes_pings"))
     row = report.rows[0]
     assert row.billed_min is None and not row.within_bound and not report.ok

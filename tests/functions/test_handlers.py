@@ -9,7 +9,8 @@ from watchdog_fakes import ADMIN, World
 
 from gpuc.core import api
 from gpuc.core.signing import derive_key, new_token, sign
-from gpuc.functions.handlers import Request, dispatch
+from gpuc.functions.edge import Request
+from gpuc.functions.handlers import dispatch
 
 
 def register_body(**fields: object) -> bytes:

@@ -17,7 +17,7 @@ from watchdog_fakes import World
 
 from gpuc.core import api
 from gpuc.functions import server as srv
-from gpuc.functions.app import IngestLog
+from gpuc.functions.ingest import IngestLog
 from gpuc.functions.server import ServerHandle, start_in_thread
 
 MIN = 60.0

@@ -1,16 +1,17 @@
 """The reaper's two pure steps as tables: `judge` (what a pod's situation calls for) and `veto` (a second
-witness that says "do not kill"). One row per situation; times are offsets from NOW, in minutes."""
+witness that says "do not kill"). One row per situation; times are offsets from NOW, in minutes. The rules
+read a record, a provider's pod and a `Rules` value, all built here from literals: no store, no pass."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
-from watchdog_fakes import World
 
-from gpuc.core.api import ReapReport
 from gpuc.core.models import Pod
-from gpuc.functions.reaper import Run, Verdict, judge, veto
+from gpuc.core.settings import Settings
+from gpuc.functions.reaper.rules import Rules, Ruling, judge, veto
 from gpuc.functions.store import StoredPod
 
 NOW = 1_790_000_000.0
@@ -19,8 +20,13 @@ HOUR = 3600.0
 STRAY: dict[str, Any] = {"origin": "adopted", "key": "", "last_seen": None}  # what adopt_strays records
 
 
-def run_at(world: World, **fields: Any) -> Run:
-    return Run(world.deps, NOW, True, ReapReport(ran_at=NOW), **fields)
+# The defaults the rows are written against: silence 5 min, destroy grace 4 min, unregistered grace 20 min,
+# stopped 24 h, paused 30 min, a pass every 5 min, GPU busy from 5 %.
+SETTINGS = Settings(home=Path("/nonexistent/gpuc-home"))
+
+
+def rules_at(**fields: Any) -> Rules:
+    return Rules(NOW, SETTINGS, **fields)
 
 
 def record(**fields: Any) -> StoredPod:
@@ -49,7 +55,7 @@ def pod(**fields: Any) -> Pod:
     return Pod.model_validate({**base, **fields})
 
 
-# (id, record fields, pod fields, run fields, expected kind, expected rule, expected due_at)
+# (id, record fields, pod fields, rules fields, expected kind, expected rule, expected due_at)
 JUDGE_ROWS: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], str, str, float | None]] = [
     ("pinging", {}, {}, {}, "fine", "", None),
     ("silent 4 min", {"last_seen": NOW - 4 * MIN}, {}, {}, "fine", "", None),
@@ -209,23 +215,22 @@ JUDGE_ROWS: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], str,
 
 
 @pytest.mark.parametrize(
-    ("rec_fields", "pod_fields", "run_fields", "kind", "rule", "due_at"),
+    ("rec_fields", "pod_fields", "rules_fields", "kind", "rule", "due_at"),
     [pytest.param(*row[1:], id=row[0]) for row in JUDGE_ROWS],
 )
 def test_judge(
-    world: World,
     rec_fields: dict[str, Any],
     pod_fields: dict[str, Any],
-    run_fields: dict[str, Any],
+    rules_fields: dict[str, Any],
     kind: str,
     rule: str,
     due_at: float | None,
 ) -> None:
-    verdict = judge(run_at(world, **run_fields), record(**rec_fields), pod(**pod_fields))
-    assert (verdict.kind, verdict.rule, verdict.due_at) == (kind, rule, due_at), verdict.reason
+    ruling = judge(rules_at(**rules_fields), record(**rec_fields), pod(**pod_fields))
+    assert (ruling.kind, ruling.rule, ruling.due_at) == (kind, rule, due_at), ruling.reason
 
 
-# (id, record fields, pod fields, run fields, verdict rule, expected veto key or None)
+# (id, record fields, pod fields, rules fields, ruling rule, expected veto key or None)
 VETO_ROWS: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], str, str | None]] = [
     ("nothing against it", {}, {}, {}, "silence", None),
     ("provider says unknown", {}, {"status": "unknown"}, {}, "silence", "unknown"),
@@ -246,16 +251,15 @@ VETO_ROWS: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], str, 
 
 
 @pytest.mark.parametrize(
-    ("rec_fields", "pod_fields", "run_fields", "rule", "key"),
+    ("rec_fields", "pod_fields", "rules_fields", "rule", "key"),
     [pytest.param(*row[1:], id=row[0]) for row in VETO_ROWS],
 )
 def test_veto(
-    world: World,
     rec_fields: dict[str, Any],
     pod_fields: dict[str, Any],
-    run_fields: dict[str, Any],
+    rules_fields: dict[str, Any],
     rule: str,
     key: str | None,
 ) -> None:
-    why_not = veto(run_at(world, **run_fields), record(**rec_fields), pod(**pod_fields), Verdict("kill", rule))
+    why_not = veto(rules_at(**rules_fields), record(**rec_fields), pod(**pod_fields), Ruling("kill", rule))
     assert (why_not[0] if why_not else None) == key

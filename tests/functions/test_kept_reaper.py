@@ -13,8 +13,9 @@ from watchdog_fakes import World, make_world, outage
 
 from gpuc.core import api
 from gpuc.core.clock import FakeClock
-from gpuc.functions import reaper
-from gpuc.functions.reaper import Verdict
+from gpuc.functions.reaper import actions, sweep
+from gpuc.functions.reaper.rules import Ruling
+from gpuc.functions.reaper.state import Pass
 
 MIN = 60.0
 HOUR = 3600.0
@@ -132,14 +133,14 @@ def test_a_stopped_kept_pod_with_no_disk_price_says_unknown(hourly: World) -> No
 
 
 @pytest.mark.parametrize("rule", ["deadline", "silence", "ended", "paused"])
-def test_any_kill_verdict_of_a_kept_pod_becomes_a_stop(
+def test_any_kill_ruling_of_a_kept_pod_becomes_a_stop(
     world: World, monkeypatch: pytest.MonkeyPatch, rule: str
 ) -> None:
-    """The gate is on the verdict, not on the rules: a rule added later (the deadline) cannot destroy it."""
+    """The gate is on the ruling, not on the rules: a rule added later (the deadline) cannot destroy it."""
     world.register("p1")
     world.ping("p1")
     kept(world)
-    monkeypatch.setattr(reaper, "judge", lambda run, rec, pod: Verdict("kill", rule, f"{rule} says so"))
+    monkeypatch.setattr(sweep, "judge", lambda rules, rec, pod: Ruling("kill", rule, f"{rule} says so"))
     world.run(HOUR)
     assert world.provider.destroyed == []
     assert world.provider.pods["p1"].status == "stopped"
@@ -150,10 +151,10 @@ def test_a_destroy_that_reaches_a_kept_pod_anyway_is_refused(world: World) -> No
     world.register("p1")
     kept(world)
     rec = world.pod("p1")
-    run = reaper.Run(world.deps, world.now, False, api.ReapReport(ran_at=world.now))
-    reaper.destroy(run, rec, "some new rule")
+    run = Pass(world.deps, world.now, False, api.ReapReport(ran_at=world.now))
+    actions.destroy(run, rec, "some new rule")
     world.store.update_if("p1", {}, {"state": "destroying", "destroy_started_at": world.now - HOUR})
-    reaper.retry_destroy(run, world.pod("p1"))
+    actions.retry_destroy(run, world.pod("p1"))
     assert world.provider.destroyed == []
     assert world.pod("p1").state == "late"
 

@@ -14,7 +14,8 @@ from gpuc.core.notify import Message, Notifier, read_outbox
 from gpuc.core.settings import Settings
 from gpuc.core.signing import derive_key, new_token, sign
 from gpuc.functions.app import Deps, ProviderPool
-from gpuc.functions.handlers import Request, Response, dispatch
+from gpuc.functions.edge import Request, Response
+from gpuc.functions.handlers import dispatch
 from gpuc.functions.reaper import reap_once
 from gpuc.functions.store import META_STORE, SqliteStore, Store, StoredPod
 from gpuc.testkit.fakes import FakeProvider, outage

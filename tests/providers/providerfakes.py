@@ -15,6 +15,7 @@ VAST_KEY = "f00dPLANTEDvastkey4c3b2a19087f6e5d"
 RUNPOD_GRAPHQL_URL = "https://api.runpod.test/graphql"
 RUNPOD_REST_URL = "https://api.runpod.test/v2"
 VAST_URL = "https://console.vast.test/api/v0"
+VAST_OFFER = "11684738"  # the Vast emulator's RTX 4090 that passes every default filter
 
 
 def fixture(name: str) -> Any:

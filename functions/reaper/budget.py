@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Literal, Protocol
 
 from gpuc.core.budget import month_spend, records_burns, spend_text, usd
 from gpuc.core.clock import iso
 from gpuc.core.ledger import current_month, month_window
 from gpuc.core.models import Pod
-from gpuc.core.notify import Level
-from gpuc.functions.app import Deps, announce
+from gpuc.functions.app import announce
+from gpuc.functions.reaper.alerts import run_problem
+from gpuc.functions.reaper.state import Pass
 from gpuc.functions.store import MARKABLE_STATES, StoredPod
 
 log = logging.getLogger("gpuc.reaper")
@@ -35,25 +35,7 @@ BILLING_STATUSES = ("running", "provisioning", "exited")  # a pod the budget end
 KEY = "budget"
 
 
-class Pass(Protocol):
-    """What this module needs of a reaper pass (functions.reaper.Run)."""
-
-    deps: Deps
-    now: float
-    dry_run: bool
-
-    def act(self, pod_id: str, provider: str, action: Literal["warn", "alert"], reason: str) -> None: ...
-
-
-class Problem(Protocol):
-    """The reaper's run_problem, bound to the pass: one alert, nagged, and one all-clear."""
-
-    def __call__(
-        self, key: str, active: bool, *, title: str, message: str, clear_title: str, detail: str, level: Level
-    ) -> None: ...
-
-
-def watch_budget(run: Pass, pods: Mapping[str, Pod], problem: Problem) -> None:
+def watch_budget(run: Pass, pods: Mapping[str, Pod]) -> None:
     """One pass's look at the month's budget; `pods` are the live pods the providers showed this pass."""
     budget = run.deps.settings.monthly_budget
     if budget is None:
@@ -61,14 +43,14 @@ def watch_budget(run: Pass, pods: Mapping[str, Pod], problem: Problem) -> None:
     try:
         records = run.deps.store.list_pods()
         spend = month_spend(records_burns(records), run.now)
-        alert_budget(run, spend.total_usd / budget, spend_text(spend, budget), problem)
+        alert_budget(run, spend.total_usd / budget, spend_text(spend, budget))
         if spend.total_usd >= budget:
             pull_in(run, records, pods, spend_text(spend, budget))
     except Exception as exc:  # the budget is a guard on top: it never costs the pass its destroys' record
         log.error("reaper: budget check failed: %s", type(exc).__name__)
 
 
-def alert_budget(run: Pass, fraction: float, spent: str, problem: Problem) -> None:
+def alert_budget(run: Pass, fraction: float, spent: str) -> None:
     settings = run.deps.settings
     line = settings.budget_alert_fraction
     over = fraction >= 1.0
@@ -79,7 +61,8 @@ def alert_budget(run: Pass, fraction: float, spent: str, problem: Problem) -> No
         else f"At 100 % gpuc ends every running pod within {pull} (results synced first), and `gpuc up` refuses "
         "a pod whose worst case would cross the budget."
     )
-    problem(
+    run_problem(
+        run,
         KEY,
         fraction >= line,
         title=f"gpuc: the month's budget is {'SPENT' if over else f'{100 * fraction:.0f} % spent'}",

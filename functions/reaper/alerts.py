@@ -1,0 +1,203 @@
+"""What the reaper tells the phone: one pod's problem (nagged while it lasts), a problem of the whole pass
+(blind, fleet, the destroy cap, a young store, balances), each said once when it starts, nagged, and
+cleared once. Every alert is a compare-and-set on the store, so two passes at once say it once."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from gpuc.core.clock import iso
+from gpuc.core.notify import Level
+from gpuc.functions.app import announce
+from gpuc.functions.reaper.record import ReaperMeta
+from gpuc.functions.reaper.rules import minutes
+from gpuc.functions.reaper.sight import Sight
+from gpuc.functions.reaper.state import Pass, describe
+from gpuc.functions.store import StoredPod
+
+log = logging.getLogger("gpuc.reaper")
+
+BLIND_ESCALATE_S = 3600.0  # blind longer than this: error level, once an hour while it lasts
+
+
+def pod_problem(
+    run: Pass, rec: StoredPod, key: str, title: str, message: str, *, every: float | None = None
+) -> None:
+    """Notify on a new problem, then nag every `every` (nag_interval_s) while it lasts (CAS: once per pass)."""
+    nagging = rec.alerted == key
+    interval = run.deps.settings.nag_interval_s if every is None else every
+    if nagging and rec.alerted_at is not None and run.now - rec.alerted_at < interval:
+        return
+    expect = {"alerted": rec.alerted, "alerted_at": rec.alerted_at}
+    if not run.deps.store.update_if(rec.pod_id, expect, {"alerted": key, "alerted_at": run.now}):
+        return
+    if nagging:
+        run.act_on(rec, "warn", f"still: {message}")
+        title = f"{title} (still)"
+    announce(run.deps, run.now, title, message, pod_id=rec.pod_id, kind="alert", level="warning")
+
+
+def run_problem(
+    run: Pass,
+    key: str,
+    active: bool,
+    *,
+    title: str,
+    message: str,
+    clear_title: str,
+    detail: str = "",
+    level: Level = "warning",
+) -> None:
+    """A problem of the whole pass (blind, fleet, cap): one alert, nagged, and one all-clear."""
+    if run.dry_run:
+        if active:
+            run.act("*", detail or "*", "alert", title)
+        return
+    store = run.deps.store
+    meta = store.get_meta(key)
+    value: Mapping[str, Any] = meta.value if meta else {}
+    was = bool(value.get("active"))
+    if active:
+        due = not was or value.get("detail") != detail
+        due = due or run.now - float(value.get("alerted_at", 0.0)) >= run.deps.settings.nag_interval_s
+        if not due:
+            return
+        new: dict[str, Any] = {"active": True, "alerted_at": run.now, "detail": detail}
+    elif was:
+        new = {"active": False}
+    else:
+        return
+    if not store.put_meta(key, new, meta.version if meta else None):
+        return  # another pass said it
+    run.act("*", detail or "*", "alert", title if active else clear_title)
+    text = message if active else "Back to normal."
+    announce(
+        run.deps, run.now, title if active else clear_title, text, kind=key, level=level if active else "info"
+    )
+
+
+def alert_blind(run: Pass, sight: Sight, prev: ReaperMeta) -> dict[str, float]:
+    """Per provider: one alert when it goes blind, error level once an hour after the first hour (a
+    frozen pod there bills unchecked all that time), one all-clear. Returns provider -> blind since."""
+    known = prev.blind_since
+    since = {name: known.get(name, run.now) for name in sight.blind}
+    for name in sorted(set(sight.blind) | (set(known) & set(sight.read))):
+        blind_problem(run, name, sight.blind.get(name), since.get(name, run.now))
+    return since
+
+
+def blind_problem(run: Pass, name: str, why: str | None, since: float) -> None:
+    if run.dry_run:
+        if why is not None:
+            run.act("*", name, "alert", f"gpuc: reaper blind on {name}")
+        return
+    store, key = run.deps.store, f"blind:{name}"
+    meta = store.get_meta(key)
+    value: Mapping[str, Any] = meta.value if meta else {}
+    was = bool(value.get("active"))
+    lasted = run.now - since
+    level: Level = "error" if lasted >= BLIND_ESCALATE_S else "warning"
+    if why is not None:
+        due = not was or value.get("level") != level
+        due = due or (level == "error" and run.now - float(value.get("alerted_at", 0.0)) >= BLIND_ESCALATE_S)
+        if not due:
+            return
+        new: dict[str, Any] = {"active": True, "alerted_at": run.now, "level": level}
+        title = f"gpuc: reaper blind on {name}" + (f" for {minutes(lasted)}" if level == "error" else "")
+        text = (
+            f"Cannot read {name}: {why}. Nothing is marked or destroyed on {name} pods until it can see again "
+            f"(blind since {iso(since)}); pods at other providers are watched as usual."
+        )
+    elif was:
+        new, level = {"active": False}, "info"
+        title, text = f"gpuc: the reaper can read {name} again", "Back to normal."
+    else:
+        return
+    if not store.put_meta(key, new, meta.version if meta else None):
+        return  # another pass said it
+    run.act("*", name, "alert", title)
+    announce(run.deps, run.now, title, text, kind="blind", level=level)
+
+
+def alert_cap(run: Pass) -> None:
+    cap = run.deps.settings.max_destroys_per_run
+    run_problem(
+        run,
+        "cap",
+        run.capped > 0,
+        title=f"gpuc: destroy cap reached ({cap} per pass)",
+        message=f"{run.capped} more destroys were deferred to the next pass. Many pods due at once is "
+        "unusual: check `gpuc ls`.",
+        clear_title="gpuc: destroys are under the cap again",
+    )
+
+
+def alert_held(run: Pass) -> None:
+    """A young store's hold is a state that lasts: one alert when it first defers a destroy, one when it
+    ends (a clock jump says so itself)."""
+    run_problem(
+        run,
+        "young",
+        run.young and run.held > 0,
+        title="gpuc: watchdog store is new: destroys held",
+        message=f"{run.held} destroys deferred: {run.hold}. A new or lost store (deleted watchdog.db, a new "
+        "GPUC_HOME, a fresh deployment, a second watchdog on this account) cannot tell a healthy pod from a "
+        "stray; pods registered with another watchdog: `gpuc watchdog deploy --carry` carries them over.",
+        clear_title="gpuc: watchdog store old enough: destroys resume",
+    )
+
+
+def alert_balances(run: Pass, sight: Sight) -> None:
+    """Per provider account, alert only: too low (pods stop when it hits zero, mid-run, data unsynced)
+    or above the user's cap (what a leaked key or a runaway loop could spend). Transitions + nag, as
+    run_problem does. Read after every destroy of the pass: a balance read can never delay a kill."""
+    settings = run.deps.settings
+    for name in sight.read:
+        try:
+            usd = run.deps.providers.get(name).balance().balance_usd
+        except Exception as exc:  # a missing balance is not a problem of the fleet: log, no alert
+            log.warning("reaper: balance of %s unreadable: %s", name, describe(exc, run.deps))
+            continue
+        run_problem(
+            run,
+            f"balance_low:{name}",
+            usd < settings.balance_low_usd,
+            title=f"gpuc: {name} balance low (${usd:.2f})",
+            message=f"The {name} balance is ${usd:.2f}, below ${settings.balance_low_usd:.2f}: pods stop "
+            "when it reaches zero. Top up, or sync and end your runs.",
+            clear_title=f"gpuc: {name} balance is above ${settings.balance_low_usd:.2f} again",
+            detail=name,
+        )
+        run_problem(
+            run,
+            f"balance_cap:{name}",
+            usd > settings.balance_cap_usd,
+            title=f"gpuc: {name} balance above your cap (${usd:.2f})",
+            message=f"The {name} balance is ${usd:.2f}, above your cap of ${settings.balance_cap_usd:.2f}: "
+            "that is what a leaked key could spend. Keep less on the account.",
+            clear_title=f"gpuc: {name} balance is under your cap again",
+            detail=name,
+        )
+
+
+def tell(run: Pass, rec: StoredPod, title: str, message: str, kind: str, level: Level = "info") -> None:
+    """A notification about one pod, sent at this pass's time; the message opens with which pod it is."""
+    announce(run.deps, run.now, title, f"{who(rec)}: {message}", pod_id=rec.pod_id, kind=kind, level=level)
+
+
+def tell_destroyed(run: Pass, rec: StoredPod, reason: str) -> None:
+    message = f"{reason}. Confirmed gone at the provider.{cost_text(rec)}"
+    tell(run, rec, f"gpuc: destroyed {rec.name}", message, "destroyed")
+
+
+def who(rec: StoredPod) -> str:
+    return f"{rec.pod_id} ({rec.provider}, {rec.experiment})"
+
+
+def cost_text(rec: StoredPod) -> str:
+    if rec.price_per_hour is None or rec.started_at is None or rec.end_at is None:
+        return ""
+    hours = max(0.0, rec.end_at - rec.started_at) / 3600
+    return f" Ran {hours:.2f} h, about ${hours * rec.price_per_hour:.2f}."

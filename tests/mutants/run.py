@@ -1,0 +1,168 @@
+"""Rerun the hand mutants of issue 17: each breaks one safety check, and a named test must fail on it.
+
+    make mutants                                   # every mutant in table.py
+    .venv/bin/python tests/mutants/run.py --list   # what they are
+    .venv/bin/python tests/mutants/run.py --only dry-   # the ones whose id starts so
+    .venv/bin/python tests/mutants/run.py --only dry- \
+        --against "tests/functions --ignore=tests/functions/test_reaper_guards.py"   # before their guard?
+
+Each mutant is one exact replacement in one file (table.py). The tree must be clean (no change to a
+tracked file): the file is mutated in place, its tests run, and the original bytes and mtime are put back
+in a `finally`, on Ctrl-C and SIGTERM too. Python writes no bytecode for the mutated runs, so no cached
+mutant can outlive its run. A snippet that no longer occurs exactly once fails the run (the code moved:
+update the table) instead of counting as a survivor or a kill.
+
+Killed: pytest reports a failure (exit 1) or the run exceeds the timeout. Survived: every named test
+passed. Anything else (a collection error, exit 2-5) is an error of the table. Exit 0 only when every
+mutant was killed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from table import MUTANTS, Mutant  # the table lives beside this script
+
+ROOT = Path(__file__).resolve().parents[2]
+TIMEOUT_S = 600.0
+
+
+def tracked_changes(root: Path) -> list[str]:
+    out = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"],
+        cwd=root,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return [line for line in out.splitlines() if line.strip()]
+
+
+def check(mutant: Mutant, root: Path = ROOT) -> str | None:
+    """Why this mutant cannot be applied to the tree as it is, or None."""
+    path = root / mutant.file
+    if not path.is_file():
+        return f"{mutant.file} does not exist"
+    if mutant.original == mutant.mutated:
+        return "the mutated snippet is the original"
+    count = path.read_text(encoding="utf-8").count(mutant.original)
+    if count != 1:
+        return f"the original snippet occurs {count} times in {mutant.file}, not once"
+    missing = [t for t in mutant.tests if not (root / t.split("::")[0]).is_file()]
+    if missing:
+        return f"no such test file: {', '.join(missing)}"
+    return None
+
+
+def pytest(tests: list[str], root: Path, timeout_s: float) -> tuple[int | None, str]:
+    """(pytest's exit code, or None on timeout; its last lines). `tests` may hold pytest options."""
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "--no-header", *tests]
+    try:
+        done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return None, ""
+    tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-3:])
+    return done.returncode, tail
+
+
+def run_mutant(mutant: Mutant, root: Path, timeout_s: float, tests: list[str] | None = None) -> tuple[str, str]:
+    """("killed" | "survived" | "error", detail), against its own tests or `tests`. The file is back as it
+    was when this returns or raises."""
+    path = root / mutant.file
+    original = path.read_bytes()
+    stat = path.stat()
+    try:
+        text = original.decode("utf-8")
+        path.write_text(text.replace(mutant.original, mutant.mutated, 1), encoding="utf-8")
+        code, tail = pytest(list(mutant.tests) if tests is None else tests, root, timeout_s)
+    finally:
+        path.write_bytes(original)
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    if code is None:
+        return "killed", f"timed out after {timeout_s:.0f} s"
+    if code == 1:
+        return "killed", tail.splitlines()[-1] if tail else ""
+    if code == 0:
+        return "survived", tail.splitlines()[-1] if tail else ""
+    return "error", f"pytest exit {code}: {tail}"
+
+
+def interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt  # SIGTERM too: the `finally` in run_mutant puts the file back
+
+
+def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="", help="run the mutants whose id starts with this")
+    parser.add_argument("--list", action="store_true", help="list the mutants and exit")
+    parser.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds per mutant (a hang is a kill)")
+    parser.add_argument(
+        "--against",
+        metavar="PYTEST_ARGS",
+        help="run every mutant against these pytest arguments (one string) instead of its own tests, e.g. "
+        "\"tests/functions --ignore=tests/functions/test_reaper_guards.py\": did it survive before its guard?",
+    )
+    args = parser.parse_args(argv)
+    chosen = [m for m in MUTANTS if m.id.startswith(args.only)]
+    if args.list:
+        for m in chosen:
+            print(f"{m.id:28} {m.file:34} {m.what}")
+        return 0
+    if not chosen:
+        print(f"no mutant id starts with {args.only!r}", file=sys.stderr)
+        return 2
+    dirty = tracked_changes(root)
+    if dirty:
+        print("refusing to run: the tree has changes to tracked files (commit or stash them):", file=sys.stderr)
+        print("\n".join(f"  {line}" for line in dirty[:20]), file=sys.stderr)
+        return 2
+    broken = [(m.id, why) for m in chosen if (why := check(m, root)) is not None]
+    if broken:
+        for mid, why in broken:
+            print(f"table error: {mid}: {why}", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, interrupt)
+    against = shlex.split(args.against) if args.against else None
+    tests = against or sorted({t for m in chosen for t in m.tests})
+    print(f"baseline: pytest {' '.join(tests)[:100]}... on the unmutated tree", flush=True)
+    code, tail = pytest(tests, root, args.timeout * 2)
+    if code != 0:
+        print(f"the named tests fail without any mutant (exit {code}):\n{tail}", file=sys.stderr)
+        return 2
+    results: dict[str, int] = {"killed": 0, "survived": 0, "error": 0}
+    try:
+        for mutant in chosen:
+            start = time.monotonic()
+            outcome, detail = run_mutant(mutant, root, args.timeout, against)
+            results[outcome] += 1
+            took = time.monotonic() - start
+            print(f"{outcome:8} {mutant.id:28} {took:5.1f} s  {mutant.what}", flush=True)
+            if outcome != "killed":
+                print(f"         {detail}", flush=True)
+    except KeyboardInterrupt:
+        print("interrupted: the tree is as it was", file=sys.stderr)
+        return 130
+    finally:
+        left = tracked_changes(root)
+        if left:  # never expected: each file is restored in run_mutant's finally
+            print(f"WARNING: the tree changed during the run: {left}", file=sys.stderr)
+    print(
+        f"{len(chosen)} mutants, {results['killed']} killed, {results['survived']} survived"
+        + (f", {results['error']} errors" if results["error"] else "")
+    )
+    return 0 if results["killed"] == len(chosen) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
