@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-from botocore.exceptions import BotoCoreError, ClientError
 
 from gpuc.core.api import RegisterRequest
 from gpuc.core.errors import ConfigError, GpucError
@@ -199,6 +198,25 @@ def secret_values(settings: Settings, plan: Plan, admin_token: str) -> dict[str,
     return values
 
 
+@dataclass
+class Trail:
+    """What a deploy has made so far: when it stops half-way, the user is told what it left behind (an S3
+    object, secrets in SSM, a stack) and how to remove each, never an "internal error"."""
+
+    step: str = "building the code zip"
+    left: list[tuple[str, str]] = field(default_factory=list)  # (what, the command that removes it)
+
+    def made(self, what: str, remove: str) -> None:
+        self.left.append((what, remove))
+
+    def hint(self, stack: str) -> str:
+        lines = [stack] if stack else []
+        if self.left:
+            lines.append("it left behind: " + "; ".join(f"{what} (remove: {cmd})" for what, cmd in self.left))
+        lines.append("or fix the cause and run `gpuc watchdog deploy` again: it reuses what exists")
+        return "\n       ".join(lines)
+
+
 def deploy(
     settings: Settings,
     plan: Plan,
@@ -208,23 +226,88 @@ def deploy(
     waiter_delay_s: int = 5,
 ) -> Deployed:
     session = session or boto3.Session(region_name=plan.region)
+    trail = Trail()
     try:
-        token = new_token()
-        code = build_zip()
-        bucket, key = upload_code(session, plan, code)
-        echo(f"uploaded the code ({len(code) // 1024} KiB) to s3://{bucket}/{key}")
-        version = store_secrets(session, plan, secret_values(settings, plan, token))
-        echo(f"stored {len(plan.secrets)} SecureString parameters under {plan.ssm_prefix}")
-        outputs = apply_stack(session, plan, bucket, key, version, waiter_delay_s)
-    except (ClientError, BotoCoreError) as exc:
-        # botocore messages carry no parameter values; the code is the useful part
+        return _deploy(settings, plan, session, echo, waiter_delay_s, trail)
+    except DeployError:
+        raise
+    # Any failure half-way (AWS, a waiter's timeout, Ctrl-C) is reported with what it left, never a traceback.
+    except (Exception, KeyboardInterrupt) as exc:
         raise DeployError(
-            f"AWS refused the deploy: {type(exc).__name__}: {exc}",
-            hint="check your AWS credentials and region (aws sts get-caller-identity), then retry",
+            f"the deploy stopped while {trail.step}: {_why(exc)}", hint=trail.hint(_stack_state(session, plan))
         ) from None
-    url = outputs["IngestUrl"]
+
+
+def _deploy(
+    settings: Settings, plan: Plan, session: Any, echo: Callable[[str], None], delay_s: int, trail: Trail
+) -> Deployed:
+    refuse_dead_stack(session, plan)
+    token = new_token()
+    code = build_zip()
+    trail.step = "uploading the code to S3"
+    bucket, key = upload_code(session, plan, code)
+    trail.made(f"the code zip s3://{bucket}/{key}", f"aws s3 rm s3://{bucket}/{key}")
+    echo(f"uploaded the code ({len(code) // 1024} KiB) to s3://{bucket}/{key}")
+    trail.step = "storing the secrets in SSM"
+    values = secret_values(settings, plan, token)
+    names = " ".join(f"{plan.ssm_prefix}/{name}" for name in values)
+    trail.made(
+        f"your keys as SSM SecureString parameters under {plan.ssm_prefix}",
+        f"aws ssm delete-parameters --region {plan.region} --names {names}",
+    )
+    version = store_secrets(session, plan, values)
+    echo(f"stored {len(plan.secrets)} SecureString parameters under {plan.ssm_prefix}")
+    trail.step = f"applying the CloudFormation stack {plan.stack_name}"
+    outputs = apply_stack(session, plan, bucket, key, version, delay_s)
+    trail.step = "reading the stack's outputs"
+    url, table = outputs["IngestUrl"], outputs["TableName"]
+    trail.step = f"saving the watchdog's URL and token in {settings.home}"
     path = save_config(settings.home, functions_url=url, admin_token=token)
-    return Deployed(url=url, table=outputs["TableName"], config_path=path)
+    return Deployed(url=url, table=table, config_path=path)
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted (Ctrl-C)"
+    if isinstance(exc, KeyError):
+        return f"the stack has no output {exc}: is infra/template.yaml this gpuc's?"
+    # botocore messages carry no parameter values; the type and code are the useful part
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _stack_state(session: Any, plan: Plan) -> str:
+    """What the stack is now, said so the user knows whether a watchdog still runs."""
+    try:
+        stacks = session.client("cloudformation").describe_stacks(StackName=plan.stack_name)["Stacks"]
+    except Exception:  # no stack, or AWS unreachable: nothing more to say
+        return ""
+    status = str(stacks[0]["StackStatus"]) if stacks else ""
+    delete = f"aws cloudformation delete-stack --region {plan.region} --stack-name {plan.stack_name}"
+    if status in DEAD_STACK:
+        return f"the stack {plan.stack_name} was not created ({status}) and holds nothing: delete it ({delete})"
+    if status == "UPDATE_ROLLBACK_COMPLETE":
+        return f"the stack {plan.stack_name} rolled back: your previous watchdog runs unchanged"
+    if status.endswith("_IN_PROGRESS"):
+        return f"the stack {plan.stack_name} is still {status}: wait for it to settle, then run deploy again"
+    return f"the stack {plan.stack_name} is {status}" if status else ""
+
+
+# A first create that failed leaves the stack in one of these: it holds no resource and cannot be updated.
+DEAD_STACK = frozenset({"ROLLBACK_COMPLETE", "ROLLBACK_FAILED", "CREATE_FAILED"})
+
+
+def refuse_dead_stack(session: Any, plan: Plan) -> None:
+    cfn = session.client("cloudformation")
+    if not _stack_exists(cfn, plan.stack_name):
+        return
+    status = cfn.describe_stacks(StackName=plan.stack_name)["Stacks"][0]["StackStatus"]
+    if status in DEAD_STACK:
+        raise DeployError(
+            f"an earlier deploy left the stack {plan.stack_name} in {status}: it holds nothing, and AWS cannot "
+            "update it",
+            hint=f"delete it (aws cloudformation delete-stack --region {plan.region} --stack-name "
+            f"{plan.stack_name}), then run `gpuc watchdog deploy` again",
+        )
 
 
 def live_registrations(settings: Settings) -> list[RegisterRequest]:

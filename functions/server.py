@@ -223,6 +223,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         # The stdlib's own lines (malformed request lines, timeouts) carry no bodies; keep them terse.
+        if format.startswith("Request timed out"):
+            # The stdlib's "Request timed out" names neither the client nor what it cost: say both.
+            log.info(
+                "http: closed a connection from %s silent for %.0f s (a kept-alive client, or one that stopped "
+                "mid-request): nothing was stored or answered",
+                self.client_address[0],
+                self.timeout,
+            )
+            return
         log.info("http: %s", (format % args)[:200])
 
 
