@@ -39,7 +39,6 @@ import json
 import math
 import os
 import re
-import stat
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -50,6 +49,7 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from gpuc.core.api import PodRecord
+from gpuc.core.atomicfile import atomic_write as atomic_write  # re-exported: the hook's writer too
 from gpuc.core.clock import iso, parse_iso
 from gpuc.core.errors import ConfigError
 from gpuc.core.models import LEDGER_COLUMNS, LedgerRow
@@ -265,32 +265,6 @@ class _Book:
             row.note = f"{row.note}; {note}" if row.note else note
             self.rows_dirty = True
         return row
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: Path, text: str, mode: int = 0o600) -> None:
-    """Replace `path` whole: readers see the old file or the new one, never half of either."""
-    if path.exists():
-        mode = stat.S_IMODE(path.stat().st_mode)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
 
 
 def guard_cell(text: str) -> str:
@@ -608,7 +582,7 @@ class Ledger:
 
     def _write_index(self, book: _Book) -> None:
         body = {"version": INDEX_VERSION, "pods": {k: v.model_dump() for k, v in book.index.items()}}
-        atomic_write(self.index_path, json.dumps(body, indent=1, sort_keys=True))
+        atomic_write(self.index_path, json.dumps(body, indent=1, sort_keys=True), keep_mode=True)
 
     def _persist(self, book: _Book) -> None:
         pending = [e for e in book.index.values() if not e.committed]
@@ -616,7 +590,7 @@ class Ledger:
             if pending:
                 # The intent first: a crash after the CSV write is then completed, not written twice.
                 self._write_index(book)
-            atomic_write(self.path, render_csv(book.rows))
+            atomic_write(self.path, render_csv(book.rows), keep_mode=True)
             for entry in pending:
                 entry.committed = True
             self._write_index(book)

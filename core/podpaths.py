@@ -16,6 +16,8 @@ from pathlib import Path
 
 POD_ROOT_ENV = "GPUC_POD_ROOT"
 TOKEN_ENV = "GPUC_POD_TOKEN"
+# The pod's state folder relative to its root, as the laptop names it in put_file (PodPaths.state).
+STATE_REL = "workspace/.gpuc"
 
 
 class PodPaths:
@@ -24,7 +26,7 @@ class PodPaths:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.workspace = root / "workspace"
-        self.state = self.workspace / ".gpuc"
+        self.state = root / STATE_REL
         self.config = self.state / "config.json"
         self.secrets = self.state / "secrets.env"
         self.seq = self.state / "seq"
@@ -43,6 +45,7 @@ class PodPaths:
         self.log_stage = self.state / "log-stage"
         self.end_lock = self.state / "end.lock"
         self.agent_lock = self.state / "agent.lock"
+        self.upload = self.state / "upload"  # the project's archive, in parts, until `ask unpack`
         # The code `up` uploads, and the interpreter that runs it (a launcher the install writes, so
         # every later ssh command finds gpuc without knowing how it was installed).
         self.code = self.state / "code"

@@ -1,7 +1,8 @@
-"""python -m gpuc.instance_side {agent | run -- CMD ... | sync | bootstrap | verify --expect-gpu NAME}
+"""python -m gpuc.instance_side {agent | run -- CMD ... | sync | bootstrap | verify --expect-gpu NAME | ask Q ...}
 
 Reads the pod's files from PodPaths.from_env() (GPUC_POD_ROOT, default "/"). argparse, not click:
-the agent's memory budget has no room for what it does not use.
+the agent's memory budget has no room for what it does not use. Each command imports its own code, so
+`ask`, which the laptop runs over ssh several times per command, starts without the agent's.
 """
 
 from __future__ import annotations
@@ -14,13 +15,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from types import FrameType
 
-from gpuc.core.clock import SystemClock
 from gpuc.core.errors import GpucError
-from gpuc.instance_side.context import build_agent, load_context, make_ender
-from gpuc.instance_side.joblog import echo_fd
-from gpuc.instance_side.podfiles import PodPaths, atomic_write, hold_agent_lock
-from gpuc.instance_side.sync import make_sync, with_job_log
-from gpuc.instance_side.wrapper import JobWrapper, job_environ
+from gpuc.instance_side.podfiles import PodPaths
 
 _TRUE = ("1", "true", "yes", "on")
 
@@ -30,6 +26,9 @@ def flag(environ: Mapping[str, str], name: str) -> bool:
 
 
 def cmd_agent(paths: PodPaths) -> int:
+    from gpuc.instance_side.context import build_agent, load_context
+    from gpuc.instance_side.podfiles import hold_agent_lock
+
     ctx = load_context(paths, role="agent")
     if hold_agent_lock(paths) is None:
         _say("gpuc: an agent is already running on this pod")
@@ -51,6 +50,11 @@ def cmd_agent(paths: PodPaths) -> int:
 def cmd_run(paths: PodPaths, argv: Sequence[str], job_id: str | None = None) -> int:
     if not argv:
         raise GpucError("nothing to run", hint="python -m gpuc.instance_side run -- python train.py")
+    from gpuc.instance_side.context import load_context, make_ender
+    from gpuc.instance_side.joblog import echo_fd
+    from gpuc.instance_side.sync import make_sync, with_job_log
+    from gpuc.instance_side.wrapper import JobWrapper, job_environ
+
     environ = os.environ
     ctx = load_context(paths, role="wrapper", echo=sys.stderr)
     dry_run = flag(environ, "DRY_RUN")
@@ -71,6 +75,9 @@ def cmd_run(paths: PodPaths, argv: Sequence[str], job_id: str | None = None) -> 
 
 
 def cmd_sync(paths: PodPaths) -> int:
+    from gpuc.instance_side.context import load_context
+    from gpuc.instance_side.sync import make_sync, with_job_log
+
     ctx = load_context(paths, role="sync", echo=sys.stderr)
     sync = with_job_log(make_sync(ctx.cfg, ctx.secrets, paths=paths), paths)
     try:
@@ -95,13 +102,15 @@ def _with_hf_home(env: dict[str, str], paths: PodPaths) -> dict[str, str]:
 
 
 def cmd_bootstrap(paths: PodPaths) -> int:
-    from gpuc.instance_side import bootstrap  # lazy: the long-lived agent must not hold one-shot code
+    from gpuc.core.clock import SystemClock
+    from gpuc.instance_side import bootstrap
 
     return bootstrap.main(paths, SystemClock())
 
 
 def cmd_verify(paths: PodPaths, expect_gpu: str | None, expect_count: int) -> int:
-    from gpuc.instance_side import verify  # lazy: as in cmd_bootstrap
+    from gpuc.core.atomicfile import atomic_write
+    from gpuc.instance_side import verify
 
     verdict = verify.verify_machine(
         expect_gpu,
@@ -130,6 +139,9 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     verify = sub.add_parser("verify", help="is this the machine we pay for? prints a JSON verdict")
     verify.add_argument("--expect-gpu", default=None, help="the rented GPU type, e.g. 'RTX 4090'")
     verify.add_argument("--expect-count", type=int, default=1, help="how many GPUs were rented")
+    # Parsed by instance_side/ask.py itself, so a wrong question gets a JSON answer too (exit 2).
+    ask = sub.add_parser("ask", help="one JSON line for the laptop: job-state, log, unpack, missing, key-scope")
+    ask.add_argument("question", nargs=argparse.REMAINDER, help="QUESTION ARGS...")
     args = parser.parse_args(argv)
     cmd = list(getattr(args, "cmd", None) or [])
     if cmd[:1] == ["--"]:
@@ -139,10 +151,12 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    if (sys.argv[1:] if argv is None else list(argv))[:1] == ["ask"]:  # RC-STUB
-        from gpuc.instance_side._rc_ask import main as _ask  # RC-STUB
-        return int(_ask((sys.argv[1:] if argv is None else list(argv))[1:]))  # type: ignore[no-untyped-call]  # RC-STUB
-    args = parse(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["ask"]:
+        from gpuc.instance_side import ask
+
+        return ask.main(argv[1:])
+    args = parse(argv)
     command = str(args.command)
     paths = PodPaths.from_env()
     try:

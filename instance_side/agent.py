@@ -19,11 +19,11 @@ from gpuc.instance_side.gpu import GpuReader, GpuReadError, GpuSample
 from gpuc.instance_side.heartbeat import PodClient, event_body, heartbeat_body
 from gpuc.instance_side.idle import (
     Action,
+    IdleReading,
     IdleState,
     Observation,
     Thresholds,
     TreeActivity,
-    Verdict,
     advance,
     job_activity,
     judge,
@@ -89,7 +89,7 @@ class Agent:
         self.kept = KeptWatch(ender, cfg, paths, clock)
         self.sync_failing = False
         self.deadline = DeadlineWatch.of(cfg, client, ender, log)  # F15: ends the pod whatever it is doing
-        self._last: tuple[Observation, Verdict, IdleState, bool] | None = None  # for the next heartbeat
+        self._last: tuple[Observation, IdleReading, IdleState, bool] | None = None  # for the next heartbeat
         self._job_tree: JobTree | None = None  # the previous check's reading: progress is the growth since
         self._proc_table: ProcTable | None = None  # the same, for the user's other processes
 
@@ -105,17 +105,17 @@ class Agent:
             return
         self.next_check = now + self.cfg.idle_check_interval_s
         obs = self.observe()
-        verdict = judge(obs, now, self.th)
+        reading = judge(obs, now, self.th)
         keep = self.paths.keep_file.exists()
-        preview, _ = advance(self.state, verdict, now, self.th, suspension(keep, self.lease_until, now) is not None)
-        self._last = (obs, verdict, preview, keep)
+        preview, _ = advance(self.state, reading, now, self.th, suspension(keep, self.lease_until, now) is not None)
+        self._last = (obs, reading, preview, keep)
         self._heartbeat_if_due(now)
         if self._deadline(now):  # after the answer: its deadline counts
             return
         # The answer may have brought a lease (`gpuc keep`): decide with it, not before it.
         kept = suspension(keep, self.lease_until, now)
-        self.state, action = advance(self.state, verdict, now, self.th, kept is not None)
-        self.log.line(self._summary(obs, verdict, kept, action))
+        self.state, action = advance(self.state, reading, now, self.th, kept is not None)
+        self.log.line(self._summary(obs, reading, kept, action))
         if not self._hold_kept(now):
             self._act(action, now)
         self._periodic_sync(now)
@@ -192,16 +192,16 @@ class Agent:
             self.lease_until = answer.lease_until
             self.deadline.adopt(answer.deadline_at)
 
-    def _body(self, obs: Observation, verdict: Verdict, state: IdleState, keep: bool) -> dict[str, Any]:
+    def _body(self, obs: Observation, reading: IdleReading, state: IdleState, keep: bool) -> dict[str, Any]:
         gpu_error = obs.gpu_error or (self.probes.gpu.note if not obs.gpus else None)
         return heartbeat_body(
             self.cfg.pod_id,
             gpus=[g.as_json() for g in obs.gpus[:16]],
             gpu_error=None if gpu_error is None else self.log.scrub(gpu_error)[:500],
             python_procs=obs.python_procs,
-            active_ssh=verdict.active_ssh,
+            active_ssh=reading.active_ssh,
             idle_minutes=round(state.idle_minutes, 2),
-            busy_reason=None if verdict.reason is None else self.log.scrub(verdict.reason)[:200],
+            busy_reason=None if reading.reason is None else self.log.scrub(reading.reason)[:200],
             job_running=self._job_running(obs),
             keep_file=keep,
             kept_left_s=self.kept.left(self.clock.now()),
@@ -301,17 +301,17 @@ class Agent:
             self.stopped = True
         return self.stopped
 
-    def _summary(self, obs: Observation, verdict: Verdict, kept: str | None, action: Action) -> str:
+    def _summary(self, obs: Observation, reading: IdleReading, kept: str | None, action: Action) -> str:
         gpus = ",".join(f"{g.index}:{_util(g)}" for g in obs.gpus) or ("err" if obs.gpu_error else "none")
-        state = "idle" if verdict.idle else "busy"
+        state = "idle" if reading.idle else "busy"
         parts = [
             f"check {state} idle={self.state.idle_minutes:.1f}min gpus={gpus} procs={_procs(obs, self.th)}",
-            f"ssh={verdict.active_ssh}/{len(obs.ssh)}",
+            f"ssh={reading.active_ssh}/{len(obs.ssh)}",
             f"job={_job(obs)}",
             f"hb={'ok' if self.client.failures == 0 else f'retrying({self.client.failures})'}",
         ]
-        if verdict.reason:
-            parts.append(f"reason={verdict.reason}")
+        if reading.reason:
+            parts.append(f"reason={reading.reason}")
         if kept:
             parts.append(kept)
         if action != "none":

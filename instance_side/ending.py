@@ -12,10 +12,7 @@ that order and never another.
 
 from __future__ import annotations
 
-import fcntl
-import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, cast, get_args
 
@@ -23,7 +20,7 @@ from gpuc.core.clock import Clock
 from gpuc.core.providers.outcome import StoppedInstead
 from gpuc.instance_side.heartbeat import PodClient, event_body
 from gpuc.instance_side.kept import KeptState, clear_kept, read_kept, record_kept, stopped, warned, write_kept
-from gpuc.instance_side.podfiles import AgentConfig, PodPaths, is_ended, mark_ended
+from gpuc.instance_side.podfiles import AgentConfig, PodPaths, hold_end_lock, is_ended, mark_ended
 from gpuc.instance_side.podlog import PodLog
 from gpuc.instance_side.selfdestroy import Destroyer
 from gpuc.instance_side.sync import ResultsSync
@@ -84,7 +81,7 @@ class Ender:
     def end(self, ending: Ending) -> Outcome:
         if self.dry_run:
             return self._dry_run(ending)
-        with _exclusive(self.paths) as mine:
+        with hold_end_lock(self.paths) as mine:
             if not mine:
                 self.log.line("another process is ending this pod; leaving it to them")
                 return "in_progress"
@@ -211,7 +208,7 @@ class Ender:
     def stop_kept(self) -> Outcome:
         """The kept window is over: one last try (a sync that works ends the pod as usual), else STOP it.
         Never a destroy: the results exist nowhere else."""
-        with _exclusive(self.paths) as mine:
+        with hold_end_lock(self.paths) as mine:
             if not mine:
                 return "in_progress"
             if is_ended(self.paths, self.cfg.pod_id):
@@ -276,22 +273,3 @@ def _span(seconds: float) -> str:
         hours, rest = divmod(int(seconds) // 60, 60)
         return f"{hours} h {rest} min" if rest else f"{hours} h"
     return f"{max(0, round(seconds / 60))} min"
-
-
-@contextmanager
-def _exclusive(paths: PodPaths) -> Iterator[bool]:
-    """One ending at a time: the wrapper and the idle watch may decide in the same minute."""
-    try:
-        fd = os.open(paths.end_lock, os.O_RDWR | os.O_CREAT, 0o600)
-    except OSError:
-        yield True  # no state dir to lock in: nothing else can be ending it through us either
-        return
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)

@@ -1,4 +1,4 @@
-"""The idle decision (SPEC layer 2), pure: observations and a time in, a verdict and an action out.
+"""The idle decision (SPEC layer 2), pure: observations and a time in, a reading and an action out.
 
 Idle iff every GPU is under the threshold AND no ssh session is active (its terminal saw input within
 the window, F4) AND no process makes progress: neither the job under the wrapper nor any other user
@@ -145,7 +145,9 @@ class Observation:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class IdleReading:
+    """One check's judgement of the pod: idle or busy, and why (the count toward the destroy is IdleState's)."""
+
     idle: bool
     reason: str | None  # why busy; None when idle
     active_ssh: int
@@ -155,10 +157,10 @@ def active_sessions(sessions: tuple[SshSession, ...], now: float, window_s: floa
     return [s for s in sessions if now - s.last_input < window_s]
 
 
-def judge(obs: Observation, now: float, th: Thresholds) -> Verdict:
+def judge(obs: Observation, now: float, th: Thresholds) -> IdleReading:
     active = active_sessions(obs.ssh, now, th.ssh_window_s)
     reason = _busy_reason(obs, active, th)
-    return Verdict(idle=reason is None, reason=reason, active_ssh=len(active))
+    return IdleReading(idle=reason is None, reason=reason, active_ssh=len(active))
 
 
 def _busy_reason(obs: Observation, active: list[SshSession], th: Thresholds) -> str | None:
@@ -215,7 +217,7 @@ class IdleState:
 
 
 def advance(
-    state: IdleState, verdict: Verdict, now: float, th: Thresholds, suspended: bool
+    state: IdleState, reading: IdleReading, now: float, th: Thresholds, suspended: bool
 ) -> tuple[IdleState, Action]:
     """One check. Idle time is the sum of the gaps between consecutive idle checks.
 
@@ -224,7 +226,7 @@ def advance(
     A suspension (keep file, lease) holds the count at zero, so the full warning window applies
     again once it lifts.
     """
-    if not verdict.idle or suspended:
+    if not reading.idle or suspended:
         return IdleState(), "none"
     if state.last_idle_check is None:
         idle_s = 0.0

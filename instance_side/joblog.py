@@ -169,6 +169,28 @@ def read_outcome(paths: PodPaths) -> dict[str, Any] | None:
     return data if isinstance(data, dict) and data.get("format") == OUTCOME_FORMAT else None
 
 
+def outcome_bytes(paths: PodPaths, most: int) -> bytes | None:
+    """At most `most` bytes of the outcome file as it is, for the laptop's one strict reader (a job on the pod
+    may have written anything there); None when there is none, or it cannot be read."""
+    try:
+        with paths.outcome.open("rb") as fh:
+            return fh.read(most)
+    except OSError:
+        return None
+
+
+def read_job_log(paths: PodPaths, offset: int, most: int) -> tuple[int | None, bytes]:
+    """(the job log's size, at most `most` of its bytes from `offset`); (None, b"") while there is no log.
+    Raises OSError when the log is there but cannot be read."""
+    try:
+        with paths.job_log.open("rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            fh.seek(min(offset, size))
+            return size, fh.read(most)
+    except FileNotFoundError:
+        return None, b""
+
+
 def clear_outcome(paths: PodPaths) -> None:
     """A new job starts: the previous job's outcome must never be taken for this one's."""
     for path in (paths.outcome, paths.exit_code):

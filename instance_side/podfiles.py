@@ -13,12 +13,12 @@ import fcntl
 import json
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from dotenv import dotenv_values
-
+from gpuc.core.atomicfile import atomic_write as atomic_write
 from gpuc.core.errors import ConfigError
 from gpuc.core.podpaths import POD_ROOT_ENV as POD_ROOT_ENV
 from gpuc.core.podpaths import TOKEN_ENV as TOKEN_ENV
@@ -26,6 +26,7 @@ from gpuc.core.podpaths import PodPaths as PodPaths
 from gpuc.core.signing import weak_token
 
 POD_ID_ENV = "GPUC_POD_ID"
+END_MARKER_MAX = 256
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,8 @@ def load_secrets(path: Path) -> dict[str, str]:
     if mode & 0o077:
         # Tightening is always safe; refusing to start would stop the heartbeats instead.
         os.chmod(path, 0o600)
+    from dotenv import dotenv_values  # startup: `ask`, which reads no secret, must not load it
+
     try:
         with path.open(encoding="utf-8") as fh:
             values = dotenv_values(stream=fh)
@@ -130,18 +133,6 @@ def pod_token(secrets: Mapping[str, str], environ: Mapping[str, str]) -> str:
         # A guessable token lets anyone forge this pod's pings: refused before it signs anything.
         raise ConfigError(f"{TOKEN_ENV} in the pod's secrets is {weak}", hint="re-run `gpuc up` for a fresh token")
     return token
-
-
-def atomic_write(path: Path, text: str, mode: int = 0o600) -> None:
-    """Write-then-rename, fsynced: a crash leaves the old content or the new, never half of it."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    try:
-        os.write(fd, text.encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
 
 
 def hold_agent_lock(paths: PodPaths) -> int | None:
@@ -164,10 +155,58 @@ def mark_ended(paths: PodPaths, pod_id: str) -> None:
         atomic_write(paths.ended, pod_id + "\n", 0o644)
 
 
+def end_marker(paths: PodPaths) -> str | None:
+    """The `ended` marker as whoever ended the pod wrote it: the pod id, "" from an older gpuc; None when the
+    pod has not ended. Raises OSError or ValueError when a marker is there but cannot be read."""
+    try:
+        with paths.ended.open(encoding="utf-8") as fh:
+            # A pod id is short: a longer marker is not one gpuc wrote, and its first bytes tell that.
+            return fh.read(END_MARKER_MAX + 1).strip()
+    except FileNotFoundError:
+        return None
+
+
 def is_ended(paths: PodPaths, pod_id: str) -> bool:
     """True when this pod was ended. A marker naming another pod is stale (a reused volume)."""
     try:
-        owner = paths.ended.read_text(encoding="utf-8").strip()
-    except OSError:
+        owner = end_marker(paths)
+    except (OSError, ValueError):
         return False
     return owner in ("", pod_id)
+
+
+@contextmanager
+def hold_end_lock(paths: PodPaths) -> Iterator[bool]:
+    """One ending at a time: the wrapper and the idle watch may decide in the same minute. Yields whether
+    this process holds end.lock (False: another ending is under way)."""
+    try:
+        fd = os.open(paths.end_lock, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        yield True  # no state dir to lock in: nothing else can be ending it through us either
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
+def ending_under_way(paths: PodPaths) -> bool:
+    """Whether an ending holds end.lock now: between a job's exit and the `ended` marker the wrapper syncs
+    and notifies holding it, and a job started then would be destroyed by that ending. Raises OSError when
+    the lock cannot be probed."""
+    try:
+        fd = os.open(paths.end_lock, os.O_RDWR)
+    except FileNotFoundError:
+        return False  # never created: no ending ever ran here
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing releases the probe's own lock, if it got it
+    return False

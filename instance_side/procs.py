@@ -245,6 +245,25 @@ def job_stamp(pid: int, proc_root: Path = Path("/proc")) -> str:
     return f"{pid} {stat.start}\n" if stat else f"{pid}\n"
 
 
+def job_alive(pid: int, start: int | None, proc_root: Path = Path("/proc")) -> bool:
+    """Whether the job a stamp names (read_job_stamp) still runs. A pid that now belongs to another process
+    (its start time differs) is not the job; what cannot be read counts as running: a second job started
+    beside a live one is what destroys a pod under the first."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # there, and another user's
+    except OverflowError:
+        return False  # no process has such a pid
+    if start is None:
+        return True
+    raw = _read(proc_root / str(pid) / "stat")
+    stat = _parse_full_stat(pid, raw.decode(errors="replace")) if raw else None
+    return stat is None or stat.start == start
+
+
 def _counters(proc_root: str | Path, stat: _Stat) -> ProcCounters:
     # /proc/<pid>/io needs ptrace rights (another user's process, without root): None, never a guess.
     raw_io = _read(f"{proc_root}/{stat.pid}/io")

@@ -41,6 +41,8 @@ class Check:
 
 @dataclass(frozen=True)
 class Verdict:
+    """The four checks of one machine and the GPUs it showed: `up` keeps the pod only when it is ok."""
+
     checks: tuple[Check, ...]
     gpus: tuple[str, ...] = ()
 

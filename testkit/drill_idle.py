@@ -24,8 +24,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gpuc.core.atomicfile import atomic_write
 from gpuc.instance_side.agent import Probes
-from gpuc.instance_side.podfiles import atomic_write
 from gpuc.instance_side.procs import CLK_TCK, JobTree, JobTreeProbe, ProcScanner, job_stamp
 from gpuc.instance_side.wrapper import job_environ
 

@@ -15,9 +15,9 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpuc.core.atomicfile import atomic_write
 from gpuc.core.clock import Clock, FakeClock
 from gpuc.instance_side.gpu import GpuReadError, GpuSample
-from gpuc.instance_side.podfiles import atomic_write
 from gpuc.instance_side.procs import (
     CLK_TCK,
     JobScanError,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping
-from typing import Any, Literal, TypeVar, Unpack
+from typing import Any, Literal, Self, TypeVar, Unpack
 from urllib.parse import quote
 
 import httpx
@@ -27,27 +27,30 @@ from pydantic import BaseModel, ConfigDict
 from gpuc.core.clock import Clock, iso, parse_iso
 from gpuc.core.errors import ConfigError, NotFound, ProviderAuthError, ProviderError, ProviderSchemaError
 from gpuc.core.models import Balance, Offer, Pod, PodSpec, PodStatus
-from gpuc.core.providers.base import DestroyResult, SelfDestroyer
+from gpuc.core.providers.base import DestroyResult
 from gpuc.core.providers.common import (
     HttpProvider,
     HttpTuning,
+    PodKey,
+    ScopedSelfDestroyer,
+    SelfWords,
+    TerminateRefused,
     api_key_of,
     env_from_pairs,
     experiment_of,
     is_managed,
     parse_wire,
     pod_env,
-    pod_scoped_client,
 )
+from gpuc.core.providers.endpoints import RUNPOD_GRAPHQL_ENV, RUNPOD_GRAPHQL_URL, RUNPOD_REST_URL
 from gpuc.core.providers.http import BackoffFunction, HttpClient, Reply, require
-from gpuc.core.providers.outcome import StoppedInstead
 from gpuc.core.settings import Settings
 
 log = logging.getLogger("gpuc.providers.runpod")
 
 PROVIDER = "runpod"
-DEFAULT_GRAPHQL_URL = "https://api.runpod.io/graphql"
-DEFAULT_REST_URL = "https://api.runpod.io/v2"
+DEFAULT_GRAPHQL_URL = RUNPOD_GRAPHQL_URL
+DEFAULT_REST_URL = RUNPOD_REST_URL
 KEY_ENV = "RUNPOD_API_KEY"
 VOLUME_MOUNT = "/workspace"
 # ssh only: no Jupyter port, nothing else exposed.
@@ -792,17 +795,17 @@ def is_problem_404(body: Any) -> bool:
 # ---- inside the pod ----------------------------------------------------------------------------------
 
 
-class RunPodSelfDestroyer(SelfDestroyer):
-    """Destroy this pod with the pod-scoped key RunPod injects (RUNPOD_API_KEY), never the account key.
+class RunPodSelfDestroyer(ScopedSelfDestroyer):
+    """This pod's end with the pod-scoped key RunPod injects (RUNPOD_API_KEY), never the account key: the
+    calls only, the decision is ScopedSelfDestroyer's. Whether that key may podTerminate is UNCONFIRMED
+    (self-stop is documented); it may hear "pod not found to terminate" while the pod lives on."""
 
-    Whether that key may podTerminate is UNCONFIRMED (self-stop is documented). Two answers are not proof:
-    - a refusal: stop the pod instead and say so;
-    - "pod not found to terminate": a pod key may hear it because it is refused, not because the pod is
-      gone. The pod then reads itself (the pod key may read its own pod) and, if it is still there, stops
-      itself and says so.
-    A stopped pod still bills its volume: the answer is a StoppedInstead, which the ending turns into a
-    notification, and the reaper destroys the pod with the account key.
-    """
+    words = SelfWords(
+        PROVIDER, noun="pod", call="podTerminate", short="terminate", done="terminated",
+        not_found=f"answered {NOT_FOUND_TO_TERMINATE!r}", disk="volume", kept="its volume (/workspace) stays",
+    )
+    key = PodKey("RUNPOD_POD_ID", "RUNPOD_API_KEY", role="the pod-scoped key", hint="RunPod injects them into the"
+                 " container's main process; pass them on to the agent's env")
 
     def __init__(self, pod_id: str, *, graphql_url: str = DEFAULT_GRAPHQL_URL, http: HttpClient) -> None:
         self.pod_id = pod_id
@@ -810,76 +813,33 @@ class RunPodSelfDestroyer(SelfDestroyer):
         self.http = http
 
     @classmethod
-    def from_environ(
-        cls,
-        environ: Mapping[str, str],
-        *,
-        transport: httpx.BaseTransport | None = None,
-        clock: Clock | None = None,
-        backoff: BackoffFunction | None = None,
-        timeout_s: float = 20.0,
-    ) -> RunPodSelfDestroyer:
-        pod_id, http = pod_scoped_client(
-            environ,
-            provider=PROVIDER,
-            id_env="RUNPOD_POD_ID",
-            key_env="RUNPOD_API_KEY",
-            key_role="the pod-scoped key",
-            hint="RunPod injects them into the container's main process; pass them on to the agent's env",
-            timeout_s=timeout_s,
-            clock=clock,
-            backoff=backoff,
-            transport=transport,
-        )
-        url = environ.get("GPUC_RUNPOD_GRAPHQL_URL") or DEFAULT_GRAPHQL_URL
-        return cls(pod_id, graphql_url=url, http=http)
+    def with_client(cls, own_id: str, http: HttpClient, environ: Mapping[str, str]) -> Self:
+        return cls(own_id, graphql_url=environ.get(RUNPOD_GRAPHQL_ENV) or DEFAULT_GRAPHQL_URL, http=http)
 
-    def destroy_self(self) -> str:
+    @property
+    def own_id(self) -> str:
+        return self.pod_id
+
+    def terminate(self) -> bool:
         try:
             self.graphql(TERMINATE_MUTATION, {"podId": self.pod_id})
-            return f"terminated pod {self.pod_id}"
         except GraphQLError as exc:
             if exc.pod_not_found:
-                return self._after_not_found()
-            refusal = exc.message
+                return False
+            raise TerminateRefused(exc.message) from None
         except ProviderAuthError as exc:
-            refusal = exc.message
-        log.warning("runpod: podTerminate refused (%s); stopping pod %s instead", refusal, self.pod_id)
-        self.graphql(STOP_MUTATION, {"podId": self.pod_id})
-        return StoppedInstead(
-            f"podTerminate was refused ({refusal}); stopped pod {self.pod_id} instead: "
-            "its volume still bills until the reaper destroys it"
-        )
+            raise TerminateRefused(exc.message) from None
+        return True
 
-    def stop_self(self) -> str:
+    def stop(self) -> None:
         """podStop with the pod key: the one self-control RunPod documents (R7). The volume (/workspace,
         where results/ is) stays; the container disk is wiped."""
         self.graphql(STOP_MUTATION, {"podId": self.pod_id})
-        return f"stopped pod {self.pod_id}: GPU billing ended, its volume (/workspace) stays"
 
-    def _after_not_found(self) -> str:
-        still = self.still_there()
-        if still is False:
-            return f"pod {self.pod_id} was already gone"
-        log.warning(
-            "runpod: podTerminate said %r but pod %s %s; stopping it",
-            NOT_FOUND_TO_TERMINATE,
-            self.pod_id,
-            "still exists" if still else "could not be read",
-        )
-        try:
-            self.graphql(STOP_MUTATION, {"podId": self.pod_id})
-        except GraphQLError as exc:
-            if still is None and "not found" in exc.message.lower():
-                return f"pod {self.pod_id} was already gone (terminate and stop both found nothing)"
-            raise
-        # The stop worked, so the pod was there: "not found" was a refusal in disguise.
-        return StoppedInstead(
-            f"podTerminate answered {NOT_FOUND_TO_TERMINATE!r} but pod {self.pod_id} is still there; "
-            f"stopped pod {self.pod_id} instead: its volume still bills until the reaper destroys it"
-        )
+    def stop_found_nothing(self, exc: ProviderError) -> bool:
+        return isinstance(exc, GraphQLError) and "not found" in exc.message.lower()
 
-    def still_there(self) -> bool | None:
+    def read_self(self) -> bool | None:
         """Read this pod with its own key: True/False, or None when the read itself fails."""
         try:
             found = self.graphql(GET_QUERY, {"podId": self.pod_id}).get("pod")

@@ -15,7 +15,7 @@ import json
 import logging
 import re
 from collections.abc import Mapping
-from typing import Any, TypeVar, Unpack
+from typing import Any, Self, TypeVar, Unpack
 
 import httpx
 from pydantic import BaseModel, ConfigDict
@@ -23,26 +23,29 @@ from pydantic import BaseModel, ConfigDict
 from gpuc.core.clock import Clock
 from gpuc.core.errors import ConfigError, NotFound, ProviderError, ProviderSchemaError
 from gpuc.core.models import Balance, Offer, Pod, PodSpec, PodStatus
-from gpuc.core.providers.base import DestroyResult, SelfDestroyer
+from gpuc.core.providers.base import DestroyResult
 from gpuc.core.providers.common import (
     HttpProvider,
     HttpTuning,
+    PodKey,
+    ScopedSelfDestroyer,
+    SelfWords,
+    TerminateRefused,
     api_key_of,
     env_from_pairs,
     experiment_of,
     is_managed,
     parse_wire,
     pod_env,
-    pod_scoped_client,
 )
+from gpuc.core.providers.endpoints import VAST_URL, VAST_URL_ENV, vast_host
 from gpuc.core.providers.http import BackoffFunction, HttpClient, Reply, require
-from gpuc.core.providers.outcome import StoppedInstead
 from gpuc.core.settings import Settings
 
 log = logging.getLogger("gpuc.providers.vast")
 
 PROVIDER = "vast"
-DEFAULT_URL = "https://console.vast.ai/api/v0"
+DEFAULT_URL = VAST_URL
 KEY_ENV = "VAST_API_KEY"
 PAGE_SIZE = 25  # the v1 list's maximum
 MAX_PAGES = 200  # 5000 instances: far past any personal account, so more means the pagination broke
@@ -264,12 +267,6 @@ def is_not_found(body: Any) -> bool:
     return body.get("error") in NOT_FOUND_ERRORS or "not found" in msg or "no longer exists" in msg
 
 
-def api_host(url: str) -> str:
-    """GPUC_VAST_URL may be the host (as vast-cli's VAST_URL) or end in /api/v0: accept both."""
-    url = url.rstrip("/")
-    return url[: -len("/api/v0")] if url.endswith("/api/v0") else url
-
-
 def refused(http: HttpClient, reply: Reply, what: str) -> ProviderError:
     body = reply.body if isinstance(reply.body, dict) else {}
     msg = http.redact(str(body.get("msg") or body.get("error") or "success: false")[:300])
@@ -283,8 +280,8 @@ class VastApi:
 
     def __init__(self, http: HttpClient, url: str) -> None:
         self.http = http
-        self.v0 = f"{api_host(url)}/api/v0"
-        self.v1 = f"{api_host(url)}/api/v1"
+        self.v0 = f"{vast_host(url)}/api/v0"
+        self.v1 = f"{vast_host(url)}/api/v1"
 
     def instance_url(self, instance_id: str) -> str:
         if not INSTANCE_ID_RE.match(instance_id):
@@ -572,90 +569,46 @@ class VastProvider(HttpProvider):
 # ---- inside the instance -----------------------------------------------------------------------------
 
 
-class VastSelfDestroyer(SelfDestroyer):
-    """Destroy this instance with CONTAINER_API_KEY, the key Vast scopes to it (documented to start, stop
-    or destroy only this instance). Two answers are not proof it is gone:
-    - a refusal: stop it instead and say so;
-    - a not-found answer: an instance key may hear it because it is refused, not because the instance is
-      gone. The instance then reads itself (documented for the instance key) and, if it is still there,
-      stops itself and says so.
-    A stopped instance still bills its disk: the answer is a StoppedInstead, which the ending turns into a
-    notification, and the reaper destroys the instance with the account key."""
+class VastSelfDestroyer(ScopedSelfDestroyer):
+    """This instance's end with CONTAINER_API_KEY, the key Vast scopes to it (documented to start, stop or
+    destroy only this instance): the calls only, the decision is ScopedSelfDestroyer's."""
+
+    words = SelfWords(
+        PROVIDER, noun="instance", call="destroy", short="destroy", done="destroyed",
+        not_found="answered not found", disk="disk", kept="its disk stays",
+    )
+    key = PodKey("CONTAINER_ID", "CONTAINER_API_KEY", role="the instance key", hint="Vast injects them into the"
+                 " container; ssh sessions see them only once exported")
 
     def __init__(self, instance_id: str, api: VastApi) -> None:
         self.instance_id = instance_id
         self.api = api
 
     @classmethod
-    def from_environ(
-        cls,
-        environ: Mapping[str, str],
-        *,
-        transport: httpx.BaseTransport | None = None,
-        clock: Clock | None = None,
-        backoff: BackoffFunction | None = None,
-        timeout_s: float = 20.0,
-    ) -> VastSelfDestroyer:
-        instance_id, http = pod_scoped_client(
-            environ,
-            provider=PROVIDER,
-            id_env="CONTAINER_ID",
-            key_env="CONTAINER_API_KEY",
-            key_role="the instance key",
-            hint="Vast injects them into the container; ssh sessions see them only once exported",
-            timeout_s=timeout_s,
-            clock=clock,
-            backoff=backoff,
-            transport=transport,
-        )
-        return cls(instance_id, VastApi(http, environ.get("GPUC_VAST_URL") or DEFAULT_URL))
+    def with_client(cls, own_id: str, http: HttpClient, environ: Mapping[str, str]) -> Self:
+        return cls(own_id, VastApi(http, environ.get(VAST_URL_ENV) or DEFAULT_URL))
 
-    def destroy_self(self) -> str:
+    @property
+    def own_id(self) -> str:
+        return self.instance_id
+
+    def terminate(self) -> bool:
         try:
-            result = self.api.delete(self.instance_id)
+            return self.api.delete(self.instance_id) == "destroyed"
+        except ProviderSchemaError:
+            raise  # an answer gpuc cannot read is no refusal to act on
         except ProviderError as exc:
-            if isinstance(exc, ProviderSchemaError):
-                raise
-            log.warning(
-                "vast: destroy refused (%s); stopping instance %s instead", exc.message, self.instance_id
-            )
-            self.api.set_state(self.instance_id, "stopped")
-            return StoppedInstead(
-                f"destroy was refused ({exc.message}); stopped instance {self.instance_id} instead: its disk "
-                "still bills until the reaper destroys it"
-            )
-        if result == "destroyed":
-            return f"destroyed instance {self.instance_id}"
-        return self._after_not_found()
+            raise TerminateRefused(exc.message) from None
 
-    def stop_self(self) -> str:
+    def stop(self) -> None:
         """PUT state stopped with the instance key (documented to start, stop or destroy only this instance,
         V7). The instance disk stays; exactly what a stop keeps of it is UNCONFIRMED (README)."""
         self.api.set_state(self.instance_id, "stopped")
-        return f"stopped instance {self.instance_id}: GPU billing ended, its disk stays"
 
-    def _after_not_found(self) -> str:
-        still = self.still_there()
-        if still is False:
-            return f"instance {self.instance_id} was already gone"
-        log.warning(
-            "vast: destroy said not found but instance %s %s; stopping it",
-            self.instance_id,
-            "still exists" if still else "could not be read",
-        )
-        try:
-            self.api.set_state(self.instance_id, "stopped")
-        except ProviderError as exc:
-            if still is None and exc.status == 404:
-                return f"instance {self.instance_id} was already gone (destroy and stop both found nothing)"
-            raise
-        # The stop worked, so the instance was there: "not found" was a refusal in disguise.
-        return StoppedInstead(
-            f"destroy answered not found but instance {self.instance_id} is still there; stopped instance "
-            f"{self.instance_id} instead: its disk still bills until the reaper destroys it"
-        )
+    def stop_found_nothing(self, exc: ProviderError) -> bool:
+        return exc.status == 404
 
-    def still_there(self) -> bool | None:
+    def read_self(self) -> bool | None:
         """Read this instance with its own key: True/False, or None when the read itself fails."""
         try:
             reply = self.api.http.request("GET", self.api.instance_url(self.instance_id), params={"owner": "me"})

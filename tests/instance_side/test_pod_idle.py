@@ -4,11 +4,11 @@ import pytest
 
 from gpuc.instance_side.gpu import GpuSample
 from gpuc.instance_side.idle import (
+    IdleReading,
     IdleState,
     Observation,
     Thresholds,
     TreeActivity,
-    Verdict,
     advance,
     job_activity,
     judge,
@@ -21,8 +21,8 @@ TH = Thresholds(gpu_pct=5.0, warn_s=900.0, destroy_s=1200.0, ssh_window_s=600.0,
 # The product's floors (core.settings): 0.1 CPU-second and 16 KiB per check.
 FLOORS = Thresholds(5.0, 900.0, 1200.0, 600.0, 60.0, cpu_floor_s=0.1, io_floor_bytes=16 * 1024)
 NOW = 1_790_000_000.0
-IDLE = Verdict(idle=True, reason=None, active_ssh=0)
-BUSY = Verdict(idle=False, reason="GPU 0 at 90%", active_ssh=0)
+IDLE = IdleReading(idle=True, reason=None, active_ssh=0)
+BUSY = IdleReading(idle=False, reason="GPU 0 at 90%", active_ssh=0)
 
 
 def gpu(util: float | None, error: str | None = None, index: int = 0) -> GpuSample:
