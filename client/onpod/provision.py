@@ -153,7 +153,7 @@ def _venv_script(paths: PodPaths, wheel: PurePosixPath) -> str:
             # The dependencies, then the code itself again: pip keeps an installed gpuc of the same
             # version, and re-provisioning after a code change must replace it.
             f"{python} -m pip install --quiet --no-input --disable-pip-version-check {w}",
-            f"{python} -m pip install --quiet --no-input --disable-pip-version-check --force-reinstall --no-ctx {w}",
+            f"{python} -m pip install --quiet --no-input --disable-pip-version-check --force-reinstall --no-deps {w}",
         ]
     )
 
@@ -175,7 +175,7 @@ def offline_installer(python: str) -> Installer:
     def script(paths: PodPaths, wheel: PurePosixPath) -> str:
         return (
             f"set -e\n{_q(python)} -m pip install --quiet --no-input --disable-pip-version-check"
-            f" --no-ctx --no-index --upgrade --target {_q(site(paths))} {_q(wheel)}"
+            f" --no-deps --no-index --upgrade --target {_q(site(paths))} {_q(wheel)}"
         )
 
     def launcher(paths: PodPaths) -> str:
@@ -289,7 +289,7 @@ def run_bootstrap(
 ) -> bool:
     paths = pod_paths(access)
     access.put_file(_rel(paths, paths.bootstrap_plan), json.dumps(bootstrap_plan(settings), indent=2).encode(), 0o600)
-    echo("  bootstrap: system tools, torch, git, ctx, HF login, models, smoke ...")
+    echo("  bootstrap: system tools, torch, git, deps, HF login, models, smoke ...")
     code, out = access.run(["python", "-m", "gpuc.instance_side", "bootstrap"], timeout_s=BOOTSTRAP_TIMEOUT_S)
     for line in [line.strip() for line in out.splitlines() if line.strip()][-12:]:
         echo("    " + scrub(line))
