@@ -16,8 +16,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from gpuc.client import podlife
-from gpuc.client.demo import demo_settings
+from gpuc.client.context import Ctx
+from gpuc.client.pods.down import wait_gone
+from gpuc.client.pods.plan import UpOptions
+from gpuc.client.pods.up import up
+from gpuc.client.setup.demo import demo_settings
 from gpuc.core.providers.local import LocalProvider
 from gpuc.functions.server import start_in_thread
 from gpuc.instance_side.sync import FileBucketSync
@@ -50,11 +53,11 @@ def one_pod(home: Path, run: int) -> float:
     server = start_in_thread(settings, port=0)  # no reaper: only the wrapper may destroy the pod
     try:
         settings = settings.with_overrides(functions_url=server.url)
-        deps = podlife.build_deps(settings, echo=lambda m: None)
+        deps = Ctx(settings, echo=lambda m: None)
         deps.providers["local"] = LocalProvider(settings.home, settings=settings)
-        opts = podlife.UpOptions(experiment=f"bench-exit-{run}", command=[sys.executable, "-c", JOB, str(stamp)])
-        pod = podlife.up(opts, deps)
-        if pod is None or not podlife.wait_gone(deps, pod, 120):
+        opts = UpOptions(experiment=f"bench-exit-{run}", command=[sys.executable, "-c", JOB, str(stamp)])
+        pod = up(opts, deps)
+        if pod is None or not wait_gone(deps, pod, 120):
             raise RuntimeError("the pod did not destroy itself within 120 s")
         return destroy_called_at(home, pod.id) - float(stamp.read_text())
     finally:

@@ -18,7 +18,7 @@ import io
 import time
 from collections.abc import Callable
 
-from gpuc.client.joblogs import LogPrinter
+from gpuc.client.jobs.podlog import LogPrinter
 from gpuc.core.termsafe import clean_bytes
 
 SIZE = 10 * 1024 * 1024

@@ -3,8 +3,8 @@
 The tree: 9,000 small text files (code, configs, ~2 KB), 800 text shards of 100 KB (read up to the 64 KB
 bound) and 200 binary files of 200 KB (checked by magic bytes only), in a plain folder (the folder walk).
 Measured in the same run, best of 3 on a warm page cache:
-- before: listing what is sent, as `up` did before the scan (`upload.collect` + the size check);
-- after: the same plus the scan (`upload.prepare`);
+- before: listing what is sent, as `up` did before the scan (`collect` + the size check);
+- after: the same plus the scan (`prepare`);
 - for scale: building the archive `up` then sends (tar + gzip of the same files).
 """
 
@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from gpuc.client import upload
+from gpuc.client.onpod.upload import check_size, collect, prepare
 
 SMALL, SHARDS, BINARIES = 9000, 800, 200
 
@@ -56,11 +56,11 @@ def main() -> list[tuple[str, str, str]]:
         limit = 10_000.0  # MB: the bench measures the listing and the scan, not the refusal
 
         def listing() -> None:
-            upload.check_size(upload.collect(root), limit)
+            check_size(collect(root), limit)
 
         before = best(listing)
-        after = best(lambda: upload.prepare(root, limit))
-        archive = best(lambda: upload.collect(root).archive(), runs=1)
+        after = best(lambda: prepare(root, limit))
+        archive = best(lambda: collect(root).archive(), runs=1)
     scan = after - before
     return [
         ("upload: listing 10,000 files (before the scan)", f"{before:.2f} s", "-"),

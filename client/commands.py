@@ -4,35 +4,38 @@ from __future__ import annotations
 
 # name -> "module:attribute"; a module is imported only when its command runs (or shows its help).
 COMMANDS: dict[str, tuple[str, str]] = {
-    "up": ("gpuc.client.cmd_pod:up", "Start a pod for an experiment (and optionally run a job on it)."),
-    "run": ("gpuc.client.cmd_pod:run", "Run a job on a pod under the wrapper (sync, notify, destroy)."),
+    "up": ("gpuc.client.pods.commands:up", "Start a pod for an experiment (and optionally run a job on it)."),
+    "run": ("gpuc.client.pods.commands:run", "Run a job on a pod under the wrapper (sync, notify, destroy)."),
     "down": (
-        "gpuc.client.cmd_pod:down",
+        "gpuc.client.pods.commands:down",
         "Sync results, destroy a pod, confirm it is gone, close its ledger row.",
     ),
-    "ls": ("gpuc.client.cmd_pod:ls", "List pods at every configured provider, and the watchdog's health."),
-    "keep": ("gpuc.client.cmd_pod:keep", "Suspend a pod's idle destroy for a while (a lease)."),
-    "extend": ("gpuc.client.cmd_pod:extend", "Move a pod's deadline (--max-hours) later, within your cap."),
-    "results": ("gpuc.client.cmd_results:results", "Copy a kept or stopped pod's results here, then end it."),
-    "logs": ("gpuc.client.cmd_logs:logs", "Show a job's output: from the live pod, or from its results once gone."),
-    "ledger": ("gpuc.client.cmd_ledger:ledger", "What was spent: month summary, plot, reconcile."),
-    "pick": ("gpuc.client.cmd_pick:pick", "Choose a GPU for a model: fit, bandwidth, price."),
+    "ls": ("gpuc.client.pods.commands:ls", "List pods at every configured provider, and the watchdog's health."),
+    "keep": ("gpuc.client.pods.commands:keep", "Suspend a pod's idle destroy for a while (a lease)."),
+    "extend": ("gpuc.client.pods.commands:extend", "Move a pod's deadline (--max-hours) later, within your cap."),
+    "results": ("gpuc.client.jobs.commands:results", "Copy a kept or stopped pod's results here, then end it."),
+    "logs": (
+        "gpuc.client.jobs.commands:logs",
+        "Show a job's output: from the live pod, or from its results once gone.",
+    ),
+    "ledger": ("gpuc.client.money.commands:ledger", "What was spent: month summary, plot, reconcile."),
+    "pick": ("gpuc.client.money.commands:pick", "Choose a GPU for a model: fit, bandwidth, price."),
     "offers": (
-        "gpuc.client.cmd_offers:offers",
+        "gpuc.client.money.commands:offers",
         "Live offers from Vast.ai and RunPod, filtered, with bid advice.",
     ),
-    "balance": ("gpuc.client.cmd_balance:balance", "Provider balances, spend per hour, hours left."),
+    "balance": ("gpuc.client.money.commands:balance", "Provider balances, spend per hour, hours left."),
     "doctor": (
-        "gpuc.client.cmd_doctor:doctor",
+        "gpuc.client.setup.commands:doctor",
         "Check the setup before you rent: keys, .env, watchdog, hook.",
     ),
     "watchdog": (
-        "gpuc.client.cmd_watchdog:watchdog",
+        "gpuc.client.watchdog.commands:watchdog",
         "The out-of-band watchdog: serve, reap, deploy, status.",
     ),
-    "demo": ("gpuc.client.cmd_demo:demo", "Run the whole pod life end to end on the embedded default."),
+    "demo": ("gpuc.client.setup.commands:demo", "Run the whole pod life end to end on the embedded default."),
     "drill": (
-        "gpuc.client.cmd_drill:drill",
+        "gpuc.client.setup.commands:drill",
         "Run the failure matrix F1-F18 and report the money each wastes.",
     ),
     "completion": (

@@ -14,9 +14,11 @@ GpucError                          user-facing: message + how to fix it, no trac
 ├── FunctionsError                 the watchdog functions answered an error or were unreachable
 ├── SyncError                      results could not be copied out and verified
 ├── SafetyRefusal                  gpuc refuses an action that could waste money or lose data
-├── SshError                       (client.ssh) the pod could not be reached, or a transfer failed
-├── ProvisionError                 (client.provision) getting gpuc onto a pod failed: `up` destroys it
-├── PodVerificationFailed          (client.provision) not the machine we pay for: `up` destroys it
+├── SshError                       (client.onpod.ssh) the pod could not be reached, or a transfer failed
+├── ProvisionError                 (client.onpod.provision) getting gpuc onto a pod failed: `up` destroys it
+├── PodVerificationFailed          (client.onpod.provision) not the machine we pay for: `up` destroys it
+├── PodAnswerError                 (client.onpod.ask) the pod did not answer `ask`, or not readably
+│   └── OlderPod                   (client.onpod.ask) the pod's gpuc predates `ask`: down it, up again
 ├── DeployError                    (functions.deploy) the AWS deployment failed
 └── SshdUnavailable                (testkit.sshd) no ssh server to stand in for the pods' (tests, demo)
 

@@ -4,8 +4,8 @@ Two busy, pinging pods; their spend (the watchdog's records: price x time) cross
 mid-run. The REAL reaper (functions/reaper/budget.py) pulls both deadlines in to now + GPUC_BUDGET_PULL_IN_S, once
 per pod, in one warning naming both; the REAL agents hear the earlier deadline in a heartbeat answer and end
 their pods at it through their Ender (sync -> notify -> destroy), the reaper's deadline rule behind them. A
-new `up` is weighed by the REAL client check (client/precheck.check_budget) against the laptop's ledger and
-the watchdog's status, read through the real FunctionsClient answered by the real handlers: within the
+new `up` is weighed by the REAL client check (client/pods/plan.check_budget) against the laptop's ledger and
+the watchdog's status, read through the real WatchdogClient answered by the real handlers: within the
 budget before the crossing, refused after it.
 
 Billed minutes run from the moment the spend crossed the budget to the destroy, on the later of the two
@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import httpx
 
-from gpuc.client.deps import Deps as ClientDeps
-from gpuc.client.functions_client import FunctionsClient
-from gpuc.client.podlife import UpOptions
-from gpuc.client.precheck import Quote, check_budget
-from gpuc.client.state import RunStore
+from gpuc.client.context import Ctx
+from gpuc.client.pods.plan import Quote, UpOptions, check_budget
+from gpuc.client.pods.runs import RunStore
+from gpuc.client.watchdog.client import WatchdogClient
 from gpuc.core import api
 from gpuc.core.errors import GpucError, SafetyRefusal
 from gpuc.core.ledger import Ledger
@@ -136,10 +135,8 @@ class Laptop:
                 start_ts=stage.now,
             )
         self.lines: list[str] = []
-        functions = FunctionsClient(self.settings, httpx.MockTransport(self._answer), sleep=lambda s: None)
-        self.deps = ClientDeps(
-            settings=self.settings, runs=RunStore(home), clock=stage.clock, echo=self.lines.append, functions=functions
-        )
+        watchdog = WatchdogClient(self.settings, httpx.MockTransport(self._answer), sleep=lambda s: None)
+        self.ctx = Ctx(self.settings, runs=RunStore(home), clock=stage.clock, echo=self.lines.append, watchdog=watchdog)
 
     def _answer(self, request: httpx.Request) -> httpx.Response:
         asked = Request(request.method, request.url.path, dict(request.headers), request.content)
@@ -153,12 +150,12 @@ class Laptop:
         opts = UpOptions(experiment="f17-new", provider=self.stage.provider.name, max_hours=NEW_POD_HOURS)
         for _ in range(30):
             try:
-                records = self.deps.functions.status().pods
+                records = self.ctx.watchdog.status().pods
             except GpucError:
                 self.stage.run(MIN)
                 continue
             try:
-                check_budget(Quote(PRICE, "the drill's price"), opts, self.deps, records)
+                check_budget(Quote(PRICE, "the drill's price"), opts, self.ctx, records)
             except SafetyRefusal as exc:
                 return "the monthly budget would be crossed" in exc.message
             return False

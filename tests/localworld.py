@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuc.client import podlife
+from gpuc.client.context import Ctx
 from gpuc.core.providers.local import LocalProvider
 from gpuc.core.settings import SecretStr, Settings
 from gpuc.functions.server import start_in_thread
@@ -48,7 +48,7 @@ class World:
     project: Path
     env: dict[str, str]
     settings: Settings
-    opened: list[podlife.Deps]
+    opened: list[Ctx]
 
     def gpuc(self, *args: str, timeout_s: float = 120.0, **env: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -64,8 +64,8 @@ class World:
     def provider(self) -> LocalProvider:
         return LocalProvider(self.home, settings=self.settings)
 
-    def deps(self) -> podlife.Deps:
-        deps = podlife.build_deps(self.settings, echo=lambda _: None)
+    def deps(self) -> Ctx:
+        deps = Ctx(self.settings, echo=lambda _: None)
         deps.providers["local"] = self.provider()
         self.opened.append(deps)
         return deps
@@ -88,12 +88,12 @@ def open_world(tmp_path: Path) -> Iterator[World]:
         GPUC_HOME=str(home), GPUC_ENV_FILE=str(tmp_path / "none.env"), GPUC_FUNCTIONS_URL=server.url,
         GPUC_ADMIN_TOKEN=ADMIN,
     )
-    opened: list[podlife.Deps] = []
+    opened: list[Ctx] = []
     try:
         yield World(home, project, env, settings, opened)
     finally:
         for deps in opened:
-            deps.functions.close()
+            deps.watchdog.close()
         provider = LocalProvider(home, settings=settings)
         for pod in provider.list_pods():
             provider.destroy(pod.id)

@@ -13,7 +13,7 @@ import boto3
 import pytest
 from click.testing import CliRunner
 
-from gpuc.client.cmd_watchdog import watchdog
+from gpuc.client.watchdog.commands import watchdog
 from gpuc.functions import deploy as dep
 
 KEY = "rp-secret-key-123456"

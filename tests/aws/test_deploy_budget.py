@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 from test_deploy import user  # noqa: F401
 
-from gpuc.client.cmd_watchdog import watchdog
+from gpuc.client.watchdog.commands import watchdog
 from gpuc.core.settings import Settings, load_settings
 from gpuc.functions import deploy as dep
 

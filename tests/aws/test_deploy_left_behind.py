@@ -25,7 +25,7 @@ class Breaking:
         self.fail = fail
 
     def client(self, name: str) -> Any:
-        client = self.real.client(name)
+        client: Any = self.real.client(name)  # type: ignore[call-overload]
         if name == "cloudformation" and self.fail == "create":
             client.create_stack = self._refuse
         if name == "cloudformation" and self.fail == "waiter":
@@ -87,7 +87,7 @@ def test_ctrl_c_half_way_is_reported_with_what_was_left(plan: dep.Plan, monkeypa
 def test_a_stack_left_dead_by_a_failed_create_is_refused_before_anything_is_made(plan: dep.Plan) -> None:
     class DeadStack:
         def client(self, name: str) -> Any:
-            client = boto3.client(name, region_name="us-east-1")
+            client: Any = boto3.client(name, region_name="us-east-1")  # type: ignore[call-overload]
             if name == "cloudformation":
                 client.describe_stacks = lambda **_: {"Stacks": [{"StackStatus": "ROLLBACK_COMPLETE"}]}
             return client

@@ -19,8 +19,8 @@ from test_precheck import (  # rented: the fixture, for `budgeted`
     runpod_4090,
 )
 
-from gpuc.client.deps import Deps
-from gpuc.client.podlife import up
+from gpuc.client.context import Ctx
+from gpuc.client.pods.up import up
 from gpuc.core.api import PodRecord, StatusResponse
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ConfigError, SafetyRefusal
@@ -48,13 +48,13 @@ def budgeted(rented: Settings) -> Settings:  # noqa: F811
     return rented.with_overrides(monthly_budget=50.0)
 
 
-def world(settings: Settings, provider: FakeProvider, lines: list[str], *pods: PodRecord) -> Deps:
+def world(settings: Settings, provider: FakeProvider, lines: list[str], *pods: PodRecord) -> Ctx:
     deps = make_deps(settings, provider, lines)
-    deps.functions = WatchingWatchdog(deps.clock, list(pods))  # type: ignore[arg-type, assignment]
+    deps.watchdog = WatchingWatchdog(deps.clock, list(pods))  # type: ignore[arg-type, assignment]
     return deps
 
 
-def spent(deps: Deps, usd: float, experiment: str = "exp1", hours: float = 10.0, pod_id: str = "old1") -> None:
+def spent(deps: Ctx, usd: float, experiment: str = "exp1", hours: float = 10.0, pod_id: str = "old1") -> None:
     """A closed ledger row this month that cost `usd`."""
     now = deps.clock.now()
     book = Ledger(deps.settings.ledger)
@@ -177,7 +177,7 @@ def test_dry_run_shows_the_budget_line_and_refuses_nothing(budgeted: Settings) -
 
 def test_dry_run_without_a_budget_never_asks_the_watchdog(budgeted: Settings) -> None:
     deps = world(budgeted.with_overrides(monthly_budget=None), runpod_4090(), [])
-    deps.functions = Unreachable()  # type: ignore[assignment]
+    deps.watchdog = Unreachable()  # type: ignore[assignment]
     assert up(opts(dry_run=True), deps) is None
 
 

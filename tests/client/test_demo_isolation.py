@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from gpuc.client.demo import NOWHERE, check_offline, demo_settings
+from gpuc.client.setup.demo import NOWHERE, check_offline, demo_settings
 from gpuc.core.errors import ConfigError
 from gpuc.core.models import OWNER_ENV
 from gpuc.core.settings import SecretStr, Settings

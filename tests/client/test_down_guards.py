@@ -12,7 +12,11 @@ from typing import Any
 
 import pytest
 
-from gpuc.client import podlife
+from gpuc.client.context import Ctx
+from gpuc.client.pods.down import down
+from gpuc.client.pods.plan import UpOptions
+from gpuc.client.pods.run import run_job
+from gpuc.client.pods.up import up
 from gpuc.core.errors import SafetyRefusal
 from gpuc.core.providers.base import DestroyResult
 from gpuc.core.providers.local import LocalProvider
@@ -31,7 +35,7 @@ class CountingProvider(LocalProvider):
         return super().destroy(pod_id)
 
 
-Deps = podlife.Deps
+Deps = Ctx
 
 
 @pytest.fixture
@@ -40,16 +44,15 @@ def world(tmp_path: Path) -> Iterator[tuple[Deps, CountingProvider]]:
     settings = Settings(home=home, env_file=tmp_path / "none.env", admin_token=SecretStr("admin-token-x"), **FAST)
     server = start_in_thread(settings, port=0, reaper_interval_s=30)
     settings = settings.with_overrides(functions_url=server.url)
-    deps = podlife.build_deps(settings, echo=lambda m: None)
     provider = CountingProvider(home, settings=settings)
     provider.destroys = []
-    deps.providers["local"] = provider
+    deps = Ctx(settings, echo=lambda m: None, providers={"local": provider})
     try:
         yield deps, provider
     finally:
         for pod in provider.list_pods():
             LocalProvider.destroy(provider, pod.id)
-        deps.functions.close()
+        deps.close()
         server.stop()
 
 
@@ -63,17 +66,17 @@ def test_down_keeps_a_pod_whose_results_cannot_be_synced_unless_forced(
     world: tuple[Deps, CountingProvider], status: str
 ) -> None:
     deps, provider = world
-    pod = podlife.up(podlife.UpOptions(experiment="parked"), deps)
+    pod = up(UpOptions(experiment="parked"), deps)
     assert pod is not None
     results = provider.paths(pod.id).results
     results.mkdir(parents=True)
     (results / "checkpoint.pt").write_bytes(b"x" * 64)  # on the pod's disk, not yet in the bucket
     set_status(provider, pod.id, status)
     with pytest.raises(SafetyRefusal, match=f"is {status}: its results cannot be synced") as refused:
-        podlife.down(pod.id, deps)
+        down(pod.id, deps)
     assert "--force" in (refused.value.hint or "")
     assert provider.destroys == [] and provider.get(pod.id) is not None
-    podlife.down(pod.id, deps, force=True)
+    down(pod.id, deps, force=True)
     assert provider.destroys == [pod.id] and provider.get(pod.id) is None
 
 
@@ -95,8 +98,8 @@ def test_down_and_run_refuse_a_pod_without_both_markers_even_with_a_run_record(
     foreign = add_foreign(provider, name, managed_env=marked)
     a_run_record_for(deps, foreign.id, name)
     with pytest.raises(SafetyRefusal, match="not marked as gpuc's"):
-        podlife.down(foreign.id, deps, force=True)
+        down(foreign.id, deps, force=True)
     with pytest.raises(SafetyRefusal, match="not marked as gpuc's"):
-        podlife.run_job(foreign.id, ["python", "-c", "pass"], deps, force=True)
+        run_job(foreign.id, ["python", "-c", "pass"], deps, force=True)
     assert provider.destroys == [] and provider.get(foreign.id) is not None
     assert provider.pids(foreign.id).get("job", []) == []  # nothing was started on it

@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gpuc.client import cmd_pod, precheck
 from gpuc.client.commands import COMMANDS
-from gpuc.client.deps import build_deps
-from gpuc.client.doctor import check_deadline
-from gpuc.client.functions_client import FunctionsClient
-from gpuc.client.lease import parse_when
-from gpuc.client.live import live_report
-from gpuc.client.podlife import UpOptions
-from gpuc.client.state import RunStore
+from gpuc.client.context import Ctx
+from gpuc.client.pods.commands import extend, keep
+from gpuc.client.pods.lease import parse_when
+from gpuc.client.pods.plan import Quote, UpOptions, before_create, cost_line
+from gpuc.client.pods.runs import RunStore
+from gpuc.client.setup.doctor import check_deadline
+from gpuc.client.setup.doctor_live import live_report
+from gpuc.client.watchdog.client import WatchdogClient
 from gpuc.core.api import RegisterRequest
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ConfigError
@@ -43,7 +43,7 @@ def served(tmp_path: Path) -> Iterator[Served]:
     server = start_in_thread(settings, port=0)
     runs = RunStore(home)
     now = server.deps.clock.now()
-    with FunctionsClient(settings.with_overrides(functions_url=server.url)) as client:
+    with WatchdogClient(settings.with_overrides(functions_url=server.url)) as client:
         for pod_id, started in (("lp-1", now), ("lp-old", now - 40 * HOUR)):
             runs.record_intent(pod_id, f"gpuc-{pod_id}", "local", "exp", 1.0)
             runs.set_pod_id(pod_id, pod_id)
@@ -74,7 +74,7 @@ def stored_deadline(server: ServerHandle, pod_id: str) -> float:
 def test_extend_moves_the_deadline_and_says_when_the_pod_now_ends(served: Served) -> None:
     server, env = served
     before = stored_deadline(server, "lp-1")
-    result = CliRunner().invoke(cmd_pod.extend, ["lp-1", "2h"], env=env)
+    result = CliRunner().invoke(extend, ["lp-1", "2h"], env=env)
     assert result.exit_code == 0, result.output
     assert stored_deadline(server, "lp-1") == before + 2 * HOUR
     day = r"(\d{4}-\d\d-\d\d )?"  # another day's date, near midnight
@@ -85,7 +85,7 @@ def test_extend_moves_the_deadline_and_says_when_the_pod_now_ends(served: Served
 def test_extend_past_the_cap_is_refused_in_words_and_nothing_moves(served: Served) -> None:
     server, env = served
     before = stored_deadline(server, "lp-old")
-    result = CliRunner().invoke(cmd_pod.extend, ["lp-old", "10h"], env=env)
+    result = CliRunner().invoke(extend, ["lp-old", "10h"], env=env)
     error = result.exception
     assert isinstance(error, ConfigError), result.output
     assert "it may live at most 48 h from its start" in error.message and "(8 h from now)" in error.message
@@ -96,10 +96,10 @@ def test_extend_past_the_cap_is_refused_in_words_and_nothing_moves(served: Serve
 
 def test_extend_to_a_time(served: Served) -> None:
     server, env = served
-    result = CliRunner().invoke(cmd_pod.extend, ["lp-1", "--to", "2099-01-01T00:00Z"], env=env)
+    result = CliRunner().invoke(extend, ["lp-1", "--to", "2099-01-01T00:00Z"], env=env)
     assert isinstance(result.exception, ConfigError)  # far past the cap
     now = server.deps.clock.now()
-    result = CliRunner().invoke(cmd_pod.extend, ["lp-1", "--to", _iso(now + 5 * HOUR)], env=env)
+    result = CliRunner().invoke(extend, ["lp-1", "--to", _iso(now + 5 * HOUR)], env=env)
     assert result.exit_code == 0, result.output
     assert abs(stored_deadline(server, "lp-1") - (now + 5 * HOUR)) < 60
 
@@ -108,13 +108,13 @@ def test_extend_needs_exactly_one_of_a_duration_and_a_time_in_range(served: Serv
     _, env = served
     wrong = [[], ["2h", "--to", "18:00"], ["0s"], ["400d"], ["--to", "2200-01-01T00:00Z"]]
     for args in (["lp-1", *w] for w in wrong):
-        result = CliRunner().invoke(cmd_pod.extend, args, env=env)
+        result = CliRunner().invoke(extend, args, env=env)
         assert isinstance(result.exception, ConfigError), result.output
 
 
 def test_keep_pulls_a_sooner_deadline_up_to_the_lease(served: Served) -> None:
     server, env = served
-    result = CliRunner().invoke(cmd_pod.keep, ["lp-1", "--for", "3h"], env=env)
+    result = CliRunner().invoke(keep, ["lp-1", "--for", "3h"], env=env)
     assert result.exit_code == 0, result.output
     now = server.deps.clock.now()
     assert abs(stored_deadline(server, "lp-1") - (now + 3 * HOUR)) < 60
@@ -123,7 +123,7 @@ def test_keep_pulls_a_sooner_deadline_up_to_the_lease(served: Served) -> None:
 
 def test_keep_beyond_the_cap_says_when_the_pod_still_ends(served: Served) -> None:
     server, env = served
-    result = CliRunner().invoke(cmd_pod.keep, ["lp-old", "--for", "10h"], env=env)
+    result = CliRunner().invoke(keep, ["lp-old", "--for", "10h"], env=env)
     assert result.exit_code == 0, result.output
     lease, ends = result.output.splitlines()
     assert lease.startswith("lp-old: idle destroy suspended until ")
@@ -149,20 +149,20 @@ def test_parse_when_takes_the_next_hh_mm_in_utc() -> None:
 
 def test_up_refuses_max_hours_above_the_cap_before_renting(tmp_path: Path) -> None:
     settings = Settings(home=tmp_path / "home", env_file=tmp_path / "none.env", max_lifetime_hours=24)
-    deps = build_deps(settings, echo=lambda _: None)
+    deps = Ctx(settings, echo=lambda _: None)
     with pytest.raises(ConfigError, match=r"--max-hours 30 is not within 0 < h <= 24") as caught:
-        precheck.before_create(UpOptions(experiment="x", max_hours=30), deps)
+        before_create(UpOptions(experiment="x", max_hours=30), deps)
     assert caught.value.hint is not None and "--max-hours 24" in caught.value.hint
-    precheck.before_create(UpOptions(experiment="x", max_hours=24), deps)  # at the cap: fine
+    before_create(UpOptions(experiment="x", max_hours=24), deps)  # at the cap: fine
 
 
 @pytest.mark.parametrize("provider", ["runpod", "vast", "local"])
 def test_the_price_line_names_the_layers_that_hold_on_every_provider(provider: str) -> None:
     opts = UpOptions(experiment="x", provider=provider, max_hours=10)
     now = 1_790_000_000.0
-    priced = precheck.cost_line(precheck.Quote(0.5, "listed"), opts, "RTX 4090", now)
+    priced = cost_line(Quote(0.5, "listed"), opts, "RTX 4090", now)
     assert "at most $5.00 by the deadline (--max-hours 10, ends at 2026-09-22 00:13 UTC)" in priced
-    unpriced = precheck.cost_line(precheck.Quote(None, "unknown"), opts, "RTX 4090", now)
+    unpriced = cost_line(Quote(None, "unknown"), opts, "RTX 4090", now)
     for line in (priced, unpriced):
         assert "enforced by the pod's agent and the watchdog" in line
         assert "RunPod ends" not in line and "provider-side" not in line
@@ -195,7 +195,7 @@ def test_doctor_live_says_runpod_never_enforced_terminate_after(clock: FakeClock
 
 
 def test_extend_is_in_the_command_table() -> None:
-    assert COMMANDS["extend"][0] == "gpuc.client.cmd_pod:extend"
+    assert COMMANDS["extend"][0] == "gpuc.client.pods.commands:extend"
 
 
 def _iso(ts: float) -> str:

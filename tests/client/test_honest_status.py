@@ -15,13 +15,13 @@ from typing import cast
 import httpx
 import pytest
 
-from gpuc.client import cmd_offers
-from gpuc.client.cmd_watchdog import serve_banner, token_source
-from gpuc.client.doctor import env_source
-from gpuc.client.human import clock_utc, short_span, span_words
-from gpuc.client.offers import OfferFilters
-from gpuc.client.ssh import _Progress
-from gpuc.client.state import ensure_home
+from gpuc.client.money.offers import OfferFilters, collect
+from gpuc.client.money.render import render_offers
+from gpuc.client.onpod.ssh import _Progress
+from gpuc.client.pods.runs import ensure_home
+from gpuc.client.setup.doctor import env_source
+from gpuc.client.text import clock_utc, short_span, span_words
+from gpuc.client.watchdog.admin import serve_banner, token_source
 from gpuc.core.api import ReapAction, ReapReport
 from gpuc.core.errors import ConfigError
 from gpuc.core.models import Offer
@@ -188,7 +188,7 @@ def test_the_offers_table_fits_100_columns_with_runpods_long_ids() -> None:
               inet_down_mbps=850, verified=True, cuda_max=12.8),
     ]  # fmt: skip
     factories = {"runpod": lambda: cast(Provider, Fake(runpod)), "vast": lambda: cast(Provider, Fake(vast))}
-    report = cmd_offers.collect(factories, None, False, OfferFilters())
-    lines = cmd_offers.render(report).splitlines()
+    report = collect(factories, None, False, OfferFilters())
+    lines = render_offers(report).splitlines()
     assert max(len(line) for line in lines) <= 100
     assert all(any(o.id in line for line in lines) for o in [*runpod, *vast])

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from gpuc.client import joblogs
-from gpuc.client.joblogs import Destination, JobOutcome, LogPrinter, result_places
+from gpuc.client.jobs.outcome_file import JobOutcome
+from gpuc.client.jobs.places import Destination, result_places
+from gpuc.client.jobs.podlog import LogPrinter
 from gpuc.core.podpaths import PodPaths
 from gpuc.core.settings import SecretStr, Settings
 from gpuc.instance_side.joblog import OUTCOME_FORMAT
@@ -71,9 +72,7 @@ def assert_read_by_parts(dest: Destination, log: bytes) -> None:
     assert past is not None and past.data == b"", "there, with nothing past its end"
     assert dest.read_outcome() == JobOutcome("j1", 1, 12.0)
     out = io.BytesIO()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(joblogs, "READ_BYTES", 7)
-        assert dest.print_log(LogPrinter(out, [], raw=True), 3) is not None
+    assert dest.print_log(LogPrinter(out, [], raw=True), 3, part_bytes=7) is not None
     assert out.getvalue() == log[3:], "the rest of the log, in parts of 7 bytes"
 
 

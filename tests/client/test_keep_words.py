@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gpuc.client import cmd_pod
-from gpuc.client.functions_client import FunctionsClient
-from gpuc.client.state import RunStore
+from gpuc.client.pods.commands import keep
+from gpuc.client.pods.runs import RunStore
+from gpuc.client.watchdog.client import WatchdogClient
 from gpuc.core.api import RegisterRequest
 from gpuc.core.errors import ConfigError
 from gpuc.core.settings import SecretStr, Settings
@@ -30,7 +30,7 @@ def served(tmp_path: Path) -> Iterator[tuple[ServerHandle, dict[str, str]]]:
     runs = RunStore(home)
     runs.record_intent("r1", "gpuc-r1", "local", "exp", 1.0)
     runs.set_pod_id("r1", "lp-1")
-    with FunctionsClient(settings.with_overrides(functions_url=server.url)) as client:
+    with WatchdogClient(settings.with_overrides(functions_url=server.url)) as client:
         key = derive_key(new_token())
         client.register(RegisterRequest(pod_id="lp-1", provider="local", name="gpuc-r1", experiment="exp", key=key))
     env = {"GPUC_HOME": str(home), "GPUC_FUNCTIONS_URL": server.url, "GPUC_ADMIN_TOKEN": ADMIN}
@@ -42,7 +42,7 @@ def served(tmp_path: Path) -> Iterator[tuple[ServerHandle, dict[str, str]]]:
 
 def test_keep_says_until_when_in_utc_and_for_how_long(served: tuple[ServerHandle, dict[str, str]]) -> None:
     server, env = served
-    result = CliRunner().invoke(cmd_pod.keep, ["lp-1", "--for", "2h"], env=env)
+    result = CliRunner().invoke(keep, ["lp-1", "--for", "2h"], env=env)
     assert result.exit_code == 0, result.output
     first, second = result.output.splitlines()
     assert re.fullmatch(r"lp-1: idle destroy suspended until (\d\d):(\d\d) UTC \(2 h\)", first), first
@@ -53,7 +53,7 @@ def test_keep_says_until_when_in_utc_and_for_how_long(served: tuple[ServerHandle
 
 def test_a_lease_beyond_the_watchdogs_cap_says_the_cap(served: tuple[ServerHandle, dict[str, str]]) -> None:
     server, env = served
-    result = CliRunner().invoke(cmd_pod.keep, ["lp-1", "--for", "2d"], env=env)
+    result = CliRunner().invoke(keep, ["lp-1", "--for", "2d"], env=env)
     error = result.exception
     assert isinstance(error, ConfigError), result.output  # the CLI prints it as one line plus the fix
     assert error.message.startswith("--for 2d is longer than the watchdog allows: a lease ends at most 12 h from now")

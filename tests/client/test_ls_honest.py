@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gpuc.client import cmd_pod, podlife, table
-from gpuc.client.deps import Deps
-from gpuc.client.listing import ls_lines
-from gpuc.client.state import RunStore
+from gpuc.client.context import Ctx
+from gpuc.client.pods.commands import ls
+from gpuc.client.pods.listing import ls_lines
+from gpuc.client.pods.runs import RunStore
+from gpuc.client.pods.survey import dumps_rows, survey
+from gpuc.client.text import WIDTH
 from gpuc.core.api import PodRecord, StatusResponse
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import FunctionsError, ProviderUnavailable
@@ -63,19 +65,19 @@ class Watchdog:
         return StatusResponse(server_time=T0, reaper_last_run=T0 - 60, reaper_period_s=300, pods=self.records)
 
 
-def deps_with(tmp_path: Path, providers: list[ListingProvider], watchdog: Watchdog, keys: bool = True) -> Deps:
+def deps_with(tmp_path: Path, providers: list[ListingProvider], watchdog: Watchdog, keys: bool = True) -> Ctx:
     settings = Settings(
         home=tmp_path / "home",
         env_file=tmp_path / "none.env",
         runpod_api_key=SecretStr("rpa_x") if keys else None,
         vast_api_key=SecretStr("vast_x") if keys else None,
     )
-    return Deps(
+    return Ctx(
         settings=settings,
         runs=RunStore(settings.home),
         clock=FakeClock(T0),
         echo=lambda _: None,
-        functions=watchdog,  # type: ignore[arg-type]
+        watchdog=watchdog,  # type: ignore[arg-type]
         providers={p.name: p for p in providers},
     )
 
@@ -123,7 +125,7 @@ def record(pod_id: str, **fields: object) -> PodRecord:
 
 def test_ls_with_no_keys_never_says_no_pods() -> None:
     """A fresh install: only the local provider can be read; RunPod and Vast were never asked."""
-    result = CliRunner().invoke(cmd_pod.ls, [])
+    result = CliRunner().invoke(ls, [])
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert "no pods" not in lines and lines[0] == "no pods at local"
@@ -132,19 +134,19 @@ def test_ls_with_no_keys_never_says_no_pods() -> None:
 
 
 def test_no_pods_is_said_when_every_provider_was_read(tmp_path: Path) -> None:
-    listing = podlife.survey(deps_with(tmp_path, every_provider(), Watchdog()))
+    listing = survey(deps_with(tmp_path, every_provider(), Watchdog()))
     assert listing.complete and ls_lines(listing) == ["no pods"]
 
 
 def test_a_provider_that_could_not_be_read_is_not_an_empty_account(tmp_path: Path) -> None:
-    listing = podlife.survey(deps_with(tmp_path, every_provider(fail="vast"), Watchdog()))
+    listing = survey(deps_with(tmp_path, every_provider(fail="vast"), Watchdog()))
     lines = ls_lines(listing)
     assert "no pods" not in lines and lines[0] == "no pods at local, runpod"
     assert lines[-1].startswith("vast") and "not read:" in lines[-1] and "HTTP 503" in lines[-1]
 
 
 def test_json_says_on_stderr_which_providers_were_not_checked() -> None:
-    result = CliRunner().invoke(cmd_pod.ls, ["--json"])
+    result = CliRunner().invoke(ls, ["--json"])
     assert json.loads(result.stdout) == []
     assert "! runpod: not checked (no key" in result.stderr and "! vast: not checked (no key" in result.stderr
 
@@ -154,7 +156,7 @@ def test_json_says_on_stderr_which_providers_were_not_checked() -> None:
 
 def test_a_row_says_gpu_age_cost_so_far_and_the_watchdogs_view(tmp_path: Path) -> None:
     pod = a_pod()
-    listing = podlife.survey(deps_with(tmp_path, every_provider(pod), Watchdog([record(pod.id)])))
+    listing = survey(deps_with(tmp_path, every_provider(pod), Watchdog([record(pod.id)])))
     [row] = listing.rows
     assert row["age_s"] == 3900 and row["cost_usd"] == pytest.approx(0.74 * 3900 / 3600, abs=1e-4)
     header, line = ls_lines(listing)
@@ -181,14 +183,14 @@ def test_the_watchdog_column(
 ) -> None:
     pod = a_pod(managed=managed)
     records = [record(pod.id, **rec)] if rec is not None else []
-    listing = podlife.survey(deps_with(tmp_path, every_provider(pod), Watchdog(records, down=not answered)))
+    listing = survey(deps_with(tmp_path, every_provider(pod), Watchdog(records, down=not answered)))
     assert ls_lines(listing)[1].endswith(view)
 
 
 def test_json_times_are_iso_8601_utc(tmp_path: Path) -> None:
     pod = a_pod()
-    listing = podlife.survey(deps_with(tmp_path, every_provider(pod), Watchdog([record(pod.id, lease_until=T0 + 60)])))
-    [row] = json.loads(podlife.dumps_rows(listing.rows))
+    listing = survey(deps_with(tmp_path, every_provider(pod), Watchdog([record(pod.id, lease_until=T0 + 60)])))
+    [row] = json.loads(dumps_rows(listing.rows))
     assert row["created_at"] == "2026-09-21T13:08:20Z"
     assert row["last_seen"] == "2026-09-21T14:12:48Z" and row["lease_until"] == "2026-09-21T14:14:20Z"
     assert row["age_s"] == 3900 and row["heartbeat_age_s"] == 32 and row["watchdog"] == "ok"
@@ -201,8 +203,8 @@ def test_the_table_fits_100_columns_and_never_cuts_an_id(tmp_path: Path) -> None
         a_pod(provider="local", id="lp-0123456789", experiment=None, price_per_hour=None, created_at=None),
     ]
     records = [record(p.id, state="down", destroy_at=T0 + 240, lease_until=T0 + 90000) for p in pods]
-    lines = ls_lines(podlife.survey(deps_with(tmp_path, every_provider(*pods), Watchdog(records))))
-    assert max(len(line) for line in lines) <= table.WIDTH
+    lines = ls_lines(survey(deps_with(tmp_path, every_provider(*pods), Watchdog(records))))
+    assert max(len(line) for line in lines) <= WIDTH
     assert all(any(p.id in line for line in lines) for p in pods)
     assert any("8x H100" in line for line in lines)
 

@@ -13,9 +13,11 @@ from typing import Any
 import pytest
 from localworld import ADMIN, World, only_run, open_world, wait_for
 
-from gpuc.client import podlife
-from gpuc.client.joblogs import LogPrinter
-from gpuc.client.outcome import Follow, follow, report
+from gpuc.client.context import Ctx
+from gpuc.client.jobs.follow import Follow, follow, report
+from gpuc.client.jobs.podlog import LogPrinter
+from gpuc.client.pods.plan import UpOptions
+from gpuc.client.pods.up import up
 from gpuc.core.errors import GpucError
 
 
@@ -113,11 +115,11 @@ def test_logs_never_print_gpucs_own_tokens(world: World) -> None:
 
 
 # -- when the results cannot tell ---------------------------------------------------------------------------
-def _finished_pod(world: World, code: int) -> tuple[podlife.Deps, Any, Any]:
+def _finished_pod(world: World, code: int) -> tuple[Ctx, Any, Any]:
     deps = world.deps()
     job_id = "job-under-test"
-    pod = podlife.up(
-        podlife.UpOptions(experiment="exp", command=["python", "-c", f"raise SystemExit({code})"], job_id=job_id),
+    pod = up(
+        UpOptions(experiment="exp", command=["python", "-c", f"raise SystemExit({code})"], job_id=job_id),
         deps,
     )
     assert pod is not None
@@ -141,7 +143,7 @@ def _no_watchdog() -> Any:
 def test_an_outcome_nobody_knows_is_said_and_exits_non_zero(world: World) -> None:
     deps, pod, run = _finished_pod(world, 0)
     (world.home / "results" / "exp" / run.run_id / "logs" / "outcome.json").unlink()
-    deps.functions.status = _no_watchdog  # type: ignore[method-assign]
+    deps.watchdog.status = _no_watchdog  # type: ignore[method-assign]
     gone = Follow(LogPrinter(io.BytesIO(), []), gone=True)
     result = report(deps, pod, run, gone, job_id="job-under-test", since=run.created_at)
     assert result.exit_code == 125 and "outcome is unknown" in result.line  # the literal, as a script sees it
@@ -149,7 +151,7 @@ def test_an_outcome_nobody_knows_is_said_and_exits_non_zero(world: World) -> Non
 
 def test_another_jobs_outcome_at_the_destination_is_not_this_ones(world: World) -> None:
     deps, pod, run = _finished_pod(world, 0)
-    deps.functions.status = _no_watchdog  # type: ignore[method-assign]
+    deps.watchdog.status = _no_watchdog  # type: ignore[method-assign]
     gone = Follow(LogPrinter(io.BytesIO(), []), gone=True)
     assert report(deps, pod, run, gone, job_id="job-under-test", since=run.created_at).exit_code == 0
     result = report(deps, pod, run, gone, job_id="another-job", since=run.created_at)

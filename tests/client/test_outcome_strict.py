@@ -16,10 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuc.client.joblogs import Destination, FilePlace, read_pod_log
-from gpuc.client.live import ssh_probe
-from gpuc.client.outcome import watchdog_outcome
-from gpuc.client.outcome_file import (
+from gpuc.client.context import Ctx
+from gpuc.client.jobs.follow import watchdog_outcome
+from gpuc.client.jobs.outcome_file import (
     MAX_DURATION_S,
     OUTCOME_MAX_BYTES,
     BadOutcome,
@@ -27,11 +26,15 @@ from gpuc.client.outcome_file import (
     OutcomeRead,
     parse_outcome,
 )
-from gpuc.client.podlife import job_on_pod
+from gpuc.client.jobs.places import Destination, FilePlace
+from gpuc.client.jobs.podlog import read_pod_log
+from gpuc.client.pods.run import job_on_pod
+from gpuc.client.setup.doctor_live import ssh_probe
 from gpuc.core.api import NotificationRecord, StatusResponse
 from gpuc.core.errors import GpucError, SafetyRefusal
 from gpuc.core.models import Pod
 from gpuc.core.providers.base import PodAccess, Provider
+from gpuc.core.settings import Settings
 from gpuc.instance_side.joblog import OUTCOME_FORMAT
 
 EXAMPLES = int(os.environ.get("GPUC_HOSTILE_EXAMPLES", "300"))
@@ -141,7 +144,10 @@ class Answers(PodAccess):
 
 
 def probe_answer(file: bytes | None, **over: Any) -> str:
+    """The pod's answer to `ask log` (instance_side), as it prints it: its fields, the question, the version."""
     body = {
+        "ask": "log",
+        "v": 1,
         "size": 4,
         "data": base64.b64encode(b"log\n").decode(),
         "outcome": None if file is None else base64.b64encode(file).decode(),
@@ -176,15 +182,16 @@ def test_the_pod_read_takes_the_outcome_through_the_same_reader() -> None:
         probe_answer(None, outcome=[1]),
         probe_answer(None, ended={"x": 1}),
         probe_answer(None, pad="x" * 2_000_000),
-        '{"size": 1, "size": 2, "data": "", "outcome": null, "ended": null}',
+        '{"ask": "log", "v": 1, "size": 1, "size": 2, "data": "", "outcome": null, "ended": null}',
+        '{"ask": "job-state", "v": 1, "size": 4, "data": "", "outcome": null, "ended": null}',
+        '{"ask": "log", "v": 2, "size": 4, "data": "", "outcome": null, "ended": null}',
+        '{"size": 4, "data": "", "outcome": null, "ended": null}',
     ],
 )
 def test_an_unreadable_pod_answer_is_a_gpuc_error_never_a_crash(out: str) -> None:
     with pytest.raises(GpucError) as caught:
         read_pod_log(Answers(out), 0)
-    assert "the pod answered the log read with something unreadable" in caught.value.message or (
-        "could not read" in caught.value.message
-    )
+    assert "could not read the job log on the pod" in caught.value.message
 
 
 def _read_or_gpuc_error(out: str, code: int = 0) -> None:
@@ -203,7 +210,7 @@ def test_any_pod_answer_is_a_read_or_a_gpuc_error(out: str, code: int) -> None:
     _read_or_gpuc_error(out, code)
 
 
-PROBE_KEYS = st.sampled_from(["size", "data", "outcome", "ended", "x"])
+PROBE_KEYS = st.sampled_from(["size", "data", "outcome", "ended", "x", "ask", "v"])
 B64 = st.binary(max_size=80).map(lambda b: base64.b64encode(b).decode())
 
 
@@ -211,6 +218,7 @@ B64 = st.binary(max_size=80).map(lambda b: base64.b64encode(b).decode())
 @given(body=st.dictionaries(PROBE_KEYS, JSON_VALUES | B64, max_size=5))
 def test_any_json_probe_answer_is_a_read_or_a_gpuc_error(body: dict[str, Any]) -> None:
     _read_or_gpuc_error(json.dumps(body))
+    _read_or_gpuc_error(json.dumps({"ask": "log", "v": 1, **body}))
 
 
 # -- the results destination ---------------------------------------------------------------------------
@@ -262,15 +270,16 @@ POD = Pod(id="p1", name="gpuc-exp", provider="local", status="running", managed=
 @pytest.mark.parametrize(
     "out",
     [
-        '{"job_pid": "123", "ended": null, "ending": false}',
-        '{"job_pid": true, "ended": null, "ending": false}',
-        '{"job_pid": -1, "ended": null, "ending": false}',
-        '{"job_pid": null, "ended": 5, "ending": false}',
-        '{"job_pid": null, "ended": null, "ending": "no"}',
-        '{"job_pid": null, "ended": null, "ending": false, "job_pid": 7}',
-        '{"job_pid": 1e400, "ended": null}',
+        '{"ask": "job-state", "v": 1, "job_pid": "123", "ended": null, "ending": false}',
+        '{"ask": "job-state", "v": 1, "job_pid": true, "ended": null, "ending": false}',
+        '{"ask": "job-state", "v": 1, "job_pid": -1, "ended": null, "ending": false}',
+        '{"ask": "job-state", "v": 1, "job_pid": null, "ended": 5, "ending": false}',
+        '{"ask": "job-state", "v": 1, "job_pid": null, "ended": null, "ending": "no"}',
+        '{"ask": "job-state", "v": 1, "job_pid": null, "ended": null, "ending": false, "job_pid": 7}',
+        '{"ask": "job-state", "v": 1, "job_pid": 1e400, "ended": null}',
         "[" * 50_000,
-        '{"ended": null}',
+        '{"ask": "job-state", "v": 1, "ended": null}',
+        '{"job_pid": null, "ended": null, "ending": false}',
     ],
 )
 def test_an_unreadable_job_probe_answer_refuses_a_second_job(out: str) -> None:
@@ -279,17 +288,17 @@ def test_an_unreadable_job_probe_answer_refuses_a_second_job(out: str) -> None:
 
 
 def test_a_readable_job_probe_answer_is_taken() -> None:
-    assert job_on_pod(Answers('{"job_pid": null, "ended": null, "ending": false}\n'), POD) is None
-    assert "pid 42" in str(job_on_pod(Answers('{"job_pid": 42, "ended": null, "ending": false}\n'), POD))
+    free = '{"ask": "job-state", "v": 1, "job_pid": null, "ended": null, "ending": false}\n'
+    busy = '{"ask": "job-state", "v": 1, "job_pid": 42, "ended": null, "ending": false}\n'
+    assert job_on_pod(Answers(free), POD) is None
+    assert "pid 42" in str(job_on_pod(Answers(busy), POD))
 
 
-def test_the_doctor_probe_keeps_only_http_statuses(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpuc.client import provision
-
-    answer = '{"own_pod": 200, "list": "403", "v2_own": true, "x": 1e308, "y": 999}'
-    monkeypatch.setattr(provision, "pod_access", lambda *_: Answers(answer + "\n"))
-    probe, provider = ssh_probe(None), cast(Provider, SimpleNamespace(name="vast"))
+def test_the_doctor_probe_keeps_only_http_statuses() -> None:
+    answer = '{"ask": "key-scope", "v": 1, "own_pod": 200, "list": "403", "v2_own": true, "x": 1e308, "y": 999}'
+    provider = cast(Provider, SimpleNamespace(name="vast"))
+    probe = ssh_probe(Ctx(Settings(), access=lambda *_: Answers(answer + "\n")))
     assert probe(provider, POD) == {"own_pod": 200}
-    monkeypatch.setattr(provision, "pod_access", lambda *_: Answers("[" * 50_000 + "\n"))
-    with pytest.raises(GpucError, match="printed no answer"):
+    probe = ssh_probe(Ctx(Settings(), access=lambda *_: Answers("[" * 50_000 + "\n")))
+    with pytest.raises(GpucError, match="did not answer key-scope"):
         probe(provider, POD)

@@ -5,8 +5,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from gpuc.client import cmd_pick
-from gpuc.client.picker import (
+from gpuc.client.money.commands import pick as pick_command
+from gpuc.client.money.picker import (
     MODELS,
     PRESETS,
     known_names,
@@ -21,7 +21,7 @@ from gpuc.core.errors import ConfigError
 
 
 def offline(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(cmd_pick.pick, ["--offline", *args])
+    result = CliRunner().invoke(pick_command, ["--offline", *args])
     return result.exit_code, result.output
 
 
@@ -198,12 +198,12 @@ def test_the_cli_json_carries_the_split_only_when_needed() -> None:
 
 
 def test_the_cli_help_lists_every_known_name() -> None:
-    output = CliRunner().invoke(cmd_pick.pick, ["--help"]).output
+    output = CliRunner().invoke(pick_command, ["--help"]).output
     for name in known_names():
         assert name in output
 
 
 def test_the_cli_reports_an_unknown_model_with_the_known_ones() -> None:
-    result = CliRunner().invoke(cmd_pick.pick, ["--offline", "--model", "llama-9"])
+    result = CliRunner().invoke(pick_command, ["--offline", "--model", "llama-9"])
     assert isinstance(result.exception, ConfigError)
     assert "qwen2.5-72b" in (result.exception.hint or "")

@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from ctxfakes import answering
 
-from gpuc.client import cmd_ledger
-from gpuc.client.bitfont import GLYPHS, lit_pixels, printable, text_width
-from gpuc.client.plot import (
+from gpuc.client.context import Ctx
+from gpuc.client.money.bitfont import GLYPHS, lit_pixels, printable, text_width
+from gpuc.client.money.commands import ledger
+from gpuc.client.money.plot import (
     EXPERIMENT_COLOR,
     MAX_EXPERIMENTS,
     TEXT_COLOR,
@@ -23,7 +25,6 @@ from gpuc.client.plot import (
     render_png,
     write_plot,
 )
-from gpuc.core.api import StatusResponse
 from gpuc.core.errors import ConfigError, FunctionsError
 from gpuc.core.ledger import Ledger
 from gpuc.core.models import LedgerRow
@@ -223,27 +224,26 @@ def test_a_bare_name_gets_png(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def ledger_with_runs(monkeypatch: pytest.MonkeyPatch) -> Ledger:
+def ledger_with_runs() -> Ledger:
     book = Ledger(load_settings().ledger)
     t0 = 1_788_300_000.0  # 2026-09-01T22:00:00Z
     for i, (name, day, hours) in enumerate([(SWEEP_16, 0, 2.0), ("kv-cache-bench", 7, 1.0)]):
         start = t0 + day * 86400
         book.start(f"pod{i}", provider="runpod", experiment=name, gpu="RTX 4090", price_per_hour=1.0, start_ts=start)
         book.end(f"pod{i}", end_ts=start + hours * 3600)
-
-    def unreachable() -> StatusResponse:
-        raise FunctionsError("connection refused", hint="gpuc watchdog serve")
-
-    monkeypatch.setattr(cmd_ledger, "functions_status", lambda settings: unreachable)
     return book
+
+
+def unreachable() -> Ctx:
+    return Ctx(watchdog=answering(FunctionsError("connection refused", hint="gpuc watchdog serve")))
 
 
 def test_the_cli_writes_a_bare_plot_name_as_png(ledger_with_runs: Ledger, tmp_path: Path) -> None:
     runner = CliRunner()
-    result = runner.invoke(cmd_ledger.ledger, ["--month", "2026-09", "--plot", str(tmp_path / "spend")])
+    result = runner.invoke(ledger, ["--month", "2026-09", "--plot", str(tmp_path / "spend")], obj=unreachable())
     assert result.exit_code == 0, result.output
     assert f"plot written to {tmp_path / 'spend.png'}" in result.output
     _, _, pixels = decode((tmp_path / "spend.png").read_bytes())
     assert has_text(pixels, "gpuc spend, 2026-09", scale=3) and has_text(pixels, "kv-cache-bench")
-    body = runner.invoke(cmd_ledger.ledger, ["--month", "2026-09", "--plot", str(tmp_path / "b"), "--json"])
+    body = runner.invoke(ledger, ["--month", "2026-09", "--plot", str(tmp_path / "b"), "--json"], obj=unreachable())
     assert json.loads(body.output)["plot"] == str(tmp_path / "b.png")

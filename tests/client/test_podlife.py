@@ -9,13 +9,20 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from localworld import wait_for
 
-from gpuc.client import podlife
-from gpuc.core.api import StatusResponse
+from gpuc.client.context import Ctx
+from gpuc.client.onpod.access import STATE_DIR
+from gpuc.client.pods.down import down
+from gpuc.client.pods.plan import UpOptions
+from gpuc.client.pods.run import job_on_pod, run_job
+from gpuc.client.pods.survey import LS_FIELDS, dumps_rows, list_all, reaper_warnings
+from gpuc.client.pods.up import up
+from gpuc.client.watchdog.client import WatchdogClient
+from gpuc.core.api import Ack, EndRequest, RegisterRequest, StatusResponse
 from gpuc.core.errors import ConfigError, FunctionsError, NotFound, SafetyRefusal
 from gpuc.core.models import LEDGER_COLUMNS, Pod
 from gpuc.core.providers.base import DestroyResult, PodAccess
@@ -46,7 +53,30 @@ class SpyProvider(LocalProvider):
         return super().destroy(pod_id)
 
 
-World = tuple[podlife.Deps, SpyProvider, list[str]]
+class SpyWatchdog(WatchdogClient):
+    """The real client, recording the end and the notification `down` sends; `register_fails`: the
+    watchdog goes away between the create and the registration."""
+
+    def __init__(self, settings: Settings, calls: list[str]) -> None:
+        super().__init__(settings)
+        self.calls = calls
+        self.register_fails = False
+
+    def register(self, request: RegisterRequest) -> Ack:
+        if self.register_fails:
+            raise FunctionsError("watchdog went away", hint="restart it")
+        return super().register(request)
+
+    def end(self, pod_id: str, request: EndRequest) -> Ack:
+        self.calls.append("end")
+        return super().end(pod_id, request)
+
+    def notify(self, title: str, message: str) -> Ack:
+        self.calls.append("notify")
+        return super().notify(title, message)
+
+
+World = tuple[Ctx, SpyProvider, list[str]]
 
 
 @pytest.fixture
@@ -56,28 +86,15 @@ def world(tmp_path: Path) -> Iterator[World]:
     server = start_in_thread(settings, port=0, reaper_interval_s=30)
     settings = settings.with_overrides(functions_url=server.url)
     calls: list[str] = []
-    deps = podlife.build_deps(settings, echo=lambda m: None)
     provider = SpyProvider(home, settings=settings)
     provider.calls = calls
-    deps.providers["local"] = provider
-    real_end, real_notify = deps.functions.end, deps.functions.notify
-
-    def end(*a: Any, **k: Any) -> Any:
-        calls.append("end")
-        return real_end(*a, **k)
-
-    def notify(*a: Any, **k: Any) -> Any:
-        calls.append("notify")
-        return real_notify(*a, **k)
-
-    deps.functions.end = end  # type: ignore[method-assign]
-    deps.functions.notify = notify  # type: ignore[method-assign]
+    deps = Ctx(settings, echo=lambda m: None, watchdog=SpyWatchdog(settings, calls), providers={"local": provider})
     try:
         yield deps, provider, calls
     finally:
         for pod in provider.list_pods():
             provider.destroy(pod.id)
-        deps.functions.close()
+        deps.watchdog.close()
         server.stop()
 
 
@@ -86,26 +103,26 @@ JOB = "import os; os.makedirs('results', exist_ok=True); open('results/out.txt',
 
 def test_a_job_ends_in_sync_notify_destroy_and_a_closed_ledger_row(world: World) -> None:
     deps, provider, _ = world
-    pod = podlife.up(podlife.UpOptions(experiment="job1", command=["python", "-c", JOB]), deps)
+    pod = up(UpOptions(experiment="job1", command=["python", "-c", JOB]), deps)
     assert pod is not None
     assert wait_for(lambda: provider.get(pod.id) is None), "the wrapper destroyed the pod"
     synced = list((deps.settings.home / "results" / "job1").rglob("out.txt"))
     assert [p.read_text() for p in synced] == ["42"]
     outbox = (deps.settings.home / "outbox.jsonl").read_text()
     assert "job_exit" in outbox and "exited with code 0" in outbox
-    assert wait_for(lambda: podlife.list_all(deps) and any(r.end for r in deps.ledger().rows()))
+    assert wait_for(lambda: list_all(deps) and any(r.end for r in deps.ledger().rows()))
     row = deps.ledger().rows()[0]
     assert row.experiment == "job1" and row.end and row.cost_usd
 
 
 def test_down_is_sync_then_end_then_notify_then_destroy_then_confirmed(world: World) -> None:
     deps, provider, calls = world
-    pod = podlife.up(podlife.UpOptions(experiment="manual"), deps)
+    pod = up(UpOptions(experiment="manual"), deps)
     assert pod is not None
     results = provider.paths(pod.id).results
     results.mkdir(parents=True)
     (results / "notes.md").write_text("findings")
-    podlife.down(pod.id, deps, note="works")
+    down(pod.id, deps, note="works")
     assert calls == ["end", "notify", "destroy"]
     assert provider.get(pod.id) is None
     assert list((deps.settings.home / "results" / "manual").rglob("notes.md"))
@@ -117,13 +134,13 @@ def test_down_is_sync_then_end_then_notify_then_destroy_then_confirmed(world: Wo
 def test_a_failed_sync_keeps_the_pod_and_says_so(world: World) -> None:
     deps, provider, calls = world
     deps.settings = deps.settings.with_overrides(results_bucket="nowhere://bucket")
-    pod = podlife.up(podlife.UpOptions(experiment="unsyncable"), deps)
+    pod = up(UpOptions(experiment="unsyncable"), deps)
     assert pod is not None
     results = provider.paths(pod.id).results
     results.mkdir(parents=True)
     (results / "precious.bin").write_bytes(b"x" * 100)
     with pytest.raises(SafetyRefusal, match="sync failed"):
-        podlife.down(pod.id, deps)
+        down(pod.id, deps)
     assert "destroy" not in calls
     assert provider.get(pod.id) is not None
     assert "kept alive: sync failed" in (deps.settings.home / "outbox.jsonl").read_text()
@@ -132,24 +149,19 @@ def test_a_failed_sync_keeps_the_pod_and_says_so(world: World) -> None:
 def test_up_refuses_to_create_a_pod_nobody_watches(world: World) -> None:
     deps, provider, _ = world
     deps.settings = deps.settings.with_overrides(functions_url="http://127.0.0.1:9")
-    from gpuc.client.functions_client import FunctionsClient
 
-    deps.functions.close()
-    deps.functions = FunctionsClient(deps.settings, sleep=lambda s: None)
+    deps.watchdog.close()
+    deps.watchdog = WatchdogClient(deps.settings, sleep=lambda s: None)
     with pytest.raises(FunctionsError):
-        podlife.up(podlife.UpOptions(experiment="unwatched"), deps)
+        up(UpOptions(experiment="unwatched"), deps)
     assert provider.list_pods() == []
 
 
-def test_a_failure_after_create_destroys_the_pod(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failure_after_create_destroys_the_pod(world: World) -> None:
     deps, provider, calls = world
-
-    def broken_register(request: Any) -> Any:
-        raise FunctionsError("watchdog went away", hint="restart it")
-
-    monkeypatch.setattr(deps.functions, "register", broken_register)
+    cast(SpyWatchdog, deps.watchdog).register_fails = True
     with pytest.raises(FunctionsError):
-        podlife.up(podlife.UpOptions(experiment="halfway"), deps)
+        up(UpOptions(experiment="halfway"), deps)
     assert provider.list_pods() == [] and calls == ["destroy"]
     (run,) = deps.runs.all()
     assert run.pod_id is not None and run.phase == "failed", "the id was recorded before anything could fail"
@@ -159,35 +171,35 @@ def test_gpuc_never_acts_on_a_pod_it_did_not_start(world: World) -> None:
     deps, provider, calls = world
     foreign = add_foreign(provider, "my-notebook")
     with pytest.raises(NotFound, match="was started by gpuc"):
-        podlife.down(foreign.id, deps)
+        down(foreign.id, deps)
     with pytest.raises(NotFound):
-        podlife.run_job(foreign.id, ["true"], deps)
+        run_job(foreign.id, ["true"], deps)
     assert provider.get(foreign.id) is not None and calls == []
 
 
 def test_ls_json_has_the_documented_fields(world: World) -> None:
     deps, _provider, _ = world
-    pod = podlife.up(podlife.UpOptions(experiment="listed"), deps)
+    pod = up(UpOptions(experiment="listed"), deps)
     assert pod is not None
-    rows, warnings = podlife.list_all(deps)
+    rows, warnings = list_all(deps)
     (row,) = rows
-    assert set(podlife.LS_FIELDS) <= set(row)
+    assert set(LS_FIELDS) <= set(row)
     assert row["experiment"] == "listed" and row["managed"] is True and row["status"] == "running"
-    assert isinstance(json.loads(podlife.dumps_rows(rows)), list)
+    assert isinstance(json.loads(dumps_rows(rows)), list)
     assert not any("reaper" in w for w in warnings), "the local server's reaper ran"
 
 
 def test_a_stale_or_missing_reaper_is_reported() -> None:
-    assert "never run" in podlife.reaper_warnings(None, 300, 10_000)[0]
-    assert "STALE" in podlife.reaper_warnings(10_000 - 601, 300, 10_000)[0]
-    assert podlife.reaper_warnings(10_000 - 599, 300, 10_000) == []
+    assert "never run" in reaper_warnings(None, 300, 10_000)[0]
+    assert "STALE" in reaper_warnings(10_000 - 601, 300, 10_000)[0]
+    assert reaper_warnings(10_000 - 599, 300, 10_000) == []
 
 
 def test_dry_run_creates_nothing(world: World) -> None:
     deps, provider, _ = world
     lines: list[str] = []
     deps.echo = lines.append
-    assert podlife.up(podlife.UpOptions(experiment="plan", dry_run=True, command=["python", "x.py"]), deps) is None
+    assert up(UpOptions(experiment="plan", dry_run=True, command=["python", "x.py"]), deps) is None
     assert provider.list_pods() == [] and deps.runs.all() == []
     assert any("register" in line for line in lines)
 
@@ -216,18 +228,18 @@ def _dead(pid: int) -> bool:
 # exited it destroyed the pod under the first, and a 600-step training run was lost.
 def test_run_refuses_a_pod_whose_job_is_running_unless_forced(world: World) -> None:
     deps, provider, calls = world
-    pod = podlife.up(podlife.UpOptions(experiment="train600"), deps)
+    pod = up(UpOptions(experiment="train600"), deps)
     assert pod is not None
     workspace = provider.paths(pod.id).workspace
-    podlife.run_job(pod.id, _sleeper("first.pid"), deps)
+    run_job(pod.id, _sleeper("first.pid"), deps)
     first = _pid_in(workspace, "first.pid")
     with pytest.raises(SafetyRefusal, match="still running") as refused:
-        podlife.run_job(pod.id, _sleeper("second.pid"), deps)
+        run_job(pod.id, _sleeper("second.pid"), deps)
     assert "--force" in (refused.value.hint or "")
     with pytest.raises(SafetyRefusal, match="still running"):
-        podlife.run_job(pod.id, _sleeper("second.pid"), deps, dry_run=True)
+        run_job(pod.id, _sleeper("second.pid"), deps, dry_run=True)
     assert not (workspace / "second.pid").exists() and len(provider.pids(pod.id)["job"]) == 1
-    podlife.run_job(pod.id, _sleeper("second.pid"), deps, force=True)
+    run_job(pod.id, _sleeper("second.pid"), deps, force=True)
     second = _pid_in(workspace, "second.pid")
     assert provider.get(pod.id) is not None and calls == []
     # The destroy ends both jobs, not only the one whose pid was recorded last.
@@ -237,31 +249,31 @@ def test_run_refuses_a_pod_whose_job_is_running_unless_forced(world: World) -> N
 
 def test_run_is_refused_while_the_pod_is_ending(world: World) -> None:
     deps, provider, _ = world
-    pod = podlife.up(podlife.UpOptions(experiment="ending"), deps)
+    pod = up(UpOptions(experiment="ending"), deps)
     assert pod is not None
-    provider.access(pod.id).put_file(f"{podlife.STATE_DIR}/ended", f"{pod.id}\n".encode(), 0o644)
+    provider.access(pod.id).put_file(f"{STATE_DIR}/ended", f"{pod.id}\n".encode(), 0o644)
     with pytest.raises(SafetyRefusal, match="ending"):
-        podlife.run_job(pod.id, ["python", "-c", "pass"], deps)
+        run_job(pod.id, ["python", "-c", "pass"], deps)
 
 
 def test_run_takes_a_free_pod_after_its_job_ended(world: World) -> None:
     deps, provider, _ = world
     deps.settings = deps.settings.with_overrides(results_bucket="nowhere://bucket")  # kept: sync fails
-    pod = podlife.up(podlife.UpOptions(experiment="again"), deps)
+    pod = up(UpOptions(experiment="again"), deps)
     assert pod is not None
-    podlife.run_job(pod.id, ["python", "-c", "pass"], deps)
+    run_job(pod.id, ["python", "-c", "pass"], deps)
     job_file = provider.paths(pod.id).job
     assert wait_for(lambda: (provider.paths(pod.id).exit_code).exists() and not job_file.exists())
-    podlife.run_job(pod.id, ["python", "-c", "pass"], deps)  # no job runs: not refused
+    run_job(pod.id, ["python", "-c", "pass"], deps)  # no job runs: not refused
 
 
 def test_up_twice_with_one_experiment_warns_and_names_the_running_pod(world: World) -> None:
     deps, provider, _ = world
     lines: list[str] = []
     deps.echo = lines.append
-    first = podlife.up(podlife.UpOptions(experiment="sweep"), deps)
+    first = up(UpOptions(experiment="sweep"), deps)
     assert first is not None and not any("already" in line for line in lines)
-    second = podlife.up(podlife.UpOptions(experiment="sweep"), deps)
+    second = up(UpOptions(experiment="sweep"), deps)
     assert second is not None, "a warning, not a refusal"
     (warning,) = [line for line in lines if "already" in line]
     assert first.id in warning and "sweep" in warning
@@ -275,7 +287,7 @@ def test_a_ledger_that_cannot_be_read_is_refused_before_the_create(world: World)
     ledger.parent.mkdir(parents=True, exist_ok=True)
     ledger.write_text(",".join(LEDGER_COLUMNS) + "\n2026-09-01,half a row\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="line 2"):
-        podlife.up(podlife.UpOptions(experiment="ledgerless"), deps)
+        up(UpOptions(experiment="ledgerless"), deps)
     assert provider.list_pods() == [] and calls == [] and deps.runs.all() == [], "a pod was created"
 
 
@@ -286,7 +298,7 @@ def test_a_ledger_saved_by_a_spreadsheet_takes_the_next_pod(world: World) -> Non
     ledger.parent.mkdir(parents=True, exist_ok=True)
     old = ["2026-09-01", "by-hand", "vast", "L4", "0.3", "2026-09-01T10:00:00Z", "", "", "kept"]
     ledger.write_bytes(("\ufeff" + ",".join(LEDGER_COLUMNS) + "\r\n" + ",".join(old) + "\r\n").encode("utf-8"))
-    pod = podlife.up(podlife.UpOptions(experiment="after-excel"), deps)
+    pod = up(UpOptions(experiment="after-excel"), deps)
     assert pod is not None and calls == []
     assert [r.experiment for r in deps.ledger().rows()] == ["by-hand", "after-excel"]
     assert not ledger.read_bytes().startswith(b"\xef\xbb\xbf")
@@ -295,17 +307,17 @@ def test_a_ledger_saved_by_a_spreadsheet_takes_the_next_pod(world: World) -> Non
 # Incident: a signed pod event with end_at = 1e300 was accepted; every `gpuc ls` then failed (OverflowError).
 def test_ls_lists_pods_and_warns_when_the_watchdog_reports_an_absurd_end(world: World) -> None:
     deps, _provider, _ = world
-    pod = podlife.up(podlife.UpOptions(experiment="absurd"), deps)
+    pod = up(UpOptions(experiment="absurd"), deps)
     assert pod is not None
-    real_status = deps.functions.status
+    real_status = deps.watchdog.status
 
     def status() -> StatusResponse:
         answer = real_status()
         pods = [p.model_copy(update={"end_at": 1e300}) if p.pod_id == pod.id else p for p in answer.pods]
         return answer.model_copy(update={"pods": pods})
 
-    deps.functions.status = status  # type: ignore[method-assign]
-    rows, warnings = podlife.list_all(deps)
+    deps.watchdog.status = status  # type: ignore[method-assign]
+    rows, warnings = list_all(deps)
     assert [r["id"] for r in rows] == [pod.id]
     assert any(pod.id in w and "not a time" in w for w in warnings), warnings
     assert not any("unreachable" in w for w in warnings)
@@ -323,11 +335,11 @@ def test_a_ledger_that_fails_after_the_create_does_not_cost_the_pod(
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr("gpuc.core.ledger.Ledger.start", disk_full)
-    pod = podlife.up(podlife.UpOptions(experiment="disk-full"), deps)
+    pod = up(UpOptions(experiment="disk-full"), deps)
     assert pod is not None and provider.get(pod.id) is not None and calls == []
     assert any("ledger: start row not written (No space left on device)" in line for line in lines)
     monkeypatch.undo()
-    podlife.list_all(deps)  # the watchdog's record fills the row in
+    list_all(deps)  # the watchdog's record fills the row in
     assert [r.experiment for r in deps.ledger().rows()] == ["disk-full"]
 
 
@@ -363,16 +375,16 @@ def test_the_job_probe_tells_a_running_job_from_a_stale_pid_file(tmp_path: Path)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     try:
-        assert podlife.job_on_pod(access, pod) is None
+        assert job_on_pod(access, pod) is None
         for stamp in (f"{job.pid}\n", f"{job.pid} {_start_ticks(job.pid)}\n"):
             (state / "job.pid").write_text(stamp)
-            assert f"pid {job.pid}" in (podlife.job_on_pod(access, pod) or "")
+            assert f"pid {job.pid}" in (job_on_pod(access, pod) or "")
         (state / "job.pid").write_text(f"{job.pid} {_start_ticks(job.pid) + 1}\n")  # the pid went to another
-        assert podlife.job_on_pod(access, pod) is None
+        assert job_on_pod(access, pod) is None
         (state / "job.pid").write_text(f"{dead.pid}\n")
-        assert podlife.job_on_pod(access, pod) is None
+        assert job_on_pod(access, pod) is None
         (state / "ended").write_text("another-pod\n")  # a reused volume's marker is not this pod's
-        assert podlife.job_on_pod(access, pod) is None
+        assert job_on_pod(access, pod) is None
         holder = subprocess.Popen(  # the wrapper between the job's exit and the marker: holds end.lock
             [sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'w'); "
              "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)", str(state / "end.lock")],
@@ -380,16 +392,16 @@ def test_the_job_probe_tells_a_running_job_from_a_stale_pid_file(tmp_path: Path)
         )
         try:
             assert holder.stdout is not None and holder.stdout.readline().strip() == b"held"
-            assert "ending" in (podlife.job_on_pod(access, pod) or "")
+            assert "ending" in (job_on_pod(access, pod) or "")
         finally:
             holder.kill()
             holder.communicate()
-        assert podlife.job_on_pod(access, pod) is None  # the lock file alone, unheld, is no ending
+        assert job_on_pod(access, pod) is None  # the lock file alone, unheld, is no ending
         (state / "ended").write_text("pod-1\n")
-        assert "ending" in (podlife.job_on_pod(access, pod) or "")
+        assert "ending" in (job_on_pod(access, pod) or "")
         (state / "job.pid").write_text("not a pid\n")
         with pytest.raises(SafetyRefusal, match="could not tell"):
-            podlife.job_on_pod(access, pod)
+            job_on_pod(access, pod)
     finally:
         job.kill()
         job.wait()

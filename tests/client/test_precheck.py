@@ -6,15 +6,19 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
-from gpuc.client import cmd_offers, cmd_pod, gpunames, podlife, precheck
-from gpuc.client.deps import Deps
-from gpuc.client.offers import OfferFilters
-from gpuc.client.state import RunStore
+from gpuc.client import gpunames
+from gpuc.client.context import Ctx
+from gpuc.client.money.offers import OfferFilters, fetch
+from gpuc.client.pods.commands import up as up_command
+from gpuc.client.pods.plan import UpOptions, check_watchdog_reachable
+from gpuc.client.pods.runs import RunStore
+from gpuc.client.pods.up import up
+from gpuc.client.watchdog.client import WatchdogClient
 from gpuc.core.api import StatusResponse
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ConfigError, GpucError, ProviderError
@@ -105,14 +109,14 @@ def rented(tmp_path: Path) -> Settings:
     )
 
 
-def make_deps(settings: Settings, provider: Provider, lines: list[str]) -> Deps:
+def make_deps(settings: Settings, provider: Provider, lines: list[str]) -> Ctx:
     clock = FakeClock()
-    return Deps(
+    return Ctx(
         settings=settings,
         runs=RunStore(settings.home),
         clock=clock,
         echo=lines.append,
-        functions=HealthyWatchdog(clock),  # type: ignore[arg-type]
+        watchdog=HealthyWatchdog(clock),  # type: ignore[arg-type]
         providers={provider.name: provider},
     )
 
@@ -122,11 +126,11 @@ def runpod_4090() -> FakeProvider:
     return FakeProvider("runpod", [offer])
 
 
-def opts(**fields: Any) -> podlife.UpOptions:
-    return podlife.UpOptions(**{"experiment": "exp1", "provider": "runpod", **fields})
+def opts(**fields: Any) -> UpOptions:
+    return UpOptions(**{"experiment": "exp1", "provider": "runpod", **fields})
 
 
-def nothing_spent(deps: Deps, provider: FakeProvider) -> bool:
+def nothing_spent(deps: Ctx, provider: FakeProvider) -> bool:
     return provider.created == [] and deps.runs.all() == []
 
 
@@ -142,17 +146,17 @@ def test_it_refuses_a_loopback_watchdog_for_a_rented_pod_before_any_call(rented:
     provider = runpod_4090()
     deps = make_deps(rented.with_overrides(functions_url=url), provider, lines)
     with pytest.raises(ConfigError) as caught:
-        podlife.up(opts(), deps)
+        up(opts(), deps)
     assert "cannot reach" in caught.value.message and "gpuc watchdog deploy" in (caught.value.hint or "")
     assert nothing_spent(deps, provider)
 
 
 def test_a_public_watchdog_url_or_a_loopback_sandbox_passes(rented: Settings, tmp_path: Path) -> None:
-    precheck.check_watchdog_reachable(rented)
-    precheck.check_watchdog_reachable(rented.with_overrides(functions_url="http://10.0.0.5:8787"))
+    check_watchdog_reachable(rented)
+    check_watchdog_reachable(rented.with_overrides(functions_url="http://10.0.0.5:8787"))
     # The loopback sandbox (tests, the remote demo) runs its pods on this machine: loopback reaches them.
     sandbox = rented.with_overrides(functions_url="http://127.0.0.1:8787", ssh_sandbox_root=tmp_path)
-    precheck.check_watchdog_reachable(sandbox)
+    check_watchdog_reachable(sandbox)
 
 
 def test_it_refuses_a_missing_ssh_key_before_any_call(rented: Settings, tmp_path: Path) -> None:
@@ -160,7 +164,7 @@ def test_it_refuses_a_missing_ssh_key_before_any_call(rented: Settings, tmp_path
     provider = runpod_4090()
     deps = make_deps(rented.with_overrides(ssh_key_path=tmp_path / "nope"), provider, lines)
     with pytest.raises(ConfigError, match="no ssh key at") as caught:
-        podlife.up(opts(), deps)
+        up(opts(), deps)
     assert "ssh-keygen" in (caught.value.hint or "")
     assert nothing_spent(deps, provider)
 
@@ -170,7 +174,7 @@ def test_it_refuses_a_missing_provider_key_before_any_call(rented: Settings) -> 
     provider = runpod_4090()
     deps = make_deps(rented.with_overrides(runpod_api_key=""), provider, lines)
     with pytest.raises(ConfigError, match="no runpod API key") as caught:
-        podlife.up(opts(), deps)
+        up(opts(), deps)
     assert "RUNPOD_API_KEY" in (caught.value.hint or "")
     assert nothing_spent(deps, provider)
 
@@ -180,7 +184,7 @@ def test_it_refuses_a_readable_env_file_before_any_call(rented: Settings) -> Non
     provider = runpod_4090()
     deps = make_deps(rented, provider, [])
     with pytest.raises(ConfigError, match="readable by other users"):
-        podlife.up(opts(), deps)
+        up(opts(), deps)
     assert nothing_spent(deps, provider)
 
 
@@ -188,7 +192,7 @@ def test_an_ambiguous_gpu_lists_the_choices_before_any_call(rented: Settings) ->
     provider = FakeProvider("vast")
     deps = make_deps(rented, provider, [])
     with pytest.raises(ConfigError) as caught:
-        podlife.up(opts(provider="vast", gpu="h100"), deps)
+        up(opts(provider="vast", gpu="h100"), deps)
     for choice in ("H100 SXM", "H100 PCIE", "H100 NVL"):
         assert choice in caught.value.message
     assert nothing_spent(deps, provider)
@@ -199,7 +203,7 @@ def test_runpod_interruptible_is_refused_before_any_call(rented: Settings) -> No
     provider.supports_interruptible = False
     deps = make_deps(rented, provider, [])
     with pytest.raises(ConfigError, match="cannot rent interruptible"):
-        podlife.up(opts(interruptible=True, bid=0.3), deps)
+        up(opts(interruptible=True, bid=0.3), deps)
     assert nothing_spent(deps, provider)
 
 
@@ -217,7 +221,7 @@ def test_up_shows_the_price_and_the_most_it_can_cost_and_a_no_creates_nothing(re
         return False
 
     with pytest.raises(GpucError, match="nothing was created"):
-        podlife.up(opts(max_hours=10, confirm=no), deps)
+        up(opts(max_hours=10, confirm=no), deps)
     price = next(line for line in lines if line.startswith("price:"))
     assert "$0.740/h" in price and "at most $7.40 by the deadline (--max-hours 10, ends at " in price
     assert "enforced by the pod's agent and the watchdog" in price and "RunPod ends" not in price  # #330
@@ -229,7 +233,7 @@ def test_without_a_question_up_goes_on_to_the_create_with_the_catalogs_spelling(
     provider = runpod_4090()
     deps = make_deps(rented, provider, [])
     with pytest.raises(Created):
-        podlife.up(opts(gpu="4090"), deps)
+        up(opts(gpu="4090"), deps)
     assert [s.gpu_type for s in provider.created] == ["NVIDIA GeForce RTX 4090"]
 
 
@@ -252,7 +256,7 @@ def test_vast_rents_the_offer_whose_price_was_shown(rented: Settings, vast: Reco
     lines: list[str] = []
     deps = make_deps(rented, vast, lines)
     with pytest.raises(Created):
-        podlife.up(opts(provider="vast", gpu="4090", max_hours=4), deps)
+        up(opts(provider="vast", gpu="4090", max_hours=4), deps)
     [spec] = vast.created
     price = next(line for line in lines if line.startswith("price:"))
     assert spec.gpu_type == "RTX 4090" and spec.offer_id == EMULATOR_4090
@@ -265,28 +269,26 @@ def test_the_dry_run_shows_the_price_too(rented: Settings) -> None:
     lines: list[str] = []
     provider = runpod_4090()
     deps = make_deps(rented, provider, lines)
-    assert podlife.up(opts(dry_run=True), deps) is None
+    assert up(opts(dry_run=True), deps) is None
     assert any("$0.740/h" in line for line in lines) and nothing_spent(deps, provider)
 
 
-class _Tty:
-    def isatty(self) -> bool:
-        return True
+def test_the_cli_asks_only_on_a_terminal_and_never_with_yes(rented: Settings) -> None:
+    def invoke(*args: str, terminal: bool) -> tuple[Result, FakeProvider]:
+        provider = runpod_4090()
+        watchdog = cast(WatchdogClient, HealthyWatchdog(FakeClock()))
+        ctx = Ctx(rented, watchdog=watchdog, providers={"runpod": provider}, terminal=lambda: terminal)
+        argv = ["exp1", "-p", "runpod", "--no-upload", *args]
+        return CliRunner().invoke(up_command, argv, input="n\n", obj=ctx), provider
 
-
-class _TerminalSys:
-    stdin = _Tty()
-
-
-def test_the_cli_asks_only_on_a_terminal_and_never_with_yes(monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: list[object] = []
-    monkeypatch.setattr(podlife, "up", lambda o, d: seen.append(o.confirm))
-    runner = CliRunner()
-    assert runner.invoke(cmd_pod.up, ["exp1", "--no-upload"]).exit_code == 0  # stdin is not a terminal
-    monkeypatch.setattr(cmd_pod, "sys", _TerminalSys())
-    assert runner.invoke(cmd_pod.up, ["exp1", "--no-upload", "-y"]).exit_code == 0
-    assert runner.invoke(cmd_pod.up, ["exp1", "--no-upload"]).exit_code == 0
-    assert seen[:2] == [None, None] and callable(seen[2])
+    question = "create exp1 on runpod?"
+    for args, terminal in (((), False), (("-y",), True)):
+        result, provider = invoke(*args, terminal=terminal)
+        assert isinstance(result.exception, Created) and question not in result.output, "not asked: rented"
+        assert len(provider.created) == 1
+    result, provider = invoke(terminal=True)
+    assert question in result.output and provider.created == [], "asked, and no was the answer"
+    assert isinstance(result.exception, GpucError) and "not confirmed" in result.exception.message
 
 
 # -- GPU names through the catalogue, for every provider -------------------------------------------------
@@ -326,6 +328,6 @@ def test_offers_for_h100_on_vast_search_every_h100_spelling() -> None:
         Offer(provider="vast", id="3", gpu="RTX 4090", price_per_hour=0.3),  # a loose answer: dropped
     ]
     provider = FakeProvider("vast", found)
-    offers = cmd_offers.fetch("vast", lambda: provider, "h100", False, OfferFilters())
+    offers = fetch("vast", lambda: provider, "h100", False, OfferFilters())
     assert sorted(provider.asked) == ["H100 NVL", "H100 PCIE", "H100 SXM"]  # type: ignore[type-var]
     assert sorted(o.id for o in offers) == ["1", "2"]

@@ -13,9 +13,11 @@ from typing import IO
 import pytest
 from test_podlife import World, world
 
-from gpuc.client import podlife
-from gpuc.client import results as results_mod
-from gpuc.client.results import resume, resume_stuck
+from gpuc.client.context import Ctx
+from gpuc.client.jobs.results import NOT_COPIED, Fetch, results, resume, resume_stuck
+from gpuc.client.pods.down import down
+from gpuc.client.pods.plan import UpOptions
+from gpuc.client.pods.up import up
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ConfigError, GpucError, NotFound, ProviderError, SafetyRefusal
 from gpuc.core.models import Pod
@@ -30,7 +32,7 @@ def kept_pod(world: World) -> Pod:
     """A pod whose results cannot be synced anywhere, holding a few files, a nested folder and a link."""
     deps, provider, _ = world
     deps.settings = deps.settings.with_overrides(results_bucket="nowhere://bucket")
-    pod = podlife.up(podlife.UpOptions(experiment="unsyncable"), deps)
+    pod = up(UpOptions(experiment="unsyncable"), deps)
     assert pod is not None
     paths = provider.paths(pod.id)
     (paths.results / "ckpt").mkdir(parents=True)
@@ -53,7 +55,7 @@ def test_down_names_the_fix_and_results_copies_verifies_then_ends_the_pod(world:
     deps, provider, calls = world
     pod = kept_pod(world)
     with pytest.raises(SafetyRefusal) as refused:
-        podlife.down(pod.id, deps)
+        down(pod.id, deps)
     assert f"`gpuc results {pod.id}` copies them here and ends it" in (refused.value.hint or "")
     assert f"`gpuc down {pod.id} --force` destroys them" in (refused.value.hint or "")
     on_pod = provider.paths(pod.id).results
@@ -62,12 +64,12 @@ def test_down_names_the_fix_and_results_copies_verifies_then_ends_the_pod(world:
 
     shutil.copytree(on_pod, kept_copy, symlinks=True)
     calls.clear()
-    dest = results_mod.results(pod.id, deps, to=tmp_path / "here")
+    dest = results(pod.id, deps, to=tmp_path / "here")
     assert dest == tmp_path / "here"
     assert same_tree(kept_copy, dest / "results")
     assert os.readlink(dest / "results" / "latest") == "ckpt/model.bin"
     assert (dest / "logs" / "job.log").read_text() == "epoch 1\nepoch 2\n"
-    assert "results/outside -> /etc/hostname" in (dest / results_mod.NOT_COPIED).read_text()
+    assert "results/outside -> /etc/hostname" in (dest / NOT_COPIED).read_text()
     assert calls == ["end", "notify", "destroy"]  # down's path, after the copy
     assert provider.get(pod.id) is None
     assert deps.ledger().rows()[0].end
@@ -77,12 +79,12 @@ def test_a_stopped_pod_is_resumed_copied_and_ended(world: World, tmp_path: Path)
     deps, provider, _ = world
     pod = kept_pod(world)
     provider.stop(pod.id)
-    dest = results_mod.results(pod.id, deps, to=tmp_path / "here")
+    dest = results(pod.id, deps, to=tmp_path / "here")
     assert dest is not None and (dest / "results" / "metrics.json").read_text() == '{"loss": 0.1}'
     assert provider.get(pod.id) is None
 
 
-def broken_fetch(kind: str) -> results_mod.Fetch:
+def broken_fetch(kind: str) -> Fetch:
     def fetch(out: IO[bytes], _timeout: float) -> None:
         if kind == "dies":
             raise GpucError("ssh: connection reset", hint="try again")
@@ -105,7 +107,7 @@ def test_a_failed_or_wrong_copy_never_destroys(world: World, tmp_path: Path, kin
     provider.stop(pod.id)
     calls.clear()
     with pytest.raises(GpucError):
-        results_mod.results(pod.id, deps, to=tmp_path / "here", fetch=broken_fetch(kind))
+        results(pod.id, deps, to=tmp_path / "here", fetch=broken_fetch(kind))
     assert "destroy" not in calls and "end" not in calls
     left = provider.get(pod.id)
     assert left is not None and left.status == "stopped", "resumed for the copy, stopped again"
@@ -120,7 +122,7 @@ def test_a_full_folder_is_refused_before_anything(world: World, tmp_path: Path) 
     (tmp_path / "here" / "old.txt").write_text("mine")
     calls.clear()
     with pytest.raises(ConfigError, match="not empty"):
-        results_mod.results(pod.id, deps, to=tmp_path / "here")
+        results(pod.id, deps, to=tmp_path / "here")
     assert calls == [] and provider.get(pod.id) is not None
 
 
@@ -130,7 +132,7 @@ def test_dry_run_says_each_step_and_takes_none(world: World, tmp_path: Path) -> 
     provider.stop(pod.id)
     said: list[str] = []
     deps.echo = said.append
-    assert results_mod.results(pod.id, deps, to=tmp_path / "here", dry_run=True) is None
+    assert results(pod.id, deps, to=tmp_path / "here", dry_run=True) is None
     assert any("resume it" in s for s in said) and any("destroy" in s for s in said)
     assert provider.get(pod.id).status == "stopped"  # type: ignore[union-attr]
     assert not (tmp_path / "here").exists()
@@ -140,7 +142,7 @@ def test_results_refuses_a_pod_gpuc_did_not_start(world: World, tmp_path: Path) 
     deps, provider, calls = world
     foreign = add_foreign(provider, "my-notebook")
     with pytest.raises(NotFound):
-        results_mod.results(foreign.id, deps, to=tmp_path / "here")
+        results(foreign.id, deps, to=tmp_path / "here")
     assert provider.get(foreign.id) is not None and calls == []
 
 
@@ -149,7 +151,7 @@ def test_no_secret_reaches_the_output(world: World, tmp_path: Path) -> None:
     pod = kept_pod(world)
     said: list[str] = []
     deps.echo = said.append
-    results_mod.results(pod.id, deps, to=tmp_path / "here")
+    results(pod.id, deps, to=tmp_path / "here")
     token = deps.settings.admin_token.get_secret_value()  # type: ignore[union-attr]
     assert said and all(token not in s for s in said)
 
@@ -165,7 +167,7 @@ class SchedulingProvider(FakeProvider):
 def test_a_resume_that_never_gets_its_machine_says_why_and_what_to_do(clock: FakeClock, tmp_path: Path) -> None:
     provider = SchedulingProvider(clock, "vast")
     pod = provider.add("31000001", status="stopped")
-    deps = podlife.Deps(settings=None, runs=None, clock=clock, echo=lambda _: None, functions=None)  # type: ignore[arg-type]
+    deps = Ctx(clock=clock, echo=lambda _: None)
     with pytest.raises(ProviderError) as stuck:
         resume(provider, pod, deps, timeout_s=60.0)
     assert "scheduling" in stuck.value.message and "only on the machine it was on" in stuck.value.message
@@ -177,7 +179,7 @@ def test_a_resume_with_no_gpu_is_said_and_still_copies(clock: FakeClock) -> None
     provider = FakeProvider(clock, "runpod")
     pod = provider.add("rp1", status="stopped")
     said: list[str] = []
-    deps = podlife.Deps(settings=None, runs=None, clock=clock, echo=said.append, functions=None)  # type: ignore[arg-type]
+    deps = Ctx(clock=clock, echo=said.append)
     provider.start = lambda pod_id: provider.set(pod_id, status="running", gpu_count=0)  # type: ignore[method-assign]
     back = resume(provider, pod, deps)
     assert back.status == "running" and any("no GPU" in s for s in said)

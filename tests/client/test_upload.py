@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuc.client import upload
+from gpuc.client.onpod.upload import check_command, collect, named_files, prepare, put_project, upload
 from gpuc.core.errors import ConfigError
 from gpuc.core.models import PodSpec
 from gpuc.core.providers.local import LocalProvider
@@ -42,7 +42,7 @@ def test_a_git_project_sends_what_git_keeps_untracked_files_included(project: Pa
     git(project, "init", "-q")
     (project / ".gitignore").write_text("data/\n.venv/\n__pycache__/\n")
     git(project, "add", "train.py", ".gitignore")
-    bundle = upload.collect(project)
+    bundle = collect(project)
     assert bundle.how == "git ls-files"
     assert sorted(bundle.files) == [".env.example", ".gitignore", "src/model.py", "train.py"]
     assert ".env" in bundle.skipped and "results/" in bundle.skipped
@@ -52,28 +52,28 @@ def test_a_tracked_file_deleted_from_the_work_tree_is_not_sent(project: Path) ->
     git(project, "init", "-q")
     git(project, "add", "train.py", "src/model.py")
     (project / "src" / "model.py").unlink()
-    assert "src/model.py" not in upload.collect(project).files
+    assert "src/model.py" not in collect(project).files
 
 
 def test_a_plain_folder_skips_venvs_caches_secrets_and_old_results(project: Path) -> None:
-    bundle = upload.collect(project)
+    bundle = collect(project)
     assert bundle.how == "folder walk"
     assert sorted(bundle.files) == [".env.example", "data/shard.bin", "src/model.py", "train.py"]
 
 
 def test_over_the_limit_is_refused_naming_the_biggest_files(project: Path) -> None:
     with pytest.raises(ConfigError) as refused:
-        upload.prepare(project, max_mb=0.001)
+        prepare(project, max_mb=0.001)
     assert "data/shard.bin (5.0 KB)" in refused.value.message and "upload limit" in refused.value.message
     assert "--no-upload" in (refused.value.hint or "") and "GPUC_UPLOAD_MAX_MB" in (refused.value.hint or "")
-    assert upload.prepare(project, max_mb=1).total_bytes < 6000
+    assert prepare(project, max_mb=1).total_bytes < 6000
 
 
 def test_a_link_out_of_the_project_is_not_sent(project: Path, tmp_path: Path) -> None:
     (tmp_path / "outside.txt").write_text("private")
     (project / "leak").symlink_to(tmp_path / "outside.txt")
     (project / "alias.py").symlink_to("train.py")
-    bundle = upload.collect(project)
+    bundle = collect(project)
     assert "leak" not in bundle.files and "leak" not in bundle.links
     assert bundle.links == {"alias.py": "train.py"}
 
@@ -96,7 +96,7 @@ def test_a_link_out_of_the_project_is_not_sent(project: Path, tmp_path: Path) ->
 def test_only_what_the_command_surely_runs_is_checked(
     command: list[str], program: str | None, files: list[str]
 ) -> None:
-    assert upload.named_files(command) == (program, files)
+    assert named_files(command) == (program, files)
 
 
 @pytest.fixture
@@ -108,14 +108,14 @@ def local_pod(tmp_path: Path) -> tuple[LocalProvider, str]:
 
 
 def test_the_project_lands_in_the_workspace_and_the_check_finds_its_script(
-    project: Path, local_pod: tuple[LocalProvider, str], monkeypatch: pytest.MonkeyPatch
+    project: Path, local_pod: tuple[LocalProvider, str]
 ) -> None:
     provider, pod_id = local_pod
     access = provider.access(pod_id)
-    bundle = upload.collect(project)
+    bundle = collect(project)
     said: list[str] = []
-    monkeypatch.setattr(upload, "PART_BYTES", 1000)  # several parts, joined on the pod
-    upload.put_project(access, bundle, ["python", "src/model.py"], said.append)
+    upload(access, bundle, said.append, part_bytes=1000)  # several parts, joined on the pod
+    check_command(access, ["python", "src/model.py"], bundle)
     workspace = provider.paths(pod_id).workspace
     assert (workspace / "src" / "model.py").read_text() == "x = 1\n"
     assert (workspace / "data" / "shard.bin").stat().st_size == 5000
@@ -129,15 +129,15 @@ def test_a_script_missing_on_the_pod_is_named_with_the_folder_it_was_looked_for_
 ) -> None:
     provider, pod_id = local_pod
     access = provider.access(pod_id)
-    bundle = upload.collect(project)
+    bundle = collect(project)
     with pytest.raises(ConfigError) as refused:
-        upload.put_project(access, bundle, ["python", "trian.py"], lambda _: None)
+        put_project(access, bundle, ["python", "trian.py"], lambda _: None)
     assert "trian.py not in the job's folder" in refused.value.message
     assert str(provider.paths(pod_id).workspace) in refused.value.message
     assert "destroyed" in (refused.value.hint or "")
     with pytest.raises(ConfigError, match="no program 'pythn'"):
-        upload.check_command(access, ["pythn", "train.py"], bundle)
-    upload.check_command(access, ["python", "train.py", "--out", "results/new.pt"], bundle)  # an output: fine
+        check_command(access, ["pythn", "train.py"], bundle)
+    check_command(access, ["python", "train.py", "--out", "results/new.pt"], bundle)  # an output: fine
 
 
 def test_no_credentials_and_not_gpuc_s_own_home_ever_travel(tmp_path: Path) -> None:
@@ -150,12 +150,12 @@ def test_no_credentials_and_not_gpuc_s_own_home_ever_travel(tmp_path: Path) -> N
         (project / rel).parent.mkdir(parents=True, exist_ok=True)
         (project / rel).write_text("x")
     with pytest.raises(ConfigError) as refused:
-        upload.prepare(project, 200.0, gpuc_home=project / "home")
+        prepare(project, 200.0, gpuc_home=project / "home")
     named = [line.strip().split(":")[0] for line in refused.value.message.splitlines()[1:]]
     assert named == [".netrc", ".ssh/id_ed25519", "cfg/.aws/credentials", "deploy.pem", "keys/id_rsa",
                      "src/.git-credentials"]
     (project / ".gpucignore").write_text("\n".join(named) + "\n")
-    bundle = upload.prepare(project, 200.0, gpuc_home=project / "home")
+    bundle = prepare(project, 200.0, gpuc_home=project / "home")
     assert sorted(bundle.files) == [".gpucignore", "id_ed25519.pub", "train.py"]
     assert "gpuc home" in bundle.skipped
 
@@ -165,4 +165,4 @@ def test_up_from_the_home_folder_is_refused(monkeypatch: pytest.MonkeyPatch, tmp
     (tmp_path / ".ssh").mkdir()
     (tmp_path / ".ssh" / "id_ed25519").write_text("PRIVATE")
     with pytest.raises(ConfigError, match="whole home folder"):
-        upload.prepare(tmp_path, 200.0)
+        prepare(tmp_path, 200.0)

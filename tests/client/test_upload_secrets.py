@@ -23,7 +23,8 @@ from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509 import CertificateBuilder, Name, NameAttribute, random_serial_number
 from cryptography.x509.oid import NameOID
 
-from gpuc.client import secretscan, upload
+from gpuc.client.onpod.secretscan import READ_BYTES, path_reason, scan
+from gpuc.client.onpod.upload import collect, prepare
 from gpuc.core.errors import ConfigError
 
 ALNUM = string.ascii_letters + string.digits
@@ -162,7 +163,7 @@ def project(tmp_path: Path) -> Path:
 
 def refusal(root: Path) -> ConfigError:
     with pytest.raises(ConfigError) as refused:
-        upload.prepare(root, 200.0)
+        prepare(root, 200.0)
     return refused.value
 
 
@@ -194,7 +195,7 @@ def test_a_gpucignore_that_leaves_them_out_lets_up_go_on(project: Path) -> None:
     lines = [rel for rel in ISSUE_FILES if "/" not in rel] + ["gcp/", "cache/", "backup/", "infra/", "certs/",
                                                                 ".config/", ".streamlit/"]
     (project / ".gpucignore").write_text("# kept on this laptop\n" + "\n".join(lines) + "\n")
-    bundle = upload.prepare(project, 200.0)
+    bundle = prepare(project, 200.0)
     assert sorted(bundle.files) == [".gpucignore", "train.py"]
     assert any(".gpucignore" in s for s in bundle.skipped)
 
@@ -206,7 +207,7 @@ def test_a_false_positive_is_sent_with_a_negation_and_nothing_else_is(project: P
     refused = refusal(project)
     assert "keys/real.key" in refused.message and "keys/server.key" not in refused.message
     (project / ".gpucignore").write_text("keys/real.key\n!keys/server.key\n")
-    assert sorted(upload.prepare(project, 200.0).files) == [".gpucignore", "keys/server.key", "train.py"]
+    assert sorted(prepare(project, 200.0).files) == [".gpucignore", "keys/server.key", "train.py"]
 
 
 def test_a_broken_gpucignore_is_an_error_naming_its_line(project: Path) -> None:
@@ -228,7 +229,7 @@ def test_an_ignored_folder_is_not_even_walked(project: Path, monkeypatch: pytest
             yield folder, dirs, files
 
     monkeypatch.setattr(os, "walk", spy)
-    assert sorted(upload.prepare(project, 200.0).files) == [".gpucignore", "train.py"]
+    assert sorted(prepare(project, 200.0).files) == [".gpucignore", "train.py"]
     assert not any("data" in w for w in walked)
 
 
@@ -238,10 +239,10 @@ def test_dotenv_files_never_travel(project: Path, name: str) -> None:
     refused by the scan if the rule went)."""
     (project / name).write_text("HF_TOKEN=x\n")
     (project / ".env.example").write_text("HF_TOKEN=\n")
-    bundle = upload.prepare(project, 200.0)
+    bundle = prepare(project, 200.0)
     assert name not in bundle.files and name in bundle.skipped
     assert ".env.example" in bundle.files
-    assert secretscan.path_reason(name) is not None
+    assert path_reason(name) is not None
 
 
 def test_a_normal_ml_project_passes(project: Path) -> None:
@@ -271,16 +272,16 @@ def test_a_normal_ml_project_passes(project: Path) -> None:
         "tokens.py": b"def tokens(s): return s.split()\n",
     }
     write(project, {rel: (data, "") for rel, data in files.items()})
-    bundle = upload.prepare(project, 200.0)
+    bundle = prepare(project, 200.0)
     assert set(files) <= set(bundle.files)
 
 
 def test_only_a_bounded_prefix_is_read(project: Path) -> None:
     big = project / "weights.bin"
     with big.open("wb") as fh:
-        fh.write(b"\0" * (secretscan.READ_BYTES + 10))
+        fh.write(b"\0" * (READ_BYTES + 10))
         fh.write(rsa_pem())  # past the prefix: a binary file is checked by its magic bytes only
-    assert secretscan.scan(project, ["weights.bin"]) == []
+    assert scan(project, ["weights.bin"]) == []
 
 
 # -- folders that hold home folders -------------------------------------------------------------------
@@ -322,7 +323,7 @@ def test_a_copy_of_a_home_is_refused_as_one(tmp_path: Path, monkeypatch: pytest.
 def test_a_project_with_ordinary_sub_folders_is_not_a_home(project: Path) -> None:
     (project / "src" / ".config").mkdir(parents=True)
     (project / "docs").mkdir()
-    assert "train.py" in upload.prepare(project, 200.0).files
+    assert "train.py" in prepare(project, 200.0).files
 
 
 # -- the real command: refused before anything is rented ------------------------------------------------
@@ -353,8 +354,8 @@ def test_gpuc_s_own_repository_passes_its_own_scan() -> None:
     """Tests run `gpuc up` from the repository (test_cli_basics, the remote demo): a token-shaped literal
     anywhere in it refuses those uploads. Build such a value at run time ("hf_" + "...") instead."""
     repo = Path(__file__).resolve().parents[2]
-    bundle = upload.collect(repo)
-    assert [f.line() for f in secretscan.scan(repo, bundle.files)] == []
+    bundle = collect(repo)
+    assert [f.line() for f in scan(repo, bundle.files)] == []
 
 
 @pytest.mark.parametrize("git", [False, True], ids=["folder walk", "git work tree"])
@@ -365,4 +366,4 @@ def test_a_negation_under_an_ignored_folder_reads_the_same_in_both_listings(proj
     (project / ".gpucignore").write_text("data/\n!data/keep.txt\n")
     if git:
         subprocess.run(["git", "init", "-q"], cwd=project, check=True)
-    assert sorted(upload.prepare(project, 200.0).files) == [".gpucignore", "data/keep.txt", "train.py"]
+    assert sorted(prepare(project, 200.0).files) == [".gpucignore", "data/keep.txt", "train.py"]

@@ -11,9 +11,10 @@ import pytest
 from click.testing import CliRunner
 from watchdog_fakes import ADMIN, World, make_world
 
-from gpuc.client import cmd_watchdog
-from gpuc.client.doctor import check_watchdog
-from gpuc.client.podlife import status_warnings
+from gpuc.client.context import Ctx
+from gpuc.client.pods.survey import status_warnings
+from gpuc.client.setup.doctor import check_watchdog
+from gpuc.client.watchdog.commands import watchdog
 from gpuc.core.api import BlindProvider, RegisterRequest, StatusResponse
 from gpuc.core.clock import FakeClock
 from gpuc.core.settings import Settings, save_config
@@ -96,8 +97,8 @@ def invoke_deploy(
         return dep.Deployed(url=url, table="t", config_path=path)
 
     monkeypatch.setattr(dep, "deploy", fake_deploy)
-    monkeypatch.setattr(cmd_watchdog, "_on_terminal", lambda: on_terminal)
-    return CliRunner().invoke(cmd_watchdog.watchdog, ["deploy", "--region", "us-east-1", *args], input=input)
+    ctx = Ctx(terminal=lambda: on_terminal)
+    return CliRunner().invoke(watchdog, ["deploy", "--region", "us-east-1", *args], input=input, obj=ctx)
 
 
 @pytest.mark.parametrize(
@@ -197,6 +198,6 @@ def test_watchdog_status_shows_the_blind_provider(
     world.provider.fail = outage()
     world.reap()
     save_config(home, functions_url=handle.url, admin_token=ADMIN)
-    result = CliRunner().invoke(cmd_watchdog.watchdog, ["status"])
+    result = CliRunner().invoke(watchdog, ["status"])
     assert result.exit_code == 0, result.output
     assert "cannot read fake since" in result.output

@@ -9,7 +9,7 @@ import pytest
 from pydantic import SecretStr
 from watchdog_fakes import ADMIN, World
 
-from gpuc.client.functions_client import CONNECT_TRIES, FunctionsClient
+from gpuc.client.watchdog.client import CONNECT_TRIES, WatchdogClient
 from gpuc.core import api
 from gpuc.core.errors import FunctionsError
 from gpuc.core.signing import derive_key, new_token
@@ -24,12 +24,12 @@ def server(world: World) -> Iterator[ServerHandle]:
 
 
 @pytest.fixture
-def client(world: World, server: ServerHandle) -> Iterator[FunctionsClient]:
-    with FunctionsClient(world.settings.with_overrides(functions_url=server.url)) as c:
+def client(world: World, server: ServerHandle) -> Iterator[WatchdogClient]:
+    with WatchdogClient(world.settings.with_overrides(functions_url=server.url)) as c:
         yield c
 
 
-def test_the_whole_admin_surface(world: World, client: FunctionsClient) -> None:
+def test_the_whole_admin_surface(world: World, client: WatchdogClient) -> None:
     world.provider.add("p1")
     request = api.RegisterRequest.model_validate(
         {
@@ -52,7 +52,7 @@ def test_the_whole_admin_surface(world: World, client: FunctionsClient) -> None:
     assert report.dry_run and report.ran_at == world.now
 
 
-def test_a_pod_id_with_odd_characters_is_quoted(world: World, client: FunctionsClient) -> None:
+def test_a_pod_id_with_odd_characters_is_quoted(world: World, client: WatchdogClient) -> None:
     with pytest.raises(FunctionsError) as info:
         client.keep("../status", world.now)
     assert info.value.status == 404
@@ -62,7 +62,7 @@ def test_a_refusal_is_a_functions_error_with_a_hint(world: World, server: Server
     settings = world.settings.with_overrides(
         functions_url=server.url, admin_token=SecretStr("wrong-token-value")
     )
-    with FunctionsClient(settings) as c, pytest.raises(FunctionsError) as info:
+    with WatchdogClient(settings) as c, pytest.raises(FunctionsError) as info:
         c.status()
     assert info.value.status == 401
     assert "missing or wrong admin token" in info.value.message
@@ -72,7 +72,7 @@ def test_a_refusal_is_a_functions_error_with_a_hint(world: World, server: Server
 
 def test_no_admin_token_says_where_to_get_one(world: World) -> None:
     settings = world.settings.with_overrides(admin_token=None)
-    with FunctionsClient(settings) as c, pytest.raises(FunctionsError) as info:
+    with WatchdogClient(settings) as c, pytest.raises(FunctionsError) as info:
         c.status()
     assert "gpuc watchdog serve" in (info.value.hint or "")
 
@@ -85,7 +85,7 @@ def test_an_unreachable_server_is_retried_then_says_how_to_start_it(world: World
         raise httpx.ConnectError("refused", request=request)
 
     sleeps: list[float] = []
-    client = FunctionsClient(world.settings, httpx.MockTransport(refuse), sleep=sleeps.append)
+    client = WatchdogClient(world.settings, httpx.MockTransport(refuse), sleep=sleeps.append)
     with client, pytest.raises(FunctionsError) as info:
         client.status()
     assert len(attempts) == CONNECT_TRIES
@@ -103,7 +103,7 @@ def test_a_timeout_is_not_retried(world: World) -> None:
         raise httpx.ReadTimeout("slow", request=request)
 
     with (
-        FunctionsClient(world.settings, httpx.MockTransport(slow)) as c,
+        WatchdogClient(world.settings, httpx.MockTransport(slow)) as c,
         pytest.raises(FunctionsError) as info,
     ):
         c.reap()
@@ -116,7 +116,7 @@ def test_a_timeout_is_not_retried(world: World) -> None:
     [httpx.Response(200, text="<html>proxy</html>"), httpx.Response(200, json={"unexpected": 1})],
 )
 def test_an_answer_that_is_not_the_watchdogs_is_an_error(world: World, answer: httpx.Response) -> None:
-    client = FunctionsClient(world.settings, httpx.MockTransport(lambda r: answer))
+    client = WatchdogClient(world.settings, httpx.MockTransport(lambda r: answer))
     with client, pytest.raises(FunctionsError) as info:
         client.status()
     assert "unexpected" in info.value.message
@@ -129,7 +129,7 @@ def test_the_admin_token_travels_as_a_bearer_header(world: World) -> None:
         seen.append(request)
         return httpx.Response(200, json={"ok": True})
 
-    with FunctionsClient(world.settings, httpx.MockTransport(record)) as c:
+    with WatchdogClient(world.settings, httpx.MockTransport(record)) as c:
         c.notify("t", "m")
     assert seen[0].headers["Authorization"] == f"Bearer {ADMIN}"
     assert ADMIN not in str(seen[0].url)

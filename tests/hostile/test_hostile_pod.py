@@ -24,11 +24,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from localworld import ADMIN, World, only_run, open_world, wait_for
 
-from gpuc.client import podlife
-from gpuc.client.joblogs import JOB_LINE_MARK, LogPrinter
-from gpuc.client.listing import cells, ls_lines
-from gpuc.client.outcome import follow, report
-from gpuc.client.podlife import Listing
+from gpuc.client.jobs.follow import follow, report
+from gpuc.client.jobs.podlog import JOB_LINE_MARK, LogPrinter
+from gpuc.client.pods.listing import cells, ls_lines
+from gpuc.client.pods.plan import UpOptions
+from gpuc.client.pods.survey import Listing
+from gpuc.client.pods.up import up
 from gpuc.core.termsafe import clean, clean_bytes
 from gpuc.instance_side.joblog import OUTCOME_FORMAT
 
@@ -147,7 +148,7 @@ def test_a_log_is_printed_only_as_far_as_a_gpuc_pod_writes() -> None:
 def test_gpucs_own_prefix_is_styled_on_a_terminal_and_plain_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
     import click
 
-    from gpuc.client.jobwait import say
+    from gpuc.client.jobs.wait import say
 
     seen: list[tuple[str, bool]] = []
     monkeypatch.setattr(click, "echo", lambda text, err=False: seen.append((text, err)))
@@ -161,12 +162,12 @@ def test_gpucs_own_prefix_is_styled_on_a_terminal_and_plain_elsewhere(monkeypatc
 
 def test_what_the_commands_say_is_cleaned_too(tmp_path: Path) -> None:
     """up/run/down quote the pod (its verification verdict, its bootstrap steps) through deps.echo."""
-    from gpuc.client.deps import build_deps
+    from gpuc.client.context import Ctx
     from gpuc.core.settings import Settings
 
     seen: list[str] = []
-    deps = build_deps(Settings(home=tmp_path / "home", env_file=tmp_path / "none.env"), echo=seen.append)
-    with deps.functions:
+    deps = Ctx(Settings(home=tmp_path / "home", env_file=tmp_path / "none.env"), echo=seen.append)
+    with deps.watchdog:
         deps.echo("  verify gpu_name: pass - 1 x H100\x1b]0;pwned\x07\x1b[2J\n  ready")
     assert seen == ["  verify gpu_name: pass - 1 x H100\n  ready"]
 
@@ -258,7 +259,7 @@ def test_a_crafted_outcome_makes_wait_say_unknown_and_exit_125(world: World, var
 def test_an_outcome_the_job_overwrites_on_the_pod_ends_the_wait_unknown(world: World) -> None:
     deps = world.deps()
     job = "import json; open('.gpuc/outcome.json', 'w').write('{\"exit_code\": \"oops\"}'); import time; time.sleep(60)"
-    pod = podlife.up(podlife.UpOptions(experiment="exp", command=["python", "-c", job], job_id="j-pod"), deps)
+    pod = up(UpOptions(experiment="exp", command=["python", "-c", job], job_id="j-pod"), deps)
     assert pod is not None
     run = deps.runs.find(pod.id)
     state = follow(deps, pod, job_id="j-pod", out=io.BytesIO(), unreadable_grace_s=1.0, poll_s=0.2)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from livekeys import LIVE, needs_key
 
-from gpuc.client.live import live_report
+from gpuc.client.setup.doctor_live import live_report
 from gpuc.core.providers.runpod import RunPodProvider
 from gpuc.core.providers.vast import VastProvider
 from gpuc.core.settings import Settings

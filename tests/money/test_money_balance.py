@@ -6,8 +6,9 @@ import pytest
 from click.testing import CliRunner
 from moneyfakes import FakeProvider, unreachable
 
-from gpuc.client import cmd_balance
-from gpuc.client.cmd_balance import balance_warnings, check_balances, provider_factories
+from gpuc.client.context import Ctx
+from gpuc.client.money.balance import balance_warnings, check_balances, provider_factories
+from gpuc.client.money.commands import balance
 from gpuc.core.models import Balance
 from gpuc.core.providers.registry import has_key, keyed_providers
 from gpuc.core.settings import SecretStr, Settings
@@ -55,21 +56,16 @@ def test_a_provider_is_configured_by_its_key() -> None:
         has_key("local", keyed) and has_key("runpod", keyed) and not has_key("vast", keyed)
     )
     assert keyed_providers(keyed) == ["runpod"]
-    factories = provider_factories(keyed)
+    factories = provider_factories(Ctx(keyed))
     assert factories["vast"] is None and factories["runpod"] is not None and factories["local"] is not None
 
 
-def test_the_cli_prints_json_with_the_documented_fields(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(
-        cmd_balance,
-        "provider_factories",
-        lambda settings: {
-            "local": lambda: fake("local", 10.0, 0.44),
-            "runpod": None,
-            "vast": lambda: fake("vast", 2.0, 0.0),
-        },
-    )
-    result = CliRunner().invoke(cmd_balance.balance, ["--json"])
+VAST_KEYED = SETTINGS.with_overrides(vast_api_key=SecretStr("vast-key-0123456789"))
+
+
+def test_the_cli_prints_json_with_the_documented_fields() -> None:
+    providers = {"local": fake("local", 10.0, 0.44), "vast": fake("vast", 2.0, 0.0)}
+    result = CliRunner().invoke(balance, ["--json"], obj=Ctx(VAST_KEYED, providers=providers))
     assert result.exit_code == 0, result.output
     body = json.loads(result.output)
     assert set(body) == {"cap_usd", "low_usd", "advice", "providers"}
@@ -90,17 +86,13 @@ def test_the_cli_prints_json_with_the_documented_fields(monkeypatch: pytest.Monk
     assert all(set(p) == fields for p in body["providers"])
     assert body["providers"][1]["configured"] is False
     assert "below" in body["providers"][2]["warnings"][0]
-    help_text = CliRunner().invoke(cmd_balance.balance, ["--help"]).output
+    help_text = CliRunner().invoke(balance, ["--help"]).output
     assert all(f in help_text for f in fields)
 
 
-def test_the_cli_prints_a_table_with_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(
-        cmd_balance,
-        "provider_factories",
-        lambda settings: {"runpod": None, "vast": lambda: fake("vast", 30.0, 0.5)},
-    )
-    result = CliRunner().invoke(cmd_balance.balance, [])
+def test_the_cli_prints_a_table_with_warnings() -> None:
+    providers = {"local": fake("local", 10.0, 0.0), "vast": fake("vast", 30.0, 0.5)}
+    result = CliRunner().invoke(balance, [], obj=Ctx(VAST_KEYED, providers=providers))
     assert result.exit_code == 0, result.output
     assert "runpod   not configured" in result.output
     assert "vast         30.00    0.500       60.0" in result.output

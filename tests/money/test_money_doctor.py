@@ -6,24 +6,27 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from ctxfakes import answering
+from moneyfakes import FakeProvider
 
-from gpuc.client import cmd_doctor
-from gpuc.client.cmd_balance import BalanceLine, BalanceReport
-from gpuc.client.doctor import (
-    Check,
+from gpuc.client.context import Ctx
+from gpuc.client.money.balance import BalanceLine, BalanceReport
+from gpuc.client.setup.checks import Check, render
+from gpuc.client.setup.commands import doctor
+from gpuc.client.setup.doctor import (
     DoctorDeps,
     check_balance,
     check_env_file,
     check_hook,
     check_keys,
     check_watchdog,
-    install_hook,
-    render,
     run_checks,
     run_git,
 )
+from gpuc.client.setup.hook import install_hook
 from gpuc.core.api import StatusResponse
 from gpuc.core.errors import ConfigError, FunctionsError
+from gpuc.core.models import Balance
 from gpuc.core.settings import SecretStr, Settings
 
 RUNPOD_KEY = "rpa_" + "Q7x" * 12
@@ -260,12 +263,18 @@ def test_each_failure_is_rendered_with_its_fix(repo: Path) -> None:
     assert text.count("✗") == 2 and text.count("fix:") == 2
 
 
-def test_the_cli_exits_1_on_a_failure_and_prints_json(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def healthy_ctx(repo: Path) -> Ctx:
+    """The command's Ctx for the healthy setup: the same settings, watchdog and runpod balance."""
     d = healthy(repo)
+    runpod = FakeProvider("runpod", balance=Balance(provider="runpod", balance_usd=15.0, spend_per_hour=0.0))
+    return Ctx(d.settings, watchdog=answering(d.status()), providers={"runpod": runpod})
+
+
+def test_the_cli_exits_1_on_a_failure_and_prints_json(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ctx = healthy_ctx(repo)
     os.remove(repo / ".git" / "hooks" / "pre-commit")
-    monkeypatch.setattr(cmd_doctor, "default_deps", lambda settings, where: d)
     monkeypatch.chdir(repo)
-    result = CliRunner().invoke(cmd_doctor.doctor, ["--json"])
+    result = CliRunner().invoke(doctor, ["--json"], obj=ctx)
     assert result.exit_code == 1, result.output
     body = json.loads(result.output)
     assert body["ok"] is False and body["installed_hook"] is None
@@ -277,12 +286,10 @@ def test_the_cli_exits_1_on_a_failure_and_prints_json(repo: Path, monkeypatch: p
 
 
 def test_the_cli_installs_the_hook_then_passes(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    d = healthy(repo)
+    ctx = healthy_ctx(repo)
     os.remove(repo / ".git" / "hooks" / "pre-commit")
-    monkeypatch.setattr(cmd_doctor, "default_deps", lambda settings, where: d)
-    monkeypatch.setenv("GPUC_ENV_FILE", str(repo / ".env"))
     monkeypatch.chdir(repo)
-    result = CliRunner().invoke(cmd_doctor.doctor, ["--install-hook", "--repo", str(repo)])
+    result = CliRunner().invoke(doctor, ["--install-hook", "--repo", str(repo)], obj=ctx)
     assert result.exit_code == 0, result.output
     assert f"installed the secret guard: {repo / '.git' / 'hooks' / 'pre-commit'}" in result.output
     assert "✓ pre-commit secret guard" in result.output

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuc.client.doctor import HOOK_MARKER, install_hook, run_git
+from gpuc.client.setup.doctor import run_git
+from gpuc.client.setup.hook import HOOK_MARKER, install_hook
 
 HF = "hf_" + secrets.token_hex(17)
 OWN = "pw-" + secrets.token_hex(8)  # a secret with no known prefix: only .env says it is one

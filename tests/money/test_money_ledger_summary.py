@@ -4,11 +4,13 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
+from ctxfakes import answering
 from moneyfakes import T0, bars, column_heights, read_png
 
-from gpuc.client import cmd_ledger
-from gpuc.client.plot import EXPERIMENT_COLOR, WEEK_COLOR
+from gpuc.client.context import Ctx
+from gpuc.client.money.commands import ledger
+from gpuc.client.money.plot import EXPERIMENT_COLOR, WEEK_COLOR
 from gpuc.core.api import PodRecord, StatusResponse
 from gpuc.core.errors import ConfigError, FunctionsError
 from gpuc.core.ledger import Ledger, summarize, usd_per_1m_tokens
@@ -97,7 +99,7 @@ def test_all_months_and_bad_months() -> None:
 
 
 @pytest.fixture
-def filled(monkeypatch: pytest.MonkeyPatch) -> Ledger:
+def filled() -> Ledger:
     book = Ledger(load_settings().ledger)
     spans = [
         ("kv-cache", 0.0, 2.0),
@@ -118,16 +120,19 @@ def filled(monkeypatch: pytest.MonkeyPatch) -> Ledger:
     book.start(
         "pod-open", provider="vast", experiment="quant", gpu="L4", price_per_hour=0.3, start_ts=T0 + DAY
     )
-
-    def unreachable() -> StatusResponse:
-        raise FunctionsError("connection refused", hint="gpuc watchdog serve")
-
-    monkeypatch.setattr(cmd_ledger, "functions_status", lambda settings: unreachable)
     return book
 
 
+UNREACHABLE = FunctionsError("connection refused", hint="gpuc watchdog serve")
+
+
+def ledger_cli(args: list[str], watchdog: StatusResponse | Exception = UNREACHABLE) -> Result:
+    """`gpuc ledger ARGS` with a watchdog that answers `watchdog` (by default, one that cannot be reached)."""
+    return CliRunner().invoke(ledger, args, obj=Ctx(watchdog=answering(watchdog)))
+
+
 def test_the_cli_prints_the_month_as_json(filled: Ledger) -> None:
-    result = CliRunner().invoke(cmd_ledger.ledger, ["--month", "2026-09", "--json"])
+    result = ledger_cli(["--month", "2026-09", "--json"])
     assert result.exit_code == 0, result.output
     body = json.loads(result.output)
     assert body["total_cost_usd"] == pytest.approx(7.0) and body["total_hours"] == pytest.approx(7.0)
@@ -136,12 +141,12 @@ def test_the_cli_prints_the_month_as_json(filled: Ledger) -> None:
     assert len(body["open_rows"]) == 1 and len(body["no_note_rows"]) == 3
     assert body["token_costs"][0]["usd_per_1m_tokens"] == pytest.approx(1e6 / (75 * 3600))
     assert "watchdog unreachable" in body["sync"]
-    documented = CliRunner().invoke(cmd_ledger.ledger, ["--help"]).output
+    documented = CliRunner().invoke(ledger, ["--help"]).output
     for field in ("effective_price_per_hour", "open_rows", "no_note_rows", "token_costs", "by_gpu"):
         assert field in documented and field in body
 
 
-def test_the_cli_takes_in_ends_recorded_while_away(filled: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_cli_takes_in_ends_recorded_while_away(filled: Ledger) -> None:
     record = PodRecord(
         pod_id="pod-open",
         provider="vast",
@@ -153,20 +158,15 @@ def test_the_cli_takes_in_ends_recorded_while_away(filled: Ledger, monkeypatch: 
         note="idle destroy",
     )
     status = StatusResponse(server_time=T0 + 2 * DAY, reaper_period_s=300, pods=[record])
-    monkeypatch.setattr(cmd_ledger, "functions_status", lambda settings: lambda: status)
-    result = CliRunner().invoke(cmd_ledger.ledger, ["--month", "2026-09"])
+    result = ledger_cli(["--month", "2026-09"], status)
     assert result.exit_code == 0, result.output
     assert "took in 1 end(s)" in result.output
     assert "open rows" not in result.output
     assert filled.rows()[-1].cost_usd == "0.6000"
 
 
-def test_no_sync_leaves_the_watchdog_alone(filled: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
-    def never(settings: object) -> None:
-        raise AssertionError("asked the watchdog")
-
-    monkeypatch.setattr(cmd_ledger, "functions_status", never)
-    result = CliRunner().invoke(cmd_ledger.ledger, ["--month", "all", "--no-sync"])
+def test_no_sync_leaves_the_watchdog_alone(filled: Ledger) -> None:
+    result = ledger_cli(["--month", "all", "--no-sync"], AssertionError("asked the watchdog"))
     assert result.exit_code == 0, result.output
     assert result.output.startswith("all months: 5 row(s), 7.00 h, $7.00")
     assert "rows with no note (runs with no conclusion): 3" in result.output
@@ -174,7 +174,7 @@ def test_no_sync_leaves_the_watchdog_alone(filled: Ledger, monkeypatch: pytest.M
 
 def test_the_cli_plots_a_png_of_the_right_data(filled: Ledger, tmp_path: Path) -> None:
     target = tmp_path / "spend.png"
-    result = CliRunner().invoke(cmd_ledger.ledger, ["--month", "2026-09", "--plot", str(target)])
+    result = ledger_cli(["--month", "2026-09", "--plot", str(target)])
     assert result.exit_code == 0, result.output
     data = target.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
@@ -190,7 +190,7 @@ def test_the_cli_plots_a_png_of_the_right_data(filled: Ledger, tmp_path: Path) -
 
 def test_the_cli_plots_html_with_the_numbers(filled: Ledger, tmp_path: Path) -> None:
     target = tmp_path / "spend.html"
-    result = CliRunner().invoke(cmd_ledger.ledger, ["--month", "2026-09", "--plot", str(target), "--json"])
+    result = ledger_cli(["--month", "2026-09", "--plot", str(target), "--json"])
     assert result.exit_code == 0, result.output
     page = target.read_text()
     assert page.startswith("<!doctype html>") and page.count("<svg") == 2
@@ -207,14 +207,12 @@ def test_the_cli_plots_html_with_the_numbers(filled: Ledger, tmp_path: Path) -> 
 
 
 def test_the_cli_refuses_a_plot_format_it_cannot_write(filled: Ledger, tmp_path: Path) -> None:
-    result = CliRunner().invoke(cmd_ledger.ledger, ["--no-sync", "--plot", str(tmp_path / "spend.gif")])
+    result = ledger_cli(["--no-sync", "--plot", str(tmp_path / "spend.gif")])
     assert isinstance(result.exception, ConfigError)
     assert not (tmp_path / "spend.gif").exists()
 
 
-def test_the_cli_warns_about_absurd_rows_and_records_instead_of_crashing(
-    filled: Ledger, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_the_cli_warns_about_absurd_rows_and_records_instead_of_crashing(filled: Ledger, tmp_path: Path) -> None:
     with filled.path.open("a", encoding="utf-8") as fh:
         fh.write("2026-09-20,typo,vast,L4,0.3,2026-09-20T10:00:00Z,2026-09-20T11:00:00Z,1e999,oops\n")
         fh.write("21/09/2026,bad-day,vast,L4,0.3,2026-09-21T10:00:00Z,2026-09-21T11:00:00Z,,\n")
@@ -227,14 +225,13 @@ def test_the_cli_warns_about_absurd_rows_and_records_instead_of_crashing(
         end_at=1e300,  # signed by the pod, range-checked by nobody
     )
     status = StatusResponse(server_time=T0 + 2 * DAY, reaper_period_s=300, pods=[record])
-    monkeypatch.setattr(cmd_ledger, "functions_status", lambda settings: lambda: status)
-    result = CliRunner().invoke(cmd_ledger.ledger, ["--month", "all", "--plot", str(tmp_path / "spend.html")])
+    result = ledger_cli(["--month", "all", "--plot", str(tmp_path / "spend.html")], status)
     assert result.exit_code == 0, result.output
     assert result.output.startswith("all months: 7 row(s), 7.00 h, $7.00")
     assert "warning: watchdog record of pod pod-open: end 1e+300 is not a time" in result.output
     assert "warning: row typo started 2026-09-20T10:00:00Z: cost_usd '1e999'" in result.output
     assert "warning: row bad-day" in result.output and "left out of the totals" in result.output
-    as_json = CliRunner().invoke(cmd_ledger.ledger, ["--month", "all", "--json"])
+    as_json = ledger_cli(["--month", "all", "--json"])
     body = json.loads(as_json.output)
     assert len(body["warnings"]) == 2 and body["total_cost_usd"] == pytest.approx(7.0)
-    assert "warnings" in CliRunner().invoke(cmd_ledger.ledger, ["--help"]).output
+    assert "warnings" in CliRunner().invoke(ledger, ["--help"]).output

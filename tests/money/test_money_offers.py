@@ -7,16 +7,19 @@ import pytest
 from click.testing import CliRunner
 from moneyfakes import FakeProvider, unreachable
 
-from gpuc.client import cmd_offers
-from gpuc.client.cmd_offers import collect, vendor_gpu_name
-from gpuc.client.offers import (
+from gpuc.client.context import Ctx
+from gpuc.client.money.commands import offers
+from gpuc.client.money.offers import (
     OfferFilters,
     bandwidth_per_dollar,
     bid_advice,
+    build_filters,
+    collect,
     failed_filters,
     filter_offers,
     sort_offers,
     vast_query_filters,
+    vendor_gpu_name,
 )
 from gpuc.core.errors import ConfigError, ProviderError
 from gpuc.core.models import Offer
@@ -170,7 +173,7 @@ def test_collect_raises_when_every_provider_fails() -> None:
         collect({"vast": lambda: bad}, None, False, OfferFilters())
 
 
-def test_the_cli_prints_json_with_the_documented_fields(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_cli_prints_json_with_the_documented_fields() -> None:
     fake = FakeProvider(
         "runpod",
         offers=[
@@ -178,8 +181,8 @@ def test_the_cli_prints_json_with_the_documented_fields(monkeypatch: pytest.Monk
             Offer(provider="runpod", id="NVIDIA GeForce RTX 3090", gpu="RTX 3090", price_per_hour=0.22),
         ],
     )
-    monkeypatch.setattr(cmd_offers, "provider_factories", lambda names: {"runpod": lambda: fake})
-    result = CliRunner().invoke(cmd_offers.offers, ["--json", "--interruptible", "--loosen", "cuda"])
+    args = ["--json", "--interruptible", "--loosen", "cuda", "--provider", "runpod"]
+    result = CliRunner().invoke(offers, args, obj=Ctx(providers={"runpod": fake}))
     assert result.exit_code == 0, result.output
     body = json.loads(result.output)
     assert set(body) == {"gpu", "interruptible", "filters", "seen", "dropped", "offers", "failures"}
@@ -191,14 +194,14 @@ def test_the_cli_prints_json_with_the_documented_fields(monkeypatch: pytest.Monk
     assert fake.asked == [(None, True)]
 
 
-def test_the_cli_moves_a_bound_and_prints_a_table(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_cli_moves_a_bound_and_prints_a_table() -> None:
     fake = FakeProvider(
         "runpod",
         offers=[Offer(provider="runpod", id="NVIDIA L4", gpu="L4", price_per_hour=0.49, stock="High")],
     )
-    monkeypatch.setattr(cmd_offers, "provider_factories", lambda names: {"runpod": lambda: fake})
-    result = CliRunner().invoke(cmd_offers.offers, ["--min-reliability", "0.9", "--no-verified"])
+    args = ["--min-reliability", "0.9", "--no-verified", "--provider", "runpod"]
+    result = CliRunner().invoke(offers, args, obj=Ctx(providers={"runpod": fake}))
     assert result.exit_code == 0, result.output
     assert "NVIDIA L4" in result.output and "High" in result.output
-    filters = cmd_offers.build_filters(("cuda",), True, 0.9, None, None, None, None, None)
+    filters = build_filters(("cuda",), True, 0.9, None, None, None, None, None)
     assert filters.min_reliability == 0.9 and not filters.verified and filters.min_cuda is None

@@ -6,8 +6,9 @@ import pytest
 from click.testing import CliRunner
 from moneyfakes import FakeProvider, unreachable
 
-from gpuc.client import cmd_pick
-from gpuc.client.picker import (
+from gpuc.client.context import Ctx
+from gpuc.client.money.commands import pick as pick_command
+from gpuc.client.money.picker import (
     PRESETS,
     PickResult,
     PriceQuote,
@@ -179,19 +180,20 @@ def test_live_quotes_take_the_cheapest_per_gpu_hour_of_each_card() -> None:
     assert "T4" not in merged
 
 
-def fake_registry(monkeypatch: pytest.MonkeyPatch, provider: FakeProvider) -> None:
+def only(provider: FakeProvider) -> Ctx:
+    """The command's Ctx, whose one provider is `provider` (asking for another fails the test)."""
+
     def get_provider(name: str, settings: Settings) -> Provider:
         assert name == provider.name
         return provider
 
-    monkeypatch.setattr("gpuc.client.cmd_pick.get_provider", get_provider)
+    return Ctx(provider_factory=get_provider)
 
 
-def test_the_cli_uses_live_prices_when_the_provider_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_cli_uses_live_prices_when_the_provider_answers() -> None:
     offers = [Offer(provider="runpod", id="NVIDIA GeForce RTX 4090", gpu="RTX 4090", price_per_hour=0.59)]
     fake = FakeProvider("runpod", offers=offers)
-    fake_registry(monkeypatch, fake)
-    result = CliRunner().invoke(cmd_pick.pick, ["--json"])
+    result = CliRunner().invoke(pick_command, ["--json"], obj=only(fake))
     assert result.exit_code == 0, result.output
     body = json.loads(result.output)
     rows = {r["gpu"]: r for r in body["rows"]}
@@ -200,11 +202,9 @@ def test_the_cli_uses_live_prices_when_the_provider_answers(monkeypatch: pytest.
     assert fake.asked == [(None, False)] and fake.closed
 
 
-def test_the_cli_falls_back_to_the_dated_table_when_offers_are_unreachable(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    fake_registry(monkeypatch, FakeProvider("vast", fail=unreachable("vast")))
-    result = CliRunner().invoke(cmd_pick.pick, ["--provider", "vast", "--model", "1.1b", "--json"])
+def test_the_cli_falls_back_to_the_dated_table_when_offers_are_unreachable() -> None:
+    fake = FakeProvider("vast", fail=unreachable("vast"))
+    result = CliRunner().invoke(pick_command, ["--provider", "vast", "--model", "1.1b", "--json"], obj=only(fake))
     assert result.exit_code == 0, result.output
     body = json.loads(result.output)
     assert all(r["price_source"] in (None, "table vast 2026-09") for r in body["rows"])
@@ -222,15 +222,15 @@ def test_the_cli_falls_back_to_the_dated_table_when_offers_are_unreachable(
     assert expected | {"kv_estimated", "rows", "top", "why", "price_note"} == set(body)
 
 
-def test_the_cli_prints_a_table_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
-    result = CliRunner().invoke(cmd_pick.pick, ["--offline", "--batch", "8"])
+def test_the_cli_prints_a_table_with_the_reason() -> None:
+    result = CliRunner().invoke(pick_command, ["--offline", "--batch", "8"])
     assert result.exit_code == 0, result.output
     assert "RTX 3090 wins" in result.output
     assert "table runpod 2026-09" in result.output
-    assert "--json fields" in CliRunner().invoke(cmd_pick.pick, ["--help"]).output
+    assert "--json fields" in CliRunner().invoke(pick_command, ["--help"]).output
 
 
 def test_the_cli_reports_a_bad_model_as_a_gpuc_error() -> None:
-    result = CliRunner().invoke(cmd_pick.pick, ["--offline", "--model", "huge"])
+    result = CliRunner().invoke(pick_command, ["--offline", "--model", "huge"])
     assert result.exit_code != 0
     assert isinstance(result.exception, ConfigError)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from moneyfakes import bars, column_heights, read_png
 
-from gpuc.client.plot import (
+from gpuc.client.money.plot import (
     EXPERIMENT_COLOR,
     WEEK_COLOR,
     Bar,

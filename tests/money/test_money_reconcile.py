@@ -4,10 +4,12 @@ import json
 
 import pytest
 from click.testing import CliRunner
+from ctxfakes import answering
 from moneyfakes import T0
 
-from gpuc.client import cmd_ledger, reconcile
-from gpuc.client.reconcile import BillingRecord, billing_sources
+from gpuc.client.context import Ctx
+from gpuc.client.money.commands import ledger
+from gpuc.client.money.reconcile import SOURCE_FACTORIES, BillingRecord, ReconcileReport, billing_sources, reconcile
 from gpuc.core.api import StatusResponse
 from gpuc.core.billing import BillingKind
 from gpuc.core.clock import iso
@@ -51,8 +53,8 @@ def charge(
     )
 
 
-def run(entries: list[LedgerEntry], records: list[BillingRecord]) -> reconcile.ReconcileReport:
-    return reconcile.reconcile(entries, records, MONTH, ["runpod"])
+def run(entries: list[LedgerEntry], records: list[BillingRecord]) -> ReconcileReport:
+    return reconcile(entries, records, MONTH, ["runpod"])
 
 
 def test_a_row_that_matches_its_charges_is_clean() -> None:
@@ -153,7 +155,7 @@ def test_rows_without_a_pod_id_other_months_and_other_providers_are_left_alone()
 
 def test_bad_months_and_negative_amounts_are_refused() -> None:
     with pytest.raises(ConfigError):
-        reconcile.reconcile([], [], "September", ["runpod"])
+        reconcile([], [], "September", ["runpod"])
     with pytest.raises(ValueError):
         charge("a", T0, 1, -1.0)
 
@@ -179,7 +181,7 @@ def test_billing_sources_need_a_configured_account_and_a_source() -> None:
 
 def test_a_registered_source_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
     source = FakeBilling([])
-    monkeypatch.setitem(reconcile.SOURCE_FACTORIES, "vast", lambda settings: source)
+    monkeypatch.setitem(SOURCE_FACTORIES, "vast", lambda settings: source)
     assert billing_sources(Settings(vast_api_key="v" * 40)) == {"vast": source}  # type: ignore[arg-type]
     assert billing_sources(Settings(), only=["vast"]) == {"vast": source}
 
@@ -195,17 +197,16 @@ def test_the_cli_exits_1_and_names_each_finding(monkeypatch: pytest.MonkeyPatch)
             charge("p1", T0 + 5 * HOUR, 5, 0.3, "disk", provider="vast"),
         ]
     )
-    monkeypatch.setitem(reconcile.SOURCE_FACTORIES, "vast", lambda settings: source)
-    status = StatusResponse(server_time=T0, reaper_period_s=300)
-    monkeypatch.setattr(cmd_ledger, "functions_status", lambda settings: lambda: status)
+    monkeypatch.setitem(SOURCE_FACTORIES, "vast", lambda settings: source)
+    quiet = Ctx(watchdog=answering(StatusResponse(server_time=T0, reaper_period_s=300)))
     args = ["reconcile", "--month", MONTH, "--provider", "vast"]
-    result = CliRunner().invoke(cmd_ledger.ledger, args)
+    result = CliRunner().invoke(ledger, args, obj=quiet)
     assert result.exit_code == 1, result.output
     assert "mismatch [amount] vast p1 kv: ledger $0.40, billed $0.60 (+50 %)" in result.output
     assert "no ledger row: vast p9 billed $0.20" in result.output
     assert "disk billed while stopped: vast p1 $0.30" in result.output
     assert source.months == [MONTH]
-    body = json.loads(CliRunner().invoke(cmd_ledger.ledger, [*args, "--json"]).output)
+    body = json.loads(CliRunner().invoke(ledger, [*args, "--json"], obj=quiet).output)
     assert [m["reason"] for m in body["mismatches"]] == ["amount"]
     assert [u["pod_id"] for u in body["unmatched"]] == ["p9"]
 
@@ -215,15 +216,11 @@ def test_the_cli_says_when_the_ledger_matches_the_bill(monkeypatch: pytest.Monke
     book.start("p1", provider="vast", experiment="kv", gpu="RTX 4090", price_per_hour=0.4, start_ts=T0)
     book.end("p1", end_ts=T0 + HOUR)
     monkeypatch.setitem(
-        reconcile.SOURCE_FACTORIES,
+        SOURCE_FACTORIES,
         "vast",
         lambda settings: FakeBilling([charge("p1", T0, 1, 0.41, provider="vast")]),
     )
-    monkeypatch.setattr(
-        cmd_ledger,
-        "functions_status",
-        lambda settings: lambda: StatusResponse(server_time=T0, reaper_period_s=300),
-    )
-    result = CliRunner().invoke(cmd_ledger.ledger, ["reconcile", "--month", MONTH, "--provider", "vast"])
+    quiet = Ctx(watchdog=answering(StatusResponse(server_time=T0, reaper_period_s=300)))
+    result = CliRunner().invoke(ledger, ["reconcile", "--month", MONTH, "--provider", "vast"], obj=quiet)
     assert result.exit_code == 0, result.output
     assert "the ledger matches the bill" in result.output and "1/1 row(s) match" in result.output

@@ -442,7 +442,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "down-parked-pod",
         "down: a stopped or exited pod is destroyed without --force (its unsynced results lost)",
-        "client/podlife.py",
+        "client/pods/down.py",
         '    if pod.status != "running":\n        if force:',
         "    if False:\n        if force:",
         (DOWN,),
@@ -450,7 +450,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "down-run-foreign",
         "down / run: a pod without gpuc's markers is acted on when a run record names it",
-        "client/podlife.py",
+        "client/pods/run.py",
         "    if pod is not None and not pod.managed:",
         "    if False:",
         (DOWN,),

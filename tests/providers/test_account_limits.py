@@ -12,8 +12,9 @@ import pytest
 from providerfakes import spec
 from test_emulators_strict import graphql, messages
 
-from gpuc.client.cmd_balance import BalanceLine, BalanceReport, account_checks, caps_text, check_balances, render
-from gpuc.client.doctor import DoctorDeps, run_checks, run_git
+from gpuc.client.money.balance import BalanceLine, BalanceReport, account_checks, caps_text, check_balances
+from gpuc.client.money.render import render_balance as render
+from gpuc.client.setup.doctor import DoctorDeps, run_checks, run_git
 from gpuc.core.api import StatusResponse
 from gpuc.core.errors import FunctionsError
 from gpuc.core.providers.runpod import BALANCE_QUERY, RunPodProvider

@@ -16,10 +16,11 @@ import pytest
 from click.testing import CliRunner
 from providerfakes import RUNPOD_KEY, VAST_KEY, spec
 
-from gpuc.client.live import PROBE_SCRIPT, LiveReport, live_report, render
+from gpuc.client.onpod.ask import key_scope
+from gpuc.client.setup.doctor_live import LiveReport, live_report, render
 from gpuc.core.clock import FakeClock
 from gpuc.core.models import Pod
-from gpuc.core.providers.base import Provider
+from gpuc.core.providers.base import PodAccess, Provider
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.runpod import RunPodProvider
 from gpuc.core.providers.vast import VastProvider
@@ -48,21 +49,36 @@ def accounts(
     vast.close()
 
 
-def pod_probe(servers: dict[str, EmulatorServer]) -> Any:
-    """The real probe script, run where the pod key lives (a subprocess standing in for the pod)."""
+class PodProcess(PodAccess):
+    """A pod that is a subprocess here, with the pod's environment (its key): `python` is this python."""
 
-    def probe(provider: Provider, pod: Pod) -> dict[str, Any]:
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+
+    def put_file(self, path: str, data: bytes, mode: int = 0o600) -> None:
+        raise AssertionError("the probe writes nothing")
+
+    def run(self, argv: list[str], timeout_s: float = 120.0) -> tuple[int, str]:
+        assert argv[0] == "python"
+        done = subprocess.run([sys.executable, *argv[1:]], env=self.env, capture_output=True, text=True, timeout=60)
+        return done.returncode, done.stdout + done.stderr
+
+    def spawn(self, argv: list[str], role: str) -> None:
+        raise AssertionError("the probe starts nothing")
+
+
+def pod_probe(servers: dict[str, EmulatorServer]) -> Any:
+    """The pod's own answer to `ask key-scope`, read by the laptop's one reader, run where the pod key lives
+    (a subprocess standing in for the pod)."""
+
+    def probe(provider: Provider, pod: Pod) -> dict[str, int]:
         server = servers[provider.name]
         emulator = cast(RunPodEmulator | VastEmulator, server.emulator)
         env = {**server.client_env(), **emulator.pod_environ(pod.id), "NO_PROXY": "127.0.0.1"}  # the POD key
         env.pop("VAST_API_KEY", None)  # the account keys stay off "the pod"
         if provider.name == "vast":
             env.pop("RUNPOD_API_KEY", None)
-        done = subprocess.run(
-            [sys.executable, "-c", PROBE_SCRIPT], env=env, capture_output=True, text=True, timeout=60, check=True
-        )
-        answer: dict[str, Any] = json.loads(done.stdout)
-        return answer
+        return key_scope(PodProcess(env))
 
     return probe
 

@@ -4,19 +4,19 @@ rentable, and an interruptible search does not ask RunPod at all (asked alone, i
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 
 import pytest
 from click.testing import CliRunner
 
-from gpuc.client import cmd_offers
 from gpuc.client.cli import cli
-from gpuc.client.cmd_offers import collect
-from gpuc.client.offers import OfferFilters
+from gpuc.client.context import Ctx
+from gpuc.client.money.commands import offers
+from gpuc.client.money.offers import OfferFilters, collect
 from gpuc.core.errors import ConfigError
 from gpuc.core.providers.base import Provider
 from gpuc.core.providers.runpod import RunPodProvider
 from gpuc.core.providers.vast import VastProvider
+from gpuc.core.settings import Settings
 
 
 def test_runpod_offers_carry_no_spot_price_and_no_bid_advice(
@@ -34,22 +34,23 @@ def test_an_interruptible_search_of_runpod_alone_says_why(runpod: RunPodProvider
     assert "--provider vast" in (caught.value.hint or "")
 
 
-def test_the_cli_asks_only_vast_for_interruptible_offers(
-    monkeypatch: pytest.MonkeyPatch, runpod: RunPodProvider, vast: VastProvider
-) -> None:
-    asked: list[tuple[str, ...]] = []
+def test_the_cli_asks_only_vast_for_interruptible_offers(runpod: RunPodProvider, vast: VastProvider) -> None:
+    asked: list[str] = []
+    made: dict[str, Provider] = {"runpod": runpod, "vast": vast}
 
-    def factories(names: tuple[str, ...]) -> dict[str, Callable[[], Provider]]:
-        asked.append(names)
-        made: dict[str, Callable[[], Provider]] = {"runpod": lambda: runpod, "vast": lambda: vast}
-        return {n: made[n] for n in names}
+    def emulated(name: str, settings: Settings) -> Provider:
+        asked.append(name)
+        return made[name]
 
-    monkeypatch.setattr(cmd_offers, "provider_factories", factories)
-    result = CliRunner().invoke(cmd_offers.offers, ["--json", "--interruptible", "--gpu", "4090"])
+    result = CliRunner().invoke(
+        offers, ["--json", "--interruptible", "--gpu", "4090"], obj=Ctx(provider_factory=emulated)
+    )
     assert result.exit_code == 0, result.output
     body = json.loads(result.output)
-    assert asked == [("vast",)] and body["failures"] == []
+    assert asked == ["vast"] and body["failures"] == []
     assert body["offers"] and {o["provider"] for o in body["offers"]} == {"vast"}
-    alone = CliRunner().invoke(cli, ["offers", "--interruptible", "--provider", "runpod"])
+    alone = CliRunner().invoke(
+        cli, ["offers", "--interruptible", "--provider", "runpod"], obj=Ctx(provider_factory=emulated)
+    )
     # A ConfigError: the entry point prints it as one line plus its fix (client/cli.py report_error)
     assert isinstance(alone.exception, ConfigError) and "no longer offered" in alone.exception.message

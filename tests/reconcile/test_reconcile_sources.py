@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from reconcilefakes import HOUR, MONTH, T0, World
 
-from gpuc.client.reconcile import SOURCE_FACTORIES, billing_sources
+from gpuc.client.money.reconcile import SOURCE_FACTORIES, billing_sources
 from gpuc.core.clock import iso, parse_iso
 from gpuc.core.errors import ConfigError, ProviderAuthError, ProviderError, ProviderSchemaError
 from gpuc.core.ledger import month_window

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuc.client.ssh import SshTarget, ssh_command, ssh_environ
+from gpuc.client.onpod.ssh import SshTarget, ssh_command, ssh_environ
 from gpuc.testkit.asyncsshd import write_keypair
 from gpuc.testkit.sshd import SSHD, LoopbackSshd, SshdUnavailable, require_ssh, start_loopback_sshd
 

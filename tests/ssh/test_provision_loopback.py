@@ -17,10 +17,10 @@ from typing import Any, cast
 import pytest
 from conftest import POD_TOKEN, Functions, Sshd
 
-from gpuc.client.podlife import Deps
-from gpuc.client.provision import PodVerificationFailed, offline_installer, provision
-from gpuc.client.ssh import SshResult, ssh_access, subprocess_runner
-from gpuc.client.state import RunStore
+from gpuc.client.context import Ctx
+from gpuc.client.onpod.provision import PodVerificationFailed, offline_installer, provision
+from gpuc.client.onpod.ssh import SshResult, ssh_access, subprocess_runner
+from gpuc.client.pods.runs import RunStore
 from gpuc.core.clock import SystemClock
 from gpuc.core.models import Balance, Pod, PodSpec
 from gpuc.core.podpaths import PodPaths
@@ -102,12 +102,12 @@ def test_provision_installs_starts_the_agent_first_bootstraps_and_verifies(
     )
     spec = PodSpec(experiment="exp", run_id="run0001", provider="runpod", gpu_type="RTX 4090")
     echoed: list[str] = []
-    deps = Deps(
+    deps = Ctx(
         settings=settings,
         runs=RunStore(settings.home),
         clock=SystemClock(),
         echo=echoed.append,
-        functions=cast(Any, object()),  # provisioning never calls the watchdog
+        watchdog=cast(Any, object()),  # provisioning never calls the watchdog
         providers={"runpod": Rented()},
     )
     recorder = Recorder()

@@ -9,7 +9,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from gpuc.client.provision import POD_PACKAGES, build_wheel, package_files
+from gpuc.client.onpod.provision import POD_PACKAGES, build_wheel, package_files
 
 # Run with the editable install's finder removed: only what the wheel holds can be imported.
 ISOLATED = """

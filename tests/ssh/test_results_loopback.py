@@ -13,11 +13,11 @@ import pytest
 from conftest import Sshd
 from test_provision_loopback import Rented
 
-from gpuc.client.podlife import Deps
-from gpuc.client.provision import build_wheel, install_code, offline_installer
-from gpuc.client.results import NOT_COPIED, copy_results, fetcher
-from gpuc.client.ssh import SshAccess, ssh_access
-from gpuc.client.state import RunStore
+from gpuc.client.context import Ctx
+from gpuc.client.jobs.results import NOT_COPIED, copy_results, fetcher
+from gpuc.client.onpod.provision import build_wheel, install_code, offline_installer
+from gpuc.client.onpod.ssh import SshAccess, ssh_access
+from gpuc.client.pods.runs import RunStore
 from gpuc.core.clock import SystemClock
 from gpuc.core.errors import GpucError
 from gpuc.core.models import Pod
@@ -28,15 +28,15 @@ pytestmark = pytest.mark.sshd
 POD_ID = "loopres1"
 
 
-def reach(sshd: Sshd, settings: Settings) -> tuple[SshAccess, Pod, Deps]:
+def reach(sshd: Sshd, settings: Settings) -> tuple[SshAccess, Pod, Ctx]:
     pod = Pod(provider="runpod", id=POD_ID, name="gpuc-run0003", status="running", ssh_host="127.0.0.1",
               ssh_port=sshd.port)
-    deps = Deps(
+    deps = Ctx(
         settings=settings,
         runs=RunStore(settings.home),
         clock=SystemClock(),
         echo=lambda _: None,
-        functions=cast(Any, object()),
+        watchdog=cast(Any, object()),
         providers={"runpod": Rented()},
     )
     access = ssh_access(pod, settings, user=sshd.user)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import Sshd
 
-from gpuc.client.ssh import (
+from gpuc.client.onpod.ssh import (
     SshAccess,
     SshError,
     SshResult,

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import Sshd
 
-from gpuc.client.provision import PodVerificationFailed, verify_pod
-from gpuc.client.ssh import (
+from gpuc.client.onpod.provision import PodVerificationFailed, verify_pod
+from gpuc.client.onpod.ssh import (
     READ_ATTEMPTS,
     READ_RETRY_PAUSE_S,
     SILENT_FAILURE,
@@ -74,7 +74,8 @@ def test_what_acts_is_never_run_twice_whatever_ssh_exits(tmp_path: Path) -> None
     ]
     for failed in (SILENT, refused):
         for act in acts:
-            runner, pauses = Scripted(failed, SshResult(0, b"4242\n", b"")), []
+            pauses: list[float] = []
+            runner = Scripted(failed, SshResult(0, b"4242\n", b""))
             with contextlib.suppress(SshError):
                 act(access(runner, tmp_path, pauses))
             assert runner.calls == 1 and pauses == []
@@ -83,13 +84,15 @@ def test_what_acts_is_never_run_twice_whatever_ssh_exits(tmp_path: Path) -> None
 def test_a_read_is_tried_again_when_ssh_failed_before_it_printed(tmp_path: Path) -> None:
     verdict = SshResult(0, b'{"ok": true}\n', b"")
     dropped = SshResult(255, b"", b"kex_exchange_identification: Connection closed by remote host\n")
-    runner, pauses = Scripted(SILENT, dropped, verdict), []
+    pauses: list[float] = []
+    runner = Scripted(SILENT, dropped, verdict)
     assert access(runner, tmp_path, pauses).read(["python", "-m", "gpuc.instance_side", "verify"]) == (
         0,
         '{"ok": true}\n',
     )
     assert runner.calls == 3 and pauses == [READ_RETRY_PAUSE_S] * 2
-    runner, pauses = Scripted(SILENT), []  # a pod that stays unreachable: a bounded number of tries
+    pauses = []  # a pod that stays unreachable: a bounded number of tries
+    runner = Scripted(SILENT)
     assert access(runner, tmp_path, pauses).read(["cat", "marker"]) == (255, SILENT_FAILURE)
     assert runner.calls == READ_ATTEMPTS and len(pauses) == READ_ATTEMPTS - 1
 
@@ -97,7 +100,8 @@ def test_a_read_is_tried_again_when_ssh_failed_before_it_printed(tmp_path: Path)
 def test_a_read_that_answered_is_not_tried_again(tmp_path: Path) -> None:
     """The command ran and spoke (its own exit 255, or any other failure): a second try would say the same."""
     for answered in (SshResult(255, b"the job's own exit 255\n", b""), SshResult(1, b"", b"no such file\n")):
-        runner, pauses = Scripted(answered, SshResult(0, b"", b"")), []
+        pauses: list[float] = []
+        runner = Scripted(answered, SshResult(0, b"", b""))
         assert access(runner, tmp_path, pauses).read(["cat", "marker"])[0] == answered.code
         assert runner.calls == 1 and pauses == []
 

@@ -17,12 +17,14 @@ import pytest
 from conftest import POD_TOKEN, Sshd
 from test_provision_loopback import Rented
 
-from gpuc.client import upload
-from gpuc.client.joblogs import JobOutcome, read_pod_log
-from gpuc.client.podlife import Deps, start_job
-from gpuc.client.provision import offline_installer, provision
-from gpuc.client.ssh import SshAccess, ssh_access
-from gpuc.client.state import RunStore
+from gpuc.client.context import Ctx
+from gpuc.client.jobs.outcome_file import JobOutcome
+from gpuc.client.jobs.podlog import read_pod_log
+from gpuc.client.onpod.provision import offline_installer, provision
+from gpuc.client.onpod.ssh import SshAccess, ssh_access
+from gpuc.client.onpod.upload import collect, put_project
+from gpuc.client.pods.run import start_job
+from gpuc.client.pods.runs import RunStore
 from gpuc.core.clock import SystemClock
 from gpuc.core.errors import ConfigError
 from gpuc.core.models import Pod, PodSpec
@@ -51,26 +53,26 @@ def project(tmp_path: Path) -> Path:
     return root
 
 
-def rented(sshd: Sshd, settings: Settings, functions_url: str) -> tuple[SshAccess, Pod, PodSpec, Deps]:
+def rented(sshd: Sshd, settings: Settings, functions_url: str) -> tuple[SshAccess, Pod, PodSpec, Ctx]:
     settings = settings.with_overrides(functions_url=functions_url)
     pod = Pod(
         provider="runpod", id=POD_ID, name="gpuc-run0002", status="running", ssh_host="127.0.0.1", ssh_port=sshd.port
     )
     spec = PodSpec(experiment="exp", run_id="run0002", provider="runpod", gpu_type="RTX 4090")
-    deps = Deps(
+    deps = Ctx(
         settings=settings,
         runs=RunStore(settings.home),
         clock=SystemClock(),
         echo=lambda _: None,
-        functions=cast(Any, object()),  # provisioning never calls the watchdog
+        watchdog=cast(Any, object()),  # provisioning never calls the watchdog
         providers={"runpod": Rented()},
     )
     return ssh_access(pod, settings, user=sshd.user), pod, spec, deps
 
 
 def project_for(command: list[str], project: Path) -> Callable[[PodAccess], None]:
-    bundle = upload.collect(project)
-    return lambda access: upload.put_project(access, bundle, command, lambda _: None)
+    bundle = collect(project)
+    return lambda access: put_project(access, bundle, command, lambda _: None)
 
 
 def test_a_missing_script_stops_provisioning_before_the_bootstrap(

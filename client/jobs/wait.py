@@ -1,0 +1,68 @@
+"""`--wait` for `gpuc up` and `gpuc run`, and `gpuc logs`: the click-facing side of client/outcome.py.
+
+The job's output goes to stdout, gpuc's own lines to stderr, so `gpuc up ... --wait > run.log` keeps the
+job's output clean. `--wait` exits with the job's exit code; Ctrl-C stops the waiting, never the job.
+
+A job must not be able to forge gpuc's own lines (`gpuc: job exited with code 0 ... results and log:
+s3://elsewhere/`). Its output reaches the terminal with every escape sequence stripped, and a line of it
+that starts like gpuc's is marked `[log] `; on a terminal gpuc's `gpuc:` prefix is styled (bold, reverse
+video), which takes an escape sequence no job output can carry: no lookalike letters, no line wrapped to
+start at the screen's edge, passes for it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import NoReturn
+
+import click
+
+from gpuc.client.context import Ctx
+from gpuc.client.jobs.follow import STOPPED_WAITING_EXIT, Follow, follow, report
+from gpuc.core.clock import parse_duration
+from gpuc.core.errors import ConfigError
+from gpuc.core.models import Pod, new_run_id
+from gpuc.core.termsafe import clean_line
+
+
+def say(text: str) -> None:
+    """One of gpuc's own lines, on stderr. Its text may quote the pod (a reason, a path): cleaned, one line.
+    click drops the style when stderr is not a terminal; NO_COLOR (no-color.org) drops it everywhere."""
+    prefix = "gpuc:" if os.environ.get("NO_COLOR") else click.style("gpuc:", bold=True, reverse=True)
+    click.echo(f"{prefix} {clean_line(text)}", err=True)
+
+
+def new_job_id() -> str:
+    return new_run_id()
+
+
+def check_wait_options(wait: bool, timeout: str | None, command: tuple[str, ...] | list[str]) -> float | None:
+    """--timeout only means something with --wait, and --wait only with a command to wait for."""
+    if wait and not command:
+        raise ConfigError("--wait needs a command to wait for", hint="gpuc up NAME --wait -- python train.py")
+    if timeout is None:
+        return None
+    if not wait:
+        raise ConfigError("--timeout limits --wait", hint="add --wait (gpuc up NAME --wait --timeout 2h -- CMD)")
+    return parse_duration(timeout)
+
+
+def wait_and_exit(ctx: Ctx, pod: Pod, *, job_id: str | None, timeout_s: float | None) -> NoReturn:
+    """Stream the job, print its one-line outcome, exit with its exit code."""
+    run = ctx.runs.find(pod.id)
+    since = ctx.clock.now()
+    say(f"waiting for the job on {pod.id} (Ctrl-C stops waiting; the job goes on)")
+    state: Follow | None = None
+    try:
+        state = follow(ctx, pod, job_id=job_id, out=sys.stdout.buffer, timeout_s=timeout_s)
+        result = report(ctx, pod, run, state, job_id=job_id, since=since)
+    except KeyboardInterrupt:
+        if state is not None:
+            state.printer.flush()
+        sys.stdout.flush()
+        say(f"stopped waiting; the job goes on on {pod.id}: gpuc logs {pod.id} -f (gpuc down {pod.id} ends it)")
+        sys.exit(STOPPED_WAITING_EXIT)
+    sys.stdout.flush()
+    say(result.line)
+    sys.exit(result.exit_code)

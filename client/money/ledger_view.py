@@ -1,0 +1,139 @@
+"""`gpuc ledger`: what was spent (a month's summary, the budget, a plot) and whether the providers' bills
+agree (`gpuc ledger reconcile`). The ends the pods or the reaper recorded while this laptop was away are
+taken in from the watchdog first (one status call for everything the command asks it)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from gpuc.client.context import Ctx
+from gpuc.client.money.plot import plot_data, write_plot
+from gpuc.client.money.reconcile import BillingRecord, ReconcileReport, billing_sources, reconcile
+from gpuc.core.api import StatusResponse
+from gpuc.core.budget import ledger_burns, month_spend, spend_text
+from gpuc.core.errors import GpucError
+from gpuc.core.ledger import Ledger, LedgerSummary, check_month, current_month, row_problems
+from gpuc.core.settings import Settings
+
+StatusFn = Callable[[], StatusResponse]
+
+
+def resolve_month(month: str | None) -> str | None:
+    """None (the default) is this month; "all" is every row."""
+    if month is None:
+        return current_month()
+    return None if month == "all" else check_month(month)
+
+
+def take_in_ends(ledger: Ledger, status: StatusFn) -> str:
+    """Close rows the pods or the reaper ended while this laptop was away. Never fatal: the ledger still
+    reads without the watchdog, it just may not know every end yet. A record with an absurd time or price
+    is refused with a warning (one line each); a ledger that cannot be read raises its own clear error."""
+    try:
+        records = status().pods
+    except GpucError as exc:
+        return f"watchdog unreachable ({exc.message}): ends recorded there since the last sync are not in yet"
+    try:
+        report = ledger.sync_from_functions(records)
+    except OSError as exc:  # a full disk, say: the ends stay with the watchdog until the next try
+        return f"warning: could not write the ends recorded by the watchdog ({exc.strerror or exc})"
+    lines = [f"took in {report.closed} end(s) recorded by the pods or the watchdog"] if report.closed else []
+    return "\n".join(lines + [f"warning: {w}" for w in report.warnings])
+
+
+def remembered(status: StatusFn) -> StatusFn:
+    """One watchdog call for everything `gpuc ledger` asks it (the ends, the budget's live pods)."""
+    answers: list[StatusResponse] = []
+
+    def once() -> StatusResponse:
+        if not answers:
+            answers.append(status())
+        return answers[0]
+
+    return once
+
+
+class BudgetReport(BaseModel):
+    month: str
+    budget_usd: float
+    spent_usd: float
+    closed_usd: float
+    running_usd: float
+    running_per_hour: float
+    unknown: list[str]  # pods with no price (or no sane time): not counted, never taken for $0
+    notes: list[str]  # what the figures rest on
+    text: str
+
+
+def budget_report(
+    settings: Settings, book: Ledger, month: str | None, status: StatusFn | None, now: float
+) -> BudgetReport | None:
+    """The month against GPUC_MONTHLY_BUDGET (core/budget.py, the arithmetic `up` refuses by); None
+    without a budget or for "all" months. `status` None: the watchdog is not asked."""
+    budget = settings.monthly_budget
+    if budget is None or month is None:
+        return None
+    records = None
+    if status is not None:
+        with contextlib.suppress(GpucError):
+            records = status().pods
+    view = ledger_burns(book.entries(), records)
+    spend = month_spend(view.burns, now, month=month)
+    return BudgetReport(
+        month=month,
+        budget_usd=budget,
+        spent_usd=spend.total_usd,
+        closed_usd=spend.closed_usd,
+        running_usd=spend.running_usd,
+        running_per_hour=spend.running_per_hour,
+        unknown=list(spend.unknown),
+        notes=view.notes,
+        text=f"budget {spend_text(spend, budget)}",
+    )
+
+
+def fetch_billing(
+    settings: Settings, month: str, only: tuple[str, ...]
+) -> tuple[list[BillingRecord], list[str]]:
+    sources = billing_sources(settings, only or None)
+    records = [record for source in sources.values() for record in source.billing(month)]
+    return records, sorted(sources)
+
+
+@dataclass
+class LedgerReport:
+    """What `gpuc ledger` shows: the month's summary, its budget, what the watchdog sync did, the plot."""
+
+    summary: LedgerSummary
+    path: Path
+    budget: BudgetReport | None
+    sync: str  # "" when not asked
+    plot: Path | None
+
+
+def ledger_report(ctx: Ctx, month: str | None, plot_path: Path | None, *, sync: bool = True) -> LedgerReport:
+    book = ctx.ledger()
+    status = remembered(ctx.watchdog.status) if sync else None
+    said = "" if status is None else take_in_ends(book, status)
+    chosen = resolve_month(month)
+    summary = book.summary(chosen)
+    budget = budget_report(ctx.settings, book, chosen, status, ctx.clock.now())
+    if plot_path is not None:
+        # Rows the summary left out (an absurd time or amount, listed in its warnings) stay out of the plot.
+        rows = [r for r in book.rows() if (chosen is None or r.date.startswith(chosen)) and not row_problems(r)]
+        plot_path = write_plot(plot_path, plot_data(rows, f"gpuc spend, {chosen or 'all months'}"))
+    return LedgerReport(summary, ctx.settings.ledger, budget, said, plot_path)
+
+
+def reconcile_month(ctx: Ctx, month: str | None, only: tuple[str, ...]) -> ReconcileReport:
+    """The month's rows against the providers' billing records (the watchdog's ends taken in first)."""
+    chosen = check_month(month) if month else current_month()
+    book = ctx.ledger()
+    take_in_ends(book, ctx.watchdog.status)
+    records, names = fetch_billing(ctx.settings, chosen, only)
+    return reconcile(book.entries(), records, chosen, names)

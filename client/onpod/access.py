@@ -1,0 +1,41 @@
+"""Reaching a pod: the one local-or-ssh decision, where its files are, where its results go.
+
+Light on purpose (the ssh code loads only for a rented pod), so that what only needs to find its way onto
+a pod (the upload, the log reads) does not load provisioning.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gpuc.core.podpaths import PodPaths
+from gpuc.core.providers.local import LocalProvider
+
+if TYPE_CHECKING:
+    from gpuc.core.models import Pod
+    from gpuc.core.providers.base import PodAccess, Provider
+    from gpuc.core.settings import Settings
+
+STATE_DIR = "workspace/.gpuc"  # the pod's state folder, relative to its root (PodPaths.state)
+
+
+def pod_access(provider: Provider, pod: Pod, settings: Settings) -> PodAccess:
+    if isinstance(provider, LocalProvider):
+        return provider.access(pod.id)
+    from gpuc.client.onpod.ssh import ssh_access  # startup: ssh only for a rented pod
+
+    return ssh_access(pod, settings)
+
+
+def results_bucket_for(settings: Settings, *, local: bool) -> str | None:
+    """Where a pod's results go (and `gpuc logs` finds them): the setting, or on the local provider a
+    folder in the gpuc home."""
+    return settings.results_bucket or (f"file://{settings.home / 'results'}" if local else None)
+
+
+def pod_paths(access: PodAccess) -> PodPaths:
+    """Where the pod's files are, as the access sees them (SshAccess and LocalAccess both know)."""
+    paths = getattr(access, "paths", None)
+    if not isinstance(paths, PodPaths):
+        raise TypeError(f"{type(access).__name__} does not say where the pod's files are")
+    return paths

@@ -1,0 +1,383 @@
+"""Provisioning a rented pod over ssh (SPEC "The pod's life", after RUNNING):
+
+    wait for ssh -> upload gpuc (a wheel built from this install) -> install it -> config + secrets +
+    start the agent FIRST (install_agent) -> check the agent lives -> bootstrap -> verify
+
+The agent starts before anything slow, so from then on an idle or forgotten pod is bounded by the
+idle watch and the heartbeats. A failed verification raises PodVerificationFailed: `up` destroys the
+pod and prints why. A failed bootstrap step does not: the pod works, the agent watches it, and the
+user (who is at the terminal) gets the step, the reason and the command to re-run it.
+
+The wheel is built at run time from the installed package's files (an editable install included),
+never from git: what runs on the pod is what runs on the laptop. It is byte-for-byte reproducible,
+so re-provisioning the same code skips the install.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import importlib.metadata
+import importlib.util
+import io
+import json
+import shlex
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from gpuc.client.context import Ctx
+from gpuc.client.onpod.access import STATE_DIR, pod_paths, results_bucket_for
+from gpuc.client.onpod.ssh import SshAccess, wait_for_ssh
+from gpuc.core.errors import GpucError
+from gpuc.core.models import Pod, PodSpec
+from gpuc.core.podconfig import PodConfig, pod_secrets, render_env_file
+from gpuc.core.podpaths import PodPaths
+from gpuc.core.providers.base import PodAccess
+from gpuc.core.providers.local import LocalProvider
+from gpuc.core.redact import redact
+from gpuc.core.settings import Settings
+from gpuc.instance_side.verify import parse_verdict  # the verdict is the pod's own wire format
+
+DIST = "gpuc"
+# What runs on a pod: the agent, the wrapper, the sync, bootstrap and verification, and the core they
+# share. Not the CLI, the functions or the emulators.
+POD_PACKAGES = ("gpuc", "gpuc.core", "gpuc.core.providers", "gpuc.instance_side")
+_ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # fixed timestamps: the same code gives the same wheel and hash
+INSTALL_TIMEOUT_S = 900.0
+BOOTSTRAP_TIMEOUT_S = 3 * 3600.0
+VERIFY_TIMEOUT_S = 300.0
+AGENT_START_WAIT_S = 15.0
+
+
+class ProvisionError(GpucError):
+    """Getting gpuc onto the pod failed; `up` destroys the pod."""
+
+
+class PodVerificationFailed(GpucError):
+    """The machine is not what we pay for; `up` destroys the pod."""
+
+
+# -- the artifact --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Wheel:
+    filename: str
+    data: bytes
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
+
+
+def package_files(packages: tuple[str, ...] = POD_PACKAGES) -> list[tuple[str, Path]]:
+    """(path inside the wheel, file on disk) for the pod's packages, wherever they are installed.
+
+    Found through the import system rather than a directory walk: in an editable install the
+    package's root directory also holds tests/, .venv/ and the rest of the checkout.
+    """
+    out: list[tuple[str, Path]] = []
+    for name in packages:
+        spec = importlib.util.find_spec(name)
+        locations = list(spec.submodule_search_locations or []) if spec else []
+        if not locations:
+            raise ProvisionError(f"package {name} is not importable here", hint="reinstall gpuc: pip install -e .")
+        directory = Path(locations[0])
+        prefix = name.replace(".", "/")
+        for path in sorted(directory.iterdir()):
+            if path.is_file() and (path.suffix == ".py" or path.name == "py.typed"):
+                out.append((f"{prefix}/{path.name}", path))
+    return out
+
+
+def runtime_requirements(dist: str = DIST) -> list[str]:
+    try:
+        requires = importlib.metadata.requires(dist) or []
+    except importlib.metadata.PackageNotFoundError:
+        raise ProvisionError(f"{dist} is not installed as a distribution", hint="pip install -e .") from None
+    return [r for r in requires if "extra ==" not in r]
+
+
+def build_wheel(packages: tuple[str, ...] = POD_PACKAGES) -> Wheel:
+    version = importlib.metadata.version(DIST)
+    dist_info = f"{DIST}-{version}.dist-info"
+    entries: list[tuple[str, bytes]] = [(arc, path.read_bytes()) for arc, path in package_files(packages)]
+    metadata = "".join(
+        [
+            "Metadata-Version: 2.1\n",
+            f"Name: {DIST}\n",
+            f"Version: {version}\n",
+            "Summary: gpuc's pod side (agent, job wrapper, sync, bootstrap, verify)\n",
+            *[f"Requires-Dist: {r}\n" for r in runtime_requirements()],
+        ]
+    )
+    wheel_meta = "Wheel-Version: 1.0\nGenerator: gpuc.client.onpod\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    entries += [(f"{dist_info}/METADATA", metadata.encode()), (f"{dist_info}/WHEEL", wheel_meta.encode())]
+    record = "".join(f"{arc},sha256={_b64_digest(data)},{len(data)}\n" for arc, data in entries)
+    record += f"{dist_info}/RECORD,,\n"
+    entries.append((f"{dist_info}/RECORD", record.encode()))
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for arc, data in entries:
+            info = zipfile.ZipInfo(arc, date_time=_ZIP_TIME)
+            info.external_attr = 0o644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, data)
+    return Wheel(f"{DIST}-{version}-py3-none-any.whl", buffer.getvalue())
+
+
+def _b64_digest(data: bytes) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+# -- installing it -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Installer:
+    """How the uploaded wheel becomes runnable on the pod: a shell script that installs it, and the
+    launcher written at PodPaths.python that every later `python -m gpuc...` goes through."""
+
+    script: Callable[[PodPaths, PurePosixPath], str]
+    launcher: Callable[[PodPaths], str]
+    timeout_s: float = INSTALL_TIMEOUT_S
+
+
+def _venv_script(paths: PodPaths, wheel: PurePosixPath) -> str:
+    venv, python, w = _q(paths.venv), _q(paths.venv / "bin" / "python"), _q(wheel)
+    # A venv of gpuc's own keeps its pins away from the experiment's packages; it sees the image's
+    # (torch, pip) through system-site-packages, so it needs neither ensurepip nor python3-venv.
+    return "\n".join(
+        [
+            "set -e",
+            f"[ -x {python} ] || python3 -m venv --system-site-packages --without-pip {venv}",
+            # The dependencies, then the code itself again: pip keeps an installed gpuc of the same
+            # version, and re-provisioning after a code change must replace it.
+            f"{python} -m pip install --quiet --no-input --disable-pip-version-check {w}",
+            f"{python} -m pip install --quiet --no-input --disable-pip-version-check --force-reinstall --no-deps {w}",
+        ]
+    )
+
+
+def _venv_launcher(paths: PodPaths) -> str:
+    return f'#!/bin/sh\nexec {_q(paths.venv / "bin" / "python")} "$@"\n'
+
+
+VENV_INSTALLER = Installer(script=_venv_script, launcher=_venv_launcher)
+
+
+def offline_installer(python: str) -> Installer:
+    """For a pod that already has gpuc's dependencies (tests, demos over a loopback sshd): the wheel's
+    own files go into `<code>/site` with no network, and `python` runs with that first on its path."""
+
+    def site(paths: PodPaths) -> PurePosixPath:
+        return PurePosixPath(str(paths.code)) / "site"
+
+    def script(paths: PodPaths, wheel: PurePosixPath) -> str:
+        return (
+            f"set -e\n{_q(python)} -m pip install --quiet --no-input --disable-pip-version-check"
+            f" --no-deps --no-index --upgrade --target {_q(site(paths))} {_q(wheel)}"
+        )
+
+    def launcher(paths: PodPaths) -> str:
+        return (
+            f"#!/bin/sh\nPYTHONPATH={_q(site(paths))}${{PYTHONPATH:+:$PYTHONPATH}}\nexport PYTHONPATH\n"
+            f'exec {_q(python)} "$@"\n'
+        )
+
+    return Installer(script=script, launcher=launcher, timeout_s=300.0)
+
+
+def _q(path: object) -> str:
+    return shlex.quote(str(path))
+
+
+def _rel(paths: PodPaths, path: Path) -> str:
+    """A pod path relative to the pod's root: what PodAccess.put_file takes."""
+    return str(path.relative_to(paths.root))
+
+
+def install_code(access: PodAccess, wheel: Wheel, installer: Installer, echo: Callable[[str], None]) -> bool:
+    """Upload and install; False when this exact wheel is already installed (nothing done)."""
+    paths = pod_paths(access)
+    marker = paths.code / "installed.sha256"
+    code, out = access.read(["cat", str(marker)], timeout_s=60.0)
+    if code == 0 and out.strip() == wheel.sha256:
+        code, _ = access.read(["test", "-x", str(paths.python)], timeout_s=60.0)
+        if code == 0:
+            echo(f"  gpuc {wheel.sha256[:12]} already installed on the pod")
+            return False
+    remote = paths.code / wheel.filename
+    access.put_file(_rel(paths, remote), wheel.data, 0o644)
+    code, out = access.run(
+        ["sh", "-c", installer.script(paths, PurePosixPath(str(remote)))], timeout_s=installer.timeout_s
+    )
+    if code != 0:
+        raise ProvisionError(
+            f"installing gpuc on the pod failed (exit {code}): {redact(out.strip()[-400:])}",
+            hint="the pod was destroyed; check the image has python3 and pip, then try again",
+        )
+    access.put_file(_rel(paths, paths.python), installer.launcher(paths).encode(), 0o755)
+    access.put_file(_rel(paths, marker), f"{wheel.sha256}\n".encode(), 0o644)
+    echo(f"  gpuc installed on the pod ({len(wheel.data) // 1024} KB wheel, {wheel.sha256[:12]})")
+    return True
+
+
+# -- starting the pod's agent -------------------------------------------------------------------------
+def install_agent(
+    access: PodAccess, pod: Pod, spec: PodSpec, ctx: Ctx, secrets_env: dict[str, str], token: str, **extra: object
+) -> None:
+    """Config and secrets go in as files (mode 600), never as env vars or argv; the agent starts first."""
+    provider = ctx.provider(pod.provider)
+    local = isinstance(provider, LocalProvider)
+    results_bucket = results_bucket_for(ctx.settings, local=local)
+    config = PodConfig.for_pod(
+        ctx.settings,
+        pod_id=pod.id,
+        provider=pod.provider,
+        experiment=spec.experiment,
+        run_id=spec.run_id,
+        gpu_expected=pod.gpu,
+        price_per_hour=pod.price_per_hour,
+        simulated_gpu=local,
+        local_home=str(ctx.settings.home) if local else None,
+        **extra,  # deadline_at: the one `up` registered (the agent ends the pod then, F15)
+    ).model_copy(update={"results_bucket": results_bucket})
+    access.put_file(f"{STATE_DIR}/config.json", config.model_dump_json(indent=2).encode(), 0o600)
+    access.put_file(
+        f"{STATE_DIR}/secrets.env", render_env_file(pod_secrets(secrets_env, token)).encode(), 0o600
+    )
+    access.spawn(["python", "-m", "gpuc.instance_side", "agent"], role="agent")
+    ctx.echo(f"  agent started on {pod.id} (heartbeat every {config.heartbeat_interval_s:g}s)")
+
+
+# -- the agent, the bootstrap, the verdict -----------------------------------------------------------
+def check_agent_alive(access: PodAccess, *, wait_s: float = AGENT_START_WAIT_S) -> int:
+    """The agent's pid once it holds its lock (it writes the pid there), or ProvisionError with the
+    tail of its output. A pod without a live agent has no idle watch and sends no heartbeats."""
+    paths = pod_paths(access)
+    lock, out = _q(paths.agent_lock), _q(paths.state / "agent.out")
+    script = (
+        f"i=0; while [ $i -lt {int(wait_s * 4)} ]; do "
+        f'p=$(cat {lock} 2>/dev/null); if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then echo "$p"; exit 0; fi; '
+        "i=$((i+1)); sleep 0.25; done; "
+        f"tail -n 20 {out} 2>/dev/null; exit 1"
+    )
+    code, text = access.run(["sh", "-c", script], timeout_s=wait_s + 60.0)
+    last = text.strip().splitlines()[-1:] or [""]
+    if code != 0 or not last[0].isdigit():
+        raise ProvisionError(
+            f"the agent did not start on the pod: {redact(text.strip()[-400:]) or 'no output'}",
+            hint="the pod was destroyed; the agent's own error is above",
+        )
+    return int(last[0])
+
+
+def bootstrap_plan(settings: Settings) -> dict[str, Any]:
+    """bootstrap.json for the pod (instance_side.bootstrap.BootstrapPlan reads it)."""
+    return {
+        "repo_url": settings.git_remote,
+        "requirements": settings.bootstrap_requirements,
+        "apt": settings.bootstrap_apt.split(),
+        "models": [m.strip() for m in (settings.bootstrap_models or "").split(",") if m.strip()],
+        "smoke": settings.bootstrap_smoke,
+        "python": "python3",
+    }
+
+
+def run_bootstrap(
+    access: PodAccess, settings: Settings, echo: Callable[[str], None], scrub: Callable[[str], str]
+) -> bool:
+    paths = pod_paths(access)
+    access.put_file(_rel(paths, paths.bootstrap_plan), json.dumps(bootstrap_plan(settings), indent=2).encode(), 0o600)
+    echo("  bootstrap: system tools, torch, git, deps, HF login, models, smoke ...")
+    code, out = access.run(["python", "-m", "gpuc.instance_side", "bootstrap"], timeout_s=BOOTSTRAP_TIMEOUT_S)
+    for line in [line.strip() for line in out.splitlines() if line.strip()][-12:]:
+        echo("    " + scrub(line))
+    if code != 0:
+        echo(
+            "  bootstrap incomplete: the pod runs and is watched; fix the cause, then ssh in and re-run:"
+            f" {paths.python} -m gpuc.instance_side bootstrap"
+        )
+    return code == 0
+
+
+def verify_pod(access: PodAccess, expect_gpu: str | None, expect_count: int = 1) -> dict[str, Any]:
+    """The pod's verdict (instance_side.verify), as JSON."""
+    argv = ["python", "-m", "gpuc.instance_side", "verify", "--expect-count", str(expect_count)]
+    if expect_gpu:
+        argv += ["--expect-gpu", expect_gpu]
+    code, out = access.read(argv, timeout_s=VERIFY_TIMEOUT_S)
+    verdict = parse_verdict(out)
+    if verdict is None:
+        raise PodVerificationFailed(
+            f"verification gave no verdict (exit {code}): {redact(out.strip()[-300:]) or 'no output'}",
+            hint="the pod was destroyed; run gpuc up again",
+        )
+    return verdict
+
+
+def raise_if_failed(verdict: dict[str, Any]) -> None:
+    """What `up` calls on a verdict: a failure raises with the reasons (and `up` destroys the pod)."""
+    if verdict.get("ok"):
+        return
+    reasons = [str(c.get("detail")) for c in verdict.get("checks", []) if c.get("status") == "fail"]
+    raise PodVerificationFailed(
+        "the pod failed verification: " + ("; ".join(reasons) or "unknown reason"),
+        hint="it was destroyed (not billed further); gpuc up again gets another machine",
+    )
+
+
+def describe_verdict(verdict: dict[str, Any]) -> list[str]:
+    return [f"  verify {c.get('name')}: {c.get('status')} - {c.get('detail')}" for c in verdict.get("checks", [])]
+
+
+@dataclass
+class ProvisionReport:
+    wheel_sha256: str
+    installed: bool
+    agent_pid: int
+    bootstrap_ok: bool | None
+    verdict: dict[str, Any] | None
+    notes: list[str] = field(default_factory=list)
+
+
+def provision(
+    access: PodAccess,
+    pod: Pod,
+    spec: PodSpec,
+    ctx: Ctx,
+    secrets_env: dict[str, str],
+    token: str,
+    *,
+    installer: Installer = VENV_INSTALLER,
+    ssh_timeout_s: float = 300.0,
+    bootstrap: bool = True,
+    verify: bool = True,
+    before_bootstrap: Callable[[PodAccess], None] | None = None,
+    deadline_at: float | None = None,
+) -> ProvisionReport:
+    """Everything `up` does on a rented pod once it is RUNNING. Raises ProvisionError or
+    PodVerificationFailed (a GpucError): `up` then destroys the pod and prints the message."""
+    secrets = [*secrets_env.values(), token, *ctx.settings.secret_values()]
+
+    def scrub(text: str) -> str:
+        return redact(text, secrets)
+
+    if isinstance(access, SshAccess):
+        wait_for_ssh(access, clock=ctx.clock, timeout_s=ssh_timeout_s)
+    wheel = build_wheel()
+    installed = install_code(access, wheel, installer, ctx.echo)
+    install_agent(access, pod, spec, ctx, secrets_env, token, deadline_at=deadline_at)
+    agent_pid = check_agent_alive(access)
+    if before_bootstrap is not None:
+        before_bootstrap(access)  # the project's upload: the bootstrap installs its requirements
+    report = ProvisionReport(wheel.sha256, installed, agent_pid, None, None)
+    if bootstrap:
+        report.bootstrap_ok = run_bootstrap(access, ctx.settings, ctx.echo, scrub)
+    if verify:
+        verdict = verify_pod(access, spec.gpu_type or pod.gpu, spec.gpu_count)
+        report.verdict = verdict
+        for line in describe_verdict(verdict):
+            ctx.echo(scrub(line))
+        raise_if_failed(verdict)
+    return report

@@ -1,0 +1,439 @@
+"""Getting the project onto the pod: `gpuc up` uploads the current folder into the pod's workspace (the
+job's working directory), then checks that the files the command names are there before the job starts.
+
+What is sent:
+- in a git work tree, what git would keep: `git ls-files --cached --others --exclude-standard` (tracked and
+  untracked files, .gitignore respected);
+- elsewhere, every file under the folder, skipping .git, .venv, venv, __pycache__, node_modules and tool
+  caches;
+- less what `.gpucignore` (gitignore syntax, at the project's top) leaves out;
+- never `.env` files (secrets reach the pod only as its mode-600 secrets file), a top-level `results/`
+  (the pod's results/ is this run's: old results would be synced again as new ones) or `.gpuc/`, nor
+  gpuc's own home (its config holds the watchdog's admin token, its store every pod's key).
+
+Refused BEFORE anything is rented (a pod is someone else's machine):
+- a file that looks like a credential, by its name or its content (client/onpod/secretscan.py), each named
+  with why; the fix is a `.gpucignore` line that leaves it out, or `!path` there for a false positive;
+- a folder that holds home folders (`/`, `/home`, your home or an ancestor of it, a folder whose
+  sub-folders have their own `.ssh` or shell history): `gpuc up` run there would ship the whole home,
+  other users' included. It says to `cd` into the project;
+- over the limit (`GPUC_UPLOAD_MAX_MB`, default 200), naming the biggest files, since a checkpoint that
+  slipped past .gitignore would otherwise be paid for by the minute while it uploads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+import shlex
+import stat
+import subprocess
+import tarfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
+
+from gpuc.client.onpod import ask, secretscan
+from gpuc.client.onpod.access import STATE_DIR, pod_paths
+from gpuc.core.errors import ConfigError, GpucError
+from gpuc.core.providers.base import PodAccess
+
+if TYPE_CHECKING:
+    import pathspec
+
+DEFAULT_MAX_MB = 200.0
+SKIP_DIRS = frozenset(
+    {".git", ".venv", "venv", "__pycache__", "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox",
+     ".ipynb_checkpoints", ".gpuc"}
+)
+TOP_SKIPPED = ("results", ".gpuc")
+IGNORE_FILE = ".gpucignore"
+# A folder with one of these is someone's home: `up` run above it would ship that home, keys included.
+HOME_MARKS = (".ssh", ".bash_history", ".zsh_history", ".sh_history")
+PART_BYTES = 8 * 1024 * 1024  # each put_file stays well inside one ssh call's time limit
+UPLOAD_DIR = f"{STATE_DIR}/upload"
+UNPACK_TIMEOUT_S = 600.0
+
+
+@dataclass
+class Bundle:
+    """What `up` sends: files relative to `root` (posix paths), with their sizes."""
+
+    root: Path
+    how: str  # "git ls-files" or "folder walk"
+    files: dict[str, int] = field(default_factory=dict)
+    links: dict[str, str] = field(default_factory=dict)  # rel -> target (inside the project)
+    skipped: list[str] = field(default_factory=list)
+    allowed: set[str] = field(default_factory=set)  # `!path` in .gpucignore: sent though it looks like a key
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self.files.values())
+
+    def describe(self) -> str:
+        return f"{len(self.files) + len(self.links)} files, {_mb(self.total_bytes)} from {self.root} ({self.how})"
+
+    def archive(self) -> bytes:
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=6) as tar:
+            for rel in sorted(self.files):
+                info = tar.gettarinfo(str(self.root / rel), arcname=rel)
+                _own_by_root(info)
+                with (self.root / rel).open("rb") as fh:
+                    tar.addfile(info, fh)
+            for rel, target in sorted(self.links.items()):
+                info = tarfile.TarInfo(rel)
+                info.type, info.linkname, info.mode = tarfile.SYMTYPE, target, 0o777
+                _own_by_root(info)
+                tar.addfile(info)
+        return buffer.getvalue()
+
+
+def _own_by_root(info: tarfile.TarInfo) -> None:
+    # Extracted as root on the pod, a file keeps the owner the archive names: the laptop user's uid means
+    # nothing there.
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+
+
+def _mb(size: int) -> str:
+    if size >= 100_000:
+        return f"{size / 1e6:.1f} MB"
+    return f"{size / 1e3:.1f} KB" if size >= 1000 else f"{size} bytes"
+
+
+def skipped_name(rel: PurePosixPath) -> str | None:
+    """Why this path is never uploaded, or None."""
+    if rel.parts and rel.parts[0] in TOP_SKIPPED:
+        return f"{rel.parts[0]}/"
+    if secretscan.dotenv_file(rel.name):
+        return str(rel)
+    return None
+
+
+def collect(root: Path, gpuc_home: Path | None = None) -> Bundle:
+    root = root.resolve()
+    refuse_home_folder(root)
+    ignore = read_ignore(root)
+    names = _git_files(root)
+    bundle = Bundle(root, "git ls-files" if names is not None else "folder walk")
+    home = _inside(gpuc_home, root)
+    left_out = 0
+    for rel in names if names is not None else _walk(root, ignore):
+        path = PurePosixPath(rel)
+        if home is not None and path.parts[: len(home.parts)] == home.parts:
+            if "gpuc home" not in bundle.skipped:
+                bundle.skipped.append("gpuc home")
+            continue
+        verdict = ignore.check_file(rel).include if ignore is not None else None
+        if verdict is True:
+            left_out += 1
+            continue
+        if verdict is False:
+            bundle.allowed.add(rel)
+        _add(bundle, path)
+    if left_out:
+        bundle.skipped.append(f"{left_out} file{'s' if left_out > 1 else ''} ({IGNORE_FILE})")
+    return bundle
+
+
+def read_ignore(root: Path) -> pathspec.GitIgnoreSpec | None:
+    """The project's .gpucignore (gitignore syntax), or None when there is none."""
+    path = root / IGNORE_FILE
+    if not path.is_file():
+        return None
+    import pathspec  # lazy: `up` only
+
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8"
+        raise ConfigError(f"cannot read {path}: {why}", hint=f"fix {path} (gitignore syntax), or delete it") from None
+    for number, line in enumerate(lines, 1):
+        try:
+            pathspec.GitIgnoreSpec.from_lines([line])
+        except ValueError:
+            raise ConfigError(
+                f"{path} line {number} is not a gitignore pattern", hint=f"fix line {number} of {path}"
+            ) from None
+    return pathspec.GitIgnoreSpec.from_lines(lines)
+
+
+def refuse_home_folder(root: Path) -> None:
+    """Run from a folder that holds home folders (/, /home, the user's home or above it, a folder of other
+    users' homes), an upload would be whole accounts: keys, shell histories, tokens."""
+    what = _home_folder(root)
+    if what is not None:
+        raise ConfigError(
+            f"gpuc up would upload {root}, {what}: keys and shell histories included",
+            hint="run gpuc up from your project's folder (cd into it first), or skip the upload with --no-upload",
+        )
+
+
+def _home_folder(root: Path) -> str | None:
+    home = Path.home().resolve()
+    if root == home:
+        return "your whole home folder"
+    if root == Path("/") or root in home.parents:
+        return f"which holds your home folder {home}"
+    history = next((m for m in HOME_MARKS[1:] if (root / m).is_file()), None)
+    if history is not None:
+        return f"a home folder (it has {history})"
+    found = _home_inside(root)
+    return None if found is None else f"which holds {found[0]}/, a home folder (it has its own {found[1]})"
+
+
+def _home_inside(root: Path) -> tuple[str, str] | None:
+    """A sub-folder of root that is someone's home, and the mark that says so; None when there is none."""
+    try:
+        children = sorted(e.name for e in os.scandir(root) if e.is_dir(follow_symlinks=False))
+    except OSError:
+        return None  # unreadable: the listing that follows says so
+    for name in children:
+        mark = next((m for m in HOME_MARKS if os.path.lexists(os.path.join(root, name, m))), None)
+        if mark is not None:
+            return name, mark
+    return None
+
+
+def _inside(folder: Path | None, root: Path) -> PurePosixPath | None:
+    """`folder` relative to root when it lies inside it (a GPUC_HOME kept in the project), else None."""
+    if folder is None:
+        return None
+    resolved = folder.expanduser().resolve()
+    return PurePosixPath(resolved.relative_to(root).as_posix()) if resolved.is_relative_to(root) else None
+
+
+def _git_files(root: Path) -> list[str] | None:
+    """What git would keep, relative to root; None when root is not in a git work tree (or no git)."""
+    try:
+        inside = subprocess.run(
+            ["git", "rev-parse", "--is-inside-work-tree"], cwd=root, capture_output=True, text=True, timeout=30
+        )
+        if inside.returncode != 0 or inside.stdout.strip() != "true":
+            return None
+        listed = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=root,
+            capture_output=True,
+            timeout=120,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if listed.returncode != 0:
+        raise ConfigError(
+            f"git could not list the files of {root}: {listed.stderr.decode(errors='replace').strip()[-200:]}",
+            hint="fix the repository, or upload nothing with --no-upload",
+        )
+    # A tracked file deleted from the work tree is listed twice over (cached); each name is sent once.
+    return sorted({n for n in listed.stdout.decode(errors="surrogateescape").split("\0") if n})
+
+
+def _walk(root: Path, ignore: pathspec.GitIgnoreSpec | None = None) -> list[str]:
+    out: list[str] = []
+    # A folder .gpucignore leaves out is not walked (a data/ of a million files), unless a `!` line may take
+    # something under it back: then each file is judged, as in a git work tree.
+    prune = ignore if ignore is not None and all(p.include is not False for p in ignore.patterns) else None
+    for folder, dirs, files in os.walk(root):
+        base = Path(folder).relative_to(root)
+        dirs[:] = sorted(
+            d for d in dirs if d not in SKIP_DIRS and not (prune and prune.match_file(f"{(base / d).as_posix()}/"))
+        )
+        out.extend((base / name).as_posix() for name in sorted(files))
+        # A link to a folder is not walked into; it travels as a link.
+        out.extend((base / d).as_posix() for d in dirs if (Path(folder) / d).is_symlink())
+    return out
+
+
+def _add(bundle: Bundle, rel: PurePosixPath) -> None:
+    why = skipped_name(rel)
+    if why is not None:
+        if why not in bundle.skipped:
+            bundle.skipped.append(why)
+        return
+    path = bundle.root / rel
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return  # listed by git but deleted from the work tree: nothing to send
+    if stat.S_ISLNK(st.st_mode):
+        target = os.readlink(path)
+        inside = (path.parent / target).resolve()
+        if os.path.isabs(target) or not inside.is_relative_to(bundle.root):
+            bundle.skipped.append(f"{rel} (a link out of the project)")
+            return
+        bundle.links[rel.as_posix()] = target
+    elif stat.S_ISREG(st.st_mode):
+        bundle.files[rel.as_posix()] = st.st_size
+    elif stat.S_ISDIR(st.st_mode):
+        bundle.skipped.append(f"{rel}/ (a git submodule: not uploaded)")
+
+
+def check_size(bundle: Bundle, max_mb: float) -> None:
+    limit = int(max_mb * 1e6)
+    if bundle.total_bytes <= limit:
+        return
+    biggest = sorted(bundle.files.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
+    shown = ", ".join(f"{name} ({_mb(size)})" for name, size in biggest)
+    leave_out = (
+        "add big files to .gitignore"
+        if bundle.how == "git ls-files"
+        else "this folder is not a git work tree, so every file goes: move big files out (or git init and"
+        " .gitignore them)"
+    )
+    raise ConfigError(
+        f"the project at {bundle.root} is {_mb(bundle.total_bytes)}, over the {max_mb:g} MB upload limit;"
+        f" biggest: {shown}",
+        hint=f"{leave_out}; data and checkpoints belong in a bucket or are downloaded on the pod."
+        " Or raise GPUC_UPLOAD_MAX_MB, or skip the upload with --no-upload",
+    )
+
+
+def check_credentials(bundle: Bundle) -> None:
+    """Refuse when a file that would be uploaded looks like a credential (client/onpod/secretscan.py)."""
+    findings = secretscan.scan(bundle.root, (rel for rel in bundle.files if rel not in bundle.allowed))
+    if not findings:
+        return
+    shown = "\n".join(f"  {f.line()}" for f in findings[:20])
+    more = f"\n  ... and {len(findings) - 20} more" if len(findings) > 20 else ""
+    first = findings[0].path
+    raise ConfigError(
+        f"the project at {bundle.root} holds what looks like credentials; a pod is someone else's machine, so"
+        f" nothing was rented:\n{shown}{more}",
+        hint=f"leave each out with a line in {bundle.root / IGNORE_FILE} (gitignore syntax, e.g. `{first}`); if"
+        f" one is not a secret, send it anyway with `!{first}` there",
+    )
+
+
+def prepare(root: Path, max_mb: float, gpuc_home: Path | None = None) -> Bundle:
+    """Listed, measured and checked for credentials on the laptop, before anything is rented."""
+    bundle = collect(root, gpuc_home)
+    check_size(bundle, max_mb)
+    check_credentials(bundle)
+    return bundle
+
+
+# -- onto the pod ---------------------------------------------------------------------------------
+def upload(access: PodAccess, bundle: Bundle, say: Callable[[str], None], part_bytes: int = PART_BYTES) -> None:
+    """The project into the pod's workspace, in parts the pod joins, checks and unpacks (ask unpack).
+    Raises GpucError (then `up` destroys the pod)."""
+    data = bundle.archive()
+    digest = hashlib.sha256(data).hexdigest()
+    count = max(1, -(-len(data) // part_bytes))
+    for i in range(count):
+        chunk = data[i * part_bytes : (i + 1) * part_bytes]
+        access.put_file(f"{UPLOAD_DIR}/part-{i:05d}", chunk, 0o600)
+    try:
+        unpacked = ask.unpack(access, digest, timeout_s=UNPACK_TIMEOUT_S)
+    except ask.PodAnswerError as exc:
+        raise GpucError(
+            f"unpacking the project on the pod failed: {exc.error or exc.message}", hint="check the pod's disk space"
+        ) from None
+    say(f"  project uploaded: {bundle.describe()} -> {unpacked.workspace} ({_mb(len(data))} sent)")
+    if bundle.skipped:
+        say(f"  not uploaded: {', '.join(bundle.skipped[:6])}{' ...' if len(bundle.skipped) > 6 else ''}")
+
+
+# -- is what the command names on the pod? ----------------------------------------------------------
+_PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
+_SHELLS = frozenset({"sh", "bash", "zsh", "dash"})
+_PY_VALUE_OPTS = frozenset({"-W", "-X", "--check-hash-based-pycs"})
+_LAUNCHERS = frozenset({"torchrun", "deepspeed", "accelerate"})
+
+
+def named_files(command: list[str]) -> tuple[str | None, list[str]]:
+    """(the program to find on PATH, or None when argv[0] is a path; the files the command runs).
+
+    Only what is surely an input: the program itself, the script an interpreter or a launcher runs. A
+    later argument may be an output the job creates; those are never checked (a false alarm here destroys
+    a pod whose job would have worked)."""
+    if not command:
+        return None, []
+    first, args = command[0], command[1:]
+    files = [first] if "/" in first else []
+    program = None if "/" in first else first
+    name = os.path.basename(first)
+    if _PYTHON.match(name):
+        files += _python_script(args)
+    elif name in _SHELLS and not any(_is_c_option(a) for a in args):
+        files += [a for a in args if not a.startswith("-")][:1]
+    elif name in _LAUNCHERS:
+        files += [a for a in args if a.endswith(".py") and not a.startswith("-")][:1]
+    return program, files
+
+
+def _python_script(args: list[str]) -> list[str]:
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        if arg in ("-m", "-c", "-"):
+            return []  # a module, inline code, stdin: no file to check
+        if arg in _PY_VALUE_OPTS:
+            skip = True
+            continue
+        if arg.startswith("-"):
+            if arg[1:2] in ("m", "c") and not arg.startswith("--"):
+                return []  # -mpkg, -c'code'
+            continue
+        return [arg]
+    return []
+
+
+def _is_c_option(arg: str) -> bool:
+    """-c, -ec, -xc ...: the shell runs a string, not a file."""
+    return arg.startswith("-") and not arg.startswith("--") and "c" in arg[1:]
+
+
+def missing_on_pod(access: PodAccess, command: list[str]) -> list[str]:
+    """The program or files COMMAND needs that the pod does not have (checked by the pod, where the job runs:
+    its folder, its PATH)."""
+    program, files = named_files(command)
+    if program is None and not files:
+        return []
+    try:
+        return ask.missing(access, program, files)
+    except ask.OlderPod:
+        raise
+    except ask.PodAnswerError:
+        return []  # cannot tell: the job's own error will say it, no pod is destroyed on a guess
+
+
+def missing_message(missing: list[str], command: list[str], access: PodAccess, bundle: Bundle | None) -> str:
+    program, _files = named_files(command)
+    parts = [f"no program {program!r} on the pod's PATH"] if program in missing else []
+    files = [m for m in missing if m != program]
+    if files:
+        count = len(bundle.files) + len(bundle.links) if bundle else 0
+        held = f" (it holds the {count} files uploaded from {bundle.root})" if bundle else ""
+        parts.append(f"{', '.join(files)} not in the job's folder {pod_paths(access).workspace}{held}")
+    return f"`{shlex.join(command)[:80]}`: {'; '.join(parts)}"
+
+
+def check_command(access: PodAccess, command: list[str], bundle: Bundle | None, *, destroying: bool = True) -> None:
+    """Raise ConfigError when what COMMAND runs is not on the pod. From `up` the pod was just created for
+    this job: the error destroys it (seconds billed, not the bootstrap's minutes and the job's failure)."""
+    if not command:
+        return
+    missing = missing_on_pod(access, command)
+    if not missing:
+        return
+    message = missing_message(missing, command, access, bundle)
+    if destroying:
+        raise ConfigError(
+            message,
+            hint="the pod was destroyed; run gpuc up from the project's folder (git-ignored files are not sent),"
+            " or fix the command's path",
+        )
+    raise ConfigError(message, hint="fix the command's path, or copy the file onto the pod first")
+
+
+def put_project(access: PodAccess, bundle: Bundle, command: list[str], say: Callable[[str], None]) -> None:
+    """The project into the workspace, then the check: right after the upload, before the bootstrap's
+    minutes are billed."""
+    upload(access, bundle, say)
+    check_command(access, command, bundle)

@@ -1,0 +1,101 @@
+"""`gpuc ls` as a table: one line per pod, then one line per provider that was NOT read.
+
+"no pods" is printed only when every provider was read: a provider without a key was never asked, and
+an empty table over an unread account is how a forgotten pod stays forgotten.
+
+Every cell and state is cleaned of terminal controls (core/termsafe.py): names, statuses and the
+providers' own texts are the pod's or the provider's word, and a pod on Vast is a stranger's machine.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gpuc.client.text import clock_utc, render_table, short_span
+from gpuc.core.termsafe import clean_line
+
+if TYPE_CHECKING:
+    from gpuc.client.pods.survey import Listing
+
+# SPENT: price x age so far, an estimate (a stopped pod bills less); `gpuc ledger` keeps the record.
+# Times in the WATCHDOG column are UTC, like every time gpuc prints.
+HEADERS = ("PROVIDER", "ID", "EXPERIMENT", "STATUS", "GPU", "AGE", "$/H", "SPENT", "WATCHDOG (UTC)")
+RIGHT = (5, 6, 7)
+# What gives way when the table is too wide, in order (each down to its floor; `--json` has it all).
+# Ids and prices are never cut: an id is what `gpuc down` takes.
+SHRINK = {2: 10, 4: 8, 8: 16, 3: 8}
+_VENDOR_WORDS = ("NVIDIA ", "GeForce ")
+
+
+def short_gpu(name: object, count: object) -> str:
+    if not isinstance(name, str) or not name:
+        return "-"
+    from gpuc.core.catalog import find_gpu  # small, stdlib only; loaded when there is a row to show
+
+    spec = find_gpu(name)
+    label = spec.key if spec else name
+    for word in _VENDOR_WORDS:
+        label = label.replace(word, "")
+    return f"{count}x {label}" if isinstance(count, int) and count > 1 else label
+
+
+def watchdog_view(row: dict[str, object], answered: bool, now: float) -> str:
+    """What the watchdog thinks of the pod, in a few words."""
+    if not row.get("managed"):
+        return "not gpuc's"
+    if not answered:
+        return "?"
+    state = row.get("watchdog")
+    if state is None:
+        return "not registered"
+    seen = row.get("heartbeat_age_s")
+    seen_text = f"seen {short_span(seen)} ago" if isinstance(seen, int | float) else "no heartbeat yet"
+    destroy_at = row.get("destroy_at")
+    if state == "ok":
+        text = f"ok, {seen_text}"
+    elif state == "late":
+        text = f"LATE, {seen_text}"
+    elif state == "down" and isinstance(destroy_at, int | float):
+        text = f"DOWN: destroy at {_hhmm(destroy_at, now)}"
+    else:
+        text = str(state).upper() if state in ("down", "destroying") else str(state)
+    lease = row.get("lease_until")
+    if isinstance(lease, int | float):
+        text += f"; kept to {_hhmm(lease, now)}"
+    return text
+
+
+def _hhmm(ts: float, now: float) -> str:
+    return clock_utc(ts, now).removesuffix(" UTC")  # the header says UTC once
+
+
+def cells(row: dict[str, object], answered: bool, now: float) -> list[str]:
+    price, age, cost = row.get("price_per_hour"), row.get("age_s"), row.get("cost_usd")
+    return [
+        clean_line(cell)
+        for cell in (
+            row.get("provider"),
+            row.get("id"),
+            row.get("experiment") or "-",
+            row.get("status"),
+            short_gpu(row.get("gpu"), row.get("gpu_count")),
+            short_span(age) if isinstance(age, int | float) else "?",
+            f"{price:.2f}" if isinstance(price, int | float) else "?",
+            f"{cost:.2f}" if isinstance(cost, int | float) else "?",
+            watchdog_view(row, answered, now),
+        )
+    ]
+
+
+def ls_lines(listing: Listing) -> list[str]:
+    unread = [(name, state) for name, state in listing.providers.items() if state != "read"]
+    if not listing.rows:
+        if not unread:
+            return ["no pods"]
+        read = [name for name, state in listing.providers.items() if state == "read"]
+        lines = [f"no pods at {', '.join(read)}" if read else "no provider could be read"]
+    else:
+        rows = [cells(r, listing.watchdog, listing.now) for r in listing.rows]
+        lines = render_table(HEADERS, rows, shrink=SHRINK, right=RIGHT)
+    width = max(len(name) for name, _ in unread) if unread else 0
+    return lines + [f"{name:<{width}}  {clean_line(state)}" for name, state in unread]

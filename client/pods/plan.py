@@ -1,0 +1,412 @@
+"""What `up` is asked to do (UpOptions), what it checks before a create call spends money, and the price it
+shows before asking.
+
+Each refusal here costs nothing; the same problem found after the create costs a pod that is created,
+billed, then destroyed (or worse, left running without a watchdog that can hear it):
+
+- the provider key is set (a rented provider);
+- the ssh key `up` logs in with exists (a rented pod is reached over ssh, key auth only);
+- the watchdog's URL is one a rented pod can reach: a loopback URL is this laptop, so the pod's heartbeats
+  would never arrive and the reaper would count it silent from its first minute;
+- the GPU name picks one card at the provider (core/catalog.py; an ambiguous name lists the choices);
+- the provider can rent what is asked (RunPod no longer rents interruptible pods);
+- `--max-hours` is within the user's cap (max_lifetime_hours): no deadline may lie past it.
+- the secrets for the pod are an allowlist (core/podsecrets.py): their names are printed, a forbidden
+  name in GPUC_POD_SECRETS is refused, results keys that also deploy the watchdog are warned about.
+
+Then `quote` reads the price (the offer `up` will rent, or the provider's listed price), `check_budget`
+refuses a pod whose worst case (price x --max-hours) would cross the month's budget, and `confirm`
+prints the price with the most the pod can cost and when its deadline ends it, asking on a terminal.
+The deadline is gpuc's own, on every provider: the pod's agent and the watchdog each end the pod
+then. No provider-side limit is counted on (RunPod's terminateAfter is sent, and was never enforced).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from gpuc.client import gpunames
+from gpuc.client.context import Ctx
+from gpuc.client.text import clock_utc
+from gpuc.core.budget import MonthSpend, ledger_burns, month_spend, spend_text, usd
+from gpuc.core.errors import ConfigError, GpucError, SafetyRefusal
+from gpuc.core.settings import Settings, env_file_mode_ok, env_name, read_env_file
+
+if TYPE_CHECKING:
+    from gpuc.client.onpod.upload import Bundle
+    from gpuc.core.api import PodRecord
+    from gpuc.core.models import PodSpec
+    from gpuc.core.providers.base import Provider
+
+RENTED = ("runpod", "vast")
+KEY_ENV = {"runpod": ("runpod_api_key", "RUNPOD_API_KEY"), "vast": ("vast_api_key", "VAST_API_KEY")}
+Confirm = Callable[[str], bool]
+
+
+@dataclass
+class UpOptions:
+    experiment: str
+    provider: str = "local"
+    gpu: str = "RTX 4090"
+    gpu_count: int = 1
+    price_per_hour: float | None = None
+    max_hours: float = 12.0
+    interruptible: bool = False
+    bid: float | None = None
+    offer_id: str | None = None
+    image: str | None = None
+    command: list[str] = field(default_factory=list)
+    wait_timeout_s: float = 600.0
+    dry_run: bool = False
+    upload: Bundle | None = None  # the project for the pod's workspace (onpod/upload.py), measured before the create
+    job_id: str | None = None  # the command's id: its outcome names it (client/jobs/follow.py)
+    # Asked with the price before the create (the CLI passes one on a terminal without -y); None: not asked.
+    confirm: Callable[[str], bool] | None = None
+    over_budget: bool = False  # rent even if the month's budget would be crossed (client/pods/plan.py)
+
+
+# -- checks before money is spent, with no provider call --------------------------------------------
+def check_experiment(name: str | None) -> str:
+    if not name:
+        raise ConfigError("an experiment name is required", hint="gpuc up NAME (e.g. gpuc up lora-sweep-3)")
+    from gpuc.core.models import EXPERIMENT_RE  # pydantic: `up` loads it anyway
+
+    if not EXPERIMENT_RE.match(name):
+        raise ConfigError(
+            f"experiment name {name!r} is not valid",
+            hint="use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit",
+        )
+    return name
+
+
+def check_env_file(settings: Settings, provider: str) -> dict[str, str]:
+    """The user's `.env` (the pod gets only its allowlist: plan.pod_secrets). It must be mode 600;
+    rented pods need it to exist."""
+    path = settings.env_file
+    if not path.exists():
+        if provider == "local":
+            return {}
+        raise ConfigError(
+            f"{path} does not exist", hint=f"create it with your secrets, then: chmod 600 {path}"
+        )
+    if not env_file_mode_ok(path):
+        raise ConfigError(f"{path} is readable by other users", hint=f"chmod 600 {path}")
+    return read_env_file(path)
+
+
+def before_create(opts: UpOptions, ctx: Ctx) -> str:
+    """Every check that needs no provider call; the GPU name as the provider spells it."""
+    check_max_hours(ctx.settings, opts.max_hours)
+    if opts.provider in RENTED:
+        check_provider_key(ctx.settings, opts.provider)
+        check_ssh_key(ctx.settings)
+        check_watchdog_reachable(ctx.settings)
+    return gpunames.resolve(opts.provider, opts.gpu)
+
+
+def check_max_hours(settings: Settings, max_hours: float) -> None:
+    cap = settings.max_lifetime_hours
+    if not 0 < max_hours <= cap:
+        raise ConfigError(
+            f"--max-hours {max_hours:g} is not within 0 < h <= {cap:g} (your cap, GPUC_MAX_LIFETIME_HOURS): "
+            "the pod's deadline may not lie past it",
+            hint=f"ask for at most --max-hours {cap:g} (extend a running pod with `gpuc extend POD 2h`), or "
+            "raise GPUC_MAX_LIFETIME_HOURS here and on the watchdog",
+        )
+
+
+def check_provider_key(settings: Settings, provider: str) -> None:
+    name, env = KEY_ENV[provider]
+    value = getattr(settings, name)
+    if value is None or not value.get_secret_value():
+        raise ConfigError(
+            f"no {provider} API key: nothing can be rented there",
+            hint=f"add {env}=... to {settings.env_file} (chmod 600), or export {env}",
+        )
+
+
+def check_ssh_key(settings: Settings) -> None:
+    key = settings.ssh_key_path.expanduser()
+    if not key.is_file():
+        raise ConfigError(
+            f"no ssh key at {key}: `up` reaches a rented pod over ssh (keys only)",
+            hint=f"ssh-keygen -t ed25519 -f {key}, add {key}.pub to your provider account's SSH keys; "
+            "or point GPUC_SSH_KEY_PATH at your key",
+        )
+
+
+def loopback_host(url: str) -> str | None:
+    """The host when `url` names this machine only (localhost, 127.0.0.0/8, ::1, 0.0.0.0), else None."""
+    host = (urlsplit(url).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return host
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return None
+    return host if address.is_loopback or address.is_unspecified else None
+
+
+def check_watchdog_reachable(settings: Settings) -> None:
+    # A loopback sandbox pod (tests, the remote demo) runs on this machine: the loopback URL reaches it.
+    if settings.ssh_sandbox_root is not None:
+        return
+    host = loopback_host(settings.functions_url)
+    if host is None:
+        return
+    raise ConfigError(
+        f"the watchdog at {settings.functions_url} is this machine's loopback: a rented pod cannot reach it "
+        "(its heartbeats would never arrive)",
+        hint="deploy the watchdog (`gpuc watchdog deploy` sets GPUC_FUNCTIONS_URL), or expose this one "
+        "(`gpuc watchdog serve --host 0.0.0.0`, behind a tunnel) and set GPUC_FUNCTIONS_URL to its public URL",
+    )
+
+
+def check_rentable(provider: Provider, opts: UpOptions) -> None:
+    if opts.interruptible and not provider.supports_interruptible:
+        raise ConfigError(
+            f"{provider.name} cannot rent interruptible pods through its public API",
+            hint="rent on-demand (drop --interruptible), or use Vast (`gpuc offers --interruptible`)",
+        )
+
+
+@dataclass(frozen=True)
+class Quote:
+    price_per_hour: float | None  # the whole pod, every GPU
+    source: str  # where the price comes from, in words
+    offer_id: str | None = None  # Vast: the offer priced, which `up` then rents (not a cheaper one found later)
+
+
+def quote(provider: Provider, spec: PodSpec, opts: UpOptions, ctx: Ctx) -> Quote:
+    """The price `up` expects to pay per hour; None when no one can say (then it is said so)."""
+    if opts.price_per_hour is not None:
+        return Quote(opts.price_per_hour, "--price")
+    if opts.provider == "local":
+        return Quote(ctx.settings.local_price_per_hour, "simulated")
+    if opts.offer_id:
+        return Quote(None, f"offer {opts.offer_id}'s own")
+    try:
+        return _listed(provider, spec, opts)
+    except GpucError as exc:
+        ctx.echo(f"  price: could not read {opts.provider}'s offers ({exc.message}); the pod records its own")
+        return Quote(None, "unknown")
+
+
+def _listed(provider: Provider, spec: PodSpec, opts: UpOptions) -> Quote:
+    from gpuc.core.providers.vast import VastProvider  # a rented provider: its client is loaded already
+
+    if isinstance(provider, VastProvider):
+        found = provider.offers(spec.gpu_type, spec.interruptible, num_gpus=spec.gpu_count)
+        if not found:
+            return Quote(None, "no offer passes the filters")  # create says so, with the fix
+        best = found[0]
+        if spec.interruptible:
+            if spec.bid_per_gpu:
+                return Quote(spec.bid_per_gpu * spec.gpu_count, f"your bid, offer {best.id}", best.id)
+            # No bid given: the provider bids from the offer's floor itself; nothing to pin.
+            return Quote(None, f"a bid above offer {best.id}'s min_bid")
+        return Quote(best.price_per_hour, f"offer {best.id}, the cheapest passing the filters", best.id)
+    offers = [o for o in provider.offers(spec.gpu_type, False) if o.id == spec.gpu_type]
+    if not offers:
+        return Quote(None, "not listed")
+    return Quote(offers[0].price_per_hour * spec.gpu_count, f"{opts.provider}'s listed price")
+
+
+def cost_line(q: Quote, opts: UpOptions, gpu: str, now: float) -> str:
+    """The price and the most the pod can cost: true on every provider, because the bound is gpuc's own
+    deadline (the pod's agent and the watchdog), never a provider field."""
+    what = f"{gpu} x{opts.gpu_count}" if opts.gpu_count > 1 else gpu
+    ends = f"--max-hours {opts.max_hours:g}, ends at {clock_utc(now + opts.max_hours * 3600, now)}"
+    held = "enforced by the pod's agent and the watchdog"
+    if q.price_per_hour is None:
+        return f"price: unknown ({q.source}) for {what}; no price to bound; it ends by its deadline ({ends}), {held}"
+    price = f"${q.price_per_hour:.3f}/h for {what} ({q.source})"
+    most = q.price_per_hour * opts.max_hours
+    return f"price: {price}; at most ${most:.2f} by the deadline ({ends}), {held}"
+
+
+def confirm(q: Quote, opts: UpOptions, gpu: str, ctx: Ctx, ask: Confirm | None) -> bool:
+    """Print the price; ask when `ask` is given (the CLI gives one only on a terminal without -y)."""
+    ctx.echo(cost_line(q, opts, gpu, ctx.clock.now()))
+    if ask is None:
+        return True
+    return ask(f"create {opts.experiment} on {opts.provider}?")
+
+
+# -- the month's budget (GPUC_MONTHLY_BUDGET, GPUC_EXPERIMENT_BUDGET; core/budget.py) ---------------------
+@dataclass(frozen=True)
+class BudgetWeight:
+    """One budget against the month's spend plus this pod's worst case (price x --max-hours)."""
+
+    variable: str  # the setting that holds it
+    scope: str  # in words: "the monthly budget", "experiment exp1's budget"
+    limit_usd: float
+    spend: MonthSpend
+    worst_usd: float | None  # None: the price is unknown, so the worst case cannot be bounded
+
+    @property
+    def over(self) -> bool:
+        return self.worst_usd is None or self.spend.total_usd + self.worst_usd > self.limit_usd
+
+    def line(self) -> str:
+        worst = "unknown (no price)" if self.worst_usd is None else usd(self.worst_usd)
+        verdict = "OVER" if self.over else "within"
+        return f"budget: {self.scope} {verdict}: {spend_text(self.spend, self.limit_usd)}; this pod at most {worst}"
+
+
+def weigh_budgets(
+    q: Quote, opts: UpOptions, ctx: Ctx, records: list[PodRecord] | None
+) -> tuple[list[BudgetWeight], list[str]]:
+    """Every budget the user set, weighed; and what the figures rest on (notes). Empty with no budget."""
+    settings = ctx.settings
+    wanted = [
+        ("monthly_budget", "the monthly budget", None),
+        ("experiment_budget", f"experiment {opts.experiment}'s budget", opts.experiment),
+    ]
+    wanted = [w for w in wanted if getattr(settings, w[0]) is not None]
+    if not wanted:
+        return [], []
+    view = ledger_burns(ctx.ledger().entries(), records)
+    now = ctx.clock.now()
+    worst = None if q.price_per_hour is None else q.price_per_hour * opts.max_hours
+    weights = [
+        BudgetWeight(
+            env_name(name), scope, getattr(settings, name), month_spend(view.burns, now, experiment=only), worst
+        )
+        for name, scope, only in wanted
+    ]
+    return weights, view.notes
+
+
+def check_budget(q: Quote, opts: UpOptions, ctx: Ctx, records: list[PodRecord] | None) -> None:
+    """Refuse, before the create, a pod whose worst case would cross a budget; print the budget lines."""
+    weights, notes = weigh_budgets(q, opts, ctx, records)
+    for weight in weights:
+        ctx.echo(weight.line())
+    for note in notes if weights else []:
+        ctx.echo(f"budget: {note}")
+    over = [w for w in weights if w.over]
+    if not over:
+        return
+    if opts.over_budget:
+        ctx.echo(f"budget: {over[0].scope} would be crossed: renting anyway (--over-budget)")
+        if any(w.variable == "GPUC_MONTHLY_BUDGET" and w.spend.total_usd >= w.limit_usd for w in weights):
+            # The watchdog's pull-in (functions/reaper/budget.py) holds for every running pod, this one too.
+            ctx.echo(
+                f"budget: the month's budget is already spent: the watchdog pulls this pod's deadline in to "
+                f"{ctx.settings.budget_pull_in_s / 60:.0f} min from its next pass; `gpuc keep POD --for 2h` "
+                "then keeps it longer"
+            )
+        return
+    raise SafetyRefusal(over_message(over[0], q, opts), hint=over_hint(over[0], q, opts, ctx.settings))
+
+
+def show_budget(q: Quote, opts: UpOptions, ctx: Ctx) -> None:
+    """`up --dry-run`: the budget lines, never a refusal; the watchdog and the ledger asked if they answer."""
+    if ctx.settings.monthly_budget is None and ctx.settings.experiment_budget is None:
+        return  # no budget: no watchdog call (it may be down, and a dry run must not wait on it)
+    try:
+        records: list[PodRecord] | None = ctx.watchdog.status().pods
+    except GpucError:
+        records = None
+    try:
+        weights, notes = weigh_budgets(q, opts, ctx, records)
+    except GpucError as exc:
+        ctx.echo(f"  budget: cannot read the ledger ({exc.message})")
+        return
+    for weight in weights:
+        ctx.echo("  " + weight.line() + (" (up would refuse)" if weight.over else ""))
+    for note in notes if weights else []:
+        ctx.echo(f"  budget: {note}")
+
+
+def over_message(weight: BudgetWeight, q: Quote, opts: UpOptions) -> str:
+    spent = spend_text(weight.spend, weight.limit_usd)
+    if weight.worst_usd is None or q.price_per_hour is None:
+        return (
+            f"{weight.scope} ({usd(weight.limit_usd)}) cannot be checked: this pod's price is unknown ({q.source}), "
+            f"so its worst case has no bound. {spent}"
+        )
+    total = weight.spend.total_usd + weight.worst_usd
+    return (
+        f"{weight.scope} would be crossed: {spent}; this pod's worst case is {usd(weight.worst_usd)} "
+        f"(${q.price_per_hour:.3f}/h x --max-hours {opts.max_hours:g}): {usd(total)} > {usd(weight.limit_usd)}"
+    )
+
+
+def over_hint(weight: BudgetWeight, q: Quote, opts: UpOptions, settings: Settings) -> str:
+    raise_it = f"raise {weight.variable} (in {settings.env_file} or your environment)"
+    if weight.worst_usd is None or q.price_per_hour is None:
+        return f"give the price (--price, $/h), rent anyway with --over-budget, or {raise_it}"
+    left = weight.limit_usd - weight.spend.total_usd
+    hours = math.floor(10 * left / q.price_per_hour) / 10 if q.price_per_hour > 0 else 0.0
+    fits = f"--max-hours {hours:g} fits, {usd(hours * q.price_per_hour)}"
+    shorter = fits if hours >= 0.1 else "none fits what is left"
+    return f"rent for fewer hours ({shorter}), rent anyway with --over-budget, or {raise_it}"
+
+
+# -- what leaves the laptop for the pod (issue 17.4) -------------------------------------------------
+def pod_secrets(settings: Settings, env_file: Mapping[str, str], ctx: Ctx, environ: Mapping[str, str] | None = None
+                ) -> dict[str, str]:
+    """The allowlist for the pod (core.podsecrets), its names printed (never the values), and a warning
+    when the results keys are the ones that deploy the watchdog. A forbidden name refuses `up` here."""
+    from gpuc.core.podconfig import choose_pod_secrets  # pydantic: `up` loads it anyway
+
+    env = os.environ if environ is None else environ
+    chosen = choose_pod_secrets(settings, env_file, env)
+    ctx.echo(chosen.names_line())
+    for warning in chosen.warnings():
+        ctx.echo(warning)
+    same = deploy_key_source(chosen.values, env_file, env)
+    if same is not None:
+        ctx.echo(
+            f"warning: the results keys (GPUC_S3_ACCESS_KEY_ID) are the AWS keys that deploy the watchdog ({same}):"
+            " the pod, on someone else's machine, would hold the keys to your watchdog. Give the pod a key for the"
+            " results bucket only, in GPUC_S3_ACCESS_KEY_ID / GPUC_S3_SECRET_ACCESS_KEY"
+        )
+    return chosen.values
+
+
+def deploy_key_source(
+    sent: Mapping[str, str], env_file: Mapping[str, str], environ: Mapping[str, str]
+) -> str | None:
+    """Where the deploy keys equal to the results keys sent to the pod were found, or None. The deploy
+    keys are what boto3 would use for `gpuc watchdog deploy`: AWS_* in the environment (or in .env), else
+    the shared credentials file's profile."""
+    from gpuc.core.podsecrets import DEPLOY_KEYS, S3_KEYS
+
+    sent_pair = {sent.get(S3_KEYS[0]), sent.get(S3_KEYS[1])} - {None, ""}
+    if not sent_pair:
+        return None
+    for where, source in (("in the environment", environ), ("in .env", env_file)):
+        if sent_pair & {source.get(DEPLOY_KEYS[0]), source.get(DEPLOY_KEYS[1])}:
+            return f"AWS_ACCESS_KEY_ID {where}"
+    path, profile, deploy = shared_credentials(environ)
+    if sent_pair & deploy:
+        return f"profile [{profile}] of {path}"
+    return None
+
+
+def shared_credentials(environ: Mapping[str, str]) -> tuple[Path, str, set[str]]:
+    """The AWS shared credentials file boto3 reads, the profile it picks, and that profile's key id and
+    secret (empty when there is none)."""
+    import configparser
+
+    path = Path(environ.get("AWS_SHARED_CREDENTIALS_FILE") or Path.home() / ".aws" / "credentials").expanduser()
+    profile = environ.get("AWS_PROFILE") or environ.get("AWS_DEFAULT_PROFILE") or "default"
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read(path, encoding="utf-8")
+    except (configparser.Error, OSError, UnicodeDecodeError):
+        return path, profile, set()
+    if not parser.has_section(profile):
+        return path, profile, set()
+    section = parser[profile]
+    return path, profile, {v for v in (section.get("aws_access_key_id"), section.get("aws_secret_access_key")) if v}

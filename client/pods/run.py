@@ -1,0 +1,107 @@
+"""`gpuc run`: a job on a pod gpuc started, under the wrapper (on its exit: sync -> notify -> destroy); and
+finding a pod by what the user typed (look_up, resolve_pod), which `down`, `logs` and `results` share.
+
+Refused while the pod runs a job: the pod says so itself (onpod/ask.py job-state), and a reading that
+cannot be trusted refuses too, since a second job's exit destroys the pod under the first.
+"""
+
+from __future__ import annotations
+
+from gpuc.client.context import Ctx
+from gpuc.client.onpod.ask import OlderPod, PodAnswerError, job_state
+from gpuc.client.onpod.upload import check_command
+from gpuc.client.pods.runs import RunRecord
+from gpuc.core.errors import NotFound, SafetyRefusal
+from gpuc.core.models import Pod
+from gpuc.core.providers.base import PodAccess, Provider
+
+
+def job_on_pod(access: PodAccess, pod: Pod) -> str | None:
+    """What keeps `run` off this pod: a job still running, or the pod ending; None when it is free.
+    A reading that cannot be trusted raises: a second job is what destroys a pod under the first."""
+    try:
+        state = job_state(access)
+    except OlderPod:
+        raise
+    except PodAnswerError as exc:
+        raise SafetyRefusal(
+            f"could not tell whether a job is running on {pod.id} ({exc.message}): not starting another",
+            hint=f"look with `gpuc ls` or ssh in; start it anyway with: gpuc run {pod.id} --force -- ...",
+        ) from None
+    if state.job_pid is not None:
+        return f"a job is still running on it (pid {state.job_pid})"
+    if state.ended in ("", pod.id) or state.ending:
+        return "it is ending (its results sync and destroy are under way)"
+    return None
+
+
+def run_job(
+    ref: str, command: list[str], ctx: Ctx, dry_run: bool = False, force: bool = False, job_id: str | None = None
+) -> Pod:
+    """Start COMMAND under the wrapper. Refused while the pod runs a job (checked on the pod itself):
+    the second job's exit would destroy the pod under the first. `force` starts it anyway."""
+    _run, pod, provider = resolve_pod(ref, ctx)
+    if pod.status != "running":
+        raise SafetyRefusal(f"pod {pod.id} is {pod.status}", hint="only a running pod can take a job")
+    access = ctx.pod_access(provider, pod)
+    busy = job_on_pod(access, pod)
+    if busy and not force:
+        raise SafetyRefusal(
+            f"pod {pod.id}: {busy}; a second job would destroy the pod when it exits, under the first",
+            hint=f"wait for it (gpuc ls), or start it anyway with: gpuc run {pod.id} --force -- ...",
+        )
+    if busy:
+        ctx.echo(f"{pod.id}: {busy}; starting another anyway (--force)")
+    # Refused, not destroyed: this pod was not just created for the job, it may hold someone's work.
+    check_command(access, command, None, destroying=False)
+    if dry_run:
+        ctx.echo(f"dry run: would start under the wrapper on {pod.id}: {short_command(command)}")
+        return pod
+    start_job(access, command, job_id)
+    ctx.echo(job_started(pod, command))
+    return pod
+
+
+def resolve_pod(ref: str, ctx: Ctx) -> tuple[RunRecord, Pod, Provider]:
+    run, pod, provider = look_up(ref, ctx)
+    if pod is None:
+        raise NotFound(
+            f"pod {run.pod_id} no longer exists at {run.provider}", hint="`gpuc ls` shows live pods"
+        )
+    return run, pod, provider
+
+
+def look_up(ref: str, ctx: Ctx) -> tuple[RunRecord, Pod | None, Provider]:
+    """The run, its pod as the provider lists it now (None: gone), and that provider. Refuses a pod
+    without gpuc's marks: gpuc never acts on a pod it did not start."""
+    run = ctx.runs.find(ref)
+    if run.pod_id is None:
+        raise NotFound(
+            f"run {run.run_id} never got a pod id", hint="`gpuc ls` shows what exists at the provider"
+        )
+    provider = ctx.provider(run.provider)
+    pod = provider.get(run.pod_id)
+    if pod is not None and not pod.managed:
+        raise SafetyRefusal(
+            f"pod {pod.id} is not marked as gpuc's", hint="gpuc never acts on pods it did not start"
+        )
+    return run, pod, provider
+
+
+def short_command(command: list[str], width: int = 72) -> str:
+    text = " ".join(command).replace("\n", "; ")
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def start_job(access: PodAccess, command: list[str], job_id: str | None = None) -> None:
+    named = ["--job-id", job_id] if job_id else []
+    access.spawn(["python", "-m", "gpuc.instance_side", "run", *named, "--", *command], role="job")
+
+
+def job_started(pod: Pod, command: list[str]) -> str:
+    """Started is all `up` and `run` know without --wait: never said as if it had succeeded."""
+    return (
+        f"job STARTED on {pod.id}: {short_command(command)}\n"
+        f"  it runs on its own; when it exits the pod syncs results/ and the log, notifies you and destroys"
+        f" itself. Follow it: gpuc logs {pod.id} -f"
+    )

@@ -1,0 +1,170 @@
+"""What `gpuc ls` (and `gpuc watchdog status`) know: every pod at every provider that can be read, joined
+with the laptop's runs and the watchdog's view, and the warnings about what could not be read.
+
+Startup: `gpuc ls` loads this module; it imports nothing heavy (no ssh, no provisioning, no pydantic). The
+watchdog's status comes through the light reader (client/watchdog/status.py), and the ledger's code loads
+only when there is an end to take in.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gpuc.client.context import Ctx
+from gpuc.client.pods.runs import RunRecord
+from gpuc.core.clock import iso
+from gpuc.core.errors import GpucError
+from gpuc.core.providers.registry import KEY_FIELDS, keyed_providers
+from gpuc.core.settings import Settings, env_name
+
+if TYPE_CHECKING:
+    from gpuc.core.api import PodRecord, StatusResponse
+    from gpuc.core.models import Pod
+
+LS_FIELDS = (
+    "provider",
+    "id",
+    "name",
+    "experiment",
+    "status",
+    "gpu",
+    "price_per_hour",
+    "created_at",
+    "managed",
+)
+
+
+# Fields that hold a time: epoch seconds in the rows, ISO 8601 UTC in `gpuc ls --json`.
+LS_TIMES = ("created_at", "last_seen", "lease_until", "destroy_at")
+READ = "read"
+
+
+def providers_to_list(settings: Settings) -> list[str]:
+    """The providers `gpuc ls` lists: local always, each rented one with a key."""
+    return ["local", *keyed_providers(settings)]
+
+
+@dataclass
+class Listing:
+    """What `gpuc ls` found. `providers` says, for EVERY provider, whether it was read: an empty list
+    means "no pods" only when each says READ (a provider without a key was never asked)."""
+
+    rows: list[dict[str, object]]
+    warnings: list[str]
+    providers: dict[str, str]  # name -> READ | "not checked (no key: set ...)" | "not read: why"
+    watchdog: bool  # the watchdog answered (its view is in the rows)
+    now: float
+
+    @property
+    def complete(self) -> bool:
+        return all(state == READ for state in self.providers.values())
+
+
+def survey(ctx: Ctx) -> Listing:
+    """Every pod at every configured provider, joined with what the laptop and the watchdog know."""
+    runs = ctx.runs.by_pod_id()
+    warnings: list[str] = []
+    watch: dict[str, PodRecord] = {}
+    server_time: float | None = None
+    try:
+        status = ctx.watchdog.status()
+        watch = {p.pod_id: p for p in status.pods}
+        server_time = status.server_time
+        warnings.extend(ledger_intake(ctx, status.pods))
+        warnings.extend(status_warnings(status))
+    except GpucError as exc:
+        warnings.append(f"watchdog unreachable: {exc.message}")
+    now = ctx.clock.now()
+    configured = providers_to_list(ctx.settings)
+    states = {name: f"not checked (no key: set {env_name(field)})" for name, field in KEY_FIELDS.items()}
+    rows: list[dict[str, object]] = []
+    for name in configured:
+        try:
+            pods = ctx.provider(name).list_pods()
+        except GpucError as exc:
+            warnings.append(f"{name}: {exc.message}")
+            states[name] = f"not read: {exc.message}"
+            continue
+        states[name] = READ
+        for pod in pods:
+            rows.append(ls_row(pod, runs.get(pod.id), watch.get(pod.id), now, server_time))
+    order = ["local", *KEY_FIELDS]
+    providers = {name: states[name] for name in order if name in states}
+    return Listing(rows, warnings, providers, server_time is not None, now)
+
+
+def ls_row(
+    pod: Pod, run: RunRecord | None, rec: PodRecord | None, now: float, server_time: float | None
+) -> dict[str, object]:
+    row: dict[str, object] = {k: getattr(pod, k) for k in LS_FIELDS}
+    if run and not row["experiment"]:
+        row["experiment"] = run.experiment
+    row["gpu_count"] = pod.gpu_count
+    age = max(0.0, now - pod.created_at) if pod.created_at else None
+    row["age_s"] = round(age) if age is not None else None
+    # An estimate at the listed price (a stopped pod bills less); `gpuc ledger` keeps the record.
+    row["cost_usd"] = round(pod.price_per_hour * age / 3600, 4) if age is not None and pod.price_per_hour else None
+    row["watchdog"] = rec.state if rec else None
+    row["last_seen"] = rec.last_seen if rec else None
+    # The watchdog's own clock on both ends: a laptop clock that is off must not make a pod look silent.
+    seen = server_time - rec.last_seen if rec and rec.last_seen is not None and server_time is not None else None
+    row["heartbeat_age_s"] = round(max(0.0, seen)) if seen is not None else None
+    lease = rec.lease_until if rec else None
+    row["lease_until"] = lease if lease and lease > (server_time or now) else None
+    row["destroy_at"] = rec.destroy_at if rec else None
+    row["ssh"] = f"{pod.ssh_host}:{pod.ssh_port}" if pod.ssh_host else None
+    return row
+
+
+def list_all(ctx: Ctx) -> tuple[list[dict[str, object]], list[str]]:
+    found = survey(ctx)
+    return found.rows, found.warnings
+
+
+def ledger_intake(ctx: Ctx, records: list[PodRecord]) -> list[str]:
+    """Take the watchdog's ends into the ledger. A ledger problem is the ledger's (said so, with its fix),
+    never "watchdog unreachable", and never stops `ls` from listing the pods."""
+    try:
+        report = ctx.ledger().sync_from_functions(records)
+    except GpucError as exc:
+        return [f"ledger: {exc.message}" + (f" (fix: {exc.hint})" if exc.hint else "")]
+    except OSError as exc:  # a full disk, say: the ends stay with the watchdog until the next try
+        return [f"ledger: could not write the ends recorded by the watchdog ({exc.strerror or exc})"]
+    taken = [f"ledger: took in {report.closed} end(s) recorded by the pods or the watchdog"] if report.closed else []
+    return taken + [f"ledger: {w}" for w in report.warnings]
+
+
+def status_warnings(status: StatusResponse) -> list[str]:
+    """What `gpuc ls` and `gpuc watchdog status` warn about: a stale reaper (F14), and each provider the
+    reaper cannot read (nothing is destroyed there: a frozen pod on it bills unchecked)."""
+    warnings = reaper_warnings(status.reaper_last_run, status.reaper_period_s, status.server_time)
+    for blind in status.reaper_blind_since:
+        lasted = max(0.0, status.server_time - blind.since)
+        why = f": {blind.why}" if blind.why else ""
+        warnings.append(
+            f"the reaper cannot read {blind.provider} since {iso(blind.since)} ({lasted / 60:.0f} min){why}; "
+            f"{blind.provider} pods are not watched until it can"
+        )
+    return warnings
+
+
+def reaper_warnings(last_run: float | None, period_s: float, now: float) -> list[str]:
+    if last_run is None:
+        return ["the watchdog's reaper has never run (F14): deploy or serve it"]
+    age = now - last_run
+    if age > 2 * period_s:
+        return [
+            f"the watchdog's reaper last ran {age / 60:.0f} min ago (period {period_s / 60:.0f} min): it is STALE"
+        ]
+    return []
+
+
+def dumps_rows(rows: list[dict[str, object]]) -> str:
+    def when(key: str, value: object) -> object:
+        return iso(value) if key in LS_TIMES and isinstance(value, int | float) else value
+
+    return json.dumps([{k: when(k, v) for k, v in r.items()} for r in rows], indent=2, default=str)
+
+

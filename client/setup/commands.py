@@ -1,0 +1,105 @@
+"""`gpuc doctor` (check the setup before you rent; `--install-hook` adds the pre-commit secret guard),
+`gpuc demo` and `gpuc drill`: click only, one call each."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from gpuc.client.commands import require_testkit
+from gpuc.client.context import Ctx, pass_ctx
+
+
+@click.command("doctor")
+@click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=None, help="[current dir]")
+@click.option(
+    "--install-hook",
+    "install_hook_flag",
+    is_flag=True,
+    help="Install the pre-commit secret guard in the repo first.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON (fields below).")
+@click.option(
+    "--live",
+    is_flag=True,
+    help="Also read each configured provider account (reads only, never writes) and settle unconfirmed facts.",
+)
+@pass_ctx
+def doctor(ctx: Ctx, repo: Path | None, install_hook_flag: bool, as_json: bool, live: bool) -> None:
+    """Check the setup before you rent: each check passes (✓) or fails (✗) with its fix.
+
+    Checks: .env exists, has mode 600 and is git-ignored; provider keys and the watchdog admin token
+    are present (never printed); each provider balance is within the cap and above the low mark;
+    the watchdog answers and its reaper ran within two periods; the experiment repo (--repo, or
+    the current directory) has gpuc's pre-commit secret guard, which refuses commits holding
+    hf_/rpa_/sk- tokens, values from .env, or a .env file. Exits 1 when any check fails.
+
+    --live reads (never writes) each provider whose key is set: its pod list, balance and one offer
+    search, the pod-scoped key's rights on a running gpuc pod (probed on the pod over ssh), and says of
+    each provider fact the README lists as unconfirmed whether this account confirms or refutes it.
+
+    \b
+    --json fields: ok (no check failed), installed_hook (path or null),
+    checks[] {name, status: ok|fail|warn, detail, fix}; with --live also
+    facts[] {provider, fact, status: confirmed|refuted|unknown, detail}.
+    """
+    from gpuc.client.setup.doctor import doctor_deps, doctor_json, doctor_text, env_path, run_checks
+    from gpuc.client.setup.doctor_live import live_checks
+    from gpuc.client.setup.hook import install_hook
+
+    cwd = Path.cwd()
+    deps = doctor_deps(ctx, (repo or cwd).resolve())
+    installed = install_hook(deps.repo, env_path(ctx.settings, cwd), deps.git) if install_hook_flag else None
+    checks = run_checks(deps, cwd)
+    facts = live_checks(ctx) if live else None
+    click.echo(doctor_json(checks, facts, installed) if as_json else doctor_text(checks, facts, installed))
+    if any(c.status == "fail" for c in [*checks, *(facts.checks if facts else [])]):
+        click.get_current_context().exit(1)
+
+
+@click.command()
+@click.option(
+    "--home",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Keep the demo's state here (default: a temporary folder, removed after).",
+)
+@click.option(
+    "--provider",
+    type=click.Choice(["local", "runpod", "vast"]),
+    default="local",
+    show_default=True,
+    help="runpod / vast: against that provider's emulator, pods reached over a loopback sshd.",
+)
+def demo(home: Path | None, provider: str) -> None:
+    """Run the whole pod life end to end (no accounts, no network): on the embedded default, or
+    against a RunPod or Vast emulator through the rented-pod path (create, ssh, install, self-destroy)."""
+    require_testkit("demo")
+    # Lazy: `gpuc demo --help` and every TAB load this module; the demo's stack (~180 ms) loads only to run.
+    from gpuc.client.setup.demo import run_demo
+
+    code = run_demo(click.echo, home=home, keep_home=home is not None, provider=provider)
+    raise SystemExit(code)
+
+
+@click.command()
+@click.option(
+    "--faults",
+    is_flag=True,
+    help="Inject seeded faults: provider errors, notifier/store/network outages, duplicate and concurrent reaper runs.",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for the fault plan.")
+@click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
+def drill(faults: bool, seed: int, as_json: bool) -> None:
+    """Run the SPEC failure matrix F1-F18 on a virtual clock and print what each failure costs."""
+    require_testkit("drill")
+    # Lazy: the drill's scenarios live in gpuc.testkit, which only a clone of the repository has.
+    from gpuc.client.setup.drill_text import render
+    from gpuc.testkit.drill import run_drill
+
+    report = run_drill(faults=faults, seed=seed)
+    click.echo(json.dumps(report.as_json(), indent=2) if as_json else render(report))
+    if not report.ok:
+        raise SystemExit(1)

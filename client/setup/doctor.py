@@ -1,0 +1,343 @@
+"""The pre-rent checklist as checks: each one passes (✓) or fails (✗) with the command that fixes it.
+
+Pure checks over injected dependencies (a git runner, the watchdog's status call, a balance reader), so
+every ✗ is testable without a network, a provider account or a real repository.
+
+The secret guard (`gpuc doctor --install-hook`) is written by setup/hook.py; a check here says whether it
+is installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuc.client.context import Ctx
+from gpuc.client.money.balance import BalanceReport, account_checks, check_balances, provider_factories
+from gpuc.client.setup.checks import Check, fail, ok, render, warn
+from gpuc.client.setup.doctor_live import LiveReport
+from gpuc.client.setup.doctor_live import render as render_facts
+from gpuc.client.setup.hook import HOOK_MARKER, GitRunner, hooks_dir
+from gpuc.core.api import StatusResponse
+from gpuc.core.errors import GpucError
+from gpuc.core.providers.registry import keyed_providers
+from gpuc.core.settings import Settings, env_file_mode_ok, env_name
+
+
+def run_git(args: list[str], cwd: Path) -> tuple[int, str]:
+    try:
+        done = subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=20, check=False
+        )
+    except FileNotFoundError:
+        return 127, ""
+    except subprocess.TimeoutExpired:
+        return 124, ""
+    return done.returncode, done.stdout.strip()
+
+
+# --- .env ------------------------------------------------------------------------------------------------
+
+
+def env_source(env_file: Path, environ: Mapping[str, str], cwd: Path) -> Check:
+    """Which .env gpuc read, and why that one (core.settings.find_env_file chose it): a key that "is in
+    .env" but not seen is most often in another .env than the one read."""
+    config = Path(environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "gpuc" / ".env"
+    if environ.get("GPUC_ENV_FILE"):
+        why = "GPUC_ENV_FILE names it"
+    elif not env_file.exists():
+        return ok(".env read", f"none: no .env from {cwd} up to the repo root, nor {config}")
+    elif env_file == config:
+        why = "your config folder; none from here up to the repo root"
+    elif env_file.parent == cwd.resolve():
+        why = "this folder"
+    else:
+        why = "the nearest from this folder up to the repo root"
+    return ok(".env read", f"{env_file} ({why})")
+
+
+def check_env_file(env_file: Path, git: GitRunner) -> list[Check]:
+    if not env_file.exists():
+        return [
+            fail(
+                ".env exists",
+                f"{env_file} is missing",
+                f"touch {env_file} && chmod 600 {env_file}, then add RUNPOD_API_KEY=... or VAST_API_KEY=...",
+            )
+        ]
+    return [ok(".env exists", str(env_file)), check_env_mode(env_file), check_env_ignored(env_file, git)]
+
+
+def check_env_mode(env_file: Path) -> Check:
+    if env_file_mode_ok(env_file):
+        return ok(".env mode 600", "only you can read it")
+    mode = stat.S_IMODE(env_file.stat().st_mode)
+    return fail(".env mode 600", f"mode is {mode:o}: other users can read your keys", f"chmod 600 {env_file}")
+
+
+def check_env_ignored(env_file: Path, git: GitRunner) -> Check:
+    where = env_file.parent
+    tracked, _ = git(["ls-files", "--error-unmatch", env_file.name], where)
+    if tracked == 0:
+        return fail(
+            ".env git-ignored",
+            f"{env_file} is committed to git: its keys are in the history",
+            f"git rm --cached {env_file.name} && echo .env >> .gitignore, then rotate every key in it",
+        )
+    code, _ = git(["check-ignore", "-q", env_file.name], where)
+    if code == 0:
+        return ok(".env git-ignored", "git will not commit it")
+    if code == 1:
+        return fail(
+            ".env git-ignored",
+            f"{env_file} is not git-ignored: one `git add .` publishes your keys",
+            f"echo .env >> {where / '.gitignore'}",
+        )
+    return ok(".env git-ignored", "not inside a git repository: nothing can commit it")
+
+
+# --- keys ------------------------------------------------------------------------------------------------
+
+
+def _has(settings: Settings, field: str) -> bool:
+    value = getattr(settings, field)
+    return value is not None and bool(value.get_secret_value())
+
+
+def check_keys(settings: Settings) -> list[Check]:
+    """Presence only: a key's value is never read into a message."""
+    remote = {"runpod": "runpod_api_key", "vast": "vast_api_key"}
+    present = [env_name(f) for f in remote.values() if _has(settings, f)]
+    checks: list[Check] = []
+    wanted = remote.get(settings.provider)
+    if wanted is not None and not _has(settings, wanted):
+        checks.append(
+            fail(
+                "provider key",
+                f"GPUC_PROVIDER is {settings.provider} but {env_name(wanted)} is not set",
+                f"add {env_name(wanted)}=... to {settings.env_file} (mode 600)",
+            )
+        )
+    elif present:
+        checks.append(ok("provider key", ", ".join(present) + " set"))
+    else:
+        checks.append(
+            warn(
+                "provider key",
+                "no RunPod or Vast key: only the local provider works",
+                f"add RUNPOD_API_KEY=... or VAST_API_KEY=... to {settings.env_file} (mode 600)",
+            )
+        )
+    if _has(settings, "admin_token"):
+        checks.append(ok("watchdog admin token", "GPUC_ADMIN_TOKEN set"))
+    else:
+        checks.append(
+            fail(
+                "watchdog admin token",
+                "GPUC_ADMIN_TOKEN is not set: gpuc cannot talk to its watchdog",
+                "run `gpuc watchdog serve` once (it stores one in your gpuc home), or set GPUC_ADMIN_TOKEN",
+            )
+        )
+    return checks
+
+
+def check_deadline(settings: Settings) -> Check:
+    """What bounds a pod that looks alive, on every provider: gpuc's own deadline, held in two places."""
+    hours, cap = settings.max_hours, settings.max_lifetime_hours
+    if hours > cap:
+        return fail(
+            "money bound (deadline)",
+            f"GPUC_MAX_HOURS {hours:g} is above GPUC_MAX_LIFETIME_HOURS {cap:g}: `up` refuses every pod",
+            f"lower GPUC_MAX_HOURS to at most {cap:g}, or raise GPUC_MAX_LIFETIME_HOURS",
+        )
+    return ok(
+        "money bound (deadline)",
+        f"a pod ends at its deadline (--max-hours, default {hours:g} h; `gpuc extend` up to {cap:g} h from its "
+        "start), held by the pod's agent (sync first) and by the watchdog if the agent does not, whatever its "
+        "pings and GPU say. RunPod and Vast alike: no provider-side limit counts (RunPod's terminateAfter is "
+        "sent but never enforced, runpodctl #330; Vast has none)",
+    )
+
+
+# --- balance ---------------------------------------------------------------------------------------------
+
+
+def check_balance(report: BalanceReport) -> list[Check]:
+    lines = [line for line in report.providers if line.configured]
+    if not lines:
+        return [
+            warn("balance", "no provider account configured", "add RUNPOD_API_KEY or VAST_API_KEY to .env")
+        ]
+    checks: list[Check] = []
+    for line in lines:
+        name = f"balance {line.provider}"
+        if line.error or line.balance_usd is None:
+            checks.append(fail(name, f"cannot read it: {line.error}", line.hint or "check the key and retry"))
+        elif line.balance_usd > report.cap_usd:
+            checks.append(
+                fail(
+                    name,
+                    f"${line.balance_usd:.2f} is above the ${report.cap_usd:.2f} cap",
+                    "do not top up past the cap (a leaked key spends it all); or raise GPUC_BALANCE_CAP_USD",
+                )
+            )
+        elif line.balance_usd < report.low_usd:
+            checks.append(
+                fail(
+                    name,
+                    f"${line.balance_usd:.2f} is below the ${report.low_usd:.2f} low mark: pods stop at 0",
+                    f"top up to at most ${report.cap_usd:.2f} before the next run",
+                )
+            )
+        else:
+            checks.append(
+                ok(name, f"${line.balance_usd:.2f}, within ${report.low_usd:.2f}-${report.cap_usd:.2f}")
+            )
+    return checks
+
+
+# --- the watchdog ----------------------------------------------------------------------------------------
+
+
+def check_watchdog(status: Callable[[], StatusResponse], url: str) -> list[Check]:
+    try:
+        answer = status()
+    except GpucError as exc:
+        return [
+            fail(
+                "watchdog reachable",
+                f"{url}: {exc.message}",
+                exc.hint or "start it: `gpuc watchdog serve` (local) or `gpuc watchdog deploy` (AWS)",
+            )
+        ]
+    checks = [ok("watchdog reachable", url)]
+    last, period = answer.reaper_last_run, answer.reaper_period_s
+    if last is None:
+        checks.append(
+            fail(
+                "reaper ran recently",
+                "the reaper has never run: nothing destroys a pod whose agent died",
+                "`gpuc watchdog serve` runs it on a timer; on AWS check the schedule (gpuc watchdog status)",
+            )
+        )
+        return checks
+    # The server's own clock on both sides: a laptop clock that is off must not fake a stale reaper.
+    age = answer.server_time - last
+    if age > 2 * period:
+        checks.append(
+            fail(
+                "reaper ran recently",
+                f"last run {age / 60:.0f} min ago, period {period / 60:.0f} min: it is stale",
+                "restart it: `gpuc watchdog serve`, or redeploy with `gpuc watchdog deploy`",
+            )
+        )
+    else:
+        checks.append(ok("reaper ran recently", f"{age / 60:.0f} min ago (period {period / 60:.0f} min)"))
+    checks.append(check_blind(answer))
+    return checks
+
+
+def check_blind(answer: StatusResponse) -> Check:
+    """A provider the reaper cannot read is one where nothing is destroyed: a frozen pod there bills."""
+    if not answer.reaper_blind_since:
+        return ok("reaper sees every provider", "its last pass read every provider")
+    parts = []
+    for blind in answer.reaper_blind_since:
+        lasted = max(0.0, answer.server_time - blind.since)
+        parts.append(f"{blind.provider} since {lasted / 60:.0f} min ago" + (f" ({blind.why})" if blind.why else ""))
+    names = ", ".join(b.provider for b in answer.reaper_blind_since)
+    return fail(
+        "reaper sees every provider",
+        f"cannot read {'; '.join(parts)}: pods there are not watched",
+        f"check the {names} API key the watchdog uses (revoked? expired?) and the provider's status page; "
+        "`gpuc watchdog status` shows when it recovers",
+    )
+
+
+# --- the pre-commit secret guard (setup/hook.py) -----------------------------------------------------
+
+
+def check_hook(repo: Path, git: GitRunner) -> Check:
+    hooks = hooks_dir(repo, git)
+    if hooks is None:
+        return warn(
+            "pre-commit secret guard",
+            f"{repo} is not a git repository",
+            "run `gpuc doctor` inside your experiment repository (or pass --repo PATH)",
+        )
+    hook = hooks / "pre-commit"
+    if not hook.exists():
+        return fail("pre-commit secret guard", f"no pre-commit hook in {repo}", "gpuc doctor --install-hook")
+    if HOOK_MARKER not in hook.read_text(encoding="utf-8", errors="replace"):
+        return fail(
+            "pre-commit secret guard",
+            f"{hook} is another hook",
+            f"mv {hook} {hook}.local (the guard runs it after its checks), then gpuc doctor --install-hook",
+        )
+    if not os.access(hook, os.X_OK):
+        return fail("pre-commit secret guard", f"{hook} is not executable", f"chmod 700 {hook}")
+    return ok("pre-commit secret guard", str(hook))
+
+
+# --- all of it -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class DoctorDeps:
+    settings: Settings
+    repo: Path
+    git: GitRunner
+    status: Callable[[], StatusResponse]
+    balances: Callable[[], BalanceReport]
+
+
+def env_path(settings: Settings, cwd: Path) -> Path:
+    return settings.env_file if settings.env_file.is_absolute() else cwd / settings.env_file
+
+
+def run_checks(deps: DoctorDeps, cwd: Path, environ: Mapping[str, str] | None = None) -> list[Check]:
+    env_file = env_path(deps.settings, cwd)
+    checks = [env_source(env_file, os.environ if environ is None else environ, cwd)]
+    checks += check_env_file(env_file, deps.git)
+    checks += check_keys(deps.settings)
+    checks.append(check_deadline(deps.settings))
+    balances = deps.balances()
+    checks += check_balance(balances) + [Check(**c) for c in account_checks(balances, deps.settings)]
+    checks += check_watchdog(deps.status, deps.settings.functions_url)
+    checks.append(check_hook(deps.repo, deps.git))
+    return checks
+
+
+def doctor_deps(ctx: Ctx, repo: Path) -> DoctorDeps:
+    """What the checks read, from the Ctx: the watchdog's status, each keyed account's balance, real git."""
+    remote = tuple(keyed_providers(ctx.settings))
+    return DoctorDeps(
+        settings=ctx.settings,
+        repo=repo,
+        git=run_git,
+        status=ctx.watchdog.status,
+        balances=lambda: check_balances(ctx.settings, provider_factories(ctx, remote)),
+    )
+
+
+def doctor_text(checks: list[Check], facts: LiveReport | None, installed: Path | None) -> str:
+    lines = [f"installed the secret guard: {installed}"] if installed else []
+    lines.append(render([*checks, *(facts.checks if facts else [])]))
+    if facts is not None:
+        lines.append(render_facts(facts))
+    return "\n".join(lines)
+
+
+def doctor_json(checks: list[Check], facts: LiveReport | None, installed: Path | None) -> str:
+    """--json: ok (no check failed), installed_hook, checks[]; with --live also facts[]."""
+    every = [*checks, *(facts.checks if facts else [])]
+    passed = all(c.status != "fail" for c in every)
+    body: dict[str, object] = {"ok": passed, "installed_hook": str(installed) if installed else None}
+    if facts is not None:
+        body["facts"] = [f.model_dump() for f in facts.facts]
+    return json.dumps({**body, "checks": [c.model_dump() for c in every]}, indent=2)

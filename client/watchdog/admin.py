@@ -1,0 +1,173 @@
+"""What the `gpuc watchdog` commands do and say: the local server's banner and log, one reaper pass, the
+watchdog's status in lines, and a deploy to AWS that carries the local watchdog's pods over.
+
+Output goes through two callables, `say` (stdout) and `warn` (stderr), which the commands give.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+from gpuc.client.context import Ctx
+from gpuc.client.text import span_words
+from gpuc.core.clock import iso
+from gpuc.core.errors import ConfigError
+from gpuc.core.settings import Settings, load_settings, read_env_file
+from gpuc.core.termsafe import clean_line
+
+if TYPE_CHECKING:  # startup: the API models (pydantic) load with the first request that needs them
+    from gpuc.core.api import ReapReport, RegisterRequest, StatusResponse
+
+Say = Callable[[str], None]
+Ask = Callable[[str], bool]
+
+
+# -- serve ----------------------------------------------------------------------------------------------
+def serve(ctx: Ctx, host: str, port: int, reaper_period: float | None, warn: Say) -> None:
+    """The watchdog on this machine: the same handlers as on AWS, a SQLite store, the reaper on a timer."""
+    import os
+
+    from gpuc.client.pods.runs import ensure_home
+    from gpuc.functions.server import serve as run_server
+
+    settings = ctx.settings
+    if reaper_period:
+        # The reaper judges its own clock by its period: passes every 30 min under a 5-min setting would
+        # each look like a clock jump (and hold every destroy).
+        settings = settings.with_overrides(reaper_period_s=reaper_period)
+    ensure_home(settings.home)  # the store and the admin token live there: one line if it cannot be used
+    log_to_stderr()
+
+    def ready(url: str) -> None:
+        for line in serve_banner(settings, url, os.environ):
+            warn(line)
+
+    run_server(settings, host=host, port=port, reaper_interval_s=settings.reaper_period_s, on_ready=ready)
+    warn("watchdog stopped")
+
+
+def log_to_stderr() -> None:
+    """The server's and the reaper's INFO lines, with a UTC timestamp; nothing else of the stdlib's."""
+    formatter = logging.Formatter("%(asctime)s %(message)s", datefmt="%Y-%m-%dT%H:%M:%SZ")
+    formatter.converter = time.gmtime
+    for name in ("gpuc.functions", "gpuc.reaper", "gpuc.notify"):
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.INFO)
+        if not any(h.name == "gpuc-serve" for h in logger.handlers):  # once per process
+            handler = logging.StreamHandler(sys.stderr)
+            handler.set_name("gpuc-serve")
+            handler.setFormatter(formatter)
+            logger.addHandler(handler)
+
+
+def serve_banner(settings: Settings, url: str, environ: Mapping[str, str]) -> list[str]:
+    from gpuc.client.pods.plan import loopback_host  # lazy: only `serve` prints this (see serve)
+
+    where = f"watchdog listening on {url}"
+    if loopback_host(url):
+        where += " (loopback: local pods only; rented pods need `gpuc watchdog deploy`)"
+    return [
+        where,
+        f"reaper: a pass every {span_words(settings.reaper_period_s)}",
+        f"admin token: kept in {token_source(settings, environ)}; never printed",
+        "logging each reaper pass and each refused request; Ctrl-C stops it",
+    ]
+
+
+def token_source(settings: Settings, environ: Mapping[str, str]) -> str:
+    """Where the admin token comes from, as load_settings ranks them: never the token itself."""
+    if environ.get("GPUC_ADMIN_TOKEN"):
+        return "the environment (GPUC_ADMIN_TOKEN)"
+    if "GPUC_ADMIN_TOKEN" in read_env_file(settings.env_file):
+        return f"{settings.env_file} (GPUC_ADMIN_TOKEN)"
+    return f"{settings.home / 'config.json'}, mode 600"
+
+
+# -- reap and status ---------------------------------------------------------------------------------------
+def reap_lines(report: ReapReport, dry_run: bool) -> list[str]:
+    prefix = "dry run: " if dry_run else ""
+    lines = [f"{prefix}the reaper was BLIND this pass (a provider did not answer): no destroys"] if report.blind else []
+    if not report.actions:
+        lines.append(f"{prefix}nothing to do")
+    lines += [clean_line(f"{prefix}{a.action:8} {a.provider}/{a.pod_id}: {a.reason}") for a in report.actions]
+    return lines
+
+
+def status_lines(st: StatusResponse) -> tuple[list[str], list[str]]:
+    """(the lines, the warnings): the reaper's last run, each pod's state and last heartbeat."""
+    from gpuc.client.pods.survey import status_warnings
+
+    lines = [f"reaper last ran: {iso(st.reaper_last_run) or 'never'} (period {st.reaper_period_s:g}s)"]
+    for pod in st.pods:  # a pod registers its own id and experiment name: its words, cleaned
+        seen = f"{st.server_time - pod.last_seen:.0f}s ago" if pod.last_seen else "never"
+        lines.append(clean_line(f"{pod.provider}/{pod.pod_id} {pod.experiment}: {pod.state}, last heartbeat {seen}"))
+    return lines, [f"! {clean_line(w)}" for w in status_warnings(st)]
+
+
+# -- deploy ------------------------------------------------------------------------------------------------
+def deploy(
+    ctx: Ctx, dry_run: bool, region: str | None, stack_name: str, carry: bool | None, *, say: Say, warn: Say, ask: Ask
+) -> None:
+    """Deploy to AWS (Lambda + DynamoDB + EventBridge Scheduler), save its URL and a new admin token, and
+    carry the local watchdog's pods over (asked on a terminal when --carry/--no-carry is not given)."""
+    import boto3  # lazy: boto3 (~80 ms) and the deploy code only to deploy
+
+    from gpuc.functions.deploy import deploy as run_deploy
+    from gpuc.functions.deploy import live_registrations, make_plan
+
+    session = boto3.Session(region_name=region)
+    if session.region_name is None:
+        raise ConfigError("no AWS region", hint="pass --region eu-west-1 or set AWS_DEFAULT_REGION")
+    settings = ctx.settings
+    plan = make_plan(settings, session.region_name, stack_name)
+    say(f"{'dry run: would create or update' if dry_run else 'deploying'}:")
+    for line in plan.describe():
+        say(f"  {line}")
+    live = live_registrations(settings)
+    if dry_run:
+        if live:
+            say(f"  {len(live)} pods watched by the local watchdog: carried over unless --no-carry")
+        return
+    if live and carry is None:
+        carry = ask_carry(ctx, len(live), say, ask)
+    done = run_deploy(settings, plan, session=session, echo=say)
+    say(f"ingest URL: {done.url}")
+    say(f"saved its URL (functions_url) and a new admin token in {done.config_path} (mode 600)")
+    if live:
+        ctx.settings = load_settings()  # the new URL and admin token, just saved
+        carry_over(ctx, live, carry is not False, settings.functions_url, say=say, warn=warn)
+
+
+def ask_carry(ctx: Ctx, count: int, say: Say, ask: Ask) -> bool:
+    if not ctx.on_terminal():
+        say(f"{count} pods are watched by the local watchdog: carrying them over (--no-carry to not)")
+        return True
+    return ask(
+        f"{count} pods are watched by the local watchdog; the new deployment would take them for strays. "
+        "Carry their registrations over?"
+    )
+
+
+def carry_over(ctx: Ctx, live: list[RegisterRequest], carry: bool, old_url: str, *, say: Say, warn: Say) -> None:
+    from gpuc.functions.deploy import carry_registrations
+
+    if not carry:
+        warn(
+            f"not carried: {len(live)} pods stay with the local watchdog; the new deployment warns about them, "
+            "then destroys them after the unregistered grace (register them, or end them first)"
+        )
+        return
+    with ctx:
+        carried, failed = carry_registrations(live, ctx.watchdog.register)
+    say(f"carried {len(carried)} registrations over: {', '.join(carried) or '-'}")
+    for pod_id, why in failed:
+        warn(f"! could not carry {pod_id}: {why}")
+    if carried:
+        say(
+            f"they still send heartbeats to {old_url}: keep `gpuc watchdog serve` running until they end "
+            "(the new deployment alerts on their silence, it does not destroy them for it)"
+        )

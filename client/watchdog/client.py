@@ -1,0 +1,186 @@
+"""The laptop's admin client for the watchdog (`gpuc watchdog serve`, or the AWS Function URL).
+
+Every failure is a FunctionsError that says how to fix it; the admin token never appears in one.
+Only connection failures are retried (the request never reached the server, so a retry cannot act
+twice).
+
+Lazy on purpose: `gpuc ls` builds one of these on every run, and most runs of a fresh install have no
+admin token. httpx (~70 ms to import) and the API models load on the first request that has a token to
+send; a missing token fails before either.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import quote
+
+from gpuc.core.errors import FunctionsError
+from gpuc.core.redact import redact
+from gpuc.core.settings import Settings
+
+if TYPE_CHECKING:
+    import httpx
+    from pydantic import BaseModel
+
+    from gpuc.core import api
+
+M = TypeVar("M", bound="BaseModel")
+CONNECT_TRIES = 3
+CONNECT_BACKOFF_S = 0.5
+_HINTS = {
+    401: "the admin token does not match the server's: `gpuc watchdog serve` saves it in "
+    "$GPUC_HOME/config.json; or set GPUC_ADMIN_TOKEN to the deployed one",
+    404: "check the pod id with `gpuc ls`",
+    409: "the pod has already ended; start a new one with `gpuc up`",
+    413: "the request is too large",
+}
+
+
+class WatchdogClient:
+    def __init__(
+        self,
+        settings: Settings,
+        transport: httpx.BaseTransport | None = None,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.settings = settings
+        self.base_url = settings.functions_url.rstrip("/")
+        self._sleep = sleep
+        self._transport = transport
+        self._client: httpx.Client | None = None
+
+    def register(self, request: api.RegisterRequest) -> api.Ack:
+        from gpuc.core import api
+
+        return self._call("POST", "/v1/pods", api.Ack, request)
+
+    def keep(self, pod_id: str, until: float) -> api.Ack:
+        from gpuc.core import api
+
+        return self._call(
+            "POST", f"/v1/pods/{quote(pod_id, safe='')}/keep", api.Ack, api.KeepRequest(until=until)
+        )
+
+    def deadline(self, pod_id: str, request: api.DeadlineRequest) -> api.DeadlineAnswer:
+        from gpuc.core import api
+
+        return self._call("POST", f"/v1/pods/{quote(pod_id, safe='')}/deadline", api.DeadlineAnswer, request)
+
+    def end(self, pod_id: str, request: api.EndRequest) -> api.Ack:
+        from gpuc.core import api
+
+        return self._call("POST", f"/v1/pods/{quote(pod_id, safe='')}/end", api.Ack, request)
+
+    def notify(self, title: str, message: str) -> api.Ack:
+        from gpuc.core import api
+
+        return self._call("POST", "/v1/notify", api.Ack, api.NotifyRequest(title=title, message=message))
+
+    def status(self) -> api.StatusResponse:
+        self._token()  # first: no token, no httpx and no models (`gpuc ls` on a fresh install)
+        from gpuc.core import api
+
+        return self._call("GET", "/v1/status", api.StatusResponse)
+
+    def reap(self, dry_run: bool = False) -> api.ReapReport:
+        from gpuc.core import api
+
+        return self._call("POST", "/v1/reap", api.ReapReport, api.ReapRequest(dry_run=dry_run))
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def _http(self) -> httpx.Client:
+        if self._client is None:
+            import httpx
+
+            self._client = httpx.Client(transport=self._transport, timeout=self.settings.functions_timeout_s)
+        return self._client
+
+    def __enter__(self) -> WatchdogClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _token(self) -> str:
+        token = self.settings.admin_token
+        if token is None or not token.get_secret_value():
+            raise FunctionsError(
+                "no admin token for the watchdog",
+                hint="start it once with `gpuc watchdog serve` (it saves one in $GPUC_HOME/config.json), "
+                "or set GPUC_ADMIN_TOKEN",
+            )
+        return token.get_secret_value()
+
+    def _call(self, method: str, path: str, answer: type[M], body: BaseModel | None = None) -> M:
+        headers = {"Authorization": f"Bearer {self._token()}"}
+        content = body.model_dump_json().encode() if body is not None else None
+        if content is not None:
+            headers["Content-Type"] = "application/json"
+        response = self._send(method, self.base_url + path, headers, content)
+        return self._read(response, answer)
+
+    def _send(self, method: str, url: str, headers: dict[str, str], content: bytes | None) -> httpx.Response:
+        import httpx
+
+        client = self._http()
+        for attempt in range(CONNECT_TRIES):
+            try:
+                return client.request(method, url, headers=headers, content=content)
+            except httpx.ConnectError:
+                if attempt + 1 == CONNECT_TRIES:
+                    raise FunctionsError(
+                        f"cannot reach the watchdog at {self.base_url}",
+                        hint="start it with `gpuc watchdog serve`, or set GPUC_FUNCTIONS_URL to the "
+                        "deployed URL",
+                    ) from None
+                self._sleep(CONNECT_BACKOFF_S * (attempt + 1))
+            except httpx.TimeoutException:
+                raise FunctionsError(
+                    f"the watchdog at {self.base_url} did not answer within "
+                    f"{self.settings.functions_timeout_s:g} s",
+                    hint="check that it is running (`gpuc watchdog serve`); raise GPUC_FUNCTIONS_TIMEOUT_S "
+                    "on a slow link",
+                ) from None
+            except httpx.HTTPError as exc:
+                raise FunctionsError(
+                    f"talking to the watchdog at {self.base_url} failed: {type(exc).__name__}",
+                    hint="check GPUC_FUNCTIONS_URL",
+                ) from None
+        raise AssertionError("unreachable")
+
+    def _read(self, response: httpx.Response, answer: type[M]) -> M:
+        from pydantic import ValidationError
+
+        data = _json(response)
+        if response.status_code >= 400:
+            error = str(data.get("error", "")) if isinstance(data, dict) else ""
+            message = redact(error or response.reason_phrase, self.settings.secret_values())[:300]
+            raise FunctionsError(
+                f"the watchdog refused: {message} (HTTP {response.status_code})",
+                hint=_HINTS.get(
+                    response.status_code, "see the watchdog's log (`gpuc watchdog serve` prints it)"
+                ),
+                status=response.status_code,
+            )
+        try:
+            return answer.model_validate(data)
+        except ValidationError:
+            raise FunctionsError(
+                f"the watchdog at {self.base_url} answered something unexpected",
+                hint="is GPUC_FUNCTIONS_URL the gpuc watchdog, and the same gpuc version?",
+                status=response.status_code,
+            ) from None
+
+
+def _json(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return None

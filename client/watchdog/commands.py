@@ -1,0 +1,94 @@
+"""`gpuc watchdog serve | reap | status | deploy`: click only, one call each.
+
+Startup: every TAB loads this module; each command loads its own stack (the server, httpx, boto3)."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from gpuc.client.context import Ctx, pass_ctx
+
+
+def _warn(text: str) -> None:
+    click.echo(text, err=True)
+
+
+@click.group()
+def watchdog() -> None:
+    """The out-of-band watchdog: heartbeat store, reaper, notifications."""
+
+
+@watchdog.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Bind address (loopback by default).")
+@click.option("--port", default=8787, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--reaper-period", type=float, default=None, help="Seconds between reaper passes.")
+@pass_ctx
+def serve(ctx: Ctx, host: str, port: int, reaper_period: float | None) -> None:
+    """Run the watchdog here: the same handlers as on AWS, a SQLite store, the reaper on a timer.
+
+    Prints where it listens, the reaper's period and where the admin token is kept (never the token),
+    then one log line per reaper pass and per refused request.
+    """
+    from gpuc.client.watchdog import admin
+
+    admin.serve(ctx, host, port, reaper_period, warn=_warn)
+
+
+@watchdog.command()
+@click.option("--dry-run", is_flag=True, help="Print what the reaper would do; do nothing.")
+@click.option("--json", "as_json", is_flag=True, help="The ReapReport as JSON.")
+@pass_ctx
+def reap(ctx: Ctx, dry_run: bool, as_json: bool) -> None:
+    """Run one reaper pass now (through the watchdog)."""
+    from gpuc.client.watchdog.admin import reap_lines
+
+    with ctx:
+        report = ctx.watchdog.reap(dry_run=dry_run)
+    click.echo(report.model_dump_json(indent=2) if as_json else "\n".join(reap_lines(report, dry_run)))
+
+
+@watchdog.command()
+@click.option("--json", "as_json", is_flag=True, help="The StatusResponse as JSON.")
+@pass_ctx
+def status(ctx: Ctx, as_json: bool) -> None:
+    """What the watchdog knows: pods, last heartbeats, the reaper's last run."""
+    from gpuc.client.watchdog.admin import status_lines
+
+    with ctx:
+        st = ctx.watchdog.status()
+    if as_json:
+        click.echo(json.dumps(json.loads(st.model_dump_json()), indent=2))
+        return
+    lines, warnings = status_lines(st)
+    click.echo(lines[0])
+    for warning in warnings:
+        _warn(warning)
+    for line in lines[1:]:
+        click.echo(line)
+
+
+@watchdog.command()
+@click.option("--dry-run", is_flag=True, help="Print what would be created; touch nothing.")
+@click.option("--region", default=None, help="AWS region (default: your AWS config's).")
+@click.option("--stack-name", default="gpuc-watchdog", show_default=True)
+@click.option(
+    "--carry/--no-carry",
+    default=None,
+    help="Register the pods the local watchdog watches into the new deployment (asked on a terminal; "
+    "default: carry).",
+)
+@pass_ctx
+def deploy(ctx: Ctx, dry_run: bool, region: str | None, stack_name: str, carry: bool | None) -> None:
+    """Deploy the watchdog to AWS (Lambda + DynamoDB + EventBridge Scheduler) and point gpuc at it.
+
+    Pods the local watchdog (`gpuc watchdog serve`) watches are strays to a new deployment: it would warn
+    about them and destroy them after the unregistered grace. Carried over, the new deployment knows
+    them; they still ping the local watchdog, so keep it running until they end."""
+    from gpuc.client.watchdog import admin
+
+    def ask(question: str) -> bool:
+        return click.confirm(question, default=True)
+
+    admin.deploy(ctx, dry_run, region, stack_name, carry, say=click.echo, warn=_warn, ask=ask)
