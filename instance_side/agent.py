@@ -30,7 +30,8 @@ from gpuc.instance_side.idle import (
     procs_activity,
     suspension,
 )
-from gpuc.instance_side.kept import ENDS_THE_WATCH, KeptWatch
+from gpuc.instance_side.kept import ENDS_THE_WATCH
+from gpuc.instance_side.keptwatch import KeptWatch
 from gpuc.instance_side.podfiles import AgentConfig, PodPaths, is_ended
 from gpuc.instance_side.podlog import PodLog
 from gpuc.instance_side.procs import (

@@ -26,7 +26,8 @@ from gpuc.core.clock import Clock
 from gpuc.core.podsecrets import never_on_pod
 from gpuc.instance_side.ending import Ender, Ending
 from gpuc.instance_side.joblog import KEPT_ENDINGS, JobLogTee, clear_outcome, write_outcome
-from gpuc.instance_side.kept import ENDS_THE_WATCH, KeptWatch
+from gpuc.instance_side.kept import ENDS_THE_WATCH
+from gpuc.instance_side.keptwatch import KeptWatch
 from gpuc.instance_side.podfiles import POD_ID_ENV, AgentConfig, PodPaths, atomic_write, is_ended
 from gpuc.instance_side.podlog import PodLog
 from gpuc.instance_side.procs import job_stamp

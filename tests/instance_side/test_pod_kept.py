@@ -15,7 +15,8 @@ import pytest
 from podfakes import MINUTE, POD_ID, Pod, wire
 
 from gpuc.core.clock import FakeClock
-from gpuc.instance_side.kept import KeptWatch, kept_file, read_kept
+from gpuc.instance_side.kept import kept_file, read_kept
+from gpuc.instance_side.keptwatch import KeptWatch
 from gpuc.instance_side.podfiles import is_ended
 from gpuc.instance_side.wrapper import JobWrapper, job_environ
 
