@@ -149,6 +149,8 @@ def up(opts: UpOptions, deps: Deps) -> Pod | None:
     deps.ledger().check()
     # A pod nobody watches is the most expensive kind: refuse before creating anything.
     watched = deps.functions.status()
+    if watched.new_pods_paused:  # "pause new pods" from the phone (issue 20): the sentence says how to resume
+        raise GpucError(f"nothing was created: {watched.new_pods_paused}")
     warn_running_experiment(provider, opts.experiment, deps)
     priced = precheck.quote(provider, spec, opts, deps)
     precheck.check_budget(priced, opts, deps, watched.pods)
