@@ -95,8 +95,10 @@ def test_destroy_now_asks_the_pod_to_end_itself_and_keeps_asking(world: World) -
     for _ in range(2):  # a retried heartbeat hears it again, until the pod acts
         heard = api.HeartbeatAnswer.model_validate(world.ping("p1").body)
         assert (heard.intent, heard.intent_at) == ("end", rec.intent_at)
-    world.reap()
-    assert world.provider.destroyed == []  # it heard: its own end (sync first) goes first
+    # It heard: its own end (sync first) goes first. Still pinging, not ended: said, never killed.
+    world.run(2 * world.settings.silence_limit_s, keep_alive=("p1",))
+    assert world.provider.destroyed == [] and "mark" not in world.kinds("p1")
+    assert world.pod("p1").state == "late" and "has not ended" in (world.pod("p1").reason or "")
     world.event("p1", "phone_destroy", "destroy asked from the phone; results: 1 file", end_at=world.now)
     rec = world.pod("p1")
     assert (rec.state, rec.ended_by, rec.intent) == ("ended", "phone", None)
