@@ -12,17 +12,15 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import replace
-from typing import Any
 from urllib.parse import unquote
 
 from gpuc.core import api
-from gpuc.core.clock import iso
 from gpuc.core.notify import Level, pod_says
 from gpuc.core.redact import redact
 from gpuc.functions.actions import verbs
 from gpuc.functions.actions.routes import action_page, action_post
 from gpuc.functions.app import Deps, announce
-from gpuc.functions.deadline import DEADLINE_ALERT, deadline_of, limit_of
+from gpuc.functions.deadline import deadline_of
 from gpuc.functions.edge import (
     BAD_POD,
     Handler,
@@ -39,8 +37,16 @@ from gpuc.functions.edge import (
 from gpuc.functions.eventlimit import admit_event
 from gpuc.functions.reaper import reap_once
 from gpuc.functions.reaper.record import read_meta
-from gpuc.functions.store import MARKABLE_STATES, StoredPod, store_born
-from gpuc.functions.transitions import capped_deadline, clear_kept, lease, record_end, record_kept, revive, set_deadline
+from gpuc.functions.store import StoredPod, store_born
+from gpuc.functions.transitions import (
+    capped_deadline,
+    clear_kept,
+    lease,
+    record_end,
+    record_kept,
+    revive,
+    set_deadline,
+)
 
 log = logging.getLogger("gpuc.functions")
 
@@ -112,7 +118,9 @@ def event(req: Request, deps: Deps, now: float) -> Response:
     # The pod waits for this answer before its destroy call: the ledger end is recorded first, the
     # phone hears about it second.
     if body.end_at is not None:
-        by = {"idle_destroy": "idle", "deadline_destroy": "deadline", "phone_destroy": "phone"}.get(body.kind, "wrapper")
+        by = {"idle_destroy": "idle", "deadline_destroy": "deadline", "phone_destroy": "phone"}.get(
+            body.kind, "wrapper"
+        )
         record_end(deps, signed.pod_id, now, end_at=body.end_at, by=by, note=body.note)
     elif body.kept_left_s is not None:
         record_kept(deps, signed.pod_id, now, body.kept_left_s)

@@ -26,10 +26,10 @@ from typing import Literal, get_args
 
 from gpuc.core import api
 from gpuc.core.api import ReapReport
+from gpuc.core.notify import Level
 from gpuc.functions.actions.links import (
     ALL_PODS,
     Claim,
-    LinkRefused,
     Verb,
     claim_once,
     link_key,
@@ -141,10 +141,9 @@ def check_keep(deps: Deps, pod: StoredPod | None, claim: Claim, now: float) -> N
 
 def check_extend(deps: Deps, pod: StoredPod | None, claim: Claim, now: float) -> None:
     rec = _live(pod)
-    if deadline_of(rec, deps.settings) >= limit_of(rec, deps.settings):
-        raise ActionRefused(
-            409, f"{rec.name}'s deadline is already at your cap ({hm(limit_of(rec, deps.settings))}, max_lifetime_hours)"
-        )
+    cap = limit_of(rec, deps.settings)
+    if deadline_of(rec, deps.settings) >= cap:
+        raise ActionRefused(409, f"{rec.name}'s deadline is already at your cap ({hm(cap)}, max_lifetime_hours)")
 
 
 def check_destroy(deps: Deps, pod: StoredPod | None, claim: Claim, now: float) -> None:
@@ -328,7 +327,7 @@ def act(deps: Deps, token: str, now: float, via: Via) -> Acted:
 def _tell(deps: Deps, pod: StoredPod | None, verb: Verb, sentence: str, now: float, via: Via) -> None:
     name = "new pods" if pod is None else pod.name
     where = f"{pod.pod_id} ({pod.provider}, {pod.experiment}): " if pod is not None else ""
-    level = "warning" if verb in ("destroy", "anyway", "pause") else "info"
+    level: Level = "warning" if verb in ("destroy", "anyway", "pause") else "info"
     announce(
         deps,
         now,

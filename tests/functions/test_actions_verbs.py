@@ -264,7 +264,7 @@ def test_destroy_acts_only_from_its_confirmation_page(world: World) -> None:
         assert answer.status == 403 and "confirmation page" in (answer.html or "")
         for via in ("ntfy", "telegram", "slack"):
             with pytest.raises(verbs.ActionRefused):
-                act(world.deps, o.token, world.now, via)  # type: ignore[arg-type]
+                act(world.deps, o.token, world.now, via)
     assert snapshot(world) == before
     assert tap(world, destroy.token).status == 200  # the refusals did not spend it
 
@@ -294,7 +294,7 @@ def test_two_taps_racing_act_once(world: World, monkeypatch: pytest.MonkeyPatch)
     # and its claim. The store's conditional write decides, not a lock here.
     world.register("p1")
     token = offered(world, "p1", "pending_destroy", "keep").token
-    claim_once = verbs.claim_once
+    from gpuc.functions.actions.links import claim_once
     inner: list[Response] = []
 
     def racing(store: Any, claim: Any, now: float) -> None:
@@ -303,7 +303,7 @@ def test_two_taps_racing_act_once(world: World, monkeypatch: pytest.MonkeyPatch)
             inner[0] = tap(world, token)
         claim_once(store, claim, now)
 
-    monkeypatch.setattr(verbs, "claim_once", racing)
+    monkeypatch.setattr("gpuc.functions.actions.verbs.claim_once", racing)
     outer = tap(world, token)
     assert sorted([outer.status, inner[0].status]) == [200, 410]
     assert len(actions(world)) == 1
