@@ -20,9 +20,9 @@ confirmation page (via "page"), which shows what is not synced: never from a bar
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from gpuc.core import api
 from gpuc.core.api import ReapReport
@@ -196,9 +196,8 @@ def do_extend(deps: Deps, pod: StoredPod | None, claim: Claim, now: float, via: 
 def do_destroy(deps: Deps, pod: StoredPod | None, claim: Claim, now: float, via: Via) -> str:
     rec = _pod(pod)
     # The lease goes: a lease vetoes the reaper's kill, and this is the user saying "end it".
-    expect = {"state": MARKABLE_STATES, "kept_at": None}
-    if not deps.store.update_if(rec.pod_id, expect, {"intent": "end", "intent_at": now, "lease_until": None}):
-        raise ActionRefused(409, "the pod changed meanwhile: nothing was done")
+    changes = {"intent": "end", "intent_at": now, "lease_until": None}
+    _cas(deps, rec, {"state": MARKABLE_STATES, "kept_at": None}, changes)
     return (
         f"destroy of {rec.name} asked from the phone: the pod syncs results/, then destroys itself (kept, not "
         "destroyed, if that sync fails); if it cannot, the watchdog destroys it on its next passes"
@@ -207,8 +206,7 @@ def do_destroy(deps: Deps, pod: StoredPod | None, claim: Claim, now: float, via:
 
 def do_retry(deps: Deps, pod: StoredPod | None, claim: Claim, now: float, via: Via) -> str:
     rec = _pod(pod)
-    if not deps.store.update_if(rec.pod_id, {"kept_at": rec.kept_at}, {"intent": "retry_sync", "intent_at": now}):
-        raise ActionRefused(409, "the pod changed meanwhile: nothing was done")
+    _cas(deps, rec, {"kept_at": rec.kept_at}, {"intent": "retry_sync", "intent_at": now})
     return (
         f"sync retry of {rec.name} asked from the phone: the pod tries again at its next heartbeat (about a "
         "minute); a sync that works ends the pod as usual, a failed one keeps it"
@@ -228,8 +226,7 @@ def do_anyway(deps: Deps, pod: StoredPod | None, claim: Claim, now: float, via: 
     rec = _pod(pod)
     # The user's word, as `gpuc down --force`: nothing is kept for the results any more, the end is theirs.
     word = {"kept_at": None, "kept_until": None, "end_at": now, "ended_by": "phone"}
-    if not deps.store.update_if(rec.pod_id, {"state": rec.state, "kept_at": rec.kept_at}, word):
-        raise ActionRefused(409, "the pod changed meanwhile: nothing was done")
+    _cas(deps, rec, {"state": rec.state, "kept_at": rec.kept_at}, word)
     run = _pass(deps, now)
     destroy(run, rec.model_copy(update=word), "destroy anyway asked from the phone (results/ not synced)")
     if _did(run, "destroy") and (after := deps.store.get_pod(rec.pod_id)) is not None and after.state == "destroyed":
@@ -267,6 +264,11 @@ VERB_SPECS: dict[Verb, VerbSpec] = {
     ),
     "pause": VerbSpec("pause new pods", check_pause, do_pause, "`gpuc up` refuses new pods; running pods go on"),
 }
+
+
+def _cas(deps: Deps, rec: StoredPod, expect: Mapping[str, Any], changes: Mapping[str, Any]) -> None:
+    if not deps.store.update_if(rec.pod_id, expect, changes):
+        raise ActionRefused(409, "the pod changed meanwhile: nothing was done")
 
 
 def _pass(deps: Deps, now: float) -> Pass:
