@@ -11,6 +11,9 @@ Routes (the local server and the Lambda Function URL serve the same ones):
     POST /v1/notify               admin   NotifyRequest             -> Ack
     GET  /v1/status               admin                             -> StatusResponse
     POST /v1/reap                 admin   ReapRequest               -> ReapReport
+    POST /v1/resume               admin                             -> Ack  (new pods paused from the phone)
+    GET  /a/{link}                link                              -> HTML confirmation page (never acts)
+    POST /a/{link}                link    form (confirm=yes)        -> HTML result page (acts once)
 
 Admin requests carry `Authorization: Bearer <admin token>`. Pod requests carry the four
 X-Gpuc-* headers below; the signature covers `timestamp.seq.body` (see core.signing).
@@ -62,6 +65,7 @@ EventKind = Literal[
     "kept_stopping",
     "kept_stopped",
     "stop_failed",
+    "phone_destroy",  # the user's "destroy now" from the phone (issue 20), ended as the pod's own end
 ]
 
 
@@ -133,6 +137,10 @@ class HeartbeatAnswer(Strict):
     server_time: float
     lease_until: float | None = None
     deadline_at: float | None = None  # the watchdog's word on the deadline: the pod adopts it
+    # The user's word from the phone (issue 20): end now (sync first, as the pod's own end) or retry the kept
+    # pod's sync. Repeated in every answer until the pod acts; the pod acts once per intent_at.
+    intent: Literal["end", "retry_sync"] | None = None
+    intent_at: float | None = None
 
 
 class PodEvent(Strict):
@@ -251,3 +259,5 @@ class StatusResponse(Strict):
     reaper_blind: list[str] = Field(default_factory=list)  # providers the last reaper run could not read
     reaper_blind_since: list[BlindProvider] = Field(default_factory=list)  # the same, with since-when
     notifications: list[NotificationRecord] = Field(default_factory=list)  # the most recent, oldest first
+    # "pause new pods" from the phone (issue 20): `gpuc up` refuses while set, with this sentence
+    new_pods_paused: str | None = None

@@ -91,6 +91,9 @@ class Settings:
     # the functions (watchdog)
     functions_url: str = "http://127.0.0.1:8787"
     functions_timeout_s: float = 10.0
+    # one tap from the phone (issue 20): the watchdog's URL as a phone reaches it, for the links in
+    # notifications (GPUC_PUBLIC_URL); None = functions_url (a loopback default no phone can reach)
+    public_url: str | None = None
 
     # pod side (layer 1 and 2)
     heartbeat_interval_s: float = 60.0

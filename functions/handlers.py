@@ -12,15 +12,15 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import replace
-from typing import Any
 from urllib.parse import unquote
 
 from gpuc.core import api
-from gpuc.core.clock import iso
 from gpuc.core.notify import Level, pod_says
 from gpuc.core.redact import redact
+from gpuc.functions.actions import verbs
+from gpuc.functions.actions.routes import action_page, action_post
 from gpuc.functions.app import Deps, announce
-from gpuc.functions.deadline import DEADLINE_ALERT, deadline_of, limit_of
+from gpuc.functions.deadline import deadline_of
 from gpuc.functions.edge import (
     BAD_POD,
     Handler,
@@ -37,8 +37,16 @@ from gpuc.functions.edge import (
 from gpuc.functions.eventlimit import admit_event
 from gpuc.functions.reaper import reap_once
 from gpuc.functions.reaper.record import read_meta
-from gpuc.functions.store import MARKABLE_STATES, StoredPod, store_born
-from gpuc.functions.transitions import clear_kept, record_end, record_kept, revive
+from gpuc.functions.store import StoredPod, store_born
+from gpuc.functions.transitions import (
+    capped_deadline,
+    clear_kept,
+    lease,
+    record_end,
+    record_kept,
+    revive,
+    set_deadline,
+)
 
 log = logging.getLogger("gpuc.functions")
 
@@ -48,7 +56,7 @@ END_PAST_S = 30 * 24 * 3600.0
 FUTURE_SLACK_S = 3600.0
 NOTIFICATIONS_IN_STATUS = 50
 # Sent only after a verified results sync (instance_side/ending.py): whatever was kept for them is not.
-SYNCED_ENDS = ("job_exit", "idle_destroy")
+SYNCED_ENDS = ("job_exit", "idle_destroy", "phone_destroy")
 
 
 def register(req: Request, deps: Deps, now: float) -> Response:
@@ -88,7 +96,16 @@ def heartbeat(req: Request, deps: Deps, now: float) -> Response:
         # Said on every ping too: a lost "kept" event must not leave a dying agent's results to a destroy.
         record_kept(deps, signed.pod_id, now, body.kept_left_s)
     deadline = deadline_of(signed.auth, deps.settings)  # the pod adopts it: later (extend) or earlier (budget)
-    return ok(api.HeartbeatAnswer(server_time=now, lease_until=signed.auth.lease_until, deadline_at=deadline))
+    intent, intent_at = verbs.intent_of(signed.auth, now)  # asked from the phone: said until the pod acts
+    return ok(
+        api.HeartbeatAnswer(
+            server_time=now,
+            lease_until=signed.auth.lease_until,
+            deadline_at=deadline,
+            intent=intent,
+            intent_at=intent_at,
+        )
+    )
 
 
 def event(req: Request, deps: Deps, now: float) -> Response:
@@ -101,7 +118,9 @@ def event(req: Request, deps: Deps, now: float) -> Response:
     # The pod waits for this answer before its destroy call: the ledger end is recorded first, the
     # phone hears about it second.
     if body.end_at is not None:
-        by = {"idle_destroy": "idle", "deadline_destroy": "deadline"}.get(body.kind, "wrapper")
+        by = {"idle_destroy": "idle", "deadline_destroy": "deadline", "phone_destroy": "phone"}.get(
+            body.kind, "wrapper"
+        )
         record_end(deps, signed.pod_id, now, end_at=body.end_at, by=by, note=body.note)
     elif body.kept_left_s is not None:
         record_kept(deps, signed.pod_id, now, body.kept_left_s)
@@ -155,72 +174,15 @@ def keep(req: Request, deps: Deps, now: float) -> Response:
     require_admin(req, deps)
     pod = _admin_pod(req, deps)
     body = parse(api.KeepRequest, req.body)
-    longest = now + deps.settings.max_hours * 3600
-    if body.until > longest:
-        # An unbounded lease would switch the reaper off for this pod: cap it at the pod's hard limit.
-        raise HttpError(
-            400, f"json validation error: until is too large (at most max_hours ahead, {iso(longest)})"
-        )
-    deps.store.update_if(pod.pod_id, {}, {"lease_until": body.until})
+    lease(deps, pod, now, body.until)
     return ok(api.Ack())
 
 
-def capped_deadline(pod: StoredPod, deps: Deps) -> StoredPod:
-    """No deadline past the pod's start + max_lifetime_hours. `up` refuses a longer --max-hours before
-    renting; a laptop whose cap is higher than this watchdog's gets this watchdog's (the safe direction;
-    the pod's agent adopts it from its first heartbeat answer)."""
-    if pod.deadline_at is None or pod.deadline_at <= (limit := limit_of(pod, deps.settings)):
-        return pod
-    return pod.model_copy(update={"deadline_at": limit})
-
-
 def deadline(req: Request, deps: Deps, now: float) -> Response:
-    """`gpuc extend` / `gpuc keep`: move the deadline, within the user's cap. The pod hears it in its next
-    heartbeat answer; the reaper reckons with it from its next pass."""
+    """`gpuc extend` / `gpuc keep`: move the deadline, within the user's cap (transitions.set_deadline)."""
     require_admin(req, deps)
     pod = _admin_pod(req, deps)
-    body = parse(api.DeadlineRequest, req.body)
-    if (body.deadline_at is None) == (body.extend_s is None):
-        raise HttpError(400, "json validation error: send exactly one of deadline_at and extend_s")
-    if pod.state not in MARKABLE_STATES:
-        raise HttpError(409, "pod already ended: its deadline no longer applies")
-    settings = deps.settings
-    current, limit = deadline_of(pod, settings), limit_of(pod, settings)
-    # "2 h more" of a deadline already past (the pod kept for its sync, a reaper blind) counts from now.
-    asked = body.deadline_at if body.deadline_at is not None else max(current, now) + (body.extend_s or 0.0)
-    wanted = max(current, min(asked, limit)) if body.at_least else asked
-    if wanted > limit:
-        raise HttpError(
-            400,
-            f"json validation error: deadline_at is too late (at most max_lifetime_hours "
-            f"{settings.max_lifetime_hours:g} h after the pod's start, {iso(limit)})",
-        )
-    if wanted < now:
-        raise HttpError(400, "json validation error: deadline_at is in the past (`gpuc down` ends a pod now)")
-    if wanted != current:
-        move_deadline(deps, pod, now, wanted)
-    return ok(api.DeadlineAnswer(deadline_at=wanted, previous=current, limit_at=limit, capped=wanted < asked))
-
-
-def move_deadline(deps: Deps, pod: StoredPod, now: float, wanted: float) -> None:
-    changes: dict[str, Any] = {"deadline_at": wanted}
-    if (pod.alerted or "").startswith(DEADLINE_ALERT):
-        # Warned for the old deadline: that warning (and its mark) is void; a later one warns afresh.
-        changes.update(alerted=None, alerted_at=None)
-        if pod.state == "down":
-            changes.update(state="ok", destroy_at=None, reason=None)
-    # CAS on the deadline read: a concurrent move (a second `extend`, a budget pull-in) is not overwritten.
-    if not deps.store.update_if(pod.pod_id, {"state": pod.state, "deadline_at": pod.deadline_at}, changes):
-        raise HttpError(409, "the pod changed meanwhile: try again")
-    announce(
-        deps,
-        now,
-        f"gpuc: {pod.name} now ends at {iso(wanted)}",
-        f"{pod.pod_id} ({pod.provider}, {pod.experiment}): its deadline moved from "
-        f"{iso(deadline_of(pod, deps.settings))} to {iso(wanted)}.",
-        pod_id=pod.pod_id,
-        kind="deadline",
-    )
+    return ok(set_deadline(deps, pod, now, parse(api.DeadlineRequest, req.body)))
 
 
 def end(req: Request, deps: Deps, now: float) -> Response:
@@ -254,8 +216,16 @@ def status(req: Request, deps: Deps, now: float) -> Response:
             ],
             pods=[p.to_record() for p in deps.store.list_pods()],
             notifications=deps.store.recent_notifications(NOTIFICATIONS_IN_STATUS),
+            new_pods_paused=verbs.paused_text(deps),
         )
     )
+
+
+def resume(req: Request, deps: Deps, now: float) -> Response:
+    """`gpuc watchdog resume`: new pods may start again after "pause new pods" from the phone."""
+    require_admin(req, deps)
+    verbs.resume(deps, now)
+    return ok(api.Ack())
 
 
 def reap(req: Request, deps: Deps, now: float) -> Response:
@@ -265,6 +235,7 @@ def reap(req: Request, deps: Deps, now: float) -> Response:
 
 
 _POD_ID = r"(?P<pod_id>[^/]{1,384})"
+_TOKEN = r"(?P<token>[^/]{1,200})"  # a link's own checks say what is wrong with it (links.read)
 ROUTES: tuple[tuple[str, re.Pattern[str], Handler], ...] = (
     ("POST", re.compile(r"/v1/pods"), register),
     ("POST", re.compile(r"/v1/heartbeat"), heartbeat),
@@ -275,6 +246,9 @@ ROUTES: tuple[tuple[str, re.Pattern[str], Handler], ...] = (
     ("POST", re.compile(r"/v1/notify"), notify),
     ("GET", re.compile(r"/v1/status"), status),
     ("POST", re.compile(r"/v1/reap"), reap),
+    ("POST", re.compile(r"/v1/resume"), resume),
+    ("GET", re.compile(rf"/a/{_TOKEN}"), action_page),
+    ("POST", re.compile(rf"/a/{_TOKEN}"), action_post),
 )
 
 

@@ -60,6 +60,10 @@ class StoredPod(PodRecord):
     events_held: int | None = None
     events_held_last: str | None = None  # the kind of the latest held event, for the grouped notification
     kept_until: float | None = None  # kept for its results (kept_at): the pod stops itself by then (F16)
+    # Asked from the phone (issue 20, functions/actions/verbs.py): "end" or "retry_sync", said to the pod in
+    # every heartbeat answer until it acts (it acts once per intent_at); an "end" it cannot act on is the reaper's.
+    intent: str | None = None
+    intent_at: float | None = None
 
     def to_record(self) -> PodRecord:
         return PodRecord.model_validate(self.model_dump(include=set(PodRecord.model_fields)))
@@ -78,6 +82,8 @@ class PodAuth(BaseModel):
     registered_at: float = 0.0
     origin: str = "registered"
     unverified_ping_at: float | None = None
+    intent: str | None = None
+    intent_at: float | None = None
 
 
 AUTH_FIELDS = (
@@ -89,6 +95,8 @@ AUTH_FIELDS = (
     "registered_at",
     "origin",
     "unverified_ping_at",
+    "intent",
+    "intent_at",
 )
 
 

@@ -1,14 +1,18 @@
 """The pod record's state changes that both edges make: the HTTP handlers (a ping, an event, `gpuc down`)
-and the reaper (a pod listed again). Each is a compare-and-set on the store, so a request and a pass that
-race act once."""
+and the reaper (a pod listed again), and the user's acts on a pod's life (`gpuc keep`/`extend`, a tap on the
+phone: functions/actions/verbs.py). Each is a compare-and-set on the store, so a request and a pass that
+race act once. A refusal is an HttpError (the admin routes answer it; a phone's page says its sentence)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from gpuc.core import api
 from gpuc.core.clock import iso
 from gpuc.functions.app import Deps, announce
-from gpuc.functions.store import MARKABLE_STATES
+from gpuc.functions.deadline import DEADLINE_ALERT, deadline_of, limit_of
+from gpuc.functions.edge import HttpError
+from gpuc.functions.store import MARKABLE_STATES, StoredPod
 
 
 def revive(deps: Deps, pod_id: str, now: float, evidence: str) -> bool:
@@ -53,6 +57,7 @@ def record_end(deps: Deps, pod_id: str, now: float, *, end_at: float, by: str, n
             "ended_by": by,
             "destroy_at": now + deps.settings.destroy_grace_s,
             "reason": None,
+            "intent": None,  # whatever the phone asked of it is moot now
         },
     )
     if not ended:
@@ -75,5 +80,73 @@ def record_kept(deps: Deps, pod_id: str, now: float, left_s: float) -> None:
     deps.store.update_if(
         pod_id,
         {"kept_at": None, "state": MARKABLE_STATES},
-        {"kept_at": now, "kept_until": now + min(left_s, deps.settings.kept_window_s)},
+        # The pod acted on a phone's "end" (its sync failed): its kept window decides from here, not the reaper.
+        {"kept_at": now, "kept_until": now + min(left_s, deps.settings.kept_window_s), "intent": None},
+    )
+
+
+def lease(deps: Deps, pod: StoredPod, now: float, until: float) -> None:
+    """`gpuc keep`'s lease: the idle destroy (the agent's, and the reaper's silence kill) waits until then."""
+    longest = now + deps.settings.max_hours * 3600
+    if until > longest:
+        # An unbounded lease would switch the reaper off for this pod: cap it at the pod's hard limit.
+        raise HttpError(400, f"json validation error: until is too large (at most max_hours ahead, {iso(longest)})")
+    deps.store.update_if(pod.pod_id, {}, {"lease_until": until})
+
+
+def capped_deadline(pod: StoredPod, deps: Deps) -> StoredPod:
+    """No deadline past the pod's start + max_lifetime_hours. `up` refuses a longer --max-hours before
+    renting; a laptop whose cap is higher than this watchdog's gets this watchdog's (the safe direction;
+    the pod's agent adopts it from its first heartbeat answer)."""
+    if pod.deadline_at is None or pod.deadline_at <= (limit := limit_of(pod, deps.settings)):
+        return pod
+    return pod.model_copy(update={"deadline_at": limit})
+
+
+def set_deadline(
+    deps: Deps, pod: StoredPod, now: float, body: api.DeadlineRequest, *, via: str | None = None
+) -> api.DeadlineAnswer:
+    """Move the deadline, within the user's cap. The pod hears it in its next heartbeat answer; the reaper
+    reckons with it from its next pass. `via`: the phone (a link), said in the notification."""
+    if (body.deadline_at is None) == (body.extend_s is None):
+        raise HttpError(400, "json validation error: send exactly one of deadline_at and extend_s")
+    if pod.state not in MARKABLE_STATES:
+        raise HttpError(409, "pod already ended: its deadline no longer applies")
+    settings = deps.settings
+    current, limit = deadline_of(pod, settings), limit_of(pod, settings)
+    # "2 h more" of a deadline already past (the pod kept for its sync, a reaper blind) counts from now.
+    asked = body.deadline_at if body.deadline_at is not None else max(current, now) + (body.extend_s or 0.0)
+    wanted = max(current, min(asked, limit)) if body.at_least else asked
+    if wanted > limit:
+        raise HttpError(
+            400,
+            f"json validation error: deadline_at is too late (at most max_lifetime_hours "
+            f"{settings.max_lifetime_hours:g} h after the pod's start, {iso(limit)})",
+        )
+    if wanted < now:
+        raise HttpError(400, "json validation error: deadline_at is in the past (`gpuc down` ends a pod now)")
+    if wanted != current:
+        move_deadline(deps, pod, now, wanted, via=via)
+    return api.DeadlineAnswer(deadline_at=wanted, previous=current, limit_at=limit, capped=wanted < asked)
+
+
+def move_deadline(deps: Deps, pod: StoredPod, now: float, wanted: float, *, via: str | None = None) -> None:
+    changes: dict[str, Any] = {"deadline_at": wanted}
+    if (pod.alerted or "").startswith(DEADLINE_ALERT):
+        # Warned for the old deadline: that warning (and its mark) is void; a later one warns afresh.
+        changes.update(alerted=None, alerted_at=None)
+        if pod.state == "down":
+            changes.update(state="ok", destroy_at=None, reason=None)
+    # CAS on the deadline read: a concurrent move (a second `extend`, a budget pull-in) is not overwritten.
+    if not deps.store.update_if(pod.pod_id, {"state": pod.state, "deadline_at": pod.deadline_at}, changes):
+        raise HttpError(409, "the pod changed meanwhile: try again")
+    source = f" from the {via}" if via else ""
+    announce(
+        deps,
+        now,
+        f"gpuc: {pod.name} now ends at {iso(wanted)}{source}",
+        f"{pod.pod_id} ({pod.provider}, {pod.experiment}): its deadline moved{source} from "
+        f"{iso(deadline_of(pod, deps.settings))} to {iso(wanted)}.",
+        pod_id=pod.pod_id,
+        kind="action" if via else "deadline",
     )

@@ -90,6 +90,9 @@ class Agent:
         self.kept = KeptWatch(ender, cfg, paths, clock)
         self.sync_failing = False
         self.deadline = DeadlineWatch.of(cfg, client, ender, log)  # F15: ends the pod whatever it is doing
+        # The user's word from the phone (issue 20), from a heartbeat answer: acted on once per intent_at.
+        self.intent: tuple[str, float] | None = None
+        self._obeyed: float | None = None
         self._last: tuple[Observation, IdleReading, IdleState, bool] | None = None  # for the next heartbeat
         self._job_tree: JobTree | None = None  # the previous check's reading: progress is the growth since
         self._proc_table: ProcTable | None = None  # the same, for the user's other processes
@@ -102,7 +105,8 @@ class Agent:
             self.next_sync = now + self.cfg.sync_interval_s
         if now + _DUE_SLACK < self.next_check:
             self._heartbeat_if_due(now)  # a heartbeat interval shorter than the check interval
-            self._deadline(now)
+            if not self._deadline(now):
+                self._obey(now)
             return
         self.next_check = now + self.cfg.idle_check_interval_s
         obs = self.observe()
@@ -111,7 +115,7 @@ class Agent:
         preview, _ = advance(self.state, reading, now, self.th, suspension(keep, self.lease_until, now) is not None)
         self._last = (obs, reading, preview, keep)
         self._heartbeat_if_due(now)
-        if self._deadline(now):  # after the answer: its deadline counts
+        if self._deadline(now) or self._obey(now):  # after the answer: its deadline, or the phone's word
             return
         # The answer may have brought a lease (`gpuc keep`): decide with it, not before it.
         kept = suspension(keep, self.lease_until, now)
@@ -192,6 +196,8 @@ class Agent:
         if answer is not None:
             self.lease_until = answer.lease_until
             self.deadline.adopt(answer.deadline_at)
+            if answer.intent is not None and answer.intent_at is not None:
+                self.intent = (answer.intent, answer.intent_at)
 
     def _body(self, obs: Observation, reading: IdleReading, state: IdleState, keep: bool) -> dict[str, Any]:
         gpu_error = obs.gpu_error or (self.probes.gpu.note if not obs.gpus else None)
@@ -273,6 +279,27 @@ class Agent:
             self.stopped = outcome != "kept_alive"
             self.kept.release()
         return True
+
+    def _obey(self, now: float) -> bool:
+        """The user's word from the phone, exactly as the agent's own decision: "end" is the idle watch's
+        ending (sync -> notify -> destroy, kept on a failed sync); "retry_sync" is the kept loop's retry,
+        due now. True when the pod ended. A kept pod's end stays its kept window's ("destroy anyway" is
+        the watchdog's)."""
+        if self.intent is None:
+            return False
+        kind, at = self.intent
+        self.intent = None
+        if at == self._obeyed:
+            return False  # said again until the watchdog hears the outcome: acted on once
+        self._obeyed = at
+        kept = self.kept.left(now) is not None
+        if kind == "retry_sync" and kept:
+            self.log.line("phone: retry the results sync now")
+            self.kept.retry_now()
+        elif kind == "end" and not kept:
+            self.log.line("phone: end the pod now (sync first)")
+            self._end_pod(Ending(kind="phone_destroy", message="destroy asked from the phone"))
+        return self.stopped
 
     def _periodic_sync(self, now: float) -> None:
         """Push results during a long run: a paused or stopped pod's disk is out of reach."""

@@ -40,7 +40,7 @@ Outcome = Literal[
     "kept_stopped",  # the kept window is over: stopped, disk (results/) kept
     "stop_failed",  # ... and the stop was refused: still kept, still billing; the watchdog stops it
 ]
-EndKind = Literal["job_exit", "idle_destroy", "deadline_destroy"]
+EndKind = Literal["job_exit", "idle_destroy", "deadline_destroy", "phone_destroy"]
 
 
 @dataclass(frozen=True)

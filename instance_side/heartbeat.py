@@ -55,7 +55,9 @@ EVENT_KINDS = (
     "kept_stopping",
     "kept_stopped",
     "stop_failed",
+    "phone_destroy",  # the user's "destroy now" from the phone (issue 20), ended as the pod's own end
 )
+INTENTS = ("end", "retry_sync")  # core.api.HeartbeatAnswer.intent
 REQUEST_TIMEOUT_S = 5.0
 MAX_QUEUED_EVENTS = 100
 # A 4xx other than these is permanent for that message (bad signature, bad body): retrying the same
@@ -190,6 +192,9 @@ class Answer:
     # On the functions' clock, as the watchdog keeps it (the agent converts as it compares: the offset may
     # be learnt later); None when the answer carries none or an absurd one.
     deadline_at: float | None = None
+    # The user's word from the phone (core.api.HeartbeatAnswer): "end" or "retry_sync", once per intent_at.
+    intent: str | None = None
+    intent_at: float | None = None
 
 
 @dataclass
@@ -403,7 +408,10 @@ def _parse_answer(result: HttpResult | None, offset_s: float) -> Answer | None:
         return None
     lease = _num(data.get("lease_until"))
     deadline = _num(data.get("deadline_at"))
+    intent = data.get("intent")
     return Answer(
+        intent=intent if intent in INTENTS else None,
+        intent_at=_num(data.get("intent_at")),
         server_time=_num(data.get("server_time")),
         lease_until=None if lease is None else lease - offset_s,
         # A garbled deadline (NaN, 1e300, epoch 0) must not end the pod now, nor never.

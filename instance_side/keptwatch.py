@@ -73,6 +73,12 @@ class KeptWatch:
             due.append(stop_at - STOP_WARN_S)
         return min(due)
 
+    def retry_now(self) -> None:
+        """The user asked from the phone: the next tick retries the end (sync first) as a nag would, or,
+        past the window, tries the last sync and the stop at once."""
+        self._next_nag = float("-inf")
+        self._next_stop = None
+
     def release(self) -> None:
         if self._lock_fd is not None:
             os.close(self._lock_fd)

@@ -70,6 +70,8 @@ def up(opts: UpOptions, ctx: Ctx) -> Pod | None:
     ctx.ledger().check()
     # A pod nobody watches is the most expensive kind: refuse before creating anything.
     watched = ctx.watchdog.status()
+    if watched.new_pods_paused:  # "pause new pods" from the phone (issue 20): the sentence says how to resume
+        raise GpucError(f"nothing was created: {watched.new_pods_paused}")
     warn_running_experiment(provider, opts.experiment, ctx)
     priced = plan.quote(provider, spec, opts, ctx)
     plan.check_budget(priced, opts, ctx, watched.pods)

@@ -17,6 +17,7 @@ from gpuc.functions.deadline import deadline_of
 from gpuc.functions.store import MARKABLE_STATES, StoredPod
 
 SILENCE_STATUSES = ("running", "exited")  # a pod that should be pinging
+ASKED_WAIT_BEATS = 2  # heartbeats a pod asked to end from the phone has to hear it before the reaper ends it
 BUSY_RULES = ("silence", "ended", "unregistered")  # rules the provider's GPU reading can veto
 # A pod at its deadline in one of these is ended (F15); stopped and paused pods bill no GPU: their own rules
 # hold them. "unknown" is judged so that its veto alerts (no kill on an uncertain reading).
@@ -87,6 +88,9 @@ def judge(rules: Rules, rec: StoredPod, pod: Pod) -> Ruling:
                 "kill", "ended", f"ended by {rec.ended_by or '?'} but still {pod.status} at the provider"
             )
         return WAIT
+    asked = asked_ruling(rules, rec)
+    if asked is not None:
+        return asked
     grace = settings.destroy_grace_s
     if rec.origin == "adopted":
         return judge_stray(rules, rec)
@@ -127,6 +131,23 @@ def judge(rules: Rules, rec: StoredPod, pod: Pod) -> Ruling:
             f"provider status {pod.status} ({pod.raw_status or '-'}), no heartbeat for {quiet}",
         )
     return FINE
+
+
+def asked_ruling(rules: Rules, rec: StoredPod) -> Ruling | None:
+    """"Destroy now" from the phone (functions/actions/verbs.py). The pod ends itself, sync first, told by its
+    heartbeat answer; the reaper's usual mark and destroy only if it cannot: no ping since it was asked,
+    for two heartbeat intervals (silent, frozen, no agent). A pod that heard it and still runs is not ended
+    on that (an agent too old to know intents, KEEP_ALIVE=1): said, never killed. Kept: its window decides."""
+    if rec.intent != "end" or rec.intent_at is None or rec.kept_at is not None:
+        return None
+    asked = f"destroy asked from the phone at {iso(rec.intent_at)}"
+    if rec.last_seen is not None and rec.last_seen >= rec.intent_at:
+        if rules.now < rec.intent_at + limit(rules, rec, "silence_limit_s"):
+            return None
+        return Ruling("alert", "asked", f"{asked}; the pod heard it and has not ended: `gpuc down {rec.pod_id}`")
+    if rules.now < rec.intent_at + ASKED_WAIT_BEATS * rules.settings.heartbeat_interval_s:
+        return None
+    return Ruling("kill", "asked", f"{asked}; the pod has not answered since, so it cannot end itself")
 
 
 def judge_stray(rules: Rules, rec: StoredPod) -> Ruling:

@@ -1,0 +1,405 @@
+"""What a tap on the phone does (issue 20): each verb is one of the watchdog's existing transitions, asked
+for by a capability link (links.py) instead of the admin token.
+
+- keep 1 h: `gpuc keep`'s lease (the idle destroy waits) and the deadline no sooner than it.
+- extend 2 h: `gpuc extend`'s deadline move, within the user's cap.
+- destroy now: never a destroy from here. The pod is asked to end itself (its next heartbeat answer says
+  so): sync -> notify -> destroy, kept on a failed sync, as when it decides itself. Only a pod that cannot
+  (it has not pinged since) is the reaper's, through its usual mark and destroy (rules.asked_ruling).
+- retry sync (a kept pod): its agent's kept loop retries now (the heartbeat answer again).
+- stop, keep disk (a kept pod): the reaper's kept stop (actions.stop_kept), now.
+- destroy anyway (a kept pod): the user's word, as `gpuc down --force`; the reaper's destroy (claim,
+  ledger end, notify, destroy, confirm gone; retried by the next pass if it does not finish).
+- pause new pods: a watchdog flag `gpuc up` reads from /v1/status and refuses on.
+
+`act` checks everything that can refuse BEFORE it spends the link's nonce, so a refused tap changes nothing;
+of two taps racing, the nonce's conditional write lets one act. Destroy verbs act only from their
+confirmation page (via "page"), which shows what is not synced: never from a bare channel button.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+from gpuc.core import api
+from gpuc.core.api import ReapReport
+from gpuc.core.notify import Level
+from gpuc.functions.actions.links import (
+    ALL_PODS,
+    Claim,
+    Verb,
+    claim_once,
+    link_key,
+    mint,
+    new_claim,
+    read,
+)
+from gpuc.functions.app import Deps, announce
+from gpuc.functions.deadline import deadline_of, limit_of
+from gpuc.functions.edge import HttpError
+from gpuc.functions.reaper.actions import destroy, stop_kept
+from gpuc.functions.reaper.state import Pass
+from gpuc.functions.store import MARKABLE_STATES, PodAuth, StoredPod
+from gpuc.functions.transitions import lease, set_deadline
+
+Via = Literal["page", "ntfy", "telegram", "slack"]
+VIAS: tuple[Via, ...] = get_args(Via)
+OfferKind = Literal["pending_destroy", "kept", "deadline", "budget"]
+# May act straight from a channel's button (ntfy `http`, a Telegram callback): each is undone by waiting or
+# by another tap. destroy and anyway act only from their confirmation page.
+SAFE_VERBS: frozenset[Verb] = frozenset({"keep", "extend", "retry", "stop", "pause"})
+KEEP_S = 3600
+EXTEND_S = 2 * 3600
+PAUSE_META = "paused_new_pods"
+# An intent the agent has not acted on is sent again with every heartbeat answer; a retry for this long.
+RETRY_INTENT_LIFE_S = 3600.0
+PHONE = "phone"  # move_deadline says "from the phone"
+
+
+class ActionRefused(Exception):
+    """The tap does nothing: `status` for the page (404 unknown pod, 403 not from here, 409 not now)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Offer:
+    label: str  # "keep 1 h"
+    verb: Verb
+    url: str  # <public_url>/a/<token>: a GET shows its confirmation page, a POST acts
+    token: str  # also a Telegram callback_data
+    safe: bool  # may act from a channel's own button; else the button opens the page
+
+
+@dataclass(frozen=True)
+class Acted:
+    verb: Verb
+    pod_id: str  # ALL_PODS for pause
+    sentence: str  # what happened, for the person who tapped
+
+
+@dataclass(frozen=True)
+class VerbSpec:
+    label: str
+    check: Callable[[Deps, StoredPod | None, Claim, float], None]  # raises ActionRefused; changes nothing
+    do: Callable[[Deps, StoredPod | None, Claim, float, Via], str]  # the sentence
+    explain: str  # what the confirmation page says the button does
+    told: bool = False  # the transition notifies the phone itself (with "from the phone")
+
+
+def hm(ts: float) -> str:
+    return time.strftime("%H:%M UTC", time.gmtime(ts))
+
+
+def span(seconds: float) -> str:
+    return f"{seconds / 3600:g} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
+
+
+def public_base(deps: Deps) -> str:
+    return (deps.settings.public_url or deps.settings.functions_url).rstrip("/")
+
+
+# -- checks (before the nonce is spent) -----------------------------------------------------------
+def _pod(pod: StoredPod | None) -> StoredPod:
+    if pod is None:
+        raise ActionRefused(404, "unknown pod")
+    return pod
+
+
+def _live(pod: StoredPod | None) -> StoredPod:
+    rec = _pod(pod)
+    if rec.state not in MARKABLE_STATES:
+        raise ActionRefused(409, f"{rec.name} has already ended ({rec.state}): nothing to do")
+    return rec
+
+
+def _kept(pod: StoredPod | None) -> StoredPod:
+    rec = _live(pod)
+    if rec.kept_at is None:
+        raise ActionRefused(409, f"{rec.name} is not kept for its results: this button no longer applies")
+    return rec
+
+
+def _kept_running(pod: StoredPod | None) -> StoredPod:
+    rec = _kept(pod)
+    if rec.provider_status == "stopped":
+        raise ActionRefused(
+            409, f"{rec.name} is already stopped: its agent cannot run. `gpuc results {rec.pod_id}` copies results/"
+        )
+    return rec
+
+
+def check_keep(deps: Deps, pod: StoredPod | None, claim: Claim, now: float) -> None:
+    _live(pod)
+
+
+def check_extend(deps: Deps, pod: StoredPod | None, claim: Claim, now: float) -> None:
+    rec = _live(pod)
+    cap = limit_of(rec, deps.settings)
+    if deadline_of(rec, deps.settings) >= cap:
+        raise ActionRefused(409, f"{rec.name}'s deadline is already at your cap ({hm(cap)}, max_lifetime_hours)")
+
+
+def check_destroy(deps: Deps, pod: StoredPod | None, claim: Claim, now: float) -> None:
+    rec = _live(pod)
+    if rec.kept_at is not None:
+        raise ActionRefused(
+            409, f"{rec.name} is kept for its results (its sync failed): its kept notification offers "
+            "'destroy anyway', which says what is lost",
+        )
+
+
+def check_kept(deps: Deps, pod: StoredPod | None, claim: Claim, now: float) -> None:
+    _kept(pod)
+
+
+def check_kept_running(deps: Deps, pod: StoredPod | None, claim: Claim, now: float) -> None:
+    _kept_running(pod)
+
+
+def check_pause(deps: Deps, pod: StoredPod | None, claim: Claim, now: float) -> None:
+    paused = paused_since(deps)
+    if paused is not None:
+        raise ActionRefused(409, f"new pods are already paused (since {hm(paused)})")
+
+
+# -- the verbs ------------------------------------------------------------------------------------
+def do_keep(deps: Deps, pod: StoredPod | None, claim: Claim, now: float, via: Via) -> str:
+    rec = _pod(pod)
+    until = min(now + claim.param, now + deps.settings.max_hours * 3600)
+    lease(deps, rec, now, until)
+    # As `gpuc keep`: kept for 1 h means alive for 1 h, so the deadline is no sooner (as far as the cap lets).
+    ends = ""
+    try:
+        answer = set_deadline(deps, rec, now, api.DeadlineRequest(deadline_at=until, at_least=True), via=PHONE)
+        if answer.deadline_at < until:
+            ends = f"; its deadline stays {hm(answer.deadline_at)} (your cap)"
+    except HttpError as exc:
+        ends = f"; its deadline was not moved ({exc.message})"
+    return f"kept {span(until - now)} more from the phone, until {hm(until)}{ends}"
+
+
+def do_extend(deps: Deps, pod: StoredPod | None, claim: Claim, now: float, via: Via) -> str:
+    rec = _pod(pod)
+    request = api.DeadlineRequest(extend_s=float(claim.param), at_least=True)
+    answer = set_deadline(deps, rec, now, request, via=PHONE)
+    capped = " (as far as your cap, max_lifetime_hours, allows)" if answer.capped else ""
+    return f"deadline moved from the phone: {rec.name} now ends at {hm(answer.deadline_at)}{capped}"
+
+
+def do_destroy(deps: Deps, pod: StoredPod | None, claim: Claim, now: float, via: Via) -> str:
+    rec = _pod(pod)
+    # The lease goes: a lease vetoes the reaper's kill, and this is the user saying "end it".
+    changes = {"intent": "end", "intent_at": now, "lease_until": None}
+    _cas(deps, rec, {"state": MARKABLE_STATES, "kept_at": None}, changes)
+    return (
+        f"destroy of {rec.name} asked from the phone: the pod syncs results/, then destroys itself (kept, not "
+        "destroyed, if that sync fails); if it cannot, the watchdog destroys it on its next passes"
+    )
+
+
+def do_retry(deps: Deps, pod: StoredPod | None, claim: Claim, now: float, via: Via) -> str:
+    rec = _pod(pod)
+    _cas(deps, rec, {"kept_at": rec.kept_at}, {"intent": "retry_sync", "intent_at": now})
+    return (
+        f"sync retry of {rec.name} asked from the phone: the pod tries again at its next heartbeat (about a "
+        "minute); a sync that works ends the pod as usual, a failed one keeps it"
+    )
+
+
+def do_stop(deps: Deps, pod: StoredPod | None, claim: Claim, now: float, via: Via) -> str:
+    rec = _pod(pod)
+    run = _pass(deps, now)
+    stop_kept(run, rec, "stop asked from the phone")
+    if not _did(run, "stop"):
+        raise ActionRefused(409, f"{rec.name} was not stopped: {_last_reason(run)}. Try again in a minute")
+    return f"{rec.name} stopped from the phone: GPU billing ended, the disk with results/ stays"
+
+
+def do_anyway(deps: Deps, pod: StoredPod | None, claim: Claim, now: float, via: Via) -> str:
+    rec = _pod(pod)
+    # The user's word, as `gpuc down --force`: nothing is kept for the results any more, the end is theirs.
+    word = {"kept_at": None, "kept_until": None, "end_at": now, "ended_by": "phone"}
+    _cas(deps, rec, {"state": rec.state, "kept_at": rec.kept_at}, word)
+    run = _pass(deps, now)
+    destroy(run, rec.model_copy(update=word), "destroy anyway asked from the phone (results/ not synced)")
+    if _did(run, "destroy") and (after := deps.store.get_pod(rec.pod_id)) is not None and after.state == "destroyed":
+        return f"{rec.name} destroyed from the phone; its results/ was not synced. Ledger end {hm(now)}"
+    return f"destroying {rec.name} (asked from the phone); not confirmed gone yet: the reaper retries on its next pass"
+
+
+def do_pause(deps: Deps, pod: StoredPod | None, claim: Claim, now: float, via: Via) -> str:
+    meta = deps.store.get_meta(PAUSE_META)
+    if not deps.store.put_meta(PAUSE_META, {"paused": True, "since": now, "via": via}, meta.version if meta else None):
+        raise ActionRefused(409, "new pods were paused meanwhile")
+    return f"new pods paused from the phone: `gpuc up` refuses until {RESUME_HOW}"
+
+
+RESUME_HOW = "`gpuc watchdog resume` (running pods are not touched)"
+
+VERB_SPECS: dict[Verb, VerbSpec] = {
+    "keep": VerbSpec("keep 1 h", check_keep, do_keep, "suspends the idle destroy for this long (gpuc keep)"),
+    "extend": VerbSpec(
+        "extend 2 h", check_extend, do_extend, "moves gpuc's deadline for the pod later, within your cap", told=True
+    ),
+    "destroy": VerbSpec(
+        "destroy now",
+        check_destroy,
+        do_destroy,
+        "asks the pod to end now: it syncs results/ first and is kept if that fails; a pod that cannot answer "
+        "is destroyed by the watchdog",
+    ),
+    "retry": VerbSpec("retry sync", check_kept_running, do_retry, "the pod tries its results sync again now"),
+    "stop": VerbSpec(
+        "stop, keep disk", check_kept_running, do_stop, "stops the pod: GPU billing ends, the disk with results/ stays"
+    ),
+    "anyway": VerbSpec(
+        "destroy anyway", check_kept, do_anyway, "destroys the pod and its disk: its unsynced results/ are lost"
+    ),
+    "pause": VerbSpec("pause new pods", check_pause, do_pause, "`gpuc up` refuses new pods; running pods go on"),
+}
+
+
+def _cas(deps: Deps, rec: StoredPod, expect: Mapping[str, Any], changes: Mapping[str, Any]) -> None:
+    if not deps.store.update_if(rec.pod_id, expect, changes):
+        raise ActionRefused(409, "the pod changed meanwhile: nothing was done")
+
+
+def _pass(deps: Deps, now: float) -> Pass:
+    return Pass(deps, now, False, ReapReport(ran_at=now))
+
+
+def _did(run: Pass, action: str) -> bool:
+    return bool(run.report.actions) and run.report.actions[-1].action == action
+
+
+def _last_reason(run: Pass) -> str:
+    return run.report.actions[-1].reason if run.report.actions else "the pod changed meanwhile"
+
+
+# -- the two entry points -------------------------------------------------------------------------
+def target(deps: Deps, claim: Claim) -> StoredPod | None:
+    """The pod a link is about (None for ALL_PODS); ActionRefused 404 when the watchdog has no such pod."""
+    if claim.pod_id == ALL_PODS:
+        if claim.verb != "pause":
+            raise ActionRefused(400, "this link is not about one pod")
+        return None
+    if claim.verb == "pause":
+        raise ActionRefused(400, "this link is about all pods, not one")
+    pod = deps.store.get_pod(claim.pod_id)
+    if pod is None:
+        raise ActionRefused(404, "unknown pod: this watchdog has no record of it")
+    return pod
+
+
+def readable(deps: Deps, token: str, now: float) -> tuple[Claim, StoredPod | None]:
+    """What a link would do, for its confirmation page. Never acts, never spends the nonce."""
+    claim = read(link_key(deps.store), token, now)
+    if claim.verb == "page":
+        raise ActionRefused(400, "this is a status-page link, not an action: open it as /p/<link>")
+    return claim, target(deps, claim)
+
+
+def act(deps: Deps, token: str, now: float, via: Via) -> Acted:
+    """Read the link, check it may act from `via` and now, spend its nonce, act, tell the phone. Raises
+    LinkRefused or ActionRefused (with the sentence to show); nothing changes on a refusal."""
+    if via not in VIAS:
+        raise ActionRefused(400, f"unknown channel {via!r}")
+    claim, pod = readable(deps, token, now)
+    spec = VERB_SPECS[claim.verb]
+    if via != "page" and claim.verb not in SAFE_VERBS:
+        raise ActionRefused(403, f"'{spec.label}' acts only from its confirmation page: open the link")
+    spec.check(deps, pod, claim, now)
+    claim_once(deps.store, claim, now)
+    try:
+        sentence = spec.do(deps, pod, claim, now, via)
+    except HttpError as exc:  # the transition's own refusal (a race since the check): said, nothing done
+        raise ActionRefused(409, exc.message) from None
+    if not spec.told:
+        _tell(deps, pod, claim.verb, sentence, now, via)
+    return Acted(claim.verb, claim.pod_id, sentence)
+
+
+def _tell(deps: Deps, pod: StoredPod | None, verb: Verb, sentence: str, now: float, via: Via) -> None:
+    name = "new pods" if pod is None else pod.name
+    where = f"{pod.pod_id} ({pod.provider}, {pod.experiment}): " if pod is not None else ""
+    level: Level = "warning" if verb in ("destroy", "anyway", "pause") else "info"
+    announce(
+        deps,
+        now,
+        f"gpuc: {VERB_SPECS[verb].label} {name} (from the phone)",
+        f"{where}{sentence} (tapped in {via}).",
+        pod_id=None if pod is None else pod.pod_id,
+        kind="action",
+        level=level,
+    )
+
+
+_OFFERS: dict[OfferKind, tuple[tuple[Verb, int], ...]] = {
+    "pending_destroy": (("keep", KEEP_S), ("destroy", 0)),
+    "kept": (("retry", 0), ("stop", 0), ("anyway", 0)),
+    "deadline": (("extend", EXTEND_S),),
+    "budget": (("pause", 0),),
+}
+
+
+def offer(deps: Deps, pod: StoredPod | None, kind: OfferKind, now: float) -> tuple[Offer, ...]:
+    """The actions that fit a notification `kind`, each link minted fresh (pod None: budget). A pod id
+    that cannot be put in a link gets no buttons: its notification still goes out."""
+    key = link_key(deps.store)
+    offers = []
+    for verb, param in _OFFERS[kind]:
+        pod_id = ALL_PODS if verb == "pause" else (pod.pod_id if pod is not None else "")
+        try:
+            token = mint(key, new_claim(verb, pod_id, now, param=param))
+        except ValueError:
+            return ()
+        url = f"{public_base(deps)}/a/{token}"
+        offers.append(Offer(VERB_SPECS[verb].label, verb, url, token, verb in SAFE_VERBS))
+    return tuple(offers)
+
+
+def paused_since(deps: Deps) -> float | None:
+    meta = deps.store.get_meta(PAUSE_META)
+    if meta is None or not meta.value.get("paused"):
+        return None
+    return float(meta.value.get("since", 0.0))
+
+
+def resume(deps: Deps, now: float) -> bool:
+    """`gpuc watchdog resume`: new pods may start again. False when they were not paused."""
+    meta = deps.store.get_meta(PAUSE_META)
+    if meta is None or not meta.value.get("paused"):
+        return False
+    if not deps.store.put_meta(PAUSE_META, {"paused": False}, meta.version):
+        return False
+    announce(deps, now, "gpuc: new pods resumed", "`gpuc up` may start pods again.", kind="action")
+    return True
+
+
+
+
+def intent_of(auth: PodAuth, now: float) -> tuple[Literal["end", "retry_sync"] | None, float | None]:
+    """What the pod's heartbeat answer asks of it. An "end" stands until the pod ends or is kept (or the
+    reaper takes it); a retry lasts RETRY_INTENT_LIFE_S (the agent acts once per intent_at)."""
+    if auth.intent_at is None:
+        return None, None
+    if auth.intent == "end" and auth.state in MARKABLE_STATES:
+        return "end", auth.intent_at
+    if auth.intent == "retry_sync" and now < auth.intent_at + RETRY_INTENT_LIFE_S:
+        return "retry_sync", auth.intent_at
+    return None, None
+
+
+def paused_text(deps: Deps) -> str | None:
+    """The sentence `gpuc up` refuses with while new pods are paused, or None."""
+    since = paused_since(deps)
+    if since is None:
+        return None
+    return f"new pods are paused (from the phone, since {hm(since)}): resume with {RESUME_HOW}"
