@@ -31,6 +31,7 @@ ROWS += ["F15", "F15v", "F15h"]
 ROWS += ["F11u", "F18"]
 ROWS += ["F16", "F16b"]
 ROWS += ["F17"]
+ROWS += ["F20"]  # issue 20: keep from the phone
 
 
 def drill(*args: str) -> tuple[int, str]:
