@@ -45,7 +45,14 @@ ROOT_DISTRIBUTIONS = ("pydantic", "httpx", "python-dotenv")
 PROVIDED_BY_LAMBDA = frozenset({"boto3", "botocore", "s3transfer", "jmespath", "urllib3", "python-dateutil", "six"})
 # What the functions import, package by package, and nothing else (no gpuc.client): every .py of each is
 # zipped. tests/aws/test_packaging.py checks this list against the imports of functions/aws.py.
-GPUC_PACKAGES = ("gpuc", "gpuc.core", "gpuc.core.providers", "gpuc.functions", "gpuc.functions.reaper")
+GPUC_PACKAGES = (
+    "gpuc",
+    "gpuc.core",
+    "gpuc.core.providers",
+    "gpuc.functions",
+    "gpuc.functions.actions",
+    "gpuc.functions.reaper",
+)
 _REQ_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 # The reaper's budget settings, as stack parameters into its environment: the Lambda has no .env, and a
 # budget the laptop knows but the watchdog does not would alert and pull in nothing. "" = not set.
