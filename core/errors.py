@@ -30,6 +30,8 @@ ProcScanError                      (instance_side.procs) the process table unrea
 StepFailed                         (instance_side.bootstrap) one bootstrap step failed: reported, pod kept
 SettingError                       (core.settings) a setting of the wrong kind: load_settings makes it a ConfigError
 Unreadable                         (core.podjson) a pod's answer or file is not what gpuc wrote: "unknown"
+LinkRefused                        (functions.actions.links) a capability link that does nothing, and why
+Refused                            (functions.actions.wire) a phone channel's tap that did nothing: answered why
 """
 
 from __future__ import annotations

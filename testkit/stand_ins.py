@@ -36,8 +36,22 @@ NTFY_ACTIONS_MAX = 3
 NTFY_ACTION_KINDS = frozenset({"view", "http", "broadcast"})
 _NTFY_ACTION_KEYS = frozenset({"action", "label", "url", "method", "headers", "body", "clear", "intent", "extras"})
 _NTFY_KEYS = frozenset(
-    {"topic", "message", "title", "tags", "priority", "actions", "click", "attach", "markdown", "icon", "filename",
-     "delay", "email", "call"}
+    {
+        "topic",
+        "message",
+        "title",
+        "tags",
+        "priority",
+        "actions",
+        "click",
+        "attach",
+        "markdown",
+        "icon",
+        "filename",
+        "delay",
+        "email",
+        "call",
+    }
 )
 TELEGRAM_TEXT_MAX = 4096
 CALLBACK_DATA_MAX = 64
@@ -191,7 +205,8 @@ class TelegramStandIn(_StandIn):
             body = None
         if not isinstance(body, dict):
             return _tg_error(400, "Bad Request: can't parse JSON")
-        chat = self.chats.get(_int(body.get("chat_id")))
+        chat_id = _int(body.get("chat_id"))
+        chat = None if chat_id is None else self.chats.get(chat_id)
         if chat is None:
             return _tg_error(400, "Bad Request: chat not found")
         text = body.get("text")
@@ -208,7 +223,7 @@ class TelegramStandIn(_StandIn):
 
     def _keyboard_problem(self, keyboard: Any) -> str | None:
         if not isinstance(keyboard, list) or not all(isinstance(row, list) for row in keyboard):
-            return "field \"inline_keyboard\" must be an Array of Arrays"
+            return 'field "inline_keyboard" must be an Array of Arrays'
         for button in (b for row in keyboard for b in row):
             if not isinstance(button, dict) or not isinstance(button.get("text"), str) or not button["text"]:
                 return "inline keyboard button text is empty"
@@ -266,8 +281,12 @@ class TelegramStandIn(_StandIn):
         query = {
             "id": f"cq{next(self._updates)}",
             "from": {"id": who, "is_bot": False, "first_name": "Ada"},
-            "message": {"message_id": sent.message_id, "date": 0, "chat": {"id": sent.chat.id, "type": sent.chat.type},
-                        "text": sent.text},
+            "message": {
+                "message_id": sent.message_id,
+                "date": 0,
+                "chat": {"id": sent.chat.id, "type": sent.chat.type},
+                "text": sent.text,
+            },
             "chat_instance": "42",
             "data": button["callback_data"],
         }
@@ -276,8 +295,13 @@ class TelegramStandIn(_StandIn):
     def type_text(self, chat_id: int, text: str) -> httpx.Response:
         """The user writes to the bot: an Update with a message, no callback."""
         chat = self.chats[chat_id]
-        message = {"message_id": 0, "date": 0, "chat": {"id": chat.id, "type": chat.type},
-                   "from": {"id": chat.id, "is_bot": False, "first_name": "Ada"}, "text": text}
+        message = {
+            "message_id": 0,
+            "date": 0,
+            "chat": {"id": chat.id, "type": chat.type},
+            "from": {"id": chat.id, "is_bot": False, "first_name": "Ada"},
+            "text": text,
+        }
         return self.update({"message": message})
 
 

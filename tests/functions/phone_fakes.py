@@ -17,7 +17,7 @@ from gpuc.functions.actions.html import esc, html_response
 from gpuc.functions.actions.links import Verb, claim_once, link_key, mint, new_claim, read
 from gpuc.functions.app import Deps
 from gpuc.functions.edge import HttpError, Request, Response
-from gpuc.functions.store import StoredPod
+from gpuc.functions.store import SqliteStore, StoredPod
 
 SAFE: frozenset[str] = frozenset({"keep", "extend", "retry", "stop", "pause"})
 OFFERS: dict[str, tuple[tuple[Verb, str], ...]] = {
@@ -109,5 +109,6 @@ def _post(req: Request, deps: Deps, now: float) -> Response:
 
 def dump(deps: Deps) -> list[Any]:
     """Everything the store holds, for "nothing stored" (SqliteStore)."""
-    db = getattr(deps.store, "_db")
-    return list(db.iterdump())
+    store = deps.store
+    assert isinstance(store, SqliteStore)
+    return list(store._db.iterdump())

@@ -58,7 +58,10 @@ def test_ntfy_never_more_than_three_buttons(tmp_path: Path, clock: FakeClock) ->
 def test_telegram_safe_verb_is_a_callback_and_destroy_a_url_button(tmp_path: Path, clock: FakeClock) -> None:
     (request,) = sent(tmp_path, clock, "telegram")
     keyboard = json.loads(request.content)["reply_markup"]["inline_keyboard"]
-    assert keyboard == [[{"text": "keep 1 h", "callback_data": KEEP.token}], [{"text": "destroy now", "url": DESTROY.url}]]
+    assert keyboard == [
+        [{"text": "keep 1 h", "callback_data": KEEP.token}],
+        [{"text": "destroy now", "url": DESTROY.url}],
+    ]
     assert len(KEEP.token.encode()) <= 64
 
 
@@ -77,7 +80,10 @@ def test_channels_without_buttons_get_a_link_line_to_the_confirmation_page(
 ) -> None:
     (request,) = sent(tmp_path, clock, channel)
     raw = request.content.decode()
-    text = parse_qs(raw)["message"][0] if channel == "pushover" else json.loads(raw).get("content") or json.loads(raw)["message"]
+    if channel == "pushover":
+        text = parse_qs(raw)["message"][0]
+    else:
+        text = json.loads(raw).get("content") or json.loads(raw)["message"]
     assert f"keep 1 h: {KEEP.url}" in text and f"destroy now: {DESTROY.url}" in text
 
 
@@ -102,7 +108,14 @@ def test_the_outbox_keeps_the_buttons(tmp_path: Path, clock: FakeClock) -> None:
 
 # -- which notification gets which buttons (the one call site: functions/actions/wire.py) -------------
 def _pod(**fields: object) -> StoredPod:
-    base: dict[str, object] = {"pod_id": "p1", "provider": "fake", "name": "gpuc-p1", "experiment": "e", "state": "ok", "registered_at": 0.0}
+    base: dict[str, object] = {
+        "pod_id": "p1",
+        "provider": "fake",
+        "name": "gpuc-p1",
+        "experiment": "e",
+        "state": "ok",
+        "registered_at": 0.0,
+    }
     return StoredPod.model_validate({**base, **fields})
 
 
