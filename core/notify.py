@@ -13,6 +13,10 @@ network), stop at once on a permanent one (a 404 webhook, a blocked bot), at mos
 per destination (the excess goes out later as one "N more" message). `send` never raises: a dead phone
 channel must never block a destroy (F13). URLs carry tokens, so logs name a channel by kind and host
 only, and every text is redacted.
+
+A message may carry `actions` (issue 20): the watchdog's capability links, rendered natively where a
+channel has buttons (ntfy `http`/`view` actions, Telegram inline keyboard, Slack block buttons) and as link
+lines elsewhere. A channel that refuses the buttons gets the text with link lines instead.
 """
 
 from __future__ import annotations
