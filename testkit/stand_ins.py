@@ -199,11 +199,8 @@ class TelegramStandIn(_StandIn):
         return _tg_error(404, "Not Found")
 
     def _send_message(self, request: EmuRequest) -> EmuResponse:
-        try:
-            body = request.json()
-        except ValueError:
-            body = None
-        if not isinstance(body, dict):
+        body = _json_object(request)
+        if body is None:
             return _tg_error(400, "Bad Request: can't parse JSON")
         chat_id = _int(body.get("chat_id"))
         chat = None if chat_id is None else self.chats.get(chat_id)
@@ -239,11 +236,8 @@ class TelegramStandIn(_StandIn):
         return None
 
     def _set_webhook(self, request: EmuRequest) -> EmuResponse:
-        try:
-            body = request.json()
-        except ValueError:
-            body = None
-        if not isinstance(body, dict):
+        body = _json_object(request)
+        if body is None:
             return _tg_error(400, "Bad Request: can't parse JSON")
         secret = body.get("secret_token")
         if not _http_url(body.get("url")) or (secret is not None and not _SECRET_TOKEN.fullmatch(str(secret))):
@@ -307,6 +301,14 @@ class TelegramStandIn(_StandIn):
 
 def _tg_error(status: int, description: str) -> EmuResponse:
     return EmuResponse.json(status, {"ok": False, "error_code": status, "description": description})
+
+
+def _json_object(request: EmuRequest) -> dict[str, Any] | None:
+    try:
+        body = request.json()
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None
 
 
 def _int(value: object) -> int | None:
