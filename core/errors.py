@@ -35,6 +35,7 @@ Unreadable                         (core.podjson) a pod's answer or file is not 
 LinkRefused                        (functions.actions.links) a phone link that does nothing: a clear 4xx page
 TerminateRefused                   (core.providers.common) the pod key's terminate refused: the pod stops itself
 AskError                           (instance_side.ask) no answer to the laptop's question: its JSON `error`
+Refused                            (functions.actions.wire) a phone channel's tap that did nothing: answered why
 """
 
 from __future__ import annotations

@@ -13,6 +13,10 @@ network), stop at once on a permanent one (a 404 webhook, a blocked bot), at mos
 per destination (the excess goes out later as one "N more" message). `send` never raises: a dead phone
 channel must never block a destroy (F13). URLs carry tokens, so logs name a channel by kind and host
 only, and every text is redacted.
+
+A message may carry `actions` (issue 20): the watchdog's capability links, rendered natively where a
+channel has buttons (ntfy `http`/`view` actions, Telegram inline keyboard, Slack block buttons) and as link
+lines elsewhere. A channel that refuses the buttons gets the text with link lines instead.
 """
 
 from __future__ import annotations
@@ -26,9 +30,9 @@ import time
 import unicodedata
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from gpuc.core.clock import Clock, SystemClock
 from gpuc.core.errors import ConfigError
@@ -101,6 +105,21 @@ def _defang_scheme(match: re.Match[str]) -> str:
     return f"{scheme}[:]//"
 
 
+class Action(NamedTuple):
+    """A button on a notification (issue 20). `url` is the watchdog's `/a/<token>`: a GET shows its
+    confirmation page and never acts, a POST acts. `token` is the same link as a Telegram callback_data or
+    a Slack button value. `safe`: it may act straight from the channel's own button; otherwise (destroy)
+    the button only opens the confirmation page. Every part is the watchdog's own, never a pod's text."""
+
+    label: str
+    url: str
+    token: str
+    safe: bool
+
+
+NTFY_ACTIONS_MAX = 3  # ntfy shows at most 3 action buttons
+
+
 @dataclass(frozen=True)
 class Message:
     ts: float
@@ -109,9 +128,25 @@ class Message:
     pod_id: str | None = None
     kind: str = "info"
     level: Level = "info"
+    actions: tuple[Action, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out["actions"] = [action._asdict() for action in self.actions]
+        return out
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Message:
+        actions = tuple(Action(**a) for a in raw.pop("actions", ()))
+        return cls(**raw, actions=actions)
+
+    def plain(self) -> Message:
+        """The text-only form: each action a link line to its confirmation page (the channels without
+        buttons, and the fallback when a channel refuses a message's buttons)."""
+        if not self.actions:
+            return self
+        lines = "".join(f"\n{action.label}: {action.url}" for action in self.actions)
+        return replace(self, message=f"{self.message}{lines}", actions=())
 
 
 class DeliveryFailed(Exception):
@@ -153,6 +188,17 @@ class HttpChannel(Channel):
         check_response(response)
         return response
 
+    def buttons_or_text(self, msg: Message, send: Callable[[Message], None]) -> None:
+        """Send with native buttons; if the service refuses the message as such (Telegram answers 400 to a
+        button whose URL is a loopback address), send it again as text with link lines: a button must
+        never cost the notification itself."""
+        try:
+            send(msg)
+        except DeliveryFailed as exc:
+            if not msg.actions or not exc.permanent or exc.dead:
+                raise
+            send(msg.plain())
+
 
 def check_response(response: httpx.Response) -> None:
     status = response.status_code
@@ -176,16 +222,34 @@ class NtfyChannel(HttpChannel):
         self.label = f"ntfy {base_url.split('://', 1)[-1]}"
 
     def deliver(self, msg: Message, http: httpx.Client) -> None:
+        self.buttons_or_text(msg, lambda m: self._publish(m, http))
+
+    def _publish(self, msg: Message, http: httpx.Client) -> None:
         priority = {"error": 5, "warning": 4}.get(msg.level, 3)
-        payload = {
+        payload: dict[str, Any] = {
             "topic": self.topic,
             "title": msg.title,
             "message": msg.message,
             "priority": priority,
             "tags": [_emoji(msg.level)],
         }
+        if msg.actions:
+            payload["actions"] = [ntfy_action(a) for a in msg.actions[:NTFY_ACTIONS_MAX]]
+            if len(msg.actions) > NTFY_ACTIONS_MAX:
+                payload["message"] = msg.message + "".join(
+                    f"\n{a.label}: {a.url}" for a in msg.actions[NTFY_ACTIONS_MAX:]
+                )
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         self.post(http, f"{self.base_url}/", json=payload, headers=headers)
+
+
+def ntfy_action(action: Action) -> dict[str, Any]:
+    """A safe verb is an `http` action: the ntfy app POSTs to the link (no body) when tapped, and the
+    notification clears once it succeeded. Any other verb is a `view` action: it opens the confirmation
+    page in the browser, whose GET never acts."""
+    if action.safe:
+        return {"action": "http", "label": action.label, "url": action.url, "method": "POST", "clear": True}
+    return {"action": "view", "label": action.label, "url": action.url}
 
 
 class PushoverChannel(HttpChannel):
@@ -201,22 +265,39 @@ class PushoverChannel(HttpChannel):
             "token": self.token,
             "user": self.user,
             "title": msg.title[:250],
-            "message": msg.message[:1024] or msg.title,
+            "message": _with_links(msg.plain().message, msg.message, 1024) or msg.title,
             "priority": "1" if msg.level == "error" else "0",
         }
         self.post(http, self.url, data=form)
 
 
+TELEGRAM_API = "https://api.telegram.org"
+
+
 class TelegramChannel(HttpChannel):
     label = "telegram"
 
-    def __init__(self, bot_token: str, chat_id: str) -> None:
+    def __init__(self, bot_token: str, chat_id: str, api: str = TELEGRAM_API) -> None:
         super().__init__([bot_token])
-        self.bot_token, self.chat_id = bot_token, chat_id
+        self.bot_token, self.chat_id, self.api = bot_token, chat_id, api.rstrip("/")
 
     def deliver(self, msg: Message, http: httpx.Client) -> None:
-        url = f"https://api.telegram.org/bot{self.bot_token}/sendMessage"
-        self.post(http, url, json={"chat_id": self.chat_id, "text": f"{msg.title}\n{msg.message}"[:4096]})
+        self.buttons_or_text(msg, lambda m: self._send(m, http))
+
+    def _send(self, msg: Message, http: httpx.Client) -> None:
+        url = f"{self.api}/bot{self.bot_token}/sendMessage"
+        payload: dict[str, Any] = {"chat_id": self.chat_id, "text": f"{msg.title}\n{msg.message}"[:4096]}
+        if msg.actions:
+            payload["reply_markup"] = {"inline_keyboard": [[telegram_button(a)] for a in msg.actions]}
+        self.post(http, url, json=payload)
+
+
+def telegram_button(action: Action) -> dict[str, str]:
+    """A safe verb comes back to the watchdog's webhook as a callback_query carrying the token (<= 64
+    bytes, Telegram's callback_data limit); any other verb opens its confirmation page."""
+    if action.safe:
+        return {"text": action.label, "callback_data": action.token}
+    return {"text": action.label, "url": action.url}
 
 
 class SlackChannel(HttpChannel):
@@ -227,7 +308,33 @@ class SlackChannel(HttpChannel):
         self.url = url
 
     def deliver(self, msg: Message, http: httpx.Client) -> None:
-        self.post(http, self.url, json={"text": f"*{msg.title}*\n{msg.message}"[:3000]})
+        self.buttons_or_text(msg, lambda m: self._send(m, http))
+
+    def _send(self, msg: Message, http: httpx.Client) -> None:
+        text = f"*{msg.title}*\n{msg.message}"[:3000]
+        payload: dict[str, Any] = {"text": text}
+        if msg.actions:
+            buttons = [slack_button(i, a) for i, a in enumerate(msg.actions)]
+            payload["blocks"] = [
+                {"type": "section", "text": {"type": "mrkdwn", "text": text}},
+                {"type": "actions", "elements": buttons},
+            ]
+        self.post(http, self.url, json=payload)
+
+
+def slack_button(index: int, action: Action) -> dict[str, Any]:
+    """A safe verb's tap comes back to /slack/actions, signed, with the token as the button's value; any
+    other verb's button opens its confirmation page (Slack still posts the click, which acts on nothing)."""
+    button: dict[str, Any] = {
+        "type": "button",
+        "action_id": f"gpuc_{index}",
+        "text": {"type": "plain_text", "text": action.label[:75]},
+    }
+    if action.safe:
+        button["value"] = action.token
+    else:
+        button.update(url=action.url, style="danger")
+    return button
 
 
 class DiscordChannel(HttpChannel):
@@ -239,8 +346,18 @@ class DiscordChannel(HttpChannel):
 
     def deliver(self, msg: Message, http: httpx.Client) -> None:
         # No @everyone / @here / <@id> from any text, whoever wrote it: mentions are never parsed.
-        content = f"**{msg.title}**\n{msg.message}"[:2000]
+        content = _with_links(f"**{msg.title}**\n{msg.plain().message}", f"**{msg.title}**\n{msg.message}", 2000)
         self.post(http, self.url, json={"content": content, "allowed_mentions": {"parse": []}})
+
+
+def _with_links(with_links: str, text: str, limit: int) -> str:
+    """`with_links` cut to `limit`, the text giving way first: a link line cut in half opens nothing."""
+    if len(with_links) <= limit:
+        return with_links
+    links = with_links[len(text) :]
+    if len(links) >= limit:
+        return text[:limit]
+    return text[: limit - len(links) - 1] + "\u2026" + links
 
 
 class WebhookChannel(HttpChannel):
@@ -250,7 +367,10 @@ class WebhookChannel(HttpChannel):
         self.label = f"webhook {url.split('://', 1)[-1].split('/', 1)[0]}"
 
     def deliver(self, msg: Message, http: httpx.Client) -> None:
-        body = json.dumps(msg.as_dict(), separators=(",", ":")).encode()
+        # The actions go both ways: as link lines in `message` (for a receiver that forwards the text) and
+        # as `actions` (label, url, token, safe) for one that renders buttons.
+        fields = {**msg.as_dict(), "message": msg.plain().message}
+        body = json.dumps(fields, separators=(",", ":")).encode()
         timestamp = int(msg.ts)
         headers = {"Content-Type": "application/json", "X-Gpuc-Timestamp": str(timestamp)}
         if self.secret:
@@ -272,7 +392,7 @@ class AppriseChannel(Channel):
             )
 
     def deliver(self, msg: Message, http: httpx.Client) -> None:
-        if not self._apprise.notify(title=msg.title, body=msg.message or msg.title):
+        if not self._apprise.notify(title=msg.title, body=msg.plain().message or msg.title):
             raise DeliveryFailed("apprise reported a failure")
 
 
@@ -459,9 +579,11 @@ class Notifier:
         pod_id: str | None = None,
         kind: str = "info",
         level: Level = "info",
+        actions: Sequence[Action] = (),
     ) -> None:
         try:
-            msg = Message(self.clock.now(), self._clean(title), self._clean(message), pod_id, kind, level)
+            text = self._clean(message)
+            msg = Message(self.clock.now(), self._clean(title), text, pod_id, kind, level, tuple(actions))
             self._append(msg)
             for channel in self.channels:
                 self._fan_out(channel, msg)
@@ -509,14 +631,7 @@ class Notifier:
                 return
             held, bucket.held = bucket.held, []
         if held:
-            msg = Message(
-                msg.ts,
-                msg.title,
-                f"{msg.message}\n(+{len(held)} more: {'; '.join(held)})",
-                msg.pod_id,
-                msg.kind,
-                msg.level,
-            )
+            msg = replace(msg, message=f"{msg.message}\n(+{len(held)} more: {'; '.join(held)})")
         self._deliver(channel, msg)
 
     def _release_held(self, channel: Channel) -> list[str]:
@@ -574,7 +689,7 @@ def read_outbox(path: Path) -> list[Message]:
     out: list[Message] = []
     for line in path.read_text(encoding="utf-8").splitlines():
         try:
-            out.append(Message(**json.loads(line)))
+            out.append(Message.from_dict(json.loads(line)))
         except (ValueError, TypeError):
             continue
     return out

@@ -42,6 +42,8 @@ NEVER_ON_POD: dict[str, str] = {
     "GPUC_ADMIN_TOKEN": "the watchdog's admin token: it can end or forget every pod",
     "GPUC_NOTIFY_URLS": "your notification channels (bot tokens): a pod could message you as gpuc",
     "GPUC_WEBHOOK_SECRET": "the secret your notification webhook trusts",
+    "GPUC_TELEGRAM_SECRET": "the secret that makes a request Telegram's: a pod could tap your buttons",
+    "GPUC_SLACK_SIGNING_SECRET": "the secret that makes a request Slack's: a pod could tap your buttons",
     TOKEN_ENV: "the pod's own heartbeat token: gpuc writes a fresh one for each pod",
     **dict.fromkeys(DEPLOY_KEYS, _DEPLOY),
 }

@@ -33,6 +33,8 @@ SECRET_ENV = {
     "admin_token": "GPUC_ADMIN_TOKEN",
     "notify_urls": "GPUC_NOTIFY_URLS",
     "webhook_secret": "GPUC_WEBHOOK_SECRET",
+    "telegram_secret": "GPUC_TELEGRAM_SECRET",
+    "slack_signing_secret": "GPUC_SLACK_SIGNING_SECRET",
     "hf_token": "HF_TOKEN",
     "git_token": "GPUC_GIT_TOKEN",
     "s3_access_key_id": "GPUC_S3_ACCESS_KEY_ID",
@@ -198,6 +200,13 @@ class Settings:
     git_token: SecretStr | None = None
     s3_access_key_id: SecretStr | None = None
     s3_secret_access_key: SecretStr | None = None
+
+    # taps on the phone's buttons (issue 20, channels): Telegram's webhook `secret_token`, the chat and
+    # user ids whose taps may act (comma-separated; default: the chats of the tgram:// URLs), Slack's
+    # signing secret. Unset: that channel's taps are refused (404) and its buttons open pages only.
+    telegram_secret: SecretStr | None = None
+    telegram_chats: str | None = None
+    slack_signing_secret: SecretStr | None = None
 
     def __post_init__(self) -> None:
         for name, convert in _CONVERTERS.items():

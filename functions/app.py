@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from gpuc.core.api import NotificationRecord
 from gpuc.core.clock import Clock, SystemClock
-from gpuc.core.notify import Level, Notifier
+from gpuc.core.notify import Action, Level, Notifier
 from gpuc.core.providers.base import Provider
 from gpuc.core.providers.registry import PROVIDERS, get_provider, keyed_providers
 from gpuc.core.redact import redact
@@ -37,6 +37,7 @@ class Sender(Protocol):
         pod_id: str | None = None,
         kind: str = "info",
         level: Level = "info",
+        actions: Sequence[Action] = (),
     ) -> None: ...
 
     def flush(self) -> None: ...
@@ -113,8 +114,12 @@ def announce(
         )
     except Exception as exc:  # the phone still hears about it even if the log write failed
         log.error("could not log a notification: %s", type(exc).__name__)
+    # Imported here: the buttons are minted by functions.actions, which builds on this module.
+    from gpuc.functions.actions.wire import buttons
+
+    actions = buttons(deps, now, pod_id, kind, level)  # never raises: no buttons at worst
     try:
-        deps.notifier.send(title, message, pod_id=pod_id, kind=kind, level=level)
+        deps.notifier.send(title, message, pod_id=pod_id, kind=kind, level=level, actions=actions)
     except Exception as exc:  # F13: a broken notifier never stops what comes after it (a destroy)
         log.error("notifier failed: %s", type(exc).__name__)
 

@@ -42,7 +42,15 @@ if TYPE_CHECKING:
 log = logging.getLogger("gpuc.functions")
 
 # The secrets the functions need; deploy stores exactly these, the Lambdas read exactly these.
-WATCHDOG_SECRETS = ("admin_token", "runpod_api_key", "vast_api_key", "notify_urls", "webhook_secret")
+WATCHDOG_SECRETS = (
+    "admin_token",
+    "runpod_api_key",
+    "vast_api_key",
+    "notify_urls",
+    "webhook_secret",
+    "telegram_secret",
+    "slack_signing_secret",
+)
 DEFAULT_SSM_PREFIX = "/gpuc/watchdog"
 LAMBDA_HOME = "/tmp/gpuc"  # the only writable path on Lambda: the notifier's outbox lives there
 

@@ -19,6 +19,7 @@ from gpuc.core.notify import Level, pod_says
 from gpuc.core.redact import redact
 from gpuc.functions.actions import verbs
 from gpuc.functions.actions.routes import action_page, action_post
+from gpuc.functions.actions import slack, telegram
 from gpuc.functions.app import Deps, announce
 from gpuc.functions.deadline import deadline_of
 from gpuc.functions.edge import (
@@ -249,6 +250,8 @@ ROUTES: tuple[tuple[str, re.Pattern[str], Handler], ...] = (
     ("POST", re.compile(r"/v1/resume"), resume),
     ("GET", re.compile(rf"/a/{_TOKEN}"), action_page),
     ("POST", re.compile(rf"/a/{_TOKEN}"), action_post),
+    ("POST", re.compile(r"/telegram"), telegram.webhook),
+    ("POST", re.compile(r"/slack/actions"), slack.actions),
 )
 
 

@@ -23,7 +23,7 @@ import random
 import tempfile
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -34,7 +34,7 @@ from gpuc.core import api
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import GpucError, ProviderError, ProviderSchemaError, ProviderUnavailable
 from gpuc.core.models import Pod, PodSpec, PodStatus, pod_name
-from gpuc.core.notify import OUTBOX_NAME, Level, Notifier
+from gpuc.core.notify import OUTBOX_NAME, Action, Level, Notifier
 from gpuc.core.podconfig import PodConfig, render_env_file
 from gpuc.core.providers.base import Provider
 from gpuc.core.settings import SecretStr, Settings
@@ -245,9 +245,10 @@ class FlakySender:
         pod_id: str | None = None,
         kind: str = "info",
         level: Level = "info",
+        actions: Sequence[Action] = (),
     ) -> None:
         self._reach()
-        self.inner.send(title, message, pod_id=pod_id, kind=kind, level=level)
+        self.inner.send(title, message, pod_id=pod_id, kind=kind, level=level, actions=actions)
 
     def flush(self) -> None:
         self._reach()

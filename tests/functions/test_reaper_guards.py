@@ -4,7 +4,7 @@ ended pod's destroy does not wait out a backwards clock step. tests/mutants/ rer
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +12,7 @@ from watchdog_fakes import World, make_world
 
 from gpuc.core.api import EndRequest, HeartbeatBody, NotificationRecord, ReapReport
 from gpuc.core.clock import FakeClock
-from gpuc.core.notify import Level
+from gpuc.core.notify import Action, Level
 from gpuc.functions.reaper.record import META_REAPER
 from gpuc.functions.store import MetaRecord, PodAuth, Registration, Store, StoredPod
 from gpuc.testkit.fakes import FakeProvider, outage
@@ -170,7 +170,14 @@ class SpyNotifier:
         self.sent: list[str] = []
 
     def send(
-        self, title: str, message: str, *, pod_id: str | None = None, kind: str = "info", level: Level = "info"
+        self,
+        title: str,
+        message: str,
+        *,
+        pod_id: str | None = None,
+        kind: str = "info",
+        level: Level = "info",
+        actions: Sequence[Action] = (),
     ) -> None:
         self.sent.append(kind)
 
