@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "gpuc.client.cmd_watchdog:watchdog",
         "The out-of-band watchdog: serve, reap, deploy, status.",
     ),
+    "page": ("gpuc.client.pagelink:page", "A link (or QR code) to the watchdog's status page for your phone."),
     "demo": ("gpuc.client.cmd_demo:demo", "Run the whole pod life end to end on the embedded default."),
     "drill": (
         "gpuc.client.cmd_drill:drill",

@@ -251,3 +251,14 @@ class StatusResponse(Strict):
     reaper_blind: list[str] = Field(default_factory=list)  # providers the last reaper run could not read
     reaper_blind_since: list[BlindProvider] = Field(default_factory=list)  # the same, with since-when
     notifications: list[NotificationRecord] = Field(default_factory=list)  # the most recent, oldest first
+
+
+class PageLinkRequest(Strict):
+    """`gpuc page --for`: how long the status page's session link lives (the watchdog caps it at a day)."""
+
+    for_s: int = Field(gt=0, le=int(MAX_LIMIT_S))
+
+
+class PageLinkAnswer(Strict):
+    url: str  # a capability: whoever has it sees the pods and may press the page's buttons until expires_at
+    expires_at: float

@@ -19,6 +19,7 @@ from gpuc.core import api
 from gpuc.core.clock import iso
 from gpuc.core.notify import Level, pod_says
 from gpuc.core.redact import redact
+from gpuc.functions.actions.status_page import page_link, status_page
 from gpuc.functions.app import Deps, announce
 from gpuc.functions.deadline import DEADLINE_ALERT, deadline_of, limit_of
 from gpuc.functions.edge import (
@@ -275,6 +276,8 @@ ROUTES: tuple[tuple[str, re.Pattern[str], Handler], ...] = (
     ("POST", re.compile(r"/v1/notify"), notify),
     ("GET", re.compile(r"/v1/status"), status),
     ("POST", re.compile(r"/v1/reap"), reap),
+    ("POST", re.compile(r"/v1/page-link"), page_link),
+    ("GET", re.compile(r"/p/(?P<token>[^/]{1,64})"), status_page),
 )
 
 
