@@ -9,7 +9,7 @@ RUN_STAMP := $(VENV)/.run-$(HASH)
 TEST_STAMP := $(VENV)/.test-$(HASH)
 MYPY_ROOT := $(VENV)/mypy-root
 
-.PHONY: demo test lint typecheck unit bench hostile mutants clean live
+.PHONY: demo test lint typecheck unit bench hostile mutants clean live browser
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -43,8 +43,19 @@ typecheck: $(TEST_STAMP)
 		MYPYPATH=$(CURDIR)/$(MYPY_ROOT):$(CURDIR)/tests:$(CURDIR)/$$d:$(CURDIR)/tests/functions \
 		$(PY) -m mypy --config-file pyproject.toml $$d/*.py || exit 1; done
 
-unit: $(TEST_STAMP)
+unit: $(TEST_STAMP) browser
 	$(VENV)/bin/pytest
+
+# tests/browser drives Debian's headless Chromium: installed here where it is missing and this can (root,
+# apt), a no-op once it is there. Where it cannot, pytest's summary says so in capitals with the command.
+APT_CHROMIUM := DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing chromium for the browser tests (once)"; \
+		{ $(APT_CHROMIUM) >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && $(APT_CHROMIUM) >/dev/null 2>&1; }; } \
+		|| echo "COULD NOT INSTALL CHROMIUM: the browser tests will be skipped (apt-get install -y chromium chromium-driver)"; \
+	else echo "NO CHROMIUM: the browser tests will be skipped; as root: apt-get install -y chromium chromium-driver"; fi
 
 bench: $(RUN_STAMP)
 	$(PY) bench/run.py

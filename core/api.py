@@ -261,3 +261,14 @@ class StatusResponse(Strict):
     notifications: list[NotificationRecord] = Field(default_factory=list)  # the most recent, oldest first
     # "pause new pods" from the phone (issue 20): `gpuc up` refuses while set, with this sentence
     new_pods_paused: str | None = None
+
+
+class PageLinkRequest(Strict):
+    """`gpuc page --for`: how long the status page's session link lives (the watchdog caps it at a day)."""
+
+    for_s: int = Field(gt=0, le=int(MAX_LIMIT_S))
+
+
+class PageLinkAnswer(Strict):
+    url: str  # a capability: whoever has it sees the pods and may press the page's buttons until expires_at
+    expires_at: float

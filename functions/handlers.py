@@ -17,9 +17,9 @@ from urllib.parse import unquote
 from gpuc.core import api
 from gpuc.core.notify import Level, pod_says
 from gpuc.core.redact import redact
-from gpuc.functions.actions import verbs
+from gpuc.functions.actions import slack, telegram, verbs
 from gpuc.functions.actions.routes import action_page, action_post
-from gpuc.functions.actions import slack, telegram
+from gpuc.functions.actions.status_page import page_link, status_page
 from gpuc.functions.app import Deps, announce
 from gpuc.functions.deadline import deadline_of
 from gpuc.functions.edge import (
@@ -252,6 +252,8 @@ ROUTES: tuple[tuple[str, re.Pattern[str], Handler], ...] = (
     ("POST", re.compile(rf"/a/{_TOKEN}"), action_post),
     ("POST", re.compile(r"/telegram"), telegram.webhook),
     ("POST", re.compile(r"/slack/actions"), slack.actions),
+    ("POST", re.compile(r"/v1/page-link"), page_link),
+    ("GET", re.compile(r"/p/(?P<token>[^/]{1,64})"), status_page),
 )
 
 

@@ -72,8 +72,13 @@ def silent_since(rec: StoredPod, epoch: float | None = None) -> float:
     return since if epoch is None else max(since, epoch)
 
 
+def silent_at(rules: Rules, rec: StoredPod) -> float:
+    """When its silence counts: the status page says it as the pod's next step, the rule below acts on it."""
+    return silent_since(rec, rules.epoch) + limit(rules, rec, "silence_limit_s")
+
+
 def is_silent(rules: Rules, rec: StoredPod) -> bool:
-    return rules.now - silent_since(rec, rules.epoch) >= limit(rules, rec, "silence_limit_s")
+    return rules.now >= silent_at(rules, rec)
 
 
 def judge(rules: Rules, rec: StoredPod, pod: Pod) -> Ruling:

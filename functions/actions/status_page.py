@@ -1,0 +1,269 @@
+"""The status page for a phone (issue 20): `GET /p/<session-token>` and the route that mints its link.
+
+The session token is a `page` capability link (links.py): pod `all`, reusable until it expires, and it
+never acts. Everything it shows is read, not recomputed: the pods' records, the reaper's own record
+(ReaperMeta: last pass, blindness), the month's spend (core.budget, the reaper's arithmetic) and each
+pod's next step from the reaper's rules. Its buttons are the same offers a notification carries
+(functions.actions.verbs, w20a), each a form that POSTs to `/a/<token>`: the page itself changes nothing,
+so a link scanner or a chat preview that opens it changes nothing.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from gpuc.core import api
+from gpuc.core.budget import month_spend, record_burn, records_burns, spend_text, usd
+from gpuc.core.clock import iso
+from gpuc.core.settings import Settings
+from gpuc.functions.actions.html import button_form, esc, facts, html_response
+from gpuc.functions.actions.links import ALL_PODS, PAGE_LIFE_MAX_S, LinkRefused, link_key, mint, new_claim, read
+from gpuc.functions.app import Deps
+from gpuc.functions.deadline import deadline_of, start_of
+from gpuc.functions.edge import HttpError, Request, Response, ok, parse, require_admin
+from gpuc.functions.reaper.record import ReaperMeta, read_meta
+from gpuc.functions.reaper.rules import SILENCE_STATUSES, Rules, minutes, silent_at
+from gpuc.functions.store import MARKABLE_STATES, StoredPod
+
+log = logging.getLogger("gpuc.functions")
+
+PAGE_PATH = "/p/"
+ACT_PATH = "/a/"
+ENDED_SHOWN = 5  # the latest ended pods, one line each: what just happened, not the month's history
+# Past this many periods without a finished pass the reaper is called stale (as `gpuc doctor` would).
+STALE_PERIODS = 3
+_REFUSED_STATUS = {"malformed": 404, "altered": 403, "expired": 410, "used": 410}
+
+
+class Offered(Protocol):
+    """What the page reads of a verbs.Offer (w20a's interface)."""
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def token(self) -> str: ...
+
+    @property
+    def verb(self) -> str: ...
+
+
+def offers(deps: Deps, pod: StoredPod | None, kind: str, now: float) -> Sequence[Offered]:
+    """The page's one call into the verbs: the offers a notification of `kind` would carry, minted fresh."""
+    verbs: Any = importlib.import_module("gpuc.functions.actions.verbs")
+    return tuple(verbs.offer(deps, pod, kind, now))
+
+
+def offer_kind(pod: StoredPod) -> str | None:
+    """Which notification's offers fit the pod as it stands (None: it has ended, nothing to offer)."""
+    if pod.kept_at is not None and pod.state in (*MARKABLE_STATES, "destroying"):
+        return "kept"
+    if pod.state == "down":
+        return "mark"  # a pending destroy: keep 1 h, destroy now
+    if pod.state in MARKABLE_STATES:
+        return "deadline"
+    return None
+
+
+# ---- the page ---------------------------------------------------------------------------------------------
+
+
+def status_page(req: Request, deps: Deps, now: float) -> Response:
+    """GET /p/<token>: the page, or a clear refusal page. Reads only."""
+    try:
+        claim = read(link_key(deps.store), req.params.get("token", ""), now)
+    except LinkRefused as refused:
+        return refusal(refused.why, str(refused))
+    if claim.verb != "page" or claim.pod_id != ALL_PODS:
+        return refusal("malformed", "this link is for one action, not the status page: open it as it came")
+    meta = read_meta(deps.store)
+    pods = deps.store.list_pods()
+    body = "".join(
+        (
+            f'<p class="muted">As of {esc(clock(now))}. This page is a key: anyone with its link can see your '
+            f"pods and press its buttons until {esc(clock(claim.exp))}. Reload to refresh.</p>",
+            reaper_card(deps.settings, meta, now),
+            budget_card(deps, pods, now),
+            pods_section(deps, pods, meta, now),
+        )
+    )
+    return html_response(200, "gpuc: your pods", body)
+
+
+def refusal(why: str, sentence: str) -> Response:
+    if why == "expired":  # links.read's words are for action links; a session lives what `--for` asked
+        sentence = "this status page link has expired: it lives what `gpuc page --for` asked, at most a day"
+    fresh = "<p>Ask your laptop for a fresh one: <code>gpuc page</code></p>"
+    body = f"<p>{esc(sentence[:1].upper() + sentence[1:])}.</p>{fresh}"
+    return html_response(_REFUSED_STATUS.get(why, 403), "This link does not open the status page", body)
+
+
+def clock(ts: float) -> str:
+    return iso(ts)[11:16] + " UTC"
+
+
+def when(ts: float, now: float) -> str:
+    """'21:40 UTC (in 25 min)': a time a person reads on a phone, with how far it is."""
+    delta = ts - now
+    rel = "now" if abs(delta) < 60 else f"in {minutes(delta)}" if delta > 0 else f"{minutes(-delta)} ago"
+    day = "" if abs(delta) < 20 * 3600 else iso(ts)[:10] + " "
+    return f"{day}{clock(ts)} ({rel})"
+
+
+def reaper_card(settings: Settings, meta: ReaperMeta, now: float) -> str:
+    if meta.last_run is None:
+        line = '<p class="warn">The reaper has never finished a pass: nothing watches your pods yet.</p>'
+    elif now - meta.last_run > STALE_PERIODS * settings.reaper_period_s:
+        line = f'<p class="warn">The reaper\'s last pass was {esc(when(meta.last_run, now))}: it is stale.</p>'
+    else:
+        line = f'<p class="ok">The reaper\'s last pass: {esc(when(meta.last_run, now))}.</p>'
+    blind = "".join(
+        f'<p class="warn">Cannot read {esc(name)} since {esc(when(meta.blind_since.get(name, now), now))}'
+        f"{esc(': ' + meta.blind_why[name] if meta.blind_why.get(name) else '')}. Nothing is marked or "
+        f"destroyed on {esc(name)} until it can be read.</p>"
+        for name in meta.blind
+    )
+    error = (
+        f'<p class="warn">Its last attempt failed: {esc(meta.last_error)}.</p>'
+        if meta.last_error and (meta.last_attempt or 0) > (meta.last_run or 0)
+        else ""
+    )
+    return f'<div class="card"><h2>Watchdog</h2>{line}{blind}{error}</div>'
+
+
+def budget_card(deps: Deps, pods: Sequence[StoredPod], now: float) -> str:
+    settings = deps.settings
+    budget = settings.monthly_budget
+    spend = month_spend(records_burns(pods), now)
+    text = spend_text(spend, budget)
+    if budget is None:
+        unset = '<p class="muted">No monthly budget set (GPUC_MONTHLY_BUDGET).</p>'
+        return f'<div class="card"><h2>This month</h2><p>{esc(text)}.</p>{unset}</div>'
+    fraction = spend.total_usd / budget
+    cls = "warn" if fraction >= settings.budget_alert_fraction else "ok"
+    head = f'<p class="{cls}">{esc(usd(spend.total_usd))} of {esc(usd(budget))} ({100 * fraction:.0f} %)</p>'
+    buttons = buttons_for(deps, None, "budget", now) if fraction >= settings.budget_alert_fraction else ""
+    return f'<div class="card"><h2>This month</h2>{head}<p class="muted">{esc(text)}.</p>{buttons}</div>'
+
+
+def pods_section(deps: Deps, pods: Sequence[StoredPod], meta: ReaperMeta, now: float) -> str:
+    live = [p for p in pods if p.state in (*MARKABLE_STATES, "destroying")]
+    ended = sorted((p for p in pods if p not in live), key=lambda p: p.end_at or p.registered_at, reverse=True)
+    cards = "".join(pod_card(deps, p, meta, now) for p in sorted(live, key=lambda p: p.registered_at))
+    head = f"<h2>Pods running ({len(live)})</h2>" + (cards or "<p>No pod is running.</p>")
+    if not ended:
+        return head
+    lines = "".join(
+        f"<tr><td>{esc(p.pod_id)}</td><td>{esc(p.state)}</td><td>{esc(spent(p, now))}</td></tr>"
+        for p in ended[:ENDED_SHOWN]
+    )
+    return f"{head}<h2>Ended lately</h2><table>{lines}</table>"
+
+
+def pod_card(deps: Deps, pod: StoredPod, meta: ReaperMeta, now: float) -> str:
+    settings = deps.settings
+    price = "?" if pod.price_per_hour is None else f"{usd(pod.price_per_hour)}/h"
+    state = pod.state if pod.provider_status is None else f"{pod.provider_status} ({watchdog_word(pod)})"
+    rows = (
+        ("Provider", pod.provider),
+        ("GPU", pod.gpu or "?"),
+        ("State", state),
+        ("Age", minutes(max(0.0, now - start_of(pod)))),
+        ("Price", price),
+        ("Spent", spent(pod, now)),
+        ("Deadline", when(deadline_of(pod, settings), now)),
+        ("Next", next_step(settings, pod, meta, now)),
+    )
+    kind = offer_kind(pod)
+    buttons = buttons_for(deps, pod, kind, now) if kind is not None else ""
+    title = f"{pod.name} · {pod.experiment}"
+    head = f'<strong>{esc(title)}</strong><div class="muted">{esc(pod.pod_id)}</div>'
+    return f'<div class="card">{head}{facts(rows)}{buttons}</div>'
+
+
+def watchdog_word(pod: StoredPod) -> str:
+    return {"ok": "pinging", "late": "LATE", "down": "DOWN"}.get(pod.state, pod.state)
+
+
+def spent(pod: StoredPod, now: float) -> str:
+    """Price x the hours it billed so far (core.budget's reading of a record): an estimate."""
+    burn = record_burn(pod)
+    if burn.unknown or burn.start is None or burn.price_per_hour is None:
+        return "?"
+    end = now if burn.end is None else burn.end
+    return "about " + usd(burn.price_per_hour * max(0.0, end - burn.start) / 3600)
+
+
+def next_step(settings: Settings, pod: StoredPod, meta: ReaperMeta, now: float) -> str:
+    """What the reaper does next to this pod and when, read from its record and the reaper's rules."""
+    if pod.provider in meta.blind:
+        return f"nothing while {pod.provider} cannot be read (no kill on an uncertain reading)"
+    if pod.state == "destroying":
+        return "being destroyed now"
+    if pod.kept_at is not None:
+        if pod.provider_status == "stopped":
+            return "nothing: stopped and kept for its results, its disk bills until you decide"
+        if pod.kept_until is not None:
+            stop = pod.kept_until + settings.reaper_period_s
+            return f"kept for its results (its sync failed): stopped, never destroyed, at {when(stop, now)}"
+        return "kept for its results (its sync failed): never destroyed unasked"
+    if pod.state == "down" and pod.destroy_at is not None:
+        why = f" ({pod.reason})" if pod.reason else ""
+        return f"destroy at {when(pod.destroy_at, now)}{why}, unless it pings again"
+    deadline = deadline_of(pod, settings)
+    steps = [(deadline, f"ended at its deadline {when(deadline, now)} (results synced first)")]
+    leased = pod.lease_until is not None and now < pod.lease_until
+    if leased and pod.lease_until is not None:
+        steps.append((pod.lease_until, f"kept until {when(pod.lease_until, now)} (gpuc keep); then watched as usual"))
+    elif pod.provider_status in SILENCE_STATUSES and pod.origin == "registered":
+        silent = silent_at(Rules(now, settings, epoch=meta.epoch), pod)
+        steps.append(
+            (
+                silent,
+                f"if it does not ping by {when(silent, now)}: warned, then destroyed "
+                f"{minutes(settings.destroy_grace_s)} later",
+            )
+        )
+    return min(steps)[1]
+
+
+# ---- the link -------------------------------------------------------------------------------------------
+
+
+def page_link(req: Request, deps: Deps, now: float) -> Response:
+    """POST /v1/page-link (admin): a session link to the status page, for `gpuc page --for`."""
+    require_admin(req, deps)
+    body = parse(api.PageLinkRequest, req.body)
+    if body.for_s > PAGE_LIFE_MAX_S:
+        raise HttpError(
+            400, f"json validation error: for_s is too large (a page link lives at most {PAGE_LIFE_MAX_S} s)"
+        )
+    token = mint(link_key(deps.store), new_claim("page", ALL_PODS, now, life_s=body.for_s))
+    return ok(api.PageLinkAnswer(url=f"{public_base(req, deps)}{PAGE_PATH}{token}", expires_at=int(now) + body.for_s))
+
+
+def public_base(req: Request, deps: Deps) -> str:
+    """The watchdog as a phone reaches it: GPUC_PUBLIC_URL (w20a's setting), else the address the laptop
+    called (a Function URL's own host; on loopback `gpuc page` says the link works on this machine only)."""
+    configured = getattr(deps.settings, "public_url", None)
+    if isinstance(configured, str) and configured:
+        return configured.rstrip("/")
+    host = req.header("Host") or "127.0.0.1"
+    scheme = req.header("X-Forwarded-Proto") or ("http" if _loopback(host) else "https")
+    return f"{scheme}://{host}"
+
+
+def _loopback(host: str) -> bool:
+    name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+    return name in ("localhost", "127.0.0.1", "[::1]") or name.startswith("127.")
+
+
+def buttons_for(deps: Deps, pod: StoredPod | None, kind: str, now: float) -> str:
+    forms = "".join(
+        button_form(f"{ACT_PATH}{o.token}", o.label, danger=o.verb in ("destroy", "anyway"))
+        for o in offers(deps, pod, kind, now)
+    )
+    return f'<div class="actions">{forms}</div>' if forms else ""
