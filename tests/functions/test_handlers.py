@@ -181,7 +181,14 @@ def test_a_good_heartbeat_moves_last_seen_on_the_server_clock(world: World) -> N
     answer = world.ping("p1", gpus=[{"index": 0, "utilization_pct": 42.0}])
     assert answer.status == 200
     deadline = world.now - 10 + world.settings.max_hours * 3600  # registered without one: start + max_hours
-    assert answer.body == {"ok": True, "server_time": world.now, "lease_until": None, "deadline_at": deadline, "intent": None, "intent_at": None}
+    assert answer.body == {
+        "ok": True,
+        "server_time": world.now,
+        "lease_until": None,
+        "deadline_at": deadline,
+        "intent": None,
+        "intent_at": None,
+    }
     rec = world.pod("p1")
     assert (rec.last_seen, rec.last_seq) == (world.now, 1)
     assert rec.last_heartbeat is not None and rec.last_heartbeat.gpus[0].utilization_pct == 42.0
