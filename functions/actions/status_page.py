@@ -62,7 +62,7 @@ def offer_kind(pod: StoredPod) -> str | None:
     if pod.kept_at is not None and pod.state in (*MARKABLE_STATES, "destroying"):
         return "kept"
     if pod.state == "down":
-        return "mark"  # a pending destroy: keep 1 h, destroy now
+        return "pending_destroy"  # keep 1 h, destroy now
     if pod.state in MARKABLE_STATES:
         return "deadline"
     return None

@@ -246,13 +246,16 @@ def wired(home: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> Iter
 
 
 def test_ntfy_keep_button_pressed_acts_once(wired: Wired) -> None:
-    _, fake, ntfy, _, _ = wired
+    world, _, ntfy, _, _ = wired  # the button POSTs to the watchdog's real /a/ route and its real verbs
     (published,) = ntfy.published
     assert [a["action"] for a in published["actions"]] == ["http", "view"]
     assert ntfy.press(0, "keep 1 h").status_code == 200
-    assert fake.acted == [("keep", "p1", "ntfy")]
-    assert ntfy.press(0, "keep 1 h").status_code == 403  # the app retries, or a topic reader replays it
-    assert fake.acted == [("keep", "p1", "ntfy")]
+    pod = world.store.get_pod("p1")
+    assert pod is not None and pod.lease_until is not None
+    kept_until = pod.lease_until
+    assert ntfy.press(0, "keep 1 h").status_code in (403, 410)  # the app retries, or a topic reader replays it
+    again = world.store.get_pod("p1")
+    assert again is not None and again.lease_until == kept_until
 
 
 def test_ntfy_destroy_button_only_opens_its_page(wired: Wired) -> None:

@@ -26,7 +26,7 @@ from gpuc.functions.edge import Request, Response
 from gpuc.functions.store import StoredPod
 
 OFFERS: dict[str, tuple[tuple[str, links.Verb, int], ...]] = {
-    "mark": (("keep 1 h", "keep", 3600), ("destroy now", "destroy", 0)),
+    "pending_destroy": (("keep 1 h", "keep", 3600), ("destroy now", "destroy", 0)),
     "kept": (("retry sync", "retry", 0), ("stop, keep disk", "stop", 0), ("destroy anyway", "anyway", 0)),
     "deadline": (("extend 2 h", "extend", 7200),),
     "budget": (("pause new pods", "pause", 0),),
