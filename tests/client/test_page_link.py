@@ -64,4 +64,4 @@ def test_a_page_link_beyond_a_day_is_refused_before_asking(served: tuple[ServerH
 
 
 def test_the_command_is_registered() -> None:
-    assert COMMANDS["page"][0] == "gpuc.client.pagelink:page"
+    assert COMMANDS["page"][0] == "gpuc.client.watchdog.page:page"
