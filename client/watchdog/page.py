@@ -39,7 +39,10 @@ def page(ctx: Ctx, duration: str, qr: bool) -> None:
     (at most 1 d). Do not paste it where others read.
     """
     seconds = for_seconds(duration)
-    answer = request_link(ctx.watchdog, seconds)
+    try:
+        answer = request_link(ctx.watchdog, seconds)
+    finally:
+        ctx.close()  # the watchdog's connection: nothing else in this command needs it
     for line in link_lines(answer.url, answer.expires_at, ctx.clock.now()):
         click.echo(line)
     if qr:
