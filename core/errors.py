@@ -33,6 +33,7 @@ StepFailed                         (instance_side.bootstrap) one bootstrap step 
 SettingError                       (core.settings) a setting of the wrong kind: load_settings makes it a ConfigError
 Unreadable                         (core.podjson) a pod's answer or file is not what gpuc wrote: "unknown"
 LinkRefused                        (functions.actions.links) a phone link that does nothing: a clear 4xx page
+ActionRefused                      (functions.actions.verbs) a tap the pod's state refuses: a clear 4xx page
 TerminateRefused                   (core.providers.common) the pod key's terminate refused: the pod stops itself
 AskError                           (instance_side.ask) no answer to the laptop's question: its JSON `error`
 Refused                            (functions.actions.wire) a phone channel's tap that did nothing: answered why

@@ -45,6 +45,10 @@ if TYPE_CHECKING:
     from gpuc.core.settings import Settings
 
 log = logging.getLogger("gpuc.notify")
+# httpx logs every request's URL at INFO, and a Telegram channel's URL holds its bot token
+# (api.telegram.org/bot<token>/sendMessage): under `watchdog serve` or Lambda's INFO logging that is the
+# token in the logs. Its warnings still show.
+logging.getLogger("httpx").setLevel(logging.WARNING)
 
 Level = Literal["info", "warning", "error"]
 OUTBOX_NAME = "outbox.jsonl"

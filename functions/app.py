@@ -17,6 +17,7 @@ from gpuc.core.providers.registry import PROVIDERS, get_provider, keyed_provider
 from gpuc.core.redact import redact
 from gpuc.core.settings import SecretStr, Settings, save_config
 from gpuc.core.signing import new_token
+from gpuc.functions.actions.offers import buttons
 from gpuc.functions.ingest import IngestHealth
 from gpuc.functions.store import SqliteStore, Store
 
@@ -114,10 +115,7 @@ def announce(
         )
     except Exception as exc:  # the phone still hears about it even if the log write failed
         log.error("could not log a notification: %s", type(exc).__name__)
-    # Imported here: the buttons are minted by functions.actions, which builds on this module.
-    from gpuc.functions.actions.wire import buttons
-
-    actions = buttons(deps, now, pod_id, kind, level)  # never raises: no buttons at worst
+    actions = buttons(deps.store, deps.settings, now, pod_id, kind, level)  # never raises: no buttons at worst
     try:
         deps.notifier.send(title, message, pod_id=pod_id, kind=kind, level=level, actions=actions)
     except Exception as exc:  # F13: a broken notifier never stops what comes after it (a destroy)

@@ -8,8 +8,8 @@ is a false kill.
 
 from __future__ import annotations
 
+from gpuc.functions.actions.offers import KEEP_S, offer
 from gpuc.functions.actions.routes import CONFIRM, FORM
-from gpuc.functions.actions.verbs import KEEP_S, offer
 from gpuc.functions.edge import Request, Response
 from gpuc.functions.handlers import dispatch
 from gpuc.testkit.drill import MIN, RowResult, Stage, _pod_row
@@ -28,7 +28,8 @@ def tap_keep(stage: Stage, pod_id: str) -> list[int]:
     statuses: list[int] = []
     for _ in range(5):
         rec = stage.real_store.get_pod(pod_id)
-        keep = next(o for o in offer(stage.deps, rec, "pending_destroy", stage.now) if o.verb == "keep")
+        offers = offer(stage.deps.store, stage.deps.settings, rec, "pending_destroy", stage.now)
+        keep = next(o for o in offers if o.verb == "keep")
         statuses.append(tap(stage, keep.token).status)
         if statuses[-1] == 200:
             break

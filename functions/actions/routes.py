@@ -14,8 +14,8 @@ from urllib.parse import parse_qsl
 from gpuc.core.clock import iso
 from gpuc.functions.actions.html import button_form, esc, facts, html_response
 from gpuc.functions.actions.links import LinkRefused
+from gpuc.functions.actions.offers import SAFE_VERBS
 from gpuc.functions.actions.verbs import (
-    SAFE_VERBS,
     VERB_SPECS,
     ActionRefused,
     Via,

@@ -10,10 +10,8 @@ so a link scanner or a chat preview that opens it changes nothing.
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import Sequence
-from typing import Any, Protocol
 
 from gpuc.core import api
 from gpuc.core.budget import month_spend, record_burn, records_burns, spend_text, usd
@@ -21,6 +19,7 @@ from gpuc.core.clock import iso
 from gpuc.core.settings import Settings
 from gpuc.functions.actions.html import button_form, esc, facts, html_response
 from gpuc.functions.actions.links import ALL_PODS, PAGE_LIFE_MAX_S, LinkRefused, link_key, mint, new_claim, read
+from gpuc.functions.actions.offers import OfferKind, offer, public_base
 from gpuc.functions.app import Deps
 from gpuc.functions.deadline import deadline_of, start_of
 from gpuc.functions.edge import HttpError, Request, Response, ok, parse, require_admin
@@ -38,26 +37,7 @@ STALE_PERIODS = 3
 _REFUSED_STATUS = {"malformed": 404, "altered": 403, "expired": 410, "used": 410}
 
 
-class Offered(Protocol):
-    """What the page reads of a verbs.Offer (w20a's interface)."""
-
-    @property
-    def label(self) -> str: ...
-
-    @property
-    def token(self) -> str: ...
-
-    @property
-    def verb(self) -> str: ...
-
-
-def offers(deps: Deps, pod: StoredPod | None, kind: str, now: float) -> Sequence[Offered]:
-    """The page's one call into the verbs: the offers a notification of `kind` would carry, minted fresh."""
-    verbs: Any = importlib.import_module("gpuc.functions.actions.verbs")
-    return tuple(verbs.offer(deps, pod, kind, now))
-
-
-def offer_kind(pod: StoredPod) -> str | None:
+def offer_kind(pod: StoredPod) -> OfferKind | None:
     """Which notification's offers fit the pod as it stands (None: it has ended, nothing to offer)."""
     if pod.kept_at is not None and pod.state in (*MARKABLE_STATES, "destroying"):
         return "kept"
@@ -242,15 +222,13 @@ def page_link(req: Request, deps: Deps, now: float) -> Response:
             400, f"json validation error: for_s is too large (a page link lives at most {PAGE_LIFE_MAX_S} s)"
         )
     token = mint(link_key(deps.store), new_claim("page", ALL_PODS, now, life_s=body.for_s))
-    return ok(api.PageLinkAnswer(url=f"{public_base(req, deps)}{PAGE_PATH}{token}", expires_at=int(now) + body.for_s))
+    url = f"{public_base(deps.settings, asked_at(req))}{PAGE_PATH}{token}"
+    return ok(api.PageLinkAnswer(url=url, expires_at=int(now) + body.for_s))
 
 
-def public_base(req: Request, deps: Deps) -> str:
-    """The watchdog as a phone reaches it: GPUC_PUBLIC_URL (w20a's setting), else the address the laptop
-    called (a Function URL's own host; on loopback `gpuc page` says the link works on this machine only)."""
-    configured = getattr(deps.settings, "public_url", None)
-    if isinstance(configured, str) and configured:
-        return configured.rstrip("/")
+def asked_at(req: Request) -> str:
+    """The address the laptop called (a Function URL's own host); on loopback `gpuc page` says the link
+    works on this machine only."""
     host = req.header("Host") or "127.0.0.1"
     scheme = req.header("X-Forwarded-Proto") or ("http" if _loopback(host) else "https")
     return f"{scheme}://{host}"
@@ -261,9 +239,9 @@ def _loopback(host: str) -> bool:
     return name in ("localhost", "127.0.0.1", "[::1]") or name.startswith("127.")
 
 
-def buttons_for(deps: Deps, pod: StoredPod | None, kind: str, now: float) -> str:
+def buttons_for(deps: Deps, pod: StoredPod | None, kind: OfferKind, now: float) -> str:
     forms = "".join(
-        button_form(f"{ACT_PATH}{o.token}", o.label, danger=o.verb in ("destroy", "anyway"))
-        for o in offers(deps, pod, kind, now)
+        button_form(f"{ACT_PATH}{o.token}", o.label, danger=not o.safe)
+        for o in offer(deps.store, deps.settings, pod, kind, now)
     )
     return f'<div class="actions">{forms}</div>' if forms else ""

@@ -27,16 +27,8 @@ from typing import Any, Literal, get_args
 from gpuc.core import api
 from gpuc.core.api import ReapReport
 from gpuc.core.notify import Level
-from gpuc.functions.actions.links import (
-    ALL_PODS,
-    Claim,
-    Verb,
-    claim_once,
-    link_key,
-    mint,
-    new_claim,
-    read,
-)
+from gpuc.functions.actions.links import ALL_PODS, Claim, Verb, claim_once, link_key, read
+from gpuc.functions.actions.offers import LABELS, SAFE_VERBS
 from gpuc.functions.app import Deps, announce
 from gpuc.functions.deadline import deadline_of, limit_of
 from gpuc.functions.edge import HttpError
@@ -47,12 +39,6 @@ from gpuc.functions.transitions import lease, set_deadline
 
 Via = Literal["page", "ntfy", "telegram", "slack"]
 VIAS: tuple[Via, ...] = get_args(Via)
-OfferKind = Literal["pending_destroy", "kept", "deadline", "budget"]
-# May act straight from a channel's button (ntfy `http`, a Telegram callback): each is undone by waiting or
-# by another tap. destroy and anyway act only from their confirmation page.
-SAFE_VERBS: frozenset[Verb] = frozenset({"keep", "extend", "retry", "stop", "pause"})
-KEEP_S = 3600
-EXTEND_S = 2 * 3600
 PAUSE_META = "paused_new_pods"
 # An intent the agent has not acted on is sent again with every heartbeat answer; a retry for this long.
 RETRY_INTENT_LIFE_S = 3600.0
@@ -66,15 +52,6 @@ class ActionRefused(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
-
-
-@dataclass(frozen=True)
-class Offer:
-    label: str  # "keep 1 h"
-    verb: Verb
-    url: str  # <public_url>/a/<token>: a GET shows its confirmation page, a POST acts
-    token: str  # also a Telegram callback_data
-    safe: bool  # may act from a channel's own button; else the button opens the page
 
 
 @dataclass(frozen=True)
@@ -99,10 +76,6 @@ def hm(ts: float) -> str:
 
 def span(seconds: float) -> str:
     return f"{seconds / 3600:g} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
-
-
-def public_base(deps: Deps) -> str:
-    return (deps.settings.public_url or deps.settings.functions_url).rstrip("/")
 
 
 # -- checks (before the nonce is spent) -----------------------------------------------------------
@@ -244,25 +217,25 @@ def do_pause(deps: Deps, pod: StoredPod | None, claim: Claim, now: float, via: V
 RESUME_HOW = "`gpuc watchdog resume` (running pods are not touched)"
 
 VERB_SPECS: dict[Verb, VerbSpec] = {
-    "keep": VerbSpec("keep 1 h", check_keep, do_keep, "suspends the idle destroy for this long (gpuc keep)"),
+    "keep": VerbSpec(LABELS["keep"], check_keep, do_keep, "suspends the idle destroy for this long (gpuc keep)"),
     "extend": VerbSpec(
-        "extend 2 h", check_extend, do_extend, "moves gpuc's deadline for the pod later, within your cap", told=True
+        LABELS["extend"], check_extend, do_extend, "moves gpuc's deadline for the pod later, within your cap", told=True
     ),
     "destroy": VerbSpec(
-        "destroy now",
+        LABELS["destroy"],
         check_destroy,
         do_destroy,
         "asks the pod to end now: it syncs results/ first and is kept if that fails; a pod that cannot answer "
         "is destroyed by the watchdog",
     ),
-    "retry": VerbSpec("retry sync", check_kept_running, do_retry, "the pod tries its results sync again now"),
+    "retry": VerbSpec(LABELS["retry"], check_kept_running, do_retry, "the pod tries its results sync again now"),
     "stop": VerbSpec(
-        "stop, keep disk", check_kept_running, do_stop, "stops the pod: GPU billing ends, the disk with results/ stays"
+        LABELS["stop"], check_kept_running, do_stop, "stops the pod: GPU billing ends, the disk with results/ stays"
     ),
     "anyway": VerbSpec(
-        "destroy anyway", check_kept, do_anyway, "destroys the pod and its disk: its unsynced results/ are lost"
+        LABELS["anyway"], check_kept, do_anyway, "destroys the pod and its disk: its unsynced results/ are lost"
     ),
-    "pause": VerbSpec("pause new pods", check_pause, do_pause, "`gpuc up` refuses new pods; running pods go on"),
+    "pause": VerbSpec(LABELS["pause"], check_pause, do_pause, "`gpuc up` refuses new pods; running pods go on"),
 }
 
 
@@ -339,30 +312,6 @@ def _tell(deps: Deps, pod: StoredPod | None, verb: Verb, sentence: str, now: flo
         kind="action",
         level=level,
     )
-
-
-_OFFERS: dict[OfferKind, tuple[tuple[Verb, int], ...]] = {
-    "pending_destroy": (("keep", KEEP_S), ("destroy", 0)),
-    "kept": (("retry", 0), ("stop", 0), ("anyway", 0)),
-    "deadline": (("extend", EXTEND_S),),
-    "budget": (("pause", 0),),
-}
-
-
-def offer(deps: Deps, pod: StoredPod | None, kind: OfferKind, now: float) -> tuple[Offer, ...]:
-    """The actions that fit a notification `kind`, each link minted fresh (pod None: budget). A pod id
-    that cannot be put in a link gets no buttons: its notification still goes out."""
-    key = link_key(deps.store)
-    offers = []
-    for verb, param in _OFFERS[kind]:
-        pod_id = ALL_PODS if verb == "pause" else (pod.pod_id if pod is not None else "")
-        try:
-            token = mint(key, new_claim(verb, pod_id, now, param=param))
-        except ValueError:
-            return ()
-        url = f"{public_base(deps)}/a/{token}"
-        offers.append(Offer(VERB_SPECS[verb].label, verb, url, token, verb in SAFE_VERBS))
-    return tuple(offers)
 
 
 def paused_since(deps: Deps) -> float | None:

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
-import verbs_standin
 from test_aws_handlers import LambdaWorld, url_event, world
 from watchdog_fakes import ADMIN
 
@@ -15,11 +13,6 @@ from gpuc.functions import aws as lam
 from gpuc.functions.edge import Request
 
 __all__ = ["world"]  # the moto-backed LambdaWorld fixture, shared with test_aws_handlers
-
-
-@pytest.fixture(autouse=True)
-def verbs(monkeypatch: pytest.MonkeyPatch) -> bool:
-    return verbs_standin.install(monkeypatch)
 
 
 def call(req: Request) -> dict[str, Any]:

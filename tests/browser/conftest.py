@@ -13,7 +13,6 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent.parent / "functions"))
 sys.path.insert(0, str(Path(__file__).parent))
 
-import verbs_standin
 from watchdog_fakes import World, make_world
 
 from gpuc.core.clock import FakeClock
@@ -46,12 +45,6 @@ def browser(driver: wd.Driver) -> Iterator[wd.Browser]:
     session = driver.session()
     yield session
     session.quit()
-
-
-@pytest.fixture(autouse=True)
-def verbs(monkeypatch: pytest.MonkeyPatch) -> bool:
-    """The real functions/actions/verbs.py where it exists, else the stand-in (True)."""
-    return verbs_standin.install(monkeypatch)
 
 
 @pytest.fixture

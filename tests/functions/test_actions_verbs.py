@@ -12,8 +12,9 @@ from watchdog_fakes import ADMIN, World
 from gpuc.core import api
 from gpuc.functions.actions import verbs
 from gpuc.functions.actions.links import ACT_LIFE_S, ALL_PODS, Verb, link_key, mint, new_claim
+from gpuc.functions.actions.offers import Offer, OfferKind, offer
 from gpuc.functions.actions.routes import FORM
-from gpuc.functions.actions.verbs import Offer, act, offer
+from gpuc.functions.actions.verbs import act
 from gpuc.functions.edge import Response
 
 CONFIRMED = {"Content-Type": FORM}
@@ -23,9 +24,9 @@ def link(world: World, verb: Verb, pod_id: str, *, param: int = 0, life_s: int =
     return mint(link_key(world.store), new_claim(verb, pod_id, world.now, param=param, life_s=life_s))
 
 
-def offered(world: World, pod_id: str | None, kind: verbs.OfferKind, verb: Verb) -> Offer:
+def offered(world: World, pod_id: str | None, kind: OfferKind, verb: Verb) -> Offer:
     pod = None if pod_id is None else world.pod(pod_id)
-    return next(o for o in offer(world.deps, pod, kind, world.now) if o.verb == verb)
+    return next(o for o in offer(world.deps.store, world.deps.settings, pod, kind, world.now) if o.verb == verb)
 
 
 def tap(world: World, token: str, *, confirm: bool = True) -> Response:
@@ -236,10 +237,10 @@ def test_a_scanner_that_gets_every_link_changes_nothing_then_the_tap_works(world
     world.ping("p1")
     kept_pod(world, "p2")
     links = [
-        *offer(world.deps, world.pod("p1"), "pending_destroy", world.now),
-        *offer(world.deps, world.pod("p1"), "deadline", world.now),
-        *offer(world.deps, world.pod("p2"), "kept", world.now),
-        *offer(world.deps, None, "budget", world.now),
+        *offer(world.deps.store, world.deps.settings, world.pod("p1"), "pending_destroy", world.now),
+        *offer(world.deps.store, world.deps.settings, world.pod("p1"), "deadline", world.now),
+        *offer(world.deps.store, world.deps.settings, world.pod("p2"), "kept", world.now),
+        *offer(world.deps.store, world.deps.settings, None, "budget", world.now),
     ]
     before = snapshot(world)
     for o in links:
@@ -326,7 +327,7 @@ def test_no_secret_in_any_page(home: Any, clock: Any) -> None:
         pages = []
         for pod_id, kind in (("p1", "pending_destroy"), ("p1", "deadline"), ("p2", "kept"), (None, "budget")):
             pod = None if pod_id is None else world.pod(pod_id)
-            for o in offer(world.deps, pod, kind, world.now):  # type: ignore[arg-type]
+            for o in offer(world.deps.store, world.deps.settings, pod, kind, world.now):  # type: ignore[arg-type]
                 pages += [look(world, o.token), tap(world, o.token), tap(world, o.token)]
         pages += [look(world, "nope"), look(world, link(world, "keep", "ghost"))]
         key = link_key(world.store).hex()

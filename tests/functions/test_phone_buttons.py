@@ -9,13 +9,12 @@ from urllib.parse import parse_qs
 
 import httpx
 import pytest
-from phone_fakes import FakeVerbs, install
 from test_notify import Phone, notifier_for
 from watchdog_fakes import make_world
 
 from gpuc.core.clock import FakeClock
 from gpuc.core.notify import Action, Message, read_outbox
-from gpuc.functions.actions import wire
+from gpuc.functions.actions import offers
 from gpuc.functions.store import StoredPod
 
 KEEP = Action("keep 1 h", "https://w.example/a/k.p1.2s.abc.1.MAC", "k.p1.2s.abc.1.MAC", True)
@@ -106,7 +105,7 @@ def test_the_outbox_keeps_the_buttons(tmp_path: Path, clock: FakeClock) -> None:
     assert Message.from_dict({"ts": 1.0, "title": "old", "message": "line"}).actions == ()  # older outboxes
 
 
-# -- which notification gets which buttons (the one call site: functions/actions/wire.py) -------------
+# -- which notification gets which buttons (functions/actions/offers.py) -------------
 def _pod(**fields: object) -> StoredPod:
     base: dict[str, object] = {
         "pod_id": "p1",
@@ -136,58 +135,36 @@ def _pod(**fields: object) -> StoredPod:
     ],
 )
 def test_offer_kind(pod: StoredPod | None, kind: str, level: str, expected: str | None) -> None:
-    assert wire.offer_kind(pod, kind, level) == expected  # type: ignore[arg-type]
+    assert offers.offer_kind(pod, kind, level) == expected  # type: ignore[arg-type]
 
 
-def test_an_idle_warning_goes_out_with_keep_and_destroy(
-    home: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    fake = install(monkeypatch)
+def test_an_idle_warning_goes_out_with_keep_and_destroy(home: Path, clock: FakeClock) -> None:
     world = make_world(home, clock)
+    world.use_public_url("https://watchdog.example/")
     world.register("p1")
     assert world.event("p1", "idle_warning", "idle 15 min").status == 200
     msg = world.outbox()[-1]
-    assert [a.label for a in msg.actions] == ["keep 1 h", "destroy now"]
-    assert [a.safe for a in msg.actions] == [True, False] and fake.offered == ["pending_destroy"]
-    assert all(a.url == f"{fake.base_url}/a/{a.token}" for a in msg.actions)
-
-
-def test_the_real_verbs_put_keep_and_destroy_on_an_idle_warning(home: Path, clock: FakeClock) -> None:
-    world = make_world(home, clock)  # no stand-in: functions/actions/verbs.py mints the links
-    world.register("p1")
-    world.event("p1", "idle_warning", "idle 15 min")
-    msg = world.outbox()[-1]
     assert msg.kind == "idle_warning"
     assert [(a.label, a.safe) for a in msg.actions] == [("keep 1 h", True), ("destroy now", False)]
-    assert all(a.url.endswith(f"/a/{a.token}") for a in msg.actions)
+    assert all(a.url == f"https://watchdog.example/a/{a.token}" for a in msg.actions)
 
 
 def test_buttons_that_fail_to_mint_never_cost_the_notification(
     home: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fake = install(monkeypatch)
-
-    def broken(*args: object) -> tuple[()]:
+    def broken(*args: object) -> bytes:
         raise RuntimeError("store unreachable")
 
-    monkeypatch.setattr(fake, "offer", broken)
+    monkeypatch.setattr(offers, "link_key", broken)
     world = make_world(home, clock)
     world.register("p1")
     world.event("p1", "idle_warning", "idle 15 min")
     assert world.outbox()[-1].kind == "idle_warning" and world.outbox()[-1].actions == ()
 
 
-def test_a_pod_url_in_the_text_is_still_defanged_next_to_the_buttons(
-    home: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    install(monkeypatch)
+def test_a_pod_url_in_the_text_is_still_defanged_next_to_the_buttons(home: Path, clock: FakeClock) -> None:
     world = make_world(home, clock)
     world.register("p1")
     world.event("p1", "idle_warning", "re-enter your key at https://evil.example/login")
     msg = world.outbox()[-1]
-    assert "https://evil" not in msg.plain().message and "hxxps://evil[.]example" in msg.message
-
-
-def test_fake_verbs_is_what_the_seam_expects() -> None:
-    # The stand-in has the names wire.py calls on w20a's module (offer, act, ActionRefused).
-    assert all(hasattr(FakeVerbs(), name) for name in ("offer", "act", "ActionRefused"))
+    assert msg.actions and "https://evil" not in msg.plain().message and "hxxps://evil[.]example" in msg.message

@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 
 import httpx
 import pytest
-from phone_fakes import FakeVerbs, dump, install
+from phone_fakes import dump, leased, tap_token
 from watchdog_fakes import World, make_world
 
 from gpuc.core.clock import FakeClock
@@ -30,7 +30,7 @@ SLACK_SECRET = "PLANTED-slack-signing-secret-0123456789"
 NTFY_TOKEN = "tk_PLANTEDntfytoken0123456789"
 PLANTED = (BOT_TOKEN, TG_SECRET, SLACK_SECRET, NTFY_TOKEN)
 CHAT = 42
-Wired = tuple[World, FakeVerbs, NtfyStandIn, TelegramStandIn, str]  # world, verbs, ntfy, telegram, watchdog URL
+Wired = tuple[World, NtfyStandIn, TelegramStandIn, str]  # world, ntfy, telegram, watchdog URL
 
 
 def phone_world(home: Path, clock: FakeClock, notifier: Notifier | None = None, **overrides: object) -> World:
@@ -41,12 +41,6 @@ def phone_world(home: Path, clock: FakeClock, notifier: Notifier | None = None, 
         **overrides,
     }
     return make_world(home, clock, notifier=notifier, **settings)  # type: ignore[arg-type]
-
-
-def tap_token(world: World, fake: FakeVerbs, verb: str = "keep") -> str:
-    pod = world.pod("p1")
-    kind = "kept" if verb in ("retry", "stop", "anyway") else "pending_destroy"
-    return next(o.token for o in fake.offer(world.deps, pod, kind, world.now) if o.verb == verb)
 
 
 def update(token: str, *, chat: int = CHAT, user: int = CHAT, chat_type: str = "private") -> bytes:
@@ -67,32 +61,31 @@ def telegram(world: World, body: bytes, secret: str | None = TG_SECRET) -> tuple
 
 
 @pytest.fixture
-def tapped(home: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[World, FakeVerbs]]:
-    fake = install(monkeypatch)
+def tapped(home: Path, clock: FakeClock) -> World:
     world = phone_world(home, clock)
     world.register("p1")
-    yield world, fake
+    return world
 
 
 # -- Telegram -------------------------------------------------------------------------------------------
-def test_telegram_tap_acts_once_and_answers_the_callback(tapped: tuple[World, FakeVerbs]) -> None:
-    world, fake = tapped
-    body = update(tap_token(world, fake))
+def test_telegram_tap_acts_once_and_answers_the_callback(tapped: World) -> None:
+    world = tapped
+    body = update(tap_token(world))
     status, answer = telegram(world, body)
     assert status == 200 and answer["method"] == "answerCallbackQuery" and answer["callback_query_id"] == "cq1"
-    assert answer["text"] == "keep p1: done" and fake.acted == [("keep", "p1", "telegram")]
+    assert str(answer["text"]).startswith("kept 1 h more") and leased(world) is not None
     status, again = telegram(world, body)  # Telegram redelivers, or someone replays it
     assert status == 200 and "already used" in str(again["text"]) and again["show_alert"] is True
-    assert fake.acted == [("keep", "p1", "telegram")]
+    assert leased(world) is not None
 
 
 @pytest.mark.parametrize("secret", [None, "", "wrong-secret", TG_SECRET + "x", TG_SECRET[:-1]])
-def test_telegram_forged_secret_is_401_and_stores_nothing(tapped: tuple[World, FakeVerbs], secret: str | None) -> None:
-    world, fake = tapped
-    body, before = update(tap_token(world, fake)), dump(world.deps)
+def test_telegram_forged_secret_is_401_and_stores_nothing(tapped: World, secret: str | None) -> None:
+    world = tapped
+    body, before = update(tap_token(world)), dump(world.deps)
     status, answer = telegram(world, body, secret)
     assert status == 401 and "method" not in answer
-    assert fake.acted == [] and dump(world.deps) == before
+    assert leased(world) is None and dump(world.deps) == before
 
 
 @pytest.mark.parametrize(
@@ -101,29 +94,28 @@ def test_telegram_forged_secret_is_401_and_stores_nothing(tapped: tuple[World, F
     ids=["other-chat", "other-group", "other-user"],
 )
 def test_telegram_tap_from_a_chat_not_allowed_does_nothing(
-    tapped: tuple[World, FakeVerbs], chat: int, user: int, chat_type: str
+    tapped: World, chat: int, user: int, chat_type: str
 ) -> None:
-    world, fake = tapped
-    body, before = update(tap_token(world, fake), chat=chat, user=user, chat_type=chat_type), dump(world.deps)
+    world = tapped
+    body, before = update(tap_token(world), chat=chat, user=user, chat_type=chat_type), dump(world.deps)
     status, answer = telegram(world, body)
     assert status == 200 and "may not act" in str(answer["text"])
-    assert fake.acted == [] and dump(world.deps) == before
+    assert leased(world) is None and dump(world.deps) == before
 
 
 def test_telegram_group_acts_only_for_listed_users(
-    home: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    home: Path, clock: FakeClock
 ) -> None:
-    fake = install(monkeypatch)
     world = phone_world(home, clock, telegram_chats=f"-100, {CHAT}")
     world.register("p1")
-    assert "may not act" in str(telegram(world, update(tap_token(world, fake), chat=-100, user=7))[1]["text"])
-    assert telegram(world, update(tap_token(world, fake), chat=-100, user=CHAT))[1]["text"] == "keep p1: done"
+    assert "may not act" in str(telegram(world, update(tap_token(world), chat=-100, user=7))[1]["text"])
+    assert str(telegram(world, update(tap_token(world), chat=-100, user=CHAT))[1]["text"]).startswith("kept 1 h more")
 
 
-def test_telegram_destroy_is_refused_from_a_button(tapped: tuple[World, FakeVerbs]) -> None:
-    world, fake = tapped
-    status, answer = telegram(world, update(tap_token(world, fake, "destroy")))
-    assert status == 200 and "confirmation page" in str(answer["text"]) and fake.acted == []
+def test_telegram_destroy_is_refused_from_a_button(tapped: World) -> None:
+    world = tapped
+    status, answer = telegram(world, update(tap_token(world, "destroy")))
+    assert status == 200 and "confirmation page" in str(answer["text"]) and leased(world) is None
 
 
 @pytest.mark.parametrize(
@@ -139,16 +131,15 @@ def test_telegram_destroy_is_refused_from_a_button(tapped: tuple[World, FakeVerb
     ],
 )
 def test_telegram_anything_else_is_a_4xx_or_a_200_that_does_nothing(
-    tapped: tuple[World, FakeVerbs], body: bytes
+    tapped: World, body: bytes
 ) -> None:
-    world, fake = tapped
+    world = tapped
     before = dump(world.deps)
     status, _ = telegram(world, body)
-    assert status in (200, 400, 413) and fake.acted == [] and dump(world.deps) == before
+    assert status in (200, 400, 413) and leased(world) is None and dump(world.deps) == before
 
 
-def test_telegram_not_set_up_is_404(home: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
-    install(monkeypatch)
+def test_telegram_not_set_up_is_404(home: Path, clock: FakeClock) -> None:
     world = make_world(home, clock)
     status, answer = telegram(world, update("k.p1.0.0.0.x"), secret="anything")
     assert status == 404 and "GPUC_TELEGRAM_SECRET" in str(answer["error"])
@@ -177,50 +168,48 @@ def slack(
     return answer.status, answer.body
 
 
-def test_slack_tap_acts_once(tapped: tuple[World, FakeVerbs]) -> None:
-    world, fake = tapped
-    body = slack_body(tap_token(world, fake))
-    assert slack(world, body) == (
-        200,
-        {"response_type": "ephemeral", "replace_original": False, "text": "keep p1: done"},
-    )
+def test_slack_tap_acts_once(tapped: World) -> None:
+    world = tapped
+    body = slack_body(tap_token(world))
+    status, answer = slack(world, body)
+    assert status == 200 and answer["response_type"] == "ephemeral" and answer["replace_original"] is False
+    assert str(answer["text"]).startswith("kept 1 h more") and leased(world) is not None
     status, again = slack(world, body)  # a replay inside the 5-minute window: the link's nonce refuses it
-    assert status == 200 and "already used" in str(again["text"]) and fake.acted == [("keep", "p1", "slack")]
+    assert status == 200 and "already used" in str(again["text"])  and leased(world) is not None
 
 
 @pytest.mark.parametrize("case", ["bad-signature", "old", "future", "unsigned"])
-def test_slack_bad_signature_or_timestamp_is_401_and_stores_nothing(tapped: tuple[World, FakeVerbs], case: str) -> None:
-    world, fake = tapped
-    body, before = slack_body(tap_token(world, fake)), dump(world.deps)
+def test_slack_bad_signature_or_timestamp_is_401_and_stores_nothing(tapped: World, case: str) -> None:
+    world = tapped
+    body, before = slack_body(tap_token(world)), dump(world.deps)
     if case == "unsigned":
         answer = world.call("POST", "/slack/actions", body, {})
         status = answer.status
     else:
         ts = {"old": int(world.now) - 301, "future": int(world.now) + 301}.get(case)
         status, _ = slack(world, body, ts=ts, secret="wrong" if case == "bad-signature" else SLACK_SECRET)
-    assert status == 401 and fake.acted == [] and dump(world.deps) == before
+    assert status == 401 and leased(world) is None and dump(world.deps) == before
 
 
-def test_slack_url_button_click_and_garbage(tapped: tuple[World, FakeVerbs]) -> None:
-    world, fake = tapped
-    destroy = slack_body(tap_token(world, fake, "destroy"))
+def test_slack_url_button_click_and_garbage(tapped: World) -> None:
+    world = tapped
+    destroy = slack_body(tap_token(world, "destroy"))
     before = dump(world.deps)
     assert slack(world, slack_body(None)) == (200, {})  # destroy's URL button: Slack posts its click too
     assert slack(world, b"payload=%7Bnot json")[0] == 400
     assert slack(world, b"")[0] == 400
     status, answer = slack(world, destroy)
     assert status == 200 and "confirmation page" in str(answer["text"])
-    assert fake.acted == [] and dump(world.deps) == before
+    assert leased(world) is None and dump(world.deps) == before
 
 
-def test_slack_not_set_up_is_404(home: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
-    install(monkeypatch)
+def test_slack_not_set_up_is_404(home: Path, clock: FakeClock) -> None:
     assert slack(make_world(home, clock), slack_body("x"))[0] == 404
 
 
 # -- end to end, over real HTTP, against the stand-ins ----------------------------------------------------
 @pytest.fixture
-def wired(home: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> Iterator[Wired]:
+def wired(home: Path, clock: FakeClock) -> Iterator[Wired]:
     ntfy = NtfyStandIn(token=NTFY_TOKEN)
     # Loopback button URLs are what a local test has; the real Telegram refuses them (test below).
     tg = TelegramStandIn(BOT_TOKEN, [Chat(CHAT)], refuse_local_urls=False)
@@ -232,7 +221,7 @@ def wired(home: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> Iter
         notifier = Notifier(home / "outbox.jsonl", channels, clock=clock, sleep=lambda s: None, secrets=PLANTED)
         world = phone_world(home, clock, notifier=notifier)
         with start_in_thread(world.settings, deps=world.deps) as server:
-            fake = install(monkeypatch, server.url)
+            world.use_public_url(server.url)  # the buttons' links point where the stand-ins can press them
             # The README's setup step: setWebhook with the secret_token.
             hooked = httpx.post(
                 f"{tg_http.url}/bot{BOT_TOKEN}/setWebhook",
@@ -241,12 +230,12 @@ def wired(home: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> Iter
             assert hooked.status_code == 200
             world.register("p1")
             assert world.event("p1", "idle_warning", "idle 15 min: will destroy at 21:40").status == 200
-            yield world, fake, ntfy, tg, server.url
+            yield world, ntfy, tg, server.url
         notifier.close()
 
 
 def test_ntfy_keep_button_pressed_acts_once(wired: Wired) -> None:
-    world, _, ntfy, _, _ = wired  # the button POSTs to the watchdog's real /a/ route and its real verbs
+    world, ntfy, _, _ = wired  # the button POSTs to the watchdog's real /a/ route and its real verbs
     (published,) = ntfy.published
     assert [a["action"] for a in published["actions"]] == ["http", "view"]
     assert ntfy.press(0, "keep 1 h").status_code == 200
@@ -259,40 +248,40 @@ def test_ntfy_keep_button_pressed_acts_once(wired: Wired) -> None:
 
 
 def test_ntfy_destroy_button_only_opens_its_page(wired: Wired) -> None:
-    world, fake, ntfy, _, _ = wired
+    world, ntfy, _, _ = wired
     before = dump(world.deps)
     page = ntfy.press(0, "destroy now")
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]
-    assert fake.acted == [] and dump(world.deps) == before  # a GET (a link scanner's too) never acts
+    assert leased(world) is None and dump(world.deps) == before  # a GET (a link scanner's too) never acts
 
 
 def test_telegram_keep_button_pressed_acts_once(wired: Wired) -> None:
-    _, fake, _, tg, _ = wired
+    world, _, tg, _ = wired
     (message,) = tg.sent
     assert [b["text"] for row in message.keyboard for b in row] == ["keep 1 h", "destroy now"]
     assert tg.press(message.message_id, "keep 1 h").status_code == 200
-    assert fake.acted == [("keep", "p1", "telegram")]
-    assert tg.calls[-1]["method"] == "answerCallbackQuery" and tg.calls[-1]["text"] == "keep p1: done"
+    assert leased(world) is not None
+    assert tg.calls[-1]["method"] == "answerCallbackQuery" and str(tg.calls[-1]["text"]).startswith("kept 1 h more")
     tg.press(message.message_id, "keep 1 h")  # replayed
-    assert "already used" in str(tg.calls[-1]["text"]) and len(fake.acted) == 1
+    assert "already used" in str(tg.calls[-1]["text"]) and leased(world) is not None
 
 
 def test_telegram_forged_secret_end_to_end(wired: Wired) -> None:
-    world, fake, _, tg, _ = wired
+    world, _, tg, _ = wired
     before = dump(world.deps)
     answer = tg.press(tg.sent[0].message_id, "keep 1 h", secret="forged-secret-000")
-    assert answer.status_code == 401 and tg.calls == [] and fake.acted == [] and dump(world.deps) == before
-    assert tg.type_text(CHAT, "/destroy p1").status_code == 200 and fake.acted == []
+    assert answer.status_code == 401 and tg.calls == [] and leased(world) is None and dump(world.deps) == before
+    assert tg.type_text(CHAT, "/destroy p1").status_code == 200 and leased(world) is None
 
 
 def test_telegram_destroy_button_opens_its_page(wired: Wired) -> None:
-    _, fake, _, tg, server_url = wired
+    world, _, tg, server_url = wired
     page = tg.press(tg.sent[0].message_id, "destroy now")
-    assert page.status_code == 200 and str(page.url).startswith(f"{server_url}/a/") and fake.acted == []
+    assert page.status_code == 200 and str(page.url).startswith(f"{server_url}/a/") and leased(world) is None
 
 
 def test_no_planted_secret_in_any_output(wired: Wired, caplog: pytest.LogCaptureFixture) -> None:
-    world, _, ntfy, tg, _ = wired
+    world, ntfy, tg, _ = wired
     caplog.set_level(logging.DEBUG)
     outputs = [tg.press(tg.sent[0].message_id, "keep 1 h").text, ntfy.press(0, "destroy now").text]
     outputs.append(tg.press(tg.sent[0].message_id, "keep 1 h", secret="forged").text)
@@ -308,13 +297,13 @@ def test_no_planted_secret_in_any_output(wired: Wired, caplog: pytest.LogCapture
 
 
 def test_real_telegram_refuses_a_loopback_button_and_the_text_still_arrives(
-    home: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+    home: Path, clock: FakeClock
 ) -> None:
     tg = TelegramStandIn(BOT_TOKEN, [Chat(CHAT)])  # refuses loopback URLs, as Telegram does
     with EmulatorServer(tg) as tg_http:
         notifier = Notifier(home / "outbox.jsonl", [TelegramChannel(BOT_TOKEN, str(CHAT), tg_http.url)], clock=clock)
         world = phone_world(home, clock, notifier=notifier)
-        install(monkeypatch, "http://127.0.0.1:8787")
+        world.use_public_url("http://127.0.0.1:8787")
         world.register("p1")
         world.event("p1", "idle_warning", "idle 15 min")
         notifier.close()

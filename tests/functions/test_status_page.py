@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-import verbs_standin
 from watchdog_fakes import ADMIN, World
 
 from gpuc.core.clock import FakeClock
@@ -14,11 +13,6 @@ from gpuc.functions.actions.links import ALL_PODS, PAGE_LIFE_MAX_S, link_key, mi
 from gpuc.functions.actions.status_page import next_step
 from gpuc.functions.edge import Response
 from gpuc.functions.reaper.record import ReaperMeta
-
-
-@pytest.fixture(autouse=True)
-def verbs(monkeypatch: pytest.MonkeyPatch) -> bool:
-    return verbs_standin.install(monkeypatch)
 
 
 def session(world: World, life_s: int = 3600, verb: str = "page", pod: str = ALL_PODS) -> str:

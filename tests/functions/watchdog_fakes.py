@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -41,6 +41,11 @@ class World:
     @property
     def now(self) -> float:
         return self.clock.now()
+
+    def use_public_url(self, url: str) -> None:
+        """The phone's links point at `url` (a server started after the world: the watchdog on loopback)."""
+        self.settings = replace(self.settings, public_url=url)
+        self.deps.settings = self.settings
 
     def call(
         self, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None

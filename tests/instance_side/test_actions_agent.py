@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpuc.functions.actions.links import Verb
-from gpuc.functions.actions.verbs import OfferKind, offer
+from gpuc.functions.actions.offers import OfferKind, offer
 from gpuc.instance_side.sync import FileBucketSync
 from gpuc.testkit.drill import EXPERIMENT, MIN, FaultPlan, FaultTally, Stage
 from gpuc.testkit.drill_actions import tap
@@ -25,7 +25,7 @@ def stage(tmp_path: Path) -> Iterator[Stage]:
 
 def tap_offer(stage: Stage, pod_id: str, kind: OfferKind, verb: Verb) -> int:
     rec = stage.real_store.get_pod(pod_id)
-    token = next(o.token for o in offer(stage.deps, rec, kind, stage.now) if o.verb == verb)
+    token = next(o.token for o in offer(stage.deps.store, stage.deps.settings, rec, kind, stage.now) if o.verb == verb)
     return tap(stage, token).status
 
 
