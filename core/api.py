@@ -197,6 +197,10 @@ class Ack(Strict):
     ok: bool = True
 
 
+class ResumeAnswer(Strict):
+    resumed: bool  # False: new pods were not paused
+
+
 class PodRecord(Strict):
     pod_id: str
     provider: str

@@ -21,6 +21,7 @@ import binascii
 import json
 import logging
 import os
+import re
 import threading
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -187,9 +188,25 @@ def ingest_handler(event: Mapping[str, Any], context: object) -> dict[str, Any]:
     if isinstance(parsed, Response):
         return lambda_response(parsed)
     deps = get_deps()
+    learn_public_url(deps, event)
     response = dispatch(parsed, deps, deps.clock.now())
     log.info("%s %s %d", parsed.method, parsed.path, response.status)
     return lambda_response(response)
+
+
+_FUNCTION_URL_HOST = re.compile(r"[a-z0-9]+\.lambda-url\.[a-z0-9-]+\.on\.aws")
+
+
+def learn_public_url(deps: Deps, event: Mapping[str, Any]) -> None:
+    """The links this function sends (a tap's own notification) must reach it: with no GPUC_PUBLIC_URL,
+    its Function URL's domain, which AWS sets in the event (the template cannot hand a function its own
+    URL). Anything else in that field is ignored: the links fall back to the settings' URLs."""
+    if deps.settings.public_url:
+        return
+    context = event.get("requestContext")
+    domain = context.get("domainName") if isinstance(context, Mapping) else None
+    if isinstance(domain, str) and _FUNCTION_URL_HOST.fullmatch(domain):
+        deps.settings = deps.settings.with_overrides(public_url=f"https://{domain}")
 
 
 def reaper_handler(event: Mapping[str, Any], context: object) -> dict[str, Any]:

@@ -55,6 +55,7 @@ GPUC_PACKAGES = (
 _REQ_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 # The reaper's budget settings, as stack parameters into its environment: the Lambda has no .env, and a
 # budget the laptop knows but the watchdog does not would alert and pull in nothing. "" = not set.
+PUBLIC_URL = re.compile(r"https://[^\s]+")  # the template's AllowedPattern for PublicUrl
 BUDGET_PARAMETERS = {
     "MonthlyBudget": "monthly_budget",
     "BudgetAlertFraction": "budget_alert_fraction",
@@ -76,6 +77,7 @@ class Plan:
     architecture: str
     secrets: list[str] = field(default_factory=list)  # the settings fields stored (never their values)
     budget: dict[str, str] = field(default_factory=dict)  # BUDGET_PARAMETERS' values, "" = not set
+    public_url: str = ""  # GPUC_PUBLIC_URL; "" = the links in notifications use the ingest's Function URL
 
     def describe(self) -> list[str]:
         lines = [
@@ -92,6 +94,7 @@ class Plan:
             if monthly
             else "the reaper's monthly budget: none (set GPUC_MONTHLY_BUDGET to have it alert and pull deadlines in)"
         )
+        lines.append(f"links in notifications: {self.public_url or 'the ingest URL'} (GPUC_PUBLIC_URL)")
         lines.append("config.json: functions_url = the ingest URL, admin_token = a fresh token")
         return lines
 
@@ -120,6 +123,12 @@ def make_plan(settings: Settings, region: str, stack_name: str = DEFAULT_STACK) 
             hint="run `gpuc watchdog deploy` from a Linux machine or container",
         )
     secrets = ["admin_token"] + [n for n in WATCHDOG_SECRETS[1:] if getattr(settings, n) is not None]
+    if settings.public_url and not PUBLIC_URL.fullmatch(settings.public_url):
+        # A phone link carries a capability token: over plain http anyone on the path could tap it.
+        raise ConfigError(
+            f"GPUC_PUBLIC_URL must be an https:// address, not {settings.public_url!r}",
+            hint="set it to the https address your phone reaches the watchdog at, or unset it to use the ingest URL",
+        )
     return Plan(
         region=region,
         stack_name=stack_name,
@@ -129,6 +138,7 @@ def make_plan(settings: Settings, region: str, stack_name: str = DEFAULT_STACK) 
         architecture="arm64" if platform.machine() in ("aarch64", "arm64") else "x86_64",
         secrets=secrets,
         budget=budget_parameters(settings),
+        public_url=settings.public_url or "",
     )
 
 
@@ -405,6 +415,7 @@ def apply_stack(
         "PythonRuntime": plan.runtime,
         "Architecture": plan.architecture,
         "SecretsVersion": str(secrets_version),
+        "PublicUrl": plan.public_url,
         **plan.budget,
     }
     args: dict[str, Any] = {

@@ -225,8 +225,7 @@ def status(req: Request, deps: Deps, now: float) -> Response:
 def resume(req: Request, deps: Deps, now: float) -> Response:
     """`gpuc watchdog resume`: new pods may start again after "pause new pods" from the phone."""
     require_admin(req, deps)
-    verbs.resume(deps, now)
-    return ok(api.Ack())
+    return ok(api.ResumeAnswer(resumed=verbs.resume(deps, now)))
 
 
 def reap(req: Request, deps: Deps, now: float) -> Response:

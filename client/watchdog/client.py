@@ -90,6 +90,11 @@ class WatchdogClient:
 
         return self._call("POST", "/v1/reap", api.ReapReport, api.ReapRequest(dry_run=dry_run))
 
+    def resume(self) -> api.ResumeAnswer:
+        from gpuc.core import api
+
+        return self._call("POST", "/v1/resume", api.ResumeAnswer)
+
     def close(self) -> None:
         if self._client is not None:
             self._client.close()

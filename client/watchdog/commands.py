@@ -1,4 +1,4 @@
-"""`gpuc watchdog serve | reap | status | deploy`: click only, one call each.
+"""`gpuc watchdog serve | reap | status | resume | deploy`: click only, one call each.
 
 Startup: every TAB loads this module; each command loads its own stack (the server, httpx, boto3)."""
 
@@ -67,6 +67,18 @@ def status(ctx: Ctx, as_json: bool) -> None:
         _warn(warning)
     for line in lines[1:]:
         click.echo(line)
+
+
+@watchdog.command()
+@pass_ctx
+def resume(ctx: Ctx) -> None:
+    """Let `gpuc up` start pods again after "pause new pods" from the phone (running pods are untouched)."""
+    with ctx:
+        answer = ctx.watchdog.resume()
+    if answer.resumed:
+        click.echo("new pods resumed: `gpuc up` may start pods again")
+    else:
+        click.echo("new pods were not paused: nothing to resume")
 
 
 @watchdog.command()

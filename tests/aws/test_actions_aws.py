@@ -6,10 +6,10 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from test_aws_handlers import LambdaWorld, url_event, world  # noqa: F401 - the fixture
+from test_aws_handlers import FUNCTION_URL_HOST, LambdaWorld, url_event, world  # noqa: F401 - the fixture
 
 from gpuc.functions import aws as lam
-from gpuc.functions.actions.verbs import offer
+from gpuc.functions.actions.offers import offer
 from gpuc.functions.edge import Request
 
 
@@ -30,7 +30,8 @@ def tap(token: str) -> dict[str, Any]:
 def test_a_tap_through_lambda_keeps_the_pod_once(world: LambdaWorld) -> None:  # noqa: F811
     world.register("p1")
     world.ping("p1")
-    keep = next(o for o in offer(world.deps, world.pod("p1"), "pending_destroy", world.now) if o.verb == "keep")
+    offers = offer(world.deps.store, world.deps.settings, world.pod("p1"), "pending_destroy", world.now)
+    keep = next(o for o in offers if o.verb == "keep")
     page = lambda_call("GET", f"/a/{keep.token}")
     assert page["statusCode"] == 200 and page["headers"]["content-type"].startswith("text/html")
     assert "no-referrer" in page["headers"].get("referrer-policy", "").lower()
@@ -47,7 +48,8 @@ def test_destroy_anyway_through_lambda_and_forged_links_refused(world: LambdaWor
     world.register("p1")
     world.ping("p1")
     assert world.event("p1", "sync_failed", "kept alive: sync failed", kept_left_s=7200).status == 200
-    anyway = next(o for o in offer(world.deps, world.pod("p1"), "kept", world.now) if o.verb == "anyway")
+    offers = offer(world.deps.store, world.deps.settings, world.pod("p1"), "kept", world.now)
+    anyway = next(o for o in offers if o.verb == "anyway")
     forged = anyway.token.replace(".p1.", ".p2.")
     assert tap(forged)["statusCode"] == 403
     assert lambda_call("POST", f"/a/{anyway.token}")["statusCode"] == 403  # never from a bare button
@@ -55,3 +57,27 @@ def test_destroy_anyway_through_lambda_and_forged_links_refused(world: LambdaWor
     assert tap(anyway.token)["statusCode"] == 200
     assert world.provider.destroyed == ["p1"]
     assert world.pod("p1").state == "destroyed"
+
+
+def outbox_links(world: LambdaWorld) -> list[str]:  # noqa: F811
+    import json
+
+    sent = [json.loads(line) for line in world.notifier.outbox.read_text().splitlines()]
+    return [a["url"] for m in sent for a in m.get("actions", [])]
+
+
+def test_the_links_a_deployed_ingest_sends_reach_its_own_function_url(world: LambdaWorld) -> None:  # noqa: F811
+    """No GPUC_PUBLIC_URL on the ingest (the template cannot hand a function its own URL): the buttons of
+    the notification a pod's event sends name the Function URL the event came in on, not a loopback."""
+    world.register("p1")
+    world.ping("p1")
+    assert world.event("p1", "sync_failed", "kept alive: sync failed", kept_left_s=7200).status == 200
+    links = outbox_links(world)
+    assert links and all(url.startswith(f"https://{FUNCTION_URL_HOST}/a/") for url in links), links
+
+
+def test_a_host_that_is_not_a_function_url_is_not_taken_for_one(world: LambdaWorld) -> None:  # noqa: F811
+    event = url_event(Request("GET", "/v1/status", {}, b""))
+    event["requestContext"]["domainName"] = "evil.example"
+    lam.ingest_handler(event, None)
+    assert world.deps.settings.public_url is None

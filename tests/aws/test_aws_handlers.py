@@ -23,6 +23,9 @@ TABLE = "gpuc-watchdog"
 PREFIX = "/gpuc/watchdog"
 
 
+FUNCTION_URL_HOST = "abcdefghijklmnopqrstuvwxyz012345.lambda-url.us-east-1.on.aws"
+
+
 def url_event(req: Request, *, b64: bool = False) -> dict[str, Any]:
     """A Function URL request, payload format 2.0."""
     body = base64.b64encode(req.body).decode() if b64 else req.body.decode()
@@ -32,7 +35,10 @@ def url_event(req: Request, *, b64: bool = False) -> dict[str, Any]:
         "rawPath": req.path,
         "rawQueryString": "",
         "headers": dict(req.headers),
-        "requestContext": {"http": {"method": req.method, "path": req.path, "sourceIp": "203.0.113.9"}},
+        "requestContext": {
+            "domainName": FUNCTION_URL_HOST,
+            "http": {"method": req.method, "path": req.path, "sourceIp": "203.0.113.9"},
+        },
         "body": body,
         "isBase64Encoded": b64,
     }

@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from gpuc.client.watchdog.commands import watchdog
+from gpuc.core.errors import ConfigError
 from gpuc.functions import deploy as dep
 
 KEY = "rp-secret-key-123456"
@@ -64,6 +65,9 @@ def test_deploy_creates_the_stack_stores_secrets_and_saves_the_url(user: Path) -
     assert function["Concurrency"]["ReservedConcurrentExecutions"] == 5
     url = boto3.client("lambda").get_function_url_config(FunctionName="gw-ingest")
     assert (url["FunctionUrl"], url["AuthType"]) == (outputs["IngestUrl"], "NONE")
+    # The reaper sends most buttons: their links reach the ingest, never the loopback default.
+    reaper_env = boto3.client("lambda").get_function(FunctionName="gw-reaper")["Configuration"]["Environment"]
+    assert reaper_env["Variables"]["GPUC_PUBLIC_URL"] == outputs["IngestUrl"]
     config = user / "config.json"
     assert stat.S_IMODE(config.stat().st_mode) == 0o600
     saved = json.loads(config.read_text())
@@ -73,6 +77,25 @@ def test_deploy_creates_the_stack_stores_secrets_and_saves_the_url(user: Path) -
     again = CliRunner().invoke(watchdog, ["deploy", "--region", "us-east-1", "--stack-name", "gw"])
     assert again.exit_code == 0, again.output
     assert json.loads(config.read_text())["admin_token"] != token
+
+
+def test_a_custom_public_url_reaches_both_functions(user: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUC_PUBLIC_URL", "https://watchdog.example.org")
+    result = CliRunner().invoke(watchdog, ["deploy", "--region", "us-east-1", "--stack-name", "gw"])
+    assert result.exit_code == 0, result.output
+    for name in ("gw-reaper", "gw-ingest"):
+        env = boto3.client("lambda").get_function(FunctionName=name)["Configuration"]["Environment"]["Variables"]
+        assert env["GPUC_PUBLIC_URL"] == "https://watchdog.example.org", name
+
+
+def test_a_plain_http_public_url_is_refused_before_anything_is_made(
+    user: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GPUC_PUBLIC_URL", "http://watchdog.example.org")
+    result = CliRunner().invoke(watchdog, ["deploy", "--region", "us-east-1", "--stack-name", "gw"])
+    assert isinstance(result.exception, ConfigError) and "must be an https:// address" in str(result.exception)
+    assert boto3.client("cloudformation").describe_stacks()["Stacks"] == []
+    assert boto3.client("ssm").describe_parameters()["Parameters"] == []
 
 
 def test_deploy_refuses_the_local_provider(aws: str, monkeypatch: pytest.MonkeyPatch) -> None:
