@@ -193,7 +193,8 @@ def down(ctx: Ctx, pod: str, note: str | None, force: bool, dry_run: bool) -> No
 def ls(ctx: Ctx, as_json: bool) -> None:
     """List pods at every provider: GPU, age, cost so far, and the watchdog's view.
 
-    A provider without a key is listed as not checked: "no pods" means every provider was read.
+    A provider without a key is listed as not checked: "no pods" means every provider was read. Exits 1
+    when a provider holding a key could not be read (its pods may be billing unseen).
     """
     with ctx:
         listing = survey.survey(ctx)
@@ -205,9 +206,12 @@ def ls(ctx: Ctx, as_json: bool) -> None:
         for name, state in listing.providers.items():
             if state != survey.READ:
                 click.echo(f"! {name}: {clean_line(state)}", err=True)
-        return
-    for line in ls_lines(listing):
-        click.echo(line)
+    else:
+        for line in ls_lines(listing):
+            click.echo(line)
+    if listing.unread:  # a script (or a cron check) must not read "listed" as "nothing is billing"
+        click.echo(f"gpuc ls: incomplete: {', '.join(listing.unread)} could not be read", err=True)
+        click.get_current_context().exit(1)
 
 
 @click.command()

@@ -293,7 +293,7 @@ def run_demo(echo: Echo, home: Path | None = None, keep_home: bool = False, prov
     try:
         demo.run()
     finally:
-        _cleanup(demo.provider)
+        cleanup_pods(demo.provider)
         server.stop()
         if tmp and not keep_home:
             shutil.rmtree(home, ignore_errors=True)
@@ -335,7 +335,7 @@ def run_remote_demo(echo: Echo, provider: str, home: Path | None = None, keep_ho
         try:
             demo.run()
         finally:
-            _cleanup(demo.provider)
+            cleanup_pods(demo.provider)
             for provider_client in demo.ctx.providers.values():
                 provider_client.close()
             demo.ctx.watchdog.close()
@@ -354,7 +354,7 @@ def _verdict(demo: Demo, echo: Echo, elapsed: float) -> int:
     return 0
 
 
-def _cleanup(provider: Provider) -> None:
+def cleanup_pods(provider: Provider) -> None:
     """Whatever happened, leave no pod and no process behind."""
     clock = SystemClock()
     for pod in provider.list_pods():
