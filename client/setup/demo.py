@@ -64,7 +64,8 @@ FAST = {
 # "will destroy" at load 28. 40 s keeps the margin.
 # The grace after a wrapper's end covers its self-destroy call (real 4 min): at load 20, 1.5 s did not, and
 # the watchdog destroyed the pod first, with the account key.
-REMOTE = {**FAST, "silence_limit_s": 40.0, "destroy_grace_s": 10.0, "bootstrap_apt": ""}
+# The sandbox pods have no torch and no apt: the demo's bootstrap skips both (GPUC_BOOTSTRAP_TORCH=skip).
+REMOTE = {**FAST, "silence_limit_s": 40.0, "destroy_grace_s": 10.0, "bootstrap_apt": "", "bootstrap_torch": "skip"}
 
 JOB = (
     "import json, os, time\n"

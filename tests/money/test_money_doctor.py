@@ -263,6 +263,29 @@ def test_each_failure_is_rendered_with_its_fix(repo: Path) -> None:
     assert text.count("✗") == 2 and text.count("fix:") == 2
 
 
+def test_a_fresh_local_only_setup_is_judged_by_what_it_needs(repo: Path) -> None:
+    """Issue 19: no .env and no keys are fine for the local provider; no admin token is ONE ✗ with its
+    fix, not a second one for the watchdog it makes unreachable."""
+    install_hook(repo, repo / ".env", run_git)
+    settings = Settings(env_file=repo / ".env", provider="local")
+    unreachable = FunctionsError("no admin token for the watchdog", hint="start it")
+
+    def status() -> StatusResponse:
+        raise unreachable
+
+    d = DoctorDeps(settings=settings, repo=repo, git=run_git, status=status, balances=lambda: report())
+    checks = run_checks(d, repo)
+    assert [c.name for c in checks if c.status == "fail"] == ["watchdog admin token"]
+    assert by_name(checks)[".env exists"].status == "warn"
+    assert "watchdog reachable" not in by_name(checks)
+
+
+def test_a_missing_env_file_fails_when_renting(tmp_path: Path) -> None:
+    (renting,) = check_env_file(tmp_path / ".env", run_git, renting=True)
+    (local,) = check_env_file(tmp_path / ".env", run_git, renting=False)
+    assert (renting.status, local.status) == ("fail", "warn") and local.fix == renting.fix
+
+
 def healthy_ctx(repo: Path) -> Ctx:
     """The command's Ctx for the healthy setup: the same settings, watchdog and runpod balance."""
     d = healthy(repo)
