@@ -63,6 +63,7 @@ class PodConfig(Strict):
     deadline_at: float | None = None  # the pod's end (`up --max-hours`), on the watchdog's clock
     deadline_warn_s: float = Field(15 * 60.0, ge=0)  # notified this long ahead
     deadline_lead_s: float = Field(2 * 60.0, ge=0)  # the ending starts this long ahead: its sync ends before
+    notify_start: bool = False  # push "agent start" to the phone (GPUC_NOTIFY_START); always in the pod's log
 
     @classmethod
     def for_pod(
@@ -87,6 +88,7 @@ class PodConfig(Strict):
             idle_cpu_floor_s=settings.idle_cpu_floor_s,
             idle_io_floor_bytes=settings.idle_io_floor_bytes,
             kept_window_s=settings.kept_window_s,
+            notify_start=settings.notify_start,
             results_bucket=settings.results_bucket,
             s3_endpoint_url=settings.s3_endpoint_url,
             git_remote=settings.git_remote,
