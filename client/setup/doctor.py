@@ -24,9 +24,9 @@ from gpuc.client.setup.doctor_live import LiveReport
 from gpuc.client.setup.doctor_live import render as render_facts
 from gpuc.client.setup.hook import HOOK_MARKER, GitRunner, hooks_dir
 from gpuc.core.api import StatusResponse
-from gpuc.core.errors import GpucError
+from gpuc.core.errors import ConfigError, GpucError
 from gpuc.core.providers.registry import keyed_providers
-from gpuc.core.settings import Settings, env_file_mode_ok, env_name
+from gpuc.core.settings import Settings, env_file_mode_ok, env_name, load_settings_lenient
 
 
 def run_git(args: list[str], cwd: Path) -> tuple[int, str]:
@@ -311,6 +311,17 @@ def run_checks(deps: DoctorDeps, cwd: Path, environ: Mapping[str, str] | None = 
         checks += check_watchdog(deps.status, deps.settings.functions_url)
     checks.append(check_hook(deps.repo, deps.git))
     return checks
+
+
+def settings_checks(ctx: Ctx) -> list[Check]:
+    """A bad setting (GPUC_IDLE_DESTROY_S=20 min) is one ✗ naming its file, not the end of every check:
+    the others run with that setting at its default."""
+    try:
+        ctx.settings  # noqa: B018 (the property loads them)
+    except ConfigError:
+        ctx.settings, bad = load_settings_lenient()
+        return [fail("setting", error.message, error.hint or "") for error in bad]
+    return []
 
 
 def doctor_deps(ctx: Ctx, repo: Path) -> DoctorDeps:
