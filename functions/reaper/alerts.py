@@ -188,7 +188,7 @@ def tell(
 ) -> None:
     """A notification about one pod, sent at this pass's time: titled by its experiment and `outcome`; the
     message first (what happened, what to do), then which pod it is."""
-    text = f"{message} Pod {who(rec)}."
+    text = f"{message.rstrip('.')}. Pod {who(rec)}."
     announce(run.deps, run.now, pod_title(rec, outcome, cost), text, pod_id=rec.pod_id, kind=kind, level=level)
 
 
