@@ -73,9 +73,10 @@ def event_text(pod: StoredPod, body: api.PodEvent) -> str:
     elif body.kind == "sync_failed" and body.note == "periodic":
         todo = "Check the results destination: `gpuc doctor`; the job goes on."
     parts = [todo.format(pod=pod.pod_id), pod_says(body.message)]
+    # `up --wait` reads these two back from the watchdog's status (client/outcome.py): keep their wording.
     if body.exit_code is not None:
-        parts.append(f"Exit code {body.exit_code}.")
+        parts.append(f"gpuc: exit code {body.exit_code}.")
     if body.duration_s is not None:
-        parts.append(f"Ran {body.duration_s / 60:.1f} min.")
+        parts.append(f"gpuc: ran {body.duration_s / 60:.1f} min.")
     parts.append(f"Pod {pod.pod_id} ({pod.provider}, {pod.experiment}).")
     return " ".join(part for part in parts if part)

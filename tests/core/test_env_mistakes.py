@@ -81,6 +81,7 @@ def test_the_shells_other_variables_are_not_judged(tmp_path: Path) -> None:
         "VASTAI_HOME": "",
         "CUDA_VISIBLE_DEVICES": "",
         "EDITOR": "",
+        "HF_TOKENS": "x",  # close to HF_TOKEN, but its first word is not gpuc's or a provider's
     }
     assert envcheck.env_mistakes({}, shell, tmp_path / ".env") == []
 

@@ -316,3 +316,20 @@ def test_the_cli_installs_the_hook_then_passes(repo: Path, monkeypatch: pytest.M
     assert result.exit_code == 0, result.output
     assert f"installed the secret guard: {repo / '.git' / 'hooks' / 'pre-commit'}" in result.output
     assert "✓ pre-commit secret guard" in result.output
+
+
+def test_a_bad_setting_is_one_cross_and_the_other_checks_still_run(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    d = healthy(repo)
+    monkeypatch.setattr(cmd_doctor, "default_deps", lambda settings, where: d)
+    monkeypatch.setenv("GPUC_ENV_FILE", str(repo / ".env"))
+    monkeypatch.setenv("GPUC_IDLE_DESTROY_S", "20 min")
+    monkeypatch.chdir(repo)
+    result = CliRunner().invoke(cmd_doctor.doctor, ["--json"])
+    assert result.exit_code == 1, result.output
+    checks = json.loads(result.output)["checks"]
+    failed = [c for c in checks if c["status"] == "fail"]
+    assert [c["name"] for c in failed] == ["setting"] and "GPUC_IDLE_DESTROY_S" in failed[0]["detail"]
+    assert failed[0]["fix"] == "fix GPUC_IDLE_DESTROY_S in your environment (export/unset it)"
+    assert any(c["name"] == "pre-commit secret guard" and c["status"] == "ok" for c in checks)
