@@ -1,6 +1,7 @@
 """.env mistakes that would otherwise pass in silence (issue 19 item 7): a misspelt key (`RUNPD_API_KEY`
 is read by nobody, so `up` later says "no RunPod key" about a key the user can see in the file) and a
-`KEY=` with no value (read as unset: the default applies, which the user did not choose).
+`KEY=` with no value in `.env` (read as unset: the default applies, which the user did not choose). An empty
+variable in the environment is how a shell or a script unsets a `.env` value, so it is not judged.
 
 Only names that look like gpuc's or a provider's are judged: the user's shell holds hundreds of variables
 (GPU_DEVICE_ORDINAL, HF_HOME, ...) that are none of our business. Warnings name keys, never values, and
@@ -94,7 +95,7 @@ def env_mistakes(from_file: Mapping[str, str], environ: Mapping[str, str], env_f
             meant = suggestion(name)
             if meant is not None:
                 lines.append(f"{name} in {where} is not a setting gpuc knows: did you mean {meant}?")
-            elif values[name] == "" and name in known_names() and not (where != "your environment" and name in environ):
+            elif values is from_file and values[name] == "" and name in known_names() and name not in environ:
                 lines.append(
                     f"{name} in {where} has no value, so gpuc ignores it and uses the default: "
                     f"give it a value or delete it"
