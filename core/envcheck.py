@@ -53,10 +53,9 @@ _said: set[str] = set()
 
 
 @cache
-def known_names() -> frozenset[str]:
-    from gpuc.core.settings import SETTING_NAMES, env_name
-
-    return frozenset(env_name(name) for name in SETTING_NAMES) | OTHER_GPUC_NAMES | PROVIDER_NAMES
+def known_names(setting_names: frozenset[str]) -> frozenset[str]:
+    """`setting_names`: the Settings' variables (core.settings passes them: this module imports none of it)."""
+    return setting_names | OTHER_GPUC_NAMES | PROVIDER_NAMES
 
 
 def looks_like_ours(name: str) -> bool:
@@ -76,9 +75,8 @@ def _one_edit(a: str, b: str) -> bool:
     return any(long[:i] + long[i + 1 :] == short for i in range(len(long)))
 
 
-def suggestion(name: str) -> str | None:
+def suggestion(name: str, known: frozenset[str]) -> str | None:
     """The known name a misspelt one meant, or None (known, not ours, or nothing close)."""
-    known = known_names()
     if name in known or not looks_like_ours(name):
         return None
     import difflib  # lazy: only a name that looks like ours pays for it
@@ -87,15 +85,18 @@ def suggestion(name: str) -> str | None:
     return close[0] if close else None
 
 
-def env_mistakes(from_file: Mapping[str, str], environ: Mapping[str, str], env_file: Path) -> list[str]:
+def env_mistakes(
+    from_file: Mapping[str, str], environ: Mapping[str, str], env_file: Path, setting_names: frozenset[str]
+) -> list[str]:
     """One line per mistake, naming the key and where it is, never its value."""
+    known = known_names(setting_names)
     lines: list[str] = []
     for where, values in ((str(env_file), from_file), ("your environment", environ)):
         for name in sorted(values):
-            meant = suggestion(name)
+            meant = suggestion(name, known)
             if meant is not None:
                 lines.append(f"{name} in {where} is not a setting gpuc knows: did you mean {meant}?")
-            elif values is from_file and values[name] == "" and name in known_names() and name not in environ:
+            elif values is from_file and values[name] == "" and name in known and name not in environ:
                 lines.append(
                     f"{name} in {where} has no value, so gpuc ignores it and uses the default: "
                     f"give it a value or delete it"
@@ -103,8 +104,10 @@ def env_mistakes(from_file: Mapping[str, str], environ: Mapping[str, str], env_f
     return lines
 
 
-def warn_once(from_file: Mapping[str, str], environ: Mapping[str, str], env_file: Path) -> None:
-    for line in env_mistakes(from_file, environ, env_file):
+def warn_once(
+    from_file: Mapping[str, str], environ: Mapping[str, str], env_file: Path, setting_names: frozenset[str]
+) -> None:
+    for line in env_mistakes(from_file, environ, env_file, setting_names):
         if line not in _said:
             _said.add(line)
             print(f"warning: {line}", file=sys.stderr)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gpuc.core.clock import DURATION_SHAPES, duration_seconds
+from gpuc.core.envcheck import warn_once
 from gpuc.core.errors import ConfigError
 
 SECRET_ENV = {
@@ -395,6 +396,9 @@ def env_name(field: str) -> str:
     return SECRET_ENV.get(field, f"GPUC_{field.upper()}")
 
 
+SETTING_ENV_NAMES = frozenset(env_name(name) for name in SETTING_NAMES)
+
+
 def read_env_file(path: Path) -> dict[str, str]:
     """The .env file as a dict, or {} when absent. A file that cannot be read, is not UTF-8, or has a line
     that is not `KEY=value` is an error naming the file and the line: a key silently dropped would send a
@@ -528,9 +532,7 @@ def _gather(environ: Mapping[str, str] | None, overrides: Mapping[str, Any]) -> 
                 f"{config} is not valid JSON", hint=f"fix it or delete it (gpuc rewrites it): rm {config}"
             ) from None
     from_file = read_env_file(env_file)
-    from gpuc.core.envcheck import warn_once  # issue 19: misspelt and empty keys, named once on stderr
-
-    warn_once(from_file, env, env_file)
+    warn_once(from_file, env, env_file, SETTING_ENV_NAMES)  # issue 19: misspelt and empty keys, on stderr
     merged = {**from_file, **env}
     for name in SETTING_NAMES:
         variable = env_name(name)

@@ -10,7 +10,7 @@ import pytest
 from gpuc.core import envcheck
 from gpuc.core.clock import duration_seconds, parse_duration
 from gpuc.core.errors import ConfigError
-from gpuc.core.settings import load_settings, load_settings_lenient
+from gpuc.core.settings import SETTING_ENV_NAMES, load_settings, load_settings_lenient
 
 
 def env_for(tmp_path: Path, text: str) -> dict[str, str]:
@@ -65,7 +65,7 @@ def test_an_idle_warning_at_or_after_the_destroy_is_refused(tmp_path: Path, warn
 
 def test_a_misspelt_key_is_named_with_did_you_mean(tmp_path: Path) -> None:
     lines = envcheck.env_mistakes(
-        {"RUNPD_API_KEY": "rpa_SECRETVALUE123", "GPUC_IDEL_DESTROY_S": "600"}, {}, tmp_path / ".env"
+        {"RUNPD_API_KEY": "rpa_SECRETVALUE123", "GPUC_IDEL_DESTROY_S": "600"}, {}, tmp_path / ".env", SETTING_ENV_NAMES
     )
     assert any("RUNPD_API_KEY" in line and "did you mean RUNPOD_API_KEY?" in line for line in lines)
     assert any("did you mean GPUC_IDLE_DESTROY_S?" in line for line in lines)
@@ -83,7 +83,7 @@ def test_the_shells_other_variables_are_not_judged(tmp_path: Path) -> None:
         "EDITOR": "",
         "HF_TOKENS": "x",  # close to HF_TOKEN, but its first word is not gpuc's or a provider's
     }
-    assert envcheck.env_mistakes({}, shell, tmp_path / ".env") == []
+    assert envcheck.env_mistakes({}, shell, tmp_path / ".env", SETTING_ENV_NAMES) == []
 
 
 def test_an_empty_value_is_named_once_on_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,6 +11,7 @@ from moneyfakes import FakeProvider
 
 from gpuc.client.context import Ctx
 from gpuc.client.money.balance import BalanceLine, BalanceReport
+from gpuc.client.setup import doctor as doctor_module
 from gpuc.client.setup.checks import Check, render
 from gpuc.client.setup.commands import doctor
 from gpuc.client.setup.doctor import (
@@ -322,11 +323,12 @@ def test_a_bad_setting_is_one_cross_and_the_other_checks_still_run(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     d = healthy(repo)
-    monkeypatch.setattr(cmd_doctor, "default_deps", lambda settings, where: d)
+    monkeypatch.setattr(doctor_module, "doctor_deps", lambda ctx, where: d)
+    monkeypatch.setenv("GPUC_HOME", str(repo / "home"))
     monkeypatch.setenv("GPUC_ENV_FILE", str(repo / ".env"))
     monkeypatch.setenv("GPUC_IDLE_DESTROY_S", "20 min")
     monkeypatch.chdir(repo)
-    result = CliRunner().invoke(cmd_doctor.doctor, ["--json"])
+    result = CliRunner().invoke(doctor, ["--json"], obj=Ctx())  # no settings given: doctor loads them
     assert result.exit_code == 1, result.output
     checks = json.loads(result.output)["checks"]
     failed = [c for c in checks if c["status"] == "fail"]
