@@ -13,7 +13,7 @@ from watchdog_fakes import World
 
 from gpuc.core import api
 from gpuc.core.clock import FakeClock
-from gpuc.core.notify import Notifier, read_outbox
+from gpuc.core.notify import Action, Notifier, read_outbox
 from gpuc.core.settings import Settings, load_settings
 from gpuc.core.titles import title
 from gpuc.functions.channels import (
@@ -171,3 +171,40 @@ def test_agent_start_is_pushed_only_when_asked(tmp_path: Path, notify_start: boo
     settings, _ = settings_for(tmp_path, f"GPUC_NOTIFY_START={int(notify_start)}\n")
     config = PodConfig.for_pod(settings, pod_id="p", provider="local", experiment="e", run_id="r")
     assert config.notify_start is notify_start
+
+
+# -- carried onto the phone's actions (issue 20): titles there too, and the buttons survive a reload --------
+def test_a_destroy_from_the_phone_is_titled_by_experiment_and_cost(world: World) -> None:
+    world.register("p1", experiment="kvcache")
+    world.clock.advance(144.0)
+    world.event("p1", "phone_destroy", "destroy asked from the phone; results: 1 file", end_at=world.now)
+    msg = world.outbox()[-1]
+    assert msg.title == "kvcache destroyed from the phone: results saved, $0.02"
+    assert msg.message.startswith("Nothing to do: results/ is synced")
+
+
+def test_a_tap_from_the_phone_is_titled_by_experiment(world: World) -> None:
+    from test_actions_verbs import offered, tap
+
+    world.register("p1", experiment="kvcache", deadline_at=world.now + 3600)
+    assert tap(world, offered(world, "p1", "deadline", "extend").token).status == 200
+    (told,) = [n for n in world.store.recent_notifications(100) if n.kind == "action"]
+    assert told.title.startswith("kvcache deadline moved from the phone: destroys at "), told.title
+    assert "gpuc-p1" not in told.title and told.message.startswith("Nothing to do.")
+
+
+def test_the_reloading_notifier_keeps_the_buttons(tmp_path: Path, clock: FakeClock) -> None:
+    settings, env = settings_for(tmp_path, f"GPUC_NOTIFY_URLS={NTFY}\n")
+    seen: list[httpx.Request] = []
+
+    def phone(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={"ok": True})
+
+    def build(s: Settings) -> Notifier:
+        return Notifier.from_settings(s, clock=clock, transport=httpx.MockTransport(phone), sleep=lambda _: None)
+
+    keep = Action("keep 1 h", "https://watchdog.example/a/tok123", "tok123", True)
+    ReloadingNotifier(settings, env, build=build).send("kvcache idle", "x", pod_id="p1", actions=[keep])
+    assert [m.actions for m in read_outbox(settings.home / "outbox.jsonl")] == [(keep,)]
+    assert seen and "watchdog.example/a/tok123" in seen[0].content.decode()
