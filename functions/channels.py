@@ -73,10 +73,15 @@ def is_local_watchdog(functions_url: str) -> bool:
         return False
 
 
+def gap_fix(*, local: bool) -> str:
+    """How a watchdog comes to hold the channels of .env: the local one re-reads .env, a deployed one not."""
+    return "restart it (stop `gpuc watchdog serve`, start it again)" if local else "redeploy: gpuc watchdog deploy"
+
+
 def channel_gaps(laptop: Sequence[ChannelInfo], watchdog: Sequence[ChannelInfo] | None, *, local: bool) -> list[str]:
     """One line per channel of the laptop's .env the watchdog does not have (and per one it has that .env
     no longer lists), with the fix. Empty: the watchdog reaches every channel the laptop knows."""
-    fix = "restart it (stop `gpuc watchdog serve`, start it again)" if local else "redeploy: gpuc watchdog deploy"
+    fix = gap_fix(local=local)
     if watchdog is None:
         return [f"the watchdog does not say which channels it has (an older version): {fix}"] if laptop else []
     have = {(c.index, c.kind) for c in watchdog}

@@ -32,7 +32,8 @@ def doctor(ctx: Ctx, repo: Path | None, install_hook_flag: bool, as_json: bool, 
 
     Checks: .env exists, has mode 600 and is git-ignored; provider keys and the watchdog admin token
     are present (never printed); each provider balance is within the cap and above the low mark;
-    the watchdog answers and its reaper ran within two periods; the experiment repo (--repo, or
+    the watchdog answers and its reaper ran within two periods; GPUC_NOTIFY_URLS is set and the watchdog
+    holds the same channels (named by number and kind, never by URL); the experiment repo (--repo, or
     the current directory) has gpuc's pre-commit secret guard, which refuses commits holding
     hf_/rpa_/sk- tokens, values from .env, or a .env file. Exits 1 when any check fails.
 
