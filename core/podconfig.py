@@ -8,7 +8,7 @@ sandbox pod has its own root directory. `GPUC_POD_ROOT` says which.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from pydantic import Field
 
@@ -97,10 +97,10 @@ class PodConfig(Strict):
 
 
 def choose_pod_secrets(
-    settings: Settings, env_file: Mapping[str, str], environ: Mapping[str, str]
+    settings: Settings, env_file: Mapping[str, str], environ: Mapping[str, str], asked: Sequence[str] = ()
 ) -> PodSecrets:
     """The allowlist (core.podsecrets): HF_TOKEN; the results destination's keys (an s3:// bucket's S3
-    keys, a git remote's token); what GPUC_POD_SECRETS names, from the environment, then `.env`."""
+    keys, a git remote's token); what GPUC_POD_SECRETS and `up --env` name, from the environment, then `.env`."""
     s3 = (settings.results_bucket or "").startswith("s3://")
 
     def value(secret: SecretStr | None) -> str | None:
@@ -112,7 +112,7 @@ def choose_pod_secrets(
         builtin[S3_KEYS[1]] = ("the results bucket", value(settings.s3_secret_access_key))
     if settings.git_remote:
         builtin[GIT_TOKEN_ENV] = ("the git remote", value(settings.git_token))
-    return choose(builtin, settings.pod_secrets, (environ, env_file))
+    return choose(builtin, settings.pod_secrets, (environ, env_file), asked)
 
 
 def pod_secrets(chosen: Mapping[str, str], token: str) -> dict[str, str]:
