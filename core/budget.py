@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from gpuc.core.api import PodRecord
 from gpuc.core.ledger import (
     LedgerEntry,
     current_month,
@@ -29,6 +29,9 @@ from gpuc.core.ledger import (
     sane_price,
     sane_ts,
 )
+
+if TYPE_CHECKING:
+    from gpuc.core.api import PodRecord  # startup: `gpuc ledger` reads records without pydantic
 
 LIVE = ("ok", "late", "down")  # a record without an end that is still billing
 

@@ -24,7 +24,8 @@ from gpuc.client.pods.up import up
 from gpuc.client.watchdog.client import WatchdogClient
 from gpuc.core.api import Ack, EndRequest, RegisterRequest, StatusResponse
 from gpuc.core.errors import ConfigError, FunctionsError, NotFound, SafetyRefusal
-from gpuc.core.models import LEDGER_COLUMNS, Pod
+from gpuc.core.ledger import LEDGER_COLUMNS
+from gpuc.core.models import Pod
 from gpuc.core.providers.base import DestroyResult, PodAccess
 from gpuc.core.providers.local import LocalProvider
 from gpuc.core.settings import SecretStr, Settings
