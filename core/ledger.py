@@ -45,14 +45,11 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from gpuc.core.atomicfile import atomic_write as atomic_write  # re-exported: the hook's writer too
 from gpuc.core.clock import iso, parse_iso
 from gpuc.core.errors import ConfigError
-
-if TYPE_CHECKING:
-    from gpuc.core.api import PodRecord
 
 # Startup: no pydantic here. `gpuc ledger` and `gpuc ls` read this file on every run, and every value in it
 # is a string from the CSV or a row gpuc builds itself; the one thing read from outside gpuc's own code
@@ -68,6 +65,34 @@ LEDGER_COLUMNS: tuple[str, ...] = (
     "cost_usd",
     "note",
 )
+
+
+class WatchdogRecord(Protocol):
+    """What the ledger and the budget read of the watchdog's record of a pod: api.PodRecord (the server's,
+    the reaper's) or client/watchdog/status.py's WatchedPod (`gpuc ls`, `gpuc ledger`, without pydantic)."""
+
+    @property
+    def pod_id(self) -> str: ...
+    @property
+    def provider(self) -> str: ...
+    @property
+    def experiment(self) -> str: ...
+    @property
+    def gpu(self) -> str | None: ...
+    @property
+    def price_per_hour(self) -> float | None: ...
+    @property
+    def started_at(self) -> float | None: ...
+    @property
+    def registered_at(self) -> float: ...
+    @property
+    def last_seen(self) -> float | None: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def end_at(self) -> float | None: ...
+    @property
+    def note(self) -> str | None: ...
 
 
 @dataclass
@@ -520,7 +545,7 @@ class Ledger:
             i = book.locate(pod_id)
             return None if i is None else replace(book.close(i, end_ts, note))
 
-    def sync_from_functions(self, records: Iterable[PodRecord]) -> SyncReport:
+    def sync_from_functions(self, records: Iterable[WatchdogRecord]) -> SyncReport:
         """Take in what the functions know: close rows whose pod ended (the reaper or the pod itself may have
         ended it while this laptop slept), and add the row of a registered pod the ledger never saw (the
         laptop died between register and the ledger start). A time or a price that is not sane is refused
@@ -667,7 +692,7 @@ class SyncReport:
     warnings: list[str] = field(default_factory=list)
 
 
-def _row_from_record(record: PodRecord) -> tuple[LedgerRow | None, list[str]]:
+def _row_from_record(record: WatchdogRecord) -> tuple[LedgerRow | None, list[str]]:
     """The row of a pod the ledger never saw; None when its start is not a sane time (no row beats a
     wrong one). A price that is not sane is left empty."""
     started = record.started_at if record.started_at is not None else record.registered_at

@@ -19,9 +19,9 @@ from gpuc.core.settings import Settings
 if TYPE_CHECKING:
     # Startup: `gpuc ledger` loads no pydantic; the plot, the reconcile and the API models load where used.
     from gpuc.client.money.reconcile import BillingRecord, ReconcileReport
-    from gpuc.core.api import StatusResponse
+    from gpuc.client.watchdog.status import WatchdogStatus
 
-StatusFn = Callable[[], "StatusResponse"]
+StatusFn = Callable[[], "WatchdogStatus"]
 
 
 def resolve_month(month: str | None) -> str | None:
@@ -49,9 +49,9 @@ def take_in_ends(ledger: Ledger, status: StatusFn) -> str:
 
 def remembered(status: StatusFn) -> StatusFn:
     """One watchdog call for everything `gpuc ledger` asks it (the ends, the budget's live pods)."""
-    answers: list[StatusResponse] = []
+    answers: list[WatchdogStatus] = []
 
-    def once() -> StatusResponse:
+    def once() -> WatchdogStatus:
         if not answers:
             answers.append(status())
         return answers[0]
@@ -122,7 +122,7 @@ class LedgerReport:
 
 def ledger_report(ctx: Ctx, month: str | None, plot_path: Path | None, *, sync: bool = True) -> LedgerReport:
     book = ctx.ledger()
-    status = remembered(ctx.watchdog.status) if sync else None
+    status = remembered(ctx.watchdog.status_view) if sync else None
     said = "" if status is None else take_in_ends(book, status)
     chosen = resolve_month(month)
     summary = book.summary(chosen)
@@ -142,6 +142,6 @@ def reconcile_month(ctx: Ctx, month: str | None, only: tuple[str, ...]) -> Recon
 
     chosen = check_month(month) if month else current_month()
     book = ctx.ledger()
-    take_in_ends(book, ctx.watchdog.status)
+    take_in_ends(book, ctx.watchdog.status_view)
     records, names = fetch_billing(ctx.settings, chosen, only)
     return reconcile(book.entries(), records, chosen, names)
