@@ -36,8 +36,8 @@ def test_each_record_has_the_models_fields_and_required_ones(view: type[Any], mo
 
 def test_the_words_and_bounds_are_the_apis() -> None:
     assert light.POD_STATUSES == models.POD_STATUSES
-    assert light.RECORD_STATES == get_args(api.PodRecord.model_fields["state"].annotation)
-    assert light.LEVELS == get_args(api.NotificationRecord.model_fields["level"].annotation)
+    assert get_args(api.PodRecord.model_fields["state"].annotation) == light.RECORD_STATES
+    assert get_args(api.NotificationRecord.model_fields["level"].annotation) == light.LEVELS
     assert (light.EPOCH_MIN, light.EPOCH_MAX, light.MAX_LIMIT_S, light.SEQ_MAX) == (
         api.EPOCH_MIN,
         api.EPOCH_MAX,
@@ -64,7 +64,7 @@ POD = {
     "note": None, "provider_status": "running", "last_heartbeat": HEARTBEAT, "reason": "silent",
     "deadline_at": T0 + 3600, "kept_at": None,
 }  # fmt: skip
-FULL = {
+FULL: dict[str, Any] = {
     "server_time": T0 + 120, "reaper_last_run": T0 + 60, "reaper_period_s": 300.0, "pods": [POD],
     "reaper_blind": ["vast"], "reaper_blind_since": [{"provider": "vast", "since": T0, "why": "HTTP 503"}],
     "notifications": [{"ts": T0, "title": "t", "message": "m", "pod_id": "p1", "kind": "info", "level": "warning"}],
