@@ -90,10 +90,10 @@ class WatchdogClient:
         """The status for `gpuc ls` and `gpuc ledger`: read over the standard library and checked by hand
         (client/watchdog/status.py), so these two commands load neither httpx nor pydantic. The same
         failures as `status()`, in the same words; a read, so nothing can happen twice."""
+        headers = {"Authorization": f"Bearer {self._token()}"}  # first: no token, no HTTP code loaded at all
         from gpuc.client.watchdog.status import Unexpected, read_status
         from gpuc.client.watchdog.stdlib_get import get_json
 
-        headers = {"Authorization": f"Bearer {self._token()}"}
         url, timeout = self.base_url + "/v1/status", self.settings.functions_timeout_s
         code, reason, data = get_json(
             url, headers, timeout, fail=self._failure, tries=CONNECT_TRIES, backoff_s=CONNECT_BACKOFF_S,
