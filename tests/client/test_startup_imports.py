@@ -4,6 +4,7 @@ or the ledger; in a home without a token, not even the standard library's HTTP c
 
 from __future__ import annotations
 
+import json
 import secrets
 import subprocess
 import sys
@@ -24,13 +25,13 @@ def loaded(command: str, env: dict[str, str]) -> tuple[list[str], str]:
     """(the WATCHED top-level packages loaded by one `gpuc COMMAND`, its stderr)."""
     code = (
         f"import sys; sys.argv = ['gpuc', {command!r}]\n"
-        "from gpuc.client.entry import main\n"
+        "import json\nfrom gpuc.client.entry import main\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {set(WATCHED)!r}), file=sys.stderr)"
+        f"print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & {set(WATCHED)!r})), file=sys.stderr)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     *said, last = done.stderr.strip().splitlines()
-    return eval(last), "\n".join(said)  # noqa: S307 (our own print of a list of names)
+    return json.loads(last), "\n".join(said)
 
 
 @pytest.fixture
