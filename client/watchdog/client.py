@@ -124,7 +124,10 @@ class WatchdogClient:
         if self._client is None:
             import httpx
 
-            self._client = httpx.Client(transport=self._transport, timeout=self.settings.functions_timeout_s)
+            from gpuc.core.tls import tls_context
+
+            timeout = self.settings.functions_timeout_s
+            self._client = httpx.Client(transport=self._transport, timeout=timeout, verify=tls_context())
         return self._client
 
     def __enter__(self) -> WatchdogClient:

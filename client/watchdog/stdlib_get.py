@@ -7,8 +7,8 @@ What it keeps of httpx's behaviour, since the user cannot tell which one ran:
   trust_env);
 - no redirect followed (httpx's default): a 3xx is an answer, never a second request that would carry the
   admin token to another host;
-- TLS verified against the same roots as httpx 0.28 (SSL_CERT_FILE, else SSL_CERT_DIR, else certifi),
-  and built only for an https URL;
+- TLS verified against the same roots as httpx (core/tls.py, the process's one context), loaded only
+  for an https URL;
 - the failure kinds: "connect" (retried, the request never reached the server), "timeout", anything else
   by name; `fail` turns each into the client's own FunctionsError.
 """
@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from gpuc.core.tls import tls_context
+
 if TYPE_CHECKING:
-    import ssl
     from email.message import Message
     from urllib.request import Request
 
@@ -38,19 +38,6 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         self, req: Request, fp: Any, code: int, msg: str, headers: Message, newurl: str
     ) -> Request | None:
         return None  # urllib then raises the 3xx as an HTTPError: read as the answer it is
-
-
-def tls_context() -> ssl.SSLContext:
-    """httpx 0.28's `create_ssl_context()` with verify=True and trust_env=True."""
-    import ssl
-
-    if os.environ.get("SSL_CERT_FILE"):
-        return ssl.create_default_context(cafile=os.environ["SSL_CERT_FILE"])
-    if os.environ.get("SSL_CERT_DIR"):
-        return ssl.create_default_context(capath=os.environ["SSL_CERT_DIR"])
-    import certifi
-
-    return ssl.create_default_context(cafile=certifi.where())
 
 
 def _opener(url: str) -> urllib.request.OpenerDirector:
