@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, TypeVar
 
+from gpuc.core.gpubounds import reading_problem
+
 Check = Callable[[Any, str], Any]
 T = TypeVar("T")
 
@@ -132,22 +134,11 @@ def build(cls: type[T], raw: Any, where: str) -> T:
 
 
 def _gpu_reading_in_range(value: Any, where: str) -> GpuReading:
-    """HeartbeatBody's own validator on each of its GPUs (core/api.py `_readings_in_range`)."""
+    """HeartbeatBody's own validator on each of its GPUs (core/gpubounds.py, which the API model calls)."""
     gpu = build(GpuReading, value, where)
-    if not 0 <= gpu.index < 64:
-        raise Unexpected(f"{where}.index is out of bounds")
-    readings = (
-        gpu.utilization_pct,
-        gpu.memory_used_mb,
-        gpu.memory_total_mb,
-        gpu.power_w,
-        gpu.power_limit_w,
-        gpu.temperature_c,
-    )
-    if any(n is not None and not -1e3 <= n <= 1e7 for n in readings):
-        raise Unexpected(f"{where} has a reading out of bounds")
-    if len(gpu.processes) > 1024 or any(not 0 <= pid < 2**32 for pid in gpu.processes):
-        raise Unexpected(f"{where}.processes is out of bounds")
+    problem = reading_problem(gpu)
+    if problem:
+        raise Unexpected(f"{where}: {problem}")
     return gpu
 
 

@@ -174,3 +174,15 @@ def test_only_the_named_stricter_coercions_differ() -> None:
     refused = [name for name, doc in MUTATIONS if pydantic_reads(doc) and not light_reads(doc)]
     allowed = ("= True", "= 1.5", "= 0 ", "= 1 ", "= -1e300", "= 1e300")
     assert [n for n in refused if not any(a in n for a in allowed)] == []
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("index", 64), ("index", -1), ("power_w", 1e8), ("temperature_c", -1e4), ("processes", [2**32]),
+     ("processes", list(range(1025)))],
+)  # fmt: skip
+def test_a_gpu_reading_out_of_bounds_is_refused_by_both(key: str, value: Any) -> None:
+    """core/gpubounds.py is the one rule both readers call: a bound missing there would pass both."""
+    doc = copy.deepcopy(FULL)
+    doc["pods"][0]["last_heartbeat"]["gpus"][0][key] = value
+    assert not light_reads(doc) and not pydantic_reads(doc)
