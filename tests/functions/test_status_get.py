@@ -188,3 +188,17 @@ def test_the_environments_proxy_is_used_and_no_proxy_bypasses_it(
     for how in READS:
         read(world, how, target.url)
     assert len(proxy.seen) == len(READS) and len(target.seen) == len(READS)
+
+
+def test_a_given_transport_answers_the_light_read_too(world: World) -> None:
+    """A test's in-process server (httpx.MockTransport) is asked by `status_view()` as by `status()`, and its
+    answer is checked by the light reader all the same."""
+    import httpx
+
+    answers = iter([httpx.Response(200, content=STATUS), httpx.Response(200, json={"unexpected": 1})])
+    client = WatchdogClient(world.settings, httpx.MockTransport(lambda request: next(answers)))
+    with client:
+        assert client.status_view().reaper_period_s == 300.0
+        with pytest.raises(FunctionsError) as info:
+            client.status_view()
+    assert "answered something unexpected" in info.value.message
