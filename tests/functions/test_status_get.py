@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import httpx
 import pytest
 from pydantic import SecretStr
 from watchdog_fakes import ADMIN, World
@@ -193,8 +194,6 @@ def test_the_environments_proxy_is_used_and_no_proxy_bypasses_it(
 def test_a_given_transport_answers_the_light_read_too(world: World) -> None:
     """A test's in-process server (httpx.MockTransport) is asked by `status_view()` as by `status()`, and its
     answer is checked by the light reader all the same."""
-    import httpx
-
     answers = iter([httpx.Response(200, content=STATUS), httpx.Response(200, json={"unexpected": 1})])
     client = WatchdogClient(world.settings, httpx.MockTransport(lambda request: next(answers)))
     with client:
