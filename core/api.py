@@ -26,6 +26,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
+from gpuc.core.gpubounds import reading_problem
 from gpuc.core.models import GpuReading, PodStatus, Strict
 
 MAX_BODY_BYTES = 16 * 1024
@@ -115,20 +116,9 @@ class HeartbeatBody(Strict):
     def _readings_in_range(cls, gpus: list[GpuReading]) -> list[GpuReading]:
         # GpuReading is shared with the pod side; its bounds at the edge are checked here.
         for gpu in gpus:
-            if not 0 <= gpu.index < 64:
-                raise ValueError("gpu index out of range")
-            numbers = (
-                gpu.utilization_pct,
-                gpu.memory_used_mb,
-                gpu.memory_total_mb,
-                gpu.power_w,
-                gpu.power_limit_w,
-                gpu.temperature_c,
-            )
-            if any(n is not None and not -1e3 <= n <= 1e7 for n in numbers):
-                raise ValueError("gpu reading out of range")
-            if len(gpu.processes) > 1024 or any(not 0 <= pid < 2**32 for pid in gpu.processes):
-                raise ValueError("gpu processes out of range")
+            problem = reading_problem(gpu)
+            if problem:
+                raise ValueError(problem)
         return gpus
 
 

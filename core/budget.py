@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from gpuc.core.api import PodRecord
 from gpuc.core.ledger import (
     LedgerEntry,
+    WatchdogRecord,
     current_month,
     describe,
     month_window,
@@ -97,7 +97,7 @@ def _part(burn: Burn, end: float, window: tuple[float, float]) -> float | None:
     return None if burn.price_per_hour is None else burn.price_per_hour * hours
 
 
-def record_burn(rec: PodRecord, price: float | None = None) -> Burn:
+def record_burn(rec: WatchdogRecord, price: float | None = None) -> Burn:
     """What the watchdog's record says: billing until its end, or until now while it is live. `price`
     stands in when the record has none (the ledger row may know it)."""
     start = rec.started_at if rec.started_at is not None else rec.registered_at
@@ -115,7 +115,7 @@ def record_burn(rec: PodRecord, price: float | None = None) -> Burn:
     return Burn(name, rec.experiment, start, end, price, unknown=unknown)
 
 
-def records_burns(records: Iterable[PodRecord]) -> list[Burn]:
+def records_burns(records: Iterable[WatchdogRecord]) -> list[Burn]:
     return [record_burn(rec) for rec in records]
 
 
@@ -135,7 +135,7 @@ class LaptopView:
     notes: list[str]  # what the figures rest on, in words (the watchdog unreachable, rows it does not know)
 
 
-def ledger_burns(entries: Sequence[LedgerEntry], records: Sequence[PodRecord] | None) -> LaptopView:
+def ledger_burns(entries: Sequence[LedgerEntry], records: Sequence[WatchdogRecord] | None) -> LaptopView:
     """The ledger's rows, each open one completed by the watchdog's record of it, plus the watchdog's pods
     the ledger never saw (the laptop died between register and the ledger start). `records` None: the
     watchdog could not be asked, and open rows count as billing until now (the safe side)."""

@@ -37,6 +37,7 @@ ActionRefused                      (functions.actions.verbs) a tap the pod's sta
 TerminateRefused                   (core.providers.common) the pod key's terminate refused: the pod stops itself
 AskError                           (instance_side.ask) no answer to the laptop's question: its JSON `error`
 Refused                            (functions.actions.wire) a phone channel's tap that did nothing: answered why
+Unexpected                         (client.watchdog.status) a status not the watchdog's: "answered something unexpected"
 """
 
 from __future__ import annotations

@@ -42,17 +42,75 @@ import re
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, Protocol
 
-from pydantic import BaseModel, ValidationError
-
-from gpuc.core.api import PodRecord
 from gpuc.core.atomicfile import atomic_write as atomic_write  # re-exported: the hook's writer too
 from gpuc.core.clock import iso, parse_iso
 from gpuc.core.errors import ConfigError
-from gpuc.core.models import LEDGER_COLUMNS, LedgerRow
+
+# Startup: no pydantic here. `gpuc ledger` and `gpuc ls` read this file on every run, and every value in it
+# is a string from the CSV or a row gpuc builds itself; the one thing read from outside gpuc's own code
+# path, the index, is checked by hand (`_index_entry`), as strictly as the pydantic models it replaced.
+LEDGER_COLUMNS: tuple[str, ...] = (
+    "date",
+    "experiment",
+    "provider",
+    "gpu",
+    "price_per_hour",
+    "start",
+    "end",
+    "cost_usd",
+    "note",
+)
+
+
+class WatchdogRecord(Protocol):
+    """What the ledger and the budget read of the watchdog's record of a pod: api.PodRecord (the server's,
+    the reaper's) or client/watchdog/status.py's WatchedPod (`gpuc ls`, `gpuc ledger`, without pydantic)."""
+
+    @property
+    def pod_id(self) -> str: ...
+    @property
+    def provider(self) -> str: ...
+    @property
+    def experiment(self) -> str: ...
+    @property
+    def gpu(self) -> str | None: ...
+    @property
+    def price_per_hour(self) -> float | None: ...
+    @property
+    def started_at(self) -> float | None: ...
+    @property
+    def registered_at(self) -> float: ...
+    @property
+    def last_seen(self) -> float | None: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def end_at(self) -> float | None: ...
+    @property
+    def note(self) -> str | None: ...
+
+
+@dataclass
+class LedgerRow:
+    """One pod, one row; the nine columns in SPEC order. Times are ISO-8601 UTC strings."""
+
+    date: str
+    experiment: str
+    provider: str
+    gpu: str
+    price_per_hour: str
+    start: str
+    end: str = ""
+    cost_usd: str = ""
+    note: str = ""
+
+    def cells(self) -> list[str]:
+        return [getattr(self, c) for c in LEDGER_COLUMNS]
 
 INDEX_VERSION = 1
 TOKS_RE = re.compile(r"tok/s\s*=\s*([0-9]+(?:\.[0-9]+)?)")
@@ -195,13 +253,31 @@ def _key(row: LedgerRow) -> tuple[str, ...]:
     return tuple(getattr(row, c) for c in _KEY_COLUMNS)
 
 
-class IndexEntry(BaseModel):
+@dataclass
+class IndexEntry:
     row: int
     start_row: LedgerRow
     committed: bool = True
 
 
-class LedgerEntry(BaseModel):
+def _index_entry(raw: Any) -> IndexEntry:
+    """One entry of the index file, checked as the pydantic model it replaced did: an int `row`, a bool
+    `committed` (default true), a `start_row` of exactly the ledger's columns, each a string (the last three
+    may be missing: LedgerRow's constructor refuses an unknown or a missing one with a TypeError). Unknown
+    keys of the entry itself are ignored (a newer gpuc may add some). Anything else raises ValueError,
+    TypeError, KeyError or AttributeError: the caller's "not a gpuc ledger index"."""
+    row, start, committed = raw.get("row"), raw["start_row"], raw.get("committed", True)
+    if not isinstance(row, int) or isinstance(row, bool):
+        raise ValueError("an index entry's row is not an integer")
+    if not isinstance(committed, bool):
+        raise ValueError("an index entry's committed is not true or false")
+    if not all(isinstance(value, str) for value in start.values()):
+        raise ValueError("an index entry's start_row has a cell that is not text")
+    return IndexEntry(row=row, start_row=LedgerRow(**start), committed=committed)
+
+
+@dataclass
+class LedgerEntry:
     """A row and the pod id that owns it (None for rows gpuc did not write, e.g. typed in by hand)."""
 
     pod_id: str | None
@@ -237,7 +313,7 @@ class _Book:
 
     def append(self, pod_id: str, row: LedgerRow) -> LedgerRow:
         self.rows.append(row)
-        self.index[pod_id] = IndexEntry(row=len(self.rows) - 1, start_row=row.model_copy(), committed=False)
+        self.index[pod_id] = IndexEntry(row=len(self.rows) - 1, start_row=replace(row), committed=False)
         self.rows_dirty = self.index_dirty = True
         return row
 
@@ -247,7 +323,7 @@ class _Book:
             if entry.committed:
                 continue
             if self._find(entry) is None:
-                self.rows.append(entry.start_row.model_copy())
+                self.rows.append(replace(entry.start_row))
                 entry.row = len(self.rows) - 1
                 self.rows_dirty = True
             else:
@@ -324,14 +400,16 @@ def parse_csv(text: str, path: Path) -> list[LedgerRow]:
     return rows
 
 
-class GroupTotal(BaseModel):
+@dataclass
+class GroupTotal:
     name: str
     rows: int
     hours: float
     cost_usd: float
 
 
-class TokenCost(BaseModel):
+@dataclass
+class TokenCost:
     experiment: str
     gpu: str
     start: str
@@ -340,7 +418,8 @@ class TokenCost(BaseModel):
     usd_per_1m_tokens: float
 
 
-class LedgerSummary(BaseModel):
+@dataclass
+class LedgerSummary:
     """A month of the ledger. Totals count closed, priced rows; open rows are listed, not guessed at."""
 
     month: str | None
@@ -354,7 +433,8 @@ class LedgerSummary(BaseModel):
     open_rows: list[LedgerRow]  # empty `end`: still running, preempted, or deleted outside gpuc
     no_note_rows: list[LedgerRow]  # closed with an empty `note`: runs that produced no conclusion
     token_costs: list[TokenCost]
-    warnings: list[str] = []  # rows with a time or an amount that is not sane: left out of the totals
+    # rows with a time or an amount that is not sane: left out of the totals
+    warnings: list[str] = field(default_factory=list)
 
 
 def _group(rows: list[tuple[LedgerRow, float, float]], column: str) -> list[GroupTotal]:
@@ -446,7 +526,7 @@ class Ledger:
         with self._transaction() as book:
             i = book.locate(pod_id)
             if i is not None:
-                return book.rows[i].model_copy()
+                return replace(book.rows[i])
             row = LedgerRow(
                 date=iso(start_ts)[:10],
                 experiment=experiment,
@@ -455,7 +535,7 @@ class Ledger:
                 price_per_hour=format_price(price_per_hour) if price_per_hour is not None else "",
                 start=iso(start_ts),
             )
-            return book.append(pod_id, row).model_copy()
+            return replace(book.append(pod_id, row))
 
     def end(self, pod_id: str, *, end_ts: float, note: str | None = None) -> LedgerRow | None:
         """Fill end, cost_usd (price x hours) and note. A closed row keeps its end; a note may be added."""
@@ -463,9 +543,9 @@ class Ledger:
             raise ConfigError(f"end time {end_ts!r} of pod {pod_id} is not a time between 2000 and 2200")
         with self._transaction() as book:
             i = book.locate(pod_id)
-            return None if i is None else book.close(i, end_ts, note).model_copy()
+            return None if i is None else replace(book.close(i, end_ts, note))
 
-    def sync_from_functions(self, records: Iterable[PodRecord]) -> SyncReport:
+    def sync_from_functions(self, records: Iterable[WatchdogRecord]) -> SyncReport:
         """Take in what the functions know: close rows whose pod ended (the reaper or the pod itself may have
         ended it while this laptop slept), and add the row of a registered pod the ledger never saw (the
         laptop died between register and the ledger start). A time or a price that is not sane is refused
@@ -572,8 +652,8 @@ class Ledger:
             return {}
         try:
             raw = json.loads(self.index_path.read_text(encoding="utf-8"))
-            return {k: IndexEntry.model_validate(v) for k, v in raw["pods"].items()}
-        except (ValueError, KeyError, TypeError, AttributeError, ValidationError):
+            return {k: _index_entry(v) for k, v in raw["pods"].items()}
+        except (ValueError, KeyError, TypeError, AttributeError):
             raise ConfigError(
                 f"{self.index_path} is not a gpuc ledger index",
                 hint=f"move it aside (mv {self.index_path} {self.index_path}.bad); the CSV itself is intact, "
@@ -581,7 +661,7 @@ class Ledger:
             ) from None
 
     def _write_index(self, book: _Book) -> None:
-        body = {"version": INDEX_VERSION, "pods": {k: v.model_dump() for k, v in book.index.items()}}
+        body = {"version": INDEX_VERSION, "pods": {k: asdict(v) for k, v in book.index.items()}}
         atomic_write(self.index_path, json.dumps(body, indent=1, sort_keys=True), keep_mode=True)
 
     def _persist(self, book: _Book) -> None:
@@ -612,7 +692,7 @@ class SyncReport:
     warnings: list[str] = field(default_factory=list)
 
 
-def _row_from_record(record: PodRecord) -> tuple[LedgerRow | None, list[str]]:
+def _row_from_record(record: WatchdogRecord) -> tuple[LedgerRow | None, list[str]]:
     """The row of a pod the ledger never saw; None when its start is not a sane time (no row beats a
     wrong one). A price that is not sane is left empty."""
     started = record.started_at if record.started_at is not None else record.registered_at

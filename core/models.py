@@ -161,33 +161,3 @@ class Balance(Strict):
     @property
     def hours_left(self) -> float | None:
         return self.balance_usd / self.spend_per_hour if self.spend_per_hour > 0 else None
-
-
-LEDGER_COLUMNS: tuple[str, ...] = (
-    "date",
-    "experiment",
-    "provider",
-    "gpu",
-    "price_per_hour",
-    "start",
-    "end",
-    "cost_usd",
-    "note",
-)
-
-
-class LedgerRow(Strict):
-    """One pod, one row; the nine columns in SPEC order. Times are ISO-8601 UTC strings."""
-
-    date: str
-    experiment: str
-    provider: str
-    gpu: str
-    price_per_hour: str
-    start: str
-    end: str = ""
-    cost_usd: str = ""
-    note: str = ""
-
-    def cells(self) -> list[str]:
-        return [getattr(self, c) for c in LEDGER_COLUMNS]

@@ -8,19 +8,20 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
-from pydantic import BaseModel
+from typing import TYPE_CHECKING
 
 from gpuc.client.context import Ctx
-from gpuc.client.money.plot import plot_data, write_plot
-from gpuc.client.money.reconcile import BillingRecord, ReconcileReport, billing_sources, reconcile
-from gpuc.core.api import StatusResponse
 from gpuc.core.budget import ledger_burns, month_spend, spend_text
 from gpuc.core.errors import GpucError
 from gpuc.core.ledger import Ledger, LedgerSummary, check_month, current_month, row_problems
 from gpuc.core.settings import Settings
 
-StatusFn = Callable[[], StatusResponse]
+if TYPE_CHECKING:
+    # Startup: `gpuc ledger` loads no pydantic; the plot, the reconcile and the API models load where used.
+    from gpuc.client.money.reconcile import BillingRecord, ReconcileReport
+    from gpuc.client.watchdog.status import WatchdogStatus
+
+StatusFn = Callable[[], "WatchdogStatus"]
 
 
 def resolve_month(month: str | None) -> str | None:
@@ -48,9 +49,9 @@ def take_in_ends(ledger: Ledger, status: StatusFn) -> str:
 
 def remembered(status: StatusFn) -> StatusFn:
     """One watchdog call for everything `gpuc ledger` asks it (the ends, the budget's live pods)."""
-    answers: list[StatusResponse] = []
+    answers: list[WatchdogStatus] = []
 
-    def once() -> StatusResponse:
+    def once() -> WatchdogStatus:
         if not answers:
             answers.append(status())
         return answers[0]
@@ -58,7 +59,8 @@ def remembered(status: StatusFn) -> StatusFn:
     return once
 
 
-class BudgetReport(BaseModel):
+@dataclass
+class BudgetReport:
     month: str
     budget_usd: float
     spent_usd: float
@@ -100,6 +102,8 @@ def budget_report(
 def fetch_billing(
     settings: Settings, month: str, only: tuple[str, ...]
 ) -> tuple[list[BillingRecord], list[str]]:
+    from gpuc.client.money.reconcile import billing_sources
+
     sources = billing_sources(settings, only or None)
     records = [record for source in sources.values() for record in source.billing(month)]
     return records, sorted(sources)
@@ -118,12 +122,14 @@ class LedgerReport:
 
 def ledger_report(ctx: Ctx, month: str | None, plot_path: Path | None, *, sync: bool = True) -> LedgerReport:
     book = ctx.ledger()
-    status = remembered(ctx.watchdog.status) if sync else None
+    status = remembered(ctx.watchdog.status_view) if sync else None
     said = "" if status is None else take_in_ends(book, status)
     chosen = resolve_month(month)
     summary = book.summary(chosen)
     budget = budget_report(ctx.settings, book, chosen, status, ctx.clock.now())
     if plot_path is not None:
+        from gpuc.client.money.plot import plot_data, write_plot
+
         # Rows the summary left out (an absurd time or amount, listed in its warnings) stay out of the plot.
         rows = [r for r in book.rows() if (chosen is None or r.date.startswith(chosen)) and not row_problems(r)]
         plot_path = write_plot(plot_path, plot_data(rows, f"gpuc spend, {chosen or 'all months'}"))
@@ -132,8 +138,10 @@ def ledger_report(ctx: Ctx, month: str | None, plot_path: Path | None, *, sync: 
 
 def reconcile_month(ctx: Ctx, month: str | None, only: tuple[str, ...]) -> ReconcileReport:
     """The month's rows against the providers' billing records (the watchdog's ends taken in first)."""
+    from gpuc.client.money.reconcile import reconcile
+
     chosen = check_month(month) if month else current_month()
     book = ctx.ledger()
-    take_in_ends(book, ctx.watchdog.status)
+    take_in_ends(book, ctx.watchdog.status_view)
     records, names = fetch_billing(ctx.settings, chosen, only)
     return reconcile(book.entries(), records, chosen, names)

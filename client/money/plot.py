@@ -20,8 +20,7 @@ from pydantic import BaseModel
 
 from gpuc.client.money.bitfont import ADVANCE, GLYPH_HEIGHT, LINE_HEIGHT, lit_pixels, printable, text_width
 from gpuc.core.errors import ConfigError
-from gpuc.core.ledger import row_cost
-from gpuc.core.models import LedgerRow
+from gpuc.core.ledger import LedgerRow, row_cost
 
 Color = tuple[int, int, int]
 WEEK_COLOR: Color = (54, 110, 180)

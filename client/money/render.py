@@ -5,20 +5,27 @@ from __future__ import annotations
 
 import json
 import textwrap
+from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from gpuc.client.money.balance import BalanceReport, limits_text
-from gpuc.client.money.ledger_view import LedgerReport
-from gpuc.client.money.offers import OffersReport, OfferView
-from gpuc.client.money.picker import MultiGpuRow, PickResult
-from gpuc.client.money.reconcile import ReconcileReport
 from gpuc.client.text import WIDTH, drop_empty, render_table
 from gpuc.core.ledger import LedgerSummary, row_cost
 from gpuc.core.termsafe import clean
 
+if TYPE_CHECKING:
+    # Startup: `gpuc ledger` renders through this module; the other reports' modules (pydantic) are theirs.
+    from gpuc.client.money.balance import BalanceReport
+    from gpuc.client.money.ledger_view import LedgerReport
+    from gpuc.client.money.offers import OffersReport, OfferView
+    from gpuc.client.money.picker import MultiGpuRow, PickResult
+    from gpuc.client.money.reconcile import ReconcileReport
+
 
 # -- balance ----------------------------------------------------------------------------------------
 def render_balance(report: BalanceReport) -> str:
+    from gpuc.client.money.balance import limits_text
+
     lines = [f"{'provider':<8} {'balance':>9} {'spend/h':>8} {'hours left':>10}"]
     for line in report.providers:
         if not line.configured:
@@ -222,5 +229,5 @@ def ledger_text(report: LedgerReport) -> str:
 
 
 def ledger_json(report: LedgerReport) -> str:
-    body = {**report.summary.model_dump(), "sync": report.sync, "plot": str(report.plot) if report.plot else None}
-    return json.dumps({**body, "budget": report.budget.model_dump() if report.budget else None}, indent=2)
+    body = {**asdict(report.summary), "sync": report.sync, "plot": str(report.plot) if report.plot else None}
+    return json.dumps({**body, "budget": asdict(report.budget) if report.budget else None}, indent=2)

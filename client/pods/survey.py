@@ -9,6 +9,7 @@ only when there is an end to take in.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -20,7 +21,9 @@ from gpuc.core.providers.registry import KEY_FIELDS, keyed_providers
 from gpuc.core.settings import Settings, env_name
 
 if TYPE_CHECKING:
-    from gpuc.core.api import PodRecord, StatusResponse
+    from gpuc.client.watchdog.status import WatchdogStatus, WatchedPod
+    from gpuc.core.api import StatusResponse
+    from gpuc.core.ledger import WatchdogRecord
     from gpuc.core.models import Pod
 
 LS_FIELDS = (
@@ -72,10 +75,10 @@ def survey(ctx: Ctx) -> Listing:
     """Every pod at every configured provider, joined with what the laptop and the watchdog know."""
     runs = ctx.runs.by_pod_id()
     warnings: list[str] = []
-    watch: dict[str, PodRecord] = {}
+    watch: dict[str, WatchedPod] = {}
     server_time: float | None = None
     try:
-        status = ctx.watchdog.status()
+        status = ctx.watchdog.status_view()
         watch = {p.pod_id: p for p in status.pods}
         server_time = status.server_time
         warnings.extend(ledger_intake(ctx, status.pods))
@@ -102,7 +105,7 @@ def survey(ctx: Ctx) -> Listing:
 
 
 def ls_row(
-    pod: Pod, run: RunRecord | None, rec: PodRecord | None, now: float, server_time: float | None
+    pod: Pod, run: RunRecord | None, rec: WatchedPod | None, now: float, server_time: float | None
 ) -> dict[str, object]:
     row: dict[str, object] = {k: getattr(pod, k) for k in LS_FIELDS}
     if run and not row["experiment"]:
@@ -129,7 +132,7 @@ def list_all(ctx: Ctx) -> tuple[list[dict[str, object]], list[str]]:
     return found.rows, found.warnings
 
 
-def ledger_intake(ctx: Ctx, records: list[PodRecord]) -> list[str]:
+def ledger_intake(ctx: Ctx, records: Sequence[WatchdogRecord]) -> list[str]:
     """Take the watchdog's ends into the ledger. A ledger problem is the ledger's (said so, with its fix),
     never "watchdog unreachable", and never stops `ls` from listing the pods."""
     try:
@@ -142,7 +145,7 @@ def ledger_intake(ctx: Ctx, records: list[PodRecord]) -> list[str]:
     return taken + [f"ledger: {w}" for w in report.warnings]
 
 
-def status_warnings(status: StatusResponse) -> list[str]:
+def status_warnings(status: WatchdogStatus | StatusResponse) -> list[str]:
     """What `gpuc ls` and `gpuc watchdog status` warn about: a stale reaper (F14), and each provider the
     reaper cannot read (nothing is destroyed there: a frozen pod on it bills unchecked)."""
     warnings = reaper_warnings(status.reaper_last_run, status.reaper_period_s, status.server_time)

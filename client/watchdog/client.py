@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import httpx
     from pydantic import BaseModel
 
+    from gpuc.client.watchdog.status import WatchdogStatus
     from gpuc.core import api
 
 M = TypeVar("M", bound="BaseModel")
@@ -85,6 +86,29 @@ class WatchdogClient:
 
         return self._call("GET", "/v1/status", api.StatusResponse)
 
+    def status_view(self) -> WatchdogStatus:
+        """The status for `gpuc ls` and `gpuc ledger`: read over the standard library and checked by hand
+        (client/watchdog/status.py), so these two commands load neither httpx nor pydantic. The same
+        failures as `status()`, in the same words; a read, so nothing can happen twice."""
+        headers = {"Authorization": f"Bearer {self._token()}"}  # first: no token, no HTTP code loaded at all
+        from gpuc.client.watchdog.status import Unexpected, read_status
+        from gpuc.client.watchdog.stdlib_get import get_json
+
+        url, timeout = self.base_url + "/v1/status", self.settings.functions_timeout_s
+        if self._transport is not None:  # a test's in-process server (httpx.MockTransport) answers this too
+            response = self._send("GET", url, headers, None)
+            code, reason, data = response.status_code, response.reason_phrase, _json(response)
+        else:
+            code, reason, data = get_json(
+                url, headers, timeout, fail=self._failure, tries=CONNECT_TRIES, backoff_s=CONNECT_BACKOFF_S,
+                sleep=self._sleep,
+            )
+        self._refused(code, reason, data)
+        try:
+            return read_status(data)
+        except Unexpected:
+            raise self._unexpected(code) from None
+
     def reap(self, dry_run: bool = False) -> api.ReapReport:
         from gpuc.core import api
 
@@ -104,7 +128,10 @@ class WatchdogClient:
         if self._client is None:
             import httpx
 
-            self._client = httpx.Client(transport=self._transport, timeout=self.settings.functions_timeout_s)
+            from gpuc.core.tls import tls_context
+
+            timeout = self.settings.functions_timeout_s
+            self._client = httpx.Client(transport=self._transport, timeout=timeout, verify=tls_context())
         return self._client
 
     def __enter__(self) -> WatchdogClient:
@@ -140,48 +167,59 @@ class WatchdogClient:
                 return client.request(method, url, headers=headers, content=content)
             except httpx.ConnectError:
                 if attempt + 1 == CONNECT_TRIES:
-                    raise FunctionsError(
-                        f"cannot reach the watchdog at {self.base_url}",
-                        hint="start it with `gpuc watchdog serve`, or set GPUC_FUNCTIONS_URL to the "
-                        "deployed URL",
-                    ) from None
+                    raise self._failure("connect") from None
                 self._sleep(CONNECT_BACKOFF_S * (attempt + 1))
             except httpx.TimeoutException:
-                raise FunctionsError(
-                    f"the watchdog at {self.base_url} did not answer within "
-                    f"{self.settings.functions_timeout_s:g} s",
-                    hint="check that it is running (`gpuc watchdog serve`); raise GPUC_FUNCTIONS_TIMEOUT_S "
-                    "on a slow link",
-                ) from None
+                raise self._failure("timeout") from None
             except httpx.HTTPError as exc:
-                raise FunctionsError(
-                    f"talking to the watchdog at {self.base_url} failed: {type(exc).__name__}",
-                    hint="check GPUC_FUNCTIONS_URL",
-                ) from None
+                raise self._failure(type(exc).__name__) from None
         raise AssertionError("unreachable")
+
+    def _failure(self, kind: str) -> FunctionsError:
+        """The request did not get an answer: "connect" (never reached the server, after the retries),
+        "timeout", or the name of what else went wrong. One wording for both transports."""
+        if kind == "connect":
+            return FunctionsError(
+                f"cannot reach the watchdog at {self.base_url}",
+                hint="start it with `gpuc watchdog serve`, or set GPUC_FUNCTIONS_URL to the deployed URL",
+            )
+        if kind == "timeout":
+            return FunctionsError(
+                f"the watchdog at {self.base_url} did not answer within {self.settings.functions_timeout_s:g} s",
+                hint="check that it is running (`gpuc watchdog serve`); raise GPUC_FUNCTIONS_TIMEOUT_S "
+                "on a slow link",
+            )
+        return FunctionsError(
+            f"talking to the watchdog at {self.base_url} failed: {kind}", hint="check GPUC_FUNCTIONS_URL"
+        )
 
     def _read(self, response: httpx.Response, answer: type[M]) -> M:
         from pydantic import ValidationError
 
         data = _json(response)
-        if response.status_code >= 400:
-            error = str(data.get("error", "")) if isinstance(data, dict) else ""
-            message = redact(error or response.reason_phrase, self.settings.secret_values())[:300]
-            raise FunctionsError(
-                f"the watchdog refused: {message} (HTTP {response.status_code})",
-                hint=_HINTS.get(
-                    response.status_code, "see the watchdog's log (`gpuc watchdog serve` prints it)"
-                ),
-                status=response.status_code,
-            )
+        self._refused(response.status_code, response.reason_phrase, data)
         try:
             return answer.model_validate(data)
         except ValidationError:
-            raise FunctionsError(
-                f"the watchdog at {self.base_url} answered something unexpected",
-                hint="is GPUC_FUNCTIONS_URL the gpuc watchdog, and the same gpuc version?",
-                status=response.status_code,
-            ) from None
+            raise self._unexpected(response.status_code) from None
+
+    def _refused(self, code: int, reason: str, data: Any) -> None:
+        if code < 400:
+            return
+        error = str(data.get("error", "")) if isinstance(data, dict) else ""
+        message = redact(error or reason, self.settings.secret_values())[:300]
+        raise FunctionsError(
+            f"the watchdog refused: {message} (HTTP {code})",
+            hint=_HINTS.get(code, "see the watchdog's log (`gpuc watchdog serve` prints it)"),
+            status=code,
+        )
+
+    def _unexpected(self, code: int) -> FunctionsError:
+        return FunctionsError(
+            f"the watchdog at {self.base_url} answered something unexpected",
+            hint="is GPUC_FUNCTIONS_URL the gpuc watchdog, and the same gpuc version?",
+            status=code,
+        )
 
 
 def _json(response: httpx.Response) -> Any:

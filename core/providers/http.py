@@ -38,6 +38,7 @@ from gpuc.core.errors import (
     ProviderUnavailable,
 )
 from gpuc.core.redact import redact
+from gpuc.core.tls import tls_context
 
 log = logging.getLogger("gpuc.providers.http")
 
@@ -137,6 +138,7 @@ class HttpClient:
             timeout=timeout_s,
             transport=transport,
             follow_redirects=False,
+            verify=tls_context(),  # httpx's own roots, loaded once for every provider (core/tls.py)
         )
 
     def close(self) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from ctxfakes import StatusView
 from test_precheck import (  # rented: the fixture, for `budgeted`
     Created,
     FakeProvider,
@@ -181,7 +182,7 @@ def test_dry_run_without_a_budget_never_asks_the_watchdog(budgeted: Settings) ->
     assert up(opts(dry_run=True), deps) is None
 
 
-class Unreachable:
+class Unreachable(StatusView):
     def status(self) -> StatusResponse:
         raise AssertionError("a dry run without a budget asked the watchdog")
 

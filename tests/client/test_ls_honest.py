@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from ctxfakes import StatusView
 
 from gpuc.client.context import Ctx
 from gpuc.client.pods.commands import ls
@@ -55,7 +56,7 @@ class ListingProvider(Provider):
         raise AssertionError("ls never reads balances")
 
 
-class Watchdog:
+class Watchdog(StatusView):
     def __init__(self, records: list[PodRecord] | None = None, down: bool = False) -> None:
         self.records, self.down = records or [], down
 

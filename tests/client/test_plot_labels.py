@@ -26,8 +26,7 @@ from gpuc.client.money.plot import (
     write_plot,
 )
 from gpuc.core.errors import ConfigError, FunctionsError
-from gpuc.core.ledger import Ledger
-from gpuc.core.models import LedgerRow
+from gpuc.core.ledger import Ledger, LedgerRow
 from gpuc.core.settings import load_settings
 
 Pixels = dict[tuple[int, int], tuple[int, int, int]]

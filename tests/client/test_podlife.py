@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -22,9 +23,11 @@ from gpuc.client.pods.run import job_on_pod, run_job
 from gpuc.client.pods.survey import LS_FIELDS, dumps_rows, list_all, reaper_warnings
 from gpuc.client.pods.up import up
 from gpuc.client.watchdog.client import WatchdogClient
-from gpuc.core.api import Ack, EndRequest, RegisterRequest, StatusResponse
+from gpuc.client.watchdog.status import WatchdogStatus
+from gpuc.core.api import Ack, EndRequest, RegisterRequest
 from gpuc.core.errors import ConfigError, FunctionsError, NotFound, SafetyRefusal
-from gpuc.core.models import LEDGER_COLUMNS, Pod
+from gpuc.core.ledger import LEDGER_COLUMNS
+from gpuc.core.models import Pod
 from gpuc.core.providers.base import DestroyResult, PodAccess
 from gpuc.core.providers.local import LocalProvider
 from gpuc.core.settings import SecretStr, Settings
@@ -309,14 +312,14 @@ def test_ls_lists_pods_and_warns_when_the_watchdog_reports_an_absurd_end(world: 
     deps, _provider, _ = world
     pod = up(UpOptions(experiment="absurd"), deps)
     assert pod is not None
-    real_status = deps.watchdog.status
+    real_status = deps.watchdog.status_view
 
-    def status() -> StatusResponse:
+    def status() -> WatchdogStatus:
         answer = real_status()
-        pods = [p.model_copy(update={"end_at": 1e300}) if p.pod_id == pod.id else p for p in answer.pods]
-        return answer.model_copy(update={"pods": pods})
+        pods = tuple(replace(p, end_at=1e300) if p.pod_id == pod.id else p for p in answer.pods)
+        return replace(answer, pods=pods)
 
-    deps.watchdog.status = status  # type: ignore[method-assign]
+    deps.watchdog.status_view = status  # type: ignore[method-assign]
     rows, warnings = list_all(deps)
     assert [r["id"] for r in rows] == [pod.id]
     assert any(pod.id in w and "not a time" in w for w in warnings), warnings

@@ -10,6 +10,7 @@ from typing import Any, cast
 
 import pytest
 from click.testing import CliRunner, Result
+from ctxfakes import StatusView
 
 from gpuc.client import gpunames
 from gpuc.client.context import Ctx
@@ -79,7 +80,7 @@ class RecordingVast(VastProvider):
         raise Created("create called", provider="vast")
 
 
-class HealthyWatchdog:
+class HealthyWatchdog(StatusView):
     """The functions as `up` sees them before the create: reachable, reaper fresh."""
 
     def __init__(self, clock: FakeClock) -> None:

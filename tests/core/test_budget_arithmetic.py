@@ -8,8 +8,7 @@ import pytest
 
 from gpuc.core.api import PodRecord
 from gpuc.core.budget import Burn, ledger_burns, month_spend, record_burn
-from gpuc.core.ledger import LedgerEntry, month_window
-from gpuc.core.models import LedgerRow
+from gpuc.core.ledger import LedgerEntry, LedgerRow, month_window
 
 HOUR = 3600.0
 SEPT, OCT = month_window("2026-09")

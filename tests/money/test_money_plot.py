@@ -12,7 +12,7 @@ from gpuc.client.money.plot import (
     render_html,
     render_png,
 )
-from gpuc.core.models import LedgerRow
+from gpuc.core.ledger import LedgerRow
 
 
 def test_weeks_are_iso_weeks() -> None:

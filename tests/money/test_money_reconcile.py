@@ -14,8 +14,7 @@ from gpuc.core.api import StatusResponse
 from gpuc.core.billing import BillingKind
 from gpuc.core.clock import iso
 from gpuc.core.errors import ConfigError
-from gpuc.core.ledger import Ledger, LedgerEntry
-from gpuc.core.models import LedgerRow
+from gpuc.core.ledger import Ledger, LedgerEntry, LedgerRow
 from gpuc.core.settings import Settings, load_settings
 
 HOUR = 3600.0

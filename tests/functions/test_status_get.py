@@ -1,0 +1,203 @@
+"""The watchdog's status over both transports, on real HTTP (loopback): `status()` (httpx, pydantic; the
+commands that act) and `status_view()` (the standard library, checked by hand; `gpuc ls` and `gpuc ledger`).
+Each failure is the same error in the same words over both; proxies from the environment are honoured
+and a redirect is never followed by either."""
+
+from __future__ import annotations
+
+import http.server
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+from watchdog_fakes import ADMIN, World
+
+from gpuc.client.watchdog.client import CONNECT_TRIES, WatchdogClient
+from gpuc.core import api
+from gpuc.core.errors import FunctionsError
+from gpuc.core.signing import derive_key, new_token
+from gpuc.functions.server import ServerHandle, start_in_thread
+
+READS = ("status", "status_view")
+STATUS = api.StatusResponse(server_time=1_767_225_600.0, reaper_period_s=300.0).model_dump_json().encode()
+Answer = tuple[int, dict[str, str], bytes]
+
+
+class Stub:
+    """A loopback HTTP server that answers every request with `answer(path)` and records what it got."""
+
+    def __init__(self, answer: Callable[[str], Answer]) -> None:
+        self.seen: list[tuple[str, str | None]] = []  # (request line, Authorization)
+        stub = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                stub.seen.append((self.requestline, self.headers.get("Authorization")))
+                code, headers, body = answer(self.path)
+                self.send_response(code)
+                for name, value in {**headers, "Content-Length": str(len(body))}.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def stubs() -> Iterator[Callable[[Callable[[str], Answer]], Stub]]:
+    started: list[Stub] = []
+
+    def start(answer: Callable[[str], Answer]) -> Stub:
+        started.append(Stub(answer))
+        return started[-1]
+
+    yield start
+    for stub in started:
+        stub.stop()
+
+
+@pytest.fixture(autouse=True)
+def no_proxy_from_the_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+
+
+@pytest.fixture
+def server(world: World) -> Iterator[ServerHandle]:
+    handle = start_in_thread(world.settings, deps=world.deps)
+    yield handle
+    handle.stop()
+
+
+def read(world: World, how: str, url: str, sleeps: list[float] | None = None, **overrides: Any) -> Any:
+    settings = world.settings.with_overrides(functions_url=url, **overrides)
+    with WatchdogClient(settings, sleep=(sleeps if sleeps is not None else []).append) as client:
+        return getattr(client, how)()
+
+
+def failure(world: World, how: str, url: str, sleeps: list[float] | None = None, **overrides: Any) -> FunctionsError:
+    with pytest.raises(FunctionsError) as info:
+        read(world, how, url, sleeps, **overrides)
+    assert ADMIN not in str(info.value) and ADMIN not in (info.value.hint or "")
+    return info.value
+
+
+def test_both_read_the_same_pods_from_the_real_server(world: World, server: ServerHandle) -> None:
+    world.provider.add("p1")
+    settings = world.settings.with_overrides(functions_url=server.url)
+    with WatchdogClient(settings) as client:
+        request = {"pod_id": "p1", "provider": "fake", "name": "gpuc-p1", "experiment": "exp"}
+        client.register(api.RegisterRequest.model_validate({**request, "key": derive_key(new_token())}))
+        full, light = client.status(), client.status_view()
+    assert [(p.pod_id, p.state, p.registered_at) for p in full.pods] == [
+        (p.pod_id, p.state, p.registered_at) for p in light.pods
+    ]
+    assert (light.server_time, light.reaper_period_s) == (full.server_time, full.reaper_period_s)
+
+
+def test_a_refusal_is_the_same_error(world: World, server: ServerHandle) -> None:
+    errors = [failure(world, how, server.url, admin_token=SecretStr("wrong-token-value")) for how in READS]
+    assert {(e.message, e.hint, e.status) for e in errors} == {(errors[0].message, errors[0].hint, 401)}
+    assert "missing or wrong admin token" in errors[0].message and "wrong-token-value" not in str(errors[0])
+
+
+def closed_port() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+def test_no_server_is_retried_then_said_the_same(world: World) -> None:
+    url = closed_port()
+    said = set()
+    for how in READS:
+        sleeps: list[float] = []
+        error = failure(world, how, url, sleeps)
+        assert len(sleeps) == CONNECT_TRIES - 1, how  # a refused connection never reached the server
+        said.add((error.message, error.hint))
+    assert len(said) == 1 and "cannot reach the watchdog" in said.pop()[0]
+
+
+def test_a_server_that_never_answers_is_a_timeout_not_retried(world: World) -> None:
+    with socket.socket() as silent:  # listens (the kernel completes the connection) and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        said = set()
+        for how in READS:
+            sleeps: list[float] = []
+            error = failure(world, how, url, sleeps, functions_timeout_s=0.2)
+            assert sleeps == [], how
+            said.add(error.message)
+    assert len(said) == 1 and "did not answer within 0.2 s" in said.pop()
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        (200, {"Content-Type": "text/html"}, b"<html>a captive portal</html>"),
+        (200, {"Content-Type": "application/json"}, b'{"unexpected": 1}'),
+        (200, {"Content-Type": "application/json"}, b'{"server_time": 1, "reaper_period_s": 300, "pods": [{}]}'),
+    ],
+    ids=["html", "another-json", "a-pod-without-fields"],
+)
+def test_an_answer_that_is_not_the_watchdogs_is_the_same_error(
+    world: World, stubs: Callable[[Callable[[str], Answer]], Stub], answer: Answer
+) -> None:
+    stub = stubs(lambda path: answer)
+    said = {failure(world, how, stub.url).message for how in READS}
+    assert len(said) == 1 and "answered something unexpected" in said.pop()
+
+
+def test_a_redirect_is_not_followed_and_the_token_stays(
+    world: World, stubs: Callable[[Callable[[str], Answer]], Stub]
+) -> None:
+    elsewhere = stubs(lambda path: (200, {}, STATUS))
+    mover = stubs(lambda path: (302, {"Location": elsewhere.url + path}, b""))
+    for how in READS:
+        assert "answered something unexpected" in failure(world, how, mover.url).message
+    assert elsewhere.seen == [] and len(mover.seen) == len(READS)
+
+
+def test_the_environments_proxy_is_used_and_no_proxy_bypasses_it(
+    world: World, stubs: Callable[[Callable[[str], Answer]], Stub], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proxy = stubs(lambda path: (200, {"Content-Type": "application/json"}, STATUS))
+    target = stubs(lambda path: (200, {"Content-Type": "application/json"}, STATUS))
+    monkeypatch.setenv("HTTP_PROXY", proxy.url)
+    for how in READS:
+        assert read(world, how, target.url).reaper_period_s == 300.0
+    # through the proxy: the request line names the whole URL, and the token goes with it (plain http)
+    assert [line.split()[1] for line, _ in proxy.seen] == [target.url + "/v1/status"] * len(READS)
+    assert target.seen == []
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    for how in READS:
+        read(world, how, target.url)
+    assert len(proxy.seen) == len(READS) and len(target.seen) == len(READS)
+
+
+def test_a_given_transport_answers_the_light_read_too(world: World) -> None:
+    """A test's in-process server (httpx.MockTransport) is asked by `status_view()` as by `status()`, and its
+    answer is checked by the light reader all the same."""
+    answers = iter([httpx.Response(200, content=STATUS), httpx.Response(200, json={"unexpected": 1})])
+    client = WatchdogClient(world.settings, httpx.MockTransport(lambda request: next(answers)))
+    with client:
+        assert client.status_view().reaper_period_s == 300.0
+        with pytest.raises(FunctionsError) as info:
+            client.status_view()
+    assert "answered something unexpected" in info.value.message
