@@ -229,6 +229,14 @@ class Notification:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Channel:
+    """api.ChannelInfo: a notification channel the watchdog holds (never its URL)."""
+
+    index: int = checked(integer(1, 1000))
+    kind: str = checked(text(32, 1))
+
+
+@dataclass(frozen=True, kw_only=True)
 class WatchdogStatus:
     """api.StatusResponse."""
 
@@ -240,6 +248,7 @@ class WatchdogStatus:
     reaper_blind_since: tuple[Blind, ...] = checked(many(record(Blind)), ())
     notifications: tuple[Notification, ...] = checked(many(record(Notification)), ())
     new_pods_paused: str | None = checked(OPT_TEXT, None)
+    channels: tuple[Channel, ...] | None = checked(maybe(many(record(Channel))), None)
 
 
 def read_status(document: Any) -> WatchdogStatus:
