@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from gpuc.core.api import PodRecord
 from gpuc.core.ledger import (
+    LIVE,
     LedgerEntry,
     current_month,
     describe,
@@ -30,7 +31,6 @@ from gpuc.core.ledger import (
     sane_ts,
 )
 
-LIVE = ("ok", "late", "down")  # a record without an end that is still billing
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from gpuc.client import gpunames
 from gpuc.client.context import Ctx
 from gpuc.client.text import clock_utc
 from gpuc.core.budget import MonthSpend, ledger_burns, month_spend, spend_text, usd
+from gpuc.core.destcheck import require_destination
 from gpuc.core.errors import ConfigError, GpucError, SafetyRefusal
 from gpuc.core.settings import Settings, env_file_mode_ok, env_name, read_env_file
 
@@ -108,6 +109,7 @@ def before_create(opts: UpOptions, ctx: Ctx) -> str:
         check_provider_key(ctx.settings, opts.provider)
         check_ssh_key(ctx.settings)
         check_watchdog_reachable(ctx.settings)
+        require_destination(ctx.settings, opts.experiment, ctx.echo)  # nowhere to sync: KEPT, billing
     return gpunames.resolve(opts.provider, opts.gpu)
 
 
