@@ -32,7 +32,6 @@ from gpuc.core.ledger import (
 )
 
 
-
 @dataclass(frozen=True)
 class Burn:
     """One pod's billed interval, as far as it is known."""

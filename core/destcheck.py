@@ -141,7 +141,8 @@ def _check_folder(settings: Settings, folder: Path, probe: str) -> str:
             hint=f"make it writable by you, or point {BUCKET_ENV} elsewhere",
         ) from None
     finally:
-        target.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            target.unlink(missing_ok=True)
         for path in made:  # innermost first: only what the probe created, and only if empty
             with contextlib.suppress(OSError):
                 path.rmdir()
@@ -194,8 +195,8 @@ def _check_s3(
             )
     finally:
         left = _remove_probe(client, sync.bucket, sync.base, shown)
-    line = f"results: {where}{via} takes a write and answers a list with {S3_KEYS[0]} ({'probe removed' if not left else 'probe left'})"
-    return line, left
+    probe_fate = "probe left" if left else "probe removed"
+    return f"results: {where}{via} takes a write and answers a list with {S3_KEYS[0]} ({probe_fate})", left
 
 
 def _remove_probe(client: Any, bucket: str, key: str, shown: _S3Context) -> str | None:
@@ -284,10 +285,6 @@ def _ssh_remote(remote: str) -> bool:
 def _check_git(settings: Settings, remote: str, probe: str, run: GitRun | None) -> str:
     from gpuc.instance_side.sync import check_remote, git_auth_args, git_environ
 
-    try:
-        check_remote(remote)
-    except SyncError as exc:
-        raise ConfigError(f"{GIT_REMOTE_ENV}: {exc.message}", hint=exc.hint) from None
     if _ssh_remote(remote) and settings.ssh_sandbox_root is None:
         raise ConfigError(
             f"{GIT_REMOTE_ENV} is an ssh remote: a rented pod has no ssh key for it, so its clone and its "
@@ -295,6 +292,10 @@ def _check_git(settings: Settings, remote: str, probe: str, run: GitRun | None) 
             hint=f"use the https URL (https://github.com/you/exp.git) and put a token with push rights in "
             f"{GIT_TOKEN_ENV}",
         )
+    try:
+        check_remote(remote)
+    except SyncError as exc:
+        raise ConfigError(f"{GIT_REMOTE_ENV}: {exc.message}", hint=exc.hint) from None
     token = settings.git_token.get_secret_value() if settings.git_token else ""
     secrets = {GIT_TOKEN_ENV: token} if token else {}
     env = {**_fresh_git_env(), **git_environ({}, secrets)}
@@ -316,7 +317,7 @@ def _check_git(settings: Settings, remote: str, probe: str, run: GitRun | None) 
                     hint="the pod verifies every push by fetching it back: check the remote is the repo itself",
                 )
         finally:
-            code, out = git.run(["push", "--quiet", remote, f":{ref}"])
+            code, _ = git.run(["push", "--quiet", remote, f":{ref}"])
     removed = "probe ref removed" if code == 0 else f"probe {ref} left: delete it with git push origin :{ref}"
     return f"results: git {git.shown} takes a push and answers a list ({removed})"
 
@@ -367,12 +368,18 @@ class _GitProbe:
         code, out = self.run(args)
         if code == 0:
             return out
-        detail = redact(out.strip(), self.secrets)[-300:] or "no output"
+        detail = _git_said(redact(out.strip(), self.secrets))
         raise ConfigError(
             f"git {self.shown} refused the {what} of a probe ref: {detail}",
             hint=f"the pod pushes its results there: check {GIT_REMOTE_ENV} and that {GIT_TOKEN_ENV} holds a "
             "token with push (contents: write) rights on that repo",
         )
+
+
+def _git_said(output: str) -> str:
+    """What the server said (`remote:`, `fatal:`, `! [rejected]` lines), not git's own framing."""
+    said = [line.strip() for line in output.splitlines() if line.lstrip().startswith(("remote:", "fatal:", "!"))]
+    return "; ".join(said)[:400] or output[-300:] or "no output"
 
 
 def _run_git(args: list[str], cwd: Path, env: Mapping[str, str]) -> tuple[int, str]:

@@ -399,7 +399,6 @@ def s3_client(
     env = os.environ if environ is None else environ
     key, secret = credentials.get(S3_KEY_ENV), credentials.get(S3_SECRET_ENV)
     region = env.get("AWS_DEFAULT_REGION") or ("auto" if endpoint_url else "us-east-1")
-    retries = {"max_attempts": attempts, "mode": "standard"}
     return boto3.client(
         "s3",
         endpoint_url=endpoint_url,
@@ -407,7 +406,11 @@ def s3_client(
         # Absent keys fall back to boto3's own chain (AWS_* in the environment, an instance role).
         aws_access_key_id=key or None,
         aws_secret_access_key=secret or None,
-        config=Config(retries=retries, connect_timeout=connect_timeout_s, read_timeout=read_timeout_s),
+        config=Config(
+            retries={"max_attempts": attempts, "mode": "standard"},
+            connect_timeout=connect_timeout_s,
+            read_timeout=read_timeout_s,
+        ),
     )
 
 

@@ -37,7 +37,8 @@ class Moto:
     no_delete: Keys  # may write and list, may not delete
 
     def objects(self) -> dict[str, int]:
-        s3 = boto3.client("s3", endpoint_url=self.url, **ADMIN)
+        keys = {"aws_access_key_id": self.full.key_id, "aws_secret_access_key": self.full.secret}
+        s3 = boto3.client("s3", endpoint_url=self.url, region_name="us-east-1", **keys)
         return {o["Key"]: o["Size"] for o in s3.list_objects_v2(Bucket=BUCKET).get("Contents", [])}
 
 

@@ -4,6 +4,7 @@ every refusal here must come BEFORE any money is spent (no create call, no inten
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -98,6 +99,8 @@ def rented(tmp_path: Path) -> Settings:
     os.chmod(env_file, 0o600)
     key = tmp_path / "id_ed25519"
     key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    results = tmp_path / "results.git"  # a destination that takes the results (core/destcheck.py proves it)
+    subprocess.run(["git", "init", "--quiet", "--bare", str(results)], check=True)
     return Settings(
         home=tmp_path / "home",
         env_file=env_file,
@@ -106,6 +109,7 @@ def rented(tmp_path: Path) -> Settings:
         admin_token=SecretStr("admin"),
         ssh_key_path=key,
         functions_url="https://abc.lambda-url.eu-west-1.on.aws",
+        git_remote=str(results),
     )
 
 

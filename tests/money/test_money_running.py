@@ -46,7 +46,7 @@ def record(pod: str, state: str = "ok", end_at: float | None = None) -> PodRecor
 # -- running, so far ---------------------------------------------------------------------------------
 def test_a_running_pod_is_in_the_months_total_as_running_so_far(book: Ledger) -> None:
     start(book, "closed", price=1.0)
-    book.end("closed", end_at=T0 + 2 * HOUR)  # $2.00
+    book.end("closed", end_ts=T0 + 2 * HOUR)  # $2.00
     start(book, "hot", ts=T0 + HOUR, price=3.0)  # running 3 h at `now`: $9.00 so far
     summary = book.summary(MONTH, now=T0 + 4 * HOUR, live={"hot"})
     assert summary.total_cost_usd == pytest.approx(2.0)  # the closed rows, as before
@@ -61,7 +61,7 @@ def test_a_pod_that_closes_is_counted_once_never_again_as_running(book: Ledger) 
     start(book, "p", price=2.0)
     before = book.summary(MONTH, now=T0 + HOUR, live={"p"})
     assert (before.running_usd, before.month_total_usd) == (pytest.approx(2.0), pytest.approx(2.0))
-    book.end("p", end_at=T0 + 3 * HOUR)
+    book.end("p", end_ts=T0 + 3 * HOUR)
     # The watchdog may still list it as live for a moment (its record lags): the closed row wins.
     after = book.summary(MONTH, now=T0 + 5 * HOUR, live={"p"})
     assert after.running == [] and after.running_usd == 0.0
@@ -97,7 +97,7 @@ def test_the_summary_without_now_is_what_it_was(book: Ledger) -> None:
 
 def test_the_plot_counts_a_running_pod_once(book: Ledger) -> None:
     start(book, "closed", price=1.0, experiment="old")
-    book.end("closed", end_at=T0 + HOUR)
+    book.end("closed", end_ts=T0 + HOUR)
     start(book, "hot", price=3.0, experiment="new")
     summary = book.summary(MONTH, now=T0 + 2 * HOUR, live={"hot"})
     rows = book.rows() + running_rows(summary.running)  # the open row itself is among book.rows()
@@ -108,7 +108,8 @@ def test_the_plot_counts_a_running_pod_once(book: Ledger) -> None:
 
 
 def test_live_pod_ids_are_the_records_still_billing() -> None:
-    records = [record("a"), record("b", "late"), record("c", "down"), record("d", "destroyed", T0), record("e", end_at=T0)]
+    records = [record("a"), record("b", "late"), record("c", "down"), record("d", "destroyed", T0)]
+    records.append(record("e", end_at=T0))
     assert live_pod_ids(records) == {"a", "b", "c"}
 
 
@@ -117,13 +118,13 @@ def test_a_note_goes_on_an_open_row_and_stays_when_it_closes(book: Ledger) -> No
     start(book, "p")
     row = book.note("p", "  kv cache on; tok/s=74.2 ")
     assert row is not None and row.note == "kv cache on; tok/s=74.2"
-    closed = book.end("p", end_at=T0 + HOUR, note="idle destroy")
+    closed = book.end("p", end_ts=T0 + HOUR, note="idle destroy")
     assert closed is not None and closed.note == "kv cache on; tok/s=74.2; idle destroy"
 
 
 def test_a_note_goes_on_a_run_that_ended_itself(book: Ledger) -> None:
     start(book, "p")
-    book.end("p", end_at=T0 + HOUR)
+    book.end("p", end_ts=T0 + HOUR)
     assert book.summary(MONTH).no_note_rows != []
     book.note("p", "lr 3e-4 wins")
     book.note("p", "lr 3e-4 wins")  # twice: written once
@@ -173,7 +174,7 @@ def test_an_open_row_billed_for_a_pod_that_is_not_running_is_still_a_mismatch(bo
 
 def test_a_closed_row_is_compared_even_while_the_watchdog_lists_it_live(book: Ledger) -> None:
     records = _open_and_billed(book)
-    book.end("hot", end_at=T0 + 2 * HOUR)  # $4 in the ledger, $2 billed
+    book.end("hot", end_ts=T0 + 2 * HOUR)  # $4 in the ledger, $2 billed
     report = reconcile.reconcile(book.entries(), records, MONTH, ["runpod"], live={"hot"})
     assert [m.reason for m in report.mismatches] == ["amount"]
 
