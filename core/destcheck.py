@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets as pysecrets
-import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -383,22 +382,6 @@ def _git_said(output: str) -> str:
 
 
 def _run_git(args: list[str], cwd: Path, env: Mapping[str, str]) -> tuple[int, str]:
-    import subprocess
+    from gpuc.instance_side.sync import git_runner  # the pod's own runner (stdin closed, output captured)
 
-    if shutil.which("git", path=env.get("PATH")) is None:
-        return 127, "git is not installed"
-    try:
-        proc = subprocess.run(
-            ["git", *args],
-            cwd=cwd,
-            env=dict(env),
-            input="",
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=GIT_PROBE_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return 124, f"timed out after {GIT_PROBE_TIMEOUT_S:.0f}s"
-    return proc.returncode, proc.stdout + proc.stderr
+    return git_runner(args, cwd, env, GIT_PROBE_TIMEOUT_S)

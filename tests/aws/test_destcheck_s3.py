@@ -19,7 +19,12 @@ from gpuc.core.errors import ConfigError
 from gpuc.core.settings import SecretStr, Settings
 
 BUCKET = "results"
-ADMIN = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "region_name": "us-east-1"}
+
+
+def admin(service: str, url: str, key_id: str = "testing", secret: str = "testing") -> Any:
+    return boto3.client(  # type: ignore[call-overload]
+        service, endpoint_url=url, region_name="us-east-1", aws_access_key_id=key_id, aws_secret_access_key=secret
+    )
 
 
 @dataclass(frozen=True)
@@ -37,8 +42,7 @@ class Moto:
     no_delete: Keys  # may write and list, may not delete
 
     def objects(self) -> dict[str, int]:
-        keys = {"aws_access_key_id": self.full.key_id, "aws_secret_access_key": self.full.secret}
-        s3 = boto3.client("s3", endpoint_url=self.url, region_name="us-east-1", **keys)
+        s3 = admin("s3", self.url, self.full.key_id, self.full.secret)
         return {o["Key"]: o["Size"] for o in s3.list_objects_v2(Bucket=BUCKET).get("Contents", [])}
 
 
@@ -57,8 +61,8 @@ def _auth(url: str, count: str) -> None:
 @pytest.fixture
 def moto(moto_url: str) -> Iterator[Moto]:
     httpx.post(f"{moto_url}/moto-api/reset", timeout=10.0).raise_for_status()
-    boto3.client("s3", endpoint_url=moto_url, **ADMIN).create_bucket(Bucket=BUCKET)
-    iam = boto3.client("iam", endpoint_url=moto_url, **ADMIN)
+    admin("s3", moto_url).create_bucket(Bucket=BUCKET)
+    iam = admin("iam", moto_url)
     world = Moto(
         moto_url,
         full=_user(iam, "full", ["s3:PutObject", "s3:ListBucket", "s3:DeleteObject"]),

@@ -4,6 +4,7 @@ once: never again after their row closes), notes on any run, and a live pod's op
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import pytest
 from moneyfakes import T0
@@ -23,6 +24,7 @@ from gpuc.core.ledger import (
     running_rows,
 )
 
+State = Literal["ok", "late", "down", "destroying", "destroyed", "ended"]
 HOUR = 3600.0
 MONTH = "2026-09"
 
@@ -36,9 +38,9 @@ def start(book: Ledger, pod: str, ts: float = T0, price: float | None = 2.0, exp
     book.start(pod, provider="runpod", experiment=experiment, gpu="H100", price_per_hour=price, start_ts=ts)
 
 
-def record(pod: str, state: str = "ok", end_at: float | None = None) -> PodRecord:
+def record(pod: str, state: State = "ok", end_at: float | None = None) -> PodRecord:
     return PodRecord(
-        pod_id=pod, provider="runpod", name=pod, experiment="exp", registered_at=T0, state=state,  # type: ignore[arg-type]
+        pod_id=pod, provider="runpod", name=pod, experiment="exp", registered_at=T0, state=state,
         end_at=end_at,
     )
 
@@ -53,14 +55,14 @@ def test_a_running_pod_is_in_the_months_total_as_running_so_far(book: Ledger) ->
     assert summary.running_usd == pytest.approx(9.0)
     assert summary.month_total_usd == pytest.approx(11.0)
     (hot,) = summary.running
-    assert (hot.pod_id, hot.hours, hot.cost_usd) == ("hot", pytest.approx(3.0), pytest.approx(9.0))
+    assert hot.pod_id == "hot" and hot.hours == pytest.approx(3.0) and hot.cost_usd == pytest.approx(9.0)
     assert running_lines(summary)[0] == f"{RUNNING_SO_FAR}: $9.00 (1 pod(s), $3.00/h); with the closed rows $11.00"
 
 
 def test_a_pod_that_closes_is_counted_once_never_again_as_running(book: Ledger) -> None:
     start(book, "p", price=2.0)
     before = book.summary(MONTH, now=T0 + HOUR, live={"p"})
-    assert (before.running_usd, before.month_total_usd) == (pytest.approx(2.0), pytest.approx(2.0))
+    assert before.running_usd == pytest.approx(2.0) and before.month_total_usd == pytest.approx(2.0)
     book.end("p", end_ts=T0 + 3 * HOUR)
     # The watchdog may still list it as live for a moment (its record lags): the closed row wins.
     after = book.summary(MONTH, now=T0 + 5 * HOUR, live={"p"})
