@@ -13,7 +13,7 @@ from gpuc.client.money.offers import OffersReport, OfferView
 from gpuc.client.money.picker import MultiGpuRow, PickResult
 from gpuc.client.money.reconcile import ReconcileReport
 from gpuc.client.text import WIDTH, drop_empty, render_table
-from gpuc.core.ledger import LedgerSummary, row_cost
+from gpuc.core.ledger import LedgerSummary, row_cost, running_lines
 from gpuc.core.termsafe import clean
 
 
@@ -163,6 +163,7 @@ def render_summary(summary: LedgerSummary, path: Path) -> str:
         f"{title}: {summary.rows} row(s), {summary.total_hours:.2f} h, {_money(summary.total_cost_usd)}, "
         f"effective {_money(summary.effective_price_per_hour)}/h  ({path})"
     ]
+    lines += running_lines(summary)  # pods still billing: "running, so far", and the month with them
     for heading, groups in (("by experiment", summary.by_experiment), ("by gpu", summary.by_gpu)):
         lines.append(heading + ":")
         lines.extend(

@@ -71,6 +71,7 @@ class UpOptions:
     # Asked with the price before the create (the CLI passes one on a terminal without -y); None: not asked.
     confirm: Callable[[str], bool] | None = None
     over_budget: bool = False  # rent even if the month's budget would be crossed (client/pods/plan.py)
+    note: str | None = None  # `up --note`: on the ledger row from its start (core.ledger.check_note)
 
 
 # -- checks before money is spent, with no provider call --------------------------------------------

@@ -9,9 +9,9 @@ from typing import Literal
 import pytest
 from moneyfakes import T0
 
-from gpuc.client import reconcile
-from gpuc.client.plot import plot_data
-from gpuc.client.reconcile import BillingRecord
+from gpuc.client.money import reconcile
+from gpuc.client.money.plot import plot_data
+from gpuc.client.money.reconcile import BillingRecord
 from gpuc.core.api import PodRecord
 from gpuc.core.billing import still_billing
 from gpuc.core.errors import ConfigError
