@@ -13,7 +13,11 @@ from typing import Any
 import boto3
 import httpx
 import pytest
+from upfakes import Created, FakeProvider, make_deps, nothing_spent, rented_settings, runpod_4090
 
+from gpuc.client.context import Ctx
+from gpuc.client.pods.plan import UpOptions
+from gpuc.client.pods.up import up
 from gpuc.core.destcheck import check_destination
 from gpuc.core.errors import ConfigError
 from gpuc.core.settings import SecretStr, Settings
@@ -167,3 +171,40 @@ def test_missing_bucket_keys_are_refused_even_with_aws_keys_on_the_laptop(
 def test_credentials_in_the_url_are_refused_before_any_request(tmp_path: Path) -> None:
     exc = refusal(settings(tmp_path, Keys("a", "b"), bucket="s3://AKID:hunter22@results/gpuc"))
     assert "holds credentials" in exc.message and "hunter22" not in said(exc)
+
+
+# -- through `up`: a refusal rents nothing and leaves nothing; a probe left is said, the rental goes on ------
+def rented_up(tmp_path: Path, moto: Moto, keys: Keys, lines: list[str]) -> tuple[Ctx, FakeProvider]:
+    s3 = {"s3_access_key_id": SecretStr(keys.key_id), "s3_secret_access_key": SecretStr(keys.secret)}
+    rented = rented_settings(tmp_path).with_overrides(
+        git_remote=None, results_bucket=f"s3://{BUCKET}/gpuc", s3_endpoint_url=moto.url, **s3
+    )
+    provider = runpod_4090()
+    return make_deps(rented, provider, lines), provider
+
+
+def test_up_with_a_bucket_that_denies_the_write_rents_nothing_and_leaves_nothing(moto: Moto, tmp_path: Path) -> None:
+    deps, provider = rented_up(tmp_path, moto, moto.list_only, [])
+    with pytest.raises(ConfigError) as caught:
+        up(UpOptions(experiment="exp", provider="runpod"), deps)
+    assert "may not write there" in caught.value.message and "s3:PutObject" in (caught.value.hint or "")
+    assert nothing_spent(deps, provider) and moto.objects() == {}
+
+
+def test_up_with_a_bucket_that_denies_the_list_rents_nothing_and_removes_its_probe(moto: Moto, tmp_path: Path) -> None:
+    deps, provider = rented_up(tmp_path, moto, moto.write_only, [])
+    with pytest.raises(ConfigError, match="refused the list"):
+        up(UpOptions(experiment="exp", provider="runpod"), deps)
+    assert nothing_spent(deps, provider) and moto.objects() == {}
+
+
+def test_up_with_a_bucket_that_denies_the_delete_rents_and_names_the_probe_left(moto: Moto, tmp_path: Path) -> None:
+    """The pod never deletes: the results can go there. What is left is named, with how to remove it."""
+    lines: list[str] = []
+    deps, provider = rented_up(tmp_path, moto, moto.no_delete, lines)
+    with pytest.raises(Created):
+        up(UpOptions(experiment="exp", provider="runpod"), deps)
+    assert len(provider.created) == 1
+    (left,) = moto.objects()
+    assert any(line.startswith("warning: the probe s3://") and left in line and "delete it by hand" in line
+               for line in lines), lines
