@@ -9,15 +9,10 @@ from pathlib import Path
 
 import pytest
 from test_precheck import (  # rented: the fixture, for `budgeted`
-    Created,
-    FakeProvider,
-    HealthyWatchdog,
-    make_deps,
-    nothing_spent,
     opts,
     rented,  # noqa: F401
-    runpod_4090,
 )
+from upfakes import Created, FakeProvider, HealthyWatchdog, make_deps, nothing_spent, runpod_4090
 
 from gpuc.client.context import Ctx
 from gpuc.client.pods.up import up
