@@ -31,13 +31,16 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from gpuc.core.errors import ConfigError, SyncError
 from gpuc.core.podsecrets import GIT_TOKEN_ENV, S3_KEYS
 from gpuc.core.redact import redact
 from gpuc.core.settings import Settings
+
+if TYPE_CHECKING:
+    from gpuc.instance_side.sync import S3Sync
 
 BUCKET_ENV = "GPUC_RESULTS_BUCKET"
 ENDPOINT_ENV = "GPUC_S3_ENDPOINT_URL"
@@ -75,11 +78,7 @@ def check_destination(
     and how to fix it. The factories are for tests (a fake must be as strict as the real thing)."""
     bucket, remote = settings.results_bucket, settings.git_remote
     if not bucket and not remote:
-        raise ConfigError(
-            f"a rented pod would have nowhere to send its results: {BUCKET_ENV} is not set (nor {GIT_REMOTE_ENV}), "
-            "so its sync would fail and the pod stay KEPT, billing",
-            hint="set one in your .env: " + "; ".join(EXAMPLES),
-        )
+        raise _nowhere()
     lines: list[str] = []
     warnings: list[str] = []
     probe = f"gpuc-probe-{pysecrets.token_hex(4)}"
@@ -97,6 +96,36 @@ def check_destination(
     return DestinationCheck(tuple(lines), tuple(warnings))
 
 
+def check_setting(settings: Settings) -> str:
+    """What can be said of the destination without a request (`gpuc doctor`): it is set, it parses, it
+    is one a rented pod can reach, and its keys are there; ConfigError otherwise, as `up` would raise.
+    The write and the list are `up`'s to prove, before it rents."""
+    bucket, remote = settings.results_bucket, settings.git_remote
+    if not bucket and not remote:
+        raise _nowhere()
+    kinds: list[str] = []
+    if bucket:
+        if _folder_of(bucket) is not None:
+            _folder_allowed(settings)
+            kinds.append(f"a folder ({BUCKET_ENV})")
+        else:
+            _s3_target(bucket, "exp", "probe", settings)
+            _s3_credentials(settings)
+            kinds.append(f"an S3 bucket ({BUCKET_ENV}, its keys set)")
+    if remote:
+        _git_target(settings, remote)
+        kinds.append(f"a git remote ({GIT_REMOTE_ENV}{', token set' if settings.git_token else ''})")
+    return " and ".join(kinds) + "; `up` proves a write and a list before it rents"
+
+
+def _nowhere() -> ConfigError:
+    return ConfigError(
+        f"a rented pod would have nowhere to send its results: {BUCKET_ENV} is not set (nor {GIT_REMOTE_ENV}), "
+        "so its sync would fail and the pod stay KEPT, billing",
+        hint="set one in your .env: " + "; ".join(EXAMPLES),
+    )
+
+
 def require_destination(settings: Settings, experiment: str, echo: Callable[[str], None]) -> None:
     """`up`'s call: the check, its lines printed; refuses (ConfigError) before anything is rented."""
     result = check_destination(settings, experiment)
@@ -108,25 +137,37 @@ def require_destination(settings: Settings, experiment: str, echo: Callable[[str
 def _check_bucket(
     settings: Settings, bucket: str, experiment: str, probe: str, factory: S3ClientFactory | None
 ) -> tuple[str, str | None]:
+    folder = _folder_of(bucket)
+    if folder is not None:
+        return _check_folder(settings, folder / experiment, probe), None
+    return _check_s3(settings, bucket, experiment, probe, factory)
+
+
+def _folder_of(bucket: str) -> Path | None:
+    """The folder of a file:// destination; None for s3://; refused otherwise."""
     url = urlparse(bucket)
     if url.scheme == "file" and url.path:
-        return _check_folder(settings, Path(unquote(url.path)) / experiment, probe), None
+        return Path(unquote(url.path))
     if url.scheme != "s3":
         raise ConfigError(
             # The scheme only: a URL may hold a password, and secrets never print.
             f"{BUCKET_ENV} is neither s3://bucket/prefix nor file:///path (its scheme: {url.scheme or 'none'!r})",
             hint="use s3://bucket/prefix (R2 and friends: with " + ENDPOINT_ENV + "), or: " + "; ".join(EXAMPLES),
         )
-    return _check_s3(settings, bucket, experiment, probe, factory)
+    return None
 
 
-def _check_folder(settings: Settings, folder: Path, probe: str) -> str:
+def _folder_allowed(settings: Settings) -> None:
     if settings.ssh_sandbox_root is None:
         raise ConfigError(
             f"{BUCKET_ENV}=file://... is a folder on the pod's own disk for a rented pod: it is destroyed with "
             "the pod, and the results with it",
             hint="use a bucket or a git remote: " + "; ".join(EXAMPLES[:3]),
         )
+
+
+def _check_folder(settings: Settings, folder: Path, probe: str) -> str:
+    _folder_allowed(settings)
     # The sandbox pod runs on this machine: the folder is the one it writes.
     made = [p for p in (folder, *folder.parents) if not p.exists()]
     target = folder / f".{probe}"
@@ -167,13 +208,7 @@ def _s3_credentials(settings: Settings) -> dict[str, str]:
 def _check_s3(
     settings: Settings, bucket: str, experiment: str, probe: str, factory: S3ClientFactory | None
 ) -> tuple[str, str | None]:
-    from gpuc.instance_side.sync import S3Sync  # boto3 loads only when a client is made
-
-    try:
-        # The pod's own sync object: the same URL rules, and `base` is <prefix>/<experiment>/<probe>.
-        sync = S3Sync(bucket, experiment, probe, endpoint_url=settings.s3_endpoint_url)
-    except SyncError as exc:
-        raise ConfigError(f"{BUCKET_ENV}: {exc.message}", hint=exc.hint) from None
+    sync = _s3_target(bucket, experiment, probe, settings)
     creds = _s3_credentials(settings)
     client = (factory or _pod_s3_client)(settings.s3_endpoint_url, creds)
     where = f"s3://{sync.bucket}/{sync.base.rsplit('/', 1)[0]}/"
@@ -196,6 +231,16 @@ def _check_s3(
         left = _remove_probe(client, sync.bucket, sync.base, shown)
     probe_fate = "probe left" if left else "probe removed"
     return f"results: {where}{via} takes a write and answers a list with {S3_KEYS[0]} ({probe_fate})", left
+
+
+def _s3_target(bucket: str, experiment: str, probe: str, settings: Settings) -> S3Sync:
+    from gpuc.instance_side.sync import S3Sync  # boto3 loads only when a client is made
+
+    try:
+        # The pod's own sync object: the same URL rules, and `base` is <prefix>/<experiment>/<probe>.
+        return S3Sync(bucket, experiment, probe, endpoint_url=settings.s3_endpoint_url)
+    except SyncError as exc:
+        raise ConfigError(f"{BUCKET_ENV}: {exc.message}", hint=exc.hint) from None
 
 
 def _remove_probe(client: Any, bucket: str, key: str, shown: _S3Context) -> str | None:
@@ -281,8 +326,8 @@ def _ssh_remote(remote: str) -> bool:
     return "://" not in remote and ":" in remote.split("/", 1)[0]  # git@github.com:you/exp.git
 
 
-def _check_git(settings: Settings, remote: str, probe: str, run: GitRun | None) -> str:
-    from gpuc.instance_side.sync import check_remote, git_auth_args, git_environ
+def _git_target(settings: Settings, remote: str) -> None:
+    from gpuc.instance_side.sync import check_remote
 
     if _ssh_remote(remote) and settings.ssh_sandbox_root is None:
         raise ConfigError(
@@ -295,6 +340,12 @@ def _check_git(settings: Settings, remote: str, probe: str, run: GitRun | None) 
         check_remote(remote)
     except SyncError as exc:
         raise ConfigError(f"{GIT_REMOTE_ENV}: {exc.message}", hint=exc.hint) from None
+
+
+def _check_git(settings: Settings, remote: str, probe: str, run: GitRun | None) -> str:
+    from gpuc.instance_side.sync import git_auth_args, git_environ
+
+    _git_target(settings, remote)
     token = settings.git_token.get_secret_value() if settings.git_token else ""
     secrets = {GIT_TOKEN_ENV: token} if token else {}
     env = {**_fresh_git_env(), **git_environ({}, secrets)}
