@@ -14,6 +14,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "keep": ("gpuc.client.pods.commands:keep", "Suspend a pod's idle destroy for a while (a lease)."),
     "extend": ("gpuc.client.pods.commands:extend", "Move a pod's deadline (--max-hours) later, within your cap."),
     "results": ("gpuc.client.jobs.commands:results", "Copy a kept or stopped pod's results here, then end it."),
+    "cp": ("gpuc.client.jobs.commands:cp", "Copy files between here and a pod's workspace (POD:PATH)."),
     "logs": (
         "gpuc.client.jobs.commands:logs",
         "Show a job's output: from the live pod, or from its results once gone.",

@@ -47,7 +47,7 @@ ENDPOINT_ENV = "GPUC_S3_ENDPOINT_URL"
 GIT_REMOTE_ENV = "GPUC_GIT_REMOTE"
 PROBE_BODY = b"gpuc: a probe of the results destination, removed at once; safe to delete\n"
 GIT_PROBE_TIMEOUT_S = 60.0
-# One working value per kind: the refusal shows them, the README's first-rental section too.
+# One working value per kind: the refusal shows them, the README's "Your first rental" step 3 too.
 EXAMPLES = (
     f"S3: {BUCKET_ENV}=s3://my-bucket/gpuc with {S3_KEYS[0]}/{S3_KEYS[1]} (a key for that bucket only)",
     f"R2: the same plus {ENDPOINT_ENV}=https://<account id>.r2.cloudflarestorage.com",

@@ -186,6 +186,9 @@ class Settings:
 
     # the bootstrap on the pod (instance_side/bootstrap.py); the repo it clones is git_remote
     bootstrap_apt: str = "git"  # system tools, space-separated apt packages, installed when missing
+    # "skip" for an image that ships no torch on purpose (a CPU job; the emulators' sandbox pods, where a
+    # failed torch check would be noise in a demo that passes)
+    bootstrap_torch: Literal["check", "skip"] = "check"
     bootstrap_requirements: str = "requirements.txt"  # in the repo; every line pinned (==)
     bootstrap_models: str | None = None  # Hugging Face repo ids to prefetch, comma-separated
     bootstrap_smoke: str | None = None  # a shell command run in the repo as the last step

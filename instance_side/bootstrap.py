@@ -69,6 +69,7 @@ class BootstrapPlan:
     smoke: str | None = None
     # The image's interpreter: the experiment's deps go where its job runs, not into gpuc's own venv.
     python: str = "python3"
+    torch: bool = True  # False: GPUC_BOOTSTRAP_TORCH=skip, an image without torch on purpose
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, object]) -> BootstrapPlan:
@@ -84,6 +85,12 @@ class BootstrapPlan:
                 raise ConfigError(f"bootstrap plan {name!r} should be a list of strings", hint="re-run gpuc up")
             return tuple(v for v in value if v)
 
+        def flag(name: str, default: bool) -> bool:
+            value = data.get(name, default)
+            if not isinstance(value, bool):
+                raise ConfigError(f"bootstrap plan {name!r} should be true or false", hint="re-run gpuc up")
+            return value
+
         return cls(
             repo_url=text("repo_url", None),
             requirements=text("requirements", "requirements.txt") or "requirements.txt",
@@ -91,6 +98,7 @@ class BootstrapPlan:
             models=names("models", ()),
             smoke=text("smoke", None),
             python=text("python", "python3") or "python3",
+            torch=flag("torch", True),
         )
 
     @classmethod
@@ -290,8 +298,8 @@ class Bootstrap:
         return "installed " + " ".join(missing)
 
     # -- torch ---------------------------------------------------------------------------------
-    def _torch_inputs(self) -> str:
-        return f"torch via {self.plan.python}"
+    def _torch_inputs(self) -> str | None:
+        return f"torch via {self.plan.python}" if self.plan.torch else None
 
     def _torch_run(self) -> str:
         result = self.runner([self.plan.python, "-c", TORCH_PROBE], self.env, None, 300.0)

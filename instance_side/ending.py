@@ -19,6 +19,7 @@ from typing import Literal, cast, get_args
 from gpuc.core.clock import Clock
 from gpuc.core.providers.outcome import StoppedInstead
 from gpuc.instance_side.heartbeat import PodClient, event_body
+from gpuc.instance_side.joblog import note_pod_end
 from gpuc.instance_side.kept import KeptState, clear_kept, read_kept, record_kept, stopped, warned, write_kept
 from gpuc.instance_side.podfiles import AgentConfig, PodPaths, hold_end_lock, is_ended, mark_ended
 from gpuc.instance_side.podlog import PodLog
@@ -91,6 +92,7 @@ class Ender:
             return self._end(ending)
 
     def _end(self, ending: Ending) -> Outcome:
+        note_pod_end(self.paths, ending.kind, ending.message)
         synced = self._sync()
         if synced is None:
             self.nag(record_kept(self.paths, self._kept_state(ending)))

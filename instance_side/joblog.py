@@ -29,6 +29,12 @@ READ_CHUNK = 64 * 1024
 OUTCOME_FORMAT = "gpuc-outcome/1"
 # The endings the outcome records (the pod is still there after the job: why); the laptop reads no other.
 KEPT_ENDINGS = ("kept_sync_failed", "kept_alive", "destroy_failed")
+# Who ended the pod under a job that never exited (the outcome's `ended_by`): the laptop says so.
+ENDED_BY = {
+    "idle_destroy": "the pod's agent ended it, idle",
+    "deadline_destroy": "the pod's agent ended it at its deadline",
+    "phone_destroy": "ended from the phone (destroy now)",
+}
 # A job's daemon child may keep the output pipe open after the job exits: wait this long, then go on.
 DRAIN_WAIT_S = 5.0
 
@@ -159,6 +165,15 @@ class JobLogTee:
 def write_outcome(paths: PodPaths, data: dict[str, Any]) -> None:
     with contextlib.suppress(OSError):
         atomic_write(paths.outcome, json.dumps({"format": OUTCOME_FORMAT, **data}, sort_keys=True) + "\n", 0o644)
+
+
+def note_pod_end(paths: PodPaths, kind: str, why: str) -> None:
+    """Before the sync that precedes a destroy under a running job: the synced outcome says who ended it
+    and why, not only that the job did not finish."""
+    outcome = read_outcome(paths)
+    if kind in ENDED_BY and outcome is not None and outcome.get("exit_code") is None:
+        outcome.pop("format", None)
+        write_outcome(paths, {**outcome, "ended_by": kind, "ended_why": why[:200]})
 
 
 def read_outcome(paths: PodPaths) -> dict[str, Any] | None:

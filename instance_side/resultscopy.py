@@ -4,6 +4,8 @@ kept for its results (F16): results/ and the job's log, named as the sync names 
 
     python -m gpuc.instance_side.resultscopy list   -> JSON {name: ["f", size] | ["l", target] | ["d"]}
     python -m gpuc.instance_side.resultscopy tar    -> the same entries, a tar on stdout
+    ... list|tar --path REL                           -> the same for one file or folder of the workspace
+                                                         (`gpuc cp POD:REL`), named by its last part
 
 One walk serves both, so the laptop verifies the copy against exactly what was sent. Links are sent as
 links (never followed: a link out of results/ must not pull in the pod's other files); anything that
@@ -26,16 +28,32 @@ from gpuc.core.podpaths import PodPaths
 Entry = list[object]  # ["f", size] | ["l", target] | ["d"]
 
 
-def sources(paths: PodPaths) -> list[tuple[str, Path]]:
-    """(name in the copy, path on the pod) of each top entry."""
+Source = tuple[str, Path]  # (name in the copy, path on the pod) of a top entry
+
+
+def sources(paths: PodPaths) -> list[Source]:
     return [("results", paths.results), ("logs/job.log", paths.job_log), ("logs/outcome.json", paths.outcome)]
 
 
-def walk(paths: PodPaths) -> Iterator[tuple[str, Path, os.stat_result]]:
-    for name, top in sources(paths):
+def workspace_source(paths: PodPaths, rel: str) -> Source:
+    """One path of the workspace, named by its last part. ValueError for a path that leaves the workspace:
+    a copy names what the job made, never the pod's other files (its secrets file is outside the workspace
+    and .gpuc/ holds gpuc's own)."""
+    parts = Path(rel).parts
+    if not rel or Path(rel).is_absolute() or ".." in parts or (parts and parts[0] == ".gpuc"):
+        raise ValueError(f"{rel!r} is not a path inside the workspace")
+    top = paths.workspace / rel
+    resolved = top.resolve()
+    if resolved != paths.workspace.resolve() and paths.workspace.resolve() not in resolved.parents:
+        raise ValueError(f"{rel!r} leads out of the workspace (a link to {resolved})")
+    return top.name or "workspace", top
+
+
+def walk(paths: PodPaths, chosen: list[Source] | None = None) -> Iterator[tuple[str, Path, os.stat_result]]:
+    for name, top in sources(paths) if chosen is None else chosen:
         try:
-            # results/ itself may be a link (to a run's folder): that folder is what the user means by it
-            st = top.stat() if name == "results" else top.lstat()
+            # The top itself may be a link (results/ to a run's folder): that folder is what the user means
+            st = top.stat() if chosen is not None or name == "results" else top.lstat()
         except OSError:
             continue  # no results/ or no job log: nothing of it to copy
         yield name, top, st
@@ -66,18 +84,18 @@ def entry(path: Path, st: os.stat_result) -> Entry | None:
     return None  # a fifo, a socket, a device: no data a copy could keep
 
 
-def listing(paths: PodPaths) -> dict[str, Entry]:
+def listing(paths: PodPaths, chosen: list[Source] | None = None) -> dict[str, Entry]:
     out: dict[str, Entry] = {}
-    for name, path, st in walk(paths):
+    for name, path, st in walk(paths, chosen):
         found = entry(path, st)
         if found is not None:
             out[name] = found
     return out
 
 
-def write_tar(paths: PodPaths, out: IO[bytes]) -> None:
+def write_tar(paths: PodPaths, out: IO[bytes], chosen: list[Source] | None = None) -> None:
     with tarfile.open(fileobj=out, mode="w|", format=tarfile.PAX_FORMAT) as tar:
-        for name, path, st in walk(paths):
+        for name, path, st in walk(paths, chosen):
             kind = entry(path, st)
             if kind is None:
                 continue
@@ -98,14 +116,22 @@ def write_tar(paths: PodPaths, out: IO[bytes]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     paths = PodPaths.from_env()
+    chosen: list[Source] | None = None
+    if len(args) == 3 and args[1] == "--path":
+        try:
+            chosen = [workspace_source(paths, args[2])]
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        args = args[:1]
     if args == ["list"]:
-        print(json.dumps(listing(paths)), flush=True)
+        print(json.dumps(listing(paths, chosen)), flush=True)
         return 0
     if args == ["tar"]:
-        write_tar(paths, sys.stdout.buffer)
+        write_tar(paths, sys.stdout.buffer, chosen)
         sys.stdout.buffer.flush()
         return 0
-    print("usage: python -m gpuc.instance_side.resultscopy list|tar", file=sys.stderr)
+    print("usage: python -m gpuc.instance_side.resultscopy list|tar [--path REL]", file=sys.stderr)
     return 2
 
 

@@ -1,4 +1,4 @@
-"""`gpuc logs` and `gpuc results`: click only, one call each."""
+"""`gpuc logs`, `gpuc results` and `gpuc cp`: click only, one call each."""
 
 from __future__ import annotations
 
@@ -61,3 +61,24 @@ def logs(ctx: Ctx, pod: str, keep_following: bool, raw: bool) -> None:
     ctx.prefer_echo(say)
     with ctx:
         show(ctx, pod, keep_following, raw=raw)
+
+
+@click.command()
+@click.argument("source")
+@click.argument("dest", required=False, default=".")
+@pass_ctx
+def cp(ctx: Ctx, source: str, dest: str) -> None:
+    """Copy files between here and a pod: `gpuc cp POD:PATH [DIR]` or `gpuc cp PATH POD:[DIR]`.
+
+    PATH on the pod is relative to its workspace (the job's folder); nothing outside it is reached. From the
+    pod, the copy lands in DIR (default: here) under its own name once every name and size matches the pod's
+    listing, and nothing here is overwritten. To the pod, a file or folder goes into DIR of the workspace
+    (default: the workspace), checked as `up` checks an upload (.gitignore, .gpucignore, no .env, nothing
+    that looks like a credential) before the pod is touched; files there of the same name are replaced.
+    POD is what `gpuc ls` shows: a pod id, run id or experiment name.
+    """
+    from gpuc.client.jobs.cp import cp as copy  # startup: each command its own code
+
+    with ctx:
+        where = copy(source, dest, ctx)
+    click.echo(f"copied to {where}")

@@ -294,7 +294,7 @@ def report(ctx: Ctx, pod: Pod, run: RunRecord, state: Follow, *, job_id: str | N
             f" {money}; {where}{problems}",
         )
     if outcome is None or outcome.exit_code is None:
-        began = "the job started but did not finish (the pod was destroyed under it)" if outcome else (
+        began = _not_finished(outcome) if outcome else (
             "the job's outcome is unknown"
         )
         seen = f"; {state.unreadable.describe()} when last read" if state.unreadable else ""
@@ -333,3 +333,9 @@ def _status(ctx: Ctx) -> StatusResponse | None:
         return ctx.watchdog.status()
     except GpucError:
         return None
+
+
+def _not_finished(outcome: JobOutcome) -> str:
+    if outcome.ended_by is None:
+        return "the job started but did not finish (the pod was destroyed under it)"
+    return "the job started but " + outcome.not_finished().removeprefix("the job ")

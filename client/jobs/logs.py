@@ -18,15 +18,10 @@ from gpuc.core.models import Pod
 
 
 def find_run(ctx: Ctx, ref: str) -> RunRecord:
-    """A run by pod id, pod name or run id; or an experiment's latest run (what `gpuc up NAME` printed last)."""
-    try:
-        return ctx.runs.find(ref)
-    except NotFound:
-        runs = [r for r in ctx.runs.all() if r.experiment == ref and r.pod_id]
-        if not runs:
-            raise
-    say(f"experiment {ref}: its latest run, pod {runs[-1].pod_id} ({len(runs)} run(s) in all)")
-    return runs[-1]
+    run = ctx.runs.find(ref)
+    if ref == run.experiment and ref not in (run.pod_id, run.run_id, run.name):
+        say(f"experiment {ref}: pod {run.pod_id} (run {run.run_id})")
+    return run
 
 
 def show(ctx: Ctx, ref: str, keep_following: bool, *, raw: bool = False) -> None:
@@ -103,5 +98,5 @@ def _print_from_destination(ctx: Ctx, run: RunRecord, raw: bool) -> None:
     elif outcome is not None and outcome.exit_code is not None:
         ended = f"job exited with code {outcome.exit_code} after {fmt_duration(outcome.duration_s)}"
     else:
-        ended = "the job did not finish"
+        ended = outcome.not_finished() if outcome is not None else "the job did not finish"
     say(f"{run.pod_id} is gone; its log from {place.describe()}: {ended}")

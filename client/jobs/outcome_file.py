@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuc.core.podjson import Unreadable, loads
-from gpuc.instance_side.joblog import KEPT_ENDINGS, OUTCOME_FORMAT
+from gpuc.instance_side.joblog import ENDED_BY, KEPT_ENDINGS, OUTCOME_FORMAT
 
 OUTCOME_MAX_BYTES = 64 * 1024  # gpuc writes ~300 bytes
 MAX_DURATION_S = 366 * 86400.0
 EPOCH_RANGE = (946_684_800.0, 4_102_444_800.0)  # 2000-01-01 .. 2100-01-01 UTC
 MAX_SIGNAL = 64
-_TEXT_FIELDS = ("job_id", "pod_id", "run_id", "experiment")
+_TEXT_FIELDS = ("job_id", "pod_id", "run_id", "experiment", "ended_why")
 _MAX_TEXT = 256
 
 
@@ -34,6 +34,15 @@ class JobOutcome:
     exit_code: int | None
     duration_s: float | None = None
     ending: str | None = None  # set when the pod is KEPT after the job: why (kept_sync_failed, ...)
+    ended_by: str | None = None  # a job that never exited: who ended the pod (ENDED_BY), and why
+    ended_why: str | None = None
+
+    def not_finished(self) -> str:
+        """"the job did not finish", with who ended the pod under it when the pod said so."""
+        if self.ended_by is None:
+            return "the job did not finish"
+        why = f" ({self.ended_why})" if self.ended_why else ""
+        return f"the job did not finish: {ENDED_BY[self.ended_by]}{why}"
 
 
 @dataclass(frozen=True)
@@ -73,11 +82,16 @@ def outcome_from(value: object) -> JobOutcome:
     ending = value.get("ending")
     if ending is not None and ending not in KEPT_ENDINGS:
         raise Unreadable(f"ending is {_show(ending)}, not one gpuc writes")
+    ended_by = value.get("ended_by")
+    if ended_by is not None and ended_by not in ENDED_BY:
+        raise Unreadable(f"ended_by is {_show(ended_by)}, not one gpuc writes")
     return JobOutcome(
         job_id=value.get("job_id"),
         exit_code=exit_code_from(value.get("exit_code")),
         duration_s=duration_from(value.get("duration_s")),
         ending=ending,
+        ended_by=ended_by,
+        ended_why=value.get("ended_why"),
     )
 
 

@@ -116,9 +116,9 @@ def reconcile_command(ctx: Ctx, month: str | None, providers: tuple[str, ...], a
 def note_command(ctx: Ctx, run: str, text: str) -> None:
     """Add TEXT (what the run concluded) to RUN's ledger row, open or closed: a run that ended itself too.
 
-    RUN: a pod id, a pod name or run id from this machine, or an experiment name with one run in the
-    ledger. The note is appended after what the row says (as `down --note` does); the same note twice is
-    written once. One line of text, at most 500 characters.
+    RUN: as in every command (pod id, run id, pod name, or experiment: its open run, else its latest),
+    or a pod id or an experiment with one run in the ledger. The note is appended after what the row
+    says (as `down --note` does); the same note twice is written once. One line, at most 500 characters.
     """
     from gpuc.client.money.notes import add_note
 

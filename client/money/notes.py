@@ -1,8 +1,9 @@
 """`gpuc ledger note RUN TEXT`: a conclusion on a run's ledger row, open or closed (issue 19.6). Most runs end
 themselves (the job exits, the pod syncs and destroys), so `down --note` never sees them.
 
-RUN is what the user has at hand: a pod id, a pod name or run id this machine started, or an experiment
-name that has one run in the ledger. Only the ledger is written: no provider call, since the pod is
+RUN is what every command takes (client/pods/runs.py RunStore.find: pod id, run id, pod name, or an
+experiment's open run, else its latest), and for a run this machine did not start, a pod id of the ledger
+or an experiment with one run there. Only the ledger is written: no provider call, since the pod is
 usually gone by the time its conclusion is known.
 """
 
@@ -31,7 +32,7 @@ def _pod_of(ctx: Ctx, book: Ledger, ref: str) -> str:
     if any(e.pod_id == ref for e in entries):
         return ref
     try:
-        pod_id = ctx.runs.find(ref).pod_id  # a pod name or a run id this machine started
+        pod_id = ctx.runs.find(ref).pod_id  # the one resolver (two open runs of an experiment: refused there)
     except NotFound:
         pod_id = None
     if pod_id is not None and any(e.pod_id == pod_id for e in entries):

@@ -278,6 +278,7 @@ def bootstrap_plan(settings: Settings) -> dict[str, Any]:
         "repo_url": settings.git_remote,
         "requirements": settings.bootstrap_requirements,
         "apt": settings.bootstrap_apt.split(),
+        "torch": settings.bootstrap_torch == "check",
         "models": [m.strip() for m in (settings.bootstrap_models or "").split(",") if m.strip()],
         "smoke": settings.bootstrap_smoke,
         "python": "python3",

@@ -68,6 +68,7 @@ class Bundle:
     links: dict[str, str] = field(default_factory=dict)  # rel -> target (inside the project)
     skipped: list[str] = field(default_factory=list)
     allowed: set[str] = field(default_factory=set)  # `!path` in .gpucignore: sent though it looks like a key
+    prefix: str = ""  # where in the workspace it lands (`gpuc cp DIR POD:data`); "" = the workspace itself
 
     @property
     def total_bytes(self) -> int:
@@ -80,16 +81,19 @@ class Bundle:
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=6) as tar:
             for rel in sorted(self.files):
-                info = tar.gettarinfo(str(self.root / rel), arcname=rel)
+                info = tar.gettarinfo(str(self.root / rel), arcname=self._arcname(rel))
                 _own_by_root(info)
                 with (self.root / rel).open("rb") as fh:
                     tar.addfile(info, fh)
             for rel, target in sorted(self.links.items()):
-                info = tarfile.TarInfo(rel)
+                info = tarfile.TarInfo(self._arcname(rel))
                 info.type, info.linkname, info.mode = tarfile.SYMTYPE, target, 0o777
                 _own_by_root(info)
                 tar.addfile(info)
         return buffer.getvalue()
+
+    def _arcname(self, rel: str) -> str:
+        return f"{self.prefix}/{rel}" if self.prefix else rel
 
 
 def _own_by_root(info: tarfile.TarInfo) -> None:
@@ -317,7 +321,9 @@ def prepare(root: Path, max_mb: float, gpuc_home: Path | None = None) -> Bundle:
 
 
 # -- onto the pod ---------------------------------------------------------------------------------
-def upload(access: PodAccess, bundle: Bundle, say: Callable[[str], None], part_bytes: int = PART_BYTES) -> None:
+def upload(
+    access: PodAccess, bundle: Bundle, say: Callable[[str], None], part_bytes: int = PART_BYTES, what: str = "project"
+) -> None:
     """The project into the pod's workspace, in parts the pod joins, checks and unpacks (ask unpack).
     Raises GpucError (then `up` destroys the pod)."""
     data = bundle.archive()
@@ -332,7 +338,8 @@ def upload(access: PodAccess, bundle: Bundle, say: Callable[[str], None], part_b
         raise GpucError(
             f"unpacking the project on the pod failed: {exc.error or exc.message}", hint="check the pod's disk space"
         ) from None
-    say(f"  project uploaded: {bundle.describe()} -> {unpacked.workspace} ({_mb(len(data))} sent)")
+    landed = f"{unpacked.workspace}/{bundle.prefix}" if bundle.prefix else unpacked.workspace
+    say(f"  {what} uploaded: {bundle.describe()} -> {landed} ({_mb(len(data))} sent)")
     if bundle.skipped:
         say(f"  not uploaded: {', '.join(bundle.skipped[:6])}{' ...' if len(bundle.skipped) > 6 else ''}")
 

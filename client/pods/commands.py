@@ -151,23 +151,39 @@ def _ask(question: str) -> bool:
     "--wait", is_flag=True, help="Stream the job's output, wait for its end, exit with its exit code."
 )
 @click.option("--timeout", default=None, help="With --wait: stop waiting after this long (30m, 2h); the job goes on.")
+@click.option(
+    "--sync",
+    "sync_code",
+    is_flag=True,
+    help="Upload this folder again first, as `up` does (same exclusions and checks): the job runs today's code.",
+)
 @click.option("--dry-run", is_flag=True, help="Print what would run; start nothing.")
 @pass_ctx
 def run(
-    ctx: Ctx, pod: str, command: tuple[str, ...], force: bool, wait: bool, timeout: str | None, dry_run: bool
+    ctx: Ctx,
+    pod: str,
+    command: tuple[str, ...],
+    force: bool,
+    wait: bool,
+    timeout: str | None,
+    sync_code: bool,
+    dry_run: bool,
 ) -> None:
     """Run COMMAND on POD under the wrapper: on exit, sync → notify → destroy.
 
     Refused while POD still runs a job (checked on the pod): its exit would destroy the pod under that job,
     and when what COMMAND runs (its script) is not on the pod. Without --wait, `run` returns once the job
-    has STARTED.
+    has STARTED. With --sync the folder is checked here, before the pod is touched, and uploaded over the
+    pod's workspace (changed files replaced; files deleted here stay there; results/ is never touched).
     """
     from gpuc.client.jobs import wait as jobwait  # lazy: see up
+    from gpuc.client.onpod import upload
     from gpuc.client.pods.run import run_job
 
     timeout_s = jobwait.check_wait_options(wait, timeout, command)
+    bundle = upload.prepare(Path.cwd(), ctx.settings.upload_max_mb, ctx.settings.home) if sync_code else None
     job_id = jobwait.new_job_id()
-    started = run_job(pod, list(command), ctx, dry_run=dry_run, force=force, job_id=job_id)
+    started = run_job(pod, list(command), ctx, dry_run=dry_run, force=force, job_id=job_id, bundle=bundle)
     if wait and not dry_run:
         jobwait.wait_and_exit(ctx, started, job_id=job_id, timeout_s=timeout_s)
 
@@ -198,7 +214,8 @@ def down(ctx: Ctx, pod: str, note: str | None, force: bool, dry_run: bool) -> No
 def ls(ctx: Ctx, as_json: bool) -> None:
     """List pods at every provider: GPU, age, cost so far, and the watchdog's view.
 
-    A provider without a key is listed as not checked: "no pods" means every provider was read.
+    A provider without a key is listed as not checked: "no pods" means every provider was read. Exits 1
+    when a provider holding a key could not be read (its pods may be billing unseen).
     """
     with ctx:
         listing = survey.survey(ctx)
@@ -210,9 +227,12 @@ def ls(ctx: Ctx, as_json: bool) -> None:
         for name, state in listing.providers.items():
             if state != survey.READ:
                 click.echo(f"! {name}: {clean_line(state)}", err=True)
-        return
-    for line in ls_lines(listing):
-        click.echo(line)
+    else:
+        for line in ls_lines(listing):
+            click.echo(line)
+    if listing.unread:  # a script (or a cron check) must not read "listed" as "nothing is billing"
+        click.echo(f"gpuc ls: incomplete: {', '.join(listing.unread)} could not be read", err=True)
+        click.get_current_context().exit(1)
 
 
 @click.command()

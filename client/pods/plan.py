@@ -167,8 +167,9 @@ def check_watchdog_reachable(settings: Settings) -> None:
     raise ConfigError(
         f"the watchdog at {settings.functions_url} is this machine's loopback: a rented pod cannot reach it "
         "(its heartbeats would never arrive)",
-        hint="deploy the watchdog (`gpuc watchdog deploy` sets GPUC_FUNCTIONS_URL), or expose this one "
-        "(`gpuc watchdog serve --host 0.0.0.0`, behind a tunnel) and set GPUC_FUNCTIONS_URL to its public URL",
+        hint="deploy the watchdog (`gpuc watchdog deploy` sets GPUC_FUNCTIONS_URL), or run `gpuc watchdog serve` "
+        "on an always-on machine with TLS in front and set GPUC_FUNCTIONS_URL=https://<its name> (README: Your "
+        "first rental, step 4)",
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from gpuc.client.context import Ctx
 from gpuc.client.onpod.ask import OlderPod, PodAnswerError, job_state
-from gpuc.client.onpod.upload import check_command
+from gpuc.client.onpod.upload import Bundle, check_command, upload
 from gpuc.client.pods.runs import RunRecord
 from gpuc.core.errors import NotFound, SafetyRefusal
 from gpuc.core.models import Pod
@@ -36,10 +36,17 @@ def job_on_pod(access: PodAccess, pod: Pod) -> str | None:
 
 
 def run_job(
-    ref: str, command: list[str], ctx: Ctx, dry_run: bool = False, force: bool = False, job_id: str | None = None
+    ref: str,
+    command: list[str],
+    ctx: Ctx,
+    dry_run: bool = False,
+    force: bool = False,
+    job_id: str | None = None,
+    bundle: Bundle | None = None,
 ) -> Pod:
     """Start COMMAND under the wrapper. Refused while the pod runs a job (checked on the pod itself):
-    the second job's exit would destroy the pod under the first. `force` starts it anyway."""
+    the second job's exit would destroy the pod under the first. `force` starts it anyway. `bundle`
+    (`run --sync`): the project, uploaded first; never under a running job, whose files it would change."""
     _run, pod, provider = resolve_pod(ref, ctx)
     if pod.status != "running":
         raise SafetyRefusal(f"pod {pod.id} is {pod.status}", hint="only a running pod can take a job")
@@ -50,13 +57,24 @@ def run_job(
             f"pod {pod.id}: {busy}; a second job would destroy the pod when it exits, under the first",
             hint=f"wait for it (gpuc ls), or start it anyway with: gpuc run {pod.id} --force -- ...",
         )
+    if busy and bundle is not None:
+        raise SafetyRefusal(
+            f"pod {pod.id}: {busy}; --sync would change the files under it",
+            hint=f"wait for it (gpuc ls), or run without --sync: gpuc run {pod.id} --force -- ...",
+        )
     if busy:
         ctx.echo(f"{pod.id}: {busy}; starting another anyway (--force)")
-    # Refused, not destroyed: this pod was not just created for the job, it may hold someone's work.
-    check_command(access, command, None, destroying=False)
+    if bundle is None:
+        # Refused, not destroyed: this pod was not just created for the job, it may hold someone's work.
+        check_command(access, command, None, destroying=False)
     if dry_run:
+        if bundle is not None:
+            ctx.echo(f"dry run: would upload {bundle.describe()} to {pod.id}")
         ctx.echo(f"dry run: would start under the wrapper on {pod.id}: {short_command(command)}")
         return pod
+    if bundle is not None:
+        upload(access, bundle, ctx.echo)
+        check_command(access, command, bundle, destroying=False)
     start_job(access, command, job_id)
     ctx.echo(job_started(pod, command))
     return pod

@@ -112,18 +112,39 @@ class RunStore:
         return [RunRecord(**dict(r)) for r in rows]
 
     def find(self, ref: str) -> RunRecord:
-        """A run by pod id, pod name or run id."""
+        """The one resolver every command uses: a pod id, run id or pod name; else an experiment's run
+        (the name `gpuc ls` shows): its one open run, else its latest. Two open runs of one experiment are
+        refused with both listed: acting on a guess could end the wrong pod."""
         with self._db() as db:
             row = db.execute(
                 "select * from runs where pod_id = ? or name = ? or run_id = ? order by created_at desc limit 1",
                 (ref, ref, ref),
             ).fetchone()
-        if row is None:
-            raise NotFound(
-                f"no pod {ref!r} was started by gpuc on this machine",
-                hint="`gpuc ls` lists pods with their ids; gpuc never acts on pods it did not start",
-            )
-        return RunRecord(**dict(row))
+            rows = [] if row else db.execute(
+                "select * from runs where experiment = ? and pod_id is not null order by created_at", (ref,)
+            ).fetchall()
+        if row is not None:
+            return RunRecord(**dict(row))
+        return _one_of_experiment(ref, [RunRecord(**dict(r)) for r in rows])
 
     def by_pod_id(self) -> dict[str, RunRecord]:
         return {r.pod_id: r for r in self.all() if r.pod_id}
+
+
+CLOSED = ("ended", "failed")
+
+
+def _one_of_experiment(ref: str, runs: list[RunRecord]) -> RunRecord:
+    if not runs:
+        raise NotFound(
+            f"no pod, run or experiment {ref!r} was started by gpuc on this machine",
+            hint="`gpuc ls` lists pods with their ids; gpuc never acts on pods it did not start",
+        )
+    open_runs = [r for r in runs if r.phase not in CLOSED]
+    if len(open_runs) > 1:
+        listed = "; ".join(f"pod {r.pod_id} (run {r.run_id}, {r.phase})" for r in open_runs)
+        raise NotFound(
+            f"ambiguous: experiment {ref!r} has {len(open_runs)} pods: {listed}",
+            hint="name one by its pod id (the first column of `gpuc ls`)",
+        )
+    return open_runs[0] if open_runs else runs[-1]

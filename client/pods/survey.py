@@ -39,6 +39,7 @@ LS_FIELDS = (
 # Fields that hold a time: epoch seconds in the rows, ISO 8601 UTC in `gpuc ls --json`.
 LS_TIMES = ("created_at", "last_seen", "lease_until", "destroy_at")
 READ = "read"
+NOT_READ = "not read"
 
 
 def providers_to_list(settings: Settings) -> list[str]:
@@ -60,6 +61,11 @@ class Listing:
     @property
     def complete(self) -> bool:
         return all(state == READ for state in self.providers.values())
+
+    @property
+    def unread(self) -> list[str]:
+        """Providers holding a key that could not be read: their pods may be billing unseen."""
+        return [name for name, state in self.providers.items() if state.startswith(NOT_READ)]
 
 
 def survey(ctx: Ctx) -> Listing:
@@ -85,7 +91,7 @@ def survey(ctx: Ctx) -> Listing:
             pods = ctx.provider(name).list_pods()
         except GpucError as exc:
             warnings.append(f"{name}: {exc.message}")
-            states[name] = f"not read: {exc.message}"
+            states[name] = f"{NOT_READ}: {exc.message}"
             continue
         states[name] = READ
         for pod in pods:

@@ -21,6 +21,7 @@ from gpuc.client.pods import plan
 from gpuc.client.pods.down import close_ledger
 from gpuc.client.pods.plan import UpOptions, check_env_file, check_experiment
 from gpuc.client.pods.run import job_started, short_command, start_job
+from gpuc.client.text import clock_utc, short_span
 from gpuc.core.api import RegisterRequest
 from gpuc.core.errors import GpucError, ProviderError
 from gpuc.core.ledger import sane_price, sane_ts
@@ -191,7 +192,18 @@ def _after_create(pod: Pod, spec: PodSpec, opts: UpOptions, ctx: Ctx, secrets_en
     if opts.command:
         start_job(access, opts.command, opts.job_id)
         ctx.echo(job_started(pod, opts.command))
+    else:
+        ctx.echo(no_job_yet(pod.id, ctx.settings.idle_destroy_s, deadline_at, ctx.clock.now()))
     return pod
+
+
+def no_job_yet(pod_id: str, idle_destroy_s: float, deadline_at: float, now: float) -> str:
+    """A pod with no job bills from now: say when it ends by itself, and how to hold it."""
+    return (
+        f"no job started: the pod is destroyed after {short_span(idle_destroy_s)} idle (no GPU use, no ssh "
+        f"input, no process making progress), and at the latest at {clock_utc(deadline_at, now)}; "
+        f"`gpuc run {pod_id} -- CMD` starts a job, `gpuc keep {pod_id} --for 2h` holds it"
+    )
 
 
 def onto_pod(

@@ -73,15 +73,36 @@ def doctor(ctx: Ctx, repo: Path | None, install_hook_flag: bool, as_json: bool, 
     show_default=True,
     help="runpod / vast: against that provider's emulator, pods reached over a loopback sshd.",
 )
-def demo(home: Path | None, provider: str) -> None:
+@click.option(
+    "--serve",
+    is_flag=True,
+    help="With --provider runpod|vast: keep the emulator, sshd and a watchdog up until Ctrl-C and print the "
+    "line that points a shell at them, to rehearse a rental offline with every gpuc command.",
+)
+def demo(home: Path | None, provider: str, serve: bool) -> None:
     """Run the whole pod life end to end (no accounts, no network): on the embedded default, or
     against a RunPod or Vast emulator through the rented-pod path (create, ssh, install, self-destroy)."""
     require_testkit("demo")
+    if serve:
+        _serve(home, provider)
     # Lazy: `gpuc demo --help` and every TAB load this module; the demo's stack (~180 ms) loads only to run.
     from gpuc.client.setup.demo import run_demo
 
     code = run_demo(click.echo, home=home, keep_home=home is not None, provider=provider)
     raise SystemExit(code)
+
+
+def _serve(home: Path | None, provider: str) -> None:
+    from gpuc.core.errors import ConfigError
+
+    if provider == "local":
+        raise ConfigError(
+            "--serve rehearses a rented pod: it needs an emulated provider",
+            hint="use gpuc demo --provider runpod --serve (or vast)",
+        )
+    from gpuc.client.setup.rehearse import serve_rehearsal
+
+    raise SystemExit(serve_rehearsal(click.echo, provider, home))
 
 
 @click.command()

@@ -64,7 +64,8 @@ FAST = {
 # "will destroy" at load 28. 40 s keeps the margin.
 # The grace after a wrapper's end covers its self-destroy call (real 4 min): at load 20, 1.5 s did not, and
 # the watchdog destroyed the pod first, with the account key.
-REMOTE = {**FAST, "silence_limit_s": 40.0, "destroy_grace_s": 10.0, "bootstrap_apt": ""}
+# The sandbox pods have no torch and no apt: the demo's bootstrap skips both (GPUC_BOOTSTRAP_TORCH=skip).
+REMOTE = {**FAST, "silence_limit_s": 40.0, "destroy_grace_s": 10.0, "bootstrap_apt": "", "bootstrap_torch": "skip"}
 
 JOB = (
     "import json, os, time\n"
@@ -293,7 +294,7 @@ def run_demo(echo: Echo, home: Path | None = None, keep_home: bool = False, prov
     try:
         demo.run()
     finally:
-        _cleanup(demo.provider)
+        cleanup_pods(demo.provider)
         server.stop()
         if tmp and not keep_home:
             shutil.rmtree(home, ignore_errors=True)
@@ -335,7 +336,7 @@ def run_remote_demo(echo: Echo, provider: str, home: Path | None = None, keep_ho
         try:
             demo.run()
         finally:
-            _cleanup(demo.provider)
+            cleanup_pods(demo.provider)
             for provider_client in demo.ctx.providers.values():
                 provider_client.close()
             demo.ctx.watchdog.close()
@@ -354,7 +355,7 @@ def _verdict(demo: Demo, echo: Echo, elapsed: float) -> int:
     return 0
 
 
-def _cleanup(provider: Provider) -> None:
+def cleanup_pods(provider: Provider) -> None:
     """Whatever happened, leave no pod and no process behind."""
     clock = SystemClock()
     for pod in provider.list_pods():

@@ -62,15 +62,14 @@ def env_source(env_file: Path, environ: Mapping[str, str], cwd: Path) -> Check:
     return ok(".env read", f"{env_file} ({why})")
 
 
-def check_env_file(env_file: Path, git: GitRunner) -> list[Check]:
+def check_env_file(env_file: Path, git: GitRunner, renting: bool = True) -> list[Check]:
+    """`renting`: GPUC_PROVIDER is a real provider, whose key belongs in the .env. The local provider
+    needs no key: there a missing .env is worth a line, not a ✗."""
     if not env_file.exists():
-        return [
-            fail(
-                ".env exists",
-                f"{env_file} is missing",
-                f"touch {env_file} && chmod 600 {env_file}, then add RUNPOD_API_KEY=... or VAST_API_KEY=...",
-            )
-        ]
+        fix = f"touch {env_file} && chmod 600 {env_file}, then add RUNPOD_API_KEY=... or VAST_API_KEY=..."
+        if not renting:
+            return [warn(".env exists", f"{env_file} is missing: fine while you use the local provider only", fix)]
+        return [fail(".env exists", f"{env_file} is missing", fix)]
     return [ok(".env exists", str(env_file)), check_env_mode(env_file), check_env_ignored(env_file, git)]
 
 
@@ -304,13 +303,14 @@ def env_path(settings: Settings, cwd: Path) -> Path:
 def run_checks(deps: DoctorDeps, cwd: Path, environ: Mapping[str, str] | None = None) -> list[Check]:
     env_file = env_path(deps.settings, cwd)
     checks = [env_source(env_file, os.environ if environ is None else environ, cwd)]
-    checks += check_env_file(env_file, deps.git)
+    checks += check_env_file(env_file, deps.git, renting=deps.settings.provider != "local")
     checks += check_keys(deps.settings)
     checks.append(check_deadline(deps.settings))
     checks.append(check_results(deps.settings))  # nowhere to sync: a rented pod KEPT, billing (issue 19.1)
     balances = deps.balances()
     checks += check_balance(balances) + [Check(**c) for c in account_checks(balances, deps.settings)]
-    checks += check_watchdog(deps.status, deps.settings.functions_url)
+    if _has(deps.settings, "admin_token"):  # without one, the token's ✗ above says the one thing to do
+        checks += check_watchdog(deps.status, deps.settings.functions_url)
     checks.append(check_hook(deps.repo, deps.git))
     return checks
 

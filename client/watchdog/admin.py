@@ -69,7 +69,10 @@ def serve_banner(settings: Settings, url: str, environ: Mapping[str, str]) -> li
 
     where = f"watchdog listening on {url}"
     if loopback_host(url):
-        where += " (loopback: local pods only; rented pods need `gpuc watchdog deploy`)"
+        where += (
+            " (loopback: local pods only; for rented pods put TLS on a public name in front of it, or use "
+            "`gpuc watchdog deploy`: README, Your first rental)"
+        )
     return [
         where,
         f"reaper: a pass every {span_words(settings.reaper_period_s)}",

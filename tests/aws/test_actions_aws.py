@@ -4,10 +4,17 @@ pages, the same single use (DynamoDB's conditional write), the same refusals."""
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
-from test_aws_handlers import FUNCTION_URL_HOST, LambdaWorld, url_event, world  # noqa: F401 - the fixture
+import boto3
+import pytest
+from phone_fakes import leased, tap_token
+from test_aws_handlers import FUNCTION_URL_HOST, TABLE, LambdaWorld, lambda_world, url_event, world  # noqa: F401
+from test_phone_taps import BOT_TOKEN, CHAT, SLACK_SECRET, TG_SECRET, slack, slack_body, telegram, update
 
+from gpuc.core.clock import FakeClock
 from gpuc.functions import aws as lam
 from gpuc.functions.actions.offers import offer
 from gpuc.functions.edge import Request
@@ -81,3 +88,43 @@ def test_a_host_that_is_not_a_function_url_is_not_taken_for_one(world: LambdaWor
     event["requestContext"]["domainName"] = "evil.example"
     lam.ingest_handler(event, None)
     assert world.deps.settings.public_url is None
+
+
+# -- the channels' taps through the Lambda handler (Telegram's webhook, Slack's Request URL) ------------
+@pytest.fixture
+def channels(aws: str, home: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> Iterator[LambdaWorld]:
+    secrets = {
+        "telegram_secret": TG_SECRET,
+        "slack_signing_secret": SLACK_SECRET,
+        "notify_urls": f"tgram://{BOT_TOKEN}/{CHAT}",
+    }
+    yield from lambda_world(home, clock, monkeypatch, secrets)
+
+
+def table_items() -> list[dict[str, Any]]:
+    return list(boto3.client("dynamodb").scan(TableName=TABLE)["Items"])
+
+
+def test_a_telegram_tap_through_lambda_acts_once_and_a_forged_one_stores_nothing(channels: LambdaWorld) -> None:
+    tg = channels
+    tg.register("p1")
+    body = update(tap_token(tg))
+    before = table_items()
+    assert telegram(tg, body, "wrong-secret")[0] == 401
+    assert table_items() == before and leased(tg) is None
+    status, answer = telegram(tg, body)
+    assert status == 200 and str(answer["text"]).startswith("kept 1 h more") and leased(tg) is not None
+    status, again = telegram(tg, body)
+    assert status == 200 and "already used" in str(again["text"])
+
+
+def test_a_slack_tap_through_lambda_acts_once_and_a_bad_signature_stores_nothing(channels: LambdaWorld) -> None:
+    sl = channels
+    sl.register("p1")
+    body = slack_body(tap_token(sl))
+    before = table_items()
+    assert slack(sl, body, secret="wrong")[0] == 401
+    assert table_items() == before and leased(sl) is None
+    status, answer = slack(sl, body)
+    assert status == 200 and str(answer["text"]).startswith("kept 1 h more") and leased(sl) is not None
+    assert "already used" in str(slack(sl, body)[1]["text"])

@@ -66,8 +66,17 @@ class LambdaWorld(World):
 
 @pytest.fixture
 def world(aws: str, home: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> Iterator[LambdaWorld]:
+    yield from lambda_world(home, clock, monkeypatch)
+
+
+def lambda_world(
+    home: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch, secrets: Mapping[str, str] | None = None
+) -> Iterator[LambdaWorld]:
+    """A cold start on moto: the table, the SSM parameters `gpuc watchdog deploy` stores (admin_token and
+    `secrets`, {settings field: value}), the deps ingest_handler builds from them."""
     create_table(boto3.client("dynamodb"), TABLE)
-    boto3.client("ssm").put_parameter(Name=f"{PREFIX}/admin_token", Value=ADMIN, Type="SecureString")
+    for name, value in {"admin_token": ADMIN, **(secrets or {})}.items():
+        boto3.client("ssm").put_parameter(Name=f"{PREFIX}/{name}", Value=value, Type="SecureString")
     monkeypatch.setenv("TABLE_NAME", TABLE)
     monkeypatch.setenv("GPUC_SSM_PREFIX", PREFIX)
     monkeypatch.setenv("GPUC_PROVIDER", "fake")

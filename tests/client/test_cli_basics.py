@@ -33,7 +33,7 @@ def test_fast_help_lists_the_same_commands_as_click() -> None:
     [
         (("up",), "an experiment name is required", "gpuc up NAME"),
         (("up", "bad name!"), "is not valid", "letters, digits"),
-        (("down", "lp-nosuchpod"), "no pod 'lp-nosuchpod' was started by gpuc", "gpuc ls"),
+        (("down", "lp-nosuchpod"), "no pod, run or experiment 'lp-nosuchpod' was started by gpuc", "gpuc ls"),
         (("keep", "lp-x", "--for", "soon"), "duration 'soon' is not valid", "2h"),
     ],
 )

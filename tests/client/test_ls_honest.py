@@ -145,6 +145,20 @@ def test_a_provider_that_could_not_be_read_is_not_an_empty_account(tmp_path: Pat
     assert lines[-1].startswith("vast") and "not read:" in lines[-1] and "HTTP 503" in lines[-1]
 
 
+@pytest.mark.parametrize("as_json", [[], ["--json"]])
+def test_ls_exits_1_and_names_the_provider_it_could_not_read(tmp_path: Path, as_json: list[str]) -> None:
+    ctx = deps_with(tmp_path, every_provider(fail="vast"), Watchdog())
+    result = CliRunner().invoke(ls, as_json, obj=ctx)
+    assert result.exit_code == 1, result.output
+    assert "gpuc ls: incomplete: vast could not be read" in result.stderr
+    assert "runpod" not in result.stderr.splitlines()[-1]
+
+
+def test_ls_exits_0_when_the_unread_providers_have_no_key(tmp_path: Path) -> None:
+    ctx = deps_with(tmp_path, every_provider(), Watchdog(), keys=False)
+    assert CliRunner().invoke(ls, [], obj=ctx).exit_code == 0
+
+
 def test_json_says_on_stderr_which_providers_were_not_checked() -> None:
     result = CliRunner().invoke(ls, ["--json"])
     assert json.loads(result.stdout) == []

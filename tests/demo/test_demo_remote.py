@@ -32,6 +32,7 @@ def test_the_demo_runs_both_stories_against_the_emulator(provider: str) -> None:
     assert code == 0, text
     assert f"gpuc demo: {provider} emulator at http://127.0.0.1:" in text
     assert "✗" not in text
+    assert "failed" not in text and "bootstrap incomplete" not in text  # no noise to read past in a pass
     for expected in (
         "✓ up printed the ssh line: ready: ssh -p ",
         "✓ the watchdog never took the pod for silent while up installed it",

@@ -197,6 +197,14 @@ def test_torch_that_sees_no_gpu_fails_the_check(tmp_path: Path) -> None:
     assert {r.step: r.status for r in boot.run()}["torch"] == "failed"
 
 
+def test_an_image_without_torch_on_purpose_skips_the_check(tmp_path: Path) -> None:
+    """GPUC_BOOTSTRAP_TORCH=skip (a CPU image, the emulators' sandbox pods): no failed step to read past."""
+    boot, pod = setup(tmp_path, BootstrapPlan(apt=(), torch=False))
+    pod.fail = {"torch"}
+    assert {r.step: r.status for r in boot.run()}["torch"] == "not-configured"
+    assert "torch" not in pod.verbs()
+
+
 def test_unpinned_requirements_fail_the_deps_step_and_name_the_culprits(tmp_path: Path) -> None:
     boot, pod = setup(tmp_path)
     pod.requirements = (
@@ -257,6 +265,9 @@ def test_the_plan_comes_from_bootstrap_json_or_from_the_pods_config(tmp_path: Pa
     assert BootstrapPlan.load(paths) == FULL
     paths.bootstrap_plan.write_text(json.dumps({"models": "not-a-list"}))
     with pytest.raises(ConfigError, match="'models' should be a list"):
+        BootstrapPlan.load(paths)
+    paths.bootstrap_plan.write_text(json.dumps({"torch": "no"}))
+    with pytest.raises(ConfigError, match="'torch' should be true or false"):
         BootstrapPlan.load(paths)
 
 

@@ -265,6 +265,29 @@ def test_each_failure_is_rendered_with_its_fix(repo: Path) -> None:
     assert text.count("✗") == 2 and text.count("fix:") == 2
 
 
+def test_a_fresh_local_only_setup_is_judged_by_what_it_needs(repo: Path) -> None:
+    """Issue 19: no .env and no keys are fine for the local provider; no admin token is ONE ✗ with its
+    fix, not a second one for the watchdog it makes unreachable."""
+    install_hook(repo, repo / ".env", run_git)
+    settings = Settings(env_file=repo / ".env", provider="local")
+    unreachable = FunctionsError("no admin token for the watchdog", hint="start it")
+
+    def status() -> StatusResponse:
+        raise unreachable
+
+    d = DoctorDeps(settings=settings, repo=repo, git=run_git, status=status, balances=lambda: report())
+    checks = run_checks(d, repo)
+    assert [c.name for c in checks if c.status == "fail"] == ["watchdog admin token"]
+    assert by_name(checks)[".env exists"].status == "warn"
+    assert "watchdog reachable" not in by_name(checks)
+
+
+def test_a_missing_env_file_fails_when_renting(tmp_path: Path) -> None:
+    (renting,) = check_env_file(tmp_path / ".env", run_git, renting=True)
+    (local,) = check_env_file(tmp_path / ".env", run_git, renting=False)
+    assert (renting.status, local.status) == ("fail", "warn") and local.fix == renting.fix
+
+
 def healthy_ctx(repo: Path) -> Ctx:
     """The command's Ctx for the healthy setup: the same settings, watchdog and runpod balance."""
     d = healthy(repo)
@@ -329,3 +352,9 @@ def test_the_local_provider_alone_needs_no_destination(repo: Path) -> None:
     assert check_results(settings).status == "ok" and "local provider only" in check_results(settings).detail
     folder = settings.with_overrides(results_bucket="file:///tmp/r")
     assert check_results(folder).status == "ok"
+
+
+def test_a_local_setup_with_a_provider_key_is_warned_not_failed(repo: Path) -> None:
+    settings = Settings(env_file=repo / ".env", runpod_api_key=SecretStr(RUNPOD_KEY))
+    check = check_results(settings)
+    assert check.status == "warn" and "for `up -p`: a rented pod would have nowhere" in check.detail

@@ -14,6 +14,7 @@ from conftest import Sshd
 from test_provision_loopback import Rented
 
 from gpuc.client.context import Ctx
+from gpuc.client.jobs.copyout import What
 from gpuc.client.jobs.results import NOT_COPIED, copy_results, fetcher
 from gpuc.client.onpod.provision import build_wheel, install_code, offline_installer
 from gpuc.client.onpod.ssh import SshAccess, ssh_access
@@ -75,3 +76,20 @@ def test_a_copy_cut_short_over_ssh_is_refused(sshd: Sshd, ssh_settings: Settings
     with pytest.raises(GpucError, match="does not match the pod"):
         copy_results(access, grows_meanwhile, tmp_path / "copied", deps)
     assert not (tmp_path / "copied").exists()
+
+
+def test_cp_from_the_pod_over_ssh_names_one_path_and_refuses_a_way_out(
+    sshd: Sshd, ssh_settings: Settings, tmp_path: Path
+) -> None:
+    """`gpuc cp POD:PATH` rides the same verified copy, the pod naming one path of its workspace."""
+    access, pod, deps = reach(sshd, ssh_settings)
+    paths = PodPaths(sshd.sandbox / POD_ID)
+    (paths.workspace / "ckpt").mkdir(parents=True, exist_ok=True)
+    (paths.workspace / "ckpt" / "step 9.pt").write_bytes(b"w" * 5000)
+    what = What.workspace_path("ckpt", POD_ID)
+    copy_results(access, fetcher(access, Rented(), pod, what), tmp_path / "got", deps, what)
+    assert (tmp_path / "got" / "ckpt" / "step 9.pt").read_bytes() == b"w" * 5000
+    out = What.workspace_path("../secrets.env", POD_ID)
+    with pytest.raises(GpucError, match="is not a path inside the workspace"):
+        copy_results(access, fetcher(access, Rented(), pod, out), tmp_path / "nope", deps, out)
+    assert not (tmp_path / "nope").exists()
