@@ -255,6 +255,13 @@ class NotificationRecord(Strict):
     level: Literal["info", "warning", "error"] = "info"
 
 
+class ChannelInfo(Strict):
+    """One notification channel the watchdog holds, as GPUC_NOTIFY_URLS lists it: never its URL."""
+
+    index: int = Field(ge=1, le=1000)
+    kind: str = Field(min_length=1, max_length=32)
+
+
 class StatusResponse(Strict):
     server_time: float
     reaper_last_run: float | None = None
@@ -265,6 +272,7 @@ class StatusResponse(Strict):
     notifications: list[NotificationRecord] = Field(default_factory=list)  # the most recent, oldest first
     # "pause new pods" from the phone (issue 20): `gpuc up` refuses while set, with this sentence
     new_pods_paused: str | None = None
+    channels: list[ChannelInfo] | None = None  # the watchdog's notification channels now; None: it cannot say
 
 
 class PageLinkRequest(Strict):

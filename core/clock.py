@@ -57,12 +57,35 @@ def parse_iso(value: str) -> float:
     return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
 
 
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd])")
+_DURATION = re.compile(r"^(?:\d+(?:\.\d+)?\s*[smhd]\s*)+$")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+DURATION_SHAPES = "90s, 20m, 2h, 1h30m, 1d"
+
+
+def duration_seconds(text: str, *, bare_seconds: bool = False) -> float:
+    """Seconds in "90s", "20m", "2h", "1h30m", "1d" (units may repeat in any order: "1h 30m"). A bare number
+    is seconds when `bare_seconds` (settings, where it always was) and refused otherwise (`extend 2`: two
+    what?). Raises ValueError saying what is wrong, never quoting the text."""
+    clean = text.strip().lower()
+    if bare_seconds:
+        try:
+            return float(clean)
+        except ValueError:
+            pass
+    if not clean:
+        raise ValueError("it is empty")
+    if not _DURATION.match(clean):
+        alone = not re.search(r"[a-z]", clean)
+        raise ValueError("a number needs a unit here" if alone else "it is not a number with a unit s, m, h or d")
+    return sum(float(n) * _UNITS[u] for n, u in _DURATION_PART.findall(clean))
 
 
 def parse_duration(text: str) -> float:
-    match = _DURATION.match(text.strip())
-    if not match:
-        raise ConfigError(f"duration {text!r} is not valid", hint="use a number and a unit: 90s, 30m, 2h, 1d")
-    return float(match.group(1)) * _UNITS[match.group(2)]
+    """A duration typed on the command line (`extend 2h`, `keep --for 30m`, `--timeout`)."""
+    try:
+        return duration_seconds(text)
+    except ValueError as exc:
+        raise ConfigError(
+            f"duration {text!r} is not valid: {exc}", hint=f"use a number and a unit: {DURATION_SHAPES}"
+        ) from None

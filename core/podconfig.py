@@ -8,7 +8,7 @@ sandbox pod has its own root directory. `GPUC_POD_ROOT` says which.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from pydantic import Field
 
@@ -63,6 +63,7 @@ class PodConfig(Strict):
     deadline_at: float | None = None  # the pod's end (`up --max-hours`), on the watchdog's clock
     deadline_warn_s: float = Field(15 * 60.0, ge=0)  # notified this long ahead
     deadline_lead_s: float = Field(2 * 60.0, ge=0)  # the ending starts this long ahead: its sync ends before
+    notify_start: bool = False  # push "agent start" to the phone (GPUC_NOTIFY_START); always in the pod's log
 
     @classmethod
     def for_pod(
@@ -87,6 +88,7 @@ class PodConfig(Strict):
             idle_cpu_floor_s=settings.idle_cpu_floor_s,
             idle_io_floor_bytes=settings.idle_io_floor_bytes,
             kept_window_s=settings.kept_window_s,
+            notify_start=settings.notify_start,
             results_bucket=settings.results_bucket,
             s3_endpoint_url=settings.s3_endpoint_url,
             git_remote=settings.git_remote,
@@ -95,10 +97,10 @@ class PodConfig(Strict):
 
 
 def choose_pod_secrets(
-    settings: Settings, env_file: Mapping[str, str], environ: Mapping[str, str]
+    settings: Settings, env_file: Mapping[str, str], environ: Mapping[str, str], asked: Sequence[str] = ()
 ) -> PodSecrets:
     """The allowlist (core.podsecrets): HF_TOKEN; the results destination's keys (an s3:// bucket's S3
-    keys, a git remote's token); what GPUC_POD_SECRETS names, from the environment, then `.env`."""
+    keys, a git remote's token); what GPUC_POD_SECRETS and `up --env` name, from the environment, then `.env`."""
     s3 = (settings.results_bucket or "").startswith("s3://")
 
     def value(secret: SecretStr | None) -> str | None:
@@ -110,7 +112,7 @@ def choose_pod_secrets(
         builtin[S3_KEYS[1]] = ("the results bucket", value(settings.s3_secret_access_key))
     if settings.git_remote:
         builtin[GIT_TOKEN_ENV] = ("the git remote", value(settings.git_token))
-    return choose(builtin, settings.pod_secrets, (environ, env_file))
+    return choose(builtin, settings.pod_secrets, (environ, env_file), asked)
 
 
 def pod_secrets(chosen: Mapping[str, str], token: str) -> dict[str, str]:

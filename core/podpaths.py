@@ -44,6 +44,8 @@ class PodPaths:
         self.outcome = self.state / "outcome.json"
         self.log_stage = self.state / "log-stage"
         self.end_lock = self.state / "end.lock"
+        # "retry the sync now" from the phone, for whichever process holds the kept pod (wrapper or agent)
+        self.retry_asked = self.state / "kept.retry"
         self.agent_lock = self.state / "agent.lock"
         self.upload = self.state / "upload"  # the project's archive, in parts, until `ask unpack`
         # The code `up` uploads, and the interpreter that runs it (a launcher the install writes, so

@@ -5,7 +5,8 @@ that machine's owner can read. So a pod gets only:
 - what the job and gpuc's own steps need: `HF_TOKEN` (model downloads), the results destination's own
   keys under their own names (`GPUC_S3_ACCESS_KEY_ID` / `GPUC_S3_SECRET_ACCESS_KEY` for an s3:// bucket,
   read by instance_side/sync.py) and `GPUC_GIT_TOKEN` when there is a git remote (clone and push);
-- what the user names in `GPUC_POD_SECRETS=WANDB_API_KEY,OPENAI_API_KEY,...`.
+- what the user names in `GPUC_POD_SECRETS=WANDB_API_KEY,OPENAI_API_KEY,...`, or for one run in
+  `gpuc up --env NAME` (a name only: its value is looked up, never typed on the command line).
 
 Never, even when named: the provider keys and the admin token (they act on the whole account), the
 notification channels (a bot token: a pod could message the user as gpuc), the webhook secret and the
@@ -17,13 +18,14 @@ Standard library only: the job wrapper on the pod applies the same rule to the j
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpuc.core.errors import ConfigError
 from gpuc.core.podpaths import TOKEN_ENV
 
 POD_SECRETS_ENV = "GPUC_POD_SECRETS"
+ENV_FLAG = "--env"  # `gpuc up --env NAME`: one run's named secret, same allowlist rule
 HF_TOKEN_ENV = "HF_TOKEN"
 S3_KEYS = ("GPUC_S3_ACCESS_KEY_ID", "GPUC_S3_SECRET_ACCESS_KEY")
 GIT_TOKEN_ENV = "GPUC_GIT_TOKEN"
@@ -63,7 +65,8 @@ class PodSecrets:
         """The names, never the values: `secrets to the pod: HF_TOKEN, WANDB_API_KEY (GPUC_POD_SECRETS)`."""
         if not self.values:
             return "secrets to the pod: none"
-        shown = [f"{name} ({POD_SECRETS_ENV})" if self.why[name] == POD_SECRETS_ENV else name for name in self.values]
+        named_by = (POD_SECRETS_ENV, ENV_FLAG)
+        shown = [f"{name} ({self.why[name]})" if self.why[name] in named_by else name for name in self.values]
         return "secrets to the pod: " + ", ".join(shown)
 
     def warnings(self) -> list[str]:
@@ -77,18 +80,33 @@ def named(spec: str | None) -> list[str]:
     """GPUC_POD_SECRETS as names; a name that cannot be an env var, or one that must never leave the
     laptop, is refused before anything is rented."""
     names = [part.strip() for part in (spec or "").split(",") if part.strip()]
+    return _allowed(names, POD_SECRETS_ENV, f"list names only, comma-separated: {POD_SECRETS_ENV}=WANDB_API_KEY")
+
+
+def flagged(names: Sequence[str]) -> list[str]:
+    """`gpuc up --env NAME` (issue 19 item 4): names only. A value typed on the command line sits in argv,
+    where `ps` shows it to every user of the laptop, and in the shell's history; its name says where the
+    value is (the environment, then .env), and the value goes to the pod's secrets file like the others."""
+    for name in names:
+        key, eq, _ = name.partition("=")
+        if eq:  # never echo what follows the "=": it is the secret
+            raise ConfigError(
+                f"--env {key}=... puts a value on the command line, where `ps` and your shell history keep it",
+                hint=f"put {key}=... in .env (or export it), then pass the name only: --env {key}",
+            )
+    return _allowed(list(names), ENV_FLAG, "pass a name only: --env WANDB_API_KEY")
+
+
+def _allowed(names: list[str], where: str, shape: str) -> list[str]:
     bad = [n for n in names if not _NAME.match(n)]
     if bad:
-        raise ConfigError(
-            f"{POD_SECRETS_ENV} holds {bad[0]!r}, which is not an environment variable name",
-            hint=f"list names only, comma-separated: {POD_SECRETS_ENV}=WANDB_API_KEY,OPENAI_API_KEY",
-        )
+        raise ConfigError(f"{where} holds {bad[0]!r}, which is not an environment variable name", hint=shape)
     forbidden = [n for n in names if n in NEVER_ON_POD]
     if forbidden:
         reasons = "; ".join(f"{n} is {NEVER_ON_POD[n]}" for n in forbidden)
         raise ConfigError(
-            f"{POD_SECRETS_ENV} names what never goes onto a pod (someone else's machine): {reasons}",
-            hint=f"remove {', '.join(forbidden)} from {POD_SECRETS_ENV}",
+            f"{where} names what never goes onto a pod (someone else's machine): {reasons}",
+            hint=f"remove {', '.join(forbidden)} from {where}",
         )
     return list(dict.fromkeys(names))
 
@@ -97,9 +115,11 @@ def choose(
     builtin: Mapping[str, tuple[str, str | None]],
     spec: str | None,
     sources: Iterable[Mapping[str, str]],
+    asked: Sequence[str] = (),
 ) -> PodSecrets:
     """`builtin`: name -> (why it goes, its value or None); `sources`: where a named secret is looked
-    up, first wins (the environment, then .env: the laptop's own precedence)."""
+    up, first wins (the environment, then .env: the laptop's own precedence). `asked`: `up --env` names,
+    each of which must be found (asked for this run, unlike the standing GPUC_POD_SECRETS)."""
     values: dict[str, str] = {}
     why: dict[str, str] = {}
     for name, (reason, value) in builtin.items():
@@ -115,6 +135,15 @@ def choose(
             missing.append(name)
             continue
         values[name], why[name] = found, POD_SECRETS_ENV
+    for name in flagged(asked):
+        found = next((source[name] for source in looked_in if source.get(name)), None)
+        if found is None:
+            raise ConfigError(
+                f"--env {name}: {name} is neither in your environment nor in .env (or it is empty)",
+                hint=f"export {name}=... or add it to .env, or drop --env {name}",
+            )
+        if name not in values:
+            values[name], why[name] = found, ENV_FLAG
     return PodSecrets(values, why, tuple(missing))
 
 

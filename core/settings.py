@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from gpuc.core.clock import DURATION_SHAPES, duration_seconds
+from gpuc.core.envcheck import warn_once
 from gpuc.core.errors import ConfigError
 
 SECRET_ENV = {
@@ -193,6 +195,10 @@ class Settings:
     bootstrap_models: str | None = None  # Hugging Face repo ids to prefetch, comma-separated
     bootstrap_smoke: str | None = None  # a shell command run in the repo as the last step
 
+    # notifications (issue 19 item 2): "agent start" reaches the phone only when asked (it is always logged
+    # in the pod's log); the local watchdog re-reads the channels from .env when the file changes
+    notify_start: bool = False
+
     # secrets
     runpod_api_key: SecretStr | None = None
     vast_api_key: SecretStr | None = None
@@ -226,6 +232,12 @@ class Settings:
             value = getattr(self, name)
             if value is not None and not math.isfinite(value):
                 raise SettingError(name, "must be a finite number")
+        if self.idle_warn_s >= self.idle_destroy_s:  # issue 19: a warning at or after the destroy never warns
+            raise SettingError(
+                "idle_warn_s",
+                f"the idle warning ({self.idle_warn_s:g} s) must come before the idle destroy "
+                f"({self.idle_destroy_s:g} s): set GPUC_IDLE_WARN_S below GPUC_IDLE_DESTROY_S",
+            )
 
     @property
     def ledger(self) -> Path:
@@ -303,6 +315,40 @@ def _choice(choices: tuple[str, ...]) -> Callable[[str, Any], str]:
     return convert
 
 
+def _flag(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower() if isinstance(value, str | int) else None
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise SettingError(name, "expected 1 or 0 (true/false, yes/no)")
+
+
+def _duration(unit_s: float) -> Callable[[str, Any], Any]:
+    """A time setting: a number (seconds, or hours for *_hours as before) or a duration with units ("20m",
+    "1h30m"), read by the one parser `gpuc extend 2h` uses."""
+    number = _number(float)
+
+    def convert(name: str, value: Any) -> Any:
+        if not isinstance(value, str):
+            return number(name, value)
+        try:
+            float(value)
+        except ValueError:
+            pass
+        else:
+            return number(name, value)  # a bare number keeps the field's unit
+        try:
+            return duration_seconds(value) / unit_s
+        except ValueError as exc:
+            shapes = "seconds (1200)" if unit_s == 1.0 else "hours (12)"
+            raise SettingError(name, f"{exc}: write {shapes} or a duration: {DURATION_SHAPES}") from None
+
+    return convert
+
+
 def _optional(convert: Callable[[str, Any], Any]) -> Callable[[str, Any], Any]:
     return lambda name, value: None if value is None else convert(name, value)
 
@@ -313,6 +359,7 @@ _BASE: dict[str, Callable[[str, Any], Any]] = {
     "str": _text,
     "Path": _path,
     "SecretStr": _secret,
+    "bool": _flag,
 }
 
 
@@ -329,7 +376,16 @@ def _converter(annotation: str) -> Callable[[str, Any], Any]:
     return _optional(convert) if optional else convert
 
 
-_CONVERTERS = {f.name: _converter(str(f.type)) for f in dataclasses.fields(Settings)}
+def _field_converter(f: dataclasses.Field[Any]) -> Callable[[str, Any], Any]:
+    """Every time setting takes units: its name ends in _s (seconds) or _hours."""
+    base = str(f.type).removesuffix(" | None")
+    if base == "float" and f.name.endswith(("_s", "_hours")):
+        convert = _duration(3600.0 if f.name.endswith("_hours") else 1.0)
+        return _optional(convert) if str(f.type).endswith(" | None") else convert
+    return _converter(str(f.type))
+
+
+_CONVERTERS = {f.name: _field_converter(f) for f in dataclasses.fields(Settings)}
 _ABOVE: dict[str, float] = {f.name: f.metadata["gt"] for f in dataclasses.fields(Settings) if "gt" in f.metadata}
 _AT_MOST: dict[str, float] = {f.name: f.metadata["le"] for f in dataclasses.fields(Settings) if "le" in f.metadata}
 _FINITE: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Settings) if f.metadata.get("finite"))
@@ -338,6 +394,9 @@ SETTING_NAMES: tuple[str, ...] = tuple(_CONVERTERS)
 
 def env_name(field: str) -> str:
     return SECRET_ENV.get(field, f"GPUC_{field.upper()}")
+
+
+SETTING_ENV_NAMES = frozenset(env_name(name) for name in SETTING_NAMES)
 
 
 def read_env_file(path: Path) -> dict[str, str]:
@@ -414,6 +473,47 @@ def env_file_mode_ok(path: Path) -> bool:
 
 
 def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+    loaded = _gather(environ, overrides)
+    try:
+        return Settings(**loaded.raw)
+    except SettingError as exc:
+        raise loaded.explain(exc) from None
+
+
+def load_settings_lenient(environ: Mapping[str, str] | None = None) -> tuple[Settings, list[ConfigError]]:
+    """For `gpuc doctor`: Settings with each bad value replaced by its default, and one error per bad value
+    (the same error load_settings raises), so one typo does not hide every other check."""
+    loaded = _gather(environ, {})
+    problems: list[ConfigError] = []
+    for _ in SETTING_NAMES:
+        try:
+            return Settings(**loaded.raw), problems
+        except SettingError as exc:
+            problems.append(loaded.explain(exc))
+            if exc.field in loaded.raw:
+                del loaded.raw[exc.field]
+            else:  # a rule between fields whose named one is already the default: all defaults
+                loaded.raw = {k: loaded.raw[k] for k in ("home", "env_file")}
+    return Settings(home=loaded.raw["home"], env_file=loaded.raw["env_file"]), problems
+
+
+@dataclass
+class _Loaded:
+    raw: dict[str, Any]
+    env: dict[str, str]
+    from_file: dict[str, str]
+    env_file: Path
+    config: Path
+
+    def explain(self, exc: SettingError) -> ConfigError:
+        variable = env_name(exc.field)
+        return ConfigError(
+            f"setting {variable} is invalid: {exc.message}",
+            hint=f"fix {variable} in {_source(variable, self.env, self.from_file, self.env_file, self.config)}",
+        )
+
+
+def _gather(environ: Mapping[str, str] | None, overrides: Mapping[str, Any]) -> _Loaded:
     env = dict(os.environ if environ is None else environ)
     home = Path(env.get("GPUC_HOME") or Path.home() / ".gpuc")
     env_file = find_env_file(env)
@@ -432,6 +532,7 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
                 f"{config} is not valid JSON", hint=f"fix it or delete it (gpuc rewrites it): rm {config}"
             ) from None
     from_file = read_env_file(env_file)
+    warn_once(from_file, env, env_file, SETTING_ENV_NAMES)  # issue 19: misspelt and empty keys, on stderr
     merged = {**from_file, **env}
     for name in SETTING_NAMES:
         variable = env_name(name)
@@ -445,14 +546,7 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
             f"setting {unknown[0]} in {config} is not a gpuc setting",
             hint=f"delete it from {config} (gpuc rewrites the file), or fix its spelling",
         )
-    try:
-        return Settings(**raw)
-    except SettingError as exc:
-        variable = env_name(exc.field)
-        raise ConfigError(
-            f"setting {variable} is invalid: {exc.message}",
-            hint=f"fix {variable} in {_source(variable, env, from_file, env_file, config)}",
-        ) from None
+    return _Loaded(raw, env, from_file, env_file, config)
 
 
 def _source(variable: str, env: Mapping[str, str], from_file: Mapping[str, str], env_file: Path, config: Path) -> str:

@@ -13,6 +13,7 @@ import logging
 from typing import Any
 
 from gpuc.core.clock import iso
+from gpuc.core.titles import title
 from gpuc.functions.app import Deps, announce
 from gpuc.functions.store import StoredPod
 
@@ -82,10 +83,10 @@ def _tell_held(deps: Deps, pod: StoredPod, now: float) -> None:
     announce(
         deps,
         now,
-        f"gpuc: {held} more events from {pod.name}",
-        f"{pod.pod_id} ({pod.provider}, {pod.experiment}): {held} more events{since} were received and recorded "
-        f"but not pushed (at most {deps.settings.events_per_hour} an hour per pod); the latest: {latest}. "
-        "So many is unusual: `gpuc ls` and `gpuc logs` show the pod.",
+        title(f"sent {held} more events (not pushed)", experiment=pod.experiment),
+        f"Look at it: `gpuc ls` and `gpuc logs {pod.pod_id}`; so many is unusual. {held} more events{since} were "
+        f"received and recorded but not pushed (at most {deps.settings.events_per_hour} an hour per pod); the "
+        f"latest: {latest}. Pod {pod.pod_id} ({pod.provider}, {pod.experiment}).",
         pod_id=pod.pod_id,
         kind="events_held",
         level="warning",

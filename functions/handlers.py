@@ -15,12 +15,13 @@ from dataclasses import replace
 from urllib.parse import unquote
 
 from gpuc.core import api
-from gpuc.core.notify import Level, pod_says
+from gpuc.core.notify import Level
 from gpuc.core.redact import redact
 from gpuc.functions.actions import slack, telegram, verbs
 from gpuc.functions.actions.routes import action_page, action_post
 from gpuc.functions.actions.status_page import page_link, status_page
 from gpuc.functions.app import Deps, announce
+from gpuc.functions.channels import held_channels
 from gpuc.functions.deadline import deadline_of
 from gpuc.functions.edge import (
     BAD_POD,
@@ -36,6 +37,7 @@ from gpuc.functions.edge import (
     verify_pod,
 )
 from gpuc.functions.eventlimit import admit_event
+from gpuc.functions.podnews import event_text, event_title
 from gpuc.functions.reaper import reap_once
 from gpuc.functions.reaper.record import read_meta
 from gpuc.functions.store import StoredPod, store_born
@@ -135,22 +137,13 @@ def event(req: Request, deps: Deps, now: float) -> Response:
     announce(
         deps,
         now,
-        f"gpuc: {pod.name} {body.kind.replace('_', ' ')}",
-        _event_text(pod, body),
+        event_title(pod, body, now, deps.settings),
+        event_text(pod, body),
         pod_id=pod.pod_id,
         kind=body.kind,
         level=_event_level(body),
     )
     return ok(api.Ack())
-
-
-def _event_text(pod: StoredPod, body: api.PodEvent) -> str:
-    parts = [f"{pod.pod_id} ({pod.provider}, {pod.experiment}): {pod_says(body.message)}"]
-    if body.exit_code is not None:
-        parts.append(f"exit code {body.exit_code}")
-    if body.duration_s is not None:
-        parts.append(f"ran {body.duration_s / 60:.1f} min")
-    return "; ".join(parts)
 
 
 def _event_level(body: api.PodEvent) -> Level:
@@ -215,6 +208,7 @@ def status(req: Request, deps: Deps, now: float) -> Response:
                 api.BlindProvider(provider=name, since=since, why=meta.blind_why.get(name, ""))
                 for name, since in sorted(meta.blind_since.items())
             ],
+            channels=held_channels(deps.notifier),
             pods=[p.to_record() for p in deps.store.list_pods()],
             notifications=deps.store.recent_notifications(NOTIFICATIONS_IN_STATUS),
             new_pods_paused=verbs.paused_text(deps),

@@ -27,7 +27,8 @@ from typing import Any
 from gpuc.core.api import MAX_BODY_BYTES
 from gpuc.core.clock import Clock
 from gpuc.core.settings import Settings
-from gpuc.functions.app import Deps, build_deps
+from gpuc.functions.app import Deps, Sender, build_deps
+from gpuc.functions.channels import ReloadingNotifier
 from gpuc.functions.edge import Request, Response, response_bytes
 from gpuc.functions.handlers import dispatch
 from gpuc.functions.ingest import IngestLog
@@ -266,11 +267,12 @@ def start_in_thread(
     port: int = 0,
     reaper_interval_s: float | None = None,
     deps: Deps | None = None,
+    notifier: Sender | None = None,
 ) -> ServerHandle:
     """Serve in background threads (tests, the demo). port 0 = any free port; the reaper runs only
     when reaper_interval_s > 0."""
     owns_deps = deps is None
-    deps = deps or build_deps(settings)
+    deps = deps or build_deps(settings, notifier=notifier)
     server = _Server((host, port), deps)
     stop = threading.Event()
     threads = [
@@ -300,7 +302,8 @@ def serve(
 ) -> None:
     """Serve until interrupted (`gpuc watchdog serve`); `on_ready` gets the URL once it listens."""
     interval = settings.reaper_period_s if reaper_interval_s is None else reaper_interval_s
-    handle = start_in_thread(settings, host, port, interval)
+    # A channel set in .env after the start reaches the phone: the notifier re-reads it when the file changes.
+    handle = start_in_thread(settings, host, port, interval, notifier=ReloadingNotifier(settings))
     log.debug("gpuc watchdog on %s, reaper every %.0f s", handle.url, interval)
     if on_ready is not None:
         on_ready(handle.url)

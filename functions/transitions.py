@@ -9,6 +9,7 @@ from typing import Any
 
 from gpuc.core import api
 from gpuc.core.clock import iso
+from gpuc.core.titles import clock, title
 from gpuc.functions.app import Deps, announce
 from gpuc.functions.deadline import DEADLINE_ALERT, deadline_of, limit_of
 from gpuc.functions.edge import HttpError
@@ -34,8 +35,9 @@ def revive(deps: Deps, pod_id: str, now: float, evidence: str) -> bool:
     announce(
         deps,
         now,
-        f"gpuc: {pod.name} is still alive",
-        f"{pod.pod_id} ({pod.provider}, {pod.experiment}): taken for gone, but {evidence}; {plan}.",
+        title("still alive: watched again", experiment=pod.experiment),
+        f"Check it: gpuc ls. It was taken for gone, but {evidence}; {plan}. "
+        f"Pod {pod.pod_id} ({pod.provider}, {pod.experiment}).",
         pod_id=pod_id,
         kind="revived",
         level="warning",
@@ -144,9 +146,9 @@ def move_deadline(deps: Deps, pod: StoredPod, now: float, wanted: float, *, via:
     announce(
         deps,
         now,
-        f"gpuc: {pod.name} now ends at {iso(wanted)}{source}",
-        f"{pod.pod_id} ({pod.provider}, {pod.experiment}): its deadline moved{source} from "
-        f"{iso(deadline_of(pod, deps.settings))} to {iso(wanted)}.",
+        title(f"deadline moved{source}: destroys at {clock(wanted)}", experiment=pod.experiment),
+        f"Nothing to do. Its deadline moved{source} from {iso(deadline_of(pod, deps.settings))} to {iso(wanted)}. "
+        f"Pod {pod.pod_id} ({pod.provider}, {pod.experiment}).",
         pod_id=pod.pod_id,
         kind="action" if via else "deadline",
     )

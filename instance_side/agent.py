@@ -350,9 +350,10 @@ class Agent:
     def start(self) -> None:
         reader = type(self.probes.gpu).__name__
         self.log.line(f"agent started: pod {self.cfg.pod_id} ({self.cfg.provider}), gpu reader {reader}")
-        self.client.queue_event(
-            event_body(self.cfg.pod_id, "agent_start", f"agent started (pid {os.getpid()}, {reader})")
-        )
+        if self.cfg.notify_start:  # one push per run is noise on a phone unless asked (GPUC_NOTIFY_START=1)
+            self.client.queue_event(
+                event_body(self.cfg.pod_id, "agent_start", f"agent started (pid {os.getpid()}, {reader})")
+            )
 
     def run_forever(self, should_stop: Callable[[], bool]) -> None:
         self.start()

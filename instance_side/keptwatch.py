@@ -7,6 +7,7 @@ Standard library only: the agent holds this module for the pod's life.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 
@@ -45,6 +46,7 @@ class KeptWatch:
             return "kept_stopped"
         if not self._hold():
             return "in_progress"
+        self._take_retry()
         stop_at = state.stop_at(self.cfg.kept_window_s)
         if now >= stop_at:  # past the window, only the stop is left to try (each refusal is said)
             if self._next_stop is not None and now < self._next_stop:
@@ -75,7 +77,20 @@ class KeptWatch:
 
     def retry_now(self) -> None:
         """The user asked from the phone: the next tick retries the end (sync first) as a nag would, or,
-        past the window, tries the last sync and the stop at once."""
+        past the window, tries the last sync and the stop at once. Said through a file: the agent hears
+        the phone, but the wrapper may be the one holding the kept pod (after a job's failed sync), and it
+        naps a second at most between ticks."""
+        with contextlib.suppress(OSError):  # then the holder's own nag interval still retries
+            self.paths.retry_asked.touch()
+
+    def _take_retry(self) -> None:
+        """The holder, at each tick: a retry asked (by any process) is due now."""
+        try:
+            self.paths.retry_asked.unlink()
+        except FileNotFoundError:
+            return
+        except OSError:
+            pass
         self._next_nag = float("-inf")
         self._next_stop = None
 

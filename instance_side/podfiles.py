@@ -59,6 +59,7 @@ class AgentConfig:
     deadline_at: float | None = None
     deadline_warn_s: float = 15 * 60.0
     deadline_lead_s: float = 2 * 60.0
+    notify_start: bool = False
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, object]) -> AgentConfig:

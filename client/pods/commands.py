@@ -51,6 +51,14 @@ from gpuc.core.termsafe import clean_line
 @click.option(
     "--no-upload", is_flag=True, help="Do not upload this folder (the code comes from GPUC_GIT_REMOTE's clone)."
 )
+@click.option(
+    "--env",
+    "env_names",
+    multiple=True,
+    metavar="NAME",
+    help="Give the job this variable from your environment or .env (repeatable; a name only, never NAME=value: "
+    "the value goes in the pod's mode-600 secrets file, never in argv, output or the provider's pod settings).",
+)
 @click.option("-y", "--yes", is_flag=True, help="Create without asking (the price is still printed).")
 @click.option(
     "--over-budget",
@@ -77,6 +85,7 @@ def up(
     wait: bool,
     timeout: str | None,
     no_upload: bool,
+    env_names: tuple[str, ...],
     yes: bool,
     over_budget: bool,
     note: str | None,
@@ -129,6 +138,7 @@ def up(
         confirm=None if yes or not ctx.on_terminal() else _ask,
         over_budget=over_budget,
         note=None if note is None else check_note(note),  # refused before anything is rented
+        env_names=env_names,
     )
     pod = start_pod(opts, ctx)
     if pod is not None and command and wait:

@@ -15,6 +15,7 @@ from gpuc.core.errors import GpucError, ProviderError, SafetyRefusal
 from gpuc.core.models import Pod
 from gpuc.core.providers.base import Provider
 from gpuc.core.termsafe import clean_line
+from gpuc.core.titles import title
 
 
 def down(
@@ -48,7 +49,7 @@ def down(
         _sync_gate(provider, pod, ctx, force)
     end_at = ctx.clock.now()
     _record_end(ctx, pod.id, end_at, note)
-    _notify(ctx, f"destroying {pod.name}", f"{pod.id} ({run.experiment}) destroyed by gpuc down")
+    _notify(ctx, title("destroyed by gpuc down", experiment=run.experiment), f"Nothing to do. Pod {pod.id}.")
     result = provider.destroy(pod.id)
     if not provider.confirm_gone(pod.id, ctx.clock):
         raise ProviderError(
@@ -77,7 +78,11 @@ def _sync_gate(provider: Provider, pod: Pod, ctx: Ctx, force: bool) -> None:
     if force:
         ctx.echo("  sync FAILED; destroying anyway (--force)")
         return
-    _notify(ctx, f"kept alive: sync failed on {pod.name}", f"gpuc down refused to destroy {pod.id}")
+    _notify(
+        ctx,
+        title("results sync FAILED: pod kept, billing", experiment=pod.experiment or pod.name),
+        f"Get the results: gpuc results {pod.id} (gpuc down refused to destroy it).",
+    )
     why = clean_line(out.strip().splitlines()[-1][:240]) if out.strip() else "no output"  # the pod's words
     raise SafetyRefusal(
         f"results sync failed on {pod.id} ({why}); the pod is kept",
@@ -94,10 +99,10 @@ def _record_end(ctx: Ctx, pod_id: str, end_at: float, note: str | None) -> None:
         ctx.echo(f"  watchdog unreachable ({exc.message}); the ledger is closed locally")
 
 
-def _notify(ctx: Ctx, title: str, message: str) -> None:
+def _notify(ctx: Ctx, headline: str, message: str) -> None:
     # A notification never blocks a destroy (F13).
     with contextlib.suppress(GpucError):
-        ctx.watchdog.notify(title, message)
+        ctx.watchdog.notify(headline, message)
 
 
 def _finish_down(run: RunRecord, ctx: Ctx, note: str | None) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import ipaddress
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -72,6 +72,7 @@ class UpOptions:
     confirm: Callable[[str], bool] | None = None
     over_budget: bool = False  # rent even if the month's budget would be crossed (client/pods/plan.py)
     note: str | None = None  # `up --note`: on the ledger row from its start (core.ledger.check_note)
+    env_names: tuple[str, ...] = ()  # `--env NAME`: to the job through the pod's secrets file (core.podsecrets)
 
 
 # -- checks before money is spent, with no provider call --------------------------------------------
@@ -357,14 +358,14 @@ def over_hint(weight: BudgetWeight, q: Quote, opts: UpOptions, settings: Setting
 
 
 # -- what leaves the laptop for the pod (issue 17.4) -------------------------------------------------
-def pod_secrets(settings: Settings, env_file: Mapping[str, str], ctx: Ctx, environ: Mapping[str, str] | None = None
-                ) -> dict[str, str]:
+def pod_secrets(settings: Settings, env_file: Mapping[str, str], ctx: Ctx, environ: Mapping[str, str] | None = None,
+                asked: Sequence[str] = ()) -> dict[str, str]:
     """The allowlist for the pod (core.podsecrets), its names printed (never the values), and a warning
     when the results keys are the ones that deploy the watchdog. A forbidden name refuses `up` here."""
     from gpuc.core.podconfig import choose_pod_secrets  # pydantic: `up` loads it anyway
 
     env = os.environ if environ is None else environ
-    chosen = choose_pod_secrets(settings, env_file, env)
+    chosen = choose_pod_secrets(settings, env_file, env, asked)
     ctx.echo(chosen.names_line())
     for warning in chosen.warnings():
         ctx.echo(warning)

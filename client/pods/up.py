@@ -41,7 +41,7 @@ def up(opts: UpOptions, ctx: Ctx) -> Pod | None:
     secrets_env = check_env_file(ctx.settings, opts.provider)
     # Everything checkable without a provider call, before money: key, ssh key, watchdog URL, GPU name.
     gpu = plan.before_create(opts, ctx)
-    secrets_env = plan.pod_secrets(ctx.settings, secrets_env, ctx)  # the allowlist, names printed
+    secrets_env = plan.pod_secrets(ctx.settings, secrets_env, ctx, asked=opts.env_names)  # the allowlist, names printed
 
     run_id = new_run_id()
     spec = PodSpec(

@@ -32,7 +32,8 @@ def doctor(ctx: Ctx, repo: Path | None, install_hook_flag: bool, as_json: bool, 
 
     Checks: .env exists, has mode 600 and is git-ignored; provider keys and the watchdog admin token
     are present (never printed); each provider balance is within the cap and above the low mark;
-    the watchdog answers and its reaper ran within two periods; the experiment repo (--repo, or
+    the watchdog answers and its reaper ran within two periods; GPUC_NOTIFY_URLS is set and the watchdog
+    holds the same channels (named by number and kind, never by URL); the experiment repo (--repo, or
     the current directory) has gpuc's pre-commit secret guard, which refuses commits holding
     hf_/rpa_/sk- tokens, values from .env, or a .env file. Exits 1 when any check fails.
 
@@ -45,14 +46,15 @@ def doctor(ctx: Ctx, repo: Path | None, install_hook_flag: bool, as_json: bool, 
     checks[] {name, status: ok|fail|warn, detail, fix}; with --live also
     facts[] {provider, fact, status: confirmed|refuted|unknown, detail}.
     """
-    from gpuc.client.setup.doctor import doctor_deps, doctor_json, doctor_text, env_path, run_checks
+    from gpuc.client.setup.doctor import doctor_deps, doctor_json, doctor_text, env_path, run_checks, settings_checks
     from gpuc.client.setup.doctor_live import live_checks
     from gpuc.client.setup.hook import install_hook
 
     cwd = Path.cwd()
+    bad = settings_checks(ctx)
     deps = doctor_deps(ctx, (repo or cwd).resolve())
     installed = install_hook(deps.repo, env_path(ctx.settings, cwd), deps.git) if install_hook_flag else None
-    checks = run_checks(deps, cwd)
+    checks = bad + run_checks(deps, cwd)
     facts = live_checks(ctx) if live else None
     click.echo(doctor_json(checks, facts, installed) if as_json else doctor_text(checks, facts, installed))
     if any(c.status == "fail" for c in [*checks, *(facts.checks if facts else [])]):

@@ -25,9 +25,9 @@ from gpuc.client.setup.doctor_live import render as render_facts
 from gpuc.client.setup.doctor_results import check_results
 from gpuc.client.setup.hook import HOOK_MARKER, GitRunner, hooks_dir
 from gpuc.core.api import StatusResponse
-from gpuc.core.errors import GpucError
+from gpuc.core.errors import ConfigError, GpucError
 from gpuc.core.providers.registry import keyed_providers
-from gpuc.core.settings import Settings, env_file_mode_ok, env_name
+from gpuc.core.settings import Settings, env_file_mode_ok, env_name, load_settings_lenient
 
 
 def run_git(args: list[str], cwd: Path) -> tuple[int, str]:
@@ -242,6 +242,51 @@ def check_watchdog(status: Callable[[], StatusResponse], url: str) -> list[Check
     return checks
 
 
+def read_once(status: Callable[[], StatusResponse]) -> Callable[[], StatusResponse]:
+    """The watchdog's status read once for every check that needs it, its failure too."""
+    got: list[StatusResponse | GpucError] = []
+
+    def answer() -> StatusResponse:
+        if not got:
+            try:
+                got.append(status())
+            except GpucError as exc:
+                got.append(exc)
+        if isinstance(got[0], GpucError):
+            raise got[0]
+        return got[0]
+
+    return answer
+
+
+def check_channels(status: Callable[[], StatusResponse], settings: Settings) -> Check:
+    """Issue 19: the channels of .env, and whether the watchdog (which sends a pod's failure) has them too.
+    Channels are named by number and kind, never by URL (a URL holds its token)."""
+    from gpuc.functions.channels import channel_gaps, describe, gap_fix, is_local_watchdog, settings_channels
+
+    name = "notification channels"
+    try:
+        laptop = describe(settings_channels(settings))
+    except ConfigError as exc:
+        return fail(name, exc.message, exc.hint or "fix GPUC_NOTIFY_URLS (README: Notifications)")
+    if not laptop:
+        return warn(
+            name,
+            "GPUC_NOTIFY_URLS is not set: a failed job or a kept pod reaches no phone",
+            "set GPUC_NOTIFY_URLS in .env, e.g. ntfy://<an unguessable topic> (README: Notifications)",
+        )
+    kinds = ", ".join(f"{c.index} ({c.kind})" for c in laptop)
+    try:
+        held = status().channels
+    except GpucError:  # unreachable: its own ✗ above says so
+        return warn(name, f"{kinds} in .env; whether the watchdog has them is unknown", "start the watchdog")
+    local = is_local_watchdog(settings.functions_url)
+    if gaps := channel_gaps(laptop, held, local=local):
+        fix = gap_fix(local=local)
+        return fail(name, "; ".join(g.removesuffix(f": {fix}") for g in gaps), fix)
+    return ok(name, f"{kinds}; the watchdog has them too")
+
+
 def check_blind(answer: StatusResponse) -> Check:
     """A provider the reaper cannot read is one where nothing is destroyed: a frozen pod there bills."""
     if not answer.reaper_blind_since:
@@ -310,9 +355,22 @@ def run_checks(deps: DoctorDeps, cwd: Path, environ: Mapping[str, str] | None = 
     balances = deps.balances()
     checks += check_balance(balances) + [Check(**c) for c in account_checks(balances, deps.settings)]
     if _has(deps.settings, "admin_token"):  # without one, the token's ✗ above says the one thing to do
-        checks += check_watchdog(deps.status, deps.settings.functions_url)
+        status = read_once(deps.status)
+        checks += check_watchdog(status, deps.settings.functions_url)
+        checks.append(check_channels(status, deps.settings))
     checks.append(check_hook(deps.repo, deps.git))
     return checks
+
+
+def settings_checks(ctx: Ctx) -> list[Check]:
+    """A bad setting (GPUC_IDLE_DESTROY_S=20 min) is one ✗ naming its file, not the end of every check:
+    the others run with that setting at its default."""
+    try:
+        ctx.settings  # noqa: B018 (the property loads them)
+    except ConfigError:
+        ctx.settings, bad = load_settings_lenient()
+        return [fail("setting", error.message, error.hint or "") for error in bad]
+    return []
 
 
 def doctor_deps(ctx: Ctx, repo: Path) -> DoctorDeps:

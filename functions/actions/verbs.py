@@ -27,6 +27,7 @@ from typing import Any, Literal, get_args
 from gpuc.core import api
 from gpuc.core.api import ReapReport
 from gpuc.core.notify import Level
+from gpuc.core.titles import title
 from gpuc.functions.actions.links import ALL_PODS, Claim, Verb, claim_once, link_key, read
 from gpuc.functions.actions.offers import LABELS, SAFE_VERBS
 from gpuc.functions.app import Deps, announce
@@ -300,14 +301,16 @@ def act(deps: Deps, token: str, now: float, via: Via) -> Acted:
 
 
 def _tell(deps: Deps, pod: StoredPod | None, verb: Verb, sentence: str, now: float, via: Via) -> None:
-    name = "new pods" if pod is None else pod.name
-    where = f"{pod.pod_id} ({pod.provider}, {pod.experiment}): " if pod is not None else ""
+    label = VERB_SPECS[verb].label
+    experiment = None if pod is None else pod.experiment
+    headline = title(f"{label} {'new pods ' if pod is None else ''}(from the phone)", experiment=experiment)
+    where = f" Pod {pod.pod_id} ({pod.provider}, {pod.experiment})." if pod is not None else ""
     level: Level = "warning" if verb in ("destroy", "anyway", "pause") else "info"
     announce(
         deps,
         now,
-        f"gpuc: {VERB_SPECS[verb].label} {name} (from the phone)",
-        f"{where}{sentence} (tapped in {via}).",
+        headline,
+        f"{sentence} (tapped in {via}).{where}",
         pod_id=None if pod is None else pod.pod_id,
         kind="action",
         level=level,

@@ -10,8 +10,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpuc.core.clock import iso
+from gpuc.core.titles import clock
 from gpuc.functions.deadline import alert_key
-from gpuc.functions.reaper.alerts import pod_problem, tell, tell_destroyed, who
+from gpuc.functions.reaper.alerts import pod_problem, pod_title, tell, tell_destroyed, who
 from gpuc.functions.reaper.rules import Ruling, rescue
 from gpuc.functions.reaper.state import Pass, describe
 from gpuc.functions.store import MARKABLE_STATES, StoredPod
@@ -50,7 +51,7 @@ def settle_gone(run: Pass, rec: StoredPod) -> None:
         tell_destroyed(run, rec, rec.reason or "destroyed")
     elif rec.state in MARKABLE_STATES and rec.origin == "registered":
         message = "the provider no longer lists it (deleted outside gpuc, or preempted); its ledger row stays open."
-        tell(run, rec, f"gpuc: {rec.name} is gone", message, "gone", "warning")
+        tell(run, rec, "gone at the provider", message, "gone", "warning")
 
 
 def alert_only(run: Pass, rec: StoredPod, key: str, reason: str, *, every: float | None = None) -> None:
@@ -62,7 +63,7 @@ def alert_only(run: Pass, rec: StoredPod, key: str, reason: str, *, every: float
         changes = {"state": "late", "destroy_at": None, "reason": reason}
         if run.deps.store.update_if(rec.pod_id, {"state": rec.state, "last_seq": rec.last_seq}, changes):
             rec = rec.model_copy(update=changes)
-    pod_problem(run, rec, key, f"gpuc: {rec.name} needs a look", f"{who(rec)}: {reason}.", every=every)
+    pod_problem(run, rec, key, pod_title(rec, "needs a look"), f"{reason}. Pod {who(rec)}.", every=every)
 
 
 def all_clear(run: Pass, rec: StoredPod) -> None:
@@ -86,7 +87,7 @@ def all_clear(run: Pass, rec: StoredPod) -> None:
     planned = (
         f"; the {action} it was marked for is cancelled" if rec.state == "down" or rec.alerted == "down" else ""
     )
-    tell(run, rec, f"gpuc: {rec.name} is back", f"back to normal{planned}.", "back")
+    tell(run, rec, "back to normal", f"back to normal{planned}.", "back")
 
 
 def reap_deadline(run: Pass, rec: StoredPod, ruling: Ruling) -> None:
@@ -123,7 +124,7 @@ def deadline_mark(run: Pass, rec: StoredPod, ruling: Ruling, at: float) -> Store
         if not warned:
             when = iso(max(at, run.now))
             message = f"{ruling.reason}. It will be destroyed at {when}: `gpuc extend {rec.pod_id} 2h` moves it."
-            tell(run, rec, f"gpuc: will destroy {rec.name} at {when} (deadline)", message, "mark", "warning")
+            tell(run, rec, f"deadline: destroys at {clock(max(at, run.now))}", message, "mark", "warning")
     if not warned:
         run.act_on(rec, "mark", f"{ruling.reason}; will destroy at {iso(at)}")
     return rec.model_copy(update=changes)
@@ -155,7 +156,7 @@ def mark(run: Pass, rec: StoredPod, ruling: Ruling) -> StoredPod | None:
             )
         else:
             message = f"{ruling.reason}. It will be destroyed at {iso(at)} {rescue(rec, ruling)}."
-        tell(run, rec, f"gpuc: will {verb} {rec.name} at {iso(at)}", message, "mark", "warning")
+        tell(run, rec, f"watchdog: {verb}s at {clock(at)}", message, "mark", "warning")
     run.act_on(rec, "mark", f"{ruling.reason}; will {'stop' if ruling.stop else 'destroy'} at {iso(at)}")
     return rec.model_copy(update=changes)
 
@@ -178,14 +179,14 @@ def stop_kept(run: Pass, rec: StoredPod, reason: str) -> None:
         detail = describe(exc, run.deps)
         run.go_blind(rec.provider, detail)
         run.act_on(rec, "skip", f"stop failed ({detail}); the next pass tries again")
-        tell(run, rec, f"gpuc: could not stop {rec.name}", f"{detail}. The reaper retries.", "destroy_failed", "error")
+        tell(run, rec, "stop FAILED: still billing", f"{detail}. The reaper retries.", "destroy_failed", "error")
         return
     run.act_on(rec, "stop", reason)
     message = (
         f"{reason}. Stopped, not destroyed: GPU billing ended; the disk with results/ stays. `gpuc results "
         f"{rec.pod_id}` copies them to your laptop and ends it; `gpuc down {rec.pod_id} --force` destroys them."
     )
-    tell(run, rec, f"gpuc: stopped {rec.name}", message, "kept_stopped", "warning")
+    tell(run, rec, "stopped: GPU billing ended, disk kept", message, "kept_stopped", "warning")
 
 
 def never_kept(run: Pass, rec: StoredPod, reason: str) -> bool:
@@ -220,7 +221,7 @@ def destroy(run: Pass, rec: StoredPod, reason: str, expect: Mapping[str, Any] | 
         return
     end_at = changes.get("end_at", rec.end_at)
     message = f"{reason}. Ledger end recorded at {iso(end_at)}."
-    tell(run, rec, f"gpuc: destroying {rec.name}", message, "destroying", "warning")
+    tell(run, rec, "watchdog: destroying", message, "destroying", "warning")
     call_destroy(run, rec.model_copy(update=changes), reason)
 
 
@@ -278,7 +279,7 @@ def call_destroy(run: Pass, rec: StoredPod, reason: str) -> None:
         run.go_blind(rec.provider, detail)  # no more destroys on this provider in this pass
         run.act_on(rec, "skip", f"destroy failed ({detail}); the next pass retries")
         message = f"{detail}. The reaper retries on its next pass."
-        tell(run, rec, f"gpuc: could not destroy {rec.name}", message, "destroy_failed", "error")
+        tell(run, rec, "destroy FAILED: still billing", message, "destroy_failed", "error")
         return
     if not gone:
         run.act_on(rec, "destroy", f"{reason}; destroy called, still listed: re-checked next pass")

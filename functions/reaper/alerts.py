@@ -10,6 +10,7 @@ from typing import Any
 
 from gpuc.core.clock import iso
 from gpuc.core.notify import Level
+from gpuc.core.titles import cost_so_far, title
 from gpuc.functions.app import announce
 from gpuc.functions.reaper.record import ReaperMeta
 from gpuc.functions.reaper.rules import minutes
@@ -182,14 +183,23 @@ def alert_balances(run: Pass, sight: Sight) -> None:
         )
 
 
-def tell(run: Pass, rec: StoredPod, title: str, message: str, kind: str, level: Level = "info") -> None:
-    """A notification about one pod, sent at this pass's time; the message opens with which pod it is."""
-    announce(run.deps, run.now, title, f"{who(rec)}: {message}", pod_id=rec.pod_id, kind=kind, level=level)
+def tell(
+    run: Pass, rec: StoredPod, outcome: str, message: str, kind: str, level: Level = "info", cost: float | None = None
+) -> None:
+    """A notification about one pod, sent at this pass's time: titled by its experiment and `outcome`; the
+    message first (what happened, what to do), then which pod it is."""
+    text = f"{message.rstrip('.')}. Pod {who(rec)}."
+    announce(run.deps, run.now, pod_title(rec, outcome, cost), text, pod_id=rec.pod_id, kind=kind, level=level)
+
+
+def pod_title(rec: StoredPod, outcome: str, cost: float | None = None) -> str:
+    return title(outcome, experiment=rec.experiment, cost_usd=cost)
 
 
 def tell_destroyed(run: Pass, rec: StoredPod, reason: str) -> None:
     message = f"{reason}. Confirmed gone at the provider.{cost_text(rec)}"
-    tell(run, rec, f"gpuc: destroyed {rec.name}", message, "destroyed")
+    cost = cost_so_far(rec.price_per_hour, rec.started_at, rec.end_at)
+    tell(run, rec, "destroyed by the watchdog", message, "destroyed", cost=cost)
 
 
 def who(rec: StoredPod) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from test_aws_handlers import LambdaWorld, url_event, world
+from test_aws_handlers import FUNCTION_URL_HOST, LambdaWorld, url_event, world
 from watchdog_fakes import ADMIN
 
 from gpuc.functions import aws as lam
@@ -24,13 +24,13 @@ def test_the_page_through_lambda_is_html_with_the_page_headers(world: LambdaWorl
     world.ping("pod-a")
     headers = {
         "Authorization": f"Bearer {ADMIN}",
-        "Host": "abc.lambda-url.us-east-1.on.aws",
+        "Host": FUNCTION_URL_HOST,  # as AWS sets it, and its domainName in the event
         "X-Forwarded-Proto": "https",
     }
     minted = call(Request("POST", "/v1/page-link", headers, b'{"for_s": 3600}'))
     assert minted["statusCode"] == 200, minted
     url = json.loads(minted["body"])["url"]
-    assert url.startswith("https://abc.lambda-url.us-east-1.on.aws/p/")
+    assert url.startswith(f"https://{FUNCTION_URL_HOST}/p/")
     page = call(Request("GET", "/p/" + url.rsplit("/", 1)[1]))
     assert page["statusCode"] == 200
     head = page["headers"]

@@ -143,7 +143,7 @@ def test_a_failed_sync_keeps_the_pod_and_says_so(world: World) -> None:
         down(pod.id, deps)
     assert "destroy" not in calls
     assert provider.get(pod.id) is not None
-    assert "kept alive: sync failed" in (deps.settings.home / "outbox.jsonl").read_text()
+    assert "results sync FAILED: pod kept, billing" in (deps.settings.home / "outbox.jsonl").read_text()
 
 
 def test_up_refuses_to_create_a_pod_nobody_watches(world: World) -> None:

@@ -43,7 +43,7 @@ def test_a_flood_of_signed_events_is_six_pushes_and_one_summary(any_world: World
     world.reap()  # said once
     assert pushes(world) == ["info"] * limit + ["events_held"]
     summary = [m for m in world.outbox() if m.kind == "events_held"][-1]
-    assert summary.title == f"gpuc: {n - limit} more events from gpuc-p1"
+    assert summary.title == f"exp sent {n - limit} more events (not pushed)"
     assert "the latest: info" in summary.message and "evil" not in summary.message
     assert world.pod("p1").events_held is None
 

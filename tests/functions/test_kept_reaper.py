@@ -92,7 +92,7 @@ def test_a_kept_pod_still_running_is_stopped_one_period_after_its_window_and_not
     assert until + period <= stopped <= until + 2 * period
     assert world.kinds("p1") == ["sync_failed", "mark", "kept_stopped"]
     warning, done = world.outbox()[-2:]
-    assert "will stop" in warning.title and "gpuc results p1" in warning.message
+    assert "stops at" in warning.title and "gpuc results p1" in warning.message
     assert "GPU billing ended" in done.message and "gpuc down p1 --force" in done.message
 
 

@@ -182,8 +182,18 @@ def test_it_survives_a_functions_outage_and_the_idle_watch_goes_on(pod: Pod) -> 
     assert pod.functions.attempts < 40  # backed off, not one attempt per queued message per minute
     assert "heartbeat" in seen and min(seen["heartbeat"]) == 25
     # the events queued during the outage arrive in order once it is over
-    assert pod.functions.kinds()[:2] == ["agent_start", "idle_warning"]
+    assert pod.functions.kinds()[:2] == ["idle_warning", "idle_destroy"]
     assert seen["destroy"] == [30]
+
+
+@pytest.mark.parametrize("asked", [False, True])
+def test_agent_start_reaches_the_phone_only_when_asked(tmp_path: Path, clock: FakeClock, asked: bool) -> None:
+    pod = wire(tmp_path / "pod", clock, notify_start=asked)
+    agent = pod.agent()
+    agent.start()
+    agent.client.flush(clock.now())
+    assert ("agent_start" in pod.functions.kinds()) is asked
+    assert "agent started" in pod.log_text()  # always in the pod's own log
 
 
 def test_a_destroy_goes_ahead_while_the_functions_are_down(pod: Pod) -> None:

@@ -128,7 +128,13 @@ def test_a_dead_terminal_does_not_change_the_jobs_exit_code(
 
 def test_the_agent_heartbeats_and_stops_on_sigterm(local: LocalProvider, home: Path, functions_url: str) -> None:
     pod_id, paths, env = sandbox(
-        local, home, functions_url, heartbeat_interval_s=0.2, idle_check_interval_s=0.2, simulated_gpu=True
+        local,
+        home,
+        functions_url,
+        heartbeat_interval_s=0.2,
+        idle_check_interval_s=0.2,
+        simulated_gpu=True,
+        notify_start=True,  # GPUC_NOTIFY_START=1: the start is pushed too
     )
     set_gpu(local, pod_id, gpus=[{"name": "RTX 4090 (simulated)", "utilization_pct": 70}])
     agent = subprocess.Popen([sys.executable, "-m", "gpuc.instance_side", "agent"], env=env)

@@ -157,6 +157,26 @@ def test_only_one_holder_nags(tmp_path: Path, clock: FakeClock) -> None:
     first.release()
 
 
+def test_a_retry_asked_by_the_agent_is_taken_by_the_holder_at_once(tmp_path: Path, clock: FakeClock) -> None:
+    """Issue 20: the phone's "retry sync" reaches the agent, but the wrapper may hold the kept pod (after its
+    job's failed sync). The holder retries at its next tick, not at its next nag an hour later."""
+    pod = wire(tmp_path / "pod", clock, nag_interval_s=HOUR, kept_window_s=2 * HOUR)
+    pod.sync.fail = "bucket unreachable"
+    ender = pod.ender()
+    holder, agent = KeptWatch(ender, pod.ctx.cfg, pod.paths, clock), KeptWatch(ender, pod.ctx.cfg, pod.paths, clock)
+    assert ender.end(pod_ending()) == "kept_sync_failed"
+    clock.advance(MINUTE)
+    assert holder.tick(clock.now()) not in ("in_progress", None)  # the holder takes the kept pod
+    assert agent.tick(clock.now()) == "in_progress"
+    failed = pod.functions.kinds().count("sync_failed")
+    pod.sync.fail = None  # the user fixed the bucket, then tapped "retry sync"
+    agent.retry_now()
+    clock.advance(1.0)
+    assert holder.tick(clock.now()) == "destroyed"
+    assert pod.functions.kinds().count("sync_failed") == failed and is_ended(pod.paths, POD_ID)
+    holder.release()
+
+
 def test_a_damaged_kept_file_keeps_the_pod_kept(pod: Pod) -> None:
     kept_file(pod.paths).write_text("{not json")
     state = read_kept(pod.paths)

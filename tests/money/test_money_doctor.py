@@ -11,6 +11,7 @@ from moneyfakes import FakeProvider
 
 from gpuc.client.context import Ctx
 from gpuc.client.money.balance import BalanceLine, BalanceReport
+from gpuc.client.setup import doctor as doctor_module
 from gpuc.client.setup.checks import Check, render
 from gpuc.client.setup.commands import doctor
 from gpuc.client.setup.doctor import (
@@ -25,13 +26,14 @@ from gpuc.client.setup.doctor import (
 )
 from gpuc.client.setup.doctor_results import check_results
 from gpuc.client.setup.hook import install_hook
-from gpuc.core.api import StatusResponse
+from gpuc.core.api import ChannelInfo, StatusResponse
 from gpuc.core.errors import ConfigError, FunctionsError
 from gpuc.core.models import Balance
 from gpuc.core.settings import SecretStr, Settings
 
 RUNPOD_KEY = "rpa_" + "Q7x" * 12
 ADMIN = "adm-" + "z9" * 16
+NOTIFY_URLS = "ntfy://gpuc-topic-k3y9"
 
 
 def by_name(checks: list[Check]) -> dict[str, Check]:
@@ -238,10 +240,17 @@ def healthy(repo: Path) -> DoctorDeps:
     (repo / ".gitignore").write_text(".env\n")
     install_hook(repo, env, run_git)
     settings = Settings(
-        env_file=env, provider="runpod", runpod_api_key=SecretStr(RUNPOD_KEY), admin_token=SecretStr(ADMIN),
-        git_remote="https://github.com/you/exp.git", git_token=SecretStr("ghp_doctor"),  # where results go
+        env_file=env,
+        provider="runpod",
+        runpod_api_key=SecretStr(RUNPOD_KEY),
+        admin_token=SecretStr(ADMIN),
+        notify_urls=SecretStr(NOTIFY_URLS),
+        git_remote="https://github.com/you/exp.git",  # where results go (the destination line)
+        git_token=SecretStr("ghp_doctor"),
     )
-    status = StatusResponse(server_time=1e9, reaper_last_run=1e9 - 60, reaper_period_s=300)
+    status = StatusResponse(
+        server_time=1e9, reaper_last_run=1e9 - 60, reaper_period_s=300, channels=[ChannelInfo(index=1, kind="ntfy")]
+    )
     balances = report(BalanceLine(provider="runpod", configured=True, balance_usd=15.0, spend_per_hour=0.0))
     return deps(repo, settings, status, balances)
 
@@ -358,3 +367,57 @@ def test_a_local_setup_with_a_provider_key_is_warned_not_failed(repo: Path) -> N
     settings = Settings(env_file=repo / ".env", runpod_api_key=SecretStr(RUNPOD_KEY))
     check = check_results(settings)
     assert check.status == "warn" and "for `up -p`: a rented pod would have nowhere" in check.detail
+
+
+def test_a_bad_setting_is_one_cross_and_the_other_checks_still_run(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    d = healthy(repo)
+    monkeypatch.setattr(doctor_module, "doctor_deps", lambda ctx, where: d)
+    monkeypatch.setenv("GPUC_HOME", str(repo / "home"))
+    monkeypatch.setenv("GPUC_ENV_FILE", str(repo / ".env"))
+    monkeypatch.setenv("GPUC_IDLE_DESTROY_S", "20 min")
+    monkeypatch.chdir(repo)
+    result = CliRunner().invoke(doctor, ["--json"], obj=Ctx())  # no settings given: doctor loads them
+    assert result.exit_code == 1, result.output
+    checks = json.loads(result.output)["checks"]
+    failed = [c for c in checks if c["status"] == "fail"]
+    assert [c["name"] for c in failed] == ["setting"] and "GPUC_IDLE_DESTROY_S" in failed[0]["detail"]
+    assert failed[0]["fix"] == "fix GPUC_IDLE_DESTROY_S in your environment (export/unset it)"
+    assert any(c["name"] == "pre-commit secret guard" and c["status"] == "ok" for c in checks)
+
+
+# -- notification channels (issue 19 item 2): set, and held by the watchdog too ---------------------------
+def test_no_channel_is_a_warning_naming_the_setting(repo: Path) -> None:
+    d = healthy(repo)
+    d.settings = d.settings.with_overrides(notify_urls=None)
+    channels = by_name(run_checks(d, repo))["notification channels"]
+    assert channels.status == "warn" and "GPUC_NOTIFY_URLS is not set" in channels.detail
+    assert "ntfy://" in (channels.fix or "")
+
+
+def test_a_channel_the_deployed_watchdog_lacks_is_a_cross_with_the_redeploy(repo: Path) -> None:
+    d = healthy(repo)
+    tg = "tgram://123456:ABC-def/-100123"
+    d.settings = d.settings.with_overrides(
+        notify_urls=SecretStr(f"{NOTIFY_URLS},{tg}"), functions_url="https://abc.lambda-url.us-east-1.on.aws"
+    )
+    calls: list[int] = []
+    status = d.status
+
+    def counted() -> StatusResponse:
+        calls.append(1)
+        return status()
+
+    d.status = counted
+    checks = run_checks(d, repo)
+    channels = by_name(checks)["notification channels"]
+    assert channels.status == "fail"
+    assert channels.detail == "the watchdog does not have channel 2 (telegram)"
+    assert channels.fix == "redeploy: gpuc watchdog deploy"
+    assert len(calls) == 1  # one status read serves every check
+    assert "ABC-def" not in render(checks) and "gpuc-topic" not in render(checks)  # never a URL
+
+
+def test_the_channels_held_by_the_watchdog_pass(repo: Path) -> None:
+    assert by_name(run_checks(healthy(repo), repo))["notification channels"].status == "ok"

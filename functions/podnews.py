@@ -1,0 +1,82 @@
+"""What the phone shows for a pod's event (issue 19 item 2): the title says which experiment and how it went
+("kvcache FAILED (exit 3), $0.02"), the body opens with what to do, then the pod's own words (quoted and
+defanged: a pod is a stranger's machine), then which pod it is.
+
+The title is gpuc's words only: the kind, the exit code and the cost are checked numbers; nothing the pod
+wrote reaches it.
+"""
+
+from __future__ import annotations
+
+from gpuc.core import api
+from gpuc.core.notify import pod_says
+from gpuc.core.settings import Settings
+from gpuc.core.titles import clock, cost_so_far, exit_outcome, title
+from gpuc.functions.deadline import deadline_of
+from gpuc.functions.store import StoredPod
+
+# kind -> (outcome in the title, what to do first in the body; {pod} is the pod id)
+_NEWS: dict[str, tuple[str, str]] = {
+    "agent_start": ("started", "Nothing to do: the pod is watched. `gpuc logs {pod}` follows it."),
+    "idle_destroy": ("idle: results saved, destroying", "Nothing to do: results/ is synced and verified."),
+    "deadline_destroy": ("deadline: results saved, destroying", "Nothing to do: results/ is synced and verified."),
+    "phone_destroy": ("destroyed from the phone: results saved", "Nothing to do: results/ is synced and verified."),
+    "sync_ok": ("results saved", "Nothing to do."),
+    "sync_failed": (
+        "results sync FAILED: pod kept, billing",
+        "Get the results: `gpuc results {pod}` copies results/ here, then ends the pod.",
+    ),
+    "destroying": ("destroying", "Nothing to do."),
+    "destroy_failed": (
+        "destroy FAILED: still billing",
+        "Nothing to do yet: the watchdog destroys it; `gpuc ls` shows it until it is gone.",
+    ),
+    "verify_failed": ("verification FAILED", "See why: `gpuc logs {pod}`; `gpuc down {pod}` ends it."),
+    "info": ("says", "Read it below; `gpuc logs {pod}` has the rest."),
+    "deadline_warning": ("deadline near", "To keep it longer: `gpuc extend {pod} 2h`."),
+    "idle_warning": ("idle", "To keep it: `gpuc keep {pod} --for 2h` (or touch /workspace/.keep on the pod)."),
+    "kept_stopping": (
+        "kept for its results: stopping soon",
+        "Get the results: `gpuc results {pod}`; the pod stops itself soon (its disk is kept).",
+    ),
+    "kept_stopped": (
+        "stopped: GPU billing ended, disk kept",
+        "Get the results: `gpuc results {pod}`, then `gpuc down {pod}`.",
+    ),
+    "stop_failed": ("stop FAILED: still billing", "Get the results: `gpuc results {pod}`, then `gpuc down {pod}`."),
+}
+
+
+def event_title(pod: StoredPod, body: api.PodEvent, now: float, settings: Settings) -> str:
+    outcome = _NEWS.get(body.kind, (body.kind.replace("_", " "), ""))[0]
+    cost = None
+    if body.kind == "job_exit":
+        outcome = exit_outcome(body.exit_code)
+        cost = cost_so_far(pod.price_per_hour, pod.started_at, body.end_at or now)
+    elif body.kind in ("idle_destroy", "deadline_destroy", "phone_destroy"):
+        cost = cost_so_far(pod.price_per_hour, pod.started_at, body.end_at or now)
+    elif body.kind == "sync_failed" and body.note == "periodic":
+        outcome = "periodic results push FAILED"
+    elif body.kind == "idle_warning":
+        # The watchdog's own idle settings (the pod's are its copy of the same .env on a local watchdog):
+        # the pod's text says it too, but pod text never reaches a title.
+        outcome = f"idle: destroys at {clock(now + max(0.0, settings.idle_destroy_s - settings.idle_warn_s))}"
+    elif body.kind == "deadline_warning":
+        outcome = f"deadline: destroys at {clock(deadline_of(pod, settings))}"
+    return title(outcome, experiment=pod.experiment, cost_usd=cost)
+
+
+def event_text(pod: StoredPod, body: api.PodEvent) -> str:
+    todo = _NEWS.get(body.kind, ("", ""))[1]
+    if body.kind == "job_exit":
+        todo = "Nothing to do: results/ is synced." if body.exit_code == 0 else "See why: `gpuc logs {pod}`."
+    elif body.kind == "sync_failed" and body.note == "periodic":
+        todo = "Check the results destination: `gpuc doctor`; the job goes on."
+    parts = [todo.format(pod=pod.pod_id), pod_says(body.message)]
+    # `up --wait` reads these two back from the watchdog's status (client/outcome.py): keep their wording.
+    if body.exit_code is not None:
+        parts.append(f"gpuc: exit code {body.exit_code}.")
+    if body.duration_s is not None:
+        parts.append(f"gpuc: ran {body.duration_s / 60:.1f} min.")
+    parts.append(f"Pod {pod.pod_id} ({pod.provider}, {pod.experiment}).")
+    return " ".join(part for part in parts if part)
