@@ -19,7 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "gpuc.client.jobs.commands:logs",
         "Show a job's output: from the live pod, or from its results once gone.",
     ),
-    "ledger": ("gpuc.client.money.commands:ledger", "What was spent: month summary, plot, reconcile."),
+    "ledger": ("gpuc.client.money.commands:ledger", "What was spent: month summary, plot, reconcile, notes."),
     "pick": ("gpuc.client.money.commands:pick", "Choose a GPU for a model: fit, bandwidth, price."),
     "offers": (
         "gpuc.client.money.commands:offers",

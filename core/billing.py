@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Literal, Protocol
 
 from pydantic import BaseModel, Field
@@ -22,3 +23,10 @@ class BillingRecord(BaseModel):
 
 class BillingSource(Protocol):
     def billing(self, month: str) -> list[BillingRecord]: ...
+
+
+def still_billing(end: str, pod_id: str | None, live: Collection[str]) -> bool:
+    """A ledger row whose pod is still running (no end; the watchdog hears it, core.ledger.live_pod_ids):
+    its bill grows until it ends, so `ledger reconcile` compares it then. An open row billed for a pod that
+    is not running is still a mismatch (preempted or deleted outside gpuc, its end never written)."""
+    return not end and pod_id is not None and pod_id in live

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from gpuc.core.ledger import (
+    LIVE,
     LedgerEntry,
     WatchdogRecord,
     current_month,
@@ -29,8 +30,6 @@ from gpuc.core.ledger import (
     sane_price,
     sane_ts,
 )
-
-LIVE = ("ok", "late", "down")  # a record without an end that is still billing
 
 
 @dataclass(frozen=True)

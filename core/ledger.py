@@ -40,7 +40,7 @@ import math
 import os
 import re
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
@@ -337,6 +337,10 @@ class _Book:
             price, hours = parse_price(row.price_per_hour), row_hours(row)
             row.cost_usd = format_usd(price * hours) if price is not None and hours is not None else ""
             self.rows_dirty = True
+        return self.add_note(i, note)
+
+    def add_note(self, i: int, note: str | None) -> LedgerRow:
+        row = self.rows[i]
         if note and note not in row.note:
             row.note = f"{row.note}; {note}" if row.note else note
             self.rows_dirty = True
@@ -418,6 +422,22 @@ class TokenCost:
     usd_per_1m_tokens: float
 
 
+@dataclass(frozen=True)
+class RunningCost:
+    """An open row whose pod is still billing: its cost up to now (price x hours since its start), shown
+    as "running, so far". Never a closed row: once it has an end, the row's own cost counts instead."""
+
+    pod_id: str | None
+    experiment: str
+    provider: str
+    gpu: str
+    date: str
+    start: str
+    price_per_hour: float
+    hours: float
+    cost_usd: float
+
+
 @dataclass
 class LedgerSummary:
     """A month of the ledger. Totals count closed, priced rows; open rows are listed, not guessed at."""
@@ -435,6 +455,10 @@ class LedgerSummary:
     token_costs: list[TokenCost]
     # rows with a time or an amount that is not sane: left out of the totals
     warnings: list[str] = field(default_factory=list)
+    # Pods still billing (issue 19.6), only when asked with a `now` (Ledger.summary): "running, so far".
+    running: list[RunningCost] = field(default_factory=list)
+    running_usd: float = 0.0  # their cost up to now; total_cost_usd stays the closed rows' alone
+    month_total_usd: float = 0.0  # total_cost_usd + running_usd: what the month has cost so far
 
 
 def _group(rows: list[tuple[LedgerRow, float, float]], column: str) -> list[GroupTotal]:
@@ -496,6 +520,119 @@ def summarize(rows: list[LedgerRow], month: str | None = None) -> LedgerSummary:
         token_costs=[t for t in map(_token_cost, rows) if t is not None],
         warnings=warnings,
     )
+
+
+# -- running pods in the month's figures (issue 19.6) ----------------------------------------------------
+RUNNING_SO_FAR = "running, so far"
+LIVE = ("ok", "late", "down")  # a watchdog record without an end that is still billing
+NOTE_MAX_CHARS = 500
+
+
+def live_pod_ids(records: Iterable[WatchdogRecord]) -> frozenset[str]:
+    """The pods the watchdog hears as still billing (no end, a live state)."""
+    return frozenset(r.pod_id for r in records if r.end_at is None and r.state in LIVE)
+
+
+def running_costs(
+    entries: Iterable[LedgerEntry], now: float, live: Collection[str] | None = None
+) -> tuple[list[RunningCost], list[str]]:
+    """Each open row still billing, with its cost up to `now`; and notes on the open rows not counted.
+
+    `live`: the pod ids the watchdog hears (live_pod_ids); an open row it does not hear is listed as open,
+    not counted (preempted or deleted outside gpuc: the provider's bill says). None: the watchdog was not
+    asked, and every open row counts (the safe side: money shown, not hidden), said in a note. A row with
+    an end is never here: its own cost counts, once. An open row with a cost written by hand is that cost
+    (the plot counts it already), and one with no price or no sane start cannot be counted (a note says)."""
+    running: list[RunningCost] = []
+    notes: list[str] = []
+    unpriced = 0
+    for entry in entries:
+        row = entry.row
+        if row.end or row.cost_usd.strip() or row_problems(row):
+            continue
+        if live is not None and entry.pod_id not in live:
+            continue
+        start, price = parse_time(row.start), parse_price(row.price_per_hour)
+        if start is None or price is None:
+            unpriced += 1
+            continue
+        hours = max(0.0, now - start) / 3600.0
+        running.append(
+            RunningCost(
+                pod_id=entry.pod_id, experiment=row.experiment, provider=row.provider, gpu=row.gpu,
+                date=row.date, start=row.start, price_per_hour=price, hours=hours, cost_usd=price * hours,
+            )
+        )
+    if unpriced:
+        notes.append(f"{unpriced} running pod(s) have no price in the ledger: their cost so far is not counted")
+    if live is None and running:
+        notes.append(f"no word from the watchdog: {len(running)} open row(s) counted as {RUNNING_SO_FAR}")
+    return running, notes
+
+
+def with_running(
+    summary: LedgerSummary, entries: Iterable[LedgerEntry], now: float, live: Collection[str] | None = None
+) -> LedgerSummary:
+    """The summary with its month's running pods added as RUNNING_SO_FAR (the same month rule: a row
+    belongs to the month of its start)."""
+    month = summary.month
+    chosen = [e for e in entries if month is None or e.row.date.startswith(month)]
+    running, notes = running_costs(chosen, now, live)
+    spent = sum(r.cost_usd for r in running)
+    return replace(
+        summary,
+        running=running,
+        running_usd=spent,
+        month_total_usd=summary.total_cost_usd + spent,
+        warnings=[*summary.warnings, *notes],
+    )
+
+
+def running_lines(summary: LedgerSummary) -> list[str]:
+    """What `gpuc ledger` prints for the running pods; nothing when there are none."""
+    if not summary.running:
+        return []
+    rate = sum(r.price_per_hour for r in summary.running)
+    head = (
+        f"{RUNNING_SO_FAR}: ${summary.running_usd:,.2f} ({len(summary.running)} pod(s), ${rate:,.2f}/h); "
+        f"with the closed rows ${summary.month_total_usd:,.2f}"
+    )
+    return [head, *(f"  {r.start}  {r.experiment}  {r.provider}  {r.gpu}  {r.hours:.2f} h  ${r.cost_usd:,.2f}"
+                    for r in summary.running)]
+
+
+def running_rows(running: Iterable[RunningCost]) -> list[LedgerRow]:
+    """The running pods as rows for the plot (client/plot.py sums rows by their cost): the cost so far in
+    cost_usd, the note RUNNING_SO_FAR. Add them to the rows it is given: an open row counts for nothing
+    there, so no pod is counted twice."""
+    return [
+        LedgerRow(
+            date=r.date, experiment=r.experiment, provider=r.provider, gpu=r.gpu,
+            price_per_hour=format_price(r.price_per_hour), start=r.start, cost_usd=format_usd(r.cost_usd),
+            note=RUNNING_SO_FAR,
+        )
+        for r in running
+    ]
+
+
+def check_note(text: str) -> str:
+    """A note as the ledger takes it: one line of text (stripped), refused with the fix otherwise. `up
+    --note` checks it before renting anything."""
+    note = text.strip()
+    if not note:
+        raise ConfigError("the note is empty", hint='give the text: gpuc ledger note RUN "lr 3e-4 wins"')
+    if len(note) > NOTE_MAX_CHARS:
+        raise ConfigError(
+            f"the note is {len(note)} characters; the ledger takes at most {NOTE_MAX_CHARS}",
+            hint="keep the conclusion short; put the details in the run's results",
+        )
+    bad = next((ch for ch in note if ord(ch) < 32 or ord(ch) == 127), None)
+    if bad is not None:
+        raise ConfigError(
+            f"the note holds a control character ({bad!r}): a ledger cell is one line of text",
+            hint="write it on one line, without tabs or newlines",
+        )
+    return note
 
 
 class Ledger:
@@ -602,8 +739,22 @@ class Ledger:
                 owners[i] = pod_id
         return [LedgerEntry(pod_id=owners.get(i), row=row) for i, row in enumerate(book.rows)]
 
-    def summary(self, month: str | None = None) -> LedgerSummary:
-        return summarize(self.rows(), month)
+    def summary(
+        self, month: str | None = None, *, now: float | None = None, live: Collection[str] | None = None
+    ) -> LedgerSummary:
+        """The month's summary; with `now`, its running pods too (with_running: `live` as there)."""
+        if now is None:
+            return summarize(self.rows(), month)
+        entries = self.entries()
+        return with_running(summarize([e.row for e in entries], month), entries, now, live)
+
+    def note(self, pod_id: str, text: str) -> LedgerRow | None:
+        """Add a note to a pod's row, open or closed (`gpuc ledger note RUN`, `up --note`): appended after
+        what the row says, as `down --note` does; the same note twice is written once. None: no row."""
+        note = check_note(text)
+        with self._transaction() as book:
+            i = book.locate(pod_id)
+            return None if i is None else replace(book.add_note(i, note))
 
     # --- files ---------------------------------------------------------------------------------------
 

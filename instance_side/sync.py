@@ -351,7 +351,7 @@ class S3Sync:
 
     def client(self) -> Any:
         if self._client is None:
-            self._client = _s3_client(self.endpoint_url, self._credentials)
+            self._client = s3_client(self.endpoint_url, self._credentials)
         return self._client
 
     def push(self, results_dir: Path) -> Manifest:
@@ -381,13 +381,24 @@ class S3Sync:
         return out
 
 
-def _s3_client(endpoint_url: str | None, credentials: Mapping[str, str]) -> Any:
+def s3_client(
+    endpoint_url: str | None,
+    credentials: Mapping[str, str],
+    *,
+    environ: Mapping[str, str] | None = None,
+    attempts: int = 5,
+    connect_timeout_s: float = 10.0,
+    read_timeout_s: float = 120.0,
+) -> Any:
+    """The pod's S3 client. `up`'s destination check (core/destcheck.py) builds the same one, with the
+    pod's environment and a shorter retry budget (a user waits on it)."""
     # Lazy: boto3 (~100 ms, tens of MB) only for an S3 sync; the agent holds this module for hours.
     import boto3
     from botocore.config import Config
 
+    env = os.environ if environ is None else environ
     key, secret = credentials.get(S3_KEY_ENV), credentials.get(S3_SECRET_ENV)
-    region = os.environ.get("AWS_DEFAULT_REGION") or ("auto" if endpoint_url else "us-east-1")
+    region = env.get("AWS_DEFAULT_REGION") or ("auto" if endpoint_url else "us-east-1")
     return boto3.client(
         "s3",
         endpoint_url=endpoint_url,
@@ -395,7 +406,11 @@ def _s3_client(endpoint_url: str | None, credentials: Mapping[str, str]) -> Any:
         # Absent keys fall back to boto3's own chain (AWS_* in the environment, an instance role).
         aws_access_key_id=key or None,
         aws_secret_access_key=secret or None,
-        config=Config(retries={"max_attempts": 5, "mode": "standard"}, connect_timeout=10, read_timeout=120),
+        config=Config(
+            retries={"max_attempts": attempts, "mode": "standard"},
+            connect_timeout=connect_timeout_s,
+            read_timeout=read_timeout_s,
+        ),
     )
 
 
@@ -407,7 +422,7 @@ def _s3_errors(what: str) -> Iterator[None]:
     except SyncError:
         raise
     except Exception as exc:
-        from boto3.exceptions import Boto3Error  # lazy: as in _s3_client
+        from boto3.exceptions import Boto3Error  # lazy: as in s3_client
         from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
         if isinstance(exc, NoCredentialsError):
@@ -722,7 +737,8 @@ class NoDestination:
         if files:
             raise SyncError(
                 f"{results_dir.name}/ holds {len(files)} files but no results bucket is configured",
-                hint="set GPUC_RESULTS_BUCKET and re-run up, or copy them out and destroy with gpuc down",
+                hint="on your laptop, `gpuc results POD` copies them there, then ends the pod; set "
+                "GPUC_RESULTS_BUCKET before the next up (`up` checks it before renting)",
             )
         return Manifest(self.describe(), note=f"no files in {results_dir.name}/: nothing to sync")
 

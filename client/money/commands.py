@@ -1,4 +1,4 @@
-"""`gpuc balance`, `gpuc ledger [reconcile]`, `gpuc offers`, `gpuc pick`: click only, one call each.
+"""`gpuc balance`, `gpuc ledger [reconcile|note]`, `gpuc offers`, `gpuc pick`: click only, one call each.
 
 Startup: `gpuc ledger` (and every TAB) loads this module; each command imports its own code inside
 itself, and the choices come from money/choices.py (no pydantic).
@@ -56,7 +56,9 @@ def balance(ctx: Ctx, as_json: bool) -> None:
 def ledger(command: click.Context, month: str | None, plot_path: Path | None, no_sync: bool, as_json: bool) -> None:
     """What was spent: a month of gpu-ledger.csv by experiment and by GPU, the effective price per hour
     (total cost / total hours, bootstrap and downloads included), rows with no end, rows with no note,
-    and $ per 1M tokens for rows whose note carries `tok/s=<number>`.
+    and $ per 1M tokens for rows whose note carries `tok/s=<number>`. Pods still billing are counted
+    "running, so far" (price x hours since their start; the watchdog says which are live) in the month's
+    total with them; the closed rows' total stays apart.
 
     \b
     --json fields: month (null = all), rows, total_hours, total_cost_usd,
@@ -64,7 +66,9 @@ def ledger(command: click.Context, month: str | None, plot_path: Path | None, no
     cost_usd}, open_rows[] and no_note_rows[] (ledger rows: date, experiment, provider, gpu,
     price_per_hour, start, end, cost_usd, note), token_costs[] {experiment, gpu, start,
     price_per_hour, tok_per_s, usd_per_1m_tokens}, warnings[] (rows left out of the totals: a time or
-    an amount that is not sane), sync (what the watchdog sync did), plot (path), budget (null unless
+    an amount that is not sane, and notes on running pods not counted), running[] {pod_id,
+    experiment, provider, gpu, date, start, price_per_hour, hours, cost_usd}, running_usd,
+    month_total_usd (closed + running so far), sync (what the watchdog sync did), plot (path), budget (null unless
     GPUC_MONTHLY_BUDGET is set and one month is shown: month, budget_usd, spent_usd, closed_usd,
     running_usd, running_per_hour, unknown[] (pods with no price: not counted), notes[], text).
     """
@@ -103,6 +107,22 @@ def reconcile_command(ctx: Ctx, month: str | None, providers: tuple[str, ...], a
     click.echo(json.dumps(report.model_dump(), indent=2) if as_json else render_reconcile(report))
     if not report.clean:
         click.get_current_context().exit(1)
+
+
+@ledger.command("note")
+@click.argument("run")
+@click.argument("text")
+@pass_ctx
+def note_command(ctx: Ctx, run: str, text: str) -> None:
+    """Add TEXT (what the run concluded) to RUN's ledger row, open or closed: a run that ended itself too.
+
+    RUN: as in every command (pod id, run id, pod name, or experiment: its open run, else its latest),
+    or a pod id or an experiment with one run in the ledger. The note is appended after what the row
+    says (as `down --note` does); the same note twice is written once. One line, at most 500 characters.
+    """
+    from gpuc.client.money.notes import add_note
+
+    click.echo(add_note(ctx, run, text))
 
 
 @click.command("offers")

@@ -13,7 +13,15 @@ from typing import TYPE_CHECKING
 from gpuc.client.context import Ctx
 from gpuc.core.budget import ledger_burns, month_spend, spend_text
 from gpuc.core.errors import GpucError
-from gpuc.core.ledger import Ledger, LedgerSummary, check_month, current_month, row_problems
+from gpuc.core.ledger import (
+    Ledger,
+    LedgerSummary,
+    check_month,
+    current_month,
+    live_pod_ids,
+    row_problems,
+    running_rows,
+)
 from gpuc.core.settings import Settings
 
 if TYPE_CHECKING:
@@ -48,15 +56,34 @@ def take_in_ends(ledger: Ledger, status: StatusFn) -> str:
 
 
 def remembered(status: StatusFn) -> StatusFn:
-    """One watchdog call for everything `gpuc ledger` asks it (the ends, the budget's live pods)."""
+    """One watchdog call for everything `gpuc ledger` asks it (the ends, the running pods, the budget's live
+    pods); an unreachable watchdog is asked once too (each ask may wait for a timeout)."""
     answers: list[WatchdogStatus] = []
+    failures: list[GpucError] = []
 
     def once() -> WatchdogStatus:
+        if failures:
+            raise failures[0]
         if not answers:
-            answers.append(status())
+            try:
+                answers.append(status())
+            except GpucError as exc:
+                failures.append(exc)
+                raise
         return answers[0]
 
     return once
+
+
+def live_pods(status: StatusFn | None) -> frozenset[str] | None:
+    """The pods the watchdog hears as still billing; None when it was not asked or did not answer (then
+    every open row counts as running, core.ledger.running_costs: money shown, not hidden)."""
+    if status is None:
+        return None
+    try:
+        return live_pod_ids(status().pods)
+    except GpucError:
+        return None
 
 
 @dataclass
@@ -125,13 +152,17 @@ def ledger_report(ctx: Ctx, month: str | None, plot_path: Path | None, *, sync: 
     status = remembered(ctx.watchdog.status_view) if sync else None
     said = "" if status is None else take_in_ends(book, status)
     chosen = resolve_month(month)
-    summary = book.summary(chosen)
-    budget = budget_report(ctx.settings, book, chosen, status, ctx.clock.now())
+    now = ctx.clock.now()
+    # Running pods count "so far" (issue 19.6): they often cost more than every closed row of the week.
+    summary = book.summary(chosen, now=now, live=live_pods(status))
+    budget = budget_report(ctx.settings, book, chosen, status, now)
     if plot_path is not None:
         from gpuc.client.money.plot import plot_data, write_plot
 
-        # Rows the summary left out (an absurd time or amount, listed in its warnings) stay out of the plot.
+        # Rows the summary left out (an absurd time or amount, listed in its warnings) stay out of the plot;
+        # a running pod's open row counts for nothing there, its cost so far comes in as its own row.
         rows = [r for r in book.rows() if (chosen is None or r.date.startswith(chosen)) and not row_problems(r)]
+        rows += running_rows(summary.running)
         plot_path = write_plot(plot_path, plot_data(rows, f"gpuc spend, {chosen or 'all months'}"))
     return LedgerReport(summary, ctx.settings.ledger, budget, said, plot_path)
 
@@ -142,6 +173,9 @@ def reconcile_month(ctx: Ctx, month: str | None, only: tuple[str, ...]) -> Recon
 
     chosen = check_month(month) if month else current_month()
     book = ctx.ledger()
-    take_in_ends(book, ctx.watchdog.status_view)
+    status = remembered(ctx.watchdog.status_view)
+    take_in_ends(book, status)
     records, names = fetch_billing(ctx.settings, chosen, only)
-    return reconcile(book.entries(), records, chosen, names)
+    # A live pod's open row is billed more each hour: compared once it ends. Without the watchdog's word
+    # no pod is taken for live, and an open row billed stays a mismatch (the safe side).
+    return reconcile(book.entries(), records, chosen, names, live=live_pods(status) or ())

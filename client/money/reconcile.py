@@ -20,7 +20,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from gpuc.core.billing import BillingKind, BillingRecord, BillingSource
+from gpuc.core.billing import BillingKind, BillingRecord, BillingSource, still_billing
 from gpuc.core.clock import parse_iso
 from gpuc.core.errors import ConfigError
 from gpuc.core.ledger import LedgerEntry, check_month, row_cost
@@ -179,6 +179,7 @@ def reconcile(
     tolerance: float = TOLERANCE,
     floor_usd: float = FLOOR_USD,
     slack_s: float = SLACK_S,
+    live: Collection[str] = (),  # pods still running (core.ledger.live_pod_ids): compared once they end
 ) -> ReconcileReport:
     check_month(month)
     charges = _group(r for r in records if r.provider in providers)
@@ -195,7 +196,7 @@ def reconcile(
             disk.append(_disk_finding(provider, pod_id, flagged))
     checked = 0
     for entry in in_month:
-        if entry.pod_id is None:
+        if entry.pod_id is None or still_billing(entry.row.end, entry.pod_id, live):
             continue
         checked += 1
         pod_records = charges.get((entry.row.provider, entry.pod_id), [])

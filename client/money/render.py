@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpuc.client.text import WIDTH, drop_empty, render_table
-from gpuc.core.ledger import LedgerSummary, row_cost
+from gpuc.core.ledger import LedgerSummary, row_cost, running_lines
 from gpuc.core.termsafe import clean
 
 if TYPE_CHECKING:
@@ -170,6 +170,7 @@ def render_summary(summary: LedgerSummary, path: Path) -> str:
         f"{title}: {summary.rows} row(s), {summary.total_hours:.2f} h, {_money(summary.total_cost_usd)}, "
         f"effective {_money(summary.effective_price_per_hour)}/h  ({path})"
     ]
+    lines += running_lines(summary)  # pods still billing: "running, so far", and the month with them
     for heading, groups in (("by experiment", summary.by_experiment), ("by gpu", summary.by_gpu)):
         lines.append(heading + ":")
         lines.extend(

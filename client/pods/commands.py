@@ -66,6 +66,7 @@ from gpuc.core.termsafe import clean_line
     help="Rent even if the pod's worst case (price x --max-hours) would cross GPUC_MONTHLY_BUDGET or "
     "GPUC_EXPERIMENT_BUDGET.",
 )
+@click.option("--note", default=None, help="A note for the run's ledger row (later: gpuc ledger note RUN TEXT).")
 @click.option("--dry-run", is_flag=True, help="Print each step; create nothing.")
 @pass_ctx
 def up(
@@ -87,13 +88,15 @@ def up(
     env_names: tuple[str, ...],
     yes: bool,
     over_budget: bool,
+    note: str | None,
     dry_run: bool,
 ) -> None:
     """Start a pod for EXPERIMENT; with `-- COMMAND`, run it under the wrapper.
 
     Before anything is rented, `up` checks the keys, the .env mode, the ssh key and that a rented pod can
-    reach the watchdog, then prints the price and the most the pod can cost, and asks (on a terminal;
-    -y skips the question, and it is never asked when stdin is not a terminal). With GPUC_MONTHLY_BUDGET
+    reach the watchdog and that its results destination takes a write and a list (a probe, removed), then
+    prints the price and the most the pod can cost, and asks (on a terminal; -y skips the question, and it
+    is never asked when stdin is not a terminal). With GPUC_MONTHLY_BUDGET
     (or GPUC_EXPERIMENT_BUDGET) set, it refuses a pod whose worst case would cross the month's budget.
 
     The current folder is uploaded into the pod's workspace, the job's folder (git-ignored files
@@ -106,6 +109,7 @@ def up(
     from gpuc.client.onpod import upload
     from gpuc.client.pods import plan
     from gpuc.client.pods.up import up as start_pod
+    from gpuc.core.ledger import check_note
 
     settings = ctx.settings
     plan.check_experiment(experiment)
@@ -133,6 +137,7 @@ def up(
         job_id=jobwait.new_job_id() if command else None,
         confirm=None if yes or not ctx.on_terminal() else _ask,
         over_budget=over_budget,
+        note=None if note is None else check_note(note),  # refused before anything is rented
         env_names=env_names,
     )
     pod = start_pod(opts, ctx)

@@ -14,6 +14,7 @@ from gpuc.core.api import EndRequest
 from gpuc.core.errors import GpucError, ProviderError, SafetyRefusal
 from gpuc.core.models import Pod
 from gpuc.core.providers.base import Provider
+from gpuc.core.termsafe import clean_line
 from gpuc.core.titles import title
 
 
@@ -82,8 +83,9 @@ def _sync_gate(provider: Provider, pod: Pod, ctx: Ctx, force: bool) -> None:
         title("results sync FAILED: pod kept, billing", experiment=pod.experiment or pod.name),
         f"Get the results: gpuc results {pod.id} (gpuc down refused to destroy it).",
     )
+    why = clean_line(out.strip().splitlines()[-1][:240]) if out.strip() else "no output"  # the pod's words
     raise SafetyRefusal(
-        f"results sync failed on {pod.id}; the pod is kept",
+        f"results sync failed on {pod.id} ({why}); the pod is kept",
         hint=f"results are only on the pod: `gpuc results {pod.id}` copies them here and ends it; "
         f"`gpuc down {pod.id} --force` destroys them",
     )

@@ -36,6 +36,7 @@ from gpuc.client import gpunames
 from gpuc.client.context import Ctx
 from gpuc.client.text import clock_utc
 from gpuc.core.budget import MonthSpend, ledger_burns, month_spend, spend_text, usd
+from gpuc.core.destcheck import require_destination
 from gpuc.core.errors import ConfigError, GpucError, SafetyRefusal
 from gpuc.core.settings import Settings, env_file_mode_ok, env_name, read_env_file
 
@@ -70,6 +71,7 @@ class UpOptions:
     # Asked with the price before the create (the CLI passes one on a terminal without -y); None: not asked.
     confirm: Callable[[str], bool] | None = None
     over_budget: bool = False  # rent even if the month's budget would be crossed (client/pods/plan.py)
+    note: str | None = None  # `up --note`: on the ledger row from its start (core.ledger.check_note)
     env_names: tuple[str, ...] = ()  # `--env NAME`: to the job through the pod's secrets file (core.podsecrets)
 
 
@@ -109,6 +111,7 @@ def before_create(opts: UpOptions, ctx: Ctx) -> str:
         check_provider_key(ctx.settings, opts.provider)
         check_ssh_key(ctx.settings)
         check_watchdog_reachable(ctx.settings)
+        require_destination(ctx.settings, opts.experiment, ctx.echo)  # nowhere to sync: KEPT, billing
     return gpunames.resolve(opts.provider, opts.gpu)
 
 

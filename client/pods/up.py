@@ -173,6 +173,8 @@ def _after_create(pod: Pod, spec: PodSpec, opts: UpOptions, ctx: Ctx, secrets_en
             price_per_hour=price,
             start_ts=started,
         )
+        if opts.note:
+            ctx.ledger().note(pod.id, opts.note)
     except (GpucError, OSError) as exc:
         # Never worth the pod: the watchdog has it on record (registered above), and the next `gpuc ls` or
         # `gpuc ledger` adds the row from that record once the ledger takes writes again.

@@ -22,6 +22,7 @@ from gpuc.client.money.balance import BalanceReport, account_checks, check_balan
 from gpuc.client.setup.checks import Check, fail, ok, render, warn
 from gpuc.client.setup.doctor_live import LiveReport
 from gpuc.client.setup.doctor_live import render as render_facts
+from gpuc.client.setup.doctor_results import check_results
 from gpuc.client.setup.hook import HOOK_MARKER, GitRunner, hooks_dir
 from gpuc.core.api import StatusResponse
 from gpuc.core.errors import ConfigError, GpucError
@@ -350,6 +351,7 @@ def run_checks(deps: DoctorDeps, cwd: Path, environ: Mapping[str, str] | None = 
     checks += check_env_file(env_file, deps.git, renting=deps.settings.provider != "local")
     checks += check_keys(deps.settings)
     checks.append(check_deadline(deps.settings))
+    checks.append(check_results(deps.settings))  # nowhere to sync: a rented pod KEPT, billing (issue 19.1)
     balances = deps.balances()
     checks += check_balance(balances) + [Check(**c) for c in account_checks(balances, deps.settings)]
     if _has(deps.settings, "admin_token"):  # without one, the token's ✗ above says the one thing to do

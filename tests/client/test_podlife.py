@@ -408,3 +408,12 @@ def test_the_job_probe_tells_a_running_job_from_a_stale_pid_file(tmp_path: Path)
     finally:
         job.kill()
         job.wait()
+
+
+def test_up_note_is_on_the_row_from_its_start_and_down_note_adds_to_it(world: World) -> None:
+    deps, _provider, _calls = world
+    pod = up(UpOptions(experiment="noted", note="baseline, lr 3e-4"), deps)
+    assert pod is not None
+    assert deps.ledger().rows()[0].note == "baseline, lr 3e-4"
+    down(pod.id, deps, note="loss 0.5")
+    assert deps.ledger().rows()[0].note == "baseline, lr 3e-4; loss 0.5"

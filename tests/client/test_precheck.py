@@ -4,72 +4,41 @@ every refusal here must come BEFORE any money is spent (no create call, no inten
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 from click.testing import CliRunner, Result
-from ctxfakes import StatusView
+from upfakes import (
+    Created,
+    FakeProvider,
+    HealthyWatchdog,
+    make_deps,
+    nothing_spent,
+    rented_settings,
+    runpod_4090,
+)
 
 from gpuc.client import gpunames
 from gpuc.client.context import Ctx
 from gpuc.client.money.offers import OfferFilters, fetch
 from gpuc.client.pods.commands import up as up_command
 from gpuc.client.pods.plan import UpOptions, check_watchdog_reachable
-from gpuc.client.pods.runs import RunStore
 from gpuc.client.pods.up import up
 from gpuc.client.watchdog.client import WatchdogClient
-from gpuc.core.api import StatusResponse
 from gpuc.core.clock import FakeClock
-from gpuc.core.errors import ConfigError, GpucError, ProviderError
-from gpuc.core.models import Balance, Offer, Pod, PodSpec
-from gpuc.core.providers.base import DestroyResult, Provider
+from gpuc.core.errors import ConfigError, GpucError
+from gpuc.core.models import Offer, Pod, PodSpec
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.vast import VastProvider
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
 from gpuc.testkit.emulators.vast import VastEmulator
 
 VAST_KEY = "f00dPLANTEDvastkey4c3b2a19087f6e5d"
 VAST_URL = "https://console.vast.test/api/v0"
 EMULATOR_4090 = "11684738"  # the Vast emulator's RTX 4090 that passes every default filter
-
-
-class Created(ProviderError):
-    """Raised by the fakes' create: the test reached the point where money is spent."""
-
-
-class FakeProvider(Provider):
-    """A rented provider answering from memory; `create` records the spec and stops there."""
-
-    def __init__(self, name: str, offers: list[Offer] | None = None) -> None:
-        self.name = name
-        self._offers = offers or []
-        self.created: list[PodSpec] = []
-        self.asked: list[str | None] = []
-
-    def offers(self, gpu: str | None = None, interruptible: bool = False) -> list[Offer]:
-        self.asked.append(gpu)
-        return list(self._offers)
-
-    def create(self, spec: PodSpec) -> Pod:
-        self.created.append(spec)
-        raise Created("create called", provider=self.name)
-
-    def get(self, pod_id: str) -> Pod | None:
-        return None
-
-    def list_pods(self) -> list[Pod]:
-        return []
-
-    def stop(self, pod_id: str) -> None:
-        raise AssertionError("never")
-
-    def destroy(self, pod_id: str) -> DestroyResult:
-        raise AssertionError("never")
-
-    def balance(self) -> Balance:
-        raise AssertionError("never")
 
 
 class RecordingVast(VastProvider):
@@ -80,59 +49,13 @@ class RecordingVast(VastProvider):
         raise Created("create called", provider="vast")
 
 
-class HealthyWatchdog(StatusView):
-    """The functions as `up` sees them before the create: reachable, reaper fresh."""
-
-    def __init__(self, clock: FakeClock) -> None:
-        self.clock = clock
-
-    def status(self) -> StatusResponse:
-        now = self.clock.now()
-        return StatusResponse(server_time=now, reaper_last_run=now, reaper_period_s=300)
-
-
 @pytest.fixture
 def rented(tmp_path: Path) -> Settings:
-    """Everything a rented `up` needs, so that each test breaks exactly one thing."""
-    env_file = tmp_path / ".env"
-    env_file.write_text("HF_TOKEN=hf_x\n")
-    os.chmod(env_file, 0o600)
-    key = tmp_path / "id_ed25519"
-    key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
-    return Settings(
-        home=tmp_path / "home",
-        env_file=env_file,
-        runpod_api_key=SecretStr("rpa_test"),
-        vast_api_key=SecretStr("vast_test"),
-        admin_token=SecretStr("admin"),
-        ssh_key_path=key,
-        functions_url="https://abc.lambda-url.eu-west-1.on.aws",
-    )
-
-
-def make_deps(settings: Settings, provider: Provider, lines: list[str]) -> Ctx:
-    clock = FakeClock()
-    return Ctx(
-        settings=settings,
-        runs=RunStore(settings.home),
-        clock=clock,
-        echo=lines.append,
-        watchdog=HealthyWatchdog(clock),  # type: ignore[arg-type]
-        providers={provider.name: provider},
-    )
-
-
-def runpod_4090() -> FakeProvider:
-    offer = Offer(provider="runpod", id="NVIDIA GeForce RTX 4090", gpu="RTX 4090", price_per_hour=0.74)
-    return FakeProvider("runpod", [offer])
+    return rented_settings(tmp_path)
 
 
 def opts(**fields: Any) -> UpOptions:
     return UpOptions(**{"experiment": "exp1", "provider": "runpod", **fields})
-
-
-def nothing_spent(deps: Ctx, provider: FakeProvider) -> bool:
-    return provider.created == [] and deps.runs.all() == []
 
 
 # -- refused before the create -------------------------------------------------------------------------
@@ -332,3 +255,72 @@ def test_offers_for_h100_on_vast_search_every_h100_spelling() -> None:
     offers = fetch("vast", lambda: provider, "h100", False, OfferFilters())
     assert sorted(provider.asked) == ["H100 NVL", "H100 PCIE", "H100 SXM"]  # type: ignore[type-var]
     assert sorted(o.id for o in offers) == ["1", "2"]
+
+
+# -- the results destination (issue 19.1): nowhere to sync is KEPT and billing, so refused first ------------
+def probe_refs(repo: Path) -> str:
+    return subprocess.run(["git", "-C", str(repo), "for-each-ref"], capture_output=True, text=True, check=True).stdout
+
+
+def hook(repo: Path, script: str) -> None:
+    path = repo / "hooks" / "pre-receive"
+    path.write_text("#!/bin/sh\n" + script)
+    path.chmod(0o755)
+
+
+def test_up_with_nowhere_to_send_results_creates_nothing_and_names_a_working_value(rented: Settings) -> None:
+    provider = runpod_4090()
+    deps = make_deps(rented.with_overrides(git_remote=None, results_bucket=None), provider, [])
+    with pytest.raises(ConfigError) as caught:
+        up(opts(), deps)
+    assert "nowhere to send its results: GPUC_RESULTS_BUCKET is not set" in caught.value.message
+    hint = caught.value.hint or ""
+    assert "s3://my-bucket/gpuc" in hint and "GPUC_GIT_REMOTE=https://" in hint
+    assert nothing_spent(deps, provider)
+
+
+def test_up_with_a_git_remote_that_refuses_the_push_creates_nothing(rented: Settings) -> None:
+    repo = Path(rented.git_remote or "")
+    hook(repo, "echo 'permission to push denied' >&2\nexit 1\n")
+    provider = runpod_4090()
+    deps = make_deps(rented, provider, [])
+    with pytest.raises(ConfigError) as caught:
+        up(opts(), deps)
+    assert caught.value.message.startswith(f"git {repo} refused the push of a probe ref")
+    assert "permission to push denied" in caught.value.message and "GPUC_GIT_TOKEN" in (caught.value.hint or "")
+    assert nothing_spent(deps, provider) and probe_refs(repo) == ""
+
+
+def test_a_probe_ref_the_remote_will_not_delete_is_named_and_up_goes_on(rented: Settings) -> None:
+    """The pod only pushes, never deletes: a remote that refuses deletions takes the results."""
+    repo = Path(rented.git_remote or "")
+    hook(repo, "while read old new ref; do [ \"$new\" = 0000000000000000000000000000000000000000 ] && exit 1; done\n"
+         "exit 0\n")
+    lines: list[str] = []
+    provider = runpod_4090()
+    with pytest.raises(Created):
+        up(opts(), make_deps(rented, provider, lines))
+    (left,) = probe_refs(repo).splitlines()
+    ref = left.split()[-1]
+    assert ref.startswith("refs/gpuc-probe/gpuc-probe-")
+    assert any(f"probe {ref} left: delete it with git push origin :{ref}" in line for line in lines), lines
+
+
+def test_the_dry_run_proves_the_destination_too_and_removes_its_probe(rented: Settings) -> None:
+    lines: list[str] = []
+    provider = runpod_4090()
+    deps = make_deps(rented, provider, lines)
+    assert up(opts(dry_run=True), deps) is None
+    assert f"results: git {rented.git_remote} takes a push and answers a list (probe ref removed)" in lines
+    assert nothing_spent(deps, provider) and probe_refs(Path(rented.git_remote or "")) == ""
+    refused = make_deps(rented.with_overrides(git_remote=None), provider, [])
+    with pytest.raises(ConfigError, match="nowhere to send its results"):
+        up(opts(dry_run=True), refused)
+
+
+def test_up_note_that_is_not_one_line_is_refused_before_anything_is_rented(rented: Settings) -> None:
+    provider = runpod_4090()
+    deps = make_deps(rented, provider, [])
+    result = CliRunner().invoke(up_command, ["exp1", "-p", "runpod", "--no-upload", "-y", "--note", "a\nb"], obj=deps)
+    assert isinstance(result.exception, ConfigError) and "control character" in result.exception.message
+    assert nothing_spent(deps, provider)

@@ -24,6 +24,7 @@ from gpuc.client.setup.doctor import (
     run_checks,
     run_git,
 )
+from gpuc.client.setup.doctor_results import check_results
 from gpuc.client.setup.hook import install_hook
 from gpuc.core.api import ChannelInfo, StatusResponse
 from gpuc.core.errors import ConfigError, FunctionsError
@@ -244,6 +245,8 @@ def healthy(repo: Path) -> DoctorDeps:
         runpod_api_key=SecretStr(RUNPOD_KEY),
         admin_token=SecretStr(ADMIN),
         notify_urls=SecretStr(NOTIFY_URLS),
+        git_remote="https://github.com/you/exp.git",  # where results go (the destination line)
+        git_token=SecretStr("ghp_doctor"),
     )
     status = StatusResponse(
         server_time=1e9, reaper_last_run=1e9 - 60, reaper_period_s=300, channels=[ChannelInfo(index=1, kind="ntfy")]
@@ -324,6 +327,46 @@ def test_the_cli_installs_the_hook_then_passes(repo: Path, monkeypatch: pytest.M
     assert result.exit_code == 0, result.output
     assert f"installed the secret guard: {repo / '.git' / 'hooks' / 'pre-commit'}" in result.output
     assert "✓ pre-commit secret guard" in result.output
+
+
+# -- the results destination (issue 19.1): judged without a request; `up` proves the write ----------------
+def test_a_rented_setup_with_nowhere_to_sync_fails_with_a_working_value(repo: Path) -> None:
+    d = healthy(repo)
+    d.settings = d.settings.with_overrides(git_remote=None, git_token=None)
+    check = by_name(run_checks(d, repo))["results destination"]
+    assert check.status == "fail" and "nowhere to send its results" in check.detail
+    assert check.fix and "s3://my-bucket/gpuc" in check.fix
+
+
+@pytest.mark.parametrize(
+    ("fields", "said"),
+    [
+        ({"git_remote": "git@github.com:you/exp.git"}, "is an ssh remote"),
+        ({"git_remote": None, "results_bucket": "s3://results/gpuc"}, "GPUC_S3_ACCESS_KEY_ID and"),
+        ({"git_remote": None, "results_bucket": "file:///tmp/r"}, "the pod's own disk"),
+        ({"git_remote": None, "results_bucket": "gs://results"}, "neither s3://bucket/prefix"),
+    ],
+)
+def test_a_destination_a_rented_pod_cannot_use_fails_before_any_request(
+    repo: Path, fields: dict[str, str | None], said: str
+) -> None:
+    d = healthy(repo)
+    d.settings = d.settings.with_overrides(**fields)
+    check = by_name(run_checks(d, repo))["results destination"]
+    assert check.status == "fail" and said in check.detail, check
+
+
+def test_the_local_provider_alone_needs_no_destination(repo: Path) -> None:
+    settings = Settings(env_file=repo / ".env")
+    assert check_results(settings).status == "ok" and "local provider only" in check_results(settings).detail
+    folder = settings.with_overrides(results_bucket="file:///tmp/r")
+    assert check_results(folder).status == "ok"
+
+
+def test_a_local_setup_with_a_provider_key_is_warned_not_failed(repo: Path) -> None:
+    settings = Settings(env_file=repo / ".env", runpod_api_key=SecretStr(RUNPOD_KEY))
+    check = check_results(settings)
+    assert check.status == "warn" and "for `up -p`: a rented pod would have nowhere" in check.detail
 
 
 def test_a_bad_setting_is_one_cross_and_the_other_checks_still_run(

@@ -123,6 +123,8 @@ def filled() -> Ledger:
 
 
 UNREACHABLE = FunctionsError("connection refused", hint="gpuc watchdog serve")
+# A watchdog that hears no pod running: the open row is not counted "running, so far" (a plot of closed rows).
+QUIET = StatusResponse(server_time=T0 + 2 * DAY, reaper_period_s=300)
 
 
 def ledger_cli(args: list[str], watchdog: StatusResponse | Exception = UNREACHABLE) -> Result:
@@ -173,7 +175,7 @@ def test_no_sync_leaves_the_watchdog_alone(filled: Ledger) -> None:
 
 def test_the_cli_plots_a_png_of_the_right_data(filled: Ledger, tmp_path: Path) -> None:
     target = tmp_path / "spend.png"
-    result = ledger_cli(["--month", "2026-09", "--plot", str(target)])
+    result = ledger_cli(["--month", "2026-09", "--plot", str(target)], QUIET)
     assert result.exit_code == 0, result.output
     data = target.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
@@ -189,7 +191,7 @@ def test_the_cli_plots_a_png_of_the_right_data(filled: Ledger, tmp_path: Path) -
 
 def test_the_cli_plots_html_with_the_numbers(filled: Ledger, tmp_path: Path) -> None:
     target = tmp_path / "spend.html"
-    result = ledger_cli(["--month", "2026-09", "--plot", str(target), "--json"])
+    result = ledger_cli(["--month", "2026-09", "--plot", str(target), "--json"], QUIET)
     assert result.exit_code == 0, result.output
     page = target.read_text()
     assert page.startswith("<!doctype html>") and page.count("<svg") == 2
@@ -230,7 +232,7 @@ def test_the_cli_warns_about_absurd_rows_and_records_instead_of_crashing(filled:
     assert "warning: watchdog record of pod pod-open: end 1e+300 is not a time" in result.output
     assert "warning: row typo started 2026-09-20T10:00:00Z: cost_usd '1e999'" in result.output
     assert "warning: row bad-day" in result.output and "left out of the totals" in result.output
-    as_json = ledger_cli(["--month", "all", "--json"])
+    as_json = ledger_cli(["--month", "all", "--json"], QUIET)
     body = json.loads(as_json.output)
     assert len(body["warnings"]) == 2 and body["total_cost_usd"] == pytest.approx(7.0)
     assert "warnings" in CliRunner().invoke(ledger, ["--help"]).output

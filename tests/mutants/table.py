@@ -42,6 +42,7 @@ KEY = "tests/providers/test_pod_key_fallback.py"
 TOKEN = "tests/core/test_token_strength.py"
 GET = "tests/providers/test_get_contract.py"
 DOWN = "tests/client/test_down_guards.py"
+PRECHECK = "tests/client/test_precheck.py"
 
 MUTANTS: tuple[Mutant, ...] = (
     # -- 1. a provider's "unknown" taken as gone ---------------------------------------------------------
@@ -454,5 +455,46 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if pod is not None and not pod.managed:",
         "    if False:",
         (DOWN,),
+    ),
+    # -- 11. the results destination and the ledger's running pods (issue 19.1, 19.6) ------------------------
+    Mutant(
+        "up-no-destination-check",
+        "up: a pod is rented with nowhere to send its results (its sync fails: KEPT, billing)",
+        "client/pods/plan.py",
+        "        require_destination(ctx.settings, opts.experiment, ctx.echo)",
+        "        pass",
+        (PRECHECK, "tests/aws/test_destcheck_s3.py"),
+    ),
+    Mutant(
+        "destcheck-s3-probe-kept",
+        "up: the S3 probe object is left in the user's bucket",
+        "core/destcheck.py",
+        "        left = _remove_probe(client, sync.bucket, sync.base, shown)",
+        "        left = None",
+        ("tests/aws/test_destcheck_s3.py",),
+    ),
+    Mutant(
+        "destcheck-git-probe-kept",
+        "up: the git probe ref is left in the user's repository, and said to be removed",
+        "core/destcheck.py",
+        '            code, _ = git.run(["push", "--quiet", remote, f":{ref}"])',
+        "            code = 0",
+        ("tests/core/test_destcheck.py", PRECHECK),
+    ),
+    Mutant(
+        "ledger-running-hidden",
+        "gpuc ledger: a running pod's cost so far is left out of the month",
+        "client/money/render.py",
+        "    lines += running_lines(summary)",
+        "    pass",
+        ("tests/money/test_money_running_cli.py",),
+    ),
+    Mutant(
+        "reconcile-live-mismatch",
+        "gpuc ledger reconcile: a live pod's open row is a mismatch (exit 1)",
+        "client/money/ledger_view.py",
+        "names, live=live_pods(status) or ())",
+        "names)",
+        ("tests/money/test_money_running_cli.py",),
     ),
 )
