@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from typing import Any
 
 import click
 from click.shell_completion import CompletionItem, get_completion_class
@@ -90,9 +89,12 @@ def report_error(exc: BaseException) -> int:
     return 70
 
 
-def main(argv: list[str] | None = None) -> Any:
+def main(argv: list[str] | None = None) -> int:
+    """The exit code. Not standalone, click returns a command's `ctx.exit(N)` as N (and a command's own
+    return value otherwise): both `gpuc` and `python -m gpuc.client.cli` must exit with it (`ls` names an
+    unread provider with 1, `doctor` a failed check)."""
     try:
-        return cli.main(args=argv, prog_name="gpuc", standalone_mode=False)
+        code = cli.main(args=argv, prog_name="gpuc", standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:
@@ -105,7 +107,8 @@ def main(argv: list[str] | None = None) -> Any:
         if os.environ.get("GPUC_DEBUG"):
             raise
         sys.exit(report_error(exc))
+    return code if isinstance(code, int) and not isinstance(code, bool) else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

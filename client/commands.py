@@ -34,6 +34,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "gpuc.client.watchdog.commands:watchdog",
         "The out-of-band watchdog: serve, reap, deploy, status.",
     ),
+    "notify": (
+        "gpuc.client.watchdog.commands:notify",
+        "Send a test message through every channel and the watchdog (--test).",
+    ),
     "page": ("gpuc.client.watchdog.page:page", "A link (or QR code) to the watchdog's status page for your phone."),
     "demo": ("gpuc.client.setup.commands:demo", "Run the whole pod life end to end on the embedded default."),
     "drill": (

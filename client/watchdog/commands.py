@@ -1,4 +1,4 @@
-"""`gpuc watchdog serve | reap | status | resume | deploy`: click only, one call each.
+"""`gpuc watchdog serve | reap | status | resume | deploy` and `gpuc notify --test`: click only, one call each.
 
 Startup: every TAB loads this module; each command loads its own stack (the server, httpx, boto3)."""
 
@@ -104,3 +104,28 @@ def deploy(ctx: Ctx, dry_run: bool, region: str | None, stack_name: str, carry: 
         return click.confirm(question, default=True)
 
     admin.deploy(ctx, dry_run, region, stack_name, carry, say=click.echo, warn=_warn, ask=ask)
+
+
+@click.command("notify")
+@click.option("--test", "test", is_flag=True, required=True, help="Send one test message through every route.")
+@pass_ctx
+def notify(ctx: Ctx, test: bool) -> None:
+    """Send one test message through each channel of GPUC_NOTIFY_URLS (from here) and one through the
+    watchdog, and say which each service accepted. Exits 1 when any route did not.
+
+    "Accepted" is what a service answers; whether the phone shows it only the phone can tell. The
+    watchdog's line also says whether it holds the channels set here (a channel added after it started
+    must reach it, or be reported)."""
+    from gpuc.functions.channels import send_test  # startup: this command only
+
+    with ctx:
+        results = send_test(
+            ctx.settings,
+            watchdog_notify=ctx.watchdog.notify,
+            watchdog_status=ctx.watchdog.status,
+            now=ctx.clock.now(),
+        )
+    for result in results:
+        click.echo(f"{'✓' if result.arrived else '✗'} {result.route}: {result.detail}")
+    if not all(result.arrived for result in results):
+        click.get_current_context().exit(1)
