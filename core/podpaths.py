@@ -48,6 +48,8 @@ class PodPaths:
         self.retry_asked = self.state / "kept.retry"
         self.agent_lock = self.state / "agent.lock"
         self.upload = self.state / "upload"  # the project's archive, in parts, until `ask unpack`
+        # `gpuc run --env NAME`: one job's own variables (mode 600), read and removed as the job starts
+        self.job_env = self.state / "job-env"
         # The code `up` uploads, and the interpreter that runs it (a launcher the install writes, so
         # every later ssh command finds gpuc without knowing how it was installed).
         self.code = self.state / "code"

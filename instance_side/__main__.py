@@ -14,9 +14,13 @@ import signal
 import sys
 from collections.abc import Mapping, Sequence
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from gpuc.core.errors import GpucError
-from gpuc.instance_side.podfiles import PodPaths
+from gpuc.instance_side.podfiles import PodPaths, load_secrets
+
+if TYPE_CHECKING:
+    from gpuc.instance_side.podlog import PodLog
 
 _TRUE = ("1", "true", "yes", "on")
 
@@ -57,6 +61,7 @@ def cmd_run(paths: PodPaths, argv: Sequence[str], job_id: str | None = None) -> 
 
     environ = os.environ
     ctx = load_context(paths, role="wrapper", echo=sys.stderr)
+    secrets = {**ctx.secrets, **_job_env(paths, job_id, ctx.log)}
     dry_run = flag(environ, "DRY_RUN")
     sync = with_job_log(make_sync(ctx.cfg, ctx.secrets, paths=paths), paths)
     ender = make_ender(ctx, sync=sync, keep_alive=flag(environ, "KEEP_ALIVE"), dry_run=dry_run)
@@ -66,12 +71,28 @@ def cmd_run(paths: PodPaths, argv: Sequence[str], job_id: str | None = None) -> 
         ender=ender,
         clock=ctx.clock,
         log=ctx.log,
-        env=_with_hf_home(job_environ(environ, ctx.secrets, ctx.cfg.pod_id), paths),
+        env=_with_hf_home(job_environ(environ, secrets, ctx.cfg.pod_id), paths),
         dry_run=dry_run,
         job_id=job_id,
         output_echo=echo_fd(),
     )
     return wrapper.run(argv)
+
+
+def _job_env(paths: PodPaths, job_id: str | None, log: PodLog) -> dict[str, str]:
+    """`gpuc run --env NAME`: this job's own variables, put there by the laptop just before it started the
+    job. Removed once read: they were asked for this job, not for the pod (and never for another job)."""
+    if job_id is None or not job_id.replace("-", "").isalnum():
+        return {}
+    path = paths.job_env / job_id
+    if not path.exists():
+        return {}
+    try:
+        values = load_secrets(path)
+    finally:
+        path.unlink(missing_ok=True)
+    log.add_secrets(values.values())
+    return values
 
 
 def cmd_sync(paths: PodPaths) -> int:

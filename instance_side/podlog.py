@@ -33,6 +33,10 @@ class PodLog:
         self.echo = echo
         self.max_bytes = max_bytes
 
+    def add_secrets(self, values: Iterable[str]) -> None:
+        """More values to scrub from every line (a job's own variables, `gpuc run --env`)."""
+        self._secrets = (*self._secrets, *(v for v in values if v))
+
     def scrub(self, text: str) -> str:
         return redact(text, self._secrets)
 

@@ -167,6 +167,13 @@ def _ask(question: str) -> bool:
     is_flag=True,
     help="Upload this folder again first, as `up` does (same exclusions and checks): the job runs today's code.",
 )
+@click.option(
+    "--env",
+    "env_names",
+    multiple=True,
+    metavar="NAME",
+    help="Give this job a variable from your environment or .env, as `up --env` does (repeatable; a name only).",
+)
 @click.option("--dry-run", is_flag=True, help="Print what would run; start nothing.")
 @pass_ctx
 def run(
@@ -177,6 +184,7 @@ def run(
     wait: bool,
     timeout: str | None,
     sync_code: bool,
+    env_names: tuple[str, ...],
     dry_run: bool,
 ) -> None:
     """Run COMMAND on POD under the wrapper: on exit, sync → notify → destroy.
@@ -188,12 +196,15 @@ def run(
     """
     from gpuc.client.jobs import wait as jobwait  # lazy: see up
     from gpuc.client.onpod import upload
-    from gpuc.client.pods.run import run_job
+    from gpuc.client.pods.run import job_variables, run_job
 
     timeout_s = jobwait.check_wait_options(wait, timeout, command)
     bundle = upload.prepare(Path.cwd(), ctx.settings.upload_max_mb, ctx.settings.home) if sync_code else None
+    job_env = job_variables(env_names, ctx)  # checked here, before the pod is touched
     job_id = jobwait.new_job_id()
-    started = run_job(pod, list(command), ctx, dry_run=dry_run, force=force, job_id=job_id, bundle=bundle)
+    started = run_job(
+        pod, list(command), ctx, dry_run=dry_run, force=force, job_id=job_id, bundle=bundle, job_env=job_env
+    )
     if wait and not dry_run:
         jobwait.wait_and_exit(ctx, started, job_id=job_id, timeout_s=timeout_s)
 

@@ -7,7 +7,11 @@ cannot be trusted refuses too, since a second job's exit destroys the pod under 
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping, Sequence
+
 from gpuc.client.context import Ctx
+from gpuc.client.onpod.access import STATE_DIR
 from gpuc.client.onpod.ask import OlderPod, PodAnswerError, job_state
 from gpuc.client.onpod.upload import Bundle, check_command, upload
 from gpuc.client.pods.runs import RunRecord
@@ -43,6 +47,7 @@ def run_job(
     force: bool = False,
     job_id: str | None = None,
     bundle: Bundle | None = None,
+    job_env: Mapping[str, str] | None = None,
 ) -> Pod:
     """Start COMMAND under the wrapper. Refused while the pod runs a job (checked on the pod itself):
     the second job's exit would destroy the pod under the first. `force` starts it anyway. `bundle`
@@ -70,14 +75,37 @@ def run_job(
     if dry_run:
         if bundle is not None:
             ctx.echo(f"dry run: would upload {bundle.describe()} to {pod.id}")
+        if job_env:
+            ctx.echo(f"dry run: would give the job {', '.join(sorted(job_env))} (--env)")
         ctx.echo(f"dry run: would start under the wrapper on {pod.id}: {short_command(command)}")
         return pod
     if bundle is not None:
         upload(access, bundle, ctx.echo)
         check_command(access, command, bundle, destroying=False)
+    if job_env:
+        from gpuc.core.podconfig import render_env_file  # pydantic: only a job given variables loads it
+
+        if job_id is None:
+            raise SafetyRefusal("a job with --env needs its job id", hint="report this as a bug")
+        # Over ssh's stdin into a mode-600 file the job's wrapper reads and removes: never argv, never output.
+        access.put_file(f"{STATE_DIR}/job-env/{job_id}", render_env_file(job_env).encode(), 0o600)
     start_job(access, command, job_id)
     ctx.echo(job_started(pod, command))
     return pod
+
+
+def job_variables(names: Sequence[str], ctx: Ctx) -> dict[str, str]:
+    """`gpuc run --env NAME`: each value from the environment, then .env, as `up --env` finds it; a name
+    found nowhere, NAME=value or a key that never goes onto a pod is refused, naming only the name."""
+    if not names:
+        return {}
+    from gpuc.client.pods.plan import check_env_file
+    from gpuc.core.podsecrets import choose
+
+    env_file = check_env_file(ctx.settings, "local")  # its mode checked; a missing one holds nothing
+    chosen = choose({}, None, [os.environ, env_file], asked=names)
+    ctx.echo(f"variables to the job: {', '.join(sorted(chosen.values))} (--env; values never printed)")
+    return dict(chosen.values)
 
 
 def resolve_pod(ref: str, ctx: Ctx) -> tuple[RunRecord, Pod, Provider]:
