@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from gpuc.client.pods.runs import RunStore
     from gpuc.client.watchdog.client import WatchdogClient
     from gpuc.core.ledger import Ledger
-    from gpuc.core.models import Pod
+    from gpuc.core.pod import Pod
     from gpuc.core.providers.base import PodAccess, Provider
 
 Echo = Callable[[str], None]

@@ -27,7 +27,8 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator
 
 from gpuc.core.gpubounds import reading_problem
-from gpuc.core.models import GpuReading, PodStatus, Strict
+from gpuc.core.models import GpuReading, Strict
+from gpuc.core.pod import PodStatus
 
 MAX_BODY_BYTES = 16 * 1024
 SIGNATURE_WINDOW_S = 300

@@ -3,42 +3,13 @@
 from __future__ import annotations
 
 import re
-import secrets
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-PodStatus = Literal["provisioning", "running", "stopped", "paused", "exited", "terminated", "unknown"]
-POD_STATUSES: tuple[PodStatus, ...] = (
-    "provisioning",
-    "running",
-    "stopped",
-    "paused",
-    "exited",
-    "terminated",
-    "unknown",
-)
-# Ownership marker the reaper relies on: the name prefix AND this env var on the pod.
-NAME_PREFIX = "gpuc-"
-OWNER_ENV = "GPUC_MANAGED"
-RUN_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{3,40}$")
+from gpuc.core.pod import RUN_ID_RE, pod_name  # a pod's own marks (core/pod.py: no pydantic)
+
 EXPERIMENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-
-
-def new_run_id() -> str:
-    return secrets.token_hex(5)
-
-
-def pod_name(run_id: str) -> str:
-    return f"{NAME_PREFIX}{run_id}"
-
-
-def is_gpuc_name(name: str | None) -> bool:
-    return (
-        bool(name)
-        and str(name).startswith(NAME_PREFIX)
-        and bool(RUN_ID_RE.match(str(name)[len(NAME_PREFIX) :]))
-    )
 
 
 class Strict(BaseModel):
@@ -81,32 +52,6 @@ class PodSpec(Strict):
     @property
     def name(self) -> str:
         return pod_name(self.run_id)
-
-
-class Pod(Strict):
-    provider: str
-    id: str
-    name: str
-    experiment: str | None = None
-    status: PodStatus
-    raw_status: str = ""
-    gpu: str | None = None
-    gpu_count: int = 1
-    price_per_hour: float | None = None
-    created_at: float | None = None
-    uptime_s: float | None = None
-    managed: bool = False
-    interruptible: bool = False
-    ssh_host: str | None = None
-    ssh_port: int | None = None
-    gpu_util_pct: float | None = None  # the provider's own reading: the reaper's second witness
-    # What a stopped pod keeps and still bills: its disk's size and price, where the provider says (F16).
-    disk_gb: float | None = None
-    disk_usd_gb_month: float | None = None
-
-    @property
-    def alive(self) -> bool:
-        return self.status not in ("terminated",)
 
 
 class GpuReading(Strict):

@@ -33,8 +33,9 @@ from urllib.parse import urlsplit
 from gpuc.core import api
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import GpucError, ProviderError, ProviderSchemaError, ProviderUnavailable
-from gpuc.core.models import Pod, PodSpec, PodStatus, pod_name
+from gpuc.core.models import PodSpec
 from gpuc.core.notify import OUTBOX_NAME, Action, Level, Notifier
+from gpuc.core.pod import Pod, PodStatus, pod_name
 from gpuc.core.podconfig import PodConfig, render_env_file
 from gpuc.core.providers.base import Provider
 from gpuc.core.settings import SecretStr, Settings

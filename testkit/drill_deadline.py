@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from gpuc.core import api
-from gpuc.core.models import Pod, PodSpec
+from gpuc.core.models import PodSpec
+from gpuc.core.pod import Pod
 from gpuc.core.providers.base import Provider, SelfDestroyer
 from gpuc.core.signing import derive_key
 from gpuc.functions.app import ProviderPool

@@ -18,13 +18,15 @@ when a stop (`stop`; `start` resumes) ended its GPU billing.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections import Counter
 from collections.abc import Callable
 
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ProviderUnavailable
-from gpuc.core.models import Balance, Pod, PodSpec, PodStatus, pod_name
+from gpuc.core.models import Balance, PodSpec
+from gpuc.core.pod import Pod, PodStatus, pod_name
 from gpuc.core.providers.base import DestroyResult, Provider
 
 Operation = str  # "list" | "get" | "destroy" | "balance" | "create" | "stop" | "start"
@@ -90,7 +92,7 @@ class FakeProvider(Provider):
         if "status" in changes and "raw_status" not in changes:
             changes["raw_status"] = str(changes["status"]).upper()
         with self._lock:
-            self.pods[pod_id] = self.pods[pod_id].model_copy(update=changes)
+            self.pods[pod_id] = dataclasses.replace(self.pods[pod_id], **changes)  # type: ignore[arg-type]
 
     def alive(self, pod_id: str) -> bool:
         """Still billing (whatever the listing shows)."""

@@ -13,7 +13,7 @@ import signal
 from typing import Any
 
 from gpuc.core.errors import NotFound
-from gpuc.core.models import Pod, PodStatus, new_run_id
+from gpuc.core.pod import Pod, PodStatus, new_run_id
 from gpuc.core.providers.local import LocalProvider
 
 

@@ -15,7 +15,8 @@ from gpuc.client.pods.runs import RunStore
 from gpuc.core.api import StatusResponse
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ProviderError
-from gpuc.core.models import Balance, Offer, Pod, PodSpec
+from gpuc.core.models import Balance, Offer, PodSpec
+from gpuc.core.pod import Pod
 from gpuc.core.providers.base import DestroyResult, Provider
 from gpuc.core.settings import SecretStr, Settings
 

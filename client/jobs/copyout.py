@@ -29,7 +29,7 @@ from gpuc.core.redact import redact
 from gpuc.instance_side import resultscopy
 
 if TYPE_CHECKING:
-    from gpuc.core.models import Pod
+    from gpuc.core.pod import Pod
     from gpuc.core.podpaths import PodPaths
     from gpuc.core.providers.base import PodAccess, Provider
 

@@ -20,7 +20,7 @@ from gpuc.client.jobs.results import reach
 from gpuc.client.onpod.upload import Bundle, check_credentials, check_size, collect, skipped_name, upload
 from gpuc.client.pods.run import resolve_pod
 from gpuc.core.errors import ConfigError, SafetyRefusal
-from gpuc.core.models import Pod
+from gpuc.core.pod import Pod
 from gpuc.core.providers.base import Provider
 
 

@@ -29,7 +29,7 @@ from gpuc.client.pods.survey import ledger_intake
 from gpuc.core.api import PodRecord, StatusResponse
 from gpuc.core.errors import GpucError
 from gpuc.core.ledger import row_cost, row_hours
-from gpuc.core.models import Pod
+from gpuc.core.pod import Pod
 from gpuc.core.podjson import Unreadable
 
 WAIT_TIMEOUT_EXIT = 124  # as timeout(1): still running when the wait gave up

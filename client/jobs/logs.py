@@ -14,7 +14,7 @@ from gpuc.client.jobs.podlog import LOG_PRINT_MAX, LogPrinter, gpuc_secrets, rea
 from gpuc.client.jobs.wait import say
 from gpuc.client.pods.runs import RunRecord
 from gpuc.core.errors import GpucError, NotFound, SafetyRefusal
-from gpuc.core.models import Pod
+from gpuc.core.pod import Pod
 
 
 def find_run(ctx: Ctx, ref: str) -> RunRecord:

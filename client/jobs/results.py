@@ -27,7 +27,7 @@ from gpuc.core.errors import ConfigError, GpucError, ProviderError, SafetyRefusa
 from gpuc.core.providers.local import LocalProvider
 
 if TYPE_CHECKING:
-    from gpuc.core.models import Pod
+    from gpuc.core.pod import Pod
     from gpuc.core.providers.base import PodAccess, Provider
 
 LEASE_S = 3600.0  # the watchdog holds off this long: a resume, an ssh wait and a copy

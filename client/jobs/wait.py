@@ -22,7 +22,7 @@ from gpuc.client.context import Ctx
 from gpuc.client.jobs.follow import STOPPED_WAITING_EXIT, Follow, follow, report
 from gpuc.core.clock import parse_duration
 from gpuc.core.errors import ConfigError
-from gpuc.core.models import Pod, new_run_id
+from gpuc.core.pod import Pod, new_run_id
 from gpuc.core.termsafe import clean_line
 
 

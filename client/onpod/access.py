@@ -12,7 +12,7 @@ from gpuc.core.podpaths import PodPaths
 from gpuc.core.providers.local import LocalProvider
 
 if TYPE_CHECKING:
-    from gpuc.core.models import Pod
+    from gpuc.core.pod import Pod
     from gpuc.core.providers.base import PodAccess, Provider
     from gpuc.core.settings import Settings
 

@@ -32,7 +32,8 @@ from gpuc.client.context import Ctx
 from gpuc.client.onpod.access import STATE_DIR, pod_paths, results_bucket_for
 from gpuc.client.onpod.ssh import SshAccess, wait_for_ssh
 from gpuc.core.errors import GpucError
-from gpuc.core.models import Pod, PodSpec
+from gpuc.core.models import PodSpec
+from gpuc.core.pod import Pod
 from gpuc.core.podconfig import PodConfig, pod_secrets, render_env_file
 from gpuc.core.podpaths import PodPaths
 from gpuc.core.providers.base import PodAccess

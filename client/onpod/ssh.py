@@ -32,7 +32,7 @@ from pathlib import Path, PurePosixPath
 
 from gpuc.core.clock import Clock
 from gpuc.core.errors import GpucError
-from gpuc.core.models import Pod
+from gpuc.core.pod import Pod
 from gpuc.core.podpaths import POD_ROOT_ENV, PodPaths
 from gpuc.core.providers.base import PodAccess, Provider
 from gpuc.core.redact import redact

@@ -12,7 +12,7 @@ from gpuc.client.pods.run import look_up
 from gpuc.client.pods.runs import RunRecord
 from gpuc.core.api import EndRequest
 from gpuc.core.errors import GpucError, ProviderError, SafetyRefusal
-from gpuc.core.models import Pod
+from gpuc.core.pod import Pod
 from gpuc.core.providers.base import Provider
 from gpuc.core.termsafe import clean_line
 from gpuc.core.titles import title

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from gpuc.client.watchdog.status import WatchdogStatus, WatchedPod
     from gpuc.core.api import StatusResponse
     from gpuc.core.ledger import WatchdogRecord
-    from gpuc.core.models import Pod
+    from gpuc.core.pod import Pod
 
 LS_FIELDS = (
     "provider",

@@ -25,7 +25,8 @@ from gpuc.client.text import clock_utc, short_span
 from gpuc.core.api import RegisterRequest
 from gpuc.core.errors import GpucError, ProviderError
 from gpuc.core.ledger import sane_price, sane_ts
-from gpuc.core.models import Pod, PodSpec, new_run_id
+from gpuc.core.models import PodSpec
+from gpuc.core.pod import Pod, new_run_id
 from gpuc.core.providers.base import PodAccess, Provider
 from gpuc.core.providers.local import LocalProvider
 from gpuc.core.settings import Settings

@@ -29,7 +29,7 @@ from gpuc.client.pods.survey import list_all
 from gpuc.client.pods.up import up
 from gpuc.core.clock import SystemClock
 from gpuc.core.errors import ConfigError, GpucError
-from gpuc.core.models import Pod
+from gpuc.core.pod import Pod
 from gpuc.core.providers.base import Provider
 from gpuc.core.providers.local import LocalProvider
 from gpuc.core.providers.registry import get_provider

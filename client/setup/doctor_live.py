@@ -24,7 +24,7 @@ from gpuc.client.context import Ctx
 from gpuc.client.onpod.ask import PodAnswerError, key_scope
 from gpuc.client.setup.checks import Check, fail, ok, warn
 from gpuc.core.errors import GpucError, ProviderError
-from gpuc.core.models import Pod
+from gpuc.core.pod import Pod
 from gpuc.core.providers.base import Provider
 from gpuc.core.providers.registry import keyed_providers
 from gpuc.core.termsafe import clean_line

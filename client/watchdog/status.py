@@ -12,14 +12,13 @@ required ones, the same answer on the documents the server sends and on each way
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any
 
+from gpuc.core.checks import Unexpected, build, checked, flag, integer, many, maybe, number, one_of, record, text
 from gpuc.core.gpubounds import reading_problem
 
-Check = Callable[[Any, str], Any]
-T = TypeVar("T")
+__all__ = ["Unexpected", "WatchdogStatus", "read_status"]
 
 # core/api.py's bounds (imported from there they would load pydantic): the test compares them.
 EPOCH_MIN, EPOCH_MAX = 1_577_836_800.0, 4_102_444_800.0
@@ -28,109 +27,6 @@ SEQ_MAX = 2**63 - 1
 POD_STATUSES = ("provisioning", "running", "stopped", "paused", "exited", "terminated", "unknown")
 RECORD_STATES = ("ok", "late", "down", "destroying", "destroyed", "ended")
 LEVELS = ("info", "warning", "error")
-
-
-class Unexpected(ValueError):
-    """The status is not what gpuc's watchdog answers; the message names the field."""
-
-
-def text(max_length: int | None = None, min_length: int = 0) -> Check:
-    def check(value: Any, where: str) -> str:
-        if not isinstance(value, str):
-            raise Unexpected(f"{where} is not text")
-        if len(value) < min_length or (max_length is not None and len(value) > max_length):
-            raise Unexpected(f"{where} has a length out of bounds")
-        return value
-
-    return check
-
-
-def number(low: float | None = None, high: float | None = None) -> Check:
-    """A float field: an int or a float (never a bool), within [low, high] when given (NaN is in none)."""
-
-    def check(value: Any, where: str) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise Unexpected(f"{where} is not a number")
-        if (low is not None and not value >= low) or (high is not None and not value <= high):
-            raise Unexpected(f"{where} is out of bounds")
-        return float(value)
-
-    return check
-
-
-def integer(low: int | None = None, high: int | None = None) -> Check:
-    def check(value: Any, where: str) -> int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise Unexpected(f"{where} is not an integer")
-        if (low is not None and value < low) or (high is not None and value > high):
-            raise Unexpected(f"{where} is out of bounds")
-        return value
-
-    return check
-
-
-def flag(value: Any, where: str) -> bool:
-    if not isinstance(value, bool):
-        raise Unexpected(f"{where} is not true or false")
-    return value
-
-
-def one_of(*words: str) -> Check:
-    def check(value: Any, where: str) -> str:
-        if not isinstance(value, str) or value not in words:
-            raise Unexpected(f"{where} is not one of {', '.join(words)}")
-        return value
-
-    return check
-
-
-def maybe(inner: Check) -> Check:
-    def check(value: Any, where: str) -> Any:
-        return None if value is None else inner(value, where)
-
-    return check
-
-
-def many(inner: Check, max_length: int | None = None) -> Check:
-    def check(value: Any, where: str) -> tuple[Any, ...]:
-        if not isinstance(value, list):
-            raise Unexpected(f"{where} is not a list")
-        if max_length is not None and len(value) > max_length:
-            raise Unexpected(f"{where} has too many items")
-        return tuple(inner(item, f"{where}[{i}]") for i, item in enumerate(value))
-
-    return check
-
-
-def record(cls: type[T]) -> Check:
-    def check(value: Any, where: str) -> T:
-        return build(cls, value, where)
-
-    return check
-
-
-def checked(check: Check, default: Any = MISSING) -> Any:
-    """A field of a record below: how its value is checked, and its default (none: it is required)."""
-    return field(default=default, metadata={"check": check})
-
-
-def build(cls: type[T], raw: Any, where: str) -> T:
-    """`cls` from a JSON object: every key known, every required one present, every value checked."""
-    if not isinstance(raw, dict):
-        raise Unexpected(f"{where or 'the answer'} is not an object")
-    known = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]
-    unknown = sorted(set(raw) - set(known))
-    if unknown:
-        raise Unexpected(f"{where or 'the answer'} has an unknown field {unknown[0]!r}")
-    values: dict[str, Any] = {}
-    for name, spec in known.items():
-        here = f"{where}.{name}" if where else name
-        if name not in raw:
-            if spec.default is MISSING:
-                raise Unexpected(f"{here} is missing")
-            continue
-        values[name] = spec.metadata["check"](raw[name], here)
-    return cls(**values)
 
 
 def _gpu_reading_in_range(value: Any, where: str) -> GpuReading:
@@ -145,7 +41,7 @@ def _gpu_reading_in_range(value: Any, where: str) -> GpuReading:
 OPT_TEXT, OPT_NUMBER = maybe(text()), maybe(number())
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
 class GpuReading:
     index: int = checked(integer())
     name: str | None = checked(OPT_TEXT, None)
@@ -166,7 +62,7 @@ EPOCH = number(EPOCH_MIN, EPOCH_MAX)
 COUNT = integer(0, 1_000_000)
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
 class Heartbeat:
     pod_id: str = checked(text(128, min_length=1))
     seq: int = checked(integer(0, SEQ_MAX))
@@ -182,7 +78,7 @@ class Heartbeat:
     kept_left_s: float | None = checked(maybe(number(0, MAX_LIMIT_S)), None)
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
 class WatchedPod:
     """api.PodRecord: one pod as the watchdog keeps it."""
 
@@ -209,7 +105,7 @@ class WatchedPod:
     kept_at: float | None = checked(OPT_NUMBER, None)
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
 class Blind:
     """api.BlindProvider: a provider the reaper cannot read, since when, and why."""
 
@@ -218,7 +114,7 @@ class Blind:
     why: str = checked(text(), "")
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
 class Notification:
     ts: float = checked(number())
     title: str = checked(text())
@@ -228,7 +124,7 @@ class Notification:
     level: str = checked(one_of(*LEVELS), "info")
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
 class Channel:
     """api.ChannelInfo: a notification channel the watchdog holds (never its URL)."""
 
@@ -236,7 +132,7 @@ class Channel:
     kind: str = checked(text(32, 1))
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
 class WatchdogStatus:
     """api.StatusResponse."""
 

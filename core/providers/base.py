@@ -19,7 +19,8 @@ from gpuc.core.clock import Clock, SystemClock
 from gpuc.core.errors import ProviderError
 
 if TYPE_CHECKING:  # startup: the interface needs the models' names only; `gpuc ls` may never build one
-    from gpuc.core.models import Balance, Offer, Pod, PodSpec
+    from gpuc.core.models import Balance, Offer, PodSpec
+    from gpuc.core.pod import Pod
 
 DestroyResult = Literal["destroyed", "already_gone"]
 

@@ -14,12 +14,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypedDict, TypeVar
 
-from pydantic import BaseModel, ValidationError
-
-from gpuc.core.billing import BillingRecord
+from gpuc.core.checks import Unexpected, build
 from gpuc.core.clock import Clock, SystemClock
 from gpuc.core.errors import ConfigError, ProviderError, ProviderSchemaError, ProviderUnavailable, SafetyRefusal
-from gpuc.core.models import OWNER_ENV, Pod, PodSpec, is_gpuc_name
+from gpuc.core.pod import OWNER_ENV, Pod, is_gpuc_name
 from gpuc.core.providers.base import Provider, SelfDestroyer
 from gpuc.core.providers.http import AmbiguousOutcome, BackoffFunction, HttpClient
 from gpuc.core.providers.outcome import StoppedInstead
@@ -28,6 +26,10 @@ from gpuc.core.settings import SecretStr
 
 if TYPE_CHECKING:
     import httpx
+    from pydantic import ValidationError
+
+    from gpuc.core.billing import BillingRecord
+    from gpuc.core.models import PodSpec
 
 log = logging.getLogger("gpuc.providers")
 
@@ -35,16 +37,17 @@ log = logging.getLogger("gpuc.providers")
 EXPERIMENT_ENV = "GPUC_EXPERIMENT"
 OWNER_VALUE = "1"
 _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$", re.IGNORECASE)
-W = TypeVar("W", bound=BaseModel)
+W = TypeVar("W")
 
 
 def parse_wire(model: type[W], value: Any, what: str, *, provider: str, api: str) -> W:
-    """Validate a body fragment; the error names the field, never the value (a pod's env, an account's key)."""
+    """A body fragment as its wire dataclass (core/checks.py, no pydantic: `gpuc ls` reads both providers
+    on every run); the error names the field, never the value (a pod's env, an account's key)."""
     try:
-        return model.model_validate(value)
-    except ValidationError as exc:
+        return build(model, value, what)
+    except Unexpected as exc:
         raise ProviderSchemaError(
-            f"unexpected {what}: {first_error(exc)}",
+            f"unexpected {exc}",
             provider=provider,
             hint=f"the {api} API may have changed; gpuc will not guess what it meant",
         ) from None

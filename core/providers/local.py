@@ -29,7 +29,8 @@ from gpuc.core.settings import Settings
 from gpuc.core.sqlitedb import create_db
 
 if TYPE_CHECKING:
-    from gpuc.core.models import Balance, Pod, PodSpec
+    from gpuc.core.models import Balance, PodSpec
+    from gpuc.core.pod import Pod
 
 _SCHEMA = """
 create table if not exists pods (
@@ -131,7 +132,7 @@ class LocalProvider(Provider):
 
     def _to_pod(self, row: sqlite3.Row) -> Pod:
         # Startup: the models (pydantic) load with the first row; `gpuc ls` with no pods never pays for them.
-        from gpuc.core.models import OWNER_ENV, Pod, is_gpuc_name
+        from gpuc.core.pod import OWNER_ENV, Pod, is_gpuc_name
 
         env = json.loads(row["env"])
         return Pod(
@@ -161,7 +162,7 @@ class LocalProvider(Provider):
 
     # -- the Provider interface ----------------------------------------------------------------
     def create(self, spec: PodSpec) -> Pod:
-        from gpuc.core.models import OWNER_ENV, new_run_id  # startup: as in _to_pod
+        from gpuc.core.pod import OWNER_ENV, new_run_id  # startup: as in _to_pod
 
         pod_id = "lp-" + new_run_id()
         now = self.clock.now()

@@ -18,15 +18,28 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping
-from typing import Any, Literal, Self, TypeVar, Unpack
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar, Unpack
 from urllib.parse import quote
 
-import httpx
-from pydantic import BaseModel, ConfigDict
-
+from gpuc.core.checks import (
+    OPT_FLAG,
+    OPT_INT,
+    OPT_NUMBER,
+    OPT_TEXT,
+    TEXT,
+    ProviderShape,
+    checked,
+    lax_number,
+    many,
+    mapping,
+    maybe,
+    record,
+    text,
+)
 from gpuc.core.clock import Clock, iso, parse_iso
 from gpuc.core.errors import ConfigError, NotFound, ProviderAuthError, ProviderError, ProviderSchemaError
-from gpuc.core.models import Balance, Offer, Pod, PodSpec, PodStatus
+from gpuc.core.pod import Pod, PodStatus
 from gpuc.core.providers.base import DestroyResult
 from gpuc.core.providers.common import (
     HttpProvider,
@@ -45,6 +58,11 @@ from gpuc.core.providers.common import (
 from gpuc.core.providers.endpoints import RUNPOD_GRAPHQL_ENV, RUNPOD_GRAPHQL_URL, RUNPOD_REST_URL
 from gpuc.core.providers.http import BackoffFunction, HttpClient, Reply, require
 from gpuc.core.settings import Settings
+
+if TYPE_CHECKING:
+    import httpx
+
+    from gpuc.core.models import Balance, Offer, PodSpec
 
 log = logging.getLogger("gpuc.providers.runpod")
 
@@ -140,113 +158,123 @@ SPOT_POD_TYPES = ("INTERRUPTABLE", "BID")
 # ---- wire shapes: what we read from RunPod, validated where the body enters --------------------------
 
 
-class Wire(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+@dataclass(kw_only=True, repr=False, eq=False)
+class GqlPort(ProviderShape):
+    ip: str | None = checked(OPT_TEXT, None)
+    isIpPublic: bool | None = checked(OPT_FLAG, None)
+    privatePort: int | None = checked(OPT_INT, None)
+    publicPort: int | None = checked(OPT_INT, None)
+    type: str | None = checked(OPT_TEXT, None)
 
 
-class GqlPort(Wire):
-    ip: str | None = None
-    isIpPublic: bool | None = None
-    privatePort: int | None = None
-    publicPort: int | None = None
-    type: str | None = None
+@dataclass(kw_only=True, repr=False, eq=False)
+class GqlGpu(ProviderShape):
+    id: str | None = checked(OPT_TEXT, None)
+    gpuUtilPercent: float | None = checked(OPT_NUMBER, None)
+    memoryUtilPercent: float | None = checked(OPT_NUMBER, None)
 
 
-class GqlGpu(Wire):
-    id: str | None = None
-    gpuUtilPercent: float | None = None
-    memoryUtilPercent: float | None = None
+@dataclass(kw_only=True, repr=False, eq=False)
+class GqlRuntime(ProviderShape):
+    uptimeInSeconds: float | None = checked(OPT_NUMBER, None)
+    ports: tuple[GqlPort, ...] | None = checked(maybe(many(record(GqlPort))), None)
+    gpus: tuple[GqlGpu, ...] | None = checked(maybe(many(record(GqlGpu))), None)
 
 
-class GqlRuntime(Wire):
-    uptimeInSeconds: float | None = None
-    ports: list[GqlPort] | None = None
-    gpus: list[GqlGpu] | None = None
+@dataclass(kw_only=True, repr=False, eq=False)
+class GqlMachine(ProviderShape):
+    gpuDisplayName: str | None = checked(OPT_TEXT, None)
+    podHostId: str | None = checked(OPT_TEXT, None)
 
 
-class GqlMachine(Wire):
-    gpuDisplayName: str | None = None
-    podHostId: str | None = None
+@dataclass(kw_only=True, repr=False, eq=False)
+class GqlPod(ProviderShape):
+    id: str = checked(TEXT)
+    name: str | None = checked(OPT_TEXT, None)
+    desiredStatus: str | None = checked(OPT_TEXT, None)
+    podType: str | None = checked(OPT_TEXT, None)
+    costPerHr: float | None = checked(OPT_NUMBER, None)  # documented as a number, once seen as a string
+    gpuCount: int | None = checked(OPT_INT, None)
+    env: tuple[str, ...] | None = checked(maybe(many(text())), None)
+    uptimeSeconds: float | None = checked(OPT_NUMBER, None)
+    volumeInGb: float | None = checked(OPT_NUMBER, None)
+    machine: GqlMachine | None = checked(maybe(record(GqlMachine)), None)  # noqa: RUF009
+    runtime: GqlRuntime | None = checked(maybe(record(GqlRuntime)), None)  # noqa: RUF009
 
 
-class GqlPod(Wire):
-    id: str
-    name: str | None = None
-    desiredStatus: str | None = None
-    podType: str | None = None
-    costPerHr: float | None = None  # documented as a number, once seen as a string: both parse
-    gpuCount: int | None = None
-    env: list[str] | None = None
-    uptimeSeconds: float | None = None
-    volumeInGb: float | None = None
-    machine: GqlMachine | None = None
-    runtime: GqlRuntime | None = None
+@dataclass(kw_only=True, repr=False, eq=False)
+class V2Port(ProviderShape):
+    private: int | None = checked(OPT_INT, None)
+    public: int | None = checked(OPT_INT, None)
+    type: str | None = checked(OPT_TEXT, None)
+    ip: str | None = checked(OPT_TEXT, None)
 
 
-class V2Port(Wire):
-    private: int | None = None
-    public: int | None = None
-    type: str | None = None
-    ip: str | None = None
+@dataclass(kw_only=True, repr=False, eq=False)
+class V2Runtime(ProviderShape):
+    uptime: float | None = checked(OPT_NUMBER, None)
+    ports: tuple[V2Port, ...] | None = checked(maybe(many(record(V2Port))), None)
 
 
-class V2Runtime(Wire):
-    uptime: float | None = None
-    ports: list[V2Port] | None = None
+@dataclass(kw_only=True, repr=False, eq=False)
+class V2Gpu(ProviderShape):
+    id: str | None = checked(OPT_TEXT, None)
+    count: int | None = checked(OPT_INT, None)
 
 
-class V2Gpu(Wire):
-    id: str | None = None
-    count: int | None = None
+@dataclass(kw_only=True, repr=False, eq=False)
+class V2Endpoint(ProviderShape):
+    host: str | None = checked(OPT_TEXT, None)
+    port: int | None = checked(OPT_INT, None)
 
 
-class V2Endpoint(Wire):
-    host: str | None = None
-    port: int | None = None
+@dataclass(kw_only=True, repr=False, eq=False)
+class V2Ssh(ProviderShape):
+    direct: V2Endpoint | None = checked(maybe(record(V2Endpoint)), None)  # noqa: RUF009
 
 
-class V2Ssh(Wire):
-    direct: V2Endpoint | None = None
+@dataclass(kw_only=True, repr=False, eq=False)
+class V2Pod(ProviderShape):
+    id: str = checked(TEXT)
+    name: str | None = checked(OPT_TEXT, None)
+    status: str | None = checked(OPT_TEXT, None)
+    env: dict[str, Any] | None = checked(maybe(mapping), None)  # noqa: RUF009 (checked() is a field())
+    gpu: V2Gpu | None = checked(maybe(record(V2Gpu)), None)  # noqa: RUF009
+    cost: float | None = checked(OPT_NUMBER, None)
+    createdAt: str | None = checked(OPT_TEXT, None)
+    runtime: V2Runtime | None = checked(maybe(record(V2Runtime)), None)  # noqa: RUF009
+    ssh: V2Ssh | None = checked(maybe(record(V2Ssh)), None)  # noqa: RUF009
 
 
-class V2Pod(Wire):
-    id: str
-    name: str | None = None
-    status: str | None = None
-    env: dict[str, Any] | None = None
-    gpu: V2Gpu | None = None
-    cost: float | None = None
-    createdAt: str | None = None
-    runtime: V2Runtime | None = None
-    ssh: V2Ssh | None = None
+@dataclass(kw_only=True, repr=False, eq=False)
+class LowestPrice(ProviderShape):
+    uninterruptablePrice: float | None = checked(OPT_NUMBER, None)  # sic: RunPod's spelling
+    stockStatus: str | None = checked(OPT_TEXT, None)
 
 
-class LowestPrice(Wire):
-    uninterruptablePrice: float | None = None  # sic: RunPod's spelling
-    stockStatus: str | None = None
+@dataclass(kw_only=True, repr=False, eq=False)
+class GpuType(ProviderShape):
+    id: str = checked(TEXT)
+    displayName: str | None = checked(OPT_TEXT, None)
+    memoryInGb: float | None = checked(OPT_NUMBER, None)
+    secureCloud: bool | None = checked(OPT_FLAG, None)
+    communityCloud: bool | None = checked(OPT_FLAG, None)
+    securePrice: float | None = checked(OPT_NUMBER, None)
+    communityPrice: float | None = checked(OPT_NUMBER, None)
+    lowestPrice: LowestPrice | None = checked(maybe(record(LowestPrice)), None)  # noqa: RUF009
 
 
-class GpuType(Wire):
-    id: str
-    displayName: str | None = None
-    memoryInGb: float | None = None
-    secureCloud: bool | None = None
-    communityCloud: bool | None = None
-    securePrice: float | None = None
-    communityPrice: float | None = None
-    lowestPrice: LowestPrice | None = None
+@dataclass(kw_only=True, repr=False, eq=False)
+class UserBalance(ProviderShape):
+    clientBalance: float = checked(lax_number)
+    currentSpendPerHr: float | None = checked(OPT_NUMBER, None)
+    spendLimit: float | None = checked(OPT_NUMBER, None)
+    notifyPodsStale: bool | None = checked(OPT_FLAG, None)
+    notifyPodsGeneral: bool | None = checked(OPT_FLAG, None)
+    notifyLowBalance: bool | None = checked(OPT_FLAG, None)
 
 
-class UserBalance(Wire):
-    clientBalance: float
-    currentSpendPerHr: float | None = None
-    spendLimit: float | None = None
-    notifyPodsStale: bool | None = None
-    notifyPodsGeneral: bool | None = None
-    notifyLowBalance: bool | None = None
-
-
-W = TypeVar("W", bound=Wire)
+W = TypeVar("W", bound=ProviderShape)
 
 
 def parse(model: type[W], value: Any, what: str) -> W:
@@ -358,17 +386,14 @@ def merge(graphql: GqlPod, v2: V2Pod | None) -> Pod:
     status = status_from_v2(v2.status, pod.interruptible) if v2.status else pod.status
     if status == "provisioning" and pod.status == "running":
         status = "running"  # the two reads are moments apart, and a container seen up is up
-    return pod.model_copy(
-        update={
-            "status": status,
-            "raw_status": f"{pod.raw_status} v2 {v2.status or '?'}",
-            "created_at": created_at(v2),
-            "uptime_s": pod.uptime_s
-            if pod.uptime_s is not None
-            else (v2.runtime.uptime if v2.runtime else None),
-            "ssh_host": host,
-            "ssh_port": port,
-        }
+    return replace(
+        pod,
+        status=status,
+        raw_status=f"{pod.raw_status} v2 {v2.status or '?'}",
+        created_at=created_at(v2),
+        uptime_s=pod.uptime_s if pod.uptime_s is not None else (v2.runtime.uptime if v2.runtime else None),
+        ssh_host=host,
+        ssh_port=port,
     )
 
 
@@ -413,6 +438,8 @@ def offer_from_gpu_type(gpu: GpuType, cloud: CloudType) -> Offer | None:
         price = positive(lowest.uninterruptablePrice)
     if price is None:
         return None
+    from gpuc.core.models import Offer  # pydantic: only `offers` and `up` build one, never `ls`
+
     # No min_bid / interruptible_price: a RunPod spot price is not something gpuc can rent.
     return Offer(
         provider=PROVIDER,
@@ -594,9 +621,7 @@ class RunPodProvider(HttpProvider):
         require(isinstance(value, dict), PROVIDER, "create answered without a pod")
         pod = pod_from_graphql(parse(GqlPod, value, "created pod"))
         log.info("runpod: created %s (id %s)", spec.name, pod.id)
-        return pod.model_copy(
-            update={"status": "provisioning", "experiment": spec.experiment, "created_at": self.clock.now()}
-        )
+        return replace(pod, status="provisioning", experiment=spec.experiment, created_at=self.clock.now())
 
     def _gpu_type_id(self, wanted: str) -> str:
         """`gpuTypeId` is the id ("NVIDIA GeForce RTX 4090"), not the display name users type."""
@@ -643,7 +668,7 @@ class RunPodProvider(HttpProvider):
         pod = parse_graphql_pod(found)  # something is there: an unreadable answer raises
         if pod.status == "terminated":
             return None
-        return pod.model_copy(update={"raw_status": f"{pod.raw_status} v2 404 (lags GraphQL)"})
+        return replace(pod, raw_status=f"{pod.raw_status} v2 404 (lags GraphQL)")
 
     def list_pods(self) -> list[Pod]:
         """GraphQL is the listing; REST v2 adds status detail and pods GraphQL does not show yet. A v2
@@ -695,6 +720,8 @@ class RunPodProvider(HttpProvider):
         myself = self.graphql(BALANCE_QUERY).get("myself")
         require(isinstance(myself, dict), PROVIDER, "myself is missing")
         user = parse(UserBalance, myself, "balance")
+        from gpuc.core.models import Balance  # pydantic: only `balance` and `doctor` build one, never `ls`
+
         return Balance(
             provider=PROVIDER,
             balance_usd=user.clientBalance,
@@ -725,7 +752,7 @@ class RunPodProvider(HttpProvider):
         require(isinstance(value, list), PROVIDER, "gpuTypes is not a list")
         rows = [parse(GpuType, item, "gpu type") for item in value]
         lowest = next((r.lowestPrice for r in rows if r.id == gpu.id), None)
-        return gpu.model_copy(update={"lowestPrice": lowest})
+        return replace(gpu, lowestPrice=lowest)
 
     # -- stop / destroy --
 

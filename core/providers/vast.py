@@ -15,14 +15,28 @@ import json
 import logging
 import re
 from collections.abc import Mapping
-from typing import Any, Self, TypeVar, Unpack
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Self, TypeVar, Unpack
 
-import httpx
-from pydantic import BaseModel, ConfigDict
-
+from gpuc.core.checks import (
+    OPT_FLAG,
+    OPT_INT,
+    OPT_NUMBER,
+    OPT_TEXT,
+    TEXT,
+    ProviderShape,
+    anything,
+    checked,
+    either,
+    lax_integer,
+    lax_number,
+    many,
+    mapping,
+    maybe,
+)
 from gpuc.core.clock import Clock
 from gpuc.core.errors import ConfigError, NotFound, ProviderError, ProviderSchemaError
-from gpuc.core.models import Balance, Offer, Pod, PodSpec, PodStatus
+from gpuc.core.pod import Pod, PodStatus
 from gpuc.core.providers.base import DestroyResult
 from gpuc.core.providers.common import (
     HttpProvider,
@@ -41,6 +55,11 @@ from gpuc.core.providers.common import (
 from gpuc.core.providers.endpoints import VAST_URL, VAST_URL_ENV, vast_host
 from gpuc.core.providers.http import BackoffFunction, HttpClient, Reply, require
 from gpuc.core.settings import Settings
+
+if TYPE_CHECKING:
+    import httpx
+
+    from gpuc.core.models import Balance, Offer, PodSpec
 
 log = logging.getLogger("gpuc.providers.vast")
 
@@ -83,56 +102,56 @@ ACTUAL_STATUS: dict[str, PodStatus] = {
 PARKED: tuple[PodStatus, ...] = ("stopped", "paused", "exited")
 
 
-class Wire(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+@dataclass(kw_only=True, repr=False, eq=False)
+class VastInstance(ProviderShape):
+    id: int = checked(lax_integer)
+    actual_status: str | None = checked(OPT_TEXT, None)
+    intended_status: str | None = checked(OPT_TEXT, None)
+    cur_state: str | None = checked(OPT_TEXT, None)
+    status_msg: str | None = checked(OPT_TEXT, None)
+    label: str | None = checked(OPT_TEXT, None)
+    extra_env: tuple[Any, ...] | None = checked(maybe(many(anything)), None)
+    gpu_name: str | None = checked(OPT_TEXT, None)
+    num_gpus: int | None = checked(OPT_INT, None)
+    gpu_util: float | None = checked(OPT_NUMBER, None)
+    dph_total: float | None = checked(OPT_NUMBER, None)
+    storage_total_cost: float | None = checked(OPT_NUMBER, None)
+    disk_space: float | None = checked(OPT_NUMBER, None)  # GB
+    storage_cost: float | None = checked(OPT_NUMBER, None)  # $/GB/month: what the disk bills, stopped too
+    start_date: float | None = checked(OPT_NUMBER, None)
+    uptime_mins: float | None = checked(OPT_NUMBER, None)
+    is_bid: bool | None = checked(OPT_FLAG, None)
+    ssh_host: str | None = checked(OPT_TEXT, None)
+    ssh_port: int | None = checked(OPT_INT, None)
+    public_ipaddr: str | None = checked(OPT_TEXT, None)
+    # an object of port mappings on a running host, a list on some (UNCONFIRMED which): both are read
+    ports: dict[str, Any] | tuple[Any, ...] | None = checked(maybe(either(mapping, many(anything))), None)  # noqa: RUF009
 
 
-class VastInstance(Wire):
-    id: int
-    actual_status: str | None = None
-    intended_status: str | None = None
-    cur_state: str | None = None
-    status_msg: str | None = None
-    label: str | None = None
-    extra_env: list[Any] | None = None
-    gpu_name: str | None = None
-    num_gpus: int | None = None
-    gpu_util: float | None = None
-    dph_total: float | None = None
-    storage_total_cost: float | None = None
-    disk_space: float | None = None  # GB
-    storage_cost: float | None = None  # $/GB/month: what the disk bills, stopped too
-    start_date: float | None = None
-    uptime_mins: float | None = None
-    is_bid: bool | None = None
-    ssh_host: str | None = None
-    ssh_port: int | None = None
-    public_ipaddr: str | None = None
-    ports: dict[str, Any] | list[Any] | None = None
+@dataclass(kw_only=True, repr=False, eq=False)
+class VastOffer(ProviderShape):
+    id: int = checked(lax_integer)
+    gpu_name: str = checked(TEXT)
+    num_gpus: int = checked(lax_integer, 1)
+    dph_total: float = checked(lax_number)
+    min_bid: float | None = checked(OPT_NUMBER, None)
+    reliability2: float | None = checked(OPT_NUMBER, None)
+    reliability: float | None = checked(OPT_NUMBER, None)
+    inet_down: float | None = checked(OPT_NUMBER, None)
+    gpu_mem_bw: float | None = checked(OPT_NUMBER, None)
+    cuda_max_good: float | None = checked(OPT_NUMBER, None)
+    geolocation: str | None = checked(OPT_TEXT, None)
+    verification: str | None = checked(OPT_TEXT, None)
+    inet_down_cost: float | None = checked(OPT_NUMBER, None)
+    storage_cost: float | None = checked(OPT_NUMBER, None)
 
 
-class VastOffer(Wire):
-    id: int
-    gpu_name: str
-    num_gpus: int = 1
-    dph_total: float
-    min_bid: float | None = None
-    reliability2: float | None = None
-    reliability: float | None = None
-    inet_down: float | None = None
-    gpu_mem_bw: float | None = None
-    cuda_max_good: float | None = None
-    geolocation: str | None = None
-    verification: str | None = None
-    inet_down_cost: float | None = None
-    storage_cost: float | None = None
+@dataclass(kw_only=True, repr=False, eq=False)
+class VastUser(ProviderShape):
+    credit: float = checked(lax_number)
 
 
-class VastUser(Wire):
-    credit: float
-
-
-W = TypeVar("W", bound=Wire)
+W = TypeVar("W", bound=ProviderShape)
 
 
 def parse(model: type[W], value: Any, what: str) -> W:
@@ -200,6 +219,8 @@ def parse_instance(value: Any) -> Pod:
 
 
 def offer_from(offer: VastOffer) -> Offer:
+    from gpuc.core.models import Offer  # pydantic: only `offers` and `up` build one, never `ls`
+
     return Offer(
         provider=PROVIDER,
         id=str(offer.id),
@@ -506,6 +527,8 @@ class VastProvider(HttpProvider):
         reply = self.http.request("GET", f"{self.api.v0}/users/current")
         require(isinstance(reply.body, dict), PROVIDER, "users/current is not an object")
         user = parse(VastUser, reply.body, "user")
+        from gpuc.core.models import Balance  # pydantic: only `balance` and `doctor` build one, never `ls`
+
         # V5: Vast has no spend-rate field and no spend limit: the rate is computed from the instances.
         return Balance(
             provider=PROVIDER,

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from gpuc.core.budget import month_spend, records_burns, spend_text, usd
 from gpuc.core.clock import iso
 from gpuc.core.ledger import current_month, month_window
-from gpuc.core.models import Pod
+from gpuc.core.pod import Pod
 from gpuc.functions.app import announce
 from gpuc.functions.reaper.alerts import run_problem
 from gpuc.functions.reaper.state import Pass

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuc.core.models import Pod, is_gpuc_name
+from gpuc.core.pod import Pod, is_gpuc_name
 from gpuc.functions.app import Deps
 from gpuc.functions.reaper.rules import SILENCE_STATUSES
 from gpuc.functions.reaper.state import Pass, describe

@@ -19,7 +19,7 @@ from gpuc.client.onpod import ask
 from gpuc.client.onpod.upload import Bundle, missing_on_pod, upload
 from gpuc.client.pods.run import job_on_pod
 from gpuc.core.errors import GpucError, SafetyRefusal
-from gpuc.core.models import Pod
+from gpuc.core.pod import Pod
 from gpuc.core.providers.base import PodAccess
 
 POD = Pod(id="p1", name="gpuc-exp", provider="local", status="running", managed=True)

@@ -22,7 +22,8 @@ from gpuc.client.text import WIDTH
 from gpuc.core.api import PodRecord, StatusResponse
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import FunctionsError, ProviderUnavailable
-from gpuc.core.models import Balance, Pod, PodSpec
+from gpuc.core.models import Balance, PodSpec
+from gpuc.core.pod import Pod
 from gpuc.core.providers.base import DestroyResult, Provider
 from gpuc.core.settings import SecretStr, Settings
 
@@ -105,7 +106,7 @@ def a_pod(**fields: object) -> Pod:
         "created_at": T0 - 3900,
         "managed": True,
     }
-    return Pod(**{**values, **fields})
+    return Pod(**{**values, **fields})  # type: ignore[arg-type]
 
 
 def record(pod_id: str, **fields: object) -> PodRecord:

@@ -32,7 +32,7 @@ from gpuc.client.pods.run import job_on_pod
 from gpuc.client.setup.doctor_live import ssh_probe
 from gpuc.core.api import NotificationRecord, StatusResponse
 from gpuc.core.errors import GpucError, SafetyRefusal
-from gpuc.core.models import Pod
+from gpuc.core.pod import Pod
 from gpuc.core.providers.base import PodAccess, Provider
 from gpuc.core.settings import Settings
 from gpuc.instance_side.joblog import OUTCOME_FORMAT

@@ -27,7 +27,7 @@ from gpuc.client.watchdog.status import WatchdogStatus
 from gpuc.core.api import Ack, EndRequest, RegisterRequest
 from gpuc.core.errors import ConfigError, FunctionsError, NotFound, SafetyRefusal
 from gpuc.core.ledger import LEDGER_COLUMNS
-from gpuc.core.models import Pod
+from gpuc.core.pod import Pod
 from gpuc.core.providers.base import DestroyResult, PodAccess
 from gpuc.core.providers.local import LocalProvider
 from gpuc.core.settings import SecretStr, Settings

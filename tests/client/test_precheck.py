@@ -30,7 +30,8 @@ from gpuc.client.pods.up import up
 from gpuc.client.watchdog.client import WatchdogClient
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ConfigError, GpucError
-from gpuc.core.models import Offer, Pod, PodSpec
+from gpuc.core.models import Offer, PodSpec
+from gpuc.core.pod import Pod
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.vast import VastProvider
 from gpuc.core.settings import Settings

@@ -20,7 +20,7 @@ from gpuc.client.pods.plan import UpOptions
 from gpuc.client.pods.up import up
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ConfigError, GpucError, NotFound, ProviderError, SafetyRefusal
-from gpuc.core.models import Pod
+from gpuc.core.pod import Pod
 from gpuc.instance_side import resultscopy
 from gpuc.testkit.fakes import FakeProvider
 from gpuc.testkit.local_faults import add_foreign

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from gpuc.client.watchdog import status as light
 from gpuc.core import api, models
+from gpuc.core.pod import POD_STATUSES
 
 PAIRS: list[tuple[type[Any], type[BaseModel]]] = [
     (light.WatchdogStatus, api.StatusResponse),
@@ -35,7 +36,7 @@ def test_each_record_has_the_models_fields_and_required_ones(view: type[Any], mo
 
 
 def test_the_words_and_bounds_are_the_apis() -> None:
-    assert light.POD_STATUSES == models.POD_STATUSES
+    assert light.POD_STATUSES == POD_STATUSES
     assert get_args(api.PodRecord.model_fields["state"].annotation) == light.RECORD_STATES
     assert get_args(api.NotificationRecord.model_fields["level"].annotation) == light.LEVELS
     assert (light.EPOCH_MIN, light.EPOCH_MAX, light.MAX_LIMIT_S, light.SEQ_MAX) == (

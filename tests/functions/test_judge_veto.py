@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from gpuc.core.models import Pod
+from gpuc.core.pod import Pod
 from gpuc.core.settings import Settings
 from gpuc.functions.reaper.rules import Rules, Ruling, judge, veto
 from gpuc.functions.store import StoredPod
@@ -52,7 +52,7 @@ def pod(**fields: Any) -> Pod:
         "status": "running",
         "managed": True,
     }
-    return Pod.model_validate({**base, **fields})
+    return Pod(**{**base, **fields})
 
 
 # (id, record fields, pod fields, rules fields, expected kind, expected rule, expected due_at)

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from gpuc.core.errors import ProviderError
 from gpuc.core.ledger import Ledger
-from gpuc.core.models import Balance, Offer, Pod, PodSpec
+from gpuc.core.models import Balance, Offer, PodSpec
+from gpuc.core.pod import Pod
 from gpuc.core.providers.base import DestroyResult, Provider
 
 T0 = 1_788_300_000.0  # 2026-09-01T22:00:00Z

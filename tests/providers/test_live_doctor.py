@@ -19,7 +19,7 @@ from providerfakes import RUNPOD_KEY, VAST_KEY, spec
 from gpuc.client.onpod.ask import key_scope
 from gpuc.client.setup.doctor_live import LiveReport, live_report, render
 from gpuc.core.clock import FakeClock
-from gpuc.core.models import Pod
+from gpuc.core.pod import Pod
 from gpuc.core.providers.base import PodAccess, Provider
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.runpod import RunPodProvider

@@ -19,7 +19,7 @@ import pytest
 from providerfakes import RUNPOD_KEY, VAST_KEY, spec
 
 from gpuc.core.clock import FakeClock
-from gpuc.core.models import OWNER_ENV
+from gpuc.core.pod import OWNER_ENV
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.runpod import RunPodProvider
 from gpuc.core.providers.vast import VastProvider

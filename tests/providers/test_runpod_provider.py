@@ -17,7 +17,7 @@ from gpuc.core.errors import (
     ProviderUnavailable,
     SafetyRefusal,
 )
-from gpuc.core.models import OWNER_ENV
+from gpuc.core.pod import OWNER_ENV
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.outcome import StoppedInstead
 from gpuc.core.providers.runpod import RunPodProvider, RunPodSelfDestroyer

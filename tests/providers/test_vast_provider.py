@@ -10,7 +10,7 @@ from providerfakes import VAST_KEY, VAST_URL, spec
 
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ConfigError, NotFound, ProviderError, ProviderSchemaError, ProviderUnavailable
-from gpuc.core.models import OWNER_ENV
+from gpuc.core.pod import OWNER_ENV
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.outcome import StoppedInstead
 from gpuc.core.providers.vast import VastProvider, VastSelfDestroyer

@@ -15,7 +15,8 @@ from click.testing import CliRunner, Result
 from gpuc.client.cli import cli
 from gpuc.core.clock import FakeClock, parse_iso
 from gpuc.core.ledger import Ledger
-from gpuc.core.models import Pod, PodSpec
+from gpuc.core.models import PodSpec
+from gpuc.core.pod import Pod
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.runpod import RunPodProvider
 from gpuc.core.providers.runpod_billing import RunPodBilling

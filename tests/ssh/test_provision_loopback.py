@@ -22,7 +22,8 @@ from gpuc.client.onpod.provision import PodVerificationFailed, offline_installer
 from gpuc.client.onpod.ssh import SshResult, ssh_access, subprocess_runner
 from gpuc.client.pods.runs import RunStore
 from gpuc.core.clock import SystemClock
-from gpuc.core.models import Balance, Pod, PodSpec
+from gpuc.core.models import Balance, PodSpec
+from gpuc.core.pod import Pod
 from gpuc.core.podpaths import PodPaths
 from gpuc.core.providers.base import DestroyResult, Provider
 from gpuc.core.settings import Settings

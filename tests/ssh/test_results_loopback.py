@@ -21,7 +21,7 @@ from gpuc.client.onpod.ssh import SshAccess, ssh_access
 from gpuc.client.pods.runs import RunStore
 from gpuc.core.clock import SystemClock
 from gpuc.core.errors import GpucError
-from gpuc.core.models import Pod
+from gpuc.core.pod import Pod
 from gpuc.core.podpaths import PodPaths
 from gpuc.core.settings import Settings
 

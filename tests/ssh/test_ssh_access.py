@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import stat
@@ -24,7 +25,7 @@ from gpuc.client.onpod.ssh import (
     wait_for_ssh_endpoint,
 )
 from gpuc.core.clock import FakeClock
-from gpuc.core.models import Pod
+from gpuc.core.pod import Pod
 from gpuc.core.settings import Settings
 
 SECRET = "hf_" + "SuperSecretValue" * 3
@@ -198,13 +199,13 @@ class SlowProvider:
 
     def get(self, pod_id: str) -> Pod | None:
         self.polls -= 1
-        return self.pod if self.polls <= 0 else self.pod.model_copy(update={"ssh_host": None})
+        return self.pod if self.polls <= 0 else dataclasses.replace(self.pod, ssh_host=None)
 
 
 def test_waiting_for_the_ssh_address_polls_until_the_provider_has_it() -> None:
     pod = rented(2222)
     provider = SlowProvider(pod, polls=3)
-    got = wait_for_ssh_endpoint(provider, pod.model_copy(update={"ssh_port": None}), clock=FakeClock())  # type: ignore[arg-type]
+    got = wait_for_ssh_endpoint(provider, dataclasses.replace(pod, ssh_port=None), clock=FakeClock())  # type: ignore[arg-type]
     assert got.ssh_port == 2222 and provider.polls == 0
     with pytest.raises(SshError, match="no public ssh address within"):
-        wait_for_ssh_endpoint(SlowProvider(pod, 10**6), pod.model_copy(update={"ssh_host": None}), clock=FakeClock())  # type: ignore[arg-type]
+        wait_for_ssh_endpoint(SlowProvider(pod, 10**6), dataclasses.replace(pod, ssh_host=None), clock=FakeClock())  # type: ignore[arg-type]

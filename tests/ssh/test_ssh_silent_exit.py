@@ -25,7 +25,7 @@ from gpuc.client.onpod.ssh import (
     SshTarget,
     ssh_access,
 )
-from gpuc.core.models import Pod
+from gpuc.core.pod import Pod
 from gpuc.core.settings import Settings
 
 

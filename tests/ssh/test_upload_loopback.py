@@ -27,7 +27,8 @@ from gpuc.client.pods.run import start_job
 from gpuc.client.pods.runs import RunStore
 from gpuc.core.clock import SystemClock
 from gpuc.core.errors import ConfigError
-from gpuc.core.models import Pod, PodSpec
+from gpuc.core.models import PodSpec
+from gpuc.core.pod import Pod
 from gpuc.core.podpaths import PodPaths
 from gpuc.core.providers.base import PodAccess
 from gpuc.core.settings import Settings

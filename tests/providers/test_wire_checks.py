@@ -1,0 +1,326 @@
+"""The providers' wire shapes are checked by hand (core/checks.py: `gpuc ls` loads no pydantic). They must
+never read an answer more loosely than the pydantic models they replaced, which are kept here as the
+reference: whatever the hand check accepts, pydantic accepts with the same values; whatever pydantic
+refuses, the hand check refuses. The one intended difference is stricter: a bool where a number belongs
+is refused (pydantic's lax mode counted it as 1). The documented answers (fixtures) read the same in both.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from providerfakes import FIXTURES
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from gpuc.core.checks import Unexpected, build
+from gpuc.core.providers import runpod, vast
+
+
+class Wire(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class GqlPort(Wire):
+    ip: str | None = None
+    isIpPublic: bool | None = None
+    privatePort: int | None = None
+    publicPort: int | None = None
+    type: str | None = None
+
+
+class GqlGpu(Wire):
+    id: str | None = None
+    gpuUtilPercent: float | None = None
+    memoryUtilPercent: float | None = None
+
+
+class GqlRuntime(Wire):
+    uptimeInSeconds: float | None = None
+    ports: list[GqlPort] | None = None
+    gpus: list[GqlGpu] | None = None
+
+
+class GqlMachine(Wire):
+    gpuDisplayName: str | None = None
+    podHostId: str | None = None
+
+
+class GqlPod(Wire):
+    id: str
+    name: str | None = None
+    desiredStatus: str | None = None
+    podType: str | None = None
+    costPerHr: float | None = None
+    gpuCount: int | None = None
+    env: list[str] | None = None
+    uptimeSeconds: float | None = None
+    volumeInGb: float | None = None
+    machine: GqlMachine | None = None
+    runtime: GqlRuntime | None = None
+
+
+class V2Port(Wire):
+    private: int | None = None
+    public: int | None = None
+    type: str | None = None
+    ip: str | None = None
+
+
+class V2Runtime(Wire):
+    uptime: float | None = None
+    ports: list[V2Port] | None = None
+
+
+class V2Gpu(Wire):
+    id: str | None = None
+    count: int | None = None
+
+
+class V2Endpoint(Wire):
+    host: str | None = None
+    port: int | None = None
+
+
+class V2Ssh(Wire):
+    direct: V2Endpoint | None = None
+
+
+class V2Pod(Wire):
+    id: str
+    name: str | None = None
+    status: str | None = None
+    env: dict[str, Any] | None = None
+    gpu: V2Gpu | None = None
+    cost: float | None = None
+    createdAt: str | None = None
+    runtime: V2Runtime | None = None
+    ssh: V2Ssh | None = None
+
+
+class LowestPrice(Wire):
+    uninterruptablePrice: float | None = None
+    stockStatus: str | None = None
+
+
+class GpuType(Wire):
+    id: str
+    displayName: str | None = None
+    memoryInGb: float | None = None
+    secureCloud: bool | None = None
+    communityCloud: bool | None = None
+    securePrice: float | None = None
+    communityPrice: float | None = None
+    lowestPrice: LowestPrice | None = None
+
+
+class UserBalance(Wire):
+    clientBalance: float
+    currentSpendPerHr: float | None = None
+    spendLimit: float | None = None
+    notifyPodsStale: bool | None = None
+    notifyPodsGeneral: bool | None = None
+    notifyLowBalance: bool | None = None
+
+
+class VastInstance(Wire):
+    id: int
+    actual_status: str | None = None
+    intended_status: str | None = None
+    cur_state: str | None = None
+    status_msg: str | None = None
+    label: str | None = None
+    extra_env: list[Any] | None = None
+    gpu_name: str | None = None
+    num_gpus: int | None = None
+    gpu_util: float | None = None
+    dph_total: float | None = None
+    storage_total_cost: float | None = None
+    disk_space: float | None = None
+    storage_cost: float | None = None
+    start_date: float | None = None
+    uptime_mins: float | None = None
+    is_bid: bool | None = None
+    ssh_host: str | None = None
+    ssh_port: int | None = None
+    public_ipaddr: str | None = None
+    ports: dict[str, Any] | list[Any] | None = None
+
+
+class VastOffer(Wire):
+    id: int
+    gpu_name: str
+    num_gpus: int = 1
+    dph_total: float
+    min_bid: float | None = None
+    reliability2: float | None = None
+    reliability: float | None = None
+    inet_down: float | None = None
+    gpu_mem_bw: float | None = None
+    cuda_max_good: float | None = None
+    geolocation: str | None = None
+    verification: str | None = None
+    inet_down_cost: float | None = None
+    storage_cost: float | None = None
+
+
+class VastUser(Wire):
+    credit: float
+
+
+PAIRS: list[tuple[type[Any], type[BaseModel]]] = [
+    (runpod.GqlPod, GqlPod),
+    (runpod.V2Pod, V2Pod),
+    (runpod.GpuType, GpuType),
+    (runpod.UserBalance, UserBalance),
+    (vast.VastInstance, VastInstance),
+    (vast.VastOffer, VastOffer),
+    (vast.VastUser, VastUser),
+]
+
+
+def plain(value: Any) -> Any:
+    """Both readings as JSON-like values (tuples as lists, records as dicts), to compare them."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, BaseModel):
+        return {name: plain(getattr(value, name)) for name in type(value).model_fields}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value
+
+
+def bools_as_numbers(raw: Any) -> Any:
+    if isinstance(raw, bool):
+        return int(raw)
+    if isinstance(raw, list):
+        return [bools_as_numbers(v) for v in raw]
+    if isinstance(raw, dict):
+        return {k: bools_as_numbers(v) for k, v in raw.items()}
+    return raw
+
+
+def refused_only_for_a_bool(light: type[Any], raw: Any) -> bool:
+    """The one intended difference: with every true/false written 1/0 instead, the hand check reads it
+    (a bool field takes 1/0 too, so only a bool in a number field made the difference)."""
+    try:
+        build(light, bools_as_numbers(raw), "pod")
+    except Unexpected:
+        return False
+    return True
+
+
+def compare(light: type[Any], model: type[BaseModel], raw: Any) -> None:
+    try:
+        ours: Any = build(light, raw, "pod")
+    except Unexpected:
+        ours = None
+    try:
+        theirs: Any = model.model_validate(raw)
+    except ValidationError:
+        theirs = None
+    if ours is not None:
+        assert theirs is not None, f"the hand check read what pydantic refused: {raw!r}"
+        assert plain(ours) == plain(theirs)
+    elif theirs is not None:
+        assert refused_only_for_a_bool(light, raw), f"the hand check refused what pydantic read: {raw!r}"
+
+
+# R5's fields (runpodctl's GetUser), as the emulator answers them: no balance fixture was captured.
+BALANCE = {"clientBalance": 41.5, "currentSpendPerHr": 0.69, "spendLimit": 80, "notifyPodsStale": True,
+           "notifyPodsGeneral": False, "notifyLowBalance": True}  # fmt: skip
+
+
+def fixture_objects(value: Any) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    if isinstance(value, dict):
+        found.append(value)
+        for inner in value.values():
+            found += fixture_objects(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            found += fixture_objects(inner)
+    return found
+
+
+@pytest.mark.parametrize(("light", "model"), PAIRS, ids=[p[0].__name__ for p in PAIRS])
+def test_every_documented_answer_reads_as_pydantic_read_it(light: type[Any], model: type[BaseModel]) -> None:
+    read = 0
+    documents = [(p.name, json.loads(p.read_text(encoding="utf-8"))) for p in sorted(FIXTURES.glob("*.json"))]
+    for name, document in [*documents, ("balance", BALANCE)]:
+        for item in fixture_objects(document):
+            compare(light, model, item)
+            try:
+                model.model_validate(item)
+            except ValidationError:
+                continue
+            read += 1
+            assert plain(build(light, item, "x")) == plain(model.model_validate(item)), name
+    assert read > 0
+
+
+JSON_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**40), 2**40),
+    st.floats(allow_nan=False),
+    st.sampled_from(["", "0", "1", "2.5", "7", " 3 ", "true", "no", "x", "1e3", "-4", "4.0"]),
+    st.text(max_size=4),
+)
+JSON_VALUES = st.recursive(
+    JSON_SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=6,
+)
+
+
+def documents(model: type[BaseModel]) -> st.SearchStrategy[dict[str, Any]]:
+    names = list(model.model_fields)
+    return st.dictionaries(st.sampled_from([*names, "unknown"]), JSON_VALUES, max_size=len(names) + 1)
+
+
+@pytest.mark.parametrize(("light", "model"), PAIRS, ids=[p[0].__name__ for p in PAIRS])
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_never_more_lenient_than_pydantic(light: type[Any], model: type[BaseModel], data: st.DataObject) -> None:
+    compare(light, model, data.draw(documents(model)))
+
+
+def test_the_references_here_are_the_shapes_the_providers_read() -> None:
+    for light, model in PAIRS:
+        assert [f.name for f in dataclasses.fields(light)] == list(model.model_fields), light.__name__
+        required = [f.name for f in dataclasses.fields(light) if f.default is dataclasses.MISSING]
+        assert required == [n for n, f in model.model_fields.items() if f.is_required()], light.__name__
+
+
+@pytest.mark.parametrize("bad", [True, "1.2.3", [], {}, "nan?"])
+def test_a_price_that_is_not_a_number_raises_never_reads_as_none(bad: Any) -> None:
+    with pytest.raises(Unexpected, match="costPerHr"):
+        build(runpod.GqlPod, {"id": "p1", "costPerHr": bad}, "pod")
+
+
+TRICKY: list[Any] = [
+    None, True, False, 0, 1, 2, -3, 2**53, 2.5, 4.0, -0.0, 1e300, 2.0**63, 2.0**62,
+    "", "0", "1", "2.5", "4.0", " 7 ", "4.", "4.00", "+4", "1_000", "1e3", "\u0663", "0x10", "inf",
+    "yes", "off", " true ", "TRUE", "x",
+    [], [1], ["a"], [{}], {}, {"a": 1}, {"22/tcp": [{"HostPort": "1"}]},
+]  # fmt: skip
+MINIMAL = {"id": "p1", "clientBalance": 1.0, "gpu_name": "RTX 4090", "dph_total": 0.5, "credit": 3.0}
+
+
+@pytest.mark.parametrize(("light", "model"), PAIRS, ids=[p[0].__name__ for p in PAIRS])
+def test_each_field_against_each_tricky_value(light: type[Any], model: type[BaseModel]) -> None:
+    """Deterministic, every field times every value: the random test above may miss a rare one."""
+    base = {name: MINIMAL[name] for name in model.model_fields if name in MINIMAL}
+    if "id" in base and model.model_fields["id"].annotation is int:
+        base["id"] = 12
+    for name in model.model_fields:
+        for value in TRICKY:
+            compare(light, model, {**base, name: value})
+        compare(light, model, {k: v for k, v in base.items() if k != name})
