@@ -38,6 +38,7 @@ TerminateRefused                   (core.providers.common) the pod key's termina
 AskError                           (instance_side.ask) no answer to the laptop's question: its JSON `error`
 Refused                            (functions.actions.wire) a phone channel's tap that did nothing: answered why
 Unexpected                         (client.watchdog.status) a status not the watchdog's: "answered something unexpected"
+TransportFailure                   (core.transport) one HTTP exchange got no answer: its kind says if it was sent
 """
 
 from __future__ import annotations

@@ -15,20 +15,26 @@ Retry table (what happens after each kind of failure):
     connect error / timeout  retry with backoff     retry: the request never reached the server
     read/write timeout       retry with backoff     ambiguous
     connection dropped       retry with backoff     ambiguous
+    not sent, cannot be      fail at once           fail at once (a TLS certificate not trusted, a proxy
+      (TLS, proxy, URL)                               gpuc cannot use: nothing went out, nor will it)
 
 "Ambiguous" raises AmbiguousOutcome: the caller looks the pod up by name before sending again,
 because retrying a create blindly can leave two billed pods.
+
+The bytes travel through core/transport.py: the stdlib's by default (`gpuc ls` lists both providers on
+every run, and httpx's import alone is ~4x a bare interpreter's start), httpx's where a test hands in an
+httpx transport. The rules above are the same for both: the transport only says how an exchange failed.
 """
 
 from __future__ import annotations
 
+import json as jsonlib
 import logging
 import random
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
-
-import httpx
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+from urllib.parse import urlencode, urlsplit
 
 from gpuc.core.clock import Clock, SystemClock
 from gpuc.core.errors import (
@@ -38,7 +44,10 @@ from gpuc.core.errors import (
     ProviderUnavailable,
 )
 from gpuc.core.redact import redact
-from gpuc.core.tls import tls_context
+from gpuc.core.transport import FailureKind, RawReply, StdlibTransport, Transport, TransportFailure
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger("gpuc.providers.http")
 
@@ -50,6 +59,7 @@ class RetryRule:
     reason: str
     idempotent: Action
     not_idempotent: Action
+    hint: str = "the provider is not answering reliably; try again in a few minutes"
 
 
 RETRY_BY_STATUS: dict[int, RetryRule] = {
@@ -59,16 +69,24 @@ RETRY_BY_STATUS: dict[int, RetryRule] = {
     504: RetryRule("gateway timeout", "retry", "ambiguous"),
 }
 OTHER_5XX = RetryRule("server error", "fail", "ambiguous")
-# httpx exception classes, most specific first (ConnectTimeout is a TimeoutException too).
-RETRY_BY_EXCEPTION: tuple[tuple[type[httpx.TransportError], RetryRule], ...] = (
-    (httpx.ConnectError, RetryRule("cannot connect", "retry", "retry")),
-    (httpx.ConnectTimeout, RetryRule("connect timeout", "retry", "retry")),
-    (httpx.PoolTimeout, RetryRule("connection pool timeout", "retry", "retry")),
-    (httpx.TimeoutException, RetryRule("timed out", "retry", "ambiguous")),
-    (httpx.RemoteProtocolError, RetryRule("connection dropped", "retry", "ambiguous")),
-    (httpx.NetworkError, RetryRule("network error", "retry", "ambiguous")),
-)
-FALLBACK_TRANSPORT_RULE = RetryRule("transport error", "fail", "ambiguous")
+# By how the exchange failed (core/transport.py): only a request that never reached the server is safe
+# to send again when it is not idempotent.
+RETRY_BY_FAILURE: dict[FailureKind, RetryRule] = {
+    "connect": RetryRule("cannot connect", "retry", "retry"),
+    "connect_timeout": RetryRule("connect timeout", "retry", "retry"),
+    "pool_timeout": RetryRule("connection pool timeout", "retry", "retry"),
+    "timeout": RetryRule("timed out", "retry", "ambiguous"),
+    "dropped": RetryRule("connection dropped", "retry", "ambiguous"),
+    "network": RetryRule("network error", "retry", "ambiguous"),
+    "other": RetryRule("transport error", "fail", "ambiguous"),
+    "not_sent": RetryRule(
+        "not sent",
+        "fail",
+        "fail",
+        "a proxy that inspects TLS needs its CA in SSL_CERT_FILE; gpuc speaks to an http:// proxy only "
+        "(HTTPS_PROXY, HTTP_PROXY, ALL_PROXY)",
+    ),
+}
 
 # Which header carries the request id is not documented by either provider (UNCONFIRMED): take the first.
 REQUEST_ID_HEADERS = ("x-request-id", "request-id", "x-correlation-id", "cf-ray")
@@ -113,7 +131,7 @@ class Reply:
 
 
 class HttpClient:
-    """An httpx.Client with gpuc's auth, timeout, retry table and error mapping."""
+    """A transport with gpuc's auth, timeout, retry table and error mapping."""
 
     def __init__(
         self,
@@ -127,22 +145,35 @@ class HttpClient:
         clock: Clock | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
+        """`transport`: an httpx transport (the tests' MockTransport); None is the stdlib's."""
         self.provider = provider
         self.key_env = key_env
         self.max_attempts = max(1, max_attempts)
         self.backoff: BackoffFunction = backoff or exponential_backoff()
         self.clock: Clock = clock or SystemClock()
         self._secrets = [api_key]
-        self._client = httpx.Client(
-            headers={"Authorization": f"Bearer {api_key}", "Accept": "application/json"},
-            timeout=timeout_s,
-            transport=transport,
-            follow_redirects=False,
-            verify=tls_context(),  # httpx's own roots, loaded once for every provider (core/tls.py)
-        )
+        self._headers = {"Authorization": f"Bearer {api_key}", "Accept": "application/json"}
+        self.timeout_s = timeout_s
+        self._client: Transport
+        if transport is None:
+            self._client = StdlibTransport()
+        else:
+            from gpuc.core.transport import HttpxTransport
+
+            self._client = HttpxTransport(transport)
 
     def close(self) -> None:
         self._client.close()
+
+    def _send(self, method: str, url: str, json: Any, params: Mapping[str, str] | None) -> RawReply:
+        headers = dict(self._headers)
+        content = None
+        if json is not None:
+            content = jsonlib.dumps(json, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+            headers["Content-Type"] = "application/json"
+        if params:
+            url += ("&" if urlsplit(url).query else "?") + urlencode(params)
+        return self._client.send(method, url, headers, content, self.timeout_s)
 
     def request(
         self,
@@ -158,18 +189,19 @@ class HttpClient:
         for attempt in range(self.max_attempts):
             last = attempt + 1 == self.max_attempts
             try:
-                response = self._client.request(method, url, json=json, params=params)
-            except httpx.TransportError as exc:
-                rule = transport_rule(exc)
+                response = self._send(method, url, json, params)
+            except TransportFailure as exc:
+                said = self.redact(exc.what) if exc.kind == "not_sent" else None  # why, when it is not "try again"
                 self._after_failure(
-                    rule, idempotent, method, url, attempt, last, status=None, request_id=None
-                )
+                    RETRY_BY_FAILURE[exc.kind], idempotent, method, url, attempt, last,
+                    status=None, request_id=None, message=said,
+                )  # fmt: skip
                 continue
             request_id = request_id_of(response)
-            log.debug("%s %s %s -> %s", self.provider, method, path_of(url), response.status_code)
-            if response.is_success or response.status_code in accept:
-                return Reply(response.status_code, self._json_body(response, request_id), request_id)
-            by_status = status_rule(response.status_code)
+            log.debug("%s %s %s -> %s", self.provider, method, path_of(url), response.status)
+            if 200 <= response.status < 300 or response.status in accept:
+                return Reply(response.status, self._json_body(response, url, request_id), request_id)
+            by_status = status_rule(response.status)
             if by_status is None:
                 raise self._error_for(response, request_id)
             if quota_spent(response):
@@ -181,7 +213,7 @@ class HttpClient:
                 url,
                 attempt,
                 last,
-                status=response.status_code,
+                status=response.status,
                 request_id=request_id,
                 retry_after=retry_after_s(response),
                 message=self._message(response),
@@ -219,7 +251,7 @@ class HttpClient:
                 provider=self.provider,
                 status=status,
                 request_id=request_id,
-                hint="the provider is not answering reliably; try again in a few minutes",
+                hint=rule.hint,
             )
         delay = self.backoff(attempt)
         if retry_after is not None:
@@ -229,16 +261,16 @@ class HttpClient:
         )
         self.clock.sleep(delay)
 
-    def _json_body(self, response: httpx.Response, request_id: str | None) -> Any:
+    def _json_body(self, response: RawReply, url: str, request_id: str | None) -> Any:
         if not response.content.strip():
             return None
         try:
-            return response.json()
-        except ValueError:
+            return jsonlib.loads(response.content)
+        except ValueError:  # not JSON, or not UTF-8 (UnicodeDecodeError is a ValueError)
             raise ProviderSchemaError(
-                f"{path_of(str(response.request.url))} answered HTTP {response.status_code} with a body "
+                f"{path_of(url)} answered HTTP {response.status} with a body "
                 "that is not JSON",
-                provider=self.provider, status=response.status_code, request_id=request_id,
+                provider=self.provider, status=response.status, request_id=request_id,
                 hint="the provider API may have changed; gpuc will not guess what it meant",
             ) from None  # fmt: skip
 
@@ -246,24 +278,24 @@ class HttpClient:
         """Provider words about to go into an error or a log: the key out, token-shaped strings too."""
         return redact(text, self._secrets)
 
-    def _message(self, response: httpx.Response) -> str:
+    def _message(self, response: RawReply) -> str:
         return self.redact(error_message(response))
 
     def _quota_error(
-        self, response: httpx.Response, request_id: str | None, method: str, url: str
+        self, response: RawReply, request_id: str | None, method: str, url: str
     ) -> ProviderUnavailable:
         reset = response.headers.get("x-ratelimit-reset", "")
         when = f" (resets at unix time {reset})" if reset.isdigit() else " (it resets at UTC midnight)"
         return ProviderUnavailable(
             f"{method} {path_of(url)}: quota exhausted: {self._message(response) or 'search quota exceeded'}",
             provider=self.provider,
-            status=response.status_code,
+            status=response.status,
             request_id=request_id,
             hint=f"the provider's daily quota is spent{when}; retrying now would only spend more",
         )
 
-    def _error_for(self, response: httpx.Response, request_id: str | None) -> ProviderError:
-        status = response.status_code
+    def _error_for(self, response: RawReply, request_id: str | None) -> ProviderError:
+        status = response.status
         message = self._message(response)
         if status in (401, 403):
             return ProviderAuthError(
@@ -284,24 +316,17 @@ def status_rule(status: int) -> RetryRule | None:
     return OTHER_5XX if status >= 500 else None
 
 
-def quota_spent(response: httpx.Response) -> bool:
-    if response.status_code != 429:
+def quota_spent(response: RawReply) -> bool:
+    if response.status != 429:
         return False
     try:
-        body = response.json()
+        body = jsonlib.loads(response.content)
     except ValueError:
         return False
     return isinstance(body, dict) and body.get("error") in QUOTA_ERRORS
 
 
-def transport_rule(exc: httpx.TransportError) -> RetryRule:
-    for kind, rule in RETRY_BY_EXCEPTION:
-        if isinstance(exc, kind):
-            return rule
-    return FALLBACK_TRANSPORT_RULE
-
-
-def request_id_of(response: httpx.Response) -> str | None:
+def request_id_of(response: RawReply) -> str | None:
     for header in REQUEST_ID_HEADERS:
         value = response.headers.get(header)
         if isinstance(value, str) and value:
@@ -309,7 +334,7 @@ def request_id_of(response: httpx.Response) -> str | None:
     return None
 
 
-def retry_after_s(response: httpx.Response) -> float | None:
+def retry_after_s(response: RawReply) -> float | None:
     raw = response.headers.get("retry-after")
     try:
         return max(0.0, float(raw)) if raw else None
@@ -317,12 +342,12 @@ def retry_after_s(response: httpx.Response) -> float | None:
         return None  # an HTTP-date: rare enough that the backoff is good enough
 
 
-def error_message(response: httpx.Response) -> str:
+def error_message(response: RawReply) -> str:
     """The provider's own words: GraphQL errors[0].message, RFC 9457 detail, Vast msg, or plain text."""
     try:
-        body = response.json()
+        body = jsonlib.loads(response.content)
     except ValueError:
-        return " ".join(response.text.split())[:MAX_MESSAGE]
+        return " ".join(response.content.decode("utf-8", "replace").split())[:MAX_MESSAGE]
     return message_from_body(body)[:MAX_MESSAGE]
 
 
@@ -343,7 +368,7 @@ def message_from_body(body: Any) -> str:
 
 def path_of(url: str) -> str:
     """For logs: the path only. Query strings are not secret today, but they are not needed either."""
-    return httpx.URL(url).path
+    return urlsplit(url).path
 
 
 def require(condition: bool, provider: str, what: str) -> None:

@@ -130,7 +130,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.send_header("Content-Length", str(len(answer.body)))
         self.end_headers()
-        self.wfile.write(answer.body)
+        self.wfile.write(answer.body[: len(answer.body) // 2] if answer.cut else answer.body)
+        if answer.cut:
+            self.close_connection = True
 
 
 def make_emulator(

@@ -5,14 +5,13 @@ and a redirect is never followed by either."""
 
 from __future__ import annotations
 
-import http.server
 import socket
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
 import pytest
+from httpstubs import Answer, Stub
 from pydantic import SecretStr
 from watchdog_fakes import ADMIN, World
 
@@ -24,37 +23,6 @@ from gpuc.functions.server import ServerHandle, start_in_thread
 
 READS = ("status", "status_view")
 STATUS = api.StatusResponse(server_time=1_767_225_600.0, reaper_period_s=300.0).model_dump_json().encode()
-Answer = tuple[int, dict[str, str], bytes]
-
-
-class Stub:
-    """A loopback HTTP server that answers every request with `answer(path)` and records what it got."""
-
-    def __init__(self, answer: Callable[[str], Answer]) -> None:
-        self.seen: list[tuple[str, str | None]] = []  # (request line, Authorization)
-        stub = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                stub.seen.append((self.requestline, self.headers.get("Authorization")))
-                code, headers, body = answer(self.path)
-                self.send_response(code)
-                for name, value in {**headers, "Content-Length": str(len(body))}.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
