@@ -19,6 +19,8 @@ PRICE_TABLE_DATE = "2026-09"
 
 @dataclass(frozen=True)
 class GpuSpec:
+    """One GPU model as the picker reads it: names, memory, bandwidth."""
+
     key: str  # canonical name, e.g. "RTX 4090"
     tflops_fp16: float  # dense fp16 tensor TFLOP/s
     bandwidth_gbps: float

@@ -2,7 +2,7 @@
 about three bare interpreter starts): `gpuc ls` and `gpuc ledger` read the watchdog's status and both
 providers' pod listings through these.
 
-A record is a dataclass whose fields say how each value is checked (`checked(check, default)`); `build`
+A record is a Shape whose fields say how each value is checked (`checked(check, default)`); `build`
 refuses a value of the wrong type, a word outside its set, a number out of bounds, a missing required key,
 and an unknown key unless the class says EXTRA = "ignore". Nothing is ever read as a default in place of
 a value that was there: an answer gpuc cannot read raises, so a listing can never read as an empty account.
@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import MISSING, field, fields
+from dataclasses import MISSING, dataclass
 from typing import Any, ClassVar, TypeVar
 
 Check = Callable[[Any, str], Any]
-T = TypeVar("T")
+S = TypeVar("S", bound="Shape")
 
 
 class Unexpected(ValueError):
@@ -97,37 +97,101 @@ def many(inner: Check, max_length: int | None = None) -> Check:
     return check
 
 
-def record(cls: type[T]) -> Check:
+def record(cls: type[S]) -> Check:
     """A nested object, built as `cls` (its own EXTRA says what an unknown key does)."""
 
-    def check(value: Any, where: str) -> T:
+    def check(value: Any, where: str) -> S:
         return build(cls, value, where)
 
     return check
 
 
+@dataclass(frozen=True)
+class Field:
+    """How one field of a Shape is checked, and its default (MISSING: the field is required)."""
+
+    check: Check
+    default: Any = MISSING
+
+
 def checked(check: Check, default: Any = MISSING) -> Any:
-    """A field of a record below: how its value is checked, and its default (none: it is required)."""
-    return field(default=default, metadata={"check": check})
+    """A field of a Shape: `name: type = checked(check, default)` (no default: it is required)."""
+    return Field(check, default)
 
 
-def build(cls: type[T], raw: Any, where: str) -> T:
+class Shape:
+    """A checked document's record. Its fields are the class's `checked(...)` attributes, in order.
+
+    Not a dataclass: a dataclass generates and compiles its methods when its module is imported, about a
+    millisecond per class, and `gpuc ls` imports two dozen shapes on every run. A Shape is read-only, equal
+    to another of its class with the same values, and its repr names no value (a pod's env must not print).
+    """
+
+    EXTRA: ClassVar[str] = "forbid"
+    FIELDS: ClassVar[dict[str, Field]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        found: dict[str, Field] = {}
+        for klass in reversed(cls.__mro__):
+            found.update((name, value) for name, value in vars(klass).items() if isinstance(value, Field))
+        cls.FIELDS = found
+
+    def __init__(self, **values: Any) -> None:
+        for name, spec in self.FIELDS.items():
+            if name not in values and spec.default is MISSING:
+                raise TypeError(f"{type(self).__name__} needs {name}")
+            object.__setattr__(self, name, values.pop(name, spec.default))
+        if values:
+            raise TypeError(f"{type(self).__name__} has no field {sorted(values)[0]!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is read-only")
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and vars(other) == vars(self)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(self.FIELDS)})"
+
+
+def as_dict(shape: Shape) -> dict[str, Any]:
+    """A Shape as JSON-like values (nested shapes as dicts, tuples as lists)."""
+    return {name: _plain(getattr(shape, name)) for name in shape.FIELDS}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Shape):
+        return as_dict(value)
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def replaced(shape: S, **changes: Any) -> S:
+    """A copy of `shape` with some fields changed (unchecked: for tests and for gpuc's own values)."""
+    return type(shape)(**{**{name: getattr(shape, name) for name in shape.FIELDS}, **changes})
+
+
+def build(cls: type[S], raw: Any, where: str) -> S:
     """`cls` from a JSON object: every required key present, every value checked, and every key known
     unless `cls.EXTRA` is "ignore" (a provider's answer: it grows fields gpuc does not read)."""
     if not isinstance(raw, dict):
         raise Unexpected(f"{where or 'the answer'} is not an object")
-    known = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]
-    unknown = sorted(set(raw) - set(known))
-    if unknown and getattr(cls, "EXTRA", "forbid") != "ignore":
-        raise Unexpected(f"{where or 'the answer'} has an unknown field {unknown[0]!r}")
+    known = cls.FIELDS
+    if cls.EXTRA != "ignore":
+        unknown = sorted(set(raw) - set(known))
+        if unknown:
+            raise Unexpected(f"{where or 'the answer'} has an unknown field {unknown[0]!r}")
     values: dict[str, Any] = {}
     for name, spec in known.items():
-        here = f"{where}.{name}" if where else name
         if name not in raw:
             if spec.default is MISSING:
-                raise Unexpected(f"{here} is missing")
+                raise Unexpected(f"{f'{where}.{name}' if where else name} is missing")
             continue
-        values[name] = spec.metadata["check"](raw[name], here)
+        values[name] = spec.check(raw[name], f"{where}.{name}" if where else name)
     return cls(**values)
 
 
@@ -198,13 +262,10 @@ def either(*checks: Check) -> Check:
     return check
 
 
-class ProviderShape:
+class ProviderShape(Shape):
     """The base of a provider's wire shape (RunPod's pods and GPU types, Vast's instance rows): their answers
     grow fields gpuc does not read, so an unknown one is ignored and a known one checked (lax).
 
-    The shapes are plain dataclasses, built only by `build` and read once: no repr (a pod's env must not
-    print), no eq, not frozen. Each option costs code generated at import, and `gpuc ls` imports every
-    shape of both providers on every run.
     """
 
     EXTRA: ClassVar[str] = "ignore"

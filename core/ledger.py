@@ -255,6 +255,8 @@ def _key(row: LedgerRow) -> tuple[str, ...]:
 
 @dataclass
 class IndexEntry:
+    """Where a pod's row is in the ledger file, and what it held when written."""
+
     row: int
     start_row: LedgerRow
     committed: bool = True
@@ -406,6 +408,8 @@ def parse_csv(text: str, path: Path) -> list[LedgerRow]:
 
 @dataclass
 class GroupTotal:
+    """The closed rows of one experiment or one GPU in a month."""
+
     name: str
     rows: int
     hours: float
@@ -414,6 +418,8 @@ class GroupTotal:
 
 @dataclass
 class TokenCost:
+    """An experiment's cost per million tokens, where its rows say how many it made."""
+
     experiment: str
     gpu: str
     start: str

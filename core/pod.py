@@ -6,7 +6,6 @@ from outside: the providers' own wire shapes (checked by core/checks.py) are map
 from __future__ import annotations
 
 import re
-import secrets
 from dataclasses import dataclass
 from typing import Literal
 
@@ -27,6 +26,8 @@ RUN_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{3,40}$")
 
 
 def new_run_id() -> str:
+    import secrets  # lazy: `up` names a run, `ls` (which imports this module) never does
+
     return secrets.token_hex(5)
 
 

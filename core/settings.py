@@ -85,8 +85,12 @@ class SettingError(ValueError):
         self.message = message
 
 
-@dataclass(frozen=True, kw_only=True)
+# No generated repr or eq: over a hundred fields each, compiled on every command's start; nothing compares
+# settings, and a repr would only list what `gpuc doctor` shows properly.
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
 class Settings:
+    """Every setting gpuc reads, from the environment and the .env, checked once (load_settings)."""
+
     home: Path = field(default_factory=default_home)
     env_file: Path = Path(".env")
     ledger_path: Path | None = None  # default: home / gpu-ledger.csv
@@ -499,6 +503,8 @@ def load_settings_lenient(environ: Mapping[str, str] | None = None) -> tuple[Set
 
 @dataclass
 class _Loaded:
+    """The raw values load_settings gathered, and where each came from."""
+
     raw: dict[str, Any]
     env: dict[str, str]
     from_file: dict[str, str]

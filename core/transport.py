@@ -58,6 +58,8 @@ class TransportFailure(Exception):
 
 @dataclass(frozen=True)
 class RawReply:
+    """One HTTP answer as it came: status, reason, headers (names lowercased) and body bytes."""
+
     status: int
     reason: str
     headers: Mapping[str, str]  # names lowercased

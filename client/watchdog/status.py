@@ -12,10 +12,9 @@ required ones, the same answer on the documents the server sends and on each way
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from gpuc.core.checks import Unexpected, build, checked, flag, integer, many, maybe, number, one_of, record, text
+from gpuc.core.checks import Shape, Unexpected, build, checked, flag, integer, many, maybe, number, one_of, record, text
 from gpuc.core.gpubounds import reading_problem
 
 __all__ = ["Unexpected", "WatchdogStatus", "read_status"]
@@ -41,8 +40,7 @@ def _gpu_reading_in_range(value: Any, where: str) -> GpuReading:
 OPT_TEXT, OPT_NUMBER = maybe(text()), maybe(number())
 
 
-@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
-class GpuReading:
+class GpuReading(Shape):
     index: int = checked(integer())
     name: str | None = checked(OPT_TEXT, None)
     uuid: str | None = checked(OPT_TEXT, None)
@@ -62,8 +60,7 @@ EPOCH = number(EPOCH_MIN, EPOCH_MAX)
 COUNT = integer(0, 1_000_000)
 
 
-@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
-class Heartbeat:
+class Heartbeat(Shape):
     pod_id: str = checked(text(128, min_length=1))
     seq: int = checked(integer(0, SEQ_MAX))
     sent_at: float = checked(EPOCH)
@@ -78,8 +75,7 @@ class Heartbeat:
     kept_left_s: float | None = checked(maybe(number(0, MAX_LIMIT_S)), None)
 
 
-@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
-class WatchedPod:
+class WatchedPod(Shape):
     """api.PodRecord: one pod as the watchdog keeps it."""
 
     pod_id: str = checked(text())
@@ -99,14 +95,13 @@ class WatchedPod:
     ended_by: str | None = checked(OPT_TEXT, None)
     note: str | None = checked(OPT_TEXT, None)
     provider_status: str | None = checked(maybe(one_of(*POD_STATUSES)), None)
-    last_heartbeat: Heartbeat | None = checked(maybe(record(Heartbeat)), None)  # noqa: RUF009 (a field())
+    last_heartbeat: Heartbeat | None = checked(maybe(record(Heartbeat)), None)
     reason: str | None = checked(OPT_TEXT, None)
     deadline_at: float | None = checked(OPT_NUMBER, None)
     kept_at: float | None = checked(OPT_NUMBER, None)
 
 
-@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
-class Blind:
+class Blind(Shape):
     """api.BlindProvider: a provider the reaper cannot read, since when, and why."""
 
     provider: str = checked(text())
@@ -114,8 +109,7 @@ class Blind:
     why: str = checked(text(), "")
 
 
-@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
-class Notification:
+class Notification(Shape):
     ts: float = checked(number())
     title: str = checked(text())
     message: str = checked(text())
@@ -124,16 +118,14 @@ class Notification:
     level: str = checked(one_of(*LEVELS), "info")
 
 
-@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
-class Channel:
+class Channel(Shape):
     """api.ChannelInfo: a notification channel the watchdog holds (never its URL)."""
 
     index: int = checked(integer(1, 1000))
     kind: str = checked(text(32, 1))
 
 
-@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
-class WatchdogStatus:
+class WatchdogStatus(Shape):
     """api.StatusResponse."""
 
     server_time: float = checked(number())

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypedDict, TypeVar
 
-from gpuc.core.checks import Unexpected, build
+from gpuc.core.checks import Shape, Unexpected, build
 from gpuc.core.clock import Clock, SystemClock
 from gpuc.core.errors import ConfigError, ProviderError, ProviderSchemaError, ProviderUnavailable, SafetyRefusal
 from gpuc.core.pod import OWNER_ENV, Pod, is_gpuc_name
@@ -37,7 +37,7 @@ log = logging.getLogger("gpuc.providers")
 EXPERIMENT_ENV = "GPUC_EXPERIMENT"
 OWNER_VALUE = "1"
 _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$", re.IGNORECASE)
-W = TypeVar("W")
+W = TypeVar("W", bound=Shape)
 
 
 def parse_wire(model: type[W], value: Any, what: str, *, provider: str, api: str) -> W:

@@ -56,6 +56,8 @@ Action = Literal["retry", "ambiguous", "fail"]
 
 @dataclass(frozen=True)
 class RetryRule:
+    """What one kind of failure does to an idempotent call and to a create (see the table above)."""
+
     reason: str
     idempotent: Action
     not_idempotent: Action
@@ -125,6 +127,8 @@ class AmbiguousOutcome(ProviderUnavailable):
 
 @dataclass(frozen=True)
 class Reply:
+    """A provider's answer: status, the JSON body, the request id for the error messages."""
+
     status: int
     body: Any
     request_id: str | None

@@ -14,7 +14,6 @@ import json
 import os
 import signal
 import sqlite3
-import subprocess
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -408,6 +407,8 @@ class LocalAccess(PodAccess):
         os.replace(tmp, target)
 
     def run(self, argv: list[str], timeout_s: float = 120.0) -> tuple[int, str]:
+        import subprocess  # lazy: `gpuc ls` lists local pods on every run and never runs anything in one
+
         proc = subprocess.run(
             self._argv(argv),
             cwd=self.paths.workspace,
@@ -420,6 +421,8 @@ class LocalAccess(PodAccess):
         return proc.returncode, proc.stdout + proc.stderr
 
     def spawn(self, argv: list[str], role: str) -> None:
+        import subprocess  # lazy: as in run
+
         self.paths.state.mkdir(parents=True, exist_ok=True)
         # Double start through a tiny launcher: the pod process is orphaned at once and adopted by
         # init, so it outlives `gpuc` (like a process on a real pod) and never lingers as our zombie.

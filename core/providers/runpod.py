@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar, Unpack
 from urllib.parse import quote
 
@@ -35,6 +35,7 @@ from gpuc.core.checks import (
     mapping,
     maybe,
     record,
+    replaced,
     text,
 )
 from gpuc.core.clock import Clock, iso, parse_iso
@@ -158,7 +159,6 @@ SPOT_POD_TYPES = ("INTERRUPTABLE", "BID")
 # ---- wire shapes: what we read from RunPod, validated where the body enters --------------------------
 
 
-@dataclass(kw_only=True, repr=False, eq=False)
 class GqlPort(ProviderShape):
     ip: str | None = checked(OPT_TEXT, None)
     isIpPublic: bool | None = checked(OPT_FLAG, None)
@@ -167,27 +167,23 @@ class GqlPort(ProviderShape):
     type: str | None = checked(OPT_TEXT, None)
 
 
-@dataclass(kw_only=True, repr=False, eq=False)
 class GqlGpu(ProviderShape):
     id: str | None = checked(OPT_TEXT, None)
     gpuUtilPercent: float | None = checked(OPT_NUMBER, None)
     memoryUtilPercent: float | None = checked(OPT_NUMBER, None)
 
 
-@dataclass(kw_only=True, repr=False, eq=False)
 class GqlRuntime(ProviderShape):
     uptimeInSeconds: float | None = checked(OPT_NUMBER, None)
     ports: tuple[GqlPort, ...] | None = checked(maybe(many(record(GqlPort))), None)
     gpus: tuple[GqlGpu, ...] | None = checked(maybe(many(record(GqlGpu))), None)
 
 
-@dataclass(kw_only=True, repr=False, eq=False)
 class GqlMachine(ProviderShape):
     gpuDisplayName: str | None = checked(OPT_TEXT, None)
     podHostId: str | None = checked(OPT_TEXT, None)
 
 
-@dataclass(kw_only=True, repr=False, eq=False)
 class GqlPod(ProviderShape):
     id: str = checked(TEXT)
     name: str | None = checked(OPT_TEXT, None)
@@ -198,11 +194,10 @@ class GqlPod(ProviderShape):
     env: tuple[str, ...] | None = checked(maybe(many(text())), None)
     uptimeSeconds: float | None = checked(OPT_NUMBER, None)
     volumeInGb: float | None = checked(OPT_NUMBER, None)
-    machine: GqlMachine | None = checked(maybe(record(GqlMachine)), None)  # noqa: RUF009
-    runtime: GqlRuntime | None = checked(maybe(record(GqlRuntime)), None)  # noqa: RUF009
+    machine: GqlMachine | None = checked(maybe(record(GqlMachine)), None)
+    runtime: GqlRuntime | None = checked(maybe(record(GqlRuntime)), None)
 
 
-@dataclass(kw_only=True, repr=False, eq=False)
 class V2Port(ProviderShape):
     private: int | None = checked(OPT_INT, None)
     public: int | None = checked(OPT_INT, None)
@@ -210,49 +205,42 @@ class V2Port(ProviderShape):
     ip: str | None = checked(OPT_TEXT, None)
 
 
-@dataclass(kw_only=True, repr=False, eq=False)
 class V2Runtime(ProviderShape):
     uptime: float | None = checked(OPT_NUMBER, None)
     ports: tuple[V2Port, ...] | None = checked(maybe(many(record(V2Port))), None)
 
 
-@dataclass(kw_only=True, repr=False, eq=False)
 class V2Gpu(ProviderShape):
     id: str | None = checked(OPT_TEXT, None)
     count: int | None = checked(OPT_INT, None)
 
 
-@dataclass(kw_only=True, repr=False, eq=False)
 class V2Endpoint(ProviderShape):
     host: str | None = checked(OPT_TEXT, None)
     port: int | None = checked(OPT_INT, None)
 
 
-@dataclass(kw_only=True, repr=False, eq=False)
 class V2Ssh(ProviderShape):
-    direct: V2Endpoint | None = checked(maybe(record(V2Endpoint)), None)  # noqa: RUF009
+    direct: V2Endpoint | None = checked(maybe(record(V2Endpoint)), None)
 
 
-@dataclass(kw_only=True, repr=False, eq=False)
 class V2Pod(ProviderShape):
     id: str = checked(TEXT)
     name: str | None = checked(OPT_TEXT, None)
     status: str | None = checked(OPT_TEXT, None)
-    env: dict[str, Any] | None = checked(maybe(mapping), None)  # noqa: RUF009 (checked() is a field())
-    gpu: V2Gpu | None = checked(maybe(record(V2Gpu)), None)  # noqa: RUF009
+    env: dict[str, Any] | None = checked(maybe(mapping), None)
+    gpu: V2Gpu | None = checked(maybe(record(V2Gpu)), None)
     cost: float | None = checked(OPT_NUMBER, None)
     createdAt: str | None = checked(OPT_TEXT, None)
-    runtime: V2Runtime | None = checked(maybe(record(V2Runtime)), None)  # noqa: RUF009
-    ssh: V2Ssh | None = checked(maybe(record(V2Ssh)), None)  # noqa: RUF009
+    runtime: V2Runtime | None = checked(maybe(record(V2Runtime)), None)
+    ssh: V2Ssh | None = checked(maybe(record(V2Ssh)), None)
 
 
-@dataclass(kw_only=True, repr=False, eq=False)
 class LowestPrice(ProviderShape):
     uninterruptablePrice: float | None = checked(OPT_NUMBER, None)  # sic: RunPod's spelling
     stockStatus: str | None = checked(OPT_TEXT, None)
 
 
-@dataclass(kw_only=True, repr=False, eq=False)
 class GpuType(ProviderShape):
     id: str = checked(TEXT)
     displayName: str | None = checked(OPT_TEXT, None)
@@ -261,10 +249,9 @@ class GpuType(ProviderShape):
     communityCloud: bool | None = checked(OPT_FLAG, None)
     securePrice: float | None = checked(OPT_NUMBER, None)
     communityPrice: float | None = checked(OPT_NUMBER, None)
-    lowestPrice: LowestPrice | None = checked(maybe(record(LowestPrice)), None)  # noqa: RUF009
+    lowestPrice: LowestPrice | None = checked(maybe(record(LowestPrice)), None)
 
 
-@dataclass(kw_only=True, repr=False, eq=False)
 class UserBalance(ProviderShape):
     clientBalance: float = checked(lax_number)
     currentSpendPerHr: float | None = checked(OPT_NUMBER, None)
@@ -752,7 +739,7 @@ class RunPodProvider(HttpProvider):
         require(isinstance(value, list), PROVIDER, "gpuTypes is not a list")
         rows = [parse(GpuType, item, "gpu type") for item in value]
         lowest = next((r.lowestPrice for r in rows if r.id == gpu.id), None)
-        return replace(gpu, lowestPrice=lowest)
+        return replaced(gpu, lowestPrice=lowest)
 
     # -- stop / destroy --
 

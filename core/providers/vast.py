@@ -15,7 +15,6 @@ import json
 import logging
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self, TypeVar, Unpack
 
 from gpuc.core.checks import (
@@ -102,7 +101,6 @@ ACTUAL_STATUS: dict[str, PodStatus] = {
 PARKED: tuple[PodStatus, ...] = ("stopped", "paused", "exited")
 
 
-@dataclass(kw_only=True, repr=False, eq=False)
 class VastInstance(ProviderShape):
     id: int = checked(lax_integer)
     actual_status: str | None = checked(OPT_TEXT, None)
@@ -125,10 +123,9 @@ class VastInstance(ProviderShape):
     ssh_port: int | None = checked(OPT_INT, None)
     public_ipaddr: str | None = checked(OPT_TEXT, None)
     # an object of port mappings on a running host, a list on some (UNCONFIRMED which): both are read
-    ports: dict[str, Any] | tuple[Any, ...] | None = checked(maybe(either(mapping, many(anything))), None)  # noqa: RUF009
+    ports: dict[str, Any] | tuple[Any, ...] | None = checked(maybe(either(mapping, many(anything))), None)
 
 
-@dataclass(kw_only=True, repr=False, eq=False)
 class VastOffer(ProviderShape):
     id: int = checked(lax_integer)
     gpu_name: str = checked(TEXT)
@@ -146,7 +143,6 @@ class VastOffer(ProviderShape):
     storage_cost: float | None = checked(OPT_NUMBER, None)
 
 
-@dataclass(kw_only=True, repr=False, eq=False)
 class VastUser(ProviderShape):
     credit: float = checked(lax_number)
 

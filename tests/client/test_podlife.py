@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -25,6 +24,7 @@ from gpuc.client.pods.up import up
 from gpuc.client.watchdog.client import WatchdogClient
 from gpuc.client.watchdog.status import WatchdogStatus
 from gpuc.core.api import Ack, EndRequest, RegisterRequest
+from gpuc.core.checks import replaced
 from gpuc.core.errors import ConfigError, FunctionsError, NotFound, SafetyRefusal
 from gpuc.core.ledger import LEDGER_COLUMNS
 from gpuc.core.pod import Pod
@@ -316,8 +316,8 @@ def test_ls_lists_pods_and_warns_when_the_watchdog_reports_an_absurd_end(world: 
 
     def status() -> WatchdogStatus:
         answer = real_status()
-        pods = tuple(replace(p, end_at=1e300) if p.pod_id == pod.id else p for p in answer.pods)
-        return replace(answer, pods=pods)
+        pods = tuple(replaced(p, end_at=1e300) if p.pod_id == pod.id else p for p in answer.pods)
+        return replaced(answer, pods=pods)
 
     deps.watchdog.status_view = status  # type: ignore[method-assign]
     rows, warnings = list_all(deps)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import MISSING, asdict, fields
+from dataclasses import MISSING
 from typing import Any, get_args
 
 import pytest
@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from gpuc.client.watchdog import status as light
 from gpuc.core import api, models
+from gpuc.core.checks import as_dict
 from gpuc.core.pod import POD_STATUSES
 
 PAIRS: list[tuple[type[Any], type[BaseModel]]] = [
@@ -30,7 +31,7 @@ PAIRS: list[tuple[type[Any], type[BaseModel]]] = [
 
 @pytest.mark.parametrize(("view", "model"), PAIRS, ids=[m.__name__ for _, m in PAIRS])
 def test_each_record_has_the_models_fields_and_required_ones(view: type[Any], model: type[BaseModel]) -> None:
-    mine = {f.name: f.default is MISSING for f in fields(view)}
+    mine = {name: f.default is MISSING for name, f in view.FIELDS.items()}
     theirs = {name: info.is_required() for name, info in model.model_fields.items()}
     assert mine == theirs
 
@@ -91,7 +92,7 @@ def light_reads(doc: Any) -> bool:
 
 def test_the_full_document_reads_the_same() -> None:
     theirs = api.StatusResponse.model_validate(FULL).model_dump(mode="json")
-    assert json.loads(json.dumps(asdict(light.read_status(FULL)))) == theirs
+    assert json.loads(json.dumps(as_dict(light.read_status(FULL)))) == theirs
 
 
 def test_the_servers_own_answer_with_defaults_left_out_reads() -> None:
@@ -166,7 +167,7 @@ def test_what_both_read_reads_the_same() -> None:
     for name, doc in MUTATIONS:
         if light_reads(doc) and pydantic_reads(doc):
             theirs = api.StatusResponse.model_validate(doc).model_dump(mode="json")
-            assert json.dumps(asdict(light.read_status(doc))) == json.dumps(theirs), name
+            assert json.dumps(as_dict(light.read_status(doc))) == json.dumps(theirs), name
 
 
 def test_only_the_named_stricter_coercions_differ() -> None:

@@ -7,8 +7,8 @@ is refused (pydantic's lax mode counted it as 1). The documented answers (fixtur
 
 from __future__ import annotations
 
-import dataclasses
 import json
+from dataclasses import MISSING
 from typing import Any
 
 import pytest
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from providerfakes import FIXTURES
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from gpuc.core.checks import Unexpected, build
+from gpuc.core.checks import Shape, Unexpected, build
 from gpuc.core.providers import runpod, vast
 
 
@@ -185,8 +185,8 @@ PAIRS: list[tuple[type[Any], type[BaseModel]]] = [
 
 def plain(value: Any) -> Any:
     """Both readings as JSON-like values (tuples as lists, records as dicts), to compare them."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Shape):
+        return {name: plain(getattr(value, name)) for name in value.FIELDS}
     if isinstance(value, BaseModel):
         return {name: plain(getattr(value, name)) for name in type(value).model_fields}
     if isinstance(value, list | tuple):
@@ -294,8 +294,8 @@ def test_never_more_lenient_than_pydantic(light: type[Any], model: type[BaseMode
 
 def test_the_references_here_are_the_shapes_the_providers_read() -> None:
     for light, model in PAIRS:
-        assert [f.name for f in dataclasses.fields(light)] == list(model.model_fields), light.__name__
-        required = [f.name for f in dataclasses.fields(light) if f.default is dataclasses.MISSING]
+        assert list(light.FIELDS) == list(model.model_fields), light.__name__
+        required = [name for name, f in light.FIELDS.items() if f.default is MISSING]
         assert required == [n for n, f in model.model_fields.items() if f.is_required()], light.__name__
 
 
