@@ -214,8 +214,7 @@ def _check_s3(
     where = f"s3://{sync.bucket}/{sync.base.rsplit('/', 1)[0]}/"
     via = f" via {settings.s3_endpoint_url}" if settings.s3_endpoint_url else ""
     shown = _S3Context(settings, sync.bucket, where, via, tuple(creds.values()))
-    with shown.step("write"):
-        client.put_object(Bucket=sync.bucket, Key=sync.base, Body=PROBE_BODY)
+    _write_probe(client, sync, shown)
     try:
         with shown.step("list"):
             page = client.list_objects_v2(Bucket=sync.bucket, Prefix=sync.base)
@@ -241,6 +240,22 @@ def _s3_target(bucket: str, experiment: str, probe: str, settings: Settings) -> 
         return S3Sync(bucket, experiment, probe, endpoint_url=settings.s3_endpoint_url)
     except SyncError as exc:
         raise ConfigError(f"{BUCKET_ENV}: {exc.message}", hint=exc.hint) from None
+
+
+def _write_probe(client: Any, sync: S3Sync, shown: _S3Context) -> None:
+    """A write whose answer was lost (a timeout, a dropped connection) may have stored the probe: it is
+    deleted all the same (S3 answers a delete of a missing key with success), so none is left unnamed. A
+    refusal (the server's own error answer) stored nothing."""
+    from botocore.exceptions import ClientError
+
+    try:
+        client.put_object(Bucket=sync.bucket, Key=sync.base, Body=PROBE_BODY)
+    except Exception as exc:
+        error = shown.error("write", exc)
+        left = None if isinstance(exc, ClientError) else _remove_probe(client, sync.bucket, sync.base, shown)
+        if left and isinstance(error, ConfigError):
+            error = ConfigError(f"{error.message}; {left}", hint=error.hint)
+        raise error from None
 
 
 def _remove_probe(client: Any, bucket: str, key: str, shown: _S3Context) -> str | None:

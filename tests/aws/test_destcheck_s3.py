@@ -208,3 +208,43 @@ def test_up_with_a_bucket_that_denies_the_delete_rents_and_names_the_probe_left(
     (left,) = moto.objects()
     assert any(line.startswith("warning: the probe s3://") and left in line and "delete it by hand" in line
                for line in lines), lines
+
+
+class LostWriteAnswer:
+    """The real moto client, except that the probe's write is stored and its answer then lost (a read
+    timeout): what a slow endpoint does."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def put_object(self, **kwargs: Any) -> Any:
+        from botocore.exceptions import ReadTimeoutError
+
+        self.client.put_object(**kwargs)
+        raise ReadTimeoutError(endpoint_url="http://moto")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+
+def test_a_write_whose_answer_is_lost_is_refused_and_its_probe_removed(moto: Moto, tmp_path: Path) -> None:
+    def lossy(endpoint: str | None, creds: Any) -> Any:
+        return LostWriteAnswer(admin("s3", moto.url, moto.full.key_id, moto.full.secret))
+
+    with pytest.raises(ConfigError) as caught:
+        check_destination(settings(tmp_path, moto.full, endpoint=moto.url), "exp", s3_factory=lossy)
+    assert "cannot reach" in caught.value.message and "to write" in caught.value.message
+    assert moto.objects() == {}, "the probe the lost write stored was left in the bucket"
+
+
+def test_a_refused_write_deletes_nothing(moto: Moto, tmp_path: Path) -> None:
+    deletes: list[Any] = []
+
+    def counting(endpoint: str | None, creds: Any) -> Any:
+        client = admin("s3", moto.url, moto.list_only.key_id, moto.list_only.secret)
+        client.meta.events.register("before-call.s3.DeleteObject", lambda **kw: deletes.append(kw))
+        return client
+
+    with pytest.raises(ConfigError, match="refused the write"):
+        check_destination(settings(tmp_path, moto.list_only, endpoint=moto.url), "exp", s3_factory=counting)
+    assert deletes == []
