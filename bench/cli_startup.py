@@ -31,6 +31,11 @@ RUNS = int(os.environ.get("GPUC_BENCH_RUNS", "15"))
 # http.client (the stdlib's HTTP, for the providers and the watchdog), python-dotenv (the .env), json,
 # sqlite3 (the runs store) and csv (the ledger). The ratio no gpuc code can go under.
 FLOOR = "import click, http.client, dotenv, json, sqlite3, csv"
+# The bench's providers and watchdog answer plain HTTP on loopback; a real home's answer HTTPS, and the
+# first request of a command loads the trusted roots (core/tls.py: httpx's, certifi's bundle). The two
+# commands below differ by that load alone.
+TLS_IMPORT = "import ssl, certifi; certifi.where()"
+TLS_ROOTS = "import ssl, certifi; ssl.create_default_context(cafile=certifi.where())"
 GPUC = str(Path(sys.executable).parent / "gpuc")
 
 
@@ -57,6 +62,8 @@ def measure(runs: int = RUNS) -> dict[str, float]:
             "gpuc_ls_real": ([GPUC, "ls"], real),
             "gpuc_ledger_real": ([GPUC, "ledger"], real),
             "floor_real": ([sys.executable, "-c", FLOOR], real),
+            "tls_import": ([sys.executable, "-c", TLS_IMPORT], real),
+            "tls_roots": ([sys.executable, "-c", TLS_ROOTS], real),
         }
         times: dict[str, list[float]] = {name: [] for name in commands}
         for _ in range(2):  # warm the page cache (and let `ls` create its state), not measured
@@ -69,6 +76,7 @@ def measure(runs: int = RUNS) -> dict[str, float]:
     base = medians["python_pass"]
     found = {f"{name}_ms": median * 1000 for name, median in medians.items()}
     found.update({f"{name}_ratio": medians[name] / base for name in commands if name != "python_pass"})
+    found["tls_roots_extra_ms"] = (medians["tls_roots"] - medians["tls_import"]) * 1000
     return found
 
 
@@ -120,6 +128,8 @@ def main() -> list[tuple[str, str, str]]:
         rows.append((f"cli cold start (CPU): {label}", f"{m[name + '_ms']:.1f} ms", ""))
         goal = f"target <= {target}x" if target != "-" else ""
         rows.append((f"cli cold start ratio: {label} / python -c pass", f"{m[name + '_ratio']:.2f}x", goal))
+    roots = f"{m['tls_roots_extra_ms']:.1f} ms"
+    rows.append(("cli cold start, over HTTPS also: loading the TLS roots once", roots, ""))
     return rows
 
 
