@@ -93,8 +93,9 @@ def survey(ctx: Ctx) -> Listing:
         try:
             pods = ctx.provider(name).list_pods()
         except GpucError as exc:
-            warnings.append(f"{name}: {exc.message}")
-            states[name] = f"{NOT_READ}: {exc.message}"
+            words = exc.message.removeprefix(f"{name}: ")  # a provider's error already names it
+            warnings.append(f"{name}: {words}" + (f" ({exc.hint})" if exc.hint else ""))
+            states[name] = f"{NOT_READ}: {words}"
             continue
         states[name] = READ
         for pod in pods:

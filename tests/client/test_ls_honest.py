@@ -21,7 +21,7 @@ from gpuc.client.pods.survey import dumps_rows, survey
 from gpuc.client.text import WIDTH
 from gpuc.core.api import PodRecord, StatusResponse
 from gpuc.core.clock import FakeClock
-from gpuc.core.errors import FunctionsError, ProviderUnavailable
+from gpuc.core.errors import FunctionsError, ProviderAuthError, ProviderUnavailable
 from gpuc.core.models import Balance, PodSpec
 from gpuc.core.pod import Pod
 from gpuc.core.providers.base import DestroyResult, Provider
@@ -154,6 +154,16 @@ def test_ls_exits_1_and_names_the_provider_it_could_not_read(tmp_path: Path, as_
     assert result.exit_code == 1, result.output
     assert "gpuc ls: incomplete: vast could not be read" in result.stderr
     assert "runpod" not in result.stderr.splitlines()[-1]
+
+
+def test_an_unread_provider_is_named_once_with_what_to_do(tmp_path: Path) -> None:
+    refused = ProviderAuthError("Unauthorized", provider="runpod", status=401, hint="check RUNPOD_API_KEY")
+    providers = [ListingProvider(p.name, p.pods, refused if p.name == "runpod" else None) for p in every_provider()]
+    result = CliRunner().invoke(ls, [], obj=deps_with(tmp_path, providers, Watchdog()))
+    assert result.exit_code == 1, result.output
+    assert "! runpod: Unauthorized [HTTP 401] (check RUNPOD_API_KEY)" in result.stderr.splitlines()
+    assert "runpod  not read: Unauthorized [HTTP 401]" in result.stdout
+    assert "runpod: runpod" not in result.output
 
 
 def test_ls_exits_0_when_the_unread_providers_have_no_key(tmp_path: Path) -> None:
