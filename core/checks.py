@@ -1,4 +1,4 @@
-"""Documents checked by hand into frozen dataclasses, for the paths that must not load pydantic (it costs
+"""Documents checked by hand into read-only records (Shapes), for the paths that must not load pydantic (it costs
 about three bare interpreter starts): `gpuc ls` and `gpuc ledger` read the watchdog's status and both
 providers' pod listings through these.
 
@@ -187,12 +187,15 @@ def build(cls: type[S], raw: Any, where: str) -> S:
             raise Unexpected(f"{where or 'the answer'} has an unknown field {unknown[0]!r}")
     values: dict[str, Any] = {}
     for name, spec in known.items():
-        if name not in raw:
-            if spec.default is MISSING:
-                raise Unexpected(f"{f'{where}.{name}' if where else name} is missing")
-            continue
-        values[name] = spec.check(raw[name], f"{where}.{name}" if where else name)
+        here = f"{where}.{name}" if where else name
+        if name in raw:
+            values[name] = spec.check(raw[name], here)
+        elif spec.default is MISSING:
+            raise Unexpected(f"{here} is missing")
     return cls(**values)
+
+
+_ANY_NUMBER, _ANY_INTEGER = number(), integer()
 
 
 def lax_number(value: Any, where: str) -> float:
@@ -204,7 +207,7 @@ def lax_number(value: Any, where: str) -> float:
         except ValueError:
             pass
         raise Unexpected(f"{where} is not a number")
-    return float(number()(value, where))
+    return float(_ANY_NUMBER(value, where))
 
 
 # "7", "+7", "1_000", "4.00" as pydantic reads them; ASCII digits only (int() takes any script's).
@@ -220,7 +223,7 @@ def lax_integer(value: Any, where: str) -> int:
         if digits is None:
             raise Unexpected(f"{where} is not an integer")
         return int(digits.group(1))
-    return int(integer()(value, where))
+    return int(_ANY_INTEGER(value, where))
 
 
 _TRUE, _FALSE = ("1", "true", "t", "yes", "y", "on"), ("0", "false", "f", "no", "n", "off")
@@ -264,9 +267,7 @@ def either(*checks: Check) -> Check:
 
 class ProviderShape(Shape):
     """The base of a provider's wire shape (RunPod's pods and GPU types, Vast's instance rows): their answers
-    grow fields gpuc does not read, so an unknown one is ignored and a known one checked (lax).
-
-    """
+    grow fields gpuc does not read, so an unknown one is ignored and a known one checked (lax)."""
 
     EXTRA: ClassVar[str] = "ignore"
 

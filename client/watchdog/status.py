@@ -1,6 +1,6 @@
-"""The watchdog's status (`GET /v1/status`) as `gpuc ls` and `gpuc ledger` read it: frozen dataclasses
-checked by hand, with no pydantic and no httpx (each costs more than a bare interpreter's start, and these
-two commands run many times a day).
+"""The watchdog's status (`GET /v1/status`) as `gpuc ls` and `gpuc ledger` read it: read-only records
+(core/checks.py's Shapes) checked by hand, with no pydantic and no httpx (each costs more than a bare
+interpreter's start, and these two commands run many times a day).
 
 The check is as strict as core/api.py's StatusResponse, which the server answers with: an unknown field or
 a missing required one, a value of the wrong type, a word outside its Literal, a number outside its bounds
@@ -16,14 +16,14 @@ from typing import Any
 
 from gpuc.core.checks import Shape, Unexpected, build, checked, flag, integer, many, maybe, number, one_of, record, text
 from gpuc.core.gpubounds import reading_problem
+from gpuc.core.pod import POD_STATUSES
 
-__all__ = ["Unexpected", "WatchdogStatus", "read_status"]
+__all__ = ["POD_STATUSES", "Unexpected", "WatchdogStatus", "read_status"]
 
 # core/api.py's bounds (imported from there they would load pydantic): the test compares them.
 EPOCH_MIN, EPOCH_MAX = 1_577_836_800.0, 4_102_444_800.0
 MAX_LIMIT_S = 366 * 24 * 3600.0
 SEQ_MAX = 2**63 - 1
-POD_STATUSES = ("provisioning", "running", "stopped", "paused", "exited", "terminated", "unknown")
 RECORD_STATES = ("ok", "late", "down", "destroying", "destroyed", "ended")
 LEVELS = ("info", "warning", "error")
 

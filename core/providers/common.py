@@ -41,7 +41,7 @@ W = TypeVar("W", bound=Shape)
 
 
 def parse_wire(model: type[W], value: Any, what: str, *, provider: str, api: str) -> W:
-    """A body fragment as its wire dataclass (core/checks.py, no pydantic: `gpuc ls` reads both providers
+    """A body fragment as its wire shape (core/checks.py, no pydantic: `gpuc ls` reads both providers
     on every run); the error names the field, never the value (a pod's env, an account's key)."""
     try:
         return build(model, value, what)
