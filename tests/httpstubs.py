@@ -6,10 +6,8 @@ from __future__ import annotations
 import http.client
 import http.server
 import select
-import shutil
 import socket
 import ssl
-import subprocess
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -135,19 +133,34 @@ def _pump(one: socket.socket, other: socket.socket) -> None:
                 (other if sock is one else one).sendall(data)
 
 
-def self_signed(folder: Path) -> tuple[Path, Path] | None:
-    """(certificate, key) for IP 127.0.0.1 from the openssl command, or None where it is missing."""
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        return None
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-         "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True, capture_output=True,
+def self_signed(folder: Path) -> tuple[Path, Path]:
+    """(certificate, key) for IP 127.0.0.1, valid a day, made with `cryptography` (moto's own dependency,
+    so every test environment has it: no skip where an openssl command is missing)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    made = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
     )  # fmt: skip
-    return cert, key
+    cert, key_file = folder / "cert.pem", folder / "key.pem"
+    cert.write_bytes(made.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return cert, key_file
 
 
 def server_context(cert: Path, key: Path) -> ssl.SSLContext:
