@@ -9,7 +9,7 @@ RUN_STAMP := $(VENV)/.run-$(HASH)
 TEST_STAMP := $(VENV)/.test-$(HASH)
 MYPY_ROOT := $(VENV)/mypy-root
 
-.PHONY: demo test lint typecheck unit bench hostile mutants clean live browser
+.PHONY: demo test quick lint typecheck unit bench hostile mutants clean live browser
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -43,8 +43,17 @@ typecheck: $(TEST_STAMP)
 		MYPYPATH=$(CURDIR)/$(MYPY_ROOT):$(CURDIR)/tests:$(CURDIR)/$$d:$(CURDIR)/tests/functions \
 		$(PY) -m mypy --config-file pyproject.toml $$d/*.py || exit 1; done
 
+# The suite in parallel (pytest-xdist): most tests wait on processes and sockets, so three workers beat two
+# cores. worksteal: a worker that runs dry takes from another, so the few long tests do not end last.
+WORKERS ?= 3
+XDIST := -n $(WORKERS) --dist worksteal
+
 unit: $(TEST_STAMP) browser
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest $(XDIST)
+
+# A developer's loop: everything but the end-to-end tests (the demo, the drill, rehearsals), in parallel.
+quick: $(TEST_STAMP)
+	$(VENV)/bin/pytest $(XDIST) -m 'not slow and not live and not e2e'
 
 # tests/browser drives Debian's headless Chromium: installed here where it is missing and this can (root,
 # apt), a no-op once it is there. Where it cannot, pytest's summary says so in capitals with the command.

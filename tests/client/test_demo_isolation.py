@@ -31,6 +31,8 @@ from gpuc.testkit.emulators.runpod import RunPodEmulator
 from gpuc.testkit.emulators.server import EmulatorServer
 from gpuc.testkit.emulators.vast import VastEmulator
 
+pytestmark = pytest.mark.e2e  # minutes of real processes: `make quick` leaves them out
+
 GPUC = str(Path(sys.executable).parent / "gpuc")
 RUNPOD_KEY = "rpa_" + "K7Q2" * 9  # shaped like a real key: the emulator accepts only this one
 VAST_KEY = "9f" * 32

@@ -20,7 +20,7 @@ from gpuc.functions.server import start_in_thread
 from gpuc.testkit.platform import ACCOUNT, client_environ, start_platform, write_env_file
 from gpuc.testkit.sshd import LoopbackSshd, SshdUnavailable, start_loopback_sshd
 
-pytestmark = pytest.mark.sshd
+pytestmark = [pytest.mark.sshd, pytest.mark.e2e]  # minutes of real processes: `make quick` leaves them out
 LS_FIELDS = ("provider", "id", "name", "experiment", "status", "gpu", "price_per_hour", "created_at", "managed")
 
 

@@ -54,6 +54,7 @@ def rehearsal(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Path, lis
             proc.wait()
 
 
+@pytest.mark.e2e
 def test_a_rehearsed_rental_runs_every_command_and_ctrl_c_cleans_up(
     rehearsal: tuple[subprocess.Popen[str], Path, list[str]], tmp_path: Path
 ) -> None:

@@ -25,6 +25,8 @@ from gpuc.testkit.drill import (
     run_drill,
 )
 
+pytestmark = pytest.mark.e2e  # minutes of real processes: `make quick` leaves them out
+
 ROWS = [f"F{i}" for i in range(1, 15)] + ["F3j", "F3h", "F3hs", "F3hn", "F3b", "F5c", "F9n"]
 ROWS += ["F11s", "F5r", "F12b", "F5g"]
 ROWS += ["F15", "F15v", "F15h"]

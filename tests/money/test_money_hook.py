@@ -56,6 +56,7 @@ def test_a_clean_commit_goes_through(guarded: Path) -> None:
         ("key = 'rpa_" + "A1b2" * 8 + "'\n", "an rpa_ token"),
         ("OPENAI = 'sk-" + "x9Y" * 10 + "'\n", "an sk- token"),
     ],
+    ids=["hf", "rpa", "sk"],  # the texts hold a random token: ids must be the same in every xdist worker
 )
 def test_token_shaped_strings_are_refused_without_being_printed(guarded: Path, text: str, label: str) -> None:
     done = commit(guarded, "train.py", "print('hi')\n" + text)

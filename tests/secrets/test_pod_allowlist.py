@@ -282,6 +282,7 @@ def sshd(tmp_path: Path) -> Iterator[LoopbackSshd]:
 
 
 @pytest.mark.sshd
+@pytest.mark.e2e
 def test_rented_up_sends_the_allowlist_and_nothing_else(sshd: LoopbackSshd, tmp_path: Path, moto_url: str) -> None:
     in_file, in_env, allowed = planted()
     emulator, platform = start_platform("runpod", sshd)

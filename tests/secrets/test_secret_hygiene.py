@@ -132,6 +132,7 @@ def gpuc(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Complete
     )
 
 
+@pytest.mark.e2e
 def test_no_planted_secret_shows_anywhere(tmp_path: Path, providers: tuple[EmulatorServer, EmulatorServer]) -> None:
     runpod, vast = providers
     recorder = Recorder()
