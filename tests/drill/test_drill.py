@@ -15,6 +15,7 @@ from gpuc.functions import reaper
 from gpuc.functions.app import Deps
 from gpuc.functions.reaper import rules, sweep
 from gpuc.instance_side import agent, ending, heartbeat
+from gpuc.testkit import docgen
 from gpuc.testkit.drill import (
     SCENARIOS,
     f3j_job_works_without_gpu,
@@ -70,6 +71,10 @@ def test_the_drill_as_json_has_every_row_within_bound() -> None:
     assert by_row["F1"]["billed_min"] <= by_row["F1"]["bound_min"]
     assert by_row["F12"]["problems"] == []
     assert report["faults"]["injected"] > 0  # F12's fixed schedule of provider errors
+    page = docgen.failure_matrix_page(report["rows"])
+    assert (docgen.DOCS / "failure-matrix.md").read_text(encoding="utf-8") == page, (
+        "docs/failure-matrix.md is out of date: run `python -m gpuc.testkit.docgen failure-matrix.md`"
+    )
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
