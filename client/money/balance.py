@@ -121,7 +121,10 @@ def account_checks(report: BalanceReport, settings: Settings) -> list[AccountChe
         fix = "turn them on in the provider console's account settings (notifications)" if off else None
         name, detail = f"account limits {line.provider}", f"{text}; {off[0]}" if off else text
         out.append(AccountCheck(name=name, status="warn" if off else "ok", detail=detail, fix=fix))
-    return [*out, AccountCheck(name="money caps", status="ok", detail=caps_text(settings), fix=None)]
+    # No budget is legal but leaves a month unbounded but for the prepaid balance: said as a warning, with the line.
+    fix = None if settings.monthly_budget is not None else f"add GPUC_MONTHLY_BUDGET=40 (USD) to {settings.env_file}"
+    status = "ok" if fix is None else "warn"
+    return [*out, AccountCheck(name="money caps", status=status, detail=caps_text(settings), fix=fix)]
 
 
 def caps_text(settings: Settings) -> str:

@@ -186,12 +186,12 @@ def offers(
 
 
 @click.command("pick")
+@click.argument("model", required=False)
 @click.option(
     "--model",
     "model_name",
-    default="7b",
-    show_default=True,
-    help="A known model (below), 7b, 1.1b, or a parameter count (13b: KV estimated).",
+    default=None,
+    help="A known model (below), 7b, 1.1b, or a parameter count (13b: KV estimated). [7b]",
 )
 @click.option("--dtype", type=click.Choice(sorted(DTYPE_BYTES)), default="fp16", show_default=True)
 @click.option("--seq", type=int, default=2048, show_default=True, help="Tokens per sequence (in + out).")
@@ -203,7 +203,8 @@ def offers(
 @pass_ctx
 def pick(
     ctx: Ctx,
-    model_name: str,
+    model: str | None,
+    model_name: str | None,
     dtype: str,
     seq: int,
     batch: int,
@@ -212,7 +213,8 @@ def pick(
     offline: bool,
     as_json: bool,
 ) -> None:
-    """Choose a GPU for a model: does it fit, how fast can it decode, what does a token cost.
+    """Choose a GPU for MODEL (`gpuc pick 7b`, or --model 7b): does it fit, how fast can it decode, what
+    does a token cost.
 
     Memory first (weights + 1.5 GB overhead + KV cache for seq x batch tokens), then bandwidth (batch-1
     decode tok/s <= bandwidth / weight bytes), then price. Cards that fit rank first, then by tok/s per
@@ -238,5 +240,8 @@ def pick(
     from gpuc.client.money.picker import pick_for
     from gpuc.client.money.render import render_pick, result_json
 
-    result = pick_for(ctx, model_name, dtype, seq, batch, kv_kb=kv_kb, provider=provider, offline=offline)
+    if model and model_name and model != model_name:
+        raise click.UsageError(f"two models named ({model} and --model {model_name}): name one")
+    chosen = model or model_name or "7b"
+    result = pick_for(ctx, chosen, dtype, seq, batch, kv_kb=kv_kb, provider=provider, offline=offline)
     click.echo(result_json(result) if as_json else render_pick(result))

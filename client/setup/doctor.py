@@ -164,6 +164,30 @@ def check_deadline(settings: Settings) -> Check:
     )
 
 
+def check_ssh_key(settings: Settings) -> Check:
+    """A rented pod is reached over ssh with this key: missing, readable by others (ssh then refuses to use
+    it) or without its .pub (which goes to the provider account), the first `up` fails after renting."""
+    key = settings.ssh_key_path.expanduser()
+    make = f"ssh-keygen -t ed25519 -f {key}, then add {key}.pub to your provider account's SSH keys"
+    if not key.is_file():
+        return fail("ssh key", f"no ssh key at {key}: `up` reaches a rented pod over ssh", make)
+    mode = key.stat().st_mode & 0o777
+    if mode & 0o077:
+        return fail(
+            "ssh key",
+            f"{key} has mode {mode:o}: ssh refuses a private key others can read",
+            f"chmod 600 {key}",
+        )
+    public = key.with_name(key.name + ".pub")
+    if not public.is_file():
+        return warn(
+            "ssh key",
+            f"{key} has no {public.name} beside it: the provider account needs the public half",
+            f"ssh-keygen -y -f {key} > {public}, then add it to your provider account's SSH keys",
+        )
+    return ok("ssh key", f"{key} (mode {mode:o}); {public.name} goes to your provider account's SSH keys")
+
+
 # --- balance ---------------------------------------------------------------------------------------------
 
 
@@ -350,6 +374,8 @@ def run_checks(deps: DoctorDeps, cwd: Path, environ: Mapping[str, str] | None = 
     checks = [env_source(env_file, os.environ if environ is None else environ, cwd)]
     checks += check_env_file(env_file, deps.git, renting=deps.settings.provider != "local")
     checks += check_keys(deps.settings)
+    if deps.settings.provider != "local":  # the local provider's pods need no ssh
+        checks.append(check_ssh_key(deps.settings))
     checks.append(check_deadline(deps.settings))
     checks.append(check_results(deps.settings))  # nowhere to sync: a rented pod KEPT, billing (issue 19.1)
     balances = deps.balances()

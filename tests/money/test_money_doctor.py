@@ -239,8 +239,14 @@ def healthy(repo: Path) -> DoctorDeps:
     env = env_file(repo)
     (repo / ".gitignore").write_text(".env\n")
     install_hook(repo, env, run_git)
+    ssh_key = repo.parent / "id_ed25519"  # what a first rental needs: a private key with its public half
+    ssh_key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    ssh_key.chmod(0o600)
+    ssh_key.with_name("id_ed25519.pub").write_text("ssh-ed25519 AAAA doctor\n")
     settings = Settings(
         env_file=env,
+        ssh_key_path=ssh_key,
+        monthly_budget=40.0,
         provider="runpod",
         runpod_api_key=SecretStr(RUNPOD_KEY),
         admin_token=SecretStr(ADMIN),

@@ -234,3 +234,15 @@ def test_the_cli_reports_a_bad_model_as_a_gpuc_error() -> None:
     result = CliRunner().invoke(pick_command, ["--offline", "--model", "huge"])
     assert result.exit_code != 0
     assert isinstance(result.exception, ConfigError)
+
+
+def test_the_model_is_taken_as_typed_or_by_option() -> None:
+    """`gpuc pick 7b` is what a user types: the same pick as `--model 7b`; two different models are refused."""
+    def run(*args: str) -> str:
+        result = CliRunner().invoke(pick_command, [*args, "--offline", "--json"], obj=Ctx(Settings()))
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    assert run("llama-3-8b") == run("--model", "llama-3-8b") != run()
+    refused = CliRunner().invoke(pick_command, ["7b", "--model", "13b", "--offline"], obj=Ctx(Settings()))
+    assert refused.exit_code == 2 and "name one" in refused.output

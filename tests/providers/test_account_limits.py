@@ -96,6 +96,8 @@ def test_doctor_shows_the_limits_and_the_caps_once(both: BalanceReport, tmp_path
     assert caps.status == "ok" and "GPUC_MONTHLY_BUDGET $40.00" in caps.detail  # said, not nagged
     assert sum("prepaid balance with auto-pay OFF" in c.detail for c in checks.values()) == 1
     assert "not set" in caps_text(Settings())
+    unset = {c["name"]: c for c in account_checks(both, Settings())}["money caps"]
+    assert unset["status"] == "warn" and "GPUC_MONTHLY_BUDGET=" in (unset["fix"] or "")  # a line to add, not a ✓
 
 
 def unreachable() -> StatusResponse:
