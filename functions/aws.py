@@ -66,9 +66,23 @@ def read_secrets(ssm: SSMClient, prefix: str) -> dict[str, str]:
     return {p["Name"].rsplit("/", 1)[-1]: p["Value"] for p in got.get("Parameters", []) if p.get("Value")}
 
 
+def emulated_settings(text: str) -> dict[str, str]:
+    """The stack's EmulatedSettings (a deployment on a local AWS emulator; deploy refuses it elsewhere):
+    non-secret GPUC_ settings as a JSON object, "" for none."""
+    if not text:
+        return {}
+    found = json.loads(text)
+    if not isinstance(found, dict) or not all(
+        isinstance(k, str) and k.startswith("GPUC_") and isinstance(v, str) for k, v in found.items()
+    ):
+        raise RuntimeError("GPUC_EMULATED_SETTINGS is not an object of GPUC_ settings: redeploy")
+    return found
+
+
 def deps_from_env(environ: Mapping[str, str] | None = None) -> Deps:
     env = dict(os.environ if environ is None else environ)
     env.setdefault("GPUC_HOME", LAMBDA_HOME)
+    env.update(emulated_settings(env.pop("GPUC_EMULATED_SETTINGS", "")))
     prefix = env.get("GPUC_SSM_PREFIX", DEFAULT_SSM_PREFIX)
     secrets = read_secrets(boto3.client("ssm"), prefix)
     if not secrets.get("admin_token"):

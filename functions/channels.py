@@ -10,7 +10,6 @@ through each channel and through the watchdog, and says which were accepted.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
 import threading
@@ -18,10 +17,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from gpuc.core.api import ChannelInfo
 from gpuc.core.errors import GpucError
+from gpuc.core.loopback import loopback_host
 from gpuc.core.notify import Action, Channel, DeliveryFailed, Level, Message, Notifier, parse_channels
 from gpuc.core.settings import Settings, load_settings
 
@@ -64,13 +63,7 @@ def held_channels(notifier: object) -> list[ChannelInfo] | None:
 
 
 def is_local_watchdog(functions_url: str) -> bool:
-    host = urlsplit(functions_url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return loopback_host(functions_url) is not None
 
 
 def gap_fix(*, local: bool) -> str:

@@ -18,6 +18,8 @@ import hashlib
 import importlib
 import importlib.metadata as md
 import io
+import json
+import os
 import platform
 import re
 import sys
@@ -31,7 +33,8 @@ import boto3
 
 from gpuc.core.api import RegisterRequest
 from gpuc.core.errors import ConfigError, GpucError
-from gpuc.core.settings import Settings, save_config
+from gpuc.core.loopback import loopback_host
+from gpuc.core.settings import SECRET_ENV, Settings, save_config
 from gpuc.core.signing import new_token
 from gpuc.functions.app import STORE_NAME
 from gpuc.functions.aws import DEFAULT_SSM_PREFIX, WATCHDOG_SECRETS
@@ -56,6 +59,7 @@ _REQ_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 # The reaper's budget settings, as stack parameters into its environment: the Lambda has no .env, and a
 # budget the laptop knows but the watchdog does not would alert and pull in nothing. "" = not set.
 PUBLIC_URL = re.compile(r"https://[^\s]+")  # the template's AllowedPattern for PublicUrl
+DEFAULT_REAPER_EVERY_S = 300.0
 BUDGET_PARAMETERS = {
     "MonthlyBudget": "monthly_budget",
     "BudgetAlertFraction": "budget_alert_fraction",
@@ -78,6 +82,10 @@ class Plan:
     secrets: list[str] = field(default_factory=list)  # the settings fields stored (never their values)
     budget: dict[str, str] = field(default_factory=dict)  # BUDGET_PARAMETERS' values, "" = not set
     public_url: str = ""  # GPUC_PUBLIC_URL; "" = the links in notifications use the ingest's Function URL
+    reaper_rate: str = "rate(5 minutes)"  # the EventBridge Scheduler expression of the reaper's passes
+    # Settings handed to the functions of a deployment on a local AWS emulator only (tests: the provider
+    # emulator's URLs, intervals scaled to seconds); a real deployment is refused any (make_plan).
+    emulated: dict[str, str] = field(default_factory=dict)
 
     def describe(self) -> list[str]:
         lines = [
@@ -95,6 +103,9 @@ class Plan:
             else "the reaper's monthly budget: none (set GPUC_MONTHLY_BUDGET to have it alert and pull deadlines in)"
         )
         lines.append(f"links in notifications: {self.public_url or 'the ingest URL'} (GPUC_PUBLIC_URL)")
+        lines.append(f"the reaper runs at {self.reaper_rate}")
+        if self.emulated:
+            lines.append("on a local AWS emulator, the functions get: " + ", ".join(sorted(self.emulated)))
         lines.append("config.json: functions_url = the ingest URL, admin_token = a fresh token")
         return lines
 
@@ -106,7 +117,14 @@ class Deployed:
     config_path: Path
 
 
-def make_plan(settings: Settings, region: str, stack_name: str = DEFAULT_STACK) -> Plan:
+def make_plan(
+    settings: Settings,
+    region: str,
+    stack_name: str = DEFAULT_STACK,
+    *,
+    reaper_every_s: float = DEFAULT_REAPER_EVERY_S,
+    emulated: Iterable[str] = (),
+) -> Plan:
     if settings.provider not in ("runpod", "vast"):
         raise ConfigError(
             f"the watchdog on AWS watches runpod or vast, not {settings.provider!r}",
@@ -139,7 +157,38 @@ def make_plan(settings: Settings, region: str, stack_name: str = DEFAULT_STACK) 
         secrets=secrets,
         budget=budget_parameters(settings),
         public_url=settings.public_url or "",
+        reaper_rate=reaper_rate(reaper_every_s),
+        emulated=emulated_settings(emulated, os.environ.get("AWS_ENDPOINT_URL", "")),
     )
+
+
+def reaper_rate(every_s: float) -> str:
+    """EventBridge Scheduler's rate expression: whole minutes, at least one ("rate(1 minute)", singular)."""
+    minutes = every_s / 60
+    if minutes < 1 or minutes != int(minutes):
+        raise ConfigError(
+            f"the reaper can run every whole minute, not every {every_s:g} s (EventBridge Scheduler's rate)",
+            hint="pass --reaper-every 1m, 5m (the default) or 10m",
+        )
+    count = int(minutes)
+    return f"rate({count} minute{'s' if count > 1 else ''})"
+
+
+def emulated_settings(pairs: Iterable[str], aws_endpoint: str) -> dict[str, str]:
+    """NAME=VALUE settings for the functions of a deployment on a loopback AWS emulator, and only there: a
+    real watchdog pointed at an emulator's URLs would watch nothing real. Never a secret (SSM holds those)."""
+    chosen = dict(pair.partition("=")[::2] for pair in pairs)
+    if not chosen:
+        return {}
+    if not loopback_host(aws_endpoint):
+        raise ConfigError(
+            "settings for an emulated deployment are refused for a real one (AWS_ENDPOINT_URL is not loopback)",
+            hint="drop the test-only settings; a real watchdog reads the providers' real APIs",
+        )
+    for name in chosen:
+        if not name.startswith("GPUC_") or name in SECRET_ENV.values():
+            raise ConfigError(f"{name} cannot be handed to the functions", hint="only non-secret GPUC_ settings")
+    return chosen
 
 
 def budget_parameters(settings: Settings) -> dict[str, str]:
@@ -416,6 +465,8 @@ def apply_stack(
         "Architecture": plan.architecture,
         "SecretsVersion": str(secrets_version),
         "PublicUrl": plan.public_url,
+        "ReaperRate": plan.reaper_rate,
+        "EmulatedSettings": json.dumps(plan.emulated, sort_keys=True) if plan.emulated else "",
         **plan.budget,
     }
     args: dict[str, Any] = {

@@ -23,14 +23,12 @@ then. No provider-side limit is counted on (RunPod's terminateAfter is sent, and
 
 from __future__ import annotations
 
-import ipaddress
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
 from gpuc.client import gpunames
 from gpuc.client.context import Ctx
@@ -38,6 +36,7 @@ from gpuc.client.text import clock_utc
 from gpuc.core.budget import MonthSpend, ledger_burns, month_spend, spend_text, usd
 from gpuc.core.destcheck import require_destination
 from gpuc.core.errors import ConfigError, GpucError, SafetyRefusal
+from gpuc.core.loopback import loopback_host
 from gpuc.core.settings import Settings, env_file_mode_ok, env_name, read_env_file
 
 if TYPE_CHECKING:
@@ -144,18 +143,6 @@ def check_ssh_key(settings: Settings) -> None:
             hint=f"ssh-keygen -t ed25519 -f {key}, add {key}.pub to your provider account's SSH keys; "
             "or point GPUC_SSH_KEY_PATH at your key",
         )
-
-
-def loopback_host(url: str) -> str | None:
-    """The host when `url` names this machine only (localhost, 127.0.0.0/8, ::1, 0.0.0.0), else None."""
-    host = (urlsplit(url).hostname or "").lower()
-    if host == "localhost" or host.endswith(".localhost"):
-        return host
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return None
-    return host if address.is_loopback or address.is_unspecified else None
 
 
 def check_watchdog_reachable(settings: Settings) -> None:

@@ -65,7 +65,7 @@ def log_to_stderr() -> None:
 
 
 def serve_banner(settings: Settings, url: str, environ: Mapping[str, str]) -> list[str]:
-    from gpuc.client.pods.plan import loopback_host  # lazy: only `serve` prints this (see serve)
+    from gpuc.core.loopback import loopback_host  # lazy: only `serve` prints this (see serve)
 
     where = f"watchdog listening on {url}"
     if loopback_host(url):
@@ -113,7 +113,17 @@ def status_lines(st: StatusResponse) -> tuple[list[str], list[str]]:
 
 # -- deploy ------------------------------------------------------------------------------------------------
 def deploy(
-    ctx: Ctx, dry_run: bool, region: str | None, stack_name: str, carry: bool | None, *, say: Say, warn: Say, ask: Ask
+    ctx: Ctx,
+    dry_run: bool,
+    region: str | None,
+    stack_name: str,
+    carry: bool | None,
+    *,
+    say: Say,
+    warn: Say,
+    ask: Ask,
+    reaper_every_s: float = 300.0,
+    emulated: tuple[str, ...] = (),
 ) -> None:
     """Deploy to AWS (Lambda + DynamoDB + EventBridge Scheduler), save its URL and a new admin token, and
     carry the local watchdog's pods over (asked on a terminal when --carry/--no-carry is not given)."""
@@ -126,7 +136,7 @@ def deploy(
     if session.region_name is None:
         raise ConfigError("no AWS region", hint="pass --region eu-west-1 or set AWS_DEFAULT_REGION")
     settings = ctx.settings
-    plan = make_plan(settings, session.region_name, stack_name)
+    plan = make_plan(settings, session.region_name, stack_name, reaper_every_s=reaper_every_s, emulated=emulated)
     say(f"{'dry run: would create or update' if dry_run else 'deploying'}:")
     for line in plan.describe():
         say(f"  {line}")

@@ -91,8 +91,24 @@ def resume(ctx: Ctx) -> None:
     help="Register the pods the local watchdog watches into the new deployment (asked on a terminal; "
     "default: carry).",
 )
+@click.option(
+    "--reaper-every",
+    default="5m",
+    show_default=True,
+    help="How often the reaper runs: whole minutes (1m ... ). Sooner ends a silent pod sooner, for more "
+    "Lambda invocations (a pod's worst case adds one period).",
+)
+@click.option("--emulated", multiple=True, hidden=True, help="Tests: NAME=VALUE for an emulated deployment.")
 @pass_ctx
-def deploy(ctx: Ctx, dry_run: bool, region: str | None, stack_name: str, carry: bool | None) -> None:
+def deploy(
+    ctx: Ctx,
+    dry_run: bool,
+    region: str | None,
+    stack_name: str,
+    carry: bool | None,
+    reaper_every: str,
+    emulated: tuple[str, ...],
+) -> None:
     """Deploy the watchdog to AWS (Lambda + DynamoDB + EventBridge Scheduler) and point gpuc at it.
 
     Pods the local watchdog (`gpuc watchdog serve`) watches are strays to a new deployment: it would warn
@@ -103,7 +119,13 @@ def deploy(ctx: Ctx, dry_run: bool, region: str | None, stack_name: str, carry: 
     def ask(question: str) -> bool:
         return click.confirm(question, default=True)
 
-    admin.deploy(ctx, dry_run, region, stack_name, carry, say=click.echo, warn=_warn, ask=ask)
+    from gpuc.core.clock import parse_duration
+
+    every_s = parse_duration(reaper_every)
+    admin.deploy(
+        ctx, dry_run, region, stack_name, carry, say=click.echo, warn=_warn, ask=ask, reaper_every_s=every_s,
+        emulated=emulated,
+    )
 
 
 @click.command("notify")
