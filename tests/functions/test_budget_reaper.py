@@ -24,9 +24,9 @@ def world(any_world: World) -> World:
     return any_world
 
 
-def running_for(world: World, pod_id: str, hours: float) -> None:
-    """A pod that has billed `hours` so far at $0.50/h, with a deadline 6 h ahead, pinging."""
-    world.register(pod_id, started_at=world.now - hours * HOUR, deadline_at=world.now + 6 * HOUR)
+def running_for(world: World, pod_id: str, hours: float, left: float = 6.0) -> None:
+    """A pod that has billed `hours` so far at $0.50/h, with a deadline `left` hours ahead, pinging."""
+    world.register(pod_id, started_at=world.now - hours * HOUR, deadline_at=world.now + left * HOUR)
     world.ping(pod_id)
 
 
@@ -35,7 +35,7 @@ def budget_notes(world: World) -> list[str]:
 
 
 def test_the_alert_goes_out_once_at_the_fraction_then_nags_then_clears(world: World) -> None:
-    running_for(world, "p1", 15.0)  # $7.50: 75 %
+    running_for(world, "p1", 15.0, left=2.0)  # $7.50: 75 %; at worst $8.50 by its deadline: no pull-in
     world.reap()
     assert budget_notes(world) == []
     world.clock.advance(HOUR)  # $8.00: 80 %
