@@ -388,7 +388,7 @@ def over_message(weight: BudgetWeight, q: Quote, opts: UpOptions) -> str:
 def over_hint(weight: BudgetWeight, q: Quote, opts: UpOptions, settings: Settings) -> str:
     raise_it = f"raise {weight.variable} (in {settings.env_file} or your environment)"
     biggest = max(((a.name, w) for a, w in weight.outlook.ahead if w), key=lambda aw: aw[1], default=None)
-    down = "" if biggest is None else f"end a pod you no longer need (`gpuc down {biggest[0]}` frees {usd(biggest[1])}), "
+    down = "" if biggest is None else f"end a running pod (`gpuc down {biggest[0]}` frees {usd(biggest[1])}), "
     if weight.worst_usd is None or q.price_per_hour is None:
         return f"give the price (--price, $/h), {down}rent anyway with --over-budget, or {raise_it}"
     left = weight.limit_usd - weight.outlook.total_usd
