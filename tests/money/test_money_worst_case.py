@@ -10,18 +10,21 @@ agent's install) is left out: it has nothing to do with money and needs a real p
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from upfakes import rented_settings
+from upfakes import make_deps, nothing_spent, rented_settings, runpod_4090
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "functions"))
 from watchdog_fakes import ADMIN, World, make_world
 
 from gpuc.client.context import Ctx
+from gpuc.client.onpod.access import STATE_DIR
+from gpuc.client.onpod.provision import install_agent
 from gpuc.client.pods import up as up_module
 from gpuc.client.pods.plan import Quote, UpOptions, pods_ahead, weigh_budgets
 from gpuc.client.pods.runs import RunStore
@@ -31,8 +34,9 @@ from gpuc.core.budget import Ahead, ahead_of, outlook
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import SafetyRefusal
 from gpuc.core.ledger import current_month, month_window
+from gpuc.core.models import PodSpec
 from gpuc.core.pod import Pod
-from gpuc.core.providers.base import Provider
+from gpuc.core.providers.base import PodAccess, Provider
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.runpod import RunPodProvider
 from gpuc.core.providers.vast import VastProvider
@@ -72,12 +76,26 @@ def emulated(name: str, clock: FakeClock) -> Provider:
     )
 
 
+class RecordingAccess:
+    """A pod's files as `install_agent` writes them; nothing runs."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, bytes] = {}
+
+    def put_file(self, path: str, data: bytes, mode: int) -> None:
+        self.files[path] = data
+
+    def spawn(self, argv: list[str], role: str) -> None:
+        pass
+
+
 class Laptop:
     """`up` as the user runs it: the real ledger and run store, the real WatchdogClient answered in-process
     by the watchdog's real handlers (world.deps), the emulated provider."""
 
     def __init__(self, settings: Settings, world: World, provider: Provider) -> None:
         self.world, self.provider, self.lines = world, provider, []
+        self.agents: dict[str, dict[str, object]] = {}  # the agent's config.json per pod
         self.settings = settings.with_overrides(admin_token=SecretStr(ADMIN), monthly_budget=BUDGET)
         watchdog = WatchdogClient(self.settings, httpx.MockTransport(self._answer), sleep=lambda s: None)
         self.ctx = Ctx(
@@ -95,8 +113,8 @@ class Laptop:
         return httpx.Response(answer.status, content=response_bytes(answer))
 
     def up(self, **fields: object) -> Pod | None:
-        opts = UpOptions(experiment="exp1", provider=self.provider.name, gpu="RTX 4090",
-                         max_hours=HOURS[self.provider.name], **fields)  # type: ignore[arg-type]
+        fields = {"max_hours": HOURS[self.provider.name], **fields}
+        opts = UpOptions(experiment="exp1", provider=self.provider.name, gpu="RTX 4090", **fields)  # type: ignore[arg-type]
         return up_module.up(opts, self.ctx)
 
     def up_again(self, **fields: object) -> Pod | None:
@@ -110,17 +128,53 @@ class Laptop:
 @pytest.fixture(params=["runpod", "vast"])
 def laptop(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock,
            monkeypatch: pytest.MonkeyPatch) -> Iterator[Laptop]:
-    # The agent's install over ssh needs a real pod; what `up` registers and records comes before it.
-    monkeypatch.setattr(up_module, "onto_pod", lambda *args, **kwargs: None)
+    # The ssh part needs a real pod: the agent's config is written by the real install_agent to a recorder.
+    agents: dict[str, dict[str, object]] = {}
+
+    def onto_pod(provider: Provider, pod: Pod, spec: PodSpec, ctx: Ctx, secrets_env: dict[str, str], token: str,
+                 prepare: object = None, deadline_at: float | None = None) -> PodAccess:
+        access = RecordingAccess()
+        install_agent(access, pod, spec, ctx, secrets_env, token, deadline_at=deadline_at)  # type: ignore[arg-type]
+        agents[pod.id] = json.loads(access.files[f"{STATE_DIR}/config.json"])
+        return access  # type: ignore[return-value]
+
+    monkeypatch.setattr(up_module, "onto_pod", onto_pod)
     provider = emulated(request.param, clock)
     world = make_world(tmp_path / "watchdog", clock, providers=(provider,),  # type: ignore[arg-type]
                        monthly_budget=BUDGET)
     settings = rented_settings(tmp_path).with_overrides(
         runpod_api_key=SecretStr(RUNPOD_KEY), vast_api_key=SecretStr(VAST_KEY)
     )
-    yield Laptop(settings, world, provider)
+    laptop = Laptop(settings, world, provider)
+    laptop.agents = agents
+    yield laptop
     world.store.close()
     provider.close()
+
+
+def test_up_registers_its_max_hours_deadline_on_the_watchdog_and_in_the_agents_config(laptop: Laptop) -> None:
+    """`--max-hours` is the bound the price line promises: the watchdog's own 12 h default must never stand in
+    (the agent adopts the watchdog's deadline from its first heartbeat answer)."""
+    asked = laptop.world.now
+    pod = laptop.up(max_hours=2.0)
+    assert pod is not None
+    rec = laptop.world.pod(pod.id)
+    assert rec.started_at is not None and asked - 60 <= rec.started_at <= laptop.world.now
+    want = rec.started_at + 2 * HOUR
+    assert rec.deadline_at == want, "the watchdog holds another deadline than --max-hours"
+    assert laptop.agents[pod.id]["deadline_at"] == want, "the agent holds another deadline than --max-hours"
+    assert any("at most" in line and "--max-hours 2" in line for line in laptop.lines)
+
+
+def test_the_experiment_budget_holds_when_a_monthly_budget_is_set_too(tmp_path: Path) -> None:
+    settings = rented_settings(tmp_path).with_overrides(monthly_budget=1000.0, experiment_budget=5.0)
+    provider = runpod_4090()
+    deps = make_deps(settings, provider, [])
+    with pytest.raises(SafetyRefusal) as caught:  # $0.74/h x 12 h = $8.88 > $5, well within $1000
+        up_module.up(UpOptions(experiment="exp1", provider="runpod"), deps)
+    assert "experiment exp1's budget would be crossed" in caught.value.message
+    assert "GPUC_EXPERIMENT_BUDGET" in (caught.value.hint or "")
+    assert nothing_spent(deps, provider)
 
 
 def alive(laptop: Laptop) -> list[str]:
