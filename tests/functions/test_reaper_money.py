@@ -82,7 +82,7 @@ def test_the_month_counts_destroyed_pods_and_pods_on_a_provider_unread_this_pass
     world = budgeted
     other = world.deps.providers.get("other")
     assert isinstance(other, FakeProvider)
-    world.register("gone", started_at=world.now - 8 * HOUR)  # $4.00, ended and destroyed
+    world.register("gone", at_provider=False, started_at=world.now - 8 * HOUR)  # $4.00, ended and destroyed
     assert world.admin("POST", "/v1/pods/gone/end", EndRequest(end_at=world.now)).status == 200
     assert world.store.update_if("gone", {}, {"state": "destroyed"})
     world.register("far", provider=other, started_at=world.now - 8 * HOUR)  # $4.00 so far, its provider down
