@@ -32,7 +32,7 @@ from gpuc.testkit.drill import ADMIN, EXPERIMENT, FUNCTIONS_URL, MIN, DrillPod, 
 
 PRICE = 0.74  # $/h, what Stage.register records for every pod
 BUDGET_USD = 1.40  # two pods at $0.74/h cross it 57 min in: mid-run, between two reaper passes
-PULLED = "budget spent: deadline pulled in"
+PULLED = "budget: deadline pulled in"
 NEW_POD_HOURS = 0.5  # the `up` asked before and after the crossing: $0.37 at most
 
 

@@ -110,12 +110,12 @@ def pull_in(run: Pass, records: Sequence[StoredPod], pods: Mapping[str, Pod], ta
             continue
         new = target if rec.deadline_at is None else min(rec.deadline_at, target)
         if run.dry_run:
-            run.act(rec.pod_id, rec.provider, "warn", f"budget spent: deadline would be pulled in to {iso(new)}")
+            run.act(rec.pod_id, rec.provider, "warn", f"budget: deadline would be pulled in to {iso(new)}")
             continue
         # The CAS on both fields: a `gpuc keep` (or another pass) that lands between our read and this write wins.
         expect = {"deadline_at": rec.deadline_at, "budget_pulled_at": rec.budget_pulled_at}
         if run.deps.store.update_if(rec.pod_id, expect, {"deadline_at": new, "budget_pulled_at": run.now}):
-            run.act(rec.pod_id, rec.provider, "warn", f"budget spent: deadline pulled in to {iso(new)}")
+            run.act(rec.pod_id, rec.provider, "warn", f"budget: deadline pulled in to {iso(new)}")
             pulled.append((rec, new))
     if pulled:
         tell_pulled(run, pulled, spent)
@@ -135,11 +135,11 @@ def tell_pulled(run: Pass, pulled: list[tuple[StoredPod, float]], spent: str) ->
     announce(
         run.deps,
         run.now,
-        f"gpuc: budget spent: {len(pulled)} pod(s) end by {iso(max(new for _, new in pulled))}",
-        f"{spent}. Deadlines pulled in: {ends}. Each pod syncs its results, then is destroyed (stopped instead "
-        f"if its sync fails). To keep one "
-        f"longer: `gpuc keep {example} --for 2h` (or `gpuc extend {example}`); this month's budget does not "
-        f"pull it in again. Budget {usd(run.deps.settings.monthly_budget or 0.0)} (GPUC_MONTHLY_BUDGET).",
+        f"gpuc: budget: {len(pulled)} pod(s) end by {iso(max(new for _, new in pulled))}",
+        f"{spent}: at worst the month would cross its budget. Deadlines pulled in: {ends}. Each pod syncs its "
+        f"results, then is destroyed (stopped instead if its sync fails). To keep one longer: `gpuc keep {example} "
+        f"--for 2h` (or `gpuc extend {example}`); this month's budget does not pull it in again. "
+        f"Budget {usd(run.deps.settings.monthly_budget or 0.0)} (GPUC_MONTHLY_BUDGET).",
         kind="budget_pull_in",
         level="warning",
     )

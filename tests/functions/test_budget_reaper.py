@@ -1,5 +1,6 @@
 """The month's budget in the reaper (functions/reaper/budget.py), on both stores: an alert at the alert fraction
-(once, nagged, all-clear); at 100 % every running pod's deadline pulled in to now + budget_pull_in_s in the
+(once, nagged, all-clear); at 100 % every running pod's deadline pulled in to now + budget_pull_in_s (sooner
+than 100 %, once the running pods' worst case would cross it: tests/money/test_money_worst_case.py) in the
 store, warned, once per pod, and never again over the user's own extension; a dry run changes nothing; a
 pod with no price is UNKNOWN, never $0; a pod that is not gpuc's, or not billing, is never pulled in."""
 

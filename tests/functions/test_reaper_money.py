@@ -74,8 +74,7 @@ def test_the_warning_after_a_clock_jump_leaves_time_to_extend(world: World) -> N
 def budgeted(home: Path, clock: FakeClock) -> World:
     """A $10 month, two providers: "fake" and "other" (the one that will not answer)."""
     other = FakeProvider(clock, name="other")
-    world = make_world(home, clock, providers=(other,), monthly_budget=10.0)  # type: ignore[arg-type]
-    return world
+    return make_world(home, clock, providers=(other,), monthly_budget=10.0)
 
 
 def test_the_month_counts_destroyed_pods_and_pods_on_a_provider_unread_this_pass(budgeted: World) -> None:

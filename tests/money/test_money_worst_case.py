@@ -94,7 +94,8 @@ class Laptop:
     by the watchdog's real handlers (world.deps), the emulated provider."""
 
     def __init__(self, settings: Settings, world: World, provider: Provider) -> None:
-        self.world, self.provider, self.lines = world, provider, []
+        self.world, self.provider = world, provider
+        self.lines: list[str] = []
         self.agents: dict[str, dict[str, object]] = {}  # the agent's config.json per pod
         self.settings = settings.with_overrides(admin_token=SecretStr(ADMIN), monthly_budget=BUDGET)
         watchdog = WatchdogClient(self.settings, httpx.MockTransport(self._answer), sleep=lambda s: None)
