@@ -1,7 +1,9 @@
 """A month's spend across providers, against the user's budget (GPUC_MONTHLY_BUDGET, GPUC_EXPERIMENT_BUDGET).
 
-One piece of arithmetic for three readers: `up` (refuses a pod whose worst case would cross the budget),
-`gpuc ledger` (shows the month against it) and the reaper (alerts, then pulls running pods' deadlines in).
+One piece of arithmetic for three readers: `up` (refuses a pod whose worst case, added to the worst case of
+every pod still running or kept, would cross the budget: `Outlook.crosses`),
+`gpuc ledger` (shows the month against it) and the reaper (alerts; pulls running pods' deadlines in once the
+same rule says the month would cross it).
 The laptop counts its ledger completed by the watchdog's records; the watchdog, which has no ledger, counts
 its records alone. Both through `month_spend`.
 
@@ -30,6 +32,7 @@ from gpuc.core.ledger import (
     sane_price,
     sane_ts,
 )
+from gpuc.core.pod import Pod
 
 
 @dataclass(frozen=True)
@@ -183,3 +186,136 @@ def spend_text(spend: MonthSpend, budget: float | None = None) -> str:
         text += f"; {len(spend.unknown)} pod(s) UNKNOWN, not counted: {', '.join(spend.unknown[:5])}"
         text += " ..." if len(spend.unknown) > 5 else ""
     return text
+
+
+# -- the month ahead: what the pods still running or kept may yet cost (issue 25.4) ------------------------
+# A budget counted at what pods have spent so far lets pod after pod in while each is young: three pods of
+# $5.28 worst case each passed an $8 budget one after another. One rule, for `up` (client/pods/plan.py) and
+# the watchdog's pull-in (functions/reaper/budget.py): the month's spend plus the WORST CASE of every pod still
+# running or kept. The two readers build their `Ahead`s from what each holds (the laptop: the watchdog's
+# status; the watchdog: its store and this pass's provider reading), through `ahead_of`.
+@dataclass(frozen=True)
+class Ahead:
+    """A pod still running or kept, and what it may yet cost: its price until `until` (its deadline: the
+    pod's agent and the reaper end it then; a stopped kept pod: now), and, kept for its results, its disk
+    from then to the month's end (a kept pod is never destroyed unasked: nothing else ends its disk's bill)."""
+
+    name: str
+    experiment: str
+    price_per_hour: float | None
+    until: float
+    disk_per_hour: float | None = None
+    kept: bool = False
+    movable: bool = False  # the watchdog may pull its deadline in (a running pod it can read, not kept)
+
+    def worst(self, now: float) -> float | None:
+        """Its worst case from `now`, or None when a price it needs is unknown (never taken for $0)."""
+        gpu_hours = max(0.0, self.until - now) / 3600.0
+        if gpu_hours > 0 and self.price_per_hour is None:
+            return None
+        usd = (self.price_per_hour or 0.0) * gpu_hours
+        if self.kept:
+            if self.disk_per_hour is None:
+                return None
+            month_end = month_window(current_month(now))[1]
+            usd += self.disk_per_hour * max(0.0, month_end - max(now, self.until)) / 3600.0
+        return usd
+
+    def why(self, now: float) -> str:
+        gpu = f"{_rate(self.price_per_hour)} x {max(0.0, self.until - now) / 3600:.1f} h to its deadline"
+        if not self.kept:
+            return gpu
+        disk = f"disk {_rate(self.disk_per_hour)} to the month's end (kept for its results)"
+        return disk if self.until <= now else f"{gpu}, then {disk}"
+
+
+def _rate(price: float | None) -> str:
+    return "unknown $/h" if price is None else f"${price:.3f}/h"
+
+
+def disk_per_hour(pod: Pod | None) -> float | None:
+    """What a stopped pod's disk bills per hour, where the provider says (RunPod's volume, Vast's storage_cost)."""
+    if pod is None or pod.disk_gb is None or pod.disk_usd_gb_month is None:
+        return None
+    return pod.disk_gb * pod.disk_usd_gb_month / (30 * 24)
+
+
+def ahead_of(
+    rec: WatchdogRecord, *, deadline: float, kept: bool, pod: Pod | None, now: float, movable: bool = False
+) -> Ahead | None:
+    """What the watchdog's record of a pod (and the provider's reading of it, None when unread) says it may
+    yet cost; None when it bills no more (ended, destroyed, gone). A pod the provider cannot be asked about
+    counts as running to its deadline: its reading missing is no evidence it stopped."""
+    if rec.end_at is not None or rec.state not in LIVE:
+        return None
+    if pod is not None and pod.status == "terminated":
+        return None
+    stopped = pod is not None and pod.status == "stopped"
+    if kept:
+        until = now if stopped else deadline
+        return Ahead(rec.pod_id, rec.experiment, rec.price_per_hour, until, disk_per_hour(pod), kept=True)
+    return Ahead(rec.pod_id, rec.experiment, rec.price_per_hour, deadline, movable=movable and not stopped)
+
+
+@dataclass(frozen=True)
+class Outlook:
+    """The month against a budget: what it has cost (`spend`) plus the worst case of each pod ahead."""
+
+    spend: MonthSpend
+    ahead: tuple[tuple[Ahead, float | None], ...]  # each with its worst case (None: unknown, not counted)
+    now: float
+
+    @property
+    def worst_usd(self) -> float:
+        return sum(w for _, w in self.ahead if w is not None)
+
+    @property
+    def total_usd(self) -> float:
+        return self.spend.total_usd + self.worst_usd
+
+    @property
+    def unknown(self) -> tuple[str, ...]:
+        return tuple(f"{a.name} ({a.why(self.now)})" for a, w in self.ahead if w is None)
+
+    def crosses(self, limit: float, extra_usd: float | None = 0.0) -> bool:
+        """THE rule: the month's spend, plus every pod ahead at its worst, plus `extra_usd` (a pod `up` would
+        add; None: its worst case has no bound), crosses `limit`."""
+        return extra_usd is None or self.total_usd + extra_usd > limit
+
+    def runs_out_at(self, limit: float) -> float | None:
+        """When the month reaches `limit` if every movable pod runs to its deadline and the rest cost their
+        worst case; None when it never does. The watchdog pulls the movable pods' deadlines in to then."""
+        if not self.crosses(limit):
+            return None
+        moving = sorted((a.until, a.price_per_hour or 0.0) for a, w in self.ahead if a.movable and w is not None)
+        fixed = self.total_usd - sum(w or 0.0 for a, w in self.ahead if a.movable)
+        left, at = limit - fixed, self.now
+        rate = sum(price for until, price in moving if until > at)
+        for until, price in moving:
+            if until <= at:
+                continue
+            cost = rate * (until - at) / 3600.0
+            if rate > 0 and cost >= left:
+                return at + max(0.0, left) / rate * 3600.0
+            left, at, rate = left - cost, until, rate - price
+        return at  # the fixed part alone crosses it (or rounding: then the last deadline)
+
+    def text(self, limit: float | None = None) -> str:
+        """The spend line, then the pods ahead with their worst case."""
+        line = spend_text(self.spend, limit)
+        known = [(a, w) for a, w in self.ahead if w is not None]
+        if known:
+            each = ", ".join(f"{a.name} {usd(w)} ({a.why(self.now)})" for a, w in known[:5])
+            line += f"; {len(known)} pod(s) running or kept may cost {usd(self.worst_usd)} more: {each}"
+            line += " ..." if len(known) > 5 else ""
+        if self.unknown:
+            line += f"; {len(self.unknown)} pod(s) ahead UNKNOWN, not counted: {', '.join(self.unknown[:5])}"
+        if limit is not None:
+            line += f"; at worst {usd(self.total_usd)} of {usd(limit)}"
+        return line
+
+
+def outlook(burns: Iterable[Burn], ahead: Iterable[Ahead], now: float, *, experiment: str | None = None) -> Outlook:
+    spend = month_spend(burns, now, experiment=experiment)
+    rows = tuple((a, a.worst(now)) for a in ahead if experiment is None or a.experiment == experiment)
+    return Outlook(spend, rows, now)

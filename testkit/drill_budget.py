@@ -1,15 +1,16 @@
-"""Drill row for SPEC F17: the month's budget is spent while pods run.
+"""Drill row for SPEC F17: the month's budget would be crossed by the pods running.
 
-Two busy, pinging pods; their spend (the watchdog's records: price x time) crosses GPUC_MONTHLY_BUDGET
-mid-run. The REAL reaper (functions/reaper/budget.py) pulls both deadlines in to now + GPUC_BUDGET_PULL_IN_S, once
-per pod, in one warning naming both; the REAL agents hear the earlier deadline in a heartbeat answer and end
-their pods at it through their Ender (sync -> notify -> destroy), the reaper's deadline rule behind them. A
-new `up` is weighed by the REAL client check (client/pods/plan.check_budget) against the laptop's ledger and
-the watchdog's status, read through the real WatchdogClient answered by the real handlers: within the
-budget before the crossing, refused after it.
+Two busy, pinging pods whose worst case (price x the time to their deadlines) crosses GPUC_MONTHLY_BUDGET
+(issue 25.4: a budget counted only at what pods have spent so far let pod after pod in). The REAL reaper
+(functions/reaper/budget.py, core/budget.py's one rule) pulls both deadlines in, at its first pass, to the
+moment the month reaches the budget if both run on (never sooner than now + GPUC_BUDGET_PULL_IN_S), once per
+pod, in one warning naming both; the REAL agents hear the earlier deadline in a heartbeat answer and end their
+pods at it through their Ender (sync -> notify -> destroy), the reaper's deadline rule behind them. A new `up`
+is weighed by the REAL client check (client/pods/plan.check_budget, the same rule) against the laptop's ledger
+and the watchdog's status, read through the real WatchdogClient answered by the real handlers: refused.
 
-Billed minutes run from the moment the spend crossed the budget to the destroy, on the later of the two
-pods; the bound is the pull-in + one reaper period (the pass that notices the crossing).
+Billed minutes run from the moment the spend reaches the budget to the destroy, on the later of the two pods
+(0 when both ended before it); the bound is one reaper period (the deadline rule behind the agents).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from gpuc.testkit.drill import ADMIN, EXPERIMENT, FUNCTIONS_URL, MIN, DrillPod, 
 
 PRICE = 0.74  # $/h, what Stage.register records for every pod
 BUDGET_USD = 1.40  # two pods at $0.74/h cross it 57 min in: mid-run, between two reaper passes
-PULLED = "budget spent: deadline pulled in"
+PULLED = "budget: deadline pulled in"
 NEW_POD_HOURS = 0.5  # the `up` asked before and after the crossing: $0.37 at most
 
 
@@ -39,25 +40,23 @@ def f17_budget_spent(stage: Stage) -> RowResult:
     actions = watch_actions(stage)
     budgeted(stage)
     pods = [stage.launch(f"f17-pod-{i}") for i in (1, 2)]
+    started = stage.now
     for pod in pods:
         pod.busy()
     laptop = Laptop(stage, [p.pod_id for p in pods])
     crossed_at = crossing(stage, [p.pod_id for p in pods])
     problems: list[str] = []
-    stage.run(10 * MIN)
-    if laptop.refused():
-        problems.append("up was refused before the budget was spent")
     stage.run(3 * 3600, until=lambda: all(pulled_at(stage, p.pod_id) is not None for p in pods))
+    if not laptop.refused():
+        problems.append("up was not refused while the running pods' worst case crosses the budget")
     for pod in pods:  # what the job wrote after its last periodic push: only the ending's sync has it
         (pod.paths.results / "last-epoch.pt").write_bytes(b"\1" * 4096)
-    if not laptop.refused():
-        problems.append("up was not refused once the budget was spent")
     stage.run(3 * 3600, until=lambda: not any(stage.provider.alive(p.pod_id) for p in pods))
     problems += row_problems(stage, pods, actions, crossed_at)
     gone = [stage.provider.destroyed_at.get(p.pod_id) for p in pods]
-    billed = None if None in gone else max((g or 0.0) - crossed_at for g in gone) / MIN
-    bound = (stage.settings.budget_pull_in_s + stage.period) / MIN + stage.slack(crossed_at)
-    text = f"pull-in ({stage.settings.budget_pull_in_s / MIN:.0f} min) + one period{stage.bound_note(crossed_at)}"
+    billed = None if None in gone else max(0.0, max((g or 0.0) - crossed_at for g in gone)) / MIN
+    bound = stage.period / MIN + stage.slack(started)
+    text = f"one period (the deadline rule behind the agents){stage.bound_note(started)}"
     if any(stage.reaper_destroys[p.pod_id] and not p.self_destroys for p in pods):
         # A fault refused a self-destroy: the reaper's deadline rule ends it, at the first pass at or after it.
         bound += stage.period / MIN
@@ -65,12 +64,12 @@ def f17_budget_spent(stage: Stage) -> RowResult:
     budget_notes = sum(1 for n in stage.sent() if n.pod_id is None and n.kind.startswith("budget"))
     return RowResult(
         "F17",
-        "the month's budget is spent (2 pods running)",
-        "reaper pulls deadlines in; agents end (sync first); up refuses",
+        "the running pods' worst case crosses the month's budget",
+        "reaper pulls deadlines in to the budget's end; agents end (sync first); up refuses",
         billed,
         bound,
         text,
-        false_kills=false_kills(stage, pods, crossed_at),
+        false_kills=false_kills(stage, pods),
         results_lost=sum(p.results_lost() for p in pods),
         notifications=sum(stage.notifications(p.pod_id) for p in pods) + budget_notes,
         problems=problems,
@@ -175,10 +174,9 @@ def row_problems(stage: Stage, pods: list[DrillPod], actions: list[api.ReapActio
             continue
         if len(pulls) != 1:
             problems.append(f"{pod.pod_id}: pulled in {len(pulls)} times")
-        if rec.budget_pulled_at < crossed_at:
-            problems.append(f"{pod.pod_id}: pulled in before the budget was spent")
-        if rec.deadline_at != rec.budget_pulled_at + pull_in:
-            problems.append(f"{pod.pod_id}: deadline {rec.deadline_at} is not the pull-in's")
+        want = max(crossed_at, rec.budget_pulled_at + pull_in)  # the budget's end, never sooner than the pull-in
+        if rec.deadline_at is None or abs(rec.deadline_at - want) > 1.0:
+            problems.append(f"{pod.pod_id}: deadline {rec.deadline_at} is not the budget's end {want}")
         if pod.agent.deadline.deadline_at != rec.deadline_at:
             problems.append(f"{pod.pod_id}: its agent never adopted the earlier deadline")
         named = sum(1 for n in told if pod.pod_id in n.message)
@@ -192,14 +190,14 @@ def row_problems(stage: Stage, pods: list[DrillPod], actions: list[api.ReapActio
     return problems
 
 
-def false_kills(stage: Stage, pods: list[DrillPod], crossed_at: float) -> int:
-    """Ended before the budget was spent, or before its pulled-in deadline less the agent's lead."""
+def false_kills(stage: Stage, pods: list[DrillPod]) -> int:
+    """Ended before its pulled-in deadline less the agent's lead (or with no deadline on record)."""
     lead = stage.settings.deadline_lead_s + stage.settings.idle_check_interval_s
     kills = 0
     for pod in pods:
         gone = stage.provider.destroyed_at.get(pod.pod_id)
         rec = stage.real_store.get_pod(pod.pod_id)
         deadline = rec.deadline_at if rec is not None and rec.deadline_at is not None else None
-        if gone is not None and (gone < crossed_at or deadline is None or gone < deadline - lead):
+        if gone is not None and (deadline is None or gone < deadline - lead):
             kills += 1
     return kills

@@ -15,7 +15,8 @@ billed, then destroyed (or worse, left running without a watchdog that can hear 
   name in GPUC_POD_SECRETS is refused, results keys that also deploy the watchdog are warned about.
 
 Then `quote` reads the price (the offer `up` will rent, or the provider's listed price), `check_budget`
-refuses a pod whose worst case (price x --max-hours) would cross the month's budget, and `confirm`
+refuses a pod whose worst case (price x --max-hours) would cross the month's budget, counted with the month's
+spend AND the worst case of every pod still running or kept (core/budget.py's one rule), and `confirm`
 prints the price with the most the pod can cost and when its deadline ends it, asking on a terminal.
 The deadline is gpuc's own, on every provider: the pod's agent and the watchdog each end the pod
 then. No provider-side limit is counted on (RunPod's terminateAfter is sent, and was never enforced).
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING
 from gpuc.client import gpunames
 from gpuc.client.context import Ctx
 from gpuc.client.text import clock_utc
-from gpuc.core.budget import MonthSpend, ledger_burns, month_spend, spend_text, usd
+from gpuc.core.budget import Ahead, MonthSpend, Outlook, ahead_of, ledger_burns, outlook, usd
 from gpuc.core.destcheck import require_destination
 from gpuc.core.errors import ConfigError, GpucError, SafetyRefusal
 from gpuc.core.loopback import loopback_host
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from gpuc.client.onpod.upload import Bundle
     from gpuc.core.api import PodRecord
     from gpuc.core.models import PodSpec
+    from gpuc.core.pod import Pod
     from gpuc.core.providers.base import Provider
 
 RENTED = ("runpod", "vast")
@@ -235,22 +237,27 @@ def confirm(q: Quote, opts: UpOptions, gpu: str, ctx: Ctx, ask: Confirm | None) 
 # -- the month's budget (GPUC_MONTHLY_BUDGET, GPUC_EXPERIMENT_BUDGET; core/budget.py) ---------------------
 @dataclass(frozen=True)
 class BudgetWeight:
-    """One budget against the month's spend plus this pod's worst case (price x --max-hours)."""
+    """One budget against the month's spend, the worst case of every pod still running or kept, and this
+    pod's worst case (price x --max-hours): core.budget's one rule, `Outlook.crosses`."""
 
     variable: str  # the setting that holds it
     scope: str  # in words: "the monthly budget", "experiment exp1's budget"
     limit_usd: float
-    spend: MonthSpend
+    outlook: Outlook
     worst_usd: float | None  # None: the price is unknown, so the worst case cannot be bounded
 
     @property
+    def spend(self) -> MonthSpend:
+        return self.outlook.spend
+
+    @property
     def over(self) -> bool:
-        return self.worst_usd is None or self.spend.total_usd + self.worst_usd > self.limit_usd
+        return self.outlook.crosses(self.limit_usd, self.worst_usd)
 
     def line(self) -> str:
         worst = "unknown (no price)" if self.worst_usd is None else usd(self.worst_usd)
         verdict = "OVER" if self.over else "within"
-        return f"budget: {self.scope} {verdict}: {spend_text(self.spend, self.limit_usd)}; this pod at most {worst}"
+        return f"budget: {self.scope} {verdict}: {self.outlook.text(self.limit_usd)}; this pod at most {worst}"
 
 
 def weigh_budgets(
@@ -267,14 +274,40 @@ def weigh_budgets(
         return [], []
     view = ledger_burns(ctx.ledger().entries(), records)
     now = ctx.clock.now()
+    ahead = pods_ahead(records or [], ctx, now)
     worst = None if q.price_per_hour is None else q.price_per_hour * opts.max_hours
     weights = [
         BudgetWeight(
-            env_name(name), scope, getattr(settings, name), month_spend(view.burns, now, experiment=only), worst
+            env_name(name), scope, getattr(settings, name), outlook(view.burns, ahead, now, experiment=only), worst
         )
         for name, scope, only in wanted
     ]
-    return weights, view.notes
+    notes = list(view.notes)
+    if records is None:
+        notes.append("no word from the watchdog: the running pods' worst case to their deadlines is not known")
+    return weights, notes
+
+
+def pods_ahead(records: Sequence[PodRecord], ctx: Ctx, now: float) -> list[Ahead]:
+    """Every pod the watchdog says is still running or kept, at its worst case to its deadline. A kept pod's
+    disk price is the provider's word (read only for kept pods: a stopped one bills its disk alone)."""
+    ahead = []
+    for rec in records:
+        start = rec.started_at if rec.started_at is not None else rec.registered_at
+        # A record from an older gpuc has no deadline: the watchdog's own default holds it (functions/deadline.py).
+        deadline = rec.deadline_at if rec.deadline_at is not None else start + ctx.settings.max_hours * 3600
+        kept = rec.kept_at is not None
+        one = ahead_of(rec, deadline=deadline, kept=kept, pod=provider_reading(rec, ctx) if kept else None, now=now)
+        if one is not None:
+            ahead.append(one)
+    return ahead
+
+
+def provider_reading(rec: PodRecord, ctx: Ctx) -> Pod | None:
+    try:
+        return ctx.provider(rec.provider).get(rec.pod_id)
+    except GpucError:
+        return None  # its disk price unknown: the pod is listed as unknown, never counted as $0
 
 
 def check_budget(q: Quote, opts: UpOptions, ctx: Ctx, records: list[PodRecord] | None) -> None:
@@ -289,12 +322,18 @@ def check_budget(q: Quote, opts: UpOptions, ctx: Ctx, records: list[PodRecord] |
         return
     if opts.over_budget:
         ctx.echo(f"budget: {over[0].scope} would be crossed: renting anyway (--over-budget)")
-        if any(w.variable == "GPUC_MONTHLY_BUDGET" and w.spend.total_usd >= w.limit_usd for w in weights):
+        monthly = [w for w in over if w.variable == "GPUC_MONTHLY_BUDGET"]
+        if any(w.spend.total_usd >= w.limit_usd for w in monthly):
             # The watchdog's pull-in (functions/reaper/budget.py) holds for every running pod, this one too.
             ctx.echo(
                 f"budget: the month's budget is already spent: the watchdog pulls this pod's deadline in to "
                 f"{ctx.settings.budget_pull_in_s / 60:.0f} min from its next pass; `gpuc keep POD --for 2h` "
                 "then keeps it longer"
+            )
+        elif monthly:
+            ctx.echo(
+                "budget: at worst the month crosses its budget: the watchdog pulls the running pods' deadlines "
+                "in to when it would (at its next pass); `gpuc keep POD --for 2h` then keeps one longer"
             )
         return
     raise SafetyRefusal(over_message(over[0], q, opts), hint=over_hint(over[0], q, opts, ctx.settings))
@@ -320,13 +359,13 @@ def show_budget(q: Quote, opts: UpOptions, ctx: Ctx) -> None:
 
 
 def over_message(weight: BudgetWeight, q: Quote, opts: UpOptions) -> str:
-    spent = spend_text(weight.spend, weight.limit_usd)
+    spent = weight.outlook.text(weight.limit_usd)
     if weight.worst_usd is None or q.price_per_hour is None:
         return (
             f"{weight.scope} ({usd(weight.limit_usd)}) cannot be checked: this pod's price is unknown ({q.source}), "
             f"so its worst case has no bound. {spent}"
         )
-    total = weight.spend.total_usd + weight.worst_usd
+    total = weight.outlook.total_usd + weight.worst_usd
     return (
         f"{weight.scope} would be crossed: {spent}; this pod's worst case is {usd(weight.worst_usd)} "
         f"(${q.price_per_hour:.3f}/h x --max-hours {opts.max_hours:g}): {usd(total)} > {usd(weight.limit_usd)}"
@@ -335,13 +374,15 @@ def over_message(weight: BudgetWeight, q: Quote, opts: UpOptions) -> str:
 
 def over_hint(weight: BudgetWeight, q: Quote, opts: UpOptions, settings: Settings) -> str:
     raise_it = f"raise {weight.variable} (in {settings.env_file} or your environment)"
+    biggest = max(((a.name, w) for a, w in weight.outlook.ahead if w), key=lambda aw: aw[1], default=None)
+    down = "" if biggest is None else f"end a running pod (`gpuc down {biggest[0]}` frees {usd(biggest[1])}), "
     if weight.worst_usd is None or q.price_per_hour is None:
-        return f"give the price (--price, $/h), rent anyway with --over-budget, or {raise_it}"
-    left = weight.limit_usd - weight.spend.total_usd
+        return f"give the price (--price, $/h), {down}rent anyway with --over-budget, or {raise_it}"
+    left = weight.limit_usd - weight.outlook.total_usd
     hours = math.floor(10 * left / q.price_per_hour) / 10 if q.price_per_hour > 0 else 0.0
     fits = f"--max-hours {hours:g} fits, {usd(hours * q.price_per_hour)}"
     shorter = fits if hours >= 0.1 else "none fits what is left"
-    return f"rent for fewer hours ({shorter}), rent anyway with --over-budget, or {raise_it}"
+    return f"rent for fewer hours ({shorter}), {down}rent anyway with --over-budget, or {raise_it}"
 
 
 # -- what leaves the laptop for the pod (issue 17.4) -------------------------------------------------

@@ -6,8 +6,11 @@ part of [started_at, end_at or now] inside this UTC month). A record without a p
 the alert, never counted as $0.
 
 - At budget_alert_fraction of the budget: one alert, nagged, one all-clear (the reaper's run_problem).
-- At 100 %: every running pod's deadline is pulled in to min(its deadline, now + budget_pull_in_s), in one
-  warning that names the pods, their new end and how to push one out. Once per pod and month
+- Once the month would cross the budget (core/budget.py's one rule, the one `up` refuses by: the month's spend
+  plus every pod still running or kept at its worst case to its deadline), every running pod's deadline is
+  pulled in to min(its deadline, max(when the month reaches the budget if they all run on, now +
+  budget_pull_in_s)), in one warning that names the pods, their new end and how to push one out. At 100 %
+  spent that is now + budget_pull_in_s. Once per pod and month
   (`budget_pulled_at`): a later `gpuc keep POD --for 2h` is the user's act, and the next pass leaves it.
   The deadline itself is enforced by the pod's agent (sync first) and by the reaper's deadline rule.
 
@@ -20,11 +23,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 
-from gpuc.core.budget import month_spend, records_burns, spend_text, usd
+from gpuc.core.budget import Outlook, ahead_of, outlook, records_burns, spend_text, usd
 from gpuc.core.clock import iso
 from gpuc.core.ledger import current_month, month_window
 from gpuc.core.pod import Pod
 from gpuc.functions.app import announce
+from gpuc.functions.deadline import deadline_of
 from gpuc.functions.reaper.alerts import run_problem
 from gpuc.functions.reaper.state import Pass
 from gpuc.functions.store import MARKABLE_STATES, StoredPod
@@ -41,13 +45,36 @@ def watch_budget(run: Pass, pods: Mapping[str, Pod]) -> None:
     if budget is None:
         return
     try:
+        # Every record, destroyed ones and those on a provider unread this pass included: the month's spend is
+        # the store's, not this pass's sight (leaving any out, the budget would never reach 100 %).
         records = run.deps.store.list_pods()
-        spend = month_spend(records_burns(records), run.now)
-        alert_budget(run, spend.total_usd / budget, spend_text(spend, budget))
-        if spend.total_usd >= budget:
-            pull_in(run, records, pods, spend_text(spend, budget))
+        ahead = month_ahead(run, records, pods)
+        alert_budget(run, ahead.spend.total_usd / budget, spend_text(ahead.spend, budget))
+        runs_out = ahead.runs_out_at(budget)
+        if runs_out is not None:
+            target = max(runs_out, run.now + run.deps.settings.budget_pull_in_s)
+            pull_in(run, records, pods, target, ahead.text(budget))
     except Exception as exc:  # the budget is a guard on top: it never costs the pass its destroys' record
         log.error("reaper: budget check failed: %s", type(exc).__name__)
+
+
+def month_ahead(run: Pass, records: Sequence[StoredPod], pods: Mapping[str, Pod]) -> Outlook:
+    """core.budget's one rule, as `up` weighs it: the month's spend plus every pod still running or kept at
+    its worst case (to its deadline; a stopped kept pod, its disk to the month's end)."""
+    ahead = []
+    for rec in records:
+        pod = pods.get(rec.pod_id)
+        one = ahead_of(
+            rec,
+            deadline=deadline_of(rec, run.deps.settings),
+            kept=rec.kept_at is not None,
+            pod=pod,
+            now=run.now,
+            movable=may_pull(run, rec, pod),
+        )
+        if one is not None:
+            ahead.append(one)
+    return outlook(records_burns(records), ahead, run.now)
 
 
 def alert_budget(run: Pass, fraction: float, spent: str) -> None:
@@ -58,8 +85,9 @@ def alert_budget(run: Pass, fraction: float, spent: str) -> None:
     then = (
         f"Every running pod's deadline is pulled in to at most {pull} from now (a separate message names them)."
         if over
-        else f"At 100 % gpuc ends every running pod within {pull} (results synced first), and `gpuc up` refuses "
-        "a pod whose worst case would cross the budget."
+        else "Once the running pods' worst case would cross the budget, gpuc pulls their deadlines in to when the "
+        f"month would reach it (at least {pull} ahead; results synced first), and `gpuc up` refuses a pod whose "
+        "worst case would cross it."
     )
     run_problem(
         run,
@@ -73,20 +101,21 @@ def alert_budget(run: Pass, fraction: float, spent: str) -> None:
     )
 
 
-def pull_in(run: Pass, records: Sequence[StoredPod], pods: Mapping[str, Pod], spent: str) -> None:
-    target = run.now + run.deps.settings.budget_pull_in_s
+def pull_in(run: Pass, records: Sequence[StoredPod], pods: Mapping[str, Pod], target: float, spent: str) -> None:
+    """Every pod the watchdog may pull in ends by `target` at the latest: when the month reaches the budget
+    if they all run on, never sooner than budget_pull_in_s from now (time to sync)."""
     pulled: list[tuple[StoredPod, float]] = []
     for rec in records:
         if not may_pull(run, rec, pods.get(rec.pod_id)):
             continue
         new = target if rec.deadline_at is None else min(rec.deadline_at, target)
         if run.dry_run:
-            run.act(rec.pod_id, rec.provider, "warn", f"budget spent: deadline would be pulled in to {iso(new)}")
+            run.act(rec.pod_id, rec.provider, "warn", f"budget: deadline would be pulled in to {iso(new)}")
             continue
         # The CAS on both fields: a `gpuc keep` (or another pass) that lands between our read and this write wins.
         expect = {"deadline_at": rec.deadline_at, "budget_pulled_at": rec.budget_pulled_at}
         if run.deps.store.update_if(rec.pod_id, expect, {"deadline_at": new, "budget_pulled_at": run.now}):
-            run.act(rec.pod_id, rec.provider, "warn", f"budget spent: deadline pulled in to {iso(new)}")
+            run.act(rec.pod_id, rec.provider, "warn", f"budget: deadline pulled in to {iso(new)}")
             pulled.append((rec, new))
     if pulled:
         tell_pulled(run, pulled, spent)
@@ -106,11 +135,11 @@ def tell_pulled(run: Pass, pulled: list[tuple[StoredPod, float]], spent: str) ->
     announce(
         run.deps,
         run.now,
-        f"gpuc: budget spent: {len(pulled)} pod(s) end by {iso(max(new for _, new in pulled))}",
-        f"{spent}. Deadlines pulled in: {ends}. Each pod syncs its results, then is destroyed (stopped instead "
-        f"if its sync fails). To keep one "
-        f"longer: `gpuc keep {example} --for 2h` (or `gpuc extend {example}`); this month's budget does not "
-        f"pull it in again. Budget {usd(run.deps.settings.monthly_budget or 0.0)} (GPUC_MONTHLY_BUDGET).",
+        f"gpuc: budget: {len(pulled)} pod(s) end by {iso(max(new for _, new in pulled))}",
+        f"{spent}: at worst the month would cross its budget. Deadlines pulled in: {ends}. Each pod syncs its "
+        f"results, then is destroyed (stopped instead if its sync fails). To keep one longer: `gpuc keep {example} "
+        f"--for 2h` (or `gpuc extend {example}`); this month's budget does not pull it in again. "
+        f"Budget {usd(run.deps.settings.monthly_budget or 0.0)} (GPUC_MONTHLY_BUDGET).",
         kind="budget_pull_in",
         level="warning",
     )

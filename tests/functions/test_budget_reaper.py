@@ -1,5 +1,6 @@
 """The month's budget in the reaper (functions/reaper/budget.py), on both stores: an alert at the alert fraction
-(once, nagged, all-clear); at 100 % every running pod's deadline pulled in to now + budget_pull_in_s in the
+(once, nagged, all-clear); at 100 % every running pod's deadline pulled in to now + budget_pull_in_s (sooner
+than 100 %, once the running pods' worst case would cross it: tests/money/test_money_worst_case.py) in the
 store, warned, once per pod, and never again over the user's own extension; a dry run changes nothing; a
 pod with no price is UNKNOWN, never $0; a pod that is not gpuc's, or not billing, is never pulled in."""
 
@@ -24,9 +25,9 @@ def world(any_world: World) -> World:
     return any_world
 
 
-def running_for(world: World, pod_id: str, hours: float) -> None:
-    """A pod that has billed `hours` so far at $0.50/h, with a deadline 6 h ahead, pinging."""
-    world.register(pod_id, started_at=world.now - hours * HOUR, deadline_at=world.now + 6 * HOUR)
+def running_for(world: World, pod_id: str, hours: float, left: float = 6.0) -> None:
+    """A pod that has billed `hours` so far at $0.50/h, with a deadline `left` hours ahead, pinging."""
+    world.register(pod_id, started_at=world.now - hours * HOUR, deadline_at=world.now + left * HOUR)
     world.ping(pod_id)
 
 
@@ -35,7 +36,7 @@ def budget_notes(world: World) -> list[str]:
 
 
 def test_the_alert_goes_out_once_at_the_fraction_then_nags_then_clears(world: World) -> None:
-    running_for(world, "p1", 15.0)  # $7.50: 75 %
+    running_for(world, "p1", 15.0, left=2.0)  # $7.50: 75 %; at worst $8.50 by its deadline: no pull-in
     world.reap()
     assert budget_notes(world) == []
     world.clock.advance(HOUR)  # $8.00: 80 %
