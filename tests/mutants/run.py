@@ -31,7 +31,8 @@ from types import FrameType
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from table import MUTANTS, Mutant  # the table lives beside this script
+from mutant import Mutant
+from table import MUTANTS  # the table lives beside this script
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 600.0

@@ -8,18 +8,7 @@ unknown outcome.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-
-@dataclass(frozen=True)
-class Mutant:
-    id: str
-    what: str  # the safety property it breaks, as the user would feel it
-    file: str  # relative to the repository root
-    original: str  # must occur exactly once in the file
-    mutated: str
-    tests: tuple[str, ...]
-
+from mutant import Mutant
 
 SIGHT = "functions/reaper/sight.py"
 RULES = "functions/reaper/rules.py"
@@ -44,7 +33,7 @@ GET = "tests/providers/test_get_contract.py"
 DOWN = "tests/client/test_down_guards.py"
 PRECHECK = "tests/client/test_precheck.py"
 
-MUTANTS: tuple[Mutant, ...] = (
+CORE: tuple[Mutant, ...] = (
     # -- 1. a provider's "unknown" taken as gone ---------------------------------------------------------
     Mutant(
         "unknown-get-gone",
@@ -498,3 +487,9 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/money/test_money_running_cli.py",),
     ),
 )
+
+# Each round's mutants live in their own file (table_<topic>.py), gathered here: run.py and the table's
+# own test read MUTANTS.
+from table_money import MUTANTS_MONEY  # noqa: E402  (the topic tables import Mutant from mutant.py)
+
+MUTANTS: tuple[Mutant, ...] = (*CORE, *MUTANTS_MONEY)

@@ -4,7 +4,7 @@ MUTANTS. Which ones an older test already killed, and which test now does, is sa
 
 from __future__ import annotations
 
-from table import Mutant
+from mutant import Mutant
 
 UP = "client/pods/up.py"
 PLAN = "client/pods/plan.py"

@@ -7,8 +7,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from mutant import Mutant
 from run import ROOT, check, main, run_mutant, tracked_changes
-from table import MUTANTS, Mutant
+from table import MUTANTS
 
 
 def test_every_mutant_applies_exactly_once_and_names_existing_tests() -> None:

@@ -1,0 +1,257 @@
+"""The AWS deployment as a whole, offline: `gpuc watchdog deploy` puts the real stack (CloudFormation,
+both Lambda functions, the Function URL, DynamoDB, the EventBridge Scheduler schedule, SSM) on ministack,
+a local AWS emulator run as a process on loopback. A pod at the Vast emulator registers and pings through
+the Function URL, then freezes; the schedule fires the deployed reaper, which destroys it at the emulator,
+records its end and sends the notification: row F5 on the real engine. Then a second deploy (an update),
+and the stack's removal. moto cannot do this: its CloudFormation skips the Function URL and the Scheduler.
+
+ministack ignores the table's TTL (so does moto): the TTL is asserted on its own, on the item and the table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import boto3
+import httpx
+import pytest
+
+from gpuc.core import api
+from gpuc.core.models import PodSpec
+from gpuc.core.pod import Pod
+from gpuc.core.providers.vast import VastProvider
+from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.signing import derive_key, new_token, sign
+from gpuc.testkit.emulators.server import EmulatorServer
+from gpuc.testkit.emulators.vast import VastEmulator
+
+pytestmark = pytest.mark.e2e  # a real schedule fires once a minute: minutes, run in parallel with the rest
+
+GPUC = str(Path(sys.executable).parent / "gpuc")
+VAST_KEY = "e2e" + "7" * 61
+OFFER = "11684738"  # the emulator's RTX 4090 offer
+REGION = "us-east-1"
+SILENCE_S, GRACE_S = 20, 10  # scaled: the reaper judges a pod silent after 20 s, destroys 10 s after the mark
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Ministack:
+    url: str
+    proc: subprocess.Popen[bytes]
+
+
+@pytest.fixture(scope="module")
+def ministack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ministack]:
+    """Started by pid and stopped by pid (its process group: the Lambda workers it spawns go with it); bound
+    to loopback with BIND_HOST (it would listen on every interface otherwise)."""
+    port = free_port()
+    work = tmp_path_factory.mktemp("ministack")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GPUC_"))}
+    env.update(GATEWAY_PORT=str(port), BIND_HOST="127.0.0.1", MINISTACK_HOST="127.0.0.1", TMPDIR=str(work))
+    log = (work / "ministack.log").open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ministack"], env=env, cwd=work, stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/_ministack/health", timeout=2).status_code < 500:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None, (work / "ministack.log").read_text(errors="replace")[-2000:]
+            assert time.monotonic() < deadline, "ministack did not start within 60 s"
+            time.sleep(0.3)
+        yield Ministack(url, proc)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+
+
+class Inbox:
+    """A JSON webhook on loopback (`json://127.0.0.1:PORT/hook`): what the deployed functions notify."""
+
+    def __init__(self) -> None:
+        self.messages: list[dict[str, Any]] = []
+        inbox = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                inbox.messages.append(json.loads(body))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"json://127.0.0.1:{self.server.server_address[1]}/hook"
+
+    def texts(self) -> str:
+        return "\n".join(json.dumps(m) for m in self.messages)
+
+
+@dataclass
+class Deployment:
+    env: dict[str, str]
+    home: Path
+    functions_url: str  # the Function URL as ministack serves it on loopback (path-based)
+    admin_token: str
+    emulator: VastEmulator
+    inbox: Inbox
+
+    def call(self, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None) -> httpx.Response:
+        return httpx.request(method, self.functions_url + path, content=body, headers=headers or {}, timeout=60)
+
+    def admin(self, method: str, path: str, body: bytes = b"") -> httpx.Response:
+        return self.call(method, path, body, {"Authorization": f"Bearer {self.admin_token}"})
+
+    def status(self) -> api.StatusResponse:
+        answer = self.admin("GET", "/v1/status")
+        assert answer.status_code == 200, answer.text
+        return api.StatusResponse.model_validate_json(answer.content)
+
+
+def gpuc(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([GPUC, *args], env=env, capture_output=True, text=True, timeout=300, check=False)
+
+
+@pytest.fixture(scope="module")
+def deployed(ministack: Ministack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    home = tmp_path_factory.mktemp("home")
+    emulator = VastEmulator(api_key=VAST_KEY, boot_polls=0)
+    inbox = Inbox()
+    with EmulatorServer(emulator) as server:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GPUC_", "VAST_", "RUNPOD_"))}
+        env.update(
+            AWS_ENDPOINT_URL=ministack.url,
+            AWS_ACCESS_KEY_ID="test",
+            AWS_SECRET_ACCESS_KEY="test",
+            AWS_DEFAULT_REGION=REGION,
+            GPUC_HOME=str(home),
+            GPUC_ENV_FILE=str(home / "none.env"),
+            GPUC_PROVIDER="vast",
+            GPUC_NOTIFY_URLS=inbox.url,
+            **server.client_env(),
+        )
+        emulated = {
+            "GPUC_VAST_URL": server.client_env()["GPUC_VAST_URL"],
+            "GPUC_SILENCE_LIMIT_S": str(SILENCE_S),
+            "GPUC_DESTROY_GRACE_S": str(GRACE_S),
+            "GPUC_REAPER_PERIOD_S": "60",
+        }
+        flags = [f"--emulated={k}={v}" for k, v in emulated.items()]
+        done = gpuc(env, "watchdog", "deploy", "--no-carry", "--reaper-every", "1m", *flags)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "the reaper runs at rate(1 minute)" in done.stdout
+        config = json.loads((home / "config.json").read_text())
+        url_id = config["functions_url"].split("//", 1)[1].split(".", 1)[0]
+        yield Deployment(
+            env=env,
+            home=home,
+            functions_url=f"{ministack.url}/_aws/lambda-url/{url_id}",
+            admin_token=config["admin_token"],
+            emulator=emulator,
+            inbox=inbox,
+        )
+    inbox.server.shutdown()
+
+
+def rent(deployment: Deployment) -> Pod:
+    """A pod as `gpuc up` makes it at Vast: gpuc's name and GPUC_MANAGED mark, through the product's provider."""
+    settings = Settings(vast_api_key=SecretStr(VAST_KEY), vast_url=deployment.env["GPUC_VAST_URL"])
+    provider = VastProvider.from_settings(settings)
+    spec = PodSpec(experiment="e2e", run_id=new_token()[:8].lower(), provider="vast", gpu_type="RTX 4090")
+    return provider.create(spec.model_copy(update={"offer_id": OFFER}))
+
+
+def alive(deployment: Deployment) -> set[str]:
+    return {str(i.id) for i in deployment.emulator.alive()}
+
+
+def test_a_frozen_pod_is_destroyed_by_the_deployed_reaper_on_its_schedule(deployed: Deployment) -> None:
+    pod = rent(deployed)
+    token, now = new_token(), time.time()
+    register = api.RegisterRequest(
+        pod_id=pod.id, provider="vast", name=pod.name, experiment="e2e", key=derive_key(token),
+        price_per_hour=0.4, started_at=now, deadline_at=now + 3600,
+    )
+    assert deployed.admin("POST", "/v1/pods", register.model_dump_json().encode()).status_code == 200
+    for seq in (1, 2):  # it pings through the Function URL, as its agent does
+        body = api.HeartbeatBody(pod_id=pod.id, seq=seq, sent_at=time.time()).model_dump_json().encode()
+        ts = int(time.time())
+        headers = {api.H_POD: pod.id, api.H_TIMESTAMP: str(ts), api.H_SEQ: str(seq)}
+        headers[api.H_SIGNATURE] = sign(derive_key(token), ts, seq, body)
+        answer = deployed.call("POST", "/v1/heartbeat", body, headers)
+        assert answer.status_code == 200, answer.text
+    # Then it freezes: no more pings. Only the schedule acts from here (no pass is invoked by the test).
+    deadline = time.monotonic() + 6 * 60
+    assert pod.id in alive(deployed)
+    while pod.id in alive(deployed):
+        assert time.monotonic() < deadline, f"not destroyed in 6 min: {deployed.status().model_dump_json()}"
+        time.sleep(5)
+    status = deployed.status()
+    assert status.reaper_last_run is not None  # the schedule fired the deployed reaper
+    record = next(p for p in status.pods if p.pod_id == pod.id)
+    assert record.state == "destroyed", record
+    assert any(pod.id in json.dumps(m) and "destroy" in json.dumps(m).lower() for m in deployed.inbox.messages), (
+        deployed.inbox.texts()
+    )
+
+
+def test_the_table_expires_what_it_should_ttl_on_its_own(deployed: Deployment) -> None:
+    """The emulators ignore TTL: that the table has it on, and on which attribute, is asserted instead."""
+    client = boto3.client(  # type: ignore[call-overload]
+        "dynamodb", endpoint_url=deployed.env["AWS_ENDPOINT_URL"], region_name=REGION,
+        aws_access_key_id="test", aws_secret_access_key="test",
+    )
+    table = client.list_tables()["TableNames"][0]
+    ttl = client.describe_time_to_live(TableName=table)["TimeToLiveDescription"]
+    assert ttl["TimeToLiveStatus"] in ("ENABLED", "ENABLING") and ttl["AttributeName"] == "ttl"
+
+
+def test_a_second_deploy_updates_the_stack_and_the_watchdog_answers(deployed: Deployment) -> None:
+    before = deployed.status().server_time
+    done = gpuc(deployed.env, "watchdog", "deploy", "--no-carry", "--reaper-every", "1m")
+    assert done.returncode == 0, done.stdout + done.stderr
+    config = json.loads((deployed.home / "config.json").read_text())
+    deployed.admin_token = config["admin_token"]  # every deploy mints a fresh one
+    assert deployed.status().server_time >= before
+
+
+def test_a_real_deployment_is_refused_the_emulated_settings(deployed: Deployment) -> None:
+    env = {**deployed.env, "AWS_ENDPOINT_URL": "https://cloudformation.us-east-1.amazonaws.com"}
+    done = gpuc(env, "watchdog", "deploy", "--dry-run", "--emulated=GPUC_VAST_URL=http://127.0.0.1:1/api/v0")
+    assert done.returncode == 1 and "refused for a real one" in done.stderr
+
