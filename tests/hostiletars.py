@@ -22,12 +22,13 @@ def plant(root: Path) -> Path:
     return root / "staging"
 
 
-def outside(root: Path) -> Snapshot:
-    """Every entry under `root` but staging/: its kind and bytes (a link: its target)."""
+def outside(root: Path, skip: Path | None = None) -> Snapshot:
+    """Every entry under `root` but the folder unpacked into (`skip`, root/staging by default): its kind and
+    bytes (a link: its target)."""
+    skip = skip or root / "staging"
     out: Snapshot = {}
     for dirpath, dirs, files in os.walk(root):
-        if Path(dirpath) == root:
-            dirs.remove("staging")
+        dirs[:] = [d for d in dirs if Path(dirpath) / d != skip]
         for name in dirs + files:
             path = Path(dirpath) / name
             if path.is_symlink():
