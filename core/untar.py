@@ -225,7 +225,7 @@ def make_links(into: str | os.PathLike[str], symlinks: dict[str, str], *, replac
     parts all come first and climb no higher than `into`. GpucError naming the first that does not."""
     for name, target in sorted(symlinks.items()):
         parts = plain_parts(name)
-        if not _stays_inside(target, depth=len(parts) - 1):
+        if not link_stays_inside(target, depth=len(parts) - 1):
             raise refused(f"a link that could lead out of its folder (-> {target[:200]!r})", name)
     root = os.open(into, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
@@ -239,9 +239,11 @@ def make_links(into: str | os.PathLike[str], symlinks: dict[str, str], *, replac
         os.close(root)
 
 
-def _stays_inside(target: str, depth: int) -> bool:
+def link_stays_inside(target: str, depth: int) -> bool:
+    """Whether a link `depth` folders below the root, to `target`, stays under the root whatever the other
+    links are (the rule the pod makes the project's links by; the laptop may judge an upload by it too)."""
     # `..` after a name would climb from wherever that name leads (another link): only leading ones are
-    # judged by the folders they climb, which are real folders under `into`.
+    # judged by the folders they climb, which are real folders under the root.
     if not target or target.startswith("/") or "\x00" in target or "\\" in target:
         return False
     parts = [p for p in target.split("/") if p not in ("", ".")]
