@@ -27,14 +27,11 @@ import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TextIO
 
 from gpuc.instance_side.joblog import outcome_bytes, read_job_log
 from gpuc.instance_side.podfiles import END_MARKER_MAX, PodPaths, end_marker, ending_under_way
 from gpuc.instance_side.procs import JobScanError, job_alive, read_job_stamp
-
-if TYPE_CHECKING:
-    import tarfile
 
 ASK_VERSION = 1
 ANSWERED, CANNOT_TELL, BAD_QUESTION, REFUSED = 0, 1, 2, 3
@@ -120,12 +117,20 @@ def log(paths: PodPaths, args: Sequence[str]) -> Answer:
 
 def unpack(paths: PodPaths, args: Sequence[str]) -> Answer:
     """Join the parts `up` put in .gpuc/upload, check them against DIGEST (sha256), unpack them into the
-    workspace, remove the parts. `files`: how many members; `workspace`: where."""
+    workspace, remove the parts. `files`: how many members; `workspace`: where.
+
+    Unpacked by core/untar, never tarfile's extraction (its filter is fooled by CVE-2025-4517 before
+    3.11.13 and missing before 3.11.4, and the pod's Python is whatever its image holds): only files and
+    folders are written, none through a link already in the workspace; the project's own links are made
+    last, each only if it cannot lead out of the workspace."""
     if len(args) != 1 or not _DIGEST.fullmatch(args[0]):
         raise _bad("unpack takes DIGEST, the sha256 of the upload in lowercase hex")
     import hashlib
     import io
-    import tarfile
+
+    from gpuc.core.errors import GpucError
+    from gpuc.core.untar import make_links
+    from gpuc.core.untar import unpack as untar
 
     parts = sorted(paths.upload.glob("part-*"))
     try:
@@ -135,30 +140,18 @@ def unpack(paths: PodPaths, args: Sequence[str]) -> Answer:
     if hashlib.sha256(data).hexdigest() != args[0]:
         raise AskError("the upload arrived damaged (checksum mismatch)", REFUSED)
     try:
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
-            members = tar.getmembers()
-            _extract(tar, members, paths.workspace)
-    except tarfile.TarError as exc:
-        raise AskError(f"cannot unpack the upload: {str(exc)[:200]}", REFUSED) from None
+        paths.workspace.mkdir(parents=True, exist_ok=True)
+        done = untar(io.BytesIO(data), paths.workspace, compression="gz", replace=True)
+        if done.hardlinks:  # the laptop never sends one
+            raise GpucError(f"a hard link: {sorted(done.hardlinks)[0][:200]!r}")
+        make_links(paths.workspace, done.symlinks, replace=True)
+    except GpucError as exc:
+        raise AskError(f"cannot unpack the upload: {exc.message}", REFUSED) from None
     except OSError as exc:
         raise AskError(f"cannot unpack the upload: {exc.strerror or type(exc).__name__}", REFUSED) from None
     for part in parts:
         part.unlink(missing_ok=True)
-    return {"files": len(members), "workspace": str(paths.workspace)}
-
-
-def _extract(tar: tarfile.TarFile, members: list[tarfile.TarInfo], workspace: Path) -> None:
-    import tarfile
-
-    if hasattr(tarfile, "data_filter"):
-        tar.extractall(workspace, members=members, filter="data")  # refuses what would land outside
-        return
-    for m in members:  # CPython before 3.11.4: the same refusals, by hand
-        escapes = m.name.startswith("/") or ".." in m.name.split("/")
-        link_escapes = (m.issym() or m.islnk()) and (m.linkname.startswith("/") or ".." in m.linkname.split("/"))
-        if escapes or link_escapes:
-            raise AskError(f"cannot unpack the upload: refusing {m.name[:200]}", REFUSED)
-    tar.extractall(workspace, members=members)
+    return {"files": done.files + len(done.symlinks), "workspace": str(paths.workspace)}
 
 
 def missing(paths: PodPaths, args: Sequence[str]) -> Answer:

@@ -1,11 +1,14 @@
 """Copying files off a pod, verified: the pod lists what it will send (instance_side/resultscopy.py), sends
-it as a tar stream over the ssh gpuc already uses (a local sandbox: its folder), the laptop extracts it
-with the data filter into a staging folder, lists that, and only a copy whose every name and size matches
-the pod's listing is moved into place. `gpuc results` (results/ and the job's log) and `gpuc cp POD:PATH`
-(one file or folder of the workspace) share it.
+it as a tar stream over the ssh gpuc already uses (a local sandbox: its folder), the laptop unpacks it
+into a staging folder (core/untar.py), lists that, and only a copy whose every name and size matches the
+pod's listing is moved into place. `gpuc results` (results/ and the job's log) and `gpuc cp POD:PATH` (one
+file or folder of the workspace) share it.
 
-A pod on Vast is a stranger's machine: nothing it sends lands outside the staging folder, no device, no
-absolute name; a link pointing outside the copy is not made but written down (NOT_COPIED).
+A pod on Vast is a stranger's machine, and its tar may be built to attack this laptop: it is unpacked by
+gpuc's own code, never tarfile's extraction (whose filter a chain of links fooled, CVE-2025-4517, and which
+Python 3.11.0-3.11.3 lack). Only regular files and folders are written, none through a link; every member
+must be in the pod's own listing, under what was asked, with the size listed (a pod adding files, or
+claiming room it did not list, is refused); links are never made, they are written down (NOT_COPIED).
 """
 
 from __future__ import annotations
@@ -14,11 +17,10 @@ import contextlib
 import shlex
 import shutil
 import subprocess
-import tarfile
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import IO, TYPE_CHECKING
 
 from gpuc.client.context import Ctx
@@ -26,6 +28,7 @@ from gpuc.core.errors import ConfigError, GpucError
 from gpuc.core.podjson import Unreadable, last_json_line
 from gpuc.core.providers.local import LocalProvider
 from gpuc.core.redact import redact
+from gpuc.core.untar import Entry, unpack
 from gpuc.instance_side import resultscopy
 
 if TYPE_CHECKING:
@@ -50,10 +53,20 @@ class What:
     args: tuple[str, ...] = ()
     label: str = "results/ and the job's log"
     retry: str = "run `gpuc results` again"
+    # The names the copy may hold, and what is below them: as resultscopy names its sources.
+    tops: tuple[str, ...] = ("results", "logs/job.log", "logs/outcome.json")
 
     @classmethod
     def workspace_path(cls, rel: str, pod_id: str) -> What:
-        return cls(("--path", rel), rel, f"run `gpuc cp {pod_id}:{rel}` again")
+        return cls(("--path", rel), rel, f"run `gpuc cp {pod_id}:{rel}` again", (PurePosixPath(rel).name,))
+
+    def holds(self, name: str) -> bool:
+        return any(name == top or name.startswith(top + "/") for top in self.tops)
+
+    @property
+    def manifest(self) -> str:
+        """The links file's name beside the copy: never one of the copy's own names."""
+        return next(n for n in (NOT_COPIED, *(f"LINKS-NOT-COPIED-{i}.txt" for i in range(2, 9))) if n not in self.tops)
 
 
 RESULTS = What()
@@ -115,11 +128,27 @@ def remote_listing(access: PodAccess, what: What = RESULTS) -> Listing:
             f"could not list {what.label} on the pod ({said})",
             hint="ssh in (gpuc ls shows how) and look in the workspace; nothing was destroyed",
         )
+    strange = next((n for n, v in found.items() if not what.holds(n) or not _listed_shape(v)), None)
+    if strange is not None:
+        raise GpucError(
+            f"the pod listed {strange[:200]!r}, which is not part of {what.label}: its copy is refused",
+            hint="nothing was copied or destroyed; look at the pod over ssh (gpuc ls shows how)",
+        )
     return found
 
 
-def copy_results(access: PodAccess, fetch: Fetch, dest: Path, ctx: Ctx, what: What = RESULTS) -> None:
-    """Listing -> room check -> tar stream -> safe extract -> the same listing here -> then `dest`."""
+def _listed_shape(entry: list[object]) -> bool:
+    kind = entry[0]
+    if kind == "f":
+        return len(entry) == 2 and type(entry[1]) is int and entry[1] >= 0
+    if kind == "l":
+        return len(entry) == 2 and isinstance(entry[1], str)
+    return entry == ["d"]
+
+
+def copy_results(access: PodAccess, fetch: Fetch, dest: Path, ctx: Ctx, what: What = RESULTS) -> str | None:
+    """Listing -> room check -> tar stream -> safe extract -> the same listing here -> then `dest`. Returns
+    the links file's name in `dest` (`what.manifest`), None when the copy held no link."""
     echo = ctx.echo
     expected = remote_listing(access, what)
     files = {k: v for k, v in expected.items() if v[0] == "f"}
@@ -142,9 +171,9 @@ def copy_results(access: PodAccess, fetch: Fetch, dest: Path, ctx: Ctx, what: Wh
         with tempfile.TemporaryFile(dir=dest.parent) as stream:
             fetch(stream, 600.0 + total / COPY_MIN_RATE)
             stream.seek(0)
-            skipped = extract(stream, staging)
-        verify(expected, skipped, staging, what)
-        write_not_copied(staging, skipped)
+            links = extract(stream, staging, expected, what)
+        verify(expected, links, staging, what)
+        written = write_not_copied(staging, links, what.manifest)
         if dest.exists():
             dest.rmdir()  # the caller let only an empty folder through
         staging.rename(dest)
@@ -152,48 +181,54 @@ def copy_results(access: PodAccess, fetch: Fetch, dest: Path, ctx: Ctx, what: Wh
         shutil.rmtree(staging, ignore_errors=True)
         raise
     echo(f"  copied and verified: {len(files)} files, {mb(total)}: every name and size matches the pod's")
+    return written
 
 
-def extract(stream: IO[bytes], into: Path) -> dict[str, str]:
-    """Untar with the data filter: nothing lands outside `into`, no devices, no absolute names. A link that
-    would point outside the copy is not made; it is returned (name -> target) to be written down."""
-    skipped: dict[str, str] = {}
+def extract(stream: IO[bytes], into: Path, expected: Listing, what: What = RESULTS) -> dict[str, str]:
+    """Unpack with core/untar (no link made or followed, nothing outside `into`), each member admitted only
+    as the pod's listing names it. Returns the links (name -> target), which are never made."""
 
-    def keep(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | None:
-        try:
-            return tarfile.data_filter(member, path)
-        except tarfile.FilterError:
-            if member.issym():
-                skipped[member.name] = member.linkname
-                return None
-            raise
+    def admit(name: str, entry: Entry) -> None:
+        # Before anything of it is written: a pod adding files (or room) its listing did not claim is lying,
+        # or its files changed under the copy.
+        want = expected.get(name)
+        if want != entry:
+            said = "does not name it" if want is None else f"says {describe(want)}"
+            raise GpucError(
+                f"the copy does not match the pod: it sent {name[:200]!r} as {describe(entry)}, its listing {said}",
+                hint=f"nothing was destroyed; {what.retry}",
+            )
 
     try:
-        with tarfile.open(fileobj=stream, mode="r:") as tar:
-            tar.extractall(into, filter=keep)
-    except (tarfile.TarError, OSError) as exc:
+        done = unpack(stream, into, admit=admit)
+    except GpucError as exc:
+        if exc.hint is not None:
+            raise  # admit's own, already said for the user
         raise GpucError(
-            f"the copy is damaged: {type(exc).__name__}: {redact(str(exc))[:200]}",
-            hint="try again; nothing was destroyed",
+            f"the copy from the pod was refused: {redact(exc.message)}",
+            hint=f"nothing was written outside the staging folder and nothing was destroyed; {what.retry}, "
+            "or look at the pod over ssh (gpuc ls shows how)",
         ) from None
-    return skipped
+    return done.symlinks
 
 
-def verify(expected: Listing, skipped: dict[str, str], staging: Path, what: What = RESULTS) -> None:
-    here = local_listing(staging)
-    missing, wrong = [], []
-    for name, want in expected.items():
-        if want[0] == "l" and skipped.get(name) == want[1]:
-            continue  # written down in NOT_COPIED instead
-        got = here.get(name)
-        if got is None:
-            missing.append(name)
-        elif got != want:
-            wrong.append(f"{name} ({describe(got)} here, {describe(want)} on the pod)")
-    if missing or wrong:
-        shown = "; ".join([*(f"{n} missing" for n in missing[:3]), *wrong[:3]])
+def verify(expected: Listing, links: dict[str, str], staging: Path, what: What = RESULTS) -> None:
+    """The copy here, links written down included, against the pod's listing: nothing missing, nothing
+    different, nothing more (only the folders above a listed name, which the tar need not hold)."""
+    here = local_listing(staging) | {name: ["l", target] for name, target in links.items()}
+    above = {str(p) for name in expected for p in PurePosixPath(name).parents if str(p) != "."}
+    missing = [name for name in expected if name not in here]
+    wrong = [
+        f"{name} ({describe(here[name])} here, {describe(want)} on the pod)"
+        for name, want in expected.items()
+        if name in here and here[name] != want
+    ]
+    extra = [name for name, got in here.items() if name not in expected and not (got == ["d"] and name in above)]
+    if missing or wrong or extra:
+        shown = "; ".join([*(f"{n} missing" for n in missing[:3]), *wrong[:3], *(f"{n} not listed" for n in extra[:3])])
         raise GpucError(
-            f"the copy does not match the pod: {len(missing)} missing, {len(wrong)} different ({shown})",
+            f"the copy does not match the pod: {len(missing)} missing, {len(wrong)} different, "
+            f"{len(extra)} not in its listing ({redact(shown)})",
             hint=f"nothing was destroyed; {what.retry}",
         )
 
@@ -208,16 +243,22 @@ def local_listing(root: Path) -> Listing:
     return out
 
 
-def write_not_copied(staging: Path, skipped: dict[str, str]) -> None:
-    if skipped:
-        lines = [f"{name} -> {target}" for name, target in sorted(skipped.items())]
-        text = "Links on the pod that point outside what was copied (not made here; they hold no data):\n"
-        (staging / NOT_COPIED).write_text(text + "\n".join(lines) + "\n", encoding="utf-8")
+def write_not_copied(staging: Path, links: dict[str, str], manifest: str = NOT_COPIED) -> str | None:
+    """The links, written down beside the copy (created new: never over a file of the copy)."""
+    if not links:
+        return None
+    lines = [f"{name} -> {target if target.isprintable() else repr(target)}" for name, target in sorted(links.items())]
+    text = "Links on the pod, not made here (a link holds no data; make the ones you need yourself):\n"
+    with (staging / manifest).open("x", encoding="utf-8") as out:
+        out.write(text + "\n".join(lines) + "\n")
+    return manifest
 
 
 def describe(entry: list[object]) -> str:
     kind = entry[0]
-    return f"{entry[1]} bytes" if kind == "f" else f"a link to {entry[1]}" if kind == "l" else "a folder"
+    if kind == "f":
+        return f"{entry[1]} bytes"
+    return f"a link to {entry[1]}" if kind == "l" else f"a hard link to {entry[1]}" if kind == "h" else "a folder"
 
 
 def mb(n: int) -> str:

@@ -10,6 +10,7 @@ Neither way reaches outside the workspace: not the pod's secrets file, not gpuc'
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from pathlib import Path, PurePosixPath
@@ -25,7 +26,7 @@ from gpuc.core.providers.base import Provider
 
 
 def split_target(text: str) -> tuple[str | None, str]:
-    """"POD:PATH" -> (POD, PATH); a local path otherwise. As scp reads it: a colon before any slash names a
+    """ "POD:PATH" -> (POD, PATH); a local path otherwise. As scp reads it: a colon before any slash names a
     pod, so `./a:b` and `/tmp/a:b` stay local."""
     head, colon, tail = text.partition(":")
     if colon and head and "/" not in head:
@@ -85,13 +86,41 @@ def pull(ref: str, rel: str, into: Path, ctx: Ctx) -> str:
     holder = Path(tempfile.mkdtemp(prefix=f".gpuc-cp-{name}-", dir=into))
     try:
         staged = holder / "copy"
-        copy_results(access, fetcher(access, provider, pod, what), staged, ctx, what)
-        (staged / name).rename(final)
-        if (staged / NOT_COPIED).exists():
-            (staged / NOT_COPIED).rename(into / f"{name}.{NOT_COPIED}")
+        manifest = copy_results(access, fetcher(access, provider, pod, what), staged, ctx, what)
+        move_new(staged / name, final)
+        if manifest is not None:
+            where = link_new(staged / manifest, into, name)
+            ctx.echo(f"  the links on the pod are not made here; they are listed in {where}")
     finally:
         shutil.rmtree(holder, ignore_errors=True)
     return str(final)
+
+
+def move_new(src: Path, dst: Path) -> None:
+    """`src` to `dst`, never over anything there (a file made meanwhile included)."""
+    refusal = ConfigError(f"{dst} already exists: nothing is copied over it", hint="move it away, or copy elsewhere")
+    if src.is_dir():
+        if dst.exists() or dst.is_symlink():
+            raise refusal
+        src.rename(dst)
+        return
+    try:
+        os.link(src, dst)  # fails on any name already there, unlike a rename
+    except FileExistsError:
+        raise refusal from None
+
+
+def link_new(manifest: Path, into: Path, name: str) -> Path:
+    """The links file beside the copy, under the first of its names nothing holds yet: a file of the
+    user's (or of an earlier copy) is never replaced."""
+    for n in range(1, 100):
+        where = into / (f"{name}.{NOT_COPIED}" if n == 1 else f"{name}.LINKS-NOT-COPIED-{n}.txt")
+        try:
+            os.link(manifest, where)
+        except FileExistsError:
+            continue
+        return where
+    raise ConfigError(f"{into} holds 99 links files of {name}", hint="remove the old ones and copy again")
 
 
 def push(local: Path, ref: str, rel_dir: str, ctx: Ctx) -> str:

@@ -35,9 +35,10 @@ def test_a_folder_comes_from_the_pod_whole_and_named(world: tuple[World, Path], 
     assert done.returncode == 0, done.stderr
     assert (here / "run1" / "metrics.json").read_text() == '{"loss": 0.1}'
     assert (here / "run1" / "w.bin").read_bytes() == (workspace / "results" / "run1" / "w.bin").read_bytes()
-    assert not (here / "run1" / "outside").exists() and "outside -> /etc/passwd" in (
-        here / "run1.LINKS-NOT-COPIED.txt"
-    ).read_text()
+    assert (
+        not (here / "run1" / "outside").exists()
+        and "outside -> /etc/passwd" in (here / "run1.LINKS-NOT-COPIED.txt").read_text()
+    )
     assert sorted(p.name for p in here.iterdir()) == ["run1", "run1.LINKS-NOT-COPIED.txt"], "no staging left"
     again = w.gpuc("cp", "cpx:results/run1", str(here))
     assert again.returncode != 0 and "already exists: nothing is copied over it" in again.stderr
@@ -94,3 +95,32 @@ def test_two_local_paths_are_refused_with_how(world: tuple[World, Path]) -> None
     w, _ = world
     refused = w.gpuc("cp", "a", "b")
     assert refused.returncode == 2 and "one side of `gpuc cp` must be a pod" in refused.stderr
+
+
+def test_the_links_file_never_replaces_a_file_here_or_in_the_copy(world: tuple[World, Path], tmp_path: Path) -> None:
+    """Issue 25 item 11: the links file went over a file of the same name, beside the copy or in it."""
+    w, workspace = world
+    run = workspace / "results" / "run1"
+    run.mkdir(parents=True)
+    (run / "w.txt").write_text("w")
+    os.symlink("w.txt", run / "latest")
+    os.symlink("/etc/hostname", run / "outside")
+    here = tmp_path / "here"
+    here.mkdir()
+    (here / "run1.LINKS-NOT-COPIED.txt").write_text("my own notes\n")
+    done = w.gpuc("cp", "cpx:results/run1", str(here))
+    assert done.returncode == 0, done.stderr
+    assert (here / "run1.LINKS-NOT-COPIED.txt").read_text() == "my own notes\n"
+    written = (here / "run1.LINKS-NOT-COPIED-2.txt").read_text()
+    assert "latest -> w.txt" in written and "outside -> /etc/hostname" in written
+    assert not (here / "run1" / "latest").exists(), "a link from the pod is written down, never made"
+    # A folder of the pod named as the links file: copied whole, its links written down beside it
+    odd = workspace / "LINKS-NOT-COPIED.txt"
+    odd.mkdir()
+    (odd / "a.txt").write_text("a")
+    os.symlink("a.txt", odd / "b")
+    done = w.gpuc("cp", "cpx:LINKS-NOT-COPIED.txt", str(here))
+    assert done.returncode == 0, done.stderr
+    assert (here / "LINKS-NOT-COPIED.txt" / "a.txt").read_text() == "a"
+    assert "b -> a.txt" in (here / "LINKS-NOT-COPIED.txt.LINKS-NOT-COPIED.txt").read_text()
+    assert sorted(p.name for p in here.iterdir() if p.name.startswith(".")) == [], "no staging left"

