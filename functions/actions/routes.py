@@ -31,6 +31,7 @@ from gpuc.functions.store import StoredPod
 LINK_STATUS = {"altered": 403, "expired": 410, "used": 410, "malformed": 400}
 FORM = "application/x-www-form-urlencoded"
 CONFIRM = ("confirm", "yes")
+DANGER_VERBS = frozenset({"destroy", "anyway"})  # what a destroy loses is said next to their buttons
 
 
 def action_page(req: Request, deps: Deps, now: float) -> Response:
@@ -42,7 +43,7 @@ def action_page(req: Request, deps: Deps, now: float) -> Response:
     spec = VERB_SPECS[claim.verb]
     body = facts(pod_facts(deps, pod, now)) if pod is not None else ""
     body += f"<p>{esc(spec.label.capitalize())}: {esc(spec.explain)}.</p>"
-    if claim.verb in ("destroy", "anyway") and pod is not None:
+    if claim.verb in DANGER_VERBS and pod is not None:
         body += f'<p class="warn">Not synced: {esc(unsynced(deps, pod, now))}</p>'
     body += f'<p class="muted">This link acts once, until {esc(hm(claim.exp))}. Opening it does nothing.</p>'
     # Relative to /a/<token> itself: right behind any path prefix the watchdog is served under.

@@ -20,6 +20,7 @@ from gpuc.core.settings import Settings
 from gpuc.functions.actions.html import button_form, esc, facts, html_response
 from gpuc.functions.actions.links import ALL_PODS, PAGE_LIFE_MAX_S, LinkRefused, link_key, mint, new_claim, read
 from gpuc.functions.actions.offers import OfferKind, offer, public_base
+from gpuc.functions.actions.routes import CONFIRM, DANGER_VERBS, unsynced
 from gpuc.functions.app import Deps
 from gpuc.functions.deadline import deadline_of, start_of
 from gpuc.functions.edge import HttpError, Request, Response, ok, parse, require_admin
@@ -39,12 +40,14 @@ _REFUSED_STATUS = {"malformed": 404, "altered": 403, "expired": 410, "used": 410
 
 def offer_kind(pod: StoredPod) -> OfferKind | None:
     """Which notification's offers fit the pod as it stands (None: it has ended, nothing to offer)."""
-    if pod.kept_at is not None and pod.state in (*MARKABLE_STATES, "destroying"):
-        return "kept"
+    if pod.origin == "adopted":
+        return None  # a stray gpuc did not start: no button acts on it (`gpuc keep` rescues it)
+    if pod.kept_at is not None and pod.state in MARKABLE_STATES:
+        return "kept_stopped" if pod.provider_status == "stopped" else "kept"
     if pod.state == "down":
         return "pending_destroy"  # keep 1 h, destroy now
     if pod.state in MARKABLE_STATES:
-        return "deadline"
+        return "running"  # keep 1 h, extend 2 h, destroy now
     return None
 
 
@@ -240,8 +243,14 @@ def _loopback(host: str) -> bool:
 
 
 def buttons_for(deps: Deps, pod: StoredPod | None, kind: OfferKind, now: float) -> str:
+    """The offers as forms that act on the tap. Each carries the confirmation field: a form with no field
+    POSTs an empty body, which the route takes for a channel's bare button (destroy refused with a 403).
+    This page is the confirmation: it shows the pod, and what a destroy would lose, next to the button."""
+    offers = offer(deps.store, deps.settings, pod, kind, now)
     forms = "".join(
-        button_form(f"{ACT_PATH}{o.token}", o.label, danger=not o.safe)
-        for o in offer(deps.store, deps.settings, pod, kind, now)
+        button_form(f"{ACT_PATH}{o.token}", o.label, danger=not o.safe, fields=(CONFIRM,)) for o in offers
     )
-    return f'<div class="actions">{forms}</div>' if forms else ""
+    lose = ""
+    if pod is not None and any(o.verb in DANGER_VERBS for o in offers):
+        lose = f'<p class="warn">If destroyed, not synced: {esc(unsynced(deps, pod, now))}.</p>'
+    return f'<div class="actions">{lose}{forms}</div>' if forms else ""
