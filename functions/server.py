@@ -2,7 +2,8 @@
 with the reaper on a timer in a background thread.
 
 Every answer is JSON. A body over the cap is refused from its Content-Length without being read.
-One log line per request: method, path, status, time; never a body, a header or a query string. A refused
+One log line per request: method, path, status, time; never a body, a header or a query string, and a
+capability link's path only as its route and a short hash (links.path_for_log: the path IS the link). A refused
 request (4xx) is logged at INFO with the server's own stable reason, an answered one at DEBUG: a fleet's
 heartbeats every minute would drown the refusals that tell the user what is wrong.
 
@@ -27,6 +28,7 @@ from typing import Any
 from gpuc.core.api import MAX_BODY_BYTES
 from gpuc.core.clock import Clock
 from gpuc.core.settings import Settings
+from gpuc.functions.actions.links import path_for_log, scrub_links
 from gpuc.functions.app import Deps, Sender, build_deps
 from gpuc.functions.channels import ReloadingNotifier
 from gpuc.functions.edge import Request, Response, response_bytes
@@ -153,9 +155,10 @@ class _Handler(BaseHTTPRequestHandler):
         if response.status >= 400:
             reason = response.body.get("error", "")  # the server's own stable text: never echoes the request
             who = self.client_address[0]
-            log.info("refused %s %s from %s: %d %s", self.command, path, who, response.status, reason)
+            shown = path_for_log(path)
+            log.info("refused %s %s from %s: %d %s", self.command, shown, who, response.status, reason)
         else:
-            log.debug("%s %s %d %.1fms", self.command, path, response.status, elapsed_ms)
+            log.debug("%s %s %d %.1fms", self.command, path_for_log(path), response.status, elapsed_ms)
         self._send(response)
 
     def _read_and_dispatch(self, path: str) -> Response:
@@ -233,7 +236,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.timeout,
             )
             return
-        log.info("http: %s", (format % args)[:200])
+        log.info("http: %s", scrub_links(format % args)[:200])  # they quote the request line: a link in it
 
 
 @dataclass

@@ -13,7 +13,7 @@ from urllib.parse import parse_qsl
 
 from gpuc.core.clock import iso
 from gpuc.functions.actions.html import button_form, esc, facts, html_response
-from gpuc.functions.actions.links import LinkRefused
+from gpuc.functions.actions.links import Claim, LinkRefused, spent
 from gpuc.functions.actions.offers import SAFE_VERBS
 from gpuc.functions.actions.verbs import (
     VERB_SPECS,
@@ -40,6 +40,8 @@ def action_page(req: Request, deps: Deps, now: float) -> Response:
         claim, pod = readable(deps, token, now)
     except (LinkRefused, ActionRefused) as exc:
         return refused(exc)
+    if spent(deps.store, claim) is not None:
+        return spent_page(deps, claim, pod, now)
     spec = VERB_SPECS[claim.verb]
     body = facts(pod_facts(deps, pod, now)) if pod is not None else ""
     body += f"<p>{esc(spec.label.capitalize())}: {esc(spec.explain)}.</p>"
@@ -52,12 +54,40 @@ def action_page(req: Request, deps: Deps, now: float) -> Response:
 
 
 def action_post(req: Request, deps: Deps, now: float) -> Response:
+    token = req.params.get("token", "")
     try:
         via = form_via(req)
-        acted = act(deps, req.params.get("token", ""), now, via)
-    except (LinkRefused, ActionRefused) as exc:
+        acted = act(deps, token, now, via)
+    except LinkRefused as exc:
+        return spent_post(deps, token, now) if exc.why == "used" else refused(exc)
+    except ActionRefused as exc:
         return refused(exc)
     return html_response(200, "gpuc: done", f'<p class="ok">{esc(acted.sentence)}.</p>')
+
+
+def spent_post(deps: Deps, token: str, now: float) -> Response:
+    try:
+        claim, pod = readable(deps, token, now)  # act read it a moment ago
+    except (LinkRefused, ActionRefused) as exc:
+        return refused(exc)
+    return spent_page(deps, claim, pod, now)
+
+
+def spent_page(deps: Deps, claim: Claim, pod: StoredPod | None, now: float) -> Response:
+    """A link opened again after its one act: it is spent, what it did and when, and the pod as it is now."""
+    label = VERB_SPECS[claim.verb].label
+    record = spent(deps.store, claim)
+    if record is None:
+        did = f"This '{label}' link was already used: a link acts once"
+    else:
+        at, outcome = record
+        did = f"This '{label}' link was already used, at {hm(at)}: {outcome}"
+    body = f'<p class="warn">{esc(did)}.</p>'
+    if pod is not None:
+        body += f"<p>The pod now:</p>{facts(pod_facts(deps, pod, now))}"
+    again = "Opening it again does nothing. To act again: the status page (`gpuc page`) or the next notification."
+    body += f"<p>{esc(again)}</p>"
+    return html_response(410, "gpuc: link already used", body)
 
 
 def form_via(req: Request) -> Via:

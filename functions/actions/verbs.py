@@ -28,7 +28,7 @@ from gpuc.core import api
 from gpuc.core.api import ReapReport
 from gpuc.core.notify import Action, Level
 from gpuc.core.titles import title
-from gpuc.functions.actions.links import ALL_PODS, Claim, Verb, claim_once, link_key, read
+from gpuc.functions.actions.links import ALL_PODS, Claim, Verb, claim_once, link_key, read, record_spent
 from gpuc.functions.actions.offers import LABELS, SAFE_VERBS
 from gpuc.functions.app import Deps, announce
 from gpuc.functions.deadline import deadline_of, limit_of
@@ -297,7 +297,12 @@ def act(deps: Deps, token: str, now: float, via: Via) -> Acted:
         # 29.5), which says what they said when it matters. The store still logs each.
         sentence = spec.do(deps if spec.told else replace(deps, notifier=held), pod, claim, now, via)
     except HttpError as exc:  # the transition's own refusal (a race since the check): said, nothing done
+        record_spent(deps.store, claim, now, f"nothing was done: {exc.message}")
         raise ActionRefused(409, exc.message) from None
+    except ActionRefused as exc:
+        record_spent(deps.store, claim, now, f"nothing was done: {exc.message}")
+        raise
+    record_spent(deps.store, claim, now, sentence)
     if not spec.told:
         _tell(deps, pod, claim.verb, sentence, now, via, held)
     return Acted(claim.verb, claim.pod_id, sentence)
