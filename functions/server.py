@@ -15,6 +15,7 @@ IngestLog the in-process reaper reads: heartbeats the ingest refused are not the
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import socket
 import sys
@@ -308,6 +309,9 @@ def serve(
     # A channel set in .env after the start reaches the phone: the notifier re-reads it when the file changes.
     handle = start_in_thread(settings, host, port, interval, notifier=ReloadingNotifier(settings))
     log.debug("gpuc watchdog on %s, reaper every %.0f s", handle.url, interval)
+    exposed = plain_http_warning(host, int(handle.url.rsplit(":", 1)[1]))
+    if exposed is not None:
+        log.warning("%s", exposed)  # in the log too: a banner scrolls away, the log is what is read later
     if on_ready is not None:
         on_ready(handle.url)
     try:
@@ -317,6 +321,27 @@ def serve(
         pass
     finally:
         handle.stop()
+
+
+def plain_http_warning(host: str, port: int = DEFAULT_PORT) -> str | None:
+    """What to say when the server listens beyond this machine (0.0.0.0, a LAN or public address, a name):
+    its plain HTTP carries the admin token in every `gpuc` call's header, the pods' signed heartbeats and
+    the phone's links, readable by anyone on the way. None on loopback."""
+    name = host.strip("[]").lower()
+    if name == "localhost" or name.endswith(".localhost"):
+        return None
+    try:
+        if ipaddress.ip_address(name).is_loopback:
+            return None
+    except ValueError:
+        pass  # a host name: it may resolve to any interface
+    return (
+        f"WARNING: listening on {host} in plain HTTP: the admin token (sent with every gpuc command), the "
+        "pods' heartbeats and the phone's links cross the network unencrypted, readable by anyone on the "
+        f"way. Put TLS in front: serve on 127.0.0.1 (the default) behind a TLS reverse proxy on a public name "
+        f"(e.g. `caddy reverse-proxy --from watchdog.example.com --to 127.0.0.1:{port}`) and set "
+        "GPUC_FUNCTIONS_URL=https://watchdog.example.com; or use `gpuc watchdog deploy` (AWS, HTTPS)"
+    )
 
 
 def _url_host(host: str) -> str:

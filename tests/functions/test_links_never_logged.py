@@ -196,22 +196,27 @@ def test_a_path_in_a_log_is_a_plain_route_or_a_hash(path: str, shown: str) -> No
 # -- the real `gpuc watchdog serve`, its stderr ------------------------------------------------------------
 
 
-def test_gpuc_watchdog_serve_writes_no_link_to_its_log(tmp_path: Path) -> None:
-    home = tmp_path / "home"
+def start_serve(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[bytes], Path]:
+    """`gpuc watchdog serve` in its own process, on a free port, its stderr (banner and log) in a file."""
     env = {
         **os.environ,
-        "GPUC_HOME": str(home),
+        "GPUC_HOME": str(tmp_path / "home"),
         "GPUC_ENV_FILE": str(tmp_path / "none.env"),
         "GPUC_ADMIN_TOKEN": ADMIN,
         "GPUC_NOTIFY_URLS": "",
     }
     code = "import sys; from gpuc.client.entry import main; sys.argv[0] = 'gpuc'; main()"
-    args = [sys.executable, "-c", code, "watchdog", "serve", "--port", "0", "--reaper-period", "3600"]
+    args = [sys.executable, "-c", code, "watchdog", "serve", "--port", "0", "--reaper-period", "3600", *extra]
     stderr = tmp_path / "serve.stderr"
     with stderr.open("wb") as err:
-        process = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=err)
+        return subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=err), stderr
+
+
+def test_gpuc_watchdog_serve_writes_no_link_to_its_log(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    process, stderr = start_serve(tmp_path)
     try:
-        url = _wait_for_url(stderr, process)
+        url = wait_for_url(stderr, process)
         with httpx.Client(base_url=url, timeout=30) as http:
             pod_token = new_token()
             register = api.RegisterRequest.model_validate(
@@ -241,7 +246,7 @@ def test_gpuc_watchdog_serve_writes_no_link_to_its_log(tmp_path: Path) -> None:
         assert token not in outbox
 
 
-def _wait_for_url(stderr: Path, process: subprocess.Popen[bytes]) -> str:
+def wait_for_url(stderr: Path, process: subprocess.Popen[bytes]) -> str:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         found = re.search(r"listening on (http://\S+)", stderr.read_text())
