@@ -121,3 +121,14 @@ def test_pause_new_pods_from_the_budget_card(world: World, served: ServerHandle,
     tap_on_page(world, served, browser, "pause new pods", "This month")
     meta = world.store.get_meta(PAUSE_META)
     assert meta is not None and meta.value["paused"] is True
+
+
+def test_keep_1_h_is_one_push_and_holds_the_pending_destroy(
+    world: World, served: ServerHandle, browser: Browser
+) -> None:
+    fleet(world)
+    text = tap_on_page(world, served, browser, "keep 1 h", "pod-b")
+    assert "kept 1 h more from the phone" in text
+    world.clock.advance(2 * world.settings.reaper_period_s)
+    world.reap()
+    assert world.pod("pod-b").state != "destroyed" and "pod-b" in world.provider.pods

@@ -9,6 +9,7 @@ import re
 from html import unescape
 from urllib.parse import urlencode
 
+import pytest
 from test_status_page import open_page, session
 from watchdog_fakes import World
 
@@ -60,3 +61,21 @@ def test_a_stray_gpuc_did_not_start_has_no_button(world: World) -> None:
     world.reap()  # the reaper adopts it: a gpuc-named pod this watchdog never registered
     assert world.pod("stray1").origin == "adopted"
     assert forms(world) == {}
+
+
+@pytest.mark.parametrize("label", ["keep 1 h", "extend 2 h", "destroy now"])
+def test_one_tap_is_one_push(world: World, label: str) -> None:
+    """Issue 29.5: a tap's transitions (lease, deadline, destroy) each used to push: two or three a tap."""
+    world.register("p1")
+    world.ping("p1")
+    before = len(world.outbox())
+    assert submit(world, *forms(world)[label]).status == 200
+    assert len(world.outbox()) == before + 1, [m.title for m in world.outbox()[before:]]
+
+
+@pytest.mark.parametrize("label", ["stop, keep disk", "destroy anyway"])
+def test_one_tap_on_a_kept_pod_is_one_push(world: World, label: str) -> None:
+    kept(world, "p1")
+    before = len(world.outbox())
+    assert submit(world, *forms(world)[label]).status == 200
+    assert len(world.outbox()) == before + 1, [m.title for m in world.outbox()[before:]]

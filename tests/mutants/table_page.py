@@ -40,6 +40,14 @@ MUTANTS_PAGE: tuple[Mutant, ...] = (
         ("tests/functions/test_status_page_forms.py::test_a_stray_gpuc_did_not_start_has_no_button",),
     ),
     Mutant(
+        "tap-pushes-each",
+        "phone tap: each transition it makes pushes too: two or three pushes for one tap (issue 29.5)",
+        "functions/actions/verbs.py",
+        "sentence = spec.do(deps if spec.told else replace(deps, notifier=held), pod, claim, now, via)",
+        "sentence = spec.do(deps, pod, claim, now, via)",
+        ("tests/functions/test_status_page_forms.py::test_one_tap_on_a_kept_pod_is_one_push",),
+    ),
+    Mutant(
         "serve-logs-link",
         "watchdog serve: a refused link's path (the capability itself) written to the log (25.3)",
         SERVER,
