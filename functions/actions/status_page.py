@@ -232,7 +232,7 @@ def next_step(settings: Settings, pod: StoredPod, meta: ReaperMeta, now: float) 
     if pod.intent == "end":
         return "ending: asked from the phone, it syncs results/ and destroys itself at its next heartbeat"
     deadline = deadline_of(pod, settings)
-    steps = [(deadline, f"ended at its deadline {when(deadline, now)} (results synced first)")]
+    steps = [(deadline, f"ends at its deadline {when(deadline, now)} (results synced first)")]
     leased = pod.lease_until is not None and now < pod.lease_until
     idle = idle_step(settings, pod)
     if leased and pod.lease_until is not None:
@@ -293,5 +293,6 @@ def buttons_for(deps: Deps, pod: StoredPod | None, kind: OfferKind, now: float) 
     )
     lose = ""
     if pod is not None and any(o.verb in DANGER_VERBS for o in offers):
-        lose = f'<p class="warn">If destroyed, not synced: {esc(unsynced(deps, pod, now))}.</p>'
+        cls = "warn" if pod.kept_at is not None or pod.state != "ok" else "muted"  # kept, or not pinging: loud
+        lose = f'<p class="{cls}">If destroyed, not synced: {esc(unsynced(deps, pod, now))}.</p>'
     return f'<div class="actions">{lose}{forms}</div>' if forms else ""

@@ -35,7 +35,7 @@ def test_the_page_shows_each_pod_and_the_reapers_pass(world: World) -> None:
     world.ping("pod-a")
     got = open_page(world, session(world))
     assert got.status == 200 and got.html is not None
-    for text in ("pod-a", "RTX 4090", "$0.50/h", "about $0.50", "Deadline", "ended at its deadline", "extend 2 h"):
+    for text in ("pod-a", "RTX 4090", "$0.50/h", "about $0.50", "Deadline", "ends at its deadline", "extend 2 h"):
         assert text in got.html, text
     assert "if it does not ping by" not in got.html  # pinging: the silence rule is no threat to it (29.5)
     assert got.page_headers["Referrer-Policy"] == "no-referrer"
@@ -145,7 +145,7 @@ def test_a_healthy_idle_pod_shows_its_idle_end_not_the_silence_rule(world: World
     left = world.settings.idle_destroy_s / 60 - 5
     assert step.startswith("ends itself idle at") and f"in {left:.0f} min" in step, step
     world.ping("pod-a", idle_minutes=0.0, job_running=True)  # busy: the deadline is next
-    assert next_step(world.settings, world.pod("pod-a"), meta, world.now).startswith("ended at its deadline")
+    assert next_step(world.settings, world.pod("pod-a"), meta, world.now).startswith("ends at its deadline")
     world.clock.advance(3 * world.settings.heartbeat_interval_s + 1)  # stopped pinging: the silence rule is next
     assert "if it does not ping by" in next_step(world.settings, world.pod("pod-a"), meta, world.now)
 
