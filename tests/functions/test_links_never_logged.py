@@ -256,3 +256,23 @@ def wait_for_url(stderr: Path, process: subprocess.Popen[bytes]) -> str:
             raise AssertionError(f"gpuc watchdog serve exited: {stderr.read_text()}")
         time.sleep(0.1)
     raise AssertionError(f"gpuc watchdog serve did not start: {stderr.read_text()}")
+
+
+@pytest.mark.parametrize(
+    "request_line",
+    ["GET /a/{t} HTTP/9.9", "GET /a/{t} HTTP/1.1 extra", "BREW /a/{t} HTTP/1.1", "GET /a/{t}?x=1 HTTP/1.1"],
+)
+def test_a_garbled_request_for_a_link_logs_no_link(
+    world: World, every_log: pytest.LogCaptureFixture, request_line: str
+) -> None:
+    """The HTTP layer's own refusals quote the request line: a link in it is hashed too."""
+    import socket
+
+    token = links(world.store, world.now, "pod-a")["look"]
+    with start_in_thread(world.settings, deps=world.deps) as served:
+        host, port = served.url.removeprefix("http://").rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(request_line.format(t=token).encode() + b"\r\nHost: x\r\n\r\n")
+            sock.recv(65536)
+    logged = every_log.text + "".join(r.getMessage() for r in every_log.records)
+    assert token not in logged and token.rsplit(".", 1)[1] not in logged
