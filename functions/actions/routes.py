@@ -4,7 +4,8 @@ GET shows what the link would do, to which pod, and what is not synced, with one
 and never spends the link (a link scanner or a chat preview opens every link it sees). The button's form
 POSTs `confirm=yes` back to the same URL, which acts once. A channel's own button (ntfy's `http` action)
 POSTs with no body: it may act only for a safe verb. A refused link gets a page saying why, with a 4xx:
-403 altered, 410 expired or used, 400 malformed, 404 unknown pod; nothing changes.
+403 altered, 410 expired or used, 400 malformed, 404 unknown pod; nothing changes. A used (spent) link,
+opened or posted again, says so: when it acted, what it did, and the pod as it is now.
 """
 
 from __future__ import annotations

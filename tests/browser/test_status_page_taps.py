@@ -132,3 +132,26 @@ def test_keep_1_h_is_one_push_and_holds_the_pending_destroy(
     world.clock.advance(2 * world.settings.reaper_period_s)
     world.reap()
     assert world.pod("pod-b").state != "destroyed" and "pod-b" in world.provider.pods
+
+
+def test_a_notifications_destroy_link_confirmed_in_the_browser_acts_once(
+    world: World, served: ServerHandle, browser: Browser
+) -> None:
+    """The notification's "destroy now" opens its confirmation page; its button acts; opened again, the
+    link says it is spent and what it did (issue 25.3)."""
+    from gpuc.functions.actions.offers import offer
+
+    fleet(world)
+    world.use_public_url(served.url)
+    link = next(o for o in offer(world.store, world.settings, world.pod("pod-b"), "pending_destroy", world.now)
+                if o.verb == "destroy")  # fmt: skip
+    browser.open(link.url)
+    assert "Not synced" in browser.text() and world.pod("pod-b").intent is None  # opening it did nothing
+    browser.tap("destroy now")
+    assert "destroy of gpuc-pod-b asked from the phone" in browser.text()
+    assert world.pod("pod-b").intent == "end"
+    browser.open(link.url)
+    browser.screenshot(ARTIFACTS / "link_spent.png")
+    text = browser.text()
+    assert "already used" in text and "destroy of gpuc-pod-b asked from the phone" in text, text
+    assert browser.buttons() == []  # nothing left to tap
