@@ -276,3 +276,16 @@ def test_a_garbled_request_for_a_link_logs_no_link(
             sock.recv(65536)
     logged = every_log.text + "".join(r.getMessage() for r in every_log.records)
     assert token not in logged and token.rsplit(".", 1)[1] not in logged
+
+
+def test_a_spent_link_says_what_it_did_on_both_stores(any_world: World) -> None:
+    world = any_world
+    world.register("pod-a")
+    token = links(world.store, world.now, "pod-a")["keep"]
+    assert world.call("POST", f"/a/{token}", b"confirm=yes", FORM).status == 200
+    world.clock.advance(120)
+    for again in (world.call("GET", f"/a/{token}"), world.call("POST", f"/a/{token}", b"confirm=yes", FORM)):
+        assert again.status == 410
+        html = again.html or ""
+        assert "already used, at" in html and "kept 1 h more from the phone" in html and "<button" not in html
+    assert world.pod("pod-a").lease_until == world.now - 120 + 3600  # acted once, not again
