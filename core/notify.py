@@ -85,6 +85,12 @@ def pod_says(text: str, limit: int = POD_TEXT_MAX) -> str:
     return f'pod says: "{defang(text, limit)}"'
 
 
+def provider_says(text: str, limit: int = 120) -> str:
+    """A provider's own words about a pod (Vast's status texts come from the host's machine, a stranger's),
+    as an alert quotes them: defanged as a pod's are. gpuc's own words around them are never defanged."""
+    return defang(text, limit)
+
+
 def defang(text: str, limit: int = POD_TEXT_MAX) -> str:
     """One line of pod text that no channel can turn into a link, a mention or a control sequence."""
     chars = []

@@ -31,6 +31,7 @@ import boto3
 
 from gpuc.core import api
 from gpuc.core.settings import load_settings
+from gpuc.functions.actions.links import path_for_log
 from gpuc.functions.app import Deps, build_deps
 from gpuc.functions.dynamo import DynamoStore
 from gpuc.functions.edge import Request, Response, response_bytes
@@ -204,7 +205,7 @@ def ingest_handler(event: Mapping[str, Any], context: object) -> dict[str, Any]:
     deps = get_deps()
     learn_public_url(deps, event)
     response = dispatch(parsed, deps, deps.clock.now())
-    log.info("%s %s %d", parsed.method, parsed.path, response.status)
+    log.info("%s %s %d", parsed.method, path_for_log(parsed.path), response.status)  # a link's path is the link
     return lambda_response(response)
 
 

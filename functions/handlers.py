@@ -18,6 +18,7 @@ from gpuc.core import api
 from gpuc.core.notify import Level
 from gpuc.core.redact import redact
 from gpuc.functions.actions import slack, telegram, verbs
+from gpuc.functions.actions.links import path_for_log
 from gpuc.functions.actions.routes import action_page, action_post
 from gpuc.functions.actions.status_page import page_link, status_page
 from gpuc.functions.app import Deps, announce
@@ -275,7 +276,10 @@ def dispatch(req: Request, deps: Deps, now: float) -> Response:
     except Exception as exc:
         # A bug or a broken store, never bad input (that is all caught above): say so without details.
         log.error(
-            "%s %s failed: %s", req.method, req.path, redact(f"{type(exc).__name__}: {exc}", deps.secrets())
+            "%s %s failed: %s",
+            req.method,
+            path_for_log(req.path),
+            redact(f"{type(exc).__name__}: {exc}", deps.secrets()),
         )
         return Response(500, {"error": "internal error"})
 

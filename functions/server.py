@@ -2,7 +2,8 @@
 with the reaper on a timer in a background thread.
 
 Every answer is JSON. A body over the cap is refused from its Content-Length without being read.
-One log line per request: method, path, status, time; never a body, a header or a query string. A refused
+One log line per request: method, path, status, time; never a body, a header or a query string, and a
+capability link's path only as its route and a short hash (links.path_for_log: the path IS the link). A refused
 request (4xx) is logged at INFO with the server's own stable reason, an answered one at DEBUG: a fleet's
 heartbeats every minute would drown the refusals that tell the user what is wrong.
 
@@ -14,6 +15,7 @@ IngestLog the in-process reaper reads: heartbeats the ingest refused are not the
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import socket
 import sys
@@ -27,6 +29,7 @@ from typing import Any
 from gpuc.core.api import MAX_BODY_BYTES
 from gpuc.core.clock import Clock
 from gpuc.core.settings import Settings
+from gpuc.functions.actions.links import path_for_log, scrub_links
 from gpuc.functions.app import Deps, Sender, build_deps
 from gpuc.functions.channels import ReloadingNotifier
 from gpuc.functions.edge import Request, Response, response_bytes
@@ -153,9 +156,10 @@ class _Handler(BaseHTTPRequestHandler):
         if response.status >= 400:
             reason = response.body.get("error", "")  # the server's own stable text: never echoes the request
             who = self.client_address[0]
-            log.info("refused %s %s from %s: %d %s", self.command, path, who, response.status, reason)
+            shown = path_for_log(path)
+            log.info("refused %s %s from %s: %d %s", self.command, shown, who, response.status, reason)
         else:
-            log.debug("%s %s %d %.1fms", self.command, path, response.status, elapsed_ms)
+            log.debug("%s %s %d %.1fms", self.command, path_for_log(path), response.status, elapsed_ms)
         self._send(response)
 
     def _read_and_dispatch(self, path: str) -> Response:
@@ -233,7 +237,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.timeout,
             )
             return
-        log.info("http: %s", (format % args)[:200])
+        log.info("http: %s", scrub_links(format % args)[:200])  # they quote the request line: a link in it
 
 
 @dataclass
@@ -305,6 +309,9 @@ def serve(
     # A channel set in .env after the start reaches the phone: the notifier re-reads it when the file changes.
     handle = start_in_thread(settings, host, port, interval, notifier=ReloadingNotifier(settings))
     log.debug("gpuc watchdog on %s, reaper every %.0f s", handle.url, interval)
+    exposed = plain_http_warning(host, int(handle.url.rsplit(":", 1)[1]))
+    if exposed is not None:
+        log.warning("%s", exposed)  # in the log too: a banner scrolls away, the log is what is read later
     if on_ready is not None:
         on_ready(handle.url)
     try:
@@ -314,6 +321,27 @@ def serve(
         pass
     finally:
         handle.stop()
+
+
+def plain_http_warning(host: str, port: int = DEFAULT_PORT) -> str | None:
+    """What to say when the server listens beyond this machine (0.0.0.0, a LAN or public address, a name):
+    its plain HTTP carries the admin token in every `gpuc` call's header, the pods' signed heartbeats and
+    the phone's links, readable by anyone on the way. None on loopback."""
+    name = host.strip("[]").lower()
+    if name == "localhost" or name.endswith(".localhost"):
+        return None
+    try:
+        if ipaddress.ip_address(name).is_loopback:
+            return None
+    except ValueError:
+        pass  # a host name: it may resolve to any interface
+    return (
+        f"WARNING: listening on {host} in plain HTTP: the admin token (sent with every gpuc command), the "
+        "pods' heartbeats and the phone's links cross the network unencrypted, readable by anyone on the "
+        f"way. Put TLS in front: serve on 127.0.0.1 (the default) behind a TLS reverse proxy on a public name "
+        f"(e.g. `caddy reverse-proxy --from watchdog.example.com --to 127.0.0.1:{port}`) and set "
+        "GPUC_FUNCTIONS_URL=https://watchdog.example.com; or use `gpuc watchdog deploy` (AWS, HTTPS)"
+    )
 
 
 def _url_host(host: str) -> str:

@@ -121,25 +121,46 @@ class Browser:
     def source(self) -> str:
         return str(self._call("GET", "/source"))
 
-    def tap(self, label: str) -> None:
-        """Tap the button with this label (a form's submit), as a thumb would, and wait for the answer."""
+    def tap(self, label: str, *, card: str | None = None) -> None:
+        """Tap the button with this label (a form's submit), as a thumb would, and wait for the answer.
+        `card`: the button inside the first `.card` whose text holds these words (a pod's name)."""
         before = self.url
-        for element in self._find_all("button"):
+        root = self._find("html")
+        for element in self._buttons(card):
             if str(self._call("GET", f"/element/{element}/text")).strip() == label:
                 self._call("POST", f"/element/{element}/click", {})
-                self._wait_left(before)
+                self._wait_left(before, root)
                 return
-        raise WebDriverError(f"no button labelled {label!r} on {before}")
+        raise WebDriverError(f"no button labelled {label!r} on {before}" + (f" in the card of {card}" if card else ""))
 
-    def _wait_left(self, before: str) -> None:
+    def buttons(self, card: str | None = None) -> list[str]:
+        """The labels of the buttons on the page, or in the card of `card`."""
+        return [str(self._call("GET", f"/element/{e}/text")).strip() for e in self._buttons(card)]
+
+    def _buttons(self, card: str | None) -> list[str]:
+        if card is None:
+            return self._find_all("button")
+        for box in self._find_all(".card"):
+            if card in str(self._call("GET", f"/element/{box}/text")):
+                found = self._call("POST", f"/element/{box}/elements", {"using": "css selector", "value": "button"})
+                return [str(e[_ELEMENT]) for e in found]
+        raise WebDriverError(f"no card about {card!r} on {self.url}")
+
+    def _wait_left(self, before: str, root: str) -> None:
         """Until the form's answer has loaded. chromedriver's click returns once the touch is dispatched,
-        which can be before the POST's navigation starts; a command sent into that gap hangs."""
+        which can be before the POST's navigation starts; a command sent into that gap hangs. A form that
+        posts to its own URL (a link's confirmation page) leaves the URL as it was: its old page is gone."""
         deadline = time.monotonic() + WEBDRIVER_TIMEOUT_S
         while time.monotonic() < deadline:
-            if self.url != before and self._call("POST", "/execute/sync", _READY) == "complete":
+            left = self.url != before or self._stale(root)
+            if left and self._call("POST", "/execute/sync", _READY) == "complete":
                 return
             time.sleep(0.05)
         raise WebDriverError(f"the tap on {before} led nowhere within {WEBDRIVER_TIMEOUT_S:g} s")
+
+    def _stale(self, element: str) -> bool:
+        response = self.http.get(f"{self.base}/element/{element}/name")
+        return response.status_code == 404 and "stale" in response.text
 
     def form_actions(self) -> list[str]:
         return [self.attribute(e, "action") for e in self._find_all("form")]

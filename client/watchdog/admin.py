@@ -65,16 +65,22 @@ def log_to_stderr() -> None:
 
 
 def serve_banner(settings: Settings, url: str, environ: Mapping[str, str]) -> list[str]:
+    from urllib.parse import urlsplit
+
     from gpuc.core.loopback import loopback_host  # lazy: only `serve` prints this (see serve)
+    from gpuc.functions.server import plain_http_warning
 
     where = f"watchdog listening on {url}"
-    if loopback_host(url):
+    parts = urlsplit(url)
+    exposed = plain_http_warning(parts.hostname or "", parts.port or 0) if parts.scheme == "http" else None
+    if exposed is None and loopback_host(url):  # 0.0.0.0 is every interface here, not this machine only
         where += (
             " (loopback: local pods only; for rented pods put TLS on a public name in front of it, or use "
             "`gpuc watchdog deploy`: README, Your first rental)"
         )
     return [
         where,
+        *([exposed] if exposed is not None else []),
         f"reaper: a pass every {span_words(settings.reaper_period_s)}",
         f"admin token: kept in {token_source(settings, environ)}; never printed",
         "logging each reaper pass and each refused request; Ctrl-C stops it",

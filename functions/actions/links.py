@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import logging
 import re
 import secrets
 from dataclasses import dataclass
@@ -152,6 +153,30 @@ def claim_once(store: Store, claim: Claim, now: float) -> None:
         raise LinkRefused("used", "this link was already used: a link acts once")
 
 
+SPENT_META = "link_spent"
+
+
+def _spent_key(claim: Claim) -> str:
+    return f"{SPENT_META}:{claim.pod_id}:{claim.nonce}"
+
+
+def record_spent(store: Store, claim: Claim, now: float, outcome: str) -> None:
+    """What a spent link did, for its page when it is opened again ("already used at 21:40: destroyed").
+    One small record per tap (a person's taps: a handful a day). Never raises: the act is done either way."""
+    try:
+        store.put_meta(_spent_key(claim), {"at": now, "outcome": outcome[:500]}, None)
+    except Exception as exc:
+        logging.getLogger("gpuc.functions").warning("could not record a spent link: %s", type(exc).__name__)
+
+
+def spent(store: Store, claim: Claim) -> tuple[float, str] | None:
+    """(when, what it did) for a link already used, or None: not used (or used before this was recorded)."""
+    meta = store.get_meta(_spent_key(claim))
+    if meta is None:
+        return None
+    return float(meta.value.get("at", 0.0)), str(meta.value.get("outcome", ""))
+
+
 def link_key(store: Store) -> bytes:
     """The watchdog's link key, made on first use. Two first uses racing both end with the stored one."""
     for _ in range(3):
@@ -160,3 +185,39 @@ def link_key(store: Store) -> bytes:
             return bytes.fromhex(str(meta.value["key"]))
         store.put_meta(KEY_META, {"key": secrets.token_hex(32)}, expected_version=None)
     raise RuntimeError("the watchdog's store keeps no link key: check its table")
+
+
+# ---- what a log may say of a path ----------------------------------------------------------------------
+# The path of /a/<token> and /p/<token> IS the capability: a log line, an error or a metric that names it
+# hands the link to whoever reads the log (a refused link may still work: expired for the page, fine for
+# another). So they are named by their route and a short hash: the same link, the same hash, to follow one
+# in a log, and 32 bits of a SHA-256 say nothing of the 128+ bits of the token.
+_ROUTE_NAMES = (("/a/", "action link"), ("/p/", "status page link"))
+_PLAIN_PATH = re.compile(
+    r"/(?:v1/(?:pods|heartbeat|events|notify|status|reap|resume|page-link)"
+    r"(?:/[A-Za-z0-9_.:-]{1,64}/(?:keep|end|deadline))?|telegram|slack/actions)?/?"
+)
+_LINK_IN_TEXT = re.compile(r"/([ap])/([^\s/?#'\"<>]+)")
+
+
+def short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:8]
+
+
+def path_for_log(path: str) -> str:
+    """A request path as a log line, an error or a metric may show it: one of the watchdog's plain routes as
+    it is, a link's route by its name and a short hash, any other path by its hash only (a mistyped link is
+    still a link)."""
+    path = path.split("?", 1)[0]
+    if _PLAIN_PATH.fullmatch(path):
+        return path
+    for prefix, name in _ROUTE_NAMES:
+        if path.startswith(prefix):
+            return f"{prefix}<{name} #{short_hash(path[len(prefix):].rstrip('/'))}>"
+    return f"<a path of {len(path)} chars #{short_hash(path)}>"
+
+
+def scrub_links(text: str) -> str:
+    """Free text (the HTTP layer's own messages quote the request line) with every /a/ or /p/ token hashed."""
+    return _LINK_IN_TEXT.sub(lambda m: f"/{m.group(1)}/<link #{short_hash(m.group(2))}>", text)
+

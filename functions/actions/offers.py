@@ -22,7 +22,7 @@ from gpuc.functions.store import MARKABLE_STATES, Store, StoredPod
 
 log = logging.getLogger("gpuc.functions")
 
-OfferKind = Literal["pending_destroy", "kept", "deadline", "budget"]
+OfferKind = Literal["pending_destroy", "kept", "kept_stopped", "running", "deadline", "budget"]
 # May act straight from a channel's button (ntfy `http`, a Telegram callback): each is undone by waiting or
 # by another tap. destroy and anyway act only from their confirmation page.
 SAFE_VERBS: frozenset[Verb] = frozenset({"keep", "extend", "retry", "stop", "pause"})
@@ -41,6 +41,9 @@ LABELS: dict[Verb, str] = {
 _OFFERS: dict[OfferKind, tuple[tuple[Verb, int], ...]] = {
     "pending_destroy": (("keep", KEEP_S), ("destroy", 0)),
     "kept": (("retry", 0), ("stop", 0), ("anyway", 0)),
+    "kept_stopped": (("anyway", 0),),  # its agent cannot run: retry and stop no longer apply
+    # The status page's running pod: what a notification offers, all at hand (issue 29.5).
+    "running": (("keep", KEEP_S), ("extend", EXTEND_S), ("destroy", 0)),
     "deadline": (("extend", EXTEND_S),),
     "budget": (("pause", 0),),
 }

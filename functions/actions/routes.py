@@ -4,7 +4,8 @@ GET shows what the link would do, to which pod, and what is not synced, with one
 and never spends the link (a link scanner or a chat preview opens every link it sees). The button's form
 POSTs `confirm=yes` back to the same URL, which acts once. A channel's own button (ntfy's `http` action)
 POSTs with no body: it may act only for a safe verb. A refused link gets a page saying why, with a 4xx:
-403 altered, 410 expired or used, 400 malformed, 404 unknown pod; nothing changes.
+403 altered, 410 expired or used, 400 malformed, 404 unknown pod; nothing changes. A used (spent) link,
+opened or posted again, says so: when it acted, what it did, and the pod as it is now.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from urllib.parse import parse_qsl
 
 from gpuc.core.clock import iso
 from gpuc.functions.actions.html import button_form, esc, facts, html_response
-from gpuc.functions.actions.links import LinkRefused
+from gpuc.functions.actions.links import Claim, LinkRefused, spent
 from gpuc.functions.actions.offers import SAFE_VERBS
 from gpuc.functions.actions.verbs import (
     VERB_SPECS,
@@ -31,6 +32,7 @@ from gpuc.functions.store import StoredPod
 LINK_STATUS = {"altered": 403, "expired": 410, "used": 410, "malformed": 400}
 FORM = "application/x-www-form-urlencoded"
 CONFIRM = ("confirm", "yes")
+DANGER_VERBS = frozenset({"destroy", "anyway"})  # what a destroy loses is said next to their buttons
 
 
 def action_page(req: Request, deps: Deps, now: float) -> Response:
@@ -39,10 +41,12 @@ def action_page(req: Request, deps: Deps, now: float) -> Response:
         claim, pod = readable(deps, token, now)
     except (LinkRefused, ActionRefused) as exc:
         return refused(exc)
+    if spent(deps.store, claim) is not None:
+        return spent_page(deps, claim, pod, now)
     spec = VERB_SPECS[claim.verb]
     body = facts(pod_facts(deps, pod, now)) if pod is not None else ""
     body += f"<p>{esc(spec.label.capitalize())}: {esc(spec.explain)}.</p>"
-    if claim.verb in ("destroy", "anyway") and pod is not None:
+    if claim.verb in DANGER_VERBS and pod is not None:
         body += f'<p class="warn">Not synced: {esc(unsynced(deps, pod, now))}</p>'
     body += f'<p class="muted">This link acts once, until {esc(hm(claim.exp))}. Opening it does nothing.</p>'
     # Relative to /a/<token> itself: right behind any path prefix the watchdog is served under.
@@ -51,12 +55,40 @@ def action_page(req: Request, deps: Deps, now: float) -> Response:
 
 
 def action_post(req: Request, deps: Deps, now: float) -> Response:
+    token = req.params.get("token", "")
     try:
         via = form_via(req)
-        acted = act(deps, req.params.get("token", ""), now, via)
-    except (LinkRefused, ActionRefused) as exc:
+        acted = act(deps, token, now, via)
+    except LinkRefused as exc:
+        return spent_post(deps, token, now) if exc.why == "used" else refused(exc)
+    except ActionRefused as exc:
         return refused(exc)
     return html_response(200, "gpuc: done", f'<p class="ok">{esc(acted.sentence)}.</p>')
+
+
+def spent_post(deps: Deps, token: str, now: float) -> Response:
+    try:
+        claim, pod = readable(deps, token, now)  # act read it a moment ago
+    except (LinkRefused, ActionRefused) as exc:
+        return refused(exc)
+    return spent_page(deps, claim, pod, now)
+
+
+def spent_page(deps: Deps, claim: Claim, pod: StoredPod | None, now: float) -> Response:
+    """A link opened again after its one act: it is spent, what it did and when, and the pod as it is now."""
+    label = VERB_SPECS[claim.verb].label
+    record = spent(deps.store, claim)
+    if record is None:
+        did = f"This '{label}' link was already used: a link acts once"
+    else:
+        at, outcome = record
+        did = f"This '{label}' link was already used, at {hm(at)}: {outcome}"
+    body = f'<p class="warn">{esc(did)}.</p>'
+    if pod is not None:
+        body += f"<p>The pod now:</p>{facts(pod_facts(deps, pod, now))}"
+    again = "Opening it again does nothing. To act again: the status page (`gpuc page`) or the next notification."
+    body += f"<p>{esc(again)}</p>"
+    return html_response(410, "gpuc: link already used", body)
 
 
 def form_via(req: Request) -> Via:

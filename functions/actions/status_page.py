@@ -20,6 +20,7 @@ from gpuc.core.settings import Settings
 from gpuc.functions.actions.html import button_form, esc, facts, html_response
 from gpuc.functions.actions.links import ALL_PODS, PAGE_LIFE_MAX_S, LinkRefused, link_key, mint, new_claim, read
 from gpuc.functions.actions.offers import OfferKind, offer, public_base
+from gpuc.functions.actions.routes import CONFIRM, DANGER_VERBS, unsynced
 from gpuc.functions.app import Deps
 from gpuc.functions.deadline import deadline_of, start_of
 from gpuc.functions.edge import HttpError, Request, Response, ok, parse, require_admin
@@ -39,12 +40,14 @@ _REFUSED_STATUS = {"malformed": 404, "altered": 403, "expired": 410, "used": 410
 
 def offer_kind(pod: StoredPod) -> OfferKind | None:
     """Which notification's offers fit the pod as it stands (None: it has ended, nothing to offer)."""
-    if pod.kept_at is not None and pod.state in (*MARKABLE_STATES, "destroying"):
-        return "kept"
+    if pod.origin == "adopted":
+        return None  # a stray gpuc did not start: no button acts on it (`gpuc keep` rescues it)
+    if pod.kept_at is not None and pod.state in MARKABLE_STATES:
+        return "kept_stopped" if pod.provider_status == "stopped" else "kept"
     if pod.state == "down":
         return "pending_destroy"  # keep 1 h, destroy now
     if pod.state in MARKABLE_STATES:
-        return "deadline"
+        return "running"  # keep 1 h, extend 2 h, destroy now
     return None
 
 
@@ -137,10 +140,34 @@ def pods_section(deps: Deps, pods: Sequence[StoredPod], meta: ReaperMeta, now: f
     if not ended:
         return head
     lines = "".join(
-        f"<tr><td>{esc(p.pod_id)}</td><td>{esc(p.state)}</td><td>{esc(spent(p, now))}</td></tr>"
+        f"<tr><td>{esc(p.experiment)}<div class=\"muted\">{esc(p.name)}</div></td><td>{esc(outcome(p, now))}</td>"
+        f"<td>{esc(spent(p, now))}</td></tr>"
         for p in ended[:ENDED_SHOWN]
     )
-    return f"{head}<h2>Ended lately</h2><table>{lines}</table>"
+    heads = "<tr><th>Experiment</th><th>Outcome</th><th>Cost</th></tr>"
+    return f"{head}<h2>Ended lately</h2><table>{heads}{lines}</table>"
+
+
+_ENDED_BY = {
+    "wrapper": "its job ended",
+    "idle": "ended itself, idle",
+    "deadline": "ended at its deadline",
+    "phone": "ended from the phone",
+    "down": "ended by `gpuc down`",
+    "reaper": "destroyed by the watchdog",
+}
+
+
+def outcome(pod: StoredPod, now: float) -> str:
+    """How an ended pod ended, in a few words a person reads on a phone, and when."""
+    words = _ENDED_BY.get(pod.ended_by or "", "ended")
+    if pod.ended_by == "reaper" and pod.reason:
+        words += f" ({pod.reason[:80]})"
+    if pod.state == "destroying":
+        words += "; being destroyed"
+    if pod.end_at is not None:
+        words += f", {when(pod.end_at, now)}"
+    return words
 
 
 def pod_card(deps: Deps, pod: StoredPod, meta: ReaperMeta, now: float) -> str:
@@ -177,6 +204,15 @@ def spent(pod: StoredPod, now: float) -> str:
     return "about " + usd(burn.price_per_hour * max(0.0, end - burn.start) / 3600)
 
 
+def idle_step(settings: Settings, pod: StoredPod) -> float | None:
+    """When the pod's agent ends it for idleness, from its last heartbeat: idle so long already (no job, no
+    ssh, GPU idle), it ends at idle_destroy_s. None when it is busy, kept alive, or has not said."""
+    beat = pod.last_heartbeat
+    if beat is None or pod.last_seen is None or beat.job_running or beat.keep_file or beat.idle_minutes <= 0:
+        return None
+    return pod.last_seen + max(0.0, settings.idle_destroy_s - beat.idle_minutes * 60)
+
+
 def next_step(settings: Settings, pod: StoredPod, meta: ReaperMeta, now: float) -> str:
     """What the reaper does next to this pod and when, read from its record and the reaper's rules."""
     if pod.provider in meta.blind:
@@ -193,12 +229,20 @@ def next_step(settings: Settings, pod: StoredPod, meta: ReaperMeta, now: float) 
     if pod.state == "down" and pod.destroy_at is not None:
         why = f" ({pod.reason})" if pod.reason else ""
         return f"destroy at {when(pod.destroy_at, now)}{why}, unless it pings again"
+    if pod.intent == "end":
+        return "ending: asked from the phone, it syncs results/ and destroys itself at its next heartbeat"
     deadline = deadline_of(pod, settings)
-    steps = [(deadline, f"ended at its deadline {when(deadline, now)} (results synced first)")]
+    steps = [(deadline, f"ends at its deadline {when(deadline, now)} (results synced first)")]
     leased = pod.lease_until is not None and now < pod.lease_until
+    idle = idle_step(settings, pod)
     if leased and pod.lease_until is not None:
         steps.append((pod.lease_until, f"kept until {when(pod.lease_until, now)} (gpuc keep); then watched as usual"))
-    elif pod.provider_status in SILENCE_STATUSES and pod.origin == "registered":
+    elif idle is not None:
+        steps.append((idle, f"ends itself idle at {when(idle, now)} (results synced first), unless work starts"))
+    # A pod pinging as it should: the silence rule is no threat to it, and not what happens next.
+    fresh = pod.last_seen is not None and now - pod.last_seen < 3 * settings.heartbeat_interval_s
+    pinging = pod.state == "ok" and fresh
+    if not (leased or pinging) and pod.provider_status in SILENCE_STATUSES and pod.origin == "registered":
         silent = silent_at(Rules(now, settings, epoch=meta.epoch), pod)
         steps.append(
             (
@@ -240,8 +284,15 @@ def _loopback(host: str) -> bool:
 
 
 def buttons_for(deps: Deps, pod: StoredPod | None, kind: OfferKind, now: float) -> str:
+    """The offers as forms that act on the tap. Each carries the confirmation field: a form with no field
+    POSTs an empty body, which the route takes for a channel's bare button (destroy refused with a 403).
+    This page is the confirmation: it shows the pod, and what a destroy would lose, next to the button."""
+    offers = offer(deps.store, deps.settings, pod, kind, now)
     forms = "".join(
-        button_form(f"{ACT_PATH}{o.token}", o.label, danger=not o.safe)
-        for o in offer(deps.store, deps.settings, pod, kind, now)
+        button_form(f"{ACT_PATH}{o.token}", o.label, danger=not o.safe, fields=(CONFIRM,)) for o in offers
     )
-    return f'<div class="actions">{forms}</div>' if forms else ""
+    lose = ""
+    if pod is not None and any(o.verb in DANGER_VERBS for o in offers):
+        cls = "warn" if pod.kept_at is not None or pod.state != "ok" else "muted"  # kept, or not pinging: loud
+        lose = f'<p class="{cls}">If destroyed, not synced: {esc(unsynced(deps, pod, now))}.</p>'
+    return f'<div class="actions">{lose}{forms}</div>' if forms else ""

@@ -20,15 +20,15 @@ confirmation page (via "page"), which shows what is not synced: never from a bar
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
 
 from gpuc.core import api
 from gpuc.core.api import ReapReport
-from gpuc.core.notify import Level
+from gpuc.core.notify import Action, Level
 from gpuc.core.titles import title
-from gpuc.functions.actions.links import ALL_PODS, Claim, Verb, claim_once, link_key, read
+from gpuc.functions.actions.links import ALL_PODS, Claim, Verb, claim_once, link_key, read, record_spent
 from gpuc.functions.actions.offers import LABELS, SAFE_VERBS
 from gpuc.functions.app import Deps, announce
 from gpuc.functions.deadline import deadline_of, limit_of
@@ -68,7 +68,7 @@ class VerbSpec:
     check: Callable[[Deps, StoredPod | None, Claim, float], None]  # raises ActionRefused; changes nothing
     do: Callable[[Deps, StoredPod | None, Claim, float, Via], str]  # the sentence
     explain: str  # what the confirmation page says the button does
-    told: bool = False  # the transition notifies the phone itself (with "from the phone")
+    told: bool = False  # the transition's own push is the tap's one push (said "from the phone")
 
 
 def hm(ts: float) -> str:
@@ -291,26 +291,62 @@ def act(deps: Deps, token: str, now: float, via: Via) -> Acted:
         raise ActionRefused(403, f"'{spec.label}' acts only from its confirmation page: open the link")
     spec.check(deps, pod, claim, now)
     claim_once(deps.store, claim, now)
+    held = HeldPushes()
     try:
-        sentence = spec.do(deps, pod, claim, now, via)
+        # The transitions' own pushes (destroying, destroyed, stopped) are held: one tap is one push (issue
+        # 29.5), which says what they said when it matters. The store still logs each.
+        sentence = spec.do(deps if spec.told else replace(deps, notifier=held), pod, claim, now, via)
     except HttpError as exc:  # the transition's own refusal (a race since the check): said, nothing done
+        record_spent(deps.store, claim, now, f"nothing was done: {exc.message}")
         raise ActionRefused(409, exc.message) from None
+    except ActionRefused as exc:
+        record_spent(deps.store, claim, now, f"nothing was done: {exc.message}")
+        raise
+    record_spent(deps.store, claim, now, sentence)
     if not spec.told:
-        _tell(deps, pod, claim.verb, sentence, now, via)
+        _tell(deps, pod, claim.verb, sentence, now, via, held)
     return Acted(claim.verb, claim.pod_id, sentence)
 
 
-def _tell(deps: Deps, pod: StoredPod | None, verb: Verb, sentence: str, now: float, via: Via) -> None:
+@dataclass
+class HeldPushes:
+    """A Sender that sends nothing: what a tap's transitions would have pushed, kept for the tap's one push."""
+
+    said: list[tuple[str, str, Level]] = field(default_factory=list)
+
+    def send(
+        self,
+        title: str,
+        message: str,
+        *,
+        pod_id: str | None = None,
+        kind: str = "info",
+        level: Level = "info",
+        actions: Sequence[Action] = (),
+    ) -> None:
+        self.said.append((title, message, level))
+
+    def flush(self) -> None:
+        pass
+
+
+def _tell(
+    deps: Deps, pod: StoredPod | None, verb: Verb, sentence: str, now: float, via: Via, held: HeldPushes
+) -> None:
     label = VERB_SPECS[verb].label
     experiment = None if pod is None else pod.experiment
     headline = title(f"{label} {'new pods ' if pod is None else ''}(from the phone)", experiment=experiment)
     where = f" Pod {pod.pod_id} ({pod.provider}, {pod.experiment})." if pod is not None else ""
     level: Level = "warning" if verb in ("destroy", "anyway", "pause") else "info"
+    # A failure on the way (destroy FAILED: still billing) is the news: it leads, at its own level.
+    failed = [f"{t}: {m}" for t, m, lvl in held.said if lvl == "error"]
+    if failed:
+        level = "error"
     announce(
         deps,
         now,
         headline,
-        f"{sentence} (tapped in {via}).{where}",
+        " ".join([*failed, f"{sentence} (tapped in {via}).{where}"]),
         pod_id=None if pod is None else pod.pod_id,
         kind="action",
         level=level,

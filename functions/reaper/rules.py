@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from gpuc.core.clock import iso
+from gpuc.core.notify import provider_says
 from gpuc.core.pod import Pod
 from gpuc.core.settings import Settings
 from gpuc.functions.deadline import deadline_of
@@ -133,7 +134,7 @@ def judge(rules: Rules, rec: StoredPod, pod: Pod) -> Ruling:
         return Ruling(
             "alert",
             pod.status,
-            f"provider status {pod.status} ({pod.raw_status or '-'}), no heartbeat for {quiet}",
+            f"provider status {pod.status} ({provider_says(pod.raw_status) or '-'}), no heartbeat for {quiet}",
         )
     return FINE
 
@@ -224,7 +225,7 @@ def fine_only_by_restart(rules: Rules, rec: StoredPod, pod: Pod) -> bool:
 def veto(rules: Rules, rec: StoredPod, pod: Pod, ruling: Ruling) -> tuple[str, str] | None:
     """A second witness that says "do not kill": (key, why)."""
     if pod.status == "unknown":
-        return "unknown", f"the provider reports its state as unknown ({pod.raw_status or '-'})"
+        return "unknown", f"the provider reports its state as unknown ({provider_says(pod.raw_status) or '-'})"
     leased = rec.lease_until is not None and rules.now < rec.lease_until
     if rec.state != "ended" and ruling.rule != "deadline" and leased:  # a lease is for the idle watch
         return "lease", f"kept until {iso(rec.lease_until)} (gpuc keep)"

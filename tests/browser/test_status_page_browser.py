@@ -38,7 +38,7 @@ def test_a_tap_on_keep_1_h_changes_the_pods_fate(world: World, served: ServerHan
     fleet(world)
     page = session_url(world, served)
     browser.open(page)
-    browser.tap("keep 1 h")
+    browser.tap("keep 1 h", card="pod-b")
     browser.screenshot(ARTIFACTS / "status_page_after_keep.png")
     assert "/a/" in browser.url
     assert "kept" in browser.text().lower()

@@ -35,8 +35,9 @@ def test_the_page_shows_each_pod_and_the_reapers_pass(world: World) -> None:
     world.ping("pod-a")
     got = open_page(world, session(world))
     assert got.status == 200 and got.html is not None
-    for text in ("pod-a", "RTX 4090", "$0.50/h", "about $0.50", "Deadline", "if it does not ping by", "extend 2 h"):
+    for text in ("pod-a", "RTX 4090", "$0.50/h", "about $0.50", "Deadline", "ends at its deadline", "extend 2 h"):
         assert text in got.html, text
+    assert "if it does not ping by" not in got.html  # pinging: the silence rule is no threat to it (29.5)
     assert got.page_headers["Referrer-Policy"] == "no-referrer"
 
 
@@ -132,3 +133,28 @@ def test_a_pods_own_words_are_escaped(world: World) -> None:
     world.register("pod-a", experiment="<script>alert(1)</script>")
     html = open_page(world, session(world)).html or ""
     assert "<script>" not in html and "&lt;script&gt;" in html
+
+
+def test_a_healthy_idle_pod_shows_its_idle_end_not_the_silence_rule(world: World) -> None:
+    """Issue 29.5: what will really happen next, and when: the agent's idle destroy, from its heartbeat."""
+    world.register("pod-a")
+    world.ping("pod-a", idle_minutes=5.0, job_running=False)
+    world.reap()  # the provider's word on it: running
+    meta = ReaperMeta(last_run=world.now)
+    step = next_step(world.settings, world.pod("pod-a"), meta, world.now)
+    left = world.settings.idle_destroy_s / 60 - 5
+    assert step.startswith("ends itself idle at") and f"in {left:.0f} min" in step, step
+    world.ping("pod-a", idle_minutes=0.0, job_running=True)  # busy: the deadline is next
+    assert next_step(world.settings, world.pod("pod-a"), meta, world.now).startswith("ends at its deadline")
+    world.clock.advance(3 * world.settings.heartbeat_interval_s + 1)  # stopped pinging: the silence rule is next
+    assert "if it does not ping by" in next_step(world.settings, world.pod("pod-a"), meta, world.now)
+
+
+def test_ended_lately_shows_experiment_outcome_and_cost(world: World) -> None:
+    world.register("pod-a", experiment="llama-sweep", price_per_hour=2.0, started_at=world.now - 3600)
+    world.ping("pod-a")
+    assert world.event("pod-a", "job_exit", "job exited with code 0", exit_code=0, end_at=world.now).status == 200
+    html = open_page(world, session(world)).html or ""
+    ended = html.split("Ended lately", 1)[1]
+    for text in ("Experiment", "Outcome", "Cost", "llama-sweep", "its job ended", "about $2.00"):
+        assert text in ended, (text, ended)
