@@ -63,7 +63,7 @@ def check_rehearsal(settings: Settings) -> None:
                     name,
                     f"points outside this rehearsal ({which}it is not on this machine's loopback or in {folder}):"
                     " a rehearsal reaches nothing real",
-                    fix="unset (or point at the rehearsal's own emulator)",
+                    fix="source the rehearsal's shell file again, or unset",
                 )
 
 

@@ -366,8 +366,13 @@ def _read_through(fd: int, pem: bool, known: Known, shapes: bool) -> str | None:
     tail = b""
     binary = private = begin = False
     first = True
-    while chunk := os.read(fd, READ_BYTES):
-        window = tail + chunk
+    # Reads sized to the file (a 1 MiB buffer for a 2 KB script costs more than its scan) and no read for
+    # the end: what the file held when opened is scanned; a file still being written is not a project's.
+    size = os.fstat(fd).st_size
+    done = 0
+    while done < size and (chunk := os.read(fd, min(READ_BYTES, size - done))):
+        done += len(chunk)
+        window = tail + chunk if tail else chunk
         if first:
             binary = b"\0" in chunk[:SNIFF_BYTES] or not shapes
             why = magic_reason(chunk) if shapes else None
