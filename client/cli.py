@@ -103,13 +103,15 @@ def report_debug(exc: BaseException) -> int:
     from gpuc.core.redact import redacted_traceback
 
     sys.stderr.write(redacted_traceback(exc, known_secrets()))
-    return 70
+    return report_error(exc)  # then the usual lines: what was wrong, the fix, the exit code it has
 
 
 def _redacting_thread_hook(args: threading.ExceptHookArgs) -> None:
     """A worker thread's crash prints its traceback too: masked the same way."""
     if args.exc_value is not None:
-        report_debug(args.exc_value)
+        from gpuc.core.redact import redacted_traceback
+
+        sys.stderr.write(redacted_traceback(args.exc_value, known_secrets()))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -470,10 +470,11 @@ def url_secrets(urls: str) -> list[str]:
     return out
 
 
-def named_values(values: Mapping[str, str | None]) -> dict[str, str]:
-    """{variable: value} -> {value: variable}, the values too short to be secrets left out."""
+def named_values(values: Mapping[str, str | None] | list[tuple[str, str | None]]) -> dict[str, str]:
+    """{variable: value} (or pairs: one variable from several places) -> {value: variable}, the values too
+    short to be secrets left out."""
     out: dict[str, str] = {}
-    for variable, value in values.items():
+    for variable, value in values.items() if isinstance(values, Mapping) else values:
         if not value:
             continue
         if variable == env_name("notify_urls"):
@@ -486,21 +487,20 @@ def named_values(values: Mapping[str, str | None]) -> dict[str, str]:
 
 def secrets_in_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """What `named_secrets` gives, read without Settings (which may be what failed: the error and debug
-    paths), never raising: the environment, the .env file and config.json as far as they read; plus any
-    variable named like a secret (*_KEY, *_TOKEN, *_SECRET, *_PASSWORD)."""
+    paths), never raising: the environment, the .env file and config.json as far as they read, each place's
+    value kept (the one that loses to another may still be quoted); plus any variable named like a secret
+    (*_KEY, *_TOKEN, *_SECRET, *_PASSWORD)."""
     env = dict(os.environ if environ is None else environ)
-    values: dict[str, str | None] = {}
+    pairs: list[tuple[str, str | None]] = []
     with contextlib.suppress(Exception):
         home = Path(env.get("GPUC_HOME") or Path.home() / ".gpuc")
         config = json.loads((home / "config.json").read_text(encoding="utf-8"))
-        values.update({env_name(k): str(v) for k, v in config.items() if k in SECRET_FIELDS and v})
+        pairs += [(env_name(k), str(v)) for k, v in config.items() if k in SECRET_FIELDS and v]
     with contextlib.suppress(Exception):
-        values.update(read_env_file(find_env_file(env)))
-    values.update(env)
+        pairs += list(read_env_file(find_env_file(env)).items())
+    pairs += list(env.items())
     wanted = {env_name(name) for name in SECRET_FIELDS} | set(AWS_SECRET_NAMES)
-    return named_values(
-        {k: v for k, v in values.items() if k in wanted or k.endswith(("_KEY", "_TOKEN", "_SECRET", "_PASSWORD"))}
-    )
+    return named_values([(k, v) for k, v in pairs if k in wanted or k.endswith(("_KEY", "_TOKEN", "_SECRET", "_PASSWORD"))])
 
 
 def env_name(field: str) -> str:
