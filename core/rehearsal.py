@@ -22,8 +22,14 @@ if TYPE_CHECKING:
 
 DESTINATIONS = ("results_bucket", "git_remote")
 # Cloud credentials boto3 would read from the environment (`watchdog deploy`, an s3:// destination).
-AWS_CREDENTIALS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN",
-                   "AWS_PROFILE", "AWS_DEFAULT_PROFILE")
+AWS_CREDENTIALS = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_SECURITY_TOKEN",
+    "AWS_PROFILE",
+    "AWS_DEFAULT_PROFILE",
+)
 AWS_FILES = ("AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE")
 # Where nothing listens: the URL a rehearsal gives every endpoint it does not emulate (the discard port).
 NOWHERE = "http://127.0.0.1:9/not-in-this-rehearsal"
@@ -70,7 +76,7 @@ def check_rehearsal(settings: Settings) -> None:
 def _own(name: str, url: str, folder: Path, settings: Settings) -> bool:
     if name == "results_bucket" and url.startswith("s3://"):
         return loopback_host(urlsplit(settings.s3_endpoint_url or "").hostname)  # moto on loopback only
-    if url.startswith("file://") or "://" not in url and not _scp_like(url):
+    if url.startswith("file://") or ("://" not in url and not _scp_like(url)):
         return _inside(url.removeprefix("file://"), folder)
     if "://" not in url:  # git's scp shape, user@host:path
         return loopback_host(url.split(":", 1)[0].rpartition("@")[2])

@@ -355,7 +355,9 @@ def _header_safe(name: str, value: str) -> None:
             fix="remove the newline from",
         )
     at = next(i for i, c in enumerate(value) if not (c.isascii() and c.isprintable()))
-    what = "a line break" if value[at] in "\r\n" else "a control character" if value[at].isascii() else "a non-ASCII character"
+    what = "a non-ASCII character"
+    if value[at].isascii():
+        what = "a line break" if value[at] in "\r\n" else "a control character"
     raise SettingError(
         name,
         f"holds {what} at character {at + 1} of {len(value)}, which no HTTP header can carry (a key is one line"
@@ -500,7 +502,8 @@ def secrets_in_environment(environ: Mapping[str, str] | None = None) -> dict[str
         pairs += list(read_env_file(find_env_file(env)).items())
     pairs += list(env.items())
     wanted = {env_name(name) for name in SECRET_FIELDS} | set(AWS_SECRET_NAMES)
-    return named_values([(k, v) for k, v in pairs if k in wanted or k.endswith(("_KEY", "_TOKEN", "_SECRET", "_PASSWORD"))])
+    named_like = ("_KEY", "_TOKEN", "_SECRET", "_PASSWORD")
+    return named_values([(k, v) for k, v in pairs if k in wanted or k.endswith(named_like)])
 
 
 def env_name(field: str) -> str:

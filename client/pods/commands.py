@@ -133,7 +133,9 @@ def up(
         command=list(command),
         dry_run=dry_run,
         # Measured before anything is rented: an oversized project is refused at no cost.
-        upload=None if no_upload else upload.prepare(Path.cwd(), settings.upload_max_mb, settings.home, settings.named_secrets()),
+        upload=None
+        if no_upload
+        else upload.prepare(Path.cwd(), settings.upload_max_mb, settings.home, settings.named_secrets()),
         job_id=jobwait.new_job_id() if command else None,
         confirm=None if yes or not ctx.on_terminal() else _ask,
         over_budget=over_budget,

@@ -171,7 +171,7 @@ MUTANTS_SECRETS: tuple[Mutant, ...] = (
         "rehearsal-cloud-keys-kept",
         "rehearsal: AWS keys re-exported in the shell are not refused (boto3 would use them)",
         SETTINGS,
-        "        problem = check_rehearsal_environ(merged, Path(merged[\"GPUC_REHEARSAL\"]))",
+        '        problem = check_rehearsal_environ(merged, Path(merged["GPUC_REHEARSAL"]))',
         "        problem = None",
         (shell("test_real_cloud_credentials_exported_again_are_refused"),),
     ),

