@@ -272,10 +272,12 @@ class Settings:
     def named_secrets(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
         """Every secret value gpuc holds -> the variable that holds it, for the upload's refusal (issue 25.6:
         it names the setting, never the value). Every SecretStr field (a new one is covered as it is
-        declared), the tokens inside the notification URLs, and the AWS keys `watchdog deploy` uses."""
+        declared), the tokens inside the notification URLs, the AWS keys `watchdog deploy` uses, and the
+        variables GPUC_POD_SECRETS names (they reach the pod as secrets, never inside a file)."""
         values = {env_name(name): getattr(self, name) for name in SECRET_FIELDS}
         environ = os.environ if environ is None else environ
-        values.update({name: environ.get(name) for name in AWS_SECRET_NAMES})
+        named = [n.strip() for n in (self.pod_secrets or "").split(",") if n.strip()]
+        values.update({name: environ.get(name) for name in (*AWS_SECRET_NAMES, *named)})
         return named_values({k: v.get_secret_value() if isinstance(v, SecretStr) else v for k, v in values.items()})
 
     def with_overrides(self, **values: Any) -> Settings:

@@ -92,6 +92,16 @@ def test_the_issue_s_three_files_are_refused(project: Path) -> None:
     assert "adc.json: a Google Cloud user login" in error.message
 
 
+def test_the_aws_keys_and_the_pod_secrets_gpuc_passes_on_are_known_values(project: Path) -> None:
+    wandb, aws = rand(40), rand(40)
+    settings = Settings(env_file=Path("/nonexistent/.env"), pod_secrets="WANDB_API_KEY")
+    known = settings.named_secrets({"WANDB_API_KEY": wandb, "AWS_SECRET_ACCESS_KEY": aws, "OTHER": rand(40)})
+    assert sorted(known.values()) == ["AWS_SECRET_ACCESS_KEY", "WANDB_API_KEY"]
+    (project / "cfg.yaml").write_text(f"wandb: {wandb}\n")
+    with pytest.raises(ConfigError, match=r"cfg\.yaml: holds the value of WANDB_API_KEY"):
+        prepare(project, 200.0, known=known)
+
+
 def test_a_service_account_json_is_known_by_content(project: Path) -> None:
     body = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC" + rand(60)
     (project / "sa.json").write_text(
