@@ -298,13 +298,6 @@ def magic_reason(head: bytes) -> str | None:
     return "a PKCS#12 key store (by its bytes)" if _pkcs12(head) else None
 
 
-def content_reason(data: bytes) -> str | None:
-    """Why these bytes (a file's start, or any window of a text file) look like a credential, or None."""
-    if b"\0" in data[:SNIFF_BYTES]:
-        return magic_reason(data)
-    return magic_reason(data) or text_reason(data)
-
-
 def text_reason(data: bytes) -> str | None:
     """Why this window of a text file holds a credential's shape, or None."""
     opened = {gate for gate in GATES if gate.search(data)}
@@ -349,7 +342,7 @@ def check_file(root: str, rel: str, known: Known | None = None, *, shapes: bool 
     if not shapes and not known:
         return None
     try:
-        fd = os.open(os.path.join(root, rel), os.O_RDONLY)
+        fd = os.open(os.path.join(root, rel), os.O_RDONLY | os.O_NONBLOCK)  # a fifo swapped in never blocks
     except OSError:
         return None  # unreadable here is unreadable for the archive too: that step says so
     try:
