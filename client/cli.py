@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import threading
 
 import click
 from click.shell_completion import CompletionItem, get_completion_class
@@ -75,9 +76,17 @@ def completion(shell: str | None) -> None:
     click.echo(complete_class(cli, {}, "gpuc", "_GPUC_COMPLETE").source(), nl=False)
 
 
+def known_secrets() -> list[str]:
+    """Every secret value this process may hold (environment, .env, config.json), read without Settings:
+    a bad setting may be the error being reported."""
+    from gpuc.core.settings import secrets_in_environment
+
+    return list(secrets_in_environment())
+
+
 def report_error(exc: BaseException) -> int:
     """One line (plus a fix) instead of a traceback; secrets scrubbed."""
-    secrets: list[str] = [v for k, v in os.environ.items() if k.endswith(("_KEY", "_TOKEN", "_SECRET")) and v]
+    secrets = known_secrets()
     if isinstance(exc, GpucError):
         # A message may quote a pod or a provider (a stranger's machine): cleaned of terminal controls, one line.
         click.echo(f"error: {clean_line(redact(exc.message, secrets))}", err=True)
@@ -89,10 +98,27 @@ def report_error(exc: BaseException) -> int:
     return 70
 
 
+def report_debug(exc: BaseException) -> int:
+    """GPUC_DEBUG=1: the whole traceback, for a bug report, with every secret value masked (issue 25.8)."""
+    from gpuc.core.redact import redacted_traceback
+
+    sys.stderr.write(redacted_traceback(exc, known_secrets()))
+    return report_error(exc)  # then the usual lines: what was wrong, the fix, the exit code it has
+
+
+def _redacting_thread_hook(args: threading.ExceptHookArgs) -> None:
+    """A worker thread's crash prints its traceback too: masked the same way."""
+    if args.exc_value is not None:
+        from gpuc.core.redact import redacted_traceback
+
+        sys.stderr.write(redacted_traceback(args.exc_value, known_secrets()))
+
+
 def main(argv: list[str] | None = None) -> int:
     """The exit code. Not standalone, click returns a command's `ctx.exit(N)` as N (and a command's own
     return value otherwise): both `gpuc` and `python -m gpuc.client.cli` must exit with it (`ls` names an
     unread provider with 1, `doctor` a failed check)."""
+    threading.excepthook = _redacting_thread_hook
     try:
         code = cli.main(args=argv, prog_name="gpuc", standalone_mode=False)
     except click.exceptions.Exit as exc:
@@ -105,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.exit(exc.exit_code)
     except Exception as exc:
         if os.environ.get("GPUC_DEBUG"):
-            raise
+            sys.exit(report_debug(exc))
         sys.exit(report_error(exc))
     return code if isinstance(code, int) and not isinstance(code, bool) else 0
 

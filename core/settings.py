@@ -14,11 +14,13 @@ values only, unknown fields refused.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import json
 import math
 import os
+import re
 import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -77,12 +79,14 @@ class SecretStr:
 
 
 class SettingError(ValueError):
-    """One field of Settings has a value of the wrong kind. Never carries the value (it may be a secret)."""
+    """One field of Settings has a value of the wrong kind. Never carries the value (it may be a secret).
+    `fix`, when given, is what to do to the variable ("remove the newline from"): the hint then says it."""
 
-    def __init__(self, field: str, message: str) -> None:
+    def __init__(self, field: str, message: str, fix: str | None = None) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
+        self.fix = fix
 
 
 # No generated repr or eq: over a hundred fields each, compiled on every command's start; nothing compares
@@ -221,6 +225,11 @@ class Settings:
     telegram_chats: str | None = None
     slack_signing_secret: SecretStr | None = None
 
+    # a rehearsal (issue 25.5, client/setup/rehearse.py): its home. Set, every endpoint, watchdog and
+    # destination must be the rehearsal's own (loopback, or inside this folder): a real key the user
+    # re-exports in that shell then reaches nothing real.
+    rehearsal: Path | None = None
+
     def __post_init__(self) -> None:
         for name, convert in _CONVERTERS.items():
             object.__setattr__(self, name, convert(name, getattr(self, name)))
@@ -242,6 +251,10 @@ class Settings:
                 f"the idle warning ({self.idle_warn_s:g} s) must come before the idle destroy "
                 f"({self.idle_destroy_s:g} s): set GPUC_IDLE_WARN_S below GPUC_IDLE_DESTROY_S",
             )
+        if self.rehearsal is not None:
+            from gpuc.core.rehearsal import check_rehearsal  # lazy: only a rehearsal's commands pay for it
+
+            check_rehearsal(self)
 
     @property
     def ledger(self) -> Path:
@@ -255,6 +268,17 @@ class Settings:
             if value is not None and value.get_secret_value():
                 out.append(value.get_secret_value())
         return out
+
+    def named_secrets(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+        """Every secret value gpuc holds -> the variable that holds it, for the upload's refusal (issue 25.6:
+        it names the setting, never the value). Every SecretStr field (a new one is covered as it is
+        declared), the tokens inside the notification URLs, the AWS keys `watchdog deploy` uses, and the
+        variables GPUC_POD_SECRETS names (they reach the pod as secrets, never inside a file)."""
+        values = {env_name(name): getattr(self, name) for name in SECRET_FIELDS}
+        environ = os.environ if environ is None else environ
+        named = [n.strip() for n in (self.pod_secrets or "").split(",") if n.strip()]
+        values.update({name: environ.get(name) for name in (*AWS_SECRET_NAMES, *named)})
+        return named_values({k: v.get_secret_value() if isinstance(v, SecretStr) else v for k, v in values.items()})
 
     def with_overrides(self, **values: Any) -> Settings:
         # Through the constructor, so an override is checked and converted like any other value.
@@ -301,13 +325,47 @@ def _path(name: str, value: Any) -> Path:
 
 def _secret(name: str, value: Any) -> SecretStr:
     if isinstance(value, SecretStr):
-        return value
-    if isinstance(value, str):
-        return SecretStr(value)
-    reveal = getattr(value, "get_secret_value", None)
-    if callable(reveal):  # a pydantic SecretStr (tests, the drill)
-        return SecretStr(str(reveal()))
-    raise SettingError(name, f"expected text, got {type(value).__name__}")
+        secret = value
+    elif isinstance(value, str):
+        secret = SecretStr(value)
+    elif callable(getattr(value, "get_secret_value", None)):  # a pydantic SecretStr (tests, the drill)
+        secret = SecretStr(str(value.get_secret_value()))
+    else:
+        raise SettingError(name, f"expected text, got {type(value).__name__}")
+    _header_safe(name, secret.get_secret_value())
+    return secret
+
+
+def _url(name: str, value: Any) -> str:
+    text = _text(name, value)
+    _header_safe(name, text)
+    return text
+
+
+def _header_safe(name: str, value: str) -> None:
+    """A key, token or URL gpuc sends in a header or a request line: one line of printable ASCII. Refused
+    here, when read, naming the variable: sent as it is, a trailing newline (a CRLF file, a CI secret saved
+    with its newline) makes the HTTP client raise with the whole value in its message (issue 25.8)."""
+    if value.isascii() and value.isprintable():
+        return
+    line = value.rstrip("\r\n")
+    if line != value and line.isascii() and line.isprintable():
+        raise SettingError(
+            name,
+            "ends with a newline (a file saved with CRLF, or a secret copied with its line end), which no HTTP"
+            " header can carry",
+            fix="remove the newline from",
+        )
+    at = next(i for i, c in enumerate(value) if not (c.isascii() and c.isprintable()))
+    what = "a non-ASCII character"
+    if value[at].isascii():
+        what = "a line break" if value[at] in "\r\n" else "a control character"
+    raise SettingError(
+        name,
+        f"holds {what} at character {at + 1} of {len(value)}, which no HTTP header can carry (a key is one line"
+        " of plain ASCII)",
+        fix=f"remove {what} (character {at + 1}) from",
+    )
 
 
 def _choice(choices: tuple[str, ...]) -> Callable[[str, Any], str]:
@@ -383,6 +441,8 @@ def _converter(annotation: str) -> Callable[[str, Any], Any]:
 def _field_converter(f: dataclasses.Field[Any]) -> Callable[[str, Any], Any]:
     """Every time setting takes units: its name ends in _s (seconds) or _hours."""
     base = str(f.type).removesuffix(" | None")
+    if base == "str" and f.name.endswith("_url"):  # in the request line: the rule a header's value obeys
+        return _optional(_url) if str(f.type).endswith(" | None") else _url
     if base == "float" and f.name.endswith(("_s", "_hours")):
         convert = _duration(3600.0 if f.name.endswith("_hours") else 1.0)
         return _optional(convert) if str(f.type).endswith(" | None") else convert
@@ -394,6 +454,58 @@ _ABOVE: dict[str, float] = {f.name: f.metadata["gt"] for f in dataclasses.fields
 _AT_MOST: dict[str, float] = {f.name: f.metadata["le"] for f in dataclasses.fields(Settings) if "le" in f.metadata}
 _FINITE: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Settings) if f.metadata.get("finite"))
 SETTING_NAMES: tuple[str, ...] = tuple(_CONVERTERS)
+
+
+SECRET_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Settings) if "SecretStr" in str(f.type))
+# The AWS keys boto3 reads for `gpuc watchdog deploy`: secrets gpuc uses, though no setting of its own.
+AWS_SECRET_NAMES = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
+MIN_SECRET = 8  # shorter, a value is a word any file may hold: a test's "x" would refuse every project
+_URL_PIECES = re.compile(r"[/@?&=#,;:\s]+")
+
+
+def url_secrets(urls: str) -> list[str]:
+    """The tokens inside notification URLs (`ntfy://TOKEN@host/topic`, `tgram://BOT:TOKEN/chat`, Slack's
+    `hooks.slack.com/services/T/B/SECRET`, `discord://ID/TOKEN`): each piece long enough to be one and not
+    a host name. The URL's own scheme and host are public; the pieces are not."""
+    out: list[str] = []
+    for url in urls.split(","):
+        rest = url.strip().partition("://")[2]
+        out += [p for p in _URL_PIECES.split(rest) if len(p) >= 12 and "." not in p]
+    return out
+
+
+def named_values(values: Mapping[str, str | None] | list[tuple[str, str | None]]) -> dict[str, str]:
+    """{variable: value} (or pairs: one variable from several places) -> {value: variable}, the values too
+    short to be secrets left out."""
+    out: dict[str, str] = {}
+    for variable, value in values.items() if isinstance(values, Mapping) else values:
+        if not value:
+            continue
+        if variable == env_name("notify_urls"):
+            for piece in url_secrets(value):
+                out.setdefault(piece, f"{variable} (a token inside a notification URL)")
+        if len(value) >= MIN_SECRET:
+            out.setdefault(value, variable)
+    return out
+
+
+def secrets_in_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What `named_secrets` gives, read without Settings (which may be what failed: the error and debug
+    paths), never raising: the environment, the .env file and config.json as far as they read, each place's
+    value kept (the one that loses to another may still be quoted); plus any variable named like a secret
+    (*_KEY, *_TOKEN, *_SECRET, *_PASSWORD)."""
+    env = dict(os.environ if environ is None else environ)
+    pairs: list[tuple[str, str | None]] = []
+    with contextlib.suppress(Exception):
+        home = Path(env.get("GPUC_HOME") or Path.home() / ".gpuc")
+        config = json.loads((home / "config.json").read_text(encoding="utf-8"))
+        pairs += [(env_name(k), str(v)) for k, v in config.items() if k in SECRET_FIELDS and v]
+    with contextlib.suppress(Exception):
+        pairs += list(read_env_file(find_env_file(env)).items())
+    pairs += list(env.items())
+    wanted = {env_name(name) for name in SECRET_FIELDS} | set(AWS_SECRET_NAMES)
+    named_like = ("_KEY", "_TOKEN", "_SECRET", "_PASSWORD")
+    return named_values([(k, v) for k, v in pairs if k in wanted or k.endswith(named_like)])
 
 
 def env_name(field: str) -> str:
@@ -513,10 +625,10 @@ class _Loaded:
 
     def explain(self, exc: SettingError) -> ConfigError:
         variable = env_name(exc.field)
-        return ConfigError(
-            f"setting {variable} is invalid: {exc.message}",
-            hint=f"fix {variable} in {_source(variable, self.env, self.from_file, self.env_file, self.config)}",
-        )
+        where = _source(variable, self.env, self.from_file, self.env_file, self.config)
+        if exc.fix is not None:
+            return ConfigError(f"setting {variable} {exc.message}", hint=f"{exc.fix} {variable} in {where}")
+        return ConfigError(f"setting {variable} is invalid: {exc.message}", hint=f"fix {variable} in {where}")
 
 
 def _gather(environ: Mapping[str, str] | None, overrides: Mapping[str, Any]) -> _Loaded:
@@ -540,6 +652,13 @@ def _gather(environ: Mapping[str, str] | None, overrides: Mapping[str, Any]) -> 
     from_file = read_env_file(env_file)
     warn_once(from_file, env, env_file, SETTING_ENV_NAMES)  # issue 19: misspelt and empty keys, on stderr
     merged = {**from_file, **env}
+    if merged.get("GPUC_REHEARSAL"):
+        from gpuc.core.rehearsal import check_rehearsal_environ  # lazy: a rehearsal's commands only
+
+        problem = check_rehearsal_environ(merged, Path(merged["GPUC_REHEARSAL"]))
+        if problem is not None:
+            what, _, fix = problem.partition("; ")
+            raise ConfigError(what, hint=fix)
     for name in SETTING_NAMES:
         variable = env_name(name)
         if variable in merged and merged[variable] != "":

@@ -18,7 +18,15 @@ from pathlib import Path, PurePosixPath
 from gpuc.client.context import Ctx
 from gpuc.client.jobs.copyout import NOT_COPIED, What, copy_results, fetcher
 from gpuc.client.jobs.results import reach
-from gpuc.client.onpod.upload import Bundle, check_credentials, check_size, collect, skipped_name, upload
+from gpuc.client.onpod.upload import (
+    Bundle,
+    check_credentials,
+    check_size,
+    collect,
+    refuse_credential_folder,
+    skipped_name,
+    upload,
+)
 from gpuc.client.pods.run import resolve_pod
 from gpuc.core.errors import ConfigError, SafetyRefusal
 from gpuc.core.pod import Pod
@@ -137,6 +145,8 @@ def _bundle(local: Path, ctx: Ctx) -> Bundle:
     """What `up` would send of it, named under its own name (a folder keeps its name, as cp -r does)."""
     if local.is_symlink() or not local.exists():
         raise ConfigError(f"{local} is not a file or folder here", hint="name a file or a folder (not a link)")
+    # The name given is judged too, not only the names inside it (issue 25.7): `~/.kube` holds `config`.
+    refuse_credential_folder(local if local.is_dir() else local.parent)  # as given: a link's name counts
     if local.is_dir():
         bundle = collect(local.resolve(), ctx.settings.home)
         bundle.prefix = local.resolve().name
@@ -145,7 +155,7 @@ def _bundle(local: Path, ctx: Ctx) -> Bundle:
     else:
         bundle = Bundle(root=local.resolve().parent, how="one file", files={local.name: local.stat().st_size})
     check_size(bundle, ctx.settings.upload_max_mb)
-    check_credentials(bundle)
+    check_credentials(bundle, ctx.settings.named_secrets())
     if not bundle.files and not bundle.links:
         raise ConfigError(
             f"nothing in {local} would be sent", hint="its files are all ignored (.gitignore, .gpucignore)"

@@ -7,10 +7,15 @@ service-account JSON...), so each file that would be uploaded is checked twice:
 - by its path: credential folders (`.ssh/`, `.aws/`, `.config/gh/`, ...), well-known credential files
   (`.netrc`, `.pgpass`, `.npmrc`, `kaggle.json`, `credentials`, shell histories, ...), key and key-store
   suffixes (`*.key`, `*.p12`, `*.pem` unless it holds certificates only, ...);
-- by the first READ_BYTES of its content: private-key blocks (PEM, OpenSSH, PGP, PuTTY), token shapes
-  (AWS key ids with a secret beside them, `hf_`, GitHub, Slack, OpenAI-style `sk-`, RunPod `rpa_`,
-  Telegram bot tokens), a Google service-account key, an AWS secret key assignment; a binary file (a NUL
-  in its first 8 KB) only by its magic bytes (PKCS#12, Java key store).
+- by its whole content, read in chunks (a key after the first KB is a key; memory stays one chunk): the
+  secret VALUES gpuc itself holds (provider keys, admin token, webhook secrets, the tokens inside the
+  notification URLs, S3 and git secrets: issue 25.6), named by their setting, never shown; private-key
+  blocks (PEM, OpenSSH, PGP, PuTTY), token shapes (AWS key ids with a secret beside them, `hf_`, GitHub,
+  Slack, OpenAI-style `sk-`, RunPod `rpa_`, Telegram bot tokens), a Google service-account key or user
+  login (`authorized_user` with its refresh token), an AWS SSO cached token, an AWS secret key assignment;
+  a binary file (a NUL in its first 8 KB) by its magic bytes (PKCS#12, Java key stores) and the known
+  values only. The whole of every file is affordable: `up` refuses a project over GPUC_UPLOAD_MAX_MB
+  before this scan runs.
 
 A hand-written set, not detect-secrets: see the README's Dependencies. Token shapes need a random-looking
 tail of a token's length, so a README that says "sk-" in prose, `hf_hub_download` or a git hash passes.
@@ -20,12 +25,15 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-READ_BYTES = 64 * 1024  # a bounded prefix: a 10 GB checkpoint costs one read like a 1 KB script
-SNIFF_BYTES = 8192  # a NUL in here: binary, checked by magic bytes only
+READ_BYTES = 1 << 20  # one chunk: memory stays this size whatever the file's
+SNIFF_BYTES = 8192  # a NUL in here: binary, checked by magic bytes (and the known values) only
+# Each chunk is searched with the end of the one before it: a key or a token cut by a chunk's end is whole
+# in the next window. Longer than a token, a PEM header with its first base64 line, an AWS id and secret.
+OVERLAP = 4096
 
 CREDENTIAL_DIRS = {
     ".ssh": "a folder of ssh keys",
@@ -114,6 +122,17 @@ def path_reason(rel: str) -> str | None:
     return None
 
 
+def root_reason(root: Path) -> str | None:
+    """Why the folder being sent is itself inside a credential folder, or None: `gpuc cp ~/.kube POD:` sends
+    `config`, a name that says nothing, from a folder whose own name says everything (issue 25.7). Judged by
+    the path as given and as resolved (a folder reached through a link to ~/.docker is ~/.docker)."""
+    for path in dict.fromkeys((root.absolute(), root.resolve())):
+        why = path_reason(f"{path.as_posix().lstrip('/')}/-")  # a child: the folder's parts are judged
+        if why is not None:
+            return why.replace("inside ", f"{path} is inside /", 1) if why.startswith("inside ") else why
+    return None
+
+
 # -- content --------------------------------------------------------------------------------------
 def _mixed(token: bytes) -> bool:
     """A token's random tail has both cases; prose, identifiers and hex digests do not."""
@@ -140,6 +159,7 @@ _SECRET_KEY = re.compile(rb"ccess_key")  # two literal gates: an alternation of 
 _SECRET_KEY_UPPER = re.compile(rb"CCESS_KEY")
 _AWS_GATE = re.compile(rb"A[KS]IA")
 _SERVICE_ACCOUNT = re.compile(rb'"type"\s*:\s*"service_account"')
+_EXPIRES_AT = re.compile(rb'"expiresAt"\s*:')
 
 
 @dataclass(frozen=True)
@@ -215,6 +235,18 @@ RULES = (
         accept=lambda m: any(48 <= c <= 57 for c in m.group("tail")) and not m.group("tail").isdigit(),
     ),
     Rule(
+        "a Google Cloud user login (authorized_user, with its refresh token)",
+        re.compile(rb"authorized_user"),
+        re.compile(rb'"type"\s*:\s*"authorized_user"'),
+        lambda m: b'"refresh_token"' in m.string,
+    ),
+    Rule(
+        "an AWS SSO cached token (~/.aws/sso/cache)",
+        re.compile(rb"accessToken"),
+        re.compile(rb'"accessToken"\s*:\s*"[^"]{20,}"'),
+        lambda m: _EXPIRES_AT.search(m.string) is not None,
+    ),
+    Rule(
         "a Telegram bot token",
         re.compile(rb":A"),
         re.compile(rb"(?<![0-9])[0-9]{5,16}:(?P<tail>A[A-Za-z0-9_-]{34})(?![A-Za-z0-9_-])"),
@@ -250,16 +282,24 @@ def _pkcs12(data: bytes) -> bool:
     ]
 
 
-def content_reason(data: bytes) -> str | None:
-    """Why these bytes (a file's first READ_BYTES) look like a credential, or None."""
-    if b"\0" in data[:SNIFF_BYTES]:
-        if data.startswith(b"\xfe\xed\xfe\xed"):
-            return "a Java key store (by its bytes)"
-        return "a PKCS#12 key store (by its bytes)" if _pkcs12(data) else None
-    if _pkcs12(data):
-        return "a PKCS#12 key store (by its bytes)"
-    if data.startswith(b"PuTTY-User-Key-File-"):
-        return "a PuTTY private key"
+# A key store's first bytes, whatever the file is called (a `model.bin` that is a JKS is a JKS).
+MAGIC = {
+    b"\xfe\xed\xfe\xed": "a Java key store (JKS, by its bytes)",
+    b"\xce\xce\xce\xce": "a Java key store (JCEKS, by its bytes)",
+    b"PuTTY-User-Key-File-": "a PuTTY private key",
+}
+
+
+def magic_reason(head: bytes) -> str | None:
+    """Why a file's first bytes say it is a key store, or None."""
+    for magic, why in MAGIC.items():
+        if head.startswith(magic):
+            return why
+    return "a PKCS#12 key store (by its bytes)" if _pkcs12(head) else None
+
+
+def text_reason(data: bytes) -> str | None:
+    """Why this window of a text file holds a credential's shape, or None."""
     opened = {gate for gate in GATES if gate.search(data)}
     if not opened:
         return None  # most files: one search per gate, and done
@@ -271,11 +311,6 @@ def content_reason(data: bytes) -> str | None:
     return None
 
 
-def _public_only(data: bytes) -> bool:
-    """A PEM file of certificates or public keys (a CA bundle): nothing secret in it."""
-    return b"-----BEGIN " in data and b"PRIVATE KEY" not in data
-
-
 @dataclass(frozen=True)
 class Finding:
     path: str  # relative to the project, posix
@@ -285,29 +320,80 @@ class Finding:
         return f"{self.path}: {self.why}"
 
 
-def check_file(root: str, rel: str) -> Finding | None:
+Known = Mapping[bytes, str]  # a secret value gpuc holds -> the setting that holds it (never shown)
+
+
+def known_in(window: bytes, known: Known) -> str | None:
+    """The setting whose value this window holds, or None. One `in` per value: bytes search skips ahead
+    by the value's length, several GB/s, faster than one regex over the alternatives."""
+    for value, name in known.items():
+        if value in window:
+            return name
+    return None
+
+
+def check_file(root: str, rel: str, known: Known | None = None, *, shapes: bool = True) -> Finding | None:
     """`root` a folder path as text, `rel` a posix path in it (os-level I/O: pathlib's own cost was a third
-    of the scan on a project of small files)."""
-    by_name = path_reason(rel)
+    of the scan on a project of small files). The whole file, one chunk at a time. `shapes` False: only the
+    known values (a file the user let through with `!name` in .gpucignore still never carries their key)."""
+    by_name = path_reason(rel) if shapes else None
     if by_name is not None:
         return Finding(rel, by_name)
+    if not shapes and not known:
+        return None
     try:
-        fd = os.open(os.path.join(root, rel), os.O_RDONLY)
+        fd = os.open(os.path.join(root, rel), os.O_RDONLY | os.O_NONBLOCK)  # a fifo swapped in never blocks
     except OSError:
         return None  # unreadable here is unreadable for the archive too: that step says so
     try:
-        data = os.read(fd, READ_BYTES)
+        why = _read_through(fd, rel.lower().endswith(".pem") and shapes, known or {}, shapes)
     except OSError:
         return None
     finally:
         os.close(fd)
-    by_content = content_reason(data)
-    if by_content is None and rel.lower().endswith(".pem") and not _public_only(data):
-        by_content = _PEM
-    return Finding(rel, by_content) if by_content is not None else None
+    return Finding(rel, why) if why is not None else None
 
 
-def scan(root: Path, files: Iterable[str]) -> list[Finding]:
-    """Every file of `files` (relative to root) that looks like a credential, in order."""
+def _read_through(fd: int, pem: bool, known: Known, shapes: bool) -> str | None:
+    overlap = max([OVERLAP, *(len(v) for v in known)])
+    tail = b""
+    binary = private = begin = False
+    first = True
+    # Reads sized to the file (a 1 MiB buffer for a 2 KB script costs more than its scan) and no read for
+    # the end: what the file held when opened is scanned; a file still being written is not a project's.
+    size = os.fstat(fd).st_size
+    done = 0
+    while done < size and (chunk := os.read(fd, min(READ_BYTES, size - done))):
+        done += len(chunk)
+        window = tail + chunk if tail else chunk
+        if first:
+            binary = b"\0" in chunk[:SNIFF_BYTES] or not shapes
+            why = magic_reason(chunk) if shapes else None
+            if why is not None:
+                return why
+            first = False
+        name = known_in(window, known) if known else None
+        if name is not None:
+            return f"holds the value of {name}, a secret gpuc holds (never shown)"
+        if not binary:
+            why = text_reason(window)
+            if why is not None:
+                return why
+        if pem:
+            begin = begin or b"-----BEGIN " in window
+            private = private or b"PRIVATE KEY" in window
+        tail = window[-overlap:]
+    # A .pem of certificates or public keys only (a CA bundle) holds nothing secret; any other is a key.
+    return _PEM if pem and (private or not begin) else None
+
+
+def scan(
+    root: Path, files: Iterable[str], known: Known | None = None, allowed: Iterable[str] = ()
+) -> list[Finding]:
+    """Every file of `files` (relative to root) that looks like a credential, in order. `known`: the
+    secret values gpuc holds (core.settings.Settings.named_secrets), each refused wherever it is, in the
+    `allowed` files too (let through by name and shape only)."""
     folder = str(root)
-    return [f for f in (check_file(folder, rel) for rel in sorted(files)) if f is not None]
+    let_through = set(allowed)
+    found = (check_file(folder, rel, known, shapes=rel not in let_through) for rel in sorted(files))
+    return [f for f in found if f is not None]

@@ -31,7 +31,7 @@ import shlex
 import stat
 import subprocess
 import tarfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
@@ -296,14 +296,37 @@ def check_size(bundle: Bundle, max_mb: float) -> None:
     )
 
 
-def check_credentials(bundle: Bundle) -> None:
-    """Refuse when a file that would be uploaded looks like a credential (client/onpod/secretscan.py)."""
-    findings = secretscan.scan(bundle.root, (rel for rel in bundle.files if rel not in bundle.allowed))
+def refuse_credential_folder(folder: Path) -> None:
+    """The folder sent is judged by its own path too (issue 25.7): `~/.kube` holds `config`, a name that says
+    nothing; `~/.docker`, `~/.config/gcloud` the same."""
+    where = secretscan.root_reason(folder)
+    if where is not None:
+        raise ConfigError(
+            f"{where}: every file in it is a credential, whatever its name; a pod is someone else's machine",
+            hint="send only what the job needs, from a folder of its own",
+        )
+
+
+def check_credentials(bundle: Bundle, known: Mapping[str, str] | None = None) -> None:
+    """Refuse when a file that would be uploaded looks like a credential, or holds a secret value gpuc itself
+    holds (`known`: Settings.named_secrets(), value -> setting), named by its setting only (secretscan.py)."""
+    refuse_credential_folder(bundle.root)
+    values = {value.encode(): name for value, name in (known or {}).items()}
+    findings = secretscan.scan(bundle.root, bundle.files, values, allowed=bundle.allowed)
     if not findings:
         return
     shown = "\n".join(f"  {f.line()}" for f in findings[:20])
     more = f"\n  ... and {len(findings) - 20} more" if len(findings) > 20 else ""
     first = findings[0].path
+    held = next((f for f in findings if f.why.startswith("holds the value of")), None)
+    if held is not None:
+        raise ConfigError(
+            f"the project at {bundle.root} holds a secret gpuc itself holds; a pod is someone else's machine, so"
+            f" nothing was sent:\n{shown}{more}",
+            hint=f"take the value out of {held.path} (read it from the environment instead: secrets reach the pod"
+            " only through GPUC_POD_SECRETS), or leave the file out with a line in"
+            f" {bundle.root / IGNORE_FILE}",
+        )
     raise ConfigError(
         f"the project at {bundle.root} holds what looks like credentials; a pod is someone else's machine, so"
         f" nothing was rented:\n{shown}{more}",
@@ -312,11 +335,14 @@ def check_credentials(bundle: Bundle) -> None:
     )
 
 
-def prepare(root: Path, max_mb: float, gpuc_home: Path | None = None) -> Bundle:
-    """Listed, measured and checked for credentials on the laptop, before anything is rented."""
+def prepare(
+    root: Path, max_mb: float, gpuc_home: Path | None = None, known: Mapping[str, str] | None = None
+) -> Bundle:
+    """Listed, measured and checked for credentials on the laptop, before anything is rented. `known`: the
+    secret values gpuc holds (Settings.named_secrets())."""
     bundle = collect(root, gpuc_home)
     check_size(bundle, max_mb)
-    check_credentials(bundle)
+    check_credentials(bundle, known)
     return bundle
 
 

@@ -133,7 +133,9 @@ def up(
         command=list(command),
         dry_run=dry_run,
         # Measured before anything is rented: an oversized project is refused at no cost.
-        upload=None if no_upload else upload.prepare(Path.cwd(), settings.upload_max_mb, settings.home),
+        upload=None
+        if no_upload
+        else upload.prepare(Path.cwd(), settings.upload_max_mb, settings.home, settings.named_secrets()),
         job_id=jobwait.new_job_id() if command else None,
         confirm=None if yes or not ctx.on_terminal() else _ask,
         over_budget=over_budget,
@@ -199,7 +201,11 @@ def run(
     from gpuc.client.pods.run import job_variables, run_job
 
     timeout_s = jobwait.check_wait_options(wait, timeout, command)
-    bundle = upload.prepare(Path.cwd(), ctx.settings.upload_max_mb, ctx.settings.home) if sync_code else None
+    bundle = (
+        upload.prepare(Path.cwd(), ctx.settings.upload_max_mb, ctx.settings.home, ctx.settings.named_secrets())
+        if sync_code
+        else None
+    )
     job_env = job_variables(env_names, ctx)  # checked here, before the pod is touched
     job_id = jobwait.new_job_id()
     started = run_job(

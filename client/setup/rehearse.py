@@ -2,9 +2,14 @@
 loopback sshd with its sandboxed "pods" and a local watchdog stay up until Ctrl-C; a shell pointed at
 them with one `.` line runs every gpuc command as against the real provider, with the real code paths.
 
-The shell file holds the emulator's own test key and the rehearsal's settings, nothing of the user's (their
-GPUC_* settings and provider keys are replaced in that shell); the watchdog's admin token goes to the
-rehearsal home's config.json, never to the terminal. On the way out every pod left is destroyed.
+The shell file holds the emulator's own test key and the rehearsal's settings, nothing of the user's: it
+first unsets every name gpuc reads (each setting's variable, derived from Settings, gpuc's other names, the
+providers' keys, the cloud and git credentials: `cleared_names`) and every GPUC_*, RUNPOD_*, VAST_* and
+AWS_* variable the shell holds, whatever its name; every endpoint it does not emulate points at a loopback
+port where nothing listens, and boto3's credential files at empty ones in the rehearsal's home (issue
+25.5). GPUC_REHEARSAL marks the shell: a real key or URL exported afterwards is refused by every command
+(core/rehearsal.py). The watchdog's admin token goes to the rehearsal home's config.json, never to the
+terminal. On the way out every pod left is destroyed.
 """
 
 from __future__ import annotations
@@ -17,11 +22,22 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import FrameType
+from urllib.parse import urlsplit
 
 from gpuc.client.setup.demo import REMOTE, cleanup_pods
+from gpuc.core.envcheck import known_names
 from gpuc.core.errors import ConfigError
 from gpuc.core.providers.registry import get_provider
-from gpuc.core.settings import load_settings, save_config
+from gpuc.core.rehearsal import AWS_CREDENTIALS, AWS_FILES, NOWHERE, endpoint_fields, loopback_host
+from gpuc.core.settings import (
+    AWS_SECRET_NAMES,
+    SETTING_ENV_NAMES,
+    SETTING_NAMES,
+    Settings,
+    env_name,
+    load_settings,
+    save_config,
+)
 from gpuc.core.signing import new_token
 from gpuc.functions.server import start_in_thread
 
@@ -46,7 +62,7 @@ def serve_rehearsal(echo: Echo, provider: str, home: Path | None, stop: threadin
         stack.callback(emulator.stop)
         stack.callback(platform.close)
         write_env_file(home)  # empty: the project's own .env (maybe real keys) is not read in that shell
-        environ = {**client_environ(emulator, sshd, home, base={}), **_as_env(REMOTE)}
+        environ = rehearsal_environ(home, {**client_environ(emulator, sshd, home, base={}), **_as_env(REMOTE)})
         token = new_token()
         settings = load_settings(environ, admin_token=token)
         server = start_in_thread(settings, port=0, reaper_interval_s=settings.reaper_period_s)
@@ -76,14 +92,59 @@ def _as_env(values: Mapping[str, object]) -> dict[str, str]:
     return {f"GPUC_{name.upper()}": str(value) for name, value in values.items()}
 
 
+# Credentials gpuc or what it runs (boto3, git, huggingface_hub) reads beyond its own settings.
+OTHER_CREDENTIALS = frozenset(
+    {*AWS_CREDENTIALS, *AWS_FILES, *AWS_SECRET_NAMES, "AWS_DEFAULT_REGION", "AWS_REGION", "AWS_ENDPOINT_URL",
+     "GH_TOKEN", "GITHUB_TOKEN", "GIT_ASKPASS", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"}
+)
+# Whatever its name, a variable with one of these prefixes is cleared: a setting added tomorrow is too.
+CLEARED_PREFIXES = ("GPUC_", "RUNPOD_", "VAST_", "AWS_")
+
+
+def cleared_names() -> frozenset[str]:
+    """Every name the shell file unsets before it exports the rehearsal's own."""
+    return known_names(SETTING_ENV_NAMES) | OTHER_CREDENTIALS
+
+
+def rehearsal_environ(home: Path, environ: Mapping[str, str]) -> dict[str, str]:
+    """The rehearsal's own values, completed: marked as a rehearsal, every endpoint setting it does not
+    emulate pointed nowhere (loopback), boto3's credential files empty ones of its own."""
+    env = dict(environ)
+    env["GPUC_REHEARSAL"] = str(home)
+    for name in endpoint_fields(SETTING_NAMES):
+        default = getattr(Settings, name, None)
+        if env_name(name) not in env and isinstance(default, str) and not loopback_host(urlsplit(default).hostname):
+            env[env_name(name)] = NOWHERE  # e.g. the other provider's API: `up -p vast` reaches nothing
+    for name in AWS_FILES:
+        empty = home / "aws" / name.lower()
+        empty.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        empty.touch(mode=0o600)
+        env[name] = str(empty)
+    return env
+
+
 def write_shell_file(home: Path, environ: Mapping[str, str]) -> Path:
-    """`export` lines, quoted for sh; mode 600 (it holds the emulator's key, and no one else's)."""
+    """`unset` then `export` lines, quoted for sh; mode 600 (it holds the emulator's key, and no one else's)."""
     path = home / SHELL_FILE
-    lines = [f"export {name}={shlex.quote(value)}" for name, value in sorted(environ.items())]
+    pattern = "|".join(p.rstrip("_") for p in CLEARED_PREFIXES)
+    lines = [
+        "# gpuc rehearsal: `. this file` points a shell at the emulator, and at nothing real",
+        "# every name gpuc reads, cleared (a key of yours in this shell would reach a real provider):",
+        *(f"unset {' '.join(chunk)}" for chunk in _chunks(sorted(cleared_names()), 8)),
+        f"for __gpuc_name in $(env | sed -n -E 's/^(({pattern})_[A-Za-z0-9_]*)=.*/\\1/p'); do",
+        '  unset "$__gpuc_name"',
+        "done",
+        "unset __gpuc_name",
+        *(f"export {name}={shlex.quote(value)}" for name, value in sorted(environ.items())),
+    ]
     path.touch(mode=0o600)
     path.chmod(0o600)
-    path.write_text("# gpuc rehearsal: `. this file` points a shell at the emulator\n" + "\n".join(lines) + "\n")
+    path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def _chunks(names: list[str], size: int) -> list[list[str]]:
+    return [names[i : i + size] for i in range(0, len(names), size)]
 
 
 def _instructions(shell: Path) -> str:

@@ -1,5 +1,6 @@
 """Secret hygiene: plant distinct secrets in a mode-600 .env and in the environment, run `gpuc demo`
-and `gpuc drill` as real processes, and search every byte gpuc wrote or printed for them.
+and `gpuc drill` as real processes, plain and with GPUC_DEBUG=1, and search every byte gpuc wrote or
+printed for them (tracebacks forced on purpose: tests/secrets/test_debug_output.py).
 
 Searched: stdout and stderr; every file under the gpuc home (logs, state DBs, ledger, outbox, pod logs,
 pod sandboxes); every request the RunPod / Vast emulators and the notification endpoint received
@@ -133,7 +134,10 @@ def gpuc(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Complete
 
 
 @pytest.mark.e2e
-def test_no_planted_secret_shows_anywhere(tmp_path: Path, providers: tuple[EmulatorServer, EmulatorServer]) -> None:
+@pytest.mark.parametrize("debug", ["", "1"], ids=["plain", "GPUC_DEBUG=1"])
+def test_no_planted_secret_shows_anywhere(
+    tmp_path: Path, providers: tuple[EmulatorServer, EmulatorServer], debug: str
+) -> None:
     runpod, vast = providers
     recorder = Recorder()
     notify_server = start_recorder(recorder)
@@ -154,6 +158,7 @@ def test_no_planted_secret_shows_anywhere(tmp_path: Path, providers: tuple[Emula
         **dotenv,
         "GPUC_HOME": str(home),
         "GPUC_ENV_FILE": str(env_file),
+        "GPUC_DEBUG": debug,  # issue 25.8: the debug runs print nothing secret either
     }
     try:
         with ArgvSampler() as sampler:
