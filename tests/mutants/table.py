@@ -491,5 +491,7 @@ CORE: tuple[Mutant, ...] = (
 # Each round's mutants live in their own file (table_<topic>.py), gathered here: run.py and the table's
 # own test read MUTANTS.
 from table_money import MUTANTS_MONEY  # noqa: E402  (the topic tables import Mutant from mutant.py)
+from table_page import MUTANTS_PAGE  # noqa: E402
+from table_secrets import MUTANTS_SECRETS  # noqa: E402
 
-MUTANTS: tuple[Mutant, ...] = (*CORE, *MUTANTS_MONEY)
+MUTANTS: tuple[Mutant, ...] = (*CORE, *MUTANTS_MONEY, *MUTANTS_PAGE, *MUTANTS_SECRETS)

@@ -4,7 +4,7 @@ until then run.py does not see them; test_table_page.py keeps them applicable.""
 
 from __future__ import annotations
 
-from table import Mutant
+from mutant import Mutant
 
 LINKS = "functions/actions/links.py"
 PAGE = "functions/actions/status_page.py"

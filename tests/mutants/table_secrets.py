@@ -7,7 +7,7 @@ breaks one safety check, and the tests that must fail on it.
 
 from __future__ import annotations
 
-from table import Mutant  # the table lives beside this file (run.py puts this folder on sys.path)
+from mutant import Mutant
 
 SCAN = "client/onpod/secretscan.py"
 UPLOAD = "client/onpod/upload.py"
