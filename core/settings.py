@@ -683,8 +683,9 @@ def _source(variable: str, env: Mapping[str, str], from_file: Mapping[str, str],
     return f"your environment, {env_file} or {config}"
 
 
-def save_config(home: Path, **values: Any) -> Path:
-    """Merge values into $GPUC_HOME/config.json, written atomically with mode 600 (it may hold a token)."""
+def save_config(home: Path, *, forget: tuple[str, ...] = (), **values: Any) -> Path:
+    """Merge values into $GPUC_HOME/config.json (and drop the names in `forget`), written atomically with
+    mode 600 (it may hold a token)."""
     home.mkdir(parents=True, exist_ok=True)
     path = home / "config.json"
     current: dict[str, Any] = {}
@@ -694,6 +695,8 @@ def save_config(home: Path, **values: Any) -> Path:
         except ValueError:
             current = {}
     current.update(values)
+    for name in forget:
+        current.pop(name, None)
     tmp = path.with_suffix(".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:

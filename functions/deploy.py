@@ -183,7 +183,7 @@ def emulated_settings(pairs: Iterable[str], aws_endpoint: str) -> dict[str, str]
     if not loopback_host(aws_endpoint):
         raise ConfigError(
             "settings for an emulated deployment are refused for a real one (AWS_ENDPOINT_URL is not loopback)",
-            hint="drop the test-only settings; a real watchdog reads the providers' real APIs",
+            hint="drop them: a real watchdog reads the providers' real APIs",
         )
     for name in chosen:
         if not name.startswith("GPUC_") or name in SECRET_ENV.values():
@@ -502,3 +502,29 @@ def _stack_exists(cfn: Any, name: str) -> bool:
             return False
         raise
     return any(s["StackStatus"] != "DELETE_COMPLETE" for s in stacks)
+
+
+def remove(session: Any, region: str, stack_name: str, echo: Callable[[str], None] = print, delay_s: int = 5) -> None:
+    """`gpuc watchdog remove`: the stack (functions, URL, schedule, table), the SecureStrings and the code zips
+    deploy made. What a watchdog watches is the caller's to judge first: after this nothing reaps its pods."""
+    cfn = session.client("cloudformation")
+    if _stack_exists(cfn, stack_name):
+        cfn.delete_stack(StackName=stack_name)
+        cfn.get_waiter("stack_delete_complete").wait(
+            StackName=stack_name, WaiterConfig={"Delay": delay_s, "MaxAttempts": 360}
+        )
+        echo(f"removed the stack {stack_name} (functions, Function URL, schedule, table)")
+    else:
+        echo(f"no stack {stack_name} in {region}")
+    names = [f"{DEFAULT_SSM_PREFIX}/{name}" for name in WATCHDOG_SECRETS]
+    deleted = session.client("ssm").delete_parameters(Names=names).get("DeletedParameters", [])
+    echo(f"removed {len(deleted)} SecureString parameters under {DEFAULT_SSM_PREFIX}")
+    account = session.client("sts").get_caller_identity()["Account"]
+    bucket, s3 = f"gpuc-artifacts-{account}-{region}", session.client("s3")
+    try:
+        listed = s3.list_objects_v2(Bucket=bucket, Prefix="gpuc/watchdog-").get("Contents", [])
+    except s3.exceptions.NoSuchBucket:
+        return
+    for item in listed:
+        s3.delete_object(Bucket=bucket, Key=item["Key"])
+    echo(f"removed {len(listed)} code zip(s) from s3://{bucket}/gpuc/")

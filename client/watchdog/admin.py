@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 from gpuc.client.context import Ctx
 from gpuc.client.text import span_words
 from gpuc.core.clock import iso
-from gpuc.core.errors import ConfigError
-from gpuc.core.settings import Settings, load_settings, read_env_file
+from gpuc.core.errors import ConfigError, GpucError
+from gpuc.core.settings import Settings, load_settings, read_env_file, save_config
 from gpuc.core.termsafe import clean_line
 
 if TYPE_CHECKING:  # startup: the API models (pydantic) load with the first request that needs them
@@ -159,6 +159,39 @@ def deploy(
     if live:
         ctx.settings = load_settings()  # the new URL and admin token, just saved
         carry_over(ctx, live, carry is not False, settings.functions_url, say=say, warn=warn)
+
+
+def remove(ctx: Ctx, region: str | None, stack_name: str, force: bool, *, say: Say) -> None:
+    """Remove a deployed watchdog, refusing while it watches pods: after it, nothing out of band ends them."""
+    import boto3  # lazy: as in deploy
+
+    from gpuc.functions.deploy import remove as remove_stack
+
+    session = boto3.Session(region_name=region)
+    if session.region_name is None:
+        raise ConfigError("no AWS region", hint="pass --region eu-west-1 or set AWS_DEFAULT_REGION")
+    if not force:
+        refuse_while_watching(ctx)
+    remove_stack(session, session.region_name, stack_name, echo=say)
+    path = save_config(ctx.settings.home, forget=("functions_url", "admin_token"))
+    say(f"forgot its URL and admin token in {path}: `gpuc watchdog serve` or a new deploy gives gpuc a watchdog again")
+
+
+def refuse_while_watching(ctx: Ctx) -> None:
+    try:
+        status = ctx.watchdog.status()
+    except GpucError as exc:
+        raise ConfigError(
+            f"cannot tell whether the watchdog still watches pods ({exc.message})",
+            hint="check with `gpuc watchdog status`; --force removes it anyway",
+        ) from None
+    watched = [p for p in status.pods if p.state not in ("destroyed", "ended")]
+    if watched:
+        names = ", ".join(f"{p.pod_id} ({p.experiment})" for p in watched[:5])
+        raise ConfigError(
+            f"the watchdog still watches {len(watched)} pod(s): {names}; removed, nothing would end them out of band",
+            hint="end them first (`gpuc down POD`), or --force to remove it anyway",
+        )
 
 
 def ask_carry(ctx: Ctx, count: int, say: Say, ask: Ask) -> bool:

@@ -128,6 +128,19 @@ def deploy(
     )
 
 
+@watchdog.command()
+@click.option("--region", default=None, help="AWS region (default: your AWS config's).")
+@click.option("--stack-name", default="gpuc-watchdog", show_default=True)
+@click.option("--force", is_flag=True, help="Remove it even while it watches pods (they lose the out-of-band layer).")
+@pass_ctx
+def remove(ctx: Ctx, region: str | None, stack_name: str, force: bool) -> None:
+    """Remove the deployed watchdog: its stack, its SecureStrings and its code zips. Refused while it watches
+    a pod, since nothing out of band would end that pod afterwards."""
+    from gpuc.client.watchdog import admin
+
+    admin.remove(ctx, region, stack_name, force, say=click.echo)
+
+
 @click.command("notify")
 @click.option("--test", "test", is_flag=True, required=True, help="Send one test message through every route.")
 @pass_ctx

@@ -41,6 +41,7 @@ pytestmark = pytest.mark.e2e  # a real schedule fires once a minute: minutes, ru
 
 GPUC = str(Path(sys.executable).parent / "gpuc")
 VAST_KEY = "e2e" + "7" * 61
+AWS_KEY = "AKIAMINISTACK0E2E0000"  # any key: ministack checks none
 OFFER = "11684738"  # the emulator's RTX 4090 offer
 REGION = "us-east-1"
 SILENCE_S, GRACE_S = 20, 10  # scaled: the reaper judges a pod silent after 20 s, destroys 10 s after the mark
@@ -156,8 +157,8 @@ def deployed(ministack: Ministack, tmp_path_factory: pytest.TempPathFactory) -> 
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GPUC_", "VAST_", "RUNPOD_"))}
         env.update(
             AWS_ENDPOINT_URL=ministack.url,
-            AWS_ACCESS_KEY_ID="test",
-            AWS_SECRET_ACCESS_KEY="test",
+            AWS_ACCESS_KEY_ID=AWS_KEY,
+            AWS_SECRET_ACCESS_KEY=AWS_KEY,
             AWS_DEFAULT_REGION=REGION,
             GPUC_HOME=str(home),
             GPUC_ENV_FILE=str(home / "none.env"),
@@ -200,8 +201,15 @@ def alive(deployment: Deployment) -> set[str]:
     return {str(i.id) for i in deployment.emulator.alive()}
 
 
-def test_a_frozen_pod_is_destroyed_by_the_deployed_reaper_on_its_schedule(deployed: Deployment) -> None:
+def test_deploy_watch_destroy_update_and_remove_on_the_real_engine(deployed: Deployment) -> None:
     pod = rent(deployed)
+    frozen_pod_is_destroyed_by_the_schedule(deployed, pod)
+    items_expire_on_their_own_attribute(deployed)
+    a_second_deploy_updates_the_stack(deployed)
+    removal_waits_for_no_pod_then_leaves_nothing(deployed)
+
+
+def frozen_pod_is_destroyed_by_the_schedule(deployed: Deployment, pod: Pod) -> None:
     token, now = new_token(), time.time()
     register = api.RegisterRequest(
         pod_id=pod.id, provider="vast", name=pod.name, experiment="e2e", key=derive_key(token),
@@ -215,43 +223,73 @@ def test_a_frozen_pod_is_destroyed_by_the_deployed_reaper_on_its_schedule(deploy
         headers[api.H_SIGNATURE] = sign(derive_key(token), ts, seq, body)
         answer = deployed.call("POST", "/v1/heartbeat", body, headers)
         assert answer.status_code == 200, answer.text
-    # Then it freezes: no more pings. Only the schedule acts from here (no pass is invoked by the test).
-    deadline = time.monotonic() + 6 * 60
+    # Then it freezes: no more pings. Only the schedule acts from here (the test invokes no pass).
     assert pod.id in alive(deployed)
+    deadline = time.monotonic() + 6 * 60
     while pod.id in alive(deployed):
         assert time.monotonic() < deadline, f"not destroyed in 6 min: {deployed.status().model_dump_json()}"
         time.sleep(5)
     status = deployed.status()
     assert status.reaper_last_run is not None  # the schedule fired the deployed reaper
     record = next(p for p in status.pods if p.pod_id == pod.id)
-    assert record.state == "destroyed", record
-    assert any(pod.id in json.dumps(m) and "destroy" in json.dumps(m).lower() for m in deployed.inbox.messages), (
-        deployed.inbox.texts()
-    )
+    assert record.state == "destroyed", record  # its end recorded
+    sent = [m for m in deployed.inbox.messages if pod.id in json.dumps(m)]
+    assert any("destroy" in json.dumps(m).lower() for m in sent), deployed.inbox.texts()
 
 
-def test_the_table_expires_what_it_should_ttl_on_its_own(deployed: Deployment) -> None:
-    """The emulators ignore TTL: that the table has it on, and on which attribute, is asserted instead."""
-    client = boto3.client(  # type: ignore[call-overload]
-        "dynamodb", endpoint_url=deployed.env["AWS_ENDPOINT_URL"], region_name=REGION,
-        aws_access_key_id="test", aws_secret_access_key="test",
-    )
-    table = client.list_tables()["TableNames"][0]
-    ttl = client.describe_time_to_live(TableName=table)["TimeToLiveDescription"]
-    assert ttl["TimeToLiveStatus"] in ("ENABLED", "ENABLING") and ttl["AttributeName"] == "ttl"
+def items_expire_on_their_own_attribute(deployed: Deployment) -> None:
+    """The emulators ignore TTL, so it is asserted on its own: the deployed template turns it on for
+    `expires_at`, and what the functions wrote carries a future `expires_at` where it should expire at all."""
+    template = aws(deployed, "cloudformation").get_template(StackName="gpuc-watchdog")["TemplateBody"]
+    assert "TimeToLiveSpecification:\n        AttributeName: expires_at\n        Enabled: true" in str(template)
+    dynamodb = aws(deployed, "dynamodb")
+    (table,) = dynamodb.list_tables()["TableNames"]
+    items = dynamodb.scan(TableName=table)["Items"]
+    expiring = [int(i["expires_at"]["N"]) for i in items if "expires_at" in i]
+    assert expiring and all(time.time() < at < time.time() + 400 * 86400 for at in expiring)
 
 
-def test_a_second_deploy_updates_the_stack_and_the_watchdog_answers(deployed: Deployment) -> None:
+def a_second_deploy_updates_the_stack(deployed: Deployment) -> None:
     before = deployed.status().server_time
     done = gpuc(deployed.env, "watchdog", "deploy", "--no-carry", "--reaper-every", "1m")
     assert done.returncode == 0, done.stdout + done.stderr
     config = json.loads((deployed.home / "config.json").read_text())
-    deployed.admin_token = config["admin_token"]  # every deploy mints a fresh one
+    deployed.admin_token = config["admin_token"]  # every deploy mints a fresh one: the old one is refused now
     assert deployed.status().server_time >= before
 
 
-def test_a_real_deployment_is_refused_the_emulated_settings(deployed: Deployment) -> None:
-    env = {**deployed.env, "AWS_ENDPOINT_URL": "https://cloudformation.us-east-1.amazonaws.com"}
-    done = gpuc(env, "watchdog", "deploy", "--dry-run", "--emulated=GPUC_VAST_URL=http://127.0.0.1:1/api/v0")
-    assert done.returncode == 1 and "refused for a real one" in done.stderr
+def removal_waits_for_no_pod_then_leaves_nothing(deployed: Deployment) -> None:
+    token = new_token()
+    watched = api.RegisterRequest(
+        pod_id="31337", provider="vast", name="gpuc-watched", experiment="e2e", key=derive_key(token),
+        price_per_hour=0.4, started_at=time.time(),
+    )
+    assert deployed.admin("POST", "/v1/pods", watched.model_dump_json().encode()).status_code == 200
+    # The laptop reaches the Function URL through the emulator's port (its own name resolves nowhere here).
+    laptop = {**deployed.env, "GPUC_FUNCTIONS_URL": deployed.functions_url}
+    refused = gpuc(laptop, "watchdog", "remove")
+    assert refused.returncode != 0 and "still watches 1 pod(s): 31337" in refused.stderr, refused.stderr
+    done = gpuc(laptop, "watchdog", "remove", "--force")
+    assert done.returncode == 0, done.stdout + done.stderr
+    stacks = aws(deployed, "cloudformation").list_stacks()["StackSummaries"]
+    assert all(s["StackStatus"] == "DELETE_COMPLETE" for s in stacks if s["StackName"] == "gpuc-watchdog")
+    assert aws(deployed, "ssm").get_parameters_by_path(Path="/gpuc/watchdog")["Parameters"] == []
+    assert "functions_url" not in json.loads((deployed.home / "config.json").read_text())
 
+
+def aws(deployed: Deployment, service: str) -> Any:
+    """A client of the emulator (never AWS itself: the endpoint is given explicitly)."""
+    return boto3.client(  # type: ignore[call-overload]
+        service, endpoint_url=deployed.env["AWS_ENDPOINT_URL"], region_name=REGION,
+        aws_access_key_id=AWS_KEY, aws_secret_access_key=AWS_KEY,
+    )
+
+
+def test_a_real_deployment_is_refused_the_emulated_settings(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GPUC_", "VAST_"))}
+    env.update(
+        AWS_ENDPOINT_URL="https://cloudformation.us-east-1.amazonaws.com", AWS_DEFAULT_REGION=REGION,
+        GPUC_HOME=str(tmp_path), GPUC_PROVIDER="vast", VAST_API_KEY=VAST_KEY,
+    )
+    done = gpuc(env, "watchdog", "deploy", "--dry-run", "--emulated=GPUC_VAST_URL=http://127.0.0.1:1/api/v0")
+    assert done.returncode != 0 and "refused for a real one" in done.stderr, done.stderr

@@ -89,7 +89,7 @@ def invoke_deploy(
     input: str | None = None,
 ) -> Any:
     monkeypatch.setattr(
-        dep, "make_plan", lambda settings, region, stack: dep.Plan(region, stack, "/p", "fake", "python3.11", "x86_64")
+        dep, "make_plan", lambda settings, region, stack, **_: dep.Plan(region, stack, "/p", "fake", "python3.11", "x86_64")
     )
 
     def fake_deploy(settings: Settings, plan: dep.Plan, **kw: Any) -> dep.Deployed:
