@@ -91,8 +91,10 @@ def ssh_stand_in(folder: Path, hold: str | None, mark: Path, gate: Path) -> Path
     real = shutil.which("ssh")
     assert real is not None, "the loopback sshd fixture needs the ssh client"
     folder.mkdir(parents=True, exist_ok=True)
-    held = "" if hold is None else (
-        f'case "$last" in *"{hold}"*) : > "{mark}"; while [ ! -e "{gate}" ]; do sleep 0.02; done;; esac\n'
+    held = (
+        ""
+        if hold is None
+        else (f'case "$last" in *"{hold}"*) : > "{mark}"; while [ ! -e "{gate}" ]; do sleep 0.02; done;; esac\n')
     )
     script = folder / "ssh"
     script.write_text(f'#!/bin/sh\nfor last; do :; done\n{held}exec "{real}" "$@"\n')
@@ -265,7 +267,7 @@ def test_up_stopped_at_each_step_behind_a_dead_tee_leaves_no_pod(world: World, s
 @pytest.mark.parametrize("step", STEPS)
 def test_up_stopped_with_stderr_in_the_pipe_too_still_destroys_and_exits_quietly(world: World, step: str) -> None:
     """`gpuc up ... 2>&1 | tee log`: nothing can be printed at all; the destroy happens anyway."""
-    code, run = stopped_at(world, step, signal.SIGINT, stderr_broken=True)
+    code, _ = stopped_at(world, step, signal.SIGINT, stderr_broken=True)
     assert world.alive() == {}, f"pods left billing after Ctrl-C at {step}: {world.alive()}"
     assert len(created_pods(world)) == 1
     assert code == 128 + signal.SIGINT
