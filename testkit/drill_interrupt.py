@@ -252,7 +252,7 @@ def f11i_up_interrupted(stage: Stage) -> RowResult:
 def _row(billed: float | None, false_kills: int, problems: list[str], pods_left: int = 0) -> RowResult:
     return RowResult(
         "F11i",
-        f"`up | tee` stopped at each step (Ctrl-C, SIGHUP, SIGTERM, pipe closed): {pods_left} pods left",
+        f"up | tee stopped at each step: {pods_left} pods left",  # each step and signal: the module's STEPS
         "up: destroy before printing",
         billed,
         CLEANUP_LIMIT_S / MIN,
