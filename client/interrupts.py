@@ -28,7 +28,7 @@ from types import FrameType
 STOP_SIGNALS: tuple[signal.Signals, ...] = tuple(
     getattr(signal, name) for name in ("SIGINT", "SIGHUP", "SIGTERM") if hasattr(signal, name)
 )
-_WORDS = {"SIGINT": "interrupted (Ctrl-C)", "SIGHUP": "the terminal closed (SIGHUP)", "SIGTERM": "terminated (SIGTERM)"}
+_WORDS = {"SIGINT": "Ctrl-C (SIGINT)", "SIGHUP": "terminal closed (SIGHUP)", "SIGTERM": "terminated (SIGTERM)"}
 
 
 class Interrupted(BaseException):
@@ -72,7 +72,7 @@ def stop_signals_raise() -> Iterator[None]:
 
     def once(signum: int, frame: FrameType | None) -> None:
         if raised:
-            say(f"gpuc: {describe_signal(signum)} again: still destroying what `up` created")
+            say(f"gpuc: {describe_signal(signum)} again: still destroying what up created")
             return
         raised.append(signum)
         raise Interrupted(signum)

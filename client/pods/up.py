@@ -39,8 +39,10 @@ from gpuc.core.pod import Pod, new_run_id
 from gpuc.core.providers.base import PodAccess, Provider
 from gpuc.core.providers.common import look_up
 from gpuc.core.providers.local import LocalProvider
+from gpuc.core.redact import redact
 from gpuc.core.settings import Settings
 from gpuc.core.signing import derive_key, new_token
+from gpuc.core.termsafe import clean_line
 
 
 def _stderr(msg: str) -> None:
@@ -323,9 +325,9 @@ def _why(exc: BaseException) -> str:
     if isinstance(exc, Interrupted):
         return str(exc)
     if isinstance(exc, KeyboardInterrupt):
-        return "interrupted (Ctrl-C)"
+        return "Ctrl-C"
     if isinstance(exc, OSError) and exc.errno in (errno.EPIPE, errno.EIO):
-        return "its output was closed (broken pipe or closed terminal)"
+        return "output closed (broken pipe or closed terminal)"
     text = exc.message if isinstance(exc, GpucError) else str(exc) or type(exc).__name__
     return text.splitlines()[0][:200] if text else type(exc).__name__
 
@@ -336,7 +338,7 @@ def _abort(pod: Pod | None, spec: PodSpec, ctx: Ctx, exc: BaseException, begun: 
     the first print fails on the broken pipe. During the destroy a second Ctrl-C is deferred, and the
     whole is bounded by CLEANUP_LIMIT_S; what could not be destroyed is named, with how to find it."""
     why = _why(exc)
-    still = f"gpuc: still destroying what `up` created ({why}); a second Ctrl-C does not stop it"
+    still = f"gpuc: still destroying what up created ({why}); Ctrl-C again does not stop it"
     with stop_signals_deferred(still):
         begun.append(True)
         try:
@@ -345,13 +347,14 @@ def _abort(pod: Pod | None, spec: PodSpec, ctx: Ctx, exc: BaseException, begun: 
         except CleanupTimeout:
             what = pod.id if pod is not None else f"a pod named {spec.name}"
             lines = [
-                f"gpuc: `up` {why}: could not destroy {what} within {CLEANUP_LIMIT_S:.0f}s. Find it with "
-                f"`gpuc ls` (named {spec.name}) and end it with `gpuc down`; if nobody does, the watchdog "
-                f"destroys it ({short_span(ctx.settings.unregistered_grace_s)} after its start if it was "
-                "never registered)"
+                f"gpuc: up ended early: {why}; could not destroy {what} within {CLEANUP_LIMIT_S:.0f}s. "
+                f"Find it with `gpuc ls` (named {spec.name}) and end it with `gpuc down`; if nobody does, "
+                f"the watchdog destroys it ({short_span(ctx.settings.unregistered_grace_s)} after its start "
+                "if it was never registered)"
             ]
-        for line in lines:
-            if not say(line):
+        secrets = ctx.settings.secret_values()
+        for line in lines:  # a reason may quote a provider or a pod: scrubbed as the CLI's own errors are
+            if not say(clean_line(redact(line, secrets))):
                 break
         silence_broken_output()
 
@@ -368,7 +371,7 @@ def _destroy_made(pod: Pod | None, spec: PodSpec, ctx: Ctx, why: str) -> list[st
             if pod is None:
                 _close_books(None, spec, ctx, f"create cut off: {why}")
                 return [
-                    f"gpuc: `up` {why} during the create: no pod named {spec.name} is listed at "
+                    f"gpuc: up ended early: {why}, during the create; no pod named {spec.name} is listed at "
                     f"{spec.provider}. If the create went through after all, `gpuc ls` shows it and the "
                     f"watchdog destroys it {grace} after its start (it was never registered)"
                 ]
@@ -377,12 +380,12 @@ def _destroy_made(pod: Pod | None, spec: PodSpec, ctx: Ctx, why: str) -> list[st
     except GpucError as exc:
         what = pod.id if pod is not None else f"the pod named {spec.name}"
         return [
-            f"gpuc: `up` {why}: could not destroy {what}: {exc.message}. Check `gpuc ls` and end it with "
-            f"`gpuc down`; the watchdog retries ({grace} after its start if it was never registered)"
+            f"gpuc: up ended early: {why}; could not destroy {what}: {exc.message}. Check `gpuc ls` and end "
+            f"it with `gpuc down`; the watchdog retries ({grace} after its start if it was never registered)"
         ]
-    lines = [f"gpuc: `up` {why}: destroyed {pod.id} ({spec.name})"]
+    lines = [f"gpuc: up ended early: {why}; destroyed {pod.id} ({spec.name})"]
     if not gone:
-        lines = [f"gpuc: `up` {why}: destroy of {pod.id} asked, but it is still listed; `gpuc ls` shows it"]
+        lines = [f"gpuc: up ended early: {why}; destroy of {pod.id} asked, but it is still listed (`gpuc ls`)"]
     if found_by_name:
         lines[0] += " (the create's answer never came: found by its name)"
     return lines + _close_books(pod.id, spec, ctx, f"up failed; destroyed ({why})")
@@ -399,5 +402,5 @@ def _close_books(pod_id: str | None, spec: PodSpec, ctx: Ctx, note: str) -> list
             ctx.ledger().end(pod_id, end_ts=ctx.clock.now(), note=note[:120])
     except Exception as exc:  # the pod is destroyed already: nothing here may hide that
         reason = exc.message if isinstance(exc, GpucError) else str(exc) or type(exc).__name__
-        return [f"  books: {reason[:200]} (`gpuc ls` and `gpuc ledger` add what is missing from the watchdog's record)"]
+        return [f"  books: {reason[:200]} (`gpuc ls` and `gpuc ledger` add what is missing from the watchdog's)"]
     return []

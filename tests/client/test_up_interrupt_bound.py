@@ -15,9 +15,10 @@ from gpuc.client.interrupts import Interrupted
 from gpuc.client.pods import up
 from gpuc.client.pods.runs import RunStore
 from gpuc.core.clock import FakeClock, SystemClock
+from gpuc.core.errors import GpucError
 from gpuc.core.models import PodSpec
 from gpuc.core.providers.base import DestroyResult
-from gpuc.core.settings import Settings
+from gpuc.core.settings import SecretStr, Settings
 from gpuc.testkit.fakes import FakeProvider
 
 SPEC = PodSpec(experiment="exp", run_id="run-bound", provider="fake", gpu_type="RTX 4090")
@@ -67,4 +68,19 @@ def test_a_pod_whose_create_had_no_answer_is_found_by_name_and_destroyed(
     up._abort(None, SPEC, ctx_for(tmp_path, provider), Interrupted(signal.SIGHUP), [])
     assert provider.destroyed == ["p2"] and provider.alive("other")
     err = capsys.readouterr().err
-    assert "the terminal closed (SIGHUP): destroyed p2" in err and "found by its name" in err, err
+    assert "up ended early: terminal closed (SIGHUP); destroyed p2" in err and "found by its name" in err, err
+
+
+def test_the_abort_line_quoting_a_failure_is_scrubbed_of_secrets_and_terminal_controls(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The reason may quote a provider or a pod (a stranger's machine): redacted and cleaned, as the CLI's errors."""
+    key = "rpa_" + "K" * 36
+    provider = FakeProvider(FakeClock())
+    pod = provider.add("p3", name=SPEC.name)
+    settings = Settings(home=tmp_path / "home", runpod_api_key=SecretStr(key))
+    ctx = Ctx(settings, runs=RunStore(settings.home), clock=SystemClock(), providers={"fake": provider})
+    up._abort(pod, SPEC, ctx, GpucError(f"the pod said {key}\x1b[2J\x1b]0;owned\x07 no"), [])
+    err = capsys.readouterr().err
+    assert provider.destroyed == ["p3"]
+    assert "destroyed p3" in err and key not in err and "\x1b" not in err and "\x07" not in err, repr(err)
