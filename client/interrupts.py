@@ -60,6 +60,12 @@ def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
+def _heeded() -> list[signal.Signals]:
+    """The stop signals this process does not ignore: `nohup gpuc up ...` (SIGHUP ignored) and a background
+    job of a non-interactive shell (SIGINT ignored) asked for `up` to go on, and it does."""
+    return [s for s in STOP_SIGNALS if signal.getsignal(s) is not signal.SIG_IGN]
+
+
 @contextmanager
 def stop_signals_raise() -> Iterator[None]:
     """SIGINT, SIGHUP and SIGTERM raise `Interrupted` inside the block, ONCE: the abort path that the first
@@ -77,7 +83,7 @@ def stop_signals_raise() -> Iterator[None]:
         raised.append(signum)
         raise Interrupted(signum)
 
-    old = {s: signal.signal(s, once) for s in STOP_SIGNALS}
+    old = {s: signal.signal(s, once) for s in _heeded()}
     try:
         yield
     finally:
@@ -99,7 +105,7 @@ def stop_signals_deferred(note: str) -> Iterator[list[int]]:
             say(note)
         noted.append(signum)
 
-    old = {s: signal.signal(s, defer) for s in STOP_SIGNALS}
+    old = {s: signal.signal(s, defer) for s in _heeded()}
     try:
         yield noted
     finally:

@@ -145,7 +145,7 @@ class World:
     mark: Path
     gate: Path
 
-    def up(self, hold: str | None = None, *, stderr_broken: bool = False) -> Run:
+    def up(self, hold: str | None = None, *, stderr_broken: bool = False, nohup: bool = False) -> Run:
         path = ssh_stand_in(self.tmp / "shim", hold, self.mark, self.gate)
         env = {**self.env, "PATH": f"{path}{os.pathsep}{self.env.get('PATH', '')}"}
         read_end, write_end = os.pipe()
@@ -153,6 +153,7 @@ class World:
             ["tee", str(self.tmp / "log")], stdin=read_end, stdout=subprocess.DEVNULL, process_group=0
         )
         argv = [sys.executable, "-m", "gpuc.client.cli", "up", "intr", "-y", "--", "python", "train.py"]
+        argv = ["nohup", *argv] if nohup else argv  # the real one: SIGHUP ignored, then exec
         proc = subprocess.Popen(
             argv,
             cwd=self.project,
@@ -328,3 +329,17 @@ def test_a_second_ctrl_c_during_the_destroy_does_not_stop_it(world: World) -> No
     (pod_id,) = created_pods(world)
     assert code == 128 + signal.SIGINT
     assert f"destroyed {pod_id}" in run.stderr, run.stderr
+
+
+def test_under_nohup_a_sighup_is_still_ignored_and_up_finishes(world: World) -> None:
+    """`nohup gpuc up ... &` asked for `up` to outlive the terminal: its SIGHUP must not destroy the pod."""
+    run = world.up(world.hold("upload"), nohup=True)
+    try:
+        wait_for("`up` held at upload", world.reached("upload"), run.proc)
+        os.kill(run.proc.pid, signal.SIGHUP)  # delivered now: the process sleeps in the held ssh's wait
+        world.gate.touch()
+        code = run.finish()
+    finally:
+        end(run)
+    assert code == 0, run.stderr
+    assert len(world.alive()) == 1, run.stderr
