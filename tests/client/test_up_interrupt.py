@@ -34,7 +34,7 @@ import pytest
 
 from gpuc.core.settings import SecretStr, Settings
 from gpuc.core.signing import new_token
-from gpuc.functions import server as functions_server
+from gpuc.functions import handlers
 from gpuc.functions.server import ServerHandle, start_in_thread
 from gpuc.testkit.emulators.server import EmulatorServer
 from gpuc.testkit.platform import Platform, client_environ, start_platform, write_env_file
@@ -74,7 +74,7 @@ class RegisterHold:
         self.armed = False
         self.reached = threading.Event()
         self.release = threading.Event()
-        real = functions_server.dispatch
+        real = handlers.dispatch  # what the watchdog's server calls for every request
 
         def dispatch(request: Any, deps: Any, now: float) -> Any:
             if self.armed and request.method == "POST" and request.path == "/v1/pods":
@@ -82,7 +82,7 @@ class RegisterHold:
                 self.release.wait(WAIT_S)
             return real(request, deps, now)
 
-        monkeypatch.setattr(functions_server, "dispatch", dispatch)
+        monkeypatch.setattr("gpuc.functions.server.dispatch", dispatch)
 
 
 def ssh_stand_in(folder: Path, hold: str | None, mark: Path, gate: Path) -> Path:

@@ -14,7 +14,7 @@ def test_the_row_passes_with_every_step_stopped_and_nothing_left() -> None:
     (row,) = run_drill(scenarios=[f11i_up_interrupted]).rows
     assert row.row == "F11i" and row.ok, row
     assert row.problems == [] and row.false_kills == 0
-    assert row.billed_min is not None and row.billed_min <= row.bound_min
+    assert row.billed_min is not None and row.bound_min is not None and row.billed_min <= row.bound_min
     assert row.failure == "up | tee stopped at each step: 0 pods left"
     assert {step for step, _ in STEPS} == {"create", "registration", "boot wait", "agent start", "upload", "job start"}
 
