@@ -2,7 +2,9 @@
 
 Order matters for money: the intent is recorded before the create call, the id the moment it is
 known, the pod is registered with the watchdog before anything slow happens, and a failure after
-the create destroys the pod rather than leaving it to bill.
+the create destroys the pod rather than leaving it to bill. So does a stop signal (Ctrl-C, a closed
+terminal, SIGTERM) or `up`'s own output breaking, at any step: the destroy comes before any print
+(client/interrupts.py says why).
 
 Only `up` (and the demo) loads this module, so it imports provisioning, the API and the pod models at
 the top.

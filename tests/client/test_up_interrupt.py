@@ -203,8 +203,10 @@ class World:
 
 
 @pytest.fixture
-def world(sshd: LoopbackSshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
-    emulator, platform = start_platform("runpod", sshd)
+def world(
+    sshd: LoopbackSshd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> Iterator[World]:
+    emulator, platform = start_platform(getattr(request, "param", "runpod"), sshd)
     token = new_token()
     register = RegisterHold(monkeypatch)
     watchdog = start_in_thread(Settings(home=tmp_path / "functions", admin_token=SecretStr(token)), port=0)
@@ -263,6 +265,17 @@ def test_up_stopped_at_each_step_behind_a_dead_tee_leaves_no_pod(world: World, s
     assert code == 128 + SIGNALS[sig_name], run.stderr
     assert f"destroyed {pod_id}" in run.stderr, run.stderr
     assert "Traceback" not in run.stderr and "Exception ignored" not in run.stderr, run.stderr
+
+
+@pytest.mark.parametrize("world", ["vast"], indirect=True)
+@pytest.mark.parametrize("step", ["create", "upload"])
+def test_on_vast_too_a_stopped_up_leaves_no_instance(world: World, step: str) -> None:
+    """Vast finds a cut-off create by its label, and destroys with its own API."""
+    code, run = stopped_at(world, step, signal.SIGINT)
+    assert world.alive() == {}, run.stderr
+    (pod_id,) = created_pods(world)
+    assert code == 128 + signal.SIGINT
+    assert f"destroyed {pod_id}" in run.stderr, run.stderr
 
 
 @pytest.mark.parametrize("step", STEPS)
