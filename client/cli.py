@@ -11,6 +11,7 @@ import click
 from click.shell_completion import CompletionItem, get_completion_class
 
 from gpuc.client.commands import COMMANDS
+from gpuc.client.interrupts import Interrupted, say, silence_broken_output
 from gpuc.core.errors import ConfigError, GpucError
 from gpuc.core.redact import redact
 from gpuc.core.termsafe import clean_line
@@ -123,16 +124,24 @@ def main(argv: list[str] | None = None) -> int:
         code = cli.main(args=argv, prog_name="gpuc", standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except Interrupted as exc:
+        # `up` was stopped by a signal: it destroyed what it created and said so on stderr if it could.
+        silence_broken_output()
+        sys.exit(exc.exit_code)
     except click.exceptions.Abort:
-        click.echo("aborted", err=True)
+        say("aborted")  # stderr may be the closed terminal that sent the signal
+        silence_broken_output()
         sys.exit(130)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
     except Exception as exc:
-        if os.environ.get("GPUC_DEBUG"):
-            sys.exit(report_debug(exc))
-        sys.exit(report_error(exc))
+        try:
+            code = report_debug(exc) if os.environ.get("GPUC_DEBUG") else report_error(exc)
+        except OSError:  # stderr is broken too (`up 2>&1 | tee` after Ctrl-C, a closed terminal)
+            code = exc.exit_code if isinstance(exc, GpucError) else 1
+        silence_broken_output()
+        sys.exit(code)
     return code if isinstance(code, int) and not isinstance(code, bool) else 0
 
 

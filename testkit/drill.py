@@ -1174,6 +1174,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     *later_rows("gpuc.testkit.drill_kept", "f16_kept_then_stopped", "f16b_watchdog_stops_it"),
     *later_rows("gpuc.testkit.drill_budget", "f17_budget_spent"),
     *later_rows("gpuc.testkit.drill_actions", "f20_keep_from_the_phone"),
+    *later_rows("gpuc.testkit.drill_interrupt", "f11i_up_interrupted"),
 )
 KEEP = {"F8": ("f8-pod",), "F10": ("f10-pod",), "F14": ("f14-pod",)}
 KEEP.update({"F11s": ("f11s-pod-2",), "F5r": ("f5r-pod-1",)})  # alive at the end: the rows' point

@@ -2,7 +2,9 @@
 
 Order matters for money: the intent is recorded before the create call, the id the moment it is
 known, the pod is registered with the watchdog before anything slow happens, and a failure after
-the create destroys the pod rather than leaving it to bill.
+the create destroys the pod rather than leaving it to bill. So does a stop signal (Ctrl-C, a closed
+terminal, SIGTERM) or `up`'s own output breaking, at any step: the destroy comes before any print
+(client/interrupts.py says why).
 
 Only `up` (and the demo) loads this module, so it imports provisioning, the API and the pod models at
 the top.
@@ -10,15 +12,24 @@ the top.
 
 from __future__ import annotations
 
+import errno
 import sys
 from collections.abc import Callable
 
 from gpuc.client.context import Ctx, Echo
+from gpuc.client.interrupts import (
+    CleanupTimeout,
+    Interrupted,
+    say,
+    silence_broken_output,
+    stop_signals_deferred,
+    stop_signals_raise,
+    time_limit,
+)
 from gpuc.client.onpod.provision import VENV_INSTALLER, Installer, install_agent, offline_installer, provision
 from gpuc.client.onpod.ssh import wait_for_ssh_endpoint
 from gpuc.client.onpod.upload import check_command, put_project
 from gpuc.client.pods import plan
-from gpuc.client.pods.down import close_ledger
 from gpuc.client.pods.plan import UpOptions, check_env_file, check_experiment
 from gpuc.client.pods.run import job_started, short_command, start_job
 from gpuc.client.text import clock_utc, short_span
@@ -28,9 +39,12 @@ from gpuc.core.ledger import sane_price, sane_ts
 from gpuc.core.models import PodSpec
 from gpuc.core.pod import Pod, new_run_id
 from gpuc.core.providers.base import PodAccess, Provider
+from gpuc.core.providers.common import look_up
 from gpuc.core.providers.local import LocalProvider
+from gpuc.core.redact import redact
 from gpuc.core.settings import Settings
 from gpuc.core.signing import derive_key, new_token
+from gpuc.core.termsafe import clean_line
 
 
 def _stderr(msg: str) -> None:
@@ -85,17 +99,33 @@ def up(opts: UpOptions, ctx: Ctx) -> Pod | None:
     now = ctx.clock.now()
     ctx.runs.record_intent(run_id, spec.name, opts.provider, opts.experiment, now)
     ctx.echo(f"creating {spec.name} on {opts.provider} ({opts.gpu}) ...")
+    with stop_signals_raise():
+        return _create_and_prepare(provider, spec, opts, ctx, secrets_env)
+
+
+def _create_and_prepare(
+    provider: Provider, spec: PodSpec, opts: UpOptions, ctx: Ctx, secrets_env: dict[str, str]
+) -> Pod:
+    """From the create on, anything that ends `up` early destroys what it created: an error, a stop
+    signal (Ctrl-C, a closed terminal, SIGTERM), or its own output breaking (`up | tee` after Ctrl-C)."""
+    made: list[Pod] = []  # filled the moment the create answers: a signal just after still finds it by name
     try:
-        pod = provider.create(spec)
-    except GpucError:
-        ctx.runs.set_phase(run_id, "failed", note="create failed")
-        raise
-    ctx.runs.set_pod_id(run_id, pod.id)
-    try:
-        return _after_create(pod, spec, opts, ctx, secrets_env)
+        made.append(provider.create(spec))
+        ctx.runs.set_pod_id(spec.run_id, made[0].id)
+        return _after_create(made[0], spec, opts, ctx, secrets_env)
     except BaseException as exc:
-        why = "interrupted (Ctrl-C)" if isinstance(exc, KeyboardInterrupt) else str(exc) or type(exc).__name__
-        _abort_pod(pod, run_id, ctx, reason=why)
+        if not made and isinstance(exc, GpucError):
+            # A definite refusal, or an unclear create that create_once already looked up by name.
+            ctx.runs.set_phase(spec.run_id, "failed", note="create failed")
+            raise
+        begun: list[bool] = []
+        try:
+            _abort(made[0] if made else None, spec, ctx, exc, begun)
+        except Interrupted:
+            # The one signal `stop_signals_raise` raises came in the instant before the abort deferred them
+            # (`up` was failing anyway): the abort from the start; no second signal can be raised.
+            if not begun:
+                _abort(made[0] if made else None, spec, ctx, exc, begun)
         raise
 
 
@@ -287,16 +317,92 @@ def how_to_get_in(provider: Provider, pod: Pod) -> str:
     return f"ready: {pod.id} ({pod.name}); ssh details: gpuc ls"
 
 
-def _abort_pod(pod: Pod, run_id: str, ctx: Ctx, reason: str) -> None:
-    """`up` failed after the create: destroy rather than leave a pod billing."""
-    ctx.echo(f"up failed after create ({reason.splitlines()[0][:200]}); destroying {pod.id}")
-    provider = ctx.provider(pod.provider)
+# -- the abort path ---------------------------------------------------------------------------------
+CLEANUP_LIMIT_S = 60.0  # the destroy's own retries fit; a provider that never answers does not hold the terminal
+FIND_TRIES = 3  # a pod whose create was cut off may take a moment to be listed (create_once looks as often)
+FIND_DELAY_S = 2.0
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, Interrupted):
+        return str(exc)
+    if isinstance(exc, KeyboardInterrupt):
+        return "Ctrl-C"
+    if isinstance(exc, OSError) and exc.errno in (errno.EPIPE, errno.EIO):
+        return "output closed (broken pipe or closed terminal)"
+    text = exc.message if isinstance(exc, GpucError) else str(exc) or type(exc).__name__
+    return text.splitlines()[0][:200] if text else type(exc).__name__
+
+
+def _abort(pod: Pod | None, spec: PodSpec, ctx: Ctx, exc: BaseException, begun: list[bool]) -> None:
+    """`up` ends early with a pod created, or maybe created (the create was cut off before its answer):
+    destroy it FIRST, then say so. Printing first is what left pods billing: after Ctrl-C on `up | tee`
+    the first print fails on the broken pipe. During the destroy a second Ctrl-C is deferred, and the
+    whole is bounded by CLEANUP_LIMIT_S; what could not be destroyed is named, with how to find it."""
+    why = _why(exc)
+    still = f"gpuc: still destroying what up created ({why}); Ctrl-C again does not stop it"
+    with stop_signals_deferred(still):
+        begun.append(True)
+        try:
+            with time_limit(CLEANUP_LIMIT_S):
+                lines = _destroy_made(pod, spec, ctx, why)
+        except CleanupTimeout:
+            what = pod.id if pod is not None else f"a pod named {spec.name}"
+            lines = [
+                f"gpuc: up ended early: {why}; could not destroy {what} within {CLEANUP_LIMIT_S:.0f}s. "
+                f"Find it with `gpuc ls` (named {spec.name}) and end it with `gpuc down`; if nobody does, "
+                f"the watchdog destroys it ({short_span(ctx.settings.unregistered_grace_s)} after its start "
+                "if it was never registered)"
+            ]
+        secrets = ctx.settings.secret_values()
+        for line in lines:  # a reason may quote a provider or a pod: scrubbed as the CLI's own errors are
+            if not say(clean_line(redact(line, secrets))):
+                break
+        silence_broken_output()
+
+
+def _destroy_made(pod: Pod | None, spec: PodSpec, ctx: Ctx, why: str) -> list[str]:
+    """Destroy what `up` created (found by the run's name when the create had no answer yet), then the
+    bookkeeping; the lines to say after. Prints nothing itself: stdout may be the broken pipe."""
+    provider = ctx.provider(spec.provider)
+    grace = short_span(ctx.settings.unregistered_grace_s)
+    found_by_name = pod is None
     try:
+        if pod is None:
+            pod = look_up(spec.name, provider.find_by_name, ctx.clock, FIND_TRIES, FIND_DELAY_S)
+            if pod is None:
+                _close_books(None, spec, ctx, f"create cut off: {why}")
+                return [
+                    f"gpuc: up ended early: {why}, during the create; no pod named {spec.name} is listed at "
+                    f"{spec.provider}. If the create went through after all, `gpuc ls` shows it and the "
+                    f"watchdog destroys it {grace} after its start (it was never registered)"
+                ]
         provider.destroy(pod.id)
-        provider.confirm_gone(pod.id, ctx.clock)
-        ctx.runs.set_phase(run_id, "failed", now=ctx.clock.now(), note="up failed; destroyed")
-        close_ledger(ctx, pod.id, note=f"up failed: {reason[:120]}")
+        gone = provider.confirm_gone(pod.id, ctx.clock)
     except GpucError as exc:
-        ctx.echo(f"could not destroy {pod.id}: {exc} - the watchdog will retry; check `gpuc ls`")
+        what = pod.id if pod is not None else f"the pod named {spec.name}"
+        return [
+            f"gpuc: up ended early: {why}; could not destroy {what}: {exc.message}. Check `gpuc ls` and end "
+            f"it with `gpuc down`; the watchdog retries ({grace} after its start if it was never registered)"
+        ]
+    lines = [f"gpuc: up ended early: {why}; destroyed {pod.id} ({spec.name})"]
+    if not gone:
+        lines = [f"gpuc: up ended early: {why}; destroy of {pod.id} asked, but it is still listed (`gpuc ls`)"]
+    if found_by_name:
+        lines[0] += " (the create's answer never came: found by its name)"
+    return lines + _close_books(pod.id, spec, ctx, f"up failed; destroyed ({why})")
 
 
+def _close_books(pod_id: str | None, spec: PodSpec, ctx: Ctx, note: str) -> list[str]:
+    """The run's record and the ledger row's end, after the destroy: a book that cannot be written costs
+    a line, never the destroy."""
+    try:
+        if pod_id is not None:
+            ctx.runs.set_pod_id(spec.run_id, pod_id)
+        ctx.runs.set_phase(spec.run_id, "failed", now=ctx.clock.now(), note=note[:200])
+        if pod_id is not None:
+            ctx.ledger().end(pod_id, end_ts=ctx.clock.now(), note=note[:120])
+    except Exception as exc:  # the pod is destroyed already: nothing here may hide that
+        reason = exc.message if isinstance(exc, GpucError) else str(exc) or type(exc).__name__
+        return [f"  books: {reason[:200]} (`gpuc ls` and `gpuc ledger` add what is missing from the watchdog's)"]
+    return []

@@ -35,6 +35,7 @@ ROWS += ["F11u", "F18"]
 ROWS += ["F16", "F16b"]
 ROWS += ["F17"]
 ROWS += ["F20"]  # issue 20: keep from the phone
+ROWS += ["F11i"]  # issues 25-26: `up | tee` stopped at each step
 
 
 def drill(*args: str) -> tuple[int, str]:
