@@ -28,7 +28,7 @@ from gpuc.testkit.emulators.runpod import RunPodEmulator
 from gpuc.testkit.emulators.server import EmulatorServer
 from gpuc.testkit.emulators.vast import VastEmulator
 
-WRITES = {"create", "stop", "destroy", "resume", "reboot", "bid", "action_v2", "destroy_v2", "stop_bulk"}
+WRITES = {"create", "stop", "destroy", "resume", "reboot", "bid", "stop_bulk"}
 WRITES.add("destroy_bulk")
 
 
