@@ -53,7 +53,8 @@ def messages(answer: EmuResponse) -> list[str]:
 def test_the_graphql_gpuc_still_sends_is_valid(runpod_emu: RunPodEmulator) -> None:
     assert graphql(runpod_emu, BALANCE_QUERY).decoded()["data"]["myself"]["clientBalance"] == 25.0
     pod_id = runpod_emu.add_foreign_pod("gpuc-run0009")
-    assert graphql(runpod_emu, STOP_MUTATION, {"podId": pod_id}).decoded()["data"]["podStop"]["desiredStatus"] == "EXITED"
+    stopped = graphql(runpod_emu, STOP_MUTATION, {"podId": pod_id}).decoded()["data"]["podStop"]
+    assert stopped["desiredStatus"] == "EXITED"
     assert graphql(runpod_emu, TERMINATE_MUTATION, {"podId": pod_id}).decoded() == {"data": {"podTerminate": None}}
 
 

@@ -54,7 +54,9 @@ def provider_for(emu: RunPodEmulator, clock: FakeClock, **kwargs: object) -> Run
     )
 
 
-def raw(emu: RunPodEmulator, method: str, path: str, body: object = None, key: str | None = RUNPOD_KEY) -> httpx.Response:
+def raw(
+    emu: RunPodEmulator, method: str, path: str, body: object = None, key: str | None = RUNPOD_KEY
+) -> httpx.Response:
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     with httpx.Client(transport=emu.transport(), base_url="https://api.runpod.test") as http:
         return http.request(method, path, json=body, headers=headers)
@@ -221,7 +223,9 @@ def test_the_pod_side_self_destroy_says_graphql_is_retired(clock: FakeClock) -> 
     emu = RunPodEmulator(api_key=RUNPOD_KEY, clock=clock)
     pod = provider_for(emu, clock).create(spec("runpod"))
     emu.graphql_retired = True
-    destroyer = RunPodSelfDestroyer.from_environ(emu.pod_environ(pod.id), transport=emu.transport(), backoff=zero_backoff)
+    destroyer = RunPodSelfDestroyer.from_environ(
+        emu.pod_environ(pod.id), transport=emu.transport(), backoff=zero_backoff
+    )
     with pytest.raises(GraphQLRetired):
         destroyer.graphql("query { myself { id } }")
 
@@ -279,7 +283,9 @@ def test_the_emulator_accepts_a_good_create_request(runpod_emu: RunPodEmulator) 
     ],
     ids=lambda change: next(iter(change)) + ("-" + "-".join(change["gpu"]) if "gpu" in change else ""),
 )
-def test_the_emulator_refuses_a_create_request_v2_would_refuse(runpod_emu: RunPodEmulator, change: dict[str, object]) -> None:
+def test_the_emulator_refuses_a_create_request_v2_would_refuse(
+    runpod_emu: RunPodEmulator, change: dict[str, object]
+) -> None:
     answer = raw(runpod_emu, "POST", "/v2/pods", {**GOOD, **change})
     assert answer.status_code == 422, answer.text
     assert answer.headers["content-type"] == "application/problem+json"
@@ -293,12 +299,16 @@ def test_the_emulator_refuses_a_create_request_v2_would_refuse(runpod_emu: RunPo
 
 
 @pytest.mark.parametrize("missing", ["name", "image", "gpu"])
-def test_the_emulator_refuses_a_create_request_without_a_required_field(runpod_emu: RunPodEmulator, missing: str) -> None:
+def test_the_emulator_refuses_a_create_request_without_a_required_field(
+    runpod_emu: RunPodEmulator, missing: str
+) -> None:
     answer = raw(runpod_emu, "POST", "/v2/pods", {k: v for k, v in GOOD.items() if k != missing})
     assert answer.status_code == 422 and answer.json()["errors"], answer.text
 
 
-def test_the_emulator_answers_problems_for_auth_and_a_scoped_key(runpod: RunPodProvider, runpod_emu: RunPodEmulator) -> None:
+def test_the_emulator_answers_problems_for_auth_and_a_scoped_key(
+    runpod: RunPodProvider, runpod_emu: RunPodEmulator
+) -> None:
     pod = runpod.create(spec("runpod"))
     pod_key = runpod_emu.pod_environ(pod.id)["RUNPOD_API_KEY"]
     for key, status, detail in [(None, 401, "missing bearer token"), (pod_key, 403, "access denied")]:
@@ -307,7 +317,10 @@ def test_the_emulator_answers_problems_for_auth_and_a_scoped_key(runpod: RunPodP
             assert (answer.status_code, answer.json()["detail"]) == (status, detail), (method, path)
             assert answer.headers["content-type"] == "application/problem+json"
     missing = raw(runpod_emu, "GET", "/v2/pods/nosuchpod0")
-    assert (missing.status_code, missing.json()) == (404, {"title": "Not Found", "status": 404, "detail": "resource not found"})
+    assert (missing.status_code, missing.json()) == (
+        404,
+        {"title": "Not Found", "status": 404, "detail": "resource not found"},
+    )
     assert len(runpod_emu.alive()) == 1
 
 
@@ -315,7 +328,7 @@ def test_every_v2_answer_carries_the_rate_limit_and_429_says_when_to_retry(clock
     emu = RunPodEmulator(api_key=RUNPOD_KEY, clock=clock, rate_per_minute=3)
     answers = [raw(emu, "GET", "/v2/pods") for _ in range(4)]
     assert [a.status_code for a in answers] == [200, 200, 200, 429]
-    assert all("RateLimit" in a.headers and 'q=3;w=60' in a.headers["RateLimit-Policy"] for a in answers)
+    assert all("RateLimit" in a.headers and "q=3;w=60" in a.headers["RateLimit-Policy"] for a in answers)
     assert answers[0].headers["RateLimit"].startswith('"minute";r=2;')
     assert answers[3].json()["detail"] == "rate limit exceeded for the minute window"
     assert int(answers[3].headers["Retry-After"]) > 0
