@@ -10,7 +10,8 @@ GpucError                          user-facing: message + how to fix it, no trac
 │   ├── ProviderUnavailable        5xx / 429 / timeout after retries: state UNKNOWN, never act on it
 │   │   └── AmbiguousOutcome       (core.providers.http) a create may or may not have happened: look first
 │   ├── ProviderSchemaError        a body we do not recognise: never read as "empty account"
-│   └── GraphQLError               (core.providers.runpod) RunPod answered `errors`: understood, refused
+│   ├── GraphQLError               (core.providers.runpod) RunPod answered `errors`: understood, refused
+│   └── GraphQLRetired             (core.providers.runpod) RunPod's GraphQL is gone: upgrade gpuc
 ├── FunctionsError                 the watchdog functions answered an error or were unreachable
 ├── SyncError                      results could not be copied out and verified
 ├── SafetyRefusal                  gpuc refuses an action that could waste money or lose data

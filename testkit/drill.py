@@ -1226,7 +1226,7 @@ def run_drill(
 EMU_RUNPOD_KEY = "rpa_DRILL" + "0" * 31
 EMU_VAST_KEY = "drillvast" + "0" * 31
 EMU_FAULT_OPS = {
-    "runpod": ("list", "list_v2", "get", "get_v2", "destroy"),
+    "runpod": ("list", "get", "destroy"),
     "vast": ("list", "list_v0", "get", "destroy"),
 }
 # The schedule when faults are off: one of each kind, at the calls the reaper makes.

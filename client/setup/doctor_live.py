@@ -30,7 +30,7 @@ from gpuc.core.providers.registry import keyed_providers
 from gpuc.core.termsafe import clean_line
 
 FactStatus = Literal["confirmed", "refuted", "unknown"]
-# A pod id no account has: the read of an unknown id (GraphQL pod(...)) and the v2 404, both reads.
+# A pod id no account has: the read of an unknown id (REST v2's 404 problem) is a read.
 MISSING_POD_ID = "gpuclivemissing0"
 PROBE_TIMEOUT_S = 90.0
 
@@ -128,40 +128,50 @@ def live_checks(ctx: Ctx) -> LiveReport:
 
 
 def runpod_facts(reading: Reading, provider: Any) -> None:
-    from gpuc.core.providers.runpod import GET_QUERY, GRAPHQL_STATUS, LIST_QUERY  # lazy: as in read_provider
+    """REST v2's facts (gpuc reaches GraphQL only for the balance, read by the balance check above)."""
+    from gpuc.core.providers.runpod import V2_STATUS, is_problem_404  # lazy: as in read_provider
 
     reading.fact(
         "terminateAfter ends a pod at its time (gpuc does not rely on it)",
         "refuted",
-        "RunPod has not enforced it: the API accepts it and the pod bills on (runpodctl #330, docs #820); not "
-        "probed live (that would rent a pod). gpuc's deadline is held by the pod's agent and the watchdog",
+        "RunPod never enforced it (runpodctl #330, docs #820) and REST v2 has no such field: gpuc sends none; "
+        "its deadline is held by the pod's agent and the watchdog",
     )
-    http, graphql_url = provider.http, provider.graphql.url
-    bad = http.request("POST", graphql_url, json={"query": "query { myself { gpucLiveProbe } }"}, accept=(400, 422))
-    has_errors = isinstance(bad.body, dict) and bool(bad.body.get("errors"))
+    http, rest = provider.http, provider.rest_url
+    gone = read_or_error(lambda: http.request("GET", f"{rest}/pods/{MISSING_POD_ID}", accept=(404,)))
     reading.fact(
-        "GraphQL validation errors come with HTTP 400 (the emulator's choice; both 200 and 4xx are read)",
-        "confirmed" if bad.status == 400 and has_errors else "refuted" if has_errors else "unknown",
-        f"HTTP {bad.status}, errors {'present' if has_errors else 'absent'}",
+        "REST v2 answers an unknown pod id with a 404 problem (gpuc reads two of them as gone)",
+        "confirmed" if gone[0] == "value" and gone[1].status == 404 and is_problem_404(gone[1].body) else "refuted",
+        f"HTTP {gone[1].status}" if gone[0] == "value" else str(gone[1])[:120],
     )
-    gone = read_or_error(lambda: provider.graphql(GET_QUERY, {"podId": MISSING_POD_ID}).get("pod"))
-    reading.fact(
-        "GraphQL pod(...) of an unknown id answers null (not an error)",
-        "confirmed" if gone == ("value", None) else "refuted",
-        "null" if gone == ("value", None) else f"{gone[0]}: {str(gone[1])[:120]}",
+    strict = read_or_error(
+        lambda: http.request("GET", f"{rest}/pods", params={"gpucLiveProbe": "1"}, accept=(400, 422))
     )
-    statuses = read_or_error(
-        lambda: sorted({str(p.get("desiredStatus")) for p in provider.graphql(LIST_QUERY)["myself"]["pods"]})
-    )
-    if statuses[0] == "value" and statuses[1]:
-        unknown = [s for s in statuses[1] if s not in GRAPHQL_STATUS]
-        reading.fact(
-            "desiredStatus is one of RUNNING / EXITED / TERMINATED (+ the schema copy's CREATED ...)",
-            "refuted" if unknown else "confirmed",
-            f"seen: {', '.join(statuses[1])}",
-        )
+    claim = "REST v2 refuses what its contract does not hold with 422 (as the emulator does)"
+    if strict[0] == "value":
+        verdict: FactStatus = "confirmed" if strict[1].status == 422 else "refuted"
+        reading.fact(claim, verdict, f"an unknown query parameter: HTTP {strict[1].status}")
     else:
-        reading.fact("desiredStatus values", "unknown", "no pod in the account to read")
+        reading.fact(claim, "unknown", str(strict[1])[:120])
+    listed = read_or_error(lambda: list(provider.v2_pods().values()))
+    if listed[0] == "value" and listed[1]:
+        seen = sorted({str(p.status) for p in listed[1]})
+        unknown = [s for s in seen if s not in V2_STATUS]
+        reading.fact(
+            "status is one of PROVISIONING / STARTING / RUNNING / EXITED / ERROR / TERMINATED",
+            "refuted" if unknown else "confirmed",
+            f"seen: {', '.join(seen)}",
+        )
+        exited = [p for p in listed[1] if p.status == "EXITED"]
+        if exited:
+            zero = all(not p.cost for p in exited)
+            reading.fact(
+                "cost is 0.0 for an EXITED pod (gpuc shows its volume's price instead)",
+                "confirmed" if zero else "refuted",
+                f"{len(exited)} EXITED pod(s)" + ("" if zero else ": a cost that is not 0"),
+            )
+    else:
+        reading.fact("status values", "unknown", "no pod in the account to read")
     v2_paging_fact(reading, provider)
 
 
@@ -177,9 +187,9 @@ def v2_paging_fact(reading: Reading, provider: Any) -> None:
         return
     status, body = reply[1].status, reply[1].body
     if status == 403:
-        reading.fact(claim, "unknown", "this key may not use REST v2 (403): gpuc lists from GraphQL alone")
+        reading.fact(claim, "unknown", "this key may not list pods on REST v2 (403): gpuc cannot list RunPod")
     elif status >= 400:
-        reading.fact(claim, "refuted", f"limit refused with HTTP {status}: gpuc lists from GraphQL alone")
+        reading.fact(claim, "refuted", f"limit refused with HTTP {status}: gpuc's listing fails (report it)")
     elif isinstance(body, dict) and isinstance(body.get("pagination"), dict):
         keys = sorted(body["pagination"])
         reading.fact(claim, "confirmed", f"pagination keys: {', '.join(keys)}")

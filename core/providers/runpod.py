@@ -1,14 +1,23 @@
-"""RunPod through its GraphQL API, and REST v2 where it says more (status vocabulary, createdAt, 404 = gone).
+"""RunPod through REST v2 (`https://api.runpod.io/v2`): create, list, get, stop, start, terminate, the GPU
+catalog with its prices, and the bill (runpod_billing.py).
 
-REST v1 retires on 2026-11-15 and is not used. GraphQL creates pods (it alone has `startSsh` and
-`terminateAfter`), stops and terminates them, and reads balance and GPU types; the pod listing is
-GraphQL `myself { pods }` (env, podType, runtime ports, GPU utilisation), joined with REST v2 `GET /pods`
-(status, createdAt) when v2 answers: v2 only adds detail, so a v2 failure never fails the listing.
-Queries pass values as GraphQL variables, never by string interpolation.
+RunPod retires GraphQL in "early 2027" and retired REST v1 on 2026-11-15. GraphQL is used only where v2 has
+no route, and only through `legacy_graphql`, which says plainly when RunPod answers that it is gone:
+- the account balance and spend (`myself { clientBalance currentSpendPerHr spendLimit }`): v2 has the
+  bill's history (`/v2/billing`), not the balance;
+- the pod's own self-destroy and self-stop with the pod-scoped key (RunPodSelfDestroyer): whether that key
+  may use REST v2 is unconfirmed, and a field report saw REST answer it 403 while GraphQL served it.
+`gpuc ls`, `up`, `down`, the reaper and `results` never reach GraphQL.
 
-Interruptible (spot) pods are not rented: RunPod removed spot from its docs (2026-05) and is removing
-`podRentInterruptable` from the public API, so gpuc refuses them up front with a clear message and shows
-no spot price as rentable.
+What v2 does not say, and what gpuc does instead:
+- no spot/interruptible field: gpuc rents none on RunPod (refused up front) and reads every pod as on-demand;
+- no `supportPublicIp` and no host sizing floor (`minVcpuCount`/`minMemoryInGb`): SECURE pods always
+  have a public IP; a COMMUNITY pod without one lists no direct ssh endpoint and `up` cannot reach it;
+- no host machine id: nothing in gpuc needs it;
+- `cost` is 0.0 once a pod is EXITED, while its volume still bills: a stopped pod's hourly price is its
+  volume at RunPod's published stopped rate (VOLUME_STOPPED_USD_GB_MONTH), from `mounts.persistent.size`;
+- `terminateAfter` does not exist (RunPod never enforced it anyway): the deadline is gpuc's own, held by
+  the pod's agent and the watchdog.
 
 Every request goes through the HttpClient choke point in core/providers/http.py.
 """
@@ -35,11 +44,15 @@ from gpuc.core.checks import (
     mapping,
     maybe,
     record,
-    replaced,
-    text,
 )
-from gpuc.core.clock import Clock, iso, parse_iso
-from gpuc.core.errors import ConfigError, NotFound, ProviderAuthError, ProviderError, ProviderSchemaError
+from gpuc.core.clock import Clock, parse_iso
+from gpuc.core.errors import (
+    ConfigError,
+    NotFound,
+    ProviderAuthError,
+    ProviderError,
+    ProviderSchemaError,
+)
 from gpuc.core.pod import Pod, PodStatus
 from gpuc.core.providers.base import DestroyResult
 from gpuc.core.providers.common import (
@@ -50,14 +63,13 @@ from gpuc.core.providers.common import (
     SelfWords,
     TerminateRefused,
     api_key_of,
-    env_from_pairs,
     experiment_of,
     is_managed,
     parse_wire,
     pod_env,
 )
 from gpuc.core.providers.endpoints import RUNPOD_GRAPHQL_ENV, RUNPOD_GRAPHQL_URL, RUNPOD_REST_URL
-from gpuc.core.providers.http import BackoffFunction, HttpClient, Reply, require
+from gpuc.core.providers.http import BackoffFunction, HttpClient, Reply, message_from_body, require
 from gpuc.core.settings import Settings
 
 if TYPE_CHECKING:
@@ -73,12 +85,7 @@ DEFAULT_REST_URL = RUNPOD_REST_URL
 KEY_ENV = "RUNPOD_API_KEY"
 VOLUME_MOUNT = "/workspace"
 # ssh only: no Jupyter port, nothing else exposed.
-PORTS = "22/tcp"
-# Host sizing sent with every create, per GPU: the official client, SkyPilot and dstack all send a floor,
-# and without one a community host may pair a GPU with a starved CPU or RAM. 4 vCPU per GPU is SkyPilot's
-# rule; 16 GB RAM per GPU holds a 7B fp16 model's weights while they load.
-VCPU_PER_GPU = 4
-MEMORY_GB_PER_GPU = 16
+PORTS = ("22/tcp",)
 SPOT_GONE = "RunPod interruptible (spot) pods are no longer offered through its public API"
 SPOT_HINT = "rent on-demand on RunPod (drop --interruptible), or use --provider vast for interruptible"
 # REST v2 list paging (limit/cursor, pagination.nextCursor/hasNextPage): not in the 2026-08 spec we read
@@ -86,31 +93,22 @@ SPOT_HINT = "rent on-demand on RunPod (drop --interruptible), or use --provider 
 V2_PAGE_SIZE = 50
 MAX_V2_PAGES = 100
 CloudType = Literal["ALL", "SECURE", "COMMUNITY"]
-# GraphQL errors may come with HTTP 200 or a 4xx (UNCONFIRMED which): read the body for both.
-GRAPHQL_ERROR_STATUSES = (400, 404, 409, 422)
 POD_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 NOT_FOUND_TO_TERMINATE = "pod not found to terminate"
+# A create whose outcome is unknown (timeout, reset mid-exchange) is looked up by name before any second
+# create, for this long: a new pod reaches GET /v2/pods only after a lag (unmeasured at RunPod; the emulator's
+# `list_lag_s` drills it), and a second create while the first is still unlisted bills two pods.
+LOOKUP_WINDOW_S = 45.0
+LOOKUP_DELAY_S = 3.0
+# "Not found" is read twice, this far apart, before a pod counts as gone: gone stops the reaper watching it.
+RECHECK_DELAY_S = 1.0
+# Create refusals v2 documents (R1): 400 rule or NO CAPACITY, 402 balance, 422 contract. None was applied.
+CREATE_REFUSALS = (400, 402, 422)
+CATALOG_PARAMS = {"product": "POD", "include": "AVAILABILITY"}
 
-POD_FIELDS = (
-    "id name desiredStatus podType costPerHr gpuCount imageName env ports uptimeSeconds lastStatusChange "
-    "containerDiskInGb volumeInGb machineId machine { gpuDisplayName podHostId } "
-    "runtime { uptimeInSeconds ports { ip isIpPublic privatePort publicPort type } "
-    "gpus { id gpuUtilPercent memoryUtilPercent } }"
-)
-CREATED_FIELDS = (
-    "id name desiredStatus podType costPerHr gpuCount env machineId machine { gpuDisplayName podHostId }"
-)
-LIST_QUERY = f"query Pods {{ myself {{ pods {{ {POD_FIELDS} }} }} }}"
-GET_QUERY = f"query Pod($podId: String!) {{ pod(input: {{podId: $podId}}) {{ {POD_FIELDS} }} }}"
-CREATE_ON_DEMAND = (
-    "mutation Deploy($input: PodFindAndDeployOnDemandInput!) "
-    f"{{ podFindAndDeployOnDemand(input: $input) {{ {CREATED_FIELDS} }} }}"
-)
+# GraphQL, for what v2 has no route (see the module docstring). Values pass as variables, never inlined.
+SELF_READ_QUERY = "query Pod($podId: String!) { pod(input: {podId: $podId}) { id desiredStatus } }"
 STOP_MUTATION = "mutation Stop($podId: String!) { podStop(input: {podId: $podId}) { id desiredStatus } }"
-RESUME_MUTATION = (
-    "mutation Resume($podId: String!, $gpuCount: Int!) "
-    "{ podResume(input: {podId: $podId, gpuCount: $gpuCount}) { id desiredStatus } }"
-)
 # podTerminate returns a scalar: no selection set.
 TERMINATE_MUTATION = "mutation Terminate($podId: String!) { podTerminate(input: {podId: $podId}) }"
 # R5, the fields runpodctl's GetUser reads (CONFIRMED); the notify* flags are the account's own emails.
@@ -119,28 +117,14 @@ BALANCE_QUERY = (
     "notifyPodsStale notifyPodsGeneral notifyLowBalance } }"
 )
 NOTIFY_FIELDS = ("notifyPodsStale", "notifyPodsGeneral", "notifyLowBalance")
-# No spot prices asked: they are not rentable (see the module docstring).
-GPU_TYPES_QUERY = (
-    "query GpuTypes { gpuTypes { id displayName memoryInGb secureCloud communityCloud "
-    "securePrice communityPrice } }"
-)
-GPU_PRICE_QUERY = (
-    "query GpuPrice($id: String!, $gpuCount: Int!) { gpuTypes(input: {id: $id}) "
-    "{ id lowestPrice(input: {gpuCount: $gpuCount}) { uninterruptablePrice stockStatus } } }"
-)
-MAX_PRICE_LOOKUPS = 5
+# GraphQL errors may come with HTTP 200 or a 4xx (UNCONFIRMED which): read the body for both.
+GRAPHQL_ERROR_STATUSES = (400, 404, 409, 410, 422)
+# How RunPod will say GraphQL is gone is not published: a 410, a 404 without GraphQL errors, or an error
+# that says so in words.
+GRAPHQL_GONE_STATUSES = (404, 410)
+GRAPHQL_GONE_WORDS = re.compile(r"retired|deprecated|sunset|decommission|no longer (available|supported)", re.I)
+GRAPHQL_RETIRED = "RunPod's GraphQL API answered that it is retired: upgrade gpuc"
 
-# desiredStatus is what the user asked for; `runtime` says whether the container is actually up.
-# CREATED/RESTARTING/PAUSED/DEAD come from a third-party schema copy (UNCONFIRMED).
-GRAPHQL_STATUS: dict[str, PodStatus] = {
-    "RUNNING": "running",
-    "EXITED": "stopped",
-    "TERMINATED": "terminated",
-    "CREATED": "provisioning",
-    "RESTARTING": "provisioning",
-    "PAUSED": "paused",
-    "DEAD": "exited",
-}
 V2_STATUS: dict[str, PodStatus] = {
     "PROVISIONING": "provisioning",
     "STARTING": "provisioning",
@@ -151,51 +135,11 @@ V2_STATUS: dict[str, PodStatus] = {
 }
 # RunPod's published price of a stopped pod's volume [rp-docs billing.mdx]; the container disk is wiped on stop.
 VOLUME_STOPPED_USD_GB_MONTH = 0.20
-# podType values for spot pods (INTERRUPTABLE: third-party code; BID: schema copy; both UNCONFIRMED). gpuc
-# rents none, but a spot pod started elsewhere (or before the removal) is still read for what it is.
-SPOT_POD_TYPES = ("INTERRUPTABLE", "BID")
+HOURS_PER_MONTH = 30 * 24  # RunPod does not state the hours in its month (UNCONFIRMED)
+GPU_VENDOR_PREFIXES = ("NVIDIA GeForce ", "NVIDIA ", "AMD ")
 
 
 # ---- wire shapes: what we read from RunPod, validated where the body enters --------------------------
-
-
-class GqlPort(ProviderShape):
-    ip: str | None = checked(OPT_TEXT, None)
-    isIpPublic: bool | None = checked(OPT_FLAG, None)
-    privatePort: int | None = checked(OPT_INT, None)
-    publicPort: int | None = checked(OPT_INT, None)
-    type: str | None = checked(OPT_TEXT, None)
-
-
-class GqlGpu(ProviderShape):
-    id: str | None = checked(OPT_TEXT, None)
-    gpuUtilPercent: float | None = checked(OPT_NUMBER, None)
-    memoryUtilPercent: float | None = checked(OPT_NUMBER, None)
-
-
-class GqlRuntime(ProviderShape):
-    uptimeInSeconds: float | None = checked(OPT_NUMBER, None)
-    ports: tuple[GqlPort, ...] | None = checked(maybe(many(record(GqlPort))), None)
-    gpus: tuple[GqlGpu, ...] | None = checked(maybe(many(record(GqlGpu))), None)
-
-
-class GqlMachine(ProviderShape):
-    gpuDisplayName: str | None = checked(OPT_TEXT, None)
-    podHostId: str | None = checked(OPT_TEXT, None)
-
-
-class GqlPod(ProviderShape):
-    id: str = checked(TEXT)
-    name: str | None = checked(OPT_TEXT, None)
-    desiredStatus: str | None = checked(OPT_TEXT, None)
-    podType: str | None = checked(OPT_TEXT, None)
-    costPerHr: float | None = checked(OPT_NUMBER, None)  # documented as a number, once seen as a string
-    gpuCount: int | None = checked(OPT_INT, None)
-    env: tuple[str, ...] | None = checked(maybe(many(text())), None)
-    uptimeSeconds: float | None = checked(OPT_NUMBER, None)
-    volumeInGb: float | None = checked(OPT_NUMBER, None)
-    machine: GqlMachine | None = checked(maybe(record(GqlMachine)), None)
-    runtime: GqlRuntime | None = checked(maybe(record(GqlRuntime)), None)
 
 
 class V2Port(ProviderShape):
@@ -205,9 +149,15 @@ class V2Port(ProviderShape):
     ip: str | None = checked(OPT_TEXT, None)
 
 
+class V2RuntimeGpu(ProviderShape):
+    id: str | None = checked(OPT_TEXT, None)
+    util: float | None = checked(OPT_NUMBER, None)
+
+
 class V2Runtime(ProviderShape):
     uptime: float | None = checked(OPT_NUMBER, None)
     ports: tuple[V2Port, ...] | None = checked(maybe(many(record(V2Port))), None)
+    gpus: tuple[V2RuntimeGpu, ...] | None = checked(maybe(many(record(V2RuntimeGpu))), None)
 
 
 class V2Gpu(ProviderShape):
@@ -224,6 +174,14 @@ class V2Ssh(ProviderShape):
     direct: V2Endpoint | None = checked(maybe(record(V2Endpoint)), None)
 
 
+class V2Persistent(ProviderShape):
+    size: float | None = checked(OPT_NUMBER, None)
+
+
+class V2Mounts(ProviderShape):
+    persistent: V2Persistent | None = checked(maybe(record(V2Persistent)), None)
+
+
 class V2Pod(ProviderShape):
     id: str = checked(TEXT)
     name: str | None = checked(OPT_TEXT, None)
@@ -234,22 +192,31 @@ class V2Pod(ProviderShape):
     createdAt: str | None = checked(OPT_TEXT, None)
     runtime: V2Runtime | None = checked(maybe(record(V2Runtime)), None)
     ssh: V2Ssh | None = checked(maybe(record(V2Ssh)), None)
+    mounts: V2Mounts | None = checked(maybe(record(V2Mounts)), None)
 
 
-class LowestPrice(ProviderShape):
-    uninterruptablePrice: float | None = checked(OPT_NUMBER, None)  # sic: RunPod's spelling
-    stockStatus: str | None = checked(OPT_TEXT, None)
+class CatalogPrice(ProviderShape):
+    secure: float | None = checked(OPT_NUMBER, None)
+    community: float | None = checked(OPT_NUMBER, None)
 
 
-class GpuType(ProviderShape):
+class CatalogGpu(ProviderShape):
+    """One row of GET /v2/catalog/gpus; prices per GPU per hour."""
+
     id: str = checked(TEXT)
-    displayName: str | None = checked(OPT_TEXT, None)
-    memoryInGb: float | None = checked(OPT_NUMBER, None)
-    secureCloud: bool | None = checked(OPT_FLAG, None)
-    communityCloud: bool | None = checked(OPT_FLAG, None)
-    securePrice: float | None = checked(OPT_NUMBER, None)
-    communityPrice: float | None = checked(OPT_NUMBER, None)
-    lowestPrice: LowestPrice | None = checked(maybe(record(LowestPrice)), None)
+    name: str | None = checked(OPT_TEXT, None)
+    memory: float | None = checked(OPT_NUMBER, None)
+    secure: bool | None = checked(OPT_FLAG, None)
+    community: bool | None = checked(OPT_FLAG, None)
+    price: CatalogPrice | None = checked(maybe(record(CatalogPrice)), None)
+    availability: str | None = checked(OPT_TEXT, None)
+
+
+class GqlPod(ProviderShape):
+    """The pod's read of itself with its own key (GraphQL `pod(...)`)."""
+
+    id: str = checked(TEXT)
+    desiredStatus: str | None = checked(OPT_TEXT, None)
 
 
 class UserBalance(ProviderShape):
@@ -272,27 +239,8 @@ def parse(model: type[W], value: Any, what: str) -> W:
 # ---- mapping onto our models ----------------------------------------------------------------------
 
 
-def status_from_graphql(desired: str | None, runtime_up: bool, spot: bool) -> PodStatus:
-    if desired is None:
-        return "running" if runtime_up else "unknown"
-    status = GRAPHQL_STATUS.get(desired, "unknown")
-    if status == "running" and not runtime_up:
-        return "provisioning"  # RUNNING is the target; runtime stays null until the container is up
-    if status == "stopped" and spot:
-        return "paused"  # an outbid spot pod shows EXITED (third-party reading, UNCONFIRMED)
-    return status
-
-
-def status_from_v2(status: str | None, spot: bool) -> PodStatus:
-    mapped = V2_STATUS.get(status or "", "unknown")
-    return "paused" if mapped == "stopped" and spot else mapped
-
-
-def ssh_from_graphql(runtime: GqlRuntime | None) -> tuple[str | None, int | None]:
-    for port in (runtime.ports or []) if runtime else []:
-        if port.privatePort == 22 and port.type == "tcp" and port.isIpPublic and port.ip and port.publicPort:
-            return port.ip, port.publicPort
-    return None, None
+def status_from_v2(status: str | None) -> PodStatus:
+    return V2_STATUS.get(status or "", "unknown")
 
 
 def ssh_from_v2(pod: V2Pod) -> tuple[str | None, int | None]:
@@ -303,84 +251,60 @@ def ssh_from_v2(pod: V2Pod) -> tuple[str | None, int | None]:
     return (direct.host, direct.port) if direct and direct.host and direct.port else (None, None)
 
 
-def gpu_util(runtime: GqlRuntime | None) -> float | None:
+def gpu_util(runtime: V2Runtime | None) -> float | None:
     # The busiest GPU: the reaper's second witness must not read one idle GPU as an idle pod.
-    readings = (
-        [g.gpuUtilPercent for g in (runtime.gpus or []) if g.gpuUtilPercent is not None] if runtime else []
-    )
+    readings = [g.util for g in (runtime.gpus or []) if g.util is not None] if runtime else []
     return max(readings) if readings else None
 
 
-def pod_from_graphql(pod: GqlPod) -> Pod:
-    env = env_from_pairs(pod.env or [])
-    spot = (pod.podType or "") in SPOT_POD_TYPES
-    runtime_up = pod.runtime is not None
-    host, port = ssh_from_graphql(pod.runtime)
-    uptime = pod.runtime.uptimeInSeconds if pod.runtime and pod.runtime.uptimeInSeconds is not None else None
-    return Pod(
-        provider=PROVIDER,
-        id=pod.id,
-        name=pod.name or "",
-        experiment=experiment_of(env),
-        status=status_from_graphql(pod.desiredStatus, runtime_up, spot),
-        raw_status=f"{pod.desiredStatus or '?'}/runtime={'up' if runtime_up else 'none'}",
-        gpu=pod.machine.gpuDisplayName if pod.machine else None,
-        gpu_count=pod.gpuCount if pod.gpuCount is not None else 1,
-        price_per_hour=pod.costPerHr,
-        uptime_s=uptime if uptime is not None else pod.uptimeSeconds,
-        managed=is_managed(pod.name, env),
-        interruptible=spot,
-        ssh_host=host,
-        ssh_port=port,
-        gpu_util_pct=gpu_util(pod.runtime),
-        disk_gb=pod.volumeInGb,
-        disk_usd_gb_month=VOLUME_STOPPED_USD_GB_MONTH if pod.volumeInGb is not None else None,
-    )
+def gpu_display(gpu_id: str | None) -> str | None:
+    """"NVIDIA GeForce RTX 4090" -> "RTX 4090": v2 pods carry the catalog id, people read the short name."""
+    if not gpu_id:
+        return None
+    for prefix in GPU_VENDOR_PREFIXES:
+        if gpu_id.startswith(prefix):
+            return gpu_id[len(prefix) :]
+    return gpu_id
 
 
 def v2_env(pod: V2Pod) -> dict[str, str]:
     return {str(k): str(v) for k, v in (pod.env or {}).items()}
 
 
+def volume_gb(pod: V2Pod) -> float | None:
+    return pod.mounts.persistent.size if pod.mounts and pod.mounts.persistent else None
+
+
+def hourly_price(status: PodStatus, cost: float | None, volume: float | None) -> float | None:
+    """v2 answers `cost` 0.0 once a pod is EXITED, yet its volume bills on: show what it still costs."""
+    if status == "stopped" and volume is not None:
+        return round(volume * VOLUME_STOPPED_USD_GB_MONTH / HOURS_PER_MONTH, 6)
+    return cost
+
+
 def pod_from_v2(pod: V2Pod) -> Pod:
-    """A pod REST v2 lists but GraphQL did not (created between the two calls): never hide it."""
     env = v2_env(pod)
     host, port = ssh_from_v2(pod)
+    status = status_from_v2(pod.status)
+    volume = volume_gb(pod)
     return Pod(
         provider=PROVIDER,
         id=pod.id,
         name=pod.name or "",
         experiment=experiment_of(env),
-        status=status_from_v2(pod.status, spot=False),
-        raw_status=f"v2 {pod.status or '?'}",
-        gpu=pod.gpu.id if pod.gpu else None,
+        status=status,
+        raw_status=pod.status or "?",
+        gpu=gpu_display(pod.gpu.id if pod.gpu else None),
         gpu_count=pod.gpu.count if pod.gpu and pod.gpu.count is not None else 1,
-        price_per_hour=pod.cost,
+        price_per_hour=hourly_price(status, pod.cost, volume),
         created_at=created_at(pod),
         uptime_s=pod.runtime.uptime if pod.runtime else None,
         managed=is_managed(pod.name, env),
         ssh_host=host,
         ssh_port=port,
-    )
-
-
-def merge(graphql: GqlPod, v2: V2Pod | None) -> Pod:
-    """GraphQL gives env, podType, ports and GPU use; v2 adds the finer status and createdAt."""
-    pod = pod_from_graphql(graphql)
-    if v2 is None:
-        return pod
-    host, port = (pod.ssh_host, pod.ssh_port) if pod.ssh_host else ssh_from_v2(v2)
-    status = status_from_v2(v2.status, pod.interruptible) if v2.status else pod.status
-    if status == "provisioning" and pod.status == "running":
-        status = "running"  # the two reads are moments apart, and a container seen up is up
-    return replace(
-        pod,
-        status=status,
-        raw_status=f"{pod.raw_status} v2 {v2.status or '?'}",
-        created_at=created_at(v2),
-        uptime_s=pod.uptime_s if pod.uptime_s is not None else (v2.runtime.uptime if v2.runtime else None),
-        ssh_host=host,
-        ssh_port=port,
+        gpu_util_pct=gpu_util(pod.runtime),
+        disk_gb=volume,
+        disk_usd_gb_month=VOLUME_STOPPED_USD_GB_MONTH if volume is not None else None,
     )
 
 
@@ -393,10 +317,6 @@ def created_at(pod: V2Pod) -> float | None:
         return None
 
 
-def parse_graphql_pod(value: Any) -> Pod:
-    return pod_from_graphql(parse(GqlPod, value, "pod"))
-
-
 def parse_v2_pod(value: Any) -> Pod:
     return pod_from_v2(parse(V2Pod, value, "v2 pod"))
 
@@ -406,49 +326,105 @@ def positive(value: float | None) -> float | None:
     return value if value is not None and value > 0 else None
 
 
-def on_demand_price(gpu: GpuType, cloud: CloudType) -> float | None:
-    secure = positive(gpu.securePrice) if gpu.secureCloud is not False else None
-    community = positive(gpu.communityPrice) if gpu.communityCloud is not False else None
-    if cloud == "SECURE":
-        return secure
-    if cloud == "COMMUNITY":
-        return community
-    return min((p for p in (secure, community) if p is not None), default=None)
+def cloud_prices(gpu: CatalogGpu) -> dict[str, float]:
+    """The on-demand $/GPU/hour of each cloud that offers this GPU."""
+    price = gpu.price or CatalogPrice()
+    offered = {
+        "SECURE": positive(price.secure) if gpu.secure is not False else None,
+        "COMMUNITY": positive(price.community) if gpu.community is not False else None,
+    }
+    return {cloud: p for cloud, p in offered.items() if p is not None}
 
 
-def offer_from_gpu_type(gpu: GpuType, cloud: CloudType) -> Offer | None:
+def cloud_for(gpu: CatalogGpu, cloud: CloudType) -> str | None:
+    """v2 takes SECURE or COMMUNITY, and places one GPU type in one cloud without falling back: "ALL" is
+    the cheaper of the two that offer it."""
+    prices = cloud_prices(gpu)
+    if cloud != "ALL":
+        return cloud if cloud in prices else None
+    return min(prices, key=lambda c: prices[c]) if prices else None
+
+
+def offer_from_catalog(gpu: CatalogGpu, cloud: CloudType) -> Offer | None:
     if gpu.id == "unknown":
         return None  # a placeholder entry RunPod lists (runpodctl drops it too)
-    price = on_demand_price(gpu, cloud)
-    lowest = gpu.lowestPrice
-    if price is None and lowest is not None:
-        price = positive(lowest.uninterruptablePrice)
-    if price is None:
+    chosen = cloud_for(gpu, cloud)
+    if chosen is None:
         return None
+    prices = cloud_prices(gpu)
     from gpuc.core.models import Offer  # pydantic: only `offers` and `up` build one, never `ls`
 
-    # No min_bid / interruptible_price: a RunPod spot price is not something gpuc can rent.
+    # No min_bid / interruptible_price: v2 has no spot, and a RunPod spot price is not something gpuc rents.
     return Offer(
         provider=PROVIDER,
         id=gpu.id,
-        gpu=gpu.displayName or gpu.id,
-        price_per_hour=price,
-        community_price=positive(gpu.communityPrice) if gpu.communityCloud is not False else None,
-        stock=lowest.stockStatus if lowest else None,
+        gpu=gpu.name or gpu_display(gpu.id) or gpu.id,
+        price_per_hour=prices[chosen],
+        community_price=prices.get("COMMUNITY"),
+        stock=gpu.availability.title() if gpu.availability else None,
     )
 
 
-def parse_gpu_types(value: Any, cloud: CloudType = "SECURE") -> list[Offer]:
-    """`data.gpuTypes` (a list) into offers, per GPU per hour, cheapest first."""
-    require(isinstance(value, list), PROVIDER, "gpuTypes is not a list")
-    offers = [offer_from_gpu_type(parse(GpuType, item, "gpu type"), cloud) for item in value]
+def parse_catalog(value: Any, cloud: CloudType = "SECURE") -> list[Offer]:
+    """GET /v2/catalog/gpus into offers, per GPU per hour, cheapest first."""
+    offers = [offer_from_catalog(g, cloud) for g in catalog_rows(value)]
     return sorted((o for o in offers if o is not None), key=lambda o: o.price_per_hour)
 
 
-def matches_gpu(gpu: GpuType, wanted: str) -> bool:
+def catalog_rows(value: Any) -> list[CatalogGpu]:
+    require(isinstance(value, dict) and isinstance(value.get("gpus"), list), PROVIDER, "catalog gpus is not a list")
+    return [parse(CatalogGpu, item, "catalog gpu") for item in value["gpus"]]
+
+
+def matches_gpu(gpu: CatalogGpu, wanted: str) -> bool:
     want = " ".join(wanted.replace("_", " ").lower().split())
-    names = [gpu.id.lower(), (gpu.displayName or "").lower()]
+    names = [gpu.id.lower(), (gpu.name or "").lower()]
     return want in names or any(want in name for name in names)
+
+
+def is_problem_404(body: Any) -> bool:
+    """RFC 9457 problem from REST v2. A 404 from anything else (a wrong base URL) must not read as "gone"."""
+    return (
+        isinstance(body, dict)
+        and body.get("status") == 404
+        and isinstance(body.get("title") or body.get("detail"), str)
+    )
+
+
+def problem_words(reply: Reply, http: HttpClient) -> str:
+    """A v2 problem's own words (detail, then its `errors`), redacted, for an error message."""
+    body = reply.body if isinstance(reply.body, dict) else {}
+    said = message_from_body({k: v for k, v in body.items() if k != "errors"}) or f"HTTP {reply.status}"
+    extra = body.get("errors")
+    if isinstance(extra, list) and extra:
+        said += ": " + "; ".join(str(e) for e in extra[:3])
+    return http.redact(said)[:300]
+
+
+def create_refused(reply: Reply, http: HttpClient, gpu: str, cloud: str) -> ProviderError:
+    """A create v2 refused outright: nothing was created, and nothing is resent."""
+    said = problem_words(reply, http)
+    common: dict[str, Any] = {"provider": PROVIDER, "status": reply.status, "request_id": reply.request_id}
+    if reply.status == 402:
+        return ProviderError(
+            f"RunPod refused the pod: insufficient balance ({said})",
+            hint="add credit at runpod.io (RunPod wants at least one hour of the pod's price in the account)",
+            **common,
+        )
+    if reply.status == 422:
+        return ProviderSchemaError(
+            f"RunPod refused gpuc's create request as malformed ({said})",
+            hint="RunPod's API changed under this gpuc: upgrade gpuc, or report it with the request id",
+            **common,
+        )
+    return ProviderError(
+        f"RunPod has no {gpu} to give in {cloud} cloud now, or refused the request ({said})",
+        hint="try another GPU type (`gpuc offers`), another cloud (GPUC_RUNPOD_CLOUD_TYPE), or --provider vast",
+        **common,
+    )
+
+
+# ---- GraphQL: the one door, for what REST v2 has no route ----------------------------------------------
 
 
 class GraphQLError(ProviderError):
@@ -472,7 +448,22 @@ class GraphQLError(ProviderError):
         )
 
 
-def graphql_error(reply: Reply, http: HttpClient) -> GraphQLError | ProviderAuthError:
+class GraphQLRetired(ProviderError):
+    """RunPod's GraphQL is gone: no retry, no guess, one message that says what to do."""
+
+    def __init__(self, said: str, *, status: int | None, request_id: str | None) -> None:
+        super().__init__(
+            GRAPHQL_RETIRED + (f" ({said})" if said else ""),
+            provider=PROVIDER,
+            status=status,
+            request_id=request_id,
+            hint="gpuc uses GraphQL only for the RunPod balance and a pod's own self-destroy; a gpuc release "
+            "reads them elsewhere (pip install -U gpuc). Pods, `ls`, `down` and the reaper use REST v2 and "
+            "are not affected",
+        )
+
+
+def graphql_error(reply: Reply, http: HttpClient) -> ProviderError:
     items = (
         [e for e in reply.body["errors"] if isinstance(e, dict)]
         if isinstance(reply.body["errors"], list)
@@ -484,41 +475,45 @@ def graphql_error(reply: Reply, http: HttpClient) -> GraphQLError | ProviderAuth
         for e in items
         if isinstance(e.get("extensions"), dict)
     ]
+    status = reply.status if reply.status != 200 else None
+    if reply.status == 410 or any(GRAPHQL_GONE_WORDS.search(m) for m in messages):
+        return GraphQLRetired(messages[0] if messages else "", status=status, request_id=reply.request_id)
     if any(re.search(r"unauthori[sz]ed|not authori[sz]ed|forbidden", m, re.IGNORECASE) for m in messages):
         return ProviderAuthError(
             messages[0],
             provider=PROVIDER,
-            status=reply.status if reply.status != 200 else None,
+            status=status,
             request_id=reply.request_id,
             hint=f"check {KEY_ENV} (environment or .env): is it current, and allowed to do this?",
         )
     return GraphQLError(messages or [""], codes, status=reply.status, request_id=reply.request_id)
 
 
-class GraphQL:
-    """The GraphQL endpoint over the HttpClient: variables in, `data` out, `errors` raised."""
-
-    def __init__(self, http: HttpClient, url: str) -> None:
-        self.http = http
-        self.url = url
-
-    def __call__(
-        self, query: str, variables: Mapping[str, Any] | None = None, *, idempotent: bool = True
-    ) -> Any:
-        reply = self.http.request(
-            "POST",
-            self.url,
-            json={"query": query, "variables": dict(variables or {})},
-            idempotent=idempotent,
-            accept=GRAPHQL_ERROR_STATUSES,
+def legacy_graphql(
+    http: HttpClient, url: str, query: str, variables: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The one way gpuc reaches RunPod's GraphQL (retiring "early 2027"): variables in, `data` out, `errors`
+    raised, and GraphQLRetired when RunPod answers that it is gone. Only for what REST v2 has no route."""
+    try:
+        reply = http.request(
+            "POST", url, json={"query": query, "variables": dict(variables or {})}, accept=GRAPHQL_ERROR_STATUSES
         )
-        require(isinstance(reply.body, dict), PROVIDER, "GraphQL answer is not an object")
-        if reply.body.get("errors"):
-            raise graphql_error(reply, self.http)
-        require(reply.status < 300, PROVIDER, f"GraphQL HTTP {reply.status} without errors")
-        data = reply.body.get("data")
-        require(isinstance(data, dict), PROVIDER, "GraphQL answer has no data")
-        return data
+    except ProviderSchemaError as exc:  # a 404/410 page that is not JSON: the endpoint itself is gone
+        if exc.status in GRAPHQL_GONE_STATUSES:
+            raise GraphQLRetired("", status=exc.status, request_id=exc.request_id) from None
+        raise
+    body = reply.body
+    has_errors = isinstance(body, dict) and bool(body.get("errors"))
+    if reply.status == 410 or (reply.status == 404 and not has_errors):
+        said = message_from_body(body) if isinstance(body, dict) else ""
+        raise GraphQLRetired(http.redact(said)[:200], status=reply.status, request_id=reply.request_id)
+    require(isinstance(body, dict), PROVIDER, "GraphQL answer is not an object")
+    if has_errors:
+        raise graphql_error(reply, http)
+    require(reply.status < 300, PROVIDER, f"GraphQL HTTP {reply.status} without errors")
+    data = body.get("data")
+    require(isinstance(data, dict), PROVIDER, "GraphQL answer has no data")
+    return dict(data)
 
 
 # ---- the provider -----------------------------------------------------------------------------------
@@ -534,12 +529,17 @@ class RunPodProvider(HttpProvider):
         graphql_url: str = DEFAULT_GRAPHQL_URL,
         rest_url: str = DEFAULT_REST_URL,
         cloud_type: CloudType = "SECURE",
+        recheck_delay_s: float = RECHECK_DELAY_S,
         **tuning: Unpack[HttpTuning],
     ) -> None:
+        # The lookup after an unclear create covers the listing's lag (LOOKUP_WINDOW_S), not a few seconds.
+        tuning.setdefault("lookup_delay_s", LOOKUP_DELAY_S)
+        tuning.setdefault("lookup_attempts", 1 + int(LOOKUP_WINDOW_S / max(0.1, tuning["lookup_delay_s"])))
         super().__init__(api_key, KEY_ENV, **tuning)
-        self.graphql = GraphQL(self.http, graphql_url)
+        self.graphql_url = graphql_url
         self.rest_url = rest_url.rstrip("/")
         self.cloud_type: CloudType = cloud_type
+        self.recheck_delay_s = recheck_delay_s
 
     @classmethod
     def from_settings(
@@ -562,6 +562,9 @@ class RunPodProvider(HttpProvider):
             transport=transport,
         )
 
+    def legacy_graphql(self, query: str, variables: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        return legacy_graphql(self.http, self.graphql_url, query, variables)
+
     # -- create --
 
     supports_interruptible = False  # see the module docstring: checked before any call
@@ -570,117 +573,94 @@ class RunPodProvider(HttpProvider):
         if spec.interruptible:
             raise ConfigError(SPOT_GONE, hint=SPOT_HINT)
         env = pod_env(spec)
-        gpu_type_id = self._gpu_type_id(spec.gpu_type)
-        variables = {"input": self._create_input(spec, gpu_type_id, env)}
+        gpu_id, cloud = self._placement(spec.gpu_type)
+        body = self._create_request(spec, gpu_id, cloud, env)
 
         def send() -> Pod:
-            data = self.graphql(CREATE_ON_DEMAND, variables, idempotent=False)
-            return self._created(data.get("podFindAndDeployOnDemand"), spec)
+            reply = self.http.request(
+                "POST", f"{self.rest_url}/pods", json=body, idempotent=False, accept=CREATE_REFUSALS
+            )
+            if reply.status in CREATE_REFUSALS:
+                raise create_refused(reply, self.http, gpu_display(gpu_id) or gpu_id, cloud)
+            return self._created(reply.body, spec)
 
         return self.create_named(spec.name, send)
 
-    def _create_input(self, spec: PodSpec, gpu_type_id: str, env: Mapping[str, str]) -> dict[str, Any]:
-        fields: dict[str, Any] = {
+    def _create_request(
+        self, spec: PodSpec, gpu_id: str, cloud: str, env: Mapping[str, str]
+    ) -> dict[str, Any]:
+        """CreatePodRequest, with exactly the fields v2 takes (an unknown one is a 422)."""
+        return {
             "name": spec.name,
-            "imageName": spec.image,
-            "gpuTypeId": gpu_type_id,
-            "gpuCount": spec.gpu_count,
-            "cloudType": self.cloud_type,
-            "containerDiskInGb": spec.container_disk_gb,
-            "volumeInGb": spec.volume_gb,
-            "volumeMountPath": VOLUME_MOUNT,
-            "ports": PORTS,
+            "image": spec.image,
+            "gpu": {"id": gpu_id, "count": spec.gpu_count},
+            "cloud": cloud,
+            "disk": spec.container_disk_gb,
+            "mounts": {"persistent": {"size": spec.volume_gb, "path": VOLUME_MOUNT}},
+            "ports": list(PORTS),
+            "env": dict(env),
             "startSsh": True,
-            # Without a public IP a community pod may have no reachable ssh port at all; the official
-            # client, SkyPilot and dstack always ask for one.
-            "supportPublicIp": True,
-            "minVcpuCount": VCPU_PER_GPU * spec.gpu_count,
-            "minMemoryInGb": MEMORY_GB_PER_GPU * spec.gpu_count,
-            "env": [{"key": k, "value": v} for k, v in env.items()],
-            # Sent, counted on nowhere: RunPod accepts terminateAfter and has never acted on it (runpodctl
-            # #330, docs #820). Harmless if it ever does; the deadline is gpuc's own, held by the pod's agent
-            # and the watchdog (SPEC F15).
-            "terminateAfter": iso(self.clock.now() + spec.max_hours * 3600),
         }
-        return fields
 
     def _created(self, value: Any, spec: PodSpec) -> Pod:
         require(isinstance(value, dict), PROVIDER, "create answered without a pod")
-        pod = pod_from_graphql(parse(GqlPod, value, "created pod"))
+        pod = parse_v2_pod(value)
         log.info("runpod: created %s (id %s)", spec.name, pod.id)
-        return replace(pod, status="provisioning", experiment=spec.experiment, created_at=self.clock.now())
+        return replace(
+            pod,
+            status="provisioning",
+            experiment=spec.experiment,
+            created_at=pod.created_at or self.clock.now(),
+        )
 
-    def _gpu_type_id(self, wanted: str) -> str:
-        """`gpuTypeId` is the id ("NVIDIA GeForce RTX 4090"), not the display name users type."""
-        if wanted.startswith(("NVIDIA ", "AMD ")):
-            return wanted
-        types = self._gpu_types()
-        exact = [g for g in types if wanted.lower() in (g.id.lower(), (g.displayName or "").lower())]
-        found = exact or [g for g in types if matches_gpu(g, wanted)]
+    def _placement(self, wanted: str) -> tuple[str, str]:
+        """The catalog id ("NVIDIA GeForce RTX 4090", not what users type) and the cloud to ask in."""
+        if wanted.startswith(GPU_VENDOR_PREFIXES) and self.cloud_type != "ALL":
+            return wanted, self.cloud_type  # already an id, and nothing to choose: no catalog read
+        rows = self._catalog()
+        exact = [g for g in rows if wanted.lower() in (g.id.lower(), (g.name or "").lower())]
+        found = exact or [g for g in rows if matches_gpu(g, wanted)]
         if len(found) != 1:
-            names = ", ".join(sorted(g.displayName or g.id for g in (found or types))[:8])
+            names = ", ".join(sorted(g.name or g.id for g in (found or rows))[:8])
             raise ConfigError(
                 f"RunPod has {'no' if not found else 'several'} GPU types matching {wanted!r}",
                 hint=f"use one of: {names}",
             )
-        return found[0].id
+        cloud = cloud_for(found[0], self.cloud_type)
+        if cloud is None:
+            raise ConfigError(
+                f"RunPod does not offer {found[0].name or found[0].id} in {self.cloud_type} cloud",
+                hint="pick another GPU type (`gpuc offers --provider runpod`) or set GPUC_RUNPOD_CLOUD_TYPE",
+            )
+        return found[0].id, cloud
 
     # -- read --
 
     def get(self, pod_id: str) -> Pod | None:
+        """None only after two 404 problems, RECHECK_DELAY_S apart: one "not found" may be a moment's lag,
+        and a pod read as gone while it lives bills unwatched."""
+        first = self._read(pod_id)
+        if first is not None:
+            return first
+        self.clock.sleep(self.recheck_delay_s)
+        again = self._read(pod_id)
+        if again is not None:
+            log.info("runpod: pod %s: one 404 then found: not gone", pod_id)
+        return again
+
+    def _read(self, pod_id: str) -> Pod | None:
         path = self._pod_path(pod_id)
         reply = self.http.request("GET", path, accept=(404,))
         if reply.status == 404:
             require(is_problem_404(reply.body), PROVIDER, f"404 from {path} is not a RunPod problem body")
-            return self._seen_by_graphql_only(pod_id)  # REST v2 positively says the pod does not exist
-        v2 = parse(V2Pod, reply.body, "v2 pod")
-        if v2.status == "TERMINATED":
-            return pod_from_v2(v2)
-        found = self.graphql(GET_QUERY, {"podId": pod_id}).get("pod")
-        if found is None:
-            return pod_from_v2(v2)  # v2 sees it and GraphQL does not yet: trust the one that sees it
-        return merge(parse(GqlPod, found, "pod"), v2)
-
-    def _seen_by_graphql_only(self, pod_id: str) -> Pod | None:
-        """REST v2 said 404. GraphQL creates the pods, and v2 may not know a new one yet: a pod GraphQL
-        still shows alive is not gone. GraphQL can only veto the 404, never cast doubt on it: its own
-        failure (or its null, or TERMINATED) leaves v2's positive answer standing."""
-        try:
-            found = self.graphql(GET_QUERY, {"podId": pod_id}).get("pod")
-        except ProviderError as exc:
-            log.info("runpod: pod %s: REST v2 404, GraphQL unreadable (%s): gone", pod_id, exc.message)
             return None
-        if found is None:
-            return None
-        pod = parse_graphql_pod(found)  # something is there: an unreadable answer raises
-        if pod.status == "terminated":
-            return None
-        return replace(pod, raw_status=f"{pod.raw_status} v2 404 (lags GraphQL)")
+        return parse_v2_pod(reply.body)
 
     def list_pods(self) -> list[Pod]:
-        """GraphQL is the listing; REST v2 adds status detail and pods GraphQL does not show yet. A v2
-        failure (a key without REST rights, a rate limit, a page we cannot read) costs the detail only."""
-        myself = self.graphql(LIST_QUERY).get("myself")
-        require(
-            isinstance(myself, dict) and isinstance(myself.get("pods"), list),
-            PROVIDER,
-            "myself.pods is not a list",
-        )
-        graphql = [parse(GqlPod, item, "pod") for item in myself["pods"]]
-        v2 = self._v2_detail()
-        pods = [merge(g, v2.pop(g.id, None)) for g in graphql]
-        pods += [pod_from_v2(p) for p in v2.values()]
-        return [p for p in pods if p.status != "terminated"]
-
-    def _v2_detail(self) -> dict[str, V2Pod]:
-        try:
-            return self.v2_pods()
-        except ProviderError as exc:
-            log.warning("runpod: REST v2 list failed (%s); listing from GraphQL alone", exc.message)
-            return {}
+        return [p for p in (pod_from_v2(v) for v in self.v2_pods().values()) if p.status != "terminated"]
 
     def v2_pods(self) -> dict[str, V2Pod]:
-        """Every page of REST v2 `GET /pods` (limit + cursor). A chain that breaks raises."""
+        """Every page of GET /v2/pods (limit + cursor). A chain that breaks raises: never an empty account."""
         pods: dict[str, V2Pod] = {}
         cursors: set[str] = set()
         params = {"limit": str(V2_PAGE_SIZE)}
@@ -700,11 +680,12 @@ class RunPodProvider(HttpProvider):
         raise ProviderSchemaError(
             f"the v2 pod list goes on past {MAX_V2_PAGES} pages",
             provider=PROVIDER,
-            hint="the paging looks broken; gpuc lists from GraphQL without it",
+            hint="the paging looks broken; report it with the request id",
         )
 
     def balance(self) -> Balance:
-        myself = self.graphql(BALANCE_QUERY).get("myself")
+        """GraphQL: v2 has the bill's history, not the balance (R5)."""
+        myself = self.legacy_graphql(BALANCE_QUERY).get("myself")
         require(isinstance(myself, dict), PROVIDER, "myself is missing")
         user = parse(UserBalance, myself, "balance")
         from gpuc.core.models import Balance  # pydantic: only `balance` and `doctor` build one, never `ls`
@@ -720,56 +701,57 @@ class RunPodProvider(HttpProvider):
     def offers(self, gpu: str | None = None, interruptible: bool = False) -> list[Offer]:
         if interruptible:
             raise ConfigError(SPOT_GONE, hint=SPOT_HINT)
-        types = self._gpu_types()
-        if gpu:
-            types = [
-                self._with_lowest_price(t)
-                for t in [t for t in types if matches_gpu(t, gpu)][:MAX_PRICE_LOOKUPS]
-            ]
-        offers = [o for o in (offer_from_gpu_type(t, self.cloud_type) for t in types) if o is not None]
+        rows = [g for g in self._catalog() if gpu is None or matches_gpu(g, gpu)]
+        offers = [o for o in (offer_from_catalog(g, self.cloud_type) for g in rows) if o is not None]
         return sorted(offers, key=lambda o: o.price_per_hour)
 
-    def _gpu_types(self) -> list[GpuType]:
-        value = self.graphql(GPU_TYPES_QUERY).get("gpuTypes")
-        require(isinstance(value, list), PROVIDER, "gpuTypes is not a list")
-        return [parse(GpuType, item, "gpu type") for item in value]
+    def _catalog(self) -> list[CatalogGpu]:
+        return catalog_rows(self.http.request("GET", f"{self.rest_url}/catalog/gpus", params=CATALOG_PARAMS).body)
 
-    def _with_lowest_price(self, gpu: GpuType) -> GpuType:
-        value = self.graphql(GPU_PRICE_QUERY, {"id": gpu.id, "gpuCount": 1}).get("gpuTypes")
-        require(isinstance(value, list), PROVIDER, "gpuTypes is not a list")
-        rows = [parse(GpuType, item, "gpu type") for item in value]
-        lowest = next((r.lowestPrice for r in rows if r.id == gpu.id), None)
-        return replaced(gpu, lowestPrice=lowest)
-
-    # -- stop / destroy --
+    # -- stop / start / destroy --
 
     def stop(self, pod_id: str) -> None:
-        self._check_id(pod_id)
-        self.graphql(STOP_MUTATION, {"podId": pod_id})
+        """The volume stays (and bills); the GPU is released."""
+        self._action(pod_id, "stop", settled=("stopped", "paused"))
 
     def start(self, pod_id: str) -> None:
-        """podResume with the pod's own GPU count. RunPod may bring it back with zero GPUs when its machine
-        has none free (docs): enough to copy its volume from, which is what gpuc resumes for."""
-        self._check_id(pod_id)
-        pod = self.get(pod_id)
-        if pod is None or pod.status == "terminated":
+        """Only `gpuc results` resumes, to copy a kept pod's volume. RunPod may bring it back with zero GPUs
+        when its machine has none free (docs): enough to copy from."""
+        self._action(pod_id, "start", settled=("running", "provisioning"))
+
+    def _action(self, pod_id: str, action: str, settled: tuple[PodStatus, ...]) -> None:
+        """POST /v2/pods/{id}/action. A resend after a lost answer hears 409 (not valid in the new status):
+        the pod already where it was sent is success, read back to be sure."""
+        path = f"{self._pod_path(pod_id)}/action"
+        reply = self.http.request("POST", path, json={"action": action}, accept=(404, 409))
+        if reply.status == 404:
+            require(is_problem_404(reply.body), PROVIDER, f"404 from {path} is not a RunPod problem body")
             raise NotFound(f"pod {pod_id} no longer exists at RunPod", hint="`gpuc ls` shows live pods")
-        self.graphql(RESUME_MUTATION, {"podId": pod_id, "gpuCount": max(1, pod.gpu_count)})
+        if reply.status == 409:
+            pod = self.get(pod_id)
+            if pod is not None and pod.status in settled:
+                return
+            raise ProviderError(
+                f"RunPod refused to {action} pod {pod_id} ({problem_words(reply, self.http)})",
+                provider=PROVIDER,
+                status=409,
+                request_id=reply.request_id,
+                hint="`gpuc ls` shows its status now; run the command again once it has settled",
+            )
 
     def destroy(self, pod_id: str) -> DestroyResult:
-        """Terminate (never stop: a stopped pod bills its volume), then list again to confirm."""
-        self._check_id(pod_id)
+        """DELETE (never stop: a stopped pod bills its volume), then read again to confirm. A 404 problem is
+        "already gone"; the confirmation reads it twice more before believing it."""
+        path = self._pod_path(pod_id)
         result: DestroyResult = "destroyed"
-        try:
-            self.graphql(TERMINATE_MUTATION, {"podId": pod_id})
-        except GraphQLError as exc:
-            if not exc.pod_not_found:
-                raise
+        reply = self.http.request("DELETE", path, accept=(404,))
+        if reply.status == 404:
+            require(is_problem_404(reply.body), PROVIDER, f"404 from {path} is not a RunPod problem body")
             result = "already_gone"
             log.info("runpod: pod %s was already gone", pod_id)
         if not self.gone_for_sure(pod_id):
             raise ProviderError(
-                f"pod {pod_id} is still listed after podTerminate",
+                f"pod {pod_id} is still listed after its DELETE",
                 provider=PROVIDER,
                 hint=f"run `gpuc down {pod_id}` again; the reaper re-checks it on its next run",
             )
@@ -797,22 +779,18 @@ def next_cursor(body: dict[str, Any]) -> str | None:
     return str(cursor)
 
 
-def is_problem_404(body: Any) -> bool:
-    """RFC 9457 problem from REST v2. A 404 from anything else (a wrong base URL) must not read as "gone"."""
-    return (
-        isinstance(body, dict)
-        and body.get("status") == 404
-        and isinstance(body.get("title") or body.get("detail"), str)
-    )
-
-
 # ---- inside the pod ----------------------------------------------------------------------------------
 
 
 class RunPodSelfDestroyer(ScopedSelfDestroyer):
     """This pod's end with the pod-scoped key RunPod injects (RUNPOD_API_KEY), never the account key: the
-    calls only, the decision is ScopedSelfDestroyer's. Whether that key may podTerminate is UNCONFIRMED
-    (self-stop is documented); it may hear "pod not found to terminate" while the pod lives on."""
+    calls only, the decision is ScopedSelfDestroyer's.
+
+    Still GraphQL (through legacy_graphql): the reference does not say the pod key may use REST v2, and the
+    one field report saw REST answer it 403 while GraphQL `pod(...)` and `podTerminate` served it. Whether
+    it may podTerminate is UNCONFIRMED (self-stop is documented); it may hear "pod not found to terminate"
+    while the pod lives on. When GraphQL is retired the self-destroy fails loudly (GraphQLRetired) and the
+    watchdog's reaper, which holds the account key and uses v2, is the one that ends the pod."""
 
     words = SelfWords(
         PROVIDER, noun="pod", call="podTerminate", short="terminate", done="terminated",
@@ -823,7 +801,7 @@ class RunPodSelfDestroyer(ScopedSelfDestroyer):
 
     def __init__(self, pod_id: str, *, graphql_url: str = DEFAULT_GRAPHQL_URL, http: HttpClient) -> None:
         self.pod_id = pod_id
-        self.graphql = GraphQL(http, graphql_url)
+        self.graphql_url = graphql_url
         self.http = http
 
     @classmethod
@@ -833,6 +811,9 @@ class RunPodSelfDestroyer(ScopedSelfDestroyer):
     @property
     def own_id(self) -> str:
         return self.pod_id
+
+    def graphql(self, query: str, variables: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        return legacy_graphql(self.http, self.graphql_url, query, variables)
 
     def terminate(self) -> bool:
         try:
@@ -856,7 +837,7 @@ class RunPodSelfDestroyer(ScopedSelfDestroyer):
     def read_self(self) -> bool | None:
         """Read this pod with its own key: True/False, or None when the read itself fails."""
         try:
-            found = self.graphql(GET_QUERY, {"podId": self.pod_id}).get("pod")
+            found = self.graphql(SELF_READ_QUERY, {"podId": self.pod_id}).get("pod")
         except ProviderError as exc:
             log.warning("runpod: pod %s cannot read itself (%s)", self.pod_id, exc.message)
             return None

@@ -1,7 +1,15 @@
-"""A RunPod emulator: GraphQL (`POST /graphql`) and REST v2 (`/v2/pods`: list with paging, get, action,
-delete; `/v2/billing/pods`), as strict as the real API per shared/reference/providers.md, and accepting what
-the official clients send (runpod-python's inline-literal queries, `dataCenterId: null`, the `User`
-fields runpod-python and dstack ask for). tests/providers/test_official_clients.py holds it to them.
+"""A RunPod emulator: REST v2 (`/v2/pods`: create, list with paging, get, action, delete;
+`/v2/catalog/gpus`; `/v2/billing/pods`), and GraphQL (`POST /graphql`) as the official clients and gpuc's
+balance and pod-side self-destroy still use it. As strict as the real API per shared/reference/providers.md,
+and accepting what the official clients send (runpod-python's inline-literal queries, `dataCenterId: null`,
+the `User` fields runpod-python and dstack ask for). tests/providers/test_official_clients.py holds it to them.
+
+REST v2: RFC 9457 problem+json errors (`{"title","status","detail"}`, `errors` on a 422); 401 without or with
+a wrong key, 403 for a pod-scoped key; a CreatePodRequest with an unknown, missing or mistyped field is a 422
+(it must be as strict as the real API: gpuc's create never learns a field RunPod would refuse), no capacity a
+400, too little balance a 402; `RateLimit`/`RateLimit-Policy` on every answer and 429 + `Retry-After` past
+`rate_per_minute`; `cost` 0.0 once EXITED; `runtime.gpus[].util`. `list_lag_s`: a new pod shows in
+GET /v2/pods only that long after its create. `graphql_retired`: GraphQL answers 410 to everything.
 
 Strict: a query asking for a field RunPod does not have, an input field it does not take or a value of
 the wrong type is refused with graphql-js's message and HTTP 400 (the status real RunPod sends with
@@ -33,8 +41,8 @@ Billing: REST v2 `GET /v2/billing/pods` (documented query parameters only) compu
 per bucket from its real life in the emulator's clock: GPU time x costPerHr, disk at RunPod's published
 storage rates (container + volume while running, the volume at the stopped rate while stopped).
 
-Fault ops: create, get, get_v2, list, list_v2, action_v2, destroy_v2, stop, resume, destroy, balance,
-user, offers, billing.
+Fault ops name what a request does, whichever API it goes to: create, list, get, stop, resume, destroy,
+offers (the v2 catalog or GraphQL gpuTypes), balance, billing; `rate_limited` for a request over the quota.
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ import itertools
 import json
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -356,6 +365,9 @@ class RunPodEmulator(Emulator):
         pod_key_not_found: bool = False,
         gpus: tuple[GpuStock, ...] = DEFAULT_GPUS,
         ssh_endpoint: tuple[str, int] | None = None,
+        list_lag_s: float = 0.0,
+        rate_per_minute: int = 100_000,
+        graphql_retired: bool = False,
     ) -> None:
         super().__init__(clock)
         self.api_key = api_key or new_key("rpa_EMU")
@@ -388,6 +400,15 @@ class RunPodEmulator(Emulator):
         # them out) while GraphQL does.
         self.graphql_lag: set[str] = set()
         self.v2_lag: set[str] = set()
+        # A new pod shows in GET /v2/pods only this long after its create (GET /v2/pods/{id} knows it at
+        # once): the lag a lookup by name after an unclear create must outwait. RunPod's own is unmeasured.
+        self.list_lag_s = list_lag_s
+        # The RateLimit-Policy's minute quota, counted on the emulator's clock; 429 + Retry-After past it.
+        self.rate_per_minute = rate_per_minute
+        self._rate_window, self._rate_used = -1, 0
+        # GraphQL as it will be once RunPod retires it ("early 2027"): 410 to every request.
+        self.graphql_retired = graphql_retired
+        self.serving_v2 = False
         self._ports = itertools.count(40022)
 
     # ---- test-driving API ----
@@ -465,21 +486,65 @@ class RunPodEmulator(Emulator):
 
     def route(self, request: EmuRequest) -> Route | None:
         path = request.path.rstrip("/")
+        # Fault ops name what is done (create, list, get, stop, resume, destroy, offers, balance, billing),
+        # whichever API does it; `self.serving_v2` says which API answers, for the fault bodies.
+        self.serving_v2 = path.startswith("/v2/") or path == "/v2"
         if path == "/graphql" and request.method == "POST":
+            if self.graphql_retired:
+                return "graphql", lambda r: self.graphql_gone()
             return graphql_op(request), self.graphql
+        if self.serving_v2 and self._over_rate_limit():
+            return "rate_limited", lambda r: self.rate_limited()
         if path == "/v2/pods" and request.method == "GET":
-            return "list_v2", self.v2_list
+            return "list", self.v2_list
+        if path == "/v2/pods" and request.method == "POST":
+            return "create", self.v2_create
+        if path == "/v2/catalog/gpus" and request.method == "GET":
+            return "offers", self.v2_catalog
         if path == "/v2/billing/pods" and request.method == "GET":
             return "billing", self.v2_billing
         action = re.fullmatch(r"/v2/pods/([^/]+)/action", path)
         if action and request.method == "POST":
-            return "action_v2", lambda r: self.v2_action(r, action.group(1))
+            return action_op(request), lambda r: self.v2_action(r, action.group(1))
         match = re.fullmatch(r"/v2/pods/([^/]+)", path)
         if match and request.method == "GET":
-            return "get_v2", lambda r: self.v2_get(r, match.group(1))
+            return "get", lambda r: self.v2_get(r, match.group(1))
         if match and request.method == "DELETE":
-            return "destroy_v2", lambda r: self.v2_delete(r, match.group(1))
+            return "destroy", lambda r: self.v2_delete(r, match.group(1))
         return None
+
+    def handle(self, request: EmuRequest) -> EmuResponse:
+        answer = super().handle(request)
+        if request.path.startswith("/v2/") and answer.status:
+            answer.headers.update(self._rate_headers())  # every v2 answer says where the quota stands
+        return answer
+
+    def _over_rate_limit(self) -> bool:
+        """The minute window of the RateLimit-Policy: count this request, say whether it is one too many."""
+        window = int(self.clock.now() // 60)
+        if window != self._rate_window:
+            self._rate_window, self._rate_used = window, 0
+        self._rate_used += 1
+        return self._rate_used > self.rate_per_minute
+
+    def _rate_headers(self) -> dict[str, str]:
+        left = max(0, self.rate_per_minute - self._rate_used)
+        reset = 60 - int(self.clock.now()) % 60
+        return {
+            "RateLimit": f'"minute";r={left};t={reset}',
+            "RateLimit-Policy": f'"minute";q={self.rate_per_minute};w=60, "hour";q={self.rate_per_minute * 50};'
+            f'w=3600, "day";q={self.rate_per_minute * 830};w=86400',
+        }
+
+    def rate_limited(self) -> EmuResponse:
+        reset = 60 - int(self.clock.now()) % 60
+        return problem(
+            429, "Too Many Requests", "rate limit exceeded for the minute window", {"Retry-After": str(reset)}
+        )
+
+    def graphql_gone(self) -> EmuResponse:
+        # How RunPod will answer once GraphQL is retired is not published: the emulator's own choice.
+        return problem(410, "Gone", "The GraphQL API has been retired. Use the REST API v2.")
 
     def not_found(self, request: EmuRequest) -> EmuResponse:
         if request.path.startswith("/v2/"):
@@ -488,7 +553,7 @@ class RunPodEmulator(Emulator):
 
     def fault_answer(self, op: str, kind: str) -> EmuResponse:
         kind = "429" if kind == "search_quota" else kind  # RunPod has no quota answer of its own
-        if op in V2_OPS:
+        if self.serving_v2:
             if kind == "429":
                 return problem(
                     429,
@@ -513,17 +578,17 @@ class RunPodEmulator(Emulator):
 
     def drift(self, op: str, kind: str, answer: EmuResponse) -> EmuResponse:
         body = answer.decoded()
-        if kind == "broken_pagination" and op == "list_v2" and isinstance(body, dict):
+        if kind == "broken_pagination" and op == "list" and self.serving_v2 and isinstance(body, dict):
             looping = {"nextCursor": v2_cursor_of(0.0, "loop"), "hasNextPage": True}
             return EmuResponse.json(answer.status, {**body, "pagination": looping})  # the same cursor forever
-        if op in V2_OPS:
+        if self.serving_v2:
             return EmuResponse.json(answer.status, {"data": body})
         if isinstance(body, dict) and "data" in body:
             return EmuResponse.json(answer.status, {"data": {"result": body["data"]}})
         return answer
 
     def empty_envelope(self, op: str, *, item: bool) -> Any:
-        if op in V2_OPS:
+        if self.serving_v2:
             return {}  # REST v2 answers the pod itself, or {"pods": [...]}: empty is {}
         return {"data": {"pod": {}}} if item and op == "get" else {"data": {}}
 
@@ -744,6 +809,54 @@ class RunPodEmulator(Emulator):
             return problem(403, "Forbidden", "access denied")  # the pod key cannot use REST (field report)
         return None
 
+    def v2_create(self, request: EmuRequest) -> EmuResponse:
+        """POST /v2/pods with a CreatePodRequest, as strict as the v2 spec: an unknown or missing field, or
+        a value of the wrong type, is a 422 contract violation; no capacity (or a rule) a 400; too little
+        balance a 402. 201 with the Pod, in PROVISIONING."""
+        refused = self._v2_auth(request) or unexpected_params(request, set())
+        if refused:
+            return refused
+        try:
+            body = request.json()
+        except ValueError:
+            return validation_failed("the body is not JSON")
+        errors = create_request_errors(body)
+        if errors:
+            return validation_failed(*errors)
+        if "cpu" in body:
+            return problem(400, "Bad Request", "the emulator rents GPU pods only")
+        gpu = self.gpus.get(body["gpu"]["id"])
+        if gpu is None:
+            return problem(400, "Bad Request", f"GPU type {body['gpu']['id']!r} is not available")
+        count = int(body["gpu"].get("count", 1))
+        cloud = str(body.get("cloud", "SECURE"))
+        price = gpu.secure if cloud == "SECURE" else gpu.community
+        if price <= 0 or gpu.stock < count:
+            return problem(400, "Bad Request", NO_CAPACITY)
+        if self.balance < price * count:  # RunPod wants an hour of the pod's price in the account
+            return problem(402, "Payment Required", "insufficient balance")
+        env = {str(k): str(v) for k, v in (body.get("env") or {}).items()}
+        pod = self._new_pod(str(body["name"]), str(body.get("image") or body.get("templateId")), gpu, count,
+                            price * count, env, spot=False)  # fmt: skip
+        pod.vcpu, pod.memory_gb = HOST_PER_GPU[0] * count, HOST_PER_GPU[1] * count
+        pod.ports = ",".join(body.get("ports") or [])
+        pod.container_disk = int(body.get("disk", 50))
+        persistent = (body.get("mounts") or {}).get("persistent") or {}
+        pod.volume_gb = int(persistent.get("size", 0))
+        pod.volume_mount = str(persistent.get("path", "/workspace"))
+        gpu.stock -= count
+        return EmuResponse.json(201, self._v2_pod(pod))
+
+    def v2_catalog(self, request: EmuRequest) -> EmuResponse:
+        """GET /v2/catalog/gpus: prices per GPU per hour by cloud, and the availability."""
+        refused = self._v2_auth(request) or unexpected_params(request, CATALOG_PARAMS)
+        if refused:
+            return refused
+        bad = [k for k, allowed in CATALOG_VALUES.items() if request.param(k) not in (None, *allowed)]
+        if bad:
+            return validation_failed(f"{bad[0]} must be one of {', '.join(CATALOG_VALUES[bad[0]])}")
+        return EmuResponse.json(200, {"gpus": [catalog_view(g) for g in self.gpus.values()]})
+
     def v2_list(self, request: EmuRequest) -> EmuResponse:
         refused = self._v2_auth(request) or unexpected_params(request, V2_LIST_PARAMS)
         if refused:
@@ -754,8 +867,10 @@ class RunPodEmulator(Emulator):
             return validation_failed(str(exc))
         for pod in list(self.pods.values()):
             self._observe(pod)
+        listed_by = self.clock.now() - self.list_lag_s
         ordered = sorted(
-            (p for p in self.pods.values() if p.id not in self.v2_lag), key=lambda p: (p.created_at, p.id)
+            (p for p in self.pods.values() if p.id not in self.v2_lag and p.created_at <= listed_by),
+            key=lambda p: (p.created_at, p.id),
         )
         after = [p for p in ordered if query.after is None or (p.created_at, p.id) > query.after]
         page = after[: query.limit]
@@ -1021,6 +1136,10 @@ class RunPodEmulator(Emulator):
                     "ports": [{"private": 22, "public": pod.ssh_port, "type": "tcp", "ip": pod.public_ip}]
                     if ssh and pod.public
                     else [],
+                    "gpus": [
+                        {"id": f"GPU-{pod.id}-{i}", "util": pod.gpu_util, "memoryUtil": 0}
+                        for i in range(pod.gpu_count)
+                    ],
                 }
                 if running
                 else None
@@ -1030,7 +1149,8 @@ class RunPodEmulator(Emulator):
         }
 
 
-V2_OPS = ("list_v2", "get_v2", "action_v2", "destroy_v2", "billing")
+# The fault op of each v2 action: what it does, as the GraphQL mutation of the same effect is named.
+V2_ACTION_OPS = {"stop": "stop", "start": "resume", "restart": "resume", "terminate": "destroy"}
 V2_ALL_ACTIONS = ("start", "stop", "restart", "terminate")
 
 
@@ -1138,11 +1258,120 @@ def rfc3339(value: str, name: str) -> float:
     return moment.timestamp()
 
 
-def validation_failed(error: str) -> EmuResponse:
+def validation_failed(*errors: str) -> EmuResponse:
     body = {"title": "Unprocessable Entity", "status": 422, "detail": "Request validation failed."}
-    answer = EmuResponse.json(422, {**body, "errors": [error]})
+    answer = EmuResponse.json(422, {**body, "errors": list(errors)})
     answer.headers["content-type"] = "application/problem+json"
     return answer
+
+
+def create_request_errors(body: Any) -> list[str]:
+    """What a CreatePodRequest breaks of the v2 contract (R2), in the words of a validation error."""
+    if not isinstance(body, dict):
+        return ["the body must be a CreatePodRequest object"]
+    errors = [f"unknown field {k!r}" for k in sorted(set(body) - set(CREATE_FIELDS))]
+    if "name" not in body:
+        errors.append("name is required")
+    if "image" not in body and "templateId" not in body:
+        errors.append("image is required unless templateId is given")
+    if ("gpu" in body) == ("cpu" in body):
+        errors.append("exactly one of gpu or cpu is required")
+    for key, check in CREATE_FIELDS.items():
+        if key in body and not check(body[key]):
+            errors.append(f"{key} has the wrong type or value")
+    gpu = body.get("gpu")
+    if isinstance(gpu, dict):
+        errors += [f"unknown field 'gpu.{k}'" for k in sorted(set(gpu) - set(GPU_FIELDS))]
+        errors += [f"gpu.{k} has the wrong type or value" for k, c in GPU_FIELDS.items() if k in gpu and not c(gpu[k])]
+        if "id" not in gpu:
+            errors.append("gpu.id is required")
+    mounts = body.get("mounts")
+    if isinstance(mounts, dict) and not mounts_ok(mounts):
+        errors.append("mounts must be {persistent: {size, path}} or {network: [{volumeId, path}]}")
+    return errors
+
+
+def is_int(low: int) -> Callable[[Any], bool]:
+    return lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= low
+
+
+def is_str(v: Any) -> bool:
+    return isinstance(v, str)
+
+
+def is_bool(v: Any) -> bool:
+    return isinstance(v, bool)
+
+
+def is_strs(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+def is_ports(v: Any) -> bool:
+    return is_strs(v) and all(re.fullmatch(r"[0-9]{1,5}/(tcp|udp|http)", x) for x in v)
+
+
+def is_env(v: Any) -> bool:
+    return isinstance(v, dict) and all(isinstance(k, str) and isinstance(x, str) for k, x in v.items())
+
+
+def mounts_ok(mounts: dict[str, Any]) -> bool:
+    if set(mounts) == {"persistent"}:
+        p = mounts["persistent"]
+        return isinstance(p, dict) and set(p) <= {"size", "path"} and is_int(1)(p.get("size")) and (
+            is_str(p.get("path", "/workspace"))
+        )
+    if set(mounts) == {"network"}:
+        n = mounts["network"]
+        return isinstance(n, list) and all(isinstance(x, dict) and set(x) == {"volumeId", "path"} for x in n)
+    return False
+
+
+# CreatePodRequest (v2 openapi, R2): every field it takes, and what each must be.
+CREATE_FIELDS: dict[str, Callable[[Any], bool]] = {
+    "name": lambda v: isinstance(v, str) and 0 < len(v) <= 191,
+    "image": is_str,
+    "templateId": is_str,
+    "gpu": lambda v: isinstance(v, dict),
+    "cpu": lambda v: isinstance(v, dict),
+    "cloud": lambda v: v in ("SECURE", "COMMUNITY"),
+    "disk": is_int(1),
+    "args": is_str,
+    "env": is_env,
+    "ports": is_ports,
+    "registry": lambda v: v is None or isinstance(v, str | dict),
+    "mounts": lambda v: isinstance(v, dict),
+    "dataCenterIds": is_strs,
+    "globalNetworking": is_bool,
+    "startSsh": is_bool,
+    "startJupyter": is_bool,
+}
+GPU_FIELDS: dict[str, Callable[[Any], bool]] = {
+    "id": is_str,
+    "count": is_int(1),
+    "allowedCudaVersions": is_strs,
+    "minCudaVersion": is_str,
+}
+CATALOG_PARAMS = {"include", "product", "count", "cloud", "countryCodes", "minCudaVersion"}
+CATALOG_VALUES = {"include": ("AVAILABILITY",), "product": ("POD", "SERVERLESS"), "cloud": ("SECURE", "COMMUNITY")}
+
+
+def catalog_view(gpu: GpuStock) -> dict[str, Any]:
+    """One GPU of GET /v2/catalog/gpus (the docs' example's fields)."""
+    level = "NONE" if gpu.stock < 1 else "LOW" if gpu.stock < 3 else "MEDIUM" if gpu.stock < 8 else "HIGH"
+    return {
+        "id": gpu.id,
+        "name": gpu.display,
+        "pool": "EMULATED",
+        "manufacturer": "NVIDIA",
+        "memory": gpu.memory_gb,
+        "secure": gpu.secure > 0,
+        "community": gpu.community > 0,
+        "price": {"secure": gpu.secure, "community": gpu.community, "serverless": round(gpu.secure * 1.5, 3)},
+        "maxCount": {"secure": 8, "community": 4},
+        "availability": level,
+        "dataCenters": [{"id": "US-KS-2", "name": "US Kansas 2", "availability": level}],
+    }
 
 
 def gpu_type_view(gpu: GpuStock) -> dict[str, Any]:
@@ -1226,6 +1455,15 @@ def rented_at(ts: float) -> str:
 def new_pod_id() -> str:
     alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
     return "".join(secrets.choice(alphabet) for _ in range(14))
+
+
+def action_op(request: EmuRequest) -> str:
+    try:
+        body = request.json()
+    except ValueError:
+        return "action"
+    action = body.get("action") if isinstance(body, dict) else None
+    return V2_ACTION_OPS.get(action, "action") if isinstance(action, str) else "action"
 
 
 def problem(status: int, title: str, detail: str, headers: dict[str, str] | None = None) -> EmuResponse:

@@ -285,7 +285,7 @@ def test_missing_names_the_program_first_then_the_files_from_the_jobs_folder(pod
 # -- key-scope -----------------------------------------------------------------------------------
 RUNPOD_KEY = "rpa_" + "ACCOUNT0c1f0e9d8b7a6958473625140"
 VAST_KEY = "f00dACCOUNTvastkey4c3b2a19087f6e5d"
-WRITES = {"create", "stop", "destroy", "resume", "reboot", "bid", "action_v2", "destroy_v2", "stop_bulk"}
+WRITES = {"create", "stop", "destroy", "resume", "reboot", "bid", "stop_bulk"}
 WRITES.add("destroy_bulk")
 
 

@@ -18,7 +18,7 @@ def test_runpod_lists_reads_its_balance_and_offers(settings: Settings) -> None:
     needs_key(settings, "runpod_api_key", "RUNPOD_API_KEY")
     provider = RunPodProvider.from_settings(settings)
     try:
-        pods = provider.list_pods()  # GraphQL schema, and v2 detail when it answers
+        pods = provider.list_pods()  # REST v2 GET /v2/pods (every page)
         assert all(p.provider == "runpod" and p.id for p in pods)
         assert provider.balance().balance_usd >= 0
         offers = provider.offers()

@@ -30,6 +30,7 @@ SSH = "tests/instance_side/test_ssh_generations.py"
 KEY = "tests/providers/test_pod_key_fallback.py"
 TOKEN = "tests/core/test_token_strength.py"
 GET = "tests/providers/test_get_contract.py"
+V2 = "tests/providers/test_runpod_v2.py"
 DOWN = "tests/client/test_down_guards.py"
 PRECHECK = "tests/client/test_precheck.py"
 
@@ -319,56 +320,49 @@ CORE: tuple[Mutant, ...] = (
     ),
     # -- 9. RunPod and Vast `get`: doubt read as gone -----------------------------------------------------
     Mutant(
-        "runpod-graphql-lag-gone",
-        "runpod: a pod REST v2 shows but GraphQL does not yet is gone",
+        "runpod-one-404-gone",
+        "runpod: one 404 problem for a pod that is there reads as gone (not read twice)",
         "core/providers/runpod.py",
-        "            return pod_from_v2(v2)  # v2 sees it and GraphQL does not yet",
-        "            return None  # v2 sees it and GraphQL does not yet",
-        (GET,),
-    ),
-    Mutant(
-        "runpod-v2-lag-gone",
-        "runpod: a pod GraphQL shows but REST v2 does not yet is gone",
-        "core/providers/runpod.py",
-        "            return self._seen_by_graphql_only(pod_id)",
-        "            return None",
-        (GET,),
+        "        self.clock.sleep(self.recheck_delay_s)\n",
+        "        return None\n",
+        (GET, V2),
     ),
     Mutant(
         "runpod-unreadable-gone",
-        "runpod: an unreadable REST v2 pod falls back to GraphQL, whose null reads as gone",
+        "runpod: an unreadable REST v2 pod reads as gone",
         "core/providers/runpod.py",
-        '        v2 = parse(V2Pod, reply.body, "v2 pod")\n',
+        "        return parse_v2_pod(reply.body)\n",
         "        try:\n"
-        '            v2 = parse(V2Pod, reply.body, "v2 pod")\n'
+        "            return parse_v2_pod(reply.body)\n"
         "        except ProviderError:\n"
-        '            found = self.graphql(GET_QUERY, {"podId": pod_id}).get("pod")\n'
-        "            return None if found is None else parse_graphql_pod(found)\n",
+        "            return None\n",
         (GET,),
     ),
     Mutant(
         "runpod-empty-gone",
         "runpod: an empty REST v2 answer ({} / []) reads as gone",
         "core/providers/runpod.py",
-        '        v2 = parse(V2Pod, reply.body, "v2 pod")\n',
-        '        if not reply.body:\n            return None\n        v2 = parse(V2Pod, reply.body, "v2 pod")\n',
+        "        return parse_v2_pod(reply.body)\n",
+        "        if not reply.body:\n            return None\n        return parse_v2_pod(reply.body)\n",
         (GET,),
     ),
     Mutant(
         "runpod-any-404-gone",
         "runpod: any 404 (a wrong URL's) reads as gone",
         "core/providers/runpod.py",
+        '        reply = self.http.request("GET", path, accept=(404,))\n'
+        "        if reply.status == 404:\n"
         '            require(is_problem_404(reply.body), PROVIDER, f"404 from {path} is not a RunPod problem body")\n',
-        "",
+        '        reply = self.http.request("GET", path, accept=(404,))\n        if reply.status == 404:\n',
         (GET, "tests/providers/test_provider_fixtures.py"),
     ),
     Mutant(
-        "runpod-gql-status-gone",
-        "runpod: a GraphQL status nobody listed reads as terminated",
+        "runpod-short-lookup",
+        "runpod: a create whose answer was lost is looked up for 4 s only: the listing's lag costs a second pod",
         "core/providers/runpod.py",
-        'GRAPHQL_STATUS.get(desired, "unknown")',
-        'GRAPHQL_STATUS.get(desired, "terminated")',
-        (GET,),
+        "LOOKUP_WINDOW_S = 45.0",
+        "LOOKUP_WINDOW_S = 4.0",
+        (V2,),
     ),
     Mutant(
         "runpod-v2-status-gone",

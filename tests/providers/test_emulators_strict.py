@@ -11,12 +11,21 @@ import httpx
 import pytest
 from providerfakes import RUNPOD_KEY, VAST_KEY, spec
 
-from gpuc.core.providers.runpod import CREATE_ON_DEMAND, GET_QUERY, LIST_QUERY, TERMINATE_MUTATION
+from gpuc.core.providers.runpod import BALANCE_QUERY, SELF_READ_QUERY, STOP_MUTATION, TERMINATE_MUTATION
 from gpuc.testkit.emulators import serve
 from gpuc.testkit.emulators.common import REDACTED, EmuRequest, EmuResponse
 from gpuc.testkit.emulators.runpod import RunPodEmulator
 from gpuc.testkit.emulators.server import EmulatorServer
 from gpuc.testkit.emulators.vast import VastEmulator
+
+# GraphQL as the official clients send it (gpuc itself now creates, lists and reads pods on REST v2): the
+# emulator's GraphQL stays as strict as RunPod's for them and for what gpuc still sends (balance, pod side).
+LIST_QUERY = "query Pods { myself { pods { id name desiredStatus costPerHr env runtime { uptimeInSeconds } } } }"
+GET_QUERY = SELF_READ_QUERY
+CREATE_ON_DEMAND = (
+    "mutation Deploy($input: PodFindAndDeployOnDemandInput!) "
+    "{ podFindAndDeployOnDemand(input: $input) { id name desiredStatus costPerHr env } }"
+)
 
 GOOD_INPUT = {
     "name": "gpuc-run0001",
@@ -41,7 +50,15 @@ def messages(answer: EmuResponse) -> list[str]:
     return [e["message"] for e in answer.decoded()["errors"]]
 
 
-def test_the_queries_gpuc_sends_are_valid(runpod_emu: RunPodEmulator) -> None:
+def test_the_graphql_gpuc_still_sends_is_valid(runpod_emu: RunPodEmulator) -> None:
+    assert graphql(runpod_emu, BALANCE_QUERY).decoded()["data"]["myself"]["clientBalance"] == 25.0
+    pod_id = runpod_emu.add_foreign_pod("gpuc-run0009")
+    stopped = graphql(runpod_emu, STOP_MUTATION, {"podId": pod_id}).decoded()["data"]["podStop"]
+    assert stopped["desiredStatus"] == "EXITED"
+    assert graphql(runpod_emu, TERMINATE_MUTATION, {"podId": pod_id}).decoded() == {"data": {"podTerminate": None}}
+
+
+def test_the_queries_the_official_clients_send_are_valid(runpod_emu: RunPodEmulator) -> None:
     assert graphql(runpod_emu, LIST_QUERY).status == 200
     assert graphql(runpod_emu, GET_QUERY, {"podId": "x"}).decoded() == {"data": {"pod": None}}
     created = graphql(runpod_emu, CREATE_ON_DEMAND, {"input": GOOD_INPUT}).decoded()
@@ -245,8 +262,8 @@ def test_a_fault_hits_only_its_op_and_only_as_often_as_asked(vast_emu: VastEmula
 
 def test_served_over_http_a_timeout_hangs_and_a_drop_disconnects(runpod_server: EmulatorServer) -> None:
     emu = runpod_server.emulator
-    emu.faults.add(op="list_v2", kind="timeout")
-    emu.faults.add(op="list_v2", kind="drop")
+    emu.faults.add(op="list", kind="timeout")
+    emu.faults.add(op="list", kind="drop")
     headers = {"Authorization": f"Bearer {RUNPOD_KEY}"}
     with httpx.Client(timeout=0.3) as client:
         with pytest.raises(httpx.ReadTimeout):

@@ -1,74 +1,56 @@
 """`get` answers None only when the provider POSITIVELY says the pod is gone (core/providers/base.py);
 any doubt raises. Gone means the reaper stops watching a pod, or takes a destroy as done: a pod read as
-gone while it lives bills unwatched. Through the emulators: an empty answer, an unreadable pod next to a
-"not found", one RunPod API lagging behind the other, a 404 from the wrong place, a status nobody listed;
+gone while it lives bills unwatched. Through the emulators: an empty answer, an unreadable pod, a RunPod
+"not found" read only once, a listing lagging behind the read by id, a 404 from the wrong place, a status
+nobody listed;
 and inside the pod, a "not found" to its own key next to a read of itself that fails."""
 
 from __future__ import annotations
 
 import pytest
-from providerfakes import RUNPOD_GRAPHQL_URL, RUNPOD_KEY, VAST_OFFER, spec
+from providerfakes import RUNPOD_GRAPHQL_URL, RUNPOD_KEY, RUNPOD_REST_URL, VAST_OFFER, spec
 
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ProviderError
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.outcome import StoppedInstead
-from gpuc.core.providers.runpod import RunPodProvider, RunPodSelfDestroyer, status_from_graphql, status_from_v2
+from gpuc.core.providers.runpod import RunPodProvider, RunPodSelfDestroyer, status_from_v2
 from gpuc.core.providers.vast import VastInstance, VastProvider, VastSelfDestroyer, status_of
 from gpuc.testkit.emulators.runpod import RunPodEmulator
 from gpuc.testkit.emulators.vast import VastEmulator
 
-# -- RunPod: REST v2 GET /v2/pods/{id} first (404 problem = gone), GraphQL `pod` for the detail --------------
+# -- RunPod: REST v2 GET /v2/pods/{id}; a 404 problem twice, a moment apart, is gone ------------------------
 
 
-def test_a_pod_graphql_does_not_show_yet_is_not_gone(runpod: RunPodProvider, runpod_emu: RunPodEmulator) -> None:
+def test_a_pod_the_listing_does_not_show_yet_is_read_by_id(runpod_emu: RunPodEmulator, clock: FakeClock) -> None:
+    runpod_emu.list_lag_s = 30.0  # GET /v2/pods leaves a new pod out for a while; GET /v2/pods/{id} knows it
+    runpod = RunPodProvider(RUNPOD_KEY, rest_url=RUNPOD_REST_URL, transport=runpod_emu.transport(), clock=clock)
     pod = runpod.create(spec("runpod"))
-    runpod_emu.set_status(pod.id, "running")
-    runpod_emu.graphql_lag.add(pod.id)  # REST v2 sees it running; GraphQL's `pod` answers null
+    assert runpod.list_pods() == []
     found = runpod.get(pod.id)
-    assert found is not None and found.status == "running"
-    assert found.managed  # v2 carries the env: it is still known as gpuc's
-    assert [p.id for p in runpod.list_pods()] == [pod.id]
+    assert found is not None and found.managed  # v2 carries the env: it is still known as gpuc's
 
 
-def test_a_pod_graphql_answers_with_empty_data_for_is_not_gone(
-    runpod: RunPodProvider, runpod_emu: RunPodEmulator
+@pytest.mark.parametrize("times", [1, 2])
+def test_not_found_once_or_twice_is_not_gone_until_read_again(
+    runpod: RunPodProvider, runpod_emu: RunPodEmulator, times: int
 ) -> None:
     pod = runpod.create(spec("runpod"))
-    runpod_emu.set_status(pod.id, "running")
-    runpod_emu.faults.add("get", "empty_data")  # {"data": {}}
+    runpod_emu.faults.add("get", "404", times=times)  # a 404 problem for a pod that is there
     found = runpod.get(pod.id)
-    assert found is not None and found.status == "running"
+    if times == 1:
+        assert found is not None and found.id == pod.id
+    else:
+        assert found is None  # two positive "not found"s: the contract's gone (the reaper then reads again)
+    assert len(runpod_emu.ops("get")) == 2
 
 
-def test_a_pod_rest_v2_does_not_show_yet_is_not_gone(runpod: RunPodProvider, runpod_emu: RunPodEmulator) -> None:
-    pod = runpod.create(spec("runpod"))
-    runpod_emu.set_status(pod.id, "running")
-    runpod_emu.v2_lag.add(pod.id)  # GraphQL (which created it) shows it; REST v2 answers a 404 problem
-    found = runpod.get(pod.id)
-    assert found is not None and found.status == "running" and found.managed
-    runpod_emu.v2_lag.clear()
-    runpod_emu.vanish(pod.id)
-    assert runpod.get(pod.id) is None  # both agree: gone
-
-
-@pytest.mark.parametrize("kind", ["empty_object", "empty_list", "schema_drift"])
-def test_an_empty_or_unreadable_v2_pod_next_to_a_graphql_null_raises(
+@pytest.mark.parametrize("kind", ["empty_object", "empty_list", "empty_item", "schema_drift", "success_false"])
+def test_an_empty_or_unreadable_v2_pod_raises_never_reads_as_gone(
     runpod: RunPodProvider, runpod_emu: RunPodEmulator, kind: str
 ) -> None:
     pod = runpod.create(spec("runpod"))
-    runpod_emu.graphql_lag.add(pod.id)  # GraphQL says null: "not found"
-    runpod_emu.faults.add("get_v2", kind, times=None)  # and REST v2 answers 200 with nothing readable
-    with pytest.raises(ProviderError):
-        runpod.get(pod.id)
-
-
-@pytest.mark.parametrize("kind", ["empty_object", "empty_item"])
-def test_an_empty_graphql_answer_raises_rather_than_reading_as_a_pod(
-    runpod: RunPodProvider, runpod_emu: RunPodEmulator, kind: str
-) -> None:
-    pod = runpod.create(spec("runpod"))
-    runpod_emu.faults.add("get", kind, times=None)  # {} / {"data": {"pod": {}}}
+    runpod_emu.faults.add("get", kind, times=None)  # REST v2 answers 200 with nothing readable
     with pytest.raises(ProviderError):
         runpod.get(pod.id)
 
@@ -83,20 +65,18 @@ def test_a_404_from_the_wrong_rest_url_is_never_read_as_gone(runpod_emu: RunPodE
         backoff=zero_backoff,
     )
     try:
-        pod = provider.create(spec("runpod"))
-        runpod_emu.vanish(pod.id)  # GraphQL says null too: only the 404's shape tells the two apart
+        pod_id = runpod_emu.add_foreign_pod("gpuc-run0001")
+        runpod_emu.vanish(pod_id)  # gone indeed: only the 404's shape tells the two apart
         with pytest.raises(ProviderError, match="404"):
-            provider.get(pod.id)
+            provider.get(pod_id)
     finally:
         provider.close()
 
 
 @pytest.mark.parametrize("status", ["MIGRATING", "", "terminated"])
 def test_a_runpod_status_nobody_listed_reads_as_unknown_never_as_gone(status: str) -> None:
-    assert status_from_graphql(status, runtime_up=True, spot=False) in ("unknown", "running")
-    assert status_from_graphql(status, runtime_up=False, spot=False) == "unknown"
-    assert status_from_v2(status, spot=False) == "unknown"
-    assert status_from_v2(None, spot=False) == "unknown"
+    assert status_from_v2(status) == "unknown"
+    assert status_from_v2(None) == "unknown"
 
 
 # -- Vast: GET /api/v0/instances/{id}/?owner=me, {"instances": null} = gone ---------------------------

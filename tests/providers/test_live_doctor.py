@@ -28,7 +28,7 @@ from gpuc.testkit.emulators.runpod import RunPodEmulator
 from gpuc.testkit.emulators.server import EmulatorServer
 from gpuc.testkit.emulators.vast import VastEmulator
 
-WRITES = {"create", "stop", "destroy", "resume", "reboot", "bid", "action_v2", "destroy_v2", "stop_bulk"}
+WRITES = {"create", "stop", "destroy", "resume", "reboot", "bid", "stop_bulk"}
 WRITES.add("destroy_bulk")
 
 
@@ -98,6 +98,8 @@ def test_it_reads_every_account_and_settles_the_facts_without_a_write(
     for name, provider in accounts.items():
         pod = provider.create(spec(name, offer_id="11684738" if name == "vast" else None))
         servers[name].emulator.set_status(pod.id, "running")  # type: ignore[attr-defined]
+    kept = accounts["runpod"].create(spec("runpod", run_id="run0002"))
+    runpod_server.emulator.set_status(kept.id, "exited")  # type: ignore[attr-defined]  # a stopped pod
     writes_before = {n: sum(r.op in WRITES for r in s.emulator.requests) for n, s in servers.items()}
 
     report = run_live(accounts, servers)
@@ -106,7 +108,10 @@ def test_it_reads_every_account_and_settles_the_facts_without_a_write(
     facts = {(f.provider, f.fact): f.status for f in report.facts}
     confirmed = {k[1] for k, v in facts.items() if v == "confirmed"}
     for claim in (
-        "GraphQL pod(...) of an unknown id answers null (not an error)",
+        "REST v2 answers an unknown pod id with a 404 problem (gpuc reads two of them as gone)",
+        "REST v2 refuses what its contract does not hold with 422 (as the emulator does)",
+        "status is one of PROVISIONING / STARTING / RUNNING / EXITED / ERROR / TERMINATED",
+        "cost is 0.0 for an EXITED pod (gpuc shows its volume's price instead)",
         "REST v2 lists pods by pages (limit, cursor; pagination.nextCursor / hasNextPage)",
         "the pod key may read its own pod (GraphQL pod(...))",
         "the pod key may not list the account (GraphQL myself.pods)",

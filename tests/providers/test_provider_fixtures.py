@@ -19,15 +19,7 @@ from providerfakes import RUNPOD_GRAPHQL_URL, RUNPOD_KEY, RUNPOD_REST_URL, VAST_
 from gpuc.core.clock import FakeClock, parse_iso
 from gpuc.core.errors import ProviderAuthError, ProviderError
 from gpuc.core.providers.http import zero_backoff
-from gpuc.core.providers.runpod import (
-    GqlPod,
-    RunPodProvider,
-    parse,
-    parse_gpu_types,
-    parse_graphql_pod,
-    parse_v2_pod,
-    status_from_graphql,
-)
+from gpuc.core.providers.runpod import RunPodProvider, RunPodSelfDestroyer, parse_catalog, parse_v2_pod
 from gpuc.core.providers.vast import VastProvider, parse_instance, parse_offers
 
 Handler = Callable[[httpx.Request], httpx.Response]
@@ -61,59 +53,6 @@ def answer(body: Any, status: int = 200) -> httpx.Response:
 # ---- RunPod ---------------------------------------------------------------------------------------
 
 
-def test_the_official_pods_mock_gives_status_cost_gpu_name_and_uptime() -> None:
-    pod = parse_graphql_pod(fixture("runpod_graphql_myself_pods_testmock.json")["data"]["myself"]["pods"][0])
-    assert (pod.id, pod.name, pod.gpu, pod.gpu_count, pod.price_per_hour) == (
-        "POD_ID",
-        "POD_NAME",
-        "RTX 3090",
-        1,
-        0.34,
-    )
-    assert pod.status == "provisioning"  # RUNNING is only the target until `runtime` shows up
-    assert pod.uptime_s == 0
-    assert not pod.interruptible  # podType RESERVED
-    assert not pod.managed
-
-
-def test_a_runtime_means_running_and_its_uptime_and_utilisation_are_read() -> None:
-    pod = parse_graphql_pod(
-        fixture("runpod_graphql_myself_pods_runtime_docexample.json")["data"]["myself"]["pods"][0]
-    )
-    assert (pod.name, pod.status, pod.uptime_s, pod.gpu_util_pct) == ("Runpod Pytorch", "running", 3931, 0)
-    assert pod.ssh_host is None  # the only port is 8888/http on a private IP: no ssh line to print
-
-
-def test_pod_by_id_reads_the_runtime() -> None:
-    pod = parse_graphql_pod(fixture("runpod_graphql_pod_by_id_docexample.json")["data"]["pod"])
-    assert (pod.id, pod.status, pod.uptime_s) == ("YOUR_POD_ID", "running", 11)
-
-
-@pytest.mark.parametrize(
-    ("name", "field", "pod_id"),
-    [
-        (
-            "runpod_graphql_podFindAndDeployOnDemand_docexample.json",
-            "podFindAndDeployOnDemand",
-            "50qynxzilsxoey",
-        ),
-        ("runpod_graphql_podRentInterruptable_docexample.json", "podRentInterruptable", "fkjbybgpwuvmhk"),
-    ],
-)
-def test_create_answers_give_the_id_and_the_env_read_back(name: str, field: str, pod_id: str) -> None:
-    raw = fixture(name)["data"][field]
-    pod = parse_graphql_pod(raw)
-    assert pod.id == pod_id
-    assert parse(GqlPod, raw, "pod").env == ("JUPYTER_PASSWORD=your-password",)
-    assert not pod.managed  # not named gpuc-..., no owner marker
-
-
-def test_a_stop_answer_reads_as_stopped() -> None:
-    raw = fixture("runpod_graphql_podStop_docexample.json")["data"]["podStop"]
-    assert parse_graphql_pod(raw).status == "stopped"
-    assert status_from_graphql("EXITED", runtime_up=False, spot=True) == "paused"
-
-
 def test_a_v2_pod_gives_status_cost_gpu_created_uptime_env_and_the_ssh_port() -> None:
     pod = parse_v2_pod(fixture("runpod_rest_v2_list_pods_docexample.json")["pods"][0])
     assert (pod.id, pod.name, pod.status, pod.price_per_hour) == (
@@ -122,67 +61,66 @@ def test_a_v2_pod_gives_status_cost_gpu_created_uptime_env_and_the_ssh_port() ->
         "running",
         0.44,
     )
-    assert (pod.gpu, pod.gpu_count) == ("NVIDIA GeForce RTX 4090", 1)
+    assert (pod.gpu, pod.gpu_count) == ("RTX 4090", 1)  # the catalog id "NVIDIA GeForce RTX 4090", shortened
     assert pod.created_at == parse_iso("2026-06-01T12:00:00Z")
     assert pod.uptime_s == 3600
     assert (pod.ssh_host, pod.ssh_port) == ("195.26.233.3", 34446)
+    assert pod.disk_gb == 20 and not pod.managed and not pod.interruptible
+    assert pod.gpu_util_pct is None  # the example's runtime has no gpus
 
 
-def test_the_real_gpu_types_give_secure_and_community_prices_per_gpu_and_no_spot() -> None:
-    offers = {o.id: o for o in parse_gpu_types(fixture("runpod_graphql_gpuTypes_data_real_2025-06.json"))}
-    a100 = offers["NVIDIA A100 80GB PCIe"]
-    assert (a100.gpu, a100.price_per_hour, a100.community_price) == ("A100 PCIe", 1.64, 1.19)
-    # The body still carries spot prices (0.6 here); RunPod spot is not rentable, so none is shown.
-    assert all(o.interruptible_price is None and o.min_bid is None for o in offers.values())
-    assert "NVIDIA A30" not in offers  # secureCloud false: not rentable on the secure cloud gpuc creates on
-    assert "unknown" not in offers
-    assert offers["NVIDIA L4"].community_price is None  # communityCloud false, whatever the price says
-    prices = [o.price_per_hour for o in offers.values()]
-    assert prices == sorted(prices)
+def test_an_exited_v2_pod_costs_its_volume_not_zero() -> None:
+    raw = fixture("runpod_rest_v2_list_pods_docexample.json")["pods"][0]
+    pod = parse_v2_pod({**raw, "status": "EXITED", "cost": 0.0, "runtime": None})
+    assert pod.status == "stopped" and pod.price_per_hour == round(20 * 0.20 / 720, 6)
+    assert pod.disk_usd_gb_month == 0.20
 
 
-def test_the_real_gpu_types_on_the_community_cloud() -> None:
-    offers = {
-        o.id: o
-        for o in parse_gpu_types(fixture("runpod_graphql_gpuTypes_data_real_2025-06.json"), "COMMUNITY")
-    }
-    assert offers["NVIDIA A30"].price_per_hour == 0.22
-    assert "NVIDIA L4" not in offers
+def test_the_v2_catalog_gives_secure_and_community_prices_per_gpu_and_the_availability() -> None:
+    body = fixture("runpod_rest_v2_catalog_gpus_docexample.json")
+    [secure] = parse_catalog(body)
+    assert (secure.id, secure.gpu, secure.price_per_hour, secure.community_price, secure.stock) == (
+        "NVIDIA GeForce RTX 4090",
+        "RTX 4090",
+        0.44,
+        0.31,
+        "High",
+    )
+    assert secure.min_bid is None and secure.interruptible_price is None
+    [community] = parse_catalog(body, "COMMUNITY")
+    assert community.price_per_hour == 0.31
+    [cheapest] = parse_catalog(body, "ALL")
+    assert cheapest.price_per_hour == 0.31
 
 
-@pytest.mark.parametrize(
-    ("name", "price", "stock"),
-    [
-        ("runpod_graphql_gpuType_lowestPrice_docexample.json", 0.3, None),
-        ("runpod_graphql_gpuType_lowestPrice_stock_high_docexample.json", 0.35, "High"),
-        ("runpod_graphql_gpuType_lowestPrice_stock_low_docexample.json", 0.24, "Low"),
-    ],
-)
-def test_lowest_price_gives_the_price_and_the_stock_but_no_bid_floor(name: str, price: float, stock: str) -> None:
-    [offer] = parse_gpu_types(fixture(name)["data"]["gpuTypes"])
-    assert (offer.price_per_hour, offer.min_bid, offer.stock) == (price, None, stock)
+def test_a_catalog_gpu_a_cloud_does_not_offer_is_no_offer_there() -> None:
+    row = fixture("runpod_rest_v2_catalog_gpus_docexample.json")["gpus"][0]
+    body = {"gpus": [{**row, "community": False}, {**row, "id": "unknown"}]}
+    assert parse_catalog(body, "COMMUNITY") == []
+    assert [o.id for o in parse_catalog(body, "SECURE")] == ["NVIDIA GeForce RTX 4090"]
 
 
-def test_gpu_types_without_prices_are_no_offers() -> None:
-    assert parse_gpu_types(fixture("runpod_graphql_gpuTypes_list_docexample.json")["data"]["gpuTypes"]) == []
+def test_a_catalog_that_is_not_a_list_raises() -> None:
+    with pytest.raises(ProviderError):
+        parse_catalog({"data": fixture("runpod_rest_v2_catalog_gpus_docexample.json")})
 
 
-def test_the_observed_not_found_body_makes_a_destroy_already_gone() -> None:
+def test_a_delete_answered_with_a_404_problem_is_already_gone() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
-        if request.url.path == "/graphql":
-            return answer(fixture("runpod_graphql_podTerminate_notfound_observed.json"))
+        assert request.url.path != "/graphql"
         return answer({"title": "Not Found", "status": 404, "detail": "resource not found"}, 404)
 
     assert runpod_with(handler).destroy("50qynxzilsxoey") == "already_gone"
 
 
-def test_the_observed_not_found_body_also_counts_with_a_4xx_status() -> None:
-    def handler(request: httpx.Request) -> httpx.Response:
-        if request.url.path == "/graphql":
-            return answer(fixture("runpod_graphql_podTerminate_notfound_observed.json"), 400)
-        return answer({"title": "Not Found", "status": 404, "detail": "resource not found"}, 404)
+@pytest.mark.parametrize("status", [200, 400])
+def test_the_observed_not_found_body_is_what_the_pod_side_terminate_hears_as_not_found(status: int) -> None:
+    from gpuc.core.providers.http import HttpClient
 
-    assert runpod_with(handler).destroy("50qynxzilsxoey") == "already_gone"
+    body = fixture("runpod_graphql_podTerminate_notfound_observed.json")
+    transport = httpx.MockTransport(lambda request: answer(body, status))
+    http = HttpClient(provider="runpod", api_key=RUNPOD_KEY, key_env="RUNPOD_API_KEY", transport=transport)
+    assert RunPodSelfDestroyer("50qynxzilsxoey", graphql_url=RUNPOD_GRAPHQL_URL, http=http).terminate() is False
 
 
 def test_a_404_that_is_not_runpods_problem_body_is_never_read_as_gone() -> None:

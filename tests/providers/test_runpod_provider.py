@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
 
 import httpx
 import pytest
@@ -26,45 +25,46 @@ from gpuc.testkit.emulators.runpod import RunPodEmulator
 from gpuc.testkit.emulators.server import EmulatorServer
 
 
-def create_input(emu: RunPodEmulator) -> dict[str, object]:
+def create_request(emu: RunPodEmulator) -> dict[str, object]:
     [request] = emu.ops("create")
-    body = json.loads(request.body)
-    assert "podFindAndDeployOnDemand(input: $input)" in body["query"]
-    return body["variables"]["input"]  # type: ignore[no-any-return]
+    assert (request.method, request.path) == ("POST", "/v2/pods")
+    return json.loads(request.body)  # type: ignore[no-any-return]
 
 
-def test_it_creates_an_on_demand_pod_with_ssh_only_disks_backstop_and_owner_marker(
+def test_it_creates_an_on_demand_pod_with_ssh_only_disks_and_owner_marker_through_v2(
     runpod: RunPodProvider, runpod_emu: RunPodEmulator, clock: FakeClock
 ) -> None:
     pod = runpod.create(spec("runpod", env={"HF_HOME": "/workspace/hf"}, max_hours=2))
-    sent = create_input(runpod_emu)
-    assert sent["name"] == "gpuc-run0001" == pod.name
-    assert sent["gpuTypeId"] == "NVIDIA GeForce RTX 4090"  # the id, resolved from the display name
-    assert (sent["startSsh"], sent["ports"], sent["cloudType"]) == (True, "22/tcp", "SECURE")
-    assert (sent["containerDiskInGb"], sent["volumeInGb"], sent["volumeMountPath"]) == (20, 30, "/workspace")
-    assert "startJupyter" not in sent and "bidPerGpu" not in sent
-    # As the official client, SkyPilot and dstack do: a public IP, and a host sized to the GPUs.
-    assert (sent["supportPublicIp"], sent["minVcpuCount"], sent["minMemoryInGb"]) == (True, 4, 16)
-    terminate_after = datetime.fromisoformat(str(sent["terminateAfter"]).replace("Z", "+00:00")).timestamp()
-    assert terminate_after == clock.now() + 2 * 3600
-    assert {"key": OWNER_ENV, "value": "1"} in sent["env"]  # type: ignore[operator]
-    assert {"key": "HF_HOME", "value": "/workspace/hf"} in sent["env"]  # type: ignore[operator]
-    assert (pod.status, pod.managed, pod.experiment, pod.price_per_hour) == (
+    sent = create_request(runpod_emu)
+    # Exactly a CreatePodRequest: no terminateAfter, supportPublicIp or host floor (v2 has none of them).
+    assert sent == {
+        "name": "gpuc-run0001",
+        "image": sent["image"],
+        "gpu": {"id": "NVIDIA GeForce RTX 4090", "count": 1},  # the id, resolved from the display name
+        "cloud": "SECURE",
+        "disk": 20,
+        "mounts": {"persistent": {"size": 30, "path": "/workspace"}},
+        "ports": ["22/tcp"],
+        "env": {**sent["env"], OWNER_ENV: "1", "HF_HOME": "/workspace/hf"},  # type: ignore[dict-item]
+        "startSsh": True,
+    }
+    assert (pod.name, pod.status, pod.managed, pod.experiment, pod.price_per_hour) == (
+        "gpuc-run0001",
         "provisioning",
         True,
         "tiny-llama",
         0.74,
     )
+    assert pod.created_at == clock.now() and pod.disk_gb == 30
 
 
-def test_the_host_floor_grows_with_the_gpu_count(runpod: RunPodProvider, runpod_emu: RunPodEmulator) -> None:
-    runpod.create(spec("runpod", gpu_count=2))
-    sent = create_input(runpod_emu)
-    assert (sent["gpuCount"], sent["minVcpuCount"], sent["minMemoryInGb"]) == (2, 8, 32)
+def test_the_gpu_count_is_sent_and_priced(runpod: RunPodProvider, runpod_emu: RunPodEmulator) -> None:
+    pod = runpod.create(spec("runpod", gpu_count=2))
+    assert create_request(runpod_emu)["gpu"] == {"id": "NVIDIA GeForce RTX 4090", "count": 2}
+    assert (pod.gpu, pod.gpu_count, pod.price_per_hour) == ("RTX 4090", 2, 1.48)
 
 
-def test_a_community_pod_gets_a_public_ssh_port(runpod_emu: RunPodEmulator, clock: FakeClock) -> None:
-    # Without supportPublicIp a community host may give the pod no public IP: no ssh into what is billed.
+def test_a_community_pod_is_asked_for_in_the_community_cloud(runpod_emu: RunPodEmulator, clock: FakeClock) -> None:
     provider = RunPodProvider(
         RUNPOD_KEY,
         graphql_url="http://x/graphql",
@@ -75,10 +75,21 @@ def test_a_community_pod_gets_a_public_ssh_port(runpod_emu: RunPodEmulator, cloc
         backoff=zero_backoff,
     )
     created = provider.create(spec("runpod"))
+    assert create_request(runpod_emu)["cloud"] == "COMMUNITY" and created.price_per_hour == 0.34
     runpod_emu.set_status(created.id, "running")
     pod = provider.get(created.id)
     assert pod is not None and pod.status == "running"
     assert (pod.ssh_host, pod.ssh_port) == ("203.0.113.10", runpod_emu.pods[created.id].ssh_port)
+
+
+def test_cloud_all_asks_for_the_cheaper_cloud_that_offers_the_gpu(runpod_emu: RunPodEmulator, clock: FakeClock) -> None:
+    # v2 takes SECURE or COMMUNITY and never falls back: gpuc picks from the catalog's prices.
+    provider = RunPodProvider(
+        RUNPOD_KEY, rest_url="http://x/v2", cloud_type="ALL", transport=runpod_emu.transport(), clock=clock
+    )
+    provider.create(spec("runpod", gpu_type="L4"))  # L4: secure only in the emulator's catalog
+    provider.create(spec("runpod", run_id="run0002"))  # RTX 4090: community is cheaper
+    assert [json.loads(r.body)["cloud"] for r in runpod_emu.ops("create")] == ["SECURE", "COMMUNITY"]
 
 
 @pytest.mark.parametrize("bid", [0.25, None])
@@ -92,14 +103,16 @@ def test_interruptible_is_refused_with_a_clear_message_before_any_call(
     assert runpod_emu.requests == []
 
 
-def test_a_spot_pod_started_elsewhere_still_reads_paused_when_outbid(
+def test_a_stopped_pod_shows_what_its_volume_bills_not_v2s_zero_cost(
     runpod: RunPodProvider, runpod_emu: RunPodEmulator
 ) -> None:
-    gpu = runpod_emu.gpus["NVIDIA GeForce RTX 4090"]
-    pod_id = runpod_emu._new_pod("gpuc-old0001", "img", gpu, 1, 0.25, {}, spot=True).id
-    runpod_emu.set_status(pod_id, "outbid")
-    found = runpod.get(pod_id)
-    assert found is not None and (found.interruptible, found.status) == (True, "paused")
+    pod = runpod.create(spec("runpod"))
+    runpod.stop(pod.id)
+    [request] = runpod_emu.ops("stop")
+    assert (request.path, json.loads(request.body)) == (f"/v2/pods/{pod.id}/action", {"action": "stop"})
+    [listed] = runpod.list_pods()
+    assert listed.status == "stopped" and listed.disk_gb == 30
+    assert listed.price_per_hour == round(30 * 0.20 / 720, 6) > 0  # v2 answers cost 0.0 when EXITED
 
 
 def test_a_secret_looking_env_never_reaches_the_provider(
@@ -117,8 +130,9 @@ def test_a_pod_goes_from_provisioning_to_running_with_its_ssh_port_and_created_a
 ) -> None:
     created = runpod.create(spec("runpod"))
     clock.advance(30)
+    assert runpod.get(created.id).status == "provisioning"  # type: ignore[union-attr]  # v2 STARTING
     pod = runpod.get(created.id)
-    assert pod is not None and pod.status == "running"  # two observations: v2 then GraphQL
+    assert pod is not None and pod.status == "running"
     assert pod.ssh_host == "203.0.113.10" and pod.ssh_port
     assert pod.created_at == clock.now() - 30
     runpod_emu.set_gpu_util(created.id, 87)
@@ -234,7 +248,7 @@ def test_a_destroy_whose_answer_was_lost_is_still_success(
 def test_a_refused_destroy_raises(runpod: RunPodProvider, runpod_emu: RunPodEmulator) -> None:
     pod = runpod.create(spec("runpod"))
     runpod_emu.faults.add(op="destroy", kind="success_false")
-    with pytest.raises(ProviderError, match="Something went wrong"):
+    with pytest.raises(ProviderError, match="still listed after its DELETE"):
         runpod.destroy(pod.id)
     assert len(runpod_emu.alive()) == 1
 
@@ -248,14 +262,16 @@ def test_a_drifted_list_raises_instead_of_reading_an_empty_account(
         runpod.list_pods()
 
 
-@pytest.mark.parametrize("kind", ["schema_drift", "500", "403", "422", "timeout", "broken_pagination"])
-def test_the_list_stands_on_graphql_alone_when_v2_fails(
+@pytest.mark.parametrize(
+    "kind", ["schema_drift", "500", "403", "422", "timeout", "broken_pagination", "empty_object", "empty_list"]
+)
+def test_a_list_that_fails_or_cannot_be_read_raises_never_an_empty_account(
     runpod: RunPodProvider, runpod_emu: RunPodEmulator, kind: str
 ) -> None:
-    pod = runpod.create(spec("runpod"))
-    runpod_emu.faults.add(op="list_v2", kind=kind, times=None)
-    [listed] = runpod.list_pods()
-    assert (listed.id, listed.managed, listed.created_at) == (pod.id, True, None)  # v2's createdAt is lost
+    runpod.create(spec("runpod"))
+    runpod_emu.faults.add(op="list", kind=kind, times=None)
+    with pytest.raises(ProviderError):
+        runpod.list_pods()
 
 
 def test_the_v2_list_is_read_page_by_page(
@@ -266,7 +282,7 @@ def test_the_v2_list_is_read_page_by_page(
         clock.advance(1)
     pods = runpod.list_pods()
     assert len(pods) == 60 and all(p.created_at is not None for p in pods)  # createdAt is v2's alone
-    pages = runpod_emu.ops("list_v2")
+    pages = runpod_emu.ops("list")
     assert len(pages) >= 2 and all(r.query.get("limit") for r in pages)
     assert "cursor" not in pages[0].query and all(r.query.get("cursor") for r in pages[1:])
 
@@ -275,6 +291,8 @@ def test_balance_reads_credit_spend_and_limit(runpod: RunPodProvider, runpod_emu
     runpod.create(spec("runpod"))
     balance = runpod.balance()
     assert (balance.balance_usd, balance.spend_per_hour, balance.spend_limit) == (25.0, 0.74, 80.0)
+    [request] = runpod_emu.ops("balance")
+    assert request.path == "/graphql"  # v2 has no balance: the one GraphQL read the account key makes
 
 
 def test_offers_give_secure_community_and_stock_but_no_spot_price(
@@ -286,7 +304,7 @@ def test_offers_give_secure_community_and_stock_but_no_spot_price(
     assert (rtx.price_per_hour, rtx.community_price, rtx.stock) == (0.74, 0.34, "High")
     assert all(o.min_bid is None and o.interruptible_price is None for o in [*all_offers, rtx])
     assert [o.gpu for o in runpod.offers("NVIDIA GeForce RTX 4090")] == ["RTX 4090"]
-    assert not any("Spot" in r.body or "minimumBidPrice" in r.body for r in runpod_emu.ops("offers"))
+    assert {r.path for r in runpod_emu.ops("offers")} == {"/v2/catalog/gpus"}
     with pytest.raises(ConfigError, match="no longer offered"):
         runpod.offers("RTX 4090", interruptible=True)
 
@@ -295,17 +313,6 @@ def test_stop_stops(runpod: RunPodProvider, runpod_emu: RunPodEmulator) -> None:
     pod = runpod.create(spec("runpod"))
     runpod.stop(pod.id)
     assert runpod.get(pod.id).status == "stopped"  # type: ignore[union-attr]
-
-
-def test_terminate_after_is_sent_and_never_enforced_as_the_real_api(
-    runpod: RunPodProvider, runpod_emu: RunPodEmulator, clock: FakeClock
-) -> None:
-    """runpodctl #330 / docs #820: accepted, never acted on. gpuc's deadline is its own (agent + watchdog)."""
-    pod = runpod.create(spec("runpod", max_hours=1))
-    assert runpod_emu.pods[pod.id].terminate_after == clock.now() + 3600
-    clock.advance(5 * 3600)
-    again = runpod.get(pod.id)
-    assert again is not None and again.status == "running"
 
 
 def test_a_terminate_after_that_is_not_a_date_time_is_refused(runpod_emu: RunPodEmulator) -> None:
@@ -382,8 +389,9 @@ def test_the_pod_key_cannot_list_the_account(runpod_emu: RunPodEmulator, clock: 
         clock=clock,
         backoff=zero_backoff,
     )
-    with pytest.raises(ProviderError, match="Unauthorized"):
+    with pytest.raises(ProviderError, match="access denied") as caught:  # 403 problem: a scoped key
         scoped.list_pods()
+    assert caught.value.status == 403
 
 
 def test_self_destroy_needs_both_variables() -> None:

@@ -15,7 +15,7 @@ from gpuc.core.errors import NotFound, ProviderError
 from gpuc.core.models import PodSpec
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.local import LocalProvider, LocalSelfDestroyer
-from gpuc.core.providers.runpod import RESUME_MUTATION, RunPodProvider, RunPodSelfDestroyer
+from gpuc.core.providers.runpod import RunPodProvider, RunPodSelfDestroyer
 from gpuc.core.providers.vast import VastProvider, VastSelfDestroyer
 from gpuc.core.settings import Settings
 from gpuc.testkit.emulators.runpod import RunPodEmulator
@@ -76,11 +76,14 @@ def test_runpod_resume_needs_the_account_key(runpod: RunPodProvider, runpod_emu:
     """The pod key may stop its own pod (documented), not resume it: only the laptop resumes (`gpuc results`)."""
     pod = runpod.create(spec("runpod"))
     runpod.stop(pod.id)
-    own = RunPodSelfDestroyer.from_environ(
-        runpod_emu.pod_environ(pod.id), transport=runpod_emu.transport(), backoff=zero_backoff
+    own = RunPodProvider(
+        runpod_emu.pod_environ(pod.id)["RUNPOD_API_KEY"],
+        rest_url=runpod.rest_url,
+        transport=runpod_emu.transport(),
+        backoff=zero_backoff,
     )
-    with pytest.raises(ProviderError, match="Unauthorized"):
-        own.graphql(RESUME_MUTATION, {"podId": pod.id, "gpuCount": 1})
+    with pytest.raises(ProviderError, match="access denied"):  # REST v2: 403 to a pod-scoped key
+        own.start(pod.id)
     assert runpod_emu.pods[pod.id].state == "exited"
 
 

@@ -25,43 +25,9 @@ class Wire(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
-class GqlPort(Wire):
-    ip: str | None = None
-    isIpPublic: bool | None = None
-    privatePort: int | None = None
-    publicPort: int | None = None
-    type: str | None = None
-
-
-class GqlGpu(Wire):
-    id: str | None = None
-    gpuUtilPercent: float | None = None
-    memoryUtilPercent: float | None = None
-
-
-class GqlRuntime(Wire):
-    uptimeInSeconds: float | None = None
-    ports: list[GqlPort] | None = None
-    gpus: list[GqlGpu] | None = None
-
-
-class GqlMachine(Wire):
-    gpuDisplayName: str | None = None
-    podHostId: str | None = None
-
-
 class GqlPod(Wire):
     id: str
-    name: str | None = None
     desiredStatus: str | None = None
-    podType: str | None = None
-    costPerHr: float | None = None
-    gpuCount: int | None = None
-    env: list[str] | None = None
-    uptimeSeconds: float | None = None
-    volumeInGb: float | None = None
-    machine: GqlMachine | None = None
-    runtime: GqlRuntime | None = None
 
 
 class V2Port(Wire):
@@ -71,9 +37,15 @@ class V2Port(Wire):
     ip: str | None = None
 
 
+class V2RuntimeGpu(Wire):
+    id: str | None = None
+    util: float | None = None
+
+
 class V2Runtime(Wire):
     uptime: float | None = None
     ports: list[V2Port] | None = None
+    gpus: list[V2RuntimeGpu] | None = None
 
 
 class V2Gpu(Wire):
@@ -90,6 +62,14 @@ class V2Ssh(Wire):
     direct: V2Endpoint | None = None
 
 
+class V2Persistent(Wire):
+    size: float | None = None
+
+
+class V2Mounts(Wire):
+    persistent: V2Persistent | None = None
+
+
 class V2Pod(Wire):
     id: str
     name: str | None = None
@@ -100,22 +80,22 @@ class V2Pod(Wire):
     createdAt: str | None = None
     runtime: V2Runtime | None = None
     ssh: V2Ssh | None = None
+    mounts: V2Mounts | None = None
 
 
-class LowestPrice(Wire):
-    uninterruptablePrice: float | None = None
-    stockStatus: str | None = None
+class CatalogPrice(Wire):
+    secure: float | None = None
+    community: float | None = None
 
 
-class GpuType(Wire):
+class CatalogGpu(Wire):
     id: str
-    displayName: str | None = None
-    memoryInGb: float | None = None
-    secureCloud: bool | None = None
-    communityCloud: bool | None = None
-    securePrice: float | None = None
-    communityPrice: float | None = None
-    lowestPrice: LowestPrice | None = None
+    name: str | None = None
+    memory: float | None = None
+    secure: bool | None = None
+    community: bool | None = None
+    price: CatalogPrice | None = None
+    availability: str | None = None
 
 
 class UserBalance(Wire):
@@ -175,7 +155,7 @@ class VastUser(Wire):
 PAIRS: list[tuple[type[Any], type[BaseModel]]] = [
     (runpod.GqlPod, GqlPod),
     (runpod.V2Pod, V2Pod),
-    (runpod.GpuType, GpuType),
+    (runpod.CatalogGpu, CatalogGpu),
     (runpod.UserBalance, UserBalance),
     (vast.VastInstance, VastInstance),
     (vast.VastOffer, VastOffer),
@@ -301,8 +281,8 @@ def test_the_references_here_are_the_shapes_the_providers_read() -> None:
 
 @pytest.mark.parametrize("bad", [True, "1.2.3", [], {}, "nan?"])
 def test_a_price_that_is_not_a_number_raises_never_reads_as_none(bad: Any) -> None:
-    with pytest.raises(Unexpected, match="costPerHr"):
-        build(runpod.GqlPod, {"id": "p1", "costPerHr": bad}, "pod")
+    with pytest.raises(Unexpected, match="cost"):
+        build(runpod.V2Pod, {"id": "p1", "cost": bad}, "pod")
 
 
 TRICKY: list[Any] = [
