@@ -127,8 +127,8 @@ MUTANTS_SECRETS: tuple[Mutant, ...] = (
         "debug-traceback-raw",
         "GPUC_DEBUG=1 prints Python's own traceback: every secret in a message shows",
         CLI,
-        "            sys.exit(report_debug(exc))",
-        "            raise",
+        'code = report_debug(exc) if os.environ.get("GPUC_DEBUG") else report_error(exc)',
+        'code = report_error(exc) if not os.environ.get("GPUC_DEBUG") else sys.exit(traceback.print_exc() or 70)',
         (debug("test_a_forced_traceback_prints_no_secret"),),
     ),
     Mutant(
