@@ -123,8 +123,8 @@ def account_checks(report: BalanceReport, settings: Settings) -> list[AccountChe
         out.append(AccountCheck(name=name, status="warn" if off else "ok", detail=detail, fix=fix))
     # No budget is legal but leaves a month unbounded but for the prepaid balance: said as a warning, with the line.
     fix = None if settings.monthly_budget is not None else f"add GPUC_MONTHLY_BUDGET=40 (USD) to {settings.env_file}"
-    status = "ok" if fix is None else "warn"
-    return [*out, AccountCheck(name="money caps", status=status, detail=caps_text(settings), fix=fix)]
+    caps = AccountCheck(name="money caps", status="ok" if fix is None else "warn", detail=caps_text(settings), fix=fix)
+    return [*out, caps]
 
 
 def caps_text(settings: Settings) -> str:

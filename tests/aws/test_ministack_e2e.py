@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -193,7 +194,7 @@ def rent(deployment: Deployment) -> Pod:
     """A pod as `gpuc up` makes it at Vast: gpuc's name and GPUC_MANAGED mark, through the product's provider."""
     settings = Settings(vast_api_key=SecretStr(VAST_KEY), vast_url=deployment.env["GPUC_VAST_URL"])
     provider = VastProvider.from_settings(settings)
-    spec = PodSpec(experiment="e2e", run_id=new_token()[:8].lower(), provider="vast", gpu_type="RTX 4090")
+    spec = PodSpec(experiment="e2e", run_id=secrets.token_hex(4), provider="vast", gpu_type="RTX 4090")
     return provider.create(spec.model_copy(update={"offer_id": OFFER}))
 
 
