@@ -84,6 +84,12 @@ class PodAuth(BaseModel):
     unverified_ping_at: float | None = None
     intent: str | None = None
     intent_at: float | None = None
+    # What the pod's claim says (functions.claims), minted in every heartbeat answer from this one read
+    provider: str = ""
+    name: str = ""
+    experiment: str = ""
+    kept_until: float | None = None
+    price_per_hour: float | None = None
 
 
 AUTH_FIELDS = (
@@ -97,6 +103,11 @@ AUTH_FIELDS = (
     "unverified_ping_at",
     "intent",
     "intent_at",
+    "provider",
+    "name",
+    "experiment",
+    "kept_until",
+    "price_per_hour",
 )
 
 

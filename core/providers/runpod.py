@@ -55,6 +55,7 @@ from gpuc.core.providers.common import (
     is_managed,
     parse_wire,
     pod_env,
+    watchdog_of,
 )
 from gpuc.core.providers.endpoints import RUNPOD_GRAPHQL_ENV, RUNPOD_GRAPHQL_URL, RUNPOD_REST_URL
 from gpuc.core.providers.http import BackoffFunction, HttpClient, Reply, require
@@ -329,6 +330,7 @@ def pod_from_graphql(pod: GqlPod) -> Pod:
         price_per_hour=pod.costPerHr,
         uptime_s=uptime if uptime is not None else pod.uptimeSeconds,
         managed=is_managed(pod.name, env),
+        watchdog=watchdog_of(env),
         interruptible=spot,
         ssh_host=host,
         ssh_port=port,
@@ -359,6 +361,7 @@ def pod_from_v2(pod: V2Pod) -> Pod:
         created_at=created_at(pod),
         uptime_s=pod.runtime.uptime if pod.runtime else None,
         managed=is_managed(pod.name, env),
+        watchdog=watchdog_of(env),
         ssh_host=host,
         ssh_port=port,
     )
