@@ -32,9 +32,9 @@ import boto3
 from gpuc.core.api import RegisterRequest
 from gpuc.core.errors import ConfigError, GpucError
 from gpuc.core.settings import Settings, save_config
-from gpuc.core.signing import new_token
+from gpuc.core.signing import new_token, new_watchdog_key, watchdog_id
 from gpuc.functions.app import STORE_NAME
-from gpuc.functions.aws import DEFAULT_SSM_PREFIX, WATCHDOG_SECRETS
+from gpuc.functions.aws import DEFAULT_SSM_PREFIX, DEPLOY_OWN, WATCHDOG_SECRETS
 from gpuc.functions.store import MARKABLE_STATES, SqliteStore
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "infra" / "template.yaml"
@@ -67,6 +67,14 @@ class DeployError(GpucError):
     pass
 
 
+ROTATE_TEXT = (
+    "a NEW key (--rotate-key): a new watchdog. Pods it already knows keep pinging (their records hold their "
+    "keys), but their claims and marks name the old key: if this store is ever lost they cannot prove "
+    "themselves to it, and it leaves them alone (an alert a day) instead of watching them; their own agents "
+    "still end them at their deadlines"
+)
+
+
 @dataclass
 class Plan:
     region: str
@@ -78,6 +86,12 @@ class Plan:
     secrets: list[str] = field(default_factory=list)  # the settings fields stored (never their values)
     budget: dict[str, str] = field(default_factory=dict)  # BUDGET_PARAMETERS' values, "" = not set
     public_url: str = ""  # GPUC_PUBLIC_URL; "" = the links in notifications use the ingest's Function URL
+    # The watchdog's key (issue 26): kept from the last deploy of this stack, so its pods' claims and marks stay
+    # its own; a new one only when asked (--rotate-key) or when there is none yet (a new watchdog).
+    rotate_key: bool = False
+    # Pods carried in from the local watchdog (`--carry`): their env names that watchdog and no provider
+    # re-marks a running pod's env, so their ids go into the new watchdog's config (SSM watchdog_carried).
+    carried: list[str] = field(default_factory=list)
 
     def describe(self) -> list[str]:
         lines = [
@@ -95,6 +109,10 @@ class Plan:
             else "the reaper's monthly budget: none (set GPUC_MONTHLY_BUDGET to have it alert and pull deadlines in)"
         )
         lines.append(f"links in notifications: {self.public_url or 'the ingest URL'} (GPUC_PUBLIC_URL)")
+        lines.append(
+            f"SSM SecureString {self.ssm_prefix}/watchdog_key: "
+            + (ROTATE_TEXT if self.rotate_key else "this watchdog's key, kept from the last deploy (a new one if none)")
+        )
         lines.append("config.json: functions_url = the ingest URL, admin_token = a fresh token")
         return lines
 
@@ -122,7 +140,8 @@ def make_plan(settings: Settings, region: str, stack_name: str = DEFAULT_STACK) 
             "the code zip vendors compiled wheels (pydantic-core), so it must be built on Linux",
             hint="run `gpuc watchdog deploy` from a Linux machine or container",
         )
-    secrets = ["admin_token"] + [n for n in WATCHDOG_SECRETS[1:] if getattr(settings, n) is not None]
+    own = ("admin_token", *DEPLOY_OWN)  # made by deploy, never copied from this laptop's settings
+    secrets = ["admin_token"] + [n for n in WATCHDOG_SECRETS if n not in own and getattr(settings, n) is not None]
     if settings.public_url and not PUBLIC_URL.fullmatch(settings.public_url):
         # A phone link carries a capability token: over plain http anyone on the path could tap it.
         raise ConfigError(
@@ -266,14 +285,14 @@ def _deploy(
     trail.made(f"the code zip s3://{bucket}/{key}", f"aws s3 rm s3://{bucket}/{key}")
     echo(f"uploaded the code ({len(code) // 1024} KiB) to s3://{bucket}/{key}")
     trail.step = "storing the secrets in SSM"
-    values = secret_values(settings, plan, token)
+    values = {**secret_values(settings, plan, token), **watchdog_key_values(session, plan, echo)}
     names = " ".join(f"{plan.ssm_prefix}/{name}" for name in values)
     trail.made(
         f"your keys as SSM SecureString parameters under {plan.ssm_prefix}",
         f"aws ssm delete-parameters --region {plan.region} --names {names}",
     )
     version = store_secrets(session, plan, values)
-    echo(f"stored {len(plan.secrets)} SecureString parameters under {plan.ssm_prefix}")
+    echo(f"stored {len(values)} SecureString parameters under {plan.ssm_prefix}")
     trail.step = f"applying the CloudFormation stack {plan.stack_name}"
     outputs = apply_stack(session, plan, bucket, key, version, delay_s)
     trail.step = "reading the stack's outputs"
@@ -281,6 +300,36 @@ def _deploy(
     trail.step = f"saving the watchdog's URL and token in {settings.home}"
     path = save_config(settings.home, functions_url=url, admin_token=token)
     return Deployed(url=url, table=table, config_path=path)
+
+
+def watchdog_key_values(session: Any, plan: Plan, echo: Callable[[str], None]) -> dict[str, str]:
+    """The watchdog's key (kept unless --rotate-key; minted for a new watchdog) and the carried pods' ids.
+    Said either way: a key is what every running pod's claim rests on."""
+    ssm = session.client("ssm")
+    key = None if plan.rotate_key else _parameter(ssm, f"{plan.ssm_prefix}/watchdog_key")
+    if key is None:
+        key = new_watchdog_key()
+        echo(f"watchdog {watchdog_id(key)}: a new key" + (f": {ROTATE_TEXT}" if plan.rotate_key else ""))
+    else:
+        echo(f"watchdog {watchdog_id(key)}: its key kept (--rotate-key makes a new one)")
+    values = {"watchdog_key": key}
+    if plan.carried:
+        before = (_parameter(ssm, f"{plan.ssm_prefix}/watchdog_carried") or "").split(",")
+        values["watchdog_carried"] = ",".join(sorted({*plan.carried, *filter(None, before)}))
+        echo(
+            f"{len(plan.carried)} carried pods recorded in its config ({plan.ssm_prefix}/watchdog_carried): no "
+            "provider re-marks a running pod's env, so their mark still names the local watchdog"
+        )
+    return values
+
+
+def _parameter(ssm: Any, name: str) -> str | None:
+    try:
+        got = ssm.get_parameter(Name=name, WithDecryption=True)
+    except ssm.exceptions.ParameterNotFound:
+        return None
+    value = got["Parameter"].get("Value")
+    return str(value) if value else None
 
 
 def _why(exc: BaseException) -> str:

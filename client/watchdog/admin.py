@@ -113,7 +113,16 @@ def status_lines(st: StatusResponse) -> tuple[list[str], list[str]]:
 
 # -- deploy ------------------------------------------------------------------------------------------------
 def deploy(
-    ctx: Ctx, dry_run: bool, region: str | None, stack_name: str, carry: bool | None, *, say: Say, warn: Say, ask: Ask
+    ctx: Ctx,
+    dry_run: bool,
+    region: str | None,
+    stack_name: str,
+    carry: bool | None,
+    *,
+    say: Say,
+    warn: Say,
+    ask: Ask,
+    rotate_key: bool = False,
 ) -> None:
     """Deploy to AWS (Lambda + DynamoDB + EventBridge Scheduler), save its URL and a new admin token, and
     carry the local watchdog's pods over (asked on a terminal when --carry/--no-carry is not given)."""
@@ -127,6 +136,7 @@ def deploy(
         raise ConfigError("no AWS region", hint="pass --region eu-west-1 or set AWS_DEFAULT_REGION")
     settings = ctx.settings
     plan = make_plan(settings, session.region_name, stack_name)
+    plan.rotate_key = rotate_key
     say(f"{'dry run: would create or update' if dry_run else 'deploying'}:")
     for line in plan.describe():
         say(f"  {line}")
@@ -137,6 +147,8 @@ def deploy(
         return
     if live and carry is None:
         carry = ask_carry(ctx, len(live), say, ask)
+    if live and carry is not False:
+        plan.carried = [r.pod_id for r in live]  # owned by the new watchdog though marked for this one
     done = run_deploy(settings, plan, session=session, echo=say)
     say(f"ingest URL: {done.url}")
     say(f"saved its URL (functions_url) and a new admin token in {done.config_path} (mode 600)")

@@ -91,8 +91,14 @@ def resume(ctx: Ctx) -> None:
     help="Register the pods the local watchdog watches into the new deployment (asked on a terminal; "
     "default: carry).",
 )
+@click.option(
+    "--rotate-key",
+    is_flag=True,
+    help="Give the watchdog a new key (a new watchdog): pods it knows keep pinging, but a lost store can no "
+    "longer recognise them by their claims.",
+)
 @pass_ctx
-def deploy(ctx: Ctx, dry_run: bool, region: str | None, stack_name: str, carry: bool | None) -> None:
+def deploy(ctx: Ctx, dry_run: bool, region: str | None, stack_name: str, carry: bool | None, rotate_key: bool) -> None:
     """Deploy the watchdog to AWS (Lambda + DynamoDB + EventBridge Scheduler) and point gpuc at it.
 
     Pods the local watchdog (`gpuc watchdog serve`) watches are strays to a new deployment: it would warn
@@ -103,7 +109,7 @@ def deploy(ctx: Ctx, dry_run: bool, region: str | None, stack_name: str, carry: 
     def ask(question: str) -> bool:
         return click.confirm(question, default=True)
 
-    admin.deploy(ctx, dry_run, region, stack_name, carry, say=click.echo, warn=_warn, ask=ask)
+    admin.deploy(ctx, dry_run, region, stack_name, carry, say=click.echo, warn=_warn, ask=ask, rotate_key=rotate_key)
 
 
 @click.command("notify")
