@@ -147,7 +147,11 @@ def _forgeries(world: World, tmp_path: Path) -> dict[str, tuple[str, str, str]]:
         "the deadline altered": ("p1", pod.token, _claim_with(pod.first_claim, d=never)),
         "replayed for another pod id": ("p2", pod.token, pod.first_claim),
         "stolen, without the pod's token": ("p1", new_token(), pod.first_claim),
-        "naming another watchdog under this key": ("p1", pod.token, mint_claim(KEY, {**_payload(pod.first_claim), "w": "wd-x"})),
+        "naming another watchdog under this key": (
+            "p1",
+            pod.token,
+            mint_claim(KEY, {**_payload(pod.first_claim), "w": "wd-x"}),
+        ),
         "not a claim": ("p1", pod.token, "c1.e30." + "0" * 64),
     }
 
