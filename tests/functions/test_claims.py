@@ -86,13 +86,13 @@ def test_an_agent_restart_keeps_the_latest_claim(world: World, tmp_path: Path) -
 
 
 def test_an_extend_after_a_store_loss_reaches_the_pod_as_a_fresh_claim(world: World, tmp_path: Path) -> None:
-    pod = ClaimedPod(world, "p1", tmp_path / "pods")
+    pod = ClaimedPod(world, "pod-1", tmp_path / "pods")
     first = read_claim(world.deps, pod.first_claim)
     assert first is not None and first.deadline_at is not None
     live(world, [pod], 2)
     lose_store(world, tmp_path / "new" / "watchdog.db")
     live(world, [pod], 1)  # re-created from its claim
-    answer = world.admin("POST", "/v1/pods/p1/deadline", api.DeadlineRequest(extend_s=2 * 3600))
+    answer = world.admin("POST", "/v1/pods/pod-1/deadline", api.DeadlineRequest(extend_s=2 * 3600))
     assert answer.status == 200, answer.body
     extended = api.DeadlineAnswer.model_validate(answer.body).deadline_at
     assert extended > first.deadline_at
@@ -103,7 +103,7 @@ def test_an_extend_after_a_store_loss_reaches_the_pod_as_a_fresh_claim(world: Wo
     # And it holds: lost a second time, the store learns the extended deadline from the pod.
     lose_store(world, tmp_path / "again" / "watchdog.db")
     live(world, [pod], 1)
-    assert world.pod("p1").deadline_at == extended
+    assert world.pod("pod-1").deadline_at == extended
 
 
 def _payload(claim: str) -> dict[str, object]:
@@ -136,23 +136,23 @@ def _claimed_ping(world: World, pod_id: str, token: str, claim: str) -> api.Hear
 
 def _forgeries(world: World, tmp_path: Path) -> dict[str, tuple[str, str, str]]:
     """(pod id in the request, token it signs with, claim it presents), each one forged."""
-    pod = ClaimedPod(world, "p1", tmp_path / "pods")
+    pod = ClaimedPod(world, "pod-1", tmp_path / "pods")
     own = world.deps.watchdog_id
     assert own is not None
-    other_token = pod_token_for(OTHER_KEY, "fake", "p1", "p1")
+    other_token = pod_token_for(OTHER_KEY, "fake", "pod-1", "pod-1")
     other_claim = mint_claim(OTHER_KEY, {**_payload(pod.first_claim), "w": watchdog_id(OTHER_KEY)})
     never = float(_payload(pod.first_claim)["d"]) + 365 * 86400  # type: ignore[arg-type]
     return {
-        "signed with another watchdog's key": ("p1", other_token, other_claim),
-        "the deadline altered": ("p1", pod.token, _claim_with(pod.first_claim, d=never)),
-        "replayed for another pod id": ("p2", pod.token, pod.first_claim),
-        "stolen, without the pod's token": ("p1", new_token(), pod.first_claim),
+        "signed with another watchdog's key": ("pod-1", other_token, other_claim),
+        "the deadline altered": ("pod-1", pod.token, _claim_with(pod.first_claim, d=never)),
+        "replayed for another pod id": ("pod-2", pod.token, pod.first_claim),
+        "stolen, without the pod's token": ("pod-1", new_token(), pod.first_claim),
         "naming another watchdog under this key": (
-            "p1",
+            "pod-1",
             pod.token,
             mint_claim(KEY, {**_payload(pod.first_claim), "w": "wd-x"}),
         ),
-        "not a claim": ("p1", pod.token, "c1.e30." + "0" * 64),
+        "not a claim": ("pod-1", pod.token, "c1.e30." + "0" * 64),
     }
 
 
@@ -170,20 +170,28 @@ def _forgeries(world: World, tmp_path: Path) -> dict[str, tuple[str, str, str]]:
 def test_a_forged_claim_is_refused_and_stores_nothing(world: World, tmp_path: Path, forgery: str) -> None:
     pod_id, token, claim = _forgeries(world, tmp_path)[forgery]
     lose_store(world, tmp_path / "new" / "watchdog.db")
-    world.provider.add("p2", watchdog=world.deps.watchdog_id)
-    world.reap()  # the reaper lists both as strays first: a forged claim must not turn one into a pod
-    before = {p.pod_id: p.model_dump() for p in world.store.list_pods()}
+    world.provider.add("pod-2", watchdog=world.deps.watchdog_id)
     assert _claimed_ping(world, pod_id, token, claim) == 401
-    assert {p.pod_id: p.model_dump() for p in world.store.list_pods()} == before
-    assert all(p.origin == "adopted" and not p.key for p in world.store.list_pods())
+    assert world.store.list_pods() == []  # an empty store stays empty
+    world.clock.advance(1)
+    world.reap()  # the reaper lists both as strays first: a forged claim must not turn one into a pod
+    # Only today's bounded note on a listed stray may change (store.note_unverified_ping): nothing else.
+    noted = {"unverified_ping_at"}
+    before = {p.pod_id: p.model_dump(exclude=noted) for p in world.store.list_pods()}
+    assert _claimed_ping(world, pod_id, token, claim) == 401
+    assert {p.pod_id: p.model_dump(exclude=noted) for p in world.store.list_pods()} == before
+    assert sorted((p.pod_id, p.origin, p.key) for p in world.store.list_pods()) == [
+        ("pod-1", "adopted", ""),
+        ("pod-2", "adopted", ""),
+    ]
 
 
 def test_the_genuine_claim_passes_the_same_path(world: World, tmp_path: Path) -> None:
     """The forgeries' control: the pod's own token and claim re-create it."""
-    pod = ClaimedPod(world, "p1", tmp_path / "pods")
+    pod = ClaimedPod(world, "pod-1", tmp_path / "pods")
     lose_store(world, tmp_path / "new" / "watchdog.db")
-    assert _claimed_ping(world, "p1", pod.token, pod.first_claim) == 200
-    assert world.pod("p1").key == derive_key(pod.token)
+    assert _claimed_ping(world, "pod-1", pod.token, pod.first_claim) == 200
+    assert world.pod("pod-1").key == derive_key(pod.token)
 
 
 def test_a_second_watchdog_on_the_account_leaves_the_first_ones_pods_alone(
