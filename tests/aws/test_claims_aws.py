@@ -58,7 +58,7 @@ def test_deploy_keeps_the_watchdogs_key_and_rotates_it_only_when_asked(aws: str)
     plan.rotate_key = True
     rotated = watchdog_key_values(session, plan, said.append)["watchdog_key"]
     assert rotated != first and "a NEW key" in said[-1] and "deadlines" in said[-1]
-    plan.rotate_key, plan.carried = False, ["p2", "pod-1"]
+    plan.rotate_key, plan.carried = False, ["p2", "p1"]
     ssm.put_parameter(Name="/gpuc/test/watchdog_carried", Value="p0", Type="SecureString")
     assert watchdog_key_values(session, plan, said.append)["watchdog_carried"] == "p0,p1,p2"
     assert "no provider re-marks" in said[-1]
