@@ -32,6 +32,7 @@ ROWS += ["F11u", "F18"]
 ROWS += ["F16", "F16b"]
 ROWS += ["F17"]
 ROWS += ["F20"]  # issue 20: keep from the phone
+ROWS += ["F26s", "F26w"]  # issue 26: pods carry their own proof
 
 
 def drill(*args: str) -> tuple[int, str]:
