@@ -8,7 +8,10 @@ routes check the bearer token first, in constant time. Pod routes verify the HMA
 window against the server clock; the handlers then check the seq.
 
 An unknown pod and a bad signature get the same answer (401 "unknown pod or bad signature") so the
-public ingest URL does not tell a prober which pod ids exist, and cost the same: one read, no write. The
+public ingest URL does not tell a prober which pod ids exist, and cost the same: one read, no write. A pod
+the store does not know may prove itself with its claim (functions.claims, issue 26): checked entirely
+without the store (the claim's HMAC, then the ping's with the token derived for it) before its record is
+re-created; a forged or foreign claim costs one HMAC more and writes nothing. The
 one exception writes to a record the reaper made itself: a ping naming a stray it found at a provider
 notes the time on that stray (at most once per 30 s), which may delay its destroy once.
 """
