@@ -38,6 +38,7 @@ _FIELDS = {
     "started_at": "s",
     "price_per_hour": "c",
     "watchdog": "w",
+    "issued_at": "t",
 }
 
 
@@ -66,6 +67,7 @@ class Claim:
     kept_until: float | None = None
     started_at: float | None = None
     price_per_hour: float | None = None
+    issued_at: float | None = None  # the answer that carried it: newer than the store's last ping = a stale store
 
 
 def run_of(name: str) -> str:
@@ -80,7 +82,7 @@ def token_for(deps: Deps, provider: str, pod_id: str, name: str) -> str | None:
     return pod_token_for(deps.watchdog_key.get_secret_value(), provider, pod_id, run_of(name))
 
 
-def claim_for(deps: Deps, pod: Claimed, deadline_at: float | None) -> str | None:
+def claim_for(deps: Deps, pod: Claimed, deadline_at: float | None, now: float) -> str | None:
     """The pod's claim as this watchdog knows the pod now (the deadline already reckoned: deadline_of)."""
     if deps.watchdog_key is None or deps.watchdog_id is None:
         return None
@@ -95,6 +97,7 @@ def claim_for(deps: Deps, pod: Claimed, deadline_at: float | None) -> str | None
         kept_until=pod.kept_until,
         started_at=pod.started_at,
         price_per_hour=pod.price_per_hour,
+        issued_at=now,
     )
     fields = {short: getattr(claim, name) for name, short in _FIELDS.items() if getattr(claim, name) is not None}
     return mint_claim(deps.watchdog_key.get_secret_value(), fields)
@@ -117,6 +120,29 @@ def read_claim(deps: Deps, text: str) -> Claim | None:
         if value is not None and not (number and math.isfinite(value)):
             return None
     return Claim(**values)
+
+
+def claimed(deps: Deps, text: str | None, pod_id: str) -> Claim | None:
+    """The claim a request presents, if this watchdog signed it for this pod."""
+    claim = read_claim(deps, text.strip()) if text else None
+    if claim is None or claim.pod_id != pod_id or claim.watchdog != deps.watchdog_id:
+        return None
+    return claim
+
+
+def catch_up(deps: Deps, auth: PodAuth, claim: Claim | None) -> bool:
+    """A store restored from an old backup knows the pod, but not what it said since (a `gpuc extend`, a
+    lease): a claim issued after the store's last sight of the pod is newer than its record, and wins. A
+    store that is current never loses to a claim: every claim it issued is at most its own last_seen (the
+    ping is recorded before the answer), so a budget's pull-in is never undone by an older claim."""
+    seen = auth.last_seen if auth.last_seen is not None else auth.registered_at
+    if claim is None or claim.issued_at is None or claim.issued_at <= seen + 1.0:
+        return False
+    changes: dict[str, Any] = {"deadline_at": claim.deadline_at, "lease_until": claim.lease_until}
+    if claim.kept_until is not None:
+        changes.update(kept_at=auth.last_seen or auth.registered_at, kept_until=claim.kept_until)
+    expect = {"key": auth.key, "deadline_at": auth.deadline_at, "lease_until": auth.lease_until}
+    return deps.store.update_if(auth.pod_id, expect, changes)
 
 
 def pod_of_claim(claim: Claim, key: str, now: float) -> StoredPod:

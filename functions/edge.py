@@ -32,7 +32,7 @@ from gpuc.core.clock import iso
 from gpuc.core.pod import pod_name
 from gpuc.core.signing import derive_key, token_matches, verify
 from gpuc.functions.app import Deps
-from gpuc.functions.claims import read_claim, restore, token_for
+from gpuc.functions.claims import claimed, restore, token_for
 from gpuc.functions.store import PodAuth, note_unverified_ping
 
 log = logging.getLogger("gpuc.functions")
@@ -229,11 +229,8 @@ def by_claim(
     """A pod this store does not know, presenting its claim (functions.claims): the claim's own HMAC, the
     pod and the watchdog it names, then the ping's signature with the token derived for that identity, and
     the time window; only then is the record re-created. Any failure: None, and nothing written."""
-    text = req.header(api.H_CLAIM)
-    if not text or deps.watchdog_key is None:
-        return None
-    claim = read_claim(deps, text.strip())
-    if claim is None or claim.pod_id != pod_id or claim.watchdog != deps.watchdog_id:
+    claim = claimed(deps, req.header(api.H_CLAIM), pod_id)
+    if claim is None:
         return None
     token = token_for(deps, claim.provider, claim.pod_id, pod_name(claim.run))
     if token is None or not verify(derive_key(token), timestamp, seq, req.body, signature):

@@ -23,7 +23,7 @@ from gpuc.functions.actions.routes import action_page, action_post
 from gpuc.functions.actions.status_page import page_link, status_page
 from gpuc.functions.app import Deps, announce
 from gpuc.functions.channels import held_channels
-from gpuc.functions.claims import claim_for, token_for
+from gpuc.functions.claims import catch_up, claim_for, claimed, token_for
 from gpuc.functions.deadline import deadline_of
 from gpuc.functions.edge import (
     BAD_POD,
@@ -86,7 +86,7 @@ def register(req: Request, deps: Deps, now: float) -> Response:
     store_born(deps.store, now)  # the first registration dates a new store, if no reaper pass did
     if deps.store.register(pod) == "refused":
         raise HttpError(409, "pod already ended: register a new pod")
-    claim = claim_for(deps, pod, deadline_of(pod, deps.settings))
+    claim = claim_for(deps, pod, deadline_of(pod, deps.settings), now)
     return ok(api.RegisterAnswer(token=token, claim=claim))
 
 
@@ -102,6 +102,8 @@ def heartbeat(req: Request, deps: Deps, now: float) -> Response:
         raise HttpError(409, "replayed or out-of-order seq: send a higher one", last_seq=last)
     if signed.auth.state == "destroyed":
         revive(deps, signed.pod_id, now, "it pinged (valid signature)")
+    if catch_up(deps, signed.auth, claimed(deps, req.header(api.H_CLAIM), signed.pod_id)):
+        signed = replace(signed, auth=deps.store.get_auth(signed.pod_id) or signed.auth)  # an old backup's record
     if body.kept_left_s is not None:
         # Said on every ping too: a lost "kept" event must not leave a dying agent's results to a destroy.
         record_kept(deps, signed.pod_id, now, body.kept_left_s)
@@ -116,7 +118,7 @@ def heartbeat(req: Request, deps: Deps, now: float) -> Response:
             intent_at=intent_at,
             # Minted afresh from this one read (no write): what changed since (extend, a lease, a budget's
             # pull-in) reaches the pod, which keeps the latest and presents it to a store that lost it.
-            claim=claim_for(deps, signed.auth, deadline),
+            claim=claim_for(deps, signed.auth, deadline, now),
         )
     )
 

@@ -90,6 +90,7 @@ class PodAuth(BaseModel):
     experiment: str = ""
     kept_until: float | None = None
     price_per_hour: float | None = None
+    last_seen: float | None = None  # a claim issued after it: this store missed what it said (an old backup)
 
 
 AUTH_FIELDS = (
@@ -108,6 +109,7 @@ AUTH_FIELDS = (
     "experiment",
     "kept_until",
     "price_per_hour",
+    "last_seen",
 )
 
 

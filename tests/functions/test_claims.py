@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -247,3 +248,34 @@ def test_a_derived_token_is_the_same_on_a_retried_registration(world: World, tmp
     again = api.RegisterAnswer.model_validate(world.admin("POST", "/v1/pods", request).body)
     assert again.token == pod.token
     assert world.admin("GET", "/v1/status").body["watchdog_id"] == world.deps.watchdog_id
+
+
+def test_a_store_restored_from_an_old_backup_learns_the_extend_from_the_pods_claim(
+    world: World, tmp_path: Path
+) -> None:
+    pod = ClaimedPod(world, "pod-1", tmp_path / "pods")
+    live(world, [pod], 2)
+    backup = tmp_path / "backup" / "watchdog.db"
+    backup.parent.mkdir()
+    with sqlite3.connect(tmp_path / "gpuc-home" / "watchdog.db") as src, sqlite3.connect(backup) as dst:
+        src.backup(dst)
+    answer = world.admin("POST", "/v1/pods/pod-1/deadline", api.DeadlineRequest(extend_s=6 * 3600))
+    extended = api.DeadlineAnswer.model_validate(answer.body).deadline_at
+    live(world, [pod], 2)  # the pod hears it
+    lose_store(world, backup)  # the table restored from the backup: it knows the pod, not the extend
+    assert world.pod("pod-1").deadline_at != extended
+    live(world, [pod], 1)
+    assert world.pod("pod-1").deadline_at == extended
+
+
+def test_an_older_claim_never_undoes_what_the_store_decided_since(world: World, tmp_path: Path) -> None:
+    """A budget's pull-in (or a `gpuc extend` to earlier) after the pod's last answer: the claim it still
+    presents is older than the store's last sight of it, and loses."""
+    pod = ClaimedPod(world, "pod-1", tmp_path / "pods")
+    live(world, [pod], 2)
+    sooner = world.now + 600
+    assert world.store.update_if("pod-1", {}, {"deadline_at": sooner})  # as functions/reaper/budget.py does
+    live(world, [pod], 1)
+    assert world.pod("pod-1").deadline_at == sooner
+    claim = read_claim(world.deps, pod.claim.text or "")
+    assert claim is not None and claim.deadline_at == sooner  # and the pod hears the pull-in
