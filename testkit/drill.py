@@ -1201,7 +1201,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     *later_rows("gpuc.testkit.drill_actions", "f20_keep_from_the_phone"),
     *later_rows("gpuc.testkit.drill_claims", "f26s_store_lost_three_pods_and_a_stray", "f26w_two_watchdogs"),
 )
-KEEP = {"F8": ("f8-pod",), "F10": ("f10-pod",), "F14": ("f14-pod",)}
+KEEP: dict[str, tuple[str, ...]] = {"F8": ("f8-pod",), "F10": ("f10-pod",), "F14": ("f14-pod",)}
 KEEP.update({"F11s": ("f11s-pod-1", "f11s-pod-2"), "F5r": ("f5r-pod-1",)})  # alive at the end: the rows' point
 KEEP.update({"F18": ("f18-pod-1",)})
 
