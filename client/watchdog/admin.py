@@ -162,8 +162,8 @@ def ask_carry(ctx: Ctx, count: int, say: Say, ask: Ask) -> bool:
         say(f"{count} pods are watched by the local watchdog: carrying them over (--no-carry to not)")
         return True
     return ask(
-        f"{count} pods are watched by the local watchdog; the new deployment would take them for strays. "
-        "Carry their registrations over?"
+        f"{count} pods are watched by the local watchdog; the new deployment would leave them to it (pods "
+        "started before watchdog marks: take them for strays). Carry their registrations over?"
     )
 
 
@@ -172,8 +172,9 @@ def carry_over(ctx: Ctx, live: list[RegisterRequest], carry: bool, old_url: str,
 
     if not carry:
         warn(
-            f"not carried: {len(live)} pods stay with the local watchdog; the new deployment warns about them, "
-            "then destroys them after the unregistered grace (register them, or end them first)"
+            f"not carried: {len(live)} pods stay with the local watchdog: keep `gpuc watchdog serve` running until "
+            "they end. The new deployment leaves the ones marked for it alone (an alert a day); pods started "
+            "before watchdog marks it warns about, then destroys after the unregistered grace"
         )
         return
     with ctx:

@@ -101,9 +101,10 @@ def resume(ctx: Ctx) -> None:
 def deploy(ctx: Ctx, dry_run: bool, region: str | None, stack_name: str, carry: bool | None, rotate_key: bool) -> None:
     """Deploy the watchdog to AWS (Lambda + DynamoDB + EventBridge Scheduler) and point gpuc at it.
 
-    Pods the local watchdog (`gpuc watchdog serve`) watches are strays to a new deployment: it would warn
-    about them and destroy them after the unregistered grace. Carried over, the new deployment knows
-    them; they still ping the local watchdog, so keep it running until they end."""
+    Pods the local watchdog (`gpuc watchdog serve`) started carry its mark: a new deployment leaves them
+    alone and says so once a day. Carried over, the new deployment owns them (their ids go into its config:
+    no provider re-marks a running pod); they still ping the local watchdog, so keep it running until they
+    end. A redeploy keeps the watchdog's key; --rotate-key makes a new one (a new watchdog)."""
     from gpuc.client.watchdog import admin
 
     def ask(question: str) -> bool:
