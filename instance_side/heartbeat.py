@@ -180,7 +180,7 @@ class ClaimFile:
             return False
         if text == self._text:
             return True
-        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")  # the agent and the wrapper both keep it
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w", encoding="ascii") as fh:
