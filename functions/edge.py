@@ -200,9 +200,9 @@ def verify_pod(req: Request, deps: Deps, now: float) -> Signed:
     auth = deps.store.get_auth(pod_id)  # the one read a request that fails authentication costs
     if auth is None or not auth.key:
         # Unknown here, or only a stray the reaper listed: the pod's own claim may prove it (a lost store).
-        claimed = by_claim(req, deps, now, pod_id, timestamp, seq, signature)
-        if claimed is not None:
-            return claimed
+        proven = by_claim(req, deps, now, pod_id, timestamp, seq, signature)
+        if proven is not None:
+            return proven
     if auth is None:
         raise HttpError(401, BAD_POD)  # an invented id: nothing is written, whatever it claims
     # An adopted pod has no key: an empty HMAC key would let anyone sign for it.
