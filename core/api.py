@@ -48,6 +48,9 @@ H_POD = "X-Gpuc-Pod"
 H_TIMESTAMP = "X-Gpuc-Timestamp"
 H_SEQ = "X-Gpuc-Seq"
 H_SIGNATURE = "X-Gpuc-Signature"
+# The pod's claim (core.signing.mint_claim), sent with every signed request: a watchdog whose store does not
+# know the pod re-creates its record from it (functions.claims). Self-signed, so it costs no store read.
+H_CLAIM = "X-Gpuc-Claim"
 
 PodId = str
 EventKind = Literal[
@@ -84,7 +87,10 @@ class RegisterRequest(Strict):
     provider: str = Field(min_length=1, max_length=32)
     name: str = Field(min_length=1, max_length=128)
     experiment: str = Field(min_length=1, max_length=64)
-    key: str = Field(pattern=r"^[0-9a-f]{64}$")  # derived HMAC key, see core.signing
+    # The pod's derived HMAC key (core.signing.derive_key), for a pod that made its own token (a pod carried
+    # from another watchdog, an older gpuc). None: the watchdog derives the pod's token from its own key and
+    # the pod's identity, and answers it with the pod's claim (RegisterAnswer): the pod then carries its proof.
+    key: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
     gpu: str | None = Field(None, max_length=64)
     price_per_hour: float | None = Field(None, ge=0, le=1000)
     started_at: Epoch | None = None
@@ -132,6 +138,9 @@ class HeartbeatAnswer(Strict):
     # pod's sync. Repeated in every answer until the pod acts; the pod acts once per intent_at.
     intent: Literal["end", "retry_sync"] | None = None
     intent_at: float | None = None
+    # The watchdog's latest word on this pod, signed (core.signing.mint_claim): a later deadline (`gpuc
+    # extend`), a lease, a budget's pull-in reach the pod here; it keeps the latest and presents it.
+    claim: str | None = None
 
 
 class PodEvent(Strict):
@@ -186,6 +195,15 @@ class ReapRequest(Strict):
 
 class Ack(Strict):
     ok: bool = True
+
+
+class RegisterAnswer(Strict):
+    """A registration's answer. For a pod registered without its own key: the token it signs its pings with
+    (derived by the watchdog, handed to the pod as GPUC_POD_TOKEN, never stored) and its claim."""
+
+    ok: bool = True
+    token: str | None = None
+    claim: str | None = None
 
 
 class ResumeAnswer(Strict):
@@ -264,6 +282,9 @@ class StatusResponse(Strict):
     # "pause new pods" from the phone (issue 20): `gpuc up` refuses while set, with this sentence
     new_pods_paused: str | None = None
     channels: list[ChannelInfo] | None = None  # the watchdog's notification channels now; None: it cannot say
+    # The watchdog's public id (core.signing.watchdog_id): `up` marks each pod with it (core.pod.WATCHDOG_ENV).
+    # None: a watchdog without a key of its own (a deployment from before claims).
+    watchdog_id: str | None = None
 
 
 class PageLinkRequest(Strict):

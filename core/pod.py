@@ -22,6 +22,9 @@ POD_STATUSES: tuple[PodStatus, ...] = (
 # Ownership marker the reaper relies on: the name prefix AND this env var on the pod.
 NAME_PREFIX = "gpuc-"
 OWNER_ENV = "GPUC_MANAGED"
+# Which watchdog started the pod (core.signing.watchdog_id), beside the ownership marker where the provider
+# shows it: a watchdog never takes a pod marked for another one as its stray (functions/reaper/owners.py).
+WATCHDOG_ENV = "GPUC_WATCHDOG"
 RUN_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{3,40}$")
 
 
@@ -57,6 +60,7 @@ class Pod:
     created_at: float | None = None
     uptime_s: float | None = None
     managed: bool = False
+    watchdog: str | None = None  # WATCHDOG_ENV: the watchdog that started it; None on an older pod
     interruptible: bool = False
     ssh_host: str | None = None
     ssh_port: int | None = None

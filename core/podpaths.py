@@ -16,6 +16,7 @@ from pathlib import Path
 
 POD_ROOT_ENV = "GPUC_POD_ROOT"
 TOKEN_ENV = "GPUC_POD_TOKEN"
+CLAIM_ENV = "GPUC_POD_CLAIM"  # the claim `up` got at registration, in the pod's secrets beside the token
 # The pod's state folder relative to its root, as the laptop names it in put_file (PodPaths.state).
 STATE_REL = "workspace/.gpuc"
 
@@ -30,6 +31,9 @@ class PodPaths:
         self.config = self.state / "config.json"
         self.secrets = self.state / "secrets.env"
         self.seq = self.state / "seq"
+        # The pod's latest claim from the watchdog (functions/claims.py): kept across agent restarts, sent
+        # with every ping, so a watchdog that lost its store knows the pod again.
+        self.claim = self.state / "claim"
         self.exit_code = self.state / "exit_code"
         self.log = self.state / "agent.log"
         self.results = self.workspace / "results"

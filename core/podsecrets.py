@@ -42,6 +42,7 @@ NEVER_ON_POD: dict[str, str] = {
     "RUNPOD_API_KEY": _PROVIDER,
     "VAST_API_KEY": _PROVIDER,
     "GPUC_ADMIN_TOKEN": "the watchdog's admin token: it can end or forget every pod",
+    "GPUC_WATCHDOG_KEY": "the watchdog's own key: with it a pod could forge any pod's claim and pings",
     "GPUC_NOTIFY_URLS": "your notification channels (bot tokens): a pod could message you as gpuc",
     "GPUC_WEBHOOK_SECRET": "the secret your notification webhook trusts",
     "GPUC_TELEGRAM_SECRET": "the secret that makes a request Telegram's: a pod could tap your buttons",

@@ -35,6 +35,7 @@ SECRET_ENV = {
     "runpod_api_key": "RUNPOD_API_KEY",
     "vast_api_key": "VAST_API_KEY",
     "admin_token": "GPUC_ADMIN_TOKEN",
+    "watchdog_key": "GPUC_WATCHDOG_KEY",
     "notify_urls": "GPUC_NOTIFY_URLS",
     "webhook_secret": "GPUC_WEBHOOK_SECRET",
     "telegram_secret": "GPUC_TELEGRAM_SECRET",
@@ -106,6 +107,9 @@ class Settings:
     # one tap from the phone (issue 20): the watchdog's URL as a phone reaches it, for the links in
     # notifications (GPUC_PUBLIC_URL); None = functions_url (a loopback default no phone can reach)
     public_url: str | None = None
+    # Pods carried into this watchdog from another (`watchdog deploy --carry`), comma-separated ids: their
+    # mark names the old watchdog, and no provider re-marks a running pod's env; this watchdog owns them.
+    watchdog_carried: str | None = None
 
     # pod side (layer 1 and 2)
     heartbeat_interval_s: float = 60.0
@@ -211,6 +215,9 @@ class Settings:
     runpod_api_key: SecretStr | None = None
     vast_api_key: SecretStr | None = None
     admin_token: SecretStr | None = None
+    # The watchdog's own key (core.signing: pod claims and ping tokens derive from it): config.json for
+    # `serve`, SSM on AWS; never in the store. A new key is a new watchdog (`watchdog deploy --rotate-key`).
+    watchdog_key: SecretStr | None = None
     notify_urls: SecretStr | None = None
     webhook_secret: SecretStr | None = None
     hf_token: SecretStr | None = None

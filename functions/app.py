@@ -16,7 +16,7 @@ from gpuc.core.providers.base import Provider
 from gpuc.core.providers.registry import PROVIDERS, get_provider, keyed_providers
 from gpuc.core.redact import redact
 from gpuc.core.settings import SecretStr, Settings, save_config
-from gpuc.core.signing import new_token
+from gpuc.core.signing import new_token, new_watchdog_key, watchdog_id
 from gpuc.functions.actions.offers import buttons
 from gpuc.functions.ingest import IngestHealth
 from gpuc.functions.store import SqliteStore, Store
@@ -85,9 +85,22 @@ class Deps:
     admin_token: SecretStr
     clock: Clock = field(default_factory=SystemClock)
     ingest_health: IngestHealth | None = None  # None: nothing to ask (a reaper with no ingest of its own)
+    # The watchdog's own key (core.signing): pods' claims and ping tokens. None: a deployment from before
+    # claims (its SSM holds none): pods register with their own keys, and a lost store is F11's stray case.
+    watchdog_key: SecretStr | None = None
+
+    @property
+    def watchdog_id(self) -> str | None:
+        return None if self.watchdog_key is None else watchdog_id(self.watchdog_key.get_secret_value())
+
+    @property
+    def carried_ids(self) -> frozenset[str]:
+        """Pods carried in from another watchdog (`deploy --carry`): marked for it, owned by this one."""
+        return frozenset(p.strip() for p in (self.settings.watchdog_carried or "").split(",") if p.strip())
 
     def secrets(self) -> list[str]:
-        return [*self.settings.secret_values(), self.admin_token.get_secret_value()]
+        key = [] if self.watchdog_key is None else [self.watchdog_key.get_secret_value()]
+        return [*self.settings.secret_values(), self.admin_token.get_secret_value(), *key]
 
     def close(self) -> None:
         closer = getattr(self.notifier, "close", None)
@@ -136,6 +149,20 @@ def ensure_admin_token(settings: Settings) -> SecretStr:
     return SecretStr(token)
 
 
+def ensure_watchdog_key(settings: Settings, *, mint: bool = True) -> SecretStr | None:
+    """The watchdog's key from Settings, or (`serve`: mint) a new one saved beside the admin token in
+    config.json, mode 600. Never in the store: a lost store must not lose what proves the pods. On AWS the
+    key is deploy's to make (SSM): a Lambda container must never mint one of its own."""
+    if settings.watchdog_key is not None and settings.watchdog_key.get_secret_value():
+        return settings.watchdog_key
+    if not mint:
+        return None
+    key = new_watchdog_key()
+    save_config(settings.home, watchdog_key=key)
+    log.info("generated this watchdog's key (pod claims), saved in %s", settings.home / "config.json")
+    return SecretStr(key)
+
+
 def build_deps(
     settings: Settings,
     *,
@@ -143,6 +170,7 @@ def build_deps(
     store: Store | None = None,
     notifier: Sender | None = None,
     providers: ProviderPool | None = None,
+    mint_key: bool = True,
 ) -> Deps:
     clock = clock or SystemClock()
     if providers is None:
@@ -156,4 +184,5 @@ def build_deps(
         notifier=notifier or Notifier.from_settings(settings, clock=clock),
         admin_token=ensure_admin_token(settings),
         clock=clock,
+        watchdog_key=ensure_watchdog_key(settings, mint=mint_key),
     )

@@ -52,7 +52,12 @@ WATCHDOG_SECRETS = (
     "webhook_secret",
     "telegram_secret",
     "slack_signing_secret",
+    # Deploy's own (never copied from the laptop's settings, see deploy.watchdog_key_values): the watchdog's
+    # key (pod claims) and the pods carried in from another watchdog (`deploy --carry`).
+    "watchdog_key",
+    "watchdog_carried",
 )
+DEPLOY_OWN = ("watchdog_key", "watchdog_carried")
 DEFAULT_SSM_PREFIX = "/gpuc/watchdog"
 LAMBDA_HOME = "/tmp/gpuc"  # the only writable path on Lambda: the notifier's outbox lives there
 
@@ -91,7 +96,9 @@ def deps_from_env(environ: Mapping[str, str] | None = None) -> Deps:
         raise RuntimeError(f"SSM parameter {prefix}/admin_token is missing: run `gpuc watchdog deploy`")
     settings = load_settings(env).with_overrides(**secrets)
     store = DynamoStore(env["TABLE_NAME"], boto3.client("dynamodb"))
-    deps = build_deps(settings, store=store)
+    # Never minted here: each container would hold a key of its own. Without one in SSM (a deployment from
+    # before claims) pods register with their own keys, as they did.
+    deps = build_deps(settings, store=store, mint_key=False)
     if env.get("INGEST_FUNCTION_NAME"):
         deps.ingest_health = CloudWatchIngestHealth(env["INGEST_FUNCTION_NAME"])
     return deps

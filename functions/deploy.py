@@ -35,9 +35,9 @@ from gpuc.core.api import RegisterRequest
 from gpuc.core.errors import ConfigError, GpucError
 from gpuc.core.loopback import loopback_host
 from gpuc.core.settings import SECRET_ENV, Settings, save_config
-from gpuc.core.signing import new_token
+from gpuc.core.signing import new_token, new_watchdog_key, watchdog_id
 from gpuc.functions.app import STORE_NAME
-from gpuc.functions.aws import DEFAULT_SSM_PREFIX, WATCHDOG_SECRETS
+from gpuc.functions.aws import DEFAULT_SSM_PREFIX, DEPLOY_OWN, WATCHDOG_SECRETS
 from gpuc.functions.store import MARKABLE_STATES, SqliteStore
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "infra" / "template.yaml"
@@ -71,6 +71,14 @@ class DeployError(GpucError):
     pass
 
 
+ROTATE_TEXT = (
+    "a NEW key (--rotate-key): a new watchdog. Pods it already knows keep pinging (their records hold their "
+    "keys), but their claims and marks name the old key: if this store is ever lost they cannot prove "
+    "themselves to it, and it leaves them alone (an alert a day) instead of watching them; their own agents "
+    "still end them at their deadlines"
+)
+
+
 @dataclass
 class Plan:
     region: str
@@ -86,6 +94,12 @@ class Plan:
     # Settings handed to the functions of a deployment on a local AWS emulator only (tests: the provider
     # emulator's URLs, intervals scaled to seconds); a real deployment is refused any (make_plan).
     emulated: dict[str, str] = field(default_factory=dict)
+    # The watchdog's key (issue 26): kept from the last deploy of this stack, so its pods' claims and marks stay
+    # its own; a new one only when asked (--rotate-key) or when there is none yet (a new watchdog).
+    rotate_key: bool = False
+    # Pods carried in from the local watchdog (`--carry`): their env names that watchdog and no provider
+    # re-marks a running pod's env, so their ids go into the new watchdog's config (SSM watchdog_carried).
+    carried: list[str] = field(default_factory=list)
 
     def describe(self) -> list[str]:
         lines = [
@@ -106,6 +120,10 @@ class Plan:
         lines.append(f"the reaper runs at {self.reaper_rate}")
         if self.emulated:
             lines.append("on a local AWS emulator, the functions get: " + ", ".join(sorted(self.emulated)))
+        lines.append(
+            f"SSM SecureString {self.ssm_prefix}/watchdog_key: "
+            + (ROTATE_TEXT if self.rotate_key else "this watchdog's key, kept from the last deploy (a new one if none)")
+        )
         lines.append("config.json: functions_url = the ingest URL, admin_token = a fresh token")
         return lines
 
@@ -140,7 +158,8 @@ def make_plan(
             "the code zip vendors compiled wheels (pydantic-core), so it must be built on Linux",
             hint="run `gpuc watchdog deploy` from a Linux machine or container",
         )
-    secrets = ["admin_token"] + [n for n in WATCHDOG_SECRETS[1:] if getattr(settings, n) is not None]
+    own = ("admin_token", *DEPLOY_OWN)  # made by deploy, never copied from this laptop's settings
+    secrets = ["admin_token"] + [n for n in WATCHDOG_SECRETS if n not in own and getattr(settings, n) is not None]
     if settings.public_url and not PUBLIC_URL.fullmatch(settings.public_url):
         # A phone link carries a capability token: over plain http anyone on the path could tap it.
         raise ConfigError(
@@ -315,14 +334,14 @@ def _deploy(
     trail.made(f"the code zip s3://{bucket}/{key}", f"aws s3 rm s3://{bucket}/{key}")
     echo(f"uploaded the code ({len(code) // 1024} KiB) to s3://{bucket}/{key}")
     trail.step = "storing the secrets in SSM"
-    values = secret_values(settings, plan, token)
+    values = {**secret_values(settings, plan, token), **watchdog_key_values(session, plan, echo)}
     names = " ".join(f"{plan.ssm_prefix}/{name}" for name in values)
     trail.made(
         f"your keys as SSM SecureString parameters under {plan.ssm_prefix}",
         f"aws ssm delete-parameters --region {plan.region} --names {names}",
     )
     version = store_secrets(session, plan, values)
-    echo(f"stored {len(plan.secrets)} SecureString parameters under {plan.ssm_prefix}")
+    echo(f"stored {len(values)} SecureString parameters under {plan.ssm_prefix}")
     trail.step = f"applying the CloudFormation stack {plan.stack_name}"
     outputs = apply_stack(session, plan, bucket, key, version, delay_s)
     trail.step = "reading the stack's outputs"
@@ -330,6 +349,36 @@ def _deploy(
     trail.step = f"saving the watchdog's URL and token in {settings.home}"
     path = save_config(settings.home, functions_url=url, admin_token=token)
     return Deployed(url=url, table=table, config_path=path)
+
+
+def watchdog_key_values(session: Any, plan: Plan, echo: Callable[[str], None]) -> dict[str, str]:
+    """The watchdog's key (kept unless --rotate-key; minted for a new watchdog) and the carried pods' ids.
+    Said either way: a key is what every running pod's claim rests on."""
+    ssm = session.client("ssm")
+    key = None if plan.rotate_key else _parameter(ssm, f"{plan.ssm_prefix}/watchdog_key")
+    if key is None:
+        key = new_watchdog_key()
+        echo(f"watchdog {watchdog_id(key)}: a new key" + (f": {ROTATE_TEXT}" if plan.rotate_key else ""))
+    else:
+        echo(f"watchdog {watchdog_id(key)}: its key kept (--rotate-key makes a new one)")
+    values = {"watchdog_key": key}
+    if plan.carried:
+        before = (_parameter(ssm, f"{plan.ssm_prefix}/watchdog_carried") or "").split(",")
+        values["watchdog_carried"] = ",".join(sorted({*plan.carried, *filter(None, before)}))
+        echo(
+            f"{len(plan.carried)} carried pods recorded in its config ({plan.ssm_prefix}/watchdog_carried): no "
+            "provider re-marks a running pod's env, so their mark still names the local watchdog"
+        )
+    return values
+
+
+def _parameter(ssm: Any, name: str) -> str | None:
+    try:
+        got = ssm.get_parameter(Name=name, WithDecryption=True)
+    except ssm.exceptions.ParameterNotFound:
+        return None
+    value = got["Parameter"].get("Value")
+    return str(value) if value else None
 
 
 def _why(exc: BaseException) -> str:

@@ -8,7 +8,10 @@ routes check the bearer token first, in constant time. Pod routes verify the HMA
 window against the server clock; the handlers then check the seq.
 
 An unknown pod and a bad signature get the same answer (401 "unknown pod or bad signature") so the
-public ingest URL does not tell a prober which pod ids exist, and cost the same: one read, no write. The
+public ingest URL does not tell a prober which pod ids exist, and cost the same: one read, no write. A pod
+the store does not know may prove itself with its claim (functions.claims, issue 26): checked entirely
+without the store (the claim's HMAC, then the ping's with the token derived for it) before its record is
+re-created; a forged or foreign claim costs one HMAC more and writes nothing. The
 one exception writes to a record the reaper made itself: a ping naming a stray it found at a provider
 notes the time on that stray (at most once per 30 s), which may delay its destroy once.
 """
@@ -26,8 +29,10 @@ from pydantic import BaseModel, ValidationError
 
 from gpuc.core import api
 from gpuc.core.clock import iso
-from gpuc.core.signing import token_matches, verify
+from gpuc.core.pod import pod_name
+from gpuc.core.signing import derive_key, token_matches, verify
 from gpuc.functions.app import Deps
+from gpuc.functions.claims import claimed, restore, token_for
 from gpuc.functions.store import PodAuth, note_unverified_ping
 
 log = logging.getLogger("gpuc.functions")
@@ -193,6 +198,11 @@ def verify_pod(req: Request, deps: Deps, now: float) -> Signed:
         raise HttpError(400, f"missing or malformed {api.H_SIGNATURE} header")
     timestamp, seq = _int_header(req, api.H_TIMESTAMP), _int_header(req, api.H_SEQ)
     auth = deps.store.get_auth(pod_id)  # the one read a request that fails authentication costs
+    if auth is None or not auth.key:
+        # Unknown here, or only a stray the reaper listed: the pod's own claim may prove it (a lost store).
+        proven = by_claim(req, deps, now, pod_id, timestamp, seq, signature)
+        if proven is not None:
+            return proven
     if auth is None:
         raise HttpError(401, BAD_POD)  # an invented id: nothing is written, whatever it claims
     # An adopted pod has no key: an empty HMAC key would let anyone sign for it.
@@ -203,12 +213,34 @@ def verify_pod(req: Request, deps: Deps, now: float) -> Signed:
     if not verify(auth.key, timestamp, seq, req.body, signature):
         raise HttpError(401, BAD_POD)
     if abs(now - timestamp) > api.SIGNATURE_WINDOW_S:
-        # The server's time goes back with the refusal: the agent corrects its clock from it.
-        raise HttpError(
-            401,
-            f"timestamp outside the {api.SIGNATURE_WINDOW_S} s window: check the pod's clock",
-            server_time=now,
-        )
+        raise _time_refused(now)
+    return Signed(auth, timestamp, seq)
+
+
+def _time_refused(now: float) -> HttpError:
+    # The server's time goes back with the refusal: the agent corrects its clock from it.
+    window = api.SIGNATURE_WINDOW_S
+    return HttpError(401, f"timestamp outside the {window} s window: check the pod's clock", server_time=now)
+
+
+def by_claim(
+    req: Request, deps: Deps, now: float, pod_id: str, timestamp: int, seq: int, signature: str
+) -> Signed | None:
+    """A pod this store does not know, presenting its claim (functions.claims): the claim's own HMAC, the
+    pod and the watchdog it names, then the ping's signature with the token derived for that identity, and
+    the time window; only then is the record re-created. Any failure: None, and nothing written."""
+    claim = claimed(deps, req.header(api.H_CLAIM), pod_id)
+    if claim is None:
+        return None
+    token = token_for(deps, claim.provider, claim.pod_id, pod_name(claim.run))
+    if token is None or not verify(derive_key(token), timestamp, seq, req.body, signature):
+        return None
+    if abs(now - timestamp) > api.SIGNATURE_WINDOW_S:
+        raise _time_refused(now)  # a proven pod with a wrong clock: told the time, nothing written
+    auth = restore(deps, claim, now)
+    if auth is None:
+        return None
+    log.info("pod %s re-created from its claim (this store did not know it)", pod_id)
     return Signed(auth, timestamp, seq)
 
 

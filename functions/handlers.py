@@ -17,12 +17,14 @@ from urllib.parse import unquote
 from gpuc.core import api
 from gpuc.core.notify import Level
 from gpuc.core.redact import redact
+from gpuc.core.signing import derive_key
 from gpuc.functions.actions import slack, telegram, verbs
 from gpuc.functions.actions.links import path_for_log
 from gpuc.functions.actions.routes import action_page, action_post
 from gpuc.functions.actions.status_page import page_link, status_page
 from gpuc.functions.app import Deps, announce
 from gpuc.functions.channels import held_channels
+from gpuc.functions.claims import catch_up, claim_for, claimed, token_for
 from gpuc.functions.deadline import deadline_of
 from gpuc.functions.edge import (
     BAD_POD,
@@ -69,9 +71,13 @@ def register(req: Request, deps: Deps, now: float) -> Response:
     if body.provider not in deps.providers.known:
         raise HttpError(400, "json validation error: provider is not one of the configured providers")
     check_time("started_at", body.started_at, now, float("inf"), FUTURE_SLACK_S)
+    # No key of its own: the pod's token is derived from this watchdog's key, so its claim alone proves it.
+    token = None if body.key is not None else token_for(deps, body.provider, body.pod_id, body.name)
+    if body.key is None and token is None:
+        raise HttpError(400, "json validation error: key is required (this watchdog has no key of its own)")
     pod = StoredPod(
         **body.model_dump(exclude={"key", "policy", "interruptible", "carried"}),
-        key=body.key,
+        key=body.key if token is None else derive_key(token),
         policy=body.policy,
         interruptible=body.interruptible,
         origin="carried" if body.carried else "registered",
@@ -81,7 +87,8 @@ def register(req: Request, deps: Deps, now: float) -> Response:
     store_born(deps.store, now)  # the first registration dates a new store, if no reaper pass did
     if deps.store.register(pod) == "refused":
         raise HttpError(409, "pod already ended: register a new pod")
-    return ok(api.Ack())
+    claim = claim_for(deps, pod, deadline_of(pod, deps.settings), now)
+    return ok(api.RegisterAnswer(token=token, claim=claim))
 
 
 def heartbeat(req: Request, deps: Deps, now: float) -> Response:
@@ -96,6 +103,8 @@ def heartbeat(req: Request, deps: Deps, now: float) -> Response:
         raise HttpError(409, "replayed or out-of-order seq: send a higher one", last_seq=last)
     if signed.auth.state == "destroyed":
         revive(deps, signed.pod_id, now, "it pinged (valid signature)")
+    if catch_up(deps, signed.auth, claimed(deps, req.header(api.H_CLAIM), signed.pod_id)):
+        signed = replace(signed, auth=deps.store.get_auth(signed.pod_id) or signed.auth)  # an old backup's record
     if body.kept_left_s is not None:
         # Said on every ping too: a lost "kept" event must not leave a dying agent's results to a destroy.
         record_kept(deps, signed.pod_id, now, body.kept_left_s)
@@ -108,6 +117,9 @@ def heartbeat(req: Request, deps: Deps, now: float) -> Response:
             deadline_at=deadline,
             intent=intent,
             intent_at=intent_at,
+            # Minted afresh from this one read (no write): what changed since (extend, a lease, a budget's
+            # pull-in) reaches the pod, which keeps the latest and presents it to a store that lost it.
+            claim=claim_for(deps, signed.auth, deadline, now),
         )
     )
 
@@ -213,6 +225,7 @@ def status(req: Request, deps: Deps, now: float) -> Response:
             pods=[p.to_record() for p in deps.store.list_pods()],
             notifications=deps.store.recent_notifications(NOTIFICATIONS_IN_STATUS),
             new_pods_paused=verbs.paused_text(deps),
+            watchdog_id=deps.watchdog_id,
         )
     )
 

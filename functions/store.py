@@ -84,6 +84,13 @@ class PodAuth(BaseModel):
     unverified_ping_at: float | None = None
     intent: str | None = None
     intent_at: float | None = None
+    # What the pod's claim says (functions.claims), minted in every heartbeat answer from this one read
+    provider: str = ""
+    name: str = ""
+    experiment: str = ""
+    kept_until: float | None = None
+    price_per_hour: float | None = None
+    last_seen: float | None = None  # a claim issued after it: this store missed what it said (an old backup)
 
 
 AUTH_FIELDS = (
@@ -97,6 +104,12 @@ AUTH_FIELDS = (
     "unverified_ping_at",
     "intent",
     "intent_at",
+    "provider",
+    "name",
+    "experiment",
+    "kept_until",
+    "price_per_hour",
+    "last_seen",
 )
 
 

@@ -9,10 +9,11 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from gpuc.core.clock import Clock, SystemClock
+from gpuc.core.podpaths import CLAIM_ENV
 from gpuc.instance_side.agent import Agent, Probes
 from gpuc.instance_side.ending import Ender
 from gpuc.instance_side.gpu import GpuReader, NvmlReader, SimulatedReader
-from gpuc.instance_side.heartbeat import PodClient, SeqCounter, Signer, Transport, UrllibTransport
+from gpuc.instance_side.heartbeat import ClaimFile, PodClient, SeqCounter, Signer, Transport, UrllibTransport
 from gpuc.instance_side.podfiles import AgentConfig, PodPaths, load_secrets, pod_token
 from gpuc.instance_side.podlog import PodLog
 from gpuc.instance_side.procs import JobTreeProbe, ProcScanner, SimSshProbe, SshScanner
@@ -45,7 +46,8 @@ def load_context(
     secrets = load_secrets(paths.secrets)
     token = pod_token(secrets, env)
     log = PodLog(paths.log, clock, role=role, secrets=[*secrets.values(), token], echo=echo)
-    signer = Signer(cfg.pod_id, token, SeqCounter(paths.seq, clock), clock)
+    claim = ClaimFile(paths.claim, secrets.get(CLAIM_ENV))
+    signer = Signer(cfg.pod_id, token, SeqCounter(paths.seq, clock), clock, claim)
     client = PodClient(
         cfg.functions_url,
         signer,

@@ -22,6 +22,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -36,6 +37,9 @@ H_POD = "X-Gpuc-Pod"
 H_TIMESTAMP = "X-Gpuc-Timestamp"
 H_SEQ = "X-Gpuc-Seq"
 H_SIGNATURE = "X-Gpuc-Signature"
+H_CLAIM = "X-Gpuc-Claim"  # core.api.H_CLAIM
+# core.signing.mint_claim's shape: nothing else goes into a header (no CR/LF from a garbled answer)
+_CLAIM_RE = re.compile(r"c1\.[A-Za-z0-9_=-]{1,1400}\.[0-9a-f]{64}")
 HEARTBEAT_PATH = "/v1/heartbeat"
 EVENTS_PATH = "/v1/events"
 EVENT_KINDS = (
@@ -149,16 +153,62 @@ class SeqCounter:
             os.close(fd)  # closing releases the lock
 
 
+class ClaimFile:
+    """The pod's latest claim (functions/claims.py), on disk so an agent restart keeps it: the watchdog's
+    signed word on this pod, presented with every ping so a watchdog that lost its store knows the pod
+    again. Opaque here: only the watchdog can read or check it."""
+
+    def __init__(self, path: Path, first: str | None = None) -> None:
+        self.path = path
+        self._text: str | None = None
+        try:
+            text = path.read_text(encoding="ascii").strip()
+        except (OSError, ValueError):
+            text = ""
+        if valid_claim(text):
+            self._text = text
+        elif first is not None:
+            self.keep(first)  # the one `up` handed over with the token
+
+    @property
+    def text(self) -> str | None:
+        return self._text
+
+    def keep(self, text: str) -> bool:
+        """Take a newer claim; written (atomically, mode 600) only when it changed. False if not a claim."""
+        if not valid_claim(text):
+            return False
+        if text == self._text:
+            return True
+        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")  # the agent and the wrapper both keep it
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="ascii") as fh:
+                fh.write(text)
+            os.replace(tmp, self.path)
+        except OSError:
+            pass  # kept in memory: the next answer tries the disk again
+        self._text = text
+        return True
+
+
+def valid_claim(text: object) -> bool:
+    return isinstance(text, str) and _CLAIM_RE.fullmatch(text) is not None
+
+
 class Signer:
     """Holds the derived HMAC key, never the token itself. Signs in the functions' time: the local
     clock plus `offset_s` (what PodClient learnt from the answers)."""
 
-    def __init__(self, pod_id: str, token: str, seq: SeqCounter, clock: Clock) -> None:
+    def __init__(
+        self, pod_id: str, token: str, seq: SeqCounter, clock: Clock, claim: ClaimFile | None = None
+    ) -> None:
         self.pod_id = pod_id
         self._key = derive_key(token)
         self.seq = seq
         self.clock = clock
         self.offset_s = 0.0
+        self.claim = claim
 
     def server_now(self) -> float:
         return self.clock.now() + self.offset_s
@@ -179,6 +229,8 @@ class Signer:
             H_SEQ: str(seq),
             H_SIGNATURE: sign(self._key, timestamp, seq, body),
         }
+        if self.claim is not None and self.claim.text is not None:
+            headers[H_CLAIM] = self.claim.text
         return body, headers
 
 
@@ -195,6 +247,7 @@ class Answer:
     # The user's word from the phone (core.api.HeartbeatAnswer): "end" or "retry_sync", once per intent_at.
     intent: str | None = None
     intent_at: float | None = None
+    claim: str | None = None  # the watchdog's latest claim for this pod (kept by PodClient)
 
 
 @dataclass
@@ -251,6 +304,8 @@ class PodClient:
                 result = self._attempt(self._heartbeat)
                 self._heartbeat = None
                 answer = _parse_answer(result, self.signer.offset_s)
+                if answer is not None and answer.claim is not None and self.signer.claim is not None:
+                    self.signer.claim.keep(answer.claim)
             while self._events:
                 self._attempt(self._events[0])
                 self._events.popleft()
@@ -409,7 +464,9 @@ def _parse_answer(result: HttpResult | None, offset_s: float) -> Answer | None:
     lease = _num(data.get("lease_until"))
     deadline = _num(data.get("deadline_at"))
     intent = data.get("intent")
+    claim = data.get("claim")
     return Answer(
+        claim=claim if valid_claim(claim) else None,
         intent=intent if intent in INTENTS else None,
         intent_at=_num(data.get("intent_at")),
         server_time=_num(data.get("server_time")),

@@ -37,6 +37,7 @@ from gpuc.core.models import PodSpec
 from gpuc.core.notify import OUTBOX_NAME, Action, Level, Notifier
 from gpuc.core.pod import Pod, PodStatus, pod_name
 from gpuc.core.podconfig import PodConfig, render_env_file
+from gpuc.core.podpaths import CLAIM_ENV, TOKEN_ENV
 from gpuc.core.providers.base import Provider
 from gpuc.core.settings import SecretStr, Settings
 from gpuc.core.signing import derive_key, new_token
@@ -314,7 +315,7 @@ class DrillPod:
             bucket.write_text("not a directory\n")
         self.bucket_dir = bucket / EXPERIMENT / pod_id
         self._write_config(bucket)
-        stage.provider.add(pod_id, interruptible=interruptible)
+        stage.provider.add(pod_id, interruptible=interruptible, watchdog=stage.deps.watchdog_id)
         self.transport = DispatchTransport(stage)
         self.ctx = load_context(self.paths, role="agent", environ={}, clock=self.clock, transport=self.transport)
         # The real file:// sync, taking SYNC_S of virtual time like an upload would.
@@ -362,8 +363,9 @@ class DrillPod:
         )
         cfg = cfg.model_copy(update={"functions_url": FUNCTIONS_URL, "results_bucket": f"file://{bucket}"})
         self.paths.config.write_text(cfg.model_dump_json())
-        self.token = new_token()
-        self.paths.secrets.write_text(render_env_file({"GPUC_POD_TOKEN": self.token}))
+        # As `up` does: registered without a key of its own, the watchdog answers the pod's token and claim.
+        self.token, claim = self.stage.register_claimed(self.pod_id)
+        self.paths.secrets.write_text(render_env_file({TOKEN_ENV: self.token, CLAIM_ENV: claim}))
         self.paths.secrets.chmod(0o600)
 
     def busy(self) -> None:
@@ -450,8 +452,7 @@ class Stage:
         return w is not None and w[0] <= self.now < w[1]
 
     def launch(self, pod_id: str, **kw: Any) -> DrillPod:
-        pod = DrillPod(self, pod_id, **kw)
-        self.register(pod_id, pod.token)
+        pod = DrillPod(self, pod_id, **kw)  # registered as `up` registers it
         self.pods[pod_id] = pod
         return pod
 
@@ -462,18 +463,32 @@ class Stage:
         self.run(train_s)
         return pod
 
+    def register_claimed(self, pod_id: str) -> tuple[str, str]:
+        """`up`'s registration: no key of the pod's own; the watchdog's token and claim for it."""
+        answer = api.RegisterAnswer.model_validate(self._register(self._request(pod_id, None)))
+        assert answer.token is not None and answer.claim is not None, "the drill's watchdog holds a key"
+        return answer.token, answer.claim
+
     def register(self, pod_id: str, token: str, *, provider: str | None = None, name: str | None = None) -> None:
-        body = api.RegisterRequest.model_validate(
+        """A pod that made its own token (an older gpuc, or one registered at another provider)."""
+        self._register(self._request(pod_id, derive_key(token), provider=provider, name=name))
+
+    def _request(
+        self, pod_id: str, key: str | None, *, provider: str | None = None, name: str | None = None
+    ) -> api.RegisterRequest:
+        return api.RegisterRequest.model_validate(
             {
                 "pod_id": pod_id,
                 "provider": provider or self.provider.name,
                 "name": name or pod_name(pod_id),
                 "experiment": EXPERIMENT,
-                "key": derive_key(token),
+                "key": key,
                 "price_per_hour": 0.74,
                 "started_at": self.now,
             }
         )
+
+    def _register(self, body: api.RegisterRequest) -> dict[str, Any]:
         answer = dispatch(
             Request("POST", "/v1/pods", {"Authorization": f"Bearer {ADMIN}"}, body.model_dump_json().encode()),
             self.deps,
@@ -483,6 +498,7 @@ class Stage:
             # Registration is `up`'s job, outside the drill's faults: a store window must not hit it.
             self.real_store.close()
             raise RuntimeError(f"drill setup: register answered {answer.status}: {answer.body}")
+        return answer.body
 
     def keep(self, pod_id: str, for_s: float) -> bool:
         """`gpuc keep POD --for ...`: the user's lease, through the admin route."""
@@ -971,47 +987,56 @@ def _survivors_killed(stage: Stage, pods: Iterable[DrillPod]) -> int:
 
 
 def f11s_store_lost(stage: Stage) -> RowResult:
-    """watchdog.db deleted while two pods work (a new GPUC_HOME, or `watchdog deploy` while pods run,
-    look the same): the watchdog comes back on an empty store at the same URL. Both pods go on pinging it
-    with tokens it cannot verify, which prove nothing (anyone can send them): each is warned about, with
-    the way to keep it, and destroyed after one delay unless the user answers. The user answers for pod 2
-    (`gpuc keep f11s-pod-2 --for 2h`): it lives. Pod 1's warning goes unanswered: destroyed, its results
-    synced (0 lost)."""
+    """watchdog.db deleted while two pods work (a new GPUC_HOME, a table restored from an old backup look the
+    same): the watchdog comes back on an empty store at the same URL. The pods carry their own proof (issue
+    26): each ping presents the pod's claim, signed with the watchdog's key, and the ping verifies with the
+    token derived from that key, so the record is re-created from it and the pod judged as before. Both
+    live, nobody had to answer a warning. (Before claims, both were warned about and destroyed unless kept.)"""
     pods = [stage.launch(f"f11s-pod-{i}") for i in (1, 2)]
     for pod in pods:
         _no_gpu_reading(stage, pod)
     stage.run(35 * MIN)  # past one periodic results push
+    lose_store(stage)
+    lost_at = stage.now
+    # Past the grace in which a young store holds every destroy, twice, and a stray's destroy after it.
+    stage.run(2 * stage.settings.unregistered_grace_s + 4 * stage.period)
+    problems = [f"{p} was not re-created from its claim" for p in _unclaimed(stage, [p.pod_id for p in pods])]
+    if any("cannot verify" in m for p in pods for m in stage.messages(p.pod_id)):
+        problems.append("a pod that proved itself was warned about as unverifiable")
+    return _pod_row(
+        stage,
+        pods[0],
+        "F11s",
+        "watchdog store lost (deleted watchdog.db), pods alive",
+        "the pods' claims: records re-created",
+        None,
+        None,
+        f"0 destroyed: each re-created from its claim ({minutes_text(stage.now - lost_at)} watched after the loss)",
+        false_kills=_survivors_killed(stage, pods),
+        problems=problems,
+    )
+
+
+def lose_store(stage: Stage) -> None:
+    """The watchdog's store is lost (watchdog.db deleted): the same watchdog, key and URL, an empty store."""
     lost = stage.real_store
     stage.real_store = SqliteStore(stage.root / "home" / "new" / STORE_NAME)
     stage.deps.store = cast(Store, FlakyStore(stage, stage.real_store)) if stage.plan.on else stage.real_store
     lost.close()
-    lost_at = stage.now
-    unanswered, answered = pods
-    kept = False
-    while stage.now < lost_at + 3 * 3600 and (not kept or stage.provider.alive(unanswered.pod_id)):
-        stage.run(MIN)
-        warned = any(f"gpuc keep {answered.pod_id} --for 2h" in m for m in stage.messages(answered.pod_id))
-        kept = kept or (warned and stage.keep(answered.pod_id, 2 * 3600))
-    stage.run(30 * MIN)
-    problems = [] if kept else [f"no warning told how to keep {answered.pod_id}"]
-    if not any("token this watchdog cannot verify" in m for m in stage.messages(unanswered.pod_id)):
-        problems.append("no warning named the pod pinging with a token nobody can verify")
-    # First sight is the first pass after the loss; one delay (the grace) past the grace; then one period.
-    grace, period = stage.settings.unregistered_grace_s, stage.period
-    bound = (2 * grace + 2 * period) / MIN + stage.slack(lost_at)
-    text = f"kept one lives; unanswered: 2 x grace + 2 periods after the loss{stage.bound_note(lost_at)}"
-    return _pod_row(
-        stage,
-        unanswered,
-        "F11s",
-        "watchdog store lost (deleted watchdog.db), pods alive",
-        "reaper: a warning, one delay; `gpuc keep`",
-        stage.billed_min(unanswered.pod_id, lost_at),
-        bound,
-        text,
-        false_kills=_survivors_killed(stage, [answered]),
-        problems=problems,
-    )
+
+
+def _unclaimed(stage: Stage, pod_ids: Iterable[str]) -> list[str]:
+    """The pods whose record is not one their claim re-created (registered, with a key)."""
+    out = []
+    for pod_id in pod_ids:
+        rec = stage.real_store.get_pod(pod_id)
+        if rec is None or rec.origin != "registered" or not rec.key:
+            out.append(pod_id)
+    return out
+
+
+def minutes_text(seconds: float) -> str:
+    return f"{seconds / MIN:.0f} min"
 
 
 def f5r_watchdog_slept(stage: Stage) -> RowResult:
@@ -1175,9 +1200,10 @@ SCENARIOS: tuple[Scenario, ...] = (
     *later_rows("gpuc.testkit.drill_budget", "f17_budget_spent"),
     *later_rows("gpuc.testkit.drill_actions", "f20_keep_from_the_phone"),
     *later_rows("gpuc.testkit.drill_interrupt", "f11i_up_interrupted"),
+    *later_rows("gpuc.testkit.drill_claims", "f26s_store_lost_three_pods_and_a_stray", "f26w_two_watchdogs"),
 )
-KEEP = {"F8": ("f8-pod",), "F10": ("f10-pod",), "F14": ("f14-pod",)}
-KEEP.update({"F11s": ("f11s-pod-2",), "F5r": ("f5r-pod-1",)})  # alive at the end: the rows' point
+KEEP: dict[str, tuple[str, ...]] = {"F8": ("f8-pod",), "F10": ("f10-pod",), "F14": ("f14-pod",)}
+KEEP.update({"F11s": ("f11s-pod-1", "f11s-pod-2"), "F5r": ("f5r-pod-1",)})  # alive at the end: the rows' point
 KEEP.update({"F18": ("f18-pod-1",)})
 
 

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ProviderUnavailable
 from gpuc.core.models import Balance, PodSpec
-from gpuc.core.pod import Pod, PodStatus, pod_name
+from gpuc.core.pod import WATCHDOG_ENV, Pod, PodStatus, pod_name
 from gpuc.core.providers.base import DestroyResult, Provider
 
 Operation = str  # "list" | "get" | "destroy" | "balance" | "create" | "stop" | "start"
@@ -68,9 +68,11 @@ class FakeProvider(Provider):
         experiment: str | None = "exp",
         interruptible: bool = False,
         price_per_hour: float = 0.5,
+        watchdog: str | None = None,
     ) -> Pod:
         pod = Pod(
             provider=self.name,
+            watchdog=watchdog,
             id=pod_id,
             name=name or pod_name(pod_id),
             experiment=experiment,
@@ -121,6 +123,7 @@ class FakeProvider(Provider):
             experiment=spec.experiment,
             created_at=self.clock.now(),
             interruptible=spec.interruptible,
+            watchdog=spec.env.get(WATCHDOG_ENV),
         )
 
     def get(self, pod_id: str) -> Pod | None:

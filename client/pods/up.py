@@ -37,7 +37,8 @@ from gpuc.core.api import RegisterRequest
 from gpuc.core.errors import GpucError, ProviderError
 from gpuc.core.ledger import sane_price, sane_ts
 from gpuc.core.models import PodSpec
-from gpuc.core.pod import Pod, new_run_id
+from gpuc.core.pod import WATCHDOG_ENV, Pod, new_run_id
+from gpuc.core.podpaths import CLAIM_ENV
 from gpuc.core.providers.base import PodAccess, Provider
 from gpuc.core.providers.common import look_up
 from gpuc.core.providers.local import LocalProvider
@@ -88,6 +89,8 @@ def up(opts: UpOptions, ctx: Ctx) -> Pod | None:
     watched = ctx.watchdog.status()
     if watched.new_pods_paused:  # "pause new pods" from the phone (issue 20): the sentence says how to resume
         raise GpucError(f"nothing was created: {watched.new_pods_paused}")
+    if watched.watchdog_id:  # where the provider shows it: another watchdog on the account leaves it alone
+        spec = spec.model_copy(update={"env": {**spec.env, WATCHDOG_ENV: watched.watchdog_id}})
     warn_running_experiment(provider, opts.experiment, ctx)
     priced = plan.quote(provider, spec, opts, ctx)
     plan.check_budget(priced, opts, ctx, watched.pods)
@@ -171,7 +174,9 @@ def _plan_up(spec: PodSpec, opts: UpOptions, echo: Echo) -> None:
 
 
 def _after_create(pod: Pod, spec: PodSpec, opts: UpOptions, ctx: Ctx, secrets_env: dict[str, str]) -> Pod:
-    token = new_token()
+    # A watchdog with a key of its own derives the pod's token and answers it with the pod's claim (its proof
+    # when the watchdog's store is lost); one without (a deployment from before claims) takes ours.
+    own = None if spec.env.get(WATCHDOG_ENV) else new_token()
     price = pod.price_per_hour if pod.price_per_hour is not None else opts.price_per_hour
     if price is not None and not sane_price(price):
         ctx.echo(f"  {pod.id}: the provider reported a price of {price!r}/h: not recorded (fix the ledger row)")
@@ -180,13 +185,13 @@ def _after_create(pod: Pod, spec: PodSpec, opts: UpOptions, ctx: Ctx, secrets_en
     started = pod.created_at if pod.created_at and sane_ts(pod.created_at) else ctx.clock.now()
     # gpuc's own deadline: the pod's agent and the watchdog each end the pod then (no provider field counts).
     deadline_at = started + spec.max_hours * 3600
-    ctx.watchdog.register(
+    answer = ctx.watchdog.register(
         RegisterRequest(
             pod_id=pod.id,
             provider=pod.provider,
             name=pod.name,
             experiment=spec.experiment,
-            key=derive_key(token),
+            key=None if own is None else derive_key(own),
             gpu=pod.gpu,
             price_per_hour=price,
             started_at=started,
@@ -194,6 +199,13 @@ def _after_create(pod: Pod, spec: PodSpec, opts: UpOptions, ctx: Ctx, secrets_en
             deadline_at=deadline_at,
         )
     )
+    token = own or answer.token
+    if not token:
+        raise GpucError(
+            "the watchdog registered the pod but sent no token for it", hint="update it: `gpuc watchdog deploy`"
+        )
+    if answer.claim:
+        secrets_env = {**secrets_env, CLAIM_ENV: answer.claim}
     ctx.runs.set_phase(spec.run_id, "registered")
     try:
         ctx.ledger().start(

@@ -130,6 +130,7 @@ def deploy(
     ask: Ask,
     reaper_every_s: float = 300.0,
     emulated: tuple[str, ...] = (),
+    rotate_key: bool = False,
 ) -> None:
     """Deploy to AWS (Lambda + DynamoDB + EventBridge Scheduler), save its URL and a new admin token, and
     carry the local watchdog's pods over (asked on a terminal when --carry/--no-carry is not given)."""
@@ -143,6 +144,7 @@ def deploy(
         raise ConfigError("no AWS region", hint="pass --region eu-west-1 or set AWS_DEFAULT_REGION")
     settings = ctx.settings
     plan = make_plan(settings, session.region_name, stack_name, reaper_every_s=reaper_every_s, emulated=emulated)
+    plan.rotate_key = rotate_key
     say(f"{'dry run: would create or update' if dry_run else 'deploying'}:")
     for line in plan.describe():
         say(f"  {line}")
@@ -153,6 +155,8 @@ def deploy(
         return
     if live and carry is None:
         carry = ask_carry(ctx, len(live), say, ask)
+    if live and carry is not False:
+        plan.carried = [r.pod_id for r in live]  # owned by the new watchdog though marked for this one
     done = run_deploy(settings, plan, session=session, echo=say)
     say(f"ingest URL: {done.url}")
     say(f"saved its URL (functions_url) and a new admin token in {done.config_path} (mode 600)")
@@ -199,8 +203,8 @@ def ask_carry(ctx: Ctx, count: int, say: Say, ask: Ask) -> bool:
         say(f"{count} pods are watched by the local watchdog: carrying them over (--no-carry to not)")
         return True
     return ask(
-        f"{count} pods are watched by the local watchdog; the new deployment would take them for strays. "
-        "Carry their registrations over?"
+        f"{count} pods are watched by the local watchdog; the new deployment would leave them to it (pods "
+        "started before watchdog marks: take them for strays). Carry their registrations over?"
     )
 
 
@@ -209,8 +213,9 @@ def carry_over(ctx: Ctx, live: list[RegisterRequest], carry: bool, old_url: str,
 
     if not carry:
         warn(
-            f"not carried: {len(live)} pods stay with the local watchdog; the new deployment warns about them, "
-            "then destroys them after the unregistered grace (register them, or end them first)"
+            f"not carried: {len(live)} pods stay with the local watchdog: keep `gpuc watchdog serve` running until "
+            "they end. The new deployment leaves the ones marked for it alone (an alert a day); pods started "
+            "before watchdog marks it warns about, then destroys after the unregistered grace"
         )
         return
     with ctx:

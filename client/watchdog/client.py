@@ -53,10 +53,10 @@ class WatchdogClient:
         self._transport = transport
         self._client: httpx.Client | None = None
 
-    def register(self, request: api.RegisterRequest) -> api.Ack:
+    def register(self, request: api.RegisterRequest) -> api.RegisterAnswer:
         from gpuc.core import api
 
-        return self._call("POST", "/v1/pods", api.Ack, request)
+        return self._call("POST", "/v1/pods", api.RegisterAnswer, request)
 
     def keep(self, pod_id: str, until: float) -> api.Ack:
         from gpuc.core import api

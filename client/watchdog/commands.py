@@ -99,6 +99,12 @@ def resume(ctx: Ctx) -> None:
     "Lambda invocations (a pod's worst case adds one period).",
 )
 @click.option("--emulated", multiple=True, hidden=True, help="Tests: NAME=VALUE for an emulated deployment.")
+@click.option(
+    "--rotate-key",
+    is_flag=True,
+    help="Give the watchdog a new key (a new watchdog): pods it knows keep pinging, but a lost store can no "
+    "longer recognise them by their claims.",
+)
 @pass_ctx
 def deploy(
     ctx: Ctx,
@@ -108,12 +114,14 @@ def deploy(
     carry: bool | None,
     reaper_every: str,
     emulated: tuple[str, ...],
+    rotate_key: bool,
 ) -> None:
     """Deploy the watchdog to AWS (Lambda + DynamoDB + EventBridge Scheduler) and point gpuc at it.
 
-    Pods the local watchdog (`gpuc watchdog serve`) watches are strays to a new deployment: it would warn
-    about them and destroy them after the unregistered grace. Carried over, the new deployment knows
-    them; they still ping the local watchdog, so keep it running until they end."""
+    Pods the local watchdog (`gpuc watchdog serve`) started carry its mark: a new deployment leaves them
+    alone and says so once a day. Carried over, the new deployment owns them (their ids go into its config:
+    no provider re-marks a running pod); they still ping the local watchdog, so keep it running until they
+    end. A redeploy keeps the watchdog's key; --rotate-key makes a new one (a new watchdog)."""
     from gpuc.client.watchdog import admin
 
     def ask(question: str) -> bool:
@@ -124,7 +132,7 @@ def deploy(
     every_s = parse_duration(reaper_every)
     admin.deploy(
         ctx, dry_run, region, stack_name, carry, say=click.echo, warn=_warn, ask=ask, reaper_every_s=every_s,
-        emulated=emulated,
+        emulated=emulated, rotate_key=rotate_key,
     )
 
 

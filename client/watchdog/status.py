@@ -137,6 +137,7 @@ class WatchdogStatus(Shape):
     notifications: tuple[Notification, ...] = checked(many(record(Notification)), ())
     new_pods_paused: str | None = checked(OPT_TEXT, None)
     channels: tuple[Channel, ...] | None = checked(maybe(many(record(Channel))), None)
+    watchdog_id: str | None = checked(OPT_TEXT, None)  # the mark `up` puts on each pod (core.pod.WATCHDOG_ENV)
 
 
 def read_status(document: Any) -> WatchdogStatus:

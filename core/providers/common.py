@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypedDict, TypeV
 from gpuc.core.checks import Shape, Unexpected, build
 from gpuc.core.clock import Clock, SystemClock
 from gpuc.core.errors import ConfigError, ProviderError, ProviderSchemaError, ProviderUnavailable, SafetyRefusal
-from gpuc.core.pod import OWNER_ENV, Pod, is_gpuc_name
+from gpuc.core.pod import OWNER_ENV, WATCHDOG_ENV, Pod, is_gpuc_name
 from gpuc.core.providers.base import Provider, SelfDestroyer
 from gpuc.core.providers.http import AmbiguousOutcome, BackoffFunction, HttpClient
 from gpuc.core.providers.outcome import StoppedInstead
@@ -213,6 +213,11 @@ def is_managed(name: str | None, env: Mapping[str, str]) -> bool:
 
 def experiment_of(env: Mapping[str, str]) -> str | None:
     return env.get(EXPERIMENT_ENV) or None
+
+
+def watchdog_of(env: Mapping[str, str]) -> str | None:
+    """The watchdog that started the pod (core.pod.WATCHDOG_ENV), as its env shows it."""
+    return env.get(WATCHDOG_ENV) or None
 
 
 P = TypeVar("P", bound=HttpProvider)

@@ -131,7 +131,7 @@ class LocalProvider(Provider):
 
     def _to_pod(self, row: sqlite3.Row) -> Pod:
         # Startup: the models (pydantic) load with the first row; `gpuc ls` with no pods never pays for them.
-        from gpuc.core.pod import OWNER_ENV, Pod, is_gpuc_name
+        from gpuc.core.pod import OWNER_ENV, WATCHDOG_ENV, Pod, is_gpuc_name
 
         env = json.loads(row["env"])
         return Pod(
@@ -146,6 +146,7 @@ class LocalProvider(Provider):
             created_at=row["created_at"],
             uptime_s=max(0.0, self.clock.now() - row["ready_at"]) if row["status"] == "running" else None,
             managed=bool(row["managed_env"]) and is_gpuc_name(row["name"]) and env.get(OWNER_ENV) == "1",
+            watchdog=env.get(WATCHDOG_ENV) or None,
             interruptible=bool(row["interruptible"]),
             gpu_util_pct=self._sim_util(row["id"]),
         )

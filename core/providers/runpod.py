@@ -67,6 +67,7 @@ from gpuc.core.providers.common import (
     is_managed,
     parse_wire,
     pod_env,
+    watchdog_of,
 )
 from gpuc.core.providers.endpoints import RUNPOD_GRAPHQL_ENV, RUNPOD_GRAPHQL_URL, RUNPOD_REST_URL
 from gpuc.core.providers.http import BackoffFunction, HttpClient, Reply, message_from_body, require
@@ -300,6 +301,7 @@ def pod_from_v2(pod: V2Pod) -> Pod:
         created_at=created_at(pod),
         uptime_s=pod.runtime.uptime if pod.runtime else None,
         managed=is_managed(pod.name, env),
+        watchdog=watchdog_of(env),
         ssh_host=host,
         ssh_port=port,
         gpu_util_pct=gpu_util(pod.runtime),

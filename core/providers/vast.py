@@ -50,6 +50,7 @@ from gpuc.core.providers.common import (
     is_managed,
     parse_wire,
     pod_env,
+    watchdog_of,
 )
 from gpuc.core.providers.endpoints import VAST_URL, VAST_URL_ENV, vast_host
 from gpuc.core.providers.http import BackoffFunction, HttpClient, Reply, require
@@ -201,6 +202,7 @@ def pod_from_instance(inst: VastInstance) -> Pod:
         created_at=inst.start_date,
         uptime_s=inst.uptime_mins * 60 if inst.uptime_mins is not None else None,
         managed=is_managed(inst.label, env),
+        watchdog=watchdog_of(env),
         interruptible=bool(inst.is_bid),
         ssh_host=host,
         ssh_port=port,

@@ -27,6 +27,7 @@ from gpuc.functions.reaper.actions import (
 )
 from gpuc.functions.reaper.alerts import alert_balances, alert_blind, alert_cap, alert_held
 from gpuc.functions.reaper.budget import watch_budget
+from gpuc.functions.reaper.owners import leave_others_alone
 from gpuc.functions.reaper.record import ReaperMeta, read_meta, record_failed_run, record_run
 from gpuc.functions.reaper.rules import fine_only_by_restart, judge, kept_gate, veto
 from gpuc.functions.reaper.sight import Sight, adopt_strays, look, track_status
@@ -52,6 +53,7 @@ def reap_once(deps: Deps, now: float, dry_run: bool = False) -> ReapReport:
         for name, why in sight.blind.items():
             run.go_blind(name, why)
         blind_since = alert_blind(run, sight, prev)
+        leave_others_alone(run, sight)  # before any stray is adopted: another watchdog's pods are not ours
         records = [track_status(run, r, sight) for r in records] + adopt_strays(run, sight)
         run.fleet_suspect = fleet_silent(run, records, sight)
         run.ingest = ingest_trouble(run)

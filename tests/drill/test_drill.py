@@ -36,6 +36,7 @@ ROWS += ["F16", "F16b"]
 ROWS += ["F17"]
 ROWS += ["F20"]  # issue 20: keep from the phone
 ROWS += ["F11i"]  # issues 25-26: `up | tee` stopped at each step
+ROWS += ["F26s", "F26w"]  # issue 26: pods carry their own proof
 
 
 def drill(*args: str) -> tuple[int, str]:

@@ -80,6 +80,9 @@ def aws(tmp_path: Path, clock: FakeClock) -> Iterator[tuple[World, ServerHandle]
     world.store.close()
 
 
+PLANS: list[dep.Plan] = []  # what each deploy was asked to do (the carried ids, a new key)
+
+
 def invoke_deploy(
     monkeypatch: pytest.MonkeyPatch,
     home: Path,
@@ -93,6 +96,7 @@ def invoke_deploy(
     )
 
     def fake_deploy(settings: Settings, plan: dep.Plan, **kw: Any) -> dep.Deployed:
+        PLANS.append(plan)
         path = save_config(settings.home, functions_url=url, admin_token=ADMIN)
         return dep.Deployed(url=url, table="t", config_path=path)
 
@@ -125,6 +129,10 @@ def test_deploy_carries_live_registrations_over(
     tokens = local_store(home, world.now)
     result = invoke_deploy(monkeypatch, home, handle.url, *args, on_terminal=on_terminal, input=answer)
     assert result.exit_code == 0, result.output
+    # Carried pods stay marked for the local watchdog (no provider re-marks a running pod's env): their ids
+    # go into the new watchdog's config, which then owns them.
+    assert sorted(PLANS[-1].carried) == (sorted(LOCAL) if carried else [])
+    assert PLANS[-1].rotate_key is False
     if not carried:
         assert world.store.list_pods() == []
         assert "not carried" in result.output
@@ -137,6 +145,15 @@ def test_deploy_carries_live_registrations_over(
     assert world.ping("live-ok").status == 200
     for token in tokens.values():
         assert token not in result.output
+
+
+def test_rotating_the_key_is_asked_for_by_name(
+    monkeypatch: pytest.MonkeyPatch, home: Path, aws: tuple[World, ServerHandle]
+) -> None:
+    result = invoke_deploy(monkeypatch, home, aws[1].url, "--no-carry", "--rotate-key")
+    assert result.exit_code == 0, result.output
+    assert PLANS[-1].rotate_key is True
+    assert any("a NEW key" in line and "their own agents" in line for line in PLANS[-1].describe())
 
 
 def test_carry_goes_on_past_a_refused_registration(aws: tuple[World, ServerHandle]) -> None:

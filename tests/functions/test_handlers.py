@@ -188,6 +188,7 @@ def test_a_good_heartbeat_moves_last_seen_on_the_server_clock(world: World) -> N
         "deadline_at": deadline,
         "intent": None,
         "intent_at": None,
+        "claim": None,  # this world's watchdog has no key of its own (tests/functions/test_claims.py)
     }
     rec = world.pod("p1")
     assert (rec.last_seen, rec.last_seq) == (world.now, 1)

@@ -168,5 +168,6 @@ def make_world(
         notifier=notifier,
         admin_token=settings.admin_token,  # type: ignore[arg-type]
         clock=clock,
+        watchdog_key=settings.watchdog_key,  # None unless given: pods register with their own keys
     )
     return World(clock, settings, provider, store, notifier, deps)
