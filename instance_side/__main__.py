@@ -48,6 +48,9 @@ def cmd_agent(paths: PodPaths) -> int:
     # Started from an ssh session, the agent must outlive it.
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     agent.run_forever(lambda: bool(stop))
+    if stop and not agent.stopped:
+        # Told to stop (the provider stopping the pod, a shutdown): the results go once more first.
+        agent.push_now("the agent was told to stop")
     return 0
 
 
@@ -57,7 +60,7 @@ def cmd_run(paths: PodPaths, argv: Sequence[str], job_id: str | None = None) -> 
     from gpuc.instance_side.context import load_context, make_ender
     from gpuc.instance_side.joblog import echo_fd
     from gpuc.instance_side.sync import make_sync, with_job_log
-    from gpuc.instance_side.wrapper import JobWrapper, job_environ
+    from gpuc.instance_side.wrapper import AgentGuard, JobWrapper, job_environ
 
     environ = os.environ
     ctx = load_context(paths, role="wrapper", echo=sys.stderr)
@@ -75,6 +78,7 @@ def cmd_run(paths: PodPaths, argv: Sequence[str], job_id: str | None = None) -> 
         dry_run=dry_run,
         job_id=job_id,
         output_echo=echo_fd(),
+        guard=None if dry_run else AgentGuard(paths, ctx.cfg, ctx.log),
     )
     return wrapper.run(argv)
 
