@@ -188,7 +188,10 @@ class IncrementalPush:
         stamps.update(logs)
         keys = {n: k for n, k in {**last.keys, **sent.keys}.items() if n in stamps}
         pushed = PushManifest(self.dest.describe(), now, stamps, keys)
-        self._publish(pushed, listing.files)
+        if stamps != last.files or keys != last.keys:
+            # Nothing changed: nothing is written at the destination (a git remote gets no empty commit
+            # every interval); the destination is as current as the pod's results, which is what `at` says.
+            self._publish(pushed, listing.files)
         atomic_write(manifest_path(self.paths), pushed.to_json(), 0o600)
         return PushReport(
             at=now,
