@@ -1,4 +1,4 @@
-"""python -m gpuc.instance_side {agent | run -- CMD ... | sync | push | bootstrap | verify --expect-gpu NAME | ask Q ...}
+"""python -m gpuc.instance_side {agent | run -- CMD | sync | push | bootstrap | verify --expect-gpu NAME | ask Q}
 
 Reads the pod's files from PodPaths.from_env() (GPUC_POD_ROOT, default "/"). argparse, not click:
 the agent's memory budget has no room for what it does not use. Each command imports its own code, so

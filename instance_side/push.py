@@ -144,7 +144,8 @@ class PushReport:
         if self.error:
             return f"FAILED: {self.error}"
         wait = f", {self.waiting} still being written (next push)" if self.waiting else ""
-        return f"{self.sent} changed files ({self.sent_bytes} bytes) sent, {self.files} in all at {self.destination}{wait}"
+        sent = f"{self.sent} changed files ({self.sent_bytes} bytes) sent"
+        return f"{sent}, {self.files} in all at {self.destination}{wait}"
 
 
 def plan(
@@ -388,7 +389,10 @@ def _whole(sync: ResultsSync, paths: PodPaths, clock: Clock) -> PushReport:
     if not sync.verify(manifest):
         raise _NotVerified(sync.describe())
     return PushReport(
-        at=now, files=len(manifest.files), sent=len(manifest.files), sent_bytes=manifest.total_bytes,
+        at=now,
+        files=len(manifest.files),
+        sent=len(manifest.files),
+        sent_bytes=manifest.total_bytes,
         destination=sync.describe(),
     )
 

@@ -23,9 +23,7 @@ log = logging.getLogger("gpuc.reaper")
 BLIND_ESCALATE_S = 3600.0  # blind longer than this: error level, once an hour while it lasts
 
 
-def pod_problem(
-    run: Pass, rec: StoredPod, key: str, title: str, message: str, *, every: float | None = None
-) -> None:
+def pod_problem(run: Pass, rec: StoredPod, key: str, title: str, message: str, *, every: float | None = None) -> None:
     """Notify on a new problem, then nag every `every` (nag_interval_s) while it lasts (CAS: once per pass)."""
     nagging = rec.alerted == key
     interval = run.deps.settings.nag_interval_s if every is None else every
@@ -74,9 +72,7 @@ def run_problem(
         return  # another pass said it
     run.act("*", detail or "*", "alert", title if active else clear_title)
     text = message if active else "Back to normal."
-    announce(
-        run.deps, run.now, title if active else clear_title, text, kind=key, level=level if active else "info"
-    )
+    announce(run.deps, run.now, title if active else clear_title, text, kind=key, level=level if active else "info")
 
 
 def alert_blind(run: Pass, sight: Sight, prev: ReaperMeta) -> dict[str, float]:

@@ -138,7 +138,10 @@ def test_s3_a_second_push_sends_only_what_changed(s3: Any, tmp_path: Path) -> No
 def git(*args: str, cwd: Path | None = None) -> str:
     return subprocess.run(
         ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
-        cwd=cwd, capture_output=True, text=True, check=True,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
 
 
