@@ -24,7 +24,6 @@ The final sync at the job's end stays the gate it is (sync.py, ending.py): a ful
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import fcntl
 import json
 import os
@@ -281,6 +280,8 @@ def _io_idle() -> bool:
     number = _SYS_IOPRIO_SET.get(os.uname().machine)
     if number is None or not sys.platform.startswith("linux"):
         return False
+    import ctypes  # lazy: only the push's own process lowers its I/O class, never the agent
+
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         value = _IOPRIO_CLASS_IDLE << _IOPRIO_CLASS_SHIFT
@@ -294,6 +295,8 @@ def io_class(pid: int = 0) -> int | None:
     number = {"x86_64": 252, "aarch64": 31, "i686": 290, "armv7l": 315}.get(os.uname().machine)
     if number is None:
         return None
+    import ctypes
+
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         value = int(libc.syscall(number, _IOPRIO_WHO_PROCESS, pid))
