@@ -204,8 +204,9 @@ class Agent:
             self.lease_until = answer.lease_until
             before = self.deadline.deadline_at
             self.deadline.adopt(answer.deadline_at)
-            if before is not None and self.deadline.deadline_at is not None and self.deadline.deadline_at < before:
-                self.push_now("the watchdog moved the deadline earlier")
+            after = self.deadline.deadline_at
+            if after is not None and (before is None or after < before):  # a budget's pull-in, say
+                self.push_now("the watchdog set the deadline earlier")
             if answer.intent is not None and answer.intent_at is not None:
                 self.intent = (answer.intent, answer.intent_at)
 

@@ -61,6 +61,19 @@ def test_a_warned_pod_pushes_once_more_and_the_heartbeat_names_the_push(tmp_path
     assert hb.pushed_ago_s == pytest.approx(MINUTE, abs=1)
 
 
+def test_an_earlier_deadline_in_the_answer_is_a_push_now(tmp_path: Path, clock: FakeClock) -> None:
+    pod = wire(tmp_path / "pod", clock, sync_interval_s=60 * MINUTE, deadline_at=clock.now() + 10 * 3600)
+    pod.paths.results.mkdir()
+    pod.procs.pids = [99]
+    agent = pod.agent()
+    run(pod, agent, 3)
+    pod.functions.deadline_at = clock.now() + 3600  # the month's budget pulled it in
+    seen = run(pod, agent, 3)
+    assert seen["sync"] == [0], "pushed as soon as the answer said so, not at the hour"
+    pod.functions.deadline_at = clock.now() + 5 * 3600  # `gpuc extend`: later, nothing to hurry
+    assert "sync" not in run(pod, agent, 3)
+
+
 # -- a restarted agent carries on --------------------------------------------------------------------
 def test_a_restarted_agent_keeps_the_idle_window_the_deadline_and_the_seq(tmp_path: Path, clock: FakeClock) -> None:
     pod = wire(tmp_path / "pod", clock)
