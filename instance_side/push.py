@@ -50,6 +50,9 @@ from gpuc.instance_side.sync import (
 )
 
 SETTLE_S = 5.0  # a file modified this recently is still being written: it goes next time
+# A file still being written at two pushes in a row (a metrics log appended every second never settles) is
+# sent as a snapshot of what it holds then, if it is this small; a larger one (a checkpoint being saved) waits.
+SNAPSHOT_MAX = 64 * 1024 * 1024
 MANIFEST_NAME = "logs/push-manifest.json"  # at the destination, beside results/ and the job's log
 _VERSION = 1
 
@@ -79,6 +82,7 @@ class PushManifest:
     at: float | None = None
     files: dict[str, tuple[int, int]] = field(default_factory=dict)
     keys: dict[str, str] = field(default_factory=dict)  # a name stored under an escaped key (sync.py)
+    waiting: tuple[str, ...] = ()  # still being written at this push
 
     def to_json(self) -> str:
         data = {
@@ -87,6 +91,7 @@ class PushManifest:
             "at": self.at,
             "files": {name: list(stamp) for name, stamp in sorted(self.files.items())},
             "keys": dict(sorted(self.keys.items())),
+            "waiting": sorted(self.waiting),
         }
         return json.dumps(data, separators=(",", ":")) + "\n"
 
@@ -101,8 +106,9 @@ class PushManifest:
                 if isinstance(stamp, list) and len(stamp) == 2
             }
             keys = {str(k): str(v) for k, v in data.get("keys", {}).items()}
+            waiting = tuple(str(n) for n in data.get("waiting", []))
             at = data.get("at")
-            return cls(str(data.get("destination", "")), float(at) if at is not None else None, files, keys)
+            return cls(str(data.get("destination", "")), float(at) if at is not None else None, files, keys, waiting)
         except (ValueError, KeyError, TypeError, AttributeError, IndexError):
             return cls()
 
@@ -178,16 +184,22 @@ class IncrementalPush:
         if last.destination and last.destination != self.dest.describe():
             last = PushManifest()  # another destination (changed settings): it holds none of it
         results = self.paths.results
+        shutil.rmtree(_stage(self.paths), ignore_errors=True)
         listing = scan_results(results)
         send, waiting = plan(listing.files, listing.mtimes, last, now, self.settle_s)
         sent = self._send(results, send)
-        logs = self._logs(listing.files, last)
+        again = {n: results / n for n in waiting if n in last.waiting and listing.files[n] <= SNAPSHOT_MAX}
+        snapped = self._snapshots(again, PushManifest())
+        sources = {JOB_LOG_NAME: self.paths.job_log, OUTCOME_NAME: self.paths.outcome}
+        # A name results/ holds is the job's own: gpuc's copy of its log never goes over it.
+        logs = self._snapshots({n: src for n, src in sources.items() if n not in listing.files}, last)
         stamps = {n: (s, listing.mtimes.get(n, 0)) for n, s in listing.files.items() if n not in waiting}
         # A file that waits keeps what the destination holds of it (the last push's stamp), if anything.
         stamps.update({n: last.files[n] for n in waiting if n in last.files})
+        stamps.update(snapped)
         stamps.update(logs)
         keys = {n: k for n, k in {**last.keys, **sent.keys}.items() if n in stamps}
-        pushed = PushManifest(self.dest.describe(), now, stamps, keys)
+        pushed = PushManifest(self.dest.describe(), now, stamps, keys, tuple(sorted(waiting)))
         if stamps != last.files or keys != last.keys:
             # Nothing changed: nothing is written at the destination (a git remote gets no empty commit
             # every interval); the destination is as current as the pod's results, which is what `at` says.
@@ -196,9 +208,9 @@ class IncrementalPush:
         return PushReport(
             at=now,
             files=sum(1 for name in stamps if name not in logs),
-            sent=len(send),
-            sent_bytes=sum(send.values()),
-            waiting=len(waiting),
+            sent=len(send) + len(snapped),
+            sent_bytes=sum(send.values()) + sum(size for size, _ in snapped.values()),
+            waiting=len(waiting) - len(snapped),
             destination=self.dest.describe(),
         )
 
@@ -210,18 +222,15 @@ class IncrementalPush:
             raise _NotVerified(self.dest.describe())
         return manifest
 
-    def _logs(self, results: Mapping[str, int], last: PushManifest) -> dict[str, tuple[int, int]]:
-        """The job's log and outcome beside the results, when they changed (a snapshot: the log grows while
-        it is copied, and what is sent must stay the size that is verified). A name results/ holds is the
-        job's own: gpuc's copy never goes over it."""
-        sources = {JOB_LOG_NAME: self.paths.job_log, OUTCOME_NAME: self.paths.outcome}
+    def _snapshots(self, sources: Mapping[str, Path], last: PushManifest) -> dict[str, tuple[int, int]]:
+        """Files sent as a copy of what they hold now (the job's log and outcome; a result still being
+        written): a file that grows while it is sent must stay the size that is verified. Only what changed
+        since `last`. Returns each one's stamp: (size sent, mtime), mtime 0 when it grew meanwhile (sent
+        again next time)."""
         stage = _stage(self.paths)
-        shutil.rmtree(stage, ignore_errors=True)
         kept: dict[str, tuple[int, int]] = {}
         changed: dict[str, int] = {}
         for name, src in sources.items():
-            if name in results:
-                continue
             try:
                 st = src.stat()
             except OSError:

@@ -193,6 +193,22 @@ def test_a_file_being_written_waits_for_the_next_push(tmp_path: Path) -> None:
     assert (tmp_path / "bucket/exp/run01/ckpt/writing.pt").stat().st_size == 500
 
 
+def test_a_log_appended_all_the_time_goes_as_a_snapshot_from_its_second_push(tmp_path: Path) -> None:
+    """A metrics log appended every second never settles: waiting for it would lose it all with the pod."""
+    paths = pod(tmp_path)
+    dest = Counted(FileBucketSync(tmp_path / "bucket", "exp", "run01"))
+    clock = FakeClock(time.time())
+    log = paths.results / "metrics.jsonl"
+    write(log, b'{"step": 1}\n', clock.now() - 1)
+    assert run_push(dest, paths, clock).waiting == 1 and "metrics.jsonl" not in dest.sent
+    clock.advance(600)
+    write(log, b'{"step": 1}\n{"step": 2}\n', clock.now() - 1)  # still being appended at the next push
+    dest.sent.clear()
+    report = run_push(dest, paths, clock)
+    assert results_sent(dest) == ["metrics.jsonl"] and report.waiting == 0
+    assert (tmp_path / "bucket/exp/run01/metrics.jsonl").read_bytes() == log.read_bytes()
+
+
 def test_a_push_that_does_not_verify_moves_nothing_and_is_sent_again(tmp_path: Path) -> None:
     paths = pod(tmp_path)
     inner = FileBucketSync(tmp_path / "bucket", "exp", "run01")
