@@ -205,7 +205,7 @@ class Agent:
             before = self.deadline.deadline_at
             self.deadline.adopt(answer.deadline_at)
             after = self.deadline.deadline_at
-            if after is not None and (before is None or after < before):  # a budget's pull-in, say
+            if before is not None and after is not None and after < before:  # a budget's pull-in, say
                 self.push_now("the watchdog set the deadline earlier")
             if answer.intent is not None and answer.intent_at is not None:
                 self.intent = (answer.intent, answer.intent_at)
