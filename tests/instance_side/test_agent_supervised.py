@@ -154,11 +154,13 @@ def test_a_killed_agent_is_restarted_by_the_wrapper_and_the_job_runs_on(
     env = {**local.sandbox_env(pod.id), "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
 
     agent = subprocess.Popen([sys.executable, "-m", "gpuc.instance_side", "agent"], env=env, start_new_session=True)
-    job = (
+    job = (  # a checkpoint every half second until the test says stop (at most 2 min), then how many
         "import os, time\n"
         "os.makedirs('results', exist_ok=True)\n"
-        "for i in range(14):\n"
-        "    open(f'results/step{i}.txt', 'w').write(str(i)); time.sleep(1)\n"
+        "i = 0\n"
+        "while not os.path.exists('stop') and i < 240:\n"
+        "    open(f'results/step{i}.txt', 'w').write(str(i)); i += 1; time.sleep(0.5)\n"
+        "open('results/count.txt', 'w').write(str(i))\n"
     )
     wrapper = subprocess.Popen(
         [sys.executable, "-m", "gpuc.instance_side", "run", "--", sys.executable, "-c", job],
@@ -191,7 +193,9 @@ def test_a_killed_agent_is_restarted_by_the_wrapper_and_the_job_runs_on(
         assert wrapper.poll() is None, "the job was not ended because its agent died"
         while "agent restarted: carrying on" not in paths.log.read_text() and time.monotonic() < killed_at + 30:
             time.sleep(0.2)
+        time.sleep(3)  # a push or two by the new agent
         log = paths.log.read_text()  # read before the job's end destroys the pod (and its disk)
+        (paths.workspace / "stop").write_text("")
         assert wrapper.wait(timeout=60) == 0
     finally:
         for proc in (agent, wrapper):
@@ -201,8 +205,12 @@ def test_a_killed_agent_is_restarted_by_the_wrapper_and_the_job_runs_on(
             with __import__("contextlib").suppress(ProcessLookupError):
                 os.killpg(restarted, signal.SIGKILL)
     assert "restarted it, pid" in log and "agent restarted: carrying on" in log
+    # Pushes went on, as their own low-priority process, before and after the kill.
+    pushes = [line for line in log.splitlines() if " push results push (nice 19" in line]
+    assert pushes and all("changed files" in line for line in pushes), log
     assert any(e.kind == "info" and "restarted" in e.message for e in Functions.events)
     # Nothing lost: every file the job wrote is at the destination (pushed while it ran, then the final sync).
     bucket = tmp_path / "bucket" / "exp" / "run01"
-    assert sorted(p.name for p in bucket.glob("step*.txt")) == sorted(f"step{i}.txt" for i in range(14))
+    count = int((bucket / "count.txt").read_text())
+    assert sorted(p.name for p in bucket.glob("step*.txt")) == sorted(f"step{i}.txt" for i in range(count))
     assert local.get(pod.id) is None, "the job's end ended the pod, as always"
