@@ -260,6 +260,29 @@ class IncrementalPush:
         self._send(stage, {MANIFEST_NAME: len(text.encode())})
 
 
+def record_sync(dest: BucketSync, manifest: Manifest, paths: PodPaths, clock: Clock | None = None) -> None:
+    """After a verified whole sync: the push manifest (on the pod and at the destination) and push.json say
+    what the destination now holds. A file whose size changed since the sync read it is stamped so that the
+    next push sends it again."""
+    from gpuc.core.clock import SystemClock
+
+    clock = clock or SystemClock()
+    listing = scan_results(paths.results)
+    stamps = {
+        name: (size, listing.mtimes.get(name, 0) if listing.files.get(name) == size else 0)
+        for name, size in manifest.files.items()
+    }
+    beside = {name: (size, 0) for part in manifest.parts[1:] for name, size in part.files.items()}
+    pushed = PushManifest(dest.describe(), clock.now(), {**stamps, **beside}, dict(manifest.keys))
+    with _hold_lock(paths) as held:
+        if not held:
+            return  # a periodic push is under way: it records what it verified itself
+        IncrementalPush(dest, paths, clock)._publish(pushed, listing.files)
+        atomic_write(manifest_path(paths), pushed.to_json(), 0o600)
+        report = PushReport(at=pushed.at, files=len(stamps), sent=len(stamps), destination=dest.describe())
+        atomic_write(state_path(paths), report.to_json(), 0o600)
+
+
 class _NotVerified(Exception):
     def __init__(self, where: str) -> None:
         super().__init__(f"the listing at {where} does not match what was sent")

@@ -26,6 +26,7 @@ agent carries this module for hours under a 30 MB budget.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import json
@@ -808,8 +809,24 @@ class JobLogSync:
 
     def verify(self, manifest: Manifest) -> bool:
         if len(manifest.parts) != 2:
-            return self.inner.verify(manifest)
-        return all(self.inner.verify(part) for part in manifest.parts)
+            ok = self.inner.verify(manifest)
+        else:
+            ok = all(self.inner.verify(part) for part in manifest.parts)
+        if ok:
+            self._record(manifest)
+        return ok
+
+    def _record(self, manifest: Manifest) -> None:
+        """A verified whole sync (the job's end, `sync` by hand) is a push too: the push manifest then says
+        what the destination holds, for the laptop once the pod is gone and for a later pod. Best effort:
+        the gate is the verification above, never this record."""
+        from gpuc.instance_side.push import record_sync  # lazy: push.py builds on this module
+
+        dest = destination(self)
+        if dest is None:
+            return
+        with contextlib.suppress(Exception):
+            record_sync(dest, manifest, self.paths)
 
     def _stage(self, results_dir: Path, results: Manifest) -> Path | None:
         stage = self.paths.log_stage

@@ -33,6 +33,7 @@ from gpuc.instance_side.sync import (
     S3Sync,
     SplitSync,
     git_runner,
+    with_job_log,
 )
 
 OLD = time.time() - 3600  # a file written an hour ago: settled
@@ -266,3 +267,18 @@ def test_a_push_lowers_its_own_cpu_and_io_priority() -> None:
     assert out[0] == "19"
     assert out[1] == "3", "the idle I/O class"
     assert io_class() != 3, "only the push's own process, never the test's (or the agent's)"
+
+
+def test_the_jobs_final_sync_is_recorded_as_a_push(tmp_path: Path) -> None:
+    """After the job's end the destination's manifest lists everything the final sync sent, not only what the
+    last periodic push had: `gpuc results` of the gone pod, or a later pod, reads it."""
+    paths = pod(tmp_path)
+    bucket = FileBucketSync(tmp_path / "bucket", "exp", "run01")
+    run_push(Counted(bucket), paths)
+    write(paths.results / "final.pt", b"\5" * 999)  # written after the last periodic push
+    paths.job_log.write_text("done\n")
+    sync = with_job_log(bucket, paths)
+    assert sync.verify(sync.push(paths.results))  # the ending's gate
+    remote = PushManifest.from_json((tmp_path / "bucket/exp/run01" / MANIFEST_NAME).read_text())
+    assert remote.files["final.pt"][0] == 999 and len([n for n in remote.files if not n.startswith("logs/")]) == 7
+    assert PushReport.load(paths).files == 7  # type: ignore[union-attr]
