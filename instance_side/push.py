@@ -375,11 +375,16 @@ def heartbeat_fields(report: PushReport | None, now: float) -> dict[str, Any]:
     files, where. Seconds ago, not a time: the pod's clock may be off, the watchdog's is not."""
     if report is None or report.at is None:
         return {}
+    # Inside core.api's bounds whatever the pod holds: a heartbeat the watchdog refuses is a silent pod.
     return {
-        "pushed_ago_s": round(max(0.0, now - report.at), 1),
-        "pushed_files": report.files,
+        "pushed_ago_s": round(min(max(0.0, now - report.at), _WIRE_MAX_S), 1),
+        "pushed_files": min(max(0, int(report.files)), _WIRE_MAX_COUNT),
         "pushed_to": report.destination[:300],
     }
+
+
+_WIRE_MAX_S = 366 * 86400.0  # core.api.MAX_LIMIT_S
+_WIRE_MAX_COUNT = 1_000_000  # core.api.Count
 
 
 # -- the agent's side -------------------------------------------------------------------------------

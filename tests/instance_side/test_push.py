@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gpuc.core.api import HeartbeatBody
 from gpuc.core.clock import FakeClock
 from gpuc.instance_side.podfiles import PodPaths
 from gpuc.instance_side.push import (
@@ -238,6 +239,9 @@ def test_the_heartbeat_says_when_how_many_and_where(tmp_path: Path) -> None:
     assert fields["pushed_ago_s"] == 360 and fields["pushed_files"] == 6
     assert fields["pushed_to"].startswith("file://") and fields["pushed_to"].endswith("exp/run01")
     assert heartbeat_fields(None, 0.0) == {}
+    # Whatever push.json says, the heartbeat stays inside the wire's bounds (a refused ping is a silent pod).
+    huge = PushReport(at=0.0, files=5_000_000, destination="s3://b/" + "x" * 400)
+    HeartbeatBody.model_validate({"pod_id": "p", "seq": 1, "sent_at": 1.8e9, **heartbeat_fields(huge, 1.8e9)})
 
 
 def test_the_job_log_goes_beside_the_results_when_it_changed(tmp_path: Path) -> None:
