@@ -214,3 +214,17 @@ def test_a_killed_agent_is_restarted_by_the_wrapper_and_the_job_runs_on(
     count = int((bucket / "count.txt").read_text())
     assert sorted(p.name for p in bucket.glob("step*.txt")) == sorted(f"step{i}.txt" for i in range(count))
     assert local.get(pod.id) is None, "the job's end ended the pod, as always"
+
+
+def test_agent_alive_reads_the_agents_lock(tmp_path: Path, clock: FakeClock) -> None:
+    from gpuc.instance_side.podfiles import hold_agent_lock
+
+    pod = wire(tmp_path / "pod", clock)
+    assert agent_alive(pod.paths) is None, "no agent ever ran here: nothing to restart"
+    fd = hold_agent_lock(pod.paths)
+    assert fd is not None
+    try:
+        assert agent_alive(pod.paths) is True
+    finally:
+        os.close(fd)  # the agent dies: the kernel drops its lock
+    assert agent_alive(pod.paths) is False
