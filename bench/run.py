@@ -15,6 +15,7 @@ BENCHES = [
     "reaper_pass",
     "exit_to_destroy",
     "upload_scan",
+    "push_scan",
     "termsafe_speed",
 ]
 

@@ -117,6 +117,11 @@ class HeartbeatBody(Strict):
     job_running: bool = False
     keep_file: bool = False
     kept_left_s: Seconds | None = None  # kept for its results, stopping itself in this long (as PodEvent's)
+    # The last verified results push (instance_side/push.py), said so a destroy from outside can say what it
+    # costs: how long before this ping (seconds, not a time: the pod's clock may be off), how many files, where.
+    pushed_ago_s: Seconds | None = None
+    pushed_files: Count | None = None
+    pushed_to: str | None = Field(None, max_length=300)
 
     @field_validator("gpus")
     @classmethod

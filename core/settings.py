@@ -118,7 +118,7 @@ class Settings:
     idle_warn_s: float = 15 * 60.0
     idle_destroy_s: float = 20 * 60.0
     ssh_input_window_s: float = 10 * 60.0
-    sync_interval_s: float = 30 * 60.0
+    sync_interval_s: float = 10 * 60.0  # the periodic results push; 0: none (issue 26)
     nag_interval_s: float = 60 * 60.0
 
     # idle watch, progress floors (issue 16): a process tree whose CPU time grew by at most this many

@@ -3,6 +3,7 @@
     python -m gpuc.instance_side agent            heartbeats + idle watch, runs for the pod's life
     python -m gpuc.instance_side run -- CMD ...   runs a job, then sync -> notify -> destroy
     python -m gpuc.instance_side sync             pushes results/ and verifies the remote listing
+    python -m gpuc.instance_side push             sends what changed since the last verified push (low priority)
     python -m gpuc.instance_side bootstrap        readies the pod: idempotent steps, timed into a CSV
     python -m gpuc.instance_side verify --expect-gpu NAME   is this the machine we pay for? (JSON)
 

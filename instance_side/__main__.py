@@ -1,4 +1,4 @@
-"""python -m gpuc.instance_side {agent | run -- CMD ... | sync | bootstrap | verify --expect-gpu NAME | ask Q ...}
+"""python -m gpuc.instance_side {agent | run -- CMD | sync | push | bootstrap | verify --expect-gpu NAME | ask Q}
 
 Reads the pod's files from PodPaths.from_env() (GPUC_POD_ROOT, default "/"). argparse, not click:
 the agent's memory budget has no room for what it does not use. Each command imports its own code, so
@@ -48,6 +48,9 @@ def cmd_agent(paths: PodPaths) -> int:
     # Started from an ssh session, the agent must outlive it.
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     agent.run_forever(lambda: bool(stop))
+    if stop and not agent.stopped:
+        # Told to stop (the provider stopping the pod, a shutdown): the results go once more first.
+        agent.push_now("the agent was told to stop")
     return 0
 
 
@@ -57,7 +60,7 @@ def cmd_run(paths: PodPaths, argv: Sequence[str], job_id: str | None = None) -> 
     from gpuc.instance_side.context import load_context, make_ender
     from gpuc.instance_side.joblog import echo_fd
     from gpuc.instance_side.sync import make_sync, with_job_log
-    from gpuc.instance_side.wrapper import JobWrapper, job_environ
+    from gpuc.instance_side.wrapper import AgentGuard, JobWrapper, job_environ
 
     environ = os.environ
     ctx = load_context(paths, role="wrapper", echo=sys.stderr)
@@ -75,6 +78,7 @@ def cmd_run(paths: PodPaths, argv: Sequence[str], job_id: str | None = None) -> 
         dry_run=dry_run,
         job_id=job_id,
         output_echo=echo_fd(),
+        guard=None if dry_run else AgentGuard(paths, ctx.cfg, ctx.log),
     )
     return wrapper.run(argv)
 
@@ -114,6 +118,23 @@ def cmd_sync(paths: PodPaths) -> int:
         return 1
     ctx.log.line(f"sync verified: {manifest.summary()}")
     return 0
+
+
+def cmd_push(paths: PodPaths) -> int:
+    """One incremental push at low priority (instance_side/push.py); the agent starts it when due."""
+    from gpuc.instance_side.context import load_context
+    from gpuc.instance_side.push import lower_priority, push_once
+    from gpuc.instance_side.sync import make_sync, with_job_log
+
+    priority = lower_priority()  # first: the scan and the uploads run at it
+    ctx = load_context(paths, role="push")
+    sync = with_job_log(make_sync(ctx.cfg, ctx.secrets, paths=paths), paths)
+    report = push_once(sync, paths, ctx.clock)
+    if report is None:
+        ctx.log.line("results push: another push is under way")
+        return 0
+    ctx.log.line(f"results push ({priority}): {ctx.log.scrub(report.summary())}")
+    return 1 if report.error else 0
 
 
 def _with_hf_home(env: dict[str, str], paths: PodPaths) -> dict[str, str]:
@@ -156,6 +177,7 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     run.add_argument("--job-id", default=None, help="the id `gpuc` gave this job (recorded in its outcome)")
     run.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
     sub.add_parser("sync", help="push results/ and verify the remote listing")
+    sub.add_parser("push", help="send what changed in results/ since the last verified push (low priority)")
     sub.add_parser("bootstrap", help="make the pod ready (idempotent steps, timed into a CSV)")
     verify = sub.add_parser("verify", help="is this the machine we pay for? prints a JSON verdict")
     verify.add_argument("--expect-gpu", default=None, help="the rented GPU type, e.g. 'RTX 4090'")
@@ -189,6 +211,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_bootstrap(paths)
         if command == "verify":
             return cmd_verify(paths, args.expect_gpu, args.expect_count)
+        if command == "push":
+            return cmd_push(paths)
         return cmd_sync(paths)
     except GpucError as exc:
         _say(f"gpuc: error: {exc}")

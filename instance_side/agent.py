@@ -7,9 +7,11 @@ an error is logged and the next check runs; only SIGTERM or the pod's end stop i
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from gpuc.core.clock import Clock
@@ -32,7 +34,7 @@ from gpuc.instance_side.idle import (
 )
 from gpuc.instance_side.kept import ENDS_THE_WATCH
 from gpuc.instance_side.keptwatch import KeptWatch
-from gpuc.instance_side.podfiles import AgentConfig, PodPaths, is_ended
+from gpuc.instance_side.podfiles import AgentConfig, PodPaths, atomic_write, is_ended
 from gpuc.instance_side.podlog import PodLog
 from gpuc.instance_side.procs import (
     JobProbe,
@@ -44,6 +46,7 @@ from gpuc.instance_side.procs import (
     SshSession,
     read_job_stamp,
 )
+from gpuc.instance_side.push import InlinePusher, Pusher, heartbeat_fields
 from gpuc.instance_side.sync import ResultsSync
 
 # A millisecond of slack: a tick that wakes exactly one interval later counts as due.
@@ -70,6 +73,7 @@ class Agent:
         sync: ResultsSync,
         clock: Clock,
         log: PodLog,
+        pusher: Pusher | None = None,
     ) -> None:
         self.cfg = cfg
         self.paths = paths
@@ -79,6 +83,7 @@ class Agent:
         self.sync = sync
         self.clock = clock
         self.log = log
+        self.pusher = pusher or InlinePusher(sync, paths, clock)
         self.th = Thresholds.from_config(cfg)
         self.state = IdleState()
         self.lease_until: float | None = None
@@ -101,8 +106,9 @@ class Agent:
     def tick(self, now: float) -> None:
         if self.stopped or self._ended():
             return
-        if self.next_sync is None:
+        if self.next_sync is None and self.cfg.sync_interval_s > 0:  # 0: no periodic push
             self.next_sync = now + self.cfg.sync_interval_s
+        self._push_finished()
         if now + _DUE_SLACK < self.next_check:
             self._heartbeat_if_due(now)  # a heartbeat interval shorter than the check interval
             if not self._deadline(now):
@@ -124,6 +130,7 @@ class Agent:
         if not self._hold_kept(now):
             self._act(action, now)
         self._periodic_sync(now)
+        self._remember(now)
 
     def next_wake(self) -> float:
         wake = min(self.next_check, self.next_heartbeat)
@@ -195,7 +202,11 @@ class Agent:
         answer = self.client.flush(now)
         if answer is not None:
             self.lease_until = answer.lease_until
+            before = self.deadline.deadline_at
             self.deadline.adopt(answer.deadline_at)
+            after = self.deadline.deadline_at
+            if before is not None and after is not None and after < before:  # a budget's pull-in, say
+                self.push_now("the watchdog set the deadline earlier")
             if answer.intent is not None and answer.intent_at is not None:
                 self.intent = (answer.intent, answer.intent_at)
 
@@ -212,6 +223,7 @@ class Agent:
             job_running=self._job_running(obs),
             keep_file=keep,
             kept_left_s=self.kept.left(self.clock.now()),
+            **heartbeat_fields(self.pusher.last(), self.clock.now()),
         )
 
     def _job_running(self, obs: Observation) -> bool:
@@ -238,8 +250,11 @@ class Agent:
         kept for its results is the kept window's (kept.py; the watchdog stops it at its deadline, F16)."""
         if self.kept.left(now) is not None:
             return self.stopped
+        warned = self.deadline.warned_for
         if ends_pod(self.deadline.step(now, self.cfg.pod_id)):
             self.stopped = True
+        elif self.deadline.warned_for != warned:
+            self.push_now("deadline warning")
         return self.stopped
 
     # -- acting on the decision ---------------------------------------------------------------
@@ -257,6 +272,7 @@ class Agent:
                 )
             )
             self.client.flush(now)
+            self.push_now("idle warning")
         elif action == "destroy":
             self._end_pod(Ending(kind="idle_destroy", message=f"idle for {self.state.idle_minutes:.0f} min"))
 
@@ -302,18 +318,29 @@ class Agent:
         return self.stopped
 
     def _periodic_sync(self, now: float) -> None:
-        """Push results during a long run: a paused or stopped pod's disk is out of reach."""
+        """Push what changed in results/ during a long run (push.py): a destroy from outside (silence, the
+        provider) then loses at most one interval, and a paused or stopped pod's disk is out of reach."""
         if self.stopped or self.next_sync is None or now + _DUE_SLACK < self.next_sync:
             return
         self.next_sync = now + self.cfg.sync_interval_s
-        if not self.paths.results.is_dir():
+        if self.paths.results.is_dir():
+            self.pusher.start()
+            self._push_finished()
+
+    def push_now(self, why: str) -> None:
+        """Once more, now: the pod was told it may go (a warning, an earlier deadline, a SIGTERM)."""
+        if self.cfg.sync_interval_s <= 0 or not self.paths.results.is_dir():
             return
-        try:
-            manifest = self.sync.push(self.paths.results)
-            ok = self.sync.verify(manifest)
-            detail = manifest.summary() if ok else "the remote listing does not match what was sent"
-        except Exception as exc:
-            ok, detail = False, self.log.scrub(str(exc) or type(exc).__name__)
+        self.log.line(f"results push now: {why}")
+        self.pusher.start()
+        self._push_finished()
+
+    def _push_finished(self) -> None:
+        report = self.pusher.finished()
+        if report is None:
+            return
+        ok = report.error is None
+        detail = self.log.scrub(report.summary())
         self.log.line(f"periodic results push {'ok' if ok else 'FAILED'}: {detail}")
         if not ok and not self.sync_failing:
             # On the transition only: the user hears once, not every interval.
@@ -321,6 +348,43 @@ class Agent:
                 event_body(self.cfg.pod_id, "sync_failed", f"periodic results push failed: {detail}", note="periodic")
             )
         self.sync_failing = not ok
+
+    # -- what a restarted agent carries on from (the wrapper restarts a dead agent: wrapper.py) ------
+    def _remember(self, now: float) -> None:
+        memory = AgentMemory(
+            pod_id=self.cfg.pod_id,
+            saved_at=now,
+            idle_s=self.state.idle_s,
+            last_idle_check=self.state.last_idle_check,
+            warned=self.state.warned,
+            deadline_at=self.deadline.deadline_at,
+            warned_for=self.deadline.warned_for,
+            lease_until=self.lease_until,
+            obeyed=self._obeyed,
+            next_sync=self.next_sync,
+            sync_failing=self.sync_failing,
+        )
+        try:
+            atomic_write(memory_path(self.paths), json.dumps(asdict(memory)) + "\n", 0o600)
+        except OSError as exc:
+            self.log.line(f"could not save the agent's state ({exc.strerror or exc}); going on")
+
+    def restore(self) -> bool:
+        """Carry on from a previous agent of this pod (it died: OOM, a kill): its idle window, the deadline
+        the watchdog last gave, the lease, the push schedule. The seq is on disk already (heartbeat.py).
+        False when there is nothing to carry on from."""
+        memory = AgentMemory.load(memory_path(self.paths))
+        if memory is None or memory.pod_id != self.cfg.pod_id:
+            return False
+        self.state = IdleState(memory.idle_s, memory.last_idle_check, memory.warned)
+        if memory.deadline_at is not None:
+            self.deadline.deadline_at = memory.deadline_at
+        self.deadline.warned_for = memory.warned_for
+        self.lease_until = memory.lease_until
+        self._obeyed = memory.obeyed
+        self.next_sync = memory.next_sync if self.cfg.sync_interval_s > 0 else None
+        self.sync_failing = memory.sync_failing
+        return True
 
     # -- bookkeeping --------------------------------------------------------------------------
     def _ended(self) -> bool:
@@ -350,6 +414,18 @@ class Agent:
     def start(self) -> None:
         reader = type(self.probes.gpu).__name__
         self.log.line(f"agent started: pod {self.cfg.pod_id} ({self.cfg.provider}), gpu reader {reader}")
+        if self.restore():
+            idle = f"idle {self.state.idle_minutes:.1f} min" if self.state.last_idle_check is not None else "busy"
+            self.log.line(f"agent restarted: carrying on from the previous agent's state ({idle})")
+            self.client.queue_event(
+                event_body(
+                    self.cfg.pod_id,
+                    "info",
+                    "the pod's agent had died (out of memory, or killed) and was restarted; the job went on, "
+                    "results pushes go on",
+                )
+            )
+            return
         if self.cfg.notify_start:  # one push per run is noise on a phone unless asked (GPUC_NOTIFY_START=1)
             self.client.queue_event(
                 event_body(self.cfg.pod_id, "agent_start", f"agent started (pid {os.getpid()}, {reader})")
@@ -376,6 +452,36 @@ class Agent:
             if left <= 0:
                 return
             self.clock.sleep(min(1.0, left))
+
+
+def memory_path(paths: PodPaths) -> Path:
+    return paths.state / "agent-state.json"
+
+
+@dataclass(frozen=True)
+class AgentMemory:
+    """What one agent leaves for the next (agent-state.json, saved each check)."""
+
+    pod_id: str
+    saved_at: float
+    idle_s: float = 0.0
+    last_idle_check: float | None = None
+    warned: bool = False
+    deadline_at: float | None = None
+    warned_for: float | None = None
+    lease_until: float | None = None
+    obeyed: float | None = None
+    next_sync: float | None = None
+    sync_failing: bool = False
+
+    @classmethod
+    def load(cls, path: Path) -> AgentMemory | None:
+        """None when absent or unreadable: a fresh agent, as before (nothing assumed)."""
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+        except (OSError, ValueError, TypeError):
+            return None
 
 
 def _job(obs: Observation) -> str:

@@ -17,6 +17,7 @@ from gpuc.instance_side.heartbeat import ClaimFile, PodClient, SeqCounter, Signe
 from gpuc.instance_side.podfiles import AgentConfig, PodPaths, load_secrets, pod_token
 from gpuc.instance_side.podlog import PodLog
 from gpuc.instance_side.procs import JobTreeProbe, ProcScanner, SimSshProbe, SshScanner
+from gpuc.instance_side.push import ProcessPusher
 from gpuc.instance_side.selfdestroy import make_destroyer
 from gpuc.instance_side.sync import ResultsSync, make_sync, with_job_log
 
@@ -107,4 +108,5 @@ def build_agent(ctx: PodContext) -> Agent:
         sync=sync,
         clock=ctx.clock,
         log=ctx.log,
+        pusher=ProcessPusher(ctx.paths),
     )

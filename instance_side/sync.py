@@ -26,6 +26,7 @@ agent carries this module for hours under a 30 MB budget.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import json
@@ -107,6 +108,8 @@ class Listing:
 
     files: dict[str, int] = field(default_factory=dict)
     links: dict[str, str] = field(default_factory=dict)
+    # name -> st_mtime_ns, as the same stat saw it: the incremental push (push.py) compares (size, mtime)
+    mtimes: dict[str, int] = field(default_factory=dict)
 
 
 def scan_results(root: Path) -> Listing:
@@ -160,6 +163,7 @@ def _walk(root: Path, folder: Path, above: tuple[tuple[int, int], ...], out: Lis
             _walk(root, path, (*above, key), out)
         elif stat.S_ISREG(st.st_mode):
             out.files[rel] = st.st_size
+            out.mtimes[rel] = st.st_mtime_ns
         elif link:
             out.links[rel] = _target(path)  # to a device, a fifo or a socket: no data to keep
         # A socket or a fifo the job left in results/ holds no data to keep.
@@ -698,7 +702,10 @@ class SplitSync:
         if not results_dir.is_dir():
             return _nothing_to_sync(self.describe(), results_dir)
         listing = scan_results(results_dir)
-        files = listing.files
+        return dataclasses.replace(self.push_files(results_dir, listing.files), links=listing.links)
+
+    def push_files(self, results_dir: Path, files: Mapping[str, int]) -> Manifest:
+        """`files` of results_dir, each where its size sends it (the incremental push sends a few)."""
         small = {k: v for k, v in files.items() if v < self.limit}
         large = {k: v for k, v in files.items() if v >= self.limit}
         if large and self.bucket is None:
@@ -712,7 +719,7 @@ class SplitSync:
         if large and self.bucket is not None:
             parts.append(self.bucket.push_files(results_dir, large))
         keys = {name: key for part in parts for name, key in part.keys.items()}
-        return Manifest(self.describe(), files, parts=tuple(parts), links=listing.links, keys=keys)
+        return Manifest(self.describe(), dict(files), parts=tuple(parts), keys=keys)
 
     def verify(self, manifest: Manifest) -> bool:
         sent = sum(len(p.files) for p in manifest.parts)
@@ -802,8 +809,24 @@ class JobLogSync:
 
     def verify(self, manifest: Manifest) -> bool:
         if len(manifest.parts) != 2:
-            return self.inner.verify(manifest)
-        return all(self.inner.verify(part) for part in manifest.parts)
+            ok = self.inner.verify(manifest)
+        else:
+            ok = all(self.inner.verify(part) for part in manifest.parts)
+        if ok:
+            self._record(manifest)
+        return ok
+
+    def _record(self, manifest: Manifest) -> None:
+        """A verified whole sync (the job's end, `sync` by hand) is a push too: the push manifest then says
+        what the destination holds, for the laptop once the pod is gone and for a later pod. Best effort:
+        the gate is the verification above, never this record."""
+        from gpuc.instance_side.push import record_sync  # lazy: push.py builds on this module
+
+        dest = destination(self)
+        if dest is None:
+            return
+        with contextlib.suppress(Exception):
+            record_sync(dest, manifest, self.paths)
 
     def _stage(self, results_dir: Path, results: Manifest) -> Path | None:
         stage = self.paths.log_stage
@@ -867,6 +890,14 @@ class _Limited:
         data = self.fh.read(n) if n > 0 else b""
         self.left -= len(data)
         return bytes(data)
+
+
+def destination(sync: ResultsSync) -> BucketSync | None:
+    """Where files can be sent a few at a time (the incremental push): None without a usable destination."""
+    inner = sync.inner if isinstance(sync, JobLogSync) else sync
+    if isinstance(inner, FileBucketSync | S3Sync | SplitSync):
+        return inner
+    return None
 
 
 def with_job_log(sync: ResultsSync, paths: PodPaths) -> ResultsSync:

@@ -16,9 +16,13 @@ recorded first, then the outcome (`.gpuc/outcome.json`: exit code, duration, the
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import signal
 import subprocess
+import sys
+import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
 
@@ -28,7 +32,14 @@ from gpuc.instance_side.ending import Ender, Ending
 from gpuc.instance_side.joblog import KEPT_ENDINGS, JobLogTee, clear_outcome, write_outcome
 from gpuc.instance_side.kept import ENDS_THE_WATCH
 from gpuc.instance_side.keptwatch import KeptWatch
-from gpuc.instance_side.podfiles import POD_ID_ENV, AgentConfig, PodPaths, atomic_write, is_ended
+from gpuc.instance_side.podfiles import (
+    POD_ID_ENV,
+    AgentConfig,
+    PodPaths,
+    atomic_write,
+    ending_under_way,
+    is_ended,
+)
 from gpuc.instance_side.podlog import PodLog
 from gpuc.instance_side.procs import job_stamp
 
@@ -103,6 +114,114 @@ def job_environ(base: Mapping[str, str], secrets: Mapping[str, str], pod_id: str
     return env
 
 
+def agent_alive(paths: PodPaths) -> bool | None:
+    """Whether an agent holds agent.lock (it does for its whole life: podfiles.hold_agent_lock). None: no
+    agent ever ran on this pod (there is nothing to restart), or the lock cannot be probed."""
+    try:
+        fd = os.open(paths.agent_lock, os.O_RDWR)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return None
+    finally:
+        os.close(fd)  # closing releases the probe's own lock, if it got it
+    return False
+
+
+def start_agent(paths: PodPaths) -> int | None:
+    """`python -m gpuc.instance_side agent`, detached in a session of its own (as `up` starts it): it
+    outlives this wrapper, and a kill of the dead agent's process group does not reach it."""
+    try:
+        with (paths.state / "agent.out").open("ab") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "gpuc.instance_side", "agent"],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+    except OSError:
+        return None
+    return proc.pid
+
+
+class AgentGuard:
+    """The wrapper keeps the pod's agent alive while the job runs (issue 26). The agent is what heartbeats
+    and pushes results; when it dies (the OOM killer picks it, a stray kill) the watchdog hears silence and
+    destroys the pod with the job still running. So every `every_s` the wrapper looks at agent.lock, and an
+    agent that is gone is started again; it carries on from the state its predecessor left on disk (the
+    idle window, the deadline, the lease, the push schedule: agent.py; the seq: heartbeat.py).
+
+    Why the wrapper and not a supervisor of its own: the wrapper is already there exactly while a job is at
+    stake, in a session of its own (a kill of the agent's process group, which is how a supervisor beside
+    the agent would die with it, does not reach it), and it costs no process more. Only a dead agent is
+    started: never a second one (the lock says), never on a pod that ended or is ending."""
+
+    def __init__(
+        self,
+        paths: PodPaths,
+        cfg: AgentConfig,
+        log: PodLog,
+        *,
+        every_s: float | None = None,
+        alive: Callable[[PodPaths], bool | None] = agent_alive,
+        start: Callable[[PodPaths], int | None] = start_agent,
+    ) -> None:
+        self.paths = paths
+        self.cfg = cfg
+        self.log = log
+        # Within a minute, and well inside the watchdog's silence window (several heartbeat intervals).
+        self.every_s = every_s if every_s is not None else max(1.0, min(15.0, cfg.heartbeat_interval_s / 4))
+        self.alive = alive
+        self.start_agent = start
+        self.restarts = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._wait_until = 0.0  # after a restart: give the new agent time to take its lock
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="agent-guard", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every_s):
+            try:
+                self.check()
+            except Exception as exc:  # the guard must never take the wrapper (and its ending) down
+                self.log.line(f"agent guard: {type(exc).__name__}: {self.log.scrub(str(exc))}")
+
+    def check(self, now: float | None = None) -> bool:
+        """One look; True when it started an agent."""
+        now = time.monotonic() if now is None else now
+        if now < self._wait_until or self.alive(self.paths) is not False:
+            return False
+        try:
+            if is_ended(self.paths, self.cfg.pod_id) or ending_under_way(self.paths):
+                return False
+        except OSError:
+            return False
+        pid = self.start_agent(self.paths)
+        if pid is None:
+            self.log.line("the pod's agent is not running and could not be restarted; the next look tries again")
+            return False
+        self.restarts += 1
+        # A crash loop (an agent that dies at start) is retried ever less often, never given up on.
+        self._wait_until = now + min(300.0, 10.0 * 2 ** min(self.restarts - 1, 5))
+        self.log.line(f"the pod's agent was not running (killed? out of memory?): restarted it, pid {pid}")
+        return True
+
+
 class JobWrapper:
     def __init__(
         self,
@@ -118,6 +237,7 @@ class JobWrapper:
         should_stop: Callable[[], bool] = lambda: False,
         job_id: str | None = None,
         output_echo: int | None = None,
+        guard: AgentGuard | None = None,
     ) -> None:
         self.cfg = cfg
         self.paths = paths
@@ -136,6 +256,7 @@ class JobWrapper:
         self.log_truncated = False
         self.job_record: dict[str, object] = {}
         self.exited_at: float | None = None
+        self.guard = guard  # restarts a dead agent while the job runs
 
     def run(self, argv: Sequence[str]) -> int:
         self.relay.install()
@@ -210,10 +331,14 @@ class JobWrapper:
         tee.start(proc.stdout)
         self.relay.proc = proc
         self._write_job_pid(proc.pid)
+        if self.guard is not None:
+            self.guard.start()
         try:
             returncode = proc.wait()
             self.exited_at = self.clock.now()
         finally:
+            if self.guard is not None:
+                self.guard.stop()
             with contextlib.suppress(OSError):
                 self.paths.job.unlink()
             if not tee.finish():

@@ -52,6 +52,7 @@ from gpuc.instance_side.ending import Ender, Ending, Outcome
 from gpuc.instance_side.heartbeat import HttpResult, TransportError
 from gpuc.instance_side.podfiles import PodPaths
 from gpuc.instance_side.procs import SshSession
+from gpuc.instance_side.push import InlinePusher
 from gpuc.instance_side.sync import FileBucketSync, listing_matches, local_listing
 from gpuc.testkit.drill_idle import IDLE_ROWS
 from gpuc.testkit.fakes import FakeProvider
@@ -338,6 +339,9 @@ class DrillPod:
             sync=self.sync,
             clock=self.clock,
             log=self.ctx.log,
+            # The periodic push is the real incremental one, to the same bucket. It runs beside the agent on a
+            # pod (a process of its own): it takes none of the agent's time, unlike the ending's sync.
+            pusher=InlinePusher(FileBucketSync(bucket, EXPERIMENT, pod_id), self.paths, self.clock),
         )
         self.agent.start()
 
@@ -1201,6 +1205,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     *later_rows("gpuc.testkit.drill_actions", "f20_keep_from_the_phone"),
     *later_rows("gpuc.testkit.drill_interrupt", "f11i_up_interrupted"),
     *later_rows("gpuc.testkit.drill_claims", "f26s_store_lost_three_pods_and_a_stray", "f26w_two_watchdogs"),
+    *later_rows("gpuc.testkit.drill_push", "f26a_agent_killed_job_running", "f26f_pod_frozen_mid_job"),
 )
 KEEP: dict[str, tuple[str, ...]] = {"F8": ("f8-pod",), "F10": ("f10-pod",), "F14": ("f14-pod",)}
 KEEP.update({"F11s": ("f11s-pod-1", "f11s-pod-2"), "F5r": ("f5r-pod-1",)})  # alive at the end: the rows' point

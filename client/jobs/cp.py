@@ -17,6 +17,7 @@ from pathlib import Path, PurePosixPath
 
 from gpuc.client.context import Ctx
 from gpuc.client.jobs.copyout import NOT_COPIED, What, copy_results, fetcher
+from gpuc.client.jobs.places import Destination, copy_pushed, last_push, result_places
 from gpuc.client.jobs.results import reach
 from gpuc.client.onpod.upload import (
     Bundle,
@@ -27,8 +28,9 @@ from gpuc.client.onpod.upload import (
     skipped_name,
     upload,
 )
-from gpuc.client.pods.run import resolve_pod
-from gpuc.core.errors import ConfigError, SafetyRefusal
+from gpuc.client.pods.run import look_up, resolve_pod
+from gpuc.client.pods.runs import RunRecord
+from gpuc.core.errors import ConfigError, NotFound, SafetyRefusal
 from gpuc.core.pod import Pod
 from gpuc.core.providers.base import Provider
 
@@ -88,6 +90,9 @@ def pull(ref: str, rel: str, into: Path, ctx: Ctx) -> str:
         raise ConfigError(f"{final} already exists: nothing is copied over it", hint="move it away, or copy elsewhere")
     if not into.is_dir():
         raise ConfigError(f"{into} is not a folder here", hint="create it, or name a folder that exists")
+    run, found, _provider = look_up(ref, ctx)
+    if found is None:
+        return _pull_from_last_push(run, rel, final, ctx)
     pod, provider = _running_pod(ref, ctx)
     access = reach(provider, pod, ctx)
     what = What.workspace_path(rel, pod.id)
@@ -129,6 +134,42 @@ def link_new(manifest: Path, into: Path, name: str) -> Path:
             continue
         return where
     raise ConfigError(f"{into} holds 99 links files of {name}", hint="remove the old ones and copy again")
+
+
+def _pull_from_last_push(run: RunRecord, rel: str, final: Path, ctx: Ctx) -> str:
+    """The pod is gone: results/... from what its last verified push left at the destination (issue 26),
+    said as such. Only results/ was pushed: any other path of the workspace went with the pod."""
+    parts = PurePosixPath(rel).parts
+    if parts[:1] != ("results",):
+        raise NotFound(
+            f"pod {run.pod_id} no longer exists at {run.provider}: {rel} went with it",
+            hint=f"only results/ outlives a pod (pushed while the job ran): gpuc cp {run.pod_id}:results/... .",
+        )
+    inside = "/".join(parts[1:])
+    where = Destination(result_places(ctx.settings, run.provider, run.experiment, run.run_id))
+    try:
+        push = last_push(where)
+        if push is None:
+            raise NotFound(
+                f"pod {run.pod_id} no longer exists at {run.provider}, and {where.describe()} holds no push of it",
+                hint="`gpuc logs` shows what its job said",
+            )
+        if inside in push.files:  # one file: it lands under its own name
+            names = [inside]
+        else:
+            names = sorted(n for n in push.files if not inside or n.startswith(inside.rstrip("/") + "/"))
+        if not names:
+            raise NotFound(f"{rel} is not in {push.said(ctx.clock.now())}", hint=f"gpuc results {run.pod_id} gets all")
+        holder = Path(tempfile.mkdtemp(prefix=".gpuc-cp-", dir=final.parent))
+        try:
+            copy_pushed(where, push, names, holder)
+            move_new(holder / inside if inside else holder, final)
+        finally:
+            shutil.rmtree(holder, ignore_errors=True)
+    finally:
+        where.close()
+    ctx.echo(f"pod {run.pod_id} is gone: {rel} is from {push.said(ctx.clock.now())}, not from the pod")
+    return str(final)
 
 
 def push(local: Path, ref: str, rel_dir: str, ctx: Ctx) -> str:

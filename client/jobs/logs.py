@@ -9,7 +9,7 @@ import sys
 from gpuc.client.context import Ctx
 from gpuc.client.jobs.follow import fmt_duration, follow, report
 from gpuc.client.jobs.outcome_file import BadOutcome, JobOutcome
-from gpuc.client.jobs.places import Destination, result_places
+from gpuc.client.jobs.places import Destination, LastPush, last_push, result_places
 from gpuc.client.jobs.podlog import LOG_PRINT_MAX, LogPrinter, gpuc_secrets, read_pod_log
 from gpuc.client.jobs.wait import say
 from gpuc.client.pods.runs import RunRecord
@@ -80,9 +80,12 @@ def _print_from_pod(ctx: Ctx, pod: Pod, raw: bool) -> None:
 def _print_from_destination(ctx: Ctx, run: RunRecord, raw: bool) -> None:
     dest = Destination(result_places(ctx.settings, run.provider, run.experiment, run.run_id))
     printer = LogPrinter(sys.stdout.buffer, gpuc_secrets(ctx.settings), raw=raw)
+    push = None
     try:
         place = dest.print_log(printer)
         outcome = dest.read_outcome() if place is not None else None
+        if place is not None and (outcome is None or getattr(outcome, "exit_code", None) is None):
+            push = _last_push(dest)  # the job did not end there: its log is as of the last push
     finally:
         dest.close()
     sys.stdout.flush()
@@ -99,4 +102,14 @@ def _print_from_destination(ctx: Ctx, run: RunRecord, raw: bool) -> None:
         ended = f"job exited with code {outcome.exit_code} after {fmt_duration(outcome.duration_s)}"
     else:
         ended = outcome.not_finished() if outcome is not None else "the job did not finish"
+    if push is not None:
+        say(f"{run.pod_id} is gone; its log as of {push.said(ctx.clock.now())}, not the pod's: {ended}")
+        return
     say(f"{run.pod_id} is gone; its log from {place.describe()}: {ended}")
+
+
+def _last_push(dest: Destination) -> LastPush | None:
+    try:
+        return last_push(dest)
+    except GpucError:
+        return None  # the log was read: what cannot be said is only when it was pushed

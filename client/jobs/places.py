@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import BinaryIO, Protocol
 from urllib.parse import unquote, urlparse
 
@@ -274,3 +274,85 @@ class Destination:
             if close is not None:
                 close()
 
+
+# -- the last push, once the pod is gone (issue 26) -----------------------------------------------------
+PUSH_MANIFEST_MAX = 64 * 1024 * 1024  # 10,000 files list in ~0.5 MB: far more is not a manifest gpuc wrote
+
+
+@dataclass(frozen=True)
+class LastPush:
+    """What the pod's last verified push left at the destination (instance_side/push.py's manifest)."""
+
+    at: float | None
+    files: dict[str, int]  # name -> size
+    keys: dict[str, str]  # a name stored under an escaped key
+    where: str
+
+    def said(self, now: float) -> str:
+        """ "the last push (2026-12-05 02:10 UTC, 12 min ago) at s3://..."."""
+        from gpuc.core.clock import iso
+
+        when = f" ({iso(self.at)}, {max(0.0, now - self.at) / 60:.0f} min ago)" if self.at is not None else ""
+        return f"the last push{when} at {self.where}"
+
+
+def last_push(dest: Destination) -> LastPush | None:
+    """The manifest of the last push, None when the destination holds none (a pod before issue 26, or one
+    that never pushed). Its names are the pod's word: copy_pushed checks each before it becomes a path."""
+    from gpuc.instance_side.push import MANIFEST_NAME, PushManifest
+
+    found = dest.read(MANIFEST_NAME, 0, READ_BYTES)
+    if found is None:
+        return None
+    data = bytearray(found.data)
+    while len(found.data) == READ_BYTES and len(data) <= PUSH_MANIFEST_MAX:
+        part = found.place.read(MANIFEST_NAME, len(data), READ_BYTES) or b""
+        if not part:
+            break
+        data += part
+        found = Found(part, found.place)
+    if len(data) > PUSH_MANIFEST_MAX:
+        raise GpucError(f"{found.place.describe()}{MANIFEST_NAME} is larger than a gpuc pod writes: not read")
+    manifest = PushManifest.from_json(bytes(data).decode("utf-8", "surrogateescape"))
+    if not manifest.files:
+        return None
+    from gpuc.instance_side.sync import JOB_LOG_NAME, OUTCOME_NAME
+
+    files = {name: size for name, (size, _mtime) in manifest.files.items() if name not in (JOB_LOG_NAME, OUTCOME_NAME)}
+    return LastPush(manifest.at, files, manifest.keys, found.place.describe())
+
+
+def safe_name(name: str) -> PurePosixPath:
+    path = PurePosixPath(name)
+    if not name or path.is_absolute() or any(part in ("", ".", "..") for part in name.split("/")):
+        raise GpucError(f"the push manifest names {name!r}, not a path inside results/: nothing is copied")
+    return path
+
+
+def copy_pushed(dest: Destination, push: LastPush, names: list[str], into: Path) -> int:
+    """Each of `names` from the destination into `into/<name>`, read by parts (never whole into memory), its
+    size checked against the manifest. Returns the bytes copied; GpucError naming a file that did not match."""
+    total = 0
+    for name in names:
+        target = into / safe_name(name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        key = push.keys.get(name, name)
+        found = dest.read(key, 0, READ_BYTES)
+        if found is None:
+            raise GpucError(f"results/{name} is in the last push's manifest but not at {push.where}")
+        size = 0
+        with target.open("wb") as fh:
+            data = found.data
+            while data:
+                fh.write(data)
+                size += len(data)
+                if size > push.files[name]:
+                    break
+                data = found.place.read(key, size, READ_BYTES) or b""
+        if size != push.files[name]:
+            raise GpucError(
+                f"results/{name} at {push.where} is {size} bytes, the last push sent {push.files[name]}",
+                hint="the destination changed since the push: copy it by hand from there",
+            )
+        total += size
+    return total

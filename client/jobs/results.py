@@ -21,9 +21,11 @@ from typing import TYPE_CHECKING
 
 from gpuc.client.context import Ctx
 from gpuc.client.jobs.copyout import NOT_COPIED, Fetch, copy_results, fetcher
+from gpuc.client.jobs.places import Destination, copy_pushed, last_push, result_places
 from gpuc.client.pods.down import down
-from gpuc.client.pods.run import job_on_pod, resolve_pod
-from gpuc.core.errors import ConfigError, GpucError, ProviderError, SafetyRefusal
+from gpuc.client.pods.run import job_on_pod, look_up
+from gpuc.client.pods.runs import RunRecord
+from gpuc.core.errors import ConfigError, GpucError, NotFound, ProviderError, SafetyRefusal
 from gpuc.core.providers.local import LocalProvider
 
 if TYPE_CHECKING:
@@ -46,9 +48,12 @@ def results(
     fetch: Fetch | None = None,
 ) -> Path | None:
     """Copy, verify, then end. Returns where the results are (None on a dry run)."""
-    _run, pod, provider = resolve_pod(ref, ctx)
-    dest = (to if to is not None else Path.cwd() / "results" / pod.id).expanduser().absolute()
+    run, found, provider = look_up(ref, ctx)
+    dest = (to if to is not None else Path.cwd() / "results" / str(run.pod_id)).expanduser().absolute()
     check_dest(dest)
+    if found is None:
+        return from_last_push(run, dest, ctx, dry_run=dry_run)
+    pod = found
     if dry_run:
         plan(pod, dest, ctx)
         return None
@@ -72,6 +77,36 @@ def results(
         hold_watchdog(ctx, pod.id, ctx.clock.now())  # the lease ends with this attempt
         raise
     down(pod.id, ctx, note=note, copied_to=dest)
+    return dest
+
+
+def from_last_push(run: RunRecord, dest: Path, ctx: Ctx, *, dry_run: bool) -> Path | None:
+    """The pod is gone: what its last verified push left at the destination (issue 26), said as such: it is
+    the results as of that push, not the pod's (what the job wrote after it went with the pod)."""
+    where = Destination(result_places(ctx.settings, run.provider, run.experiment, run.run_id))
+    try:
+        push = last_push(where)
+        if push is None:
+            why = f" ({where.errors[0]})" if where.errors else ""
+            raise NotFound(
+                f"pod {run.pod_id} no longer exists at {run.provider}, and {where.describe()} holds no push of its "
+                f"results{why}",
+                hint="a pod pushes results/ while its job runs (GPUC_SYNC_INTERVAL_S) and syncs them at its end; "
+                "`gpuc logs` shows what its job said",
+            )
+        if dry_run:
+            ctx.echo(
+                f"dry run: pod {run.pod_id} is gone; would copy {len(push.files)} files from "
+                f"{push.said(ctx.clock.now())} to {dest}, checking every size"
+            )
+            return None
+        copied = copy_pushed(where, push, sorted(push.files), dest)
+    finally:
+        where.close()
+    ctx.echo(
+        f"pod {run.pod_id} is gone: copied {len(push.files)} files ({copied} bytes) from {push.said(ctx.clock.now())}, "
+        "not from the pod: what its job wrote after that push is not in them"
+    )
     return dest
 
 
@@ -173,5 +208,3 @@ def refuse_running_job(access: PodAccess, pod: Pod) -> None:
             f"{pod.id}: {busy}; its results are not final, and ending the pod would kill it",
             hint="wait for the job to end (gpuc logs POD -f); its own end syncs them",
         )
-
-

@@ -73,6 +73,9 @@ class Heartbeat(Shape):
     job_running: bool = checked(flag, False)
     keep_file: bool = checked(flag, False)
     kept_left_s: float | None = checked(maybe(number(0, MAX_LIMIT_S)), None)
+    pushed_ago_s: float | None = checked(maybe(number(0, MAX_LIMIT_S)), None)
+    pushed_files: int | None = checked(maybe(COUNT), None)
+    pushed_to: str | None = checked(maybe(text(300)), None)
 
 
 class WatchedPod(Shape):

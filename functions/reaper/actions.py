@@ -12,7 +12,7 @@ from typing import Any
 from gpuc.core.clock import iso
 from gpuc.core.titles import clock
 from gpuc.functions.deadline import alert_key
-from gpuc.functions.reaper.alerts import pod_problem, pod_title, tell, tell_destroyed, who
+from gpuc.functions.reaper.alerts import last_push_note, pod_problem, pod_title, tell, tell_destroyed, who
 from gpuc.functions.reaper.rules import Ruling, rescue
 from gpuc.functions.reaper.state import Pass, describe
 from gpuc.functions.store import MARKABLE_STATES, StoredPod
@@ -156,6 +156,7 @@ def mark(run: Pass, rec: StoredPod, ruling: Ruling) -> StoredPod | None:
             )
         else:
             message = f"{ruling.reason}. It will be destroyed at {iso(at)} {rescue(rec, ruling)}."
+            message += last_push_note(rec, run.now)
         tell(run, rec, f"watchdog: {verb}s at {clock(at)}", message, "mark", "warning")
     run.act_on(rec, "mark", f"{ruling.reason}; will {'stop' if ruling.stop else 'destroy'} at {iso(at)}")
     return rec.model_copy(update=changes)
@@ -220,7 +221,7 @@ def destroy(run: Pass, rec: StoredPod, reason: str, expect: Mapping[str, Any] | 
         run.destroys -= 1  # another pass, or a ping, got there first
         return
     end_at = changes.get("end_at", rec.end_at)
-    message = f"{reason}. Ledger end recorded at {iso(end_at)}."
+    message = f"{reason}. Ledger end recorded at {iso(end_at)}.{last_push_note(rec, run.now)}"
     tell(run, rec, "watchdog: destroying", message, "destroying", "warning")
     call_destroy(run, rec.model_copy(update=changes), reason)
 

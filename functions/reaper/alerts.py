@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpuc.core.clock import iso
-from gpuc.core.notify import Level
+from gpuc.core.notify import Level, defang
 from gpuc.core.titles import cost_so_far, title
 from gpuc.functions.app import announce
 from gpuc.functions.reaper.record import ReaperMeta
@@ -23,9 +23,7 @@ log = logging.getLogger("gpuc.reaper")
 BLIND_ESCALATE_S = 3600.0  # blind longer than this: error level, once an hour while it lasts
 
 
-def pod_problem(
-    run: Pass, rec: StoredPod, key: str, title: str, message: str, *, every: float | None = None
-) -> None:
+def pod_problem(run: Pass, rec: StoredPod, key: str, title: str, message: str, *, every: float | None = None) -> None:
     """Notify on a new problem, then nag every `every` (nag_interval_s) while it lasts (CAS: once per pass)."""
     nagging = rec.alerted == key
     interval = run.deps.settings.nag_interval_s if every is None else every
@@ -74,9 +72,7 @@ def run_problem(
         return  # another pass said it
     run.act("*", detail or "*", "alert", title if active else clear_title)
     text = message if active else "Back to normal."
-    announce(
-        run.deps, run.now, title if active else clear_title, text, kind=key, level=level if active else "info"
-    )
+    announce(run.deps, run.now, title if active else clear_title, text, kind=key, level=level if active else "info")
 
 
 def alert_blind(run: Pass, sight: Sight, prev: ReaperMeta) -> dict[str, float]:
@@ -197,9 +193,27 @@ def pod_title(rec: StoredPod, outcome: str, cost: float | None = None) -> str:
 
 
 def tell_destroyed(run: Pass, rec: StoredPod, reason: str) -> None:
-    message = f"{reason}. Confirmed gone at the provider.{cost_text(rec)}"
+    message = f"{reason}. Confirmed gone at the provider.{cost_text(rec)}{last_push_note(rec, run.now)}"
     cost = cost_so_far(rec.price_per_hour, rec.started_at, rec.end_at)
     tell(run, rec, "destroyed by the watchdog", message, "destroyed", cost=cost)
+
+
+def last_push_note(rec: StoredPod, now: float) -> str:
+    """What a destroy from outside costs, from the pod's last heartbeat (issue 26): whether its job was still
+    running, and when results were last pushed, how many, where ("results pushed 6 min ago to s3[:]//...: 41
+    files"). The destination is the pod's word: defanged like all pod text. "" for a pod that never pinged."""
+    hb = rec.last_heartbeat
+    if hb is None:
+        return ""
+    said = " Its last heartbeat said the job was still running." if hb.job_running else ""
+    if hb.pushed_ago_s is None or rec.last_seen is None:
+        return f"{said} No results push was reported: what its results/ held goes with it."
+    ago = max(0.0, now - (rec.last_seen - hb.pushed_ago_s))  # on the watchdog's clock, never the pod's
+    where = defang(hb.pushed_to or "its results destination", 200)
+    return (
+        f"{said} Results pushed {minutes(ago)} ago to {where}: {hb.pushed_files or 0} files; what the job wrote "
+        "after that goes with the pod."
+    )
 
 
 def who(rec: StoredPod) -> str:

@@ -37,6 +37,7 @@ ROWS += ["F17"]
 ROWS += ["F20"]  # issue 20: keep from the phone
 ROWS += ["F11i"]  # issues 25-26: `up | tee` stopped at each step
 ROWS += ["F26s", "F26w"]  # issue 26: pods carry their own proof
+ROWS += ["F26a", "F26f"]  # issue 26: the agent killed mid-job, the pod frozen mid-job
 
 
 def drill(*args: str) -> tuple[int, str]:
@@ -155,3 +156,33 @@ def test_an_agent_that_ignores_its_deadline_is_a_problem_even_when_the_reaper_ca
         assert row.within_bound, row  # the reaper, on its own, holds the bound
         assert "the agent did not end the pod itself" in row.problems
     assert not report.ok
+
+
+def push_rows(*names: str) -> list[Any]:
+    return [s for s in SCENARIOS if s.__name__ in names]
+
+
+def test_a_wrapper_that_does_not_restart_the_agent_loses_the_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuc.instance_side import wrapper
+
+    monkeypatch.setattr(wrapper.AgentGuard, "check", lambda self, now=None: False)
+    report = run_drill(scenarios=push_rows("f26a_agent_killed_job_running"))
+    row = report.rows[0]
+    assert row.false_kills == 1 and "the agent was never restarted" in row.problems and not report.ok
+
+
+def test_a_push_that_sends_everything_fails_the_frozen_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gpuc.instance_side import push
+
+    monkeypatch.setattr(push, "plan", lambda files, mtimes, last, now, settle_s=0: (dict(files), []))
+    report = run_drill(scenarios=push_rows("f26f_pod_frozen_mid_job"))
+    assert any("unchanged files again" in p for p in report.rows[0].problems) and not report.ok
+
+
+def test_a_restarted_agent_that_forgets_its_state_is_still_kept_but_a_never_pushing_one_loses_results(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(agent.Agent, "_periodic_sync", lambda self, now: None)
+    report = run_drill(scenarios=push_rows("f26f_pod_frozen_mid_job"))
+    row = report.rows[0]
+    assert row.results_lost > 0 and "no periodic push ran" in row.problems and not report.ok

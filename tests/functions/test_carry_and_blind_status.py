@@ -91,9 +91,10 @@ def invoke_deploy(
     on_terminal: bool = False,
     input: str | None = None,
 ) -> Any:
-    monkeypatch.setattr(
-        dep, "make_plan", lambda settings, region, stack, **_: dep.Plan(region, stack, "/p", "fake", "python3.11", "x86_64")
-    )
+    def plan(settings: Settings, region: str, stack: str, **_: object) -> Any:
+        return dep.Plan(region, stack, "/p", "fake", "python3.11", "x86_64")
+
+    monkeypatch.setattr(dep, "make_plan", plan)
 
     def fake_deploy(settings: Settings, plan: dep.Plan, **kw: Any) -> dep.Deployed:
         PLANS.append(plan)
