@@ -23,7 +23,7 @@ from gpuc.client.pods.survey import LS_FIELDS, dumps_rows, list_all, reaper_warn
 from gpuc.client.pods.up import up
 from gpuc.client.watchdog.client import WatchdogClient
 from gpuc.client.watchdog.status import WatchdogStatus
-from gpuc.core.api import Ack, EndRequest, RegisterRequest
+from gpuc.core.api import Ack, EndRequest, RegisterAnswer, RegisterRequest
 from gpuc.core.checks import replaced
 from gpuc.core.errors import ConfigError, FunctionsError, NotFound, SafetyRefusal
 from gpuc.core.ledger import LEDGER_COLUMNS
@@ -65,7 +65,7 @@ class SpyWatchdog(WatchdogClient):
         self.calls = calls
         self.register_fails = False
 
-    def register(self, request: RegisterRequest) -> Ack:
+    def register(self, request: RegisterRequest) -> RegisterAnswer:
         if self.register_fails:
             raise FunctionsError("watchdog went away", hint="restart it")
         return super().register(request)

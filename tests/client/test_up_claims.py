@@ -23,13 +23,18 @@ from gpuc.core.signing import derive_key
 from gpuc.functions.claims import read_claim
 from gpuc.functions.server import ServerHandle, start_in_thread
 
-FAST = {"heartbeat_interval_s": 1.0, "idle_check_interval_s": 1.0, "local_boot_s": 0.0}
-
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[tuple[Ctx, LocalProvider, ServerHandle]]:
     home = tmp_path / "home"
-    settings = Settings(home=home, env_file=tmp_path / "none.env", admin_token=SecretStr("admin-token-x"), **FAST)
+    settings = Settings(
+        home=home,
+        env_file=tmp_path / "none.env",
+        admin_token=SecretStr("admin-token-x"),
+        heartbeat_interval_s=1.0,
+        idle_check_interval_s=1.0,
+        local_boot_s=0.0,
+    )
     server = start_in_thread(settings, port=0)
     settings = settings.with_overrides(functions_url=server.url)
     provider = LocalProvider(home, settings=settings)
