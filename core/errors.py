@@ -40,6 +40,7 @@ AskError                           (instance_side.ask) no answer to the laptop's
 Refused                            (functions.actions.wire) a phone channel's tap that did nothing: answered why
 Unexpected                         (client.watchdog.status) a status not the watchdog's: "answered something unexpected"
 TransportFailure                   (core.transport) one HTTP exchange got no answer: its kind says if it was sent
+_NotVerified                       (instance_side.push) a push the destination does not list back: not recorded
 Interrupted                        (client.interrupts) a stop signal while `up` holds a pod: destroy, then exit
 CleanupTimeout                     (client.interrupts) the abort's destroy ran out of time: left to the watchdog
 """

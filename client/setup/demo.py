@@ -120,8 +120,9 @@ class Demo:
         )
         results = self.settings.home / "results" / "demo-train"
         synced = sorted(p.name for p in results.rglob("*") if p.is_file())
-        # logs/job.log and logs/outcome.json: the job's output and exit code, synced beside its results.
-        expected = ["job.log", "metrics.json", "outcome.json", "weights.bin"]
+        # logs/job.log and logs/outcome.json: the job's output and exit code, synced beside its results;
+        # logs/push-manifest.json: what the last verified push holds (a later pod resumes from it).
+        expected = ["job.log", "metrics.json", "outcome.json", "push-manifest.json", "weights.bin"]
         self.check(synced == expected, f"results and the job's log synced before the destroy: {synced}")
         self.check(self._notified(pod, "job_exit"), "notification carries the exit code")
         self.check(self._ledger_closed(pod), "ledger row closed with end and cost")

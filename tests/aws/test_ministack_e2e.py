@@ -188,6 +188,7 @@ def deployed(ministack: Ministack, tmp_path_factory: pytest.TempPathFactory) -> 
             inbox=inbox,
         )
     inbox.server.shutdown()
+    inbox.server.server_close()
 
 
 def rent(deployment: Deployment) -> Pod:
