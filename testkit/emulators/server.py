@@ -10,6 +10,9 @@ client needs to reach it (URLs and the emulator's API key).
 
 from __future__ import annotations
 
+import os
+import socket
+import struct
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -122,6 +125,11 @@ class _Handler(BaseHTTPRequestHandler):
         answer = self.server_ref.emulator.handle(request)
         if answer.hang:
             self.server_ref.wait_released()
+        if answer.reset:  # SO_LINGER 0: the close sends a TCP RST, the client reads "connection reset"
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            os.close(self.connection.detach())  # now: the server's own shutdown would send a FIN first
+            self.close_connection = True
+            return
         if answer.hang or answer.drop:
             self.close_connection = True
             return

@@ -1,7 +1,6 @@
-"""The watchdog's status over both transports, on real HTTP (loopback): `status()` (httpx, pydantic; the
-commands that act) and `status_view()` (the standard library, checked by hand; `gpuc ls` and `gpuc ledger`).
-Each failure is the same error in the same words over both; proxies from the environment are honoured
-and a redirect is never followed by either."""
+"""The watchdog's status on real HTTP (loopback), over the process's one httpx client: `status()` (the
+commands that act) and `status_view()` (`gpuc ls` and `gpuc ledger`). Each failure is the same error in the
+same words for both; proxies from the environment are honoured and a redirect is never followed."""
 
 from __future__ import annotations
 
@@ -19,6 +18,7 @@ from gpuc.client.watchdog.client import CONNECT_TRIES, WatchdogClient
 from gpuc.core import api
 from gpuc.core.errors import FunctionsError
 from gpuc.core.signing import derive_key, new_token
+from gpuc.core.transport import reset_shared_client
 from gpuc.functions.server import ServerHandle, start_in_thread
 
 READS = ("status", "status_view")
@@ -154,6 +154,7 @@ def test_the_environments_proxy_is_used_and_no_proxy_bypasses_it(
     assert [line.split()[1] for line, _ in proxy.seen] == [target.url + "/v1/status"] * len(READS)
     assert target.seen == []
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    reset_shared_client()  # the environment is read when the process's client is built
     for how in READS:
         read(world, how, target.url)
     assert len(proxy.seen) == len(READS) and len(target.seen) == len(READS)
