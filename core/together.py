@@ -13,14 +13,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from gpuc.core.errors import GpucError
+
 T = TypeVar("T")
 
 
-class NoAnswerInTime(Exception):
+class NoAnswerInTime(GpucError):
     """A read that had not ended when its pass's deadline came."""
 
     def __init__(self, deadline_s: float) -> None:
-        super().__init__(f"no answer within the pass's {deadline_s:g} s")
+        super().__init__(f"no answer within {deadline_s:g} s", hint="the endpoint is slow or stuck")
         self.deadline_s = deadline_s
 
 
@@ -47,7 +49,7 @@ def read_together(reads: Mapping[str, Callable[[], T]], deadline_s: float | None
     def run(name: str, read: Callable[[], T]) -> None:
         try:
             outcomes[name].value = read()
-        except BaseException as exc:  # noqa: BLE001 - kept for the caller, who raises or reports it
+        except BaseException as exc:
             outcomes[name].error = exc
         finally:
             done[name].set()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -126,13 +127,13 @@ def budget_report(
     )
 
 
-def fetch_billing(
-    settings: Settings, month: str, only: tuple[str, ...]
-) -> tuple[list[BillingRecord], list[str]]:
+def fetch_billing(settings: Settings, month: str, only: tuple[str, ...]) -> tuple[list[BillingRecord], list[str]]:
     from gpuc.client.money.reconcile import billing_sources
+    from gpuc.core.together import read_together
 
     sources = billing_sources(settings, only or None)
-    records = [record for source in sources.values() for record in source.billing(month)]
+    reads = read_together({name: partial(source.billing, month) for name, source in sources.items()})
+    records = [record for outcome in reads.values() for record in outcome.get()]
     return records, sorted(sources)
 
 
@@ -172,10 +173,16 @@ def reconcile_month(ctx: Ctx, month: str | None, only: tuple[str, ...]) -> Recon
     from gpuc.client.money.reconcile import reconcile
 
     chosen = check_month(month) if month else current_month()
+    from gpuc.core.together import read_together
+
     book = ctx.ledger()
-    status = remembered(ctx.watchdog.status_view)
+    # The watchdog and the providers' bills read at once (core/together.py).
+    reads = read_together(
+        {"status": ctx.watchdog.status_view, "billing": partial(fetch_billing, ctx.settings, chosen, only)}
+    )
+    status = remembered(reads["status"].get)
     take_in_ends(book, status)
-    records, names = fetch_billing(ctx.settings, chosen, only)
+    records, names = reads["billing"].get()
     # A live pod's open row is billed more each hour: compared once it ends. Without the watchdog's word
     # no pod is taken for live, and an open row billed stays a mismatch (the safe side).
     return reconcile(book.entries(), records, chosen, names, live=live_pods(status) or ())

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from gpuc.client.context import Ctx
 from gpuc.client.pods.runs import RunRecord
@@ -72,13 +72,21 @@ class Listing:
 
 
 def survey(ctx: Ctx) -> Listing:
-    """Every pod at every configured provider, joined with what the laptop and the watchdog know."""
+    """Every pod at every configured provider, joined with what the laptop and the watchdog know. The
+    watchdog and every provider are read at once (core/together.py): the network costs the slowest read,
+    and one stuck endpoint delays no other's answer beyond its own deadline."""
+    from gpuc.core.together import read_together
+
     runs = ctx.runs.by_pod_id()
+    configured = providers_to_list(ctx.settings)
+    watchdog = ctx.watchdog  # built here, not in a thread: Ctx builds each client once
+    listers = {name: ctx.provider(name).list_pods for name in configured}
+    reads = read_together({"": watchdog.status_view, **{f"p:{name}": read for name, read in listers.items()}})
     warnings: list[str] = []
     watch: dict[str, WatchedPod] = {}
     server_time: float | None = None
     try:
-        status = ctx.watchdog.status_view()
+        status = cast("WatchdogStatus", reads[""].get())
         watch = {p.pod_id: p for p in status.pods}
         server_time = status.server_time
         warnings.extend(ledger_intake(ctx, status.pods))
@@ -86,12 +94,11 @@ def survey(ctx: Ctx) -> Listing:
     except GpucError as exc:
         warnings.append(f"watchdog unreachable: {exc.message}")
     now = ctx.clock.now()
-    configured = providers_to_list(ctx.settings)
     states = {name: f"not checked (no key: set {env_name(field)})" for name, field in KEY_FIELDS.items()}
     rows: list[dict[str, object]] = []
     for name in configured:
         try:
-            pods = ctx.provider(name).list_pods()
+            pods = cast("list[Pod]", reads[f"p:{name}"].get())
         except GpucError as exc:
             words = exc.message.removeprefix(f"{name}: ")  # a provider's error already names it
             warnings.append(f"{name}: {words}" + (f" ({exc.hint})" if exc.hint else ""))
@@ -165,9 +172,7 @@ def reaper_warnings(last_run: float | None, period_s: float, now: float) -> list
         return ["the watchdog's reaper has never run (F14): deploy or serve it"]
     age = now - last_run
     if age > 2 * period_s:
-        return [
-            f"the watchdog's reaper last ran {age / 60:.0f} min ago (period {period_s / 60:.0f} min): it is STALE"
-        ]
+        return [f"the watchdog's reaper last ran {age / 60:.0f} min ago (period {period_s / 60:.0f} min): it is STALE"]
     return []
 
 
@@ -176,5 +181,3 @@ def dumps_rows(rows: list[dict[str, object]]) -> str:
         return iso(value) if key in LS_TIMES and isinstance(value, int | float) else value
 
     return json.dumps([{k: when(k, v) for k, v in r.items()} for r in rows], indent=2, default=str)
-
-

@@ -19,7 +19,6 @@ from urllib.parse import quote
 from gpuc.core.errors import FunctionsError
 from gpuc.core.redact import redact
 from gpuc.core.settings import Settings
-from gpuc.core.transport import RawReply, TransportFailure, exchange, new_client, shared_client
 
 if TYPE_CHECKING:
     import httpx
@@ -27,6 +26,7 @@ if TYPE_CHECKING:
 
     from gpuc.client.watchdog.status import WatchdogStatus
     from gpuc.core import api
+    from gpuc.core.transport import RawReply
 
 M = TypeVar("M", bound="BaseModel")
 CONNECT_TRIES = 3
@@ -51,7 +51,8 @@ class WatchdogClient:
         self.settings = settings
         self.base_url = settings.functions_url.rstrip("/")
         self._sleep = sleep
-        self._own: httpx.Client | None = new_client(transport) if transport is not None else None
+        self._transport = transport
+        self._own: httpx.Client | None = None
 
     def register(self, request: api.RegisterRequest) -> api.Ack:
         from gpuc.core import api
@@ -114,6 +115,17 @@ class WatchdogClient:
         """Close a test's in-process connection; the shared client stays the process's."""
         if self._own is not None:
             self._own.close()
+            self._own = None
+
+    def _http(self) -> httpx.Client:
+        # Lazy: `gpuc ls` on a fresh install (no admin token) never loads httpx for the watchdog.
+        from gpuc.core.transport import new_client, shared_client
+
+        if self._transport is None:
+            return shared_client()
+        if self._own is None:
+            self._own = new_client(self._transport)
+        return self._own
 
     def __enter__(self) -> WatchdogClient:
         return self
@@ -140,7 +152,9 @@ class WatchdogClient:
         return self._read(response, answer)
 
     def _send(self, method: str, url: str, headers: dict[str, str], content: bytes | None) -> RawReply:
-        client = self._own or shared_client()
+        from gpuc.core.transport import TransportFailure, exchange
+
+        client = self._http()
         until = time.monotonic() + self.settings.functions_timeout_s  # the call's one deadline, retries in
         for attempt in range(CONNECT_TRIES):
             try:

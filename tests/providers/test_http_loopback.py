@@ -325,9 +325,8 @@ def test_a_reset_mid_exchange_is_ambiguous_for_a_create(clock: FakeClock) -> Non
             seen[-1] += conn.recv(65536)
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
 
-    with RawServer(reset) as server:
-        with pytest.raises(AmbiguousOutcome) as info:
-            client(clock).request("POST", server.url + "/pods", json={"name": "gpuc-x"}, idempotent=False)
+    with RawServer(reset) as server, pytest.raises(AmbiguousOutcome) as info:
+        client(clock).request("POST", server.url + "/pods", json={"name": "gpuc-x"}, idempotent=False)
     assert "network error" in info.value.message and len(seen) == 1
 
 
