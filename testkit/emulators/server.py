@@ -89,6 +89,8 @@ class EmulatorServer:
 class _Handler(BaseHTTPRequestHandler):
     server_ref: EmulatorServer
     server_version = "gpuc-emulator"
+    # Keep-alive, as the real APIs: a client's second request to a host reuses the connection.
+    protocol_version = "HTTP/1.1"
 
     def do_GET(self) -> None:
         self._dispatch()
@@ -134,6 +136,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         self.send_response(answer.status)
+        if self.server_ref._httpd is None:  # stopped while answering: this connection ends with the answer
+            self.send_header("Connection", "close")
+            self.close_connection = True
         for name, value in answer.headers.items():
             self.send_header(name, value)
         self.send_header("Content-Length", str(len(answer.body)))

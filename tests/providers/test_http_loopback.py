@@ -330,6 +330,11 @@ def test_a_reset_mid_exchange_is_ambiguous_for_a_create(clock: FakeClock) -> Non
     assert "network error" in info.value.message and len(seen) == 1
 
 
+def reads_in_a_list(name: str) -> int:
+    """RunPod's list reads GraphQL and REST v2 at once, each on its connection; Vast's is one read."""
+    return 2 if name == "runpod" else 1
+
+
 class RawServer:
     """A loopback TCP server that hands each connection to `serve` (in a thread), then closes it."""
 
@@ -399,7 +404,7 @@ def test_a_trickling_server_cannot_hold_a_list_past_its_deadline(
             provider.close()
     elapsed = time.monotonic() - start
     assert elapsed < 1.0 + 0.5, elapsed  # one deadline for the call, its retries included
-    assert "within the deadline" in info.value.message and server.connections == 1
+    assert "within the deadline" in info.value.message and server.connections == reads_in_a_list(name)
 
 
 def test_a_create_held_past_its_deadline_is_ambiguous(clock: FakeClock) -> None:
@@ -445,5 +450,6 @@ def test_a_huge_answer_is_refused_at_the_cap_not_read_whole(name: str, clock: Fa
             tracemalloc.stop()
             stopped.set()
             provider.close()
-    assert "too large" in info.value.message and server.connections == 1  # not retried: it would be again
-    assert peak < 2 * MAX_ANSWER_BYTES, peak
+    assert "too large" in info.value.message  # not retried: it would be again
+    assert server.connections == reads_in_a_list(name)
+    assert peak < (reads_in_a_list(name) + 1) * MAX_ANSWER_BYTES, peak  # at most the cap per read at once
