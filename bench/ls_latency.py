@@ -22,7 +22,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -114,10 +114,8 @@ class Forwarder:
 
 
 def _shut(sock: socket.socket) -> None:
-    try:
+    with suppress(OSError):
         sock.shutdown(socket.SHUT_WR)
-    except OSError:
-        pass
 
 
 @contextmanager
