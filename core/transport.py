@@ -200,7 +200,7 @@ class Deadline(dict[str, float | None]):
     def left(self) -> float:
         return self.until - time.monotonic()
 
-    def get(self, key: str, default: object = None) -> float | None:  # type: ignore[override]
+    def get(self, key: str, default: object = None) -> float | None:
         return max(0.001, self.left())
 
 
@@ -220,7 +220,7 @@ def exchange(
         raise TransportFailure("pool_timeout", "no time left to send")  # nothing went out
     try:
         request = client.build_request(method, url, headers=headers, content=content, extensions={"timeout": deadline})
-    except httpx.HTTPError as exc:  # a URL gpuc cannot use
+    except (httpx.HTTPError, ValueError) as exc:  # a URL or header value gpuc cannot send (never echoed)
         raise TransportFailure("not_sent", type(exc).__name__) from None
     _current.until = until
     try:
@@ -269,6 +269,7 @@ def failure_kind(exc: httpx.TransportError) -> FailureKind:
         return "not_sent"  # the handshake refused the server: nothing went out, nor will it
     kinds: tuple[tuple[type[httpx.TransportError], FailureKind], ...] = (  # most specific first
         (httpx.UnsupportedProtocol, "not_sent"),
+        (httpx.LocalProtocolError, "not_sent"),  # refused by our side before sending (a bad header value)
         (httpx.ProxyError, "connect"),  # the proxy refused the tunnel: the server never saw a byte
         (httpx.ConnectError, "connect"),
         (httpx.ConnectTimeout, "connect_timeout"),

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpuc.client.context import Ctx
 from gpuc.core.budget import ledger_burns, month_spend, spend_text
@@ -177,9 +177,11 @@ def reconcile_month(ctx: Ctx, month: str | None, only: tuple[str, ...]) -> Recon
 
     book = ctx.ledger()
     # The watchdog and the providers' bills read at once (core/together.py).
-    reads = read_together(
-        {"status": ctx.watchdog.status_view, "billing": partial(fetch_billing, ctx.settings, chosen, only)}
-    )
+    jobs: dict[str, Callable[[], Any]] = {
+        "status": ctx.watchdog.status_view,
+        "billing": partial(fetch_billing, ctx.settings, chosen, only),
+    }
+    reads = read_together(jobs)
     status = remembered(reads["status"].get)
     take_in_ends(book, status)
     records, names = reads["billing"].get()

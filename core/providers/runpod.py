@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar, Unpack
@@ -664,7 +664,8 @@ class RunPodProvider(HttpProvider):
         from gpuc.core.together import read_together
 
         # Both reads at once: `gpuc ls` waits for the slower, not their sum (a round trip saved per run).
-        reads = read_together({"graphql": partial(self.graphql, LIST_QUERY), "v2": self._v2_detail})
+        jobs: dict[str, Callable[[], Any]] = {"graphql": partial(self.graphql, LIST_QUERY), "v2": self._v2_detail}
+        reads = read_together(jobs)
         myself = reads["graphql"].get().get("myself")
         require(
             isinstance(myself, dict) and isinstance(myself.get("pods"), list),
