@@ -382,7 +382,8 @@ def trickle(headers: bool, stopped: threading.Event) -> Callable[[socket.socket]
             conn.sendall(head + b"Content-Length: 1000000\r\n\r\n[")
         else:
             conn.sendall(head)
-        while not stopped.wait(0.2):
+        begun = time.monotonic()
+        while not stopped.wait(0.2) and time.monotonic() - begun < 5.0:  # a client that waits fails, not hangs
             conn.sendall(b"X-Slow: 1\r\n" if headers else b" ")
 
     return serve
