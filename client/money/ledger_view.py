@@ -28,9 +28,9 @@ from gpuc.core.settings import Settings
 if TYPE_CHECKING:
     # Startup: `gpuc ledger` loads no pydantic; the plot, the reconcile and the API models load where used.
     from gpuc.client.money.reconcile import BillingRecord, ReconcileReport
-    from gpuc.client.watchdog.status import WatchdogStatus
+    from gpuc.core.api import StatusResponse
 
-StatusFn = Callable[[], "WatchdogStatus"]
+StatusFn = Callable[[], "StatusResponse"]
 
 
 def resolve_month(month: str | None) -> str | None:
@@ -59,10 +59,10 @@ def take_in_ends(ledger: Ledger, status: StatusFn) -> str:
 def remembered(status: StatusFn) -> StatusFn:
     """One watchdog call for everything `gpuc ledger` asks it (the ends, the running pods, the budget's live
     pods); an unreachable watchdog is asked once too (each ask may wait for a timeout)."""
-    answers: list[WatchdogStatus] = []
+    answers: list[StatusResponse] = []
     failures: list[GpucError] = []
 
-    def once() -> WatchdogStatus:
+    def once() -> StatusResponse:
         if failures:
             raise failures[0]
         if not answers:
@@ -150,7 +150,7 @@ class LedgerReport:
 
 def ledger_report(ctx: Ctx, month: str | None, plot_path: Path | None, *, sync: bool = True) -> LedgerReport:
     book = ctx.ledger()
-    status = remembered(ctx.watchdog.status_view) if sync else None
+    status = remembered(ctx.watchdog.status) if sync else None
     said = "" if status is None else take_in_ends(book, status)
     chosen = resolve_month(month)
     now = ctx.clock.now()
@@ -178,7 +178,7 @@ def reconcile_month(ctx: Ctx, month: str | None, only: tuple[str, ...]) -> Recon
     book = ctx.ledger()
     # The watchdog and the providers' bills read at once (core/together.py).
     jobs: dict[str, Callable[[], Any]] = {
-        "status": ctx.watchdog.status_view,
+        "status": ctx.watchdog.status,
         "billing": partial(fetch_billing, ctx.settings, chosen, only),
     }
     reads = read_together(jobs)

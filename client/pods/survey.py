@@ -1,9 +1,9 @@
 """What `gpuc ls` (and `gpuc watchdog status`) know: every pod at every provider that can be read, joined
 with the laptop's runs and the watchdog's view, and the warnings about what could not be read.
 
-Startup: `gpuc ls` loads this module; it imports nothing heavy (no ssh, no provisioning, no pydantic). The
-watchdog's status comes through the light reader (client/watchdog/status.py), and the ledger's code loads
-only when there is an end to take in.
+The watchdog and every provider are read at once (core/together.py). The watchdog's status is its one
+declaration (core/api.py's StatusResponse), read by the client's one reader; the ledger's code loads only
+when there is an end to take in.
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ from gpuc.core.providers.registry import KEY_FIELDS, keyed_providers
 from gpuc.core.settings import Settings, env_name
 
 if TYPE_CHECKING:
-    from gpuc.client.watchdog.status import WatchdogStatus, WatchedPod
-    from gpuc.core.api import StatusResponse
+    from gpuc.core.api import PodRecord, StatusResponse
     from gpuc.core.ledger import WatchdogRecord
     from gpuc.core.pod import Pod
 
@@ -81,12 +80,12 @@ def survey(ctx: Ctx) -> Listing:
     configured = providers_to_list(ctx.settings)
     watchdog = ctx.watchdog  # built here, not in a thread: Ctx builds each client once
     listers = {name: ctx.provider(name).list_pods for name in configured}
-    reads = read_together({"": watchdog.status_view, **{f"p:{name}": read for name, read in listers.items()}})
+    reads = read_together({"": watchdog.status, **{f"p:{name}": read for name, read in listers.items()}})
     warnings: list[str] = []
-    watch: dict[str, WatchedPod] = {}
+    watch: dict[str, PodRecord] = {}
     server_time: float | None = None
     try:
-        status = cast("WatchdogStatus", reads[""].get())
+        status = cast("StatusResponse", reads[""].get())
         watch = {p.pod_id: p for p in status.pods}
         server_time = status.server_time
         warnings.extend(ledger_intake(ctx, status.pods))
@@ -113,7 +112,7 @@ def survey(ctx: Ctx) -> Listing:
 
 
 def ls_row(
-    pod: Pod, run: RunRecord | None, rec: WatchedPod | None, now: float, server_time: float | None
+    pod: Pod, run: RunRecord | None, rec: PodRecord | None, now: float, server_time: float | None
 ) -> dict[str, object]:
     row: dict[str, object] = {k: getattr(pod, k) for k in LS_FIELDS}
     if run and not row["experiment"]:
@@ -153,7 +152,7 @@ def ledger_intake(ctx: Ctx, records: Sequence[WatchdogRecord]) -> list[str]:
     return taken + [f"ledger: {w}" for w in report.warnings]
 
 
-def status_warnings(status: WatchdogStatus | StatusResponse) -> list[str]:
+def status_warnings(status: StatusResponse) -> list[str]:
     """What `gpuc ls` and `gpuc watchdog status` warn about: a stale reaper (F14), and each provider the
     reaper cannot read (nothing is destroyed there: a frozen pod on it bills unchecked)."""
     warnings = reaper_warnings(status.reaper_last_run, status.reaper_period_s, status.server_time)

@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     import httpx
     from pydantic import BaseModel
 
-    from gpuc.client.watchdog.status import WatchdogStatus
     from gpuc.core import api
     from gpuc.core.transport import RawReply
 
@@ -82,24 +81,12 @@ class WatchdogClient:
         return self._call("POST", "/v1/notify", api.Ack, api.NotifyRequest(title=title, message=message))
 
     def status(self) -> api.StatusResponse:
+        """The watchdog's status document, declared once (core/api.py) and read here alone, by every command
+        (`gpuc ls`, `gpuc ledger`, `gpuc watchdog status`)."""
         self._token()  # first: no token, no httpx and no models (`gpuc ls` on a fresh install)
         from gpuc.core import api
 
         return self._call("GET", "/v1/status", api.StatusResponse)
-
-    def status_view(self) -> WatchdogStatus:
-        """The status for `gpuc ls` and `gpuc ledger` (client/watchdog/status.py's view of it). The same
-        failures as `status()`, in the same words; a read, so nothing can happen twice."""
-        headers = {"Authorization": f"Bearer {self._token()}"}  # first: no token, nothing sent
-        from gpuc.client.watchdog.status import Unexpected, read_status
-
-        response = self._send("GET", self.base_url + "/v1/status", headers, None)
-        data = _json(response)
-        self._refused(response.status, response.reason, data)
-        try:
-            return read_status(data)
-        except Unexpected:
-            raise self._unexpected(response.status) from None
 
     def reap(self, dry_run: bool = False) -> api.ReapReport:
         from gpuc.core import api
