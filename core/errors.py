@@ -20,6 +20,7 @@ GpucError                          user-facing: message + how to fix it, no trac
 ├── PodAnswerError                 (client.onpod.ask) the pod did not answer `ask`, or not readably
 │   └── OlderPod                   (client.onpod.ask) the pod's gpuc predates `ask`: down it, up again
 ├── DeployError                    (functions.deploy) the AWS deployment failed
+├── NoAnswerInTime                 (core.together) a read still running at its pass's deadline: unread
 └── SshdUnavailable                (testkit.sshd) no ssh server to stand in for the pods' (tests, demo)
 
 internal, caught where they are raised:
