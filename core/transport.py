@@ -105,9 +105,15 @@ def new_client(transport: httpx.BaseTransport | None = None) -> httpx.Client:
     """A client with gpuc's rules; `transport`: a test's in-process server (httpx.MockTransport)."""
     # Enough kept-open connections for every reader of `gpuc ls` at once on each host.
     limits = httpx.Limits(max_connections=32, max_keepalive_connections=16)
-    client = httpx.Client(
-        transport=transport, follow_redirects=False, limits=limits, headers={"User-Agent": USER_AGENT}
-    )
+    try:
+        client = httpx.Client(
+            transport=transport, follow_redirects=False, limits=limits, headers={"User-Agent": USER_AGENT}
+        )
+    except (ImportError, ValueError) as exc:  # a proxy in the environment httpx cannot use (socks: an extra)
+        raise TransportFailure(
+            "not_sent", f"a proxy from the environment cannot be used ({type(exc).__name__}): gpuc speaks to "
+            "http:// and https:// proxies",
+        ) from None  # fmt: skip
     for sender in [client._transport, *client._mounts.values()]:  # the default, and one per proxy
         _bound(sender)
     return client

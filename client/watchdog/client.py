@@ -141,11 +141,10 @@ class WatchdogClient:
     def _send(self, method: str, url: str, headers: dict[str, str], content: bytes | None) -> RawReply:
         from gpuc.core.transport import TransportFailure, exchange
 
-        client = self._http()
         until = time.monotonic() + self.settings.functions_timeout_s  # the call's one deadline, retries in
         for attempt in range(CONNECT_TRIES):
             try:
-                return exchange(client, method, url, headers, content, until=until)
+                return exchange(self._http(), method, url, headers, content, until=until)
             except TransportFailure as exc:
                 pause = CONNECT_BACKOFF_S * (attempt + 1)
                 if exc.kind in ("timeout", "deadline", "connect_timeout", "pool_timeout"):

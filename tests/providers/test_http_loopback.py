@@ -454,3 +454,13 @@ def test_a_huge_answer_is_refused_at_the_cap_not_read_whole(name: str, clock: Fa
     assert "too large" in info.value.message  # not retried: it would be again
     assert server.connections == reads_in_a_list(name)
     assert peak < (reads_in_a_list(name) + 1) * MAX_ANSWER_BYTES, peak  # at most the cap per read at once
+
+
+def test_a_socks_proxy_in_the_environment_is_refused_by_name_not_a_crash(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ALL_PROXY", "socks5://127.0.0.1:1080")
+    reset_shared_client()
+    with pytest.raises(ProviderUnavailable) as info:
+        client(clock).request("POST", "http://127.0.0.1:9/pods", json={}, idempotent=False)
+    assert not isinstance(info.value, AmbiguousOutcome) and "proxy from the environment" in info.value.message
