@@ -1,17 +1,11 @@
-"""CLI cold start: `gpuc --help`, `gpuc ls` and `gpuc ledger` against `python -c pass`, measured in the
-same run, as CPU time (user + system of the child: the machine's other load does not count).
+"""CLI cold start: `gpuc --help` against `python -c pass`, measured in the same run, as CPU time (user +
+system of the child: the machine's other load does not count). Target: `--help` <= 2x.
 
-Why it matters: `gpuc` is typed many times a day; it must not pay for boto3, httpx or pydantic
-before a command needs them. Targets: `--help` <= 2x, `ls` and `ledger` <= 4x.
-
-Two homes. The empty one, as a new user has it: a fresh GPUC_HOME, no .env, no provider keys, no watchdog
-token (the watchdog is "unreachable" without a connection attempt). The real one, as a user lives in it:
-a .env with both providers' keys, a watchdog URL and token, pods at the providers, in the watchdog and in
-the ledger. There the providers are the emulators and the watchdog is the real server, in threads of this
-process on loopback (their CPU is not the child's): nothing here touches the network. What it measures is
-the import and setup cost of a real command, not a provider's latency.
-`--importtime` also lists the packages that `gpuc ls` imports and which gpuc module pulls each in
-(python -X importtime, cumulative): the imports to make lazy.
+Why it matters: `gpuc --help` and every TAB completion start the CLI; they must not pay for boto3, httpx or
+pydantic. What a user waits for in a command that reads the network is measured with latency, not CPU, in
+bench/ls_latency.py (the earlier ls/ledger CPU-ratio goals against loopback emulators are retired).
+`--importtime` lists the packages that `gpuc ls` imports in a real home and which gpuc module pulls each in
+(python -X importtime, cumulative).
 """
 
 from __future__ import annotations
@@ -27,15 +21,6 @@ from pathlib import Path
 from gpuc.testkit.homes import fresh_env, real_home
 
 RUNS = int(os.environ.get("GPUC_BENCH_RUNS", "15"))
-# What `gpuc ls` / `gpuc ledger` in a real home cannot start without, and nothing else: click (the CLI),
-# http.client (the stdlib's HTTP, for the providers and the watchdog), python-dotenv (the .env), json,
-# sqlite3 (the runs store) and csv (the ledger). The ratio no gpuc code can go under.
-FLOOR = "import click, http.client, dotenv, json, sqlite3, csv"
-# The bench's providers and watchdog answer plain HTTP on loopback; a real home's answer HTTPS, and the
-# first request of a command loads the trusted roots (core/tls.py: httpx's, certifi's bundle). The two
-# commands below differ by that load alone.
-TLS_IMPORT = "import ssl, certifi; certifi.where()"
-TLS_ROOTS = "import ssl, certifi; ssl.create_default_context(cafile=certifi.where())"
 GPUC = str(Path(sys.executable).parent / "gpuc")
 
 
@@ -48,35 +33,22 @@ def _time(argv: list[str], env: dict[str, str]) -> float:
 
 
 def measure(runs: int = RUNS) -> dict[str, float]:
-    with (
-        tempfile.TemporaryDirectory(prefix="gpuc-bench-") as empty,
-        tempfile.TemporaryDirectory(prefix="gpuc-bench-real-") as lived,
-        real_home(Path(lived)) as real,
-    ):
+    with tempfile.TemporaryDirectory(prefix="gpuc-bench-") as empty:
         fresh = fresh_env(Path(empty))
         commands = {
-            "python_pass": ([sys.executable, "-c", "pass"], fresh),
-            "gpuc_help": ([GPUC, "--help"], fresh),
-            "gpuc_ls": ([GPUC, "ls"], fresh),
-            "gpuc_ledger": ([GPUC, "ledger"], fresh),
-            "gpuc_ls_real": ([GPUC, "ls"], real),
-            "gpuc_ledger_real": ([GPUC, "ledger"], real),
-            "floor_real": ([sys.executable, "-c", FLOOR], real),
-            "tls_import": ([sys.executable, "-c", TLS_IMPORT], real),
-            "tls_roots": ([sys.executable, "-c", TLS_ROOTS], real),
+            "python_pass": [sys.executable, "-c", "pass"],
+            "gpuc_help": [GPUC, "--help"],
         }
         times: dict[str, list[float]] = {name: [] for name in commands}
-        for _ in range(2):  # warm the page cache (and let `ls` create its state), not measured
-            for argv, env in commands.values():
-                _time(argv, env)
-        for _ in range(runs):  # interleaved, so machine noise hits all alike
-            for name, (argv, env) in commands.items():
-                times[name].append(_time(argv, env))
+        for _ in range(2):  # warm the page cache, not measured
+            for argv in commands.values():
+                _time(argv, fresh)
+        for _ in range(runs):  # interleaved, so machine noise hits both alike
+            for name, argv in commands.items():
+                times[name].append(_time(argv, fresh))
     medians = {name: statistics.median(values) for name, values in times.items()}
-    base = medians["python_pass"]
     found = {f"{name}_ms": median * 1000 for name, median in medians.items()}
-    found.update({f"{name}_ratio": medians[name] / base for name in commands if name != "python_pass"})
-    found["tls_roots_extra_ms"] = (medians["tls_roots"] - medians["tls_import"]) * 1000
+    found["gpuc_help_ratio"] = medians["gpuc_help"] / medians["python_pass"]
     return found
 
 
@@ -116,21 +88,11 @@ def heavy_imports(
 
 def main() -> list[tuple[str, str, str]]:
     m = measure()
-    rows = [("cli cold start (CPU): python -c pass", f"{m['python_pass_ms']:.1f} ms", "")]
-    for name, label, target in (
-        ("gpuc_help", "gpuc --help", "2.0"),
-        ("gpuc_ls", "gpuc ls (empty home)", "4.0"),
-        ("gpuc_ledger", "gpuc ledger (empty home)", "4.0"),
-        ("gpuc_ls_real", "gpuc ls (real home: keys, watchdog, pods)", "4.0"),
-        ("gpuc_ledger_real", "gpuc ledger (real home)", "4.0"),
-        ("floor_real", "floor: python -c 'import click, http.client, dotenv, json, sqlite3, csv'", "-"),
-    ):
-        rows.append((f"cli cold start (CPU): {label}", f"{m[name + '_ms']:.1f} ms", ""))
-        goal = f"target <= {target}x" if target != "-" else ""
-        rows.append((f"cli cold start ratio: {label} / python -c pass", f"{m[name + '_ratio']:.2f}x", goal))
-    roots = f"{m['tls_roots_extra_ms']:.1f} ms"
-    rows.append(("cli cold start, over HTTPS also: loading the TLS roots once", roots, ""))
-    return rows
+    return [
+        ("cli cold start (CPU): python -c pass", f"{m['python_pass_ms']:.1f} ms", ""),
+        ("cli cold start (CPU): gpuc --help", f"{m['gpuc_help_ms']:.1f} ms", ""),
+        ("cli cold start ratio: gpuc --help / python -c pass", f"{m['gpuc_help_ratio']:.2f}x", "target <= 2.0x"),
+    ]
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 BENCHES = [
     "cli_startup",
+    "ls_latency",
     "agent_footprint",
     "heartbeat_ingest",
     "reaper_pass",

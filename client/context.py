@@ -8,6 +8,10 @@ providers={"runpod": fake}))`; a command invoked without one gets `Ctx()`, built
 Startup: this module imports nothing heavy, and nothing is built before a command asks for it (`gpuc ls`
 in an empty home never opens the ledger, `gpuc --help` never reads the settings). The watchdog client,
 the provider registry, the ledger and the ssh code load inside the methods that build them.
+
+HTTP: every client built here (the watchdog's, the providers', the notifier's) sends with the process's one
+httpx client (core/transport.py `shared_client()`), built on the first request: one pool of kept-open
+connections per host, shared by the reads a command makes together (core/together.py).
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ GpucError                          user-facing: message + how to fix it, no trac
 ├── PodAnswerError                 (client.onpod.ask) the pod did not answer `ask`, or not readably
 │   └── OlderPod                   (client.onpod.ask) the pod's gpuc predates `ask`: down it, up again
 ├── DeployError                    (functions.deploy) the AWS deployment failed
+├── NoAnswerInTime                 (core.together) a read still running at its pass's deadline: unread
 └── SshdUnavailable                (testkit.sshd) no ssh server to stand in for the pods' (tests, demo)
 
 internal, caught where they are raised:
@@ -38,7 +39,7 @@ ActionRefused                      (functions.actions.verbs) a tap the pod's sta
 TerminateRefused                   (core.providers.common) the pod key's terminate refused: the pod stops itself
 AskError                           (instance_side.ask) no answer to the laptop's question: its JSON `error`
 Refused                            (functions.actions.wire) a phone channel's tap that did nothing: answered why
-Unexpected                         (client.watchdog.status) a status not the watchdog's: "answered something unexpected"
+Unexpected                         (core.checks) a provider document not of the shape gpuc relies on
 TransportFailure                   (core.transport) one HTTP exchange got no answer: its kind says if it was sent
 _NotVerified                       (instance_side.push) a push the destination does not list back: not recorded
 Interrupted                        (client.interrupts) a stop signal while `up` holds a pod: destroy, then exit

@@ -1,6 +1,4 @@
-"""The bounds of a GPU reading at the edge (a heartbeat's `gpus`), in one place for both readers of it:
-the server's pydantic HeartbeatBody (core/api.py) and the laptop's hand-checked status
-(client/watchdog/status.py). Stdlib only: the laptop's reader must not load pydantic."""
+"""The bounds of a GPU reading at the edge (a heartbeat's `gpus`), checked by core/api.py's HeartbeatBody."""
 
 from __future__ import annotations
 

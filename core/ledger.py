@@ -68,8 +68,7 @@ LEDGER_COLUMNS: tuple[str, ...] = (
 
 
 class WatchdogRecord(Protocol):
-    """What the ledger and the budget read of the watchdog's record of a pod: api.PodRecord (the server's,
-    the reaper's) or client/watchdog/status.py's WatchedPod (`gpuc ls`, `gpuc ledger`, without pydantic)."""
+    """What the ledger and the budget read of the watchdog's record of a pod (api.PodRecord)."""
 
     @property
     def pod_id(self) -> str: ...

@@ -191,8 +191,12 @@ class HttpChannel(Channel):
     def post(self, http: httpx.Client, url: str, **kwargs: Any) -> httpx.Response:
         import httpx  # loaded already (the client exists); kept off the module for the reason in _client
 
+        from gpuc.core.transport import Deadline
+
+        # One deadline for the whole exchange (core/transport.py), not a timeout per socket read.
+        deadline = Deadline(time.monotonic() + NOTIFY_TIMEOUT_S)
         try:
-            response = http.post(url, **kwargs)
+            response = http.post(url, extensions={"timeout": deadline}, **kwargs)
         except httpx.HTTPError as exc:
             raise DeliveryFailed(f"{type(exc).__name__}") from None
         check_response(response)
@@ -611,9 +615,9 @@ class Notifier:
             log.error("notification flush failed: %s", type(exc).__name__)
 
     def close(self) -> None:
-        if self._http is not None:
+        if self._http is not None and self._transport is not None:  # the shared client stays the process's
             self._http.close()
-            self._http = None
+        self._http = None
 
     def _clean(self, text: str) -> str:
         return redact(text, self._secrets)
@@ -686,9 +690,10 @@ class Notifier:
     def _client(self) -> httpx.Client:
         if self._http is None:
             # Lazy: every Lambda cold start (a heartbeat's too) loads this module; httpx (~60 ms) only to send.
-            import httpx
+            from gpuc.core.transport import new_client, shared_client
 
-            self._http = httpx.Client(transport=self._transport, timeout=NOTIFY_TIMEOUT_S)
+            # The process's one client; a test's in-process server gets a client of its own.
+            self._http = new_client(self._transport) if self._transport is not None else shared_client()
         return self._http
 
 

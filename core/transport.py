@@ -1,54 +1,66 @@
-"""One HTTP exchange behind a tiny interface: the stdlib's (http.client) for everything gpuc sends in
-production, httpx's where a test hands in an httpx transport (MockTransport, an emulator in process).
+"""gpuc's one HTTP client: httpx, built once per process and shared by the providers, the watchdog client
+and the notifications (the pod's agent stays on the standard library). One pool, so several requests to one
+host reuse a kept-open connection, and several threads may send at once (`gpuc ls` reads together).
 
-Why: `import httpx` costs about four bare interpreter starts, and `gpuc ls` / `gpuc ledger` read both
-providers and the watchdog on every run. A transport sends once and says how it failed; the callers keep
-their retry rules (core/providers/http.py, client/watchdog/stdlib_get.py). The failure kinds exist for
-the not-idempotent call (a create): only a kind that proves the request never reached the server may be
-sent again.
+`exchange` sends once under an OVERALL deadline and a size cap, and says how it failed. A per-read timeout
+is not a deadline: a server sending a byte every few seconds held one list for 40 s against a 2 s timeout,
+and a 300 MB answer was read whole. So every wait (pool, connect, write, each read) is given only what is
+left of the deadline, and the body is read in chunks, each checked against the deadline and the cap. Under
+httpx, every socket the client opens is wrapped (`_bound`) so each connect, read and write waits at most
+what is left of the current exchange's deadline: a server trickling its headers a line at a time cannot
+hold a call past it either.
 
-    "connect", "connect_timeout"  the explicit connect failed (TCP, the proxy's CONNECT, the TLS handshake):
-                                  nothing was sent
-    "pool_timeout"                (httpx only) no connection was free: nothing was sent
+The failure kinds exist for the not-idempotent call (a create): only a kind that proves the request never
+reached the server may be sent again.
+
+    "connect", "connect_timeout"  the connection was never made (TCP, the proxy's CONNECT, the TLS
+                                  handshake): nothing was sent
+    "pool_timeout"                no connection was free: nothing was sent
     "not_sent"                    refused before a byte went out, and sending again will not change it:
                                   the server's TLS certificate is not trusted, a URL or proxy gpuc cannot use
-    "timeout", "dropped",         the request was being sent or answered: it may have arrived
-    "network", "other"
+    "timeout", "deadline",        the request was being sent or answered: it may have arrived
+    "dropped", "network", "too_large", "other"
 
-What it keeps of httpx's behaviour, since the user cannot tell which one ran:
-- TLS verified against httpx's roots (core/tls.py, the process's one context), loaded only for https;
-- no redirect followed (httpx's default): a 3xx is an answer, never a second request that would carry the
-  bearer token to another host;
-- proxies from the environment as httpx's trust_env: HTTP_PROXY / HTTPS_PROXY / ALL_PROXY, NO_PROXY
-  (urllib's getproxies / proxy_bypass, which httpx reads too); https through a CONNECT tunnel, http with
-  the whole URL to the proxy. An https:// or socks proxy is refused by name (httpx needs extras for socks).
+httpx's defaults kept on purpose: TLS verified (SSL_CERT_FILE / SSL_CERT_DIR, else certifi); no redirect
+followed (a 3xx is an answer, never a second request carrying the bearer token to another host); the
+environment's proxies and NO_PROXY (trust_env).
 """
 
 from __future__ import annotations
 
-import base64
-import os
-import sys
-from collections.abc import Mapping
+import ssl
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol
-from urllib.parse import SplitResult, unquote, urlsplit
+from typing import Any, Literal
 
-if TYPE_CHECKING:
-    import http.client
-
-    import httpx
+import httpcore
+import httpx
 
 FailureKind = Literal[
-    "connect", "connect_timeout", "pool_timeout", "not_sent", "timeout", "dropped", "network", "other"
+    "connect",
+    "connect_timeout",
+    "pool_timeout",
+    "not_sent",
+    "timeout",
+    "deadline",
+    "dropped",
+    "network",
+    "too_large",
+    "other",
 ]
-# httpx says who it is; some CDNs refuse a request that says nothing (UNCONFIRMED for both providers).
+# Some CDNs refuse a request that says nothing of who sends it (UNCONFIRMED for both providers).
 USER_AGENT = "gpuc"
+# The largest answer gpuc reads. Vast's full offer search is the biggest document (a few MB); 300 MB was read
+# whole before this cap (+605 MB of memory on a laptop, more than a 512 MB Lambda has).
+MAX_ANSWER_BYTES = 32 * 1024 * 1024
 
 
 class TransportFailure(Exception):
-    """The exchange failed before an HTTP answer. `kind` says whether the request can have arrived; `what`
-    names the failure in words safe to show (never a header, never a body)."""
+    """The exchange failed before a whole HTTP answer. `kind` says whether the request can have arrived;
+    `what` names the failure in words safe to show (never a header, never a body)."""
 
     def __init__(self, kind: FailureKind, what: str) -> None:
         super().__init__(what)
@@ -66,169 +78,205 @@ class RawReply:
     content: bytes
 
 
-class Transport(Protocol):
-    def send(
-        self, method: str, url: str, headers: Mapping[str, str], content: bytes | None, timeout_s: float
-    ) -> RawReply: ...
-
-    def close(self) -> None: ...
+_lock = threading.Lock()
+_shared: httpx.Client | None = None
 
 
-@dataclass(frozen=True)
-class Route:
-    """Where the socket goes: the server itself, or a proxy (tunnelled for https, forwarded for http)."""
+def shared_client() -> httpx.Client:
+    """The process's client, built on first use (once per laptop command, once per Lambda container)."""
+    global _shared
+    with _lock:
+        if _shared is None or _shared.is_closed:
+            _shared = new_client()
+        return _shared
 
-    host: str
-    port: int | None
-    proxy_auth: str | None = None  # the Proxy-Authorization value, from the proxy URL's user:password
-    via_proxy: bool = False
+
+def reset_shared_client() -> None:
+    """Close the process's client: the next request builds one that reads the environment again (its
+    proxies, SSL_CERT_FILE). For tests that change them, and for a Ctx given new settings."""
+    global _shared
+    with _lock:
+        if _shared is not None:
+            _shared.close()
+        _shared = None
 
 
-def environment_proxy(target: SplitResult) -> SplitResult | None:
-    """The proxy the environment names for `target`, as httpx's trust_env picks it, or None."""
-    # On Linux urllib reads only *_proxy variables: without one, skip its import (~15 ms on every `gpuc ls`).
-    if sys.platform not in ("darwin", "win32") and not any(k.lower().endswith("_proxy") for k in os.environ):
-        return None
-    import urllib.request
-
-    proxies = urllib.request.getproxies()
-    chosen = proxies.get(target.scheme) or proxies.get("all")
-    if not chosen or urllib.request.proxy_bypass(target.netloc.rpartition("@")[2]):
-        return None
-    proxy = urlsplit(chosen if "://" in chosen else f"http://{chosen}")
-    if proxy.scheme != "http" or not proxy.hostname:
+def new_client(transport: httpx.BaseTransport | None = None) -> httpx.Client:
+    """A client with gpuc's rules; `transport`: a test's in-process server (httpx.MockTransport)."""
+    # Enough kept-open connections for every reader of `gpuc ls` at once on each host.
+    limits = httpx.Limits(max_connections=32, max_keepalive_connections=16)
+    try:
+        client = httpx.Client(
+            transport=transport, follow_redirects=False, limits=limits, headers={"User-Agent": USER_AGENT}
+        )
+    except (ImportError, ValueError) as exc:  # a proxy in the environment httpx cannot use (socks: an extra)
         raise TransportFailure(
-            "not_sent", f"the proxy {proxy.scheme}://{proxy.hostname or ''} from the environment is not "
-            "supported: gpuc speaks to an http:// proxy only",
-        )  # fmt: skip
-    return proxy
+            "not_sent", f"a proxy from the environment cannot be used ({type(exc).__name__}): gpuc speaks to "
+            "http:// and https:// proxies",
+        ) from None  # fmt: skip
+    for sender in [client._transport, *client._mounts.values()]:  # the default, and one per proxy
+        _bound(sender)
+    return client
 
 
-def route_for(target: SplitResult) -> Route:
-    proxy = environment_proxy(target)
-    if proxy is None:
-        return Route(target.hostname or "", target.port)
-    auth = None
-    if proxy.username is not None:
-        pair = f"{unquote(proxy.username)}:{unquote(proxy.password or '')}"
-        auth = "Basic " + base64.b64encode(pair.encode()).decode()
-    return Route(proxy.hostname or "", proxy.port or 80, auth, via_proxy=True)
+_current = threading.local()  # this thread's exchange deadline (time.monotonic()), while it runs
 
 
-class StdlibTransport:
-    """http.client, one connection per exchange (the laptop makes a handful per command)."""
+def _left(timeout: float | None, late: type[httpcore.TimeoutException] = httpcore.ReadTimeout) -> float | None:
+    until: float | None = getattr(_current, "until", None)
+    if until is None:
+        return timeout
+    left = until - time.monotonic()
+    if left <= 0:  # `late` says how far it went: a connect that times out sent nothing
+        raise late("the exchange's deadline has passed")
+    return left if timeout is None else min(timeout, left)
 
-    def send(
-        self, method: str, url: str, headers: Mapping[str, str], content: bytes | None, timeout_s: float
-    ) -> RawReply:
-        target = urlsplit(url)
-        if target.scheme not in ("http", "https") or not target.hostname:
-            raise TransportFailure("not_sent", f"not an http(s) URL: {target.scheme or '(no scheme)'}")
-        try:
-            target.port  # noqa: B018 - a port that is not a number raises here, before any socket
-        except ValueError:
-            raise TransportFailure("not_sent", "the URL's port is not a number") from None
-        route = route_for(target)
-        conn = _connection(target, route, timeout_s)
-        try:
-            _connect(conn)
-            path = (target.path or "/") + (f"?{target.query}" if target.query else "")
-            forwarded = route.via_proxy and target.scheme == "http"
-            sent = {"User-Agent": USER_AGENT, **headers}
-            if forwarded and route.proxy_auth:
-                sent["Proxy-Authorization"] = route.proxy_auth
-            return _exchange(conn, method, url if forwarded else path, sent, content)
-        finally:
-            conn.close()
+
+class _BoundStream(httpcore.NetworkStream):
+    """A socket whose every wait is cut to what is left of this thread's exchange deadline."""
+
+    def __init__(self, inner: httpcore.NetworkStream) -> None:
+        self._inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._inner.read(max_bytes, _left(timeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._inner.write(buffer, _left(timeout, httpcore.WriteTimeout))
 
     def close(self) -> None:
-        return None
+        self._inner.close()
+
+    def start_tls(
+        self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore.NetworkStream:
+        return _BoundStream(
+            self._inner.start_tls(ssl_context, server_hostname, _left(timeout, httpcore.ConnectTimeout))
+        )
+
+    def get_extra_info(self, info: str) -> object:
+        return self._inner.get_extra_info(info)
 
 
-def _connection(target: SplitResult, route: Route, timeout_s: float) -> http.client.HTTPConnection:
-    import http.client  # here, not at import: ~40 ms that `gpuc --help` and a fresh home never need
+class _BoundBackend(httpcore.NetworkBackend):
+    def __init__(self, inner: httpcore.NetworkBackend) -> None:
+        self._inner = inner
 
-    if target.scheme == "http":
-        return http.client.HTTPConnection(route.host, route.port, timeout=timeout_s)
-    from gpuc.core.tls import tls_context
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        stream = self._inner.connect_tcp(
+            host, port, _left(timeout, httpcore.ConnectTimeout), local_address, socket_options
+        )
+        return _BoundStream(stream)
 
-    conn = http.client.HTTPSConnection(route.host, route.port, timeout=timeout_s, context=tls_context())
-    if route.via_proxy:
-        tunnel_headers = {"Proxy-Authorization": route.proxy_auth} if route.proxy_auth else None
-        conn.set_tunnel(target.hostname or "", target.port, headers=tunnel_headers)
-    return conn
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore.NetworkStream:
+        return _BoundStream(
+            self._inner.connect_unix_socket(path, _left(timeout, httpcore.ConnectTimeout), socket_options)
+        )
 
-
-def _connect(conn: http.client.HTTPConnection) -> None:
-    """TCP, the proxy's CONNECT and the TLS handshake: any failure here is before a byte of the request."""
-    import ssl
-
-    try:
-        conn.connect()
-    except ssl.SSLCertVerificationError as exc:
-        raise TransportFailure(
-            "not_sent", f"the server's TLS certificate is not trusted: {exc.verify_message or exc.reason}"
-        ) from None
-    except TimeoutError:
-        raise TransportFailure("connect_timeout", "ConnectTimeout") from None
-    except OSError as exc:  # refused, no route, no such host, the proxy refused the tunnel, a TLS handshake
-        raise TransportFailure("connect", _said(exc)) from None
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
 
 
-def _exchange(
-    conn: http.client.HTTPConnection, method: str, target: str, headers: Mapping[str, str], content: bytes | None
+def _bound(sender: httpx.BaseTransport | None) -> None:
+    """httpx builds its connection pools itself (one per proxy from the environment): their sockets are
+    wrapped here. A transport of another kind (a test's in-process server) has no socket to wrap."""
+    pool = getattr(sender, "_pool", None)
+    backend = getattr(pool, "_network_backend", None)
+    if backend is not None and not isinstance(backend, _BoundBackend):
+        pool._network_backend = _BoundBackend(backend)  # type: ignore[union-attr]
+
+
+class Deadline(dict[str, float | None]):
+    """httpx's timeout extension whose every wait is what is left of one deadline (time.monotonic()).
+    httpcore asks it before each wait (the pool, the connect, each write and read phase)."""
+
+    def __init__(self, until: float) -> None:
+        super().__init__(connect=None, read=None, write=None, pool=None)
+        self.until = until
+
+    def left(self) -> float:
+        return self.until - time.monotonic()
+
+    def get(self, key: str, default: object = None) -> float | None:
+        return max(0.001, self.left())
+
+
+def exchange(
+    client: httpx.Client,
+    method: str,
+    url: str,
+    headers: Mapping[str, str],
+    content: bytes | None,
+    *,
+    until: float,
+    max_bytes: int = MAX_ANSWER_BYTES,
 ) -> RawReply:
-    """Send and read: from the first byte on, the server may have the request (ambiguous for a create)."""
-    import http.client
-
+    """Send once; the whole exchange ends by `until` (time.monotonic()) and reads at most `max_bytes`."""
+    deadline = Deadline(until)
+    if deadline.left() <= 0:
+        raise TransportFailure("pool_timeout", "no time left to send")  # nothing went out
     try:
-        conn.request(method, target, body=content, headers=dict(headers))
-        response = conn.getresponse()
-        body = response.read()
-    except TimeoutError:
-        raise TransportFailure("timeout", "ReadTimeout") from None
-    except http.client.HTTPException as exc:  # RemoteDisconnected, a bad status line, a short body
-        raise TransportFailure("dropped", type(exc).__name__) from None
-    except OSError as exc:  # reset, broken pipe
-        raise TransportFailure("network", type(exc).__name__) from None
-    found = {name.lower(): value for name, value in response.getheaders()}
-    return RawReply(response.status, response.reason, found, body)
+        request = client.build_request(method, url, headers=headers, content=content, extensions={"timeout": deadline})
+    except (httpx.HTTPError, ValueError) as exc:  # a URL or header value gpuc cannot send (never echoed)
+        raise TransportFailure("not_sent", type(exc).__name__) from None
+    _current.until = until
+    try:
+        with _failures(deadline):
+            response = client.send(request, stream=True)
+            try:
+                body = _read_capped(response, deadline, max_bytes)
+            finally:
+                response.close()
+    finally:
+        _current.until = None
+    found = {name.lower(): value for name, value in response.headers.items()}
+    return RawReply(response.status_code, response.reason_phrase, found, body)
 
 
-def _said(exc: OSError) -> str:
-    """A connect failure in a few words: the proxy's refusal says what it answered, the rest by name."""
-    text = str(exc)
-    return text[:120] if text.startswith("Tunnel connection failed") else type(exc).__name__
+def _read_capped(response: httpx.Response, deadline: Deadline, max_bytes: int) -> bytes:
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise TransportFailure("too_large", f"the answer is larger than {max_bytes // 1_000_000} MB")
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_bytes():  # decoded: a small gzip of a huge answer is capped too
+        size += len(chunk)
+        if size > max_bytes:
+            raise TransportFailure("too_large", f"the answer is larger than {max_bytes // 1_000_000} MB")
+        if deadline.left() <= 0:
+            raise TransportFailure("deadline", "no whole answer within the deadline")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
-class HttpxTransport:
-    """httpx, for a caller that hands in an httpx transport (the tests' MockTransport)."""
-
-    def __init__(self, transport: httpx.BaseTransport) -> None:
-        import httpx
-
-        self._client = httpx.Client(transport=transport, follow_redirects=False)
-
-    def send(
-        self, method: str, url: str, headers: Mapping[str, str], content: bytes | None, timeout_s: float
-    ) -> RawReply:
-        import httpx
-
-        try:
-            response = self._client.request(method, url, headers=headers, content=content, timeout=timeout_s)
-        except httpx.TransportError as exc:
-            raise TransportFailure(httpx_kind(exc), type(exc).__name__) from None
-        return RawReply(response.status_code, response.reason_phrase, dict(response.headers), response.content)
-
-    def close(self) -> None:
-        self._client.close()
+@contextmanager
+def _failures(deadline: Deadline) -> Iterator[None]:
+    """httpx's errors as failure kinds: whether the request can have reached the server."""
+    try:
+        yield
+    except httpx.TransportError as exc:
+        kind = failure_kind(exc)
+        if kind in ("timeout", "pool_timeout", "connect_timeout") and deadline.left() <= 0.01:
+            kind = "deadline" if kind == "timeout" else kind  # the deadline, not a quiet socket
+        raise TransportFailure(kind, _said(exc, kind)) from None
 
 
-def httpx_kind(exc: httpx.TransportError) -> FailureKind:
-    import httpx
-
+def failure_kind(exc: httpx.TransportError) -> FailureKind:
+    if isinstance(exc, httpx.ConnectError) and _untrusted(exc):
+        return "not_sent"  # the handshake refused the server: nothing went out, nor will it
     kinds: tuple[tuple[type[httpx.TransportError], FailureKind], ...] = (  # most specific first
         (httpx.UnsupportedProtocol, "not_sent"),
+        (httpx.LocalProtocolError, "not_sent"),  # refused by our side before sending (a bad header value)
+        (httpx.ProxyError, "connect"),  # the proxy refused the tunnel: the server never saw a byte
         (httpx.ConnectError, "connect"),
         (httpx.ConnectTimeout, "connect_timeout"),
         (httpx.PoolTimeout, "pool_timeout"),
@@ -237,3 +285,25 @@ def httpx_kind(exc: httpx.TransportError) -> FailureKind:
         (httpx.NetworkError, "network"),
     )
     return next((kind for cls, kind in kinds if isinstance(exc, cls)), "other")
+
+
+def _untrusted(exc: BaseException) -> bool:
+    seen: BaseException | None = exc
+    for _ in range(6):  # httpx's error wraps httpcore's, which wraps the ssl module's
+        if seen is None:
+            return False
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _said(exc: httpx.TransportError, kind: FailureKind) -> str:
+    """A failure in a few words, never a URL's query or a header."""
+    if kind == "not_sent" and isinstance(exc, httpx.ConnectError):
+        return "the server's TLS certificate is not trusted"
+    if kind == "deadline":
+        return "no whole answer within the deadline"
+    if isinstance(exc, httpx.ProxyError):
+        return f"the proxy refused: {str(exc)[:120]}"
+    return type(exc).__name__

@@ -40,3 +40,13 @@ def s3() -> Iterator[Any]:
         client = boto3.client("s3", region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test")
         client.create_bucket(Bucket="results")
         yield client
+
+
+@pytest.fixture(autouse=True)
+def fresh_http_client() -> Iterator[None]:
+    """The process's one HTTP client (core/transport.py) reads the environment (proxies, SSL_CERT_FILE) when
+    built: each test builds its own, and its kept-open connections close with the test."""
+    yield
+    from gpuc.core.transport import reset_shared_client
+
+    reset_shared_client()

@@ -7,24 +7,14 @@ from __future__ import annotations
 from typing import cast
 
 from gpuc.client.watchdog.client import WatchdogClient
-from gpuc.client.watchdog.status import WatchdogStatus, read_status
 from gpuc.core.api import StatusResponse
 
 
-def view(answer: StatusResponse) -> WatchdogStatus:
-    """`answer` as `gpuc ls` and `gpuc ledger` read it: its JSON (the server's `ok()`) through the real
-    light reader, so every fake status a test gives also checks that reader against the API model."""
-    return read_status(answer.model_dump(mode="json"))
-
-
 class StatusView:
-    """`status_view()` for a fake that answers `status()`."""
+    """A fake watchdog that answers `status()`, the one status read of every command."""
 
     def status(self) -> StatusResponse:
         raise NotImplementedError
-
-    def status_view(self) -> WatchdogStatus:
-        return view(self.status())
 
 
 class StatusOnly(StatusView):

@@ -1,4 +1,4 @@
-"""Loopback HTTP pieces for the stdlib transport's tests, stdlib only: a forward / CONNECT proxy that records
+"""Loopback HTTP pieces for the HTTP client's tests, stdlib only: a forward / CONNECT proxy that records
 what it was asked, a server that answers one fixed reply (over TLS too), and a self-signed certificate."""
 
 from __future__ import annotations

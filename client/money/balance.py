@@ -165,12 +165,16 @@ def read_balance(name: str, factory: ProviderFactory | None, settings: Settings)
 
 
 def check_balances(settings: Settings, factories: Mapping[str, ProviderFactory | None]) -> BalanceReport:
-    """One line per provider; a factory of None means "not configured" (no key), which is not an error."""
+    """One line per provider; a factory of None means "not configured" (no key), which is not an error.
+    Every account is read at once (core/together.py)."""
+    from gpuc.core.together import read_together
+
+    reads = read_together({name: partial(read_balance, name, factory, settings) for name, factory in factories.items()})
     return BalanceReport(
         cap_usd=settings.balance_cap_usd,
         low_usd=settings.balance_low_usd,
         advice=caps_text(settings),
-        providers=[read_balance(name, factory, settings) for name, factory in factories.items()],
+        providers=[outcome.get() for outcome in reads.values()],
     )
 
 

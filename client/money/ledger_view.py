@@ -7,8 +7,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpuc.client.context import Ctx
 from gpuc.core.budget import ledger_burns, month_spend, spend_text
@@ -27,9 +28,9 @@ from gpuc.core.settings import Settings
 if TYPE_CHECKING:
     # Startup: `gpuc ledger` loads no pydantic; the plot, the reconcile and the API models load where used.
     from gpuc.client.money.reconcile import BillingRecord, ReconcileReport
-    from gpuc.client.watchdog.status import WatchdogStatus
+    from gpuc.core.api import StatusResponse
 
-StatusFn = Callable[[], "WatchdogStatus"]
+StatusFn = Callable[[], "StatusResponse"]
 
 
 def resolve_month(month: str | None) -> str | None:
@@ -58,10 +59,10 @@ def take_in_ends(ledger: Ledger, status: StatusFn) -> str:
 def remembered(status: StatusFn) -> StatusFn:
     """One watchdog call for everything `gpuc ledger` asks it (the ends, the running pods, the budget's live
     pods); an unreachable watchdog is asked once too (each ask may wait for a timeout)."""
-    answers: list[WatchdogStatus] = []
+    answers: list[StatusResponse] = []
     failures: list[GpucError] = []
 
-    def once() -> WatchdogStatus:
+    def once() -> StatusResponse:
         if failures:
             raise failures[0]
         if not answers:
@@ -126,13 +127,13 @@ def budget_report(
     )
 
 
-def fetch_billing(
-    settings: Settings, month: str, only: tuple[str, ...]
-) -> tuple[list[BillingRecord], list[str]]:
+def fetch_billing(settings: Settings, month: str, only: tuple[str, ...]) -> tuple[list[BillingRecord], list[str]]:
     from gpuc.client.money.reconcile import billing_sources
+    from gpuc.core.together import read_together
 
     sources = billing_sources(settings, only or None)
-    records = [record for source in sources.values() for record in source.billing(month)]
+    reads = read_together({name: partial(source.billing, month) for name, source in sources.items()})
+    records = [record for outcome in reads.values() for record in outcome.get()]
     return records, sorted(sources)
 
 
@@ -149,7 +150,7 @@ class LedgerReport:
 
 def ledger_report(ctx: Ctx, month: str | None, plot_path: Path | None, *, sync: bool = True) -> LedgerReport:
     book = ctx.ledger()
-    status = remembered(ctx.watchdog.status_view) if sync else None
+    status = remembered(ctx.watchdog.status) if sync else None
     said = "" if status is None else take_in_ends(book, status)
     chosen = resolve_month(month)
     now = ctx.clock.now()
@@ -172,10 +173,18 @@ def reconcile_month(ctx: Ctx, month: str | None, only: tuple[str, ...]) -> Recon
     from gpuc.client.money.reconcile import reconcile
 
     chosen = check_month(month) if month else current_month()
+    from gpuc.core.together import read_together
+
     book = ctx.ledger()
-    status = remembered(ctx.watchdog.status_view)
+    # The watchdog and the providers' bills read at once (core/together.py).
+    jobs: dict[str, Callable[[], Any]] = {
+        "status": ctx.watchdog.status,
+        "billing": partial(fetch_billing, ctx.settings, chosen, only),
+    }
+    reads = read_together(jobs)
+    status = remembered(reads["status"].get)
     take_in_ends(book, status)
-    records, names = fetch_billing(ctx.settings, chosen, only)
+    records, names = reads["billing"].get()
     # A live pod's open row is billed more each hour: compared once it ends. Without the watchdog's word
     # no pod is taken for live, and an open row billed stays a mismatch (the safe side).
     return reconcile(book.entries(), records, chosen, names, live=live_pods(status) or ())

@@ -291,13 +291,19 @@ def collect(
     filters: OfferFilters,
     limit: int | None = None,
 ) -> OffersReport:
-    """Ask every provider; one that fails is reported, not fatal, unless they all fail."""
+    """Ask every provider, all at once (core/together.py); one that fails is reported, not fatal, unless
+    they all fail."""
+    from gpuc.core.together import read_together
+
     found: list[Offer] = []
     failures: list[ProviderFailure] = []
     errors: list[GpucError] = []
-    for name, factory in providers.items():
+    reads = read_together(
+        {name: partial(fetch, name, factory, gpu, interruptible, filters) for name, factory in providers.items()}
+    )
+    for name, outcome in reads.items():
         try:
-            found.extend(fetch(name, factory, gpu, interruptible, filters))
+            found.extend(outcome.get())
         except (ProviderError, ConfigError) as exc:
             failures.append(ProviderFailure(provider=name, error=exc.message, hint=exc.hint))
             errors.append(exc)

@@ -1,9 +1,9 @@
 """What `gpuc ls` (and `gpuc watchdog status`) know: every pod at every provider that can be read, joined
 with the laptop's runs and the watchdog's view, and the warnings about what could not be read.
 
-Startup: `gpuc ls` loads this module; it imports nothing heavy (no ssh, no provisioning, no pydantic). The
-watchdog's status comes through the light reader (client/watchdog/status.py), and the ledger's code loads
-only when there is an end to take in.
+The watchdog and every provider are read at once (core/together.py). The watchdog's status is its one
+declaration (core/api.py's StatusResponse), read by the client's one reader; the ledger's code loads only
+when there is an end to take in.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from gpuc.client.context import Ctx
 from gpuc.client.pods.runs import RunRecord
@@ -21,8 +21,7 @@ from gpuc.core.providers.registry import KEY_FIELDS, keyed_providers
 from gpuc.core.settings import Settings, env_name
 
 if TYPE_CHECKING:
-    from gpuc.client.watchdog.status import WatchdogStatus, WatchedPod
-    from gpuc.core.api import StatusResponse
+    from gpuc.core.api import PodRecord, StatusResponse
     from gpuc.core.ledger import WatchdogRecord
     from gpuc.core.pod import Pod
 
@@ -72,13 +71,21 @@ class Listing:
 
 
 def survey(ctx: Ctx) -> Listing:
-    """Every pod at every configured provider, joined with what the laptop and the watchdog know."""
+    """Every pod at every configured provider, joined with what the laptop and the watchdog know. The
+    watchdog and every provider are read at once (core/together.py): the network costs the slowest read,
+    and one stuck endpoint delays no other's answer beyond its own deadline."""
+    from gpuc.core.together import read_together
+
     runs = ctx.runs.by_pod_id()
+    configured = providers_to_list(ctx.settings)
+    watchdog = ctx.watchdog  # built here, not in a thread: Ctx builds each client once
+    listers = {name: ctx.provider(name).list_pods for name in configured}
+    reads = read_together({"": watchdog.status, **{f"p:{name}": read for name, read in listers.items()}})
     warnings: list[str] = []
-    watch: dict[str, WatchedPod] = {}
+    watch: dict[str, PodRecord] = {}
     server_time: float | None = None
     try:
-        status = ctx.watchdog.status_view()
+        status = cast("StatusResponse", reads[""].get())
         watch = {p.pod_id: p for p in status.pods}
         server_time = status.server_time
         warnings.extend(ledger_intake(ctx, status.pods))
@@ -86,12 +93,11 @@ def survey(ctx: Ctx) -> Listing:
     except GpucError as exc:
         warnings.append(f"watchdog unreachable: {exc.message}")
     now = ctx.clock.now()
-    configured = providers_to_list(ctx.settings)
     states = {name: f"not checked (no key: set {env_name(field)})" for name, field in KEY_FIELDS.items()}
     rows: list[dict[str, object]] = []
     for name in configured:
         try:
-            pods = ctx.provider(name).list_pods()
+            pods = cast("list[Pod]", reads[f"p:{name}"].get())
         except GpucError as exc:
             words = exc.message.removeprefix(f"{name}: ")  # a provider's error already names it
             warnings.append(f"{name}: {words}" + (f" ({exc.hint})" if exc.hint else ""))
@@ -106,7 +112,7 @@ def survey(ctx: Ctx) -> Listing:
 
 
 def ls_row(
-    pod: Pod, run: RunRecord | None, rec: WatchedPod | None, now: float, server_time: float | None
+    pod: Pod, run: RunRecord | None, rec: PodRecord | None, now: float, server_time: float | None
 ) -> dict[str, object]:
     row: dict[str, object] = {k: getattr(pod, k) for k in LS_FIELDS}
     if run and not row["experiment"]:
@@ -146,7 +152,7 @@ def ledger_intake(ctx: Ctx, records: Sequence[WatchdogRecord]) -> list[str]:
     return taken + [f"ledger: {w}" for w in report.warnings]
 
 
-def status_warnings(status: WatchdogStatus | StatusResponse) -> list[str]:
+def status_warnings(status: StatusResponse) -> list[str]:
     """What `gpuc ls` and `gpuc watchdog status` warn about: a stale reaper (F14), and each provider the
     reaper cannot read (nothing is destroyed there: a frozen pod on it bills unchecked)."""
     warnings = reaper_warnings(status.reaper_last_run, status.reaper_period_s, status.server_time)
@@ -165,9 +171,7 @@ def reaper_warnings(last_run: float | None, period_s: float, now: float) -> list
         return ["the watchdog's reaper has never run (F14): deploy or serve it"]
     age = now - last_run
     if age > 2 * period_s:
-        return [
-            f"the watchdog's reaper last ran {age / 60:.0f} min ago (period {period_s / 60:.0f} min): it is STALE"
-        ]
+        return [f"the watchdog's reaper last ran {age / 60:.0f} min ago (period {period_s / 60:.0f} min): it is STALE"]
     return []
 
 
@@ -176,5 +180,3 @@ def dumps_rows(rows: list[dict[str, object]]) -> str:
         return iso(value) if key in LS_TIMES and isinstance(value, int | float) else value
 
     return json.dumps([{k: when(k, v) for k, v in r.items()} for r in rows], indent=2, default=str)
-
-

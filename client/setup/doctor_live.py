@@ -70,25 +70,34 @@ class Reading:
         self.facts.append(Fact(provider=self.provider, fact=fact, status=status, detail=detail))
 
 
-def live_report(
-    providers: Mapping[str, Callable[[], Provider]], probe: PodProbe | None = None
-) -> LiveReport:
+def live_report(providers: Mapping[str, Callable[[], Provider]], probe: PodProbe | None = None) -> LiveReport:
     checks: list[Check] = []
     facts: list[Fact] = []
     if not providers:
         checks.append(warn("live", "no provider key is configured", "set RUNPOD_API_KEY or VAST_API_KEY in .env"))
-    for name, factory in providers.items():
-        reading = Reading(name, checks, facts)
-        try:
-            provider = factory()
-        except GpucError as exc:
-            checks.append(fail(f"{name}: connect", exc.message, exc.hint or "see the message"))
-            continue
-        try:
-            read_provider(reading, provider, probe)
-        finally:
-            provider.close()
+    from gpuc.core.together import read_together
+
+    # Every account read at once (core/together.py), each into its own lists, kept in the providers' order.
+    reads = read_together({name: partial(read_account, name, factory, probe) for name, factory in providers.items()})
+    for outcome in reads.values():
+        reading = outcome.get()
+        checks += reading.checks
+        facts += reading.facts
     return LiveReport(checks=checks, facts=facts)
+
+
+def read_account(name: str, factory: Callable[[], Provider], probe: PodProbe | None) -> Reading:
+    reading = Reading(name, [], [])
+    try:
+        provider = factory()
+    except GpucError as exc:
+        reading.checks.append(fail(f"{name}: connect", exc.message, exc.hint or "see the message"))
+        return reading
+    try:
+        read_provider(reading, provider, probe)
+    finally:
+        provider.close()
+    return reading
 
 
 def read_provider(reading: Reading, provider: Provider, probe: PodProbe | None) -> None:
@@ -177,9 +186,7 @@ def runpod_facts(reading: Reading, provider: Any) -> None:
 
 def v2_paging_fact(reading: Reading, provider: Any) -> None:
     reply = read_or_error(
-        lambda: provider.http.request(
-            "GET", f"{provider.rest_url}/pods", params={"limit": "1"}, accept=(400, 403, 422)
-        )
+        lambda: provider.http.request("GET", f"{provider.rest_url}/pods", params={"limit": "1"}, accept=(400, 403, 422))
     )
     claim = "REST v2 lists pods by pages (limit, cursor; pagination.nextCursor / hasNextPage)"
     if reply[0] == "error":
@@ -215,7 +222,7 @@ def vast_facts(reading: Reading, provider: Any) -> None:
     else:
         reading.fact("the v1 list without select_cols answers full rows", "unknown", "no instance to read")
     if token in (None, ""):
-        reading.fact("the v1 list ends with next_token null or \"\"", "confirmed", f"ended with {token!r}")
+        reading.fact('the v1 list ends with next_token null or ""', "confirmed", f"ended with {token!r}")
     user = http.request("GET", f"{v0}/users/current")
     body = user.body if isinstance(user.body, dict) else {}
     fields = [k for k in ("credit", "balance") if isinstance(body.get(k), int | float)]
@@ -285,6 +292,7 @@ POD_KEY_CLAIMS: dict[str, tuple[tuple[str, str, bool], ...]] = {
         ("the instance key may not list the account", "list", False),
     ),
 }
+
 
 def ssh_probe(ctx: Ctx) -> PodProbe:
     """The probe on a running gpuc pod, over ssh (the pod key never leaves the pod): the pod's own answer

@@ -2,15 +2,15 @@
 
 Every failure is a FunctionsError that says how to fix it; the admin token never appears in one.
 Only connection failures are retried (the request never reached the server, so a retry cannot act
-twice).
+twice), and every call, its retries included, ends within GPUC_FUNCTIONS_TIMEOUT_S.
 
-Lazy on purpose: `gpuc ls` builds one of these on every run, and most runs of a fresh install have no
-admin token. httpx (~70 ms to import) and the API models load on the first request that has a token to
-send; a missing token fails before either.
+It sends with the process's one httpx client (core/transport.py: the overall deadline and the size cap),
+or, in a test, over an in-process server (`transport`).
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     import httpx
     from pydantic import BaseModel
 
-    from gpuc.client.watchdog.status import WatchdogStatus
     from gpuc.core import api
+    from gpuc.core.transport import RawReply
 
 M = TypeVar("M", bound="BaseModel")
 CONNECT_TRIES = 3
@@ -51,7 +51,7 @@ class WatchdogClient:
         self.base_url = settings.functions_url.rstrip("/")
         self._sleep = sleep
         self._transport = transport
-        self._client: httpx.Client | None = None
+        self._own: httpx.Client | None = None
 
     def register(self, request: api.RegisterRequest) -> api.RegisterAnswer:
         from gpuc.core import api
@@ -81,33 +81,12 @@ class WatchdogClient:
         return self._call("POST", "/v1/notify", api.Ack, api.NotifyRequest(title=title, message=message))
 
     def status(self) -> api.StatusResponse:
+        """The watchdog's status document, declared once (core/api.py) and read here alone, by every command
+        (`gpuc ls`, `gpuc ledger`, `gpuc watchdog status`)."""
         self._token()  # first: no token, no httpx and no models (`gpuc ls` on a fresh install)
         from gpuc.core import api
 
         return self._call("GET", "/v1/status", api.StatusResponse)
-
-    def status_view(self) -> WatchdogStatus:
-        """The status for `gpuc ls` and `gpuc ledger`: read over the standard library and checked by hand
-        (client/watchdog/status.py), so these two commands load neither httpx nor pydantic. The same
-        failures as `status()`, in the same words; a read, so nothing can happen twice."""
-        headers = {"Authorization": f"Bearer {self._token()}"}  # first: no token, no HTTP code loaded at all
-        from gpuc.client.watchdog.status import Unexpected, read_status
-        from gpuc.client.watchdog.stdlib_get import get_json
-
-        url, timeout = self.base_url + "/v1/status", self.settings.functions_timeout_s
-        if self._transport is not None:  # a test's in-process server (httpx.MockTransport) answers this too
-            response = self._send("GET", url, headers, None)
-            code, reason, data = response.status_code, response.reason_phrase, _json(response)
-        else:
-            code, reason, data = get_json(
-                url, headers, timeout, fail=self._failure, tries=CONNECT_TRIES, backoff_s=CONNECT_BACKOFF_S,
-                sleep=self._sleep,
-            )
-        self._refused(code, reason, data)
-        try:
-            return read_status(data)
-        except Unexpected:
-            raise self._unexpected(code) from None
 
     def reap(self, dry_run: bool = False) -> api.ReapReport:
         from gpuc.core import api
@@ -120,19 +99,20 @@ class WatchdogClient:
         return self._call("POST", "/v1/resume", api.ResumeAnswer)
 
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        """Close a test's in-process connection; the shared client stays the process's."""
+        if self._own is not None:
+            self._own.close()
+            self._own = None
 
     def _http(self) -> httpx.Client:
-        if self._client is None:
-            import httpx
+        # Lazy: `gpuc ls` on a fresh install (no admin token) never loads httpx for the watchdog.
+        from gpuc.core.transport import new_client, shared_client
 
-            from gpuc.core.tls import tls_context
-
-            timeout = self.settings.functions_timeout_s
-            self._client = httpx.Client(transport=self._transport, timeout=timeout, verify=tls_context())
-        return self._client
+        if self._transport is None:
+            return shared_client()
+        if self._own is None:
+            self._own = new_client(self._transport)
+        return self._own
 
     def __enter__(self) -> WatchdogClient:
         return self
@@ -158,26 +138,27 @@ class WatchdogClient:
         response = self._send(method, self.base_url + path, headers, content)
         return self._read(response, answer)
 
-    def _send(self, method: str, url: str, headers: dict[str, str], content: bytes | None) -> httpx.Response:
-        import httpx
+    def _send(self, method: str, url: str, headers: dict[str, str], content: bytes | None) -> RawReply:
+        from gpuc.core.transport import TransportFailure, exchange
 
-        client = self._http()
+        until = time.monotonic() + self.settings.functions_timeout_s  # the call's one deadline, retries in
         for attempt in range(CONNECT_TRIES):
             try:
-                return client.request(method, url, headers=headers, content=content)
-            except httpx.ConnectError:
-                if attempt + 1 == CONNECT_TRIES:
+                return exchange(self._http(), method, url, headers, content, until=until)
+            except TransportFailure as exc:
+                pause = CONNECT_BACKOFF_S * (attempt + 1)
+                if exc.kind in ("timeout", "deadline", "connect_timeout", "pool_timeout"):
+                    raise self._failure("timeout") from None
+                if exc.kind != "connect":  # cut mid-answer, a certificate not trusted, a URL it cannot use
+                    raise self._failure(exc.what) from None
+                if attempt + 1 == CONNECT_TRIES or pause >= until - time.monotonic():
                     raise self._failure("connect") from None
-                self._sleep(CONNECT_BACKOFF_S * (attempt + 1))
-            except httpx.TimeoutException:
-                raise self._failure("timeout") from None
-            except httpx.HTTPError as exc:
-                raise self._failure(type(exc).__name__) from None
+                self._sleep(pause)
         raise AssertionError("unreachable")
 
     def _failure(self, kind: str) -> FunctionsError:
         """The request did not get an answer: "connect" (never reached the server, after the retries),
-        "timeout", or the name of what else went wrong. One wording for both transports."""
+        "timeout", or what else went wrong in a few words."""
         if kind == "connect":
             return FunctionsError(
                 f"cannot reach the watchdog at {self.base_url}",
@@ -193,15 +174,15 @@ class WatchdogClient:
             f"talking to the watchdog at {self.base_url} failed: {kind}", hint="check GPUC_FUNCTIONS_URL"
         )
 
-    def _read(self, response: httpx.Response, answer: type[M]) -> M:
+    def _read(self, response: RawReply, answer: type[M]) -> M:
         from pydantic import ValidationError
 
         data = _json(response)
-        self._refused(response.status_code, response.reason_phrase, data)
+        self._refused(response.status, response.reason, data)
         try:
             return answer.model_validate(data)
         except ValidationError:
-            raise self._unexpected(response.status_code) from None
+            raise self._unexpected(response.status) from None
 
     def _refused(self, code: int, reason: str, data: Any) -> None:
         if code < 400:
@@ -222,8 +203,8 @@ class WatchdogClient:
         )
 
 
-def _json(response: httpx.Response) -> Any:
+def _json(response: RawReply) -> Any:
     try:
-        return response.json()
-    except ValueError:
+        return json.loads(response.content)
+    except ValueError:  # not JSON (or not text): the caller's "answered something unexpected"
         return None

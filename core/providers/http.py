@@ -31,6 +31,7 @@ from __future__ import annotations
 import json as jsonlib
 import logging
 import random
+import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -44,7 +45,7 @@ from gpuc.core.errors import (
     ProviderUnavailable,
 )
 from gpuc.core.redact import redact
-from gpuc.core.transport import FailureKind, RawReply, StdlibTransport, Transport, TransportFailure
+from gpuc.core.transport import FailureKind, RawReply, TransportFailure, exchange, new_client, shared_client
 
 if TYPE_CHECKING:
     import httpx
@@ -80,6 +81,13 @@ RETRY_BY_FAILURE: dict[FailureKind, RetryRule] = {
     "timeout": RetryRule("timed out", "retry", "ambiguous"),
     "dropped": RetryRule("connection dropped", "retry", "ambiguous"),
     "network": RetryRule("network error", "retry", "ambiguous"),
+    "deadline": RetryRule(
+        "no whole answer within the deadline",
+        "fail",
+        "ambiguous",
+        "the provider is slow or stuck; try again later, or raise GPUC_PROVIDER_TIMEOUT_S on a slow link",
+    ),
+    "too_large": RetryRule("the answer is too large", "fail", "ambiguous", "the provider API may have changed"),
     "other": RetryRule("transport error", "fail", "ambiguous"),
     "not_sent": RetryRule(
         "not sent",
@@ -148,8 +156,10 @@ class HttpClient:
         backoff: BackoffFunction | None = None,
         clock: Clock | None = None,
         transport: httpx.BaseTransport | None = None,
+        client: httpx.Client | None = None,
     ) -> None:
-        """`transport`: an httpx transport (the tests' MockTransport); None is the stdlib's."""
+        """`client`: the httpx client to send with, else the process's shared one (core/transport.py);
+        `transport`: a test's in-process server, in a client of this HttpClient's own."""
         self.provider = provider
         self.key_env = key_env
         self.max_attempts = max(1, max_attempts)
@@ -158,18 +168,20 @@ class HttpClient:
         self._secrets = [api_key]
         self._headers = {"Authorization": f"Bearer {api_key}", "Accept": "application/json"}
         self.timeout_s = timeout_s
-        self._client: Transport
-        if transport is None:
-            self._client = StdlibTransport()
-        else:
-            from gpuc.core.transport import HttpxTransport
+        self._own = new_client(transport) if transport is not None else None
+        self._given = client
 
-            self._client = HttpxTransport(transport)
+    def _http(self) -> httpx.Client:
+        return self._own or self._given or shared_client()
 
     def close(self) -> None:
-        self._client.close()
+        """Close this client's own connections; the shared client stays the process's."""
+        if self._own is not None:
+            self._own.close()
 
-    def _send(self, method: str, url: str, json: Any, params: Mapping[str, str] | None) -> RawReply:
+    def _send(
+        self, method: str, url: str, json: Any, params: Mapping[str, str] | None, until: float
+    ) -> RawReply:
         headers = dict(self._headers)
         content = None
         if json is not None:
@@ -177,7 +189,7 @@ class HttpClient:
             headers["Content-Type"] = "application/json"
         if params:
             url += ("&" if urlsplit(url).query else "?") + urlencode(params)
-        return self._client.send(method, url, headers, content, self.timeout_s)
+        return exchange(self._http(), method, url, headers, content, until=until)
 
     def request(
         self,
@@ -189,15 +201,17 @@ class HttpClient:
         idempotent: bool = True,
         accept: Collection[int] = (),
     ) -> Reply:
-        """Send with retries; return 2xx replies and the statuses in `accept`, raise on everything else."""
+        """Send with retries, all within `timeout_s`; return 2xx replies and the statuses in `accept`, raise
+        on everything else."""
+        until = time.monotonic() + self.timeout_s
         for attempt in range(self.max_attempts):
             last = attempt + 1 == self.max_attempts
             try:
-                response = self._send(method, url, json, params)
+                response = self._send(method, url, json, params, until)
             except TransportFailure as exc:
                 said = self.redact(exc.what) if exc.kind == "not_sent" else None  # why, when it is not "try again"
                 self._after_failure(
-                    RETRY_BY_FAILURE[exc.kind], idempotent, method, url, attempt, last,
+                    RETRY_BY_FAILURE[exc.kind], idempotent, method, url, attempt, last, until,
                     status=None, request_id=None, message=said,
                 )  # fmt: skip
                 continue
@@ -217,6 +231,7 @@ class HttpClient:
                 url,
                 attempt,
                 last,
+                until,
                 status=response.status,
                 request_id=request_id,
                 retry_after=retry_after_s(response),
@@ -232,6 +247,7 @@ class HttpClient:
         url: str,
         attempt: int,
         last: bool,
+        until: float,
         *,
         status: int | None,
         request_id: str | None,
@@ -250,20 +266,27 @@ class HttpClient:
                 hint="gpuc looks the pod up by name before sending it again",
             )
         if action == "fail" or last:
-            raise ProviderUnavailable(
-                f"{what} (after {attempt + 1} attempt{'s' if attempt else ''})",
-                provider=self.provider,
-                status=status,
-                request_id=request_id,
-                hint=rule.hint,
-            )
+            raise self._gave_up(what, attempt, rule, status, request_id, "")
         delay = self.backoff(attempt)
         if retry_after is not None:
             delay = max(delay, min(retry_after, RETRY_AFTER_CAP_S))
+        if delay >= until - time.monotonic():  # one budget per call: no retry that cannot end in time
+            raise self._gave_up(what, attempt, rule, status, request_id, f", within {self.timeout_s:g} s")
         log.warning(
             "%s %s: retry %d/%d in %.1fs", self.provider, what, attempt + 1, self.max_attempts - 1, delay
         )
         self.clock.sleep(delay)
+
+    def _gave_up(
+        self, what: str, attempt: int, rule: RetryRule, status: int | None, request_id: str | None, within: str
+    ) -> ProviderUnavailable:
+        return ProviderUnavailable(
+            f"{what} (after {attempt + 1} attempt{'s' if attempt else ''}{within})",
+            provider=self.provider,
+            status=status,
+            request_id=request_id,
+            hint=rule.hint,
+        )
 
     def _json_body(self, response: RawReply, url: str, request_id: str | None) -> Any:
         if not response.content.strip():

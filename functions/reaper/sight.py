@@ -6,6 +6,7 @@ listed again is watched again."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from gpuc.core.pod import Pod, is_gpuc_name
@@ -14,6 +15,10 @@ from gpuc.functions.reaper.rules import SILENCE_STATUSES
 from gpuc.functions.reaper.state import Pass, describe
 from gpuc.functions.store import StoredPod
 from gpuc.functions.transitions import revive
+
+# A provider's reads in one pass (its list, a `get` per pod missing from it) end within this many request
+# deadlines, or it is blind for the pass.
+PASS_READ_FACTOR = 2.0
 
 
 @dataclass
@@ -36,12 +41,19 @@ def look(deps: Deps, records: list[StoredPod]) -> Sight:
     """Every provider read of the pass, before any decision: a provider that cannot be read is blind
     for this pass, and nothing it half-answered is kept (a `get` that fails after a good list must
     not leave some of its pods "seen" and others "gone")."""
+    from gpuc.core.together import read_together
+
     sight = Sight()
     names = dict.fromkeys([r.provider for r in records] + list(deps.providers.scan))
-    for name in names:
-        part = Sight()
+    # Every provider at once, under one deadline for the pass: a slow or stuck provider is blind for this
+    # pass (as one that fails), and never delays the judgement of another's pods.
+    parts = read_together(
+        {name: partial(look_at, deps, name, [r for r in records if r.provider == name]) for name in names},
+        deadline_s=read_deadline_s(deps),
+    )
+    for name, outcome in parts.items():
         try:
-            look_at(deps, name, [r for r in records if r.provider == name], part)
+            part = outcome.get()
         except Exception as exc:
             sight.blind[name] = describe(exc, deps)
         else:
@@ -50,7 +62,19 @@ def look(deps: Deps, records: list[StoredPod]) -> Sight:
     return sight
 
 
-def look_at(deps: Deps, name: str, records: list[StoredPod], sight: Sight) -> None:
+def read_deadline_s(deps: Deps) -> float:
+    """How long a pass waits for one provider's reads (a list, then a `get` per absent pod), each request
+    within its own deadline (GPUC_PROVIDER_TIMEOUT_S)."""
+    return PASS_READ_FACTOR * deps.settings.provider_timeout_s
+
+
+def look_at(deps: Deps, name: str, records: list[StoredPod]) -> Sight:
+    sight = Sight()
+    _look_at(deps, name, records, sight)
+    return sight
+
+
+def _look_at(deps: Deps, name: str, records: list[StoredPod], sight: Sight) -> None:
     provider = deps.providers.get(name)
     known = {r.pod_id for r in records}
     for pod in provider.list_pods():

@@ -26,7 +26,7 @@ REDACTED = "<redacted>"
 PRE_COMMIT = ("timeout", "drop", "429", "success_false", "search_quota")
 # Answered with the provider's own body for the kind (fault_answer), before the operation runs.
 PROVIDER_ANSWERED = ("success_false", "search_quota")
-AFTER_COMMIT = ("timeout_after_commit", "drop_after_commit", "cut_after_commit")
+AFTER_COMMIT = ("timeout_after_commit", "drop_after_commit", "cut_after_commit", "reset_after_commit")
 # The answer's status kept, its content emptied: `{}`, `[]`, the provider's envelope with nothing in it
 # (empty_data), or the one object asked for empty (empty_item). What a client must never read as "gone".
 EMPTIED = ("empty_object", "empty_list", "empty_data", "empty_item")
@@ -65,6 +65,7 @@ class EmuResponse:
     hang: bool = False  # no answer at all: the client times out
     drop: bool = False  # the connection closes without an answer
     cut: bool = False  # the status and headers go out, then the connection closes halfway through the body
+    reset: bool = False  # the connection is reset (TCP RST) instead of an answer
 
     @classmethod
     def json(cls, status: int, value: Any, headers: Mapping[str, str] | None = None) -> EmuResponse:
@@ -91,7 +92,8 @@ class Faults:
     """Per-call fault injection: `faults.add(op="create", kind="timeout_after_commit", times=1)`.
 
     Kinds: timeout, drop (before the operation runs); timeout_after_commit, drop_after_commit (the
-    operation is applied and the answer lost), cut_after_commit (applied, its answer stops mid-body);
+    operation is applied and the answer lost), cut_after_commit (applied, its answer stops mid-body),
+    reset_after_commit (applied, then the connection is reset);
     any 4xx/5xx status, e.g. "429", "500", "503", and
     "500_after_commit"; success_false (an HTTP 200 that refuses); search_quota (Vast: the daily search
     quota is spent, a 429 that retrying cannot cure); schema_drift (a body of a shape the client has never
@@ -249,7 +251,12 @@ class Emulator(ABC):
         if kind == "cut_after_commit":
             return EmuResponse(answer.status, answer.body, answer.headers, cut=True)
         if kind in AFTER_COMMIT:
-            return EmuResponse(0, hang=kind == "timeout_after_commit", drop=kind == "drop_after_commit")
+            return EmuResponse(
+                0,
+                hang=kind == "timeout_after_commit",
+                drop=kind == "drop_after_commit",
+                reset=kind == "reset_after_commit",
+            )
         if kind is not None and STATUS_KIND.match(kind):
             return self.fault_answer(op, kind.split("_")[0])
         if kind in EMPTIED:
@@ -269,6 +276,8 @@ class Emulator(ABC):
             answer = self.handle(emu_request(request))
             if answer.hang:
                 raise httpx.ReadTimeout("emulated: no answer", request=request)
+            if answer.reset:
+                raise httpx.ReadError("emulated: connection reset by peer", request=request)
             if answer.drop or answer.cut:
                 raise httpx.RemoteProtocolError(
                     "emulated: server disconnected before the whole response", request=request

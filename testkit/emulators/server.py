@@ -10,6 +10,9 @@ client needs to reach it (URLs and the emulator's API key).
 
 from __future__ import annotations
 
+import os
+import socket
+import struct
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -86,6 +89,8 @@ class EmulatorServer:
 class _Handler(BaseHTTPRequestHandler):
     server_ref: EmulatorServer
     server_version = "gpuc-emulator"
+    # Keep-alive, as the real APIs: a client's second request to a host reuses the connection.
+    protocol_version = "HTTP/1.1"
 
     def do_GET(self) -> None:
         self._dispatch()
@@ -122,10 +127,18 @@ class _Handler(BaseHTTPRequestHandler):
         answer = self.server_ref.emulator.handle(request)
         if answer.hang:
             self.server_ref.wait_released()
+        if answer.reset:  # SO_LINGER 0: the close sends a TCP RST, the client reads "connection reset"
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            os.close(self.connection.detach())  # now: the server's own shutdown would send a FIN first
+            self.close_connection = True
+            return
         if answer.hang or answer.drop:
             self.close_connection = True
             return
         self.send_response(answer.status)
+        if self.server_ref._httpd is None:  # stopped while answering: this connection ends with the answer
+            self.send_header("Connection", "close")
+            self.close_connection = True
         for name, value in answer.headers.items():
             self.send_header(name, value)
         self.send_header("Content-Length", str(len(answer.body)))

@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -249,3 +252,47 @@ def test_gpuc_ls_on_a_fresh_install_loads_neither_pydantic_nor_httpx(tmp_path: P
     env = {"HOME": str(tmp_path), "GPUC_HOME": str(tmp_path / "gpuc"), "GPUC_ENV_FILE": str(tmp_path / "no.env")}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert done.stderr.strip().splitlines()[-1] == "['click']", done.stderr
+
+
+# -- reads made together -----------------------------------------------------------------------------------
+
+
+class SlowProvider(ListingProvider):
+    def __init__(self, name: str, wait: Callable[[], object], fail: Exception | None = None) -> None:
+        super().__init__(name, fail=fail)
+        self.wait = wait
+
+    def list_pods(self) -> list[Pod]:
+        self.wait()
+        return super().list_pods()
+
+
+class SlowWatchdog(Watchdog):
+    def status(self) -> StatusResponse:
+        time.sleep(0.4)
+        return super().status()
+
+
+def test_ls_reads_the_watchdog_and_every_provider_at_once(tmp_path: Path) -> None:
+    """Each read takes 0.4 s: one after the other the network would cost 1.6 s, together 0.4 s."""
+    slow = [SlowProvider(name, lambda: time.sleep(0.4)) for name in ("local", "runpod", "vast")]
+    start = time.monotonic()
+    found = survey(deps_with(tmp_path, slow, SlowWatchdog()))
+    assert time.monotonic() - start < 1.0 and found.complete and found.watchdog
+
+
+def test_a_stuck_provider_does_not_hold_back_the_others_listing(tmp_path: Path) -> None:
+    """RunPod hangs until its own request deadline ends it in an error: Vast's pods are listed meanwhile,
+    not after it, and RunPod is named as not read."""
+    vast_listed = threading.Event()
+    stuck = SlowProvider(
+        "runpod",
+        lambda: vast_listed.wait(5.0),  # ends only once Vast was listed: one after the other would deadlock
+        fail=ProviderUnavailable("no whole answer within the deadline", provider="runpod"),
+    )
+    vast = SlowProvider("vast", vast_listed.set)
+    vast.pods = [a_pod(provider="vast", id="v1")]
+    start = time.monotonic()
+    found = survey(deps_with(tmp_path, [ListingProvider("local"), stuck, vast], Watchdog()))
+    assert time.monotonic() - start < 4.0  # Vast answered while RunPod still hung
+    assert [row["id"] for row in found.rows] == ["v1"] and found.unread == ["runpod"]

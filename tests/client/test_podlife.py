@@ -22,9 +22,7 @@ from gpuc.client.pods.run import job_on_pod, run_job
 from gpuc.client.pods.survey import LS_FIELDS, dumps_rows, list_all, reaper_warnings
 from gpuc.client.pods.up import up
 from gpuc.client.watchdog.client import WatchdogClient
-from gpuc.client.watchdog.status import WatchdogStatus
-from gpuc.core.api import Ack, EndRequest, RegisterAnswer, RegisterRequest
-from gpuc.core.checks import replaced
+from gpuc.core.api import Ack, EndRequest, RegisterAnswer, RegisterRequest, StatusResponse
 from gpuc.core.errors import ConfigError, FunctionsError, NotFound, SafetyRefusal
 from gpuc.core.ledger import LEDGER_COLUMNS
 from gpuc.core.pod import Pod
@@ -312,14 +310,14 @@ def test_ls_lists_pods_and_warns_when_the_watchdog_reports_an_absurd_end(world: 
     deps, _provider, _ = world
     pod = up(UpOptions(experiment="absurd"), deps)
     assert pod is not None
-    real_status = deps.watchdog.status_view
+    real_status = deps.watchdog.status
 
-    def status() -> WatchdogStatus:
+    def status() -> StatusResponse:
         answer = real_status()
-        pods = tuple(replaced(p, end_at=1e300) if p.pod_id == pod.id else p for p in answer.pods)
-        return replaced(answer, pods=pods)
+        pods = [p.model_copy(update={"end_at": 1e300}) if p.pod_id == pod.id else p for p in answer.pods]
+        return answer.model_copy(update={"pods": pods})
 
-    deps.watchdog.status_view = status  # type: ignore[method-assign]
+    deps.watchdog.status = status  # type: ignore[method-assign]
     rows, warnings = list_all(deps)
     assert [r["id"] for r in rows] == [pod.id]
     assert any(pod.id in w and "not a time" in w for w in warnings), warnings

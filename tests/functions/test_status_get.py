@@ -1,7 +1,6 @@
-"""The watchdog's status over both transports, on real HTTP (loopback): `status()` (httpx, pydantic; the
-commands that act) and `status_view()` (the standard library, checked by hand; `gpuc ls` and `gpuc ledger`).
-Each failure is the same error in the same words over both; proxies from the environment are honoured
-and a redirect is never followed by either."""
+"""The watchdog's status on real HTTP (loopback), over the process's one httpx client: `status()`, the one
+reader of the one declaration (core/api.py's StatusResponse) for every command. Each failure says what to
+do; proxies from the environment are honoured and a redirect is never followed."""
 
 from __future__ import annotations
 
@@ -19,9 +18,10 @@ from gpuc.client.watchdog.client import CONNECT_TRIES, WatchdogClient
 from gpuc.core import api
 from gpuc.core.errors import FunctionsError
 from gpuc.core.signing import derive_key, new_token
+from gpuc.core.transport import reset_shared_client
 from gpuc.functions.server import ServerHandle, start_in_thread
 
-READS = ("status", "status_view")
+READS = ("status",)
 STATUS = api.StatusResponse(server_time=1_767_225_600.0, reaper_period_s=300.0).model_dump_json().encode()
 
 
@@ -65,17 +65,14 @@ def failure(world: World, how: str, url: str, sleeps: list[float] | None = None,
     return info.value
 
 
-def test_both_read_the_same_pods_from_the_real_server(world: World, server: ServerHandle) -> None:
+def test_the_status_reads_the_pods_from_the_real_server(world: World, server: ServerHandle) -> None:
     world.provider.add("p1")
     settings = world.settings.with_overrides(functions_url=server.url)
     with WatchdogClient(settings) as client:
         request = {"pod_id": "p1", "provider": "fake", "name": "gpuc-p1", "experiment": "exp"}
         client.register(api.RegisterRequest.model_validate({**request, "key": derive_key(new_token())}))
-        full, light = client.status(), client.status_view()
-    assert [(p.pod_id, p.state, p.registered_at) for p in full.pods] == [
-        (p.pod_id, p.state, p.registered_at) for p in light.pods
-    ]
-    assert (light.server_time, light.reaper_period_s) == (full.server_time, full.reaper_period_s)
+        full = client.status()
+    assert [(p.pod_id, p.state) for p in full.pods] == [("p1", "ok")] and full.reaper_period_s > 0
 
 
 def test_a_refusal_is_the_same_error(world: World, server: ServerHandle) -> None:
@@ -154,18 +151,19 @@ def test_the_environments_proxy_is_used_and_no_proxy_bypasses_it(
     assert [line.split()[1] for line, _ in proxy.seen] == [target.url + "/v1/status"] * len(READS)
     assert target.seen == []
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    reset_shared_client()  # the environment is read when the process's client is built
     for how in READS:
         read(world, how, target.url)
     assert len(proxy.seen) == len(READS) and len(target.seen) == len(READS)
 
 
-def test_a_given_transport_answers_the_light_read_too(world: World) -> None:
-    """A test's in-process server (httpx.MockTransport) is asked by `status_view()` as by `status()`, and its
-    answer is checked by the light reader all the same."""
+def test_a_given_transport_answers_the_status_and_its_document_is_checked(world: World) -> None:
+    """A test's in-process server (httpx.MockTransport) answers the same reader; a document not the
+    watchdog's is refused, never read as an empty status."""
     answers = iter([httpx.Response(200, content=STATUS), httpx.Response(200, json={"unexpected": 1})])
     client = WatchdogClient(world.settings, httpx.MockTransport(lambda request: next(answers)))
     with client:
-        assert client.status_view().reaper_period_s == 300.0
+        assert client.status().reaper_period_s == 300.0
         with pytest.raises(FunctionsError) as info:
-            client.status_view()
+            client.status()
     assert "answered something unexpected" in info.value.message

@@ -45,6 +45,7 @@ def client(
         key_env="RUNPOD_API_KEY",
         backoff=backoff,
         clock=options.pop("clock", FakeClock()),  # type: ignore[arg-type]
+        timeout_s=options.pop("timeout_s", 20.0),  # type: ignore[arg-type]
         transport=httpx.MockTransport(script),
     )
     return http, retries
@@ -81,9 +82,19 @@ def test_it_waits_at_least_what_retry_after_asks_and_at_most_a_minute() -> None:
         httpx.Response(429, headers={"Retry-After": "3600"}),
         ok(),
     )
-    http, _ = client(script, clock=clock)
+    http, _ = client(script, clock=clock, timeout_s=120.0)
     http.request("GET", URL)
     assert clock.now() - start == 7 + 60
+
+
+def test_a_wait_that_would_not_fit_the_calls_budget_is_not_taken() -> None:
+    """One budget per call: a Retry-After past the call's deadline ends the call now, not after it."""
+    clock = FakeClock()
+    script = Script(httpx.Response(429, headers={"Retry-After": "30"}), ok())
+    http, _ = client(script, clock=clock, timeout_s=20.0)
+    with pytest.raises(ProviderUnavailable) as caught:
+        http.request("GET", URL)
+    assert script.calls == 1 and clock.now() == FakeClock().now() and "within 20 s" in caught.value.message
 
 
 Step = httpx.Response | type[httpx.TransportError]
@@ -104,6 +115,8 @@ Step = httpx.Response | type[httpx.TransportError]
         (httpx.Response(500), False, 1, AmbiguousOutcome),
         (httpx.ReadTimeout, False, 1, AmbiguousOutcome),
         (httpx.RemoteProtocolError, False, 1, AmbiguousOutcome),
+        (httpx.ReadError, False, 1, AmbiguousOutcome),  # a reset mid-exchange: it may follow the commit
+        (httpx.WriteError, False, 1, AmbiguousOutcome),
         # refused before anything happened: safe to send again
         (httpx.Response(429), False, 5, ProviderUnavailable),
         (httpx.ConnectError, False, 5, ProviderUnavailable),

@@ -1,17 +1,19 @@
-"""The providers over the stdlib transport (core/transport.py, the production default) on REAL HTTP: the
-emulators served on loopback, a local proxy, a TLS server with its own certificate. What matters for
-money: a create is sent again only when it cannot have reached the server, an answer lost mid-way is
-looked up by name (one pod, never two), a list that cannot be read never reads as "no pods", and the
-bearer token never goes to a host it was not meant for."""
+"""The providers over the process's one httpx client (core/transport.py: what production sends with) on REAL
+HTTP: the emulators served on loopback, a local proxy, a TLS server with its own certificate, servers that
+reset, trickle or flood. What matters for money: a create is sent again only when it cannot have reached
+the server, an answer lost mid-way is looked up by name (one pod, never two), a list that cannot be read
+never reads as "no pods", the bearer token never goes to a host it was not meant for, and no answer holds
+a call past its deadline or fills the memory."""
 
 from __future__ import annotations
 
 import base64
-import os
 import socket
-import subprocess
-import sys
-from collections.abc import Iterator
+import struct
+import threading
+import time
+import tracemalloc
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -25,8 +27,7 @@ from gpuc.core.providers.base import Provider
 from gpuc.core.providers.http import AmbiguousOutcome, HttpClient, zero_backoff
 from gpuc.core.providers.runpod import RunPodProvider
 from gpuc.core.providers.vast import VastProvider
-from gpuc.core.tls import tls_context
-from gpuc.core.transport import StdlibTransport
+from gpuc.core.transport import MAX_ANSWER_BYTES, reset_shared_client, shared_client
 from gpuc.testkit.emulators.common import Emulator
 from gpuc.testkit.emulators.runpod import RunPodEmulator
 from gpuc.testkit.emulators.server import EmulatorServer
@@ -44,13 +45,13 @@ def no_proxy_from_the_machine(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name.lower(), raising=False)
 
 
-def over_http(name: str, url: str, clock: FakeClock) -> Provider:
+def over_http(name: str, url: str, clock: FakeClock, timeout_s: float = 2.0) -> Provider:
     if name == "runpod":
         return RunPodProvider(
             RUNPOD_KEY, graphql_url=f"{url}/graphql", rest_url=f"{url}/v2", clock=clock,
-            backoff=zero_backoff, timeout_s=2.0,
+            backoff=zero_backoff, timeout_s=timeout_s,
         )  # fmt: skip
-    return VastProvider(VAST_KEY, url=url, clock=clock, backoff=zero_backoff, timeout_s=2.0)
+    return VastProvider(VAST_KEY, url=url, clock=clock, backoff=zero_backoff, timeout_s=timeout_s)
 
 
 def emulator(name: str, clock: FakeClock) -> Emulator:
@@ -83,9 +84,9 @@ def creates(emu: Emulator) -> int:
     return len(emu.ops("create"))
 
 
-def test_list_create_get_destroy_over_the_stdlib(served: tuple[Emulator, EmulatorServer, Provider]) -> None:
+def test_list_create_get_destroy_over_the_shared_client(served: tuple[Emulator, EmulatorServer, Provider]) -> None:
     emu, _, provider = served
-    assert isinstance(provider.http._client, StdlibTransport)  # type: ignore[attr-defined]
+    assert provider.http._http() is shared_client()  # type: ignore[attr-defined]
     assert provider.list_pods() == []
     pod = provider.create(pod_spec(provider.name))
     found = provider.get(pod.id)
@@ -209,7 +210,7 @@ def test_a_create_without_an_answer_in_time_is_ambiguous(clock: FakeClock) -> No
         url = f"http://127.0.0.1:{silent.getsockname()[1]}/pods"
         with pytest.raises(AmbiguousOutcome) as info:
             client(clock, timeout_s=0.2).request("POST", url, json={"name": "gpuc-x"}, idempotent=False)
-    assert "timed out" in info.value.message
+    assert "no whole answer within the deadline" in info.value.message
 
 
 @pytest.fixture
@@ -224,12 +225,14 @@ def test_an_http_proxy_from_the_environment_is_used_and_no_proxy_bypasses_it(
 ) -> None:
     emu, server, provider = served
     monkeypatch.setenv("HTTP_PROXY", proxy.url)
+    reset_shared_client()  # the environment is read when the process's client is built
     provider.create(pod_spec(provider.name))
     assert len(provider.list_pods()) == 1
     assert proxy.seen and all(line.split()[1].startswith(server.url + "/") for line, _, _ in proxy.seen)
     assert len(emu.requests) == len(proxy.seen)  # every one went through it
     through = len(proxy.seen)
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    reset_shared_client()
     assert len(provider.list_pods()) == 1
     assert len(proxy.seen) == through and len(emu.requests) > through
 
@@ -239,6 +242,7 @@ def test_all_proxy_is_the_fallback(
 ) -> None:
     _, _, provider = served
     monkeypatch.setenv("all_proxy", proxy.url)
+    reset_shared_client()
     provider.list_pods()
     assert proxy.seen
 
@@ -246,9 +250,9 @@ def test_all_proxy_is_the_fallback(
 @pytest.fixture
 def certificate(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     made = self_signed(tmp_path)
-    tls_context.cache_clear()  # the process's one context: rebuilt with this test's SSL_CERT_FILE
+    reset_shared_client()  # the process's client: rebuilt with this test's SSL_CERT_FILE
     yield made
-    tls_context.cache_clear()
+    reset_shared_client()
 
 
 def test_https_goes_through_the_proxys_connect_tunnel_with_the_certificate_checked(
@@ -299,7 +303,164 @@ def test_a_proxy_that_refuses_the_tunnel_never_reached_the_server(
     assert len(refusing.seen) == 5 and target.seen == []
 
 
-def test_the_providers_http_loads_no_httpx() -> None:
-    code = "import gpuc.core.providers.http, gpuc.core.transport; import sys; assert 'httpx' not in sys.modules"
-    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
-    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+
+
+def test_a_create_whose_connection_is_reset_mid_exchange_is_never_sent_again(
+    served: tuple[Emulator, EmulatorServer, Provider],
+) -> None:
+    """A reset (TCP RST) after the request went out may follow the commit: the create is looked up by
+    name, never sent a second time (a second billed pod)."""
+    emu, _, provider = served
+    emu.faults.add(op="create", kind="reset_after_commit", times=1)
+    pod = provider.create(pod_spec(provider.name))
+    assert creates(emu) == 1 and emu_pods(emu) == [pod.id]
+
+
+def test_a_reset_mid_exchange_is_ambiguous_for_a_create(clock: FakeClock) -> None:
+    seen: list[bytes] = []
+
+    def reset(conn: socket.socket) -> None:
+        seen.append(b"")
+        while not seen[-1].endswith(b"}"):  # the whole request arrived: then a reset, no answer
+            seen[-1] += conn.recv(65536)
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+    with RawServer(reset) as server, pytest.raises(AmbiguousOutcome) as info:
+        client(clock).request("POST", server.url + "/pods", json={"name": "gpuc-x"}, idempotent=False)
+    assert "network error" in info.value.message and len(seen) == 1
+
+
+def reads_in_a_list(name: str) -> int:
+    """RunPod's list reads GraphQL and REST v2 at once, each on its connection; Vast's is one read."""
+    return 2 if name == "runpod" else 1
+
+
+class RawServer:
+    """A loopback TCP server that hands each connection to `serve` (in a thread), then closes it."""
+
+    def __init__(self, serve: Callable[[socket.socket], None]) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.serve, self.stopped = serve, threading.Event()
+        self.connections = 0
+
+    def __enter__(self) -> RawServer:
+        threading.Thread(target=self._accept, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopped.set()
+        self.sock.close()
+
+    def _accept(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def _one(self, conn: socket.socket) -> None:
+        try:
+            self.serve(conn)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+
+def trickle(headers: bool, stopped: threading.Event) -> Callable[[socket.socket], None]:
+    """A server that never stops sending, a byte every 0.2 s: in its headers, or in an endless body."""
+
+    def serve(conn: socket.socket) -> None:
+        conn.recv(65536)
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+        if not headers:
+            conn.sendall(head + b"Content-Length: 1000000\r\n\r\n[")
+        else:
+            conn.sendall(head)
+        begun = time.monotonic()
+        while not stopped.wait(0.2) and time.monotonic() - begun < 5.0:  # a client that waits fails, not hangs
+            conn.sendall(b"X-Slow: 1\r\n" if headers else b" ")
+
+    return serve
+
+
+@pytest.mark.parametrize("where", ["headers", "body"])
+def test_a_trickling_server_cannot_hold_a_list_past_its_deadline(
+    name: str, clock: FakeClock, where: str
+) -> None:
+    stopped = threading.Event()
+    with RawServer(trickle(where == "headers", stopped)) as server:
+        provider = over_http(name, server.url, clock, timeout_s=1.0)
+        start = time.monotonic()
+        try:
+            with pytest.raises(ProviderUnavailable) as info:
+                provider.list_pods()
+        finally:
+            stopped.set()
+            provider.close()
+    elapsed = time.monotonic() - start
+    assert elapsed < 1.0 + 0.5, elapsed  # one deadline for the call, its retries included
+    assert "within the deadline" in info.value.message and server.connections == reads_in_a_list(name)
+
+
+def test_a_create_held_past_its_deadline_is_ambiguous(clock: FakeClock) -> None:
+    stopped = threading.Event()
+    with RawServer(trickle(False, stopped)) as server:
+        try:
+            with pytest.raises(AmbiguousOutcome):
+                client(clock, timeout_s=0.5).request("POST", server.url + "/pods", json={}, idempotent=False)
+        finally:
+            stopped.set()
+    assert server.connections == 1
+
+
+def flood(declared: bool, stopped: threading.Event) -> Callable[[socket.socket], None]:
+    """A server answering 300 MB, its length declared or not (chunked)."""
+
+    def serve(conn: socket.socket) -> None:
+        conn.recv(65536)
+        size = 300 * 1024 * 1024
+        length = f"Content-Length: {size}" if declared else "Transfer-Encoding: chunked"
+        conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n{length}\r\n\r\n".encode())
+        block = b" " * 65536
+        piece = block if declared else f"{len(block):x}\r\n".encode() + block + b"\r\n"
+        for _ in range(size // len(block)):
+            if stopped.is_set():
+                return
+            conn.sendall(piece)
+
+    return serve
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["content-length", "chunked"])
+def test_a_huge_answer_is_refused_at_the_cap_not_read_whole(name: str, clock: FakeClock, declared: bool) -> None:
+    stopped = threading.Event()
+    with RawServer(flood(declared, stopped)) as server:
+        provider = over_http(name, server.url, clock, timeout_s=20.0)
+        tracemalloc.start()
+        try:
+            with pytest.raises(ProviderUnavailable) as info:
+                provider.list_pods()
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+            stopped.set()
+            provider.close()
+    assert "too large" in info.value.message  # not retried: it would be again
+    assert server.connections == reads_in_a_list(name)
+    assert peak < (reads_in_a_list(name) + 1) * MAX_ANSWER_BYTES, peak  # at most the cap per read at once
+
+
+def test_a_socks_proxy_in_the_environment_is_refused_by_name_not_a_crash(
+    clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ALL_PROXY", "socks5://127.0.0.1:1080")
+    reset_shared_client()
+    with pytest.raises(ProviderUnavailable) as info:
+        client(clock).request("POST", "http://127.0.0.1:9/pods", json={}, idempotent=False)
+    assert not isinstance(info.value, AmbiguousOutcome) and "proxy from the environment" in info.value.message

@@ -1,0 +1,66 @@
+"""The reaper reads its providers at once, under a deadline for the pass: one provider that hangs is blind
+for that pass (nothing is done on its pods) and never delays the judgement of another provider's pods."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from watchdog_fakes import World, make_world
+
+from gpuc.core.clock import FakeClock
+from gpuc.testkit.fakes import FakeProvider
+
+MIN = 60.0
+
+
+@pytest.fixture
+def released() -> Iterator[threading.Event]:
+    event = threading.Event()
+    yield event
+    event.set()  # the stuck read ends with the test
+
+
+def stuck_world(home: Path, clock: FakeClock, released: threading.Event) -> tuple[World, FakeProvider]:
+    stuck = FakeProvider(clock, name="stuck")
+    world = make_world(home, clock, providers=(stuck,), provider_timeout_s=0.25)
+    stuck.on_list = lambda: (released.wait(30.0), None)[1]  # a provider that never answers in time
+    return world, stuck
+
+
+def test_a_stuck_provider_is_blind_and_does_not_delay_the_others_judgement(
+    home: Path, clock: FakeClock, released: threading.Event
+) -> None:
+    world, stuck = stuck_world(home, clock, released)
+    world.register("p1")  # at the provider that answers
+    world.ping("p1")
+    world.register("s1", provider=stuck)
+    world.ping("s1")
+    world.clock.advance(5 * MIN)
+    start = time.monotonic()
+    report = world.reap()
+    elapsed = time.monotonic() - start
+    assert elapsed < 2 * 0.25 + 1.0, elapsed  # the pass's read deadline, not the stuck provider's 30 s
+    assert report.blind_providers == ["stuck"]
+    assert any("no answer within" in m.message for m in world.outbox() if m.kind == "blind")
+    assert world.pod("p1").state == "down"  # judged on time: marked for the destroy
+    assert world.pod("s1").state == "ok"  # nothing is done on a blind provider's pods
+    world.clock.advance(world.settings.destroy_grace_s)
+    world.reap()
+    assert world.provider.destroyed == ["p1"] and stuck.destroyed == []
+    world.store.close()
+
+
+def test_providers_are_read_at_once(home: Path, clock: FakeClock) -> None:
+    slow = FakeProvider(clock, name="slow")
+    world = make_world(home, clock, providers=(slow,))
+    for provider in (world.provider, slow):
+        provider.on_list = lambda: time.sleep(0.5)
+    start = time.monotonic()
+    report = world.reap()
+    assert time.monotonic() - start < 0.9  # one after the other would be 1 s
+    assert not report.blind
+    world.store.close()
