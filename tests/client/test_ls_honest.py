@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -70,7 +70,7 @@ class Watchdog(StatusView):
         return StatusResponse(server_time=T0, reaper_last_run=T0 - 60, reaper_period_s=300, pods=self.records)
 
 
-def deps_with(tmp_path: Path, providers: list[ListingProvider], watchdog: Watchdog, keys: bool = True) -> Ctx:
+def deps_with(tmp_path: Path, providers: Sequence[ListingProvider], watchdog: Watchdog, keys: bool = True) -> Ctx:
     settings = Settings(
         home=tmp_path / "home",
         env_file=tmp_path / "none.env",
