@@ -81,12 +81,12 @@ def run_push(dest: Any, paths: PodPaths, clock: FakeClock | None = None) -> Push
     from gpuc.instance_side import push as pushmod
 
     clock = clock or FakeClock(time.time())
-    original = pushmod.destination
-    pushmod.destination = lambda sync: sync  # type: ignore[assignment]
+    original = pushmod.destination  # type: ignore[attr-defined]
+    pushmod.destination = lambda sync: sync  # type: ignore[attr-defined,assignment,return-value]
     try:
         report = push_once(dest, paths, clock)
     finally:
-        pushmod.destination = original
+        pushmod.destination = original  # type: ignore[attr-defined]
     assert report is not None
     return report
 
