@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from gpuc.core.budget import Attempt
+from gpuc.core.errors import GpucError
 from gpuc.core.models import PodSpec
 from gpuc.core.providers.base import Provider
 from gpuc.functions.reaper.recover import Decision, Offer, Reading, RecoveryPlan, decide, progress_text, stop_text
@@ -117,7 +118,16 @@ def _rerent(provider: Provider, run: RecoveringRun, offer: Offer, now: float) ->
             "env": {**run.spec.env, RESUME_ENV: run.results_at},
         }
     )
-    pod = provider.create(spec)
+    try:
+        pod = provider.create(spec)
+    except GpucError as exc:
+        # The paused one is gone (confirmed) and nothing new bills: recovery ends here, said, not retried
+        # blindly (a create that may have happened is create_once's to find, by the run's name).
+        run.told.append(
+            f"recovery stopped: the re-rent failed ({exc}); the last results pushed are kept at {run.results_at}"
+        )
+        run.done = True
+        return
     run.pod_ids.append(pod.id)
     run.attempts.append(Attempt(now, offer.price_per_hour, run.plan.disk_per_hour))
     run.paused_since = None

@@ -51,3 +51,27 @@ def test_a_pod_that_resumed_on_its_own_is_left_alone() -> None:
             recover_pass(world.vast, world.run, world.clock.now(), WAIT_S)
         assert world.run.paused_since is None and len(world.emu.ops("destroy")) == 0
         world.close()
+
+
+def test_a_re_rent_that_fails_ends_recovery_with_nothing_billing_and_says_so() -> None:
+    world, tmp = _world(recover=2)
+    with tmp:
+        outbid_and_wait(world)
+        world.emu.faults.add(op="create", kind="success_false", times=None)
+        decision = recover_pass(world.vast, world.run, world.clock.now(), WAIT_S)
+        assert decision.action == "rerent" and world.run.done
+        assert world.emu.alive() == [] and "re-rent failed" in world.run.told[-1]
+        assert "kept at file://" in world.run.told[-1]
+        world.close()
+
+
+def test_two_readings_that_disagree_do_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    world, tmp = _world(recover=2)
+    with tmp:
+        outbid_and_wait(world)
+        real = world.vast.get
+        answers = iter([real(world.run.pod_ids[-1]), None])  # paused, then "gone": uncertain
+        monkeypatch.setattr(world.vast, "get", lambda pod_id: next(answers))
+        assert recover_pass(world.vast, world.run, world.clock.now(), WAIT_S).action == "none"
+        assert len(world.emu.ops("destroy")) == 0 and len(world.emu.alive()) == 1
+        world.close()
