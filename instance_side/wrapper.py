@@ -42,10 +42,12 @@ from gpuc.instance_side.podfiles import (
 )
 from gpuc.instance_side.podlog import PodLog
 from gpuc.instance_side.procs import job_stamp
+from gpuc.instance_side.resume import RESUME_ENV, RestoreError, restore
 
 _CAUGHT = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _FROM_TERMINAL = (signal.SIGINT, signal.SIGHUP)
 NOT_FOUND_EXIT = 127
+RESUME_FAILED = 75  # EX_TEMPFAIL: the recovered attempt could not restore the last push
 
 
 def exit_status(returncode: int) -> int:
@@ -305,6 +307,8 @@ class JobWrapper:
             self.relay.restore()
 
     def _run_job(self, argv: Sequence[str]) -> int:
+        if not self.dry_run and not self._resume():
+            return RESUME_FAILED
         self.log.line(f"starting job in {self.paths.workspace}")
         tee = JobLogTee(self.paths.job_log, echo=self.output_echo)
         if not self.dry_run:
@@ -348,6 +352,21 @@ class JobWrapper:
             names = ", ".join(signal.Signals(s).name for s in self.relay.received)
             self.log.line(f"wrapper received {names} while the job ran")
         return exit_status(returncode)
+
+    def _resume(self) -> bool:
+        """A recovered attempt (issue 30): the last push into results/ BEFORE the job starts, so that it
+        resumes from its newest checkpoint. A restore that fails starts no job (it would start over,
+        billing hours to redo work): the pod ends with RESUME_FAILED, the pushed results untouched."""
+        source = self.env.get(RESUME_ENV)
+        if not source:
+            return True
+        try:
+            names = restore(source, self.paths.results)
+        except (RestoreError, OSError) as exc:
+            self.log.line(f"could not restore the last push into results/: {exc}; the job is not started")
+            return False
+        self.log.line(f"restored {len(names)} files of the last push into results/ (recovered attempt)")
+        return True
 
     def _write_job_pid(self, pid: int) -> None:
         # The idle watch follows this pid's process tree: its CPU time and I/O are the job's progress.
