@@ -42,20 +42,6 @@ from gpuc.core.termsafe import clean_line
 )
 @click.option("--interruptible", is_flag=True, help="Rent interruptible (spot) with --bid.")
 @click.option("--bid", type=float, default=None, help="Bid per GPU-hour for an interruptible pod.")
-@click.option(
-    "--recover",
-    type=click.IntRange(0, 10),
-    default=0,
-    show_default=True,
-    help="With --interruptible (Vast): after an outbid, let the watchdog re-rent up to N times (0: today's "
-    "behaviour, a paused pod is reaped and the job lost). Every attempt counts against the run's one "
-    "--max-hours from its first start and its one worst case (price x hours); re-rents never bid above --bid.",
-)
-@click.option(
-    "--recover-on-demand",
-    is_flag=True,
-    help="With --recover: the last recovery rents on-demand, if its worst case still fits the run's envelope.",
-)
 @click.option("--offer", "offer_id", default=None, help="Rent exactly this offer id (see gpuc offers).")
 @click.option("--image", default=None, help="Container image.")
 @click.option(
@@ -94,8 +80,6 @@ def up(
     max_hours: float | None,
     interruptible: bool,
     bid: float | None,
-    recover: int,
-    recover_on_demand: bool,
     offer_id: str | None,
     image: str | None,
     wait: bool,
@@ -144,8 +128,6 @@ def up(
         max_hours=max_hours or settings.max_hours,
         interruptible=interruptible,
         bid=bid,
-        recover=recover,
-        recover_on_demand=recover_on_demand,
         offer_id=offer_id,
         image=image,
         command=list(command),

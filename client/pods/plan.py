@@ -62,8 +62,6 @@ class UpOptions:
     max_hours: float = 12.0
     interruptible: bool = False
     bid: float | None = None
-    recover: int = 0  # `--recover N`: re-rents after an outbid (client/pods/spot.py)
-    recover_on_demand: bool = False
     offer_id: str | None = None
     image: str | None = None
     command: list[str] = field(default_factory=list)
@@ -79,24 +77,6 @@ class UpOptions:
 
 
 # -- checks before money is spent, with no provider call --------------------------------------------
-def check_recover(opts: UpOptions) -> None:
-    """`--recover N` re-rents an OUTBID pod: only an interruptible rent with an explicit bid is outbid, and
-    the bid is the price cap every re-rent is held to (never a bid without a price: Vast's "winning price"
-    has no bound)."""
-    if opts.recover_on_demand and opts.recover < 1:
-        raise ConfigError("--recover-on-demand needs --recover N (N >= 1)", hint="e.g. --recover 2 --recover-on-demand")
-    if opts.recover and not (opts.interruptible and opts.bid is not None):
-        raise ConfigError(
-            "--recover needs --interruptible with --bid",
-            hint="only an interruptible pod is outbid; its bid caps every re-rent (`gpuc offers --interruptible`)",
-        )
-    if opts.recover and opts.provider not in ("vast", "local"):
-        raise ConfigError(
-            f"--recover is for Vast, not {opts.provider}",
-            hint="RunPod removed its interruptible API; rent on Vast (--provider vast)",
-        )
-
-
 def check_experiment(name: str | None) -> str:
     if not name:
         raise ConfigError("an experiment name is required", hint="gpuc up NAME (e.g. gpuc up lora-sweep-3)")
@@ -128,7 +108,6 @@ def check_env_file(settings: Settings, provider: str) -> dict[str, str]:
 def before_create(opts: UpOptions, ctx: Ctx) -> str:
     """Every check that needs no provider call; the GPU name as the provider spells it."""
     check_max_hours(ctx.settings, opts.max_hours)
-    check_recover(opts)
     if opts.provider in RENTED:
         check_provider_key(ctx.settings, opts.provider)
         check_ssh_key(ctx.settings)

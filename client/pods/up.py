@@ -71,7 +71,7 @@ def up(opts: UpOptions, ctx: Ctx) -> Pod | None:
         max_hours=opts.max_hours,
         price_per_hour=opts.price_per_hour,
         offer_id=opts.offer_id,
-        env={"GPUC_EXPERIMENT": opts.experiment, "GPUC_RUN_ID": run_id, **recover_env(opts)},
+        env={"GPUC_EXPERIMENT": opts.experiment, "GPUC_RUN_ID": run_id},
         **({"image": opts.image} if opts.image else {}),
     )
     if opts.dry_run:
@@ -418,10 +418,3 @@ def _close_books(pod_id: str | None, spec: PodSpec, ctx: Ctx, note: str) -> list
         reason = exc.message if isinstance(exc, GpucError) else str(exc) or type(exc).__name__
         return [f"  books: {reason[:200]} (`gpuc ls` and `gpuc ledger` add what is missing from the watchdog's)"]
     return []
-
-
-def recover_env(opts: UpOptions) -> dict[str, str]:
-    """What the watchdog reads to recover this run after an outbid (issue 30); nothing for --recover 0."""
-    if not opts.recover:
-        return {}
-    return {"GPUC_RECOVER": str(opts.recover), "GPUC_RECOVER_ON_DEMAND": "1" if opts.recover_on_demand else "0"}

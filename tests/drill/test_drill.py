@@ -38,7 +38,7 @@ ROWS += ["F20"]  # issue 20: keep from the phone
 ROWS += ["F11i"]  # issues 25-26: `up | tee` stopped at each step
 ROWS += ["F26s", "F26w"]  # issue 26: pods carry their own proof
 ROWS += ["F26a", "F26f"]  # issue 26: the agent killed mid-job, the pod frozen mid-job
-ROWS += ["S30a", "S30b", "S30c", "S30d"]  # issue 30: outbid, recovered inside its envelope or stopped
+ROWS += ["S30c"]  # issue 30: outbid, recovered inside its envelope or stopped
 
 
 def drill(*args: str) -> tuple[int, str]:

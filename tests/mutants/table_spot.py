@@ -15,7 +15,7 @@ def rule(name: str) -> str:
     return f"{RULES}::{name}"
 
 
-MUTANTS_spot: tuple[Mutant, ...] = (
+MUTANTS_SPOT: tuple[Mutant, ...] = (
     Mutant(
         "spot-exit-rerented",
         "a job that exits non-zero is re-rented (errors counted as preemptions)",
