@@ -10,7 +10,7 @@ import threading
 import click
 from click.shell_completion import CompletionItem, get_completion_class
 
-from gpuc.client.commands import COMMANDS
+from gpuc.client.command_table import COMMANDS
 from gpuc.client.interrupts import Interrupted, say, silence_broken_output
 from gpuc.core.errors import ConfigError, GpucError
 from gpuc.core.redact import redact

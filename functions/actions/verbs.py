@@ -7,7 +7,7 @@ for by a capability link (links.py) instead of the admin token.
   so): sync -> notify -> destroy, kept on a failed sync, as when it decides itself. Only a pod that cannot
   (it has not pinged since) is the reaper's, through its usual mark and destroy (rules.asked_ruling).
 - retry sync (a kept pod): its agent's kept loop retries now (the heartbeat answer again).
-- stop, keep disk (a kept pod): the reaper's kept stop (actions.stop_kept), now.
+- stop, keep disk (a kept pod): the reaper's kept stop (steps.stop_kept), now.
 - destroy anyway (a kept pod): the user's word, as `gpuc down --force`; the reaper's destroy (claim,
   ledger end, notify, destroy, confirm gone; retried by the next pass if it does not finish).
 - pause new pods: a watchdog flag `gpuc up` reads from /v1/status and refuses on.
@@ -33,8 +33,8 @@ from gpuc.functions.actions.offers import LABELS, SAFE_VERBS
 from gpuc.functions.app import Deps, announce
 from gpuc.functions.deadline import deadline_of, limit_of
 from gpuc.functions.edge import HttpError
-from gpuc.functions.reaper.actions import destroy, stop_kept
 from gpuc.functions.reaper.state import Pass
+from gpuc.functions.reaper.steps import destroy, stop_kept
 from gpuc.functions.store import MARKABLE_STATES, PodAuth, StoredPod
 from gpuc.functions.transitions import lease, set_deadline
 

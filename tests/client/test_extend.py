@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gpuc.client.commands import COMMANDS
+from gpuc.client.command_table import COMMANDS
 from gpuc.client.context import Ctx
 from gpuc.client.pods.commands import extend, keep
 from gpuc.client.pods.lease import parse_when

@@ -83,7 +83,7 @@ MUTANTS_MONEY: tuple[Mutant, ...] = (
     Mutant(
         "clock-jump-deadline-same-pass",
         "reaper: after a clock jump, a deadline the jump passed is marked and destroyed in the same pass",
-        "functions/reaper/actions.py",
+        "functions/reaper/steps.py",
         '    if run.hold is not None and (not run.young or rec.origin == "adopted"):',
         '    if run.hold is not None and (not run.young or rec.origin == "adopted") and "deadline" not in reason:',
         (
