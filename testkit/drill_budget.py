@@ -19,12 +19,12 @@ import httpx
 
 from gpuc.client.context import Ctx
 from gpuc.client.pods.plan import Quote, UpOptions, check_budget
-from gpuc.client.pods.runs import RunStore
-from gpuc.client.watchdog.client import WatchdogClient
+from gpuc.client.runs import RunStore
 from gpuc.core import api
 from gpuc.core.errors import GpucError, SafetyRefusal
 from gpuc.core.ledger import Ledger
 from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.watchdog_client import WatchdogClient
 from gpuc.functions.app import Deps
 from gpuc.functions.edge import Request, response_bytes
 from gpuc.functions.handlers import dispatch

@@ -32,15 +32,15 @@ from gpuc.client.onpod.access import pod_access
 from gpuc.client.onpod.upload import UPLOAD_DIR
 from gpuc.client.onpod.upload import prepare as prepare_upload
 from gpuc.client.pods.plan import UpOptions
-from gpuc.client.pods.runs import RunStore
 from gpuc.client.pods.up import CLEANUP_LIMIT_S, up
+from gpuc.client.runs import RunStore
 from gpuc.client.setup.demo import demo_settings
-from gpuc.client.watchdog.client import WatchdogClient
 from gpuc.core.models import PodSpec
 from gpuc.core.pod import Pod
 from gpuc.core.providers.base import PodAccess
 from gpuc.core.providers.local import LocalProvider
 from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.watchdog_client import WatchdogClient
 from gpuc.functions.app import ProviderPool
 from gpuc.functions.edge import Request, response_bytes
 from gpuc.functions.handlers import dispatch

@@ -29,7 +29,7 @@ from gpuc.client.onpod.upload import (
     upload,
 )
 from gpuc.client.pods.run import look_up, resolve_pod
-from gpuc.client.pods.runs import RunRecord
+from gpuc.client.runs import RunRecord
 from gpuc.core.errors import ConfigError, NotFound, SafetyRefusal
 from gpuc.core.pod import Pod
 from gpuc.core.providers.base import Provider

@@ -24,7 +24,7 @@ from gpuc.client.jobs.copyout import NOT_COPIED, Fetch, copy_results, fetcher
 from gpuc.client.jobs.places import Destination, copy_pushed, last_push, result_places
 from gpuc.client.pods.down import down
 from gpuc.client.pods.run import job_on_pod, look_up
-from gpuc.client.pods.runs import RunRecord
+from gpuc.client.runs import RunRecord
 from gpuc.core.errors import ConfigError, GpucError, NotFound, ProviderError, SafetyRefusal
 from gpuc.core.providers.local import LocalProvider
 

@@ -26,21 +26,34 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Protocol
 
-from gpuc.client.context import Ctx
 from gpuc.client.onpod.access import STATE_DIR, pod_paths, results_bucket_for
 from gpuc.client.onpod.ssh import SshAccess, wait_for_ssh
+from gpuc.core.clock import Clock
 from gpuc.core.errors import GpucError
 from gpuc.core.models import PodSpec
 from gpuc.core.pod import Pod
 from gpuc.core.podconfig import PodConfig, pod_secrets, render_env_file
 from gpuc.core.podpaths import PodPaths
-from gpuc.core.providers.base import PodAccess
+from gpuc.core.providers.base import PodAccess, Provider
 from gpuc.core.providers.local import LocalProvider
 from gpuc.core.redact import redact
 from gpuc.core.settings import Settings
 from gpuc.instance_side.verify import parse_verdict  # the verdict is the pod's own wire format
+
+
+class Caller(Protocol):
+    """What provisioning needs of the command that rents (client/context.py's Ctx is one): onpod/ sits
+    below the commands' context, so it names the few parts it uses instead of importing it."""
+
+    clock: Clock
+    echo: Callable[[str], None]
+
+    @property
+    def settings(self) -> Settings: ...
+
+    def provider(self, name: str) -> Provider: ...
 
 DIST = "gpuc"
 # What runs on a pod: the agent, the wrapper, the sync, bootstrap and verification, and the core they
@@ -225,7 +238,7 @@ def install_code(access: PodAccess, wheel: Wheel, installer: Installer, echo: Ca
 
 # -- starting the pod's agent -------------------------------------------------------------------------
 def install_agent(
-    access: PodAccess, pod: Pod, spec: PodSpec, ctx: Ctx, secrets_env: dict[str, str], token: str, **extra: object
+    access: PodAccess, pod: Pod, spec: PodSpec, ctx: Caller, secrets_env: dict[str, str], token: str, **extra: object
 ) -> None:
     """Config and secrets go in as files (mode 600), never as env vars or argv; the agent starts first."""
     provider = ctx.provider(pod.provider)
@@ -347,7 +360,7 @@ def provision(
     access: PodAccess,
     pod: Pod,
     spec: PodSpec,
-    ctx: Ctx,
+    ctx: Caller,
     secrets_env: dict[str, str],
     token: str,
     *,

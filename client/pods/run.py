@@ -14,7 +14,7 @@ from gpuc.client.context import Ctx
 from gpuc.client.onpod.access import STATE_DIR
 from gpuc.client.onpod.ask import OlderPod, PodAnswerError, job_state
 from gpuc.client.onpod.upload import Bundle, check_command, upload
-from gpuc.client.pods.runs import RunRecord
+from gpuc.client.runs import RunRecord
 from gpuc.core.errors import NotFound, SafetyRefusal
 from gpuc.core.pod import Pod
 from gpuc.core.providers.base import PodAccess, Provider

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from localworld import World, open_world, wait_for
 
-from gpuc.client.pods.runs import RunStore
+from gpuc.client.runs import RunStore
 from gpuc.core.errors import NotFound
 
 

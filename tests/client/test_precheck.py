@@ -27,7 +27,6 @@ from gpuc.client.money.offers import OfferFilters, fetch
 from gpuc.client.pods.commands import up as up_command
 from gpuc.client.pods.plan import UpOptions, check_watchdog_reachable
 from gpuc.client.pods.up import up
-from gpuc.client.watchdog.client import WatchdogClient
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ConfigError, GpucError
 from gpuc.core.models import Offer, PodSpec
@@ -35,6 +34,7 @@ from gpuc.core.pod import Pod
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.vast import VastProvider
 from gpuc.core.settings import Settings
+from gpuc.core.watchdog_client import WatchdogClient
 from gpuc.testkit.emulators.vast import VastEmulator
 
 VAST_KEY = "f00dPLANTEDvastkey4c3b2a19087f6e5d"

@@ -15,11 +15,11 @@ from localworld import wait_for
 from gpuc.client.context import Ctx
 from gpuc.client.pods.plan import UpOptions
 from gpuc.client.pods.up import up
-from gpuc.client.watchdog.client import WatchdogClient
 from gpuc.core.podpaths import CLAIM_ENV, TOKEN_ENV
 from gpuc.core.providers.local import LocalProvider
 from gpuc.core.settings import SecretStr, Settings
 from gpuc.core.signing import derive_key
+from gpuc.core.watchdog_client import WatchdogClient
 from gpuc.functions.claims import read_claim
 from gpuc.functions.server import ServerHandle, start_in_thread
 

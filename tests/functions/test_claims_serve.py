@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gpuc.client.watchdog.client import WatchdogClient
 from gpuc.core.api import RegisterRequest
 from gpuc.core.clock import SystemClock
 from gpuc.core.settings import load_settings
+from gpuc.core.watchdog_client import WatchdogClient
 from gpuc.functions.server import start_in_thread
 from gpuc.functions.store import SqliteStore
 from gpuc.instance_side.heartbeat import ClaimFile, PodClient, SeqCounter, Signer, UrllibTransport, heartbeat_body

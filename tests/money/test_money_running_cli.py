@@ -14,7 +14,7 @@ from moneyfakes import T0
 from gpuc.client.context import Ctx
 from gpuc.client.money.commands import ledger
 from gpuc.client.money.reconcile import SOURCE_FACTORIES, BillingRecord
-from gpuc.client.pods.runs import RunStore
+from gpuc.client.runs import RunStore
 from gpuc.core.api import PodRecord, StatusResponse
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import FunctionsError, GpucError

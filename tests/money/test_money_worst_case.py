@@ -27,8 +27,7 @@ from gpuc.client.onpod.access import STATE_DIR
 from gpuc.client.onpod.provision import install_agent
 from gpuc.client.pods import up as up_module
 from gpuc.client.pods.plan import Quote, UpOptions, pods_ahead, weigh_budgets
-from gpuc.client.pods.runs import RunStore
-from gpuc.client.watchdog.client import WatchdogClient
+from gpuc.client.runs import RunStore
 from gpuc.core.api import ReapReport
 from gpuc.core.budget import Ahead, ahead_of, outlook
 from gpuc.core.clock import FakeClock
@@ -41,6 +40,7 @@ from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.runpod import RunPodProvider
 from gpuc.core.providers.vast import VastProvider
 from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.watchdog_client import WatchdogClient
 from gpuc.functions.edge import Request, response_bytes
 from gpuc.functions.handlers import dispatch
 from gpuc.functions.reaper.budget import month_ahead
