@@ -1,5 +1,5 @@
-"""Drill row F11i: `gpuc up ... | tee log` stopped at each of its steps leaves 0 pods (issue 25 item 10, issue 26
-item 3). F11 is the laptop dying after the create (the watchdog's unregistered grace finds the pod); this row is
+"""Drill row F11i: `gpuc up ... | tee log` stopped at each of its steps leaves 0 pods.
+F11 is the laptop dying after the create (the watchdog's unregistered grace finds the pod); this row is
 the laptop still alive, told to stop: `up` itself destroys what it created, before it prints anything.
 
 The real `up` (client/pods/up.py) rents from the local provider (real sandboxes, a real agent process), registers
@@ -44,7 +44,7 @@ from gpuc.core.watchdog_client import WatchdogClient
 from gpuc.functions.app import ProviderPool
 from gpuc.functions.edge import Request, response_bytes
 from gpuc.functions.handlers import dispatch
-from gpuc.testkit.drill import ADMIN, FUNCTIONS_URL, MIN, RowResult, Stage
+from gpuc.testkit.drill_stage import ADMIN, FUNCTIONS_URL, MIN, RowResult, Stage
 
 EXPERIMENT = "f11i"
 # Each step of `up`, and the signal that stops it there (None: only the pipe closes).
