@@ -100,7 +100,7 @@ def report_error(exc: BaseException) -> int:
 
 
 def report_debug(exc: BaseException) -> int:
-    """GPUC_DEBUG=1: the whole traceback, for a bug report, with every secret value masked (issue 25.8)."""
+    """GPUC_DEBUG=1: the whole traceback, for a bug report, with every secret value masked."""
     from gpuc.core.redact import redacted_traceback
 
     sys.stderr.write(redacted_traceback(exc, known_secrets()))

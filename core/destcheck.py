@@ -1,4 +1,4 @@
-"""Before a rented pod is created: can its results go anywhere? (issue 19.1)
+"""Before a rented pod is created: can its results go anywhere?
 
 A pod whose sync fails is KEPT, billing, until someone copies its results out (F16): the one failure
 worse than a few more minutes is losing the results. So `up` proves the destination first, with what the

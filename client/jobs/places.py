@@ -275,7 +275,7 @@ class Destination:
                 close()
 
 
-# -- the last push, once the pod is gone (issue 26) -----------------------------------------------------
+# -- the last push, once the pod is gone -----------------------------------------------------
 PUSH_MANIFEST_MAX = 64 * 1024 * 1024  # 10,000 files list in ~0.5 MB: far more is not a manifest gpuc wrote
 
 
@@ -297,7 +297,7 @@ class LastPush:
 
 
 def last_push(dest: Destination) -> LastPush | None:
-    """The manifest of the last push, None when the destination holds none (a pod before issue 26, or one
+    """The manifest of the last push, None when the destination holds none (a pod from before periodic pushes, or one
     that never pushed). Its names are the pod's word: copy_pushed checks each before it becomes a path."""
     from gpuc.instance_side.push import MANIFEST_NAME, PushManifest
 

@@ -81,7 +81,7 @@ def results(
 
 
 def from_last_push(run: RunRecord, dest: Path, ctx: Ctx, *, dry_run: bool) -> Path | None:
-    """The pod is gone: what its last verified push left at the destination (issue 26), said as such: it is
+    """The pod is gone: what its last verified push left at the destination, said as such: it is
     the results as of that push, not the pod's (what the job wrote after it went with the pod)."""
     where = Destination(result_places(ctx.settings, run.provider, run.experiment, run.run_id))
     try:

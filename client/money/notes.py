@@ -1,4 +1,4 @@
-"""`gpuc ledger note RUN TEXT`: a conclusion on a run's ledger row, open or closed (issue 19.6). Most runs end
+"""`gpuc ledger note RUN TEXT`: a conclusion on a run's ledger row, open or closed. Most runs end
 themselves (the job exits, the pod syncs and destroys), so `down --note` never sees them.
 
 RUN is what every command takes (client/runs.py RunStore.find: pod id, run id, pod name, or an

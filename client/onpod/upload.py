@@ -297,7 +297,7 @@ def check_size(bundle: Bundle, max_mb: float) -> None:
 
 
 def refuse_credential_folder(folder: Path) -> None:
-    """The folder sent is judged by its own path too (issue 25.7): `~/.kube` holds `config`, a name that says
+    """The folder sent is judged by its own path too: `~/.kube` holds `config`, a name that says
     nothing; `~/.docker`, `~/.config/gcloud` the same."""
     where = secretscan.root_reason(folder)
     if where is not None:

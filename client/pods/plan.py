@@ -385,7 +385,7 @@ def over_hint(weight: BudgetWeight, q: Quote, opts: UpOptions, settings: Setting
     return f"rent for fewer hours ({shorter}), {down}rent anyway with --over-budget, or {raise_it}"
 
 
-# -- what leaves the laptop for the pod (issue 17.4) -------------------------------------------------
+# -- what leaves the laptop for the pod -------------------------------------------------
 def pod_secrets(settings: Settings, env_file: Mapping[str, str], ctx: Ctx, environ: Mapping[str, str] | None = None,
                 asked: Sequence[str] = ()) -> dict[str, str]:
     """The allowlist for the pod (core.podsecrets), its names printed (never the values), and a warning

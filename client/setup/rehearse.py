@@ -6,8 +6,8 @@ The shell file holds the emulator's own test key and the rehearsal's settings, n
 first unsets every name gpuc reads (each setting's variable, derived from Settings, gpuc's other names, the
 providers' keys, the cloud and git credentials: `cleared_names`) and every GPUC_*, RUNPOD_*, VAST_* and
 AWS_* variable the shell holds, whatever its name; every endpoint it does not emulate points at a loopback
-port where nothing listens, and boto3's credential files at empty ones in the rehearsal's home (issue
-25.5). GPUC_REHEARSAL marks the shell: a real key or URL exported afterwards is refused by every command
+port where nothing listens, and boto3's credential files at empty ones in the rehearsal's home.
+GPUC_REHEARSAL marks the shell: a real key or URL exported afterwards is refused by every command
 (core/rehearsal.py). The watchdog's admin token goes to the rehearsal home's config.json, never to the
 terminal. On the way out every pod left is destroyed.
 """

@@ -1,4 +1,4 @@
-"""What a tap on the phone does (issue 20): each verb is one of the watchdog's existing transitions, asked
+"""What a tap on the phone does: each verb is one of the watchdog's existing transitions, asked
 for by a capability link (links.py) instead of the admin token.
 
 - keep 1 h: `gpuc keep`'s lease (the idle destroy waits) and the deadline no sooner than it.
@@ -293,8 +293,8 @@ def act(deps: Deps, token: str, now: float, via: Via) -> Acted:
     claim_once(deps.store, claim, now)
     held = HeldPushes()
     try:
-        # The transitions' own pushes (destroying, destroyed, stopped) are held: one tap is one push (issue
-        # 29.5), which says what they said when it matters. The store still logs each.
+        # The transitions' own pushes (destroying, destroyed, stopped) are held: one tap is one push,
+        # which says what they said when it matters. The store still logs each.
         sentence = spec.do(deps if spec.told else replace(deps, notifier=held), pod, claim, now, via)
     except HttpError as exc:  # the transition's own refusal (a race since the check): said, nothing done
         record_spent(deps.store, claim, now, f"nothing was done: {exc.message}")

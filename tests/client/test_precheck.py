@@ -258,7 +258,7 @@ def test_offers_for_h100_on_vast_search_every_h100_spelling() -> None:
     assert sorted(o.id for o in offers) == ["1", "2"]
 
 
-# -- the results destination (issue 19.1): nowhere to sync is KEPT and billing, so refused first ------------
+# -- the results destination: nowhere to sync is KEPT and billing, so refused first ------------
 def probe_refs(repo: Path) -> str:
     return subprocess.run(["git", "-C", str(repo), "for-each-ref"], capture_output=True, text=True, check=True).stdout
 

@@ -1,4 +1,4 @@
-"""`up` with a watchdog that holds a key (issue 26): the pod is marked with the watchdog's id where the
+"""`up` with a watchdog that holds a key: the pod is marked with the watchdog's id where the
 provider shows it, registered without a token of its own, and handed the token and claim the watchdog answered
 (its agent keeps and presents the claim: tests/functions/test_claims.py, the drill). The real `up`, local
 provider and server over HTTP."""

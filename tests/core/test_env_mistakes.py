@@ -1,4 +1,4 @@
-"""Issue 19 item 7: .env mistakes are named (misspelt keys, empty values), times take units, a bad setting
+""".env mistakes are named (misspelt keys, empty values), times take units, a bad setting
 names its key, problem, file and fix, and an idle warning at or after the destroy is refused."""
 
 from __future__ import annotations

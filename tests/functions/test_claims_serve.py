@@ -1,5 +1,5 @@
 """`gpuc watchdog serve` keeps its key in config.json beside the admin token, never in its store: a serve
-restarted after watchdog.db was deleted knows a pinging pod again by its claim (issue 26), over real HTTP
+restarted after watchdog.db was deleted knows a pinging pod again by its claim, over real HTTP
 with the pod's own stdlib client."""
 
 from __future__ import annotations

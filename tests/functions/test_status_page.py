@@ -136,7 +136,7 @@ def test_a_pods_own_words_are_escaped(world: World) -> None:
 
 
 def test_a_healthy_idle_pod_shows_its_idle_end_not_the_silence_rule(world: World) -> None:
-    """Issue 29.5: what will really happen next, and when: the agent's idle destroy, from its heartbeat."""
+    """What will really happen next, and when: the agent's idle destroy, from its heartbeat."""
     world.register("pod-a")
     world.ping("pod-a", idle_minutes=5.0, job_running=False)
     world.reap()  # the provider's word on it: running

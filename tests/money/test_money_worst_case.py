@@ -1,4 +1,4 @@
-"""The month's budget counts every pod still running or kept at its WORST CASE (issue 25.4): with
+"""The month's budget counts every pod still running or kept at its WORST CASE: with
 GPUC_MONTHLY_BUDGET=8, pods of about $5.28 worst case each used to pass one after another (each young pod
 had spent almost nothing yet). Now the second `up` is refused, on the RunPod and on the Vast emulator, naming
 the running pod, its worst case and the fixes; the watchdog's pull-in judges by the same rule (core/budget.py)

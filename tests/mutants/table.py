@@ -1,4 +1,4 @@
-"""The hand mutants of issue 17 ("Safety checks that no test guards"), as exact replacements.
+"""The hand mutants ("safety checks that no test guards"), as exact replacements.
 
 Each one breaks one safety property a user would lose money, results or secrets over; `tests` are the
 tests that must fail on it (run.py checks that they do). Two survivors of the original round are guarded
@@ -439,7 +439,7 @@ CORE: tuple[Mutant, ...] = (
         "    if False:",
         (DOWN,),
     ),
-    # -- 11. the results destination and the ledger's running pods (issue 19.1, 19.6) ------------------------
+    # -- 11. the results destination and the ledger's running pods ------------------------
     Mutant(
         "up-no-destination-check",
         "up: a pod is rented with nowhere to send its results (its sync fails: KEPT, billing)",

@@ -1,6 +1,7 @@
-"""Issue 25's money mutants (items 4 and 12), as exact replacements in table.py's format: each breaks one
-check a user would lose money over, and `tests` must fail on it. The lead merges MUTANTS_MONEY into
-MUTANTS. Which ones an older test already killed, and which test now does, is said on each."""
+"""The money mutants (the month's budget at its worst case, the checks a mutant round found unguarded), as
+exact replacements in table.py's format: each breaks one check a user would lose money over, and `tests`
+must fail on it. The lead merges MUTANTS_MONEY into MUTANTS.
+Which ones an older test already killed, and which test now does, is said on each."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hand mutants of issue 25 (the status page, its links, the event limit, the provider's words): each breaks
+"""Hand mutants of the phone's side (the status page, its links, the event limit, the provider's words): each breaks
 one safety property, and its `tests` must fail on it. The lead merges MUTANTS_PAGE into table.py's table;
 until then run.py does not see them; test_table_page.py keeps them applicable."""
 
@@ -17,7 +17,7 @@ NEVER_LOGGED = "tests/functions/test_links_never_logged.py"
 MUTANTS_PAGE: tuple[Mutant, ...] = (
     Mutant(
         "links-mac-16-bits",
-        "links: the signature cut to 16 bits, forgeable online in ~33,000 tries (issue 25.12)",
+        "links: the signature cut to 16 bits, forgeable online in ~33,000 tries",
         LINKS,
         "MAC_BYTES = 10",
         "MAC_BYTES = 2",
@@ -41,7 +41,7 @@ MUTANTS_PAGE: tuple[Mutant, ...] = (
     ),
     Mutant(
         "tap-pushes-each",
-        "phone tap: each transition it makes pushes too: two or three pushes for one tap (issue 29.5)",
+        "phone tap: each transition it makes pushes too: two or three pushes for one tap",
         "functions/actions/verbs.py",
         "sentence = spec.do(deps if spec.told else replace(deps, notifier=held), pod, claim, now, via)",
         "sentence = spec.do(deps, pod, claim, now, via)",
