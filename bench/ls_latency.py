@@ -33,7 +33,7 @@ RTT_S = float(os.environ.get("GPUC_BENCH_RTT_MS", "150")) / 1000
 GOAL_ROUND_TRIPS = 3.0
 GPUC = str(Path(sys.executable).parent / "gpuc")
 # The home's endpoints, by the variables that name them (testkit/homes.py writes them to its .env).
-URL_VARS = ("GPUC_RUNPOD_GRAPHQL_URL", "GPUC_RUNPOD_REST_URL", "GPUC_VAST_URL", "GPUC_FUNCTIONS_URL")
+URL_VARS = ("GPUC_RUNPOD_GRAPHQL_URL", "GPUC_RUNPOD_REST_URL", "GPUC_VAST_URL", "GPUC_WATCHDOG_URL")
 
 
 class Forwarder:

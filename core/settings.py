@@ -101,11 +101,11 @@ class Settings:
     ledger_path: Path | None = None  # default: home / gpu-ledger.csv
     provider: str = "local"
 
-    # the functions (watchdog)
-    functions_url: str = "http://127.0.0.1:8787"
-    functions_timeout_s: float = 10.0
+    # the watchdog
+    functions_url: str = "http://127.0.0.1:8787"  # the watchdog's URL; its old name GPUC_FUNCTIONS_URL is still read
+    functions_timeout_s: float = 10.0  # each call's deadline; its old name GPUC_FUNCTIONS_TIMEOUT_S is still read
     # one tap from the phone: the watchdog's URL as a phone reaches it, for the links in
-    # notifications (GPUC_PUBLIC_URL); None = functions_url (a loopback default no phone can reach)
+    # notifications (GPUC_PUBLIC_URL); None = GPUC_WATCHDOG_URL (a loopback default no phone can reach)
     public_url: str | None = None
     # Pods carried into this watchdog from another (`watchdog deploy --carry`), comma-separated ids: their
     # mark names the old watchdog, and no provider re-marks a running pod's env; this watchdog owns them.
@@ -515,11 +515,28 @@ def secrets_in_environment(environ: Mapping[str, str] | None = None) -> dict[str
     return named_values([(k, v) for k, v in pairs if k in wanted or k.endswith(named_like)])
 
 
+# The watchdog's address and timeout once took their names from the AWS functions that ran it first; the
+# user reads "watchdog" everywhere else. The old names are still read (a .env or a shell written before keeps
+# working, docs/settings.md says so), the new name winning where both are set.
+WATCHDOG_ENV = {"functions_url": "GPUC_WATCHDOG_URL", "functions_timeout_s": "GPUC_WATCHDOG_TIMEOUT_S"}
+OLD_ENV_NAMES = {"GPUC_FUNCTIONS_URL": "GPUC_WATCHDOG_URL", "GPUC_FUNCTIONS_TIMEOUT_S": "GPUC_WATCHDOG_TIMEOUT_S"}
+
+
 def env_name(field: str) -> str:
-    return SECRET_ENV.get(field, f"GPUC_{field.upper()}")
+    return SECRET_ENV.get(field) or WATCHDOG_ENV.get(field) or f"GPUC_{field.upper()}"
 
 
-SETTING_ENV_NAMES = frozenset(env_name(name) for name in SETTING_NAMES)
+# The old names too: envcheck must not call a still-accepted name misspelt.
+SETTING_ENV_NAMES = frozenset(env_name(name) for name in SETTING_NAMES) | frozenset(OLD_ENV_NAMES)
+
+
+def with_current_names(values: Mapping[str, str]) -> dict[str, str]:
+    """`values` with each old name's value also under its current name, unless that one is set."""
+    out = dict(values)
+    for old, new in OLD_ENV_NAMES.items():
+        if out.get(old) and not out.get(new):
+            out[new] = out[old]
+    return out
 
 
 def read_env_file(path: Path) -> dict[str, str]:
@@ -629,10 +646,12 @@ class _Loaded:
     from_file: dict[str, str]
     env_file: Path
     config: Path
+    old_names: dict[str, str] = field(default_factory=dict)  # current name -> the old one that gave its value
 
     def explain(self, exc: SettingError) -> ConfigError:
-        variable = env_name(exc.field)
-        where = _source(variable, self.env, self.from_file, self.env_file, self.config)
+        current = env_name(exc.field)
+        where = _source(current, self.env, self.from_file, self.env_file, self.config)
+        variable = self.old_names.get(current, current)  # the name the user wrote, which is the one to fix
         if exc.fix is not None:
             return ConfigError(f"setting {variable} {exc.message}", hint=f"{exc.fix} {variable} in {where}")
         return ConfigError(f"setting {variable} is invalid: {exc.message}", hint=f"fix {variable} in {where}")
@@ -658,6 +677,8 @@ def _gather(environ: Mapping[str, str] | None, overrides: Mapping[str, Any]) -> 
             ) from None
     from_file = read_env_file(env_file)
     warn_once(from_file, env, env_file, SETTING_ENV_NAMES)  # misspelt and empty keys, on stderr
+    old_names = {new: old for old, new in OLD_ENV_NAMES.items() if _given_by(old, new, env, from_file)}
+    env, from_file = with_current_names(env), with_current_names(from_file)
     merged = {**from_file, **env}
     if merged.get("GPUC_REHEARSAL"):
         from gpuc.core.rehearsal import check_rehearsal_environ  # lazy: a rehearsal's commands only
@@ -678,7 +699,17 @@ def _gather(environ: Mapping[str, str] | None, overrides: Mapping[str, Any]) -> 
             f"setting {unknown[0]} in {config} is not a gpuc setting",
             hint=f"delete it from {config} (gpuc rewrites the file), or fix its spelling",
         )
-    return _Loaded(raw, env, from_file, env_file, config)
+    return _Loaded(raw, env, from_file, env_file, config, old_names)
+
+
+def _given_by(old: str, new: str, env: Mapping[str, str], from_file: Mapping[str, str]) -> bool:
+    """Whether the value in force is the old name's (the environment first, then the file; new before old)."""
+    for place in (env, from_file):
+        if place.get(new):
+            return False
+        if place.get(old):
+            return True
+    return False
 
 
 def _source(variable: str, env: Mapping[str, str], from_file: Mapping[str, str], env_file: Path, config: Path) -> str:

@@ -47,7 +47,7 @@ def real_home(root: Path) -> Iterator[dict[str, str]]:
     runpod, vast = serve("runpod"), serve("vast")
     watchdog = start_in_thread(watchdog_settings, port=0)
     try:
-        lines = {**runpod.client_env(), **vast.client_env(), "GPUC_FUNCTIONS_URL": watchdog.url}
+        lines = {**runpod.client_env(), **vast.client_env(), "GPUC_WATCHDOG_URL": watchdog.url}
         lines["GPUC_ADMIN_TOKEN"] = token
         dotenv = root / ".env"
         dotenv.write_text("".join(f"{k}={v}\n" for k, v in lines.items()), encoding="utf-8")

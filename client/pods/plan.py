@@ -157,8 +157,8 @@ def check_watchdog_reachable(settings: Settings) -> None:
     raise ConfigError(
         f"the watchdog at {settings.functions_url} is this machine's loopback: a rented pod cannot reach it "
         "(its heartbeats would never arrive)",
-        hint="deploy the watchdog (`gpuc watchdog deploy` sets GPUC_FUNCTIONS_URL), or run `gpuc watchdog serve` "
-        "on an always-on machine with TLS in front and set GPUC_FUNCTIONS_URL=https://<its name> (README: Your "
+        hint="deploy the watchdog (`gpuc watchdog deploy` sets GPUC_WATCHDOG_URL), or run `gpuc watchdog serve` "
+        "on an always-on machine with TLS in front and set GPUC_WATCHDOG_URL=https://<its name> (README: Your "
         "first rental, step 4)",
     )
 

@@ -68,7 +68,7 @@ def serve_rehearsal(echo: Echo, provider: str, home: Path | None, stop: threadin
         server = start_in_thread(settings, port=0, reaper_interval_s=settings.reaper_period_s)
         stack.callback(server.stop)
         save_config(home, functions_url=server.url, admin_token=token)
-        shell = write_shell_file(home, {**environ, "GPUC_FUNCTIONS_URL": server.url})
+        shell = write_shell_file(home, {**environ, "GPUC_WATCHDOG_URL": server.url})
         pods = get_provider(provider, settings.with_overrides(functions_url=server.url))
         stack.callback(pods.close)
         echo(f"gpuc rehearsal: {provider} emulator at {emulator.url}, sshd at {sshd.host}:{sshd.port}, "
