@@ -42,7 +42,6 @@ from typing import Any, Protocol
 from urllib.parse import unquote, urlparse
 
 from gpuc.core.destinations import (
-    GIT_TOKEN_ENV,
     S3_KEY_ENV,
     S3_SECRET_ENV,
     GitRunner,
@@ -54,6 +53,7 @@ from gpuc.core.destinations import (
     s3_client,
 )
 from gpuc.core.errors import SyncError
+from gpuc.core.podsecrets import GIT_TOKEN_ENV
 from gpuc.core.redact import redact
 from gpuc.instance_side.podfiles import AgentConfig, PodPaths
 

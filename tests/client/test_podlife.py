@@ -15,7 +15,6 @@ import pytest
 from localworld import wait_for
 
 from gpuc.client.context import Ctx
-from gpuc.client.onpod.access import STATE_DIR
 from gpuc.client.pods.down import down
 from gpuc.client.pods.plan import UpOptions
 from gpuc.client.pods.run import job_on_pod, run_job
@@ -25,6 +24,7 @@ from gpuc.core.api import Ack, EndRequest, RegisterAnswer, RegisterRequest, Stat
 from gpuc.core.errors import ConfigError, FunctionsError, NotFound, SafetyRefusal
 from gpuc.core.ledger import LEDGER_COLUMNS
 from gpuc.core.pod import Pod
+from gpuc.core.podpaths import STATE_REL as STATE_DIR
 from gpuc.core.providers.base import DestroyResult, PodAccess
 from gpuc.core.providers.local import LocalProvider
 from gpuc.core.settings import SecretStr, Settings

@@ -23,7 +23,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "functions"))
 from watchdog_fakes import ADMIN, World, make_world
 
 from gpuc.client.context import Ctx
-from gpuc.client.onpod.access import STATE_DIR
 from gpuc.client.onpod.provision import install_agent
 from gpuc.client.pods import up as up_module
 from gpuc.client.pods.plan import Quote, UpOptions, pods_ahead, weigh_budgets
@@ -35,6 +34,7 @@ from gpuc.core.errors import SafetyRefusal
 from gpuc.core.ledger import current_month, month_window
 from gpuc.core.models import PodSpec
 from gpuc.core.pod import Pod
+from gpuc.core.podpaths import STATE_REL as STATE_DIR
 from gpuc.core.providers.base import PodAccess, Provider
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.runpod import RunPodProvider
