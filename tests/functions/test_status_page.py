@@ -37,7 +37,7 @@ def test_the_page_shows_each_pod_and_the_reapers_pass(world: World) -> None:
     assert got.status == 200 and got.html is not None
     for text in ("pod-a", "RTX 4090", "$0.50/h", "about $0.50", "Deadline", "ends at its deadline", "extend 2 h"):
         assert text in got.html, text
-    assert "if it does not ping by" not in got.html  # pinging: the silence rule is no threat to it (29.5)
+    assert "if it does not ping by" not in got.html  # pinging: the silence rule is no threat to it
     assert got.page_headers["Referrer-Policy"] == "no-referrer"
 
 

@@ -28,7 +28,7 @@ def reaper(name: str) -> str:
 REGISTERED_DEADLINE = worst("test_up_registers_its_max_hours_deadline_on_the_watchdog_and_in_the_agents_config")
 
 MUTANTS_MONEY: tuple[Mutant, ...] = (
-    # -- 25.4: the budget counts every pod still running or kept at its worst case --------------------------
+    # -- the budget counts every pod still running or kept at its worst case --------------------------
     Mutant(
         "budget-up-spent-so-far",
         "up: running pods count at what they spent so far (three $5.28 pods pass an $8 budget)",
@@ -56,7 +56,7 @@ MUTANTS_MONEY: tuple[Mutant, ...] = (
             worst("test_the_rule_counts_a_stopped_kept_pod_by_its_disk_and_a_running_one_by_its_price"),
         ),
     ),
-    # -- 25.12: the surviving mutants of the money round ---------------------------------------------------
+    # -- the surviving mutants of the money round ---------------------------------------------------
     Mutant(
         "up-max-hours-unregistered",
         "up: --max-hours not registered (the watchdog's 12 h stands in, the agent adopts it: --max-hours 2 bills 12 h)",

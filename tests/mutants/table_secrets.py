@@ -32,7 +32,7 @@ def shell(name: str) -> str:
 
 
 MUTANTS_SECRETS: tuple[Mutant, ...] = (
-    # -- the upload (then 25.6 and 25.7) ---------------------------------------------
+    # -- the upload (secret values, the folder judged by its own path) ---------------------------------------------
     Mutant(
         "scan-first-kb-only",
         "upload: only a file's first KB is scanned (a key after it goes to a stranger's machine)",
@@ -111,7 +111,7 @@ MUTANTS_SECRETS: tuple[Mutant, ...] = (
             values("test_cp_refuses_credential_folders_by_their_own_name_and_known_values"),
         ),
     ),
-    # -- a secret in what gpuc prints (25.8) ---------------------------------------------------------------
+    # -- a secret in what gpuc prints ---------------------------------------------------------------
     Mutant(
         "header-unsafe-accepted",
         "a key with a trailing newline is accepted: `gpuc ls` crashes and the debug traceback quotes it",
@@ -139,7 +139,7 @@ MUTANTS_SECRETS: tuple[Mutant, ...] = (
         '    secrets = [v for k, v in os.environ.items() if k.endswith(("_KEY", "_TOKEN", "_SECRET")) and v]',
         (debug("test_a_forced_traceback_prints_no_secret"),),
     ),
-    # -- a rehearsal reaches nothing real (25.5) ---------------------------------------------------------
+    # -- a rehearsal reaches nothing real ---------------------------------------------------------
     Mutant(
         "rehearsal-endpoints-unchecked",
         "rehearsal: a real provider URL, watchdog or bucket re-exported in the shell is used",
