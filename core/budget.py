@@ -188,7 +188,7 @@ def spend_text(spend: MonthSpend, budget: float | None = None) -> str:
     return text
 
 
-# -- the month ahead: what the pods still running or kept may yet cost (issue 25.4) ------------------------
+# -- the month ahead: what the pods still running or kept may yet cost ------------------------
 # A budget counted at what pods have spent so far lets pod after pod in while each is young: three pods of
 # $5.28 worst case each passed an $8 budget one after another. One rule, for `up` (client/pods/plan.py) and
 # the watchdog's pull-in (functions/reaper/budget.py): the month's spend plus the WORST CASE of every pod still

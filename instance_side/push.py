@@ -1,4 +1,4 @@
-"""The periodic results push (issue 26): results leave the pod while the job runs, a little at a time.
+"""The periodic results push: results leave the pod while the job runs, a little at a time.
 
 A push sends only what changed since the last VERIFIED push: a file whose (size, mtime) differ from the
 last manifest, or that it does not list. Each file sent is verified by name and size at the destination,

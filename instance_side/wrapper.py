@@ -154,7 +154,7 @@ def start_agent(paths: PodPaths) -> int | None:
 
 
 class AgentGuard:
-    """The wrapper keeps the pod's agent alive while the job runs (issue 26). The agent is what heartbeats
+    """The wrapper keeps the pod's agent alive while the job runs. The agent is what heartbeats
     and pushes results; when it dies (the OOM killer picks it, a stray kill) the watchdog hears silence and
     destroys the pod with the job still running. So every `every_s` the wrapper looks at agent.lock, and an
     agent that is gone is started again; it carries on from the state its predecessor left on disk (the

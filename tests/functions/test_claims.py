@@ -1,4 +1,4 @@
-"""Pods carry their own proof; the store is a cache (issue 26 item 2): the real handlers, the real reaper and
+"""Pods carry their own proof; the store is a cache: the real handlers, the real reaper and
 the pod's real signer and client, on a virtual clock with the reaper's intervals scaled down."""
 
 from __future__ import annotations

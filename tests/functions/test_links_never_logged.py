@@ -1,4 +1,4 @@
-"""No capability link reaches a log, a notification, an error body or a metric, on any server (issue 25.3).
+"""No capability link reaches a log, a notification, an error body or a metric, on any server.
 
 The path of /a/<token> and /p/<token> IS the capability: every refused one was written to `gpuc watchdog
 serve`'s log, and the logged links still worked afterwards. Each test plants links, opens them the ways a

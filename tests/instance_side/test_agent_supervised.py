@@ -1,4 +1,4 @@
-"""Issue 26: the agent pushes results while the job runs (at its interval, and once more when the pod is
+"""The agent pushes results while the job runs (at its interval, and once more when the pod is
 warned), a restarted agent carries on from its predecessor's state, and the job wrapper restarts a dead
 agent (a real agent process, SIGKILLed as the OOM killer does) while the job keeps running."""
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from gpuc.core.api import HeartbeatBody
 from gpuc.core.clock import FakeClock
+from gpuc.core.destinations import S3_KEY_ENV, S3_SECRET_ENV, git_runner
 from gpuc.instance_side.podfiles import PodPaths
 from gpuc.instance_side.push import (
     MANIFEST_NAME,
@@ -26,16 +27,7 @@ from gpuc.instance_side.push import (
     manifest_path,
     push_once,
 )
-from gpuc.instance_side.sync import (
-    S3_KEY_ENV,
-    S3_SECRET_ENV,
-    FileBucketSync,
-    GitSync,
-    S3Sync,
-    SplitSync,
-    git_runner,
-    with_job_log,
-)
+from gpuc.instance_side.sync import FileBucketSync, GitSync, S3Sync, SplitSync, with_job_log
 
 OLD = time.time() - 3600  # a file written an hour ago: settled
 

@@ -1,4 +1,4 @@
-"""RunPod on REST v2 (issue 27 item 1): which endpoints gpuc reaches, the money rules on v2 (a create with an
+"""RunPod on REST v2: which endpoints gpuc reaches, the money rules on v2 (a create with an
 unclear outcome looked up by name for as long as the listing lags; "not found" read twice; a DELETE's 404 is
 gone), GraphQL behind one function that says when it is retired, and the emulator as strict as v2."""
 

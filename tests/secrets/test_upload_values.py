@@ -1,5 +1,5 @@
 """The upload and `cp PATH POD:` refuse the secret VALUES gpuc itself holds, and judge whole files and the
-folder sent by its own path (issues 25.6, 25.7, 25.12).
+folder sent by its own path.
 
 Before: the scan knew token shapes only, so a script holding the user's Vast key (64 hex characters, no
 prefix), a note with the watchdog's admin token and a gcloud `authorized_user` login went into the pod's
