@@ -14,9 +14,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path, PurePosixPath
 
+from gpuc.core.pod import RESUME_ENV
 from gpuc.instance_side.push import MANIFEST_NAME, PushManifest
-
-RESUME_ENV = "GPUC_RESUME_FROM"
 
 
 class RestoreError(RuntimeError):

@@ -37,7 +37,7 @@ from gpuc.functions.reaper.respawn import RecoveringRun, recover_pass
 from gpuc.instance_side.push import MANIFEST_NAME, PushManifest
 from gpuc.instance_side.resume import RESUME_ENV, restore
 from gpuc.instance_side.sync import local_listing
-from gpuc.testkit.drill import MIN, RowResult, Stage
+from gpuc.testkit.drill_stage import MIN, RowResult, Stage
 from gpuc.testkit.emulators.vast import VastEmulator, VastOfferState
 
 OFFER = "11684738"  # the emulator's RTX 4090 that passes every default filter (min_bid 0.20)

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field, replace
 from gpuc.core.budget import Attempt
 from gpuc.core.errors import GpucError
 from gpuc.core.models import PodSpec
+from gpuc.core.pod import RESUME_ENV
 from gpuc.core.providers.base import Provider
 from gpuc.functions.reaper.recover import Decision, Offer, Reading, RecoveryPlan, decide, progress_text, stop_text
-from gpuc.instance_side.resume import RESUME_ENV
 
 _READING: dict[str, Reading] = {
     "running": "running",
