@@ -321,7 +321,7 @@ def outlook(burns: Iterable[Burn], ahead: Iterable[Ahead], now: float, *, experi
     return Outlook(spend, rows, now)
 
 
-# ---- one envelope per interruptible run, across its attempts (issue 30) ----------------------------------
+# ---- one envelope per interruptible run, across its attempts ----------------------------------
 # A recovered run is ONE run: its deadline counts wall time from the first attempt, and its money is every
 # attempt's GPU hours x price plus the disk of every instance (a paused one bills its disk only) against one
 # cap. Peers reset the clock per attempt (dstack's max_duration, SkyPilot's retry-forever); this does not.

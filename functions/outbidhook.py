@@ -1,4 +1,4 @@
-"""Vast's `client:outbid` webhook, checked (issue 30): a HINT to read the provider now, never proof.
+"""Vast's `client:outbid` webhook, checked: a HINT to read the provider now, never proof.
 
 Vast signs each delivery: HMAC-SHA256 over `<X-Vast-Timestamp>.<raw body>`; deliveries older than 300 s
 are to be refused; delivery is at least once, so the same `X-Vast-Event-Id` may come twice

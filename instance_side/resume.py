@@ -1,4 +1,4 @@
-"""A recovered attempt starts from the last push (issue 30): GPUC_RESUME_FROM names the destination of the
+"""A recovered attempt starts from the last push: GPUC_RESUME_FROM names the destination of the
 run's previous attempt; what its push manifest lists is copied into results/ BEFORE the job starts, so the
 job resumes from the newest checkpoint it finds there (the job decides how: docs/interruptible.md).
 

@@ -354,7 +354,7 @@ class JobWrapper:
         return exit_status(returncode)
 
     def _resume(self) -> bool:
-        """A recovered attempt (issue 30): the last push into results/ BEFORE the job starts, so that it
+        """A recovered attempt: the last push into results/ BEFORE the job starts, so that it
         resumes from its newest checkpoint. A restore that fails starts no job (it would start over,
         billing hours to redo work): the pod ends with RESUME_FAILED, the pushed results untouched."""
         source = self.env.get(RESUME_ENV)

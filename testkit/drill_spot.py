@@ -1,4 +1,4 @@
-"""Drill rows for issue 30: an interruptible Vast run outbid, recovered inside its one envelope, or stopped.
+"""Drill rows for an interruptible Vast run outbid, recovered inside its one envelope, or stopped.
 
 Each row rents on the Vast emulator through the real VastProvider, with the drill's clock, and lets the
 watchdog's real recovery (functions/reaper/respawn.py, rules in recover.py) act on it pass by pass; no

@@ -1,4 +1,4 @@
-"""Recovery of an outbid interruptible run (issue 30): the watchdog's choice, as pure rules.
+"""Recovery of an outbid interruptible run: the watchdog's choice, as pure rules.
 
 The watchdog recovers, not the laptop (it may be closed). For a run rented with `--recover N`, on each pass
 it reads the pod's state twice (as every reaper rule does) and asks `decide`:

@@ -1,4 +1,4 @@
-"""Carrying out a recovery decision (functions/reaper/recover.py) against a provider (issue 30).
+"""Carrying out a recovery decision (functions/reaper/recover.py) against a provider.
 
 One pass of one recovering run: read the latest attempt twice, decide, act. The acts are the money-critical
 ones and keep the house rules:

@@ -1,4 +1,4 @@
-"""The watchdog's recovery rules for an outbid run (issue 30): every money rule, one test each."""
+"""The watchdog's recovery rules for an outbid run: every money rule, one test each."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Vast's interruptible life in the emulator, and what gpuc's Vast provider does with it (issue 30)."""
+"""Vast's interruptible life in the emulator, and what gpuc's Vast provider does with it."""
 
 from __future__ import annotations
 
