@@ -1,4 +1,4 @@
-"""The interruptible recovery's money mutants (interruptible recovery): each breaks one bound a user would lose money over, and
+"""The interruptible recovery's money mutants: each breaks one bound a user would lose money over, and
 `tests` must fail on it. The lead merges MUTANTS_spot into MUTANTS (tests/mutants/table.py)."""
 
 from __future__ import annotations
