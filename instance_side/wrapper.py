@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
 
 from gpuc.core.clock import Clock
+from gpuc.core.pod import RESUME_ENV
 from gpuc.core.podsecrets import never_on_pod
 from gpuc.instance_side.ending import Ender, Ending
 from gpuc.instance_side.joblog import KEPT_ENDINGS, JobLogTee, clear_outcome, write_outcome
@@ -42,7 +43,7 @@ from gpuc.instance_side.podfiles import (
 )
 from gpuc.instance_side.podlog import PodLog
 from gpuc.instance_side.procs import job_stamp
-from gpuc.instance_side.resume import RESUME_ENV, RestoreError, restore
+from gpuc.instance_side.resume import RestoreError, restore
 
 _CAUGHT = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _FROM_TERMINAL = (signal.SIGINT, signal.SIGHUP)

@@ -29,13 +29,14 @@ from gpuc.core.budget import Attempt, Envelope, run_envelope_usd, run_spent
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ProviderError
 from gpuc.core.models import PodSpec
+from gpuc.core.pod import RESUME_ENV
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.vast import VastProvider
 from gpuc.functions.outbidhook import check_delivery, wants_look
 from gpuc.functions.reaper.recover import RecoveryPlan
 from gpuc.functions.reaper.respawn import RecoveringRun, recover_pass
 from gpuc.instance_side.push import MANIFEST_NAME, PushManifest
-from gpuc.instance_side.resume import RESUME_ENV, restore
+from gpuc.instance_side.resume import restore
 from gpuc.instance_side.sync import local_listing
 from gpuc.testkit.drill_stage import MIN, RowResult, Stage
 from gpuc.testkit.emulators.vast import VastEmulator, VastOfferState
