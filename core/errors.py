@@ -42,6 +42,7 @@ Refused                            (functions.actions.wire) a phone channel's ta
 Unexpected                         (core.checks) a provider document not of the shape gpuc relies on
 TransportFailure                   (core.transport) one HTTP exchange got no answer: its kind says if it was sent
 _NotVerified                       (instance_side.push) a push the destination does not list back: not recorded
+RestoreError                       (instance_side.resume) the last push could not be restored: the job not started
 Interrupted                        (client.interrupts) a stop signal while `up` holds a pod: destroy, then exit
 CleanupTimeout                     (client.interrupts) the abort's destroy ran out of time: left to the watchdog
 """
