@@ -50,7 +50,9 @@ log = logging.getLogger("gpuc.notify")
 # token in the logs. Its warnings still show.
 logging.getLogger("httpx").setLevel(logging.WARNING)
 
-Level = Literal["info", "warning", "error"]
+# "low": news that costs nothing now (a balance above the cap): it must not wake a lock screen, or a user
+# mutes the topic and misses "sync FAILED: pod kept, billing".
+Level = Literal["low", "info", "warning", "error"]
 OUTBOX_NAME = "outbox.jsonl"
 TRIES = 3
 BACKOFF_S = (1.0, 3.0)
@@ -239,7 +241,7 @@ class NtfyChannel(HttpChannel):
         self.buttons_or_text(msg, lambda m: self._publish(m, http))
 
     def _publish(self, msg: Message, http: httpx.Client) -> None:
-        priority = {"error": 5, "warning": 4}.get(msg.level, 3)
+        priority = {"error": 5, "warning": 4, "low": 2}.get(msg.level, 3)
         payload: dict[str, Any] = {
             "topic": self.topic,
             "title": msg.title,
@@ -280,7 +282,7 @@ class PushoverChannel(HttpChannel):
             "user": self.user,
             "title": msg.title[:250],
             "message": _with_links(msg.plain().message, msg.message, 1024) or msg.title,
-            "priority": "1" if msg.level == "error" else "0",
+            "priority": {"error": "1", "low": "-1"}.get(msg.level, "0"),
         }
         self.post(http, self.url, data=form)
 
