@@ -80,6 +80,11 @@ _IPV4 = re.compile(r"(?<![\d.])\d{1,3}(?:\.\d{1,3}){3}(?![\d.])")
 _ANY_DOT = re.compile(r"[\u3002\uff0e\uff61]")  # the ideographic and fullwidth full stops browsers map to "."
 
 
+def counted(count: int, noun: str) -> str:
+    """ "1 pod", "2 pods": what a notification counts, in words a person reads (never "pod(s)")."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def pod_says(text: str, limit: int = POD_TEXT_MAX) -> str:
     """Text that came from a pod, as every notification shows it: quoted and marked as the pod's, on one
     line, control and invisible characters stripped, every URL defanged (`hxxps://evil[.]example`), so

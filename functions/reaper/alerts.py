@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpuc.core.clock import iso
-from gpuc.core.notify import Level, defang
+from gpuc.core.notify import Level, counted, defang
 from gpuc.core.titles import cost_so_far, title
 from gpuc.functions.app import announce
 from gpuc.functions.reaper.record import ReaperMeta
@@ -219,10 +219,9 @@ def last_push_note(rec: StoredPod, now: float) -> str:
         return f"{said} No results push was reported: what its results/ held goes with it."
     ago = max(0.0, now - (rec.last_seen - hb.pushed_ago_s))  # on the watchdog's clock, never the pod's
     where = defang(hb.pushed_to or "its results destination", 200)
-    return (
-        f"{said} Results pushed {minutes(ago)} ago to {where}: {hb.pushed_files or 0} files; what the job wrote "
-        "after that goes with the pod."
-    )
+    files = counted(hb.pushed_files or 0, "file")
+    after = "what the job wrote after that goes with the pod."
+    return f"{said} Results pushed {minutes(ago)} ago to {where}: {files}; {after}"
 
 
 def who(rec: StoredPod) -> str:

@@ -45,7 +45,7 @@ def test_every_route_is_tried_and_said(tmp_path: Path, ntfy: tuple[NtfyStandIn, 
                     GPUC_ADMIN_TOKEN=ADMIN)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "✓ channel 1 (ntfy): accepted by the service" in done.stdout
-    assert "✓ the watchdog: accepted; it sends through 1 channel(s)" in done.stdout
+    assert "✓ the watchdog: accepted; it sends through 1 channel" in done.stdout
     assert len(stand_in.published) == 2, "one from here, one through the watchdog"
     assert ADMIN not in done.stdout + done.stderr
 

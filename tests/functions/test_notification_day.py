@@ -65,3 +65,37 @@ def test_ntfy_sends_a_low_alert_at_priority_two_and_a_kept_pod_at_five() -> None
     channel.deliver(Message(0.0, "cap", "keep less", level="low"), None)  # type: ignore[arg-type]
     channel.deliver(Message(0.0, "kept", "billing", level="error"), None)  # type: ignore[arg-type]
     assert [m["priority"] for m in sent] == [2, 5]
+
+
+def test_every_pod_push_opens_with_what_to_do_in_gpucs_words_within_120_characters(world: World) -> None:
+    """A lock screen shows the title and the body's first line: what happened and what to do, never the
+    pod's quoted (and defanged) words, which follow on the next line."""
+    from gpuc.core import api
+    from gpuc.functions.podnews import _NEWS, event_text
+
+    world.register("a-pod-with-a-long-id-0123456789")
+    pod = world.pod("a-pod-with-a-long-id-0123456789")
+    bodies = [api.PodEvent(pod_id=pod.pod_id, kind=kind, message="see https://evil.example") for kind in _NEWS]
+    bodies += [
+        api.PodEvent(pod_id=pod.pod_id, kind="job_exit", message="m; last line: ValueError: boom", exit_code=code)
+        for code in (0, 3)
+    ]
+    for body in bodies:
+        first, _, rest = event_text(pod, body).partition("\n")
+        assert 0 < len(first) <= 120 and "pod says" not in first and "[.]" not in first, (body.kind, first)
+        assert rest.startswith('pod says: "'), (body.kind, rest)
+
+
+def test_a_failed_jobs_push_quotes_its_last_error_line_and_counts_in_words(world: World) -> None:
+    world.register("p1")
+    world.event("p1", "job_exit", "job exited with code 1 after 3s; last line: KeyError: 'lr'", exit_code=1)
+    sent = world.store.recent_notifications(1)[0]
+    assert "FAILED" in sent.title
+    assert sent.message.splitlines()[0] == "See why: `gpuc logs p1`."
+    assert "last line: KeyError: 'lr'" in sent.message
+
+
+def test_counts_read_as_words() -> None:
+    from gpuc.core.notify import counted
+
+    assert [counted(n, "pod") for n in (0, 1, 2)] == ["0 pods", "1 pod", "2 pods"]
