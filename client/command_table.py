@@ -72,7 +72,8 @@ def top_help() -> str:
 
 
 def require_testkit(command: str) -> None:
-    """`gpuc demo` and `gpuc drill` run on gpuc.testkit (emulators, fakes), which the wheel leaves out."""
+    """`gpuc demo` and `gpuc drill` run on gpuc.testkit (emulators, fakes): the wheel ships it beside the
+    product; an install without it (a trimmed or broken one) is told how to get it."""
     # Lazy: this module is read on every `gpuc --help` and must import nothing.
     import importlib.util
 
@@ -80,7 +81,7 @@ def require_testkit(command: str) -> None:
 
     if importlib.util.find_spec("gpuc.testkit") is None:
         raise ConfigError(
-            f"`gpuc {command}` runs from a clone of the gpuc repository: its emulators and fakes (gpuc.testkit) "
-            "are not part of the installed package",
-            hint="clone the repository and run `make demo` there (it installs gpuc from the clone)",
+            f"`gpuc {command}` needs gpuc's emulators and fakes (gpuc.testkit), which this install lacks",
+            hint="reinstall gpuc with them: pip install --force-reinstall 'gpuc[rehearse]' (or, in a clone, "
+            "make demo)",
         )

@@ -266,7 +266,7 @@ class NotificationRecord(Strict):
     message: str
     pod_id: str | None = None
     kind: str = "info"
-    level: Literal["info", "warning", "error"] = "info"
+    level: Literal["low", "info", "warning", "error"] = "info"
 
 
 class ChannelInfo(Strict):

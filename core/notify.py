@@ -50,7 +50,9 @@ log = logging.getLogger("gpuc.notify")
 # token in the logs. Its warnings still show.
 logging.getLogger("httpx").setLevel(logging.WARNING)
 
-Level = Literal["info", "warning", "error"]
+# "low": news that costs nothing now (a balance above the cap): it must not wake a lock screen, or a user
+# mutes the topic and misses "sync FAILED: pod kept, billing".
+Level = Literal["low", "info", "warning", "error"]
 OUTBOX_NAME = "outbox.jsonl"
 TRIES = 3
 BACKOFF_S = (1.0, 3.0)
@@ -76,6 +78,11 @@ _SCHEME = re.compile(r"(?i)\b([a-z][a-z0-9+.-]{0,30}):(//|\\\\)")
 _NAME_DOT = re.compile(r"(?<=\w)[.\u3002\uff0e\uff61](?=[^\W\d_])")
 _IPV4 = re.compile(r"(?<![\d.])\d{1,3}(?:\.\d{1,3}){3}(?![\d.])")
 _ANY_DOT = re.compile(r"[\u3002\uff0e\uff61]")  # the ideographic and fullwidth full stops browsers map to "."
+
+
+def counted(count: int, noun: str) -> str:
+    """ "1 pod", "2 pods": what a notification counts, in words a person reads (never "pod(s)")."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def pod_says(text: str, limit: int = POD_TEXT_MAX) -> str:
@@ -239,7 +246,7 @@ class NtfyChannel(HttpChannel):
         self.buttons_or_text(msg, lambda m: self._publish(m, http))
 
     def _publish(self, msg: Message, http: httpx.Client) -> None:
-        priority = {"error": 5, "warning": 4}.get(msg.level, 3)
+        priority = {"error": 5, "warning": 4, "low": 2}.get(msg.level, 3)
         payload: dict[str, Any] = {
             "topic": self.topic,
             "title": msg.title,
@@ -280,7 +287,7 @@ class PushoverChannel(HttpChannel):
             "user": self.user,
             "title": msg.title[:250],
             "message": _with_links(msg.plain().message, msg.message, 1024) or msg.title,
-            "priority": "1" if msg.level == "error" else "0",
+            "priority": {"error": "1", "low": "-1"}.get(msg.level, "0"),
         }
         self.post(http, self.url, data=form)
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from gpuc.core.api import ChannelInfo
 from gpuc.core.errors import GpucError
 from gpuc.core.loopback import loopback_host
-from gpuc.core.notify import Action, Channel, DeliveryFailed, Level, Message, Notifier, parse_channels
+from gpuc.core.notify import Action, Channel, DeliveryFailed, Level, Message, Notifier, counted, parse_channels
 from gpuc.core.settings import Settings, load_settings
 
 if TYPE_CHECKING:
@@ -222,4 +222,4 @@ def _through_watchdog(
     if gaps:
         return TestResult("the watchdog", False, "accepted, but " + "; ".join(gaps))
     count = len(held or [])
-    return TestResult("the watchdog", count > 0, f"accepted; it sends through {count} channel(s)")
+    return TestResult("the watchdog", count > 0, f"accepted; it sends through {counted(count, 'channel')}")

@@ -72,11 +72,12 @@ def event_text(pod: StoredPod, body: api.PodEvent) -> str:
         todo = "Nothing to do: results/ is synced." if body.exit_code == 0 else "See why: `gpuc logs {pod}`."
     elif body.kind == "sync_failed" and body.note == "periodic":
         todo = "Check the results destination: `gpuc doctor`; the job goes on."
-    parts = [todo.format(pod=pod.pod_id), pod_says(body.message)]
+    parts = [pod_says(body.message)]
     # `up --wait` reads these two back from the watchdog's status (client/outcome.py): keep their wording.
     if body.exit_code is not None:
         parts.append(f"gpuc: exit code {body.exit_code}.")
     if body.duration_s is not None:
         parts.append(f"gpuc: ran {body.duration_s / 60:.1f} min.")
     parts.append(f"Pod {pod.pod_id} ({pod.provider}, {pod.experiment}).")
-    return " ".join(part for part in parts if part)
+    # A lock screen shows the title and the body's first line: what to do, in gpuc's words alone (issue 29).
+    return f"{todo.format(pod=pod.pod_id)}\n{' '.join(part for part in parts if part)}".lstrip("\n")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TextIO
 
 from gpuc.core.clock import Clock, SystemClock
@@ -94,7 +95,12 @@ def default_probes(cfg: AgentConfig, paths: PodPaths) -> Probes:
             ssh=SimSshProbe(paths.sim_gpu),
             job=JobTreeProbe(paths.job),
         )
-    return Probes(gpu=gpu_reader(cfg, paths), procs=ProcScanner(), ssh=SshScanner(), job=JobTreeProbe(paths.job))
+    # A pod in a sandbox on a shared machine (the rehearsal's emulated pods): the host's processes are not
+    # its work, or a busy machine keeps a hung job's pod busy forever (issue 29). Only the processes
+    # started in its root count: its job's tree and its ssh sessions' commands.
+    scope = paths.root if paths.root != Path("/") else None
+    scanner = ProcScanner(only_root=scope)
+    return Probes(gpu=gpu_reader(cfg, paths), procs=scanner, ssh=SshScanner(), job=JobTreeProbe(paths.job))
 
 
 def build_agent(ctx: PodContext) -> Agent:

@@ -109,7 +109,8 @@ class Ender:
 
     # -- the three steps ----------------------------------------------------------------------
     def _sync(self) -> str | None:
-        """The manifest summary when the remote listing matches what was sent, else None."""
+        """What was sent, for the notification (files and bytes; the log names the destination), when the
+        remote listing matches it, else None."""
         self.log.line(f"syncing results/ to {self.sync.describe()}")
         try:
             manifest = self.sync.push(self.paths.results)
@@ -124,7 +125,7 @@ class Ender:
             return None
         self.last_sync_error = None
         self.log.line(f"sync verified: {manifest.summary()}")
-        return manifest.summary()
+        return manifest.short()
 
     def _notify(self, ending: Ending, synced: str) -> None:
         ending_now = not self.keep_alive

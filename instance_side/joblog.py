@@ -211,3 +211,18 @@ def clear_outcome(paths: PodPaths) -> None:
     for path in (paths.outcome, paths.exit_code):
         with contextlib.suppress(FileNotFoundError, OSError):
             path.unlink()
+
+
+def last_line(path: Path, limit: int = 200) -> str | None:
+    """The job log's last non-empty line (a FAILED job's error, as a notification quotes it), or None."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - 8192))
+            tail = fh.read()
+    except OSError:
+        return None
+    for raw in reversed(tail.decode("utf-8", "replace").replace("\r", "\n").splitlines()):
+        if raw.strip():
+            return raw.strip()[:limit]
+    return None

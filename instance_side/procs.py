@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from gpuc.core.podpaths import POD_ROOT_ENV
 from gpuc.instance_side.gpu import read_sim_file
 
 _PYTHON = re.compile(r"^(python|pypy)[0-9.]*[dmu]?$")
@@ -321,9 +322,21 @@ class ProcScanner:
     counters: every process but the kernel's threads, pid 1, gpuc's own agent and wrapper, zombies, the
     pod image's infrastructure (INFRA) and whatever `watch` runs (WATCHERS)."""
 
-    def __init__(self, proc_root: Path = Path("/proc"), *, only_pod: str | None = None) -> None:
+    def __init__(
+        self, proc_root: Path = Path("/proc"), *, only_pod: str | None = None, only_root: Path | None = None
+    ) -> None:
         self.proc_root = proc_root
+        # A sandbox's own processes carry a mark in their environment: the local provider's its pod id,
+        # a rehearsal's emulated pod the root its ssh prelude exports (GPUC_POD_ROOT).
         self.only_pod = only_pod
+        self._marks = tuple(
+            mark.encode()
+            for mark in (
+                f"GPUC_POD_ID={only_pod}" if only_pod is not None else None,
+                f"{POD_ROOT_ENV}={only_root}" if only_root is not None else None,
+            )
+            if mark is not None
+        )
         self.own_pid = os.getpid()
 
     def sample(self, skip: Collection[int] = ()) -> ProcTable:
@@ -342,7 +355,7 @@ class ProcScanner:
             if isinstance(raw, PermissionError):
                 # hidepid or a permission change: it may be the user's work. A sandbox counts only what it
                 # can prove is its own pod's, and a process it may not read is not.
-                if self.only_pod is None:
+                if not self._marks:
                     unreadable.append(int(name))
                 continue
             stat = _parse_full_stat(int(name), raw.decode(errors="replace")) if raw else None
@@ -363,7 +376,7 @@ class ProcScanner:
     def _user_proc(self, stat: _Stat, argv: list[str], names: set[str]) -> UserProc | None:
         if any(OWN_MARKER in a for a in argv) or not INFRA.isdisjoint(names):
             return None
-        if self.only_pod is not None and not self._in_pod(stat.pid):
+        if self._marks and not self._in_pod(stat.pid):
             return None
         python = self._is_python(stat, argv)
         return UserProc(stat.pid, stat.ppid, stat.comm, python, _counters(self.proc_root, stat))
@@ -389,7 +402,7 @@ class ProcScanner:
         raw = _read(f"{self.proc_root}/{pid}/environ")
         if raw is None:
             return False
-        return f"GPUC_POD_ID={self.only_pod}".encode() in raw.split(b"\0")
+        return not set(self._marks).isdisjoint(raw.split(b"\0"))
 
 
 def _descends(pid: int, ancestors: set[int], parents: Mapping[int, int]) -> bool:

@@ -77,6 +77,7 @@ class Manifest:
     parts: tuple[Manifest, ...] = ()  # a split push: what each destination received
     links: dict[str, str] = field(default_factory=dict)  # a link that holds no data -> its target
     keys: dict[str, str] = field(default_factory=dict)  # a name the destination cannot store -> its key
+    beside: str | None = None  # a split push: what went beside the results ("job log and outcome")
 
     @property
     def total_bytes(self) -> int:
@@ -89,7 +90,20 @@ class Manifest:
     def summary(self) -> str:
         if self.note:
             return self.note
-        return f"{len(self.files)} files, {self.total_bytes} bytes to {self.destination}{self.entries_note()}"
+        return f"{self._sent()} to {self.destination}{self.entries_note()}"
+
+    def short(self) -> str:
+        """Without the destination: the notification's words (the laptop knows where results go, and a
+        path in a pod's words reaches the phone defanged, `file[:]///...`)."""
+        if self.beside is not None and self.parts:
+            return f"{self.parts[0].short()}; {self.beside} beside them"
+        if self.note:
+            return self.note
+        return f"{self._sent()}{self.entries_note()}"
+
+    def _sent(self) -> str:
+        count = len(self.files)
+        return f"{count} file{'' if count == 1 else 's'}, {self.total_bytes} bytes"
 
     def entries_note(self) -> str:
         """What was not sent as a file, and why nothing was lost: "; 2 links recorded, 1 name escaped"."""
@@ -717,7 +731,8 @@ class JobLogSync:
         beside = "job log and outcome" if {JOB_LOG_NAME, OUTCOME_NAME} & set(logs.files) else ENTRIES_NAME
         note = f"{results.summary()}; {beside} beside them" if logs.files else None
         return Manifest(
-            results.destination, dict(results.files), note=note, parts=parts, links=results.links, keys=results.keys
+            results.destination, dict(results.files), note=note, parts=parts, links=results.links, keys=results.keys,
+            beside=beside if logs.files else None,
         )
 
     def verify(self, manifest: Manifest) -> bool:

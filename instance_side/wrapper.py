@@ -30,7 +30,7 @@ from gpuc.core.clock import Clock
 from gpuc.core.pod import RESUME_ENV
 from gpuc.core.podsecrets import never_on_pod
 from gpuc.instance_side.ending import Ender, Ending
-from gpuc.instance_side.joblog import KEPT_ENDINGS, JobLogTee, clear_outcome, write_outcome
+from gpuc.instance_side.joblog import KEPT_ENDINGS, JobLogTee, clear_outcome, last_line, write_outcome
 from gpuc.instance_side.kept import ENDS_THE_WATCH
 from gpuc.instance_side.keptwatch import KeptWatch
 from gpuc.instance_side.podfiles import (
@@ -290,9 +290,12 @@ class JobWrapper:
             }
             if not self.dry_run:
                 write_outcome(self.paths, outcome)
+            said = f"job exited with code {code} after {duration:.0f}s"
+            if code != 0 and (last := last_line(self.paths.job_log)) is not None:
+                said += f"; last line: {last}"  # what a FAILED job's push shows first (issue 29)
             ending = Ending(
                 kind="job_exit",
-                message=f"job exited with code {code} after {duration:.0f}s",
+                message=said,
                 exit_code=code,
                 duration_s=round(duration, 3),
             )

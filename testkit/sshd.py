@@ -59,7 +59,8 @@ def require_ssh(sshd: Path = SSHD) -> str:
         # It makes the throwaway keys whichever server runs, and is the server where OpenSSH's is not.
         raise SshdUnavailable(
             "asyncssh is missing: the loopback ssh server needs it",
-            hint="install the test tools: .venv/bin/pip install -e '.[test]' (make test does)",
+            hint="install the rehearsal's extra: pip install 'gpuc[rehearse]' (in a clone: .venv/bin/pip "
+            "install -e '.[rehearse]'; make test installs it too)",
         )
     return "openssh" if sshd.exists() else "asyncssh"
 

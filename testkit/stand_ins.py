@@ -19,13 +19,16 @@ as strict as the services' documented request formats, with a "press" that does 
 
 from __future__ import annotations
 
+import html
 import ipaddress
 import itertools
 import json
+import logging
 import re
+import threading
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
@@ -57,6 +60,7 @@ TELEGRAM_TEXT_MAX = 4096
 CALLBACK_DATA_MAX = 64
 _SECRET_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,256}")
 PRESS_TIMEOUT_S = 10.0
+log = logging.getLogger("gpuc.testkit.ntfy")
 
 
 class _StandIn(Emulator):
@@ -83,12 +87,44 @@ class NtfyStandIn(_StandIn):
         super().__init__(clock)
         self.token = token  # an access-controlled topic: publishing needs `Authorization: Bearer <token>`
         self.published: list[dict[str, Any]] = []
+        self.taps: list[tuple[int, str, int]] = []  # (message index, label, the watchdog's HTTP status)
         self._ids = itertools.count(1)
 
     def route(self, request: EmuRequest) -> Route | None:
         if request.method in ("POST", "PUT") and request.path == "/":
             return "publish", self._publish
+        # The rehearsal's phone (issue 29 item 7): a page to read what was sent and tap its buttons.
+        if request.method == "GET" and request.path in ("/", "/json"):
+            return "read", self._read
+        if request.method == "POST" and request.path == "/tap":
+            return "tap", self._tap
         return None
+
+    def _read(self, request: EmuRequest) -> EmuResponse:
+        if request.path == "/json":
+            return EmuResponse.json(200, list(self.published))
+        return EmuResponse(200, phone_page(self.published).encode(), {"content-type": "text/html; charset=utf-8"})
+
+    def _tap(self, request: EmuRequest) -> EmuResponse:
+        """A tap from the page: the stand-in sends the button's request as the ntfy app would, in a thread of
+        its own (its answer may publish again, which needs this stand-in's lock: held during this call)."""
+        form = parse_qs(request.body.decode("utf-8", "replace"))
+        try:
+            index, label = int(form["m"][0]), form["label"][0]
+            actions = self.published[index].get("actions") or []
+            next(a for a in actions if a["label"] == label and a["action"] == "http")
+        except (KeyError, ValueError, IndexError, StopIteration):
+            return EmuResponse.text(400, "no such button")
+        threading.Thread(target=self._press_quietly, args=(index, label), daemon=True).start()
+        return EmuResponse(303, b"", {"location": "/"})
+
+    def _press_quietly(self, index: int, label: str) -> None:
+        try:
+            answer = self.press(index, label)
+            self.taps.append((index, label, answer.status_code))
+        except httpx.HTTPError as exc:
+            self.taps.append((index, label, 0))
+            log.warning("tap %s on message %d failed: %s", label, index, type(exc).__name__)
 
     def _publish(self, request: EmuRequest) -> EmuResponse:
         if self.token is not None and request.bearer() != self.token:
@@ -120,6 +156,33 @@ class NtfyStandIn(_StandIn):
             content=(action.get("body") or "").encode(),
             timeout=PRESS_TIMEOUT_S,
         )
+
+
+def phone_page(published: list[dict[str, Any]]) -> str:
+    """Every message, newest first, as a phone shows it: priority, title, body, and its buttons (an `http`
+    one is a form the stand-in sends on, a `view` one a link to open)."""
+    rows = []
+    for index in reversed(range(len(published))):
+        msg = published[index]
+        buttons = []
+        for action in msg.get("actions") or []:
+            label = html.escape(str(action["label"]))
+            if action["action"] == "http":
+                buttons.append(
+                    f'<form method="post" action="/tap"><input type="hidden" name="m" value="{index}">'
+                    f'<input type="hidden" name="label" value="{label}"><button>{label}</button></form>'
+                )
+            elif action["action"] == "view":
+                buttons.append(f'<a href="{html.escape(str(action["url"]))}">{label}</a>')
+        rows.append(
+            f'<li><small>priority {msg.get("priority", 3)}</small> <b>{html.escape(str(msg.get("title", "")))}</b>'
+            f'<p>{html.escape(str(msg.get("message", ""))).replace(chr(10), "<br>")}</p>{"".join(buttons)}</li>'
+        )
+    body = "".join(rows) or "<li>nothing yet</li>"
+    return (
+        '<!doctype html><meta name="viewport" content="width=device-width"><title>gpuc rehearsal phone</title>'
+        f'<meta http-equiv="refresh" content="10"><h1>phone (ntfy stand-in)</h1><ul>{body}</ul>'
+    )
 
 
 def _ntfy_bad(why: str) -> EmuResponse:

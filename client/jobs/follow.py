@@ -43,6 +43,8 @@ START_GRACE_S = 90.0
 # An outcome on the pod that stays unreadable this long is not a write caught half-way (writes are atomic):
 # the wait ends, the outcome unknown.
 UNREADABLE_GRACE_S = 60.0
+# The watchdog's own words (functions/podnews.py), which come after the pod's quoted ones: the last match
+# is taken, as a FAILED job's last line ("... exit code 0") is quoted in the same message.
 _EXIT_IN_NOTE = re.compile(r"exit code (-?\d{1,4})\b")
 _MINUTES_IN_NOTE = re.compile(r"ran (\d+(?:\.\d+)?) min")
 
@@ -213,10 +215,10 @@ def watchdog_outcome(status: StatusResponse | None, pod_id: str, since: float) -
     for note in reversed(status.notifications):
         if note.pod_id != pod_id or note.kind != "job_exit" or note.ts < since:
             continue
-        code = _EXIT_IN_NOTE.search(note.message)
+        code = _last(_EXIT_IN_NOTE, note.message)
         if code is None:
             continue
-        minutes = _MINUTES_IN_NOTE.search(note.message)
+        minutes = _last(_MINUTES_IN_NOTE, note.message)
         try:
             return JobOutcome(
                 job_id=None,
@@ -226,6 +228,13 @@ def watchdog_outcome(status: StatusResponse | None, pod_id: str, since: float) -
         except Unreadable:  # a code or a duration out of range: not a note the wrapper wrote
             continue
     return None
+
+
+def _last(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
+    found = None
+    for found in pattern.finditer(text):  # noqa: B007 - the loop keeps the last
+        pass
+    return found
 
 
 def pod_cost(ctx: Ctx, pod_id: str, records: list[PodRecord]) -> tuple[float | None, float | None]:

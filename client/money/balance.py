@@ -18,7 +18,7 @@ from gpuc.client.context import Ctx
 from gpuc.core.errors import ConfigError, ProviderError
 from gpuc.core.models import Balance
 from gpuc.core.providers.base import Provider
-from gpuc.core.providers.registry import KEY_FIELDS, has_key
+from gpuc.core.providers.registry import KEY_FIELDS, has_key, keyed_providers
 from gpuc.core.settings import Settings, env_name
 
 BALANCE_PROVIDERS = ("local", "runpod", "vast")
@@ -176,6 +176,13 @@ def check_balances(settings: Settings, factories: Mapping[str, ProviderFactory |
         advice=caps_text(settings),
         providers=[outcome.get() for outcome in reads.values()],
     )
+
+
+def providers_in_use(settings: Settings) -> tuple[str, ...]:
+    """The providers `balance` lists: the configured one (GPUC_PROVIDER) and each with a key. A provider the
+    user never signed up for is no line at all (issue 29: "runpod not configured" on a Vast-only setup)."""
+    keyed = keyed_providers(settings)
+    return tuple(name for name in BALANCE_PROVIDERS if name == settings.provider or name in keyed)
 
 
 def provider_factories(ctx: Ctx, names: tuple[str, ...] = BALANCE_PROVIDERS) -> dict[str, ProviderFactory | None]:

@@ -21,7 +21,8 @@ from gpuc.client.money.choices import DTYPE_BYTES, FILTER_NAMES, OFFER_PROVIDERS
 def balance(ctx: Ctx, as_json: bool) -> None:
     """Provider balances, spend per hour, hours left, and warnings against the cap and the low mark.
 
-    Every provider is listed; one without an API key is "not configured", not an error. Warnings:
+    The providers in use are listed: GPUC_PROVIDER's and each one with an API key (GPUC_PROVIDER's without
+    a key is "not configured", not an error). Warnings:
     balance above the cap (GPUC_BALANCE_CAP_USD, default 20) or below the low mark
     (GPUC_BALANCE_LOW_USD, default 5).
 
@@ -34,10 +35,10 @@ def balance(ctx: Ctx, as_json: bool) -> None:
     spend_per_hour, hours_left (null when nothing is running), spend_limit, spend_rate_source
     (provider|computed), notify {name: on}, warnings[], error, hint.
     """
-    from gpuc.client.money.balance import check_balances, provider_factories
+    from gpuc.client.money.balance import check_balances, provider_factories, providers_in_use
     from gpuc.client.money.render import render_balance
 
-    report = check_balances(ctx.settings, provider_factories(ctx))
+    report = check_balances(ctx.settings, provider_factories(ctx, providers_in_use(ctx.settings)))
     click.echo(json.dumps(report.model_dump(), indent=2) if as_json else render_balance(report))
 
 

@@ -165,7 +165,8 @@ class Demo:
         for row in self.ctx.ledger().rows():
             self.echo(f"    ledger: {', '.join(row.cells())}")
         for line in self._outbox():
-            self.echo(f"    outbox: [{line.get('level', 'info')}] {line.get('title')}: {line.get('message')}")
+            body = str(line.get("message")).replace("\n", " / ")  # a push's first line, then the pod's words
+            self.echo(f"    outbox: [{line.get('level', 'info')}] {line.get('title')}: {body}")
 
     # -- helpers -------------------------------------------------------------------------------
     def _kill_agent(self, pod: Pod) -> None:

@@ -46,23 +46,37 @@ SHELL_FILE = "rehearse.sh"
 
 
 def serve_rehearsal(echo: Echo, provider: str, home: Path | None, stop: threading.Event | None = None) -> int:
-    """Serve until `stop` is set, Ctrl-C or SIGTERM; 0 when nothing was left behind."""
+    """Serve until `stop` is set, Ctrl-C, SIGTERM or SIGHUP; 0 when nothing was left behind."""
+    stop = stop or threading.Event()
+    say = _unbreakable(echo)
+    # From the first line: a script's SIGTERM during start-up, or a closed terminal, still ends in the
+    # clean-up below (issue 29: a scripted rehearsal was found still running 8 minutes after both).
+    with _until_stopped(stop):
+        return _serve(say, provider, home, stop)
+
+
+def _serve(say: Echo, provider: str, home: Path | None, stop: threading.Event) -> int:
+    from gpuc.testkit.emulators.server import EmulatorServer
     from gpuc.testkit.platform import PROVIDERS, client_environ, start_platform, write_env_file
     from gpuc.testkit.sshd import require_ssh, start_loopback_sshd
+    from gpuc.testkit.stand_ins import NtfyStandIn
 
     if provider not in PROVIDERS:
         raise ConfigError(f"no emulator for provider {provider!r}", hint="use --provider runpod or vast with --serve")
     require_ssh()
     home = home or Path(tempfile.mkdtemp(prefix="gpuc-rehearse-"))
-    stop = stop or threading.Event()
     with contextlib.ExitStack() as stack:
         sshd = start_loopback_sshd(home / "sshd")
         stack.callback(sshd.stop)
         emulator, platform = start_platform(provider, sshd)
         stack.callback(emulator.stop)
         stack.callback(platform.close)
+        # The phone: an ntfy stand-in whose page shows every push and taps its buttons.
+        phone = EmulatorServer(NtfyStandIn()).start()
+        stack.callback(phone.stop)
         write_env_file(home)  # empty: the project's own .env (maybe real keys) is not read in that shell
         environ = rehearsal_environ(home, {**client_environ(emulator, sshd, home, base={}), **_as_env(REMOTE)})
+        environ["GPUC_NOTIFY_URLS"] = phone_channel(phone.url)
         token = new_token()
         settings = load_settings(environ, admin_token=token)
         server = start_in_thread(settings, port=0, reaper_interval_s=settings.reaper_period_s)
@@ -71,21 +85,36 @@ def serve_rehearsal(echo: Echo, provider: str, home: Path | None, stop: threadin
         shell = write_shell_file(home, {**environ, "GPUC_WATCHDOG_URL": server.url})
         pods = get_provider(provider, settings.with_overrides(functions_url=server.url))
         stack.callback(pods.close)
-        echo(f"gpuc rehearsal: {provider} emulator at {emulator.url}, sshd at {sshd.host}:{sshd.port}, "
-             f"local watchdog at {server.url}, home {home}")
-        echo(_instructions(shell))
-        with _until_stopped(stop):
-            while not stop.wait(0.5):
-                pass
-        echo("stopping: destroying what is left")
+        say(f"gpuc rehearsal: {provider} emulator at {emulator.url}, sshd at {sshd.host}:{sshd.port}, "
+            f"local watchdog at {server.url}, home {home}")
+        say(_instructions(shell, phone.url))
+        while not stop.wait(0.5):
+            pass
+        say("stopping: destroying what is left")
         cleanup_pods(pods)
         platform.close()
         left = platform.leftovers()
     if left:
-        echo(f"stopped, but processes were left in the pods' sandboxes: {left}")
+        say(f"stopped, but processes were left in the pods' sandboxes: {left}")
         return 1
-    echo("stopped: no pod and no process left behind")
+    say("stopped: no pod and no process left behind")
     return 0
+
+
+def phone_channel(url: str) -> str:
+    """The stand-in's address as a GPUC_NOTIFY_URLS channel (ntfy:// is plain HTTP to a loopback host)."""
+    return "ntfy://" + url.removeprefix("http://").rstrip("/") + "/rehearsal"
+
+
+def _unbreakable(echo: Echo) -> Echo:
+    """The rehearsal's words, where a closed output (a script that read the banner and went) never stops
+    the clean-up that follows them."""
+
+    def say(line: str) -> None:
+        with contextlib.suppress(OSError):
+            echo(line)
+
+    return say
 
 
 def _as_env(values: Mapping[str, object]) -> dict[str, str]:
@@ -147,9 +176,10 @@ def _chunks(names: list[str], size: int) -> list[list[str]]:
     return [names[i : i + size] for i in range(0, len(names), size)]
 
 
-def _instructions(shell: Path) -> str:
+def _instructions(shell: Path, phone: str) -> str:
     return "\n".join(
         [
+            f"The phone: {phone} shows every notification and taps its buttons (`gpuc notify --test` sends one).",
             "Point a shell at it (the file holds the emulator's test key and settings, nothing of yours):",
             f"  . {shlex.quote(str(shell))}",
             "then rent as you would for real, e.g.:",
@@ -163,7 +193,8 @@ def _instructions(shell: Path) -> str:
 
 @contextlib.contextmanager
 def _until_stopped(stop: threading.Event) -> Iterator[None]:
-    """Ctrl-C and SIGTERM set `stop`: the clean-up runs either way (a kill -TERM from a script too)."""
+    """Ctrl-C, SIGTERM and SIGHUP set `stop`: the clean-up runs either way (a kill -TERM from a script, a
+    closed terminal)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -171,7 +202,7 @@ def _until_stopped(stop: threading.Event) -> Iterator[None]:
     def handler(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         yield
     finally:

@@ -83,8 +83,26 @@ def serve_banner(settings: Settings, url: str, environ: Mapping[str, str]) -> li
         *([exposed] if exposed is not None else []),
         f"reaper: a pass every {span_words(settings.reaper_period_s)}",
         f"admin token: kept in {token_source(settings, environ)}; never printed",
+        laptop_url_line(settings, url),
         "logging each reaper pass and each refused request; Ctrl-C stops it",
     ]
+
+
+def laptop_url_line(settings: Settings, url: str) -> str:
+    """Where the laptop's gpuc must point to use this watchdog (issue 29: `serve --port 9000` said nothing,
+    and `gpuc up` went on registering with the default port's, which was not there)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.hostname in ("0.0.0.0", "::", ""):  # every interface: this machine reaches it on loopback
+        parts = parts._replace(netloc=f"127.0.0.1:{parts.port}")
+    here = urlunsplit(parts).rstrip("/")
+    if settings.functions_url.rstrip("/") == here:
+        return f"this machine's gpuc already points here (GPUC_FUNCTIONS_URL={here})"
+    return (
+        f"this machine's gpuc points at {settings.functions_url}, not here: to use this watchdog add "
+        f"GPUC_FUNCTIONS_URL={here} to {settings.env_file}"
+    )
 
 
 def token_source(settings: Settings, environ: Mapping[str, str]) -> str:

@@ -11,12 +11,14 @@ so a link scanner or a chat preview that opens it changes nothing.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 
 from gpuc.core import api
 from gpuc.core.budget import month_spend, record_burn, records_burns, spend_text, usd
 from gpuc.core.clock import iso
 from gpuc.core.settings import Settings
+from gpuc.core.titles import exit_outcome
 from gpuc.functions.actions.html import button_form, esc, facts, html_response
 from gpuc.functions.actions.links import ALL_PODS, PAGE_LIFE_MAX_S, LinkRefused, link_key, mint, new_claim, read
 from gpuc.functions.actions.offers import OfferKind, offer, public_base
@@ -139,9 +141,10 @@ def pods_section(deps: Deps, pods: Sequence[StoredPod], meta: ReaperMeta, now: f
     head = f"<h2>Pods running ({len(live)})</h2>" + (cards or "<p>No pod is running.</p>")
     if not ended:
         return head
+    codes = exit_codes(deps)
     lines = "".join(
-        f"<tr><td>{esc(p.experiment)}<div class=\"muted\">{esc(p.name)}</div></td><td>{esc(outcome(p, now))}</td>"
-        f"<td>{esc(spent(p, now))}</td></tr>"
+        f"<tr><td>{esc(p.experiment)}<div class=\"muted\">{esc(p.name)}</div></td>"
+        f"<td>{esc(outcome(p, now, codes.get(p.pod_id)))}</td><td>{esc(spent(p, now))}</td></tr>"
         for p in ended[:ENDED_SHOWN]
     )
     heads = "<tr><th>Experiment</th><th>Outcome</th><th>Cost</th></tr>"
@@ -158,9 +161,26 @@ _ENDED_BY = {
 }
 
 
-def outcome(pod: StoredPod, now: float) -> str:
+# The watchdog's own words in a job_exit push (functions/podnews.py), after the pod's quoted ones.
+_EXIT_SAID = re.compile(r"gpuc: exit code (-?\d{1,10})\.")
+
+
+def exit_codes(deps: Deps) -> dict[str, int]:
+    """Pod id -> its job's exit code, from the job_exit pushes the store still holds (issue 29: "its job
+    ended" did not say whether it failed)."""
+    codes: dict[str, int] = {}
+    for note in deps.store.recent_notifications(200):  # oldest first: a pod's last job_exit wins
+        said = _EXIT_SAID.findall(note.message) if note.kind == "job_exit" and note.pod_id else []
+        if said and note.pod_id:
+            codes[note.pod_id] = int(said[-1])
+    return codes
+
+
+def outcome(pod: StoredPod, now: float, exit_code: int | None = None) -> str:
     """How an ended pod ended, in a few words a person reads on a phone, and when."""
     words = _ENDED_BY.get(pod.ended_by or "", "ended")
+    if pod.ended_by == "wrapper" and exit_code is not None:
+        words = f"its job ended: {exit_outcome(exit_code)}"
     if pod.ended_by == "reaper" and pod.reason:
         words += f" ({pod.reason[:80]})"
     if pod.state == "destroying":

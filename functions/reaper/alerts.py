@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpuc.core.clock import iso
-from gpuc.core.notify import Level, defang
+from gpuc.core.notify import Level, counted, defang
 from gpuc.core.titles import cost_so_far, title
 from gpuc.functions.app import announce
 from gpuc.functions.reaper.record import ReaperMeta
@@ -21,6 +21,9 @@ from gpuc.functions.store import StoredPod
 log = logging.getLogger("gpuc.reaper")
 
 BLIND_ESCALATE_S = 3600.0  # blind longer than this: error level, once an hour while it lasts
+# A balance above the cap costs nothing now: once a day, low priority (issue 29: hourly at high priority,
+# 24 pushes a day for a user who tops up $25 a month, who then mutes the topic and misses a kept pod).
+CAP_NAG_S = 24 * 3600.0
 
 
 def pod_problem(run: Pass, rec: StoredPod, key: str, title: str, message: str, *, every: float | None = None) -> None:
@@ -48,8 +51,10 @@ def run_problem(
     clear_title: str,
     detail: str = "",
     level: Level = "warning",
+    every: float | None = None,
 ) -> None:
-    """A problem of the whole pass (blind, fleet, cap): one alert, nagged, and one all-clear."""
+    """A problem of the whole pass (blind, fleet, cap): one alert, nagged every `every` (nag_interval_s),
+    and one all-clear."""
     if run.dry_run:
         if active:
             run.act("*", detail or "*", "alert", title)
@@ -60,7 +65,8 @@ def run_problem(
     was = bool(value.get("active"))
     if active:
         due = not was or value.get("detail") != detail
-        due = due or run.now - float(value.get("alerted_at", 0.0)) >= run.deps.settings.nag_interval_s
+        interval = run.deps.settings.nag_interval_s if every is None else every
+        due = due or run.now - float(value.get("alerted_at", 0.0)) >= interval
         if not due:
             return
         new: dict[str, Any] = {"active": True, "alerted_at": run.now, "detail": detail}
@@ -72,7 +78,8 @@ def run_problem(
         return  # another pass said it
     run.act("*", detail or "*", "alert", title if active else clear_title)
     text = message if active else "Back to normal."
-    announce(run.deps, run.now, title if active else clear_title, text, kind=key, level=level if active else "info")
+    after: Level = "low" if level == "low" else "info"
+    announce(run.deps, run.now, title if active else clear_title, text, kind=key, level=level if active else after)
 
 
 def alert_blind(run: Pass, sight: Sight, prev: ReaperMeta) -> dict[str, float]:
@@ -172,10 +179,12 @@ def alert_balances(run: Pass, sight: Sight) -> None:
             f"balance_cap:{name}",
             usd > settings.balance_cap_usd,
             title=f"gpuc: {name} balance above your cap (${usd:.2f})",
-            message=f"The {name} balance is ${usd:.2f}, above your cap of ${settings.balance_cap_usd:.2f}: "
-            "that is what a leaked key could spend. Keep less on the account.",
+            message=f"Keep less on {name}: ${usd:.2f} is above your cap of ${settings.balance_cap_usd:.2f}, "
+            "and is what a leaked key could spend. Nothing is billing because of it.",
             clear_title=f"gpuc: {name} balance is under your cap again",
             detail=name,
+            level="low",
+            every=CAP_NAG_S,
         )
 
 
@@ -210,10 +219,9 @@ def last_push_note(rec: StoredPod, now: float) -> str:
         return f"{said} No results push was reported: what its results/ held goes with it."
     ago = max(0.0, now - (rec.last_seen - hb.pushed_ago_s))  # on the watchdog's clock, never the pod's
     where = defang(hb.pushed_to or "its results destination", 200)
-    return (
-        f"{said} Results pushed {minutes(ago)} ago to {where}: {hb.pushed_files or 0} files; what the job wrote "
-        "after that goes with the pod."
-    )
+    files = counted(hb.pushed_files or 0, "file")
+    after = "what the job wrote after that goes with the pod."
+    return f"{said} Results pushed {minutes(ago)} ago to {where}: {files}; {after}"
 
 
 def who(rec: StoredPod) -> str:

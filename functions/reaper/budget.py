@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from gpuc.core.budget import Outlook, ahead_of, outlook, records_burns, spend_text, usd
 from gpuc.core.clock import iso
 from gpuc.core.ledger import current_month, month_window
+from gpuc.core.notify import counted
 from gpuc.core.pod import Pod
 from gpuc.functions.app import announce
 from gpuc.functions.deadline import deadline_of
@@ -135,7 +136,7 @@ def tell_pulled(run: Pass, pulled: list[tuple[StoredPod, float]], spent: str) ->
     announce(
         run.deps,
         run.now,
-        f"gpuc: budget: {len(pulled)} pod(s) end by {iso(max(new for _, new in pulled))}",
+        f"gpuc: budget: {counted(len(pulled), 'pod')} end by {iso(max(new for _, new in pulled))}",
         f"{spent}: at worst the month would cross its budget. Deadlines pulled in: {ends}. Each pod syncs its "
         f"results, then is destroyed (stopped instead if its sync fails). To keep one longer: `gpuc keep {example} "
         f"--for 2h` (or `gpuc extend {example}`); this month's budget does not pull it in again. "

@@ -20,7 +20,11 @@ import pytest
 from gpuc.functions import deploy as dep
 
 ROOT = Path(__file__).resolve().parents[2]  # the clone: the package `gpuc` itself
-PRODUCT = ("core", "client", "functions", "instance_side")  # the wheel's folders (gpuc.testkit stays out)
+PRODUCT = ("core", "client", "functions", "instance_side")  # the product's layers
+# Shipped beside the product so an installed gpuc runs `gpuc demo` and the rehearsal (issue 29 item 7);
+# no layer of the product imports it at import time.
+KIT = ("testkit",)
+REHEARSALS = ("gpuc.client.setup.demo", "gpuc.client.setup.rehearse")
 LAMBDA_ENTRY = "gpuc.functions.aws"
 # What the python runtime on Lambda has besides the stdlib (deploy.PROVIDED_BY_LAMBDA), by import name.
 LAMBDA_MODULES = ("boto3", "botocore", "s3transfer", "jmespath", "urllib3", "dateutil", "six")
@@ -29,7 +33,7 @@ LAMBDA_MODULES = ("boto3", "botocore", "s3transfer", "jmespath", "urllib3", "dat
 def tree_packages() -> set[str]:
     """Every folder of the product with an __init__.py, as the package name it installs as."""
     found = {"gpuc"}
-    for top in PRODUCT:
+    for top in (*PRODUCT, *KIT):
         for init in (ROOT / top).rglob("__init__.py"):
             found.add(".".join(("gpuc", *init.parent.relative_to(ROOT).parts)))
     return found
@@ -97,6 +101,44 @@ def test_the_wheel_lists_every_package_of_the_tree() -> None:
     tree, listed = tree_packages(), wheel_packages()
     assert not tree - listed, f"add to pyproject.toml [tool.setuptools] packages: {sorted(tree - listed)}"
     assert not listed - tree, f"listed in pyproject.toml but not in the tree: {sorted(listed - tree)}"
+
+
+def test_an_installed_gpuc_has_what_the_demo_and_the_rehearsal_import() -> None:
+    """`pipx install gpuc` then `gpuc demo --provider runpod --serve`: every gpuc module they reach is in
+    the wheel, and every other import is a core dependency or the `rehearse` extra's."""
+    with (ROOT / "pyproject.toml").open("rb") as f:
+        project = tomllib.load(f)["project"]
+    allowed = {"asyncssh", *(req.split(">")[0].split("[")[0].split("=")[0].strip() for req in project["dependencies"])}
+    assert project["optional-dependencies"]["rehearse"] == ["asyncssh>=2.14"]
+    reached = set().union(*(transitive_modules(entry) for entry in REHEARSALS))
+    assert "gpuc.testkit.platform" in reached and "gpuc.testkit.sshd" in reached
+    missing = {package_of(name) for name in reached} - wheel_packages()
+    assert not missing, f"the wheel lacks what the demo needs: {sorted(missing)}"
+    others = set()
+    for name in reached:
+        path = module_file(name)
+        assert path is not None
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                others |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                others.add(node.module.split(".")[0])
+    # By import name: nvidia-ml-py, python-dotenv, boto3's botocore, httpx's httpcore; apprise is its own
+    # extra, imported only for an apprise:// channel, with a hint when missing.
+    imported_as = {"gpuc", "pynvml", "botocore", "dotenv", "httpcore", "apprise"}
+    third = others - set(sys.stdlib_module_names) - imported_as
+    assert third <= allowed, f"the demo imports what no install gives it: {sorted(third - allowed)}"
+
+
+def test_no_layer_of_the_product_imports_the_test_kit_at_import_time() -> None:
+    for top in PRODUCT:
+        for path in (ROOT / top).rglob("*.py"):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for node in tree.body:  # module level only: a command's lazy import runs only when asked for
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+                if isinstance(node, ast.ImportFrom) and node.module:
+                    names = [node.module]
+                assert not any(n.startswith("gpuc.testkit") for n in names), f"{path} imports the test kit"
 
 
 def test_the_zip_lists_exactly_the_packages_the_functions_import() -> None:

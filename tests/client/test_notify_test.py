@@ -45,7 +45,7 @@ def test_every_route_is_tried_and_said(tmp_path: Path, ntfy: tuple[NtfyStandIn, 
                     GPUC_ADMIN_TOKEN=ADMIN)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "✓ channel 1 (ntfy): accepted by the service" in done.stdout
-    assert "✓ the watchdog: accepted; it sends through 1 channel(s)" in done.stdout
+    assert "✓ the watchdog: accepted; it sends through 1 channel" in done.stdout
     assert len(stand_in.published) == 2, "one from here, one through the watchdog"
     assert ADMIN not in done.stdout + done.stderr
 
@@ -65,3 +65,32 @@ def test_no_channel_and_no_watchdog_say_so(tmp_path: Path) -> None:
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "✗ channels: GPUC_NOTIFY_URLS is not set" in done.stdout
     assert "✗ the watchdog: not sent:" in done.stdout
+
+
+def test_the_stand_in_phone_page_shows_a_push_and_a_tap_sends_its_button(tmp_path: Path) -> None:
+    """The rehearsal's phone (issue 29 item 7): the page lists the message and its buttons; a tap on an
+    `http` button sends its request as the ntfy app does."""
+    import time
+
+    import httpx
+
+    from gpuc.core.notify import Action, Message, NtfyChannel
+
+    target = NtfyStandIn()
+    phone = NtfyStandIn()
+    with EmulatorServer(target) as aimed, EmulatorServer(phone) as http:
+        channel = NtfyChannel(http.url, "rehearsal")
+        keep = Action("keep 1 h", f"{aimed.url}/", "t", safe=True)
+        with httpx.Client() as client:
+            channel.deliver(Message(0.0, "exp idle: destroys at 12:00", "To keep it: tap", actions=(keep,)), client)
+            page = client.get(http.url).text
+            assert "exp idle: destroys at 12:00" in page and "keep 1 h" in page
+            tapped = client.post(f"{http.url}/tap", data={"m": "0", "label": "keep 1 h"})
+            assert tapped.status_code == 303
+            assert client.post(f"{http.url}/tap", data={"m": "0", "label": "nope"}).status_code == 400
+        for _ in range(100):
+            if phone.taps:
+                break
+            time.sleep(0.05)
+        assert [r.method for r in target.requests] == ["POST"]
+        assert phone.taps and phone.taps[0][:2] == (0, "keep 1 h")

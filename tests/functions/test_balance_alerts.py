@@ -1,5 +1,5 @@
 """Reaper balance alerts per provider account: below balance_low_usd, above balance_cap_usd; on
-transitions, nagged every nag_interval_s, never a kill."""
+transitions, nagged every nag_interval_s (the cap: daily), never a kill."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import pytest
 from watchdog_fakes import World
 
 from gpuc.core.models import Balance
+from gpuc.functions.reaper.alerts import CAP_NAG_S
 from gpuc.testkit.fakes import outage
 
 
@@ -18,15 +19,19 @@ def set_balance(world: World, usd: float) -> None:
     world.provider.balance = balance  # type: ignore[method-assign]
 
 
-@pytest.mark.parametrize(("usd", "kind"), [(2.0, "balance_low:fake"), (50.0, "balance_cap:fake")])
-def test_a_balance_problem_alerts_once_then_nags_then_clears(world: World, usd: float, kind: str) -> None:
-    world.register("p1")
+@pytest.mark.parametrize(
+    ("usd", "kind", "nag_s"), [(2.0, "balance_low:fake", None), (50.0, "balance_cap:fake", CAP_NAG_S)]
+)
+def test_a_balance_problem_alerts_once_then_nags_then_clears(
+    world: World, usd: float, kind: str, nag_s: float | None
+) -> None:
+    world.register("p1", deadline_at=world.now + 3 * 86400)  # a day's nag outlives the default deadline
     set_balance(world, usd)
     world.reap()
     world.clock.advance(60)
     world.reap()
     assert world.kinds() == [kind]
-    world.run(world.settings.nag_interval_s, keep_alive=("p1",))
+    world.run(nag_s or world.settings.nag_interval_s, keep_alive=("p1",))
     assert world.kinds() == [kind, kind]
     set_balance(world, 10.0)
     world.ping("p1")

@@ -158,3 +158,16 @@ def test_ended_lately_shows_experiment_outcome_and_cost(world: World) -> None:
     ended = html.split("Ended lately", 1)[1]
     for text in ("Experiment", "Outcome", "Cost", "llama-sweep", "its job ended", "about $2.00"):
         assert text in ended, (text, ended)
+
+
+def test_ended_lately_says_whether_the_job_failed(world: World) -> None:
+    """Issue 29.5: "its job ended" did not tell a failed job from a good one; the push's exit code does."""
+    world.register("pod-f", experiment="bad-lr", price_per_hour=2.0, started_at=world.now - 3600)
+    world.ping("pod-f")
+    world.register("pod-g", experiment="good-lr", price_per_hour=2.0, started_at=world.now - 3600)
+    world.ping("pod-g")
+    failed = "job exited with code 3 after 60s; last line: gpuc: exit code 0."  # the pod's words lie
+    assert world.event("pod-f", "job_exit", failed, exit_code=3, end_at=world.now).status == 200
+    assert world.event("pod-g", "job_exit", "job exited with code 0", exit_code=0, end_at=world.now).status == 200
+    ended = (open_page(world, session(world)).html or "").split("Ended lately", 1)[1]
+    assert "its job ended: FAILED (exit 3)" in ended and "its job ended: OK" in ended, ended

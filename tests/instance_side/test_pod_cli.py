@@ -171,7 +171,7 @@ def test_sync_reports_success_and_failure_in_one_line(
     paths.results.mkdir()
     (paths.results / "a.txt").write_text("abc")
     done = gpuc_pod(["sync"], env)
-    assert done.returncode == 0 and "sync verified: 1 files, 3 bytes" in done.stderr
+    assert done.returncode == 0 and "sync verified: 1 file, 3 bytes" in done.stderr
 
     _, paths, env = sandbox(local, home, functions_url, results_bucket="s4://nope")
     paths.results.mkdir()

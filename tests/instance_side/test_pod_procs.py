@@ -365,3 +365,34 @@ def test_on_the_real_proc_a_blocked_job_makes_no_progress_and_a_busy_loop_does()
         for proc in procs:
             proc.kill()
             proc.communicate()  # reaps it and closes its pipes
+
+
+def test_a_rented_pod_in_a_sandbox_counts_only_what_runs_in_its_root(proc: FakeProcTree) -> None:
+    """The rehearsal's emulated pods share the machine (issue 29 item 7): the host's busy processes are not
+    the pod's work; what its ssh prelude started (GPUC_POD_ROOT=<its root>) is."""
+    root = Path("/tmp/rehearse/sshd/pods/abc")
+    proc.add(70, "python3", ["python3", "train.py"], environ={"GPUC_POD_ROOT": str(root)})
+    proc.add(71, "python3", ["python3", "host_build.py"], environ={"HOME": "/home/me"})
+    proc.add(72, "python3", ["python3", "other.py"], environ={"GPUC_POD_ROOT": f"{root}-2"})
+    assert pids(ProcScanner(proc.root, only_root=root)) == [70]
+
+
+def test_the_agent_scopes_its_scan_to_its_sandbox_and_not_on_a_real_pod(tmp_path: Path) -> None:
+    from gpuc.instance_side.context import default_probes
+    from gpuc.instance_side.podfiles import PodPaths
+
+    cfg = AgentConfig(pod_id="p", provider="runpod", experiment="e", run_id="r", functions_url="x")
+    sandboxed = default_probes(cfg, PodPaths(tmp_path / "pods" / "p")).procs
+    real = default_probes(cfg, PodPaths(Path("/"))).procs
+    assert isinstance(sandboxed, ProcScanner) and isinstance(real, ProcScanner)
+    env = {k: v for k, v in os.environ.items() if k != "GPUC_POD_ROOT"}
+    host = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=env)
+    try:
+        deadline = time.monotonic() + 10
+        while host.pid not in pids(real) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert host.pid in pids(real)  # a real pod's machine is the pod: every user process counts
+        assert host.pid not in pids(sandboxed)  # a sandbox's host is not
+    finally:
+        host.kill()
+        host.wait()

@@ -131,7 +131,7 @@ def test_the_ending_destroys_after_a_verified_file_sync(tmp_path: Path, clock: F
     )
     assert outcome == "destroyed"
     assert (tmp_path / "bucket" / "exp" / "run01" / "out.txt").read_text() == "precious"
-    assert "sync verified: 1 files, 8 bytes" in pod.log_text()
+    assert "sync verified: 1 file, 8 bytes" in pod.log_text()
 
 
 # -- links inside results/: followed, or recorded when they hold no data ------------------------------
@@ -212,7 +212,7 @@ def test_a_dangling_link_never_keeps_the_pod_billing(tmp_path: Path, clock: Fake
     outcome = pod.ender(sync=sync).end(Ending(kind="job_exit", message="job exited", exit_code=0))
     assert outcome == "destroyed"
     [event] = pod.functions.events
-    assert "1 files, 100 bytes" in event.message and "; 1 link recorded" in event.message
+    assert "1 file, 100 bytes" in event.message and "; 1 link recorded" in event.message
     entries = json.loads((tmp_path / "bucket" / "exp" / "run01" / "logs" / "entries.json").read_text())
     assert entries == {"links": {"latest": "ckpt-0300"}, "escaped": {}}
 

@@ -83,6 +83,7 @@ def test_f1_a_clean_exit_records_the_code_then_syncs_notifies_and_destroys(pod: 
     assert pod.calls == ["exit_code=0", "sync", "verify", "notify:job_exit", "destroy"]
     event = pod.functions.events[-1]
     assert event.exit_code == 0 and event.end_at is not None and event.duration_s is not None
+    assert "last line" not in event.message  # a clean exit has no error to show
     assert is_ended(pod.paths, POD_ID)
 
 
@@ -92,6 +93,15 @@ def test_f2_a_crash_carries_its_exit_code_in_the_notification(pod: Pod) -> None:
     assert pod.calls == ["exit_code=3", "sync", "verify", "notify:job_exit", "destroy"]
     assert pod.functions.events[-1].exit_code == 3
     assert "job exited with code 3" in pod.functions.events[-1].message
+
+
+def test_a_failed_job_says_its_last_error_line_and_no_results_path(pod: Pod) -> None:
+    """Issue 29: the push of a FAILED job shows its error; the results' destination is the laptop's to say
+    (in the pod's words it reached the phone defanged, `file[:]///...`)."""
+    wrapper(pod).run(py("print('step 1'); raise SystemExit('CUDA out of memory: tried 2.00 GiB')"))
+    message = pod.functions.events[-1].message
+    assert "last line: CUDA out of memory: tried 2.00 GiB" in message, message
+    assert "://" not in message and "1 file, " in message, message
 
 
 @pytest.mark.parametrize(

@@ -69,7 +69,7 @@ def test_the_cli_prints_json_with_the_documented_fields() -> None:
     assert result.exit_code == 0, result.output
     body = json.loads(result.output)
     assert set(body) == {"cap_usd", "low_usd", "advice", "providers"}
-    assert [p["provider"] for p in body["providers"]] == ["local", "runpod", "vast"]
+    assert [p["provider"] for p in body["providers"]] == ["local", "vast"]  # runpod: not in use, no line
     fields = {
         "provider",
         "configured",
@@ -84,8 +84,7 @@ def test_the_cli_prints_json_with_the_documented_fields() -> None:
         "hint",
     }
     assert all(set(p) == fields for p in body["providers"])
-    assert body["providers"][1]["configured"] is False
-    assert "below" in body["providers"][2]["warnings"][0]
+    assert "below" in body["providers"][1]["warnings"][0]
     help_text = CliRunner().invoke(balance, ["--help"]).output
     assert all(f in help_text for f in fields)
 
@@ -94,6 +93,14 @@ def test_the_cli_prints_a_table_with_warnings() -> None:
     providers = {"local": fake("local", 10.0, 0.0), "vast": fake("vast", 30.0, 0.5)}
     result = CliRunner().invoke(balance, [], obj=Ctx(VAST_KEYED, providers=providers))
     assert result.exit_code == 0, result.output
-    assert "runpod   not configured" in result.output
+    assert "runpod" not in result.output
     assert "vast         30.00    0.500       60.0" in result.output
     assert "warning: vast: balance $30.00 is above the $20.00 cap" in result.output
+
+
+def test_the_configured_provider_without_a_key_is_listed_and_an_unused_one_is_not() -> None:
+    runpod_user = SETTINGS.with_overrides(provider="runpod")
+    result = CliRunner().invoke(balance, ["--json"], obj=Ctx(runpod_user, providers={}))
+    assert result.exit_code == 0, result.output
+    lines = json.loads(result.output)["providers"]
+    assert [(p["provider"], p["configured"]) for p in lines] == [("runpod", False)]
