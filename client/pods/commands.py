@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from gpuc.client.context import Ctx, pass_ctx
+from gpuc.client.jobs.exits import EXIT_CODES_HELP
 from gpuc.client.pods import survey
 from gpuc.client.pods.listing import ls_lines
 from gpuc.core.clock import parse_duration
@@ -18,7 +19,7 @@ from gpuc.core.errors import ConfigError
 from gpuc.core.termsafe import clean_line
 
 
-@click.command(context_settings={"ignore_unknown_options": False})
+@click.command(context_settings={"ignore_unknown_options": False}, epilog=EXIT_CODES_HELP)
 @click.argument("experiment", required=False)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @click.option("--provider", "-p", default=None, help="local (default), runpod or vast.")
@@ -33,9 +34,9 @@ from gpuc.core.termsafe import clean_line
 @click.option("--price", type=float, default=None, help="Price per hour, when the offer does not say.")
 @click.option(
     "--max-hours",
-    type=float,
     default=None,
-    help="The pod's deadline, in hours from its start (default GPUC_MAX_HOURS, 12): then its agent syncs "
+    help="The pod's deadline from its start: hours (a bare number: 0.5) or a duration (30m, 2h; default "
+    "GPUC_MAX_HOURS, 12): then its agent syncs "
     "results/ and destroys it, and the watchdog ends it if the agent does not, whatever its job, GPU or ssh; "
     "a pod whose sync failed is STOPPED instead (the disk with results/ stays). At most "
     "GPUC_MAX_LIFETIME_HOURS (48); `gpuc extend` moves it. No provider-side limit is counted on.",
@@ -77,7 +78,7 @@ def up(
     gpu: str,
     gpu_count: int,
     price: float | None,
-    max_hours: float | None,
+    max_hours: str | None,
     interruptible: bool,
     bid: float | None,
     offer_id: str | None,
@@ -125,7 +126,7 @@ def up(
         gpu=gpu,
         gpu_count=gpu_count,
         price_per_hour=price,
-        max_hours=max_hours or settings.max_hours,
+        max_hours=plan.parse_max_hours(max_hours) if max_hours is not None else settings.max_hours,
         interruptible=interruptible,
         bid=bid,
         offer_id=offer_id,
@@ -151,7 +152,7 @@ def _ask(question: str) -> bool:
     return click.confirm(question, default=True)
 
 
-@click.command()
+@click.command(epilog=EXIT_CODES_HELP)
 @click.argument("pod")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.option(

@@ -1,0 +1,48 @@
+"""Each ending of a `--wait` has its own exit code (client/jobs/exits.py), said when it happens: a pod ended
+under its job (idle, deadline, the phone) is not "the outcome could not be learnt" (125), and a job that
+exited 0 on a pod KEPT for a failed sync is not "the job failed" (1). The real CLI against local pods."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from localworld import World, only_run, open_world
+
+from gpuc.client.jobs.exits import ENDED_EXITS, EXIT_CODES_HELP, KEPT_SYNC_FAILED_EXIT
+
+HANG = ("python", "-c", "import time; time.sleep(600)")
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    with open_world(tmp_path) as opened:
+        yield opened
+
+
+def test_a_job_ended_idle_exits_with_the_idle_code_and_says_so_first(world: World) -> None:
+    done = world.gpuc("up", "hung", "-y", "--wait", "--", *HANG, GPUC_IDLE_WARN_S="1", GPUC_IDLE_DESTROY_S="2")
+    assert done.returncode == ENDED_EXITS["idle_destroy"] == 122, done.stderr
+    last = done.stderr.splitlines()[-1]
+    assert "did not finish: the pod's agent ended it, idle" in last and "$" in last, done.stderr
+    assert world.provider().list_pods() == []
+
+
+def test_a_job_ended_at_its_deadline_exits_with_the_deadline_code(world: World) -> None:
+    done = world.gpuc("up", "late", "-y", "--max-hours", "6s", "--wait", "--", *HANG, GPUC_DEADLINE_LEAD_S="1")
+    assert done.returncode == ENDED_EXITS["deadline_destroy"] == 121, done.stderr
+    assert "did not finish: the pod's agent ended it at its deadline" in done.stderr.splitlines()[-1]
+
+
+def test_a_job_that_exited_0_on_a_kept_pod_exits_with_the_kept_code(world: World) -> None:
+    done = world.gpuc("up", "exp", "--wait", "--", "python", "train.py", "0", GPUC_RESULTS_BUCKET="nowhere://b")
+    assert done.returncode == KEPT_SYNC_FAILED_EXIT == 120, done.stderr
+    assert "job exited with code 0" in done.stderr and "results sync FAILED" in done.stderr
+    assert [p.id for p in world.provider().list_pods()] == [only_run(world).pod_id]
+
+
+def test_the_codes_are_in_the_help_of_up_and_run(world: World) -> None:
+    for command in ("up", "run"):
+        shown = " ".join(world.gpuc(command, "--help").stdout.split())
+        assert " ".join(EXIT_CODES_HELP.split()) in shown
