@@ -18,8 +18,22 @@ from gpuc.core.clock import parse_duration
 from gpuc.core.errors import ConfigError
 from gpuc.core.termsafe import clean_line
 
+NO_NAME = "gpuc_up_no_name"
 
-@click.command(context_settings={"ignore_unknown_options": False}, epilog=EXIT_CODES_HELP)
+
+class _UpCommand(click.Command):
+    """`gpuc up -- python train.py`: click would take "python" for the experiment's name. Noted here, where
+    the raw arguments are still seen: EXPERIMENT is None then, and the command keeps its first word."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if "--" in args:
+            # The parser alone (no callbacks, no conversion) on what comes before `--`: a name there, or none.
+            before, _rest, _order = self.make_parser(ctx).parse_args(args=args[: args.index("--")])
+            ctx.meta[NO_NAME] = not isinstance(before.get("experiment"), str)  # click 8.2+: UNSET, not None
+        return super().parse_args(ctx, args)
+
+
+@click.command(cls=_UpCommand, context_settings={"ignore_unknown_options": False}, epilog=EXIT_CODES_HELP)
 @click.argument("experiment", required=False)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @click.option("--provider", "-p", default=None, help="local (default), runpod or vast.")
@@ -113,6 +127,9 @@ def up(
     from gpuc.core.ledger import check_note
 
     settings = ctx.settings
+    if click.get_current_context().meta.get(NO_NAME) and experiment is not None:
+        command = (experiment, *command)  # `up -- python train.py`: "python" is the command's, not a name
+        experiment = _folder_name(ctx)
     plan.check_experiment(experiment)
     assert experiment is not None
     timeout_s = jobwait.check_wait_options(wait, timeout, command)
@@ -146,6 +163,20 @@ def up(
     pod = start_pod(opts, ctx)
     if pod is not None and command and wait:
         jobwait.wait_and_exit(ctx, pod, job_id=opts.job_id, timeout_s=timeout_s)
+
+
+def _folder_name(ctx: Ctx) -> str:
+    """No name given: the project folder's, said, when it is a valid one; else the name is required."""
+    from gpuc.core.models import EXPERIMENT_RE  # pydantic: `up` loads it anyway
+
+    folder = Path.cwd().name
+    if not EXPERIMENT_RE.match(folder):
+        raise ConfigError(
+            "an experiment name is required (this folder's name is not a valid one)",
+            hint="name it before the `--`: gpuc up NAME -- python train.py",
+        )
+    ctx.echo(f"no experiment name given: using this folder's, {folder} (gpuc up NAME -- ... names it)")
+    return folder
 
 
 def _ask(question: str) -> bool:

@@ -28,7 +28,7 @@ from gpuc.client.interrupts import (
 )
 from gpuc.client.onpod.provision import VENV_INSTALLER, Installer, install_agent, offline_installer, provision
 from gpuc.client.onpod.ssh import wait_for_ssh_endpoint
-from gpuc.client.onpod.upload import check_command, put_project
+from gpuc.client.onpod.upload import check_command, check_in_bundle, put_project
 from gpuc.client.pods import plan
 from gpuc.client.pods.plan import UpOptions, check_env_file, check_experiment
 from gpuc.client.pods.run import job_started, short_command, start_job
@@ -54,6 +54,8 @@ def _stderr(msg: str) -> None:
 
 def up(opts: UpOptions, ctx: Ctx) -> Pod | None:
     check_experiment(opts.experiment)
+    if opts.upload is not None:  # a typo'd script is refused before money, not after a boot
+        check_in_bundle(opts.command, opts.upload, clone=bool(ctx.settings.git_remote))
     secrets_env = check_env_file(ctx.settings, opts.provider)
     # Everything checkable without a provider call, before money: key, ssh key, watchdog URL, GPU name.
     gpu = plan.before_create(opts, ctx)

@@ -68,14 +68,24 @@ def test_a_wait_that_times_out_leaves_the_job_running_and_says_so(world: World) 
 
 
 # Incident: `gpuc up exp -- python train.py` in a folder without train.py rented a pod, bootstrapped it
-# (minutes, billed), then the job died at once with "can't open file".
-def test_a_script_missing_on_the_pod_destroys_the_new_pod_before_the_job_starts(world: World) -> None:
+# (minutes, billed), then the job died at once with "can't open file". Then (issue 29): refused on the pod,
+# still after a create and a boot. Now refused on the laptop, from the upload's list, with a did-you-mean.
+def test_a_script_missing_from_the_upload_is_refused_before_anything_is_rented(world: World) -> None:
     done = world.gpuc("up", "exp", "--wait", "--", "python", "trian.py")
     assert done.returncode == 2, done.stdout + done.stderr
-    assert "trian.py not in the job's folder" in done.stderr and "destroyed" in done.stderr
+    assert "trian.py is not in the upload" in done.stderr and "nothing was rented" in done.stderr
+    assert "did you mean train.py?" in done.stderr
+    assert world.provider().list_pods() == [] and world.deps().runs.all() == [], "nothing created, no intent"
+    assert "creating" not in done.stdout
+
+
+def test_a_script_in_the_upload_but_missing_on_the_pod_destroys_the_new_pod(world: World) -> None:
+    # GPUC_GIT_REMOTE's clone lands in repo/: not the upload's to decide, so the pod's check stays the net.
+    done = world.gpuc("up", "exp", "--wait", "--", "python", "repo/train.py", GPUC_GIT_REMOTE="file:///nowhere")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "repo/train.py not in the job's folder" in done.stderr and "destroyed" in done.stderr
     assert world.provider().list_pods() == []
-    run = only_run(world)
-    assert run.phase == "failed"
+    assert only_run(world).phase == "failed"
     assert "job STARTED" not in done.stdout, "the job never ran"
 
 
