@@ -12,6 +12,7 @@ the top.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import sys
 from collections.abc import Callable
@@ -404,7 +405,19 @@ def _destroy_made(pod: Pod | None, spec: PodSpec, ctx: Ctx, why: str) -> list[st
         lines = [f"gpuc: up ended early: {why}; destroy of {pod.id} asked, but it is still listed (`gpuc ls`)"]
     if found_by_name:
         lines[0] += " (the create's answer never came: found by its name)"
+    if gone:
+        _end_at_watchdog(pod.id, ctx, f"up failed; destroyed ({why})")
     return lines + _close_books(pod.id, spec, ctx, f"up failed; destroyed ({why})")
+
+
+def _end_at_watchdog(pod_id: str, ctx: Ctx, note: str) -> None:
+    """A registered pod `up` destroyed itself is ended at the watchdog too: else its next passes find it gone
+    at the provider and warn the phone of a surprise ("its ledger row stays open"). Best effort: a pod
+    never registered, or a watchdog away, leaves that to the reaper as before."""
+    from gpuc.core.api import EndRequest
+
+    with contextlib.suppress(GpucError, OSError):
+        ctx.watchdog.end(pod_id, EndRequest(end_at=ctx.clock.now(), by="down", note=note[:500]))
 
 
 def _close_books(pod_id: str | None, spec: PodSpec, ctx: Ctx, note: str) -> list[str]:

@@ -59,3 +59,14 @@ def test_on_a_rented_provider_the_minimum_counts_its_boot(world: World) -> None:
         check_max_hours(world.settings, parse_max_hours("5m"), "vast")
     assert f"--max-hours {int((120 + RENTED_BOOT_S) // 60)}m" in str(refused.value.hint)
     check_max_hours(world.settings, parse_max_hours("8m"), "vast")
+
+
+def test_a_pod_up_destroyed_itself_is_ended_at_the_watchdog_not_found_gone(world: World) -> None:
+    # Checked on the pod (repo/ is the clone's): up creates, registers, then destroys on the slip.
+    done = world.gpuc("up", "exp", "-y", "--", "python", "repo/train.py", GPUC_GIT_REMOTE="file:///nowhere")
+    assert done.returncode == 2 and "destroyed" in done.stderr, done.stdout + done.stderr
+    deps = world.deps()
+    (record,) = deps.watchdog.status().pods
+    # "ended": not a state the reaper's gone-at-the-provider warning is sent for (functions/reaper/actions.py)
+    assert (record.state, record.ended_by) == ("ended", "down"), record
+    assert record.end_at is not None
