@@ -230,7 +230,9 @@ def _after_create(pod: Pod, spec: PodSpec, opts: UpOptions, ctx: Ctx, secrets_en
     pod = wait_running(provider, pod.id, ctx, opts.wait_timeout_s)
     bundle = opts.upload
     prepare = (lambda access: put_project(access, bundle, opts.command, ctx.echo)) if bundle is not None else None
-    access = onto_pod(provider, pod, spec, ctx, secrets_env, token, prepare=prepare, deadline_at=deadline_at)
+    access = onto_pod(
+        provider, pod, spec, ctx, secrets_env, token, prepare=prepare, deadline_at=deadline_at, job=bool(opts.command)
+    )
     if opts.command and bundle is None:
         check_command(access, opts.command, None)  # after the bootstrap: GPUC_GIT_REMOTE's clone is there now
     ctx.runs.set_phase(spec.run_id, "running")
@@ -261,6 +263,7 @@ def onto_pod(
     token: str,
     prepare: Callable[[PodAccess], None] | None = None,
     deadline_at: float | None = None,
+    job: bool = False,
 ) -> PodAccess:
     """A sandbox gets the agent directly; a rented pod gets ssh, the code, the agent first, the
     bootstrap and the verification (a failed verification raises, and `up` destroys the pod).
@@ -284,6 +287,7 @@ def onto_pod(
         installer=pod_installer(ctx.settings),
         before_bootstrap=prepare,
         deadline_at=deadline_at,
+        job_needs_deps=job,
     )
     return access
 
