@@ -328,7 +328,11 @@ def _kept(pod: Pod, outcome: JobOutcome) -> JobReport:
             f" pod's .gpuc/agent.log; then gpuc down {pod.id} (or --force to give the results up)",
         )
     if outcome.ending == "kept_alive":
-        return JobReport(code, f"{head}; results synced; pod {pod.id} kept (KEEP_ALIVE=1): gpuc down {pod.id}")
+        return JobReport(
+            code,
+            f"{head}; results synced; pod {pod.id} kept (--warm, or KEEP_ALIVE=1), billing until its idle"
+            f" watch ends it: gpuc run {pod.id} --sync --wait -- CMD reruns on it; gpuc down {pod.id} ends it",
+        )
     return JobReport(
         code, f"{head}; results synced; the pod's self-destroy was refused: the watchdog destroys {pod.id}"
     )

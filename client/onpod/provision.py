@@ -365,6 +365,7 @@ def provision(
     before_bootstrap: Callable[[PodAccess], None] | None = None,
     deadline_at: float | None = None,
     job_needs_deps: bool = False,
+    warm_s: float = 0.0,
 ) -> ProvisionReport:
     """Everything `up` does on a rented pod once it is RUNNING. Raises ProvisionError or
     PodVerificationFailed (a GpucError): `up` then destroys the pod and prints the message."""
@@ -377,7 +378,7 @@ def provision(
         wait_for_ssh(access, clock=ctx.clock, timeout_s=ssh_timeout_s)
     wheel = build_wheel()
     installed = install_code(access, wheel, installer, ctx.echo)
-    install_agent(access, pod, spec, ctx, secrets_env, token, deadline_at=deadline_at)
+    install_agent(access, pod, spec, ctx, secrets_env, token, deadline_at=deadline_at, warm_s=warm_s)
     agent_pid = check_agent_alive(access)
     if before_bootstrap is not None:
         before_bootstrap(access)  # the project's upload: the bootstrap installs its requirements

@@ -74,6 +74,14 @@ class _UpCommand(click.Command):
     help="Give the job this variable from your environment or .env (repeatable; a name only, never NAME=value: "
     "the value goes in the pod's mode-600 secrets file, never in argv, output or the provider's pod settings).",
 )
+@click.option(
+    "--warm",
+    default=None,
+    metavar="DURATION",
+    help="Keep the pod between jobs (30m): a job's end syncs results/ and notifies but does not destroy; "
+    "`gpuc run POD --sync --wait -- CMD` reruns on it; idle (no job, no ssh, GPU idle) this long, it syncs "
+    "and ends itself. The deadline and the budget hold as always; `gpuc down POD` ends it.",
+)
 @click.option("-y", "--yes", is_flag=True, help="Create without asking (the price is still printed).")
 @click.option(
     "--over-budget",
@@ -101,6 +109,7 @@ def up(
     timeout: str | None,
     no_upload: bool,
     env_names: tuple[str, ...],
+    warm: str | None,
     yes: bool,
     over_budget: bool,
     note: str | None,
@@ -155,6 +164,7 @@ def up(
         if no_upload
         else upload.prepare(Path.cwd(), settings.upload_max_mb, settings.home, settings.named_secrets()),
         job_id=jobwait.new_job_id() if command else None,
+        warm_s=parse_duration(warm) if warm is not None else 0.0,
         confirm=None if yes or not ctx.on_terminal() else _ask,
         over_budget=over_budget,
         note=None if note is None else check_note(note),  # refused before anything is rented

@@ -231,7 +231,8 @@ def _after_create(pod: Pod, spec: PodSpec, opts: UpOptions, ctx: Ctx, secrets_en
     bundle = opts.upload
     prepare = (lambda access: put_project(access, bundle, opts.command, ctx.echo)) if bundle is not None else None
     access = onto_pod(
-        provider, pod, spec, ctx, secrets_env, token, prepare=prepare, deadline_at=deadline_at, job=bool(opts.command)
+        provider, pod, spec, ctx, secrets_env, token, prepare=prepare, deadline_at=deadline_at, job=bool(opts.command),
+        warm_s=opts.warm_s,
     )
     if opts.command and bundle is None:
         check_command(access, opts.command, None)  # after the bootstrap: GPUC_GIT_REMOTE's clone is there now
@@ -264,13 +265,14 @@ def onto_pod(
     prepare: Callable[[PodAccess], None] | None = None,
     deadline_at: float | None = None,
     job: bool = False,
+    warm_s: float = 0.0,
 ) -> PodAccess:
     """A sandbox gets the agent directly; a rented pod gets ssh, the code, the agent first, the
     bootstrap and the verification (a failed verification raises, and `up` destroys the pod).
     `prepare` (the project's upload) runs once the agent watches the pod, before the bootstrap."""
     if isinstance(provider, LocalProvider):
         access = ctx.pod_access(provider, pod)
-        install_agent(access, pod, spec, ctx, secrets_env, token, deadline_at=deadline_at)
+        install_agent(access, pod, spec, ctx, secrets_env, token, deadline_at=deadline_at, warm_s=warm_s)
         if prepare is not None:
             prepare(access)
         return access
@@ -288,6 +290,7 @@ def onto_pod(
         before_bootstrap=prepare,
         deadline_at=deadline_at,
         job_needs_deps=job,
+        warm_s=warm_s,
     )
     return access
 
