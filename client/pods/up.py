@@ -103,7 +103,7 @@ def up(opts: UpOptions, ctx: Ctx) -> Pod | None:
         # Rent the offer whose price the user saw, not whichever is cheapest a moment later.
         spec = spec.model_copy(update={"offer_id": priced.offer_id, "price_per_hour": priced.price_per_hour})
     now = ctx.clock.now()
-    ctx.runs.record_intent(run_id, spec.name, opts.provider, opts.experiment, now)
+    ctx.runs.record_intent(run_id, spec.name, opts.provider, opts.experiment, now, warm_s=opts.warm_s)
     ctx.echo(f"creating {spec.name} on {opts.provider} ({opts.gpu}) ...")
     with stop_signals_raise():
         return _create_and_prepare(provider, spec, opts, ctx, secrets_env)
