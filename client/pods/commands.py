@@ -231,7 +231,8 @@ def run(
     env_names: tuple[str, ...],
     dry_run: bool,
 ) -> None:
-    """Run COMMAND on POD under the wrapper: on exit, sync → notify → destroy.
+    """Run COMMAND on POD under the wrapper: on exit, sync → notify → destroy (a pod started with --warm is
+    kept, still warm, for the next `gpuc run POD --sync --wait -- CMD`).
 
     Refused while POD still runs a job (checked on the pod): its exit would destroy the pod under that job,
     and when what COMMAND runs (its script) is not on the pod. Without --wait, `run` returns once the job
