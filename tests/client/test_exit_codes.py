@@ -4,13 +4,17 @@ exited 0 on a pod KEPT for a failed sync is not "the job failed" (1). The real C
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from localworld import World, only_run, open_world
+from localworld import World, only_run, open_world, wait_for
 
 from gpuc.client.jobs.exits import ENDED_EXITS, EXIT_CODES_HELP, KEPT_SYNC_FAILED_EXIT
+from gpuc.client.jobs.follow import follow
+from gpuc.core.podpaths import PodPaths
+from gpuc.instance_side.joblog import note_pod_end, read_outcome
 
 HANG = ("python", "-c", "import time; time.sleep(600)")
 
@@ -46,3 +50,23 @@ def test_the_codes_are_in_the_help_of_up_and_run(world: World) -> None:
     for command in ("up", "run"):
         shown = " ".join(world.gpuc(command, "--help").stdout.split())
         assert " ".join(EXIT_CODES_HELP.split()) in shown
+
+
+def test_the_wait_says_the_pod_is_ending_under_the_job_when_it_starts_to(world: World) -> None:
+    """Said as it happens (the outcome on the pod names who ends it, before the sync), not once it is gone."""
+    assert world.gpuc("up", "hung", "-y", "--", *HANG).returncode == 0
+    run = only_run(world)
+    deps = world.deps()
+    pod = deps.provider("local").get(run.pod_id)
+    assert pod is not None
+    paths = PodPaths(world.provider().paths(pod.id).root)
+    assert wait_for(lambda: read_outcome(paths) is not None, timeout_s=30), "the job started"
+    note_pod_end(paths, "deadline_destroy", "deadline 2026-12-05T04:00:00Z (--max-hours) in 2 min")
+    told: list[str] = []
+    state = follow(deps, pod, job_id=None, out=io.BytesIO(), timeout_s=3, poll_s=0.2, tell=told.append)
+    assert state.stopped == "timeout", "the pod still lives: the wait goes on"
+    assert told == [
+        "the job did not finish: the pod's agent ended it at its deadline (deadline 2026-12-05T04:00:00Z"
+        " (--max-hours) in 2 min): the pod syncs results/, then is destroyed"
+    ], told
+
