@@ -340,6 +340,7 @@ def how_to_get_in(provider: Provider, pod: Pod) -> str:
 
 
 # -- the abort path ---------------------------------------------------------------------------------
+WATCHDOG_END_LIMIT_S = 15.0  # after the destroy: only a false warning later is at stake, not money
 CLEANUP_LIMIT_S = 60.0  # the destroy's own retries fit; a provider that never answers does not hold the terminal
 FIND_TRIES = 3  # a pod whose create was cut off may take a moment to be listed (create_once looks as often)
 FIND_DELAY_S = 2.0
@@ -365,9 +366,10 @@ def _abort(pod: Pod | None, spec: PodSpec, ctx: Ctx, exc: BaseException, begun: 
     still = f"gpuc: still destroying what up created ({why}); Ctrl-C again does not stop it"
     with stop_signals_deferred(still):
         begun.append(True)
+        destroyed: list[str] = []
         try:
             with time_limit(CLEANUP_LIMIT_S):
-                lines = _destroy_made(pod, spec, ctx, why)
+                lines = _destroy_made(pod, spec, ctx, why, destroyed)
         except CleanupTimeout:
             what = pod.id if pod is not None else f"a pod named {spec.name}"
             lines = [
@@ -380,10 +382,12 @@ def _abort(pod: Pod | None, spec: PodSpec, ctx: Ctx, exc: BaseException, begun: 
         for line in lines:  # a reason may quote a provider or a pod: scrubbed as the CLI's own errors are
             if not say(clean_line(redact(line, secrets))):
                 break
+        for pod_id in destroyed:  # after the words: they say what happened, this only tidies the watchdog
+            _end_at_watchdog(pod_id, ctx, f"up failed; destroyed ({why})")
         silence_broken_output()
 
 
-def _destroy_made(pod: Pod | None, spec: PodSpec, ctx: Ctx, why: str) -> list[str]:
+def _destroy_made(pod: Pod | None, spec: PodSpec, ctx: Ctx, why: str, destroyed: list[str]) -> list[str]:
     """Destroy what `up` created (found by the run's name when the create had no answer yet), then the
     bookkeeping; the lines to say after. Prints nothing itself: stdout may be the broken pipe."""
     provider = ctx.provider(spec.provider)
@@ -413,17 +417,17 @@ def _destroy_made(pod: Pod | None, spec: PodSpec, ctx: Ctx, why: str) -> list[st
     if found_by_name:
         lines[0] += " (the create's answer never came: found by its name)"
     if gone:
-        _end_at_watchdog(pod.id, ctx, f"up failed; destroyed ({why})")
+        destroyed.append(pod.id)  # ended at the watchdog after this, outside the destroy's time limit
     return lines + _close_books(pod.id, spec, ctx, f"up failed; destroyed ({why})")
 
 
 def _end_at_watchdog(pod_id: str, ctx: Ctx, note: str) -> None:
     """A registered pod `up` destroyed itself is ended at the watchdog too: else its next passes find it gone
-    at the provider and warn the phone of a surprise ("its ledger row stays open"). Best effort: a pod
-    never registered, or a watchdog away, leaves that to the reaper as before."""
+    at the provider and warn the phone of a surprise ("its ledger row stays open"). Best effort, bounded:
+    a pod never registered, or a watchdog away or slow, leaves that to the reaper as before."""
     from gpuc.core.api import EndRequest
 
-    with contextlib.suppress(GpucError, OSError):
+    with contextlib.suppress(GpucError, OSError, CleanupTimeout), time_limit(WATCHDOG_END_LIMIT_S):
         ctx.watchdog.end(pod_id, EndRequest(end_at=ctx.clock.now(), by="down", note=note[:500]))
 
 
