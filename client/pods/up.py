@@ -416,10 +416,17 @@ def _destroy_made(pod: Pod | None, spec: PodSpec, ctx: Ctx, why: str, destroyed:
         lines = [f"gpuc: up ended early: {why}; destroy of {pod.id} asked, but it is still listed (`gpuc ls`)"]
     if found_by_name:
         lines[0] += " (the create's answer never came: found by its name)"
-    if gone:
+    if gone and _was_registered(spec, ctx):
         destroyed.append(pod.id)  # ended at the watchdog after this, outside the destroy's time limit
     return lines + _close_books(pod.id, spec, ctx, f"up failed; destroyed ({why})")
 
+
+def _was_registered(spec: PodSpec, ctx: Ctx) -> bool:
+    """The watchdog took the pod (the run's phase says so, before the books mark it failed)."""
+    try:
+        return ctx.runs.find(spec.run_id).phase in ("registered", "running")
+    except (GpucError, OSError):
+        return True  # an end the watchdog does not know is refused, harmlessly
 
 def _end_at_watchdog(pod_id: str, ctx: Ctx, note: str) -> None:
     """A registered pod `up` destroyed itself is ended at the watchdog too: else its next passes find it gone
