@@ -428,6 +428,7 @@ def _was_registered(spec: PodSpec, ctx: Ctx) -> bool:
     except (GpucError, OSError):
         return True  # an end the watchdog does not know is refused, harmlessly
 
+
 def _end_at_watchdog(pod_id: str, ctx: Ctx, note: str) -> None:
     """A registered pod `up` destroyed itself is ended at the watchdog too: else its next passes find it gone
     at the provider and warn the phone of a surprise ("its ledger row stays open"). Best effort, bounded:
