@@ -44,6 +44,7 @@ class RunRecord:
     created_at: float
     ended_at: float | None = None
     note: str | None = None
+    warm_s: float | None = None  # `up --warm`: the pod's idle end, for `gpuc ls` (its agent has it too)
 
 
 def home_error(home: Path, why: str) -> ConfigError:
@@ -72,6 +73,7 @@ class RunStore:
         self.path = ensure_home(home) / "state.db"
         try:
             create_db(self.path, _SCHEMA)
+            self._add_warm_column()
         except sqlite3.Error as exc:  # a read-only state.db, a full disk, a file that is not a database
             raise home_error(home, f"{self.path.name} cannot be written ({exc})") from None
 
@@ -85,11 +87,21 @@ class RunStore:
         finally:
             conn.close()
 
-    def record_intent(self, run_id: str, name: str, provider: str, experiment: str, now: float) -> None:
+    def _add_warm_column(self) -> None:
+        """A state.db from before `up --warm` gets the column (a missing column is NULL: not warm)."""
+        with self._db() as db:
+            columns = {row["name"] for row in db.execute("pragma table_info(runs)")}
+            if "warm_s" not in columns:
+                db.execute("alter table runs add column warm_s real")
+
+    def record_intent(
+        self, run_id: str, name: str, provider: str, experiment: str, now: float, warm_s: float | None = None
+    ) -> None:
         with self._db() as db:
             db.execute(
-                "insert into runs (run_id, name, provider, experiment, phase, created_at) values (?,?,?,?,?,?)",
-                (run_id, name, provider, experiment, "intent", now),
+                "insert into runs (run_id, name, provider, experiment, phase, created_at, warm_s)"
+                " values (?,?,?,?,?,?,?)",
+                (run_id, name, provider, experiment, "intent", now, warm_s or None),
             )
 
     def set_pod_id(self, run_id: str, pod_id: str) -> None:

@@ -64,6 +64,7 @@ class PodConfig(Strict):
     deadline_warn_s: float = Field(15 * 60.0, ge=0)  # notified this long ahead
     deadline_lead_s: float = Field(2 * 60.0, ge=0)  # the ending starts this long ahead: its sync ends before
     notify_start: bool = False  # push "agent start" to the phone (GPUC_NOTIFY_START); always in the pod's log
+    warm_s: float = Field(0.0, ge=0)  # `up --warm`: a job's end keeps the pod; idle this long, it ends
 
     @classmethod
     def for_pod(

@@ -67,7 +67,9 @@ def cmd_run(paths: PodPaths, argv: Sequence[str], job_id: str | None = None) -> 
     secrets = {**ctx.secrets, **_job_env(paths, job_id, ctx.log)}
     dry_run = flag(environ, "DRY_RUN")
     sync = with_job_log(make_sync(ctx.cfg, ctx.secrets, paths=paths), paths)
-    ender = make_ender(ctx, sync=sync, keep_alive=flag(environ, "KEEP_ALIVE"), dry_run=dry_run)
+    # A warm pod (`up --warm`) outlives its jobs, as KEEP_ALIVE does; its idle watch ends it (idle.py).
+    keep_alive = flag(environ, "KEEP_ALIVE") or ctx.cfg.warm_s > 0
+    ender = make_ender(ctx, sync=sync, keep_alive=keep_alive, dry_run=dry_run)
     wrapper = JobWrapper(
         ctx.cfg,
         paths,

@@ -88,7 +88,13 @@ class DeadlineWatch:
     def _end(self, now: float) -> Outcome | None:
         if self.blocked_at is not None and now - self.blocked_at < self.cfg.nag_interval_s:
             return None
-        ending = Ending(kind="deadline_destroy", message=f"deadline {iso(self.deadline_at)} reached (--max-hours)")
+        # lead_s early, so the sync is done before the watchdog's backstop: say so, not "reached".
+        left = max(0.0, (self.local() or now) - now)
+        ending = Ending(
+            kind="deadline_destroy",
+            message=f"deadline {iso(self.deadline_at)} (--max-hours) in {left / 60:.0f} min: ending now,"
+            " results/ first",
+        )
         outcome = self.ender.end(ending)
         self.log.line(f"deadline end: {outcome}")
         # Kept (sync failed, KEEP_ALIVE): try again at the nag interval; the watchdog STOPS it at the

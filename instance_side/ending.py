@@ -103,7 +103,7 @@ class Ender:
         clear_kept(self.paths)  # the results are safe: nothing left to keep the pod for
         self._notify(ending, synced)
         if self.keep_alive:
-            self.log.line("KEEP_ALIVE=1: not destroying; the idle watch still applies")
+            self.log.line(f"{self._kept_why()}: not destroying; the idle watch still applies")
             return "kept_alive"
         return self._destroy()
 
@@ -129,7 +129,7 @@ class Ender:
 
     def _notify(self, ending: Ending, synced: str) -> None:
         ending_now = not self.keep_alive
-        tail = "destroying the pod" if ending_now else "kept alive (KEEP_ALIVE=1)"
+        tail = "destroying the pod" if ending_now else f"kept: {self._kept_why()}"
         event = event_body(
             self.cfg.pod_id,
             ending.kind,
@@ -170,6 +170,11 @@ class Ender:
             self.client.deliver(event_body(self.cfg.pod_id, "destroy_failed", text), self.notify_budget_s)
             return "destroy_failed"
         return "destroyed"
+
+    def _kept_why(self) -> str:
+        if self.cfg.warm_s > 0:
+            return f"warm (up --warm): idle for {_span(self.cfg.warm_s)}, it syncs and ends itself"
+        return "KEEP_ALIVE=1"
 
     def nag(self, state: KeptState | None = None) -> None:
         """The "kept alive" alert, repeated at the nag interval by whoever holds the kept pod (kept.py).

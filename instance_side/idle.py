@@ -37,10 +37,13 @@ class Thresholds:
 
     @classmethod
     def from_config(cls, cfg: AgentConfig) -> Thresholds:
+        destroy_s, warn_s = cfg.idle_destroy_s, cfg.idle_warn_s
+        if cfg.warm_s > 0:  # `up --warm`: idle this long between jobs, then the pod ends; warned as far ahead
+            destroy_s, warn_s = cfg.warm_s, max(0.0, cfg.warm_s - (cfg.idle_destroy_s - cfg.idle_warn_s))
         return cls(
             gpu_pct=cfg.idle_gpu_pct,
-            warn_s=cfg.idle_warn_s,
-            destroy_s=cfg.idle_destroy_s,
+            warn_s=warn_s,
+            destroy_s=destroy_s,
             ssh_window_s=cfg.ssh_input_window_s,
             check_interval_s=cfg.idle_check_interval_s,
             cpu_floor_s=cfg.idle_cpu_floor_s,

@@ -60,6 +60,7 @@ class AgentConfig:
     deadline_warn_s: float = 15 * 60.0
     deadline_lead_s: float = 2 * 60.0
     notify_start: bool = False
+    warm_s: float = 0.0  # `up --warm`: a job's end syncs and keeps the pod; the idle watch ends it after this
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, object]) -> AgentConfig:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from typing import BinaryIO
 
 from gpuc.client.context import Ctx
+from gpuc.client.exits import ENDED_EXITS, KEPT_SYNC_FAILED_EXIT, OUTCOME_UNKNOWN_EXIT, WAIT_TIMEOUT_EXIT
 from gpuc.client.jobs.outcome_file import BadOutcome, JobOutcome, duration_from, exit_code_from
 from gpuc.client.jobs.places import Destination, result_places
 from gpuc.client.jobs.podlog import CHUNK_BYTES, LogPrinter, PodLogRead, gpuc_secrets, read_pod_log
@@ -32,9 +33,6 @@ from gpuc.core.ledger import row_cost, row_hours
 from gpuc.core.pod import Pod
 from gpuc.core.podjson import Unreadable
 
-WAIT_TIMEOUT_EXIT = 124  # as timeout(1): still running when the wait gave up
-OUTCOME_UNKNOWN_EXIT = 125  # the job's exit code could not be learnt
-STOPPED_WAITING_EXIT = 130  # Ctrl-C: the job goes on
 POLL_S = 1.0
 # Between two looks at the provider while the pod answers: a pod that answers is there.
 GONE_CHECK_S = 30.0
@@ -93,10 +91,12 @@ def follow(
     start_grace_s: float = START_GRACE_S,
     unreadable_grace_s: float = UNREADABLE_GRACE_S,
     raw: bool = False,
+    tell: Callable[[str], None] | None = None,
 ) -> Follow:
     """Stream the job log until the pod is gone, the job's ending keeps it (sync failed, KEEP_ALIVE), the
     outcome on the pod stays unreadable, or the timeout. `job_id`: read only the log of that job (a kept
-    pod may still hold a previous job's)."""
+    pod may still hold a previous job's). `tell`: said the moment the pod starts ending under the job
+    (deadline, idle, the phone), not once it is gone."""
     state = Follow(LogPrinter(out, gpuc_secrets(ctx.settings), raw=raw))
     start = ctx.clock.now()
     next_check = start + GONE_CHECK_S
@@ -115,6 +115,9 @@ def follow(
             seen = read.outcome if isinstance(read.outcome, JobOutcome) else None
             mine = job_id is None or (seen is not None and seen.job_id == job_id)
             if mine and seen is not None:
+                if tell is not None and seen.ended_by and not (state.outcome and state.outcome.ended_by):
+                    state.printer.flush()
+                    tell(f"{seen.not_finished()}: the pod syncs results/, then is destroyed")
                 state.outcome = seen
             if mine and read.size is not None:
                 if read.size < offset:  # a new job started over the log (gpuc logs -f on a kept pod)
@@ -302,6 +305,9 @@ def report(ctx: Ctx, pod: Pod, run: RunRecord, state: Follow, *, job_id: str | N
             f"the job's outcome is unknown: {learnt.unreadable.describe()}. Its log: gpuc logs {pod.id};"
             f" {money}; {where}{problems}",
         )
+    ended_exit = ENDED_EXITS.get(outcome.ended_by or "") if outcome is not None and outcome.exit_code is None else None
+    if outcome is not None and ended_exit is not None:
+        return JobReport(ended_exit, f"{_not_finished(outcome)}; {money}; {where}{problems}")
     if outcome is None or outcome.exit_code is None:
         began = _not_finished(outcome) if outcome else (
             "the job's outcome is unknown"
@@ -326,12 +332,16 @@ def _kept(pod: Pod, outcome: JobOutcome) -> JobReport:
     head = f"job exited with code {code} after {fmt_duration(outcome.duration_s)}"
     if outcome.ending == "kept_sync_failed":
         return JobReport(
-            code or 1,
+            KEPT_SYNC_FAILED_EXIT,
             f"{head}; results sync FAILED: pod {pod.id} is KEPT and billing. See gpuc logs {pod.id} and the"
             f" pod's .gpuc/agent.log; then gpuc down {pod.id} (or --force to give the results up)",
         )
     if outcome.ending == "kept_alive":
-        return JobReport(code, f"{head}; results synced; pod {pod.id} kept (KEEP_ALIVE=1): gpuc down {pod.id}")
+        return JobReport(
+            code,
+            f"{head}; results synced; pod {pod.id} kept (--warm, or KEEP_ALIVE=1), billing until its idle"
+            f" watch ends it: gpuc run {pod.id} --sync --wait -- CMD reruns on it; gpuc down {pod.id} ends it",
+        )
     return JobReport(
         code, f"{head}; results synced; the pod's self-destroy was refused: the watchdog destroys {pod.id}"
     )

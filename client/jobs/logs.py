@@ -30,7 +30,7 @@ def show(ctx: Ctx, ref: str, keep_following: bool, *, raw: bool = False) -> None
         raise NotFound(f"run {run.run_id} never got a pod", hint="`gpuc ls` shows what exists")
     live = _live_pod(ctx, run)
     if live is not None and keep_following:
-        state = follow(ctx, live, job_id=None, out=sys.stdout.buffer, raw=raw)
+        state = follow(ctx, live, job_id=None, out=sys.stdout.buffer, raw=raw, tell=say)
         sys.stdout.flush()
         say(report(ctx, live, run, state, job_id=None, since=run.created_at).line)
         return

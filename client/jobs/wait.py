@@ -19,7 +19,8 @@ from typing import NoReturn
 import click
 
 from gpuc.client.context import Ctx
-from gpuc.client.jobs.follow import STOPPED_WAITING_EXIT, Follow, follow, report
+from gpuc.client.exits import STOPPED_WAITING_EXIT
+from gpuc.client.jobs.follow import Follow, follow, report
 from gpuc.core.clock import parse_duration
 from gpuc.core.errors import ConfigError
 from gpuc.core.pod import Pod, new_run_id
@@ -55,7 +56,7 @@ def wait_and_exit(ctx: Ctx, pod: Pod, *, job_id: str | None, timeout_s: float | 
     say(f"waiting for the job on {pod.id} (Ctrl-C stops waiting; the job goes on)")
     state: Follow | None = None
     try:
-        state = follow(ctx, pod, job_id=job_id, out=sys.stdout.buffer, timeout_s=timeout_s)
+        state = follow(ctx, pod, job_id=job_id, out=sys.stdout.buffer, timeout_s=timeout_s, tell=say)
         result = report(ctx, pod, run, state, job_id=job_id, since=since)
     except KeyboardInterrupt:
         if state is not None:

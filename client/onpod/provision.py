@@ -21,6 +21,7 @@ import importlib.metadata
 import importlib.util
 import io
 import json
+import re
 import shlex
 import zipfile
 from collections.abc import Callable
@@ -299,21 +300,26 @@ def bootstrap_plan(settings: Settings) -> dict[str, Any]:
     }
 
 
+_DEPS_FAILED = re.compile(r"^\s*deps\s+[\d.]+s\s+failed\s+(.*)$")
+
+
 def run_bootstrap(
     access: PodAccess, settings: Settings, echo: Callable[[str], None], scrub: Callable[[str], str]
-) -> bool:
+) -> tuple[bool, str | None]:
+    """(every step worked, why the project's requirements did not install when they did not)."""
     paths = access.paths
     access.put_file(_rel(paths, paths.bootstrap_plan), json.dumps(bootstrap_plan(settings), indent=2).encode(), 0o600)
     echo("  bootstrap: system tools, torch, git, deps, HF login, models, smoke ...")
     code, out = access.run(["python", "-m", "gpuc.instance_side", "bootstrap"], timeout_s=BOOTSTRAP_TIMEOUT_S)
     for line in [line.strip() for line in out.splitlines() if line.strip()][-12:]:
         echo("    " + scrub(line))
-    if code != 0:
+    deps = [m.group(1) for m in map(_DEPS_FAILED.match, out.splitlines()) if m]
+    if code != 0 and not deps:
         echo(
             "  bootstrap incomplete: the pod runs and is watched; fix the cause, then ssh in and re-run:"
             f" {paths.python} -m gpuc.instance_side bootstrap"
         )
-    return code == 0
+    return code == 0, scrub(deps[-1]) if deps else None
 
 
 def verify_pod(access: PodAccess, expect_gpu: str | None, expect_count: int = 1) -> dict[str, Any]:
@@ -354,6 +360,7 @@ class ProvisionReport:
     bootstrap_ok: bool | None
     verdict: dict[str, Any] | None
     notes: list[str] = field(default_factory=list)
+    deps_failed: str | None = None  # the requirements' install error, when it failed
 
 
 def provision(
@@ -370,6 +377,8 @@ def provision(
     verify: bool = True,
     before_bootstrap: Callable[[PodAccess], None] | None = None,
     deadline_at: float | None = None,
+    job_needs_deps: bool = False,
+    warm_s: float = 0.0,
 ) -> ProvisionReport:
     """Everything `up` does on a rented pod once it is RUNNING. Raises ProvisionError or
     PodVerificationFailed (a GpucError): `up` then destroys the pod and prints the message."""
@@ -382,13 +391,21 @@ def provision(
         wait_for_ssh(access, clock=ctx.clock, timeout_s=ssh_timeout_s)
     wheel = build_wheel()
     installed = install_code(access, wheel, installer, ctx.echo)
-    install_agent(access, pod, spec, ctx, secrets_env, token, deadline_at=deadline_at)
+    install_agent(access, pod, spec, ctx, secrets_env, token, deadline_at=deadline_at, warm_s=warm_s)
     agent_pid = check_agent_alive(access)
     if before_bootstrap is not None:
         before_bootstrap(access)  # the project's upload: the bootstrap installs its requirements
     report = ProvisionReport(wheel.sha256, installed, agent_pid, None, None)
     if bootstrap:
-        report.bootstrap_ok = run_bootstrap(access, ctx.settings, ctx.echo, scrub)
+        report.bootstrap_ok, report.deps_failed = run_bootstrap(access, ctx.settings, ctx.echo, scrub)
+        if report.deps_failed is not None and job_needs_deps:
+            # The job would die on its first import, and the pod would then sit idle, billed: not started.
+            # A fresh pod whose job never ran has nothing in results/ to sync; `up` destroys it.
+            raise ProvisionError(
+                f"the project's requirements did not install on the pod, so the job was not started: "
+                f"{report.deps_failed}",
+                hint="the pod was destroyed (nothing ran, nothing to sync); fix requirements.txt, then gpuc up again",
+            )
     if verify:
         verdict = verify_pod(access, spec.gpu_type or pod.gpu, spec.gpu_count)
         report.verdict = verdict

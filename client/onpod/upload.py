@@ -23,9 +23,11 @@ Refused BEFORE anything is rented (a pod is someone else's machine):
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import io
 import os
+import posixpath
 import re
 import shlex
 import stat
@@ -420,6 +422,28 @@ def _python_script(args: list[str]) -> list[str]:
 def _is_c_option(arg: str) -> bool:
     """-c, -ec, -xc ...: the shell runs a string, not a file."""
     return arg.startswith("-") and not arg.startswith("--") and "c" in arg[1:]
+
+
+def check_in_bundle(command: list[str], bundle: Bundle, *, clone: bool) -> None:
+    """Before anything is rented: a file the command runs (`python trian.py`) that is not in the upload is
+    refused here, with the nearest name sent, rather than after a create, a boot and an upload. Only
+    relative paths the upload decides: an absolute path, one outside the folder, or under `repo/` when
+    GPUC_GIT_REMOTE's clone lands there, is left to the check on the pod."""
+    sent = set(bundle.files) | set(bundle.links)
+    for named in named_files(command)[1]:
+        rel = posixpath.normpath(named)
+        if named.startswith(("/", "~")) or rel == ".." or rel.startswith("../") or rel in sent:
+            continue
+        if clone and (rel == "repo" or rel.startswith("repo/")):
+            continue
+        near = difflib.get_close_matches(rel, sorted(sent), n=1, cutoff=0.6)
+        guess = f"did you mean {near[0]}? " if near else ""
+        why = " (it was left out as a likely secret)" if rel in bundle.skipped else ""
+        raise ConfigError(
+            f"`{shlex.join(command)[:80]}`: {named} is not in the upload{why} ({bundle.describe()}); nothing was"
+            " rented",
+            hint=f"{guess}run gpuc up from the project's folder (git-ignored files are not sent), or fix the path",
+        )
 
 
 def missing_on_pod(access: PodAccess, command: list[str]) -> list[str]:

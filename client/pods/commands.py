@@ -11,14 +11,29 @@ from pathlib import Path
 import click
 
 from gpuc.client.context import Ctx, pass_ctx
+from gpuc.client.exits import EXIT_CODES_HELP
 from gpuc.client.pods import survey
 from gpuc.client.pods.listing import ls_lines
 from gpuc.core.clock import parse_duration
 from gpuc.core.errors import ConfigError
 from gpuc.core.termsafe import clean_line
 
+NO_NAME = "gpuc_up_no_name"
 
-@click.command(context_settings={"ignore_unknown_options": False})
+
+class _UpCommand(click.Command):
+    """`gpuc up -- python train.py`: click would take "python" for the experiment's name. Noted here, where
+    the raw arguments are still seen: EXPERIMENT is None then, and the command keeps its first word."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if "--" in args:
+            # The parser alone (no callbacks, no conversion) on what comes before `--`: a name there, or none.
+            before, _rest, _order = self.make_parser(ctx).parse_args(args=args[: args.index("--")])
+            ctx.meta[NO_NAME] = not isinstance(before.get("experiment"), str)  # click 8.2+: UNSET, not None
+        return super().parse_args(ctx, args)
+
+
+@click.command(cls=_UpCommand, context_settings={"ignore_unknown_options": False}, epilog=EXIT_CODES_HELP)
 @click.argument("experiment", required=False)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @click.option("--provider", "-p", default=None, help="local (default), runpod or vast.")
@@ -33,9 +48,9 @@ from gpuc.core.termsafe import clean_line
 @click.option("--price", type=float, default=None, help="Price per hour, when the offer does not say.")
 @click.option(
     "--max-hours",
-    type=float,
     default=None,
-    help="The pod's deadline, in hours from its start (default GPUC_MAX_HOURS, 12): then its agent syncs "
+    help="The pod's deadline from its start: hours (a bare number: 0.5) or a duration (30m, 2h; default "
+    "GPUC_MAX_HOURS, 12): then its agent syncs "
     "results/ and destroys it, and the watchdog ends it if the agent does not, whatever its job, GPU or ssh; "
     "a pod whose sync failed is STOPPED instead (the disk with results/ stays). At most "
     "GPUC_MAX_LIFETIME_HOURS (48); `gpuc extend` moves it. No provider-side limit is counted on.",
@@ -59,6 +74,14 @@ from gpuc.core.termsafe import clean_line
     help="Give the job this variable from your environment or .env (repeatable; a name only, never NAME=value: "
     "the value goes in the pod's mode-600 secrets file, never in argv, output or the provider's pod settings).",
 )
+@click.option(
+    "--warm",
+    default=None,
+    metavar="DURATION",
+    help="Keep the pod between jobs (30m): a job's end syncs results/ and notifies but does not destroy; "
+    "`gpuc run POD --sync --wait -- CMD` reruns on it; idle (no job, no ssh, GPU idle) this long, it syncs "
+    "and ends itself. The deadline and the budget hold as always; `gpuc down POD` ends it.",
+)
 @click.option("-y", "--yes", is_flag=True, help="Create without asking (the price is still printed).")
 @click.option(
     "--over-budget",
@@ -77,7 +100,7 @@ def up(
     gpu: str,
     gpu_count: int,
     price: float | None,
-    max_hours: float | None,
+    max_hours: str | None,
     interruptible: bool,
     bid: float | None,
     offer_id: str | None,
@@ -86,6 +109,7 @@ def up(
     timeout: str | None,
     no_upload: bool,
     env_names: tuple[str, ...],
+    warm: str | None,
     yes: bool,
     over_budget: bool,
     note: str | None,
@@ -112,6 +136,9 @@ def up(
     from gpuc.core.ledger import check_note
 
     settings = ctx.settings
+    if click.get_current_context().meta.get(NO_NAME) and experiment is not None:
+        command = (experiment, *command)  # `up -- python train.py`: "python" is the command's, not a name
+        experiment = _folder_name(ctx)
     plan.check_experiment(experiment)
     assert experiment is not None
     timeout_s = jobwait.check_wait_options(wait, timeout, command)
@@ -125,7 +152,7 @@ def up(
         gpu=gpu,
         gpu_count=gpu_count,
         price_per_hour=price,
-        max_hours=max_hours or settings.max_hours,
+        max_hours=plan.parse_max_hours(max_hours) if max_hours is not None else settings.max_hours,
         interruptible=interruptible,
         bid=bid,
         offer_id=offer_id,
@@ -137,6 +164,7 @@ def up(
         if no_upload
         else upload.prepare(Path.cwd(), settings.upload_max_mb, settings.home, settings.named_secrets()),
         job_id=jobwait.new_job_id() if command else None,
+        warm_s=parse_duration(warm) if warm is not None else 0.0,
         confirm=None if yes or not ctx.on_terminal() else _ask,
         over_budget=over_budget,
         note=None if note is None else check_note(note),  # refused before anything is rented
@@ -147,11 +175,25 @@ def up(
         jobwait.wait_and_exit(ctx, pod, job_id=opts.job_id, timeout_s=timeout_s)
 
 
+def _folder_name(ctx: Ctx) -> str:
+    """No name given: the project folder's, said, when it is a valid one; else the name is required."""
+    from gpuc.core.models import EXPERIMENT_RE  # pydantic: `up` loads it anyway
+
+    folder = Path.cwd().name
+    if not EXPERIMENT_RE.match(folder):
+        raise ConfigError(
+            "an experiment name is required (this folder's name is not a valid one)",
+            hint="name it before the `--`: gpuc up NAME -- python train.py",
+        )
+    ctx.echo(f"no experiment name given: using this folder's, {folder} (gpuc up NAME -- ... names it)")
+    return folder
+
+
 def _ask(question: str) -> bool:
     return click.confirm(question, default=True)
 
 
-@click.command()
+@click.command(epilog=EXIT_CODES_HELP)
 @click.argument("pod")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.option(
@@ -189,7 +231,8 @@ def run(
     env_names: tuple[str, ...],
     dry_run: bool,
 ) -> None:
-    """Run COMMAND on POD under the wrapper: on exit, sync → notify → destroy.
+    """Run COMMAND on POD under the wrapper: on exit, sync → notify → destroy (a pod started with --warm is
+    kept, still warm, for the next `gpuc run POD --sync --wait -- CMD`).
 
     Refused while POD still runs a job (checked on the pod): its exit would destroy the pod under that job,
     and when what COMMAND runs (its script) is not on the pod. Without --wait, `run` returns once the job

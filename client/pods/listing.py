@@ -9,9 +9,10 @@ providers' own texts are the pod's or the provider's word, and a pod on Vast is 
 
 from __future__ import annotations
 
+import shutil
 from typing import TYPE_CHECKING
 
-from gpuc.client.text import clock_utc, render_table, short_span
+from gpuc.client.text import WIDTH, clock_utc, render_table, short_span
 from gpuc.core.termsafe import clean_line
 
 if TYPE_CHECKING:
@@ -19,11 +20,12 @@ if TYPE_CHECKING:
 
 # SPENT: price x age so far, an estimate (a stopped pod bills less); `gpuc ledger` keeps the record.
 # Times in the WATCHDOG column are UTC, like every time gpuc prints.
-HEADERS = ("PROVIDER", "ID", "EXPERIMENT", "STATUS", "GPU", "AGE", "$/H", "SPENT", "WATCHDOG (UTC)")
+# $/H: what the pod bills now (a stopped pod: its disk). NEXT: what ends it or keeps it billing (issue 29).
+HEADERS = ("PROVIDER", "ID", "EXPERIMENT", "STATUS", "GPU", "AGE", "$/H", "SPENT", "WATCHDOG (UTC)", "NEXT")
 RIGHT = (5, 6, 7)
 # What gives way when the table is too wide, in order (each down to its floor; `--json` has it all).
 # Ids and prices are never cut: an id is what `gpuc down` takes.
-SHRINK = {2: 10, 4: 8, 8: 16, 3: 8}
+SHRINK = {2: 10, 4: 8, 8: 16, 3: 8, 9: 24}
 _VENDOR_WORDS = ("NVIDIA ", "GeForce ")
 
 
@@ -65,12 +67,36 @@ def watchdog_view(row: dict[str, object], answered: bool, now: float) -> str:
     return text
 
 
+def next_view(row: dict[str, object], now: float) -> str:
+    """What costs money next, in its own words: KEPT, stopped, or the deadline and the idle watch."""
+    price, left = row.get("price_per_hour"), row.get("kept_left_s")
+    if row.get("kept"):
+        text = f"KEPT (sync failed): billing ${price:.2f}/h" if isinstance(price, int | float) else "KEPT (sync failed)"
+        return text + (f", stops in {short_span(left)}" if isinstance(left, int | float) else "")
+    if row.get("status") in ("stopped", "exited"):
+        disk = row.get("disk_per_hour")
+        return f"stopped: disk ${disk:.3f}/h" if isinstance(disk, int | float) else "stopped: its disk bills"
+    parts = []
+    deadline = row.get("deadline_at")
+    if isinstance(deadline, int | float):
+        parts.append(f"deadline in {short_span(deadline - now)}")
+    idle, ends = row.get("idle_s"), row.get("idle_destroy_in_s")
+    if row.get("busy"):
+        parts.append("busy")
+    elif isinstance(idle, int | float) and isinstance(ends, int | float):
+        parts.append(f"idle {short_span(idle)}, ends in {short_span(ends)}")
+    warm = row.get("warm_s")
+    if isinstance(warm, int | float):
+        parts.append(f"warm {short_span(warm)}")
+    return "; ".join(parts) or "-"
+
+
 def _hhmm(ts: float, now: float) -> str:
     return clock_utc(ts, now).removesuffix(" UTC")  # the header says UTC once
 
 
 def cells(row: dict[str, object], answered: bool, now: float) -> list[str]:
-    price, age, cost = row.get("price_per_hour"), row.get("age_s"), row.get("cost_usd")
+    price, age, cost = row.get("billing_per_hour", row.get("price_per_hour")), row.get("age_s"), row.get("cost_usd")
     return [
         clean_line(cell)
         for cell in (
@@ -83,6 +109,7 @@ def cells(row: dict[str, object], answered: bool, now: float) -> list[str]:
             f"{price:.2f}" if isinstance(price, int | float) else "?",
             f"{cost:.2f}" if isinstance(cost, int | float) else "?",
             watchdog_view(row, answered, now),
+            next_view(row, now),
         )
     ]
 
@@ -96,6 +123,8 @@ def ls_lines(listing: Listing) -> list[str]:
         lines = [f"no pods at {', '.join(read)}" if read else "no provider could be read"]
     else:
         rows = [cells(r, listing.watchdog, listing.now) for r in listing.rows]
-        lines = render_table(HEADERS, rows, shrink=SHRINK, right=RIGHT)
+        # A wider terminal shows NEXT whole (what costs money); 100 columns at least, as every table.
+        width = max(WIDTH, shutil.get_terminal_size((WIDTH, 24)).columns)
+        lines = render_table(HEADERS, rows, shrink=SHRINK, right=RIGHT, width=width)
     width = max(len(name) for name, _ in unread) if unread else 0
     return lines + [f"{name:<{width}}  {clean_line(state)}" for name, state in unread]

@@ -33,8 +33,9 @@ from typing import TYPE_CHECKING
 
 from gpuc.client import gpunames
 from gpuc.client.context import Ctx
-from gpuc.client.text import clock_utc
+from gpuc.client.text import clock_utc, short_span
 from gpuc.core.budget import Ahead, MonthSpend, Outlook, ahead_of, ledger_burns, outlook, usd
+from gpuc.core.clock import parse_duration
 from gpuc.core.destcheck import require_destination
 from gpuc.core.errors import ConfigError, GpucError, SafetyRefusal
 from gpuc.core.loopback import loopback_host
@@ -48,6 +49,9 @@ if TYPE_CHECKING:
     from gpuc.core.providers.base import Provider
 
 RENTED = ("runpod", "vast")
+# A rented pod's boot before its job can start (image pull, ssh, upload, bootstrap): a deadline shorter than
+# this plus the agent's lead (it ends the pod deadline_lead_s early, results/ first) leaves the job nothing.
+RENTED_BOOT_S = 5 * 60.0
 KEY_ENV = {"runpod": ("runpod_api_key", "RUNPOD_API_KEY"), "vast": ("vast_api_key", "VAST_API_KEY")}
 Confirm = Callable[[str], bool]
 
@@ -73,6 +77,7 @@ class UpOptions:
     confirm: Callable[[str], bool] | None = None
     over_budget: bool = False  # rent even if the month's budget would be crossed (client/pods/plan.py)
     note: str | None = None  # `up --note`: on the ledger row from its start (core.ledger.check_note)
+    warm_s: float = 0.0  # `up --warm`: a job's end keeps the pod; idle this long, it ends (instance_side/idle.py)
     env_names: tuple[str, ...] = ()  # `--env NAME`: to the job through the pod's secrets file (core.podsecrets)
 
 
@@ -107,7 +112,7 @@ def check_env_file(settings: Settings, provider: str) -> dict[str, str]:
 
 def before_create(opts: UpOptions, ctx: Ctx) -> str:
     """Every check that needs no provider call; the GPU name as the provider spells it."""
-    check_max_hours(ctx.settings, opts.max_hours)
+    check_max_hours(ctx.settings, opts.max_hours, opts.provider)
     if opts.provider in RENTED:
         check_provider_key(ctx.settings, opts.provider)
         check_ssh_key(ctx.settings)
@@ -116,7 +121,20 @@ def before_create(opts: UpOptions, ctx: Ctx) -> str:
     return gpunames.resolve(opts.provider, opts.gpu)
 
 
-def check_max_hours(settings: Settings, max_hours: float) -> None:
+def parse_max_hours(text: str) -> float:
+    """`--max-hours`: a bare number is hours (as always); a duration takes units like every other time
+    (`5m`, `2h`, `1h30m`)."""
+    try:
+        return float(text)
+    except ValueError:
+        return parse_duration(text) / 3600
+
+
+def boot_s(settings: Settings, provider: str) -> float:
+    return settings.local_boot_s if provider not in RENTED else RENTED_BOOT_S
+
+
+def check_max_hours(settings: Settings, max_hours: float, provider: str = "local") -> None:
     cap = settings.max_lifetime_hours
     if not 0 < max_hours <= cap:
         raise ConfigError(
@@ -124,6 +142,16 @@ def check_max_hours(settings: Settings, max_hours: float) -> None:
             "the pod's deadline may not lie past it",
             hint=f"ask for at most --max-hours {cap:g} (extend a running pod with `gpuc extend POD 2h`), or "
             "raise GPUC_MAX_LIFETIME_HOURS here and on the watchdog",
+        )
+    # The agent starts the ending deadline_lead_s early: a deadline inside lead + boot gives the job nothing.
+    least_s = settings.deadline_lead_s + boot_s(settings, provider)
+    if max_hours * 3600 < least_s:
+        least = f"{math.ceil(least_s / 60)}m"
+        raise ConfigError(
+            f"--max-hours {short_span(max_hours * 3600)} is shorter than the pod's boot on {provider}"
+            f" (~{short_span(boot_s(settings, provider))}) plus the {short_span(settings.deadline_lead_s)} its"
+            " agent ends it early to sync results/ (GPUC_DEADLINE_LEAD_S): the job would get no time",
+            hint=f"ask for at least --max-hours {least} (e.g. --max-hours {least})",
         )
 
 

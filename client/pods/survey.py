@@ -39,7 +39,8 @@ LS_FIELDS = (
 
 
 # Fields that hold a time: epoch seconds in the rows, ISO 8601 UTC in `gpuc ls --json`.
-LS_TIMES = ("created_at", "last_seen", "lease_until", "destroy_at")
+LS_TIMES = ("created_at", "last_seen", "lease_until", "destroy_at", "deadline_at")
+HOURS_PER_MONTH = 730.0  # a disk priced per GB-month, billed per hour
 READ = "read"
 NOT_READ = "not read"
 
@@ -105,7 +106,8 @@ def survey(ctx: Ctx) -> Listing:
             continue
         states[name] = READ
         for pod in pods:
-            rows.append(ls_row(pod, runs.get(pod.id), watch.get(pod.id), now, server_time))
+            row = ls_row(pod, runs.get(pod.id), watch.get(pod.id), now, server_time)
+            rows.append(money_fields(row, pod, runs.get(pod.id), watch.get(pod.id), ctx.settings.idle_destroy_s))
     order = ["local", *KEY_FIELDS]
     providers = {name: states[name] for name in order if name in states}
     return Listing(rows, warnings, providers, server_time is not None, now)
@@ -131,6 +133,33 @@ def ls_row(
     row["lease_until"] = lease if lease and lease > (server_time or now) else None
     row["destroy_at"] = rec.destroy_at if rec else None
     row["ssh"] = f"{pod.ssh_host}:{pod.ssh_port}" if pod.ssh_host else None
+    return row
+
+
+def money_fields(
+    row: dict[str, object], pod: Pod, run: RunRecord | None, rec: PodRecord | None, idle_destroy_s: float
+) -> dict[str, object]:
+    """What costs money next (issue 29): the deadline, the idle state and when the idle watch ends the pod,
+    a warm time, a pod KEPT after a failed sync and what it bills, a stopped pod at its disk's price. Times
+    are on the watchdog's clock (a heartbeat's age is, too); None where nobody knows."""
+    age = row.get("heartbeat_age_s")
+    seen = float(age) if isinstance(age, int | float) else 0.0
+    deadline = rec.deadline_at if rec else None
+    row["deadline_at"] = deadline
+    row["warm_s"] = run.warm_s if run and run.warm_s else None
+    beat = rec.last_heartbeat if rec else None
+    row["busy"] = None if beat is None else bool(beat.job_running or beat.idle_minutes == 0)
+    idle_s = None if beat is None or row["busy"] else beat.idle_minutes * 60 + seen
+    row["idle_s"] = round(idle_s) if idle_s is not None else None
+    limit = row["warm_s"] if isinstance(row["warm_s"], float) else idle_destroy_s
+    row["idle_destroy_in_s"] = round(max(0.0, limit - idle_s)) if idle_s is not None else None
+    kept = rec is not None and rec.kept_at is not None
+    row["kept"] = "sync failed" if kept else None
+    row["kept_left_s"] = beat.kept_left_s if kept and beat is not None else None
+    disk = (pod.disk_gb * pod.disk_usd_gb_month / HOURS_PER_MONTH) if pod.disk_gb and pod.disk_usd_gb_month else None
+    row["disk_per_hour"] = round(disk, 4) if disk is not None else None
+    # A stopped pod bills its disk, not its GPU: its running price would overstate it (and hide what it costs).
+    row["billing_per_hour"] = row["disk_per_hour"] if pod.status in ("stopped", "exited") else pod.price_per_hour
     return row
 
 

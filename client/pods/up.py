@@ -12,6 +12,7 @@ the top.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import sys
 from collections.abc import Callable
@@ -28,7 +29,7 @@ from gpuc.client.interrupts import (
 )
 from gpuc.client.onpod.provision import VENV_INSTALLER, Installer, install_agent, offline_installer, provision
 from gpuc.client.onpod.ssh import wait_for_ssh_endpoint
-from gpuc.client.onpod.upload import check_command, put_project
+from gpuc.client.onpod.upload import check_command, check_in_bundle, put_project
 from gpuc.client.pods import plan
 from gpuc.client.pods.plan import UpOptions, check_env_file, check_experiment
 from gpuc.client.pods.run import job_started, short_command, start_job
@@ -54,6 +55,8 @@ def _stderr(msg: str) -> None:
 
 def up(opts: UpOptions, ctx: Ctx) -> Pod | None:
     check_experiment(opts.experiment)
+    if opts.upload is not None:  # a typo'd script is refused before money, not after a boot
+        check_in_bundle(opts.command, opts.upload, clone=bool(ctx.settings.git_remote))
     secrets_env = check_env_file(ctx.settings, opts.provider)
     # Everything checkable without a provider call, before money: key, ssh key, watchdog URL, GPU name.
     gpu = plan.before_create(opts, ctx)
@@ -100,7 +103,7 @@ def up(opts: UpOptions, ctx: Ctx) -> Pod | None:
         # Rent the offer whose price the user saw, not whichever is cheapest a moment later.
         spec = spec.model_copy(update={"offer_id": priced.offer_id, "price_per_hour": priced.price_per_hour})
     now = ctx.clock.now()
-    ctx.runs.record_intent(run_id, spec.name, opts.provider, opts.experiment, now)
+    ctx.runs.record_intent(run_id, spec.name, opts.provider, opts.experiment, now, warm_s=opts.warm_s)
     ctx.echo(f"creating {spec.name} on {opts.provider} ({opts.gpu}) ...")
     with stop_signals_raise():
         return _create_and_prepare(provider, spec, opts, ctx, secrets_env)
@@ -227,7 +230,10 @@ def _after_create(pod: Pod, spec: PodSpec, opts: UpOptions, ctx: Ctx, secrets_en
     pod = wait_running(provider, pod.id, ctx, opts.wait_timeout_s)
     bundle = opts.upload
     prepare = (lambda access: put_project(access, bundle, opts.command, ctx.echo)) if bundle is not None else None
-    access = onto_pod(provider, pod, spec, ctx, secrets_env, token, prepare=prepare, deadline_at=deadline_at)
+    access = onto_pod(
+        provider, pod, spec, ctx, secrets_env, token, prepare=prepare, deadline_at=deadline_at, job=bool(opts.command),
+        warm_s=opts.warm_s,
+    )
     if opts.command and bundle is None:
         check_command(access, opts.command, None)  # after the bootstrap: GPUC_GIT_REMOTE's clone is there now
     ctx.runs.set_phase(spec.run_id, "running")
@@ -258,13 +264,15 @@ def onto_pod(
     token: str,
     prepare: Callable[[PodAccess], None] | None = None,
     deadline_at: float | None = None,
+    job: bool = False,
+    warm_s: float = 0.0,
 ) -> PodAccess:
     """A sandbox gets the agent directly; a rented pod gets ssh, the code, the agent first, the
     bootstrap and the verification (a failed verification raises, and `up` destroys the pod).
     `prepare` (the project's upload) runs once the agent watches the pod, before the bootstrap."""
     if isinstance(provider, LocalProvider):
         access = ctx.pod_access(provider, pod)
-        install_agent(access, pod, spec, ctx, secrets_env, token, deadline_at=deadline_at)
+        install_agent(access, pod, spec, ctx, secrets_env, token, deadline_at=deadline_at, warm_s=warm_s)
         if prepare is not None:
             prepare(access)
         return access
@@ -281,6 +289,8 @@ def onto_pod(
         installer=pod_installer(ctx.settings),
         before_bootstrap=prepare,
         deadline_at=deadline_at,
+        job_needs_deps=job,
+        warm_s=warm_s,
     )
     return access
 
@@ -330,6 +340,7 @@ def how_to_get_in(provider: Provider, pod: Pod) -> str:
 
 
 # -- the abort path ---------------------------------------------------------------------------------
+WATCHDOG_END_LIMIT_S = 15.0  # after the destroy: only a false warning later is at stake, not money
 CLEANUP_LIMIT_S = 60.0  # the destroy's own retries fit; a provider that never answers does not hold the terminal
 FIND_TRIES = 3  # a pod whose create was cut off may take a moment to be listed (create_once looks as often)
 FIND_DELAY_S = 2.0
@@ -355,9 +366,10 @@ def _abort(pod: Pod | None, spec: PodSpec, ctx: Ctx, exc: BaseException, begun: 
     still = f"gpuc: still destroying what up created ({why}); Ctrl-C again does not stop it"
     with stop_signals_deferred(still):
         begun.append(True)
+        destroyed: list[str] = []
         try:
             with time_limit(CLEANUP_LIMIT_S):
-                lines = _destroy_made(pod, spec, ctx, why)
+                lines = _destroy_made(pod, spec, ctx, why, destroyed)
         except CleanupTimeout:
             what = pod.id if pod is not None else f"a pod named {spec.name}"
             lines = [
@@ -370,10 +382,12 @@ def _abort(pod: Pod | None, spec: PodSpec, ctx: Ctx, exc: BaseException, begun: 
         for line in lines:  # a reason may quote a provider or a pod: scrubbed as the CLI's own errors are
             if not say(clean_line(redact(line, secrets))):
                 break
+        for pod_id in destroyed:  # after the words: they say what happened, this only tidies the watchdog
+            _end_at_watchdog(pod_id, ctx, f"up failed; destroyed ({why})")
         silence_broken_output()
 
 
-def _destroy_made(pod: Pod | None, spec: PodSpec, ctx: Ctx, why: str) -> list[str]:
+def _destroy_made(pod: Pod | None, spec: PodSpec, ctx: Ctx, why: str, destroyed: list[str]) -> list[str]:
     """Destroy what `up` created (found by the run's name when the create had no answer yet), then the
     bookkeeping; the lines to say after. Prints nothing itself: stdout may be the broken pipe."""
     provider = ctx.provider(spec.provider)
@@ -402,7 +416,27 @@ def _destroy_made(pod: Pod | None, spec: PodSpec, ctx: Ctx, why: str) -> list[st
         lines = [f"gpuc: up ended early: {why}; destroy of {pod.id} asked, but it is still listed (`gpuc ls`)"]
     if found_by_name:
         lines[0] += " (the create's answer never came: found by its name)"
+    if gone and _was_registered(spec, ctx):
+        destroyed.append(pod.id)  # ended at the watchdog after this, outside the destroy's time limit
     return lines + _close_books(pod.id, spec, ctx, f"up failed; destroyed ({why})")
+
+
+def _was_registered(spec: PodSpec, ctx: Ctx) -> bool:
+    """The watchdog took the pod (the run's phase says so, before the books mark it failed)."""
+    try:
+        return ctx.runs.find(spec.run_id).phase in ("registered", "running")
+    except (GpucError, OSError):
+        return True  # an end the watchdog does not know is refused, harmlessly
+
+
+def _end_at_watchdog(pod_id: str, ctx: Ctx, note: str) -> None:
+    """A registered pod `up` destroyed itself is ended at the watchdog too: else its next passes find it gone
+    at the provider and warn the phone of a surprise ("its ledger row stays open"). Best effort, bounded:
+    a pod never registered, or a watchdog away or slow, leaves that to the reaper as before."""
+    from gpuc.core.api import EndRequest
+
+    with contextlib.suppress(GpucError, OSError, CleanupTimeout), time_limit(WATCHDOG_END_LIMIT_S):
+        ctx.watchdog.end(pod_id, EndRequest(end_at=ctx.clock.now(), by="down", note=note[:500]))
 
 
 def _close_books(pod_id: str | None, spec: PodSpec, ctx: Ctx, note: str) -> list[str]:

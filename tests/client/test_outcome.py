@@ -68,14 +68,24 @@ def test_a_wait_that_times_out_leaves_the_job_running_and_says_so(world: World) 
 
 
 # Incident: `gpuc up exp -- python train.py` in a folder without train.py rented a pod, bootstrapped it
-# (minutes, billed), then the job died at once with "can't open file".
-def test_a_script_missing_on_the_pod_destroys_the_new_pod_before_the_job_starts(world: World) -> None:
+# (minutes, billed), then the job died at once with "can't open file". Then (issue 29): refused on the pod,
+# still after a create and a boot. Now refused on the laptop, from the upload's list, with a did-you-mean.
+def test_a_script_missing_from_the_upload_is_refused_before_anything_is_rented(world: World) -> None:
     done = world.gpuc("up", "exp", "--wait", "--", "python", "trian.py")
     assert done.returncode == 2, done.stdout + done.stderr
-    assert "trian.py not in the job's folder" in done.stderr and "destroyed" in done.stderr
+    assert "trian.py is not in the upload" in done.stderr and "nothing was rented" in done.stderr
+    assert "did you mean train.py?" in done.stderr
+    assert world.provider().list_pods() == [] and world.deps().runs.all() == [], "nothing created, no intent"
+    assert "creating" not in done.stdout
+
+
+def test_a_script_in_the_upload_but_missing_on_the_pod_destroys_the_new_pod(world: World) -> None:
+    # GPUC_GIT_REMOTE's clone lands in repo/: not the upload's to decide, so the pod's check stays the net.
+    done = world.gpuc("up", "exp", "--wait", "--", "python", "repo/train.py", GPUC_GIT_REMOTE="file:///nowhere")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "repo/train.py not in the job's folder" in done.stderr and "destroyed" in done.stderr
     assert world.provider().list_pods() == []
-    run = only_run(world)
-    assert run.phase == "failed"
+    assert only_run(world).phase == "failed"
     assert "job STARTED" not in done.stdout, "the job never ran"
 
 
@@ -91,13 +101,13 @@ def test_run_refuses_a_missing_script_and_keeps_the_pod(world: World) -> None:
 def test_a_kept_pod_reports_the_failed_sync_and_a_later_job_reports_its_own_code(world: World) -> None:
     unsyncable = "nowhere://bucket"
     first = world.gpuc("up", "exp", "--wait", "--", "python", "train.py", "0", GPUC_RESULTS_BUCKET=unsyncable)
-    assert first.returncode == 1, first.stderr
+    assert first.returncode == 120, first.stderr  # KEPT: its own code, not the job's failure
     assert "results sync FAILED" in first.stderr and "KEPT" in first.stderr
     pod_id = only_run(world).pod_id
     assert [p.id for p in world.provider().list_pods()] == [pod_id]
     # The first job's outcome is still on the pod: it must not be taken for the second job's.
     second = world.gpuc("run", pod_id, "--wait", "--", "python", "train.py", "4", GPUC_RESULTS_BUCKET=unsyncable)
-    assert second.returncode == 4, second.stderr
+    assert second.returncode == 120, second.stderr  # its sync failed too: KEPT; its own code is in the line
     assert "job exited with code 4" in second.stderr
     live = world.gpuc("logs", pod_id)
     assert live.returncode == 0 and live.stdout.endswith("done\n") and "job exited with code 4" in live.stderr

@@ -23,9 +23,9 @@ def test_the_row_fails_when_up_prints_before_it_destroys(monkeypatch: pytest.Mon
     """The old abort path: its first line to the broken pipe raises, and the destroy never runs."""
     real = up._destroy_made
 
-    def print_first(pod, spec, ctx, why):  # type: ignore[no-untyped-def]
+    def print_first(pod, spec, ctx, why, *rest):  # type: ignore[no-untyped-def]
         ctx.echo(f"up failed after create ({why}); destroying")
-        return real(pod, spec, ctx, why)
+        return real(pod, spec, ctx, why, *rest)
 
     monkeypatch.setattr(up, "_destroy_made", print_first)
     (row,) = run_drill(scenarios=[f11i_up_interrupted]).rows

@@ -133,7 +133,7 @@ def laptop(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock,
     agents: dict[str, dict[str, object]] = {}
 
     def onto_pod(provider: Provider, pod: Pod, spec: PodSpec, ctx: Ctx, secrets_env: dict[str, str], token: str,
-                 prepare: object = None, deadline_at: float | None = None) -> PodAccess:
+                 prepare: object = None, deadline_at: float | None = None, **_more: object) -> PodAccess:
         access = RecordingAccess()
         install_agent(access, pod, spec, ctx, secrets_env, token, deadline_at=deadline_at)  # type: ignore[arg-type]
         agents[pod.id] = json.loads(access.files[f"{STATE_DIR}/config.json"])

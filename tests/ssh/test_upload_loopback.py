@@ -20,7 +20,7 @@ from test_provision_loopback import Rented
 from gpuc.client.context import Ctx
 from gpuc.client.jobs.outcome_file import JobOutcome
 from gpuc.client.jobs.podlog import read_pod_log
-from gpuc.client.onpod.provision import offline_installer, provision
+from gpuc.client.onpod.provision import ProvisionError, offline_installer, provision
 from gpuc.client.onpod.ssh import SshAccess, ssh_access
 from gpuc.client.onpod.upload import collect, put_project
 from gpuc.client.pods.run import start_job
@@ -107,3 +107,26 @@ def test_the_job_log_and_outcome_are_read_over_ssh(
     assert (read.outcome.exit_code, read.outcome.job_id) == (5, "job-ssh")
     assert read.data == b"loss 0.1\nwarn\n" and read.size == len(read.data)
     assert read_pod_log(access, 9).data == b"warn\n", "from an offset"
+
+
+# Issue 29: a requirements.txt that did not install started the job anyway; it died on its first import and
+# the pod sat idle, billed, until the idle watch. Over real ssh, the real bootstrap on the pod.
+def test_requirements_that_fail_to_install_stop_the_job_with_the_error(
+    sshd: Sshd, ssh_settings: Settings, functions_url: str, pod_paths: PodPaths, project: Path
+) -> None:
+    (project / "requirements.txt").write_text("numpy\n")  # unpinned: the bootstrap refuses it, offline
+    access, pod, spec, deps = rented(sshd, ssh_settings.with_overrides(bootstrap_torch="skip"), functions_url)
+    with pytest.raises(ProvisionError, match="requirements did not install on the pod, so the job was not started"
+                       ) as refused:
+        provision(
+            access, pod, spec, deps, {}, POD_TOKEN, installer=offline_installer(sys.executable), verify=False,
+            before_bootstrap=project_for([sys.executable, "train.py"], project), job_needs_deps=True,
+        )
+    assert "unpinned requirements in requirements.txt: numpy" in refused.value.message
+    assert refused.value.hint and "destroyed" in refused.value.hint
+    # Without a job to start (`up NAME` alone), the pod stays for the user to fix, as before.
+    report = provision(
+        access, pod, spec, deps, {}, POD_TOKEN, installer=offline_installer(sys.executable), verify=False,
+        before_bootstrap=project_for([], project),
+    )
+    assert report.bootstrap_ok is False and report.deps_failed and "numpy" in report.deps_failed
