@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from gpuc.core.errors import ProviderError
+from gpuc.core.pod import RESUME_ENV
 from gpuc.functions.reaper.respawn import recover_pass
-from gpuc.instance_side.resume import RESUME_ENV
 from gpuc.testkit.drill_spot import BID, WAIT_S, SpotWorld, _world
 
 

@@ -277,7 +277,7 @@ def test_the_job_pid_file_names_the_job_and_its_start_for_the_idle_watch(pod: Po
 
 def test_a_recovered_attempt_restores_the_last_push_before_the_job_starts(pod: Pod, tmp_path: Path) -> None:
     from gpuc.instance_side.push import MANIFEST_NAME, PushManifest
-    from gpuc.instance_side.resume import RESUME_ENV
+    from gpuc.core.pod import RESUME_ENV
 
     dest = tmp_path / "bucket"
     (dest / "logs").mkdir(parents=True)
@@ -292,7 +292,7 @@ def test_a_recovered_attempt_restores_the_last_push_before_the_job_starts(pod: P
 
 
 def test_a_recovered_attempt_that_cannot_restore_starts_no_job(pod: Pod, tmp_path: Path) -> None:
-    from gpuc.instance_side.resume import RESUME_ENV
+    from gpuc.core.pod import RESUME_ENV
     from gpuc.instance_side.wrapper import RESUME_FAILED
 
     job = wrapper(pod)
