@@ -276,8 +276,8 @@ def test_the_job_pid_file_names_the_job_and_its_start_for_the_idle_watch(pod: Po
 
 
 def test_a_recovered_attempt_restores_the_last_push_before_the_job_starts(pod: Pod, tmp_path: Path) -> None:
-    from gpuc.instance_side.push import MANIFEST_NAME, PushManifest
     from gpuc.core.pod import RESUME_ENV
+    from gpuc.instance_side.push import MANIFEST_NAME, PushManifest
 
     dest = tmp_path / "bucket"
     (dest / "logs").mkdir(parents=True)
