@@ -180,7 +180,7 @@ def check_balances(settings: Settings, factories: Mapping[str, ProviderFactory |
 
 def providers_in_use(settings: Settings) -> tuple[str, ...]:
     """The providers `balance` lists: the configured one (GPUC_PROVIDER) and each with a key. A provider the
-    user never signed up for is no line at all (issue 29: "runpod not configured" on a Vast-only setup)."""
+    user never signed up for is no line at all ("runpod not configured" on a Vast-only setup said nothing useful)."""
     keyed = keyed_providers(settings)
     return tuple(name for name in BALANCE_PROVIDERS if name == settings.provider or name in keyed)
 
