@@ -487,5 +487,6 @@ CORE: tuple[Mutant, ...] = (
 from table_money import MUTANTS_MONEY  # noqa: E402  (the topic tables import Mutant from mutant.py)
 from table_page import MUTANTS_PAGE  # noqa: E402
 from table_secrets import MUTANTS_SECRETS  # noqa: E402
+from table_left import MUTANTS_LEFT  # noqa: E402
 
-MUTANTS: tuple[Mutant, ...] = (*CORE, *MUTANTS_MONEY, *MUTANTS_PAGE, *MUTANTS_SECRETS)
+MUTANTS: tuple[Mutant, ...] = (*CORE, *MUTANTS_MONEY, *MUTANTS_PAGE, *MUTANTS_SECRETS, *MUTANTS_LEFT)

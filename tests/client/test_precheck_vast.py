@@ -1,0 +1,110 @@
+"""`gpuc up -p vast`, the real `up` against the Vast emulator: every check before the rent holds on Vast as on
+RunPod (issue 25.12: a mutant skipping them only for Vast survived, every refusal test used RunPod). Each test
+breaks one thing and counts what the emulator created: nothing, not even for a moment."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from upfakes import HealthyWatchdog, rented_settings
+
+from gpuc.client.context import Ctx
+from gpuc.client.pods.plan import UpOptions
+from gpuc.client.pods.runs import RunStore
+from gpuc.client.pods.up import up
+from gpuc.core.clock import FakeClock
+from gpuc.core.errors import ConfigError, GpucError
+from gpuc.core.providers.http import zero_backoff
+from gpuc.core.providers.vast import VastProvider
+from gpuc.core.settings import SecretStr, Settings
+from gpuc.testkit.emulators.vast import VastEmulator
+
+VAST_KEY = "f00dPLANTEDvastkey4c3b2a19087f6e5d"
+VAST_URL = "https://console.vast.test/api/v0"
+
+
+@pytest.fixture
+def emu(clock: FakeClock) -> VastEmulator:
+    return VastEmulator(api_key=VAST_KEY, clock=clock)
+
+
+@pytest.fixture
+def vast(emu: VastEmulator, clock: FakeClock) -> Iterator[VastProvider]:
+    provider = VastProvider(VAST_KEY, url=VAST_URL, transport=emu.transport(), clock=clock, backoff=zero_backoff)
+    yield provider
+    provider.close()
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return rented_settings(tmp_path).with_overrides(vast_api_key=SecretStr(VAST_KEY))
+
+
+def ctx_for(settings: Settings, vast: VastProvider, clock: FakeClock) -> Ctx:
+    return Ctx(
+        settings=settings,
+        runs=RunStore(settings.home),
+        clock=clock,
+        echo=lambda _line: None,
+        watchdog=HealthyWatchdog(clock),  # type: ignore[arg-type]
+        providers={"vast": vast},
+    )
+
+
+def yes(_question: str) -> bool:
+    # Yes to the price: a check `up` skipped would go on to a real rent at the emulator.
+    return True
+
+
+def up_vast(ctx: Ctx) -> None:
+    up(UpOptions(experiment="exp1", provider="vast", gpu="4090", max_hours=2, confirm=yes), ctx)
+
+
+def rented_nothing(emu: VastEmulator, ctx: Ctx) -> bool:
+    return not emu.instances and not emu.billed and ctx.runs.all() == []
+
+
+def test_with_every_check_passing_up_reaches_the_question(
+    settings: Settings, vast: VastProvider, emu: VastEmulator, clock: FakeClock
+) -> None:
+    """The control: the same settings, untouched, pass every check; so each refusal below is its one break."""
+    asked: list[str] = []
+
+    def no(question: str) -> bool:
+        asked.append(question)
+        return False
+
+    ctx = ctx_for(settings, vast, clock)
+    with pytest.raises(GpucError, match="not confirmed"):
+        up(UpOptions(experiment="exp1", provider="vast", gpu="4090", max_hours=2, confirm=no), ctx)
+    assert asked == ["create exp1 on vast?"] and rented_nothing(emu, ctx)
+
+
+def test_vast_up_refuses_a_destination_that_fails_its_probe(
+    settings: Settings, vast: VastProvider, emu: VastEmulator, clock: FakeClock, tmp_path: Path
+) -> None:
+    ctx = ctx_for(settings.with_overrides(git_remote=str(tmp_path / "no-such-remote.git")), vast, clock)
+    with pytest.raises(ConfigError) as caught:
+        up_vast(ctx)
+    assert "GPUC_GIT_REMOTE" in caught.value.message + (caught.value.hint or "")
+    assert rented_nothing(emu, ctx)
+
+
+def test_vast_up_refuses_a_watchdog_a_rented_pod_cannot_reach(
+    settings: Settings, vast: VastProvider, emu: VastEmulator, clock: FakeClock
+) -> None:
+    ctx = ctx_for(settings.with_overrides(functions_url="http://127.0.0.1:8787"), vast, clock)
+    with pytest.raises(ConfigError, match="a rented pod cannot reach it"):
+        up_vast(ctx)
+    assert rented_nothing(emu, ctx)
+
+
+def test_vast_up_refuses_a_missing_ssh_key(
+    settings: Settings, vast: VastProvider, emu: VastEmulator, clock: FakeClock, tmp_path: Path
+) -> None:
+    ctx = ctx_for(settings.with_overrides(ssh_key_path=tmp_path / "no_such_key"), vast, clock)
+    with pytest.raises(ConfigError, match="no ssh key at"):
+        up_vast(ctx)
+    assert rented_nothing(emu, ctx)
