@@ -484,9 +484,9 @@ CORE: tuple[Mutant, ...] = (
 
 # Each round's mutants live in their own file (table_<topic>.py), gathered here: run.py and the table's
 # own test read MUTANTS.
+from table_left import MUTANTS_LEFT  # noqa: E402
 from table_money import MUTANTS_MONEY  # noqa: E402  (the topic tables import Mutant from mutant.py)
 from table_page import MUTANTS_PAGE  # noqa: E402
 from table_secrets import MUTANTS_SECRETS  # noqa: E402
-from table_left import MUTANTS_LEFT  # noqa: E402
 
 MUTANTS: tuple[Mutant, ...] = (*CORE, *MUTANTS_MONEY, *MUTANTS_PAGE, *MUTANTS_SECRETS, *MUTANTS_LEFT)
