@@ -1,9 +1,11 @@
 """`gpuc up -p vast`, the real `up` against the Vast emulator: every check before the rent holds on Vast as on
-RunPod (issue 25.12: a mutant skipping them only for Vast survived, every refusal test used RunPod). Each test
-breaks one thing and counts what the emulator created: nothing, not even for a moment."""
+RunPod (issue 25.12: a mutant skipping them only for Vast survived, every refusal test used RunPod), and a
+watchdog from an older gpuc is refused (issue 26). Each test breaks one thing and counts what the emulator
+created: nothing, not even for a moment."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +16,7 @@ from gpuc.client.context import Ctx
 from gpuc.client.pods.plan import UpOptions
 from gpuc.client.pods.runs import RunStore
 from gpuc.client.pods.up import up
+from gpuc.core.api import WIRE_PROTOCOL, StatusResponse
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ConfigError, GpucError
 from gpuc.core.providers.http import zero_backoff
@@ -107,4 +110,35 @@ def test_vast_up_refuses_a_missing_ssh_key(
     ctx = ctx_for(settings.with_overrides(ssh_key_path=tmp_path / "no_such_key"), vast, clock)
     with pytest.raises(ConfigError, match="no ssh key at"):
         up_vast(ctx)
+    assert rented_nothing(emu, ctx)
+
+
+class OlderWatchdog(HealthyWatchdog):
+    """A watchdog from an older gpuc: its status as it sends it, without `protocol` or with a lower one."""
+
+    def __init__(self, clock: FakeClock, protocol: int | None) -> None:
+        super().__init__(clock)
+        self.protocol = protocol
+
+    def status(self) -> StatusResponse:
+        sent = super().status().model_dump(exclude={"protocol"})
+        if self.protocol is not None:
+            sent["protocol"] = self.protocol
+        return StatusResponse.model_validate_json(json.dumps(sent))
+
+
+@pytest.mark.parametrize("protocol", [None, WIRE_PROTOCOL - 1], ids=["no-protocol", "older-protocol"])
+def test_up_refuses_a_watchdog_that_runs_an_older_gpuc_before_the_rent(
+    settings: Settings, vast: VastProvider, emu: VastEmulator, clock: FakeClock, protocol: int | None
+) -> None:
+    """Issue 26: the pod runs this gpuc and sends fields an older watchdog's strict model refuses (4xx): the
+    pod is silent to it and destroyed with its job. `up` refuses first, and says how to upgrade the watchdog."""
+    ctx = ctx_for(settings, vast, clock)
+    ctx.watchdog = OlderWatchdog(clock, protocol)  # type: ignore[assignment]
+    with pytest.raises(ConfigError) as caught:
+        up_vast(ctx)
+    assert f"the watchdog at {settings.functions_url} runs an older gpuc" in caught.value.message
+    assert "refuse this pod's heartbeats" in caught.value.message
+    hint = caught.value.hint or ""
+    assert "gpuc watchdog deploy" in hint and "gpuc watchdog serve" in hint
     assert rented_nothing(emu, ctx)
