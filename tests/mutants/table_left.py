@@ -1,5 +1,7 @@
-"""Hand mutants of issue 25.12's Vast survivor: each skips one of `up`'s checks before the rent only for Vast
-(every refusal test once used RunPod). tests/client/test_precheck_vast.py must fail on each."""
+"""Hand mutants of the second round on issues 25 and 26: `up`'s checks before the rent skipped only for Vast
+(25.12: every refusal test once used RunPod), a watchdog from an older gpuc rented against (26), a provider's
+words in an alert undefanged (25.11), a link the pod refuses sent after the rent and a pod's stream uncapped
+(25.1)."""
 
 from __future__ import annotations
 
@@ -32,5 +34,45 @@ MUTANTS_LEFT: tuple[Mutant, ...] = (
         "        check_ssh_key(ctx.settings)",
         '        opts.provider == "vast" or check_ssh_key(ctx.settings)',
         VAST_UP,
+    ),
+    Mutant(
+        "up-ignores-watchdog-protocol",
+        "up: a watchdog from an older gpuc rented against; it refuses the pod's heartbeats and destroys the pod",
+        PLAN,
+        "    if status.protocol >= WIRE_PROTOCOL:",
+        "    if True:",
+        VAST_UP,
+    ),
+    Mutant(
+        "watchdog-says-no-protocol",
+        "the watchdog no longer says its protocol: every `up` against it refused",
+        "functions/handlers.py",
+        "            protocol=api.WIRE_PROTOCOL,",
+        "",
+        ("tests/functions/test_wire_protocol.py",),
+    ),
+    Mutant(
+        "provider-error-undefanged",
+        "a provider's error text reaches a destroy FAILED alert as it came: its link a link on the phone",
+        "functions/reaper/state.py",
+        "        return provider_says(redact(exc.message, deps.secrets()), 300)",
+        "        return redact(exc.message, deps.secrets())[:300]",
+        ("tests/functions/test_provider_error_defanged.py",),
+    ),
+    Mutant(
+        "upload-link-unjudged",
+        "up: a link the pod's unpack refuses (x -> b/../c) sent anyway; up fails after the rent",
+        "client/onpod/upload.py",
+        "    if link_stays_inside(target, depth=len(rel.parts) - 1):",
+        "    if True:",
+        ("tests/client/test_upload_links.py",),
+    ),
+    Mutant(
+        "copy-stream-uncapped",
+        "results/cp: a pod's endless tar stream written whole into a temporary file on the laptop",
+        "client/jobs/copyout.py",
+        "        if self.written + len(data) > self.cap:",
+        "        if False:",
+        ("tests/client/test_copy_stream_cap.py",),
     ),
 )
