@@ -31,6 +31,7 @@ test: lint typecheck unit oldest
 
 lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 
 # mypy needs to see the repo as the package `gpuc` (the root folder is the package). The tests and bench/
 # are checked too, one folder at a time, each as pytest imports it: the folder and tests/ on the path

@@ -6,7 +6,7 @@ delays every byte the client sends by one RTT (its answer then comes straight ba
 kept-open connection costs 1 RTT, on a new one 2. The same forwarders at zero delay give the command's own
 time in the same run; the difference over the RTT is what the network costs, in round trips.
 
-Goal (issue 27.3): at most 3 round trips (reads one after the other, each on a new connection, cost 9.6).
+Goal: at most 3 round trips (reads one after the other, each on a new connection, cost 9.6).
 Run: `python bench/ls_latency.py` (GPUC_BENCH_RUNS=N for more runs; GPUC_BENCH_RTT_MS for another RTT).
 """
 
@@ -33,7 +33,7 @@ RTT_S = float(os.environ.get("GPUC_BENCH_RTT_MS", "150")) / 1000
 GOAL_ROUND_TRIPS = 3.0
 GPUC = str(Path(sys.executable).parent / "gpuc")
 # The home's endpoints, by the variables that name them (testkit/homes.py writes them to its .env).
-URL_VARS = ("GPUC_RUNPOD_GRAPHQL_URL", "GPUC_RUNPOD_REST_URL", "GPUC_VAST_URL", "GPUC_FUNCTIONS_URL")
+URL_VARS = ("GPUC_RUNPOD_GRAPHQL_URL", "GPUC_RUNPOD_REST_URL", "GPUC_VAST_URL", "GPUC_WATCHDOG_URL")
 
 
 class Forwarder:

@@ -1,4 +1,4 @@
-"""What a periodic results push costs the pod when nothing changed (issue 26): results/ holds 10,000 files
+"""What a periodic results push costs the pod when nothing changed: results/ holds 10,000 files
 (100 folders of 100 small checkpoints and metrics files), pushed once to a file:// bucket; then the push is
 run again on the unchanged tree. Measured: the process CPU time of that push (the walk, the stat of every
 file, the compare with the last manifest, the manifest written on the pod and at the destination), best of 3.

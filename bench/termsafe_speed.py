@@ -6,7 +6,7 @@ Why it matters: every byte a job prints goes through it on its way to the user's
 so the target is >= 10 MB/s on a log full of escapes: 40x the rate it is fed at.
 
 Three logs: plain ASCII training output; the same with colours (SGR), tqdm-style progress bars
-(carriage returns, block characters) and the hostile sequences of issue 17 (title, clear screen, OSC 8,
+(carriage returns, block characters) and the hostile sequences a review found (title, clear screen, OSC 8,
 OSC 52, a forged gpuc line) on every few lines; and pure invalid UTF-8. Baseline in the same run:
 `bytes.decode("utf-8", "replace")` of the same log, the least a text path costs (the ratio is the
 sanitizer's time over it).

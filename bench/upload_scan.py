@@ -2,7 +2,7 @@
 
 The tree: 9,000 small text files (code, configs, ~2 KB), 800 text shards of 100 KB and 200 binary files of
 200 KB (checked by magic bytes and known values only), in a plain folder (the folder walk). Every file is
-read whole (issue 25.6), and searched for the secret values gpuc holds: six here, as a user with a provider
+read whole, and searched for the secret values gpuc holds: six here, as a user with a provider
 key, an admin token, a notification URL (two tokens in it), a Hugging Face token and a git token has.
 Measured in the same run, best of 3 on a warm page cache:
 - before: listing what is sent, as `up` did before the scan (`collect` + the size check);

@@ -10,7 +10,7 @@ import threading
 import click
 from click.shell_completion import CompletionItem, get_completion_class
 
-from gpuc.client.commands import COMMANDS
+from gpuc.client.command_table import COMMANDS
 from gpuc.client.interrupts import Interrupted, say, silence_broken_output
 from gpuc.core.errors import ConfigError, GpucError
 from gpuc.core.redact import redact
@@ -100,7 +100,7 @@ def report_error(exc: BaseException) -> int:
 
 
 def report_debug(exc: BaseException) -> int:
-    """GPUC_DEBUG=1: the whole traceback, for a bug report, with every secret value masked (issue 25.8)."""
+    """GPUC_DEBUG=1: the whole traceback, for a bug report, with every secret value masked."""
     from gpuc.core.redact import redacted_traceback
 
     sys.stderr.write(redacted_traceback(exc, known_secrets()))

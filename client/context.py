@@ -27,11 +27,11 @@ from gpuc.core.settings import Settings, load_settings
 from gpuc.core.termsafe import clean
 
 if TYPE_CHECKING:
-    from gpuc.client.pods.runs import RunStore
-    from gpuc.client.watchdog.client import WatchdogClient
+    from gpuc.client.runs import RunStore
     from gpuc.core.ledger import Ledger
     from gpuc.core.pod import Pod
     from gpuc.core.providers.base import PodAccess, Provider
+    from gpuc.core.watchdog_client import WatchdogClient
 
 Echo = Callable[[str], None]
 ProviderFactory = Callable[[str, Settings], "Provider"]
@@ -86,7 +86,7 @@ class Ctx:
     @property
     def runs(self) -> RunStore:
         if self._runs is None:
-            from gpuc.client.pods.runs import RunStore  # sqlite: only for the commands that read runs
+            from gpuc.client.runs import RunStore  # sqlite: only for the commands that read runs
 
             self._runs = RunStore(self.settings.home)
         return self._runs
@@ -94,7 +94,7 @@ class Ctx:
     @property
     def watchdog(self) -> WatchdogClient:
         if self._watchdog is None:
-            from gpuc.client.watchdog.client import WatchdogClient
+            from gpuc.core.watchdog_client import WatchdogClient
 
             self._watchdog = WatchdogClient(self.settings)
             self._own_watchdog = True

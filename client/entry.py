@@ -6,7 +6,7 @@ import os
 import sys
 from typing import Any
 
-from gpuc.client.commands import top_help  # import-free: the fast help below costs nothing more
+from gpuc.client.command_table import top_help  # import-free: the fast help below costs nothing more
 
 
 def main() -> Any:

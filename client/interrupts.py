@@ -1,4 +1,4 @@
-"""Stop signals and broken output while `up` holds a pod that bills (issue 25 item 10).
+"""Stop signals and broken output while `up` holds a pod that bills.
 
 Ctrl-C on `gpuc up ... | tee log` sends SIGINT to the whole pipeline: `tee` dies first, and the next line
 gpuc prints fails on the broken pipe (Python ignores SIGPIPE, so a write raises BrokenPipeError). A closed

@@ -77,7 +77,7 @@ EventKind = Literal[
     "kept_stopping",
     "kept_stopped",
     "stop_failed",
-    "phone_destroy",  # the user's "destroy now" from the phone (issue 20), ended as the pod's own end
+    "phone_destroy",  # the user's "destroy now" from the phone, ended as the pod's own end
 ]
 
 
@@ -146,7 +146,7 @@ class HeartbeatAnswer(Strict):
     server_time: float
     lease_until: float | None = None
     deadline_at: float | None = None  # the watchdog's word on the deadline: the pod adopts it
-    # The user's word from the phone (issue 20): end now (sync first, as the pod's own end) or retry the kept
+    # The user's word from the phone: end now (sync first, as the pod's own end) or retry the kept
     # pod's sync. Repeated in every answer until the pod acts; the pod acts once per intent_at.
     intent: Literal["end", "retry_sync"] | None = None
     intent_at: float | None = None
@@ -291,7 +291,7 @@ class StatusResponse(Strict):
     reaper_blind: list[str] = Field(default_factory=list)  # providers the last reaper run could not read
     reaper_blind_since: list[BlindProvider] = Field(default_factory=list)  # the same, with since-when
     notifications: list[NotificationRecord] = Field(default_factory=list)  # the most recent, oldest first
-    # "pause new pods" from the phone (issue 20): `gpuc up` refuses while set, with this sentence
+    # "pause new pods" from the phone: `gpuc up` refuses while set, with this sentence
     new_pods_paused: str | None = None
     channels: list[ChannelInfo] | None = None  # the watchdog's notification channels now; None: it cannot say
     # The watchdog's public id (core.signing.watchdog_id): `up` marks each pod with it (core.pod.WATCHDOG_ENV).

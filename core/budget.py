@@ -188,7 +188,7 @@ def spend_text(spend: MonthSpend, budget: float | None = None) -> str:
     return text
 
 
-# -- the month ahead: what the pods still running or kept may yet cost (issue 25.4) ------------------------
+# -- the month ahead: what the pods still running or kept may yet cost ------------------------
 # A budget counted at what pods have spent so far lets pod after pod in while each is young: three pods of
 # $5.28 worst case each passed an $8 budget one after another. One rule, for `up` (client/pods/plan.py) and
 # the watchdog's pull-in (functions/reaper/budget.py): the month's spend plus the WORST CASE of every pod still
@@ -319,3 +319,69 @@ def outlook(burns: Iterable[Burn], ahead: Iterable[Ahead], now: float, *, experi
     spend = month_spend(burns, now, experiment=experiment)
     rows = tuple((a, a.worst(now)) for a in ahead if experiment is None or a.experiment == experiment)
     return Outlook(spend, rows, now)
+
+
+# ---- one envelope per interruptible run, across its attempts ----------------------------------
+# A recovered run is ONE run: its deadline counts wall time from the first attempt, and its money is every
+# attempt's GPU hours x price plus the disk of every instance (a paused one bills its disk only) against one
+# cap. Peers reset the clock per attempt (dstack's max_duration, SkyPilot's retry-forever); this does not.
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One instance of a run. GPU bills from start until paused/ended; the disk until it is gone."""
+
+    start: float
+    price_per_hour: float
+    disk_per_hour: float
+    paused_at: float | None = None  # outbid: GPU no longer billed, the disk still is
+    end: float | None = None  # destroyed (confirmed gone)
+
+    def cost(self, now: float) -> float:
+        gone = now if self.end is None else min(self.end, now)
+        gpu_end = gone if self.paused_at is None else min(self.paused_at, gone)
+        gpu_h = max(0.0, gpu_end - self.start) / 3600
+        disk_h = max(0.0, gone - self.start) / 3600
+        return gpu_h * self.price_per_hour + disk_h * self.disk_per_hour
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """The run's bound, fixed at `up`: its deadline from the first attempt and its money cap."""
+
+    first_start: float
+    max_hours: float
+    cap_usd: float
+
+    @property
+    def deadline(self) -> float:
+        return self.first_start + self.max_hours * 3600
+
+    def hours_left(self, now: float) -> float:
+        return max(0.0, self.deadline - now) / 3600
+
+
+def run_envelope_usd(price_cap: float, disk_per_hour: float, max_hours: float) -> float:
+    """The worst case `up` checks against the budget for a run that may recover: recovery destroys the
+    paused instance before it rents the next, so at most one instance bills GPU and one bills disk at a
+    time, and the deadline spans attempts. Every re-rent is held to `price_cap`, so N recoveries cost no
+    more than one pod run to the deadline; what a recovery can add (a paused instance's disk while a new
+    one boots) is inside the disk term because the paused one is destroyed first."""
+    return (price_cap + disk_per_hour) * max_hours
+
+
+def run_spent(attempts: Iterable[Attempt], now: float) -> float:
+    return sum(a.cost(now) for a in attempts)
+
+
+def next_attempt_worst(price_per_hour: float, disk_per_hour: float, envelope: Envelope, now: float) -> float:
+    """A new attempt's worst case: its price and disk until the run's deadline (never a fresh clock)."""
+    return (price_per_hour + disk_per_hour) * envelope.hours_left(now)
+
+
+def attempt_fits(
+    attempts: Sequence[Attempt], price_per_hour: float, disk_per_hour: float, envelope: Envelope, now: float
+) -> bool:
+    """Whether what the run spent plus the next attempt's worst case stays inside the envelope."""
+    worst = run_spent(attempts, now) + next_attempt_worst(price_per_hour, disk_per_hour, envelope, now)
+    return worst <= envelope.cap_usd + 1e-9

@@ -1,4 +1,4 @@
-"""Before a rented pod is created: can its results go anywhere? (issue 19.1)
+"""Before a rented pod is created: can its results go anywhere?
 
 A pod whose sync fails is KEPT, billing, until someone copies its results out (F16): the one failure
 worse than a few more minutes is losing the results. So `up` proves the destination first, with what the
@@ -31,16 +31,14 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import unquote, urlparse
 
+from gpuc.core.destinations import S3Location, check_remote, git_auth_args, git_environ, git_runner, s3_client
 from gpuc.core.errors import ConfigError, SyncError
 from gpuc.core.podsecrets import GIT_TOKEN_ENV, S3_KEYS
 from gpuc.core.redact import redact
 from gpuc.core.settings import Settings
-
-if TYPE_CHECKING:
-    from gpuc.instance_side.sync import S3Sync
 
 BUCKET_ENV = "GPUC_RESULTS_BUCKET"
 ENDPOINT_ENV = "GPUC_S3_ENDPOINT_URL"
@@ -109,7 +107,7 @@ def check_setting(settings: Settings) -> str:
             _folder_allowed(settings)
             kinds.append(f"a folder ({BUCKET_ENV})")
         else:
-            _s3_target(bucket, "exp", "probe", settings)
+            _s3_target(bucket, "exp", "probe")
             _s3_credentials(settings)
             kinds.append(f"an S3 bucket ({BUCKET_ENV}, its keys set)")
     if remote:
@@ -208,7 +206,7 @@ def _s3_credentials(settings: Settings) -> dict[str, str]:
 def _check_s3(
     settings: Settings, bucket: str, experiment: str, probe: str, factory: S3ClientFactory | None
 ) -> tuple[str, str | None]:
-    sync = _s3_target(bucket, experiment, probe, settings)
+    sync = _s3_target(bucket, experiment, probe)
     creds = _s3_credentials(settings)
     client = (factory or _pod_s3_client)(settings.s3_endpoint_url, creds)
     where = f"s3://{sync.bucket}/{sync.base.rsplit('/', 1)[0]}/"
@@ -232,17 +230,16 @@ def _check_s3(
     return f"results: {where}{via} takes a write and answers a list with {S3_KEYS[0]} ({probe_fate})", left
 
 
-def _s3_target(bucket: str, experiment: str, probe: str, settings: Settings) -> S3Sync:
-    from gpuc.instance_side.sync import S3Sync  # boto3 loads only when a client is made
-
+def _s3_target(bucket: str, experiment: str, probe: str) -> _S3Target:
     try:
-        # The pod's own sync object: the same URL rules, and `base` is <prefix>/<experiment>/<probe>.
-        return S3Sync(bucket, experiment, probe, endpoint_url=settings.s3_endpoint_url)
+        # The pod's own URL rule, and the key is where the pod would write: <prefix>/<experiment>/<probe>.
+        where = S3Location.parse(bucket)
+        return _S3Target(where.bucket, where.run_base(experiment, probe))
     except SyncError as exc:
         raise ConfigError(f"{BUCKET_ENV}: {exc.message}", hint=exc.hint) from None
 
 
-def _write_probe(client: Any, sync: S3Sync, shown: _S3Context) -> None:
+def _write_probe(client: Any, sync: _S3Target, shown: _S3Context) -> None:
     """A write whose answer was lost (a timeout, a dropped connection) may have stored the probe: it is
     deleted all the same (S3 answers a delete of a missing key with success), so none is left unnamed. A
     refusal (the server's own error answer) stored nothing."""
@@ -269,11 +266,17 @@ def _remove_probe(client: Any, bucket: str, key: str, shown: _S3Context) -> str 
 
 
 def _pod_s3_client(endpoint_url: str | None, credentials: Mapping[str, str]) -> Any:
-    from gpuc.instance_side.sync import s3_client
-
     # The pod's region rule with the pod's environment (the laptop's AWS_DEFAULT_REGION stays here), and
     # two attempts: a wrong endpoint fails in seconds, not after the pod's five.
     return s3_client(endpoint_url, credentials, environ={}, attempts=2, connect_timeout_s=5.0, read_timeout_s=30.0)
+
+
+@dataclass(frozen=True)
+class _S3Target:
+    """The probe's bucket and key: `base` is where the pod would write its results."""
+
+    bucket: str
+    base: str
 
 
 @dataclass(frozen=True)
@@ -342,8 +345,6 @@ def _ssh_remote(remote: str) -> bool:
 
 
 def _git_target(settings: Settings, remote: str) -> None:
-    from gpuc.instance_side.sync import check_remote
-
     if _ssh_remote(remote) and settings.ssh_sandbox_root is None:
         raise ConfigError(
             f"{GIT_REMOTE_ENV} is an ssh remote: a rented pod has no ssh key for it, so its clone and its "
@@ -358,8 +359,6 @@ def _git_target(settings: Settings, remote: str) -> None:
 
 
 def _check_git(settings: Settings, remote: str, probe: str, run: GitRun | None) -> str:
-    from gpuc.instance_side.sync import git_auth_args, git_environ
-
     _git_target(settings, remote)
     token = settings.git_token.get_secret_value() if settings.git_token else ""
     secrets = {GIT_TOKEN_ENV: token} if token else {}
@@ -448,6 +447,6 @@ def _git_said(output: str) -> str:
 
 
 def _run_git(args: list[str], cwd: Path, env: Mapping[str, str]) -> tuple[int, str]:
-    from gpuc.instance_side.sync import git_runner  # the pod's own runner (stdin closed, output captured)
+    # The pod's own runner (stdin closed, output captured).
 
     return git_runner(args, cwd, env, GIT_PROBE_TIMEOUT_S)

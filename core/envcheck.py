@@ -1,4 +1,4 @@
-""".env mistakes that would otherwise pass in silence (issue 19 item 7): a misspelt key (`RUNPD_API_KEY`
+""".env mistakes that would otherwise pass in silence: a misspelt key (`RUNPD_API_KEY`
 is read by nobody, so `up` later says "no RunPod key" about a key the user can see in the file) and a
 `KEY=` with no value in `.env` (read as unset: the default applies, which the user did not choose). An empty
 variable in the environment is how a shell or a script unsets a `.env` value, so it is not judged.

@@ -460,7 +460,7 @@ class LedgerSummary:
     token_costs: list[TokenCost]
     # rows with a time or an amount that is not sane: left out of the totals
     warnings: list[str] = field(default_factory=list)
-    # Pods still billing (issue 19.6), only when asked with a `now` (Ledger.summary): "running, so far".
+    # Pods still billing, only when asked with a `now` (Ledger.summary): "running, so far".
     running: list[RunningCost] = field(default_factory=list)
     running_usd: float = 0.0  # their cost up to now; total_cost_usd stays the closed rows' alone
     month_total_usd: float = 0.0  # total_cost_usd + running_usd: what the month has cost so far
@@ -527,7 +527,7 @@ def summarize(rows: list[LedgerRow], month: str | None = None) -> LedgerSummary:
     )
 
 
-# -- running pods in the month's figures (issue 19.6) ----------------------------------------------------
+# -- running pods in the month's figures ----------------------------------------------------
 RUNNING_SO_FAR = "running, so far"
 LIVE = ("ok", "late", "down")  # a watchdog record without an end that is still billing
 NOTE_MAX_CHARS = 500

@@ -14,7 +14,7 @@ per destination (the excess goes out later as one "N more" message). `send` neve
 channel must never block a destroy (F13). URLs carry tokens, so logs name a channel by kind and host
 only, and every text is redacted.
 
-A message may carry `actions` (issue 20): the watchdog's capability links, rendered natively where a
+A message may carry `actions`: the watchdog's capability links, rendered natively where a
 channel has buttons (ntfy `http`/`view` actions, Telegram inline keyboard, Slack block buttons) and as link
 lines elsewhere. A channel that refuses the buttons gets the text with link lines instead.
 """
@@ -116,7 +116,7 @@ def _defang_scheme(match: re.Match[str]) -> str:
 
 
 class Action(NamedTuple):
-    """A button on a notification (issue 20). `url` is the watchdog's `/a/<token>`: a GET shows its
+    """A button on a notification. `url` is the watchdog's `/a/<token>`: a GET shows its
     confirmation page and never acts, a POST acts. `token` is the same link as a Telegram callback_data or
     a Slack button value. `safe`: it may act straight from the channel's own button; otherwise (destroy)
     the button only opens the confirmation page. Every part is the watchdog's own, never a pod's text."""

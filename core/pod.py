@@ -25,6 +25,8 @@ OWNER_ENV = "GPUC_MANAGED"
 # Which watchdog started the pod (core.signing.watchdog_id), beside the ownership marker where the provider
 # shows it: a watchdog never takes a pod marked for another one as its stray (functions/reaper/owners.py).
 WATCHDOG_ENV = "GPUC_WATCHDOG"
+# A recovered attempt's job starts from the last push: where it is (the watchdog sets it, the pod restores it).
+RESUME_ENV = "GPUC_RESUME_FROM"
 RUN_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{3,40}$")
 
 

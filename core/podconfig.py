@@ -50,7 +50,7 @@ class PodConfig(Strict):
     idle_warn_s: float = 15 * 60.0
     idle_destroy_s: float = 20 * 60.0
     ssh_input_window_s: float = 10 * 60.0
-    sync_interval_s: float = 10 * 60.0  # the periodic results push; 0: none (issue 26)
+    sync_interval_s: float = 10 * 60.0  # the periodic results push; 0: none
     nag_interval_s: float = 60 * 60.0
     idle_cpu_floor_s: float = 0.1  # progress floors: see core.settings
     idle_io_floor_bytes: float = 16 * 1024.0

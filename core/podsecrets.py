@@ -85,7 +85,7 @@ def named(spec: str | None) -> list[str]:
 
 
 def flagged(names: Sequence[str]) -> list[str]:
-    """`gpuc up --env NAME` (issue 19 item 4): names only. A value typed on the command line sits in argv,
+    """`gpuc up --env NAME`: names only. A value typed on the command line sits in argv,
     where `ps` shows it to every user of the laptop, and in the shell's history; its name says where the
     value is (the environment, then .env), and the value goes to the pod's secrets file like the others."""
     for name in names:

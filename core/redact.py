@@ -31,7 +31,7 @@ def _forms(secrets: Iterable[str]) -> set[str]:
 
 def redacted_traceback(exc: BaseException, secrets: Iterable[str] = ()) -> str:
     """The traceback GPUC_DEBUG=1 prints, every secret value and token shape masked: its messages quote
-    what the code held (an HTTP client's "invalid header value" quotes the whole key, issue 25.8)."""
+    what the code held (an HTTP client's "invalid header value" quotes the whole key)."""
     import traceback  # lazy: the error path only
 
     return redact("".join(traceback.format_exception(exc)), secrets)

@@ -1,4 +1,4 @@
-"""A rehearsal reaches nothing real (issue 25.5): the second line of defence.
+"""A rehearsal reaches nothing real: the second line of defence.
 
 `gpuc demo --serve` writes a shell file that clears every name gpuc reads and points the shell at the
 rehearsal's own emulator, sshd and watchdog (client/setup/rehearse.py). A user who then re-exports a real

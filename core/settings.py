@@ -101,11 +101,11 @@ class Settings:
     ledger_path: Path | None = None  # default: home / gpu-ledger.csv
     provider: str = "local"
 
-    # the functions (watchdog)
-    functions_url: str = "http://127.0.0.1:8787"
-    functions_timeout_s: float = 10.0
-    # one tap from the phone (issue 20): the watchdog's URL as a phone reaches it, for the links in
-    # notifications (GPUC_PUBLIC_URL); None = functions_url (a loopback default no phone can reach)
+    # the watchdog
+    functions_url: str = "http://127.0.0.1:8787"  # the watchdog's URL; its old name GPUC_FUNCTIONS_URL is still read
+    functions_timeout_s: float = 10.0  # each call's deadline; its old name GPUC_FUNCTIONS_TIMEOUT_S is still read
+    # one tap from the phone: the watchdog's URL as a phone reaches it, for the links in
+    # notifications (GPUC_PUBLIC_URL); None = GPUC_WATCHDOG_URL (a loopback default no phone can reach)
     public_url: str | None = None
     # Pods carried into this watchdog from another (`watchdog deploy --carry`), comma-separated ids: their
     # mark names the old watchdog, and no provider re-marks a running pod's env; this watchdog owns them.
@@ -118,10 +118,10 @@ class Settings:
     idle_warn_s: float = 15 * 60.0
     idle_destroy_s: float = 20 * 60.0
     ssh_input_window_s: float = 10 * 60.0
-    sync_interval_s: float = 10 * 60.0  # the periodic results push; 0: none (issue 26)
+    sync_interval_s: float = 10 * 60.0  # the periodic results push; 0: none
     nag_interval_s: float = 60 * 60.0
 
-    # idle watch, progress floors (issue 16): a process tree whose CPU time grew by at most this many
+    # idle watch, progress floors: a process tree whose CPU time grew by at most this many
     # seconds AND whose I/O grew by at most this many bytes since the previous check made no progress.
     # Measured per minute on a 2-core machine (other jobs running, load 5-6): a python blocked on a lock, in
     # input() or polling a queue every 5 s (a dead DataLoader, 1 or 4 workers), `sleep infinity`,
@@ -137,14 +137,17 @@ class Settings:
     destroy_grace_s: float = 4 * 60.0
     stopped_limit_s: float = 24 * 3600.0
     paused_limit_s: float = 30 * 60.0
+    # interruptible recovery, not yet run by the watchdog (docs/interruptible.md): how long an outbid pod may
+    # wait for its bid to win again before the next offer is rented (a paused instance bills its disk)
+    recover_wait_s: float = field(default=5 * 60.0, metadata={"gt": 0, "finite": True})
     unregistered_grace_s: float = 20 * 60.0
     max_destroys_per_run: int = 5
     fleet_silence_fraction: float = 0.5
     fleet_silence_min_pods: int = 3
-    # hostile input (issue 17.3): phone pushes per pod per hour from its signed events; the rest grouped
+    # hostile input: phone pushes per pod per hour from its signed events; the rest grouped
     events_per_hour: int = field(default=6, metadata={"gt": 0})
 
-    # kept pods (issue 16 item 4, SPEC F16): a pod whose results sync failed is kept, nagging, for
+    # kept pods (SPEC F16): a pod whose results sync failed is kept, nagging, for
     # kept_window_s, then STOPPED (disk kept, GPU billing ends); a stopped kept pod is reminded of daily
     kept_window_s: float = field(default=2 * 3600.0, metadata={"gt": 0})
     kept_nag_interval_s: float = field(default=24 * 3600.0, metadata={"gt": 0})
@@ -154,12 +157,12 @@ class Settings:
     balance_low_usd: float = 5.0
     max_hours: float = 12.0
 
-    # deadlines gpuc enforces itself (issue 16, SPEC F15): the pod's agent and the watchdog end a pod at its
+    # deadlines gpuc enforces itself (SPEC F15): the pod's agent and the watchdog end a pod at its
     # deadline (`up --max-hours`); no deadline, at `up` or by `gpuc extend` / `keep`, lies past start + this
     max_lifetime_hours: float = field(default=48.0, metadata={"gt": 0})
     deadline_warn_s: float = 15 * 60.0  # the pod notifies this long before its deadline
     deadline_lead_s: float = 2 * 60.0  # ...and starts its ending (sync first) this long before it
-    # budget (issue 16 item 6): a month's spend across providers, USD; None = no budget. `up` refuses a pod
+    # budget: a month's spend across providers, USD; None = no budget. `up` refuses a pod
     # whose worst case would cross it; the reaper alerts at the fraction and, at 100 %, pulls every running
     # pod's deadline in to now + budget_pull_in_s (once per pod: the user's later extension stands).
     monthly_budget: float | None = field(default=None, metadata={"gt": 0, "finite": True})
@@ -181,7 +184,7 @@ class Settings:
     # the project `up` uploads into the pod's workspace (client/upload.py): refused over this size
     upload_max_mb: float = field(default=200.0, metadata={"gt": 0})
 
-    # secrets to the pod (issue 17.4, core/podsecrets.py): the names, comma-separated, that go to the pod
+    # secrets to the pod (core/podsecrets.py): the names, comma-separated, that go to the pod
     # beyond HF_TOKEN and the results keys (GPUC_POD_SECRETS=WANDB_API_KEY,OPENAI_API_KEY); never values
     pod_secrets: str | None = None
 
@@ -207,7 +210,7 @@ class Settings:
     bootstrap_models: str | None = None  # Hugging Face repo ids to prefetch, comma-separated
     bootstrap_smoke: str | None = None  # a shell command run in the repo as the last step
 
-    # notifications (issue 19 item 2): "agent start" reaches the phone only when asked (it is always logged
+    # notifications: "agent start" reaches the phone only when asked (it is always logged
     # in the pod's log); the local watchdog re-reads the channels from .env when the file changes
     notify_start: bool = False
 
@@ -225,14 +228,14 @@ class Settings:
     s3_access_key_id: SecretStr | None = None
     s3_secret_access_key: SecretStr | None = None
 
-    # taps on the phone's buttons (issue 20, channels): Telegram's webhook `secret_token`, the chat and
+    # taps on the phone's buttons (channels): Telegram's webhook `secret_token`, the chat and
     # user ids whose taps may act (comma-separated; default: the chats of the tgram:// URLs), Slack's
     # signing secret. Unset: that channel's taps are refused (404) and its buttons open pages only.
     telegram_secret: SecretStr | None = None
     telegram_chats: str | None = None
     slack_signing_secret: SecretStr | None = None
 
-    # a rehearsal (issue 25.5, client/setup/rehearse.py): its home. Set, every endpoint, watchdog and
+    # a rehearsal (client/setup/rehearse.py): its home. Set, every endpoint, watchdog and
     # destination must be the rehearsal's own (loopback, or inside this folder): a real key the user
     # re-exports in that shell then reaches nothing real.
     rehearsal: Path | None = None
@@ -252,7 +255,7 @@ class Settings:
             value = getattr(self, name)
             if value is not None and not math.isfinite(value):
                 raise SettingError(name, "must be a finite number")
-        if self.idle_warn_s >= self.idle_destroy_s:  # issue 19: a warning at or after the destroy never warns
+        if self.idle_warn_s >= self.idle_destroy_s:  # a warning at or after the destroy never warns
             raise SettingError(
                 "idle_warn_s",
                 f"the idle warning ({self.idle_warn_s:g} s) must come before the idle destroy "
@@ -277,8 +280,8 @@ class Settings:
         return out
 
     def named_secrets(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
-        """Every secret value gpuc holds -> the variable that holds it, for the upload's refusal (issue 25.6:
-        it names the setting, never the value). Every SecretStr field (a new one is covered as it is
+        """Every secret value gpuc holds -> the variable that holds it, for the upload's refusal (it
+        names the setting, never the value). Every SecretStr field (a new one is covered as it is
         declared), the tokens inside the notification URLs, the AWS keys `watchdog deploy` uses, and the
         variables GPUC_POD_SECRETS names (they reach the pod as secrets, never inside a file)."""
         values = {env_name(name): getattr(self, name) for name in SECRET_FIELDS}
@@ -352,7 +355,7 @@ def _url(name: str, value: Any) -> str:
 def _header_safe(name: str, value: str) -> None:
     """A key, token or URL gpuc sends in a header or a request line: one line of printable ASCII. Refused
     here, when read, naming the variable: sent as it is, a trailing newline (a CRLF file, a CI secret saved
-    with its newline) makes the HTTP client raise with the whole value in its message (issue 25.8)."""
+    with its newline) makes the HTTP client raise with the whole value in its message."""
     if value.isascii() and value.isprintable():
         return
     line = value.rstrip("\r\n")
@@ -515,11 +518,28 @@ def secrets_in_environment(environ: Mapping[str, str] | None = None) -> dict[str
     return named_values([(k, v) for k, v in pairs if k in wanted or k.endswith(named_like)])
 
 
+# The watchdog's address and timeout once took their names from the AWS functions that ran it first; the
+# user reads "watchdog" everywhere else. The old names are still read (a .env or a shell written before keeps
+# working, docs/settings.md says so), the new name winning where both are set.
+WATCHDOG_ENV = {"functions_url": "GPUC_WATCHDOG_URL", "functions_timeout_s": "GPUC_WATCHDOG_TIMEOUT_S"}
+OLD_ENV_NAMES = {"GPUC_FUNCTIONS_URL": "GPUC_WATCHDOG_URL", "GPUC_FUNCTIONS_TIMEOUT_S": "GPUC_WATCHDOG_TIMEOUT_S"}
+
+
 def env_name(field: str) -> str:
-    return SECRET_ENV.get(field, f"GPUC_{field.upper()}")
+    return SECRET_ENV.get(field) or WATCHDOG_ENV.get(field) or f"GPUC_{field.upper()}"
 
 
-SETTING_ENV_NAMES = frozenset(env_name(name) for name in SETTING_NAMES)
+# The old names too: envcheck must not call a still-accepted name misspelt.
+SETTING_ENV_NAMES = frozenset(env_name(name) for name in SETTING_NAMES) | frozenset(OLD_ENV_NAMES)
+
+
+def with_current_names(values: Mapping[str, str]) -> dict[str, str]:
+    """`values` with each old name's value also under its current name, unless that one is set."""
+    out = dict(values)
+    for old, new in OLD_ENV_NAMES.items():
+        if out.get(old) and not out.get(new):
+            out[new] = out[old]
+    return out
 
 
 def read_env_file(path: Path) -> dict[str, str]:
@@ -629,10 +649,12 @@ class _Loaded:
     from_file: dict[str, str]
     env_file: Path
     config: Path
+    old_names: dict[str, str] = field(default_factory=dict)  # current name -> the old one that gave its value
 
     def explain(self, exc: SettingError) -> ConfigError:
-        variable = env_name(exc.field)
-        where = _source(variable, self.env, self.from_file, self.env_file, self.config)
+        current = env_name(exc.field)
+        where = _source(current, self.env, self.from_file, self.env_file, self.config)
+        variable = self.old_names.get(current, current)  # the name the user wrote, which is the one to fix
         if exc.fix is not None:
             return ConfigError(f"setting {variable} {exc.message}", hint=f"{exc.fix} {variable} in {where}")
         return ConfigError(f"setting {variable} is invalid: {exc.message}", hint=f"fix {variable} in {where}")
@@ -657,7 +679,9 @@ def _gather(environ: Mapping[str, str] | None, overrides: Mapping[str, Any]) -> 
                 f"{config} is not valid JSON", hint=f"fix it or delete it (gpuc rewrites it): rm {config}"
             ) from None
     from_file = read_env_file(env_file)
-    warn_once(from_file, env, env_file, SETTING_ENV_NAMES)  # issue 19: misspelt and empty keys, on stderr
+    warn_once(from_file, env, env_file, SETTING_ENV_NAMES)  # misspelt and empty keys, on stderr
+    old_names = {new: old for old, new in OLD_ENV_NAMES.items() if _given_by(old, new, env, from_file)}
+    env, from_file = with_current_names(env), with_current_names(from_file)
     merged = {**from_file, **env}
     if merged.get("GPUC_REHEARSAL"):
         from gpuc.core.rehearsal import check_rehearsal_environ  # lazy: a rehearsal's commands only
@@ -678,7 +702,17 @@ def _gather(environ: Mapping[str, str] | None, overrides: Mapping[str, Any]) -> 
             f"setting {unknown[0]} in {config} is not a gpuc setting",
             hint=f"delete it from {config} (gpuc rewrites the file), or fix its spelling",
         )
-    return _Loaded(raw, env, from_file, env_file, config)
+    return _Loaded(raw, env, from_file, env_file, config, old_names)
+
+
+def _given_by(old: str, new: str, env: Mapping[str, str], from_file: Mapping[str, str]) -> bool:
+    """Whether the value in force is the old name's (the environment first, then the file; new before old)."""
+    for place in (env, from_file):
+        if place.get(new):
+            return False
+        if place.get(old):
+            return True
+    return False
 
 
 def _source(variable: str, env: Mapping[str, str], from_file: Mapping[str, str], env_file: Path, config: Path) -> str:

@@ -62,7 +62,7 @@ def sign_webhook(secret: str, timestamp: int, body: bytes) -> str:
     return hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
 
 
-# -- the watchdog's key: pods carry their own proof (issue 26) ----------------------------------------------
+# -- the watchdog's key: pods carry their own proof ----------------------------------------------
 # One secret per watchdog, beside its admin token (SSM on AWS, config.json for `serve`), never in the store.
 # Everything a pod needs to be recognised without the store comes from it: the pod's ping token is derived
 # from it and the pod's identity, and the pod's claim (what the watchdog registered) is signed with it. A

@@ -1,4 +1,4 @@
-"""Every notification title, in one shape (issue 19 item 2): a lock screen shows one line, so it leads with
+"""Every notification title, in one shape: a lock screen shows one line, so it leads with
 the experiment and the outcome and ends with the money: "kvcache FAILED (exit 3), $0.02",
 "kvcache OK, $0.41", "kvcache idle: destroys at 21:40 UTC". A run id ("gpuc-cc04859008") tells the user
 nothing there; it goes in the body, which leads with what to do.

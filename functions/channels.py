@@ -1,4 +1,4 @@
-"""Which notification channels are live where (issue 19 item 2).
+"""Which notification channels are live where.
 
 The watchdog used to read GPUC_NOTIFY_URLS once, at its start: a channel added to `.env` afterwards reached
 no phone, and nothing said so. Now the local watchdog (`gpuc watchdog serve`) re-reads its channels when

@@ -1,4 +1,4 @@
-"""Pods carry their own proof; the store is a cache (issue 26).
+"""Pods carry their own proof; the store is a cache.
 
 At registration the watchdog derives the pod's ping token from its own key and the pod's identity
 (core.signing.pod_token_for) and mints the pod's CLAIM: what it registered (provider, run, experiment,

@@ -94,7 +94,7 @@ class Plan:
     # Settings handed to the functions of a deployment on a local AWS emulator only (tests: the provider
     # emulator's URLs, intervals scaled to seconds); a real deployment is refused any (make_plan).
     emulated: dict[str, str] = field(default_factory=dict)
-    # The watchdog's key (issue 26): kept from the last deploy of this stack, so its pods' claims and marks stay
+    # The watchdog's key: kept from the last deploy of this stack, so its pods' claims and marks stay
     # its own; a new one only when asked (--rotate-key) or when there is none yet (a new watchdog).
     rotate_key: bool = False
     # Pods carried in from the local watchdog (`--carry`): their env names that watchdog and no provider

@@ -9,7 +9,7 @@ window against the server clock; the handlers then check the seq.
 
 An unknown pod and a bad signature get the same answer (401 "unknown pod or bad signature") so the
 public ingest URL does not tell a prober which pod ids exist, and cost the same: one read, no write. A pod
-the store does not know may prove itself with its claim (functions.claims, issue 26): checked entirely
+the store does not know may prove itself with its claim (functions.claims): checked entirely
 without the store (the claim's HMAC, then the ping's with the token derived for it) before its record is
 re-created; a forged or foreign claim costs one HMAC more and writes nothing. The
 one exception writes to a record the reaper made itself: a ping naming a stray it found at a provider
@@ -88,7 +88,7 @@ class Request:
 
 @dataclass(frozen=True)
 class Response:
-    """JSON for programs; `html` (a whole page) for a person's browser (issue 20's links and page)."""
+    """JSON for programs; `html` (a whole page) for a person's browser (the phone's links and page)."""
 
     status: int
     body: dict[str, Any]

@@ -1,4 +1,4 @@
-"""A per-pod limit on the phone pushes that signed events cause (issue 17.3), by kind (issue 25.11).
+"""A per-pod limit on the phone pushes that signed events cause, by kind.
 
 A pod's token is on a stranger's machine: whoever holds it can sign as many events as they like, each
 with the pod's own text. Every accepted event still does what it is for (the ledger end, the record),

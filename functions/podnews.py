@@ -1,4 +1,4 @@
-"""What the phone shows for a pod's event (issue 19 item 2): the title says which experiment and how it went
+"""What the phone shows for a pod's event: the title says which experiment and how it went
 ("kvcache FAILED (exit 3), $0.02"), the body opens with what to do, then the pod's own words (quoted and
 defanged: a pod is a stranger's machine), then which pod it is.
 

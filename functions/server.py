@@ -340,7 +340,7 @@ def plain_http_warning(host: str, port: int = DEFAULT_PORT) -> str | None:
         "pods' heartbeats and the phone's links cross the network unencrypted, readable by anyone on the "
         f"way. Put TLS in front: serve on 127.0.0.1 (the default) behind a TLS reverse proxy on a public name "
         f"(e.g. `caddy reverse-proxy --from watchdog.example.com --to 127.0.0.1:{port}`) and set "
-        "GPUC_FUNCTIONS_URL=https://watchdog.example.com; or use `gpuc watchdog deploy` (AWS, HTTPS)"
+        "GPUC_WATCHDOG_URL=https://watchdog.example.com; or use `gpuc watchdog deploy` (AWS, HTTPS)"
     )
 
 

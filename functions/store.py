@@ -60,7 +60,7 @@ class StoredPod(PodRecord):
     events_held: int | None = None
     events_held_last: str | None = None  # the kind of the latest held event, for the grouped notification
     kept_until: float | None = None  # kept for its results (kept_at): the pod stops itself by then (F16)
-    # Asked from the phone (issue 20, functions/actions/verbs.py): "end" or "retry_sync", said to the pod in
+    # Asked from the phone (functions/actions/verbs.py): "end" or "retry_sync", said to the pod in
     # every heartbeat answer until it acts (it acts once per intent_at); an "end" it cannot act on is the reaper's.
     intent: str | None = None
     intent_at: float | None = None

@@ -95,7 +95,7 @@ class Agent:
         self.kept = KeptWatch(ender, cfg, paths, clock)
         self.sync_failing = False
         self.deadline = DeadlineWatch.of(cfg, client, ender, log)  # F15: ends the pod whatever it is doing
-        # The user's word from the phone (issue 20), from a heartbeat answer: acted on once per intent_at.
+        # The user's word from the phone, from a heartbeat answer: acted on once per intent_at.
         self.intent: tuple[str, float] | None = None
         self._obeyed: float | None = None
         self._last: tuple[Observation, IdleReading, IdleState, bool] | None = None  # for the next heartbeat

@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Literal, TextIO
 
 from gpuc.core.clock import Clock
+from gpuc.core.destinations import git_auth_args, git_environ
 from gpuc.core.errors import ConfigError
 from gpuc.instance_side.podfiles import TOKEN_ENV, AgentConfig, PodPaths, atomic_write, load_secrets
 from gpuc.instance_side.podlog import PodLog
-from gpuc.instance_side.sync import git_auth_args, git_environ
 
 Status = Literal["ok", "skipped", "failed", "not-configured"]
 HF_TOKEN_ENV = "HF_TOKEN"

@@ -59,7 +59,7 @@ EVENT_KINDS = (
     "kept_stopping",
     "kept_stopped",
     "stop_failed",
-    "phone_destroy",  # the user's "destroy now" from the phone (issue 20), ended as the pod's own end
+    "phone_destroy",  # the user's "destroy now" from the phone, ended as the pod's own end
 )
 INTENTS = ("end", "retry_sync")  # core.api.HeartbeatAnswer.intent
 REQUEST_TIMEOUT_S = 5.0

@@ -46,7 +46,7 @@ class AgentConfig:
     idle_warn_s: float = 15 * 60.0
     idle_destroy_s: float = 20 * 60.0
     ssh_input_window_s: float = 10 * 60.0
-    sync_interval_s: float = 10 * 60.0  # the periodic results push; 0: none (issue 26)
+    sync_interval_s: float = 10 * 60.0  # the periodic results push; 0: none
     nag_interval_s: float = 60 * 60.0
     idle_cpu_floor_s: float = 0.1
     idle_io_floor_bytes: float = 16 * 1024.0
@@ -177,14 +177,10 @@ def is_ended(paths: PodPaths, pod_id: str) -> bool:
 
 
 @contextmanager
-def hold_end_lock(paths: PodPaths) -> Iterator[bool]:
-    """One ending at a time: the wrapper and the idle watch may decide in the same minute. Yields whether
-    this process holds end.lock (False: another ending is under way)."""
-    try:
-        fd = os.open(paths.end_lock, os.O_RDWR | os.O_CREAT, 0o600)
-    except OSError:
-        yield True  # no state dir to lock in: nothing else can be ending it through us either
-        return
+def try_lock(path: Path) -> Iterator[bool]:
+    """An exclusive flock on `path`, never waited for: yields whether this process holds it. The kernel
+    drops it with the process, so a killed holder never leaves it taken. Raises OSError if it cannot open."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -194,6 +190,22 @@ def hold_end_lock(paths: PodPaths) -> Iterator[bool]:
         yield True
     finally:
         os.close(fd)
+
+
+@contextmanager
+def hold_end_lock(paths: PodPaths) -> Iterator[bool]:
+    """One ending at a time: the wrapper and the idle watch may decide in the same minute. Yields whether
+    this process holds end.lock (False: another ending is under way)."""
+    try:
+        held = try_lock(paths.end_lock)
+        holds = held.__enter__()
+    except OSError:
+        yield True  # no state dir to lock in: nothing else can be ending it through us either
+        return
+    try:
+        yield holds
+    finally:
+        held.__exit__(None, None, None)
 
 
 def ending_under_way(paths: PodPaths) -> bool:

@@ -1,4 +1,4 @@
-"""The periodic results push (issue 26): results leave the pod while the job runs, a little at a time.
+"""The periodic results push: results leave the pod while the job runs, a little at a time.
 
 A push sends only what changed since the last VERIFIED push: a file whose (size, mtime) differ from the
 last manifest, or that it does not list. Each file sent is verified by name and size at the destination,
@@ -24,20 +24,18 @@ The final sync at the job's end stays the gate it is (sync.py, ending.py): a ful
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from gpuc.core.clock import Clock
-from gpuc.instance_side.podfiles import PodPaths, atomic_write
+from gpuc.instance_side.podfiles import PodPaths, atomic_write, try_lock
 from gpuc.instance_side.sync import (
     JOB_LOG_NAME,
     OUTCOME_NAME,
@@ -274,7 +272,7 @@ def record_sync(dest: BucketSync, manifest: Manifest, paths: PodPaths, clock: Cl
     }
     beside = {name: (size, 0) for part in manifest.parts[1:] for name, size in part.files.items()}
     pushed = PushManifest(dest.describe(), clock.now(), {**stamps, **beside}, dict(manifest.keys))
-    with _hold_lock(paths) as held:
+    with try_lock(_lock_path(paths)) as held:
         if not held:
             return  # a periodic push is under way: it records what it verified itself
         IncrementalPush(dest, paths, clock)._publish(pushed, listing.files)
@@ -338,20 +336,6 @@ def io_class(pid: int = 0) -> int | None:
 
 
 # -- one push, as a process ---------------------------------------------------------------------------
-@contextmanager
-def _hold_lock(paths: PodPaths) -> Iterator[bool]:
-    fd = os.open(_lock_path(paths), os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)
-
-
 def start_push(paths: PodPaths, environ: Mapping[str, str] | None = None) -> subprocess.Popen[bytes] | None:
     """`python -m gpuc.instance_side push` in a session of its own: it outlives the agent that started it
     (a kill of the agent's process group too). None when it could not start."""
@@ -403,7 +387,7 @@ def push_once(sync: ResultsSync, paths: PodPaths, clock: Clock) -> PushReport | 
     """One push under the lock, its outcome written to push.json. None: another push is under way.
     Without a destination that takes files a few at a time (none configured, unusable, a test's fake),
     the push is the sync's own whole push, verified: the same outcome as before, said the same way."""
-    with _hold_lock(paths) as held:
+    with try_lock(_lock_path(paths)) as held:
         if not held:
             return None
         previous = PushReport.load(paths) or PushReport()

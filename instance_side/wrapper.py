@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
 
 from gpuc.core.clock import Clock
+from gpuc.core.pod import RESUME_ENV
 from gpuc.core.podsecrets import never_on_pod
 from gpuc.instance_side.ending import Ender, Ending
 from gpuc.instance_side.joblog import KEPT_ENDINGS, JobLogTee, clear_outcome, write_outcome
@@ -42,10 +43,12 @@ from gpuc.instance_side.podfiles import (
 )
 from gpuc.instance_side.podlog import PodLog
 from gpuc.instance_side.procs import job_stamp
+from gpuc.instance_side.resume import RestoreError, restore
 
 _CAUGHT = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _FROM_TERMINAL = (signal.SIGINT, signal.SIGHUP)
 NOT_FOUND_EXIT = 127
+RESUME_FAILED = 75  # EX_TEMPFAIL: the recovered attempt could not restore the last push
 
 
 def exit_status(returncode: int) -> int:
@@ -152,7 +155,7 @@ def start_agent(paths: PodPaths) -> int | None:
 
 
 class AgentGuard:
-    """The wrapper keeps the pod's agent alive while the job runs (issue 26). The agent is what heartbeats
+    """The wrapper keeps the pod's agent alive while the job runs. The agent is what heartbeats
     and pushes results; when it dies (the OOM killer picks it, a stray kill) the watchdog hears silence and
     destroys the pod with the job still running. So every `every_s` the wrapper looks at agent.lock, and an
     agent that is gone is started again; it carries on from the state its predecessor left on disk (the
@@ -305,6 +308,8 @@ class JobWrapper:
             self.relay.restore()
 
     def _run_job(self, argv: Sequence[str]) -> int:
+        if not self.dry_run and not self._resume():
+            return RESUME_FAILED
         self.log.line(f"starting job in {self.paths.workspace}")
         tee = JobLogTee(self.paths.job_log, echo=self.output_echo)
         if not self.dry_run:
@@ -348,6 +353,21 @@ class JobWrapper:
             names = ", ".join(signal.Signals(s).name for s in self.relay.received)
             self.log.line(f"wrapper received {names} while the job ran")
         return exit_status(returncode)
+
+    def _resume(self) -> bool:
+        """A recovered attempt: the last push into results/ BEFORE the job starts, so that it
+        resumes from its newest checkpoint. A restore that fails starts no job (it would start over,
+        billing hours to redo work): the pod ends with RESUME_FAILED, the pushed results untouched."""
+        source = self.env.get(RESUME_ENV)
+        if not source:
+            return True
+        try:
+            names = restore(source, self.paths.results)
+        except (RestoreError, OSError) as exc:
+            self.log.line(f"could not restore the last push into results/: {exc}; the job is not started")
+            return False
+        self.log.line(f"restored {len(names)} files of the last push into results/ (recovered attempt)")
+        return True
 
     def _write_job_pid(self, pid: int) -> None:
         # The idle watch follows this pid's process tree: its CPU time and I/O are the job's progress.

@@ -1,4 +1,4 @@
-"""A real browser for the tests (issue 20): Debian's headless Chromium, driven over W3C WebDriver with httpx.
+"""A real browser for the tests: Debian's headless Chromium, driven over W3C WebDriver with httpx.
 
 No selenium: the dozen WebDriver calls a person's visit needs (open, read, tap, screenshot) are plain JSON
 over HTTP to chromedriver, which httpx already speaks. The window is a phone's (360 x 800 CSS px, 2x), so

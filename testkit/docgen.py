@@ -105,7 +105,7 @@ def _duration(seconds: float) -> str:
 
 
 def settings_page() -> str:
-    from gpuc.core.settings import SECRET_ENV
+    from gpuc.core.settings import env_name
 
     parts = [
         MADE,
@@ -123,7 +123,7 @@ def settings_page() -> str:
             section = where
             parts += ["", f"## {where or 'where gpuc keeps its files'}", "", "| variable | type | default | what |"]
             parts.append("|---|---|---|---|")
-        variable = SECRET_ENV.get(name, f"GPUC_{name.upper()}")
+        variable = env_name(name)
         cells = (f"`{variable}`", f"`{kind}`", default, comment)
         parts.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(parts) + "\n"

@@ -1,4 +1,4 @@
-"""Drill row for issue 20: one tap on the phone. The idle warning reaches the phone; the user taps "keep 1 h"
+"""Drill row F20: one tap on the phone. The idle warning reaches the phone; the user taps "keep 1 h"
 (a real POST to the watchdog's real `/a/<link>` route, after a link scanner opened it with a GET); the pod
 lives that hour more under the real agent's idle rule and the real reaper, then ends as an idle pod does.
 
@@ -12,7 +12,7 @@ from gpuc.functions.actions.offers import KEEP_S, offer
 from gpuc.functions.actions.routes import CONFIRM, FORM
 from gpuc.functions.edge import Request, Response
 from gpuc.functions.handlers import dispatch
-from gpuc.testkit.drill import MIN, RowResult, Stage, _pod_row
+from gpuc.testkit.drill_stage import MIN, RowResult, Stage, pod_row
 
 
 def tap(stage: Stage, token: str) -> Response:
@@ -62,7 +62,7 @@ def f20_keep_from_the_phone(stage: Stage) -> RowResult:
     text = f"kept 1 h, then 20 min idle + 2 checks{stage.bound_note(kept_until)}"
     billed = None if gone is None else max(0.0, gone - kept_until) / MIN
     caught_by = "phone tap (keep 1 h), then the idle watch"
-    return _pod_row(
+    return pod_row(
         stage, pod, "F20", "idle warning, one tap: keep 1 h", caught_by, billed, bound, text,
         false_kills=false_kills, problems=problems,
     )

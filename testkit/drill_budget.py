@@ -1,7 +1,7 @@
 """Drill row for SPEC F17: the month's budget would be crossed by the pods running.
 
 Two busy, pinging pods whose worst case (price x the time to their deadlines) crosses GPUC_MONTHLY_BUDGET
-(issue 25.4: a budget counted only at what pods have spent so far let pod after pod in). The REAL reaper
+(a budget counted only at what pods have spent so far would let pod after pod in). The REAL reaper
 (functions/reaper/budget.py, core/budget.py's one rule) pulls both deadlines in, at its first pass, to the
 moment the month reaches the budget if both run on (never sooner than now + GPUC_BUDGET_PULL_IN_S), once per
 pod, in one warning naming both; the REAL agents hear the earlier deadline in a heartbeat answer and end their
@@ -19,16 +19,16 @@ import httpx
 
 from gpuc.client.context import Ctx
 from gpuc.client.pods.plan import Quote, UpOptions, check_budget
-from gpuc.client.pods.runs import RunStore
-from gpuc.client.watchdog.client import WatchdogClient
+from gpuc.client.runs import RunStore
 from gpuc.core import api
 from gpuc.core.errors import GpucError, SafetyRefusal
 from gpuc.core.ledger import Ledger
 from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.watchdog_client import WatchdogClient
 from gpuc.functions.app import Deps
 from gpuc.functions.edge import Request, response_bytes
 from gpuc.functions.handlers import dispatch
-from gpuc.testkit.drill import ADMIN, EXPERIMENT, FUNCTIONS_URL, MIN, DrillPod, RowResult, Stage
+from gpuc.testkit.drill_stage import ADMIN, EXPERIMENT, FUNCTIONS_URL, MIN, DrillPod, RowResult, Stage
 
 PRICE = 0.74  # $/h, what Stage.register records for every pod
 BUDGET_USD = 1.40  # two pods at $0.74/h cross it 57 min in: mid-run, between two reaper passes

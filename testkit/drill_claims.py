@@ -1,4 +1,4 @@
-"""`gpuc drill` rows for pods that carry their own proof (issue 26 items 2 and 4).
+"""`gpuc drill` rows for pods that carry their own proof.
 
 F26s  the watchdog's store is lost while three pods work and one stray (`up` died before registering it)
       bills: every healthy pod presents its claim and is re-created and judged as before (0 destroyed);
@@ -9,13 +9,10 @@ F26w  a second watchdog runs against the same account (a migration, a second lap
       says so once a day, naming that watchdog; its own stray it still destroys by the grace.
 
 Both with the real agent, handlers and reaper; each row ends with the pods' jobs exiting, synced (0
-results lost). The scenarios import testkit.drill inside their functions: drill.py lists them in
-SCENARIOS, so a module-level import here would be a cycle.
+results lost).
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from gpuc.core.api import ReapReport
 from gpuc.core.notify import Notifier
@@ -24,9 +21,7 @@ from gpuc.functions.app import Deps, ProviderPool, build_deps
 from gpuc.functions.reaper import reap_once
 from gpuc.functions.reaper.owners import KIND as OTHER_WATCHDOG
 from gpuc.functions.store import META_STORE, SqliteStore
-
-if TYPE_CHECKING:
-    from gpuc.testkit.drill import DrillPod, RowResult, Stage
+from gpuc.testkit.drill_stage import DrillPod, RowResult, Stage, lose_store, no_gpu_reading, survivors_killed, unclaimed
 
 MIN = 60.0
 STRAY = "f26s-stray"
@@ -43,11 +38,9 @@ def _end_jobs(stage: Stage, pods: list[DrillPod]) -> list[str]:
 
 
 def f26s_store_lost_three_pods_and_a_stray(stage: Stage) -> RowResult:
-    from gpuc.testkit.drill import RowResult, _no_gpu_reading, _survivors_killed, _unclaimed, lose_store
-
     pods = [stage.launch(f"f26s-pod-{i}") for i in (1, 2, 3)]
     for pod in pods:
-        _no_gpu_reading(stage, pod)  # heartbeats the only sign of life: no GPU reading vetoes a wrong kill
+        no_gpu_reading(stage, pod)  # heartbeats the only sign of life: no GPU reading vetoes a wrong kill
     stage.run(35 * MIN)  # past one periodic results push
     stage.provider.add(STRAY, watchdog=stage.deps.watchdog_id)  # `up` died between create and register
     stage.run(5 * MIN)
@@ -57,8 +50,8 @@ def f26s_store_lost_three_pods_and_a_stray(stage: Stage) -> RowResult:
     # Past twice the grace and more: the longest an unverifiable ping could have delayed a destroy.
     stage.run(max(0.0, lost_at + 3 * stage.settings.unregistered_grace_s - stage.now))
     grace, period = stage.settings.unregistered_grace_s, stage.period
-    killed = _survivors_killed(stage, pods)
-    problems = [f"{p} was not re-created from its claim" for p in _unclaimed(stage, [p.pod_id for p in pods])]
+    killed = survivors_killed(stage, pods)
+    problems = [f"{p} was not re-created from its claim" for p in unclaimed(stage, [p.pod_id for p in pods])]
     gone = stage.provider.destroyed_at.get(STRAY)
     if gone is not None and gone < lost_at + grace:
         problems.append(f"the stray was destroyed {(lost_at + grace - gone) / MIN:.0f} min before its grace")
@@ -92,8 +85,6 @@ def second_watchdog(stage: Stage) -> Deps:
 
 
 def f26w_two_watchdogs(stage: Stage) -> RowResult:
-    from gpuc.testkit.drill import RowResult, _no_gpu_reading
-
     other = second_watchdog(stage)
     others_destroys: list[str] = []
     first_reaper = stage.reaper
@@ -106,7 +97,7 @@ def f26w_two_watchdogs(stage: Stage) -> RowResult:
     stage.reaper = both
     pods = [stage.launch(f"f26w-pod-{i}") for i in (1, 2)]
     for pod in pods:
-        _no_gpu_reading(stage, pod)
+        no_gpu_reading(stage, pod)
     stage.provider.add("f26w-stray-of-the-second", watchdog=other.watchdog_id)
     start = stage.now
     stage.run(3 * 3600)

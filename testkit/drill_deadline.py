@@ -29,17 +29,8 @@ from gpuc.functions.edge import Request
 from gpuc.functions.handlers import dispatch
 from gpuc.instance_side.heartbeat import heartbeat_body
 from gpuc.instance_side.procs import SshSession
-from gpuc.testkit.drill import (
-    ADMIN,
-    EXPERIMENT,
-    MIN,
-    STEP_S,
-    DrillPod,
-    RowResult,
-    Stage,
-    _emu_alive,
-    _emulated,
-)
+from gpuc.testkit.drill_provider import emu_alive, emulated
+from gpuc.testkit.drill_stage import ADMIN, EXPERIMENT, MIN, STEP_S, DrillPod, RowResult, Stage
 
 MAX_HOURS = 1.0
 GRAPHQL_URL = "https://api.runpod.test/graphql"
@@ -153,7 +144,7 @@ class _providers:
     """The emulated RunPod and Vast behind the real providers, watched by the stage's reaper."""
 
     def __init__(self, stage: Stage) -> None:
-        rp_emu, vast_emu, runpod, vast = _emulated(stage.clock)
+        rp_emu, vast_emu, runpod, vast = emulated(stage.clock)
         self.emus: dict[str, Any] = {"runpod": rp_emu, "vast": vast_emu}
         self.providers: dict[str, Provider] = {"runpod": runpod, "vast": vast}
         stage.deps.providers = ProviderPool.of(stage.provider, runpod, vast)
@@ -237,7 +228,7 @@ def _run(stage: Stage, pods: list[Rented], seconds: float, *, agents: bool) -> N
             stage.next_reap += stage.period
             stage.reap(now)
         for pod in pods:
-            if pod.gone_at is None and pod.pod_id not in _emu_alive(pod.emu):
+            if pod.gone_at is None and pod.pod_id not in emu_alive(pod.emu):
                 pod.gone_at = stage.now
 
 
@@ -259,7 +250,7 @@ def _common_problems(stage: Stage, pods: list[Rented]) -> list[str]:
     for pod in pods:
         if pod.gone_at is None:
             problems.append(f"{pod.name}: still billing at the end of the row")
-        if pod.pod_id in _emu_alive(pod.emu):
+        if pod.pod_id in emu_alive(pod.emu):
             continue
         if stage.reaper_destroys[pod.pod_id] > 1:
             problems.append(f"{pod.name}: destroyed {stage.reaper_destroys[pod.pod_id]} times")

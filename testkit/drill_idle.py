@@ -1,4 +1,4 @@
-"""Drill rows for the idle rule on REAL processes (issue 16): the agent's own rule, never a fake of it.
+"""Drill rows for the idle rule on REAL processes: the agent's own rule, never a fake of it.
 
 Each row starts a real process in the drill pod's sandbox (its environment names the pod, as the job
 wrapper's does), under the wrapper (its pid file written as JobWrapper writes it) or by hand, and swaps the
@@ -22,15 +22,12 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from gpuc.core.atomicfile import atomic_write
 from gpuc.instance_side.agent import Probes
 from gpuc.instance_side.procs import CLK_TCK, JobTree, JobTreeProbe, ProcScanner, job_stamp
 from gpuc.instance_side.wrapper import job_environ
-
-if TYPE_CHECKING:
-    from gpuc.testkit.drill import DrillPod, RowResult, Stage
+from gpuc.testkit.drill_stage import MIN, DrillPod, RowResult, Stage, job_end_row, pod_row
 
 # Blocks for ever on a lock at zero CPU and zero I/O; a thread reading stdin ends it once the drill's end
 # of the pipe closes (the drill killed or gone): never a leftover.
@@ -139,9 +136,6 @@ def f3hn_hand_started_python_hangs(stage: Stage) -> RowResult:
 
 
 def _hung_row(stage: Stage, row: str, failure: str, argv: list[str], *, under_wrapper: bool = True) -> RowResult:
-    # Late: gpuc.testkit.drill imports this module for its SCENARIOS.
-    from gpuc.testkit.drill import MIN, _pod_row
-
     settings = stage.settings
     pod = stage.launch(_pod_id(row))
     with real_process(pod, argv, under_wrapper=under_wrapper):
@@ -159,14 +153,12 @@ def _hung_row(stage: Stage, row: str, failure: str, argv: list[str], *, under_wr
         bound += stage.passes_bound_min(settings.silence_limit_s, hung_at)
         text += f", then as F9{stage.bound_note(hung_at)}"
     caught_by = "idle watch (real /proc, no progress)"
-    return _pod_row(stage, pod, row, failure, caught_by, stage.billed_min(pod.pod_id, hung_at), bound, text)
+    return pod_row(stage, pod, row, failure, caught_by, stage.billed_min(pod.pod_id, hung_at), bound, text)
 
 
 def f3b_busy_job_lives(stage: Stage) -> RowResult:
     """A real CPU loop under the wrapper, GPU idle, for longer than the idle window: never ended (0 false
     kills); then it ends and the wrapper ends the pod."""
-    from gpuc.testkit.drill import _job_end_row  # late, as above
-
     pod = stage.launch(_pod_id("F3b"))
     burn_s = stage.settings.idle_cpu_floor_s + BURN_OVER_FLOOR_S  # real CPU, so kept small: past the floor
     with real_process(pod, [sys.executable, "-c", BUSY_PYTHON], under_wrapper=True) as job:
@@ -174,7 +166,7 @@ def f3b_busy_job_lives(stage: Stage) -> RowResult:
         ran_s = stage.settings.idle_destroy_s + 2 * stage.settings.idle_check_interval_s  # past the destroy
         stage.run(ran_s)
     caught_by = "idle watch (real /proc, CPU growth); wrapper"
-    return _job_end_row(stage, pod, "F3b", "real CPU loop under the wrapper, GPU idle", caught_by, ran_s)
+    return job_end_row(stage, pod, "F3b", "real CPU loop under the wrapper, GPU idle", caught_by, ran_s)
 
 
 IDLE_ROWS = (f3h_python_job_hangs, f3hs_shell_job_hangs, f3hn_hand_started_python_hangs, f3b_busy_job_lives)

@@ -1,5 +1,5 @@
-"""Drill row F11i: `gpuc up ... | tee log` stopped at each of its steps leaves 0 pods (issue 25 item 10, issue 26
-item 3). F11 is the laptop dying after the create (the watchdog's unregistered grace finds the pod); this row is
+"""Drill row F11i: `gpuc up ... | tee log` stopped at each of its steps leaves 0 pods.
+F11 is the laptop dying after the create (the watchdog's unregistered grace finds the pod); this row is
 the laptop still alive, told to stop: `up` itself destroys what it created, before it prints anything.
 
 The real `up` (client/pods/up.py) rents from the local provider (real sandboxes, a real agent process), registers
@@ -32,19 +32,19 @@ from gpuc.client.onpod.access import pod_access
 from gpuc.client.onpod.upload import UPLOAD_DIR
 from gpuc.client.onpod.upload import prepare as prepare_upload
 from gpuc.client.pods.plan import UpOptions
-from gpuc.client.pods.runs import RunStore
 from gpuc.client.pods.up import CLEANUP_LIMIT_S, up
+from gpuc.client.runs import RunStore
 from gpuc.client.setup.demo import demo_settings
-from gpuc.client.watchdog.client import WatchdogClient
 from gpuc.core.models import PodSpec
 from gpuc.core.pod import Pod
 from gpuc.core.providers.base import PodAccess
 from gpuc.core.providers.local import LocalProvider
 from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.watchdog_client import WatchdogClient
 from gpuc.functions.app import ProviderPool
 from gpuc.functions.edge import Request, response_bytes
 from gpuc.functions.handlers import dispatch
-from gpuc.testkit.drill import ADMIN, FUNCTIONS_URL, MIN, RowResult, Stage
+from gpuc.testkit.drill_stage import ADMIN, FUNCTIONS_URL, MIN, RowResult, Stage
 
 EXPERIMENT = "f11i"
 # Each step of `up`, and the signal that stops it there (None: only the pipe closes).

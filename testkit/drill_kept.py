@@ -16,7 +16,7 @@ from gpuc.core import api
 from gpuc.core.errors import GpucError
 from gpuc.functions.edge import Request
 from gpuc.functions.handlers import dispatch
-from gpuc.testkit.drill import ADMIN, MIN, SYNC_S, DrillPod, RowResult, Stage
+from gpuc.testkit.drill_stage import ADMIN, MIN, SYNC_S, DrillPod, RowResult, Stage
 
 KEPT_TRAIN_S = 20 * MIN
 

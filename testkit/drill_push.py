@@ -1,4 +1,4 @@
-"""Drill rows for issue 26: results leave the pod while the job runs, and keep leaving when the agent dies.
+"""Drill rows F26a and F26f: results leave the pod while the job runs, and keep leaving when the agent dies.
 
 F26a: the agent is killed mid-job (the OOM killer). The job wrapper's real AgentGuard sees agent.lock free
 and starts a new agent, which carries on from the state its predecessor left (agent.py): the pod is kept,
@@ -23,7 +23,7 @@ from gpuc.instance_side.agent import Agent, Probes
 from gpuc.instance_side.push import InlinePusher
 from gpuc.instance_side.sync import FileBucketSync, Manifest
 from gpuc.instance_side.wrapper import AgentGuard
-from gpuc.testkit.drill import EXPERIMENT, MIN, STEP_S, DrillPod, RowResult, Stage
+from gpuc.testkit.drill_stage import EXPERIMENT, MIN, STEP_S, DrillPod, RowResult, Stage
 
 CKPT_EVERY_S = MIN
 

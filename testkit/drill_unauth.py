@@ -1,4 +1,4 @@
-"""`gpuc drill` rows for unauthenticated and hostile input against the watchdog (issues 16.3, 17.1, 17.2).
+"""`gpuc drill` rows for unauthenticated and hostile input against the watchdog.
 
 F11u  a stray kept "alive" by garbage pings every 4 minutes naming its id, while a flood of invented
       ids goes on: destroyed all the same, delayed once by at most the grace; nothing is stored for
@@ -6,15 +6,11 @@ F11u  a stray kept "alive" by garbage pings every 4 minutes naming its id, while
 F18   a flood fills the local ingest: the pods' real heartbeats are refused (the server's own gate,
       counted in its IngestLog), the real reaper holds silence kills and alerts; after the flood a
       pod that really died is destroyed as in F5.
-
-The scenarios import testkit.drill inside their functions: drill.py lists them in SCENARIOS, so a
-module-level import here would be a cycle.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from gpuc.core import api
 from gpuc.core.models import PodSpec
@@ -23,9 +19,7 @@ from gpuc.functions.handlers import dispatch
 from gpuc.functions.ingest import IngestLog
 from gpuc.functions.server import MAX_IN_FLIGHT, OVERLOADED_BODY, Gate
 from gpuc.instance_side.heartbeat import HttpResult, Transport
-
-if TYPE_CHECKING:
-    from gpuc.testkit.drill import RowResult, Stage
+from gpuc.testkit.drill_stage import EXPERIMENT, RowResult, Stage, no_gpu_reading, pod_row, survivors_killed
 
 MIN = 60.0
 GARBAGE_EVERY_S = 4 * MIN
@@ -41,8 +35,6 @@ def garbage_ping(stage: Stage, pod_id: str, n: int) -> int:
 
 
 def f11u_unsigned_pings_for_a_stray(stage: Stage) -> RowResult:
-    from gpuc.testkit.drill import EXPERIMENT, RowResult
-
     run_id = "f11u-pod"
     created_at = stage.now
     stage.provider.create(PodSpec(experiment=EXPERIMENT, run_id=run_id, provider="drill", gpu_type="RTX 4090"))
@@ -97,14 +89,12 @@ class GatedTransport:
 
 def f18_ingest_flooded(stage: Stage) -> RowResult:
     from gpuc.core.notify import OUTBOX_NAME, read_outbox
-    from gpuc.testkit.drill import _no_gpu_reading, _pod_row, _survivors_killed
-
     ingest = IngestLog()
     stage.deps.ingest_health = ingest
     gate = Gate(ingest, stage.clock, MAX_IN_FLIGHT)
     living, dying = stage.launch("f18-pod-1"), stage.launch("f18-pod-2")
     for pod in (living, dying):
-        _no_gpu_reading(stage, pod)  # no second witness: the heartbeats are the only sign of life
+        no_gpu_reading(stage, pod)  # no second witness: the heartbeats are the only sign of life
         pod.ctx.client.transport = GatedTransport(pod.transport, gate)
     stage.run(35 * MIN)
     flood_at = stage.now
@@ -113,7 +103,7 @@ def f18_ingest_flooded(stage: Stage) -> RowResult:
     stage.run(40 * MIN)
     for _ in range(MAX_IN_FLIGHT):
         gate.leave()
-    killed_in_flood = _survivors_killed(stage, [living, dying])
+    killed_in_flood = survivors_killed(stage, [living, dying])
     stage.run(30 * MIN)
     died_at = stage.now
     dying.alive_agent = False
@@ -130,7 +120,7 @@ def f18_ingest_flooded(stage: Stage) -> RowResult:
     if not ingest.trouble(flood_at, flood_at + 40 * MIN):
         problems.append("the ingest counted no refusal during the flood")
     bound = stage.passes_bound_min(stage.settings.silence_limit_s, died_at)
-    return _pod_row(
+    return pod_row(
         stage,
         dying,
         "F18",
@@ -139,7 +129,7 @@ def f18_ingest_flooded(stage: Stage) -> RowResult:
         stage.billed_min(dying.pod_id, died_at),
         bound,
         f"0 false kills in the flood; a dead one after it: as F5{stage.bound_note(died_at)}",
-        false_kills=killed_in_flood + _survivors_killed(stage, [living]),
+        false_kills=killed_in_flood + survivors_killed(stage, [living]),
         problems=problems,
     )
 

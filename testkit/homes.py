@@ -31,12 +31,12 @@ def fresh_env(home: Path) -> dict[str, str]:
 def real_home(root: Path) -> Iterator[dict[str, str]]:
     """The environment of a home a user lives in: a .env (mode 600) with the RunPod and Vast keys and the
     watchdog's URL and admin token; a pod at RunPod that the watchdog watches, with its row in the ledger."""
-    from gpuc.client.watchdog.client import WatchdogClient
     from gpuc.core import api
     from gpuc.core.ledger import Ledger
     from gpuc.core.models import PodSpec
     from gpuc.core.providers.registry import get_provider
     from gpuc.core.settings import SecretStr, Settings, load_settings
+    from gpuc.core.watchdog_client import WatchdogClient
     from gpuc.functions.server import start_in_thread
     from gpuc.testkit.emulators.server import serve
 
@@ -47,7 +47,7 @@ def real_home(root: Path) -> Iterator[dict[str, str]]:
     runpod, vast = serve("runpod"), serve("vast")
     watchdog = start_in_thread(watchdog_settings, port=0)
     try:
-        lines = {**runpod.client_env(), **vast.client_env(), "GPUC_FUNCTIONS_URL": watchdog.url}
+        lines = {**runpod.client_env(), **vast.client_env(), "GPUC_WATCHDOG_URL": watchdog.url}
         lines["GPUC_ADMIN_TOKEN"] = token
         dotenv = root / ".env"
         dotenv.write_text("".join(f"{k}={v}\n" for k, v in lines.items()), encoding="utf-8")

@@ -1,4 +1,4 @@
-"""Local stand-ins of ntfy and the Telegram Bot API (issue 20), over real HTTP (testkit/emulators/server.py),
+"""Local stand-ins of ntfy and the Telegram Bot API, over real HTTP (testkit/emulators/server.py),
 as strict as the services' documented request formats, with a "press" that does what the phone does.
 
     ntfy = NtfyStandIn(); server = EmulatorServer(ntfy).start()

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import cast
 
-from gpuc.client.watchdog.client import WatchdogClient
 from gpuc.core.api import StatusResponse
+from gpuc.core.watchdog_client import WatchdogClient
 
 
 class StatusView:

@@ -11,7 +11,7 @@ from pathlib import Path
 from ctxfakes import StatusView
 
 from gpuc.client.context import Ctx
-from gpuc.client.pods.runs import RunStore
+from gpuc.client.runs import RunStore
 from gpuc.core.api import WIRE_PROTOCOL, StatusResponse
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ProviderError

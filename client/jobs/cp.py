@@ -29,7 +29,7 @@ from gpuc.client.onpod.upload import (
     upload,
 )
 from gpuc.client.pods.run import look_up, resolve_pod
-from gpuc.client.pods.runs import RunRecord
+from gpuc.client.runs import RunRecord
 from gpuc.core.errors import ConfigError, NotFound, SafetyRefusal
 from gpuc.core.pod import Pod
 from gpuc.core.providers.base import Provider
@@ -137,7 +137,7 @@ def link_new(manifest: Path, into: Path, name: str) -> Path:
 
 
 def _pull_from_last_push(run: RunRecord, rel: str, final: Path, ctx: Ctx) -> str:
-    """The pod is gone: results/... from what its last verified push left at the destination (issue 26),
+    """The pod is gone: results/... from what its last verified push left at the destination,
     said as such. Only results/ was pushed: any other path of the workspace went with the pod."""
     parts = PurePosixPath(rel).parts
     if parts[:1] != ("results",):
@@ -186,7 +186,7 @@ def _bundle(local: Path, ctx: Ctx) -> Bundle:
     """What `up` would send of it, named under its own name (a folder keeps its name, as cp -r does)."""
     if local.is_symlink() or not local.exists():
         raise ConfigError(f"{local} is not a file or folder here", hint="name a file or a folder (not a link)")
-    # The name given is judged too, not only the names inside it (issue 25.7): `~/.kube` holds `config`.
+    # The name given is judged too, not only the names inside it: `~/.kube` holds `config`.
     refuse_credential_folder(local if local.is_dir() else local.parent)  # as given: a link's name counts
     if local.is_dir():
         bundle = collect(local.resolve(), ctx.settings.home)

@@ -24,8 +24,8 @@ from gpuc.client.jobs.outcome_file import BadOutcome, JobOutcome, duration_from,
 from gpuc.client.jobs.places import Destination, result_places
 from gpuc.client.jobs.podlog import CHUNK_BYTES, LogPrinter, PodLogRead, gpuc_secrets, read_pod_log
 from gpuc.client.onpod.ask import OlderPod
-from gpuc.client.pods.runs import RunRecord
 from gpuc.client.pods.survey import ledger_intake
+from gpuc.client.runs import RunRecord
 from gpuc.core.api import PodRecord, StatusResponse
 from gpuc.core.errors import GpucError
 from gpuc.core.ledger import row_cost, row_hours

@@ -23,21 +23,12 @@ from urllib.parse import unquote, urlparse
 from gpuc.client.jobs.outcome_file import OUTCOME_MAX_BYTES, OutcomeRead, parse_outcome
 from gpuc.client.jobs.podlog import LOG_PRINT_MAX, LogPrinter
 from gpuc.client.onpod.access import results_bucket_for
+from gpuc.core.destinations import S3_KEY_ENV, S3_SECRET_ENV, git_auth_args, git_environ
 from gpuc.core.errors import GpucError
+from gpuc.core.podsecrets import GIT_TOKEN_ENV
 from gpuc.core.redact import redact
 from gpuc.core.settings import Settings
-from gpuc.instance_side.sync import (
-    GIT_TOKEN_ENV,
-    JOB_LOG_NAME,
-    OUTCOME_NAME,
-    S3_KEY_ENV,
-    S3_SECRET_ENV,
-    FileBucketSync,
-    GitSync,
-    S3Sync,
-    git_auth_args,
-    git_environ,
-)
+from gpuc.instance_side.sync import JOB_LOG_NAME, OUTCOME_NAME, FileBucketSync, GitSync, S3Sync
 
 GIT_READ_TIMEOUT_S = 180.0
 READ_BYTES = 1024 * 1024  # one read of a file at the destination
@@ -275,7 +266,7 @@ class Destination:
                 close()
 
 
-# -- the last push, once the pod is gone (issue 26) -----------------------------------------------------
+# -- the last push, once the pod is gone -----------------------------------------------------
 PUSH_MANIFEST_MAX = 64 * 1024 * 1024  # 10,000 files list in ~0.5 MB: far more is not a manifest gpuc wrote
 
 
@@ -297,7 +288,7 @@ class LastPush:
 
 
 def last_push(dest: Destination) -> LastPush | None:
-    """The manifest of the last push, None when the destination holds none (a pod before issue 26, or one
+    """The manifest of the last push, None when the destination holds none (a pod from before periodic pushes, or one
     that never pushed). Its names are the pod's word: copy_pushed checks each before it becomes a path."""
     from gpuc.instance_side.push import MANIFEST_NAME, PushManifest
 

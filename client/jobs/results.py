@@ -24,7 +24,7 @@ from gpuc.client.jobs.copyout import NOT_COPIED, Fetch, copy_results, fetcher
 from gpuc.client.jobs.places import Destination, copy_pushed, last_push, result_places
 from gpuc.client.pods.down import down
 from gpuc.client.pods.run import job_on_pod, look_up
-from gpuc.client.pods.runs import RunRecord
+from gpuc.client.runs import RunRecord
 from gpuc.core.errors import ConfigError, GpucError, NotFound, ProviderError, SafetyRefusal
 from gpuc.core.providers.local import LocalProvider
 
@@ -81,7 +81,7 @@ def results(
 
 
 def from_last_push(run: RunRecord, dest: Path, ctx: Ctx, *, dry_run: bool) -> Path | None:
-    """The pod is gone: what its last verified push left at the destination (issue 26), said as such: it is
+    """The pod is gone: what its last verified push left at the destination, said as such: it is
     the results as of that push, not the pod's (what the job wrote after it went with the pod)."""
     where = Destination(result_places(ctx.settings, run.provider, run.experiment, run.run_id))
     try:

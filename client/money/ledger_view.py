@@ -154,7 +154,7 @@ def ledger_report(ctx: Ctx, month: str | None, plot_path: Path | None, *, sync: 
     said = "" if status is None else take_in_ends(book, status)
     chosen = resolve_month(month)
     now = ctx.clock.now()
-    # Running pods count "so far" (issue 19.6): they often cost more than every closed row of the week.
+    # Running pods count "so far": they often cost more than every closed row of the week.
     summary = book.summary(chosen, now=now, live=live_pods(status))
     budget = budget_report(ctx.settings, book, chosen, status, now)
     if plot_path is not None:

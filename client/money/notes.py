@@ -1,7 +1,7 @@
-"""`gpuc ledger note RUN TEXT`: a conclusion on a run's ledger row, open or closed (issue 19.6). Most runs end
+"""`gpuc ledger note RUN TEXT`: a conclusion on a run's ledger row, open or closed. Most runs end
 themselves (the job exits, the pod syncs and destroys), so `down --note` never sees them.
 
-RUN is what every command takes (client/pods/runs.py RunStore.find: pod id, run id, pod name, or an
+RUN is what every command takes (client/runs.py RunStore.find: pod id, run id, pod name, or an
 experiment's open run, else its latest), and for a run this machine did not start, a pod id of the ledger
 or an experiment with one run there. Only the ledger is written: no provider call, since the pod is
 usually gone by the time its conclusion is known.

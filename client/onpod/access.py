@@ -1,4 +1,5 @@
-"""Reaching a pod: the one local-or-ssh decision, where its files are, where its results go.
+"""Reaching a pod: the one local-or-ssh decision and where its results go (where its files are, each way onto a
+pod carries itself: PodAccess.paths).
 
 Light on purpose (the ssh code loads only for a rented pod), so that what only needs to find its way onto
 a pod (the upload, the log reads) does not load provisioning.
@@ -8,16 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gpuc.core.podpaths import PodPaths
 from gpuc.core.providers.local import LocalProvider
 
 if TYPE_CHECKING:
     from gpuc.core.pod import Pod
     from gpuc.core.providers.base import PodAccess, Provider
     from gpuc.core.settings import Settings
-
-STATE_DIR = "workspace/.gpuc"  # the pod's state folder, relative to its root (PodPaths.state)
-
 
 def pod_access(provider: Provider, pod: Pod, settings: Settings) -> PodAccess:
     if isinstance(provider, LocalProvider):
@@ -31,11 +28,3 @@ def results_bucket_for(settings: Settings, *, local: bool) -> str | None:
     """Where a pod's results go (and `gpuc logs` finds them): the setting, or on the local provider a
     folder in the gpuc home."""
     return settings.results_bucket or (f"file://{settings.home / 'results'}" if local else None)
-
-
-def pod_paths(access: PodAccess) -> PodPaths:
-    """Where the pod's files are, as the access sees them (SshAccess and LocalAccess both know)."""
-    paths = getattr(access, "paths", None)
-    if not isinstance(paths, PodPaths):
-        raise TypeError(f"{type(access).__name__} does not say where the pod's files are")
-    return paths

@@ -26,21 +26,34 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Protocol
 
-from gpuc.client.context import Ctx
-from gpuc.client.onpod.access import STATE_DIR, pod_paths, results_bucket_for
+from gpuc.client.onpod.access import results_bucket_for
 from gpuc.client.onpod.ssh import SshAccess, wait_for_ssh
+from gpuc.core.clock import Clock
 from gpuc.core.errors import GpucError
 from gpuc.core.models import PodSpec
 from gpuc.core.pod import Pod
 from gpuc.core.podconfig import PodConfig, pod_secrets, render_env_file
-from gpuc.core.podpaths import PodPaths
-from gpuc.core.providers.base import PodAccess
+from gpuc.core.podpaths import STATE_REL, PodPaths
+from gpuc.core.providers.base import PodAccess, Provider
 from gpuc.core.providers.local import LocalProvider
 from gpuc.core.redact import redact
 from gpuc.core.settings import Settings
 from gpuc.instance_side.verify import parse_verdict  # the verdict is the pod's own wire format
+
+
+class Caller(Protocol):
+    """What provisioning needs of the command that rents (client/context.py's Ctx is one): onpod/ sits
+    below the commands' context, so it names the few parts it uses instead of importing it."""
+
+    clock: Clock
+    echo: Callable[[str], None]
+
+    @property
+    def settings(self) -> Settings: ...
+
+    def provider(self, name: str) -> Provider: ...
 
 DIST = "gpuc"
 # What runs on a pod: the agent, the wrapper, the sync, bootstrap and verification, and the core they
@@ -199,7 +212,7 @@ def _rel(paths: PodPaths, path: Path) -> str:
 
 def install_code(access: PodAccess, wheel: Wheel, installer: Installer, echo: Callable[[str], None]) -> bool:
     """Upload and install; False when this exact wheel is already installed (nothing done)."""
-    paths = pod_paths(access)
+    paths = access.paths
     marker = paths.code / "installed.sha256"
     code, out = access.read(["cat", str(marker)], timeout_s=60.0)
     if code == 0 and out.strip() == wheel.sha256:
@@ -225,7 +238,7 @@ def install_code(access: PodAccess, wheel: Wheel, installer: Installer, echo: Ca
 
 # -- starting the pod's agent -------------------------------------------------------------------------
 def install_agent(
-    access: PodAccess, pod: Pod, spec: PodSpec, ctx: Ctx, secrets_env: dict[str, str], token: str, **extra: object
+    access: PodAccess, pod: Pod, spec: PodSpec, ctx: Caller, secrets_env: dict[str, str], token: str, **extra: object
 ) -> None:
     """Config and secrets go in as files (mode 600), never as env vars or argv; the agent starts first."""
     provider = ctx.provider(pod.provider)
@@ -243,9 +256,9 @@ def install_agent(
         local_home=str(ctx.settings.home) if local else None,
         **extra,  # deadline_at: the one `up` registered (the agent ends the pod then, F15)
     ).model_copy(update={"results_bucket": results_bucket})
-    access.put_file(f"{STATE_DIR}/config.json", config.model_dump_json(indent=2).encode(), 0o600)
+    access.put_file(f"{STATE_REL}/config.json", config.model_dump_json(indent=2).encode(), 0o600)
     access.put_file(
-        f"{STATE_DIR}/secrets.env", render_env_file(pod_secrets(secrets_env, token)).encode(), 0o600
+        f"{STATE_REL}/secrets.env", render_env_file(pod_secrets(secrets_env, token)).encode(), 0o600
     )
     access.spawn(["python", "-m", "gpuc.instance_side", "agent"], role="agent")
     ctx.echo(f"  agent started on {pod.id} (heartbeat every {config.heartbeat_interval_s:g}s)")
@@ -255,7 +268,7 @@ def install_agent(
 def check_agent_alive(access: PodAccess, *, wait_s: float = AGENT_START_WAIT_S) -> int:
     """The agent's pid once it holds its lock (it writes the pid there), or ProvisionError with the
     tail of its output. A pod without a live agent has no idle watch and sends no heartbeats."""
-    paths = pod_paths(access)
+    paths = access.paths
     lock, out = _q(paths.agent_lock), _q(paths.state / "agent.out")
     script = (
         f"i=0; while [ $i -lt {int(wait_s * 4)} ]; do "
@@ -289,7 +302,7 @@ def bootstrap_plan(settings: Settings) -> dict[str, Any]:
 def run_bootstrap(
     access: PodAccess, settings: Settings, echo: Callable[[str], None], scrub: Callable[[str], str]
 ) -> bool:
-    paths = pod_paths(access)
+    paths = access.paths
     access.put_file(_rel(paths, paths.bootstrap_plan), json.dumps(bootstrap_plan(settings), indent=2).encode(), 0o600)
     echo("  bootstrap: system tools, torch, git, deps, HF login, models, smoke ...")
     code, out = access.run(["python", "-m", "gpuc.instance_side", "bootstrap"], timeout_s=BOOTSTRAP_TIMEOUT_S)
@@ -347,7 +360,7 @@ def provision(
     access: PodAccess,
     pod: Pod,
     spec: PodSpec,
-    ctx: Ctx,
+    ctx: Caller,
     secrets_env: dict[str, str],
     token: str,
     *,

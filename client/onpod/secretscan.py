@@ -1,4 +1,4 @@
-"""Credentials in the project `up` is about to upload, found by name and by content (issue 17.5).
+"""Credentials in the project `up` is about to upload, found by name and by content.
 
 A pod on Vast is someone else's machine: a key that lands there is a key handed over. A fixed list of
 names missed most of what a real folder holds (`.envrc`, `.pgpass`, a key called `deploy_key`, a
@@ -9,7 +9,7 @@ service-account JSON...), so each file that would be uploaded is checked twice:
   suffixes (`*.key`, `*.p12`, `*.pem` unless it holds certificates only, ...);
 - by its whole content, read in chunks (a key after the first KB is a key; memory stays one chunk): the
   secret VALUES gpuc itself holds (provider keys, admin token, webhook secrets, the tokens inside the
-  notification URLs, S3 and git secrets: issue 25.6), named by their setting, never shown; private-key
+  notification URLs, S3 and git secrets), named by their setting, never shown; private-key
   blocks (PEM, OpenSSH, PGP, PuTTY), token shapes (AWS key ids with a secret beside them, `hf_`, GitHub,
   Slack, OpenAI-style `sk-`, RunPod `rpa_`, Telegram bot tokens), a Google service-account key or user
   login (`authorized_user` with its refresh token), an AWS SSO cached token, an AWS secret key assignment;
@@ -124,7 +124,7 @@ def path_reason(rel: str) -> str | None:
 
 def root_reason(root: Path) -> str | None:
     """Why the folder being sent is itself inside a credential folder, or None: `gpuc cp ~/.kube POD:` sends
-    `config`, a name that says nothing, from a folder whose own name says everything (issue 25.7). Judged by
+    `config`, a name that says nothing, from a folder whose own name says everything. Judged by
     the path as given and as resolved (a folder reached through a link to ~/.docker is ~/.docker)."""
     for path in dict.fromkeys((root.absolute(), root.resolve())):
         why = path_reason(f"{path.as_posix().lstrip('/')}/-")  # a child: the folder's parts are judged

@@ -37,8 +37,8 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from gpuc.client.onpod import ask, secretscan
-from gpuc.client.onpod.access import STATE_DIR, pod_paths
 from gpuc.core.errors import ConfigError, GpucError
+from gpuc.core.podpaths import STATE_REL
 from gpuc.core.providers.base import PodAccess
 from gpuc.core.untar import link_stays_inside
 
@@ -55,7 +55,7 @@ IGNORE_FILE = ".gpucignore"
 # A folder with one of these is someone's home: `up` run above it would ship that home, keys included.
 HOME_MARKS = (".ssh", ".bash_history", ".zsh_history", ".sh_history")
 PART_BYTES = 8 * 1024 * 1024  # each put_file stays well inside one ssh call's time limit
-UPLOAD_DIR = f"{STATE_DIR}/upload"
+UPLOAD_DIR = f"{STATE_REL}/upload"
 UNPACK_TIMEOUT_S = 600.0
 
 
@@ -318,7 +318,7 @@ def check_size(bundle: Bundle, max_mb: float) -> None:
 
 
 def refuse_credential_folder(folder: Path) -> None:
-    """The folder sent is judged by its own path too (issue 25.7): `~/.kube` holds `config`, a name that says
+    """The folder sent is judged by its own path too: `~/.kube` holds `config`, a name that says
     nothing; `~/.docker`, `~/.config/gcloud` the same."""
     where = secretscan.root_reason(folder)
     if where is not None:
@@ -464,7 +464,7 @@ def missing_message(missing: list[str], command: list[str], access: PodAccess, b
     if files:
         count = len(bundle.files) + len(bundle.links) if bundle else 0
         held = f" (it holds the {count} files uploaded from {bundle.root})" if bundle else ""
-        parts.append(f"{', '.join(files)} not in the job's folder {pod_paths(access).workspace}{held}")
+        parts.append(f"{', '.join(files)} not in the job's folder {access.paths.workspace}{held}")
     return f"`{shlex.join(command)[:80]}`: {'; '.join(parts)}"
 
 

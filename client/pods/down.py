@@ -9,7 +9,7 @@ from pathlib import Path
 
 from gpuc.client.context import Ctx
 from gpuc.client.pods.run import look_up
-from gpuc.client.pods.runs import RunRecord
+from gpuc.client.runs import RunRecord
 from gpuc.core.api import EndRequest
 from gpuc.core.errors import GpucError, ProviderError, SafetyRefusal
 from gpuc.core.pod import Pod

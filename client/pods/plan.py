@@ -159,8 +159,8 @@ def check_watchdog_reachable(settings: Settings) -> None:
     raise ConfigError(
         f"the watchdog at {settings.functions_url} is this machine's loopback: a rented pod cannot reach it "
         "(its heartbeats would never arrive)",
-        hint="deploy the watchdog (`gpuc watchdog deploy` sets GPUC_FUNCTIONS_URL), or run `gpuc watchdog serve` "
-        "on an always-on machine with TLS in front and set GPUC_FUNCTIONS_URL=https://<its name> (README: Your "
+        hint="deploy the watchdog (`gpuc watchdog deploy` sets GPUC_WATCHDOG_URL), or run `gpuc watchdog serve` "
+        "on an always-on machine with TLS in front and set GPUC_WATCHDOG_URL=https://<its name> (README: Your "
         "first rental, step 4)",
     )
 
@@ -402,7 +402,7 @@ def over_hint(weight: BudgetWeight, q: Quote, opts: UpOptions, settings: Setting
     return f"rent for fewer hours ({shorter}), {down}rent anyway with --over-budget, or {raise_it}"
 
 
-# -- what leaves the laptop for the pod (issue 17.4) -------------------------------------------------
+# -- what leaves the laptop for the pod -------------------------------------------------
 def pod_secrets(settings: Settings, env_file: Mapping[str, str], ctx: Ctx, environ: Mapping[str, str] | None = None,
                 asked: Sequence[str] = ()) -> dict[str, str]:
     """The allowlist for the pod (core.podsecrets), its names printed (never the values), and a warning

@@ -11,12 +11,12 @@ import os
 from collections.abc import Mapping, Sequence
 
 from gpuc.client.context import Ctx
-from gpuc.client.onpod.access import STATE_DIR
 from gpuc.client.onpod.ask import OlderPod, PodAnswerError, job_state
 from gpuc.client.onpod.upload import Bundle, check_command, upload
-from gpuc.client.pods.runs import RunRecord
+from gpuc.client.runs import RunRecord
 from gpuc.core.errors import NotFound, SafetyRefusal
 from gpuc.core.pod import Pod
+from gpuc.core.podpaths import STATE_REL as STATE_DIR
 from gpuc.core.providers.base import PodAccess, Provider
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
 from gpuc.client.context import Ctx
-from gpuc.client.pods.runs import RunRecord
+from gpuc.client.runs import RunRecord
 from gpuc.core.clock import iso
 from gpuc.core.errors import GpucError
 from gpuc.core.providers.registry import KEY_FIELDS, keyed_providers

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from gpuc.client.commands import require_testkit
+from gpuc.client.command_table import require_testkit
 from gpuc.client.context import Ctx, pass_ctx
 
 

@@ -284,7 +284,7 @@ def read_once(status: Callable[[], StatusResponse]) -> Callable[[], StatusRespon
 
 
 def check_channels(status: Callable[[], StatusResponse], settings: Settings) -> Check:
-    """Issue 19: the channels of .env, and whether the watchdog (which sends a pod's failure) has them too.
+    """The channels of .env, and whether the watchdog (which sends a pod's failure) has them too.
     Channels are named by number and kind, never by URL (a URL holds its token)."""
     from gpuc.functions.channels import channel_gaps, describe, gap_fix, is_local_watchdog, settings_channels
 
@@ -377,7 +377,7 @@ def run_checks(deps: DoctorDeps, cwd: Path, environ: Mapping[str, str] | None = 
     if deps.settings.provider != "local":  # the local provider's pods need no ssh
         checks.append(check_ssh_key(deps.settings))
     checks.append(check_deadline(deps.settings))
-    checks.append(check_results(deps.settings))  # nowhere to sync: a rented pod KEPT, billing (issue 19.1)
+    checks.append(check_results(deps.settings))  # nowhere to sync: a rented pod KEPT, billing
     balances = deps.balances()
     checks += check_balance(balances) + [Check(**c) for c in account_checks(balances, deps.settings)]
     if _has(deps.settings, "admin_token"):  # without one, the token's ✗ above says the one thing to do

@@ -1,4 +1,4 @@
-"""`gpuc doctor`'s line on the results destination (issue 19.1): a rented pod with nowhere to sync stays
+"""`gpuc doctor`'s line on the results destination: a rented pod with nowhere to sync stays
 KEPT, billing. Only what needs no request is judged here (set, parses, keys there: core.destcheck's
 check_setting); `up` proves a write and a list before it rents. A setup with the local provider alone
 needs none (its results go to a folder on this machine)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from gpuc.testkit.drill import DrillReport, RowResult
+    from gpuc.testkit.drill_stage import DrillReport, RowResult
 
 
 def _num(value: float | None) -> str:

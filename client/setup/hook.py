@@ -19,7 +19,7 @@ from pathlib import Path
 
 from gpuc.core.errors import ConfigError
 from gpuc.core.ledger import atomic_write
-from gpuc.core.settings import SECRET_ENV, SETTING_NAMES, env_name, read_env_file
+from gpuc.core.settings import OLD_ENV_NAMES, SECRET_ENV, SETTING_NAMES, env_name, read_env_file
 
 HOOK_MARKER = "gpuc secret guard"
 MIN_SECRET_LEN = 8
@@ -37,7 +37,7 @@ def hooks_dir(repo: Path, git: GitRunner) -> Path | None:
 
 def non_secret_env_names() -> list[str]:
     """gpuc settings that are not secrets (GPUC_PROVIDER=vast must not block every commit saying "vast")."""
-    return sorted(env_name(f) for f in SETTING_NAMES if f not in SECRET_ENV)
+    return sorted({env_name(f) for f in SETTING_NAMES if f not in SECRET_ENV} | set(OLD_ENV_NAMES))
 
 
 def guarded_values(values: Mapping[str, str]) -> list[str]:

@@ -6,8 +6,8 @@ The shell file holds the emulator's own test key and the rehearsal's settings, n
 first unsets every name gpuc reads (each setting's variable, derived from Settings, gpuc's other names, the
 providers' keys, the cloud and git credentials: `cleared_names`) and every GPUC_*, RUNPOD_*, VAST_* and
 AWS_* variable the shell holds, whatever its name; every endpoint it does not emulate points at a loopback
-port where nothing listens, and boto3's credential files at empty ones in the rehearsal's home (issue
-25.5). GPUC_REHEARSAL marks the shell: a real key or URL exported afterwards is refused by every command
+port where nothing listens, and boto3's credential files at empty ones in the rehearsal's home.
+GPUC_REHEARSAL marks the shell: a real key or URL exported afterwards is refused by every command
 (core/rehearsal.py). The watchdog's admin token goes to the rehearsal home's config.json, never to the
 terminal. On the way out every pod left is destroyed.
 """
@@ -68,7 +68,7 @@ def serve_rehearsal(echo: Echo, provider: str, home: Path | None, stop: threadin
         server = start_in_thread(settings, port=0, reaper_interval_s=settings.reaper_period_s)
         stack.callback(server.stop)
         save_config(home, functions_url=server.url, admin_token=token)
-        shell = write_shell_file(home, {**environ, "GPUC_FUNCTIONS_URL": server.url})
+        shell = write_shell_file(home, {**environ, "GPUC_WATCHDOG_URL": server.url})
         pods = get_provider(provider, settings.with_overrides(functions_url=server.url))
         stack.callback(pods.close)
         echo(f"gpuc rehearsal: {provider} emulator at {emulator.url}, sshd at {sshd.host}:{sshd.port}, "

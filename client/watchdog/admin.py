@@ -31,7 +31,7 @@ def serve(ctx: Ctx, host: str, port: int, reaper_period: float | None, warn: Say
     """The watchdog on this machine: the same handlers as on AWS, a SQLite store, the reaper on a timer."""
     import os
 
-    from gpuc.client.pods.runs import ensure_home
+    from gpuc.client.runs import ensure_home
     from gpuc.functions.server import serve as run_server
 
     settings = ctx.settings

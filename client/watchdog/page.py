@@ -19,8 +19,8 @@ from gpuc.core.clock import parse_duration
 from gpuc.core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from gpuc.client.watchdog.client import WatchdogClient
     from gpuc.core import api
+    from gpuc.core.watchdog_client import WatchdogClient
 
 DEFAULT_FOR = "2h"
 DAY_S = 24 * 3600

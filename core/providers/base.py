@@ -21,6 +21,7 @@ from gpuc.core.errors import ProviderError
 if TYPE_CHECKING:  # startup: the interface needs the models' names only; `gpuc ls` may never build one
     from gpuc.core.models import Balance, Offer, PodSpec
     from gpuc.core.pod import Pod
+    from gpuc.core.podpaths import PodPaths
 
 DestroyResult = Literal["destroyed", "already_gone"]
 
@@ -102,6 +103,8 @@ class SelfDestroyer(ABC):
 class PodAccess(ABC):
     """A way onto a running pod: ssh on a rented one, plain processes in a local sandbox.
     Secrets travel through `put_file` (content on stdin / a mode-600 file), never in argv."""
+
+    paths: PodPaths  # where the pod's files are, as this way onto it sees them
 
     @abstractmethod
     def put_file(self, path: str, data: bytes, mode: int = 0o600) -> None: ...

@@ -21,9 +21,8 @@ Retry table (what happens after each kind of failure):
 "Ambiguous" raises AmbiguousOutcome: the caller looks the pod up by name before sending again,
 because retrying a create blindly can leave two billed pods.
 
-The bytes travel through core/transport.py: the stdlib's by default (`gpuc ls` lists both providers on
-every run, and httpx's import alone is ~4x a bare interpreter's start), httpx's where a test hands in an
-httpx transport. The rules above are the same for both: the transport only says how an exchange failed.
+The bytes travel through core/transport.py, the process's one httpx client (a test may hand in its own
+httpx transport): the transport only says how an exchange failed, and the rules above decide what follows.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from gpuc.core.checks import (
     maybe,
 )
 from gpuc.core.clock import Clock
-from gpuc.core.errors import ConfigError, NotFound, ProviderError, ProviderSchemaError
+from gpuc.core.errors import ConfigError, GpucError, NotFound, ProviderError, ProviderSchemaError
 from gpuc.core.pod import Pod, PodStatus
 from gpuc.core.providers.base import DestroyResult
 from gpuc.core.providers.common import (
@@ -431,6 +431,9 @@ class VastProvider(HttpProvider):
                     "the offer is gone or cannot be scheduled now (for a bid: below what the host gets); "
                     "nothing was created: run `gpuc offers --provider vast` again"
                 )
+            stray = reply.body.get("new_contract") if isinstance(reply.body, dict) else None
+            if isinstance(stray, int) and not isinstance(stray, bool):
+                self._destroy_failed_create(str(stray), error)
             raise error
         new_id = reply.body.get(
             "new_contract"
@@ -451,6 +454,21 @@ class VastProvider(HttpProvider):
             managed=True,
             interruptible="price" in body,
         )
+
+    def _destroy_failed_create(self, instance_id: str, error: ProviderError) -> None:
+        """A refused create that still names an instance (a losing bid without cancel_unavail: created
+        STOPPED, billing its disk; dstack PR #4036) is destroyed and confirmed gone before the refusal is
+        told. Whether the real server does this when cancel_unavail is sent is UNCONFIRMED: never trusted."""
+        log.warning("vast: the refused create left instance %s; destroying it", instance_id)
+        try:
+            self.destroy(instance_id)
+        except GpucError as exc:
+            error.hint = (
+                f"the refused create left instance {instance_id}, and its destroy did not complete ({exc}): "
+                f"run `gpuc down {instance_id}` (it bills its disk until gone)"
+            )
+            return
+        error.hint = f"the refused create left instance {instance_id}; it was destroyed and is confirmed gone"
 
     # -- read --
 

@@ -1,1 +1,1 @@
-"""What a person can do from a notification or the status page (issue 20): links, verbs, pages."""
+"""What a person can do from a notification or the status page: links, verbs, pages."""

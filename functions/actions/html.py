@@ -1,4 +1,4 @@
-"""The watchdog's pages for a phone (issue 20): one shell, escaped text, plain forms.
+"""The watchdog's pages for a phone: one shell, escaped text, plain forms.
 
 Readable at 360 px, no JavaScript (a form POST is the only way to act), no third-party asset (the style
 is inline and the response's CSP forbids anything else). Every text that reaches a page goes through

@@ -1,4 +1,4 @@
-"""Capability links (issue 20): one action on one pod, for minutes, once.
+"""Capability links: one action on one pod, for minutes, once.
 
 A link is `VERB.POD.PARAM.EXP.NONCE.MAC`, every part URL-safe, at most 64 bytes so that the same token is
 a Telegram `callback_data` as well as the tail of `/a/<token>`. The MAC is an HMAC-SHA256 (truncated to

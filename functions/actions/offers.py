@@ -1,4 +1,4 @@
-"""Which buttons a notification or the status page carries (issue 20), each a capability link minted fresh.
+"""Which buttons a notification or the status page carries, each a capability link minted fresh.
 
 Buttons go only where a decision is asked, about a pod gpuc started and that has not ended: a pending
 destroy (keep 1 h, destroy now), a kept pod (retry sync, stop keep disk, destroy anyway), a coming deadline
@@ -42,7 +42,7 @@ _OFFERS: dict[OfferKind, tuple[tuple[Verb, int], ...]] = {
     "pending_destroy": (("keep", KEEP_S), ("destroy", 0)),
     "kept": (("retry", 0), ("stop", 0), ("anyway", 0)),
     "kept_stopped": (("anyway", 0),),  # its agent cannot run: retry and stop no longer apply
-    # The status page's running pod: what a notification offers, all at hand (issue 29.5).
+    # The status page's running pod: what a notification offers, all at hand.
     "running": (("keep", KEEP_S), ("extend", EXTEND_S), ("destroy", 0)),
     "deadline": (("extend", EXTEND_S),),
     "budget": (("pause", 0),),

@@ -1,4 +1,4 @@
-"""`/a/<link>`: a capability link as a person opens it (issue 20).
+"""`/a/<link>`: a capability link as a person opens it.
 
 GET shows what the link would do, to which pod, and what is not synced, with one button: it NEVER acts
 and never spends the link (a link scanner or a chat preview opens every link it sees). The button's form

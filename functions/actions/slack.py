@@ -1,5 +1,4 @@
-"""`POST /slack/actions`: a Slack app's Interactivity Request URL, where a tap on a button comes back
-(issue 20).
+"""`POST /slack/actions`: a Slack app's Interactivity Request URL, where a tap on a button comes back.
 
 Slack signs every request: `X-Slack-Signature: v0=HMAC_SHA256(signing secret, "v0:" + timestamp + ":" +
 raw body)` with `X-Slack-Request-Timestamp`. A bad signature or a timestamp more than 5 minutes from the

@@ -1,4 +1,4 @@
-"""The status page for a phone (issue 20): `GET /p/<session-token>` and the route that mints its link.
+"""The status page for a phone: `GET /p/<session-token>` and the route that mints its link.
 
 The session token is a `page` capability link (links.py): pod `all`, reusable until it expires, and it
 never acts. Everything it shows is read, not recomputed: the pods' records, the reaper's own record

@@ -1,4 +1,4 @@
-"""`POST /telegram`: the bot's webhook, where a tap on a notification's inline button comes back (issue 20).
+"""`POST /telegram`: the bot's webhook, where a tap on a notification's inline button comes back.
 
 Telegram signs nothing: the only proof a request is Telegram's is the `X-Telegram-Bot-Api-Secret-Token`
 header, the `secret_token` given to `setWebhook` (GPUC_TELEGRAM_SECRET), compared in constant time. Then

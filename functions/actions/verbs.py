@@ -1,4 +1,4 @@
-"""What a tap on the phone does (issue 20): each verb is one of the watchdog's existing transitions, asked
+"""What a tap on the phone does: each verb is one of the watchdog's existing transitions, asked
 for by a capability link (links.py) instead of the admin token.
 
 - keep 1 h: `gpuc keep`'s lease (the idle destroy waits) and the deadline no sooner than it.
@@ -7,7 +7,7 @@ for by a capability link (links.py) instead of the admin token.
   so): sync -> notify -> destroy, kept on a failed sync, as when it decides itself. Only a pod that cannot
   (it has not pinged since) is the reaper's, through its usual mark and destroy (rules.asked_ruling).
 - retry sync (a kept pod): its agent's kept loop retries now (the heartbeat answer again).
-- stop, keep disk (a kept pod): the reaper's kept stop (actions.stop_kept), now.
+- stop, keep disk (a kept pod): the reaper's kept stop (steps.stop_kept), now.
 - destroy anyway (a kept pod): the user's word, as `gpuc down --force`; the reaper's destroy (claim,
   ledger end, notify, destroy, confirm gone; retried by the next pass if it does not finish).
 - pause new pods: a watchdog flag `gpuc up` reads from /v1/status and refuses on.
@@ -33,8 +33,8 @@ from gpuc.functions.actions.offers import LABELS, SAFE_VERBS
 from gpuc.functions.app import Deps, announce
 from gpuc.functions.deadline import deadline_of, limit_of
 from gpuc.functions.edge import HttpError
-from gpuc.functions.reaper.actions import destroy, stop_kept
 from gpuc.functions.reaper.state import Pass
+from gpuc.functions.reaper.steps import destroy, stop_kept
 from gpuc.functions.store import MARKABLE_STATES, PodAuth, StoredPod
 from gpuc.functions.transitions import lease, set_deadline
 
@@ -293,8 +293,8 @@ def act(deps: Deps, token: str, now: float, via: Via) -> Acted:
     claim_once(deps.store, claim, now)
     held = HeldPushes()
     try:
-        # The transitions' own pushes (destroying, destroyed, stopped) are held: one tap is one push (issue
-        # 29.5), which says what they said when it matters. The store still logs each.
+        # The transitions' own pushes (destroying, destroyed, stopped) are held: one tap is one push,
+        # which says what they said when it matters. The store still logs each.
         sentence = spec.do(deps if spec.told else replace(deps, notifier=held), pod, claim, now, via)
     except HttpError as exc:  # the transition's own refusal (a race since the check): said, nothing done
         record_spent(deps.store, claim, now, f"nothing was done: {exc.message}")

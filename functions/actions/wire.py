@@ -1,4 +1,4 @@
-"""Where a phone channel's tap (telegram.py, slack.py) meets the verbs (issue 20): the tap turned into the
+"""Where a phone channel's tap (telegram.py, slack.py) meets the verbs: the tap turned into the
 verb's one sentence, or a refusal that says why. Which buttons a notification carries is offers.py's.
 """
 

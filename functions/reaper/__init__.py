@@ -34,7 +34,7 @@ max_destroys_per_run destroys per pass. Every state change is a compare-and-set,
 once act once. A pod the provider does not mark as gpuc's is never touched.
 
 The package, in the order of a pass: sweep (the pass and the loop), sight (what the providers showed),
-trust (may this pass destroy at all), rules (pure: the ruling on one pod, and its vetoes), actions (the
+trust (may this pass destroy at all), rules (pure: the ruling on one pod, and its vetoes), steps (the
 compare-and-set steps), alerts (what the phone hears), budget (the month's budget), record (the
 reaper's own record, ReaperMeta, that /v1/status reads).
 """

@@ -199,7 +199,7 @@ def tell_destroyed(run: Pass, rec: StoredPod, reason: str) -> None:
 
 
 def last_push_note(rec: StoredPod, now: float) -> str:
-    """What a destroy from outside costs, from the pod's last heartbeat (issue 26): whether its job was still
+    """What a destroy from outside costs, from the pod's last heartbeat: whether its job was still
     running, and when results were last pushed, how many, where ("results pushed 6 min ago to s3[:]//...: 41
     files"). The destination is the pod's word: defanged like all pod text. "" for a pod that never pinged."""
     hb = rec.last_heartbeat

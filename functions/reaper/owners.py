@@ -1,4 +1,4 @@
-"""Pods marked for another watchdog (issue 26). Every pod `up` starts carries its watchdog's id where the
+"""Pods marked for another watchdog. Every pod `up` starts carries its watchdog's id where the
 provider shows it (core.pod.WATCHDOG_ENV). A second watchdog on the same account (a migration, a second
 laptop, a `serve` beside a deployment) would otherwise see every pod of the first as a stray and destroy
 it: a pod marked for another watchdog is never this one's stray. It is left alone, and the user is told

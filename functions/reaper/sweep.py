@@ -1,7 +1,7 @@
 """The sweep: one reaper pass, and the loop that runs one every period.
 
 A pass looks first (every provider read, sight.py), then decides whether it may destroy at all
-(trust.py), then judges each pod (rules.py) and acts on the ruling (actions.py), then says what the whole
+(trust.py), then judges each pod (rules.py) and acts on the ruling (steps.py), then says what the whole
 pass found (alerts.py), and records itself (record.py). One odd pod never stops the pass for the
 others; a pass that fails records its error, not a run.
 """
@@ -14,7 +14,14 @@ import threading
 from gpuc.core.api import ReapReport
 from gpuc.functions.app import Deps
 from gpuc.functions.eventlimit import release_held
-from gpuc.functions.reaper.actions import (
+from gpuc.functions.reaper.alerts import alert_balances, alert_blind, alert_cap, alert_held
+from gpuc.functions.reaper.budget import watch_budget
+from gpuc.functions.reaper.owners import leave_others_alone
+from gpuc.functions.reaper.record import ReaperMeta, read_meta, record_failed_run, record_run
+from gpuc.functions.reaper.rules import fine_only_by_restart, judge, kept_gate, veto
+from gpuc.functions.reaper.sight import Sight, adopt_strays, look, track_status
+from gpuc.functions.reaper.state import Pass, describe
+from gpuc.functions.reaper.steps import (
     alert_only,
     all_clear,
     destroy,
@@ -25,13 +32,6 @@ from gpuc.functions.reaper.actions import (
     settle_gone,
     stop_kept,
 )
-from gpuc.functions.reaper.alerts import alert_balances, alert_blind, alert_cap, alert_held
-from gpuc.functions.reaper.budget import watch_budget
-from gpuc.functions.reaper.owners import leave_others_alone
-from gpuc.functions.reaper.record import ReaperMeta, read_meta, record_failed_run, record_run
-from gpuc.functions.reaper.rules import fine_only_by_restart, judge, kept_gate, veto
-from gpuc.functions.reaper.sight import Sight, adopt_strays, look, track_status
-from gpuc.functions.reaper.state import Pass, describe
 from gpuc.functions.reaper.trust import check_clock, check_store_age, fleet_silent, ingest_trouble
 from gpuc.functions.store import LIVE_STATES, StoredPod
 

@@ -27,7 +27,18 @@ set_charge_factor.
 
 `cancel_unavail`: an offer may have a going price for bids (`winning_bid`); a bid below it cannot be
 scheduled now. With cancel_unavail (sent true, or left out on an on-demand rent, the documented default)
-the create answers 410 and nothing is made; without it the instance is created STOPPED and bills its disk.
+the create answers 410 and nothing is made; without it the instance is created STOPPED, bills its disk, and
+the create answers an ERROR that carries `new_contract` (dstack PR #4036; the status and `error` text are
+this emulator's own: UNCONFIRMED). `ignore_cancel_unavail=True` plays a server that does not honour it.
+
+Interruptible life (priority: on-demand > higher bid > lower bid): `outbid(id, by=price)` is another renter
+bidding more on the machine: the instance is paused (actual stopped, intended running, processes killed
+through `on_pause`, disk kept and billed) and a signed `client:outbid` webhook is queued;
+`outbidder_leaves(id)` (or a bid raised to at least the going price) resumes it through loading.
+Webhooks (`webhook_secret`, `webhooks` the deliveries queued): HMAC-SHA256 hex over
+`<X-Vast-Timestamp>.<raw body>` in `X-Vast-Signature`, `X-Vast-Event-Id`, delivered at least once
+(`deliver_twice`); the payload has no instance id (documented: none; whether `message` names it is
+UNCONFIRMED: this emulator names it in `message`).
 
 `select_cols`: left out, the v1 list answers full rows (the official SDK relies on this). With `["*"]` it
 answers the default column set, which this emulator models WITHOUT extra_env, ports and onstart; with a
@@ -47,6 +58,8 @@ balance, offers, billing.
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import itertools
 import json
 import re
@@ -245,6 +258,7 @@ class VastEmulator(Emulator):
         offers: tuple[VastOfferState, ...] = DEFAULT_OFFERS,
         ssh_endpoint: tuple[str, int] | None = None,
         pod_key_not_found: bool = False,
+        ignore_cancel_unavail: bool = False,
     ) -> None:
         super().__init__(clock)
         self.api_key = api_key or new_key("")
@@ -254,6 +268,14 @@ class VastEmulator(Emulator):
         self.destroy_lag_polls = destroy_lag_polls
         # An instance key's destroy of its own instance hears the not-found body; the instance lives on.
         self.pod_key_not_found = pod_key_not_found
+        self.ignore_cancel_unavail = ignore_cancel_unavail
+        # Interruptible life: what a pause does to the instance's processes (the local sandbox kills them),
+        # the account's webhook secret and the deliveries queued (at least once).
+        self.on_pause: Callable[[str], None] | None = None
+        self.webhook_secret = secrets.token_hex(16)
+        self.webhooks: list[WebhookDelivery] = []
+        self.deliver_twice = False
+        self._events = itertools.count(1)
         self.offers = {o.id: VastOfferState(**o.__dict__) for o in offers}
         # Where every instance's direct ssh port points, e.g. a local sshd for a demo.
         self.ssh_endpoint = ssh_endpoint
@@ -293,6 +315,50 @@ class VastEmulator(Emulator):
 
     def vanish(self, instance_id: int | str) -> None:
         self.set_status(instance_id, "vanished")
+
+    def outbid(self, instance_id: int | str, *, by: float | None = None) -> None:
+        """Another renter bids `by` (default: 0.01 above this bid) on the machine: the instance pauses."""
+        with self._lock:
+            inst = self.instances[int(instance_id)]
+            if inst.bid is None:
+                raise ValueError("an on-demand instance is never outbid (on-demand outranks every bid)")
+            going = round(inst.bid + 0.01, 4) if by is None else by
+            if going <= inst.bid:
+                raise ValueError(f"a bid of {going} does not outbid {inst.bid}")
+            inst.offer.winning_bid = going
+            inst.actual, inst.intended, inst.cur_state, inst.polls_left = "stopped", "running", "stopped", 0
+            inst.status_msg = "outbid: paused"
+            self._queue_webhook("client:outbid", f"Your interruptible instance {inst.id} was outbid and paused")
+            self._track()
+        if self.on_pause:
+            self.on_pause(str(inst.id))  # "killing running processes"; disk kept
+
+    def outbidder_leaves(self, instance_id: int | str) -> None:
+        """The higher bid ends: every paused bid on the machine at or above the going price resumes."""
+        with self._lock:
+            inst = self.instances[int(instance_id)]
+            inst.offer.winning_bid = None
+            for other in self.instances.values():
+                if other.offer.machine_id == inst.offer.machine_id and paused_bid(other):
+                    other.actual, other.cur_state, other.polls_left = "loading", "running", self.boot_polls
+                    other.status_msg = None
+            self._track()
+
+    def _queue_webhook(self, notif_type: str, message: str) -> None:
+        now = int(self.clock.now())
+        event_id = f"evt_{next(self._events):06d}"
+        body = json.dumps(
+            {
+                "event_id": event_id,
+                "user_id": 1001,
+                "notif_type": notif_type,
+                "subject": "Instance outbid",
+                "message": message,
+                "timestamp": now,
+            }
+        ).encode()
+        delivery = WebhookDelivery(sign_webhook(self.webhook_secret, now, body, event_id), body)
+        self.webhooks.extend([delivery, delivery] if self.deliver_twice else [delivery])
 
     def occupy_machine(self, instance_id: int | str) -> None:
         """Someone else rents the GPUs of this instance's machine: a start of it waits ("scheduling")."""
@@ -503,7 +569,7 @@ class VastEmulator(Emulator):
         # A bid under the going price cannot be scheduled now. cancel_unavail left out (or null) defaults
         # to true for an on-demand rent only (reference V2).
         cancel = body.get("cancel_unavail")
-        cancel = price is None if cancel is None else cancel
+        cancel = (price is None if cancel is None else cancel) and not self.ignore_cancel_unavail
         unschedulable = price is not None and offer.winning_bid is not None and price < offer.winning_bid
         if unschedulable and cancel:
             msg = f"error 410/3907: no_such_ask Instance type {ask_id} cannot be scheduled now (cancel_unavail)."
@@ -516,6 +582,9 @@ class VastEmulator(Emulator):
             # Created, but waiting for the host: stopped, wanting to run, billing its disk meanwhile.
             inst.actual, inst.intended, inst.cur_state, inst.polls_left = "stopped", "running", "stopped", 0
             inst.status_msg = "waiting for the machine: outbid"
+            msg = f"bid {price} is below what the host gets now: instance {inst.id} created stopped"
+            body = {"success": False, "error": "bid_not_scheduled", "msg": msg, "new_contract": inst.id}
+            return EmuResponse.json(400, body)
         return EmuResponse.json(200, {"success": True, "new_contract": inst.id, "instance_api_key": inst.key})
 
     def _new_instance(
@@ -997,6 +1066,27 @@ class VastEmulator(Emulator):
             "time_remaining": "",
             "time_remaining_isbid": "",
         }
+
+
+@dataclass(frozen=True)
+class WebhookDelivery:
+    headers: dict[str, str]
+    body: bytes  # the raw body the signature covers
+
+
+def sign_webhook(secret: str, timestamp: int, body: bytes, event_id: str) -> dict[str, str]:
+    """Vast's documented signing: HMAC-SHA256 over `<timestamp>.<raw body>` (notification-webhooks.mdx)."""
+    mac = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
+    return {
+        "X-Vast-Timestamp": str(timestamp),
+        "X-Vast-Signature": mac,
+        "X-Vast-Event-Id": event_id,
+        "Content-Type": "application/json",
+    }
+
+
+def paused_bid(inst: VastInst) -> bool:
+    return inst.bid is not None and inst.actual == "stopped" and inst.intended == "running"
 
 
 def billing_state(inst: VastInst) -> str:

@@ -1,4 +1,4 @@
-"""Pods carry their own proof on the AWS path too (issue 26): the Lambda's key comes from SSM, a DynamoDB
+"""Pods carry their own proof on the AWS path too: the Lambda's key comes from SSM, a DynamoDB
 table that lost its records re-learns a pod from the claim it presents, and deploy keeps the key unless
 asked to rotate it."""
 

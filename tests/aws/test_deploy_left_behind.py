@@ -1,4 +1,4 @@
-"""A deploy that stops half-way (issue 19.9) says what it left behind and how to remove each, never
+"""A deploy that stops half-way says what it left behind and how to remove each, never
 "internal error"; a stack a failed first create left behind is named with its fix before anything is made."""
 
 from __future__ import annotations

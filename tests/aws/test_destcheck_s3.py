@@ -1,5 +1,5 @@
 """`up`'s results destination check against moto (server mode, IAM enforced): it passes only when the
-destination's own keys can write AND list, and leaves nothing behind (issue 19.1)."""
+destination's own keys can write AND list, and leaves nothing behind."""
 
 from __future__ import annotations
 

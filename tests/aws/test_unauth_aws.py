@@ -68,7 +68,7 @@ def test_a_request_that_fails_authentication_costs_one_read_and_no_write(world: 
     calls = DynamoCalls(world.store)
     n = 300
 
-    for i in range(n):  # invented ids (issue 17.2 measured 299 UpdateItem calls for these)
+    for i in range(n):  # invented ids (a flood once cost 299 UpdateItem calls for these)
         assert forged(world, f"made{i:05d}up", i) == 401
     unknown = calls.take()
     for i in range(n):  # a real pod's id, a bad signature, on both signed routes
@@ -177,7 +177,7 @@ def test_a_reaper_that_cannot_read_the_ingests_health_holds_silence_kills(world:
     assert alert and "could not be checked" in alert[0].message
 
 
-# -- Lambda edge events (issue 17.8): never a 5xx, nothing stored ---------------------------------------
+# -- Lambda edge events: never a 5xx, nothing stored ---------------------------------------
 
 TEXT: st.SearchStrategy[str] = st.text(max_size=12) | st.sampled_from(
     ["\ud800", "x\udfff", "/v1/heartbeat", "/v1/pods", "POST"]

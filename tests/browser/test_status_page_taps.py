@@ -1,4 +1,4 @@
-"""Every button on the status page acts from a real Chromium tap (issue 25.3, 29.5), and one tap is one push.
+"""Every button on the status page acts from a real Chromium tap, and one tap is one push.
 
 A form with no field POSTs an empty body, which the action route reads as a channel's bare button: "destroy
 now" and "destroy anyway" were refused with a 403 and did nothing. Each test here taps one button in the
@@ -32,7 +32,7 @@ def pushes(world: World) -> list[str]:
 
 def tap_on_page(world: World, served: ServerHandle, browser: Browser, label: str, card: str) -> str:
     """Open the status page, tap `label` in the pod's card, and return the answer page's text. Exactly one
-    push goes out for the tap (issue 29.5: one tap, one push)."""
+    push goes out for the tap (one tap, one push)."""
     browser.open(session_url(world, served))
     before = len(pushes(world))
     browser.tap(label, card=card)
@@ -138,7 +138,7 @@ def test_a_notifications_destroy_link_confirmed_in_the_browser_acts_once(
     world: World, served: ServerHandle, browser: Browser
 ) -> None:
     """The notification's "destroy now" opens its confirmation page; its button acts; opened again, the
-    link says it is spent and what it did (issue 25.3)."""
+    link says it is spent and what it did."""
     from gpuc.functions.actions.offers import offer
 
     fleet(world)

@@ -20,7 +20,7 @@ def gpuc(
 
 def test_fast_help_lists_the_same_commands_as_click() -> None:
     from gpuc.client.cli import cli
-    from gpuc.client.commands import top_help
+    from gpuc.client.command_table import top_help
 
     fast = top_help()
     for name in cli.list_commands(None):  # type: ignore[arg-type]

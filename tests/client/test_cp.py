@@ -1,4 +1,4 @@
-"""`gpuc cp` both ways (issue 19 item 4), as a user runs it: the real command, a local pod, names from
+"""`gpuc cp` both ways, as a user runs it: the real command, a local pod, names from
 `gpuc ls`. A copy from the pod lands whole or not at all and overwrites nothing here; a copy to the pod is
 checked as an upload is, before the pod is touched; neither reaches outside the pod's workspace."""
 
@@ -98,7 +98,7 @@ def test_two_local_paths_are_refused_with_how(world: tuple[World, Path]) -> None
 
 
 def test_the_links_file_never_replaces_a_file_here_or_in_the_copy(world: tuple[World, Path], tmp_path: Path) -> None:
-    """Issue 25 item 11: the links file went over a file of the same name, beside the copy or in it."""
+    """The links file went over a file of the same name, beside the copy or in it."""
     w, workspace = world
     run = workspace / "results" / "run1"
     run.mkdir(parents=True)

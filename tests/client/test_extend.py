@@ -11,15 +11,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gpuc.client.commands import COMMANDS
+from gpuc.client.command_table import COMMANDS
 from gpuc.client.context import Ctx
 from gpuc.client.pods.commands import extend, keep
 from gpuc.client.pods.lease import parse_when
 from gpuc.client.pods.plan import Quote, UpOptions, before_create, cost_line
-from gpuc.client.pods.runs import RunStore
+from gpuc.client.runs import RunStore
 from gpuc.client.setup.doctor import check_deadline
 from gpuc.client.setup.doctor_live import live_report
-from gpuc.client.watchdog.client import WatchdogClient
 from gpuc.core.api import RegisterRequest
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ConfigError
@@ -27,6 +26,7 @@ from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.runpod import RunPodProvider
 from gpuc.core.settings import SecretStr, Settings
 from gpuc.core.signing import derive_key, new_token
+from gpuc.core.watchdog_client import WatchdogClient
 from gpuc.functions.server import ServerHandle, start_in_thread
 from gpuc.testkit.emulators.runpod import RunPodEmulator
 

@@ -1,4 +1,4 @@
-"""Issue 26: once a pod is gone (destroyed from outside), `gpuc results`, `gpuc cp POD:results/...` and
+"""Once a pod is gone (destroyed from outside), `gpuc results`, `gpuc cp POD:results/...` and
 `gpuc logs` read what its last verified push left at the destination, and say so: the last push (when), not
 the pod. The push is the pod's own code (instance_side/push.py), the pod a real local sandbox."""
 

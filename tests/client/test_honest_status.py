@@ -18,7 +18,7 @@ import pytest
 from gpuc.client.money.offers import OfferFilters, collect
 from gpuc.client.money.render import render_offers
 from gpuc.client.onpod.ssh import _Progress
-from gpuc.client.pods.runs import ensure_home
+from gpuc.client.runs import ensure_home
 from gpuc.client.setup.doctor import env_source
 from gpuc.client.text import clock_utc, short_span, span_words
 from gpuc.client.watchdog.admin import serve_banner, token_source

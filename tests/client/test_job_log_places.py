@@ -16,20 +16,11 @@ import pytest
 from gpuc.client.jobs.outcome_file import JobOutcome
 from gpuc.client.jobs.places import Destination, result_places
 from gpuc.client.jobs.podlog import LogPrinter
+from gpuc.core.destinations import S3_KEY_ENV, S3_SECRET_ENV, git_environ
 from gpuc.core.podpaths import PodPaths
 from gpuc.core.settings import SecretStr, Settings
 from gpuc.instance_side.joblog import OUTCOME_FORMAT
-from gpuc.instance_side.sync import (
-    JOB_LOG_NAME,
-    OUTCOME_NAME,
-    S3_KEY_ENV,
-    S3_SECRET_ENV,
-    GitSync,
-    S3Sync,
-    SplitSync,
-    git_environ,
-    with_job_log,
-)
+from gpuc.instance_side.sync import JOB_LOG_NAME, OUTCOME_NAME, GitSync, S3Sync, SplitSync, with_job_log
 
 KEY, SECRET = "AKIAEXAMPLEKEY000002", "s3cr3t-laptop-value"
 

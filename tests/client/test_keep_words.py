@@ -11,12 +11,12 @@ import pytest
 from click.testing import CliRunner
 
 from gpuc.client.pods.commands import keep
-from gpuc.client.pods.runs import RunStore
-from gpuc.client.watchdog.client import WatchdogClient
+from gpuc.client.runs import RunStore
 from gpuc.core.api import RegisterRequest
 from gpuc.core.errors import ConfigError
 from gpuc.core.settings import SecretStr, Settings
 from gpuc.core.signing import derive_key, new_token
+from gpuc.core.watchdog_client import WatchdogClient
 from gpuc.functions.server import ServerHandle, start_in_thread
 
 ADMIN = "admin-token-PLANTED-4f1e2d3c"

@@ -19,8 +19,8 @@ from ctxfakes import StatusView
 from gpuc.client.context import Ctx
 from gpuc.client.pods.commands import ls
 from gpuc.client.pods.listing import ls_lines
-from gpuc.client.pods.runs import RunStore
 from gpuc.client.pods.survey import dumps_rows, survey
+from gpuc.client.runs import RunStore
 from gpuc.client.text import WIDTH
 from gpuc.core.api import PodRecord, StatusResponse
 from gpuc.core.clock import FakeClock

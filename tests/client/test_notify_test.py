@@ -1,4 +1,4 @@
-"""`gpuc notify --test` (issue 19 item 2), as a user runs it: the real command, a real watchdog server and a
+"""`gpuc notify --test`, as a user runs it: the real command, a real watchdog server and a
 local ntfy stand-in over HTTP. Each route says whether its service accepted the message, and a channel
 the watchdog does not hold is a ✗ with exit 1, never a silent gap."""
 

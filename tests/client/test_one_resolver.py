@@ -1,4 +1,4 @@
-"""One resolver for every command (issue 19 item 3): the name `gpuc ls` shows (the experiment) works in
+"""One resolver for every command: the name `gpuc ls` shows (the experiment) works in
 `run`, `keep`, `down` and `logs` as a pod id or run id does, and two live pods of one experiment are
 refused with both listed, never guessed."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from localworld import World, open_world, wait_for
 
-from gpuc.client.pods.runs import RunStore
+from gpuc.client.runs import RunStore
 from gpuc.core.errors import NotFound
 
 

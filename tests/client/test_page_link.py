@@ -9,7 +9,7 @@ import pytest
 import segno
 from click.testing import CliRunner
 
-from gpuc.client.commands import COMMANDS
+from gpuc.client.command_table import COMMANDS
 from gpuc.client.watchdog import page as pagelink
 from gpuc.core.errors import ConfigError
 from gpuc.core.settings import SecretStr, Settings

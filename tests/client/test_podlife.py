@@ -15,20 +15,20 @@ import pytest
 from localworld import wait_for
 
 from gpuc.client.context import Ctx
-from gpuc.client.onpod.access import STATE_DIR
 from gpuc.client.pods.down import down
 from gpuc.client.pods.plan import UpOptions
 from gpuc.client.pods.run import job_on_pod, run_job
 from gpuc.client.pods.survey import LS_FIELDS, dumps_rows, list_all, reaper_warnings
 from gpuc.client.pods.up import up
-from gpuc.client.watchdog.client import WatchdogClient
 from gpuc.core.api import Ack, EndRequest, RegisterAnswer, RegisterRequest, StatusResponse
 from gpuc.core.errors import ConfigError, FunctionsError, NotFound, SafetyRefusal
 from gpuc.core.ledger import LEDGER_COLUMNS
 from gpuc.core.pod import Pod
+from gpuc.core.podpaths import STATE_REL as STATE_DIR
 from gpuc.core.providers.base import DestroyResult, PodAccess
 from gpuc.core.providers.local import LocalProvider
 from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.watchdog_client import WatchdogClient
 from gpuc.functions.server import start_in_thread
 from gpuc.testkit.local_faults import add_foreign
 

@@ -27,7 +27,6 @@ from gpuc.client.money.offers import OfferFilters, fetch
 from gpuc.client.pods.commands import up as up_command
 from gpuc.client.pods.plan import UpOptions, check_watchdog_reachable
 from gpuc.client.pods.up import up
-from gpuc.client.watchdog.client import WatchdogClient
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ConfigError, GpucError
 from gpuc.core.models import Offer, PodSpec
@@ -35,6 +34,7 @@ from gpuc.core.pod import Pod
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.vast import VastProvider
 from gpuc.core.settings import Settings
+from gpuc.core.watchdog_client import WatchdogClient
 from gpuc.testkit.emulators.vast import VastEmulator
 
 VAST_KEY = "f00dPLANTEDvastkey4c3b2a19087f6e5d"
@@ -258,7 +258,7 @@ def test_offers_for_h100_on_vast_search_every_h100_spelling() -> None:
     assert sorted(o.id for o in offers) == ["1", "2"]
 
 
-# -- the results destination (issue 19.1): nowhere to sync is KEPT and billing, so refused first ------------
+# -- the results destination: nowhere to sync is KEPT and billing, so refused first ------------
 def probe_refs(repo: Path) -> str:
     return subprocess.run(["git", "-C", str(repo), "for-each-ref"], capture_output=True, text=True, check=True).stdout
 

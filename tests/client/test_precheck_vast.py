@@ -14,8 +14,8 @@ from upfakes import HealthyWatchdog, rented_settings
 
 from gpuc.client.context import Ctx
 from gpuc.client.pods.plan import UpOptions
-from gpuc.client.pods.runs import RunStore
 from gpuc.client.pods.up import up
+from gpuc.client.runs import RunStore
 from gpuc.core.api import WIRE_PROTOCOL, StatusResponse
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ConfigError, GpucError

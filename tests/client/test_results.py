@@ -206,7 +206,7 @@ def test_the_pod_side_listing_and_tar_agree(tmp_path: Path) -> None:
     assert listing["results/a/b.txt"] == ["f", 3]
 
 
-# -- a hostile pod (issue 25 items 1 and 11): its listing and its tar agree, and attack the laptop --------
+# -- a hostile pod: its listing and its tar agree, and attack the laptop --------
 class LyingPod:
     """A pod whose `resultscopy list` answers `listing`: whatever it likes, matching the tar it sends."""
 

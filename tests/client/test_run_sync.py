@@ -1,4 +1,4 @@
-"""`gpuc run --sync` (issue 19 item 4): a kept pod runs today's code. The folder is checked here first, as
+"""`gpuc run --sync`: a kept pod runs today's code. The folder is checked here first, as
 `up` checks it; it is never uploaded under a running job; and without --sync the pod keeps what it had."""
 
 from __future__ import annotations

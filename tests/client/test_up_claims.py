@@ -1,4 +1,4 @@
-"""`up` with a watchdog that holds a key (issue 26): the pod is marked with the watchdog's id where the
+"""`up` with a watchdog that holds a key: the pod is marked with the watchdog's id where the
 provider shows it, registered without a token of its own, and handed the token and claim the watchdog answered
 (its agent keeps and presents the claim: tests/functions/test_claims.py, the drill). The real `up`, local
 provider and server over HTTP."""
@@ -15,11 +15,11 @@ from localworld import wait_for
 from gpuc.client.context import Ctx
 from gpuc.client.pods.plan import UpOptions
 from gpuc.client.pods.up import up
-from gpuc.client.watchdog.client import WatchdogClient
 from gpuc.core.podpaths import CLAIM_ENV, TOKEN_ENV
 from gpuc.core.providers.local import LocalProvider
 from gpuc.core.settings import SecretStr, Settings
 from gpuc.core.signing import derive_key
+from gpuc.core.watchdog_client import WatchdogClient
 from gpuc.functions.claims import read_claim
 from gpuc.functions.server import ServerHandle, start_in_thread
 

@@ -1,4 +1,4 @@
-"""`gpuc up ... | tee log` stopped at each of its steps leaves no pod billing (issue 25 item 10, issue 26 item 3).
+"""`gpuc up ... | tee log` stopped at each of its steps leaves no pod billing.
 
 The real CLI in a subprocess rents from the RunPod emulator over loopback HTTP, reaches the pod over a loopback
 sshd, registers with a real watchdog in a thread. Its stdout goes into a real `tee`, in the same process group,

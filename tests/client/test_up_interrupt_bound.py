@@ -13,7 +13,7 @@ import pytest
 from gpuc.client.context import Ctx
 from gpuc.client.interrupts import Interrupted
 from gpuc.client.pods import up
-from gpuc.client.pods.runs import RunStore
+from gpuc.client.runs import RunStore
 from gpuc.core.clock import FakeClock, SystemClock
 from gpuc.core.errors import GpucError
 from gpuc.core.models import PodSpec

@@ -1,4 +1,4 @@
-"""Credentials never leave in the upload (issue 17.5): a folder full of them is refused before anything is
+"""Credentials never leave in the upload: a folder full of them is refused before anything is
 rented, each file named with why; `.gpucignore` leaves one out (then `up` goes on) or lets a false positive
 through; folders that hold home folders are refused; a normal ML project passes.
 
@@ -109,7 +109,7 @@ def aws_credentials() -> bytes:
     return f"[default]\naws_access_key_id = {aws_key_id()}\naws_secret_access_key = {aws_secret()}\n".encode()
 
 
-# The files issue 17.5 found on a pod, each made here, and the words the refusal names it with.
+# The files a review once found uploaded to a pod, each made here, and the words the refusal names it with.
 ISSUE_FILES: dict[str, tuple[bytes, str]] = {
     ".envrc": (f"export OPENAI_API_KEY={token('sk-', 48)}\n".encode(), "direnv"),
     ".npmrc": (f"//registry.npmjs.org/:_authToken={rand(36)}\n".encode(), "npm"),

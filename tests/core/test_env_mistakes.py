@@ -1,4 +1,4 @@
-"""Issue 19 item 7: .env mistakes are named (misspelt keys, empty values), times take units, a bad setting
+""".env mistakes are named (misspelt keys, empty values), times take units, a bad setting
 names its key, problem, file and fix, and an idle warning at or after the destroy is refused."""
 
 from __future__ import annotations
@@ -92,3 +92,23 @@ def test_an_empty_value_is_named_once_on_stderr(tmp_path: Path, capsys: pytest.C
     load_settings(env)
     err = capsys.readouterr().err
     assert err.count("GPUC_RESULTS_BUCKET") == 1 and "no value" in err and str(tmp_path / ".env") in err
+
+
+def test_the_watchdog_settings_are_named_watchdog_and_the_old_names_still_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    new = env_for(tmp_path, "GPUC_WATCHDOG_URL=https://new.example\nGPUC_WATCHDOG_TIMEOUT_S=30s\n")
+    settings = load_settings(new)
+    assert (settings.functions_url, settings.functions_timeout_s) == ("https://new.example", 30.0)
+    # A .env written before the rename keeps working, and is not called misspelt.
+    old = env_for(tmp_path, "GPUC_FUNCTIONS_URL=https://old.example\nGPUC_FUNCTIONS_TIMEOUT_S=20s\n")
+    settings = load_settings(old)
+    assert (settings.functions_url, settings.functions_timeout_s) == ("https://old.example", 20.0)
+    assert "GPUC_FUNCTIONS" not in capsys.readouterr().err
+    # Both set: the new name wins, wherever the old one is (the environment beats the file as ever).
+    both = {**env_for(tmp_path, "GPUC_WATCHDOG_URL=https://new.example\n"), "GPUC_FUNCTIONS_URL": "https://old.example"}
+    assert load_settings(both).functions_url == "https://old.example"
+    both = {**env_for(tmp_path, "GPUC_FUNCTIONS_URL=https://old.example\n"), "GPUC_WATCHDOG_URL": "https://new.example"}
+    assert load_settings(both).functions_url == "https://new.example"
+    both = env_for(tmp_path, "GPUC_FUNCTIONS_URL=https://old.example\nGPUC_WATCHDOG_URL=https://new.example\n")
+    assert load_settings(both).functions_url == "https://new.example"

@@ -1,10 +1,10 @@
-"""core/untar.py against hostile tars (issue 25 item 1): whatever a tar holds, nothing outside the folder it
+"""core/untar.py against hostile tars: whatever a tar holds, nothing outside the folder it
 is unpacked into changes, no link is made or followed, and what is refused is said in one clear line.
 
 Each case plants sentinels beside the staging folder (a project with its train.py, a fake home with its
 .bashrc) and compares the whole tree outside staging byte for byte before and after. The first case is
 CVE-2025-4517's proof of concept: on Python 3.11.7 `extractall(filter="data")` overwrites the project's
-train.py with it (client/jobs/copyout.py did that before issue 25).
+train.py with it (client/jobs/copyout.py once did that).
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ def test_the_demo_runs_both_stories_against_the_emulator(provider: str) -> None:
         "✓ the watchdog never took the pod for silent while up installed it",
         "verify gpu_name: pass",
         "✓ results and the job's log synced before the destroy:"
-        " ['job.log', 'metrics.json', 'outcome.json', 'weights.bin']",
+        " ['job.log', 'metrics.json', 'outcome.json', 'push-manifest.json', 'weights.bin']",
         "✓ notification carries the exit code",
         "✓ destroyed with the pod-scoped key (expected: the pod-scoped key)",
         "✓ destroyed with the account key (expected: the account key)",

@@ -1,4 +1,4 @@
-"""`gpuc demo --provider runpod --serve` (issue 19 item 5), as a new user rehearses a rental offline: the
+"""`gpuc demo --provider runpod --serve`, as a new user rehearses a rental offline: the
 real `gpuc` commands in a shell pointed at the emulator by the printed `.` line, then Ctrl-C, which leaves
 no pod and no process behind."""
 

@@ -16,15 +16,10 @@ from gpuc.functions.app import Deps
 from gpuc.functions.reaper import rules, sweep
 from gpuc.instance_side import agent, ending, heartbeat
 from gpuc.testkit import docgen
-from gpuc.testkit.drill import (
-    SCENARIOS,
-    f3j_job_works_without_gpu,
-    f5_agent_killed,
-    f5c_clock_ahead,
-    f8_sync_fails,
-    f10_network_lost,
-    run_drill,
-)
+from gpuc.testkit.drill import SCENARIOS, run_drill
+from gpuc.testkit.drill_ends import f3j_job_works_without_gpu
+from gpuc.testkit.drill_results import f8_sync_fails, f10_network_lost
+from gpuc.testkit.drill_silence import f5_agent_killed, f5c_clock_ahead
 
 pytestmark = pytest.mark.e2e  # minutes of real processes: `make quick` leaves them out
 
@@ -34,10 +29,11 @@ ROWS += ["F15", "F15v", "F15h"]
 ROWS += ["F11u", "F18"]
 ROWS += ["F16", "F16b"]
 ROWS += ["F17"]
-ROWS += ["F20"]  # issue 20: keep from the phone
-ROWS += ["F11i"]  # issues 25-26: `up | tee` stopped at each step
-ROWS += ["F26s", "F26w"]  # issue 26: pods carry their own proof
-ROWS += ["F26a", "F26f"]  # issue 26: the agent killed mid-job, the pod frozen mid-job
+ROWS += ["F20"]  # Keep from the phone
+ROWS += ["F11i"]  # `up | tee` stopped at each step
+ROWS += ["F26s", "F26w"]  # Pods carry their own proof
+ROWS += ["F26a", "F26f"]  # The agent killed mid-job, the pod frozen mid-job
+ROWS += ["S30c"]  # A losing bid at create leaves no instance
 
 
 def drill(*args: str) -> tuple[int, str]:

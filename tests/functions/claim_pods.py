@@ -1,4 +1,4 @@
-"""Pods as `up` makes them with a watchdog that holds a key (issue 26): registered without a key of their
+"""Pods as `up` makes them with a watchdog that holds a key: registered without a key of their
 own, given the derived token and the claim the watchdog answers, and pinging through the pod's real signer
 and client (instance_side.heartbeat), which send the claim and keep the latest on disk."""
 

@@ -1,4 +1,4 @@
-"""One tap from the phone (issue 20): a tap acts once, on its one pod, through the watchdog's own transitions;
+"""One tap from the phone: a tap acts once, on its one pod, through the watchdog's own transitions;
 a refused, reused, expired, altered, other-pod or scanned link changes nothing."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Pods carry their own proof; the store is a cache (issue 26 item 2): the real handlers, the real reaper and
+"""Pods carry their own proof; the store is a cache: the real handlers, the real reaper and
 the pod's real signer and client, on a virtual clock with the reaper's intervals scaled down."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ import base64
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from claim_pods import KEY, OTHER_KEY, ClaimedPod
@@ -29,8 +30,9 @@ SCALED = {
 }
 
 
-def keyed_world(home: Path, clock: FakeClock, key: str = KEY, **overrides: object) -> World:
-    return make_world(home, clock, watchdog_key=key, **{**SCALED, **overrides})
+def keyed_world(home: Path, clock: FakeClock, key: str = KEY, **overrides: Any) -> World:
+    settings: dict[str, Any] = {**SCALED, **overrides}
+    return make_world(home, clock, watchdog_key=key, **settings)
 
 
 def lose_store(world: World, path: Path) -> None:
@@ -199,7 +201,7 @@ def test_a_second_watchdog_on_the_account_leaves_the_first_ones_pods_alone(
     home: Path, clock: FakeClock, tmp_path: Path
 ) -> None:
     # A day of passes: fewer of them, and deadlines past the test
-    slower = {"reaper_period_s": 5 * MIN, "silence_limit_s": 15 * MIN, "max_hours": 40.0}
+    slower: dict[str, Any] = {"reaper_period_s": 5 * MIN, "silence_limit_s": 15 * MIN, "max_hours": 40.0}
     first = keyed_world(home, clock, **slower)
     second = keyed_world(tmp_path / "second-home", clock, key=OTHER_KEY, **slower)
     second.provider = first.provider

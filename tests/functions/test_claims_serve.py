@@ -1,5 +1,5 @@
 """`gpuc watchdog serve` keeps its key in config.json beside the admin token, never in its store: a serve
-restarted after watchdog.db was deleted knows a pinging pod again by its claim (issue 26), over real HTTP
+restarted after watchdog.db was deleted knows a pinging pod again by its claim, over real HTTP
 with the pod's own stdlib client."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gpuc.client.watchdog.client import WatchdogClient
 from gpuc.core.api import RegisterRequest
 from gpuc.core.clock import SystemClock
 from gpuc.core.settings import load_settings
+from gpuc.core.watchdog_client import WatchdogClient
 from gpuc.functions.server import start_in_thread
 from gpuc.functions.store import SqliteStore
 from gpuc.instance_side.heartbeat import ClaimFile, PodClient, SeqCounter, Signer, UrllibTransport, heartbeat_body

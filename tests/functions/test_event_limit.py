@@ -1,4 +1,4 @@
-"""Signed events are limited per pod: a handful of pushes an hour, the rest told as one (issue 17.3).
+"""Signed events are limited per pod: a handful of pushes an hour, the rest told as one.
 
 One pod's token once turned 1,000 signed events into 1,000 phone notifications. Each accepted event still
 does what it is for (its ledger end, its record); only the push is limited. Both stores.
@@ -35,7 +35,7 @@ def test_a_flood_of_signed_events_is_six_pushes_and_one_summary(any_world: World
         else:
             answer = world.event("p1", "info", f"visit https://evil.example/{i}")
         assert answer.status == 200
-    # The job's end is money-critical: its own budget, never held behind a flood of progress (issue 25.11).
+    # The job's end is money-critical: its own budget, never held behind a flood of progress.
     assert pushes(world) == ["info"] * limit + ["job_exit"]
     rec = world.pod("p1")
     assert (rec.state, rec.end_at, rec.ended_by) == ("ended", end_at, "wrapper")  # recorded all the same

@@ -142,7 +142,7 @@ def test_unverified_pings_are_noted_only_for_a_stray_the_reaper_found(any_world:
 
 
 def test_a_flood_of_invented_ids_evicts_nothing_and_moves_no_deadline(any_world: World) -> None:
-    """Issue 17.1: a flood of well-shaped made-up ids once pushed a real stray's entry out of a shared
+    """A flood of well-shaped made-up ids once pushed a real stray's entry out of a shared
     list, and its destroy came early. Now each costs one read: the stray's own record is untouched, its
     one delay stands."""
     world = any_world

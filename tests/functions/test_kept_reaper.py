@@ -13,7 +13,7 @@ from watchdog_fakes import World, make_world, outage
 
 from gpuc.core import api
 from gpuc.core.clock import FakeClock
-from gpuc.functions.reaper import actions, sweep
+from gpuc.functions.reaper import steps, sweep
 from gpuc.functions.reaper.rules import Ruling
 from gpuc.functions.reaper.state import Pass
 
@@ -152,9 +152,9 @@ def test_a_destroy_that_reaches_a_kept_pod_anyway_is_refused(world: World) -> No
     kept(world)
     rec = world.pod("p1")
     run = Pass(world.deps, world.now, False, api.ReapReport(ran_at=world.now))
-    actions.destroy(run, rec, "some new rule")
+    steps.destroy(run, rec, "some new rule")
     world.store.update_if("p1", {}, {"state": "destroying", "destroy_started_at": world.now - HOUR})
-    actions.retry_destroy(run, world.pod("p1"))
+    steps.retry_destroy(run, world.pod("p1"))
     assert world.provider.destroyed == []
     assert world.pod("p1").state == "late"
 

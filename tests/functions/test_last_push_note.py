@@ -1,4 +1,4 @@
-"""Issue 26: the watchdog's warning and destroy notifications say what a destroy from outside costs: when
+"""The watchdog's warning and destroy notifications say what a destroy from outside costs: when
 results were last pushed, how many, where (the pod's word, defanged), and that the job was still running if
 the last heartbeat said so."""
 

@@ -1,4 +1,4 @@
-"""A link's signature is long enough that guessing one online is hopeless (issue 25.12).
+"""A link's signature is long enough that guessing one online is hopeless.
 
 A link is checked only online, against this watchdog: a 16-bit signature is found in ~33,000 tries, an
 afternoon of requests; 80 bits are not found before the sun burns out. A mutant that cut the MAC to 16

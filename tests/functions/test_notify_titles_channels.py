@@ -1,4 +1,4 @@
-"""Issue 19 item 2: titles lead with the experiment and the outcome (never a bare run id), bodies with what
+"""Titles lead with the experiment and the outcome (never a bare run id), bodies with what
 to do; a channel added to .env after the local watchdog started reaches it, the watchdog's status says which
 channels it has (kind and index, never a URL), and the laptop names the ones it lacks."""
 
@@ -173,7 +173,7 @@ def test_agent_start_is_pushed_only_when_asked(tmp_path: Path, notify_start: boo
     assert config.notify_start is notify_start
 
 
-# -- carried onto the phone's actions (issue 20): titles there too, and the buttons survive a reload --------
+# -- carried onto the phone's actions: titles there too, and the buttons survive a reload --------
 def test_a_destroy_from_the_phone_is_titled_by_experiment_and_cost(world: World) -> None:
     world.register("p1", experiment="kvcache")
     world.clock.advance(144.0)

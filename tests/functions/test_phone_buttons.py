@@ -1,4 +1,4 @@
-"""Buttons on notifications (issue 20): each channel's native form, which notifications get which, and
+"""Buttons on notifications: each channel's native form, which notifications get which, and
 a notification that always goes out, buttons or not. httpx.MockTransport answers; no network."""
 
 from __future__ import annotations

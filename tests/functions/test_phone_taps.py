@@ -1,4 +1,4 @@
-"""Taps coming back (issue 20): Telegram's webhook and Slack's Request URL refuse what is not theirs and
+"""Taps coming back: Telegram's webhook and Slack's Request URL refuse what is not theirs and
 store nothing; and end to end over real HTTP, a notification to the ntfy and Telegram stand-ins whose
 button is pressed as the phone would, and the watchdog acts once."""
 

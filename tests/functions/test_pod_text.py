@@ -1,4 +1,4 @@
-"""Text from a pod reaches the phone quoted, marked as the pod's, with every URL defanged (issue 17.3).
+"""Text from a pod reaches the phone quoted, marked as the pod's, with every URL defanged.
 
 A Vast pod runs on a stranger's machine: its token signs whatever that machine wants to say, such as
 "your RunPod key was revoked, re-enter it at https://...". Tested through the real event handler and

@@ -1,4 +1,4 @@
-"""A provider's raw status text reaches an alert defanged, gpuc's own words around it never (issue 25.11).
+"""A provider's raw status text reaches an alert defanged, gpuc's own words around it never.
 
 Vast's status texts (actual_status, intended_status, cur_state: raw_status; status_msg) come from the host's
 machine, a stranger's, and the reaper's alerts quoted them as they were: a link or a mention in them became

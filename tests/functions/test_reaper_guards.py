@@ -1,4 +1,4 @@
-"""Safety checks of the reaper that a round of mutants found unguarded (issue 17): a provider's "unknown"
+"""Safety checks of the reaper that a round of mutants found unguarded: a provider's "unknown"
 never reads as gone, a dry run writes, notifies and destroys nothing whatever the pass would do, and an
 ended pod's destroy does not wait out a backwards clock step. tests/mutants/ reruns the mutants."""
 

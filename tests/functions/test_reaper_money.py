@@ -1,4 +1,4 @@
-"""Money the reaper must not let go (issue 25.12's surviving mutants, tests/mutants/table_money.py): a pod
+"""Money the reaper must not let go (tests/mutants/table_money.py): a pod
 stuck provisioning past its deadline is destroyed; a deadline a clock jump passed is warned first and
 destroyed a pass later (time to extend); the month's spend counts destroyed pods and pods on a provider
 unread this pass; a pod pulled in last month is pulled in again in a new one; a rescued stray's lifetime

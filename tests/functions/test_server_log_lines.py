@@ -1,4 +1,4 @@
-"""The local watchdog's own log lines name the request and the consequence (issue 19.8)."""
+"""The local watchdog's own log lines name the request and the consequence."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`gpuc watchdog serve --host 0.0.0.0` warns that plain HTTP carries the admin token, and says how to put
-TLS in front (issue 25.11). On loopback it says nothing of the kind."""
+TLS in front. On loopback it says nothing of the kind."""
 
 from __future__ import annotations
 

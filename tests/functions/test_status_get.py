@@ -14,11 +14,11 @@ from httpstubs import Answer, Stub
 from pydantic import SecretStr
 from watchdog_fakes import ADMIN, World
 
-from gpuc.client.watchdog.client import CONNECT_TRIES, WatchdogClient
 from gpuc.core import api
 from gpuc.core.errors import FunctionsError
 from gpuc.core.signing import derive_key, new_token
 from gpuc.core.transport import reset_shared_client
+from gpuc.core.watchdog_client import CONNECT_TRIES, WatchdogClient
 from gpuc.functions.server import ServerHandle, start_in_thread
 
 READS = ("status",)

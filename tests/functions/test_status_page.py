@@ -37,7 +37,7 @@ def test_the_page_shows_each_pod_and_the_reapers_pass(world: World) -> None:
     assert got.status == 200 and got.html is not None
     for text in ("pod-a", "RTX 4090", "$0.50/h", "about $0.50", "Deadline", "ends at its deadline", "extend 2 h"):
         assert text in got.html, text
-    assert "if it does not ping by" not in got.html  # pinging: the silence rule is no threat to it (29.5)
+    assert "if it does not ping by" not in got.html  # pinging: the silence rule is no threat to it
     assert got.page_headers["Referrer-Policy"] == "no-referrer"
 
 
@@ -136,7 +136,7 @@ def test_a_pods_own_words_are_escaped(world: World) -> None:
 
 
 def test_a_healthy_idle_pod_shows_its_idle_end_not_the_silence_rule(world: World) -> None:
-    """Issue 29.5: what will really happen next, and when: the agent's idle destroy, from its heartbeat."""
+    """What will really happen next, and when: the agent's idle destroy, from its heartbeat."""
     world.register("pod-a")
     world.ping("pod-a", idle_minutes=5.0, job_running=False)
     world.reap()  # the provider's word on it: running

@@ -1,4 +1,4 @@
-"""The status page's forms, submitted as a browser submits them (issue 25.3), without a browser: every
+"""The status page's forms, submitted as a browser submits them, without a browser: every
 form's fields urlencoded as its body. A form with no field POSTs an empty body, which the action route
 takes for a channel's bare button: "destroy now" and "destroy anyway" were refused with a 403. The
 browser tests (tests/browser) tap the same buttons in Chromium."""
@@ -65,7 +65,7 @@ def test_a_stray_gpuc_did_not_start_has_no_button(world: World) -> None:
 
 @pytest.mark.parametrize("label", ["keep 1 h", "extend 2 h", "destroy now"])
 def test_one_tap_is_one_push(world: World, label: str) -> None:
-    """Issue 29.5: a tap's transitions (lease, deadline, destroy) each used to push: two or three a tap."""
+    """A tap's transitions (lease, deadline, destroy) each used to push: two or three a tap."""
     world.register("p1")
     world.ping("p1")
     before = len(world.outbox())

@@ -35,7 +35,7 @@ from gpuc.core.signing import derive_key, new_token, sign
 from gpuc.functions.app import Deps, ProviderPool
 from gpuc.functions.server import ServerHandle, start_in_thread
 from gpuc.functions.store import SqliteStore
-from gpuc.testkit.drill import DrillProvider, FaultPlan, FaultTally
+from gpuc.testkit.drill_stage import DrillProvider, FaultPlan, FaultTally
 
 ADMIN = "hostile-admin-token-" + "a1b2c3d4" * 3
 GOOD_POD = "good-pod-01"

@@ -1,4 +1,4 @@
-"""The phone's intents as the real agent hears them (issue 20): "destroy now" is the agent's own ending (sync
+"""The phone's intents as the real agent hears them: "destroy now" is the agent's own ending (sync
 -> notify -> destroy, kept on a failed sync), "retry sync" is its kept loop's retry, now. The real agent, the
 real handlers and reaper, on the drill's stage (virtual time)."""
 
@@ -12,8 +12,8 @@ import pytest
 from gpuc.functions.actions.links import Verb
 from gpuc.functions.actions.offers import OfferKind, offer
 from gpuc.instance_side.sync import FileBucketSync
-from gpuc.testkit.drill import EXPERIMENT, MIN, FaultPlan, FaultTally, Stage
 from gpuc.testkit.drill_actions import tap
+from gpuc.testkit.drill_stage import EXPERIMENT, MIN, FaultPlan, FaultTally, Stage
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Issue 26: the agent pushes results while the job runs (at its interval, and once more when the pod is
+"""The agent pushes results while the job runs (at its interval, and once more when the pod is
 warned), a restarted agent carries on from its predecessor's state, and the job wrapper restarts a dead
 agent (a real agent process, SIGKILLed as the OOM killer does) while the job keeps running."""
 
@@ -99,13 +99,12 @@ def test_the_guard_restarts_only_a_dead_agent_of_a_live_pod(tmp_path: Path, cloc
     pod = wire(tmp_path / "pod", clock)
     started: list[int] = []
     state = {"alive": True}
-    guard = AgentGuard(
-        pod.paths,
-        pod.ctx.cfg,
-        pod.ctx.log,
-        alive=lambda paths: state["alive"],
-        start=lambda paths: started.append(1) or 4242,
-    )
+
+    def start(paths: object) -> int:
+        started.append(1)
+        return 4242
+
+    guard = AgentGuard(pod.paths, pod.ctx.cfg, pod.ctx.log, alive=lambda paths: state["alive"], start=start)
     assert not guard.check(0.0)
     state["alive"] = False
     assert guard.check(1.0) and len(started) == 1

@@ -250,7 +250,7 @@ def test_unpack_makes_the_projects_own_links_last_and_only_inside(pod: PodPaths)
 
 @pytest.mark.parametrize("case", ["cve-2025-4517", "through-a-link-the-job-made", "link-then-file"])
 def test_a_hostile_upload_writes_nothing_outside_the_workspace(pod: PodPaths, tmp_path: Path, case: str) -> None:
-    """Issue 25 item 1 on the pod: the same unpacking as the laptop's, never tarfile's filter."""
+    """The same unpacking as the laptop's, never tarfile's filter."""
     plant(tmp_path)  # tmp_path/project/train.py and tmp_path/home/.bashrc, beside the pod's root
     pod.workspace.mkdir(parents=True, exist_ok=True)
     os.symlink(tmp_path / "project", pod.workspace / "shared")  # made by the job: gpuc never writes through it

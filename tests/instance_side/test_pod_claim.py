@@ -1,4 +1,4 @@
-"""The pod keeps its latest claim (issue 26): on disk across agent restarts, sent with every signed request,
+"""The pod keeps its latest claim: on disk across agent restarts, sent with every signed request,
 and only ever something shaped like a claim (a garbled answer must not become a header)."""
 
 from __future__ import annotations

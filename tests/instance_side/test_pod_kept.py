@@ -158,7 +158,7 @@ def test_only_one_holder_nags(tmp_path: Path, clock: FakeClock) -> None:
 
 
 def test_a_retry_asked_by_the_agent_is_taken_by_the_holder_at_once(tmp_path: Path, clock: FakeClock) -> None:
-    """Issue 20: the phone's "retry sync" reaches the agent, but the wrapper may hold the kept pod (after its
+    """The phone's "retry sync" reaches the agent, but the wrapper may hold the kept pod (after its
     job's failed sync). The holder retries at its next tick, not at its next nag an hour later."""
     pod = wire(tmp_path / "pod", clock, nag_interval_s=HOUR, kept_window_s=2 * HOUR)
     pod.sync.fail = "bucket unreachable"

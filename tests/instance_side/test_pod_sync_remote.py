@@ -13,21 +13,11 @@ from typing import Any
 
 import pytest
 
+from gpuc.core.destinations import S3_KEY_ENV, S3_SECRET_ENV, git_auth_args, git_runner
 from gpuc.core.errors import SyncError
+from gpuc.core.podsecrets import GIT_TOKEN_ENV
 from gpuc.instance_side.podfiles import AgentConfig, PodPaths
-from gpuc.instance_side.sync import (
-    GIT_TOKEN_ENV,
-    S3_KEY_ENV,
-    S3_SECRET_ENV,
-    FileBucketSync,
-    GitSync,
-    S3Sync,
-    SplitSync,
-    Unavailable,
-    git_auth_args,
-    git_runner,
-    make_sync,
-)
+from gpuc.instance_side.sync import FileBucketSync, GitSync, S3Sync, SplitSync, Unavailable, make_sync
 
 TOKEN = "ghp_" + "T0ken" * 8
 

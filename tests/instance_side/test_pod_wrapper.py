@@ -263,3 +263,30 @@ def test_the_job_pid_file_names_the_job_and_its_start_for_the_idle_watch(pod: Po
     own, written = seen.read_text().splitlines()
     assert written == own  # "PID START", as the job itself sees them in /proc
     assert not pod.paths.job.exists()  # gone with the job
+
+
+def test_a_recovered_attempt_restores_the_last_push_before_the_job_starts(pod: Pod, tmp_path: Path) -> None:
+    from gpuc.instance_side.push import MANIFEST_NAME, PushManifest
+    from gpuc.instance_side.resume import RESUME_ENV
+
+    dest = tmp_path / "bucket"
+    (dest / "logs").mkdir(parents=True)
+    (dest / "step-007.txt").write_text("7")
+    (dest / MANIFEST_NAME).write_text(PushManifest("x", 1.0, {"step-007.txt": (1, 1)}).to_json())
+    job = wrapper(pod)
+    job.env = {**job.env, RESUME_ENV: f"file://{dest}"}
+    seen = pod.paths.workspace / "seen.txt"
+    listing = f"str(sorted(os.listdir({str(pod.paths.results)!r})))"
+    code = job.run(py(f"import os; open({str(seen)!r}, 'w').write({listing})"))
+    assert code == 0 and seen.read_text() == "['step-007.txt']"
+
+
+def test_a_recovered_attempt_that_cannot_restore_starts_no_job(pod: Pod, tmp_path: Path) -> None:
+    from gpuc.instance_side.resume import RESUME_ENV
+    from gpuc.instance_side.wrapper import RESUME_FAILED
+
+    job = wrapper(pod)
+    job.env = {**job.env, RESUME_ENV: f"file://{tmp_path / 'nothing-here'}"}
+    ran = pod.paths.workspace / "ran.txt"
+    assert job.run(py(f"open({str(ran)!r}, 'w').write('x')")) == RESUME_FAILED
+    assert not ran.exists()  # never started over, billing hours to redo the work

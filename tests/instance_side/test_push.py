@@ -15,6 +15,7 @@ from typing import Any
 
 from gpuc.core.api import HeartbeatBody
 from gpuc.core.clock import FakeClock
+from gpuc.core.destinations import S3_KEY_ENV, S3_SECRET_ENV, git_runner
 from gpuc.instance_side.podfiles import PodPaths
 from gpuc.instance_side.push import (
     MANIFEST_NAME,
@@ -26,16 +27,7 @@ from gpuc.instance_side.push import (
     manifest_path,
     push_once,
 )
-from gpuc.instance_side.sync import (
-    S3_KEY_ENV,
-    S3_SECRET_ENV,
-    FileBucketSync,
-    GitSync,
-    S3Sync,
-    SplitSync,
-    git_runner,
-    with_job_log,
-)
+from gpuc.instance_side.sync import FileBucketSync, GitSync, S3Sync, SplitSync, with_job_log
 
 OLD = time.time() - 3600  # a file written an hour ago: settled
 
@@ -81,12 +73,12 @@ def run_push(dest: Any, paths: PodPaths, clock: FakeClock | None = None) -> Push
     from gpuc.instance_side import push as pushmod
 
     clock = clock or FakeClock(time.time())
-    original = pushmod.destination
-    pushmod.destination = lambda sync: sync  # type: ignore[assignment]
+    original = pushmod.destination  # type: ignore[attr-defined]
+    pushmod.destination = lambda sync: sync  # type: ignore[attr-defined,assignment,return-value]
     try:
         report = push_once(dest, paths, clock)
     finally:
-        pushmod.destination = original
+        pushmod.destination = original  # type: ignore[attr-defined]
     assert report is not None
     return report
 

@@ -1,6 +1,6 @@
 """The destination probe (core/destcheck.py) passes only a destination that LISTS BACK what it took: the
 pod's sync verifies every upload by listing, so a bucket or a git remote that takes a write and hides it
-from the listing would fail every sync, and the pod would stay KEPT, billing (issue 25.12). Against moto
+from the listing would fail every sync, and the pod would stay KEPT, billing. Against moto
 (a real S3 client whose listing leaves the object out) and a local bare git repo that hides the probe
 refs from `ls-remote` (uploadpack.hideRefs) while it takes the push."""
 

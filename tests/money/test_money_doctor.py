@@ -281,7 +281,7 @@ def test_each_failure_is_rendered_with_its_fix(repo: Path) -> None:
 
 
 def test_a_fresh_local_only_setup_is_judged_by_what_it_needs(repo: Path) -> None:
-    """Issue 19: no .env and no keys are fine for the local provider; no admin token is ONE ✗ with its
+    """No .env and no keys are fine for the local provider; no admin token is ONE ✗ with its
     fix, not a second one for the watchdog it makes unreachable."""
     install_hook(repo, repo / ".env", run_git)
     settings = Settings(env_file=repo / ".env", provider="local")
@@ -335,7 +335,7 @@ def test_the_cli_installs_the_hook_then_passes(repo: Path, monkeypatch: pytest.M
     assert "✓ pre-commit secret guard" in result.output
 
 
-# -- the results destination (issue 19.1): judged without a request; `up` proves the write ----------------
+# -- the results destination: judged without a request; `up` proves the write ----------------
 def test_a_rented_setup_with_nowhere_to_sync_fails_with_a_working_value(repo: Path) -> None:
     d = healthy(repo)
     d.settings = d.settings.with_overrides(git_remote=None, git_token=None)
@@ -393,7 +393,7 @@ def test_a_bad_setting_is_one_cross_and_the_other_checks_still_run(
     assert any(c["name"] == "pre-commit secret guard" and c["status"] == "ok" for c in checks)
 
 
-# -- notification channels (issue 19 item 2): set, and held by the watchdog too ---------------------------
+# -- notification channels: set, and held by the watchdog too ---------------------------
 def test_no_channel_is_a_warning_naming_the_setting(repo: Path) -> None:
     d = healthy(repo)
     d.settings = d.settings.with_overrides(notify_urls=None)

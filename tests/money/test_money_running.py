@@ -1,4 +1,4 @@
-"""Issue 19.6: the money that is going. Running pods in the month's figures as "running, so far" (counted
+"""The money that is going. Running pods in the month's figures as "running, so far" (counted
 once: never again after their row closes), notes on any run, and a live pod's open row is no mismatch."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 19.6 where the user stands: `gpuc ledger` counts a running pod "running, so far", `gpuc ledger
+"""The money that is going, where the user stands: `gpuc ledger` counts a running pod "running, so far", `gpuc ledger
 note RUN TEXT` reaches a run that ended itself, `gpuc ledger reconcile` takes a live pod's open row for no
 mismatch (exit 0), and `gpuc up --note` writes the note on the row."""
 
@@ -14,7 +14,7 @@ from moneyfakes import T0
 from gpuc.client.context import Ctx
 from gpuc.client.money.commands import ledger
 from gpuc.client.money.reconcile import SOURCE_FACTORIES, BillingRecord
-from gpuc.client.pods.runs import RunStore
+from gpuc.client.runs import RunStore
 from gpuc.core.api import PodRecord, StatusResponse
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import FunctionsError, GpucError

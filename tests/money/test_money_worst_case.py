@@ -1,4 +1,4 @@
-"""The month's budget counts every pod still running or kept at its WORST CASE (issue 25.4): with
+"""The month's budget counts every pod still running or kept at its WORST CASE: with
 GPUC_MONTHLY_BUDGET=8, pods of about $5.28 worst case each used to pass one after another (each young pod
 had spent almost nothing yet). Now the second `up` is refused, on the RunPod and on the Vast emulator, naming
 the running pod, its worst case and the fixes; the watchdog's pull-in judges by the same rule (core/budget.py)
@@ -23,12 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "functions"))
 from watchdog_fakes import ADMIN, World, make_world
 
 from gpuc.client.context import Ctx
-from gpuc.client.onpod.access import STATE_DIR
 from gpuc.client.onpod.provision import install_agent
 from gpuc.client.pods import up as up_module
 from gpuc.client.pods.plan import Quote, UpOptions, pods_ahead, weigh_budgets
-from gpuc.client.pods.runs import RunStore
-from gpuc.client.watchdog.client import WatchdogClient
+from gpuc.client.runs import RunStore
 from gpuc.core.api import ReapReport
 from gpuc.core.budget import Ahead, ahead_of, outlook
 from gpuc.core.clock import FakeClock
@@ -36,11 +34,13 @@ from gpuc.core.errors import SafetyRefusal
 from gpuc.core.ledger import current_month, month_window
 from gpuc.core.models import PodSpec
 from gpuc.core.pod import Pod
+from gpuc.core.podpaths import STATE_REL as STATE_DIR
 from gpuc.core.providers.base import PodAccess, Provider
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.runpod import RunPodProvider
 from gpuc.core.providers.vast import VastProvider
 from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.watchdog_client import WatchdogClient
 from gpuc.functions.edge import Request, response_bytes
 from gpuc.functions.handlers import dispatch
 from gpuc.functions.reaper.budget import month_ahead

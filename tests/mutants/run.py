@@ -1,4 +1,5 @@
-"""Rerun the hand mutants of issue 17: each breaks one safety check, and a named test must fail on it.
+"""Rerun the hand mutants (safety checks that no test guarded once): each breaks one safety check, and a
+named test must fail on it.
 
     make mutants                                   # every mutant in table.py
     .venv/bin/python tests/mutants/run.py --list   # what they are

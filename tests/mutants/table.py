@@ -1,4 +1,4 @@
-"""The hand mutants of issue 17 ("Safety checks that no test guards"), as exact replacements.
+"""The hand mutants ("safety checks that no test guards"), as exact replacements.
 
 Each one breaks one safety property a user would lose money, results or secrets over; `tests` are the
 tests that must fail on it (run.py checks that they do). Two survivors of the original round are guarded
@@ -12,7 +12,7 @@ from mutant import Mutant
 
 SIGHT = "functions/reaper/sight.py"
 RULES = "functions/reaper/rules.py"
-ACTIONS = "functions/reaper/actions.py"
+REAPER_STEPS = "functions/reaper/steps.py"
 ALERTS = "functions/reaper/alerts.py"
 TRUST = "functions/reaper/trust.py"
 SWEEP = "functions/reaper/sweep.py"
@@ -83,7 +83,7 @@ CORE: tuple[Mutant, ...] = (
     Mutant(
         "dry-stop",
         "reaper: a dry run stops a kept pod due for its stop",
-        ACTIONS,
+        REAPER_STEPS,
         '"stop", f"{reason} (dry run: nothing done)")\n        return\n',
         '"stop", f"{reason} (dry run: nothing done)")\n',
         (DRY_RUN,),
@@ -91,7 +91,7 @@ CORE: tuple[Mutant, ...] = (
     Mutant(
         "dry-destroy",
         "reaper: a dry run destroys a pod due for destroy",
-        ACTIONS,
+        REAPER_STEPS,
         '"destroy", f"{reason} (dry run: nothing done)")\n        return\n',
         '"destroy", f"{reason} (dry run: nothing done)")\n',
         (DRY_RUN,),
@@ -99,7 +99,7 @@ CORE: tuple[Mutant, ...] = (
     Mutant(
         "dry-retry",
         "reaper: a dry run retries an unfinished destroy",
-        ACTIONS,
+        REAPER_STEPS,
         'retried (dry run: nothing done)")\n        return\n',
         'retried (dry run: nothing done)")\n',
         (DRY_RUN,),
@@ -107,7 +107,7 @@ CORE: tuple[Mutant, ...] = (
     Mutant(
         "dry-settle-gone",
         "reaper: a dry run settles a gone pod (and notifies)",
-        ACTIONS,
+        REAPER_STEPS,
         '    run.act_on(rec, "confirm", "gone at the provider")\n    if run.dry_run:\n        return\n',
         '    run.act_on(rec, "confirm", "gone at the provider")\n',
         (DRY_RUN,),
@@ -115,7 +115,7 @@ CORE: tuple[Mutant, ...] = (
     Mutant(
         "dry-mark",
         "reaper: a dry run marks a pod for destroy (and notifies)",
-        ACTIONS,
+        REAPER_STEPS,
         "    if not run.dry_run:\n        # last_seq in the condition",
         "    if True:\n        # last_seq in the condition",
         (DRY_RUN,),
@@ -139,7 +139,7 @@ CORE: tuple[Mutant, ...] = (
     Mutant(
         "dry-gone-note",
         "reaper: a dry run notes a first 'not found'",
-        ACTIONS,
+        REAPER_STEPS,
         "    if (first is None or pinged) and not run.dry_run:",
         "    if first is None or pinged:",
         (DRY_RUN,),
@@ -163,7 +163,7 @@ CORE: tuple[Mutant, ...] = (
     Mutant(
         "dry-alert",
         "reaper: a dry run records and sends a pod alert",
-        ACTIONS,
+        REAPER_STEPS,
         '    run.act_on(rec, "alert", reason)\n    if run.dry_run:\n        return\n',
         '    run.act_on(rec, "alert", reason)\n',
         (DRY_RUN,),
@@ -171,7 +171,7 @@ CORE: tuple[Mutant, ...] = (
     Mutant(
         "dry-all-clear",
         "reaper: a dry run clears an alert (and notifies)",
-        ACTIONS,
+        REAPER_STEPS,
         '    run.act_on(rec, "cancel", "back to normal")\n    if run.dry_run:\n        return\n',
         '    run.act_on(rec, "cancel", "back to normal")\n',
         (DRY_RUN,),
@@ -439,7 +439,7 @@ CORE: tuple[Mutant, ...] = (
         "    if False:",
         (DOWN,),
     ),
-    # -- 11. the results destination and the ledger's running pods (issue 19.1, 19.6) ------------------------
+    # -- 11. the results destination and the ledger's running pods ------------------------
     Mutant(
         "up-no-destination-check",
         "up: a pod is rented with nowhere to send its results (its sync fails: KEPT, billing)",
@@ -488,5 +488,6 @@ from table_left import MUTANTS_LEFT  # noqa: E402
 from table_money import MUTANTS_MONEY  # noqa: E402  (the topic tables import Mutant from mutant.py)
 from table_page import MUTANTS_PAGE  # noqa: E402
 from table_secrets import MUTANTS_SECRETS  # noqa: E402
+from table_spot import MUTANTS_SPOT  # noqa: E402
 
-MUTANTS: tuple[Mutant, ...] = (*CORE, *MUTANTS_MONEY, *MUTANTS_PAGE, *MUTANTS_SECRETS, *MUTANTS_LEFT)
+MUTANTS: tuple[Mutant, ...] = (*CORE, *MUTANTS_MONEY, *MUTANTS_PAGE, *MUTANTS_SECRETS, *MUTANTS_SPOT, *MUTANTS_LEFT)

@@ -1,6 +1,7 @@
-"""Issue 25's money mutants (items 4 and 12), as exact replacements in table.py's format: each breaks one
-check a user would lose money over, and `tests` must fail on it. The lead merges MUTANTS_MONEY into
-MUTANTS. Which ones an older test already killed, and which test now does, is said on each."""
+"""The money mutants (the month's budget at its worst case, the checks a mutant round found unguarded), as
+exact replacements in table.py's format: each breaks one check a user would lose money over, and `tests`
+must fail on it. The lead merges MUTANTS_MONEY into MUTANTS.
+Which ones an older test already killed, and which test now does, is said on each."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def reaper(name: str) -> str:
 REGISTERED_DEADLINE = worst("test_up_registers_its_max_hours_deadline_on_the_watchdog_and_in_the_agents_config")
 
 MUTANTS_MONEY: tuple[Mutant, ...] = (
-    # -- 25.4: the budget counts every pod still running or kept at its worst case --------------------------
+    # -- the budget counts every pod still running or kept at its worst case --------------------------
     Mutant(
         "budget-up-spent-so-far",
         "up: running pods count at what they spent so far (three $5.28 pods pass an $8 budget)",
@@ -55,7 +56,7 @@ MUTANTS_MONEY: tuple[Mutant, ...] = (
             worst("test_the_rule_counts_a_stopped_kept_pod_by_its_disk_and_a_running_one_by_its_price"),
         ),
     ),
-    # -- 25.12: the surviving mutants of the money round ---------------------------------------------------
+    # -- the surviving mutants of the money round ---------------------------------------------------
     Mutant(
         "up-max-hours-unregistered",
         "up: --max-hours not registered (the watchdog's 12 h stands in, the agent adopts it: --max-hours 2 bills 12 h)",
@@ -83,7 +84,7 @@ MUTANTS_MONEY: tuple[Mutant, ...] = (
     Mutant(
         "clock-jump-deadline-same-pass",
         "reaper: after a clock jump, a deadline the jump passed is marked and destroyed in the same pass",
-        "functions/reaper/actions.py",
+        "functions/reaper/steps.py",
         '    if run.hold is not None and (not run.young or rec.origin == "adopted"):',
         '    if run.hold is not None and (not run.young or rec.origin == "adopted") and "deadline" not in reason:',
         (

@@ -1,4 +1,4 @@
-"""Hand mutants of issue 25 (the status page, its links, the event limit, the provider's words): each breaks
+"""Hand mutants of the phone's side (the status page, its links, the event limit, the provider's words): each breaks
 one safety property, and its `tests` must fail on it. The lead merges MUTANTS_PAGE into table.py's table;
 until then run.py does not see them; test_table_page.py keeps them applicable."""
 
@@ -17,7 +17,7 @@ NEVER_LOGGED = "tests/functions/test_links_never_logged.py"
 MUTANTS_PAGE: tuple[Mutant, ...] = (
     Mutant(
         "links-mac-16-bits",
-        "links: the signature cut to 16 bits, forgeable online in ~33,000 tries (issue 25.12)",
+        "links: the signature cut to 16 bits, forgeable online in ~33,000 tries",
         LINKS,
         "MAC_BYTES = 10",
         "MAC_BYTES = 2",
@@ -25,7 +25,7 @@ MUTANTS_PAGE: tuple[Mutant, ...] = (
     ),
     Mutant(
         "page-form-empty",
-        "status page: its forms POST an empty body, taken for a channel's bare button: destroy refused (25.3)",
+        "status page: its forms POST an empty body, taken for a channel's bare button: destroy refused",
         PAGE,
         "danger=not o.safe, fields=(CONFIRM,))",
         "danger=not o.safe)",
@@ -41,7 +41,7 @@ MUTANTS_PAGE: tuple[Mutant, ...] = (
     ),
     Mutant(
         "tap-pushes-each",
-        "phone tap: each transition it makes pushes too: two or three pushes for one tap (issue 29.5)",
+        "phone tap: each transition it makes pushes too: two or three pushes for one tap",
         "functions/actions/verbs.py",
         "sentence = spec.do(deps if spec.told else replace(deps, notifier=held), pod, claim, now, via)",
         "sentence = spec.do(deps, pod, claim, now, via)",
@@ -49,7 +49,7 @@ MUTANTS_PAGE: tuple[Mutant, ...] = (
     ),
     Mutant(
         "serve-logs-link",
-        "watchdog serve: a refused link's path (the capability itself) written to the log (25.3)",
+        "watchdog serve: a refused link's path (the capability itself) written to the log",
         SERVER,
         "shown = path_for_log(path)",
         "shown = path",
@@ -57,7 +57,7 @@ MUTANTS_PAGE: tuple[Mutant, ...] = (
     ),
     Mutant(
         "lambda-logs-link",
-        "Lambda handler: every link's path written to CloudWatch (25.3)",
+        "Lambda handler: every link's path written to CloudWatch",
         LAMBDA,
         "path_for_log(parsed.path), response.status)",
         "parsed.path, response.status)",
@@ -65,7 +65,7 @@ MUTANTS_PAGE: tuple[Mutant, ...] = (
     ),
     Mutant(
         "events-one-budget",
-        "event limit: every kind in one budget, a burst of progress hides the job's end (25.11)",
+        "event limit: every kind in one budget, a burst of progress hides the job's end",
         EVENTS,
         "    if kind in PROGRESS_KINDS:",
         "    if True:",
@@ -73,7 +73,7 @@ MUTANTS_PAGE: tuple[Mutant, ...] = (
     ),
     Mutant(
         "provider-words-raw",
-        "alerts: a provider's raw status text quoted as it came (a link on the phone, gpuc's name above) (25.11)",
+        "alerts: a provider's raw status text quoted as it came (a link on the phone, gpuc's name above)",
         RULES,
         "f\"provider status {pod.status} ({provider_says(pod.raw_status) or '-'})",
         "f\"provider status {pod.status} ({pod.raw_status or '-'})",

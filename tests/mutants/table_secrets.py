@@ -1,5 +1,5 @@
-"""The hand mutants of issue 25 for what crosses the laptop's boundaries: the upload's scan (items 6, 7 and
-the upload mutants of 12), the rehearsal shell (5), a secret in an error or a debug traceback (8).
+"""The hand mutants for what crosses the laptop's boundaries: the upload's scan (secret values, a folder
+judged by its own path, the upload's gaps), the rehearsal shell, a secret in an error or a debug traceback.
 
 Same format as table.py (the lead merges MUTANTS_SECRETS into its run): each one exact replacement that
 breaks one safety check, and the tests that must fail on it.
@@ -32,7 +32,7 @@ def shell(name: str) -> str:
 
 
 MUTANTS_SECRETS: tuple[Mutant, ...] = (
-    # -- the upload (issue 25.12's four, then 25.6 and 25.7) ---------------------------------------------
+    # -- the upload (secret values, the folder judged by its own path) ---------------------------------------------
     Mutant(
         "scan-first-kb-only",
         "upload: only a file's first KB is scanned (a key after it goes to a stranger's machine)",
@@ -111,7 +111,7 @@ MUTANTS_SECRETS: tuple[Mutant, ...] = (
             values("test_cp_refuses_credential_folders_by_their_own_name_and_known_values"),
         ),
     ),
-    # -- a secret in what gpuc prints (25.8) ---------------------------------------------------------------
+    # -- a secret in what gpuc prints ---------------------------------------------------------------
     Mutant(
         "header-unsafe-accepted",
         "a key with a trailing newline is accepted: `gpuc ls` crashes and the debug traceback quotes it",
@@ -139,7 +139,7 @@ MUTANTS_SECRETS: tuple[Mutant, ...] = (
         '    secrets = [v for k, v in os.environ.items() if k.endswith(("_KEY", "_TOKEN", "_SECRET")) and v]',
         (debug("test_a_forced_traceback_prints_no_secret"),),
     ),
-    # -- a rehearsal reaches nothing real (25.5) ---------------------------------------------------------
+    # -- a rehearsal reaches nothing real ---------------------------------------------------------
     Mutant(
         "rehearsal-endpoints-unchecked",
         "rehearsal: a real provider URL, watchdog or bucket re-exported in the shell is used",

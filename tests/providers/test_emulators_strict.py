@@ -343,8 +343,9 @@ def test_vast_creates_a_stopped_instance_for_an_unschedulable_bid_unless_cancel_
     bid = {**GOOD_ASK, "price": 0.22}
     refused = vast_call(vast_emu, "PUT", "/api/v0/asks/11684738/", {**bid, "cancel_unavail": True})
     assert (refused.status, refused.decoded()["error"]) == (410, "no_such_ask") and vast_emu.alive() == []
-    made = vast_call(vast_emu, "PUT", "/api/v0/asks/11684738/", bid).decoded()  # no cancel_unavail: the hazard
-    inst = vast_emu.instances[made["new_contract"]]
+    made = vast_call(vast_emu, "PUT", "/api/v0/asks/11684738/", bid)  # no cancel_unavail: the hazard
+    assert made.status == 400 and made.decoded()["success"] is False  # an error, yet an instance exists
+    inst = vast_emu.instances[made.decoded()["new_contract"]]
     assert (inst.actual, inst.intended) == ("stopped", "running")  # waiting, billing its disk
 
 

@@ -331,8 +331,8 @@ def test_a_reset_mid_exchange_is_ambiguous_for_a_create(clock: FakeClock) -> Non
 
 
 def reads_in_a_list(name: str) -> int:
-    """RunPod's list reads GraphQL and REST v2 at once, each on its connection; Vast's is one read."""
-    return 2 if name == "runpod" else 1
+    """One read per list on either provider (RunPod's is REST v2 alone)."""
+    return 1
 
 
 class RawServer:

@@ -464,7 +464,8 @@ def test_the_emulator_can_point_ssh_at_a_real_endpoint(clock: FakeClock) -> None
 def test_the_drill_row_for_a_pod_key_told_not_found() -> None:
     # End to end: the real self-destroyer with the pod key, the real Ender (its notification), the real
     # reaper with the account key, against the emulator in pod_key_not_found mode.
-    from gpuc.testkit.drill import f9n_pod_key_hears_not_found, run_drill
+    from gpuc.testkit.drill import run_drill
+    from gpuc.testkit.drill_results import f9n_pod_key_hears_not_found
 
     [row] = run_drill(scenarios=[f9n_pod_key_hears_not_found]).rows
     assert (row.row, row.problems, row.within_bound) == ("F9n", [], True), row

@@ -1,4 +1,4 @@
-"""RunPod on REST v2 (issue 27 item 1): which endpoints gpuc reaches, the money rules on v2 (a create with an
+"""RunPod on REST v2: which endpoints gpuc reaches, the money rules on v2 (a create with an
 unclear outcome looked up by name for as long as the listing lags; "not found" read twice; a DELETE's 404 is
 gone), GraphQL behind one function that says when it is retired, and the emulator as strict as v2."""
 
@@ -15,7 +15,7 @@ import pytest
 from providerfakes import RUNPOD_KEY, spec
 
 from gpuc.core.clock import FakeClock
-from gpuc.core.errors import ProviderError, ProviderSchemaError
+from gpuc.core.errors import ProviderError, ProviderSchemaError, ProviderUnavailable
 from gpuc.core.pod import OWNER_ENV
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.runpod import (
@@ -333,7 +333,10 @@ def test_every_v2_answer_carries_the_rate_limit_and_429_says_when_to_retry(clock
     assert answers[3].json()["detail"] == "rate limit exceeded for the minute window"
     assert int(answers[3].headers["Retry-After"]) > 0
     runpod = provider_for(emu, clock)
-    assert runpod.list_pods() == []  # gpuc waits out Retry-After on its clock, then reads
+    with pytest.raises(ProviderUnavailable, match="rate limited"):
+        runpod.list_pods()  # a Retry-After past the call's overall deadline is not waited out: said at once
+    clock.advance(61)  # the minute window over
+    assert runpod.list_pods() == []
 
 
 def test_v2_costs_zero_when_exited_and_reports_gpu_use(runpod: RunPodProvider, runpod_emu: RunPodEmulator) -> None:

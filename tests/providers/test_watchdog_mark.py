@@ -1,4 +1,4 @@
-"""The watchdog's mark (core.pod.WATCHDOG_ENV, issue 26) goes to the provider with the pod's env and comes
+"""The watchdog's mark (core.pod.WATCHDOG_ENV) goes to the provider with the pod's env and comes
 back in every listing, where another watchdog on the account reads it: against both emulators."""
 
 from __future__ import annotations

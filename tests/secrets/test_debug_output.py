@@ -1,4 +1,4 @@
-"""No output of gpuc prints a secret, GPUC_DEBUG=1 included (issue 25.8).
+"""No output of gpuc prints a secret, GPUC_DEBUG=1 included.
 
 - A key that cannot be an HTTP header (a trailing newline from a CRLF file or a CI secret, a NUL, a
   non-ASCII character) is refused when read, naming the variable and the fix, never the value: before,

@@ -1,4 +1,4 @@
-"""`gpuc up --env NAME` (issue 19 item 4): a variable of the user's environment or `.env` reaches the job by
+"""`gpuc up --env NAME`: a variable of the user's environment or `.env` reaches the job by
 its name. The value goes where GPUC_POD_SECRETS' values go (the pod's mode-600 secrets file, then the job's
 environment) and nowhere else: not argv, not `up`'s output, not the pod's settings at the provider. A value
 typed on the command line (`--env KEY=VAL`) is refused without being repeated; an account key is refused as

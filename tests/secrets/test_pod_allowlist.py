@@ -1,4 +1,4 @@
-"""Only an allowlist of secrets reaches a pod (issue 17.4): HF_TOKEN, the results destination's own keys,
+"""Only an allowlist of secrets reaches a pod: HF_TOKEN, the results destination's own keys,
 the git token, and what GPUC_POD_SECRETS names. Never the provider keys, the admin token, the notification
 channels, the webhook secret or the keys that deploy the watchdog, from `.env` or from the environment.
 

@@ -1,4 +1,4 @@
-"""A rehearsal reaches nothing real, whatever the user's shell holds (issue 25.5).
+"""A rehearsal reaches nothing real, whatever the user's shell holds.
 
 The user's ~/.bashrc exports real keys; they `. rehearse.sh` in that shell, as `gpuc demo --serve` tells
 them. Tried with a real bash: after the `.` line no variable of the user's that gpuc reads is left (every

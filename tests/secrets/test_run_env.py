@@ -1,4 +1,4 @@
-"""`gpuc run --env NAME` (issue 19 item 4): a job on a kept pod gets a variable by name, as `up --env` gives
+"""`gpuc run --env NAME`: a job on a kept pod gets a variable by name, as `up --env` gives
 one. The value goes over stdin into a mode-600 file the job's wrapper reads and removes; it is never in
 argv, in what gpuc prints, nor left on the pod for the next job. A value on the command line, a name found
 nowhere and an account key are refused before the pod is touched."""

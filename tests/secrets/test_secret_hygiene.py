@@ -158,7 +158,7 @@ def test_no_planted_secret_shows_anywhere(
         **dotenv,
         "GPUC_HOME": str(home),
         "GPUC_ENV_FILE": str(env_file),
-        "GPUC_DEBUG": debug,  # issue 25.8: the debug runs print nothing secret either
+        "GPUC_DEBUG": debug,  # The debug runs print nothing secret either
     }
     try:
         with ArgvSampler() as sampler:

@@ -1,5 +1,5 @@
 """The upload and `cp PATH POD:` refuse the secret VALUES gpuc itself holds, and judge whole files and the
-folder sent by its own path (issues 25.6, 25.7, 25.12).
+folder sent by its own path.
 
 Before: the scan knew token shapes only, so a script holding the user's Vast key (64 hex characters, no
 prefix), a note with the watchdog's admin token and a gcloud `authorized_user` login went into the pod's
@@ -17,15 +17,15 @@ import secrets
 import string
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from localworld import World, open_world
 
-from gpuc.client.onpod import secretscan
 from gpuc.client.onpod.secretscan import OVERLAP, READ_BYTES, scan
 from gpuc.client.onpod.upload import prepare
 from gpuc.core.errors import ConfigError
-from gpuc.core.settings import SECRET_FIELDS, Settings, env_name
+from gpuc.core.settings import SECRET_FIELDS, SecretStr, Settings, env_name
 
 HEX = "0123456789abcdef"
 
@@ -62,7 +62,8 @@ def test_a_file_holding_a_value_gpuc_holds_is_refused_naming_the_setting_never_t
 ) -> None:
     """Every secret setting, derived from Settings: a secret added tomorrow is refused as it is declared."""
     values = held()
-    settings = Settings(env_file=Path("/nonexistent/.env"), **{field: values[field]})
+    chosen: dict[str, Any] = {field: SecretStr(values[field])}
+    settings = Settings(env_file=Path("/nonexistent/.env"), **chosen)
     secret = values[field] if field != "notify_urls" else values[field].split(":")[2].split("/")[0]
     (project / "scripts").mkdir()
     (project / "scripts" / "launch.sh").write_text(f"#!/bin/sh\ncurl -H 'X: {secret}' https://example.com\n")
@@ -75,7 +76,9 @@ def test_a_file_holding_a_value_gpuc_holds_is_refused_naming_the_setting_never_t
 def test_the_issue_s_three_files_are_refused(project: Path) -> None:
     values = held()
     settings = Settings(
-        env_file=Path("/nonexistent/.env"), vast_api_key=values["vast_api_key"], admin_token=values["admin_token"]
+        env_file=Path("/nonexistent/.env"),
+        vast_api_key=SecretStr(values["vast_api_key"]),
+        admin_token=SecretStr(values["admin_token"]),
     )
     (project / "run.py").write_text(f"KEY = '{values['vast_api_key']}'\n")
     (project / "notes.md").write_text(f"watchdog admin: {values['admin_token']}\n")
@@ -157,7 +160,7 @@ def test_a_big_file_is_read_in_chunks_never_whole(project: Path, monkeypatch: py
         sizes.append(n)
         return real(fd, n)
 
-    monkeypatch.setattr(secretscan.os, "read", read)
+    monkeypatch.setattr(os, "read", read)  # the scan's reads: secretscan calls os.read
     assert scan(project, ["big.txt"], {rand(40).encode(): "X"}) == []
     assert len(sizes) >= 3 and max(sizes) <= READ_BYTES
     assert OVERLAP >= 1024

@@ -20,7 +20,7 @@ from conftest import POD_TOKEN, Functions, Sshd
 from gpuc.client.context import Ctx
 from gpuc.client.onpod.provision import PodVerificationFailed, offline_installer, provision
 from gpuc.client.onpod.ssh import SshResult, ssh_access, subprocess_runner
-from gpuc.client.pods.runs import RunStore
+from gpuc.client.runs import RunStore
 from gpuc.core.clock import SystemClock
 from gpuc.core.models import Balance, PodSpec
 from gpuc.core.pod import Pod

@@ -18,7 +18,7 @@ from gpuc.client.jobs.copyout import What
 from gpuc.client.jobs.results import NOT_COPIED, copy_results, fetcher
 from gpuc.client.onpod.provision import build_wheel, install_code, offline_installer
 from gpuc.client.onpod.ssh import SshAccess, ssh_access
-from gpuc.client.pods.runs import RunStore
+from gpuc.client.runs import RunStore
 from gpuc.core.clock import SystemClock
 from gpuc.core.errors import GpucError
 from gpuc.core.pod import Pod

@@ -24,7 +24,7 @@ from gpuc.client.onpod.provision import offline_installer, provision
 from gpuc.client.onpod.ssh import SshAccess, ssh_access
 from gpuc.client.onpod.upload import collect, put_project
 from gpuc.client.pods.run import start_job
-from gpuc.client.pods.runs import RunStore
+from gpuc.client.runs import RunStore
 from gpuc.core.clock import SystemClock
 from gpuc.core.errors import ConfigError
 from gpuc.core.models import PodSpec

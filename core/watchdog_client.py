@@ -2,7 +2,7 @@
 
 Every failure is a FunctionsError that says how to fix it; the admin token never appears in one.
 Only connection failures are retried (the request never reached the server, so a retry cannot act
-twice), and every call, its retries included, ends within GPUC_FUNCTIONS_TIMEOUT_S.
+twice), and every call, its retries included, ends within GPUC_WATCHDOG_TIMEOUT_S.
 
 It sends with the process's one httpx client (core/transport.py: the overall deadline and the size cap),
 or, in a test, over an in-process server (`transport`).
@@ -162,16 +162,16 @@ class WatchdogClient:
         if kind == "connect":
             return FunctionsError(
                 f"cannot reach the watchdog at {self.base_url}",
-                hint="start it with `gpuc watchdog serve`, or set GPUC_FUNCTIONS_URL to the deployed URL",
+                hint="start it with `gpuc watchdog serve`, or set GPUC_WATCHDOG_URL to the deployed URL",
             )
         if kind == "timeout":
             return FunctionsError(
                 f"the watchdog at {self.base_url} did not answer within {self.settings.functions_timeout_s:g} s",
-                hint="check that it is running (`gpuc watchdog serve`); raise GPUC_FUNCTIONS_TIMEOUT_S "
+                hint="check that it is running (`gpuc watchdog serve`); raise GPUC_WATCHDOG_TIMEOUT_S "
                 "on a slow link",
             )
         return FunctionsError(
-            f"talking to the watchdog at {self.base_url} failed: {kind}", hint="check GPUC_FUNCTIONS_URL"
+            f"talking to the watchdog at {self.base_url} failed: {kind}", hint="check GPUC_WATCHDOG_URL"
         )
 
     def _read(self, response: RawReply, answer: type[M]) -> M:
@@ -198,7 +198,7 @@ class WatchdogClient:
     def _unexpected(self, code: int) -> FunctionsError:
         return FunctionsError(
             f"the watchdog at {self.base_url} answered something unexpected",
-            hint="is GPUC_FUNCTIONS_URL the gpuc watchdog, and the same gpuc version?",
+            hint="is GPUC_WATCHDOG_URL the gpuc watchdog, and the same gpuc version?",
             status=code,
         )
 

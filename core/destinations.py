@@ -1,0 +1,133 @@
+"""The S3 and git primitives both the pod's sync (instance_side/sync.py) and `up`'s destination check
+(core/destcheck.py) use: one URL rule, one client, one credential helper, so a destination the check passes
+is the one the pod writes to. They live in core because core may depend on nothing above it (the layer
+contract in pyproject.toml); boto3 is imported only inside s3_client, as the agent carries this module for
+hours under a 30 MB budget.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from gpuc.core.errors import SyncError
+from gpuc.core.podsecrets import GIT_TOKEN_ENV, S3_KEYS
+
+S3_KEY_ENV, S3_SECRET_ENV = S3_KEYS
+
+
+@dataclass(frozen=True)
+class S3Location:
+    """`s3://bucket/prefix`, checked: a results bucket URL with no credentials in it."""
+
+    bucket: str
+    prefix: str
+
+    @classmethod
+    def parse(cls, url: str) -> S3Location:
+        parsed = urlparse(url)
+        if parsed.scheme != "s3" or not parsed.netloc:
+            raise SyncError(
+                f"{url!r} is not an s3://bucket/prefix URL", hint="set GPUC_RESULTS_BUCKET=s3://bucket/prefix"
+            )
+        if parsed.username or parsed.password:
+            raise SyncError(
+                "the results bucket URL holds credentials", hint=f"put them in {S3_KEY_ENV}/{S3_SECRET_ENV}"
+            )
+        return cls(parsed.netloc, parsed.path.strip("/"))
+
+    def run_base(self, experiment: str, run_id: str) -> str:
+        """Where one run's results go: `<prefix>/<experiment>/<run_id>`."""
+        return "/".join(p for p in (self.prefix, experiment, run_id) if p)
+
+
+def s3_client(
+    endpoint_url: str | None,
+    credentials: Mapping[str, str],
+    *,
+    environ: Mapping[str, str] | None = None,
+    attempts: int = 5,
+    connect_timeout_s: float = 10.0,
+    read_timeout_s: float = 120.0,
+) -> Any:
+    """The pod's S3 client. `up`'s destination check (core/destcheck.py) builds the same one, with the
+    pod's environment and a shorter retry budget (a user waits on it)."""
+    # Lazy: boto3 (~100 ms, tens of MB) only for an S3 sync; the agent holds this module for hours.
+    import boto3
+    from botocore.config import Config
+
+    env = os.environ if environ is None else environ
+    key, secret = credentials.get(S3_KEY_ENV), credentials.get(S3_SECRET_ENV)
+    region = env.get("AWS_DEFAULT_REGION") or ("auto" if endpoint_url else "us-east-1")
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint_url,
+        region_name=region,
+        # Absent keys fall back to boto3's own chain (AWS_* in the environment, an instance role).
+        aws_access_key_id=key or None,
+        aws_secret_access_key=secret or None,
+        config=Config(
+            retries={"max_attempts": attempts, "mode": "standard"},
+            connect_timeout=connect_timeout_s,
+            read_timeout=read_timeout_s,
+        ),
+    )
+
+
+# -- git --------------------------------------------------------------------------------------------
+GitRunner = Callable[[Sequence[str], Path | None, Mapping[str, str], float], tuple[int, str]]
+
+
+def git_runner(args: Sequence[str], cwd: Path | None, env: Mapping[str, str], timeout_s: float) -> tuple[int, str]:
+    try:
+        proc = subprocess.run(
+            ["git", *args],
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout_s,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return 124, f"git {args[0] if args else ''} timed out after {timeout_s:.0f}s"
+    except FileNotFoundError:
+        return 127, "git is not installed on this pod"
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def git_auth_args(remote: str, environ: Mapping[str, str]) -> list[str]:
+    """A credential helper that reads the token from the environment when git asks for it: the token
+    is never in the URL, in argv (only the variable's name is) or in git's config on disk."""
+    if not remote.startswith("https://") or not environ.get(GIT_TOKEN_ENV):
+        return []
+    helper = (
+        '!f() { test "$1" = get || exit 0; echo username=x-access-token; '
+        f'printf "password=%s\\n" "${GIT_TOKEN_ENV}"; }}; f'
+    )
+    return ["-c", "credential.helper=", "-c", f"credential.helper={helper}"]
+
+
+def git_environ(environ: Mapping[str, str], secrets: Mapping[str, str]) -> dict[str, str]:
+    env = dict(environ)
+    token = secrets.get(GIT_TOKEN_ENV) or environ.get(GIT_TOKEN_ENV)
+    if token:
+        env[GIT_TOKEN_ENV] = token
+    env["GIT_TERMINAL_PROMPT"] = "0"  # a missing or wrong token fails at once, never hangs on a prompt
+    return env
+
+
+def check_remote(remote: str) -> None:
+    url = urlparse(remote)
+    if url.username or url.password:
+        raise SyncError(
+            "git_remote holds credentials in the URL",
+            hint=f"use the plain https URL and put the token in {GIT_TOKEN_ENV} in your .env",
+        )

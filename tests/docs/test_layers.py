@@ -1,0 +1,46 @@
+"""The layers hold: lint-imports keeps every contract in pyproject.toml (lazy imports inside functions
+count), and docs/architecture.json says the same layers the contracts check, so the picture cannot drift
+from the proof. `make test` runs lint-imports too; this file lets `make quick` catch a broken layer."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import tomllib
+from pathlib import Path
+
+from gpuc.testkit import docgen
+
+ROOT = docgen.ROOT
+
+
+def contracts() -> dict[str, dict[str, object]]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    return {c["id"]: c for c in config["tool"]["importlinter"]["contracts"]}
+
+
+def test_every_import_contract_is_kept(tmp_path: Path) -> None:
+    from importlinter.cli import lint_imports
+
+    out = io.StringIO()
+    cwd = Path.cwd()
+    os.chdir(ROOT)  # lint-imports reads the contracts from the pyproject.toml where it runs
+    try:
+        with contextlib.redirect_stdout(out):
+            code = lint_imports(config_filename=str(ROOT / "pyproject.toml"), no_cache=True, no_logo=True)
+    finally:
+        os.chdir(cwd)
+    assert code == 0, out.getvalue()[-4000:]
+
+
+def test_the_architecture_page_states_the_contracts_layers() -> None:
+    picture = json.loads((ROOT / "docs" / "architecture.json").read_text(encoding="utf-8"))
+    held = contracts()
+    assert picture["layers"] == held["layers"]["layers"]
+    assert [picture["outside_the_product"]] == held["testkit"]["forbidden_modules"]
+    allowed = {line.split(" -> ")[0] for line in held["testkit"]["ignore_imports"]}  # type: ignore[attr-defined]
+    assert set(picture["may_reach_the_test_kit"]) == allowed
+    assert held["acyclic"]["type"] == "acyclic_siblings" and held["acyclic"]["ancestors"] == ["gpuc"]
+    assert set(picture["parts"]) == {"gpuc.core", "gpuc.instance_side", "gpuc.functions", "gpuc.client", "gpuc.testkit"}
