@@ -1,4 +1,4 @@
-"""The pod's tar stream is capped at what its own listing can take (issue 25.1's follow-up): a hostile pod
+"""The pod's tar stream is capped at what its own listing can take: a hostile pod
 (on Vast, a stranger's machine) that sends more than it listed is cut off there, before its stream fills this
 laptop's disk as a temporary file. An honest pod's tar always fits, long names and links included."""
 

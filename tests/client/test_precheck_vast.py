@@ -1,6 +1,6 @@
 """`gpuc up -p vast`, the real `up` against the Vast emulator: every check before the rent holds on Vast as on
-RunPod (issue 25.12: a mutant skipping them only for Vast survived, every refusal test used RunPod), and a
-watchdog from an older gpuc is refused (issue 26). Each test breaks one thing and counts what the emulator
+RunPod (a mutant skipping them only for Vast once survived: every refusal test used RunPod), and a
+watchdog from an older gpuc is refused. Each test breaks one thing and counts what the emulator
 created: nothing, not even for a moment."""
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ class OlderWatchdog(HealthyWatchdog):
 def test_up_refuses_a_watchdog_that_runs_an_older_gpuc_before_the_rent(
     settings: Settings, vast: VastProvider, emu: VastEmulator, clock: FakeClock, protocol: int | None
 ) -> None:
-    """Issue 26: the pod runs this gpuc and sends fields an older watchdog's strict model refuses (4xx): the
+    """The pod runs this gpuc and sends fields an older watchdog's strict model refuses (4xx): the
     pod is silent to it and destroyed with its job. `up` refuses first, and says how to upgrade the watchdog."""
     ctx = ctx_for(settings, vast, clock)
     ctx.watchdog = OlderWatchdog(clock, protocol)  # type: ignore[assignment]

@@ -1,4 +1,4 @@
-"""A link the laptop sends, the pod makes (issue 25.1's follow-up): the pod makes links only by core.untar's
+"""A link the laptop sends, the pod makes: the pod makes links only by core.untar's
 rule, judged without following the other links; a link the laptop accepted and the pod refused (`x ->
 b/../c`) failed `up` after the rent, a pod billed for nothing. The laptop now judges each link by the same
 rule before anything is rented, and refuses one that fails it, naming it and why."""

@@ -1,4 +1,4 @@
-"""A provider's error text reaches the reaper's alerts defanged, gpuc's own words never (issue 25.11).
+"""A provider's error text reaches the reaper's alerts defanged, gpuc's own words never.
 
 A destroy the provider refuses is a "destroy FAILED: still billing" alert quoting why: Vast's `msg`, RunPod's
 problem `detail`. Those are the provider's words (on Vast some come from a stranger's host): a link in them

@@ -1,5 +1,5 @@
 """The watchdog says which version of the pod's requests it takes (core/api.py WIRE_PROTOCOL), and `up` rents
-only when it is this gpuc's (issue 26: an upgraded laptop's pod sends fields an older watchdog refuses, the pod
+only when it is this gpuc's (an upgraded laptop's pod sends fields an older watchdog refuses, the pod
 counts as silent and is destroyed with its job). The number stands for the schema of what a pod sends: a change
 to that schema without a new number fails here, before it ships to a watchdog that would refuse it."""
 

@@ -1,7 +1,6 @@
-"""Hand mutants of the second round on issues 25 and 26: `up`'s checks before the rent skipped only for Vast
-(25.12: every refusal test once used RunPod), a watchdog from an older gpuc rented against (26), a provider's
-words in an alert undefanged (25.11), a link the pod refuses sent after the rent and a pod's stream uncapped
-(25.1)."""
+"""Hand mutants of the hostile-input and any-part-may-die round: `up`'s checks before the rent skipped only for Vast
+(every refusal test once used RunPod), a watchdog from an older gpuc rented against, a provider's words
+in an alert undefanged, a link the pod refuses sent after the rent, and a pod's stream uncapped."""
 
 from __future__ import annotations
 
