@@ -44,6 +44,13 @@ Epoch = Annotated[float, Field(ge=EPOCH_MIN, le=EPOCH_MAX)]
 Seconds = Annotated[float, Field(ge=0, le=MAX_LIMIT_S)]
 Count = Annotated[int, Field(ge=0, le=1_000_000)]
 
+# The version of what a pod sends (HeartbeatBody, PodEvent, their headers and claims), as the watchdog
+# declares it in its status. Pod requests are Strict: a watchdog from an older gpuc answers 4xx to a field
+# it does not know, the pod then counts as silent and is destroyed with its job. `up` rents only when the
+# watchdog says at least this (client/pods/plan.py check_protocol). Raise it with every change to what a pod
+# sends; tests/functions/test_wire_protocol.py holds the schema this number stands for.
+WIRE_PROTOCOL = 2
+
 H_POD = "X-Gpuc-Pod"
 H_TIMESTAMP = "X-Gpuc-Timestamp"
 H_SEQ = "X-Gpuc-Seq"
@@ -290,6 +297,8 @@ class StatusResponse(Strict):
     # The watchdog's public id (core.signing.watchdog_id): `up` marks each pod with it (core.pod.WATCHDOG_ENV).
     # None: a watchdog without a key of its own (a deployment from before claims).
     watchdog_id: str | None = None
+    # WIRE_PROTOCOL of the gpuc the watchdog runs; absent (0) from a watchdog older than the field.
+    protocol: int = Field(0, ge=0, le=1_000_000)
 
 
 class PageLinkRequest(Strict):

@@ -22,6 +22,7 @@ GpucError                          user-facing: message + how to fix it, no trac
 │   └── OlderPod                   (client.onpod.ask) the pod's gpuc predates `ask`: down it, up again
 ├── DeployError                    (functions.deploy) the AWS deployment failed
 ├── NoAnswerInTime                 (core.together) a read still running at its pass's deadline: unread
+├── StreamTooLong                  (client.jobs.copyout) a pod sent more than its listing holds: cut off
 └── SshdUnavailable                (testkit.sshd) no ssh server to stand in for the pods' (tests, demo)
 
 internal, caught where they are raised:

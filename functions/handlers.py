@@ -226,6 +226,7 @@ def status(req: Request, deps: Deps, now: float) -> Response:
             notifications=deps.store.recent_notifications(NOTIFICATIONS_IN_STATUS),
             new_pods_paused=verbs.paused_text(deps),
             watchdog_id=deps.watchdog_id,
+            protocol=api.WIRE_PROTOCOL,
         )
     )
 

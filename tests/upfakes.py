@@ -12,7 +12,7 @@ from ctxfakes import StatusView
 
 from gpuc.client.context import Ctx
 from gpuc.client.runs import RunStore
-from gpuc.core.api import StatusResponse
+from gpuc.core.api import WIRE_PROTOCOL, StatusResponse
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ProviderError
 from gpuc.core.models import Balance, Offer, PodSpec
@@ -66,7 +66,7 @@ class HealthyWatchdog(StatusView):
 
     def status(self) -> StatusResponse:
         now = self.clock.now()
-        return StatusResponse(server_time=now, reaper_last_run=now, reaper_period_s=300)
+        return StatusResponse(server_time=now, reaper_last_run=now, reaper_period_s=300, protocol=WIRE_PROTOCOL)
 
 
 def make_deps(settings: Settings, provider: Provider, lines: list[str]) -> Ctx:

@@ -9,6 +9,8 @@ gpuc's own code, never tarfile's extraction (whose filter a chain of links foole
 Python 3.11.0-3.11.3 lack). Only regular files and folders are written, none through a link; every member
 must be in the pod's own listing, under what was asked, with the size listed (a pod adding files, or
 claiming room it did not list, is refused); links are never made, they are written down (NOT_COPIED).
+The stream itself is capped at what an honest tar of the listing takes (stream_cap): a pod sending more is
+cut off there, before it can fill this laptop's disk with a temporary file.
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, cast
 
 from gpuc.client.context import Ctx
 from gpuc.core.errors import ConfigError, GpucError
@@ -41,6 +44,9 @@ NOT_COPIED = "LINKS-NOT-COPIED.txt"
 # The pod's listing is one JSON line, a name and a size per file: tens of thousands of files fit.
 LISTING_MAX_BYTES = 64 * 1024 * 1024
 COPY_MODULE = ["python", "-m", "gpuc.instance_side.resultscopy"]
+BLOCK = 512  # a tar block: every header and every file's data take whole ones
+STREAM_MARGIN = 1024 * 1024  # the end blocks, the last record's padding, and room to spare
+CHUNK = 1024 * 1024
 
 Listing = dict[str, list[object]]
 Fetch = Callable[[IO[bytes], float], None]  # writes the pod's tar stream (resultscopy tar) within a timeout
@@ -93,27 +99,85 @@ def _local_sources(paths: PodPaths, what: What) -> list[resultscopy.Source] | No
         raise ConfigError(str(exc), hint="name a path relative to the pod's workspace, e.g. POD:results") from None
 
 
+class StreamTooLong(GpucError):
+    """The pod sent more than its listing can take as a tar: cut off, nothing of it kept."""
+
+
+class Capped:
+    """The file the pod's tar stream goes into, refusing a write past `cap` bytes (its writer stops there)."""
+
+    def __init__(self, out: IO[bytes], cap: int, what: What) -> None:
+        self.out, self.cap, self.what, self.written = out, cap, what, 0
+
+    def write(self, data: bytes) -> int:
+        if self.written + len(data) > self.cap:
+            raise StreamTooLong(
+                f"the pod sent more than its listing of {self.what.label} can take ({mb(self.cap)} at most): "
+                "the copy was cut off there and nothing of it kept",
+                hint=f"nothing was destroyed; {self.what.retry}, or look at the pod over ssh (gpuc ls shows how)",
+            )
+        self.written += len(data)
+        return self.out.write(data)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+    def tell(self) -> int:  # tarfile's "w" mode asks where it is
+        return self.out.tell()
+
+
+def stream_cap(expected: Listing) -> int:
+    """The most an honest tar of the listing takes (resultscopy.write_tar, PAX): each member's header and its
+    extended header for a long name or link target, each file's data in whole blocks, and a margin."""
+    blocks = 0
+    for name, entry in expected.items():
+        size = int(str(entry[1])) if entry[0] == "f" else 0
+        named = len(name.encode()) + (len(str(entry[1]).encode()) if entry[0] == "l" else 0)
+        blocks += 3 + 2 * -(-named // BLOCK) + -(-size // BLOCK)
+    return blocks * BLOCK + STREAM_MARGIN
+
+
 def ssh_tar(access: object, out: IO[bytes], timeout_s: float, what: What = RESULTS) -> None:
-    """The pod's tar stream straight into a file: never held in memory, never through a shell on this side."""
+    """The pod's tar stream into a file through this process (so `out` may cap it): never held in memory,
+    never through a shell on this side."""
     from gpuc.client.onpod.ssh import SshAccess, SshError  # startup: as in fetcher
 
     assert isinstance(access, SshAccess)
     argv = [str(access.paths.python), *COPY_MODULE[1:], "tar", *what.args]
-    try:
-        proc = subprocess.run(
+    with (
+        tempfile.TemporaryFile() as errors,
+        subprocess.Popen(
             access.ssh_argv("exec " + " ".join(shlex.quote(a) for a in argv)),
             stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errors,
             env=access.env,
-            timeout=timeout_s,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise SshError(f"the copy did not finish within {timeout_s / 60:.0f} min", hint="try again") from None
-    if proc.returncode != 0:
-        tail = redact(proc.stderr.decode(errors="replace").strip()[-300:]) or "no output"
-        raise SshError(f"the copy over ssh failed (exit {proc.returncode}): {tail}", hint="try again")
+        ) as proc,
+    ):
+        assert proc.stdout is not None
+        timed_out = threading.Event()
+
+        def expire() -> None:  # a pod that stalls the stream cannot hold the copy
+            timed_out.set()
+            proc.kill()
+
+        late = threading.Timer(timeout_s, expire)
+        late.start()
+        try:
+            while chunk := proc.stdout.read(CHUNK):
+                out.write(chunk)
+        except BaseException:
+            proc.kill()  # cut off (too long, or the user's Ctrl-C): the pod's sender ends with the pipe
+            raise
+        finally:
+            late.cancel()
+        code = proc.wait()
+        if timed_out.is_set():
+            raise SshError(f"the copy did not finish within {timeout_s / 60:.0f} min", hint="try again")
+        if code != 0:
+            errors.seek(0)
+            tail = redact(errors.read(64 * 1024).decode(errors="replace").strip()[-300:]) or "no output"
+            raise SshError(f"the copy over ssh failed (exit {code}): {tail}", hint="try again")
 
 
 def remote_listing(access: PodAccess, what: What = RESULTS) -> Listing:
@@ -169,7 +233,8 @@ def copy_results(access: PodAccess, fetch: Fetch, dest: Path, ctx: Ctx, what: Wh
     staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.partial-", dir=dest.parent))
     try:
         with tempfile.TemporaryFile(dir=dest.parent) as stream:
-            fetch(stream, 600.0 + total / COPY_MIN_RATE)
+            capped = cast(IO[bytes], Capped(stream, stream_cap(expected), what))  # it writes, as a file does
+            fetch(capped, 600.0 + total / COPY_MIN_RATE)
             stream.seek(0)
             links = extract(stream, staging, expected, what)
         verify(expected, links, staging, what)

@@ -42,6 +42,7 @@ from gpuc.client.onpod import ask, secretscan
 from gpuc.core.errors import ConfigError, GpucError
 from gpuc.core.podpaths import STATE_REL
 from gpuc.core.providers.base import PodAccess
+from gpuc.core.untar import link_stays_inside
 
 if TYPE_CHECKING:
     import pathspec
@@ -271,11 +272,31 @@ def _add(bundle: Bundle, rel: PurePosixPath) -> None:
         if os.path.isabs(target) or not inside.is_relative_to(bundle.root):
             bundle.skipped.append(f"{rel} (a link out of the project)")
             return
+        refuse_link_the_pod_refuses(bundle.root, rel, target)
         bundle.links[rel.as_posix()] = target
     elif stat.S_ISREG(st.st_mode):
         bundle.files[rel.as_posix()] = st.st_size
     elif stat.S_ISDIR(st.st_mode):
         bundle.skipped.append(f"{rel}/ (a git submodule: not uploaded)")
+
+
+def refuse_link_the_pod_refuses(root: Path, rel: PurePosixPath, target: str) -> None:
+    """The pod makes a link only by core.untar's rule (judged without following the other links); one the
+    laptop sent that fails it fails the unpack, after the rent: so it is refused here, before anything is."""
+    if link_stays_inside(target, depth=len(rel.parts) - 1):
+        return
+    why = (
+        "its target has `..` after a name, which climbs from wherever that name leads (another link could take "
+        "it out of the workspace)"
+        if ".." in target.split("/")
+        else "its target is not a plain relative path"
+    )
+    raise ConfigError(
+        f"the project at {root} has a link the pod would refuse to make: {rel} -> {target[:200]!r}: {why}; "
+        "nothing was rented",
+        hint="point it at the same place without the detour (`b/../c` is `c`; `ln -sfn TARGET "
+        f"{rel}` remakes it), or leave it out with a line `{rel}` in {root / IGNORE_FILE}",
+    )
 
 
 def check_size(bundle: Bundle, max_mb: float) -> None:

@@ -10,6 +10,8 @@ billed, then destroyed (or worse, left running without a watchdog that can hear 
   would never arrive and the reaper would count it silent from its first minute;
 - the GPU name picks one card at the provider (core/catalog.py; an ambiguous name lists the choices);
 - the provider can rent what is asked (RunPod no longer rents interruptible pods);
+- the watchdog runs a gpuc that takes this pod's heartbeats (check_protocol): an older watchdog refuses a
+  field it does not know with a 4xx, the pod counts as silent, and is destroyed with its job;
 - `--max-hours` is within the user's cap (max_lifetime_hours): no deadline may lie past it.
 - the secrets for the pod are an allowlist (core/podsecrets.py): their names are printed, a forbidden
   name in GPUC_POD_SECRETS is refused, results keys that also deploy the watchdog are warned about.
@@ -43,7 +45,7 @@ from gpuc.core.settings import Settings, env_file_mode_ok, env_name, read_env_fi
 
 if TYPE_CHECKING:
     from gpuc.client.onpod.upload import Bundle
-    from gpuc.core.api import PodRecord
+    from gpuc.core.api import PodRecord, StatusResponse
     from gpuc.core.models import PodSpec
     from gpuc.core.pod import Pod
     from gpuc.core.providers.base import Provider
@@ -188,6 +190,21 @@ def check_watchdog_reachable(settings: Settings) -> None:
         hint="deploy the watchdog (`gpuc watchdog deploy` sets GPUC_WATCHDOG_URL), or run `gpuc watchdog serve` "
         "on an always-on machine with TLS in front and set GPUC_WATCHDOG_URL=https://<its name> (README: Your "
         "first rental, step 4)",
+    )
+
+
+def check_protocol(status: StatusResponse, settings: Settings) -> None:
+    """The pod runs this gpuc and sends what it knows; a watchdog from an older gpuc refuses what it does not."""
+    from gpuc.core.api import WIRE_PROTOCOL  # only `up` asks; plan.py is read by every command's help
+
+    if status.protocol >= WIRE_PROTOCOL:
+        return
+    said = f"protocol {status.protocol}" if status.protocol else "no protocol"
+    raise ConfigError(
+        f"the watchdog at {settings.functions_url} runs an older gpuc ({said}, this gpuc needs {WIRE_PROTOCOL}): "
+        "it would refuse this pod's heartbeats, and a pod it does not hear is destroyed; nothing was created",
+        hint="redeploy it (`gpuc watchdog deploy`) or restart `gpuc watchdog serve` with this gpuc, then `gpuc up` "
+        "again",
     )
 
 

@@ -90,6 +90,7 @@ def up(opts: UpOptions, ctx: Ctx) -> Pod | None:
     ctx.ledger().check()
     # A pod nobody watches is the most expensive kind: refuse before creating anything.
     watched = ctx.watchdog.status()
+    plan.check_protocol(watched, ctx.settings)  # an older watchdog: 4xx to every heartbeat, the pod destroyed
     if watched.new_pods_paused:  # "pause new pods" from the phone: the sentence says how to resume
         raise GpucError(f"nothing was created: {watched.new_pods_paused}")
     if watched.watchdog_id:  # where the provider shows it: another watchdog on the account leaves it alone
