@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, Self, TypedDict, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
+from pydantic import AllowInfNan, BaseModel, BeforeValidator, ConfigDict, ValidationError
 
 from gpuc.core.clock import Clock, SystemClock
 from gpuc.core.errors import ConfigError, ProviderError, ProviderSchemaError, ProviderUnavailable, SafetyRefusal
@@ -47,8 +47,9 @@ def _not_a_bool(value: Any) -> Any:
 
 
 # The number fields of the providers' answers: what pydantic's lax mode reads (RunPod once sent `costPerHr`
-# as a string), minus a bool.
-Number = Annotated[float, BeforeValidator(_not_a_bool)]
+# as a string), minus a bool, and for a float minus NaN and infinity ("nan" as text reads as NaN, and a NaN
+# price or balance fails every comparison a guard makes, so it would pass them all).
+Number = Annotated[float, AllowInfNan(False), BeforeValidator(_not_a_bool)]
 Whole = Annotated[int, BeforeValidator(_not_a_bool)]
 
 
