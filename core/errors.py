@@ -40,7 +40,6 @@ ActionRefused                      (functions.actions.verbs) a tap the pod's sta
 TerminateRefused                   (core.providers.common) the pod key's terminate refused: the pod stops itself
 AskError                           (instance_side.ask) no answer to the laptop's question: its JSON `error`
 Refused                            (functions.actions.wire) a phone channel's tap that did nothing: answered why
-Unexpected                         (core.checks) a provider document not of the shape gpuc relies on
 TransportFailure                   (core.transport) one HTTP exchange got no answer: its kind says if it was sent
 _NotVerified                       (instance_side.push) a push the destination does not list back: not recorded
 RestoreError                       (instance_side.resume) the last push could not be restored: the job not started

@@ -12,9 +12,10 @@ import re
 from abc import abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, Self, TypedDict, TypeVar
 
-from gpuc.core.checks import Shape, Unexpected, build
+from pydantic import AllowInfNan, BaseModel, BeforeValidator, ConfigDict, ValidationError
+
 from gpuc.core.clock import Clock, SystemClock
 from gpuc.core.errors import ConfigError, ProviderError, ProviderSchemaError, ProviderUnavailable, SafetyRefusal
 from gpuc.core.pod import OWNER_ENV, WATCHDOG_ENV, Pod, is_gpuc_name
@@ -26,7 +27,6 @@ from gpuc.core.settings import SecretStr
 
 if TYPE_CHECKING:
     import httpx
-    from pydantic import ValidationError
 
     from gpuc.core.billing import BillingRecord
     from gpuc.core.models import PodSpec
@@ -37,17 +37,46 @@ log = logging.getLogger("gpuc.providers")
 EXPERIMENT_ENV = "GPUC_EXPERIMENT"
 OWNER_VALUE = "1"
 _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$", re.IGNORECASE)
-W = TypeVar("W", bound=Shape)
+
+
+def _not_a_bool(value: Any) -> Any:
+    # pydantic's lax mode counts true as 1: a price or a count sent as a bool is refused, never read as 1.
+    if isinstance(value, bool):
+        raise ValueError("a number was expected, not true or false")
+    return value
+
+
+# The number fields of the providers' answers: what pydantic's lax mode reads (RunPod once sent `costPerHr`
+# as a string), minus a bool, and for a float minus NaN and infinity ("nan" as text reads as NaN, and a NaN
+# price or balance fails every comparison a guard makes, so it would pass them all).
+Number = Annotated[float, AllowInfNan(False), BeforeValidator(_not_a_bool)]
+Whole = Annotated[int, BeforeValidator(_not_a_bool)]
+
+
+class ProviderAnswer(BaseModel):
+    """The base of a provider's wire document (RunPod's pods, GPU rows and balance, Vast's instances, offers
+    and user): their answers grow fields gpuc does not read, so an unknown one is ignored and a known one
+    checked. Read-only, and its repr and str name no value (a pod's env, an account's key)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(type(self).model_fields)})"
+
+    __str__ = __repr__
+
+
+W = TypeVar("W", bound=ProviderAnswer)
 
 
 def parse_wire(model: type[W], value: Any, what: str, *, provider: str, api: str) -> W:
-    """A body fragment as its wire shape (core/checks.py, no pydantic: `gpuc ls` reads both providers
-    on every run); the error names the field, never the value (a pod's env, an account's key)."""
+    """A body fragment as its wire model; the error names the field, never the value (a pod's env, an
+    account's key). An answer gpuc cannot read raises: a listing never reads as an empty account."""
     try:
-        return build(model, value, what)
-    except Unexpected as exc:
+        return model.model_validate(value)
+    except ValidationError as exc:
         raise ProviderSchemaError(
-            f"unexpected {exc}",
+            f"unexpected {what}: {first_error(exc)}",
             provider=provider,
             hint=f"the {api} API may have changed; gpuc will not guess what it meant",
         ) from None

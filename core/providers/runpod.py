@@ -31,20 +31,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar, Unpack
 from urllib.parse import quote
 
-from gpuc.core.checks import (
-    OPT_FLAG,
-    OPT_INT,
-    OPT_NUMBER,
-    OPT_TEXT,
-    TEXT,
-    ProviderShape,
-    checked,
-    lax_number,
-    many,
-    mapping,
-    maybe,
-    record,
-)
 from gpuc.core.clock import Clock, parse_iso
 from gpuc.core.errors import (
     ConfigError,
@@ -58,10 +44,13 @@ from gpuc.core.providers.base import DestroyResult
 from gpuc.core.providers.common import (
     HttpProvider,
     HttpTuning,
+    Number,
     PodKey,
+    ProviderAnswer,
     ScopedSelfDestroyer,
     SelfWords,
     TerminateRefused,
+    Whole,
     api_key_of,
     experiment_of,
     is_managed,
@@ -143,93 +132,93 @@ GPU_VENDOR_PREFIXES = ("NVIDIA GeForce ", "NVIDIA ", "AMD ")
 # ---- wire shapes: what we read from RunPod, validated where the body enters --------------------------
 
 
-class V2Port(ProviderShape):
-    private: int | None = checked(OPT_INT, None)
-    public: int | None = checked(OPT_INT, None)
-    type: str | None = checked(OPT_TEXT, None)
-    ip: str | None = checked(OPT_TEXT, None)
+class V2Port(ProviderAnswer):
+    private: Whole | None = None
+    public: Whole | None = None
+    type: str | None = None
+    ip: str | None = None
 
 
-class V2RuntimeGpu(ProviderShape):
-    id: str | None = checked(OPT_TEXT, None)
-    util: float | None = checked(OPT_NUMBER, None)
+class V2RuntimeGpu(ProviderAnswer):
+    id: str | None = None
+    util: Number | None = None
 
 
-class V2Runtime(ProviderShape):
-    uptime: float | None = checked(OPT_NUMBER, None)
-    ports: tuple[V2Port, ...] | None = checked(maybe(many(record(V2Port))), None)
-    gpus: tuple[V2RuntimeGpu, ...] | None = checked(maybe(many(record(V2RuntimeGpu))), None)
+class V2Runtime(ProviderAnswer):
+    uptime: Number | None = None
+    ports: list[V2Port] | None = None
+    gpus: list[V2RuntimeGpu] | None = None
 
 
-class V2Gpu(ProviderShape):
-    id: str | None = checked(OPT_TEXT, None)
-    count: int | None = checked(OPT_INT, None)
+class V2Gpu(ProviderAnswer):
+    id: str | None = None
+    count: Whole | None = None
 
 
-class V2Endpoint(ProviderShape):
-    host: str | None = checked(OPT_TEXT, None)
-    port: int | None = checked(OPT_INT, None)
+class V2Endpoint(ProviderAnswer):
+    host: str | None = None
+    port: Whole | None = None
 
 
-class V2Ssh(ProviderShape):
-    direct: V2Endpoint | None = checked(maybe(record(V2Endpoint)), None)
+class V2Ssh(ProviderAnswer):
+    direct: V2Endpoint | None = None
 
 
-class V2Persistent(ProviderShape):
-    size: float | None = checked(OPT_NUMBER, None)
+class V2Persistent(ProviderAnswer):
+    size: Number | None = None
 
 
-class V2Mounts(ProviderShape):
-    persistent: V2Persistent | None = checked(maybe(record(V2Persistent)), None)
+class V2Mounts(ProviderAnswer):
+    persistent: V2Persistent | None = None
 
 
-class V2Pod(ProviderShape):
-    id: str = checked(TEXT)
-    name: str | None = checked(OPT_TEXT, None)
-    status: str | None = checked(OPT_TEXT, None)
-    env: dict[str, Any] | None = checked(maybe(mapping), None)
-    gpu: V2Gpu | None = checked(maybe(record(V2Gpu)), None)
-    cost: float | None = checked(OPT_NUMBER, None)
-    createdAt: str | None = checked(OPT_TEXT, None)
-    runtime: V2Runtime | None = checked(maybe(record(V2Runtime)), None)
-    ssh: V2Ssh | None = checked(maybe(record(V2Ssh)), None)
-    mounts: V2Mounts | None = checked(maybe(record(V2Mounts)), None)
+class V2Pod(ProviderAnswer):
+    id: str
+    name: str | None = None
+    status: str | None = None
+    env: dict[str, Any] | None = None
+    gpu: V2Gpu | None = None
+    cost: Number | None = None
+    createdAt: str | None = None
+    runtime: V2Runtime | None = None
+    ssh: V2Ssh | None = None
+    mounts: V2Mounts | None = None
 
 
-class CatalogPrice(ProviderShape):
-    secure: float | None = checked(OPT_NUMBER, None)
-    community: float | None = checked(OPT_NUMBER, None)
+class CatalogPrice(ProviderAnswer):
+    secure: Number | None = None
+    community: Number | None = None
 
 
-class CatalogGpu(ProviderShape):
+class CatalogGpu(ProviderAnswer):
     """One row of GET /v2/catalog/gpus; prices per GPU per hour."""
 
-    id: str = checked(TEXT)
-    name: str | None = checked(OPT_TEXT, None)
-    memory: float | None = checked(OPT_NUMBER, None)
-    secure: bool | None = checked(OPT_FLAG, None)
-    community: bool | None = checked(OPT_FLAG, None)
-    price: CatalogPrice | None = checked(maybe(record(CatalogPrice)), None)
-    availability: str | None = checked(OPT_TEXT, None)
+    id: str
+    name: str | None = None
+    memory: Number | None = None
+    secure: bool | None = None
+    community: bool | None = None
+    price: CatalogPrice | None = None
+    availability: str | None = None
 
 
-class GqlPod(ProviderShape):
+class GqlPod(ProviderAnswer):
     """The pod's read of itself with its own key (GraphQL `pod(...)`)."""
 
-    id: str = checked(TEXT)
-    desiredStatus: str | None = checked(OPT_TEXT, None)
+    id: str
+    desiredStatus: str | None = None
 
 
-class UserBalance(ProviderShape):
-    clientBalance: float = checked(lax_number)
-    currentSpendPerHr: float | None = checked(OPT_NUMBER, None)
-    spendLimit: float | None = checked(OPT_NUMBER, None)
-    notifyPodsStale: bool | None = checked(OPT_FLAG, None)
-    notifyPodsGeneral: bool | None = checked(OPT_FLAG, None)
-    notifyLowBalance: bool | None = checked(OPT_FLAG, None)
+class UserBalance(ProviderAnswer):
+    clientBalance: Number
+    currentSpendPerHr: Number | None = None
+    spendLimit: Number | None = None
+    notifyPodsStale: bool | None = None
+    notifyPodsGeneral: bool | None = None
+    notifyLowBalance: bool | None = None
 
 
-W = TypeVar("W", bound=ProviderShape)
+W = TypeVar("W", bound=ProviderAnswer)
 
 
 def parse(model: type[W], value: Any, what: str) -> W:

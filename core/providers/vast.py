@@ -17,22 +17,6 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Self, TypeVar, Unpack
 
-from gpuc.core.checks import (
-    OPT_FLAG,
-    OPT_INT,
-    OPT_NUMBER,
-    OPT_TEXT,
-    TEXT,
-    ProviderShape,
-    anything,
-    checked,
-    either,
-    lax_integer,
-    lax_number,
-    many,
-    mapping,
-    maybe,
-)
 from gpuc.core.clock import Clock
 from gpuc.core.errors import ConfigError, GpucError, NotFound, ProviderError, ProviderSchemaError
 from gpuc.core.pod import Pod, PodStatus
@@ -40,10 +24,13 @@ from gpuc.core.providers.base import DestroyResult
 from gpuc.core.providers.common import (
     HttpProvider,
     HttpTuning,
+    Number,
     PodKey,
+    ProviderAnswer,
     ScopedSelfDestroyer,
     SelfWords,
     TerminateRefused,
+    Whole,
     api_key_of,
     env_from_pairs,
     experiment_of,
@@ -102,53 +89,53 @@ ACTUAL_STATUS: dict[str, PodStatus] = {
 PARKED: tuple[PodStatus, ...] = ("stopped", "paused", "exited")
 
 
-class VastInstance(ProviderShape):
-    id: int = checked(lax_integer)
-    actual_status: str | None = checked(OPT_TEXT, None)
-    intended_status: str | None = checked(OPT_TEXT, None)
-    cur_state: str | None = checked(OPT_TEXT, None)
-    status_msg: str | None = checked(OPT_TEXT, None)
-    label: str | None = checked(OPT_TEXT, None)
-    extra_env: tuple[Any, ...] | None = checked(maybe(many(anything)), None)
-    gpu_name: str | None = checked(OPT_TEXT, None)
-    num_gpus: int | None = checked(OPT_INT, None)
-    gpu_util: float | None = checked(OPT_NUMBER, None)
-    dph_total: float | None = checked(OPT_NUMBER, None)
-    storage_total_cost: float | None = checked(OPT_NUMBER, None)
-    disk_space: float | None = checked(OPT_NUMBER, None)  # GB
-    storage_cost: float | None = checked(OPT_NUMBER, None)  # $/GB/month: what the disk bills, stopped too
-    start_date: float | None = checked(OPT_NUMBER, None)
-    uptime_mins: float | None = checked(OPT_NUMBER, None)
-    is_bid: bool | None = checked(OPT_FLAG, None)
-    ssh_host: str | None = checked(OPT_TEXT, None)
-    ssh_port: int | None = checked(OPT_INT, None)
-    public_ipaddr: str | None = checked(OPT_TEXT, None)
+class VastInstance(ProviderAnswer):
+    id: Whole
+    actual_status: str | None = None
+    intended_status: str | None = None
+    cur_state: str | None = None
+    status_msg: str | None = None
+    label: str | None = None
+    extra_env: list[Any] | None = None
+    gpu_name: str | None = None
+    num_gpus: Whole | None = None
+    gpu_util: Number | None = None
+    dph_total: Number | None = None
+    storage_total_cost: Number | None = None
+    disk_space: Number | None = None  # GB
+    storage_cost: Number | None = None  # $/GB/month: what the disk bills, stopped too
+    start_date: Number | None = None
+    uptime_mins: Number | None = None
+    is_bid: bool | None = None
+    ssh_host: str | None = None
+    ssh_port: Whole | None = None
+    public_ipaddr: str | None = None
     # an object of port mappings on a running host, a list on some (UNCONFIRMED which): both are read
-    ports: dict[str, Any] | tuple[Any, ...] | None = checked(maybe(either(mapping, many(anything))), None)
+    ports: dict[str, Any] | list[Any] | None = None
 
 
-class VastOffer(ProviderShape):
-    id: int = checked(lax_integer)
-    gpu_name: str = checked(TEXT)
-    num_gpus: int = checked(lax_integer, 1)
-    dph_total: float = checked(lax_number)
-    min_bid: float | None = checked(OPT_NUMBER, None)
-    reliability2: float | None = checked(OPT_NUMBER, None)
-    reliability: float | None = checked(OPT_NUMBER, None)
-    inet_down: float | None = checked(OPT_NUMBER, None)
-    gpu_mem_bw: float | None = checked(OPT_NUMBER, None)
-    cuda_max_good: float | None = checked(OPT_NUMBER, None)
-    geolocation: str | None = checked(OPT_TEXT, None)
-    verification: str | None = checked(OPT_TEXT, None)
-    inet_down_cost: float | None = checked(OPT_NUMBER, None)
-    storage_cost: float | None = checked(OPT_NUMBER, None)
+class VastOffer(ProviderAnswer):
+    id: Whole
+    gpu_name: str
+    num_gpus: Whole = 1
+    dph_total: Number
+    min_bid: Number | None = None
+    reliability2: Number | None = None
+    reliability: Number | None = None
+    inet_down: Number | None = None
+    gpu_mem_bw: Number | None = None
+    cuda_max_good: Number | None = None
+    geolocation: str | None = None
+    verification: str | None = None
+    inet_down_cost: Number | None = None
+    storage_cost: Number | None = None
 
 
-class VastUser(ProviderShape):
-    credit: float = checked(lax_number)
+class VastUser(ProviderAnswer):
+    credit: Number
 
 
-W = TypeVar("W", bound=ProviderShape)
+W = TypeVar("W", bound=ProviderAnswer)
 
 
 def parse(model: type[W], value: Any, what: str) -> W:
