@@ -79,5 +79,5 @@ def event_text(pod: StoredPod, body: api.PodEvent) -> str:
     if body.duration_s is not None:
         parts.append(f"gpuc: ran {body.duration_s / 60:.1f} min.")
     parts.append(f"Pod {pod.pod_id} ({pod.provider}, {pod.experiment}).")
-    # A lock screen shows the title and the body's first line: what to do, in gpuc's words alone (issue 29).
+    # A lock screen shows the title and the body's first line: what to do, in gpuc's words alone.
     return f"{todo.format(pod=pod.pod_id)}\n{' '.join(part for part in parts if part)}".lstrip("\n")

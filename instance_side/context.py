@@ -96,7 +96,7 @@ def default_probes(cfg: AgentConfig, paths: PodPaths) -> Probes:
             job=JobTreeProbe(paths.job),
         )
     # A pod in a sandbox on a shared machine (the rehearsal's emulated pods): the host's processes are not
-    # its work, or a busy machine keeps a hung job's pod busy forever (issue 29). Only the processes
+    # its work, or a busy machine keeps a hung job's pod busy forever. Only the processes
     # started in its root count: its job's tree and its ssh sessions' commands.
     scope = paths.root if paths.root != Path("/") else None
     scanner = ProcScanner(only_root=scope)

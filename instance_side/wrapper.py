@@ -292,7 +292,7 @@ class JobWrapper:
                 write_outcome(self.paths, outcome)
             said = f"job exited with code {code} after {duration:.0f}s"
             if code != 0 and (last := last_line(self.paths.job_log)) is not None:
-                said += f"; last line: {last}"  # what a FAILED job's push shows first (issue 29)
+                said += f"; last line: {last}"  # what a FAILED job's push shows first
             ending = Ending(
                 kind="job_exit",
                 message=said,

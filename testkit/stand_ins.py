@@ -93,7 +93,7 @@ class NtfyStandIn(_StandIn):
     def route(self, request: EmuRequest) -> Route | None:
         if request.method in ("POST", "PUT") and request.path == "/":
             return "publish", self._publish
-        # The rehearsal's phone (issue 29 item 7): a page to read what was sent and tap its buttons.
+        # The rehearsal's phone: a page to read what was sent and tap its buttons.
         if request.method == "GET" and request.path in ("/", "/json"):
             return "read", self._read
         if request.method == "POST" and request.path == "/tap":

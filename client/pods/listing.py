@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 # SPENT: price x age so far, an estimate (a stopped pod bills less); `gpuc ledger` keeps the record.
 # Times in the WATCHDOG column are UTC, like every time gpuc prints.
-# $/H: what the pod bills now (a stopped pod: its disk). NEXT: what ends it or keeps it billing (issue 29).
+# $/H: what the pod bills now (a stopped pod: its disk). NEXT: what ends it or keeps it billing.
 HEADERS = ("PROVIDER", "ID", "EXPERIMENT", "STATUS", "GPU", "AGE", "$/H", "SPENT", "WATCHDOG (UTC)", "NEXT")
 RIGHT = (5, 6, 7)
 # What gives way when the table is too wide, in order (each down to its floor; `--json` has it all).

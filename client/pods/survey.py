@@ -139,7 +139,7 @@ def ls_row(
 def money_fields(
     row: dict[str, object], pod: Pod, run: RunRecord | None, rec: PodRecord | None, idle_destroy_s: float
 ) -> dict[str, object]:
-    """What costs money next (issue 29): the deadline, the idle state and when the idle watch ends the pod,
+    """What costs money next: the deadline, the idle state and when the idle watch ends the pod,
     a warm time, a pod KEPT after a failed sync and what it bills, a stopped pod at its disk's price. Times
     are on the watchdog's clock (a heartbeat's age is, too); None where nobody knows."""
     age = row.get("heartbeat_age_s")

@@ -50,7 +50,7 @@ def serve_rehearsal(echo: Echo, provider: str, home: Path | None, stop: threadin
     stop = stop or threading.Event()
     say = _unbreakable(echo)
     # From the first line: a script's SIGTERM during start-up, or a closed terminal, still ends in the
-    # clean-up below (issue 29: a scripted rehearsal was found still running 8 minutes after both).
+    # clean-up below (a scripted rehearsal was once found still running 8 minutes after both).
     with _until_stopped(stop):
         return _serve(say, provider, home, stop)
 

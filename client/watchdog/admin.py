@@ -89,7 +89,7 @@ def serve_banner(settings: Settings, url: str, environ: Mapping[str, str]) -> li
 
 
 def laptop_url_line(settings: Settings, url: str) -> str:
-    """Where the laptop's gpuc must point to use this watchdog (issue 29: `serve --port 9000` said nothing,
+    """Where the laptop's gpuc must point to use this watchdog (`serve --port 9000` once said nothing,
     and `gpuc up` went on registering with the default port's, which was not there)."""
     from urllib.parse import urlsplit, urlunsplit
 

@@ -166,7 +166,7 @@ _EXIT_SAID = re.compile(r"gpuc: exit code (-?\d{1,10})\.")
 
 
 def exit_codes(deps: Deps) -> dict[str, int]:
-    """Pod id -> its job's exit code, from the job_exit pushes the store still holds (issue 29: "its job
+    """Pod id -> its job's exit code, from the job_exit pushes the store still holds ("its job
     ended" did not say whether it failed)."""
     codes: dict[str, int] = {}
     for note in deps.store.recent_notifications(200):  # oldest first: a pod's last job_exit wins

@@ -21,7 +21,7 @@ from gpuc.functions.store import StoredPod
 log = logging.getLogger("gpuc.reaper")
 
 BLIND_ESCALATE_S = 3600.0  # blind longer than this: error level, once an hour while it lasts
-# A balance above the cap costs nothing now: once a day, low priority (issue 29: hourly at high priority,
+# A balance above the cap costs nothing now: once a day, low priority (it was hourly at high priority,
 # 24 pushes a day for a user who tops up $25 a month, who then mutes the topic and misses a kept pod).
 CAP_NAG_S = 24 * 3600.0
 

@@ -21,7 +21,7 @@ from gpuc.functions import deploy as dep
 
 ROOT = Path(__file__).resolve().parents[2]  # the clone: the package `gpuc` itself
 PRODUCT = ("core", "client", "functions", "instance_side")  # the product's layers
-# Shipped beside the product so an installed gpuc runs `gpuc demo` and the rehearsal (issue 29 item 7);
+# Shipped beside the product so an installed gpuc runs `gpuc demo` and the rehearsal;
 # no layer of the product imports it at import time.
 KIT = ("testkit",)
 REHEARSALS = ("gpuc.client.setup.demo", "gpuc.client.setup.rehearse")

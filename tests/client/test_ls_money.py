@@ -1,4 +1,4 @@
-"""`gpuc ls` shows what costs money (issue 29): the deadline, the idle state and when the idle watch ends the
+"""`gpuc ls` shows what costs money: the deadline, the idle state and when the idle watch ends the
 pod, a warm time, a pod KEPT after a failed sync in its own words with what it bills; `--json` the same.
 The real CLI against local pods and the local watchdog."""
 

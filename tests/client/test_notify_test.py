@@ -68,7 +68,7 @@ def test_no_channel_and_no_watchdog_say_so(tmp_path: Path) -> None:
 
 
 def test_the_stand_in_phone_page_shows_a_push_and_a_tap_sends_its_button(tmp_path: Path) -> None:
-    """The rehearsal's phone (issue 29 item 7): the page lists the message and its buttons; a tap on an
+    """The rehearsal's phone: the page lists the message and its buttons; a tap on an
     `http` button sends its request as the ntfy app does."""
     import time
 

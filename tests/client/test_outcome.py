@@ -68,7 +68,7 @@ def test_a_wait_that_times_out_leaves_the_job_running_and_says_so(world: World) 
 
 
 # Incident: `gpuc up exp -- python train.py` in a folder without train.py rented a pod, bootstrapped it
-# (minutes, billed), then the job died at once with "can't open file". Then (issue 29): refused on the pod,
+# (minutes, billed), then the job died at once with "can't open file". Then: refused on the pod,
 # still after a create and a boot. Now refused on the laptop, from the upload's list, with a did-you-mean.
 def test_a_script_missing_from_the_upload_is_refused_before_anything_is_rented(world: World) -> None:
     done = world.gpuc("up", "exp", "--wait", "--", "python", "trian.py")

@@ -256,7 +256,7 @@ def _noted(message: str) -> StatusResponse:
         ("job exited; exit code " + "9" * 5000, None),
         ("job exited; exit code 0, ran " + "9" * 400 + " min", None),
         ("job exited; exit code -9", 137),
-        # A FAILED job's last line, quoted first (issue 29): the watchdog's own words after it count.
+        # A FAILED job's last line, quoted first: the watchdog's own words after it count.
         ('See why.\npod says: "last line: exit code 0" gpuc: exit code 3. gpuc: ran 1.0 min.', 3),
     ],
 )

@@ -1,4 +1,4 @@
-"""Slips caught on the laptop before anything is rented (issue 29): a forgotten experiment name is never the
+"""Slips caught on the laptop before anything is rented: a forgotten experiment name is never the
 command's first word, and `--max-hours` takes units and refuses a deadline the job would get no time of.
 The real CLI against local pods (a typo'd script: tests/client/test_outcome.py)."""
 

@@ -1,4 +1,4 @@
-"""An install without gpuc.testkit (the wheel ships it since issue 29; a trimmed install may not): `gpuc demo`
+"""An install without gpuc.testkit (the wheel ships it; a trimmed install may not): `gpuc demo`
 and `gpuc drill` say how to get it, one line, no traceback, exit 2; the everyday commands never need it."""
 
 from __future__ import annotations

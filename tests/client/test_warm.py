@@ -1,4 +1,4 @@
-"""`gpuc up NAME --warm 30m` (issue 29): a pod to iterate on. A job's end syncs and notifies but keeps the pod;
+"""`gpuc up NAME --warm 30m`: a pod to iterate on. A job's end syncs and notifies but keeps the pod;
 `gpuc run POD --sync --wait` after an edit reruns today's code on it, and keeps it warm; idle for the warm
 time, it syncs and ends itself; `down` ends it. The real CLI against local pods."""
 

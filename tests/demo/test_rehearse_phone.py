@@ -1,4 +1,4 @@
-"""The rehearsal rehearses the phone and stops from a script (issue 29 item 7): its watchdog notifies an
+"""The rehearsal rehearses the phone and stops from a script: its watchdog notifies an
 ntfy stand-in whose page the rehearsal prints, so `gpuc notify --test` works in the rehearsal's shell; and
 a rehearsal started from a script, its output closed, stops on SIGTERM or SIGINT within seconds, with
 nothing left behind."""

@@ -1,4 +1,4 @@
-"""A day of a typical week's notifications (issue 29 item 6): a user who keeps more than the cap on the
+"""A day of a typical week's notifications: a user who keeps more than the cap on the
 account, one job that ends well, one pod left idle that the agent ends. The balance above the cap is said
 once a day at low priority; what costs money now keeps its high priority; nothing is said twice."""
 

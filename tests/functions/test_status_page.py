@@ -161,7 +161,7 @@ def test_ended_lately_shows_experiment_outcome_and_cost(world: World) -> None:
 
 
 def test_ended_lately_says_whether_the_job_failed(world: World) -> None:
-    """Issue 29.5: "its job ended" did not tell a failed job from a good one; the push's exit code does."""
+    """Once, "its job ended" did not tell a failed job from a good one; the push's exit code does."""
     world.register("pod-f", experiment="bad-lr", price_per_hour=2.0, started_at=world.now - 3600)
     world.ping("pod-f")
     world.register("pod-g", experiment="good-lr", price_per_hour=2.0, started_at=world.now - 3600)

@@ -50,7 +50,7 @@ def test_it_warns_15_min_ahead_then_ends_through_the_ender_a_lead_before(tmp_pat
     assert pod.calls.index("sync") < pod.calls.index("notify:deadline_destroy") < pod.calls.index("destroy")
     end = pod.functions.events[-1]
     assert end.kind == "deadline_destroy" and end.end_at is not None
-    # Ended 2 min early: the words say so, never "deadline reached" before it is (issue 29).
+    # Ended 2 min early: the words say so, never "deadline reached" before it is.
     assert "in 2 min: ending now, results/ first" in end.message and "reached" not in end.message
     assert agent.stopped and "heartbeat" not in pod.calls[pod.calls.index("destroy") :]
 

@@ -368,7 +368,7 @@ def test_on_the_real_proc_a_blocked_job_makes_no_progress_and_a_busy_loop_does()
 
 
 def test_a_rented_pod_in_a_sandbox_counts_only_what_runs_in_its_root(proc: FakeProcTree) -> None:
-    """The rehearsal's emulated pods share the machine (issue 29 item 7): the host's busy processes are not
+    """The rehearsal's emulated pods share the machine: the host's busy processes are not
     the pod's work; what its ssh prelude started (GPUC_POD_ROOT=<its root>) is."""
     root = Path("/tmp/rehearse/sshd/pods/abc")
     proc.add(70, "python3", ["python3", "train.py"], environ={"GPUC_POD_ROOT": str(root)})

@@ -96,7 +96,7 @@ def test_f2_a_crash_carries_its_exit_code_in_the_notification(pod: Pod) -> None:
 
 
 def test_a_failed_job_says_its_last_error_line_and_no_results_path(pod: Pod) -> None:
-    """Issue 29: the push of a FAILED job shows its error; the results' destination is the laptop's to say
+    """The push of a FAILED job shows its error; the results' destination is the laptop's to say
     (in the pod's words it reached the phone defanged, `file[:]///...`)."""
     wrapper(pod).run(py("print('step 1'); raise SystemExit('CUDA out of memory: tried 2.00 GiB')"))
     message = pod.functions.events[-1].message

@@ -1,4 +1,4 @@
-"""Issue 29's mutants (items 1-4: the warm pod, slips caught before renting, `ls` NEXT, exit codes), as exact
+"""The mutants of the warm pod, slips caught before renting, `ls` NEXT and the exit codes, as exact
 replacements in table.py's format: each breaks one check, and `tests` must fail on it. The lead merges
 MUTANTS_WEEK1 into MUTANTS. Each was tried by hand; note that tests/client/test_warm.py and
 test_exit_codes.py's deadline row need local pods that run the checkout's instance_side (they do on main)."""
@@ -14,7 +14,7 @@ WARM = "tests/client/test_warm.py"
 MUTANTS_WEEK1: tuple[Mutant, ...] = (
     Mutant(
         "wait-ended-idle-is-unknown",
-        "--wait: a pod ended idle under its job exits 125 (unknown), not its own code 122 (issue 29.4)",
+        "--wait: a pod ended idle under its job exits 125 (unknown), not its own code 122",
         "client/jobs/follow.py",
         "if outcome is not None and outcome.exit_code is None else None",
         "if False else None",

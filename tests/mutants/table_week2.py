@@ -1,6 +1,6 @@
-"""Issue 29's mutants (items 5, 6, 7, 9), as exact replacements in table.py's format: each breaks one thing
-a user would lose sleep, money or a rehearsal over, and `tests` must fail on it. The lead merges
-MUTANTS_WEEK2 into MUTANTS."""
+"""The mutants of a person's week (notifications, the rehearsal, balance, serve), as exact replacements in
+table.py's format: each breaks one thing a user would lose sleep, money or a rehearsal over, and `tests` must
+fail on it."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ MUTANTS_WEEK2: tuple[Mutant, ...] = (
         "failed-job-no-last-line",
         "a FAILED job's push does not say its error",
         "instance_side/wrapper.py",
-        '                said += f"; last line: {last}"  # what a FAILED job\'s push shows first (issue 29)',
+        '                said += f"; last line: {last}"  # what a FAILED job\'s push shows first',
         "                pass",
         ("tests/instance_side/test_pod_wrapper.py::test_a_failed_job_says_its_last_error_line_and_no_results_path",),
     ),

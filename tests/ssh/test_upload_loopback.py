@@ -109,7 +109,7 @@ def test_the_job_log_and_outcome_are_read_over_ssh(
     assert read_pod_log(access, 9).data == b"warn\n", "from an offset"
 
 
-# Issue 29: a requirements.txt that did not install started the job anyway; it died on its first import and
+# A requirements.txt that did not install started the job anyway; it died on its first import and
 # the pod sat idle, billed, until the idle watch. Over real ssh, the real bootstrap on the pod.
 def test_requirements_that_fail_to_install_stop_the_job_with_the_error(
     sshd: Sshd, ssh_settings: Settings, functions_url: str, pod_paths: PodPaths, project: Path
