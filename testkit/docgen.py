@@ -24,7 +24,10 @@ MADE = "<!-- made by `python -m gpuc.testkit.docgen` from the code: edit the cod
 def _walk(
     command: click.Command, path: list[str], parent: click.Context | None
 ) -> Iterator[tuple[list[str], str]]:
-    ctx = click.Context(command, info_name=path[-1], parent=parent, max_content_width=WIDTH, terminal_width=WIDTH)
+    # The command's own context settings (the root's -h alias, inherited below), as `gpuc` itself builds them:
+    # click caches each command's help option, so a context built otherwise would print per test order.
+    settings = {"max_content_width": WIDTH, "terminal_width": WIDTH, **command.context_settings}
+    ctx = click.Context(command, info_name=path[-1], parent=parent, **settings)
     yield path, command.get_help(ctx)
     if isinstance(command, click.Group):
         for name in command.list_commands(ctx):
