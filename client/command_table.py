@@ -4,8 +4,8 @@ from __future__ import annotations
 
 # name -> "module:attribute"; a module is imported only when its command runs (or shows its help).
 COMMANDS: dict[str, tuple[str, str]] = {
-    "up": ("gpuc.client.pods.commands:up", "Start a pod for an experiment (and optionally run a job on it)."),
-    "run": ("gpuc.client.pods.commands:run", "Run a job on a pod under the wrapper (sync, notify, destroy)."),
+    "up": ("gpuc.client.jobs.commands:up", "Start a pod for an experiment (and optionally run a job on it)."),
+    "run": ("gpuc.client.jobs.commands:run", "Run a job on a pod under the wrapper (sync, notify, destroy)."),
     "down": (
         "gpuc.client.pods.commands:down",
         "Sync results, destroy a pod, confirm it is gone, close its ledger row.",

@@ -22,7 +22,7 @@ MUTANTS_WEEK1: tuple[Mutant, ...] = (
     ),
     Mutant(
         "wait-kept-is-job-failure",
-        "--wait: a job that exited 0 on a pod KEPT for a failed sync exits 1, as if the job failed (29.4)",
+        "--wait: a job that exited 0 on a pod KEPT for a failed sync exits 1, as if the job failed",
         "client/jobs/follow.py",
         "            KEPT_SYNC_FAILED_EXIT,\n",
         "            code or 1,\n",
@@ -30,7 +30,7 @@ MUTANTS_WEEK1: tuple[Mutant, ...] = (
     ),
     Mutant(
         "up-typo-rents",
-        "up: a script not in the upload (trian.py) rents, boots and uploads before it is refused (29.2)",
+        "up: a script not in the upload (trian.py) rents, boots and uploads before it is refused",
         "client/pods/up.py",
         "check_in_bundle(opts.command, opts.upload, clone=bool(ctx.settings.git_remote))",
         "pass",
@@ -38,15 +38,15 @@ MUTANTS_WEEK1: tuple[Mutant, ...] = (
     ),
     Mutant(
         "up-python-is-the-name",
-        "up -- python train.py: 'python' taken for the experiment's name, the job runs 'train.py' (29.2)",
-        "client/pods/commands.py",
+        "up -- python train.py: 'python' taken for the experiment's name, the job runs 'train.py'",
+        "client/jobs/commands.py",
         "ctx.meta[NO_NAME] = not isinstance",
         "ctx.meta[NO_NAME] = False and not isinstance",
         (f"{SLIPS}::test_up_without_a_name_takes_the_folders_and_says_so_never_python",),
     ),
     Mutant(
         "up-deadline-inside-lead",
-        "up: a --max-hours inside the lead plus a boot is rented; the job gets no time (29.2)",
+        "up: a --max-hours inside the lead plus a boot is rented; the job gets no time",
         "client/pods/plan.py",
         "    if max_hours * 3600 < least_s:",
         "    if False:",
@@ -54,7 +54,7 @@ MUTANTS_WEEK1: tuple[Mutant, ...] = (
     ),
     Mutant(
         "up-abort-not-ended",
-        "up: a pod it destroyed itself stays open at the watchdog: a false 'gone at the provider' later (29.2)",
+        "up: a pod it destroyed itself stays open at the watchdog: a false 'gone at the provider' later",
         "client/pods/up.py",
         "        destroyed.append(pod.id)  # ended at the watchdog",
         "        pass  # ended at the watchdog",
@@ -62,7 +62,7 @@ MUTANTS_WEEK1: tuple[Mutant, ...] = (
     ),
     Mutant(
         "bootstrap-deps-failure-starts-job",
-        "up: requirements that did not install start the job anyway; the pod idles, billed (29.2)",
+        "up: requirements that did not install start the job anyway; the pod idles, billed",
         "client/onpod/provision.py",
         "if report.deps_failed is not None and job_needs_deps:",
         "if report.deps_failed is not None and job_needs_deps and False:",
@@ -70,7 +70,7 @@ MUTANTS_WEEK1: tuple[Mutant, ...] = (
     ),
     Mutant(
         "deadline-says-reached-early",
-        "the pod's deadline end says 'reached' two minutes before the deadline (29.4)",
+        "the pod's deadline end says 'reached' two minutes before the deadline",
         "instance_side/deadline.py",
         'in {left / 60:.0f} min: ending now,"',
         'reached,"',
@@ -78,7 +78,7 @@ MUTANTS_WEEK1: tuple[Mutant, ...] = (
     ),
     Mutant(
         "warm-pod-destroyed-after-job",
-        "up --warm: the job's end destroys the pod anyway; each edit pays a new start (29.1)",
+        "up --warm: the job's end destroys the pod anyway; each edit pays a new start",
         "instance_side/__main__.py",
         'keep_alive = flag(environ, "KEEP_ALIVE") or ctx.cfg.warm_s > 0',
         'keep_alive = flag(environ, "KEEP_ALIVE")',
@@ -86,7 +86,7 @@ MUTANTS_WEEK1: tuple[Mutant, ...] = (
     ),
     Mutant(
         "warm-pod-idle-uses-default",
-        "up --warm 3s: the idle watch ignores the warm time (29.1)",
+        "up --warm 3s: the idle watch ignores the warm time",
         "instance_side/idle.py",
         "        if cfg.warm_s > 0:  # `up --warm`",
         "        if False:  # `up --warm`",
@@ -94,7 +94,7 @@ MUTANTS_WEEK1: tuple[Mutant, ...] = (
     ),
     Mutant(
         "ls-kept-reads-ok",
-        "gpuc ls: a pod KEPT after a failed sync reads as any running pod (29.3)",
+        "gpuc ls: a pod KEPT after a failed sync reads as any running pod",
         "client/pods/survey.py",
         '    row["kept"] = "sync failed" if kept else None',
         '    row["kept"] = None',

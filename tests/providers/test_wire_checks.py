@@ -334,7 +334,8 @@ def test_a_bool_in_a_nested_number_is_refused(doc: dict[str, Any]) -> None:
 
 
 def test_an_unreadable_answer_raises_never_reads_as_nothing() -> None:
-    for raw in ([], None, "pods", {"id": None}, {"cost": 1.0}):
+    unreadable: list[object] = [[], None, "pods", {"id": None}, {"cost": 1.0}]
+    for raw in unreadable:
         with pytest.raises(ProviderSchemaError, match="unexpected v2 pod"):
             runpod.parse(runpod.V2Pod, raw, "v2 pod")
     with pytest.raises(ProviderSchemaError, match="unexpected user: credit"):
