@@ -28,6 +28,10 @@ def _walk(
     # click caches each command's help option, so a context built otherwise would print per test order.
     settings = {"max_content_width": WIDTH, "terminal_width": WIDTH, **command.context_settings}
     ctx = click.Context(command, info_name=path[-1], parent=parent, **settings)
+    # click keeps the first help option it made for a command (a test that invoked the command alone made it
+    # with `--help` only): made again here from this context's names, as `gpuc` itself would.
+    if hasattr(command, "_help_option"):
+        command._help_option = None
     yield path, command.get_help(ctx)
     if isinstance(command, click.Group):
         for name in command.list_commands(ctx):
