@@ -11,6 +11,7 @@ a page that overflows a phone's width or hides a button below a wide table shows
 from __future__ import annotations
 
 import base64
+import contextlib
 import shutil
 import socket
 import subprocess
@@ -25,6 +26,7 @@ INSTALL = "apt-get install -y chromium chromium-driver"
 PHONE = {"width": 360, "height": 800, "pixelRatio": 2.0}
 _ELEMENT = "element-6066-11e4-a52e-4f735466cecf"  # the W3C key of an element reference
 _READY = {"script": "return document.readyState", "args": []}
+_NAVIGATING = ("aborted by navigation", "Not attached to an active page", "no such execution context")
 _BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 _DRIVERS = ("chromedriver", "chromium-driver")
 START_TIMEOUT_S = 60.0
@@ -113,13 +115,13 @@ class Browser:
 
     @property
     def url(self) -> str:
-        return str(self._call("GET", "/url"))
+        return str(self._settled("GET", "/url"))
 
     def text(self, css: str = "body") -> str:
-        return str(self._call("GET", f"/element/{self._find(css)}/text"))
+        return str(self._settled("GET", f"/element/{self._find(css)}/text"))
 
     def source(self) -> str:
-        return str(self._call("GET", "/source"))
+        return str(self._settled("GET", "/source"))
 
     def tap(self, label: str, *, card: str | None = None) -> None:
         """Tap the button with this label (a form's submit), as a thumb would, and wait for the answer.
@@ -153,10 +155,24 @@ class Browser:
         deadline = time.monotonic() + WEBDRIVER_TIMEOUT_S
         while time.monotonic() < deadline:
             left = self.url != before or self._stale(root)
-            if left and self._call("POST", "/execute/sync", _READY) == "complete":
+            if left and self._settled("POST", "/execute/sync", _READY) == "complete":
                 return
             time.sleep(0.05)
         raise WebDriverError(f"the tap on {before} led nowhere within {WEBDRIVER_TIMEOUT_S:g} s")
+
+    def _settled(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        """A command sent just after a navigation (Chromium swaps the page's renderer) may be refused as
+        "aborted by navigation" / "not attached to an active page": asked again once the page has loaded."""
+        for _ in range(20):
+            try:
+                return self._call(method, path, body)
+            except WebDriverError as exc:
+                if not any(word in str(exc) for word in _NAVIGATING):
+                    raise
+            time.sleep(0.25)
+            with contextlib.suppress(WebDriverError):
+                self._call("POST", "/execute/sync", _READY)
+        return self._call(method, path, body)
 
     def _stale(self, element: str) -> bool:
         response = self.http.get(f"{self.base}/element/{element}/name")
@@ -180,7 +196,7 @@ class Browser:
 
     def screenshot(self, path: Path) -> Path:
         """The whole page (beyond the first screen too), as a PNG."""
-        shot = self._call(
+        shot = self._settled(
             "POST",
             "/goog/cdp/execute",
             {"cmd": "Page.captureScreenshot", "params": {"format": "png", "captureBeyondViewport": True}},
@@ -193,11 +209,12 @@ class Browser:
         self.http.delete(self.base)
 
     def _find(self, css: str) -> str:
-        found = self._call("POST", "/element", {"using": "css selector", "value": css})
+        found = self._settled("POST", "/element", {"using": "css selector", "value": css})
         return str(found[_ELEMENT])
 
     def _find_all(self, css: str) -> list[str]:
-        return [str(e[_ELEMENT]) for e in self._call("POST", "/elements", {"using": "css selector", "value": css})]
+        found = self._settled("POST", "/elements", {"using": "css selector", "value": css})
+        return [str(e[_ELEMENT]) for e in found]
 
 
 def _value(response: httpx.Response) -> Any:
