@@ -40,7 +40,7 @@ from gpuc.testkit.emulators.server import EmulatorServer
 from gpuc.testkit.platform import Platform, client_environ, start_platform, write_env_file
 from gpuc.testkit.sshd import LoopbackSshd, start_loopback_sshd
 
-pytestmark = pytest.mark.sshd
+pytestmark = [pytest.mark.sshd, pytest.mark.e2e]  # the real CLI through tee, signals at every step: minutes
 
 WAIT_S = 60.0  # for a hold to be reached, or for `up` to end: generous, never a guess at a step's timing
 STEPS = ("create", "registration", "boot", "upload", "bootstrap", "job")

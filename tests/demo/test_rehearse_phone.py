@@ -20,7 +20,7 @@ from test_rehearse import shell_env
 
 from gpuc.client.setup.rehearse import SHELL_FILE
 
-pytestmark = pytest.mark.sshd
+pytestmark = [pytest.mark.sshd, pytest.mark.e2e]  # a whole rehearsal: `make quick` leaves it out
 STOP_WITHIN_S = 15.0
 
 
