@@ -1,11 +1,7 @@
-"""`gpuc watchdog deploy`: package the functions, store the secrets, deploy infra/template.yaml.
+"""`gpuc watchdog deploy`: the code zip (functions/bundle.py), the secrets, infra/template.yaml.
 
-Packaging: one zip with gpuc's own .py files and, vendored from this machine's site-packages, the
-runtime dependencies the functions import (pydantic, httpx and what they require; boto3 is in the
-Lambda runtime). pydantic-core is a compiled wheel, so the zip only runs on Lambda when built on
-Linux with the same Python minor version and CPU architecture: the stack's runtime and architecture
-are set from this interpreter, and another OS is refused. That is the honest simplest way; a layer
-built with `pip install --platform` would need the network at deploy time.
+The zip vendors compiled wheels, so the stack's runtime and architecture are set from this interpreter and
+another OS is refused (a layer built with `pip install --platform` would need the network at deploy time).
 
 Secrets go to SSM Parameter Store as SecureString (CloudFormation cannot create those) before the
 stack, so the first invocation finds them. Every deploy mints a fresh admin token; the parameter's
@@ -15,15 +11,11 @@ version goes into the functions' environment so warm containers holding the old 
 from __future__ import annotations
 
 import hashlib
-import importlib
-import importlib.metadata as md
-import io
 import json
 import os
 import platform
 import re
 import sys
-import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,24 +30,11 @@ from gpuc.core.settings import SECRET_ENV, Settings, save_config
 from gpuc.core.signing import new_token, new_watchdog_key, watchdog_id
 from gpuc.functions.app import STORE_NAME
 from gpuc.functions.aws import DEFAULT_SSM_PREFIX, DEPLOY_OWN, WATCHDOG_SECRETS
+from gpuc.functions.bundle import build_zip
 from gpuc.functions.store import MARKABLE_STATES, SqliteStore
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "infra" / "template.yaml"
 DEFAULT_STACK = "gpuc-watchdog"
-# Top-level requirements of the functions at runtime; their own requirements are followed.
-ROOT_DISTRIBUTIONS = ("pydantic", "httpx", "python-dotenv")
-PROVIDED_BY_LAMBDA = frozenset({"boto3", "botocore", "s3transfer", "jmespath", "urllib3", "python-dateutil", "six"})
-# What the functions import, package by package, and nothing else (no gpuc.client): every .py of each is
-# zipped. tests/aws/test_packaging.py checks this list against the imports of functions/aws.py.
-GPUC_PACKAGES = (
-    "gpuc",
-    "gpuc.core",
-    "gpuc.core.providers",
-    "gpuc.functions",
-    "gpuc.functions.reaper",
-    "gpuc.functions.actions",
-)
-_REQ_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 # The reaper's budget settings, as stack parameters into its environment: the Lambda has no .env, and a
 # budget the laptop knows but the watchdog does not would alert and pull in nothing. "" = not set.
 PUBLIC_URL = re.compile(r"https://[^\s]+")  # the template's AllowedPattern for PublicUrl
@@ -214,65 +193,6 @@ def budget_parameters(settings: Settings) -> dict[str, str]:
     values = {name: getattr(settings, field) for name, field in BUDGET_PARAMETERS.items()}
     # Plain decimals: the template's AllowedPattern takes no exponent (repr(1e20) is "1e+20").
     return {name: "" if v is None else f"{float(v):.6f}".rstrip("0").rstrip(".") for name, v in values.items()}
-
-
-def _requirement_names(dist: md.Distribution) -> Iterable[str]:
-    for req in dist.requires or []:
-        if "extra ==" in req or "extra==" in req:
-            continue  # optional extras are not needed at runtime
-        match = _REQ_NAME.match(req)
-        if match:
-            yield match.group(1)
-
-
-def runtime_distributions() -> list[md.Distribution]:
-    seen: dict[str, md.Distribution] = {}
-    todo = list(ROOT_DISTRIBUTIONS)
-    while todo:
-        name = todo.pop().lower().replace("_", "-")
-        if name in seen or name in PROVIDED_BY_LAMBDA:
-            continue
-        try:
-            dist = md.distribution(name)
-        except md.PackageNotFoundError:
-            continue  # an optional requirement on another platform or python
-        seen[name] = dist
-        todo.extend(_requirement_names(dist))
-    return list(seen.values())
-
-
-def _vendored_files(dist: md.Distribution) -> Iterable[tuple[Path, str]]:
-    for rel in dist.files or []:
-        text = str(rel)
-        if text.startswith("..") or "__pycache__" in text or text.endswith(".pyc"):
-            continue
-        yield Path(str(dist.locate_file(rel))), text
-
-
-def _gpuc_files() -> Iterable[tuple[Path, str]]:
-    for name in GPUC_PACKAGES:
-        module = importlib.import_module(name)
-        folder = Path(next(iter(module.__path__)))
-        arcdir = name.replace(".", "/")
-        for path in sorted(folder.glob("*.py")):
-            yield path, f"{arcdir}/{path.name}"
-
-
-def build_zip() -> bytes:
-    """Deterministic (fixed timestamps, sorted), so an unchanged build keeps its S3 key."""
-    files = dict(_gpuc_files())
-    for dist in runtime_distributions():
-        files.update(_vendored_files(dist))
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
-        for path, arcname in sorted(files.items(), key=lambda kv: kv[1]):
-            if not path.is_file():
-                continue
-            info = zipfile.ZipInfo(arcname, date_time=(2020, 1, 1, 0, 0, 0))
-            info.external_attr = 0o644 << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            zf.writestr(info, path.read_bytes())
-    return out.getvalue()
 
 
 def secret_values(settings: Settings, plan: Plan, admin_token: str) -> dict[str, str]:

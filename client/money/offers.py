@@ -18,10 +18,10 @@ from typing import Literal, TypedDict
 from pydantic import BaseModel
 
 from gpuc.client.context import Ctx
-from gpuc.client.gpunames import search_names
 from gpuc.client.money.choices import FILTER_NAMES, OFFER_PROVIDERS
 from gpuc.core.catalog import find_gpu, gpu_matches
 from gpuc.core.errors import ConfigError, GpucError, ProviderError
+from gpuc.core.gpunames import search_names
 from gpuc.core.models import Offer
 from gpuc.core.providers.base import Provider
 

@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpuc.client import gpunames
 from gpuc.client.context import Ctx
 from gpuc.client.text import clock_utc, short_span
+from gpuc.core import gpunames
 from gpuc.core.budget import Ahead, MonthSpend, Outlook, ahead_of, ledger_burns, outlook, usd
 from gpuc.core.clock import parse_duration
 from gpuc.core.destcheck import require_destination

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuc.functions import deploy as dep
+from gpuc.functions import bundle
 
 ROOT = Path(__file__).resolve().parents[2]  # the clone: the package `gpuc` itself
 PRODUCT = ("core", "client", "functions", "instance_side")  # the product's layers
@@ -26,7 +26,7 @@ PRODUCT = ("core", "client", "functions", "instance_side")  # the product's laye
 KIT = ("testkit",)
 REHEARSALS = ("gpuc.client.setup.demo", "gpuc.client.setup.rehearse")
 LAMBDA_ENTRY = "gpuc.functions.aws"
-# What the python runtime on Lambda has besides the stdlib (deploy.PROVIDED_BY_LAMBDA), by import name.
+# What the python runtime on Lambda has besides the stdlib (bundle.PROVIDED_BY_LAMBDA), by import name.
 LAMBDA_MODULES = ("boto3", "botocore", "s3transfer", "jmespath", "urllib3", "dateutil", "six")
 
 
@@ -143,8 +143,8 @@ def test_no_layer_of_the_product_imports_the_test_kit_at_import_time() -> None:
 
 def test_the_zip_lists_exactly_the_packages_the_functions_import() -> None:
     needed = {package_of(name) for name in transitive_modules(LAMBDA_ENTRY)}
-    listed = set(dep.GPUC_PACKAGES)
-    assert not needed - listed, f"add to functions/deploy.py GPUC_PACKAGES: {sorted(needed - listed)}"
+    listed = set(bundle.GPUC_PACKAGES)
+    assert not needed - listed, f"add to functions/bundle.py GPUC_PACKAGES: {sorted(needed - listed)}"
     unused = sorted(listed - needed)
     assert not unused, f"the functions never import these: drop them from GPUC_PACKAGES: {unused}"
     assert "gpuc.client" not in listed and "gpuc.testkit" not in listed
@@ -164,7 +164,7 @@ def test_the_import_walk_sees_lazy_imports_and_skips_type_checking_ones(tmp_path
 
 @pytest.fixture(scope="module")
 def code_zip() -> bytes:
-    return dep.build_zip()  # the real build, vendored dependencies and all: built once for this module
+    return bundle.build_zip()  # the real build, vendored dependencies and all: built once for this module
 
 
 def test_the_code_zip_holds_the_handlers_and_their_dependencies(code_zip: bytes) -> None:

@@ -21,12 +21,12 @@ from upfakes import (
     runpod_4090,
 )
 
-from gpuc.client import gpunames
 from gpuc.client.context import Ctx
 from gpuc.client.jobs.commands import up as up_command
 from gpuc.client.money.offers import OfferFilters, fetch
 from gpuc.client.pods.plan import UpOptions, check_watchdog_reachable
 from gpuc.client.pods.up import up
+from gpuc.core import gpunames
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ConfigError, GpucError
 from gpuc.core.models import Offer, PodSpec
