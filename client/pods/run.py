@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 
 from gpuc.client.context import Ctx
 from gpuc.client.onpod.ask import OlderPod, PodAnswerError, job_state
-from gpuc.client.onpod.upload import Bundle, check_command, upload
+from gpuc.client.onpod.script import check_command
+from gpuc.client.onpod.upload import Bundle, upload
 from gpuc.client.runs import RunRecord
 from gpuc.core.errors import NotFound, SafetyRefusal
 from gpuc.core.pod import Pod

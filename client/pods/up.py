@@ -28,8 +28,8 @@ from gpuc.client.interrupts import (
     time_limit,
 )
 from gpuc.client.onpod.provision import VENV_INSTALLER, Installer, install_agent, offline_installer, provision
+from gpuc.client.onpod.script import check_command, check_in_bundle, put_project
 from gpuc.client.onpod.ssh import wait_for_ssh_endpoint
-from gpuc.client.onpod.upload import check_command, check_in_bundle, put_project
 from gpuc.client.pods import plan
 from gpuc.client.pods.plan import UpOptions, check_env_file, check_experiment
 from gpuc.client.pods.run import job_started, short_command, start_job

@@ -16,7 +16,8 @@ import pytest
 from gpuc.client.cli import report_error
 from gpuc.client.jobs.podlog import read_pod_log
 from gpuc.client.onpod import ask
-from gpuc.client.onpod.upload import Bundle, missing_on_pod, upload
+from gpuc.client.onpod.script import missing_on_pod
+from gpuc.client.onpod.upload import Bundle, upload
 from gpuc.client.pods.run import job_on_pod
 from gpuc.core.errors import GpucError, SafetyRefusal
 from gpuc.core.pod import Pod

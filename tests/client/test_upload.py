@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuc.client.onpod.upload import check_command, collect, named_files, prepare, put_project, upload
+from gpuc.client.onpod.script import check_command, named_files, put_project
+from gpuc.client.onpod.upload import collect, prepare, upload
 from gpuc.core.errors import ConfigError
 from gpuc.core.models import PodSpec
 from gpuc.core.providers.local import LocalProvider

@@ -21,8 +21,9 @@ from gpuc.client.context import Ctx
 from gpuc.client.jobs.outcome_file import JobOutcome
 from gpuc.client.jobs.podlog import read_pod_log
 from gpuc.client.onpod.provision import ProvisionError, offline_installer, provision
+from gpuc.client.onpod.script import put_project
 from gpuc.client.onpod.ssh import SshAccess, ssh_access
-from gpuc.client.onpod.upload import collect, put_project
+from gpuc.client.onpod.upload import collect
 from gpuc.client.pods.run import start_job
 from gpuc.client.runs import RunStore
 from gpuc.core.clock import SystemClock
