@@ -12,6 +12,9 @@ Routes (the local server and the Lambda Function URL serve the same ones):
     GET  /v1/status               admin                             -> StatusResponse
     POST /v1/reap                 admin   ReapRequest               -> ReapReport
     POST /v1/resume               admin                             -> Ack  (new pods paused from the phone)
+    POST /v1/boot                 ticket  BootRequest               -> BootAnswer (a re-rented pod, once)
+    GET  /v1/runs/{run_id}        admin                             -> RunRecovery
+    POST /v1/runs/{run_id}/stop   admin                             -> Ack  (stop recovering)
     GET  /a/{link}                link                              -> HTML confirmation page (never acts)
     POST /a/{link}                link    form (confirm=yes)        -> HTML result page (acts once)
 
@@ -22,12 +25,12 @@ Errors: 4xx with `{"error": "<stable message>"}`; never 5xx for bad input.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
 from gpuc.core.gpubounds import reading_problem
-from gpuc.core.models import GpuReading, Strict
+from gpuc.core.models import GpuReading, PodSpec, Strict
 from gpuc.core.pod import PodStatus
 
 MAX_BODY_BYTES = 16 * 1024
@@ -109,6 +112,96 @@ class RegisterRequest(Strict):
     # The pod's deadline (`up --max-hours`): gpuc ends the pod then, whatever its pings and GPU say. No
     # provider field is counted on for this (RunPod never enforced terminateAfter: runpodctl #330).
     deadline_at: Epoch | None = None
+    # `up --interruptible --recover N`: the watchdog re-rents this run after an outbid (functions/reaper/
+    # respawn.py) inside the run's one envelope, and boots the new pod with no laptop from `recovery.kit`.
+    recovery: RecoveryRequest | None = None
+
+
+HEX64 = r"^[0-9a-f]{64}$"
+BOOT_TICKET_RE = r"^[A-Za-z0-9_-]{32,64}$"
+URL_MAX = 4096  # a presigned S3 URL with a session token runs past 2 KB
+
+
+class BootKit(Strict):
+    """What a re-rented pod needs to start with no laptop, as `up` left it for the run. The watchdog keeps it
+    (secrets included: the same allowlisted ones the first pod got, core/podsecrets.py) until the run ends,
+    and hands it to a new pod once, for its boot ticket (BootRequest). The files themselves are at the run's
+    results destination, fetched by URL (file:// or a presigned https GET), checked by their sha256."""
+
+    wheel_url: str = Field(min_length=1, max_length=URL_MAX)  # gpuc's pod wheel, as `up` built it
+    wheel_name: str = Field(pattern=r"^gpuc-[A-Za-z0-9.+_-]+-py3-none-any\.whl$")
+    wheel_sha256: str = Field(pattern=HEX64)
+    project_url: str | None = Field(None, max_length=URL_MAX)  # the project tar `up` uploaded (None: none)
+    project_sha256: str | None = Field(None, pattern=HEX64)
+    # How the wheel is installed: a venv of gpuc's own (a real pod), or offline into <code>/site with this
+    # python (a loopback sandbox with no network: tests and demos, as client/onpod/provision.py does)
+    installer: Literal["venv", "offline"] = "venv"
+    offline_python: str | None = Field(None, max_length=1024)
+    config: dict[str, Any]  # the first pod's PodConfig JSON; pod_id, price, gpu and deadline set per pod
+    secrets: dict[str, str] = Field(default_factory=dict, max_length=32)
+    bootstrap: dict[str, Any] | None = None  # bootstrap.json (client/onpod/provision.py bootstrap_plan)
+    command: list[str] | None = Field(None, max_length=256)  # the job, run under the wrapper
+    job_id: str | None = Field(None, max_length=64)
+
+
+class RecoveryRequest(Strict):
+    """The run's recovery plan and its one envelope, fixed at `up` (functions/reaper/recover.py reads it)."""
+
+    recover: int = Field(ge=1, le=20)  # recoveries allowed after the first attempt
+    on_demand_last: bool = False  # --recover-on-demand: the last recovery rents on-demand if the envelope holds
+    price_cap: float = Field(gt=0, le=1000)  # per hour for the whole pod: no re-rent above it (the first bid)
+    disk_per_hour: float = Field(ge=0, le=100)
+    envelope_usd: float = Field(gt=0, le=1_000_000)  # the run's money cap across attempts
+    first_start: Epoch  # the run's wall clock starts here; the deadline is first_start + max_hours
+    max_hours: float = Field(gt=0, le=24 * 14)
+    spec: PodSpec  # the first attempt's: image, disk, GPU and non-secret env every attempt keeps
+    results_at: str = Field(min_length=1, max_length=URL_MAX)  # the run's push destination (GPUC_RESUME_FROM)
+    kit: BootKit
+
+
+class BootRequest(Strict):
+    """A re-rented pod's first call (its onstart, core/bootkit.py): the ticket the watchdog put in its env.
+    Spent on first use: Vast echoes a pod's env in every listing, so the ticket is worth nothing after."""
+
+    pod_id: str = Field(min_length=1, max_length=128)
+    ticket: str = Field(pattern=BOOT_TICKET_RE)
+
+
+class BootAnswer(Strict):
+    kit: BootKit  # config already set for this pod (pod_id, price, gpu_expected, deadline_at)
+    token: str  # the pod's heartbeat token (GPUC_POD_TOKEN), derived for this pod
+    claim: str | None = None
+    resume_from: str | None = None  # the last push to restore into results/ before the job starts
+
+
+class AttemptRecord(Strict):
+    pod_id: str
+    start: float
+    price_per_hour: float
+    disk_per_hour: float
+    interruptible: bool = True
+    paused_at: float | None = None
+    end: float | None = None
+    cost_usd: float = 0.0  # as of the record's `as_of`
+
+
+class RunRecovery(Strict):
+    """A recovering run as the watchdog keeps it: `gpuc ledger` writes it as one row (its attempts in the
+    note), the phone hears it, `gpuc ls` shows it."""
+
+    run_id: str
+    experiment: str
+    provider: str
+    recover: int
+    attempts: list[AttemptRecord]
+    envelope_usd: float
+    deadline_at: float
+    spent_usd: float
+    as_of: float
+    done: bool = False
+    stop_asked: bool = False
+    stopped_why: str | None = None  # why recovery stopped (None: still going, or the job ended by itself)
+    results_at: str | None = None
 
 
 class HeartbeatBody(Strict):
@@ -244,6 +337,9 @@ class PodRecord(Strict):
     reason: str | None = None  # why the reaper flagged it (late / down / destroying)
     deadline_at: float | None = None  # gpuc ends the pod then (a stray's counts from first sight)
     kept_at: float | None = None  # kept for its results since (its sync failed): never destroyed unasked (F16)
+    # A pod of a run rented with `--recover N`: its run, and which attempt it is (1: the one `up` rented)
+    run_id: str | None = None
+    attempt: int | None = None
 
 
 class BlindProvider(Strict):
