@@ -34,6 +34,9 @@ class PodSpec(Strict):
     price_per_hour: float | None = Field(None, ge=0)
     offer_id: str | None = None
     ssh_public_key: str | None = None
+    # Vast's `onstart`: a shell script the container runs at every start (a resume after an outbid too).
+    # A recovering run's boot (core/bootkit.py). Not a secret: the provider echoes it in every listing.
+    onstart: str | None = Field(None, max_length=4096)
 
     @field_validator("experiment")
     @classmethod

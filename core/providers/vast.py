@@ -399,6 +399,8 @@ class VastProvider(HttpProvider):
         }
         if bid is not None:
             body["price"] = bid  # a bid makes it interruptible; without `price` it is on-demand
+        if spec.onstart:
+            body["onstart"] = spec.onstart
         return body
 
     def _send_create(self, offer_id: str, body: dict[str, Any], spec: PodSpec, price: float | None) -> Pod:
