@@ -42,6 +42,12 @@ def check_recovery(body: api.RegisterRequest, deps: Deps) -> None:
         raise HttpError(400, "recovery needs this watchdog's own key (redeploy it with a current gpuc)")
     if body.started_at is None or body.price_per_hour is None:
         raise HttpError(400, "recovery needs the pod's started_at and price_per_hour")
+    loaded = runs.load(deps.store, spec.run_id)
+    if loaded is not None and loaded[0].attempts[0].pod_id != body.pod_id:
+        raise HttpError(409, "this run is already recovering with another pod: a new run needs a new run id")
+    live = runs.live_ids(deps.store)
+    if spec.run_id not in live and len(live) >= runs.MAX_LIVE_RUNS:
+        raise HttpError(429, f"this watchdog already recovers {runs.MAX_LIVE_RUNS} runs: end some first")
 
 
 def store_recovery(body: api.RegisterRequest, deps: Deps) -> None:

@@ -273,6 +273,9 @@ def _register(run: Pass, stored: StoredRun, pod: Pod, attempt: int, offer: Offer
         policy=first.policy if first is not None else Policy.model_validate({}),
     )  # fmt: skip
     deps.store.register(record)
+    # A pass that listed it meanwhile took it for a stray (adopted): a register rewrites what `up` would,
+    # never a run's marks, so they are set here, once.
+    deps.store.update_if(pod.id, {"run_id": None}, {"run_id": stored.run_id, "attempt": attempt})
 
 
 def _finish(run: Pass, run_id: str, why: str, *, tell: str | None, ended: str | None = None) -> None:
