@@ -155,15 +155,19 @@ def test_a_destroy_that_does_not_confirm_rents_nothing(world: RecWorld) -> None:
     assert world.run().acting is None  # the claim is released: the next pass decides again
 
 
-def test_the_jobs_own_end_is_never_re_rented(world: RecWorld) -> None:
-    first = world.up()
-    end = api.EndRequest.model_validate({"end_at": world.now, "by": "wrapper"})
-    assert world.admin("POST", f"/v1/pods/{first.id}/end", end.model_dump_json().encode()).status == 200
-    outbid_and_wait(world)
-    world.reap()
-    world.clock.advance(WAIT_S)
-    world.reap()
-    assert world.creates() == 1 and world.run().done
+def test_the_jobs_own_end_is_never_re_rented(home: Path, clock: FakeClock) -> None:
+    # The job ended (its wrapper recorded the end) and the pod is outbid before its own destroy: the reaper's
+    # ended rule waits its grace, recovery never takes the pause for an outbid job.
+    world = make_rec_world(home, clock, destroy_grace_s=2 * WAIT_S)
+    try:
+        first = world.up()
+        end = api.EndRequest.model_validate({"end_at": world.now, "by": "wrapper"})
+        assert world.admin("POST", f"/v1/pods/{first.id}/end", end.model_dump_json().encode()).status == 200
+        outbid_and_wait(world)
+        world.reap()
+        assert world.creates() == 1 and world.run().done and runs.live_ids(world.store) == []
+    finally:
+        world.close()
 
 
 def test_after_n_recoveries_it_stops_destroys_and_says_why(world: RecWorld) -> None:
