@@ -22,7 +22,7 @@ from typing import Any
 
 from gpuc.core import bootkit
 from gpuc.core.api import AttemptRecord, Policy
-from gpuc.core.budget import usd
+from gpuc.core.budget import ahead_of, outlook, records_burns, usd
 from gpuc.core.errors import GpucError
 from gpuc.core.pod import RESUME_ENV, WATCHDOG_ENV, Pod
 from gpuc.core.providers.base import Provider
@@ -31,7 +31,7 @@ from gpuc.core.titles import title
 from gpuc.functions import runs
 from gpuc.functions.app import announce
 from gpuc.functions.claims import token_for
-from gpuc.functions.reaper.budget import month_ahead
+from gpuc.functions.deadline import deadline_of
 from gpuc.functions.reaper.recover import Decision, Offer, RecoveryPlan, progress_text, stop_text
 from gpuc.functions.reaper.respawn import RecoveringRun, attempt_spec, create_attempt, look
 from gpuc.functions.reaper.state import Pass, describe
@@ -82,7 +82,7 @@ def recover_one(run: Pass, run_id: str) -> None:
         return
     provider = run.deps.providers.get(stored.provider)
     mem = to_memory(stored)
-    decision, reading, confirmed = look(provider, mem, now, run.deps.settings.recover_wait_s, budget_left(run))
+    decision, reading, confirmed = look(provider, mem, now, run.deps.settings.recover_wait_s, budget_left(run, run_id))
     if confirmed and reading in ("gone", "exited"):
         _finish(run, run_id, f"its pod is {reading}", tell=None)  # the job's end, or a destroy: never re-rented
         return
@@ -107,14 +107,23 @@ def to_memory(stored: StoredRun) -> RecoveringRun:
     )  # fmt: skip
 
 
-def budget_left(run: Pass) -> float | None:
-    """What the month's budget leaves (None: no budget set): the month's spend plus every pod ahead at its
-    worst, as `up` weighs a new pod. The paused attempt's worst case is counted too: the safe direction."""
-    budget = run.deps.settings.monthly_budget
-    if budget is None:
+def budget_left(run: Pass, run_id: str) -> float | None:
+    """What the month's budget leaves for the next attempt (None: no budget set): the month's spend plus every
+    OTHER pod ahead at its worst (to its deadline, as if running: the safe direction), as `up` weighs a new pod.
+    The run's own paused attempt is left out of what is ahead (it is destroyed before the next is rented),
+    never out of what it spent."""
+    settings = run.deps.settings
+    if settings.monthly_budget is None:
         return None
-    ahead = month_ahead(run, run.deps.store.list_pods(), {})
-    return budget - ahead.total_usd
+    records = run.deps.store.list_pods()
+    ahead = [
+        one
+        for rec in records
+        if rec.run_id != run_id
+        and (one := ahead_of(rec, deadline=deadline_of(rec, settings), kept=rec.kept_at is not None, pod=None,
+                             now=run.now)) is not None
+    ]  # fmt: skip
+    return settings.monthly_budget - outlook(records_burns(records), ahead, run.now).total_usd
 
 
 def _acting(decision: Decision, now: float) -> Acting | None:
@@ -207,7 +216,7 @@ def _rerent(run: Pass, provider: Provider, stored: StoredRun, acting: Acting) ->
         # name, its env holding this same ticket: create_attempt takes that one, never rents a second.
         pod = create_attempt(provider, spec)
     except GpucError as exc:
-        why = f"the re-rent failed ({describe(exc, deps)})"
+        why = f"the re-rent failed ({describe(exc, deps).replace(ticket, '***')})"  # a provider may echo the env
         kept = stored.request.results_at
         _finish(run, stored.run_id, why, tell=f"recovery stopped: {why}; the last results pushed are kept at {kept}")
         return

@@ -185,6 +185,20 @@ def test_after_n_recoveries_it_stops_destroys_and_says_why(world: RecWorld) -> N
     assert len(told) == 1 and "kept at file:///bucket/spot/spot-r1" in told[0].message
 
 
+def test_a_re_rent_that_would_cross_the_months_budget_stops(home: Path, clock: FakeClock) -> None:
+    # The next attempt's worst case to the run's deadline is about $0.45: a budget with less left stops it.
+    world = make_rec_world(home, clock, monthly_budget=0.40)
+    try:
+        world.up()
+        outbid_and_wait(world)
+        world.reap()
+        run = world.run()
+        assert world.creates() == 1 and run.done and "would cross the budget" in (run.stopped_why or "")
+        assert world.emu.alive() == []
+    finally:
+        world.close()
+
+
 def test_the_phones_stop_tap_stops_the_recovery(world: RecWorld) -> None:
     world.up(recover=3)
     outbid_and_wait(world)
