@@ -115,9 +115,7 @@ def save(store: Store, run: StoredRun, version: int) -> bool:
     return store.put_meta(run_key(run.run_id), run.model_dump(mode="json"), version)
 
 
-def update(
-    store: Store, run_id: str, change: Callable[[StoredRun], StoredRun | None]
-) -> tuple[StoredRun, int] | None:
+def update(store: Store, run_id: str, change: Callable[[StoredRun], StoredRun | None]) -> tuple[StoredRun, int] | None:
     """Read, change, CAS, again on a lost race. `change` returns None when what it read no longer allows
     the change (then nothing is written). Returns what was written, or None."""
     for _ in range(CAS_TRIES):

@@ -28,12 +28,12 @@ from gpuc.core import api
 from gpuc.core.api import ReapReport
 from gpuc.core.notify import Action, Level
 from gpuc.core.titles import title
+from gpuc.functions import runs
 from gpuc.functions.actions.links import ALL_PODS, Claim, Verb, claim_once, link_key, read, record_spent
 from gpuc.functions.actions.offers import LABELS, SAFE_VERBS
 from gpuc.functions.app import Deps, announce
 from gpuc.functions.deadline import deadline_of, limit_of
 from gpuc.functions.edge import HttpError
-from gpuc.functions import runs
 from gpuc.functions.reaper.state import Pass
 from gpuc.functions.reaper.steps import destroy, stop_kept
 from gpuc.functions.runroutes import ask_stop

@@ -227,12 +227,11 @@ def _rerent(run: Pass, provider: Provider, stored: StoredRun, acting: Acting) ->
     def record(r: StoredRun) -> StoredRun | None:
         if r.acting is None or r.acting.since != acting.since:
             return None
-        r.attempts = _ended(r, now) + [
-            AttemptRecord(
-                pod_id=pod.id, start=now, price_per_hour=offer.price_per_hour,
-                disk_per_hour=r.request.disk_per_hour, interruptible=offer.interruptible,
-            )
-        ]  # fmt: skip
+        new = AttemptRecord(
+            pod_id=pod.id, start=now, price_per_hour=offer.price_per_hour,
+            disk_per_hour=r.request.disk_per_hour, interruptible=offer.interruptible,
+        )  # fmt: skip
+        r.attempts = [*_ended(r, now), new]
         r.tickets[pod.id] = Ticket(sha256=sha)
         r.paused_since, r.acting = None, None
         r.told.append(told)

@@ -17,8 +17,8 @@ from gpuc.functions.eventlimit import release_held
 from gpuc.functions.reaper.alerts import alert_balances, alert_blind, alert_cap, alert_held
 from gpuc.functions.reaper.budget import watch_budget
 from gpuc.functions.reaper.owners import leave_others_alone
-from gpuc.functions.reaper.recovering import recover_runs
 from gpuc.functions.reaper.record import ReaperMeta, read_meta, record_failed_run, record_run
+from gpuc.functions.reaper.recovering import recover_runs
 from gpuc.functions.reaper.rules import fine_only_by_restart, judge, kept_gate, veto
 from gpuc.functions.reaper.sight import Sight, adopt_strays, look, track_status
 from gpuc.functions.reaper.state import Pass, describe

@@ -90,7 +90,9 @@ class RecWorld:
     def up(self, recover: int = 2) -> Pod:
         """The first attempt, as `up --interruptible --recover N` rents and registers it."""
         self.first = self.vast.create(self.spec())
-        answer = self.admin("POST", "/v1/pods", self.register_body(self.first.id, recover=recover).model_dump_json().encode())
+        answer = self.admin(
+            "POST", "/v1/pods", self.register_body(self.first.id, recover=recover).model_dump_json().encode()
+        )
         assert answer.status == 200, answer.body
         return self.first
 

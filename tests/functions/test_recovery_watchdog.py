@@ -96,7 +96,7 @@ def test_a_re_rent_on_both_stores_boots_once_with_the_kit(any_world: RecWorld) -
     outbid_and_wait(world)
     world.reap()
     run = world.run()
-    assert [a.pod_id for a in run.attempts][0] == first.id and len(run.attempts) == 2
+    assert run.attempts[0].pod_id == first.id and len(run.attempts) == 2
     new = run.latest.pod_id
     rec = world.store.get_pod(new)
     assert rec is not None and (rec.run_id, rec.attempt, rec.price_per_hour) == (RUN_ID, 2, BID)
@@ -116,7 +116,10 @@ def test_a_re_rent_on_both_stores_boots_once_with_the_kit(any_world: RecWorld) -
     assert derive_key(booted.token) == rec.key  # its heartbeats verify with the token it got
     # Spent: a second boot with the same ticket is refused, and changes nothing.
     before = world.store.get_meta(runs.run_key(RUN_ID))
-    assert (world.boot(new, ticket).status, world.boot(new, ticket).body) == (403, {"error": "bad or spent boot ticket"})
+    assert (world.boot(new, ticket).status, world.boot(new, ticket).body) == (
+        403,
+        {"error": "bad or spent boot ticket"},
+    )
     assert world.store.get_meta(runs.run_key(RUN_ID)) == before
 
 
