@@ -351,3 +351,31 @@ def test_nothing_logs_a_ticket_token_or_kit_secret(world: RecWorld, caplog: pyte
 
 def _all_notes(store: Store) -> list[api.NotificationRecord]:
     return store.recent_notifications(1000)
+
+
+def test_the_boot_route_over_the_local_server_logs_no_planted_secret(
+    world: RecWorld, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The real loopback server (`gpuc watchdog serve`): a boot that gets the kit, one refused, one malformed;
+    nothing it logs holds the ticket, the pod's token, the kit's planted secret or the admin token."""
+    import httpx
+
+    from gpuc.functions.server import start_in_thread
+
+    caplog.set_level("DEBUG")
+    world.up()
+    outbid_and_wait(world)
+    world.reap()
+    new = world.latest()
+    ticket = world.ticket_of(new)
+    body = api.BootRequest(pod_id=new, ticket=ticket).model_dump_json()
+    with start_in_thread(world.settings, deps=world.deps) as handle:
+        first = httpx.post(f"{handle.url}/v1/boot", content=body, timeout=10)
+        again = httpx.post(f"{handle.url}/v1/boot", content=body, timeout=10)
+        broken = httpx.post(f"{handle.url}/v1/boot", content=body.replace(ticket, ticket[:10]), timeout=10)
+    assert (first.status_code, again.status_code, broken.status_code) == (200, 403, 400)
+    token = first.json()["token"]
+    assert PLANTED_SECRET in first.text  # the search can find: the answer itself carries them
+    said = caplog.text + again.text + broken.text
+    for secret in (ticket, token, PLANTED_SECRET, ADMIN):
+        assert secret not in said
