@@ -78,7 +78,12 @@ def silent_since(rec: StoredPod, epoch: float | None = None) -> float:
 
 def silent_at(rules: Rules, rec: StoredPod) -> float:
     """When its silence counts: the status page says it as the pod's next step, the rule below acts on it."""
-    return silent_since(rec, rules.epoch) + limit(rules, rec, "silence_limit_s")
+    window = limit(rules, rec, "silence_limit_s")
+    if rec.attempt is not None and rec.attempt > 1 and rec.last_seen is None:
+        # A re-rented attempt boots with no laptop (its onstart installs gpuc, then starts the agent): until its
+        # first ping it has the unregistered grace a pod being set up has, never less.
+        window = max(window, rules.settings.unregistered_grace_s)
+    return silent_since(rec, rules.epoch) + window
 
 
 def is_silent(rules: Rules, rec: StoredPod) -> bool:

@@ -188,6 +188,28 @@ def test_after_n_recoveries_it_stops_destroys_and_says_why(world: RecWorld) -> N
     assert len(told) == 1 and "kept at file:///bucket/spot/spot-r1" in told[0].message
 
 
+def test_a_re_rented_pod_booting_is_not_taken_for_silent_before_the_unregistered_grace(
+    home: Path, clock: FakeClock
+) -> None:
+    world = make_rec_world(home, clock, silence_limit_s=300.0, destroy_grace_s=240.0, unregistered_grace_s=1200.0)
+    try:
+        first = world.up()
+        world.deps.store.update_if(first.id, {}, {"last_seen": world.now})  # the first attempt pinged
+        outbid_and_wait(world)
+        world.reap()
+        new = world.latest()
+        for _ in range(16):  # 16 min with no ping: it boots (installs gpuc) before its agent starts
+            world.clock.advance(60)
+            world.reap()
+        assert world.store.get_pod(new).state == "ok" and not world.emu.ops("destroy")[1:]  # type: ignore[union-attr]
+        for _ in range(12):  # past the grace and the destroy grace: silent, then reaped as usual
+            world.clock.advance(60)
+            world.reap()
+        assert world.store.get_pod(new).state in ("destroying", "destroyed")  # type: ignore[union-attr]
+    finally:
+        world.close()
+
+
 def test_a_re_rent_that_would_cross_the_months_budget_stops(home: Path, clock: FakeClock) -> None:
     # The next attempt's worst case to the run's deadline is about $0.45: a budget with less left stops it.
     world = make_rec_world(home, clock, monthly_budget=0.40)
