@@ -19,6 +19,7 @@ from gpuc.functions.claims import claim_for, run_of, token_for
 from gpuc.functions.deadline import deadline_of
 from gpuc.functions.edge import HttpError, Request, Response, ok, parse, require_admin
 from gpuc.functions.runs import StoredRun
+from gpuc.functions.store import FINISHED_STATES
 
 BAD_TICKET = "bad or spent boot ticket"
 RECOVER_PROVIDERS = ("vast",)  # RunPod has no interruptible API any more (runpodctl PR #267)
@@ -69,7 +70,7 @@ def store_recovery(body: api.RegisterRequest, deps: Deps) -> None:
 def boot(req: Request, deps: Deps, now: float) -> Response:
     body = parse(api.BootRequest, req.body)
     pod = deps.store.get_pod(body.pod_id)
-    if pod is None or pod.run_id is None:
+    if pod is None or pod.run_id is None or pod.state in FINISHED_STATES:  # an ended pod boots nothing
         raise HttpError(403, BAD_TICKET)
     loaded = runs.load(deps.store, pod.run_id)
     if loaded is None or not runs.ticket_matches(loaded[0].tickets.get(pod.pod_id), body.ticket):

@@ -336,6 +336,9 @@ def test_a_bad_or_unknown_ticket_is_403_and_stores_nothing(world: RecWorld) -> N
         answer = world.boot(pod_id, ticket)
         assert (answer.status, answer.body) == (403, {"error": "bad or spent boot ticket"})
     assert world.store.get_meta(runs.run_key(RUN_ID)) == before
+    end = api.EndRequest.model_validate({"end_at": world.now, "by": "down"})
+    assert world.admin("POST", f"/v1/pods/{new}/end", end.model_dump_json().encode()).status == 200
+    assert world.boot(new, world.ticket_of(new)).status == 403  # an ended pod boots nothing, ticket or not
 
 
 def test_the_run_route_says_the_run_and_no_secret_and_stop_asks_the_next_pass(world: RecWorld) -> None:
