@@ -1,4 +1,4 @@
-"""Hand mutants of the watchdog's recovery (issue 30, functions/reaper/recovering.py): each breaks one check a
+"""Hand mutants of the watchdog's recovery (functions/reaper/recovering.py): each breaks one check a
 user would lose money or secrets over, and its test must fail. The lead merges MUTANTS_WD into table.py."""
 
 from __future__ import annotations
