@@ -52,7 +52,8 @@ Count = Annotated[int, Field(ge=0, le=1_000_000)]
 # it does not know, the pod then counts as silent and is destroyed with its job. `up` rents only when the
 # watchdog says at least this (client/pods/plan.py check_protocol). Raise it with every change to what a pod
 # sends; tests/functions/test_wire_protocol.py holds the schema this number stands for.
-WIRE_PROTOCOL = 2
+# 3: a re-rented pod's BootRequest (POST /v1/boot), for a run recovering after an outbid.
+WIRE_PROTOCOL = 3
 
 H_POD = "X-Gpuc-Pod"
 H_TIMESTAMP = "X-Gpuc-Timestamp"
