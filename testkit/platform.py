@@ -59,6 +59,7 @@ class Platform:
         self._gone_at: dict[str, float] = {}
         self._up: set[str] = set()  # Vast containers whose processes run (their instance reads running)
         self.onstarts: dict[str, int] = {}  # pod id -> how many times its onstart ran
+        self._shells: list[subprocess.Popen[bytes]] = []  # the onstart shells, waited for at close
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._killer = threading.Thread(target=self._kill_loop, name="gpuc-platform", daemon=True)
@@ -110,10 +111,10 @@ class Platform:
         env = {**self.container_env(pod_id, gpu, count), POD_ROOT_ENV: str(root), "HOME": str(root)}
         self.onstarts[pod_id] = self.onstarts.get(pod_id, 0) + 1
         with open(root / "onstart.out", "ab") as out:
-            subprocess.Popen(  # the script the instance was created with, run in its sandbox
+            self._shells.append(subprocess.Popen(  # the script the instance was created with, run in its sandbox
                 ["/bin/sh", "-c", script], cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=out,
                 stderr=subprocess.STDOUT, start_new_session=True,
-            )  # fmt: skip
+            ))  # fmt: skip
 
     def alive(self) -> dict[str, tuple[str, int]]:
         """Pod id -> (GPU name, count) for every pod the emulator has."""
@@ -127,7 +128,9 @@ class Platform:
 
     def container_env(self, pod_id: str, gpu: str, count: int) -> dict[str, str]:
         assert self.emulator is not None
-        env = dict(self.emulator.pod_environ(pod_id))
+        # The env the pod was created with (a container gets it), then what the platform injects.
+        env = dict(_created_env(self.emulator, pod_id))
+        env.update(self.emulator.pod_environ(pod_id))
         # Only the URLs from the client environment: the account key never goes onto a pod.
         env.update({k: v for k, v in self.emulator.client_env(self.base_url).items() if k.startswith("GPUC_")})
         env[nvml_standin.NAME_ENV] = gpu
@@ -151,19 +154,29 @@ class Platform:
         self._started.add(pod_id)
 
     def processes(self, pod_id: str) -> list[int]:
-        """Every process started over ssh for this pod (the ssh prelude exports the pod root)."""
+        """Every process of this pod's container: started over ssh or by its onstart (both export the pod
+        root), and their descendants, whose environment the job wrapper may have cleaned of it."""
         marker = f"{POD_ROOT_ENV}={self.root(pod_id)}".encode()
-        found: list[int] = []
+        found: set[int] = set()
+        parents: dict[int, int] = {}
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit() or int(entry.name) == os.getpid():
                 continue
+            pid = int(entry.name)
             try:
                 environ = (entry / "environ").read_bytes()
+                stat = (entry / "stat").read_text()
             except OSError:
                 continue
+            parents[pid] = int(stat.rsplit(")", 1)[1].split()[1])
             if marker in environ.split(b"\0"):
-                found.append(int(entry.name))
-        return found
+                found.add(pid)
+        grown = True
+        while grown:  # children of the container's processes are the container's
+            more = {pid for pid, parent in parents.items() if parent in found} - found
+            found |= more
+            grown = bool(more)
+        return sorted(found)
 
     def kill_container(self, pod_id: str) -> int:
         pids = self.processes(pod_id)
@@ -192,6 +205,9 @@ class Platform:
             started = sorted(self._started)
         for pod_id in started:
             self.kill_container(pod_id)
+        for shell in self._shells:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                shell.wait(timeout=5)
 
     def _kill_loop(self) -> None:
         while not self._stop.wait(KILL_POLL_S):
@@ -200,6 +216,12 @@ class Platform:
                 due = [p for p, at in self._gone_at.items() if now - at >= self.kill_grace_s]
             for pod_id in due:
                 self.kill_container(pod_id)
+
+
+def _created_env(emulator: RunPodEmulator | VastEmulator, pod_id: str) -> dict[str, str]:
+    if isinstance(emulator, VastEmulator):
+        return dict(emulator.instances[int(pod_id)].env)
+    return dict(emulator.pods[pod_id].env)
 
 
 def _gpu_of(pod: EmuPod | VastInst) -> tuple[str, int]:

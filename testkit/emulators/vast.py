@@ -190,8 +190,9 @@ class VastOfferState:
             "reliability2": self.reliability,
             "verification": "verified" if self.verified else "unverified",
             "verified": self.verified,
-            "rentable": not self.rented,
-            "rented": self.rented,
+            # A machine whose higher bidder holds it now is rented to them: not offered until they leave.
+            "rentable": not self.rented and self.winning_bid is None,
+            "rented": self.rented or self.winning_bid is not None,
             "external": False,
             "geolocation": self.geolocation,
             "disk_space": 500.0,

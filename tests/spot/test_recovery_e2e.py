@@ -24,6 +24,7 @@ from gpuc.core.ledger import Ledger, row_cost
 from gpuc.core.notify import OUTBOX_NAME, read_outbox
 from gpuc.core.settings import load_settings
 from gpuc.core.signing import new_token
+from gpuc.instance_side.push import MANIFEST_NAME, PushManifest
 from gpuc.functions.server import ServerHandle, start_in_thread
 from gpuc.testkit.emulators.vast import VastEmulator, VastOfferState
 from gpuc.testkit.platform import client_environ, start_platform, write_env_file
@@ -32,7 +33,7 @@ from gpuc.testkit.sshd import LoopbackSshd, start_loopback_sshd
 pytestmark = [pytest.mark.sshd, pytest.mark.e2e]
 
 BID = 0.22  # per GPU; the emulator's RTX 4090 offers take bids from 0.19-0.20
-STEPS = 80
+STEPS = 120
 STEP_S = 0.25
 WAIT_S = 2.0  # GPUC_RECOVER_WAIT_S, scaled as the demo scales minutes to seconds
 DISK_PER_HOUR = 0.15 * 30 / (30 * 24)
@@ -75,6 +76,7 @@ class World:
         env = client_environ(self.server, sshd, self.home)
         fast = {
             "GPUC_HEARTBEAT_INTERVAL_S": "0.5",
+            "GPUC_IDLE_CHECK_INTERVAL_S": "0.5",  # the periodic push goes on the agent's checks
             "GPUC_SYNC_INTERVAL_S": "1",
             "GPUC_SILENCE_LIMIT_S": "40",
             "GPUC_DESTROY_GRACE_S": "10",
@@ -111,9 +113,14 @@ class World:
     def pushed_steps(self) -> list[int]:
         try:
             names = [p.name for p in self.run_dir().glob("ckpt-*.json")]
-        except ValueError:
+        except (OSError, ValueError):  # nothing pushed yet
             return []
         return sorted(int(n[5:10]) for n in names)
+
+    def settled_steps(self) -> int:
+        """The newest step the last push counts as whole (a file still being written is `waiting`)."""
+        manifest = PushManifest.load(self.run_dir() / MANIFEST_NAME)
+        return max(int(n[5:10]) for n in manifest.files if n.startswith("ckpt-") and n not in manifest.waiting)
 
     def close(self) -> None:
         self.platform.close()
@@ -135,6 +142,7 @@ def test_an_outbid_run_recovers_from_its_last_push_with_the_laptop_gone(sshd: Lo
     try:
         first = world.up()  # `up` returned: the laptop's process is gone from here on
         wait_for(lambda: len(world.pushed_steps()) >= 12, 90, "a push with a dozen steps")
+        pushed_before = world.settled_steps()
         world.vast.outbid(first, by=BID + 0.05)
         wait_for(lambda: first not in world.platform.alive(), 60, "the paused instance destroyed")
         wait_for(lambda: STEPS in world.pushed_steps(), 180, "the job's last step pushed")
@@ -150,7 +158,7 @@ def test_an_outbid_run_recovers_from_its_last_push_with_the_laptop_gone(sshd: Lo
     assert world.platform.leftovers() == {}
     assert attempts[0:2] == ["start", "0"] and len(attempts) == 4, attempts
     resumed_at = int(attempts[3])
-    assert 12 <= resumed_at < STEPS, attempts  # from the last push, not from scratch
+    assert pushed_before <= resumed_at < STEPS, (attempts, pushed_before)  # from the last push, not from scratch
     assert steps == list(range(1, STEPS + 1))
     assert len(world.vast.destroyed) == 2
     (row,) = rows
@@ -159,3 +167,32 @@ def test_an_outbid_run_recovers_from_its_last_push_with_the_laptop_gone(sshd: Lo
     assert row.end and cost is not None and 0 < cost <= envelope, (row, envelope)
     assert "2 attempts" in row.note, row.note
     assert "recovering, attempt 2 of 3" in outbox, outbox
+
+
+def test_outbid_past_its_recoveries_stops_with_nothing_left_and_says_what_it_cost(
+    sshd: LoopbackSshd, tmp_path: Path
+) -> None:
+    world = World(tmp_path, sshd, recover=1)
+    try:
+        first = world.up()
+        wait_for(lambda: len(world.pushed_steps()) >= 8, 90, "a first push")
+        world.vast.outbid(first, by=BID + 0.05)
+        wait_for(lambda: len(world.platform.alive()) == 1 and first not in world.platform.alive(), 60, "a re-rent")
+        (second,) = world.platform.alive()
+        wait_for(lambda: (world.run_dir() / "attempts.log").read_text().count("start") == 2, 60, "attempt 2 runs")
+        world.vast.outbid(second, by=BID + 0.05)
+        wait_for(lambda: not world.platform.alive(), 60, "the paused second attempt destroyed")
+        time.sleep(2.0)  # a few more reaper passes: nothing more is rented
+        kept = world.pushed_steps()
+        world.gpuc("ledger")
+        (row,) = Ledger(world.home / "gpu-ledger.csv").rows()
+        outbox = "\n".join(f"{m.title} {m.message}" for m in read_outbox(world.home / OUTBOX_NAME))
+    finally:
+        world.close()
+    assert world.platform.leftovers() == {}
+    assert len(world.vast.ops("create")) == 2 and len(world.vast.destroyed) == 2  # N = 1: one re-rent, no more
+    assert kept and STEPS not in kept  # the job did not finish, and what it pushed is kept
+    assert "recovery stopped" in outbox and "kept at file://" in outbox, outbox
+    cost = row_cost(row)
+    assert row.end and cost is not None and 0 < cost <= run_envelope_usd(BID, DISK_PER_HOUR, 1.0), row
+    assert "2 attempts" in row.note, row.note
