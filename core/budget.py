@@ -23,12 +23,14 @@ from gpuc.core.ledger import (
     WatchdogRecord,
     current_month,
     describe,
+    later_attempt,
     month_window,
     overlap_hours,
     parse_cost,
     parse_price,
     parse_time,
     row_problems,
+    run_of,
     sane_price,
     sane_ts,
 )
@@ -144,6 +146,11 @@ def ledger_burns(entries: Sequence[LedgerEntry], records: Sequence[WatchdogRecor
     by_id = {r.pod_id: r for r in records or ()}
     burns: list[Burn] = []
     guessed = strangers = 0
+    closed = {e.pod_id for e in entries if e.pod_id and e.row.end}
+    # A recovering run's one row, once closed, holds every attempt's cost: its later pods are not counted again.
+    done_runs = {run for r in by_id.values() for run, attempt in [run_of(r)] if attempt == 1 and r.pod_id in closed}
+    for rec in [r for r in by_id.values() if later_attempt(r) and run_of(r)[0] in done_runs]:
+        del by_id[rec.pod_id]
     for entry in entries:
         rec = by_id.pop(entry.pod_id, None) if entry.pod_id else None
         burn = row_burn(entry)
