@@ -847,6 +847,17 @@ class Ledger:
         book.close(i, end, note[:NOTE_MAX_CHARS], cost_usd=run.spent_usd)
         return True
 
+    def close_run(self, pod_id: str, run: RunView, note: str | None = None) -> LedgerRow | None:
+        """`gpuc down` of a recovering run that the watchdog says is done: its one row (the first pod's) closed
+        with the run's end, cost and attempts. None: no row, or the run is not done (the row stays open)."""
+        end = run_end(run, None)
+        if not run.done or end is None or not sane_ts(end) or not sane_cost(run.spent_usd):
+            return None
+        text = "; ".join(n for n in (run_note(run), note) if n)[:NOTE_MAX_CHARS]
+        with self._transaction() as book:
+            i = book.locate(pod_id)
+            return None if i is None else replace(book.close(i, end, text, cost_usd=run.spent_usd))
+
     def check(self) -> None:
         """Raise ConfigError unless the ledger reads and can be written: `up` asks before the create, since
         a ledger that fails after it costs a pod (created, then destroyed)."""
