@@ -54,6 +54,7 @@ def s3_client(
     attempts: int = 5,
     connect_timeout_s: float = 10.0,
     read_timeout_s: float = 120.0,
+    presign_v4: bool = False,
 ) -> Any:
     """The pod's S3 client. `up`'s destination check (core/destcheck.py) builds the same one, with the
     pod's environment and a shorter retry budget (a user waits on it)."""
@@ -75,6 +76,9 @@ def s3_client(
             retries={"max_attempts": attempts, "mode": "standard"},
             connect_timeout=connect_timeout_s,
             read_timeout=read_timeout_s,
+            # A presigned URL (a recovering run's boot kit) signed SigV4: what R2 takes, and what allows the
+            # 7 days S3 caps it at; boto3 otherwise presigns some S3 URLs with the old SigV2.
+            **({"signature_version": "s3v4"} if presign_v4 else {}),
         ),
     )
 

@@ -225,16 +225,11 @@ def _write_s3(
 ) -> KitFiles:
     """The kit with the results keys and endpoint the pod and `gpuc logs` use (client/jobs/places.py), and
     presigned GETs: the pod that fetches it holds no key until its boot answer."""
-    from gpuc.core.destinations import S3Location, s3_client
-    from gpuc.core.podsecrets import S3_KEYS
+    from gpuc.core.destinations import S3Location
 
     where = S3Location.parse(bucket)
     base = "/".join(p for p in (where.prefix, KITS_DIR, run_id) if p)
-    creds = {
-        S3_KEYS[0]: settings.s3_access_key_id.get_secret_value() if settings.s3_access_key_id else "",
-        S3_KEYS[1]: settings.s3_secret_access_key.get_secret_value() if settings.s3_secret_access_key else "",
-    }
-    client = s3_client(settings.s3_endpoint_url, creds)
+    client = _kit_client(settings)
     wheel_url = _put_presigned(client, where.bucket, f"{base}/{wheel.filename}", wheel.data, expires_s)
     project_url = (
         _put_presigned(client, where.bucket, f"{base}/{PROJECT_NAME}", project, expires_s)
@@ -249,6 +244,19 @@ def _write_s3(
         project_url=project_url,
         project_sha256=_sha256(project),
     )
+
+
+def _kit_client(settings: Settings) -> Any:
+    """The results bucket's client with its own keys and endpoint, as the pod and `gpuc logs` reach it
+    (client/jobs/places.py): `up` proved them on this bucket before (core/destcheck.py)."""
+    from gpuc.core.destinations import s3_client
+    from gpuc.core.podsecrets import S3_KEYS
+
+    creds = {
+        S3_KEYS[0]: settings.s3_access_key_id.get_secret_value() if settings.s3_access_key_id else "",
+        S3_KEYS[1]: settings.s3_secret_access_key.get_secret_value() if settings.s3_secret_access_key else "",
+    }
+    return s3_client(settings.s3_endpoint_url, creds, presign_v4=True)
 
 
 def _put_presigned(client: Any, bucket: str, key: str, data: bytes, expires_s: int) -> str:
@@ -280,16 +288,11 @@ def remove_kit(settings: Settings, run_id: str) -> bool:
 
 
 def _remove_s3(settings: Settings, bucket: str, run_id: str) -> None:
-    from gpuc.core.destinations import S3Location, s3_client
-    from gpuc.core.podsecrets import S3_KEYS
+    from gpuc.core.destinations import S3Location
 
     where = S3Location.parse(bucket)
     prefix = "/".join(p for p in (where.prefix, KITS_DIR, run_id) if p) + "/"
-    creds = {
-        S3_KEYS[0]: settings.s3_access_key_id.get_secret_value() if settings.s3_access_key_id else "",
-        S3_KEYS[1]: settings.s3_secret_access_key.get_secret_value() if settings.s3_secret_access_key else "",
-    }
-    client = s3_client(settings.s3_endpoint_url, creds)
+    client = _kit_client(settings)
     listed = client.list_objects_v2(Bucket=where.bucket, Prefix=prefix).get("Contents", [])
     for item in listed:
         client.delete_object(Bucket=where.bucket, Key=str(item["Key"]))
