@@ -185,6 +185,11 @@ def _finish_down(run: RunRecord, ctx: Ctx, note: str | None, recovering: RunReco
         return
     if closed is None:
         ctx.echo("ledger: the run's row closes with its cost across attempts once the watchdog records its end (gpuc ls)")
+        return
+    from gpuc.client.pods.recovering import tidy_kits
+
+    for line in tidy_kits(ctx, {run.run_id: ended}):
+        ctx.echo(line)
 
 
 def close_ledger(ctx: Ctx, pod_id: str, note: str | None) -> None:

@@ -60,3 +60,18 @@ def attempt_label(record: WatchdogRecord | None, runs: dict[str, RunRecovery | N
         return None
     run = runs.get(run_id)
     return f"attempt {attempt}/{run.recover + 1}" if run is not None else f"attempt {attempt}"
+
+
+def tidy_kits(ctx: Ctx, runs: dict[str, RunRecovery | None]) -> list[str]:
+    """Remove the boot kit (gpuc's wheel and the user's code, at the results bucket) of each run that is done:
+    nothing rents from it any more. What could not be removed is said, with where it is."""
+    from gpuc.client.pods.recovery import KITS_DIR, remove_kit
+
+    lines = []
+    for run_id, run in runs.items():
+        if run is not None and run.done and not remove_kit(ctx.settings, run_id):
+            lines.append(
+                f"the boot kit of run {run_id} (your code) could not be removed from "
+                f"{ctx.settings.results_bucket}/{KITS_DIR}/{run_id}/: delete it there"
+            )
+    return lines

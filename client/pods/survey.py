@@ -205,6 +205,10 @@ def ledger_intake(
     except OSError as exc:  # a full disk, say: the ends stay with the watchdog until the next try
         return [f"ledger: could not write the ends recorded by the watchdog ({exc.strerror or exc})"]
     taken = [f"ledger: took in {report.closed} end(s) recorded by the pods or the watchdog"] if report.closed else []
+    if any(run is not None and run.done for run in runs.values()):
+        from gpuc.client.pods.recovering import tidy_kits
+
+        taken += tidy_kits(ctx, runs)
     return taken + [f"ledger: {w}" for w in report.warnings]
 
 

@@ -179,7 +179,10 @@ class OnePod(Provider):
 
 
 def ls_ctx(tmp_path: Path, watchdog: Answering, clock: FakeClock) -> Ctx:
-    settings = Settings(home=tmp_path / "home", env_file=tmp_path / "none.env", admin_token=SecretStr("a"))
+    settings = Settings(
+        home=tmp_path / "home", env_file=tmp_path / "none.env", admin_token=SecretStr("a"),
+        results_bucket=(tmp_path / "bucket").as_uri(),
+    )
     pod = Pod(id=THIRD, provider="local", name=f"gpuc-{RUN}-a3", status="running", managed=True)
     return Ctx(
         settings=settings, runs=RunStore(settings.home), clock=clock, echo=lambda _l: None,
@@ -215,7 +218,11 @@ def test_ls_closes_a_done_runs_row_once_and_stops_asking(tmp_path: Path) -> None
     status = StatusResponse(server_time=T0 + 9000, reaper_last_run=T0 + 9000, reaper_period_s=300, pods=records)
     watchdog = Answering(status, {RUN: run_view(done=True)})
     ctx = ls_ctx(tmp_path, watchdog, clock)
+    kit = tmp_path / "bucket" / ".gpuc-kits" / RUN
+    kit.mkdir(parents=True)
+    (kit / "project.tar.gz").write_bytes(b"the user's code")
     survey(ctx)
+    assert not kit.exists()  # the run is done: nothing rents from its kit any more
     [row] = ctx.ledger().rows()
     assert row.end == iso(T0 + 9000) and row.cost_usd == "0.2300"
     survey(ctx)
