@@ -195,7 +195,10 @@ def test_ls_takes_in_a_live_run_as_one_row_and_shows_its_attempt(tmp_path: Path)
     status = StatusResponse(server_time=T0 + 9000, reaper_last_run=T0 + 9000, reaper_period_s=300, pods=live_records())
     watchdog = Answering(status, {RUN: run_view(done=False)})
     ctx = ls_ctx(tmp_path, watchdog, clock)
+    kit = tmp_path / "bucket" / ".gpuc-kits" / RUN
+    kit.mkdir(parents=True)
     listing = survey(ctx)
+    assert kit.is_dir()  # the next attempt may still boot from it
     [row] = listing.rows
     assert row["attempt"] == "attempt 3/3"
     [ledger_row] = ctx.ledger().rows()
