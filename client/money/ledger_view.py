@@ -17,9 +17,9 @@ from gpuc.core.errors import GpucError
 from gpuc.core.ledger import (
     Ledger,
     LedgerSummary,
+    Runs,
     check_month,
     current_month,
-    Runs,
     live_pod_ids,
     row_problems,
     running_rows,

@@ -184,7 +184,7 @@ def _finish_down(run: RunRecord, ctx: Ctx, note: str | None, recovering: RunReco
         ctx.echo(f"ledger: {exc}")
         return
     if closed is None:
-        ctx.echo("ledger: the run's row closes with its cost across attempts once the watchdog records its end (gpuc ls)")
+        ctx.echo("ledger: the run's row closes with its cost across attempts once the watchdog records its end")
         return
     from gpuc.client.pods.recovering import tidy_kits
 

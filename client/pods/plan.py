@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 from gpuc.client.context import Ctx
 from gpuc.client.text import clock_utc, short_span
 from gpuc.core import gpunames
-from gpuc.core.budget import Ahead, MonthSpend, Outlook, ahead_of, ledger_burns, outlook, usd
+from gpuc.core.budget import Ahead, MonthSpend, Outlook, RunEnvelope, ahead_of, ledger_burns, outlook, usd
 from gpuc.core.clock import parse_duration
 from gpuc.core.destcheck import require_destination
 from gpuc.core.errors import ConfigError, GpucError, SafetyRefusal
@@ -45,7 +45,6 @@ from gpuc.core.settings import Settings, env_file_mode_ok, env_name, read_env_fi
 
 if TYPE_CHECKING:
     from gpuc.client.onpod.upload import Bundle
-    from gpuc.client.pods.recovery import RunEnvelope
     from gpuc.core.api import PodRecord, StatusResponse
     from gpuc.core.models import PodSpec
     from gpuc.core.pod import Pod
@@ -120,9 +119,6 @@ def check_env_file(settings: Settings, provider: str) -> dict[str, str]:
 def before_create(opts: UpOptions, ctx: Ctx) -> str:
     """Every check that needs no provider call; the GPU name as the provider spells it."""
     check_max_hours(ctx.settings, opts.max_hours, opts.provider)
-    from gpuc.client.pods.recovery import check_recovery  # `up` only
-
-    check_recovery(opts, ctx.settings)
     if opts.provider in RENTED:
         check_provider_key(ctx.settings, opts.provider)
         check_ssh_key(ctx.settings)
@@ -240,12 +236,12 @@ class Quote:
         return None if self.price_per_hour is None else self.price_per_hour * max_hours
 
 
-def quote(provider: Provider, spec: PodSpec, opts: UpOptions, ctx: Ctx) -> Quote:
+def quote(
+    provider: Provider, spec: PodSpec, opts: UpOptions, ctx: Ctx, envelope: RunEnvelope | None = None
+) -> Quote:
     """The price `up` expects to pay per hour (None when no one can say: then it is said so), and with
-    --recover the run's envelope."""
-    from gpuc.client.pods.recovery import envelope_of
-
-    return replace(_quote(provider, spec, opts, ctx), envelope=envelope_of(opts, spec))
+    --recover the run's envelope (client/pods/recovery.py envelope_of)."""
+    return replace(_quote(provider, spec, opts, ctx), envelope=envelope)
 
 
 def _quote(provider: Provider, spec: PodSpec, opts: UpOptions, ctx: Ctx) -> Quote:

@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
+from gpuc.core.budget import RunEnvelope
 from gpuc.core.errors import ConfigError, GpucError
 
 if TYPE_CHECKING:
     from gpuc.client.onpod.provision import Caller, Wheel
-    from gpuc.client.onpod.upload import Bundle
     from gpuc.client.pods.plan import UpOptions
     from gpuc.core.api import BootKit, RecoveryRequest, StatusResponse
     from gpuc.core.models import PodSpec
@@ -110,29 +110,7 @@ def check_recovery_protocol(status: StatusResponse, settings: Settings) -> None:
     )
 
 
-# -- the run's one envelope ----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class RunEnvelope:
-    """The bound `up` shows and the budget checks, for every attempt of the run together."""
-
-    price_cap: float  # per hour for the whole pod: bid x GPUs; no re-rent above it
-    disk_per_hour: float
-    max_hours: float
-
-    @property
-    def usd(self) -> float:
-        from gpuc.core.budget import run_envelope_usd
-
-        return run_envelope_usd(self.price_cap, self.disk_per_hour, self.max_hours)
-
-    def line(self, recover: int) -> str:
-        return (
-            f"recovery: up to {recover} re-rent(s) after an outbid, all inside ONE envelope of ${self.usd:.2f} "
-            f"(${self.price_cap:.3f}/h GPU cap + ${self.disk_per_hour:.4f}/h disk x {self.max_hours:g} h from "
-            "the first start): the bound across every attempt, not per attempt"
-        )
-
-
+# -- the run's one envelope (core/budget.py RunEnvelope) --------------------------------------------------
 def run_disk_gb(spec: PodSpec) -> float:
     return float(max(spec.volume_gb, spec.container_disk_gb))  # Vast's one disk, as its create sizes it
 

@@ -37,6 +37,7 @@ from gpuc.client.pods.run import job_started, short_command, start_job
 from gpuc.client.text import clock_utc, short_span
 from gpuc.core.api import RegisterRequest
 from gpuc.core.bootkit import onstart_script
+from gpuc.core.budget import RunEnvelope
 from gpuc.core.errors import GpucError, ProviderError
 from gpuc.core.ledger import sane_price, sane_ts
 from gpuc.core.models import PodSpec
@@ -60,6 +61,7 @@ def up(opts: UpOptions, ctx: Ctx) -> Pod | None:
     if opts.upload is not None:  # a typo'd script is refused before money, not after a boot
         check_in_bundle(opts.command, opts.upload, clone=bool(ctx.settings.git_remote))
     secrets_env = check_env_file(ctx.settings, opts.provider)
+    recovery.check_recovery(opts, ctx.settings)  # --recover: before the destination's probe, which it narrows
     # Everything checkable without a provider call, before money: key, ssh key, watchdog URL, GPU name.
     gpu = plan.before_create(opts, ctx)
     secrets_env = plan.pod_secrets(ctx.settings, secrets_env, ctx, asked=opts.env_names)  # the allowlist, names printed
@@ -84,7 +86,7 @@ def up(opts: UpOptions, ctx: Ctx) -> Pod | None:
     if opts.dry_run:
         _plan_up(spec, opts, ctx.echo)
         provider = ctx.provider(opts.provider)
-        dry_quote = plan.quote(provider, spec, opts, ctx)
+        dry_quote = plan.quote(provider, spec, opts, ctx, recovery.envelope_of(opts, spec))
         ctx.echo("  " + plan.cost_line(dry_quote, opts, gpu, ctx.clock.now()))
         plan.show_budget(dry_quote, opts, ctx)
         return None
@@ -102,7 +104,7 @@ def up(opts: UpOptions, ctx: Ctx) -> Pod | None:
     if watched.watchdog_id:  # where the provider shows it: another watchdog on the account leaves it alone
         spec = spec.model_copy(update={"env": {**spec.env, WATCHDOG_ENV: watched.watchdog_id}})
     warn_running_experiment(provider, opts.experiment, ctx)
-    priced = plan.quote(provider, spec, opts, ctx)
+    priced = plan.quote(provider, spec, opts, ctx, recovery.envelope_of(opts, spec))
     plan.check_budget(priced, opts, ctx, watched.pods)
     if not plan.confirm(priced, opts, gpu, ctx, opts.confirm):
         raise GpucError("nothing was created (not confirmed)", hint="add -y to create without the question")
@@ -127,7 +129,7 @@ class Recovering:
     """What `up --recover` registers with the first pod: the kit written before the create, the envelope."""
 
     kit: recovery.KitFiles | None = None
-    envelope: recovery.RunEnvelope | None = None
+    envelope: RunEnvelope | None = None
 
 
 def _create_and_prepare(

@@ -40,7 +40,7 @@ def recovering(*, done: bool = False) -> RunRecovery:
 
 
 class Watchdog:
-    def __init__(self, log: list[str], run: RunRecovery | None | Exception) -> None:
+    def __init__(self, log: list[str], run: RunRecovery | Exception | None) -> None:
         self.log, self.answer = log, run
         self.stopped = False
 

@@ -227,7 +227,7 @@ def test_the_kit_is_written_before_the_create_and_the_registration_carries_it(
         up(recover_opts(upload=prepare(project, 10), recover_on_demand=True), ctx)
 
     [(spec, kit_then)] = vast.creates
-    assert kit_then == sorted([PROJECT, WHEEL(kit_then)])  # both files were there when the create was sent
+    assert kit_then == sorted([PROJECT, wheel_of(kit_then)])  # both files were there when the create was sent
     assert spec.onstart == onstart_script() and spec.interruptible and spec.bid_per_gpu == 0.25
     [sent] = watchdog.registered
     plan = sent.recovery
@@ -261,7 +261,7 @@ def test_the_kit_is_written_before_the_create_and_the_registration_carries_it(
 PROJECT = "project.tar.gz"
 
 
-def WHEEL(names: list[str]) -> str:  # noqa: N802 - reads as the constant it stands for
+def wheel_of(names: list[str]) -> str:
     return next((n for n in names if n.endswith(".whl")), "no wheel")
 
 
