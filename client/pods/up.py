@@ -151,6 +151,8 @@ def _create_and_prepare(
         if not made and isinstance(exc, GpucError):
             # A definite refusal, or an unclear create that create_once already looked up by name.
             ctx.runs.set_phase(spec.run_id, "failed", note="create failed")
+            if recovering is not None and recovering.kit is not None:
+                recovery.remove_kit(ctx.settings, spec.run_id)  # nothing was rented: nothing boots from it
             raise
         begun: list[bool] = []
         try:
@@ -423,7 +425,8 @@ def _abort(pod: Pod | None, spec: PodSpec, ctx: Ctx, exc: BaseException, begun: 
             if not say(clean_line(redact(line, secrets))):
                 break
         for pod_id in destroyed:  # after the words: they say what happened, this only tidies the watchdog
-            _end_at_watchdog(pod_id, ctx, f"up failed; destroyed ({why})")
+            # onstart is set for a run with --recover only: its recovery is stopped too, so no attempt follows.
+            _end_at_watchdog(pod_id, ctx, f"up failed; destroyed ({why})", spec.run_id if spec.onstart else None)
         silence_broken_output()
 
 
@@ -469,13 +472,16 @@ def _was_registered(spec: PodSpec, ctx: Ctx) -> bool:
         return True  # an end the watchdog does not know is refused, harmlessly
 
 
-def _end_at_watchdog(pod_id: str, ctx: Ctx, note: str) -> None:
+def _end_at_watchdog(pod_id: str, ctx: Ctx, note: str, recovering_run: str | None = None) -> None:
     """A registered pod `up` destroyed itself is ended at the watchdog too: else its next passes find it gone
     at the provider and warn the phone of a surprise ("its ledger row stays open"). Best effort, bounded:
-    a pod never registered, or a watchdog away or slow, leaves that to the reaper as before."""
+    a pod never registered, or a watchdog away or slow, leaves that to the reaper as before. A run that was
+    to recover (`--recover`) has its recovery stopped first: `up` failed, nothing is to be resumed."""
     from gpuc.core.api import EndRequest
 
     with contextlib.suppress(GpucError, OSError, CleanupTimeout), time_limit(WATCHDOG_END_LIMIT_S):
+        if recovering_run is not None:
+            ctx.watchdog.stop_run(recovering_run)
         ctx.watchdog.end(pod_id, EndRequest(end_at=ctx.clock.now(), by="down", note=note[:500]))
 
 

@@ -20,7 +20,7 @@ from gpuc.client.context import Ctx
 from gpuc.client.pods.plan import UpOptions
 from gpuc.client.pods.up import up
 from gpuc.client.runs import RunStore
-from gpuc.core.api import RECOVERY_PROTOCOL, RegisterAnswer, RegisterRequest, StatusResponse
+from gpuc.core.api import RECOVERY_PROTOCOL, Ack, EndRequest, RegisterAnswer, RegisterRequest, StatusResponse
 from gpuc.core.bootkit import onstart_script
 from gpuc.core.budget import run_envelope_usd
 from gpuc.core.clock import FakeClock
@@ -48,6 +48,8 @@ class RecordingWatchdog(HealthyWatchdog):
         super().__init__(clock)
         self.protocol = protocol
         self.registered: list[RegisterRequest] = []
+        self.takes = False  # True: the registration is taken, and `up` goes on to wait for the pod
+        self.calls: list[str] = []
 
     def status(self) -> StatusResponse:
         return super().status().model_copy(update={"protocol": self.protocol})
@@ -55,7 +57,17 @@ class RecordingWatchdog(HealthyWatchdog):
     def register(self, request: RegisterRequest) -> RegisterAnswer:
         # Through the wire format, as the real client sends it: what does not serialise fails here.
         self.registered.append(RegisterRequest.model_validate_json(request.model_dump_json()))
+        if self.takes:
+            return RegisterAnswer(token="t" * 43)
         raise Stop("stopped at the registration (test)")
+
+    def stop_run(self, run_id: str) -> Ack:
+        self.calls.append(f"stop_run {run_id}")
+        return Ack()
+
+    def end(self, pod_id: str, request: EndRequest) -> Ack:
+        self.calls.append(f"end {pod_id}")
+        return Ack()
 
 
 class Watching(VastProvider):
@@ -301,3 +313,31 @@ def test_without_recover_no_kit_no_onstart_no_plan(
     assert spec.onstart is None and kit_then == [] and watchdog.registered[0].recovery is None
     assert not (bucket / ".gpuc-kits").exists()
     assert urlparse(settings.results_bucket or "").scheme == "file"
+
+
+def test_an_up_that_fails_after_the_registration_stops_the_runs_recovery(
+    settings: Settings, vast: Watching, emu: VastEmulator, clock: FakeClock
+) -> None:
+    """The pod never comes up: `up` destroys it, and stops the run's recovery at the watchdog (else it could
+    rent the next attempt of a run nobody wants), then ends the pod there."""
+    emu.boot_polls = 10_000
+    watchdog = RecordingWatchdog(clock)
+    watchdog.takes = True
+    ctx = ctx_for(settings, vast, watchdog, clock)
+    with pytest.raises(GpucError, match="not running after"):
+        up(recover_opts(wait_timeout_s=5.0), ctx)
+    [(spec, _kit)] = vast.creates
+    [pod_id] = [str(i) for i in emu.billed]
+    assert watchdog.calls == [f"stop_run {spec.run_id}", f"end {pod_id}"] and not emu.alive()
+
+
+def test_a_create_that_fails_leaves_no_kit(
+    settings: Settings, vast: Watching, emu: VastEmulator, clock: FakeClock, bucket: Path
+) -> None:
+    for offer in emu.offers.values():
+        offer.winning_bid = 1.0  # every bid of $0.25 loses: cancel_unavail refuses the create
+    ctx = ctx_for(settings, vast, RecordingWatchdog(clock), clock)
+    with pytest.raises(GpucError):
+        up(recover_opts(), ctx)
+    assert len(vast.creates) == 1 and not emu.alive()
+    assert list((bucket / ".gpuc-kits").iterdir()) == []
