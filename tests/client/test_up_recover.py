@@ -235,8 +235,9 @@ def test_the_kit_is_written_before_the_create_and_the_registration_carries_it(
 
     watchdog = RecordingWatchdog(clock)
     ctx = ctx_for(settings, vast, watchdog, clock)
+    bundle = prepare(project, 10)
     with pytest.raises(Stop):
-        up(recover_opts(upload=prepare(project, 10), recover_on_demand=True), ctx)
+        up(recover_opts(upload=bundle, recover_on_demand=True), ctx)
 
     [(spec, kit_then)] = vast.creates
     assert kit_then == sorted([PROJECT, wheel_of(kit_then)])  # both files were there when the create was sent
@@ -254,6 +255,7 @@ def test_the_kit_is_written_before_the_create_and_the_registration_carries_it(
     assert kit.wheel_url == wheel.as_uri() and hashlib.sha256(wheel.read_bytes()).hexdigest() == kit.wheel_sha256
     tar = folder / "project.tar.gz"
     assert kit.project_url == tar.as_uri() and hashlib.sha256(tar.read_bytes()).hexdigest() == kit.project_sha256
+    assert tar.read_bytes() == bundle.archive()  # byte for byte what the upload sends
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700 and stat.S_IMODE(wheel.stat().st_mode) == 0o600
     assert stat.S_IMODE(tar.stat().st_mode) == 0o600
     # The first pod's config, the allowlisted secrets (never a token or a claim), the job as `up` starts it.
