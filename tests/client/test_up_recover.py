@@ -187,13 +187,19 @@ def test_recover_is_refused_on_runpod(settings: Settings, clock: FakeClock, buck
 
 
 def test_recover_refuses_a_watchdog_without_recovery(
-    settings: Settings, vast: Watching, emu: VastEmulator, clock: FakeClock, bucket: Path
+    settings: Settings, vast: Watching, emu: VastEmulator, clock: FakeClock, bucket: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    watchdog = RecordingWatchdog(clock, protocol=RECOVERY_PROTOCOL - 1)
+    """A watchdog that takes this gpuc's pods (WIRE_PROTOCOL) but not its recovery: its own check, its own
+    constant, so a later WIRE_PROTOCOL never lets it through (today both are 3: the recovery one is set above)."""
+    from gpuc.core import api
+
+    monkeypatch.setattr(api, "RECOVERY_PROTOCOL", api.WIRE_PROTOCOL + 1)
+    watchdog = RecordingWatchdog(clock, protocol=api.WIRE_PROTOCOL)
     ctx = ctx_for(settings, vast, watchdog, clock)
     with pytest.raises(ConfigError) as caught:
         up(recover_opts(), ctx)
-    assert f"--recover needs {RECOVERY_PROTOCOL}" in caught.value.message
+    assert f"--recover needs {api.WIRE_PROTOCOL + 1}" in caught.value.message
     assert "gpuc watchdog deploy" in (caught.value.hint or "")
     assert vast.creates == [] and rented_nothing(emu, ctx, bucket)
 
