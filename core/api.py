@@ -52,7 +52,8 @@ Count = Annotated[int, Field(ge=0, le=1_000_000)]
 # it does not know, the pod then counts as silent and is destroyed with its job. `up` rents only when the
 # watchdog says at least this (client/pods/plan.py check_protocol). Raise it with every change to what a pod
 # sends; tests/functions/test_wire_protocol.py holds the schema this number stands for.
-WIRE_PROTOCOL = 2
+# 3: a re-rented pod's BootRequest (POST /v1/boot), for a run recovering after an outbid.
+WIRE_PROTOCOL = 3
 # The least protocol a watchdog must declare for `up --recover` (client/pods/recovery.py check_recovery_protocol):
 # one that keeps a run's RecoveryRequest, answers /v1/boot, /v1/runs/{id} and .../stop. An older one would
 # take the registration's `recovery` as an unknown field (4xx) or, worse, never re-rent. Its own constant, so

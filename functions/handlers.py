@@ -43,6 +43,7 @@ from gpuc.functions.eventlimit import admit_event
 from gpuc.functions.podnews import event_text, event_title
 from gpuc.functions.reaper import reap_once
 from gpuc.functions.reaper.record import read_meta
+from gpuc.functions.runroutes import boot, check_recovery, run_status, run_stop, store_recovery
 from gpuc.functions.store import StoredPod, store_born
 from gpuc.functions.transitions import (
     capped_deadline,
@@ -71,22 +72,26 @@ def register(req: Request, deps: Deps, now: float) -> Response:
     if body.provider not in deps.providers.known:
         raise HttpError(400, "json validation error: provider is not one of the configured providers")
     check_time("started_at", body.started_at, now, float("inf"), FUTURE_SLACK_S)
+    check_recovery(body, deps)
     # No key of its own: the pod's token is derived from this watchdog's key, so its claim alone proves it.
     token = None if body.key is not None else token_for(deps, body.provider, body.pod_id, body.name)
     if body.key is None and token is None:
         raise HttpError(400, "json validation error: key is required (this watchdog has no key of its own)")
     pod = StoredPod(
-        **body.model_dump(exclude={"key", "policy", "interruptible", "carried"}),
+        **body.model_dump(exclude={"key", "policy", "interruptible", "carried", "recovery"}),
         key=body.key if token is None else derive_key(token),
         policy=body.policy,
         interruptible=body.interruptible,
         origin="carried" if body.carried else "registered",
         registered_at=now,
+        run_id=body.recovery.spec.run_id if body.recovery is not None else None,
+        attempt=1 if body.recovery is not None else None,
     )
     pod = capped_deadline(pod, deps)
     store_born(deps.store, now)  # the first registration dates a new store, if no reaper pass did
     if deps.store.register(pod) == "refused":
         raise HttpError(409, "pod already ended: register a new pod")
+    store_recovery(body, deps)
     claim = claim_for(deps, pod, deadline_of(pod, deps.settings), now)
     return ok(api.RegisterAnswer(token=token, claim=claim))
 
@@ -244,6 +249,7 @@ def reap(req: Request, deps: Deps, now: float) -> Response:
 
 
 _POD_ID = r"(?P<pod_id>[^/]{1,384})"
+_RUN_ID = r"(?P<run_id>[^/]{1,128})"
 _TOKEN = r"(?P<token>[^/]{1,200})"  # a link's own checks say what is wrong with it (links.read)
 ROUTES: tuple[tuple[str, re.Pattern[str], Handler], ...] = (
     ("POST", re.compile(r"/v1/pods"), register),
@@ -256,6 +262,9 @@ ROUTES: tuple[tuple[str, re.Pattern[str], Handler], ...] = (
     ("GET", re.compile(r"/v1/status"), status),
     ("POST", re.compile(r"/v1/reap"), reap),
     ("POST", re.compile(r"/v1/resume"), resume),
+    ("POST", re.compile(r"/v1/boot"), boot),
+    ("GET", re.compile(rf"/v1/runs/{_RUN_ID}"), run_status),
+    ("POST", re.compile(rf"/v1/runs/{_RUN_ID}/stop"), run_stop),
     ("GET", re.compile(rf"/a/{_TOKEN}"), action_page),
     ("POST", re.compile(rf"/a/{_TOKEN}"), action_post),
     ("POST", re.compile(r"/telegram"), telegram.webhook),

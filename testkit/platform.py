@@ -11,6 +11,9 @@ module does the rest of the platform's job:
   agent: this machine has no GPU, and a pod without one would rightly be destroyed.
 - when the emulator no longer has the pod, its processes die, as a container's would: the emulator
   knows nothing of processes, and a demo must leave none behind.
+- a Vast container runs its `onstart` each time it starts (reference: "run after Vast's entrypoint"): when
+  the instance first reads running, and again when a paused (outbid) instance resumes. A pause stops the
+  container: its processes die at once ("killing running processes"), its disk (the sandbox) is kept.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import contextlib
 import os
 import shlex
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -53,12 +57,16 @@ class Platform:
         self.destroyed_by: dict[str, str] = {}  # pod id -> ACCOUNT | POD_KEY
         self._started: set[str] = set()
         self._gone_at: dict[str, float] = {}
+        self._up: set[str] = set()  # Vast containers whose processes run (their instance reads running)
+        self.onstarts: dict[str, int] = {}  # pod id -> how many times its onstart ran
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._killer = threading.Thread(target=self._kill_loop, name="gpuc-platform", daemon=True)
 
     def attach(self, emulator: RunPodEmulator | VastEmulator, base_url: str) -> None:
         self.emulator, self.base_url = emulator, base_url
+        if isinstance(emulator, VastEmulator):
+            emulator.on_pause = self._paused
         self._killer.start()
 
     # -- what the emulator's request handler calls -----------------------------------------------
@@ -73,6 +81,39 @@ class Platform:
             for pod_id in self._started - set(alive) - set(self._gone_at):
                 self._gone_at[pod_id] = time.monotonic()
                 self.destroyed_by[pod_id] = ACCOUNT if caller == "account" else POD_KEY
+            self._follow_vast_states(alive)
+
+    def _follow_vast_states(self, alive: Mapping[str, tuple[str, int]]) -> None:
+        """A Vast container starts when its instance reads running (then its onstart runs) and stops when it
+        no longer does (a pause, a stop): its processes die then, its sandbox stays."""
+        if not isinstance(self.emulator, VastEmulator):
+            return
+        for inst in self.emulator.alive():
+            pod_id = str(inst.id)
+            running = inst.actual == "running" and pod_id in alive
+            if running and pod_id not in self._up:
+                self._up.add(pod_id)
+                if inst.onstart:
+                    self._run_onstart(pod_id, inst.onstart, *alive[pod_id])
+            elif not running and pod_id in self._up:
+                self._up.discard(pod_id)
+                self.kill_container(pod_id)
+
+    def _paused(self, pod_id: str) -> None:
+        """The emulator's outbid: the container stops at once, before the next API request."""
+        with self._lock:
+            self._up.discard(pod_id)
+        self.kill_container(pod_id)
+
+    def _run_onstart(self, pod_id: str, script: str, gpu: str, count: int) -> None:
+        root = self.root(pod_id)
+        env = {**self.container_env(pod_id, gpu, count), POD_ROOT_ENV: str(root), "HOME": str(root)}
+        self.onstarts[pod_id] = self.onstarts.get(pod_id, 0) + 1
+        with open(root / "onstart.out", "ab") as out:
+            subprocess.Popen(  # the script the instance was created with, run in its sandbox
+                ["/bin/sh", "-c", script], cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
 
     def alive(self) -> dict[str, tuple[str, int]]:
         """Pod id -> (GPU name, count) for every pod the emulator has."""

@@ -27,7 +27,7 @@ from typing import Literal, get_args
 
 from gpuc.functions.store import Store
 
-Verb = Literal["keep", "destroy", "retry", "stop", "anyway", "extend", "pause", "page"]
+Verb = Literal["keep", "destroy", "retry", "stop", "anyway", "extend", "pause", "page", "norecover"]
 VERBS: tuple[Verb, ...] = get_args(Verb)
 # One letter each on the wire, so that a Vast or RunPod id and a nonce still fit in 64 bytes.
 _CODE: dict[Verb, str] = {
@@ -39,6 +39,7 @@ _CODE: dict[Verb, str] = {
     "extend": "e",
     "pause": "p",
     "page": "v",
+    "norecover": "n",  # stop recovering an outbid run (functions/reaper/recovering.py)
 }
 _VERB_OF = {code: verb for verb, code in _CODE.items()}
 ALL_PODS = "all"  # the status page's session link and "pause new pods" are not about one pod

@@ -22,10 +22,11 @@ from gpuc.functions.store import MARKABLE_STATES, Store, StoredPod
 
 log = logging.getLogger("gpuc.functions")
 
-OfferKind = Literal["pending_destroy", "kept", "kept_stopped", "running", "deadline", "budget"]
+OfferKind = Literal["pending_destroy", "kept", "kept_stopped", "running", "deadline", "budget", "recovering"]
 # May act straight from a channel's button (ntfy `http`, a Telegram callback): each is undone by waiting or
 # by another tap. destroy and anyway act only from their confirmation page.
-SAFE_VERBS: frozenset[Verb] = frozenset({"keep", "extend", "retry", "stop", "pause"})
+# Stopping a recovery loses nothing pushed: at worst a paused instance (billing its disk only) is destroyed.
+SAFE_VERBS: frozenset[Verb] = frozenset({"keep", "extend", "retry", "stop", "pause", "norecover"})
 KEEP_S = 3600
 EXTEND_S = 2 * 3600
 LABELS: dict[Verb, str] = {
@@ -37,6 +38,7 @@ LABELS: dict[Verb, str] = {
     "anyway": "destroy anyway",
     "pause": "pause new pods",
     "page": "status page",
+    "norecover": "stop recovery",
 }
 _OFFERS: dict[OfferKind, tuple[tuple[Verb, int], ...]] = {
     "pending_destroy": (("keep", KEEP_S), ("destroy", 0)),
@@ -46,13 +48,15 @@ _OFFERS: dict[OfferKind, tuple[tuple[Verb, int], ...]] = {
     "running": (("keep", KEEP_S), ("extend", EXTEND_S), ("destroy", 0)),
     "deadline": (("extend", EXTEND_S),),
     "budget": (("pause", 0),),
+    "recovering": (("norecover", 0),),  # a re-rent after an outbid: one tap stops recovering the run
 }
 BUDGET_KIND = "budget"  # functions/reaper/budget.py KEY: the budget alert's notification kind
 # The pod's own kept nags (an end whose sync failed, the stop coming) and the reaper's word on a kept pod.
 KEPT_KINDS = frozenset({"sync_failed", "kept_stopping", "mark", "alert"})
 PENDING_KINDS = frozenset({"idle_warning", "mark"})  # "will destroy at T": the pod's agent, or the reaper
 DEADLINE_KINDS = frozenset({"deadline_warning"})
-POD_KINDS = KEPT_KINDS | PENDING_KINDS | DEADLINE_KINDS
+RECOVERING_KINDS = frozenset({"recovering"})  # functions/reaper/recovering.py RECOVERING_KIND
+POD_KINDS = KEPT_KINDS | PENDING_KINDS | DEADLINE_KINDS | RECOVERING_KINDS
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,8 @@ def offer_kind(pod: StoredPod | None, kind: str, level: Level) -> OfferKind | No
         return "budget" if kind == BUDGET_KIND and level != "info" else None  # info: the all-clear
     if pod.state not in MARKABLE_STATES or pod.origin == "adopted":
         return None  # ended, or a stray gpuc did not start: nothing a tap could rightly do
+    if kind in RECOVERING_KINDS:
+        return "recovering" if pod.run_id is not None else None
     if pod.kept_at is not None and kind in KEPT_KINDS:
         return "kept"
     if kind in DEADLINE_KINDS or (kind == "mark" and (pod.alerted or "").startswith(DEADLINE_ALERT)):

@@ -28,6 +28,7 @@ from gpuc.core import api
 from gpuc.core.api import ReapReport
 from gpuc.core.notify import Action, Level
 from gpuc.core.titles import title
+from gpuc.functions import runs
 from gpuc.functions.actions.links import ALL_PODS, Claim, Verb, claim_once, link_key, read, record_spent
 from gpuc.functions.actions.offers import LABELS, SAFE_VERBS
 from gpuc.functions.app import Deps, announce
@@ -35,6 +36,7 @@ from gpuc.functions.deadline import deadline_of, limit_of
 from gpuc.functions.edge import HttpError
 from gpuc.functions.reaper.state import Pass
 from gpuc.functions.reaper.steps import destroy, stop_kept
+from gpuc.functions.runroutes import ask_stop
 from gpuc.functions.store import MARKABLE_STATES, PodAuth, StoredPod
 from gpuc.functions.transitions import lease, set_deadline
 
@@ -137,6 +139,23 @@ def check_kept_running(deps: Deps, pod: StoredPod | None, claim: Claim, now: flo
     _kept_running(pod)
 
 
+def _recovering(deps: Deps, pod: StoredPod | None) -> str:
+    rec = _pod(pod)
+    loaded = runs.load(deps.store, rec.run_id) if rec.run_id is not None else None
+    if loaded is None:
+        raise ActionRefused(409, f"{rec.name} is not part of a recovering run: this button no longer applies")
+    run = loaded[0]
+    if run.done:
+        raise ActionRefused(409, f"recovery of run {run.run_id} is already over ({run.stopped_why or 'its pod ended'})")
+    if run.stop_asked:
+        raise ActionRefused(409, f"stopping the recovery of run {run.run_id} was already asked")
+    return run.run_id
+
+
+def check_norecover(deps: Deps, pod: StoredPod | None, claim: Claim, now: float) -> None:
+    _recovering(deps, pod)
+
+
 def check_pause(deps: Deps, pod: StoredPod | None, claim: Claim, now: float) -> None:
     paused = paused_since(deps)
     if paused is not None:
@@ -215,6 +234,16 @@ def do_pause(deps: Deps, pod: StoredPod | None, claim: Claim, now: float, via: V
     return f"new pods paused from the phone: `gpuc up` refuses until {RESUME_HOW}"
 
 
+def do_norecover(deps: Deps, pod: StoredPod | None, claim: Claim, now: float, via: Via) -> str:
+    run_id = _recovering(deps, pod)
+    if not ask_stop(deps, run_id):
+        raise ActionRefused(409, "the run changed meanwhile: nothing was done")
+    return (
+        f"recovery of run {run_id} stopped from the phone: no re-rent after an outbid; the watchdog's next pass "
+        "destroys a paused instance and says so (the pushed results stay)"
+    )
+
+
 RESUME_HOW = "`gpuc watchdog resume` (running pods are not touched)"
 
 VERB_SPECS: dict[Verb, VerbSpec] = {
@@ -237,6 +266,12 @@ VERB_SPECS: dict[Verb, VerbSpec] = {
         LABELS["anyway"], check_kept, do_anyway, "destroys the pod and its disk: its unsynced results/ are lost"
     ),
     "pause": VerbSpec(LABELS["pause"], check_pause, do_pause, "`gpuc up` refuses new pods; running pods go on"),
+    "norecover": VerbSpec(
+        LABELS["norecover"],
+        check_norecover,
+        do_norecover,
+        "no more re-rents after an outbid: a paused instance is destroyed, the pushed results stay",
+    ),
 }
 
 

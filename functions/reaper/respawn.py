@@ -4,25 +4,30 @@ One pass of one recovering run: read the latest attempt twice, decide, act. The 
 ones and keep the house rules:
 - the paused instance is destroyed and CONFIRMED gone (the provider's destroy reads it back) before anything
   is rented: a destroy that cannot be confirmed rents nothing (two instances never bill at once);
-- the next attempt is the same run: the same run id (so the same pod name, the ledger's one row), image,
-  settings and env, on the chosen offer with the run's own bid (never a bid without a price), and
-  GPUC_RESUME_FROM naming the last push so the job starts from it;
+- the next attempt is the same run (its GPUC_RUN_ID, so the same results destination; the ledger's one row),
+  image, settings and env, on the chosen offer with the run's own bid (never a bid without a price), and
+  GPUC_RESUME_FROM naming the last push so the job starts from it. Its pod is NAMED for its attempt
+  (functions/runs.py attempt_run_id): the previous attempt is still listed just after its destroy, and a
+  create looks its pod up by name before and after an unclear answer;
 - a stop destroys the paused instance too and says why and what was kept.
-What is NOT built: the watchdog's own schedule calling `recover_pass` (the reaper's sweep does not yet list
-recovering runs), and booting the new pod with no laptop (Vast's onstart fetching the kept code bundle):
-the drill (testkit/drill_spot.py) plays the boot. Said in docs/interruptible.md.
+
+`look` and the pieces of an act are shared: the watchdog's reaper runs them against the run it keeps in its
+store, with a compare-and-set claim before any provider call (functions/reaper/recovering.py); `recover_pass`
+runs them on a run held in memory (the drill, testkit/drill_spot.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from gpuc.core.budget import Attempt
 from gpuc.core.errors import GpucError
 from gpuc.core.models import PodSpec
-from gpuc.core.pod import RESUME_ENV
+from gpuc.core.pod import RESUME_ENV, Pod
 from gpuc.core.providers.base import Provider
 from gpuc.functions.reaper.recover import Decision, Offer, Reading, RecoveryPlan, decide, progress_text, stop_text
+from gpuc.functions.runs import attempt_run_id
 
 _READING: dict[str, Reading] = {
     "running": "running",
@@ -34,7 +39,7 @@ _READING: dict[str, Reading] = {
 
 @dataclass
 class RecoveringRun:
-    """The watchdog's record of one run rented with --recover N."""
+    """One run rented with --recover N, as a pass works on it."""
 
     plan: RecoveryPlan
     spec: PodSpec  # the first attempt's, whose image/settings every attempt keeps
@@ -68,31 +73,39 @@ def offers_for(provider: Provider, run: RecoveringRun) -> list[Offer]:
     return found
 
 
-def recover_pass(
+def look(
     provider: Provider, run: RecoveringRun, now: float, wait_s: float, budget_left_usd: float | None = None
-) -> Decision:
+) -> tuple[Decision, Reading, bool]:
+    """Read the latest attempt twice, note a pause (on `run`), decide. No provider write."""
     if run.done:
-        return Decision("none", "recovery over")
-    pod_id = run.pod_ids[-1]
-    reading, confirmed = read_twice(provider, pod_id)
-    _note_pause(run, reading, confirmed, now)
+        return Decision("none", "recovery over"), "unknown", False
+    reading, confirmed = read_twice(provider, run.pod_ids[-1])
+    note_pause(run, reading, confirmed, now)
     paused_for = 0.0 if run.paused_since is None else now - run.paused_since
     offers = offers_for(provider, run) if reading == "paused" and paused_for >= wait_s else []
     decision = decide(
         run.plan, run.attempts, reading, confirmed=confirmed, paused_for_s=paused_for, wait_s=wait_s, now=now,
         offers=offers, stop_asked=run.stop_asked, budget_left_usd=budget_left_usd,
     )  # fmt: skip
+    return decision, reading, confirmed
+
+
+def recover_pass(
+    provider: Provider, run: RecoveringRun, now: float, wait_s: float, budget_left_usd: float | None = None
+) -> Decision:
+    """A pass on a run held in memory (the drill): look, then act."""
+    decision, _, _ = look(provider, run, now, wait_s, budget_left_usd)
     if decision.action == "rerent" and decision.offer is not None:
         _rerent(provider, run, decision.offer, now)
     elif decision.action == "stop":
-        provider.destroy(pod_id)  # confirmed gone, or it raises and the next pass tries again
+        provider.destroy(run.pod_ids[-1])  # confirmed gone, or it raises and the next pass tries again
         run.attempts[-1] = replace(run.attempts[-1], end=now)
         run.told.append(stop_text(decision, run.results_at))
         run.done = True
     return decision
 
 
-def _note_pause(run: RecoveringRun, reading: Reading, confirmed: bool, now: float) -> None:
+def note_pause(run: RecoveringRun, reading: Reading, confirmed: bool, now: float) -> None:
     last = run.attempts[-1]
     if reading == "paused" and confirmed and run.paused_since is None:
         run.paused_since = now
@@ -104,25 +117,44 @@ def _note_pause(run: RecoveringRun, reading: Reading, confirmed: bool, now: floa
         run.attempts[-1] = replace(last, paused_at=None)
 
 
-def _rerent(provider: Provider, run: RecoveringRun, offer: Offer, now: float) -> None:
-    provider.destroy(run.pod_ids[-1])  # raises unless confirmed gone: then nothing is rented this pass
-    run.attempts[-1] = replace(run.attempts[-1], end=now)
-    run.told.append(progress_text(run.plan, run.attempts, now))
-    per_gpu = offer.price_per_hour / run.spec.gpu_count
-    spec = run.spec.model_copy(
+def attempt_spec(
+    spec: PodSpec, offer: Offer, attempt: int, env: Mapping[str, str], onstart: str | None = None
+) -> PodSpec:
+    """The spec of attempt `attempt` (2 and up): the first one's, on `offer`, named for its attempt."""
+    per_gpu = offer.price_per_hour / spec.gpu_count
+    return spec.model_copy(
         update={
+            "run_id": attempt_run_id(spec.run_id, attempt),
             "offer_id": offer.id,
             "interruptible": offer.interruptible,
             "bid_per_gpu": per_gpu if offer.interruptible else None,
             "price_per_hour": None if offer.interruptible else offer.price_per_hour,
-            "env": {**run.spec.env, RESUME_ENV: run.results_at},
+            "env": {**spec.env, **env},
+            "onstart": onstart if onstart is not None else spec.onstart,
         }
     )
+
+
+def create_attempt(provider: Provider, spec: PodSpec) -> Pod:
+    """Create the attempt's pod, never twice: a pass that died after its create (its claim then passed to
+    this one) left the pod listed under the attempt's own name: that one is taken, nothing rented again.
+    A lookup that fails raises: not knowing is never a reason to rent."""
+    found = provider.find_by_name(spec.name)
+    if found is not None:
+        return found
+    return provider.create(spec)
+
+
+def _rerent(provider: Provider, run: RecoveringRun, offer: Offer, now: float) -> None:
+    provider.destroy(run.pod_ids[-1])  # raises unless confirmed gone: then nothing is rented this pass
+    run.attempts[-1] = replace(run.attempts[-1], end=now)
+    run.told.append(progress_text(run.plan, run.attempts, now))
+    spec = attempt_spec(run.spec, offer, len(run.attempts) + 1, {RESUME_ENV: run.results_at})
     try:
-        pod = provider.create(spec)
+        pod = create_attempt(provider, spec)
     except GpucError as exc:
         # The paused one is gone (confirmed) and nothing new bills: recovery ends here, said, not retried
-        # blindly (a create that may have happened is create_once's to find, by the run's name).
+        # blindly (a create that may have happened is create_once's to find, by the attempt's name).
         run.told.append(
             f"recovery stopped: the re-rent failed ({exc}); the last results pushed are kept at {run.results_at}"
         )

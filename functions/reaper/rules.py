@@ -50,6 +50,9 @@ class Rules:
     epoch: float | None = None  # no deadline counts from before this (the last clock jump)
     fleet_suspect: bool = False  # many pods silent at once: suspect the watchdog, not the pods
     ingest: str | None = None  # what went wrong with the watchdog's own ingest in the silence window
+    # Runs whose recovery is live (functions/runs.py): their paused pod is recovery's to wait on, destroy and
+    # re-rent, never the paused-pod rule's. Once a run is done, the usual rules apply to its pods.
+    recovering: frozenset[str] = frozenset()
 
     def fresh(self, ts: float) -> float:
         """A start time for a deadline: never before the last clock jump."""
@@ -75,7 +78,12 @@ def silent_since(rec: StoredPod, epoch: float | None = None) -> float:
 
 def silent_at(rules: Rules, rec: StoredPod) -> float:
     """When its silence counts: the status page says it as the pod's next step, the rule below acts on it."""
-    return silent_since(rec, rules.epoch) + limit(rules, rec, "silence_limit_s")
+    window = limit(rules, rec, "silence_limit_s")
+    if rec.attempt is not None and rec.attempt > 1 and rec.last_seen is None:
+        # A re-rented attempt boots with no laptop (its onstart installs gpuc, then starts the agent): until its
+        # first ping it has the unregistered grace a pod being set up has, never less.
+        window = max(window, rules.settings.unregistered_grace_s)
+    return silent_since(rec, rules.epoch) + window
 
 
 def is_silent(rules: Rules, rec: StoredPod) -> bool:
@@ -124,6 +132,8 @@ def judge(rules: Rules, rec: StoredPod, pod: Pod) -> Ruling:
         return Ruling("kill", "silence", f"no heartbeat for {quiet}")
     status_since = rules.fresh(rec.provider_status_since if rec.provider_status_since is not None else now)
     since = now - status_since
+    if pod.status == "paused" and rec.run_id is not None and rec.run_id in rules.recovering:
+        return FINE  # outbid: recovery owns it (functions/reaper/recovering.py), within GPUC_RECOVER_WAIT_S
     for status, name, text in (
         ("stopped", "stopped_limit_s", "stopped for {} (a stopped pod bills its disk)"),
         ("paused", "paused_limit_s", "paused (outbid) for {}"),

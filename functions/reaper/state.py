@@ -30,13 +30,14 @@ class Pass:
     epoch: float | None = None  # no deadline counts from before this (the last clock jump)
     fleet_suspect: bool = False
     ingest: str | None = None  # what went wrong with the watchdog's own ingest in the silence window
+    recovering: frozenset[str] = frozenset()  # live recovering runs (rules.Rules.recovering)
     destroys: int = 0
     capped: int = 0
     held: int = 0
 
     @property
     def rules(self) -> Rules:
-        return Rules(self.now, self.deps.settings, self.epoch, self.fleet_suspect, self.ingest)
+        return Rules(self.now, self.deps.settings, self.epoch, self.fleet_suspect, self.ingest, self.recovering)
 
     def act(self, pod_id: str, provider: str, action: ActionKind, reason: str) -> None:
         self.report.actions.append(ReapAction(pod_id=pod_id, provider=provider, action=action, reason=reason))

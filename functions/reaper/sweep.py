@@ -18,6 +18,7 @@ from gpuc.functions.reaper.alerts import alert_balances, alert_blind, alert_cap,
 from gpuc.functions.reaper.budget import watch_budget
 from gpuc.functions.reaper.owners import leave_others_alone
 from gpuc.functions.reaper.record import ReaperMeta, read_meta, record_failed_run, record_run
+from gpuc.functions.reaper.recovering import recover_runs
 from gpuc.functions.reaper.rules import fine_only_by_restart, judge, kept_gate, veto
 from gpuc.functions.reaper.sight import Sight, adopt_strays, look, track_status
 from gpuc.functions.reaper.state import Pass, describe
@@ -33,6 +34,7 @@ from gpuc.functions.reaper.steps import (
     stop_kept,
 )
 from gpuc.functions.reaper.trust import check_clock, check_store_age, fleet_silent, ingest_trouble
+from gpuc.functions.runs import live_run_ids
 from gpuc.functions.store import LIVE_STATES, StoredPod
 
 log = logging.getLogger("gpuc.reaper")
@@ -49,6 +51,7 @@ def reap_once(deps: Deps, now: float, dry_run: bool = False) -> ReapReport:
         if check_clock(run, prev, records):
             records = deps.store.list_pods(LIVE_STATES)  # as restart_deadlines left them
         check_store_age(run)
+        run.recovering = live_run_ids(deps.store)
         sight = look(deps, records)
         for name, why in sight.blind.items():
             run.go_blind(name, why)
@@ -60,6 +63,7 @@ def reap_once(deps: Deps, now: float, dry_run: bool = False) -> ReapReport:
         for rec in records:
             reap_guarded(run, rec, sight)
         release_held_events(run, records)
+        recover_runs(run)  # after the pods: a paused pod of a live run was left to it above
         alert_cap(run)
         alert_held(run)
         alert_balances(run, sight)

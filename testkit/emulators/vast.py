@@ -234,6 +234,7 @@ class VastInst:
     gpu_util: float = 0.0
     ssh_port: int = 20000
     lag_polls: int | None = None  # after a destroy: observations left before it disappears
+    onstart: str | None = None  # run by the container at every start (testkit/platform.py runs it)
 
     def dph_total(self) -> float:
         storage = self.offer.storage_cost * self.disk / (30 * 24)
@@ -578,6 +579,7 @@ class VastEmulator(Emulator):
         image, disk = body.get("image") or "", float(body.get("disk") or 8)
         runtype = body.get("runtype") or "ssh"
         inst = self._new_instance(offer, body.get("label"), image, disk, env, runtype, price)
+        inst.onstart = body.get("onstart") or None
         if unschedulable:
             # Created, but waiting for the host: stopped, wanting to run, billing its disk meanwhile.
             inst.actual, inst.intended, inst.cur_state, inst.polls_left = "stopped", "running", "stopped", 0
@@ -1033,7 +1035,7 @@ class VastEmulator(Emulator):
             "image_uuid": inst.image,
             "image_runtype": inst.runtype,
             "extra_env": [[k, v] for k, v in inst.env.items()],
-            "onstart": None,
+            "onstart": inst.onstart,
             "status_msg": inst.status_msg or (f"success, running {inst.image}" if running else None),
             "public_ipaddr": self.ssh_endpoint[0] if self.ssh_endpoint else "198.51.100.7",
             "ssh_host": f"ssh{inst.id % 9}.vast.ai",

@@ -24,8 +24,9 @@ def test_a_recovery_rents_the_same_run_at_the_users_bid_resuming_from_the_push()
         decision = recover_pass(world.vast, world.run, world.clock.now(), WAIT_S)
         assert decision.action == "rerent"
         [alive] = world.emu.alive()
-        assert alive.bid == BID and alive.label == world.run.spec.name  # same run, never above the bid
-        assert alive.env[RESUME_ENV] == world.run.results_at
+        # same run (its env), never above the bid, named for its attempt (the previous one may still be listed)
+        assert alive.bid == BID and alive.label == f"{world.run.spec.name}-a2"
+        assert alive.env[RESUME_ENV] == world.run.results_at and alive.env["GPUC_RUN_ID"] == world.run.spec.run_id
         assert world.run.told == ["outbid: recovering, attempt 2 of 3, $0.00 spent of $0.45"]
         world.close()
 

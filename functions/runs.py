@@ -1,0 +1,243 @@
+"""Recovering runs in the watchdog's store (`up --interruptible --recover N`): one meta record per run, and
+an index of the live ones the reaper walks each pass.
+
+Built on the store's meta records and their version (compare-and-set), so the SQLite store of `gpuc watchdog
+serve` and DynamoDB on AWS behave alike with no table of their own. Every write is a CAS: two reaper passes
+at once (a scheduled event delivered twice), a boot and a pass, a stop tap and a pass never overwrite each
+other; the loser re-reads and re-applies, or gives up when what it read no longer holds.
+
+The record holds the run's BootKit, secrets included (the user's allowlisted ones, as the first pod got them):
+it never leaves the watchdog except to a re-rented pod that presents its one-time boot ticket, of which only
+the sha256 is kept. Nothing here logs a ticket, a token or the kit.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import Field
+
+from gpuc.core.api import AttemptRecord, RecoveryRequest, RunRecovery
+from gpuc.core.budget import Attempt, Envelope, run_spent
+from gpuc.core.models import Strict
+from gpuc.functions.store import Store
+
+RUN_META = "run:"  # + run id: the run's record
+INDEX_META = "runs:live"  # {"ids": [...]}: the runs a reaper pass looks at
+MAX_LIVE_RUNS = 200  # one meta record lists them: a bound on its size, far above one user's runs
+CAS_TRIES = 5
+# A run id plus an attempt's suffix ("-a21") must still be a run id (core.pod.RUN_ID_RE, 41 characters)
+MAX_RECOVER_RUN_ID = 37
+
+
+class Ticket(Strict):
+    sha256: str
+    spent_at: float | None = None
+
+
+class Acting(Strict):
+    """A pass's claim on the run while it destroys and re-rents (or stops): written by CAS before the first
+    provider call, so a second pass never acts at the same time; a pass that died inside it leaves it to
+    the next pass once `until` has passed (every step it takes is safe to repeat)."""
+
+    action: str  # "rerent" | "stop"
+    since: float
+    until: float
+    why: str
+    offer_id: str | None = None
+    price_per_hour: float | None = None
+    interruptible: bool = True
+
+
+class StoredRun(Strict):
+    request: RecoveryRequest
+    experiment: str
+    provider: str
+    attempts: list[AttemptRecord]
+    paused_since: float | None = None
+    stop_asked: bool = False
+    done: bool = False
+    stopped_why: str | None = None
+    told: list[str] = Field(default_factory=list)
+    tickets: dict[str, Ticket] = Field(default_factory=dict)  # pod id -> its boot ticket's sha256
+    acting: Acting | None = None
+
+    @property
+    def run_id(self) -> str:
+        return self.request.spec.run_id
+
+    @property
+    def envelope(self) -> Envelope:
+        r = self.request
+        return Envelope(r.first_start, r.max_hours, r.envelope_usd)
+
+    @property
+    def latest(self) -> AttemptRecord:
+        return self.attempts[-1]
+
+
+def run_key(run_id: str) -> str:
+    return RUN_META + run_id
+
+
+def attempt_run_id(run_id: str, attempt: int) -> str:
+    """The run id an attempt's pod is NAMED after (1: the run's own). Each attempt has a name of its own:
+    the previous attempt is still listed for a while after its destroy, and a create that looks its pod up
+    by name (core/providers create_named) must never take that one for the new one."""
+    return run_id if attempt <= 1 else f"{run_id}-a{attempt}"
+
+
+def to_attempt(rec: AttemptRecord) -> Attempt:
+    return Attempt(rec.start, rec.price_per_hour, rec.disk_per_hour, rec.paused_at, rec.end)
+
+
+def spent_usd(run: StoredRun, now: float) -> float:
+    return run_spent([to_attempt(a) for a in run.attempts], now)
+
+
+def load(store: Store, run_id: str) -> tuple[StoredRun, int] | None:
+    meta = store.get_meta(run_key(run_id))
+    if meta is None:
+        return None
+    return StoredRun.model_validate(meta.value), meta.version
+
+
+def create(store: Store, run: StoredRun) -> bool:
+    """Only if absent: a retried register never duplicates (nor replaces) the run."""
+    return store.put_meta(run_key(run.run_id), run.model_dump(mode="json"), None)
+
+
+def save(store: Store, run: StoredRun, version: int) -> bool:
+    return store.put_meta(run_key(run.run_id), run.model_dump(mode="json"), version)
+
+
+def update(store: Store, run_id: str, change: Callable[[StoredRun], StoredRun | None]) -> tuple[StoredRun, int] | None:
+    """Read, change, CAS, again on a lost race. `change` returns None when what it read no longer allows
+    the change (then nothing is written). Returns what was written, or None."""
+    for _ in range(CAS_TRIES):
+        loaded = load(store, run_id)
+        if loaded is None:
+            return None
+        run, version = loaded
+        changed = change(run.model_copy(deep=True))
+        if changed is None:
+            return None
+        if save(store, changed, version):
+            return changed, version + 1
+    return None
+
+
+def live_ids(store: Store) -> list[str]:
+    meta = store.get_meta(INDEX_META)
+    ids = [] if meta is None else meta.value.get("ids", [])
+    return [str(i) for i in ids] if isinstance(ids, list) else []
+
+
+def _edit_index(store: Store, edit: Callable[[list[str]], list[str] | None]) -> bool:
+    for _ in range(CAS_TRIES):
+        meta = store.get_meta(INDEX_META)
+        ids = live_ids(store) if meta is not None else []
+        new = edit(list(ids))
+        if new is None:
+            return True  # nothing to write
+        if store.put_meta(INDEX_META, {"ids": new}, None if meta is None else meta.version):
+            return True
+    return False
+
+
+def index_add(store: Store, run_id: str) -> bool:
+    """False when the index is full (MAX_LIVE_RUNS) or could not be written."""
+    full = False
+
+    def add(ids: list[str]) -> list[str] | None:
+        nonlocal full
+        if run_id in ids:
+            return None
+        if len(ids) >= MAX_LIVE_RUNS:
+            full = True
+            return None
+        return [*ids, run_id]
+
+    return _edit_index(store, add) and not full
+
+
+def index_remove(store: Store, run_id: str) -> None:
+    _edit_index(store, lambda ids: [i for i in ids if i != run_id] if run_id in ids else None)
+
+
+def live_run_ids(store: Store) -> frozenset[str]:
+    """The runs recovery still owns (not done): their paused pods are recovery's, not the paused-pod rule's."""
+    owned = set()
+    for run_id in live_ids(store):
+        loaded = load(store, run_id)
+        if loaded is not None and not loaded[0].done:
+            owned.add(run_id)
+    return frozenset(owned)
+
+
+# -- boot tickets ----------------------------------------------------------------------------------------
+
+
+def boot_ticket(watchdog_key: str, run_id: str, attempt: int, since: float) -> str:
+    """An attempt's one-time boot ticket, derived from the watchdog's key and the claim that rents it: a pass
+    that takes over a claim whose pass died after its create derives the same ticket the pod's env carries,
+    and nobody without the key can. Only its sha256 is stored; it goes into the new pod's env, nowhere else."""
+    message = f"gpuc-boot-v1:{run_id}:{attempt}:{since!r}".encode()
+    digest = hmac.new(watchdog_key.encode(), message, hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+
+def ticket_hash(ticket: str) -> str:
+    return hashlib.sha256(ticket.encode()).hexdigest()
+
+
+def ticket_matches(stored: Ticket | None, presented: str) -> bool:
+    if stored is None or stored.spent_at is not None:
+        return False
+    return hmac.compare_digest(stored.sha256, ticket_hash(presented))
+
+
+# -- what the laptop and the phone see ------------------------------------------------------------------
+
+
+def recovery_view(run: StoredRun, now: float) -> RunRecovery:
+    """RunRecovery: never the kit, its secrets or a ticket."""
+    attempts = [a.model_copy(update={"cost_usd": round(to_attempt(a).cost(now), 6)}) for a in run.attempts]
+    return RunRecovery(
+        run_id=run.run_id,
+        experiment=run.experiment,
+        provider=run.provider,
+        recover=run.request.recover,
+        attempts=attempts,
+        envelope_usd=run.request.envelope_usd,
+        deadline_at=run.envelope.deadline,
+        spent_usd=round(spent_usd(run, now), 6),
+        as_of=now,
+        done=run.done,
+        stop_asked=run.stop_asked,
+        stopped_why=run.stopped_why,
+        results_at=run.request.results_at,
+    )
+
+
+def first_run(request: RecoveryRequest, experiment: str, provider: str, pod_id: str, start: float,
+              price: float, interruptible: bool) -> StoredRun:  # fmt: skip
+    first = AttemptRecord(
+        pod_id=pod_id,
+        start=start,
+        price_per_hour=price,
+        disk_per_hour=request.disk_per_hour,
+        interruptible=interruptible,
+    )
+    return StoredRun(request=request, experiment=experiment, provider=provider, attempts=[first])
+
+
+def kit_for_pod(run: StoredRun, pod_id: str, price: float, gpu: str | None, deadline_at: float) -> dict[str, Any]:
+    """The kit's config for this pod; the rest is the first pod's (the same run id: the same destination)."""
+    config = dict(run.request.kit.config)
+    config.update(pod_id=pod_id, price_per_hour=price, gpu_expected=gpu, deadline_at=deadline_at)
+    return config

@@ -1,0 +1,161 @@
+"""An interruptible run outbid mid-job with the laptop gone, end to end: the real CLI rents on the Vast emulator
+(over HTTP, pods reached through a loopback sshd), `up` returns and its process is gone, the emulator outbids
+the pod (its container stops: the job is killed), and only the watchdog (a local functions server whose reaper
+runs every half second) and the re-rented pod's own onstart are left to finish the job.
+
+What is read afterwards is what the user would read: the bucket (the job's steps continue from the last push,
+none done twice past it), the provider (every instance gone), the ledger (one row for the run, its attempts in
+the note, its cost inside the envelope), and the phone's outbox (the recovery said, with its attempt and money).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from gpuc.core.budget import run_envelope_usd
+from gpuc.core.ledger import Ledger, row_cost
+from gpuc.core.notify import OUTBOX_NAME, read_outbox
+from gpuc.core.settings import load_settings
+from gpuc.core.signing import new_token
+from gpuc.functions.server import ServerHandle, start_in_thread
+from gpuc.testkit.emulators.vast import VastEmulator, VastOfferState
+from gpuc.testkit.platform import client_environ, start_platform, write_env_file
+from gpuc.testkit.sshd import LoopbackSshd, start_loopback_sshd
+
+pytestmark = [pytest.mark.sshd, pytest.mark.e2e]
+
+BID = 0.22  # per GPU; the emulator's RTX 4090 offers take bids from 0.19-0.20
+STEPS = 80
+STEP_S = 0.25
+WAIT_S = 2.0  # GPUC_RECOVER_WAIT_S, scaled as the demo scales minutes to seconds
+DISK_PER_HOUR = 0.15 * 30 / (30 * 24)
+TRAIN = f"""
+import glob, json, os, time
+os.makedirs("results", exist_ok=True)
+done = sorted(glob.glob("results/ckpt-*.json"))
+step = json.load(open(done[-1]))["step"] if done else 0
+with open("results/attempts.log", "a") as log:
+    log.write(f"start {{step}}\\n")
+while step < {STEPS}:
+    time.sleep({STEP_S})
+    step += 1
+    with open(f"results/ckpt-{{step:05d}}.json", "w") as f:
+        json.dump({{"step": step}}, f)
+print("trained", step)
+"""
+
+
+@pytest.fixture
+def sshd(tmp_path: Path) -> Iterator[LoopbackSshd]:
+    server = start_loopback_sshd(tmp_path / "sshd")
+    yield server
+    server.stop()
+
+
+class World:
+    def __init__(self, tmp_path: Path, sshd: LoopbackSshd, recover: int) -> None:
+        self.server, self.platform = start_platform("vast", sshd)
+        emulator = self.server.emulator
+        assert isinstance(emulator, VastEmulator)
+        self.vast = emulator
+        # Hosts for the re-rents: the first machine's going price is above our bid after the outbid.
+        for offer_id in (11684800, 11684801, 11684802):
+            self.vast.add_offer(VastOfferState(offer_id, "RTX 4090", 0.33, 0.19))
+        self.home = tmp_path / "home"
+        write_env_file(self.home)
+        (self.home / "config.json").write_text(json.dumps({"bootstrap_apt": "", "bootstrap_torch": "skip"}))
+        self.token = new_token()
+        env = client_environ(self.server, sshd, self.home)
+        fast = {
+            "GPUC_HEARTBEAT_INTERVAL_S": "0.5",
+            "GPUC_SYNC_INTERVAL_S": "1",
+            "GPUC_SILENCE_LIMIT_S": "40",
+            "GPUC_DESTROY_GRACE_S": "10",
+            "GPUC_RECOVER_WAIT_S": str(WAIT_S),
+        }
+        settings = load_settings({**env, **fast}, admin_token=self.token)
+        self.functions: ServerHandle = start_in_thread(settings, port=0, reaper_interval_s=0.5)
+        self.env = {**env, **fast, "GPUC_FUNCTIONS_URL": self.functions.url, "GPUC_ADMIN_TOKEN": self.token}
+        self.project = tmp_path / "proj"
+        self.project.mkdir()
+        (self.project / "train.py").write_text(TRAIN)
+        self.recover = recover
+        self.bucket = self.home / "results"
+
+    def gpuc(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "gpuc.client.cli", *args],
+            env=self.env, cwd=self.project, capture_output=True, text=True, timeout=timeout, check=False,
+        )  # fmt: skip
+
+    def up(self) -> str:
+        up = self.gpuc(
+            "up", "spot-exp", "--provider", "vast", "--interruptible", "--bid", str(BID),
+            "--recover", str(self.recover), "--max-hours", "1", "-y", "--", "python", "train.py",
+        )  # fmt: skip
+        assert up.returncode == 0, up.stdout + up.stderr
+        (pod_id,) = self.platform.alive()
+        return pod_id
+
+    def run_dir(self) -> Path:
+        (found,) = (self.bucket / "spot-exp").iterdir()
+        return found
+
+    def pushed_steps(self) -> list[int]:
+        try:
+            names = [p.name for p in self.run_dir().glob("ckpt-*.json")]
+        except ValueError:
+            return []
+        return sorted(int(n[5:10]) for n in names)
+
+    def close(self) -> None:
+        self.platform.close()
+        self.server.stop()
+        self.functions.stop()
+
+
+def wait_for(pred: Callable[[], bool], timeout_s: float, what: str) -> None:
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if pred():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_an_outbid_run_recovers_from_its_last_push_with_the_laptop_gone(sshd: LoopbackSshd, tmp_path: Path) -> None:
+    world = World(tmp_path, sshd, recover=2)
+    try:
+        first = world.up()  # `up` returned: the laptop's process is gone from here on
+        wait_for(lambda: len(world.pushed_steps()) >= 12, 90, "a push with a dozen steps")
+        world.vast.outbid(first, by=BID + 0.05)
+        wait_for(lambda: first not in world.platform.alive(), 60, "the paused instance destroyed")
+        wait_for(lambda: STEPS in world.pushed_steps(), 180, "the job's last step pushed")
+        wait_for(lambda: not world.platform.alive(), 60, "every instance gone")
+        attempts = (world.run_dir() / "attempts.log").read_text().split()
+        steps = world.pushed_steps()
+        ledger = Ledger(world.home / "gpu-ledger.csv")
+        world.gpuc("ledger")  # takes in the run's end from the watchdog
+        rows = ledger.rows()
+        outbox = "\n".join(f"{m.title} {m.message}" for m in read_outbox(world.home / OUTBOX_NAME))
+    finally:
+        world.close()
+    assert world.platform.leftovers() == {}
+    assert attempts[0:2] == ["start", "0"] and len(attempts) == 4, attempts
+    resumed_at = int(attempts[3])
+    assert 12 <= resumed_at < STEPS, attempts  # from the last push, not from scratch
+    assert steps == list(range(1, STEPS + 1))
+    assert len(world.vast.destroyed) == 2
+    (row,) = rows
+    cost = row_cost(row)
+    envelope = run_envelope_usd(BID, DISK_PER_HOUR, 1.0)
+    assert row.end and cost is not None and 0 < cost <= envelope, (row, envelope)
+    assert "2 attempts" in row.note, row.note
+    assert "recovering, attempt 2 of 3" in outbox, outbox
