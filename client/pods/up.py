@@ -217,6 +217,8 @@ def _after_create(
     # when the watchdog's store is lost); one without (a deployment from before claims) takes ours.
     own = None if spec.env.get(WATCHDOG_ENV) else new_token()
     price = pod.price_per_hour if pod.price_per_hour is not None else opts.price_per_hour
+    if price is None and opts.recover and opts.bid is not None:
+        price = opts.bid * opts.gpu_count  # what a bid pod bills; the watchdog counts the run's spend from it
     if price is not None and not sane_price(price):
         ctx.echo(f"  {pod.id}: the provider reported a price of {price!r}/h: not recorded (fix the ledger row)")
         price = None

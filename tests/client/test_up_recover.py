@@ -48,11 +48,12 @@ class RecordingWatchdog(HealthyWatchdog):
         super().__init__(clock)
         self.protocol = protocol
         self.registered: list[RegisterRequest] = []
+        self.watchdog_id: str | None = "wd-test"
         self.takes = False  # True: the registration is taken, and `up` goes on to wait for the pod
         self.calls: list[str] = []
 
     def status(self) -> StatusResponse:
-        return super().status().model_copy(update={"protocol": self.protocol})
+        return super().status().model_copy(update={"protocol": self.protocol, "watchdog_id": self.watchdog_id})
 
     def register(self, request: RegisterRequest) -> RegisterAnswer:
         # Through the wire format, as the real client sends it: what does not serialise fails here.
@@ -349,3 +350,14 @@ def test_a_create_that_fails_leaves_no_kit(
         up(recover_opts(), ctx)
     assert len(vast.creates) == 1 and not emu.alive()
     assert list((bucket / ".gpuc-kits").iterdir()) == []
+
+
+def test_recover_refuses_a_watchdog_without_a_key_of_its_own(
+    settings: Settings, vast: Watching, emu: VastEmulator, clock: FakeClock, bucket: Path
+) -> None:
+    watchdog = RecordingWatchdog(clock)
+    watchdog.watchdog_id = None
+    ctx = ctx_for(settings, vast, watchdog, clock)
+    with pytest.raises(ConfigError, match="has no key of its own"):
+        up(recover_opts(), ctx)
+    assert vast.creates == [] and rented_nothing(emu, ctx, bucket)
