@@ -54,6 +54,11 @@ Count = Annotated[int, Field(ge=0, le=1_000_000)]
 # sends; tests/functions/test_wire_protocol.py holds the schema this number stands for.
 # 3: a re-rented pod's BootRequest (POST /v1/boot), for a run recovering after an outbid.
 WIRE_PROTOCOL = 3
+# The least protocol a watchdog must declare for `up --recover` (client/pods/recovery.py check_recovery_protocol):
+# one that keeps a run's RecoveryRequest, answers /v1/boot, /v1/runs/{id} and .../stop. An older one would
+# take the registration's `recovery` as an unknown field (4xx) or, worse, never re-rent. Its own constant, so
+# raising WIRE_PROTOCOL for another reason never lets an older watchdog pass this check.
+RECOVERY_PROTOCOL = 3
 
 H_POD = "X-Gpuc-Pod"
 H_TIMESTAMP = "X-Gpuc-Timestamp"

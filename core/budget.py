@@ -23,12 +23,14 @@ from gpuc.core.ledger import (
     WatchdogRecord,
     current_month,
     describe,
+    later_attempt,
     month_window,
     overlap_hours,
     parse_cost,
     parse_price,
     parse_time,
     row_problems,
+    run_of,
     sane_price,
     sane_ts,
 )
@@ -144,6 +146,11 @@ def ledger_burns(entries: Sequence[LedgerEntry], records: Sequence[WatchdogRecor
     by_id = {r.pod_id: r for r in records or ()}
     burns: list[Burn] = []
     guessed = strangers = 0
+    closed = {e.pod_id for e in entries if e.pod_id and e.row.end}
+    # A recovering run's one row, once closed, holds every attempt's cost: its later pods are not counted again.
+    done_runs = {run for r in by_id.values() for run, attempt in [run_of(r)] if attempt == 1 and r.pod_id in closed}
+    for counted in [r for r in by_id.values() if later_attempt(r) and run_of(r)[0] in done_runs]:
+        del by_id[counted.pod_id]
     for entry in entries:
         rec = by_id.pop(entry.pod_id, None) if entry.pod_id else None
         burn = row_burn(entry)
@@ -368,6 +375,27 @@ def run_envelope_usd(price_cap: float, disk_per_hour: float, max_hours: float) -
     more than one pod run to the deadline; what a recovery can add (a paused instance's disk while a new
     one boots) is inside the disk term because the paused one is destroyed first."""
     return (price_cap + disk_per_hour) * max_hours
+
+
+@dataclass(frozen=True)
+class RunEnvelope:
+    """A run's bound as `up --recover` fixes it (client/pods/recovery.py), shown before the rent and checked against
+    the budget for every attempt of the run together."""
+
+    price_cap: float  # per hour for the whole pod: bid x GPUs; no re-rent above it
+    disk_per_hour: float
+    max_hours: float
+
+    @property
+    def usd(self) -> float:
+        return run_envelope_usd(self.price_cap, self.disk_per_hour, self.max_hours)
+
+    def line(self, recover: int) -> str:
+        return (
+            f"recovery: up to {recover} re-rent(s) after an outbid, all inside ONE envelope of ${self.usd:.2f} "
+            f"(${self.price_cap:.3f}/h GPU cap + ${self.disk_per_hour:.4f}/h disk x {self.max_hours:g} h from "
+            "the first start): the bound across every attempt, not per attempt"
+        )
 
 
 def run_spent(attempts: Iterable[Attempt], now: float) -> float:

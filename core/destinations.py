@@ -54,6 +54,7 @@ def s3_client(
     attempts: int = 5,
     connect_timeout_s: float = 10.0,
     read_timeout_s: float = 120.0,
+    presign_v4: bool = False,
 ) -> Any:
     """The pod's S3 client. `up`'s destination check (core/destcheck.py) builds the same one, with the
     pod's environment and a shorter retry budget (a user waits on it)."""
@@ -64,6 +65,9 @@ def s3_client(
     env = os.environ if environ is None else environ
     key, secret = credentials.get(S3_KEY_ENV), credentials.get(S3_SECRET_ENV)
     region = env.get("AWS_DEFAULT_REGION") or ("auto" if endpoint_url else "us-east-1")
+    # A presigned URL (a recovering run's boot kit) signed SigV4: what R2 takes, and what allows the 7 days S3
+    # caps it at; boto3 otherwise presigns some S3 URLs with the old SigV2.
+    signature = Config(signature_version="s3v4") if presign_v4 else Config()
     return boto3.client(
         "s3",
         endpoint_url=endpoint_url,
@@ -75,7 +79,7 @@ def s3_client(
             retries={"max_attempts": attempts, "mode": "standard"},
             connect_timeout=connect_timeout_s,
             read_timeout=read_timeout_s,
-        ),
+        ).merge(signature),
     )
 
 

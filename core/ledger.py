@@ -40,7 +40,7 @@ import math
 import os
 import re
 import threading
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
@@ -92,6 +92,76 @@ class WatchdogRecord(Protocol):
     def end_at(self) -> float | None: ...
     @property
     def note(self) -> str | None: ...
+
+
+class AttemptView(Protocol):
+    """One attempt of a recovering run, as the ledger reads it (api.AttemptRecord)."""
+
+    @property
+    def pod_id(self) -> str: ...
+    @property
+    def end(self) -> float | None: ...
+    @property
+    def cost_usd(self) -> float: ...
+
+
+class RunView(Protocol):
+    """A recovering run (`up --recover`) as the ledger reads the watchdog's record of it (api.RunRecovery):
+    ONE row, the first pod's, whatever the number of attempts."""
+
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def done(self) -> bool: ...
+    @property
+    def spent_usd(self) -> float: ...
+    @property
+    def stopped_why(self) -> str | None: ...
+    @property
+    def attempts(self) -> Sequence[AttemptView]: ...
+
+
+# What the intake knows of the recovering runs its records name: run id -> the watchdog's record of the run, or
+# None when the watchdog holds no such run (then its first pod's row is a pod's like any other). A run missing
+# from the mapping was not read: its row stays open (never closed at one attempt's end, a part of the run).
+Runs = Mapping[str, "RunView | None"]
+
+
+def run_of(record: object) -> tuple[str | None, int | None]:
+    """(run id, attempt) of a watchdog record of a pod of a recovering run; (None, None) for any other pod.
+    Read by name: a watchdog's own store record may predate the fields."""
+    run_id, attempt = getattr(record, "run_id", None), getattr(record, "attempt", None)
+    if not isinstance(run_id, str) or not run_id:
+        return None, None
+    return run_id, attempt if isinstance(attempt, int) else 1
+
+
+def later_attempt(record: object) -> bool:
+    """A pod the watchdog rented to recover a run (attempt 2 and on): its cost is on the run's one row."""
+    _run, attempt = run_of(record)
+    return attempt is not None and attempt > 1
+
+
+def run_note(run: RunView) -> str:
+    """The run's attempts in words, for its one row: "interruptible, 3 attempts (2 outbids): 31000000 $0.07,
+    31000001 $0.11, 31000002 $0.05"; and why recovery stopped, when it did."""
+    count = len(run.attempts)
+    each = ", ".join(f"{a.pod_id} {format_usd_short(a.cost_usd)}" for a in run.attempts)
+    outbids = f" ({count - 1} outbid{'s' if count != 2 else ''})" if count > 1 else ""
+    note = f"interruptible, {count} attempt{'s' if count != 1 else ''}{outbids}: {each}"
+    return f"{note}; recovery stopped: {run.stopped_why}" if run.stopped_why else note
+
+
+def format_usd_short(value: float) -> str:
+    return f"${value:.2f}"
+
+
+def run_end(run: RunView, fallback: float | None) -> float | None:
+    """The run's end: its last attempt's (every attempt ended), else the first pod's record's."""
+    ends = [a.end for a in run.attempts]
+    if ends and all(e is not None for e in ends):
+        return max(e for e in ends if e is not None)
+    return fallback
 
 
 @dataclass
@@ -331,12 +401,17 @@ class _Book:
                 entry.committed = True
             self.index_dirty = True
 
-    def close(self, i: int, end_ts: float, note: str | None) -> LedgerRow:
+    def close(self, i: int, end_ts: float, note: str | None, cost_usd: float | None = None) -> LedgerRow:
+        """Fill the end and the cost: `cost_usd` when known (a recovering run's, across its attempts),
+        else price x hours."""
         row = self.rows[i]
         if not row.end:
             row.end = iso(end_ts)
             price, hours = parse_price(row.price_per_hour), row_hours(row)
-            row.cost_usd = format_usd(price * hours) if price is not None and hours is not None else ""
+            if cost_usd is not None:
+                row.cost_usd = format_usd(cost_usd)
+            else:
+                row.cost_usd = format_usd(price * hours) if price is not None and hours is not None else ""
             self.rows_dirty = True
         return self.add_note(i, note)
 
@@ -533,13 +608,32 @@ LIVE = ("ok", "late", "down")  # a watchdog record without an end that is still 
 NOTE_MAX_CHARS = 500
 
 
+def runs_spent(records: Iterable[WatchdogRecord], runs: Runs) -> dict[str, float]:
+    """The first pod's id -> its run's spent so far, for each recovering run still going (running_costs)."""
+    out: dict[str, float] = {}
+    for record in records:
+        run_id, attempt = run_of(record)
+        run = runs.get(run_id) if run_id is not None and attempt == 1 else None
+        if run is not None and not run.done and sane_cost(run.spent_usd):
+            out[record.pod_id] = run.spent_usd
+    return out
+
+
+def recovering_runs(records: Iterable[WatchdogRecord]) -> list[str]:
+    """The run ids of the recovering runs the records name (each once, in order)."""
+    return list(dict.fromkeys(r for r, _a in map(run_of, records) if r is not None))
+
+
 def live_pod_ids(records: Iterable[WatchdogRecord]) -> frozenset[str]:
     """The pods the watchdog hears as still billing (no end, a live state)."""
     return frozenset(r.pod_id for r in records if r.end_at is None and r.state in LIVE)
 
 
 def running_costs(
-    entries: Iterable[LedgerEntry], now: float, live: Collection[str] | None = None
+    entries: Iterable[LedgerEntry],
+    now: float,
+    live: Collection[str] | None = None,
+    runs_spent: Mapping[str, float] | None = None,
 ) -> tuple[list[RunningCost], list[str]]:
     """Each open row still billing, with its cost up to `now`; and notes on the open rows not counted.
 
@@ -547,25 +641,31 @@ def running_costs(
     not counted (preempted or deleted outside gpuc: the provider's bill says). None: the watchdog was not
     asked, and every open row counts (the safe side: money shown, not hidden), said in a note. A row with
     an end is never here: its own cost counts, once. An open row with a cost written by hand is that cost
-    (the plot counts it already), and one with no price or no sane start cannot be counted (a note says)."""
+    (the plot counts it already), and one with no price or no sane start cannot be counted (a note says).
+    `runs_spent`: the open row of a recovering run (its first pod's id) -> what the run has spent so far across
+    its attempts (the watchdog's RunRecovery): that, not the first pod's price x the time since it started
+    (the first pod may be long gone, a later attempt billing)."""
     running: list[RunningCost] = []
     notes: list[str] = []
     unpriced = 0
+    spent = runs_spent or {}
     for entry in entries:
         row = entry.row
         if row.end or row.cost_usd.strip() or row_problems(row):
             continue
-        if live is not None and entry.pod_id not in live:
+        run_spent = spent.get(entry.pod_id) if entry.pod_id else None
+        if run_spent is None and live is not None and entry.pod_id not in live:
             continue
         start, price = parse_time(row.start), parse_price(row.price_per_hour)
-        if start is None or price is None:
+        if start is None or (price is None and run_spent is None):
             unpriced += 1
             continue
         hours = max(0.0, now - start) / 3600.0
         running.append(
             RunningCost(
                 pod_id=entry.pod_id, experiment=row.experiment, provider=row.provider, gpu=row.gpu,
-                date=row.date, start=row.start, price_per_hour=price, hours=hours, cost_usd=price * hours,
+                date=row.date, start=row.start, price_per_hour=price or 0.0, hours=hours,
+                cost_usd=run_spent if run_spent is not None else (price or 0.0) * hours,
             )
         )
     if unpriced:
@@ -576,13 +676,17 @@ def running_costs(
 
 
 def with_running(
-    summary: LedgerSummary, entries: Iterable[LedgerEntry], now: float, live: Collection[str] | None = None
+    summary: LedgerSummary,
+    entries: Iterable[LedgerEntry],
+    now: float,
+    live: Collection[str] | None = None,
+    runs_spent: Mapping[str, float] | None = None,
 ) -> LedgerSummary:
     """The summary with its month's running pods added as RUNNING_SO_FAR (the same month rule: a row
-    belongs to the month of its start)."""
+    belongs to the month of its start); a recovering run's row at what the run has spent (running_costs)."""
     month = summary.month
     chosen = [e for e in entries if month is None or e.row.date.startswith(month)]
-    running, notes = running_costs(chosen, now, live)
+    running, notes = running_costs(chosen, now, live, runs_spent)
     spent = sum(r.cost_usd for r in running)
     return replace(
         summary,
@@ -687,14 +791,20 @@ class Ledger:
             i = book.locate(pod_id)
             return None if i is None else replace(book.close(i, end_ts, note))
 
-    def sync_from_functions(self, records: Iterable[WatchdogRecord]) -> SyncReport:
+    def sync_from_functions(self, records: Iterable[WatchdogRecord], runs: Runs | None = None) -> SyncReport:
         """Take in what the functions know: close rows whose pod ended (the reaper or the pod itself may have
         ended it while this laptop slept), and add the row of a registered pod the ledger never saw (the
         laptop died between register and the ledger start). A time or a price that is not sane is refused
-        with a warning, never written: the row stays open (or is not added) rather than wrong."""
+        with a warning, never written: the row stays open (or is not added) rather than wrong.
+
+        A recovering run (`up --recover`) is ONE row, its first pod's: the pods rented to recover it never
+        make rows of their own, and the row closes when the run is done (`runs`), at its last attempt's end,
+        with the run's cost across every attempt and the attempts in its note."""
         report = SyncReport()
         with self._transaction() as book:
             for record in records:
+                if later_attempt(record):
+                    continue
                 i = book.locate(record.pod_id)
                 if i is None:
                     row, problems = _row_from_record(record)
@@ -703,6 +813,11 @@ class Ledger:
                         continue
                     book.append(record.pod_id, row)
                     i = len(book.rows) - 1
+                run_id, _attempt = run_of(record)
+                if run_id is not None and (runs is None or run_id not in runs or runs[run_id] is not None):
+                    if self._close_run(book, i, record, None if runs is None else runs.get(run_id), report):
+                        report.closed += 1
+                    continue
                 if record.end_at is None or book.rows[i].end:
                     continue
                 if not sane_ts(record.end_at):
@@ -714,6 +829,34 @@ class Ledger:
                 book.close(i, record.end_at, record.note)
                 report.closed += 1
         return report
+
+    @staticmethod
+    def _close_run(book: _Book, i: int, record: WatchdogRecord, run: RunView | None, report: SyncReport) -> bool:
+        """The first pod's row of a recovering run: closed once the run is done, never at one attempt's end
+        (the first pod ends at its outbid while the run goes on). True when it closed now."""
+        if run is None or not run.done or book.rows[i].end:
+            return False
+        end = run_end(run, record.end_at)
+        if end is None or not sane_ts(end) or not sane_cost(run.spent_usd):
+            report.warnings.append(
+                f"watchdog record of run {run.run_id}: its end or cost is not sane: ignored, the row stays open "
+                "(fill `end` and `cost_usd` by hand)"
+            )
+            return False
+        note = "; ".join(n for n in (run_note(run), record.note) if n)
+        book.close(i, end, note[:NOTE_MAX_CHARS], cost_usd=run.spent_usd)
+        return True
+
+    def close_run(self, pod_id: str, run: RunView, note: str | None = None) -> LedgerRow | None:
+        """`gpuc down` of a recovering run that the watchdog says is done: its one row (the first pod's) closed
+        with the run's end, cost and attempts. None: no row, or the run is not done (the row stays open)."""
+        end = run_end(run, None)
+        if not run.done or end is None or not sane_ts(end) or not sane_cost(run.spent_usd):
+            return None
+        text = "; ".join(n for n in (run_note(run), note) if n)[:NOTE_MAX_CHARS]
+        with self._transaction() as book:
+            i = book.locate(pod_id)
+            return None if i is None else replace(book.close(i, end, text, cost_usd=run.spent_usd))
 
     def check(self) -> None:
         """Raise ConfigError unless the ledger reads and can be written: `up` asks before the create, since
@@ -745,13 +888,18 @@ class Ledger:
         return [LedgerEntry(pod_id=owners.get(i), row=row) for i, row in enumerate(book.rows)]
 
     def summary(
-        self, month: str | None = None, *, now: float | None = None, live: Collection[str] | None = None
+        self,
+        month: str | None = None,
+        *,
+        now: float | None = None,
+        live: Collection[str] | None = None,
+        runs_spent: Mapping[str, float] | None = None,
     ) -> LedgerSummary:
-        """The month's summary; with `now`, its running pods too (with_running: `live` as there)."""
+        """The month's summary; with `now`, its running pods too (with_running: `live`, `runs_spent` as there)."""
         if now is None:
             return summarize(self.rows(), month)
         entries = self.entries()
-        return with_running(summarize([e.row for e in entries], month), entries, now, live)
+        return with_running(summarize([e.row for e in entries], month), entries, now, live, runs_spent)
 
     def note(self, pod_id: str, text: str) -> LedgerRow | None:
         """Add a note to a pod's row, open or closed (`gpuc ledger note RUN`, `up --note`): appended after

@@ -88,6 +88,24 @@ class WatchdogClient:
 
         return self._call("GET", "/v1/status", api.StatusResponse)
 
+    def run(self, run_id: str) -> api.RunRecovery | None:
+        """A recovering run as the watchdog keeps it (`up --recover`); None when it holds no such run (a run
+        rented without --recover, or one whose watchdog forgot it): a 404, never an error."""
+        from gpuc.core import api
+
+        try:
+            return self._call("GET", f"/v1/runs/{quote(run_id, safe='')}", api.RunRecovery)
+        except FunctionsError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def stop_run(self, run_id: str) -> api.Ack:
+        """Stop recovering this run: no further attempt is rented (the pod now running is left to the caller)."""
+        from gpuc.core import api
+
+        return self._call("POST", f"/v1/runs/{quote(run_id, safe='')}/stop", api.Ack)
+
     def reap(self, dry_run: bool = False) -> api.ReapReport:
         from gpuc.core import api
 

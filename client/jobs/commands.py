@@ -127,6 +127,20 @@ class _UpCommand(click.Command):
 )
 @click.option("--interruptible", is_flag=True, help="Rent interruptible (spot) with --bid.")
 @click.option("--bid", type=float, default=None, help="Bid per GPU-hour for an interruptible pod.")
+@click.option(
+    "--recover",
+    type=click.IntRange(0, 20),
+    default=0,
+    metavar="N",
+    help="With --interruptible on Vast: after an outbid, re-rent and resume from the last push up to N times "
+    "inside the run's one money envelope; 0 (default): no recovery, an outbid pod is destroyed after "
+    "GPUC_PAUSED_LIMIT_S. Needs GPUC_RESULTS_BUCKET (s3://): gpuc and your code are kept there for the new pod.",
+)
+@click.option(
+    "--recover-on-demand",
+    is_flag=True,
+    help="With --recover: the last recovery rents on-demand if the run's envelope still holds it.",
+)
 @click.option("--offer", "offer_id", default=None, help="Rent exactly this offer id (see gpuc offers).")
 @click.option("--image", default=None, help="Container image.")
 @click.option(
@@ -173,6 +187,8 @@ def up(
     max_hours: str | None,
     interruptible: bool,
     bid: float | None,
+    recover: int,
+    recover_on_demand: bool,
     offer_id: str | None,
     image: str | None,
     wait: bool,
@@ -239,6 +255,8 @@ def up(
         over_budget=over_budget,
         note=None if note is None else check_note(note),  # refused before anything is rented
         env_names=env_names,
+        recover=recover,
+        recover_on_demand=recover_on_demand,
     )
     pod = start_pod(opts, ctx)
     if pod is not None and command and wait:

@@ -17,18 +17,20 @@ from gpuc.core.errors import GpucError
 from gpuc.core.ledger import (
     Ledger,
     LedgerSummary,
+    Runs,
     check_month,
     current_month,
     live_pod_ids,
     row_problems,
     running_rows,
+    runs_spent,
 )
 from gpuc.core.settings import Settings
 
 if TYPE_CHECKING:
     # Startup: `gpuc ledger` loads no pydantic; the plot, the reconcile and the API models load where used.
     from gpuc.client.money.reconcile import BillingRecord, ReconcileReport
-    from gpuc.core.api import StatusResponse
+    from gpuc.core.api import RunRecovery, StatusResponse
 
 StatusFn = Callable[[], "StatusResponse"]
 
@@ -40,20 +42,34 @@ def resolve_month(month: str | None) -> str | None:
     return None if month == "all" else check_month(month)
 
 
-def take_in_ends(ledger: Ledger, status: StatusFn) -> str:
+def take_in_ends(ledger: Ledger, status: StatusFn, runs: Runs | None = None) -> str:
     """Close rows the pods or the reaper ended while this laptop was away. Never fatal: the ledger still
     reads without the watchdog, it just may not know every end yet. A record with an absurd time or price
-    is refused with a warning (one line each); a ledger that cannot be read raises its own clear error."""
+    is refused with a warning (one line each); a ledger that cannot be read raises its own clear error.
+    `runs`: the recovering runs read (client/pods/recovering.py): a run's one row closes when it is done."""
     try:
         records = status().pods
     except GpucError as exc:
         return f"watchdog unreachable ({exc.message}): ends recorded there since the last sync are not in yet"
     try:
-        report = ledger.sync_from_functions(records)
+        report = ledger.sync_from_functions(records, runs or {})
     except OSError as exc:  # a full disk, say: the ends stay with the watchdog until the next try
         return f"warning: could not write the ends recorded by the watchdog ({exc.strerror or exc})"
     lines = [f"took in {report.closed} end(s) recorded by the pods or the watchdog"] if report.closed else []
     return "\n".join(lines + [f"warning: {w}" for w in report.warnings])
+
+
+def recovering(ctx: Ctx, status: StatusFn | None) -> dict[str, RunRecovery | None]:
+    """The recovering runs whose one row is open (none read when no record names one)."""
+    if status is None:
+        return {}
+    try:
+        records = status().pods
+    except GpucError:
+        return {}
+    from gpuc.client.pods.survey import recovering_read
+
+    return recovering_read(ctx, records)
 
 
 def remembered(status: StatusFn) -> StatusFn:
@@ -151,11 +167,14 @@ class LedgerReport:
 def ledger_report(ctx: Ctx, month: str | None, plot_path: Path | None, *, sync: bool = True) -> LedgerReport:
     book = ctx.ledger()
     status = remembered(ctx.watchdog.status) if sync else None
-    said = "" if status is None else take_in_ends(book, status)
+    runs = recovering(ctx, status)
+    said = "" if status is None else take_in_ends(book, status, runs)
     chosen = resolve_month(month)
     now = ctx.clock.now()
-    # Running pods count "so far": they often cost more than every closed row of the week.
-    summary = book.summary(chosen, now=now, live=live_pods(status))
+    # Running pods count "so far": they often cost more than every closed row of the week; a recovering run's
+    # row at what the run has spent across its attempts.
+    spent = runs_spent(status().pods, runs) if status is not None and runs else None
+    summary = book.summary(chosen, now=now, live=live_pods(status), runs_spent=spent)
     budget = budget_report(ctx.settings, book, chosen, status, now)
     if plot_path is not None:
         from gpuc.client.money.plot import plot_data, write_plot
@@ -183,7 +202,7 @@ def reconcile_month(ctx: Ctx, month: str | None, only: tuple[str, ...]) -> Recon
     }
     reads = read_together(jobs)
     status = remembered(reads["status"].get)
-    take_in_ends(book, status)
+    take_in_ends(book, status, recovering(ctx, status))
     records, names = reads["billing"].get()
     # A live pod's open row is billed more each hour: compared once it ends. Without the watchdog's word
     # no pod is taken for live, and an open row billed stays a mismatch (the safe side).

@@ -238,14 +238,11 @@ def install_code(access: PodAccess, wheel: Wheel, installer: Installer, echo: Ca
 
 
 # -- starting the pod's agent -------------------------------------------------------------------------
-def install_agent(
-    access: PodAccess, pod: Pod, spec: PodSpec, ctx: Caller, secrets_env: dict[str, str], token: str, **extra: object
-) -> None:
-    """Config and secrets go in as files (mode 600), never as env vars or argv; the agent starts first."""
-    provider = ctx.provider(pod.provider)
-    local = isinstance(provider, LocalProvider)
-    results_bucket = results_bucket_for(ctx.settings, local=local)
-    config = PodConfig.for_pod(
+def pod_config(pod: Pod, spec: PodSpec, ctx: Caller, **extra: object) -> PodConfig:
+    """The pod's config.json: what install_agent writes, and what a recovering run's boot kit carries for
+    the pods the watchdog rents after an outbid (client/pods/recovery.py), so both start the same agent."""
+    local = isinstance(ctx.provider(pod.provider), LocalProvider)
+    return PodConfig.for_pod(
         ctx.settings,
         pod_id=pod.id,
         provider=pod.provider,
@@ -256,7 +253,14 @@ def install_agent(
         simulated_gpu=local,
         local_home=str(ctx.settings.home) if local else None,
         **extra,  # deadline_at: the one `up` registered (the agent ends the pod then, F15)
-    ).model_copy(update={"results_bucket": results_bucket})
+    ).model_copy(update={"results_bucket": results_bucket_for(ctx.settings, local=local)})
+
+
+def install_agent(
+    access: PodAccess, pod: Pod, spec: PodSpec, ctx: Caller, secrets_env: dict[str, str], token: str, **extra: object
+) -> None:
+    """Config and secrets go in as files (mode 600), never as env vars or argv; the agent starts first."""
+    config = pod_config(pod, spec, ctx, **extra)
     access.put_file(f"{STATE_REL}/config.json", config.model_dump_json(indent=2).encode(), 0o600)
     access.put_file(
         f"{STATE_REL}/secrets.env", render_env_file(pod_secrets(secrets_env, token)).encode(), 0o600

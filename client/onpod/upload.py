@@ -23,6 +23,7 @@ Refused BEFORE anything is rented (a pod is someone else's machine):
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import io
 import os
@@ -77,8 +78,13 @@ class Bundle:
         return f"{len(self.files) + len(self.links)} files, {_mb(self.total_bytes)} from {self.root} ({self.how})"
 
     def archive(self) -> bytes:
+        """The project as a tar.gz; the same files give the same bytes (no time in the gzip header), so the
+        boot kit of a recovering run (client/pods/recovery.py) is byte for byte what the upload sends."""
         buffer = io.BytesIO()
-        with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=6) as tar:
+        with (
+            gzip.GzipFile(fileobj=buffer, mode="wb", compresslevel=6, mtime=0) as packed,
+            tarfile.open(fileobj=packed, mode="w") as tar,
+        ):
             for rel in sorted(self.files):
                 info = tar.gettarinfo(str(self.root / rel), arcname=self._arcname(rel))
                 _own_by_root(info)

@@ -10,8 +10,8 @@ from pathlib import Path
 from gpuc.client.context import Ctx
 from gpuc.client.pods.run import look_up
 from gpuc.client.runs import RunRecord
-from gpuc.core.api import EndRequest
-from gpuc.core.errors import GpucError, ProviderError, SafetyRefusal
+from gpuc.core.api import EndRequest, RunRecovery
+from gpuc.core.errors import GpucError, NotFound, ProviderError, SafetyRefusal
 from gpuc.core.pod import Pod
 from gpuc.core.providers.base import Provider
 from gpuc.core.termsafe import clean_line
@@ -27,13 +27,18 @@ def down(
     copied_to: Path | None = None,
 ) -> None:
     """Sync gate → record the end → notify → destroy (never stop) → confirm gone → close the ledger.
-    `copied_to`: `gpuc results` copied results/ there and verified it, which satisfies the sync gate."""
-    run, pod, provider = look_up(ref, ctx)
+    `copied_to`: `gpuc results` copied results/ there and verified it, which satisfies the sync gate.
+    A recovering run (`up --recover`) has its recovery stopped first, and its pod now is its latest attempt's."""
+    run, pod, provider = look_up_run(ref, ctx)
+    recovering = None if dry_run else stop_recovery(run, ctx)
+    if recovering is not None:
+        pod = current_attempt(recovering, run, pod, provider)
     if pod is None:
         ctx.echo(f"{run.pod_id} is already gone at {run.provider}")
-        _finish_down(run, ctx, note)
+        _finish_down(run, ctx, note, recovering)
         return
     steps = [
+        "stop the run's recovery (if it recovers)",
         "sync results and verify",
         "record the end with the watchdog",
         "notify",
@@ -58,7 +63,65 @@ def down(
             hint="run gpuc down again, or check the console",
         )
     ctx.echo(f"{pod.id}: {result.replace('_', ' ')}, confirmed gone")
-    _finish_down(run, ctx, note)
+    _finish_down(run, ctx, note, recovering)
+
+
+def look_up_run(ref: str, ctx: Ctx) -> tuple[RunRecord, Pod | None, Provider]:
+    """look_up, and for a pod the watchdog rented to recover a run (this laptop never saw its id), its run:
+    the watchdog's record names it."""
+    try:
+        return look_up(ref, ctx)
+    except NotFound:
+        run_id = _run_of_pod(ref, ctx)
+        if run_id is None:
+            raise
+        return look_up(run_id, ctx)
+
+
+def _run_of_pod(pod_id: str, ctx: Ctx) -> str | None:
+    try:
+        pods = ctx.watchdog.status().pods
+    except GpucError:
+        return None
+    return next((p.run_id for p in pods if p.pod_id == pod_id and p.run_id), None)
+
+
+def stop_recovery(run: RunRecord, ctx: Ctx) -> RunRecovery | None:
+    """A run that recovers from outbids is stopped at the watchdog BEFORE its pod is destroyed: else the
+    watchdog could rent the next attempt while (or after) the user ends this one. None: the run does not
+    recover (the watchdog holds no such run), or the watchdog could not be asked (said: the destroy goes on,
+    the user asked for it, and a destroyed pod is no outbid to recover from)."""
+    try:
+        recovering = ctx.watchdog.run(run.run_id)
+        if recovering is None or recovering.done:
+            return recovering
+        if not recovering.stop_asked:
+            ctx.watchdog.stop_run(run.run_id)
+    except GpucError as exc:
+        ctx.echo(
+            f"  could not ask the watchdog whether run {run.run_id} recovers ({exc.message}): destroying anyway; "
+            f"if it does, stop it from the phone or run `gpuc down {run.run_id}` again once the watchdog answers"
+        )
+        return None
+    attempts = len(recovering.attempts)
+    ctx.echo(
+        f"  recovery of run {run.run_id} stopped (attempt {attempts} of up to {recovering.recover + 1}, "
+        f"${recovering.spent_usd:.2f} spent): no further attempt is rented"
+    )
+    return recovering
+
+
+def current_attempt(recovering: RunRecovery, run: RunRecord, pod: Pod | None, provider: Provider) -> Pod | None:
+    """The run's pod now: its latest attempt not ended (the first pod is gone after an outbid)."""
+    live = [a.pod_id for a in recovering.attempts if a.end is None]
+    if not live or (pod is not None and pod.id == live[-1]):
+        return pod
+    found = provider.get(live[-1])
+    if found is not None and not found.managed:
+        raise SafetyRefusal(
+            f"pod {found.id} is not marked as gpuc's", hint="gpuc never acts on pods it did not start"
+        )
+    return found if found is not None else pod
 
 
 def _sync_gate(provider: Provider, pod: Pod, ctx: Ctx, force: bool) -> None:
@@ -105,10 +168,28 @@ def _notify(ctx: Ctx, headline: str, message: str) -> None:
         ctx.watchdog.notify(headline, message)
 
 
-def _finish_down(run: RunRecord, ctx: Ctx, note: str | None) -> None:
+def _finish_down(run: RunRecord, ctx: Ctx, note: str | None, recovering: RunRecovery | None = None) -> None:
     ctx.runs.set_phase(run.run_id, "ended", now=ctx.clock.now(), note=note)
-    if run.pod_id:
+    if not run.pod_id:
+        return
+    if recovering is None:
         close_ledger(ctx, run.pod_id, note)
+        return
+    # A recovering run's one row holds every attempt's cost: closed with the watchdog's figures, never at the
+    # first pod's price x the time since it started.
+    try:
+        ended = ctx.watchdog.run(run.run_id)
+        closed = ctx.ledger().close_run(run.pod_id, ended, note) if ended is not None else None
+    except GpucError as exc:
+        ctx.echo(f"ledger: {exc}")
+        return
+    if closed is None:
+        ctx.echo("ledger: the run's row closes with its cost across attempts once the watchdog records its end")
+        return
+    from gpuc.client.pods.recovering import tidy_kits
+
+    for line in tidy_kits(ctx, {run.run_id: ended}):
+        ctx.echo(line)
 
 
 def close_ledger(ctx: Ctx, pod_id: str, note: str | None) -> None:

@@ -77,6 +77,9 @@ def next_view(row: dict[str, object], now: float) -> str:
         disk = row.get("disk_per_hour")
         return f"stopped: disk ${disk:.3f}/h" if isinstance(disk, int | float) else "stopped: its disk bills"
     parts = []
+    attempt = row.get("attempt")  # a recovering run's pod (`up --recover`): "attempt 2/3"
+    if isinstance(attempt, str):
+        parts.append(attempt)
     deadline = row.get("deadline_at")
     if isinstance(deadline, int | float):
         parts.append(f"deadline in {short_span(deadline - now)}")

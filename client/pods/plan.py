@@ -29,14 +29,14 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpuc.client.context import Ctx
 from gpuc.client.text import clock_utc, short_span
 from gpuc.core import gpunames
-from gpuc.core.budget import Ahead, MonthSpend, Outlook, ahead_of, ledger_burns, outlook, usd
+from gpuc.core.budget import Ahead, MonthSpend, Outlook, RunEnvelope, ahead_of, ledger_burns, outlook, usd
 from gpuc.core.clock import parse_duration
 from gpuc.core.destcheck import require_destination
 from gpuc.core.errors import ConfigError, GpucError, SafetyRefusal
@@ -81,6 +81,10 @@ class UpOptions:
     note: str | None = None  # `up --note`: on the ledger row from its start (core.ledger.check_note)
     warm_s: float = 0.0  # `up --warm`: a job's end keeps the pod; idle this long, it ends (instance_side/idle.py)
     env_names: tuple[str, ...] = ()  # `--env NAME`: to the job through the pod's secrets file (core.podsecrets)
+    # `--recover N`: after an outbid the watchdog re-rents and resumes the run up to N times, inside the run's one
+    # envelope (client/pods/recovery.py); 0: none. `--recover-on-demand`: the last recovery rents on-demand.
+    recover: int = 0
+    recover_on_demand: bool = False
 
 
 # -- checks before money is spent, with no provider call --------------------------------------------
@@ -221,10 +225,26 @@ class Quote:
     price_per_hour: float | None  # the whole pod, every GPU
     source: str  # where the price comes from, in words
     offer_id: str | None = None  # Vast: the offer priced, which `up` then rents (not a cheaper one found later)
+    # `--recover N`: the run's one envelope across its attempts (client/pods/recovery.py); it, not price x
+    # hours, is what the budget checks and the confirmation shows
+    envelope: RunEnvelope | None = None
+
+    def worst_usd(self, max_hours: float) -> float | None:
+        """The most the run can cost: its envelope, or price x --max-hours (None: no price, no bound)."""
+        if self.envelope is not None:
+            return self.envelope.usd
+        return None if self.price_per_hour is None else self.price_per_hour * max_hours
 
 
-def quote(provider: Provider, spec: PodSpec, opts: UpOptions, ctx: Ctx) -> Quote:
-    """The price `up` expects to pay per hour; None when no one can say (then it is said so)."""
+def quote(
+    provider: Provider, spec: PodSpec, opts: UpOptions, ctx: Ctx, envelope: RunEnvelope | None = None
+) -> Quote:
+    """The price `up` expects to pay per hour (None when no one can say: then it is said so), and with
+    --recover the run's envelope (client/pods/recovery.py envelope_of)."""
+    return replace(_quote(provider, spec, opts, ctx), envelope=envelope)
+
+
+def _quote(provider: Provider, spec: PodSpec, opts: UpOptions, ctx: Ctx) -> Quote:
     if opts.price_per_hour is not None:
         return Quote(opts.price_per_hour, "--price")
     if opts.provider == "local":
@@ -264,6 +284,9 @@ def cost_line(q: Quote, opts: UpOptions, gpu: str, now: float) -> str:
     what = f"{gpu} x{opts.gpu_count}" if opts.gpu_count > 1 else gpu
     ends = f"--max-hours {opts.max_hours:g}, ends at {clock_utc(now + opts.max_hours * 3600, now)}"
     held = "enforced by the pod's agent and the watchdog"
+    if q.envelope is not None:
+        price = "unknown" if q.price_per_hour is None else f"${q.price_per_hour:.3f}/h"
+        return f"price: {price} for {what} ({q.source}); {q.envelope.line(opts.recover)}; it ends by {ends}, {held}"
     if q.price_per_hour is None:
         return f"price: unknown ({q.source}) for {what}; no price to bound; it ends by its deadline ({ends}), {held}"
     price = f"${q.price_per_hour:.3f}/h for {what} ({q.source})"
@@ -320,7 +343,7 @@ def weigh_budgets(
     view = ledger_burns(ctx.ledger().entries(), records)
     now = ctx.clock.now()
     ahead = pods_ahead(records or [], ctx, now)
-    worst = None if q.price_per_hour is None else q.price_per_hour * opts.max_hours
+    worst = q.worst_usd(opts.max_hours)
     weights = [
         BudgetWeight(
             env_name(name), scope, getattr(settings, name), outlook(view.burns, ahead, now, experiment=only), worst
@@ -405,6 +428,12 @@ def show_budget(q: Quote, opts: UpOptions, ctx: Ctx) -> None:
 
 def over_message(weight: BudgetWeight, q: Quote, opts: UpOptions) -> str:
     spent = weight.outlook.text(weight.limit_usd)
+    if q.envelope is not None:
+        return (
+            f"{weight.scope} would be crossed: {spent}; this run's envelope across all its attempts is "
+            f"{usd(q.envelope.usd)} (${hourly(q) or 0.0:.3f}/h with its disk x --max-hours {opts.max_hours:g}): "
+            f"{usd(weight.outlook.total_usd + q.envelope.usd)} > {usd(weight.limit_usd)}"
+        )
     if weight.worst_usd is None or q.price_per_hour is None:
         return (
             f"{weight.scope} ({usd(weight.limit_usd)}) cannot be checked: this pod's price is unknown ({q.source}), "
@@ -417,15 +446,21 @@ def over_message(weight: BudgetWeight, q: Quote, opts: UpOptions) -> str:
     )
 
 
+def hourly(q: Quote) -> float | None:
+    """What the run may cost per hour of --max-hours: its envelope's rate (GPU cap and disk), or the price."""
+    return q.envelope.price_cap + q.envelope.disk_per_hour if q.envelope is not None else q.price_per_hour
+
+
 def over_hint(weight: BudgetWeight, q: Quote, opts: UpOptions, settings: Settings) -> str:
     raise_it = f"raise {weight.variable} (in {settings.env_file} or your environment)"
     biggest = max(((a.name, w) for a, w in weight.outlook.ahead if w), key=lambda aw: aw[1], default=None)
     down = "" if biggest is None else f"end a running pod (`gpuc down {biggest[0]}` frees {usd(biggest[1])}), "
-    if weight.worst_usd is None or q.price_per_hour is None:
+    rate = hourly(q)
+    if rate is None:
         return f"give the price (--price, $/h), {down}rent anyway with --over-budget, or {raise_it}"
     left = weight.limit_usd - weight.outlook.total_usd
-    hours = math.floor(10 * left / q.price_per_hour) / 10 if q.price_per_hour > 0 else 0.0
-    fits = f"--max-hours {hours:g} fits, {usd(hours * q.price_per_hour)}"
+    hours = math.floor(10 * left / rate) / 10 if rate > 0 else 0.0
+    fits = f"--max-hours {hours:g} fits, {usd(hours * rate)}"
     shorter = fits if hours >= 0.1 else "none fits what is left"
     return f"rent for fewer hours ({shorter}), {down}rent anyway with --over-budget, or {raise_it}"
 

@@ -21,7 +21,7 @@ from gpuc.core.providers.registry import KEY_FIELDS, keyed_providers
 from gpuc.core.settings import Settings, env_name
 
 if TYPE_CHECKING:
-    from gpuc.core.api import PodRecord, StatusResponse
+    from gpuc.core.api import PodRecord, RunRecovery, StatusResponse
     from gpuc.core.ledger import WatchdogRecord
     from gpuc.core.pod import Pod
 
@@ -77,19 +77,21 @@ def survey(ctx: Ctx) -> Listing:
     and one stuck endpoint delays no other's answer beyond its own deadline."""
     from gpuc.core.together import read_together
 
-    runs = ctx.runs.by_pod_id()
+    local = ctx.runs.by_pod_id()
     configured = providers_to_list(ctx.settings)
     watchdog = ctx.watchdog  # built here, not in a thread: Ctx builds each client once
     listers = {name: ctx.provider(name).list_pods for name in configured}
     reads = read_together({"": watchdog.status, **{f"p:{name}": read for name, read in listers.items()}})
     warnings: list[str] = []
     watch: dict[str, PodRecord] = {}
+    runs: dict[str, RunRecovery | None] = {}
     server_time: float | None = None
     try:
         status = cast("StatusResponse", reads[""].get())
         watch = {p.pod_id: p for p in status.pods}
         server_time = status.server_time
-        warnings.extend(ledger_intake(ctx, status.pods))
+        runs = recovering_read(ctx, status.pods)
+        warnings.extend(ledger_intake(ctx, status.pods, runs))
         warnings.extend(status_warnings(status))
     except GpucError as exc:
         warnings.append(f"watchdog unreachable: {exc.message}")
@@ -106,8 +108,10 @@ def survey(ctx: Ctx) -> Listing:
             continue
         states[name] = READ
         for pod in pods:
-            row = ls_row(pod, runs.get(pod.id), watch.get(pod.id), now, server_time)
-            rows.append(money_fields(row, pod, runs.get(pod.id), watch.get(pod.id), ctx.settings.idle_destroy_s))
+            row = ls_row(pod, local.get(pod.id), watch.get(pod.id), now, server_time)
+            row = money_fields(row, pod, local.get(pod.id), watch.get(pod.id), ctx.settings.idle_destroy_s)
+            row["attempt"] = attempt_of(watch.get(pod.id), runs)
+            rows.append(row)
     order = ["local", *KEY_FIELDS]
     providers = {name: states[name] for name in order if name in states}
     return Listing(rows, warnings, providers, server_time is not None, now)
@@ -168,16 +172,43 @@ def list_all(ctx: Ctx) -> tuple[list[dict[str, object]], list[str]]:
     return found.rows, found.warnings
 
 
-def ledger_intake(ctx: Ctx, records: Sequence[WatchdogRecord]) -> list[str]:
+def recovering_read(ctx: Ctx, records: Sequence[WatchdogRecord]) -> dict[str, RunRecovery | None]:
+    """The recovering runs (`up --recover`) whose one row is still open, read at once (client/pods/recovering.py);
+    nothing is read, or loaded, when no record names one."""
+    if not any(getattr(r, "run_id", None) for r in records):
+        return {}
+    from gpuc.client.pods.recovering import read_runs, runs_to_read
+
+    return read_runs(ctx, runs_to_read(ctx, records))
+
+
+def attempt_of(rec: PodRecord | None, runs: dict[str, RunRecovery | None]) -> str | None:
+    if rec is None or rec.run_id is None:
+        return None
+    from gpuc.client.pods.recovering import attempt_label
+
+    return attempt_label(rec, runs)
+
+
+def ledger_intake(
+    ctx: Ctx, records: Sequence[WatchdogRecord], runs: dict[str, RunRecovery | None] | None = None
+) -> list[str]:
     """Take the watchdog's ends into the ledger. A ledger problem is the ledger's (said so, with its fix),
-    never "watchdog unreachable", and never stops `ls` from listing the pods."""
+    never "watchdog unreachable", and never stops `ls` from listing the pods. A recovering run's one row
+    closes once its run is done (`runs`: read here when not given)."""
+    if runs is None:
+        runs = recovering_read(ctx, records)
     try:
-        report = ctx.ledger().sync_from_functions(records)
+        report = ctx.ledger().sync_from_functions(records, runs)
     except GpucError as exc:
         return [f"ledger: {exc.message}" + (f" (fix: {exc.hint})" if exc.hint else "")]
     except OSError as exc:  # a full disk, say: the ends stay with the watchdog until the next try
         return [f"ledger: could not write the ends recorded by the watchdog ({exc.strerror or exc})"]
     taken = [f"ledger: took in {report.closed} end(s) recorded by the pods or the watchdog"] if report.closed else []
+    if any(run is not None and run.done for run in runs.values()):
+        from gpuc.client.pods.recovering import tidy_kits
+
+        taken += tidy_kits(ctx, runs)
     return taken + [f"ledger: {w}" for w in report.warnings]
 
 

@@ -16,6 +16,7 @@ import contextlib
 import errno
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from gpuc.client.context import Ctx, Echo
 from gpuc.client.interrupts import (
@@ -30,11 +31,13 @@ from gpuc.client.interrupts import (
 from gpuc.client.onpod.provision import VENV_INSTALLER, Installer, install_agent, offline_installer, provision
 from gpuc.client.onpod.script import check_command, check_in_bundle, put_project
 from gpuc.client.onpod.ssh import wait_for_ssh_endpoint
-from gpuc.client.pods import plan
+from gpuc.client.pods import plan, recovery
 from gpuc.client.pods.plan import UpOptions, check_env_file, check_experiment
 from gpuc.client.pods.run import job_started, short_command, start_job
 from gpuc.client.text import clock_utc, short_span
 from gpuc.core.api import RegisterRequest
+from gpuc.core.bootkit import onstart_script
+from gpuc.core.budget import RunEnvelope
 from gpuc.core.errors import GpucError, ProviderError
 from gpuc.core.ledger import sane_price, sane_ts
 from gpuc.core.models import PodSpec
@@ -58,6 +61,7 @@ def up(opts: UpOptions, ctx: Ctx) -> Pod | None:
     if opts.upload is not None:  # a typo'd script is refused before money, not after a boot
         check_in_bundle(opts.command, opts.upload, clone=bool(ctx.settings.git_remote))
     secrets_env = check_env_file(ctx.settings, opts.provider)
+    recovery.check_recovery(opts, ctx.settings)  # --recover: before the destination's probe, which it narrows
     # Everything checkable without a provider call, before money: key, ssh key, watchdog URL, GPU name.
     gpu = plan.before_create(opts, ctx)
     secrets_env = plan.pod_secrets(ctx.settings, secrets_env, ctx, asked=opts.env_names)  # the allowlist, names printed
@@ -75,12 +79,14 @@ def up(opts: UpOptions, ctx: Ctx) -> Pod | None:
         price_per_hour=opts.price_per_hour,
         offer_id=opts.offer_id,
         env={"GPUC_EXPERIMENT": opts.experiment, "GPUC_RUN_ID": run_id},
+        # A recovering run's pods boot themselves at every container start (a resume after an outbid too).
+        onstart=onstart_script() if opts.recover else None,
         **({"image": opts.image} if opts.image else {}),
     )
     if opts.dry_run:
         _plan_up(spec, opts, ctx.echo)
         provider = ctx.provider(opts.provider)
-        dry_quote = plan.quote(provider, spec, opts, ctx)
+        dry_quote = plan.quote(provider, spec, opts, ctx, recovery.envelope_of(opts, spec))
         ctx.echo("  " + plan.cost_line(dry_quote, opts, gpu, ctx.clock.now()))
         plan.show_budget(dry_quote, opts, ctx)
         return None
@@ -91,27 +97,48 @@ def up(opts: UpOptions, ctx: Ctx) -> Pod | None:
     # A pod nobody watches is the most expensive kind: refuse before creating anything.
     watched = ctx.watchdog.status()
     plan.check_protocol(watched, ctx.settings)  # an older watchdog: 4xx to every heartbeat, the pod destroyed
+    if opts.recover:
+        recovery.check_recovery_protocol(watched, ctx.settings)  # an older one would never re-rent the run
     if watched.new_pods_paused:  # "pause new pods" from the phone: the sentence says how to resume
         raise GpucError(f"nothing was created: {watched.new_pods_paused}")
     if watched.watchdog_id:  # where the provider shows it: another watchdog on the account leaves it alone
         spec = spec.model_copy(update={"env": {**spec.env, WATCHDOG_ENV: watched.watchdog_id}})
     warn_running_experiment(provider, opts.experiment, ctx)
-    priced = plan.quote(provider, spec, opts, ctx)
+    priced = plan.quote(provider, spec, opts, ctx, recovery.envelope_of(opts, spec))
     plan.check_budget(priced, opts, ctx, watched.pods)
     if not plan.confirm(priced, opts, gpu, ctx, opts.confirm):
         raise GpucError("nothing was created (not confirmed)", hint="add -y to create without the question")
     if priced.offer_id and not spec.offer_id:
         # Rent the offer whose price the user saw, not whichever is cheapest a moment later.
         spec = spec.model_copy(update={"offer_id": priced.offer_id, "price_per_hour": priced.price_per_hour})
+    kit = None
+    if opts.recover:
+        # Before the create: a run whose next pods could not boot must not be rented at all.
+        assert priced.envelope is not None  # check_recovery refused a run without a bid (its price cap)
+        kit = recovery.kit_files(opts, ctx.settings, run_id)
+        ctx.echo(f"  boot kit (gpuc's wheel and your project) written to {kit.place}")
     now = ctx.clock.now()
     ctx.runs.record_intent(run_id, spec.name, opts.provider, opts.experiment, now, warm_s=opts.warm_s)
     ctx.echo(f"creating {spec.name} on {opts.provider} ({opts.gpu}) ...")
     with stop_signals_raise():
-        return _create_and_prepare(provider, spec, opts, ctx, secrets_env)
+        return _create_and_prepare(provider, spec, opts, ctx, secrets_env, Recovering(kit, priced.envelope))
+
+
+@dataclass(frozen=True)
+class Recovering:
+    """What `up --recover` registers with the first pod: the kit written before the create, the envelope."""
+
+    kit: recovery.KitFiles | None = None
+    envelope: RunEnvelope | None = None
 
 
 def _create_and_prepare(
-    provider: Provider, spec: PodSpec, opts: UpOptions, ctx: Ctx, secrets_env: dict[str, str]
+    provider: Provider,
+    spec: PodSpec,
+    opts: UpOptions,
+    ctx: Ctx,
+    secrets_env: dict[str, str],
+    recovering: Recovering | None = None,
 ) -> Pod:
     """From the create on, anything that ends `up` early destroys what it created: an error, a stop
     signal (Ctrl-C, a closed terminal, SIGTERM), or its own output breaking (`up | tee` after Ctrl-C)."""
@@ -119,11 +146,13 @@ def _create_and_prepare(
     try:
         made.append(provider.create(spec))
         ctx.runs.set_pod_id(spec.run_id, made[0].id)
-        return _after_create(made[0], spec, opts, ctx, secrets_env)
+        return _after_create(made[0], spec, opts, ctx, secrets_env, recovering or Recovering())
     except BaseException as exc:
         if not made and isinstance(exc, GpucError):
             # A definite refusal, or an unclear create that create_once already looked up by name.
             ctx.runs.set_phase(spec.run_id, "failed", note="create failed")
+            if recovering is not None and recovering.kit is not None:
+                recovery.remove_kit(ctx.settings, spec.run_id)  # nothing was rented: nothing boots from it
             raise
         begun: list[bool] = []
         try:
@@ -163,12 +192,16 @@ def _plan_up(spec: PodSpec, opts: UpOptions, echo: Echo) -> None:
         f"record intent {spec.name}",
         f"create on {opts.provider}: {opts.gpu} x{opts.gpu_count}, disk {spec.container_disk_gb}+{spec.volume_gb} GB, "
         f"{'interruptible bid ' + str(opts.bid) if opts.interruptible else 'on-demand'}, max {opts.max_hours} h",
-        "register with the watchdog (fresh per-pod token)",
+        "register with the watchdog (fresh per-pod token)"
+        + (f"; with the run's recovery plan (--recover {opts.recover})" if opts.recover else ""),
         "write the ledger start row",
         "wait for RUNNING",
         "upload config + secrets (mode 600), start the agent",
         "rented pods: install gpuc over ssh, bootstrap, verify the machine (destroy if it fails)",
     ]
+    if opts.recover:
+        steps.insert(1, "write the boot kit (gpuc's wheel and the project, mode 600) to the results bucket's "
+                     f".gpuc-kits/{spec.run_id}/: a re-rented pod fetches it with no laptop")
     if opts.upload is not None:
         steps.insert(-1, f"upload the project: {opts.upload.describe()}; check the command's files are there")
     if opts.command:
@@ -177,11 +210,15 @@ def _plan_up(spec: PodSpec, opts: UpOptions, echo: Echo) -> None:
         echo(f"  {i}. {step}")
 
 
-def _after_create(pod: Pod, spec: PodSpec, opts: UpOptions, ctx: Ctx, secrets_env: dict[str, str]) -> Pod:
+def _after_create(
+    pod: Pod, spec: PodSpec, opts: UpOptions, ctx: Ctx, secrets_env: dict[str, str], recovering: Recovering
+) -> Pod:
     # A watchdog with a key of its own derives the pod's token and answers it with the pod's claim (its proof
     # when the watchdog's store is lost); one without (a deployment from before claims) takes ours.
     own = None if spec.env.get(WATCHDOG_ENV) else new_token()
     price = pod.price_per_hour if pod.price_per_hour is not None else opts.price_per_hour
+    if price is None and opts.recover and opts.bid is not None:
+        price = opts.bid * opts.gpu_count  # what a bid pod bills; the watchdog counts the run's spend from it
     if price is not None and not sane_price(price):
         ctx.echo(f"  {pod.id}: the provider reported a price of {price!r}/h: not recorded (fix the ledger row)")
         price = None
@@ -189,6 +226,11 @@ def _after_create(pod: Pod, spec: PodSpec, opts: UpOptions, ctx: Ctx, secrets_en
     started = pod.created_at if pod.created_at and sane_ts(pod.created_at) else ctx.clock.now()
     # gpuc's own deadline: the pod's agent and the watchdog each end the pod then (no provider field counts).
     deadline_at = started + spec.max_hours * 3600
+    recovering_plan = None
+    if recovering.kit is not None and recovering.envelope is not None:
+        # The allowlisted secrets as chosen above: never this pod's token or claim (each attempt gets its own).
+        kit = recovery.boot_kit(recovering.kit, pod, spec, opts, ctx, secrets_env, deadline_at)
+        recovering_plan = recovery.recovery_request(kit, recovering.envelope, spec, opts, ctx.settings, started)
     answer = ctx.watchdog.register(
         RegisterRequest(
             pod_id=pod.id,
@@ -201,6 +243,7 @@ def _after_create(pod: Pod, spec: PodSpec, opts: UpOptions, ctx: Ctx, secrets_en
             started_at=started,
             interruptible=spec.interruptible,
             deadline_at=deadline_at,
+            recovery=recovering_plan,
         )
     )
     token = own or answer.token
@@ -384,7 +427,8 @@ def _abort(pod: Pod | None, spec: PodSpec, ctx: Ctx, exc: BaseException, begun: 
             if not say(clean_line(redact(line, secrets))):
                 break
         for pod_id in destroyed:  # after the words: they say what happened, this only tidies the watchdog
-            _end_at_watchdog(pod_id, ctx, f"up failed; destroyed ({why})")
+            # onstart is set for a run with --recover only: its recovery is stopped too, so no attempt follows.
+            _end_at_watchdog(pod_id, ctx, f"up failed; destroyed ({why})", spec.run_id if spec.onstart else None)
         silence_broken_output()
 
 
@@ -430,13 +474,16 @@ def _was_registered(spec: PodSpec, ctx: Ctx) -> bool:
         return True  # an end the watchdog does not know is refused, harmlessly
 
 
-def _end_at_watchdog(pod_id: str, ctx: Ctx, note: str) -> None:
+def _end_at_watchdog(pod_id: str, ctx: Ctx, note: str, recovering_run: str | None = None) -> None:
     """A registered pod `up` destroyed itself is ended at the watchdog too: else its next passes find it gone
     at the provider and warn the phone of a surprise ("its ledger row stays open"). Best effort, bounded:
-    a pod never registered, or a watchdog away or slow, leaves that to the reaper as before."""
+    a pod never registered, or a watchdog away or slow, leaves that to the reaper as before. A run that was
+    to recover (`--recover`) has its recovery stopped first: `up` failed, nothing is to be resumed."""
     from gpuc.core.api import EndRequest
 
     with contextlib.suppress(GpucError, OSError, CleanupTimeout), time_limit(WATCHDOG_END_LIMIT_S):
+        if recovering_run is not None:
+            ctx.watchdog.stop_run(recovering_run)
         ctx.watchdog.end(pod_id, EndRequest(end_at=ctx.clock.now(), by="down", note=note[:500]))
 
 

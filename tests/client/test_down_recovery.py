@@ -1,0 +1,153 @@
+"""`gpuc down` on a recovering run (`up --recover`): the recovery is stopped at the watchdog BEFORE any destroy
+(else the watchdog may rent the next attempt while the user ends this one), the pod destroyed is the run's
+latest attempt (its first pod is gone after the outbid), it says so, and the run's one ledger row closes with
+the watchdog's figures. A watchdog and a provider answering from memory, each call written to one shared log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuc.client.context import Ctx
+from gpuc.client.pods.down import down
+from gpuc.client.runs import RunStore
+from gpuc.core.api import Ack, AttemptRecord, EndRequest, PodRecord, RunRecovery, StatusResponse
+from gpuc.core.clock import FakeClock, iso
+from gpuc.core.errors import FunctionsError
+from gpuc.core.pod import Pod
+from gpuc.core.providers.base import DestroyResult, Provider
+from gpuc.core.settings import SecretStr, Settings
+
+T0 = 1_780_000_000.0
+RUN = "r1234abcd"
+FIRST, SECOND = "31000000", "31000001"
+
+
+def recovering(*, done: bool = False) -> RunRecovery:
+    attempts = [
+        AttemptRecord(pod_id=FIRST, start=T0, price_per_hour=0.25, disk_per_hour=0.01, end=T0 + 1800, cost_usd=0.13),
+        AttemptRecord(
+            pod_id=SECOND, start=T0 + 2400, price_per_hour=0.25, disk_per_hour=0.01,
+            end=T0 + 4000 if done else None, cost_usd=0.11,
+        ),
+    ]
+    return RunRecovery(
+        run_id=RUN, experiment="exp1", provider="vast", recover=2, attempts=attempts, envelope_usd=3.0,
+        deadline_at=T0 + 7200, spent_usd=0.24, as_of=T0 + 4000, done=done, stop_asked=done,
+        stopped_why="stopped by gpuc down" if done else None,
+    )
+
+
+class Watchdog:
+    def __init__(self, log: list[str], run: RunRecovery | Exception | None) -> None:
+        self.log, self.answer = log, run
+        self.stopped = False
+
+    def run(self, run_id: str) -> RunRecovery | None:
+        self.log.append(f"run {run_id}")
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        if self.answer is not None and self.stopped:
+            return recovering(done=True)
+        return self.answer
+
+    def stop_run(self, run_id: str) -> Ack:
+        self.log.append(f"stop_run {run_id}")
+        self.stopped = True
+        return Ack()
+
+    def status(self) -> StatusResponse:
+        pods = [PodRecord(pod_id=SECOND, provider="local", name=f"gpuc-{RUN}-a2", experiment="exp1",
+                          registered_at=T0 + 2400, run_id=RUN, attempt=2)]
+        return StatusResponse(server_time=T0 + 4000, reaper_period_s=300, pods=pods)
+
+    def end(self, pod_id: str, request: EndRequest) -> Ack:
+        self.log.append(f"end {pod_id}")
+        return Ack()
+
+    def notify(self, title: str, message: str) -> Ack:
+        return Ack()
+
+    def close(self) -> None:
+        pass
+
+
+class Vast(Provider):
+    """The run's pods: the first is gone (destroyed after its outbid), the second runs."""
+
+    name = "local"
+
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+        self.pods = {SECOND: Pod(id=SECOND, provider="local", name=f"gpuc-{RUN}-a2", status="running", managed=True)}
+
+    def get(self, pod_id: str) -> Pod | None:
+        return self.pods.get(pod_id)
+
+    def list_pods(self) -> list[Pod]:
+        return list(self.pods.values())
+
+    def destroy(self, pod_id: str) -> DestroyResult:
+        self.log.append(f"destroy {pod_id}")
+        self.pods.pop(pod_id, None)
+        return "destroyed"
+
+    def create(self, spec: object) -> Pod:  # type: ignore[override]
+        raise AssertionError("never")
+
+    def stop(self, pod_id: str) -> None:
+        raise AssertionError("never")
+
+    def balance(self) -> object:  # type: ignore[override]
+        raise AssertionError("never")
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> tuple[Ctx, list[str], list[str]]:
+    settings = Settings(home=tmp_path / "home", env_file=tmp_path / "none.env", admin_token=SecretStr("a"))
+    log: list[str] = []
+    said: list[str] = []
+    ctx = Ctx(
+        settings=settings, runs=RunStore(settings.home), clock=FakeClock(T0 + 4000), echo=said.append,
+        watchdog=Watchdog(log, recovering()), providers={"local": Vast(log)},  # type: ignore[arg-type]
+    )
+    ctx.runs.record_intent(RUN, f"gpuc-{RUN}", "local", "exp1", T0)
+    ctx.runs.set_pod_id(RUN, FIRST)
+    ctx.ledger().start(FIRST, provider="vast", experiment="exp1", gpu="RTX 4090", price_per_hour=0.25, start_ts=T0)
+    return ctx, log, said
+
+
+@pytest.mark.parametrize("ref", ["exp1", RUN, SECOND], ids=["experiment", "run-id", "later-pod-id"])
+def test_down_stops_the_recovery_then_destroys_the_latest_attempt(
+    world: tuple[Ctx, list[str], list[str]], ref: str, tmp_path: Path
+) -> None:
+    ctx, log, said = world
+    down(ref, ctx, copied_to=tmp_path)  # results copied and verified: no sync gate here
+    assert log.index(f"stop_run {RUN}") < log.index(f"destroy {SECOND}")
+    assert f"end {SECOND}" in log and f"destroy {FIRST}" not in log
+    assert any("recovery of run" in line and "stopped" in line for line in said)
+    [row] = ctx.ledger().rows()
+    assert row.end == iso(T0 + 4000) and row.cost_usd == "0.2400"  # the run's figures, both attempts
+    assert "interruptible, 2 attempts (1 outbid)" in row.note
+
+
+def test_down_of_a_run_that_does_not_recover_asks_once_and_stops_nothing(
+    world: tuple[Ctx, list[str], list[str]], tmp_path: Path
+) -> None:
+    ctx, log, _said = world
+    ctx.watchdog.answer = None  # type: ignore[attr-defined]
+    ctx.runs.set_pod_id(RUN, SECOND)
+    down(SECOND, ctx, copied_to=tmp_path)
+    assert log == [f"run {RUN}", f"end {SECOND}", f"destroy {SECOND}"]
+
+
+def test_a_watchdog_that_cannot_be_asked_does_not_keep_the_pod_billing(
+    world: tuple[Ctx, list[str], list[str]], tmp_path: Path
+) -> None:
+    ctx, log, said = world
+    ctx.watchdog.answer = FunctionsError("cannot reach the watchdog")  # type: ignore[attr-defined]
+    ctx.runs.set_pod_id(RUN, SECOND)
+    down(SECOND, ctx, copied_to=tmp_path)
+    assert f"destroy {SECOND}" in log
+    assert any("destroying anyway" in line and "again once the watchdog answers" in line for line in said)
