@@ -485,11 +485,13 @@ CORE: tuple[Mutant, ...] = (
 # Each round's mutants live in their own file (table_<topic>.py), gathered here: run.py and the table's
 # own test read MUTANTS.
 from table_house import MUTANTS_HOUSE  # noqa: E402
+from table_lap import MUTANTS_LAP  # noqa: E402
 from table_left import MUTANTS_LEFT  # noqa: E402
 from table_money import MUTANTS_MONEY  # noqa: E402  (the topic tables import Mutant from mutant.py)
 from table_page import MUTANTS_PAGE  # noqa: E402
 from table_secrets import MUTANTS_SECRETS  # noqa: E402
 from table_spot import MUTANTS_SPOT  # noqa: E402
+from table_wd import MUTANTS_WD  # noqa: E402
 from table_week1 import MUTANTS_WEEK1  # noqa: E402
 from table_week2 import MUTANTS_WEEK2  # noqa: E402
 
@@ -503,4 +505,6 @@ MUTANTS: tuple[Mutant, ...] = (
     *MUTANTS_WEEK1,
     *MUTANTS_WEEK2,
     *MUTANTS_LEFT,
+    *MUTANTS_WD,
+    *MUTANTS_LAP,
 )
