@@ -92,9 +92,10 @@ SCENARIOS: tuple[Scenario, ...] = (
     *later_rows("gpuc.testkit.drill_interrupt", "f11i_up_interrupted"),
     *later_rows("gpuc.testkit.drill_claims", "f26s_store_lost_three_pods_and_a_stray", "f26w_two_watchdogs"),
     *later_rows("gpuc.testkit.drill_push", "f26a_agent_killed_job_running", "f26f_pod_frozen_mid_job"),
-    # Only the create's rule is the product's today; the recovery rows (s30a, s30b, s30d) join when the
-    # watchdog's pass runs recover_pass (docs/interruptible.md: what is not built yet).
-    *later_rows("gpuc.testkit.drill_spot", "s30c_bid_loses_at_create"),
+    *later_rows(
+        "gpuc.testkit.drill_spot", "s30a_outbid_once", "s30b_outbid_past_n", "s30c_bid_loses_at_create",
+        "s30d_webhook_forged_or_replayed",
+    ),
 )
 KEEP: dict[str, tuple[str, ...]] = {"F8": ("f8-pod",), "F10": ("f10-pod",), "F14": ("f14-pod",)}
 KEEP.update({"F11s": ("f11s-pod-1", "f11s-pod-2"), "F5r": ("f5r-pod-1",)})  # alive at the end: the rows' point

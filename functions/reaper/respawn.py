@@ -12,8 +12,7 @@ ones and keep the house rules:
 - a stop destroys the paused instance too and says why and what was kept.
 
 `look` and the pieces of an act are shared: the watchdog's reaper runs them against the run it keeps in its
-store, with a compare-and-set claim before any provider call (functions/reaper/recovering.py); `recover_pass`
-runs them on a run held in memory (the drill, testkit/drill_spot.py).
+store, with a compare-and-set claim before any provider call (functions/reaper/recovering.py).
 """
 
 from __future__ import annotations
@@ -22,11 +21,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from gpuc.core.budget import Attempt
-from gpuc.core.errors import GpucError
 from gpuc.core.models import PodSpec
-from gpuc.core.pod import RESUME_ENV, Pod
+from gpuc.core.pod import Pod
 from gpuc.core.providers.base import Provider
-from gpuc.functions.reaper.recover import Decision, Offer, Reading, RecoveryPlan, decide, progress_text, stop_text
+from gpuc.functions.reaper.recover import Decision, Offer, Reading, RecoveryPlan, decide
 from gpuc.functions.runs import attempt_run_id
 
 _READING: dict[str, Reading] = {
@@ -90,21 +88,6 @@ def look(
     return decision, reading, confirmed
 
 
-def recover_pass(
-    provider: Provider, run: RecoveringRun, now: float, wait_s: float, budget_left_usd: float | None = None
-) -> Decision:
-    """A pass on a run held in memory (the drill): look, then act."""
-    decision, _, _ = look(provider, run, now, wait_s, budget_left_usd)
-    if decision.action == "rerent" and decision.offer is not None:
-        _rerent(provider, run, decision.offer, now)
-    elif decision.action == "stop":
-        provider.destroy(run.pod_ids[-1])  # confirmed gone, or it raises and the next pass tries again
-        run.attempts[-1] = replace(run.attempts[-1], end=now)
-        run.told.append(stop_text(decision, run.results_at))
-        run.done = True
-    return decision
-
-
 def note_pause(run: RecoveringRun, reading: Reading, confirmed: bool, now: float) -> None:
     last = run.attempts[-1]
     if reading == "paused" and confirmed and run.paused_since is None:
@@ -143,23 +126,3 @@ def create_attempt(provider: Provider, spec: PodSpec) -> Pod:
     if found is not None:
         return found
     return provider.create(spec)
-
-
-def _rerent(provider: Provider, run: RecoveringRun, offer: Offer, now: float) -> None:
-    provider.destroy(run.pod_ids[-1])  # raises unless confirmed gone: then nothing is rented this pass
-    run.attempts[-1] = replace(run.attempts[-1], end=now)
-    run.told.append(progress_text(run.plan, run.attempts, now))
-    spec = attempt_spec(run.spec, offer, len(run.attempts) + 1, {RESUME_ENV: run.results_at})
-    try:
-        pod = create_attempt(provider, spec)
-    except GpucError as exc:
-        # The paused one is gone (confirmed) and nothing new bills: recovery ends here, said, not retried
-        # blindly (a create that may have happened is create_once's to find, by the attempt's name).
-        run.told.append(
-            f"recovery stopped: the re-rent failed ({exc}); the last results pushed are kept at {run.results_at}"
-        )
-        run.done = True
-        return
-    run.pod_ids.append(pod.id)
-    run.attempts.append(Attempt(now, offer.price_per_hour, run.plan.disk_per_hour))
-    run.paused_since = None

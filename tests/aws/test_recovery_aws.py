@@ -9,7 +9,6 @@ from pathlib import Path
 
 import boto3
 import pytest
-from recovery_world import ADMIN, RUN_ID, WAIT_S, RecWorld, make_rec_world
 from test_aws_handlers import PREFIX, SCHEDULED, TABLE, url_event
 
 from gpuc.core import api
@@ -20,6 +19,7 @@ from gpuc.functions import runs
 from gpuc.functions.app import ProviderPool
 from gpuc.functions.dynamo import DynamoStore, create_table
 from gpuc.functions.edge import Request, Response
+from gpuc.testkit.spot_world import ADMIN, RUN_ID, WAIT_S, RecWorld, make_rec_world
 
 
 class LambdaRecWorld(RecWorld):

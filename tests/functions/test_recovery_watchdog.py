@@ -11,7 +11,6 @@ from typing import Any
 import boto3
 import pytest
 from moto import mock_aws
-from recovery_world import ADMIN, BID, PLANTED_SECRET, RUN_ID, WAIT_S, RecWorld, make_rec_world
 
 from gpuc.core import api
 from gpuc.core.clock import FakeClock
@@ -22,6 +21,7 @@ from gpuc.functions.actions import verbs
 from gpuc.functions.dynamo import DynamoStore, create_table
 from gpuc.functions.reaper import recovering
 from gpuc.functions.store import Store
+from gpuc.testkit.spot_world import ADMIN, BID, PLANTED_SECRET, RUN_ID, WAIT_S, RecWorld, make_rec_world
 
 
 @pytest.fixture

@@ -45,6 +45,7 @@ class RecWorld:
     store: Store
     deps: Deps
     first: Pod | None = None
+    results_at: str = "file:///bucket/spot/spot-r1"  # where the run's pods push (GPUC_RESUME_FROM)
 
     @property
     def now(self) -> float:
@@ -77,7 +78,7 @@ class RecWorld:
             recover=int(changes.pop("recover", 2)),  # type: ignore[call-overload]
             price_cap=BID, disk_per_hour=DISK_PER_HOUR,
             envelope_usd=run_envelope_usd(BID, DISK_PER_HOUR, MAX_HOURS), first_start=self.now,
-            max_hours=MAX_HOURS, spec=spec, results_at="file:///bucket/spot/spot-r1", kit=kit,
+            max_hours=MAX_HOURS, spec=spec, results_at=self.results_at, kit=kit,
         )  # fmt: skip
         fields: dict[str, object] = {
             "pod_id": pod_id, "provider": "vast", "name": spec.name, "experiment": "spot", "gpu": "RTX 4090",
