@@ -1,4 +1,4 @@
-"""python -m gpuc.instance_side {agent | run -- CMD | sync | push | bootstrap | verify --expect-gpu NAME | ask Q}
+"""python -m gpuc.instance_side {agent | run -- CMD | sync | push | bootstrap | verify --expect-gpu NAME | ask Q | boot}
 
 Reads the pod's files from PodPaths.from_env() (GPUC_POD_ROOT, default "/"). argparse, not click:
 the agent's memory budget has no room for what it does not use. Each command imports its own code, so
@@ -171,6 +171,16 @@ def cmd_verify(paths: PodPaths, expect_gpu: str | None, expect_count: int) -> in
     return 0 if verdict.ok else 1
 
 
+def cmd_boot(paths: PodPaths, again: bool, installed: bool) -> int:
+    from gpuc.instance_side import boot
+
+    if again:
+        return boot.again(paths, os.environ)
+    if installed:
+        return boot.start(paths, os.environ)
+    return boot.boot(paths, os.environ)
+
+
 def parse(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m gpuc.instance_side", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -184,6 +194,11 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     verify = sub.add_parser("verify", help="is this the machine we pay for? prints a JSON verdict")
     verify.add_argument("--expect-gpu", default=None, help="the rented GPU type, e.g. 'RTX 4090'")
     verify.add_argument("--expect-count", type=int, default=1, help="how many GPUs were rented")
+    boot = sub.add_parser(
+        "boot", help="a pod starts itself from its boot kit (the onstart runs it; --again: a restart)"
+    )
+    boot.add_argument("--again", action="store_true", help="a container restart: the agent and the job again")
+    boot.add_argument("--installed", action="store_true", help=argparse.SUPPRESS)  # the boot's second half
     # Parsed by instance_side/ask.py itself, so a wrong question gets a JSON answer too (exit 2).
     ask = sub.add_parser("ask", help="one JSON line for the laptop: job-state, log, unpack, missing, key-scope")
     ask.add_argument("question", nargs=argparse.REMAINDER, help="QUESTION ARGS...")
@@ -215,6 +230,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_verify(paths, args.expect_gpu, args.expect_count)
         if command == "push":
             return cmd_push(paths)
+        if command == "boot":
+            return cmd_boot(paths, args.again, args.installed)
         return cmd_sync(paths)
     except GpucError as exc:
         _say(f"gpuc: error: {exc}")
