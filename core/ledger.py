@@ -111,7 +111,6 @@ class LedgerRow:
     def cells(self) -> list[str]:
         return [getattr(self, c) for c in LEDGER_COLUMNS]
 
-
 INDEX_VERSION = 1
 TOKS_RE = re.compile(r"tok/s\s*=\s*([0-9]+(?:\.[0-9]+)?)")
 MONTH_RE = re.compile(r"^\d{4}-(0[1-9]|1[0-2])$")
@@ -565,15 +564,8 @@ def running_costs(
         hours = max(0.0, now - start) / 3600.0
         running.append(
             RunningCost(
-                pod_id=entry.pod_id,
-                experiment=row.experiment,
-                provider=row.provider,
-                gpu=row.gpu,
-                date=row.date,
-                start=row.start,
-                price_per_hour=price,
-                hours=hours,
-                cost_usd=price * hours,
+                pod_id=entry.pod_id, experiment=row.experiment, provider=row.provider, gpu=row.gpu,
+                date=row.date, start=row.start, price_per_hour=price, hours=hours, cost_usd=price * hours,
             )
         )
     if unpriced:
@@ -610,13 +602,8 @@ def running_lines(summary: LedgerSummary) -> list[str]:
         f"{RUNNING_SO_FAR}: ${summary.running_usd:,.2f} ({len(summary.running)} pod(s), ${rate:,.2f}/h); "
         f"with the closed rows ${summary.month_total_usd:,.2f}"
     )
-    return [
-        head,
-        *(
-            f"  {r.start}  {r.experiment}  {r.provider}  {r.gpu}  {r.hours:.2f} h  ${r.cost_usd:,.2f}"
-            for r in summary.running
-        ),
-    ]
+    return [head, *(f"  {r.start}  {r.experiment}  {r.provider}  {r.gpu}  {r.hours:.2f} h  ${r.cost_usd:,.2f}"
+                    for r in summary.running)]
 
 
 def running_rows(running: Iterable[RunningCost]) -> list[LedgerRow]:
@@ -625,13 +612,8 @@ def running_rows(running: Iterable[RunningCost]) -> list[LedgerRow]:
     there, so no pod is counted twice."""
     return [
         LedgerRow(
-            date=r.date,
-            experiment=r.experiment,
-            provider=r.provider,
-            gpu=r.gpu,
-            price_per_hour=format_price(r.price_per_hour),
-            start=r.start,
-            cost_usd=format_usd(r.cost_usd),
+            date=r.date, experiment=r.experiment, provider=r.provider, gpu=r.gpu,
+            price_per_hour=format_price(r.price_per_hour), start=r.start, cost_usd=format_usd(r.cost_usd),
             note=RUNNING_SO_FAR,
         )
         for r in running

@@ -517,7 +517,9 @@ def _apprise_channel(url: str, scheme: str, index: int) -> Channel:
     try:
         import apprise  # optional: the `apprise` extra
     except ImportError:
-        raise ConfigError(f"notification URL #{index} uses the unknown scheme {scheme!r}", hint=SCHEMES_HINT) from None
+        raise ConfigError(
+            f"notification URL #{index} uses the unknown scheme {scheme!r}", hint=SCHEMES_HINT
+        ) from None
     return AppriseChannel(url, apprise)
 
 
@@ -531,7 +533,9 @@ class _Bucket:
 
     def take(self, now: float) -> bool:
         if self.updated is not None:
-            self.tokens = min(float(RATE_PER_MINUTE), self.tokens + (now - self.updated) * RATE_PER_MINUTE / 60)
+            self.tokens = min(
+                float(RATE_PER_MINUTE), self.tokens + (now - self.updated) * RATE_PER_MINUTE / 60
+            )
         self.updated = now
         if self.tokens >= 1:
             self.tokens -= 1
@@ -663,7 +667,9 @@ class Notifier:
 
     def _grouped(self, titles: list[str]) -> Message:
         text = "; ".join(titles)
-        return Message(self.clock.now(), f"gpuc: {len(titles)} more notifications", text, None, "group", "info")
+        return Message(
+            self.clock.now(), f"gpuc: {len(titles)} more notifications", text, None, "group", "info"
+        )
 
     def _deliver(self, channel: Channel, msg: Message) -> bool:
         for attempt in range(TRIES):
@@ -673,9 +679,13 @@ class Notifier:
             except DeliveryFailed as exc:
                 if exc.dead:
                     self._dead.add(channel.destination)
-                    log.error("notify via %s failed for good (%s): channel disabled", channel.label, exc.detail)
+                    log.error(
+                        "notify via %s failed for good (%s): channel disabled", channel.label, exc.detail
+                    )
                     return False
-                log.warning("notify via %s failed (%s), try %d/%d", channel.label, exc.detail, attempt + 1, TRIES)
+                log.warning(
+                    "notify via %s failed (%s), try %d/%d", channel.label, exc.detail, attempt + 1, TRIES
+                )
                 if exc.permanent:
                     return False
             except Exception as exc:

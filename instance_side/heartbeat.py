@@ -200,7 +200,9 @@ class Signer:
     """Holds the derived HMAC key, never the token itself. Signs in the functions' time: the local
     clock plus `offset_s` (what PodClient learnt from the answers)."""
 
-    def __init__(self, pod_id: str, token: str, seq: SeqCounter, clock: Clock, claim: ClaimFile | None = None) -> None:
+    def __init__(
+        self, pod_id: str, token: str, seq: SeqCounter, clock: Clock, claim: ClaimFile | None = None
+    ) -> None:
         self.pod_id = pod_id
         self._key = derive_key(token)
         self.seq = seq

@@ -731,12 +731,7 @@ class JobLogSync:
         beside = "job log and outcome" if {JOB_LOG_NAME, OUTCOME_NAME} & set(logs.files) else ENTRIES_NAME
         note = f"{results.summary()}; {beside} beside them" if logs.files else None
         return Manifest(
-            results.destination,
-            dict(results.files),
-            note=note,
-            parts=parts,
-            links=results.links,
-            keys=results.keys,
+            results.destination, dict(results.files), note=note, parts=parts, links=results.links, keys=results.keys,
             beside=beside if logs.files else None,
         )
 

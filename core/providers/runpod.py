@@ -248,7 +248,7 @@ def gpu_util(runtime: V2Runtime | None) -> float | None:
 
 
 def gpu_display(gpu_id: str | None) -> str | None:
-    """ "NVIDIA GeForce RTX 4090" -> "RTX 4090": v2 pods carry the catalog id, people read the short name."""
+    """"NVIDIA GeForce RTX 4090" -> "RTX 4090": v2 pods carry the catalog id, people read the short name."""
     if not gpu_id:
         return None
     for prefix in GPU_VENDOR_PREFIXES:
@@ -433,7 +433,10 @@ class GraphQLError(ProviderError):
 
     @property
     def pod_not_found(self) -> bool:
-        return any(m.strip().lower() == NOT_FOUND_TO_TERMINATE for m in self.messages) or "POD_NOT_FOUND" in self.codes
+        return (
+            any(m.strip().lower() == NOT_FOUND_TO_TERMINATE for m in self.messages)
+            or "POD_NOT_FOUND" in self.codes
+        )
 
 
 class GraphQLRetired(ProviderError):
@@ -452,9 +455,17 @@ class GraphQLRetired(ProviderError):
 
 
 def graphql_error(reply: Reply, http: HttpClient) -> ProviderError:
-    items = [e for e in reply.body["errors"] if isinstance(e, dict)] if isinstance(reply.body["errors"], list) else []
+    items = (
+        [e for e in reply.body["errors"] if isinstance(e, dict)]
+        if isinstance(reply.body["errors"], list)
+        else []
+    )
     messages = [http.redact(str(e.get("message", "")))[:300] for e in items]
-    codes = [str((e.get("extensions") or {}).get("code", "")) for e in items if isinstance(e.get("extensions"), dict)]
+    codes = [
+        str((e.get("extensions") or {}).get("code", ""))
+        for e in items
+        if isinstance(e.get("extensions"), dict)
+    ]
     status = reply.status if reply.status != 200 else None
     if reply.status == 410 or any(GRAPHQL_GONE_WORDS.search(m) for m in messages):
         return GraphQLRetired(messages[0] if messages else "", status=status, request_id=reply.request_id)
@@ -566,7 +577,9 @@ class RunPodProvider(HttpProvider):
 
         return self.create_named(spec.name, send)
 
-    def _create_request(self, spec: PodSpec, gpu_id: str, cloud: str, env: Mapping[str, str]) -> dict[str, Any]:
+    def _create_request(
+        self, spec: PodSpec, gpu_id: str, cloud: str, env: Mapping[str, str]
+    ) -> dict[str, Any]:
         """CreatePodRequest, with exactly the fields v2 takes (an unknown one is a 422)."""
         return {
             "name": spec.name,
@@ -771,21 +784,11 @@ class RunPodSelfDestroyer(ScopedSelfDestroyer):
     watchdog's reaper, which holds the account key and uses v2, is the one that ends the pod."""
 
     words = SelfWords(
-        PROVIDER,
-        noun="pod",
-        call="podTerminate",
-        short="terminate",
-        done="terminated",
-        not_found=f"answered {NOT_FOUND_TO_TERMINATE!r}",
-        disk="volume",
-        kept="its volume (/workspace) stays",
+        PROVIDER, noun="pod", call="podTerminate", short="terminate", done="terminated",
+        not_found=f"answered {NOT_FOUND_TO_TERMINATE!r}", disk="volume", kept="its volume (/workspace) stays",
     )
-    key = PodKey(
-        "RUNPOD_POD_ID",
-        "RUNPOD_API_KEY",
-        role="the pod-scoped key",
-        hint="RunPod injects them into the container's main process; pass them on to the agent's env",
-    )
+    key = PodKey("RUNPOD_POD_ID", "RUNPOD_API_KEY", role="the pod-scoped key", hint="RunPod injects them into the"
+                 " container's main process; pass them on to the agent's env")
 
     def __init__(self, pod_id: str, *, graphql_url: str = DEFAULT_GRAPHQL_URL, http: HttpClient) -> None:
         self.pod_id = pod_id

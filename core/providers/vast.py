@@ -230,7 +230,9 @@ def parse_offers(body: Any) -> list[Offer]:
     raw = body["offers"]
     items = [raw] if isinstance(raw, dict) else raw
     require(isinstance(items, list), PROVIDER, "offers is neither a list nor an object")
-    return sorted((offer_from(parse(VastOffer, item, "offer")) for item in items), key=lambda o: o.price_per_hour)
+    return sorted(
+        (offer_from(parse(VastOffer, item, "offer")) for item in items), key=lambda o: o.price_per_hour
+    )
 
 
 def spend_rate(instances: list[VastInstance]) -> float:
@@ -274,7 +276,9 @@ def is_not_found(body: Any) -> bool:
 def refused(http: HttpClient, reply: Reply, what: str) -> ProviderError:
     body = reply.body if isinstance(reply.body, dict) else {}
     msg = http.redact(str(body.get("msg") or body.get("error") or "success: false")[:300])
-    return ProviderError(f"{what}: {msg}", provider=PROVIDER, status=reply.status, request_id=reply.request_id)
+    return ProviderError(
+        f"{what}: {msg}", provider=PROVIDER, status=reply.status, request_id=reply.request_id
+    )
 
 
 class VastApi:
@@ -287,7 +291,9 @@ class VastApi:
 
     def instance_url(self, instance_id: str) -> str:
         if not INSTANCE_ID_RE.match(instance_id):
-            raise NotFound(f"{instance_id!r} is not a Vast instance id", hint="`gpuc ls` shows the ids of your pods")
+            raise NotFound(
+                f"{instance_id!r} is not a Vast instance id", hint="`gpuc ls` shows the ids of your pods"
+            )
         return f"{self.v0}/instances/{instance_id}/"
 
     def delete(self, instance_id: str) -> DestroyResult:
@@ -399,7 +405,9 @@ class VastProvider(HttpProvider):
 
     def _send_create(self, offer_id: str, body: dict[str, Any], spec: PodSpec, price: float | None) -> Pod:
         if not INSTANCE_ID_RE.match(offer_id):
-            raise NotFound(f"{offer_id!r} is not a Vast offer id", hint="`gpuc offers --provider vast` lists them")
+            raise NotFound(
+                f"{offer_id!r} is not a Vast offer id", hint="`gpuc offers --provider vast` lists them"
+            )
         reply = self.http.request(
             "PUT", f"{self.api.v0}/asks/{offer_id}/", json=body, idempotent=False, accept=(400, 404, 410)
         )
@@ -416,7 +424,9 @@ class VastProvider(HttpProvider):
             if isinstance(stray, int) and not isinstance(stray, bool):
                 self._destroy_failed_create(str(stray), error)
             raise error
-        new_id = reply.body.get("new_contract")  # the instance id; the answer's instance_api_key is never kept
+        new_id = reply.body.get(
+            "new_contract"
+        )  # the instance id; the answer's instance_api_key is never kept
         require(isinstance(new_id, int), PROVIDER, "create answered without new_contract")
         log.info("vast: created %s (id %s)", spec.name, new_id)
         return Pod(
@@ -481,13 +491,17 @@ class VastProvider(HttpProvider):
                     "an instance row without extra_env: gpuc cannot tell its own instances from others",
                 )
                 inst = parse(VastInstance, item, "instance")
-                require(inst.id not in seen, PROVIDER, f"instance {inst.id} listed twice: the pagination broke")
+                require(
+                    inst.id not in seen, PROVIDER, f"instance {inst.id} listed twice: the pagination broke"
+                )
                 seen[inst.id] = inst
             token = body.get("next_token")
             if not token:
                 return list(seen.values())  # null or "": the official SDK ends on either
             require(isinstance(token, str), PROVIDER, "next_token is not a string")
-            require(token not in tokens, PROVIDER, "the same next_token came back twice: the pagination loops")
+            require(
+                token not in tokens, PROVIDER, "the same next_token came back twice: the pagination loops"
+            )
             tokens.add(token)
         raise ProviderSchemaError(
             f"the instance list goes on past {MAX_PAGES} pages",
@@ -588,21 +602,11 @@ class VastSelfDestroyer(ScopedSelfDestroyer):
     destroy only this instance): the calls only, the decision is ScopedSelfDestroyer's."""
 
     words = SelfWords(
-        PROVIDER,
-        noun="instance",
-        call="destroy",
-        short="destroy",
-        done="destroyed",
-        not_found="answered not found",
-        disk="disk",
-        kept="its disk stays",
+        PROVIDER, noun="instance", call="destroy", short="destroy", done="destroyed",
+        not_found="answered not found", disk="disk", kept="its disk stays",
     )
-    key = PodKey(
-        "CONTAINER_ID",
-        "CONTAINER_API_KEY",
-        role="the instance key",
-        hint="Vast injects them into the container; ssh sessions see them only once exported",
-    )
+    key = PodKey("CONTAINER_ID", "CONTAINER_API_KEY", role="the instance key", hint="Vast injects them into the"
+                 " container; ssh sessions see them only once exported")
 
     def __init__(self, instance_id: str, api: VastApi) -> None:
         self.instance_id = instance_id
