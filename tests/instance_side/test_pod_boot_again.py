@@ -1,0 +1,85 @@
+"""After a re-rented pod booted, every later container start (a Vast pause resumed: processes killed, disk kept)
+restarts the agent and the job with the same command and job id, never a second boot call, restore or
+bootstrap. A job that had ended is not started again. A restore that fails starts no job (exit 75) while the
+agent watches and the pod's event says why; a machine that fails verification ends itself."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bootworld import boot_world, job
+
+from gpuc.instance_side.joblog import read_outcome
+from gpuc.instance_side.wrapper import agent_alive
+
+# Counts its starts, moves the checkpoint on from where results/ is, then waits for the test's word.
+STEPS = (
+    "import os, time\n"
+    "open('results/starts', 'a').write('x')\n"
+    "step = int(open('results/ckpt.txt').read()) + 1\n"
+    "open('results/ckpt.txt', 'w').write(str(step))\n"
+    "t = time.time()\n"
+    "while not os.path.exists('stop') and time.time() < t + 90: time.sleep(0.1)\n"
+)
+
+
+def test_a_restarted_container_runs_the_agent_and_the_same_job_on_from_its_own_disk(tmp_path: Path) -> None:
+    with boot_world(tmp_path) as world:
+        paths = world.paths
+        world.kit(job(STEPS), world.push({"ckpt.txt": b"41"}))
+        world.onstart()
+        assert world.wait(lambda: _read(paths.results / "ckpt.txt") == "42"), world.boot_out()
+        first_agent = _read(paths.agent_lock)
+
+        world.kill_all()  # outbid: paused, every process killed, the disk kept
+        assert world.marked() == [] and agent_alive(paths) is False
+        world.onstart()  # the bid wins again: Vast resumes the instance and runs onstart again
+        assert world.wait(lambda: _read(paths.results / "starts") == "xx"), world.boot_out()
+        assert _read(paths.results / "ckpt.txt") == "43", "the job went on from its own disk, not the older push"
+        assert world.wait(lambda: agent_alive(paths) is True, 30)
+        assert _read(paths.agent_lock) != first_agent, "a new agent"
+        assert len(world.functions.boots) == 1, "the ticket is asked for once"
+        assert (read_outcome(paths) or {}).get("job_id") == "job-0001"
+
+        (paths.workspace / "stop").write_text("")
+        assert world.wait(lambda: (read_outcome(paths) or {}).get("exit_code") == 0, 60)
+        world.kill_all()
+        world.onstart()  # another restart after the job had ended: only the agent
+        assert world.wait(lambda: "the job is not started again: it had ended" in world.boot_out(), 60)
+        assert world.wait(lambda: agent_alive(paths) is True, 30)
+        assert _read(paths.results / "starts") == "xx"
+
+
+def test_a_restore_that_fails_starts_no_job_and_says_why(tmp_path: Path) -> None:
+    with boot_world(tmp_path) as world:
+        paths = world.paths
+        (tmp_path / "empty").mkdir()
+        world.kit(job("open('results/done', 'w')"), f"file://{tmp_path / 'empty'}")
+        world.onstart()
+        assert world.wait(lambda: "the job is not started (exit 75)" in world.boot_out()), world.boot_out()
+        assert world.wait(lambda: any("could not be restored" in e.message for e in world.functions.events), 30)
+        assert agent_alive(paths) is True, "the agent keeps watching (its idle watch ends the pod)"
+        assert not (paths.results / "done").exists() and not paths.job_command.exists()
+
+        world.kill_all()
+        world.onstart()  # a restart: nothing was started, so nothing starts but the agent
+        assert world.wait(lambda: "no job was started on this pod" in world.boot_out(), 60)
+        assert not (paths.results / "done").exists()
+
+
+def test_a_machine_that_fails_verification_ends_itself_and_runs_no_job(tmp_path: Path) -> None:
+    with boot_world(tmp_path) as world:
+        world.env.pop("KEEP_ALIVE")
+        world.kit(job("open('results/done', 'w')"), None, config={"gpu_expected": "RTX 4090"})
+        world.onstart()
+        assert world.wait(lambda: world.local.get(world.pod_id) is None), world.boot_out()
+        events = [e for e in world.functions.events if e.kind == "verify_failed"]
+        assert events and events[0].end_at is not None, "told, with the end for the ledger"
+        assert "verification failed" in events[0].message
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
