@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from gpuc.instance_side.boot import (
@@ -181,9 +182,19 @@ class Starter:
             stamp = read_job_stamp(paths.job)
         except JobScanError:
             return "its pid file cannot be read (a job may be running: never a second one)"
-        if stamp is not None and job_alive(*stamp):
+        if stamp is not None and job_alive(*stamp) and not _zombie(stamp[0]):
             return f"it still runs (pid {stamp[0]})"
         return None
+
+
+def _zombie(pid: int) -> bool:
+    """A killed job its killed parent left unreaped is not running: it must not keep the job from starting again
+    (a container whose processes were killed is not always a fresh pid namespace)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[:1] == ["Z"]
 
 
 def read_command(paths: PodPaths) -> tuple[list[str], str | None] | None:

@@ -35,8 +35,9 @@ from gpuc.core.errors import GpucError
 from gpuc.core.models import PodSpec
 from gpuc.core.pod import Pod
 from gpuc.core.podconfig import PodConfig, pod_secrets, render_env_file
-from gpuc.core.podinstall import VENV_INSTALLER, Installer
-from gpuc.core.podinstall import offline_installer as offline_installer  # up and the tests take it from here
+from gpuc.core.podinstall import VENV_INSTALLER as VENV_INSTALLER  # shared with a pod's own boot (boot.py)
+from gpuc.core.podinstall import Installer as Installer
+from gpuc.core.podinstall import offline_installer as offline_installer
 from gpuc.core.podinstall import q as _q
 from gpuc.core.podpaths import STATE_REL, PodPaths
 from gpuc.core.providers.base import PodAccess, Provider

@@ -148,8 +148,8 @@ class BootWorld:
             time.sleep(0.2)
         return what()
 
-    def marked(self, zombies: bool = False) -> list[int]:
-        """The pids of the processes this world's boots started (alive; and not yet reaped, with `zombies`)."""
+    def marked(self) -> list[int]:
+        """The pids of the processes this world's boots started (alive: a killed one not yet reaped aside)."""
         pids = []
         for proc in Path("/proc").iterdir():
             if not proc.name.isdigit():
@@ -159,7 +159,7 @@ class BootWorld:
                 state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
             except (OSError, IndexError):
                 continue
-            if f"{MARK_ENV}={self.tmp}".encode() in environ and (zombies or state != "Z"):
+            if f"{MARK_ENV}={self.tmp}".encode() in environ and state != "Z":
                 pids.append(int(proc.name))
         return pids
 
@@ -174,14 +174,12 @@ class BootWorld:
         """A Vast pause: every process of the container killed, no goodbye; the disk kept."""
         until = time.monotonic() + 20
         while time.monotonic() < until:
-            pids = self.marked(zombies=True)
+            pids = self.marked()
             if not pids:
                 return
             for pid in pids:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
-            # A restarted container has a fresh pid namespace: wait until the killed are reaped too, so that
-            # none of their pids still answers as if the job ran.
             time.sleep(0.2)
 
 
