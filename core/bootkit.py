@@ -56,9 +56,8 @@ import urllib.error as E,urllib.request as U
 S=sys.argv[1];J=S+"/%(boot_file)s";D=S+"/code/%(site)s"
 def say(m):print("gpuc boot: "+m,flush=True)
 def die(m):
- say(m+"; nothing started")
  if os.path.exists(J):os.unlink(J)
- sys.exit(1)
+ say(m+"; nothing started");sys.exit(1)
 t=os.environ.pop("%(ticket_env)s","")
 u=os.environ.get("%(url_env)s","").rstrip("/")
 if not u.startswith(("https://","http://")):die("%(url_env)s is not an http(s) URL")

@@ -165,8 +165,8 @@ def boot(paths: PodPaths, environ: Mapping[str, str]) -> int:
         install(paths, plan, child_environ(environ, paths))
         write_pod_files(paths, plan)
     except (GpucError, OSError, subprocess.SubprocessError) as exc:
-        say(f"boot failed: {_reason(exc)}; nothing started")
         boot_file.unlink(missing_ok=True)
+        say(f"boot failed: {_reason(exc)}; nothing started")
         return 1
     say("gpuc installed, config and secrets written; starting the pod")
     python = str(paths.python)

@@ -49,6 +49,19 @@ class BootFunctions(RecordingFunctions):
     status: ClassVar[int] = 200
     boots: ClassVar[list[BootRequest]]
     spent: ClassVar[set[str]]
+    wheel: ClassVar[bytes] = b""
+    boot_file: ClassVar[Path | None] = None
+    boot_file_modes: ClassVar[list[int]]  # boot.json's mode while the pod fetched its wheel
+
+    def do_GET(self) -> None:
+        """The wheel at an http URL (as a presigned https GET): while the pod fetches it, its boot.json is there."""
+        cls = type(self)
+        if cls.boot_file is not None and cls.boot_file.exists():
+            cls.boot_file_modes.append(cls.boot_file.stat().st_mode & 0o777)
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(cls.wheel)))
+        self.end_headers()
+        self.wfile.write(cls.wheel)
 
     def do_POST(self) -> None:
         if self.path != "/v1/boot":
@@ -93,9 +106,13 @@ class BootWorld:
         (self.dest / MANIFEST_NAME).write_text(PushManifest(f"file://{self.dest}", 1.0, listed).to_json())
         return f"file://{self.dest}"
 
-    def kit(self, command: list[str] | None, resume_from: str | None, **changes: Any) -> BootAnswer:
+    def kit(
+        self, command: list[str] | None, resume_from: str | None, *, over_http: bool = False, **changes: Any
+    ) -> BootAnswer:
         wheel = build_wheel()
         (self.kit_dir / wheel.filename).write_bytes(wheel.data)
+        self.functions.wheel, self.functions.boot_file = wheel.data, self.paths.state / "boot.json"
+        wheel_url = f"{self.url}/{wheel.filename}" if over_http else f"file://{self.kit_dir / wheel.filename}"
         project = _project_tar({"train.sh": b"echo training\n"})
         (self.kit_dir / "project.tar.gz").write_bytes(project)
         config = PodConfig.for_pod(
@@ -115,7 +132,7 @@ class BootWorld:
             **changes.pop("config", {}),
         )
         kit = BootKit(
-            wheel_url=f"file://{self.kit_dir / wheel.filename}",
+            wheel_url=wheel_url,
             wheel_name=wheel.filename,
             wheel_sha256=changes.pop("wheel_sha256", wheel.sha256),
             project_url=f"file://{self.kit_dir / 'project.tar.gz'}",
@@ -200,7 +217,7 @@ def boot_world(tmp: Path) -> Iterator[BootWorld]:
 
     Functions.token, Functions.status = TOKEN, 200
     Functions.reset()
-    Functions.boots, Functions.spent = [], set()
+    Functions.boots, Functions.spent, Functions.boot_file_modes = [], set(), []
     home = tmp / "gpuc-home"
     local = LocalProvider(home, settings=Settings(home=home, local_boot_s=0))
     pod = local.create(PodSpec(experiment="exp", run_id="run01", provider="local", gpu_type="sim"))

@@ -29,7 +29,7 @@ def test_onstart_fits_vast_and_holds_no_secret() -> None:
 def test_a_re_rented_pod_boots_restores_then_runs_its_job(tmp_path: Path) -> None:
     with boot_world(tmp_path) as world:
         src = world.push({"ckpt.txt": b"41"})
-        world.kit(job(RESUMES), src)
+        world.kit(job(RESUMES), src, over_http=True)
         world.onstart()
         paths = world.paths
         assert world.wait(lambda: (paths.results / "done").exists() or "boot failed" in world.boot_out()), (
@@ -37,6 +37,7 @@ def test_a_re_rented_pod_boots_restores_then_runs_its_job(tmp_path: Path) -> Non
         )
         assert (paths.results / "done").read_text() == "ok", world.boot_out()
         assert [b.pod_id for b in world.functions.boots] == [world.pod_id], "one boot call, for this pod"
+        assert world.functions.boot_file_modes == [0o600], "boot.json, with the secrets, is the owner's only"
         assert mode(paths.config) == 0o600 and mode(paths.secrets) == 0o600
         secrets = paths.secrets.read_text()
         assert TOKEN in secrets and HF_TOKEN in secrets and TICKET not in secrets
@@ -56,9 +57,9 @@ def test_a_wheel_that_does_not_match_its_sha256_installs_and_starts_nothing(tmp_
     with boot_world(tmp_path) as world:
         world.kit(job("open('results/done', 'w')"), None, wheel_sha256="0" * 64)
         world.onstart()
-        assert world.wait(lambda: "nothing started" in world.boot_out(), 60), world.boot_out()
+        assert world.wait(lambda: "nothing started" in world.boot_out() and not world.marked(), 60), world.boot_out()
         _nothing_installed_nor_started(world.paths)
-        assert world.marked() == []
+        assert not (world.paths.code / "boot-site").exists(), "not even unpacked"
         assert TICKET not in world.boot_out()
 
 
@@ -67,7 +68,7 @@ def test_a_refused_ticket_starts_nothing(tmp_path: Path) -> None:
         world.kit(job("open('results/done', 'w')"), None)
         world.functions.status = 403
         world.onstart()
-        assert world.wait(lambda: "nothing started" in world.boot_out(), 60), world.boot_out()
+        assert world.wait(lambda: "nothing started" in world.boot_out() and not world.marked(), 60), world.boot_out()
         assert "refused the ticket (403)" in world.boot_out()
         assert len(world.functions.boots) == 1, "a 4xx is final: never retried"
         _nothing_installed_nor_started(world.paths)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from bootworld import boot_world, job
 
+from gpuc.core.pod import RESUME_ENV
 from gpuc.instance_side.joblog import read_outcome
 from gpuc.instance_side.wrapper import agent_alive
 
@@ -26,7 +27,9 @@ STEPS = (
 def test_a_restarted_container_runs_the_agent_and_the_same_job_on_from_its_own_disk(tmp_path: Path) -> None:
     with boot_world(tmp_path) as world:
         paths = world.paths
-        world.kit(job(STEPS), world.push({"ckpt.txt": b"41"}))
+        src = world.push({"ckpt.txt": b"41"})
+        world.kit(job(STEPS), src)
+        world.env[RESUME_ENV] = src  # as the watchdog sets it in the re-rented pod's env, kept across restarts
         world.onstart()
         assert world.wait(lambda: _read(paths.results / "ckpt.txt") == "42"), world.boot_out()
         first_agent = _read(paths.agent_lock)
