@@ -36,6 +36,8 @@ def test_a_re_rented_pod_boots_restores_then_runs_its_job(tmp_path: Path) -> Non
             world.boot_out()
         )
         assert (paths.results / "done").read_text() == "ok", world.boot_out()
+        said = world.boot_out()
+        assert said.index("restored 1 files of the last push") < said.index("job started under the wrapper")
         assert [b.pod_id for b in world.functions.boots] == [world.pod_id], "one boot call, for this pod"
         assert world.functions.boot_file_modes == [0o600], "boot.json, with the secrets, is the owner's only"
         assert mode(paths.config) == 0o600 and mode(paths.secrets) == 0o600

@@ -86,3 +86,21 @@ def _read(path: Path) -> str | None:
         return path.read_text().strip()
     except OSError:
         return None
+
+
+def test_a_machine_that_fails_verification_and_is_kept_still_runs_no_job(tmp_path: Path) -> None:
+    with boot_world(tmp_path) as world:  # KEEP_ALIVE=1: the ending keeps the pod, as a refused destroy would
+        world.kit(job("open('results/done', 'w')"), None, config={"gpu_expected": "RTX 4090"})
+        world.onstart()
+        assert world.wait(lambda: "pod end: kept_alive" in world.boot_out()), world.boot_out()
+        assert any(e.kind == "verify_failed" for e in world.functions.events)
+        assert world.wait(lambda: not [p for p in world.marked() if p not in _agents(world)], 30)
+        assert not world.paths.job_command.exists() and not (world.paths.results / "done").exists()
+
+
+def _agents(world: object) -> list[int]:
+    from bootworld import BootWorld
+
+    assert isinstance(world, BootWorld)
+    holder = _read(world.paths.agent_lock)
+    return [int(holder)] if holder and holder.isdigit() else []

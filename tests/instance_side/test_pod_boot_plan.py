@@ -119,3 +119,19 @@ def test_the_pods_processes_get_neither_the_ticket_nor_the_restore_nor_the_unpac
     )
     assert env == {"PYTHONPATH": "/image/lib", "HOME": "/root"}
     assert "PYTHONPATH" not in child_environ({"PYTHONPATH": site}, paths)
+
+
+def test_config_and_secrets_are_written_as_up_writes_them(tmp_path: Path) -> None:
+    from gpuc.core.podconfig import pod_secrets, render_env_file
+    from gpuc.core.podpaths import CLAIM_ENV
+
+    data = answer()
+    data["claim"] = "c" * 40
+    plan = BootPlan.parse(data)
+    paths = PodPaths(tmp_path)
+    paths.state.mkdir(parents=True)
+    boot.write_pod_files(paths, plan)
+    assert paths.secrets.stat().st_mode & 0o777 == 0o600 and paths.config.stat().st_mode & 0o777 == 0o600
+    expected = render_env_file(pod_secrets({"HF_TOKEN": "hf_x", CLAIM_ENV: "c" * 40}, TOKEN))
+    assert paths.secrets.read_text() == expected
+    assert json.loads(paths.config.read_text()) == data["kit"]["config"]
