@@ -40,7 +40,9 @@ def test_an_s3_file_that_does_not_match_the_manifest_is_refused_whole(s3: Any, t
 
 
 def test_an_s3_manifest_naming_a_path_outside_results_is_refused(s3: Any, tmp_path: Path) -> None:
-    manifest = PushManifest("x", 1.0, {"../escape": (1, 1)}).to_json()
+    # Stored under a harmless key, named as a path out of results/: the name is what lands on the pod's disk.
+    manifest = PushManifest("x", 1.0, {"../escape": (1, 1)}, keys={"../escape": "ok.bin"}).to_json()
+    s3.put_object(Bucket="results", Key=f"{BASE}/ok.bin", Body=b"x")
     s3.put_object(Bucket="results", Key=f"{BASE}/{MANIFEST_NAME}", Body=manifest.encode())
     with pytest.raises(RestoreError, match="not a path inside"):
         restore(f"s3://results/{BASE}", tmp_path / "r", credentials=KEYS)
@@ -58,3 +60,14 @@ def test_nothing_pushed_to_s3_and_an_unreadable_bucket_are_said_without_the_keys
 def test_a_git_destination_is_refused_as_not_built(tmp_path: Path) -> None:
     with pytest.raises(RestoreError, match="file:// or s3://"):
         restore("git+https://example.com/x.git", tmp_path / "r")
+
+
+def test_a_stored_key_that_leads_out_of_the_destination_is_refused(tmp_path: Path) -> None:
+    dest = tmp_path / "bucket" / "exp" / "run01"
+    (dest / "logs").mkdir(parents=True)
+    (tmp_path / "bucket" / "other-run.txt").write_text("another run's")
+    manifest = PushManifest("x", 1.0, {"a.txt": (13, 1)}, keys={"a.txt": "../other-run.txt"}).to_json()
+    (dest / MANIFEST_NAME).write_text(manifest)
+    with pytest.raises(RestoreError, match="not a path inside"):
+        restore(f"file://{dest}", tmp_path / "r")
+    assert not (tmp_path / "r" / "a.txt").exists()
