@@ -65,7 +65,7 @@ def test_a_git_destination_is_refused_as_not_built(tmp_path: Path) -> None:
 def test_a_stored_key_that_leads_out_of_the_destination_is_refused(tmp_path: Path) -> None:
     dest = tmp_path / "bucket" / "exp" / "run01"
     (dest / "logs").mkdir(parents=True)
-X
+    (tmp_path / "bucket" / "exp" / "other-run.txt").write_text("another run's")
     manifest = PushManifest("x", 1.0, {"a.txt": (13, 1)}, keys={"a.txt": "../other-run.txt"}).to_json()
     (dest / MANIFEST_NAME).write_text(manifest)
     with pytest.raises(RestoreError, match="not a path inside"):
