@@ -12,21 +12,15 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from types import FrameType
 from typing import TYPE_CHECKING
 
 from gpuc.core.errors import GpucError
-from gpuc.instance_side.podfiles import PodPaths, load_secrets
+from gpuc.instance_side.podfiles import PodPaths, flag, load_secrets
 
 if TYPE_CHECKING:
     from gpuc.instance_side.podlog import PodLog
-
-_TRUE = ("1", "true", "yes", "on")
-
-
-def flag(environ: Mapping[str, str], name: str) -> bool:
-    return environ.get(name, "").strip().lower() in _TRUE
 
 
 def cmd_agent(paths: PodPaths) -> int:
@@ -172,12 +166,12 @@ def cmd_verify(paths: PodPaths, expect_gpu: str | None, expect_count: int) -> in
 
 
 def cmd_boot(paths: PodPaths, again: bool, installed: bool) -> int:
+    if again or installed:  # the second half runs with gpuc's dependencies installed
+        from gpuc.instance_side import podstart
+
+        return podstart.again(paths, os.environ) if again else podstart.start(paths, os.environ)
     from gpuc.instance_side import boot
 
-    if again:
-        return boot.again(paths, os.environ)
-    if installed:
-        return boot.start(paths, os.environ)
     return boot.boot(paths, os.environ)
 
 

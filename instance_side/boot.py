@@ -166,7 +166,7 @@ def boot(paths: PodPaths, environ: Mapping[str, str]) -> int:
         write_pod_files(paths, plan)
     except (GpucError, OSError, subprocess.SubprocessError) as exc:
         boot_file.unlink(missing_ok=True)
-        say(f"boot failed: {_reason(exc)}; nothing started")
+        say(f"boot failed: {reason(exc)}; nothing started")
         return 1
     say("gpuc installed, config and secrets written; starting the pod")
     python = str(paths.python)
@@ -214,7 +214,7 @@ def child_environ(environ: Mapping[str, str], paths: PodPaths) -> dict[str, str]
     return env
 
 
-def _reason(exc: BaseException) -> str:
+def reason(exc: BaseException) -> str:
     if isinstance(exc, GpucError):
         return exc.message
     if isinstance(exc, OSError):
@@ -222,34 +222,7 @@ def _reason(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-# -- the second half: agent, project, bootstrap, verify, restore, job ---------------------------------------
-def start(paths: PodPaths, environ: Mapping[str, str]) -> int:
-    """`boot --installed`: everything after the install, with gpuc's dependencies. boot.json goes at the end,
-    whatever happened: its secrets are in secrets.env, and a later container start boots --again."""
-    from gpuc.instance_side.podstart import Starter
-
-    boot_file = paths.state / BOOT_FILE
-    try:
-        plan = BootPlan.load(boot_file)
-        return Starter(paths, child_environ(environ, paths)).first(plan)
-    except (GpucError, OSError) as exc:
-        say(f"boot failed: {_reason(exc)}")
-        return 1
-    finally:
-        boot_file.unlink(missing_ok=True)
-
-
-def again(paths: PodPaths, environ: Mapping[str, str]) -> int:
-    """`boot --again`: a container start on a pod set up before."""
-    from gpuc.instance_side.podstart import Starter
-
-    try:
-        return Starter(paths, child_environ(environ, paths)).again()
-    except (GpucError, OSError) as exc:
-        say(f"restart failed: {_reason(exc)}")
-        return 1
-
-
+# -- what the second half (instance_side/podstart.py) uses ----------------------------------------------
 def fetch(url: str, sha256: str, timeout_s: float = FETCH_TIMEOUT_S) -> bytes:
     """A kit file by its URL (file:// or a presigned https GET), checked against its sha256."""
     if not url.startswith(("file://", "https://", "http://")):

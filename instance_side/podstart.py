@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from gpuc.core.bootkit import BOOT_FILE
+from gpuc.core.errors import GpucError
 from gpuc.instance_side.boot import (
     BOOTSTRAP_TIMEOUT_S,
     NOTIFY_BUDGET_S,
@@ -17,18 +19,44 @@ from gpuc.instance_side.boot import (
     VERIFY_TIMEOUT_S,
     BootError,
     BootPlan,
+    child_environ,
     fetch,
+    reason,
     run_logged,
+    say,
 )
 from gpuc.instance_side.context import load_context, make_ender
 from gpuc.instance_side.ending import Ending
 from gpuc.instance_side.heartbeat import event_body
 from gpuc.instance_side.joblog import read_outcome
-from gpuc.instance_side.podfiles import PodPaths, atomic_write, is_ended
+from gpuc.instance_side.podfiles import PodPaths, atomic_write, flag, is_ended
 from gpuc.instance_side.procs import JobScanError, job_alive, read_job_stamp
 from gpuc.instance_side.resume import RestoreError, restore
 from gpuc.instance_side.sync import make_sync, with_job_log
 from gpuc.instance_side.wrapper import agent_alive, record_command, spawn_detached
+
+
+def start(paths: PodPaths, environ: Mapping[str, str]) -> int:
+    """`boot --installed`: everything after the install, with gpuc's dependencies. boot.json goes at the end,
+    whatever happened: its secrets are in secrets.env, and a later container start boots --again."""
+    boot_file = paths.state / BOOT_FILE
+    try:
+        plan = BootPlan.load(boot_file)
+        return Starter(paths, child_environ(environ, paths)).first(plan)
+    except (GpucError, OSError) as exc:
+        say(f"boot failed: {reason(exc)}")
+        return 1
+    finally:
+        boot_file.unlink(missing_ok=True)
+
+
+def again(paths: PodPaths, environ: Mapping[str, str]) -> int:
+    """`boot --again`: a container start on a pod set up before."""
+    try:
+        return Starter(paths, child_environ(environ, paths)).again()
+    except (GpucError, OSError) as exc:
+        say(f"restart failed: {reason(exc)}")
+        return 1
 
 
 class Starter:
@@ -119,7 +147,8 @@ class Starter:
         sync = with_job_log(make_sync(self.ctx.cfg, self.ctx.secrets, paths=self.paths), self.paths)
         ending = Ending(kind="verify_failed", message=f"verification failed: {why}; the job was not started")
         self.say(ending.message)
-        outcome = make_ender(self.ctx, sync=sync).end(ending)
+        # KEEP_ALIVE=1 keeps it as it keeps a pod after its job (debugging); `up --warm` does not: a bad machine.
+        outcome = make_ender(self.ctx, sync=sync, keep_alive=flag(self.env, "KEEP_ALIVE")).end(ending)
         self.say(f"pod end: {outcome}")
         return False
 
