@@ -143,6 +143,7 @@ class BootWorld:
             secrets={"HF_TOKEN": HF_TOKEN},
             command=command,
             job_id="job-0001",
+            bootstrap=changes.pop("bootstrap", None),
         )
         answer = BootAnswer(kit=kit, token=TOKEN, claim=None, resume_from=resume_from)
         self.functions.answer = answer.model_dump_json().encode()

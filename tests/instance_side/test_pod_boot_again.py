@@ -13,6 +13,7 @@ from gpuc.core.pod import RESUME_ENV
 from gpuc.instance_side.joblog import read_outcome
 from gpuc.instance_side.wrapper import agent_alive
 
+NOTHING_TO_SET_UP = {"apt": [], "torch": False, "models": [], "python": "python3"}
 # Counts its starts, moves the checkpoint on from where results/ is, then waits for the test's word.
 STEPS = (
     "import os, time\n"
@@ -28,11 +29,13 @@ def test_a_restarted_container_runs_the_agent_and_the_same_job_on_from_its_own_d
     with boot_world(tmp_path) as world:
         paths = world.paths
         src = world.push({"ckpt.txt": b"41"})
-        world.kit(job(STEPS), src)
+        world.kit(job(STEPS), src, bootstrap=NOTHING_TO_SET_UP)
         world.env[RESUME_ENV] = src  # as the watchdog sets it in the re-rented pod's env, kept across restarts
         world.onstart()
         assert world.wait(lambda: _read(paths.results / "ckpt.txt") == "42"), world.boot_out()
         first_agent = _read(paths.agent_lock)
+        bootstrapped = _read(paths.bootstrap_csv)
+        assert bootstrapped, "the kit's bootstrap plan ran at the first boot"
 
         world.kill_all()  # outbid: paused, every process killed, the disk kept
         assert world.marked() == [] and agent_alive(paths) is False
@@ -42,6 +45,7 @@ def test_a_restarted_container_runs_the_agent_and_the_same_job_on_from_its_own_d
         assert world.wait(lambda: agent_alive(paths) is True, 30)
         assert _read(paths.agent_lock) != first_agent, "a new agent"
         assert len(world.functions.boots) == 1, "the ticket is asked for once"
+        assert _read(paths.bootstrap_csv) == bootstrapped, "never a second bootstrap"
         assert (read_outcome(paths) or {}).get("job_id") == "job-0001"
 
         (paths.workspace / "stop").write_text("")
