@@ -37,26 +37,38 @@ from gpuc.instance_side.wrapper import agent_alive, record_command, spawn_detach
 
 
 def start(paths: PodPaths, environ: Mapping[str, str]) -> int:
-    """`boot --installed`: everything after the install, with gpuc's dependencies. boot.json goes at the end,
-    whatever happened: its secrets are in secrets.env, and a later container start boots --again."""
-    boot_file = paths.state / BOOT_FILE
+    """`boot --installed`: everything after the install, with gpuc's dependencies."""
     try:
-        plan = BootPlan.load(boot_file)
-        return Starter(paths, child_environ(environ, paths)).first(plan)
+        return _first(paths, Starter(paths, child_environ(environ, paths)))
     except (GpucError, OSError) as exc:
+        (paths.state / BOOT_FILE).unlink(missing_ok=True)
         say(f"boot failed: {reason(exc)}")
         return 1
-    finally:
-        boot_file.unlink(missing_ok=True)
 
 
 def again(paths: PodPaths, environ: Mapping[str, str]) -> int:
-    """`boot --again`: a container start on a pod set up before."""
+    """`boot --again`: a container start on a pod set up before. A first boot the restart cut short (boot.json
+    still there, no job started yet: killed during a long bootstrap) is done again; a bootstrap skips its steps
+    already done, and results/ holds only what the restore put there."""
     try:
-        return Starter(paths, child_environ(environ, paths)).again()
+        starter = Starter(paths, child_environ(environ, paths))
+        if (paths.state / BOOT_FILE).exists() and not paths.job_command.exists():
+            starter.say("the first boot was cut short by a restart: doing it again")
+            return _first(paths, starter)
+        (paths.state / BOOT_FILE).unlink(missing_ok=True)
+        return starter.again()
     except (GpucError, OSError) as exc:
         say(f"restart failed: {reason(exc)}")
         return 1
+
+
+def _first(paths: PodPaths, starter: Starter) -> int:
+    """boot.json goes once the boot has run its course, whatever came of it (its secrets are in secrets.env);
+    a boot killed on the way leaves it for the next container start."""
+    boot_file = paths.state / BOOT_FILE
+    code = starter.first(BootPlan.load(boot_file))
+    boot_file.unlink(missing_ok=True)
+    return code
 
 
 class Starter:

@@ -108,3 +108,22 @@ def _agents(world: object) -> list[int]:
     assert isinstance(world, BootWorld)
     holder = _read(world.paths.agent_lock)
     return [int(holder)] if holder and holder.isdigit() else []
+
+
+def test_a_first_boot_cut_short_by_a_restart_is_done_again(tmp_path: Path) -> None:
+    with boot_world(tmp_path) as world:
+        paths, ready = world.paths, tmp_path / "ready"
+        slow = {**NOTHING_TO_SET_UP, "smoke": f"test -f {ready} || sleep 60"}  # a long bootstrap step
+        world.kit(
+            job("open('results/done', 'w').write(open('results/ckpt.txt').read())"),
+            world.push({"ckpt.txt": b"41"}),
+            bootstrap=slow,
+        )
+        world.onstart()
+        assert world.wait(lambda: any(c.startswith(b"sleep\0") for c in world.cmdlines())), world.boot_out()
+        world.kill_all()  # outbid during the bootstrap: config.json is there, the job never started
+        ready.write_text("")
+        world.onstart()
+        assert world.wait(lambda: _read(paths.results / "done") == "41"), world.boot_out()
+        assert "the first boot was cut short by a restart: doing it again" in world.boot_out()
+        assert not (paths.state / "boot.json").exists() and len(world.functions.boots) == 1
