@@ -37,11 +37,14 @@ def test_a_restarted_container_runs_the_agent_and_the_same_job_on_from_its_own_d
         bootstrapped = _read(paths.bootstrap_csv)
         assert bootstrapped, "the kit's bootstrap plan ran at the first boot"
 
+        # As if killed between the job's start and the boot's clean-up: boot.json is still there.
+        (paths.state / "boot.json").write_bytes(world.functions.answer)
         world.kill_all()  # outbid: paused, every process killed, the disk kept
         assert world.marked() == [] and agent_alive(paths) is False
         world.onstart()  # the bid wins again: Vast resumes the instance and runs onstart again
         assert world.wait(lambda: _read(paths.results / "starts") == "xx"), world.boot_out()
         assert _read(paths.results / "ckpt.txt") == "43", "the job went on from its own disk, not the older push"
+        assert not (paths.state / "boot.json").exists(), "a boot that started its job is not done again"
         assert world.wait(lambda: agent_alive(paths) is True, 30)
         assert _read(paths.agent_lock) != first_agent, "a new agent"
         assert len(world.functions.boots) == 1, "the ticket is asked for once"
