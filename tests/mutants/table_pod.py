@@ -85,6 +85,22 @@ MUTANTS_POD: tuple[Mutant, ...] = (
         (f"{AGAIN}::test_a_restarted_container_runs_the_agent_and_the_same_job_on_from_its_own_disk",),
     ),
     Mutant(
+        "boot-cut-short-lost",
+        "boot --again: a first boot killed during its bootstrap never starts the job (the attempt idles out)",
+        "instance_side/podstart.py",
+        "        if (paths.state / BOOT_FILE).exists() and not paths.job_command.exists():",
+        "        if False:",
+        (f"{AGAIN}::test_a_first_boot_cut_short_by_a_restart_is_done_again",),
+    ),
+    Mutant(
+        "boot-redone-under-job",
+        "boot --again: a boot whose job had started is done again, its restore over what the job wrote since",
+        "instance_side/podstart.py",
+        "        if (paths.state / BOOT_FILE).exists() and not paths.job_command.exists():",
+        "        if (paths.state / BOOT_FILE).exists():",
+        (f"{AGAIN}::test_a_restarted_container_runs_the_agent_and_the_same_job_on_from_its_own_disk",),
+    ),
+    Mutant(
         "restore-name-escapes",
         "restore: a manifest name out of results/ (behind a harmless key) is written outside it",
         "instance_side/resume.py",
