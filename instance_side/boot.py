@@ -37,7 +37,6 @@ from gpuc.core.podpaths import CLAIM_ENV
 from gpuc.core.podsecrets import pod_secrets, render_env_file
 from gpuc.instance_side.podfiles import AgentConfig, PodPaths, atomic_write
 
-RESTORE_FAILED = 75  # as the wrapper's RESUME_FAILED: EX_TEMPFAIL, the last push could not be restored
 FETCH_TIMEOUT_S = 600.0
 BOOTSTRAP_TIMEOUT_S = 3 * 3600.0
 VERIFY_TIMEOUT_S = 300.0

@@ -15,7 +15,6 @@ from gpuc.core.errors import GpucError
 from gpuc.instance_side.boot import (
     BOOTSTRAP_TIMEOUT_S,
     NOTIFY_BUDGET_S,
-    RESTORE_FAILED,
     VERIFY_TIMEOUT_S,
     BootError,
     BootPlan,
@@ -33,7 +32,7 @@ from gpuc.instance_side.podfiles import PodPaths, atomic_write, flag, is_ended
 from gpuc.instance_side.procs import JobScanError, job_alive, read_job_stamp
 from gpuc.instance_side.resume import RestoreError, restore
 from gpuc.instance_side.sync import make_sync, with_job_log
-from gpuc.instance_side.wrapper import agent_alive, record_command, spawn_detached
+from gpuc.instance_side.wrapper import RESUME_FAILED, agent_alive, record_command, spawn_detached
 
 
 def start(paths: PodPaths, environ: Mapping[str, str]) -> int:
@@ -102,7 +101,7 @@ class Starter:
         if not self.verified():
             return 1
         if plan.resume_from and not self.restored(plan.resume_from):
-            return RESTORE_FAILED
+            return RESUME_FAILED  # as the wrapper says it: the last push could not be restored
         if plan.command:
             self.start_job(plan.command, plan.job_id)
         else:
