@@ -14,10 +14,20 @@ from pydantic import Field
 
 from gpuc.core.models import Strict
 from gpuc.core.podpaths import POD_ROOT_ENV, TOKEN_ENV, PodPaths
-from gpuc.core.podsecrets import GIT_TOKEN_ENV, HF_TOKEN_ENV, NEVER_ON_POD, S3_KEYS, PodSecrets, choose, never_on_pod
+from gpuc.core.podsecrets import (
+    GIT_TOKEN_ENV,
+    HF_TOKEN_ENV,
+    NEVER_ON_POD,
+    S3_KEYS,
+    PodSecrets,
+    choose,
+    pod_secrets,
+    render_env_file,
+)
 from gpuc.core.settings import SecretStr, Settings
 
-# PodPaths and the env names live in core.podpaths (stdlib only, for the pod's agent); re-exported here.
+# PodPaths and the env names live in core.podpaths, pod_secrets and render_env_file in core.podsecrets (stdlib
+# only, for the pod's agent and its own boot); re-exported here.
 __all__ = [
     "ACCOUNT_KEYS",
     "POD_ROOT_ENV",
@@ -114,19 +124,3 @@ def choose_pod_secrets(
     if settings.git_remote:
         builtin[GIT_TOKEN_ENV] = ("the git remote", value(settings.git_token))
     return choose(builtin, settings.pod_secrets, (environ, env_file), asked)
-
-
-def pod_secrets(chosen: Mapping[str, str], token: str) -> dict[str, str]:
-    """The pod's secrets file: what choose_pod_secrets let through, plus the pod's own token. What must
-    never reach a pod is dropped again here, where the file is written."""
-    out = {k: v for k, v in never_on_pod(chosen).items() if v}
-    out[TOKEN_ENV] = token
-    return out
-
-
-def render_env_file(values: Mapping[str, str]) -> str:
-    lines = ["# gpuc pod secrets: mode 600, never printed, never in argv"]
-    for key, value in sorted(values.items()):
-        escaped = value.replace("\\", "\\\\").replace('"', '\\"')
-        lines.append(f'{key}="{escaped}"')
-    return "\n".join(lines) + "\n"

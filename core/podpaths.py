@@ -42,6 +42,9 @@ class PodPaths:
         # Whoever ends the pod (wrapper, idle watch, `gpuc down`) writes the pod id here: heartbeats stop.
         self.ended = self.state / "ended"
         self.job = self.state / "job.pid"
+        # The command and job id the wrapper runs: a container restart (a paused Vast pod resumed, its
+        # processes killed, its disk kept) starts the same job again (instance_side/boot.py --again).
+        self.job_command = self.state / "job-command.json"
         # The job's output (the wrapper tees it here), its outcome, and the copies the sync sends beside
         # results/ (as logs/job.log and logs/outcome.json) so both outlive the pod.
         self.job_log = self.state / "job.log"

@@ -151,3 +151,19 @@ def choose(
 def never_on_pod(values: Mapping[str, str]) -> dict[str, str]:
     """`values` less every name that must never reach a pod or a job."""
     return {k: v for k, v in values.items() if k not in NEVER_ON_POD}
+
+
+def pod_secrets(chosen: Mapping[str, str], token: str) -> dict[str, str]:
+    """The pod's secrets file: what choose_pod_secrets let through, plus the pod's own token. What must
+    never reach a pod is dropped again here, where the file is written."""
+    out = {k: v for k, v in never_on_pod(chosen).items() if v}
+    out[TOKEN_ENV] = token
+    return out
+
+
+def render_env_file(values: Mapping[str, str]) -> str:
+    lines = ["# gpuc pod secrets: mode 600, never printed, never in argv"]
+    for key, value in sorted(values.items()):
+        escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+        lines.append(f'{key}="{escaped}"')
+    return "\n".join(lines) + "\n"

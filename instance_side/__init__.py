@@ -6,6 +6,7 @@
     python -m gpuc.instance_side push             sends what changed since the last verified push (low priority)
     python -m gpuc.instance_side bootstrap        readies the pod: idempotent steps, timed into a CSV
     python -m gpuc.instance_side verify --expect-gpu NAME   is this the machine we pay for? (JSON)
+    python -m gpuc.instance_side boot [--again]   a pod starts itself from its boot kit (Vast's onstart)
 
 Nothing here imports pydantic, httpx or boto3 at run time: the agent lives for hours on every pod and is
 held to <= 30 MB resident. Measured on CPython 3.11: pydantic plus the core models cost ~19 MB, httpx

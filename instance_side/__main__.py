@@ -1,4 +1,4 @@
-"""python -m gpuc.instance_side {agent | run -- CMD | sync | push | bootstrap | verify --expect-gpu NAME | ask Q}
+"""python -m gpuc.instance_side {agent | run -- CMD | sync | push | bootstrap | verify --expect-gpu NAME | ask Q | boot}
 
 Reads the pod's files from PodPaths.from_env() (GPUC_POD_ROOT, default "/"). argparse, not click:
 the agent's memory budget has no room for what it does not use. Each command imports its own code, so
@@ -12,21 +12,15 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from types import FrameType
 from typing import TYPE_CHECKING
 
 from gpuc.core.errors import GpucError
-from gpuc.instance_side.podfiles import PodPaths, load_secrets
+from gpuc.instance_side.podfiles import PodPaths, flag, load_secrets
 
 if TYPE_CHECKING:
     from gpuc.instance_side.podlog import PodLog
-
-_TRUE = ("1", "true", "yes", "on")
-
-
-def flag(environ: Mapping[str, str], name: str) -> bool:
-    return environ.get(name, "").strip().lower() in _TRUE
 
 
 def cmd_agent(paths: PodPaths) -> int:
@@ -171,6 +165,16 @@ def cmd_verify(paths: PodPaths, expect_gpu: str | None, expect_count: int) -> in
     return 0 if verdict.ok else 1
 
 
+def cmd_boot(paths: PodPaths, again: bool, installed: bool) -> int:
+    if again or installed:  # the second half runs with gpuc's dependencies installed
+        from gpuc.instance_side import podstart
+
+        return podstart.again(paths, os.environ) if again else podstart.start(paths, os.environ)
+    from gpuc.instance_side import boot
+
+    return boot.boot(paths, os.environ)
+
+
 def parse(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m gpuc.instance_side", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -184,6 +188,11 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     verify = sub.add_parser("verify", help="is this the machine we pay for? prints a JSON verdict")
     verify.add_argument("--expect-gpu", default=None, help="the rented GPU type, e.g. 'RTX 4090'")
     verify.add_argument("--expect-count", type=int, default=1, help="how many GPUs were rented")
+    boot = sub.add_parser(
+        "boot", help="a pod starts itself from its boot kit (the onstart runs it; --again: a restart)"
+    )
+    boot.add_argument("--again", action="store_true", help="a container restart: the agent and the job again")
+    boot.add_argument("--installed", action="store_true", help=argparse.SUPPRESS)  # the boot's second half
     # Parsed by instance_side/ask.py itself, so a wrong question gets a JSON answer too (exit 2).
     ask = sub.add_parser("ask", help="one JSON line for the laptop: job-state, log, unpack, missing, key-scope")
     ask.add_argument("question", nargs=argparse.REMAINDER, help="QUESTION ARGS...")
@@ -215,6 +224,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_verify(paths, args.expect_gpu, args.expect_count)
         if command == "push":
             return cmd_push(paths)
+        if command == "boot":
+            return cmd_boot(paths, args.again, args.installed)
         return cmd_sync(paths)
     except GpucError as exc:
         _say(f"gpuc: error: {exc}")

@@ -41,7 +41,8 @@ Outcome = Literal[
     "kept_stopped",  # the kept window is over: stopped, disk (results/) kept
     "stop_failed",  # ... and the stop was refused: still kept, still billing; the watchdog stops it
 ]
-EndKind = Literal["job_exit", "idle_destroy", "deadline_destroy", "phone_destroy"]
+# verify_failed: a pod that booted itself (instance_side/boot.py) and is not the machine the run pays for
+EndKind = Literal["job_exit", "idle_destroy", "deadline_destroy", "phone_destroy", "verify_failed"]
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,12 @@ from gpuc.core.signing import weak_token
 
 POD_ID_ENV = "GPUC_POD_ID"
 END_MARKER_MAX = 256
+_TRUE = ("1", "true", "yes", "on")
+
+
+def flag(environ: Mapping[str, str], name: str) -> bool:
+    """An on/off variable of the pod's environment (KEEP_ALIVE, DRY_RUN)."""
+    return environ.get(name, "").strip().lower() in _TRUE
 
 
 @dataclass(frozen=True)

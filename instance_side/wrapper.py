@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import signal
 import subprocess
@@ -140,18 +141,37 @@ def agent_alive(paths: PodPaths) -> bool | None:
 def start_agent(paths: PodPaths) -> int | None:
     """`python -m gpuc.instance_side agent`, detached in a session of its own (as `up` starts it): it
     outlives this wrapper, and a kill of the dead agent's process group does not reach it."""
+    return spawn_detached(paths, [sys.executable, "-m", "gpuc.instance_side", "agent"], "agent")
+
+
+def spawn_detached(paths: PodPaths, argv: Sequence[str], role: str, env: Mapping[str, str] | None = None) -> int | None:
+    """Start `argv` as `up` starts the agent and the job over ssh (client/onpod/ssh.py SshAccess.start): in a
+    session of its own, in the workspace, its output appended to `<state>/<role>.out`, its pid written to
+    `<state>/<role>.pid`. None when it could not be started."""
+    cwd = paths.workspace if paths.workspace.is_dir() else None
     try:
-        with (paths.state / "agent.out").open("ab") as out:
+        with (paths.state / f"{role}.out").open("ab") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "gpuc.instance_side", "agent"],
+                list(argv),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                cwd=cwd,
+                env=None if env is None else dict(env),
             )
     except OSError:
         return None
+    with contextlib.suppress(OSError):
+        atomic_write(paths.state / f"{role}.pid", f"{proc.pid}\n", 0o644)
     return proc.pid
+
+
+def record_command(paths: PodPaths, argv: Sequence[str], job_id: str | None) -> None:
+    """What runs, for a container restart to run it again (instance_side/boot.py --again). Mode 600: a
+    command line may name things its owner would not show."""
+    with contextlib.suppress(OSError):
+        atomic_write(paths.job_command, json.dumps({"argv": list(argv), "job_id": job_id}) + "\n", 0o600)
 
 
 class AgentGuard:
@@ -266,6 +286,7 @@ class JobWrapper:
         try:
             if not self.dry_run:
                 clear_outcome(self.paths)
+                record_command(self.paths, argv, self.job_id)
             started = self.clock.now()
             self.job_record = {
                 "job_id": self.job_id,

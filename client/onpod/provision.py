@@ -22,7 +22,6 @@ import importlib.util
 import io
 import json
 import re
-import shlex
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,6 +35,10 @@ from gpuc.core.errors import GpucError
 from gpuc.core.models import PodSpec
 from gpuc.core.pod import Pod
 from gpuc.core.podconfig import PodConfig, pod_secrets, render_env_file
+from gpuc.core.podinstall import VENV_INSTALLER as VENV_INSTALLER  # shared with a pod's own boot (boot.py)
+from gpuc.core.podinstall import Installer as Installer
+from gpuc.core.podinstall import offline_installer as offline_installer
+from gpuc.core.podinstall import q as _q
 from gpuc.core.podpaths import STATE_REL, PodPaths
 from gpuc.core.providers.base import PodAccess, Provider
 from gpuc.core.providers.local import LocalProvider
@@ -61,7 +64,6 @@ DIST = "gpuc"
 # share. Not the CLI, the functions or the emulators.
 POD_PACKAGES = ("gpuc", "gpuc.core", "gpuc.core.providers", "gpuc.instance_side")
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # fixed timestamps: the same code gives the same wheel and hash
-INSTALL_TIMEOUT_S = 900.0
 BOOTSTRAP_TIMEOUT_S = 3 * 3600.0
 VERIFY_TIMEOUT_S = 300.0
 AGENT_START_WAIT_S = 15.0
@@ -147,65 +149,6 @@ def _b64_digest(data: bytes) -> str:
 
 
 # -- installing it -------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Installer:
-    """How the uploaded wheel becomes runnable on the pod: a shell script that installs it, and the
-    launcher written at PodPaths.python that every later `python -m gpuc...` goes through."""
-
-    script: Callable[[PodPaths, PurePosixPath], str]
-    launcher: Callable[[PodPaths], str]
-    timeout_s: float = INSTALL_TIMEOUT_S
-
-
-def _venv_script(paths: PodPaths, wheel: PurePosixPath) -> str:
-    venv, python, w = _q(paths.venv), _q(paths.venv / "bin" / "python"), _q(wheel)
-    # A venv of gpuc's own keeps its pins away from the experiment's packages; it sees the image's
-    # (torch, pip) through system-site-packages, so it needs neither ensurepip nor python3-venv.
-    return "\n".join(
-        [
-            "set -e",
-            f"[ -x {python} ] || python3 -m venv --system-site-packages --without-pip {venv}",
-            # The dependencies, then the code itself again: pip keeps an installed gpuc of the same
-            # version, and re-provisioning after a code change must replace it.
-            f"{python} -m pip install --quiet --no-input --disable-pip-version-check {w}",
-            f"{python} -m pip install --quiet --no-input --disable-pip-version-check --force-reinstall --no-deps {w}",
-        ]
-    )
-
-
-def _venv_launcher(paths: PodPaths) -> str:
-    return f'#!/bin/sh\nexec {_q(paths.venv / "bin" / "python")} "$@"\n'
-
-
-VENV_INSTALLER = Installer(script=_venv_script, launcher=_venv_launcher)
-
-
-def offline_installer(python: str) -> Installer:
-    """For a pod that already has gpuc's dependencies (tests, demos over a loopback sshd): the wheel's
-    own files go into `<code>/site` with no network, and `python` runs with that first on its path."""
-
-    def site(paths: PodPaths) -> PurePosixPath:
-        return PurePosixPath(str(paths.code)) / "site"
-
-    def script(paths: PodPaths, wheel: PurePosixPath) -> str:
-        return (
-            f"set -e\n{_q(python)} -m pip install --quiet --no-input --disable-pip-version-check"
-            f" --no-deps --no-index --upgrade --target {_q(site(paths))} {_q(wheel)}"
-        )
-
-    def launcher(paths: PodPaths) -> str:
-        return (
-            f"#!/bin/sh\nPYTHONPATH={_q(site(paths))}${{PYTHONPATH:+:$PYTHONPATH}}\nexport PYTHONPATH\n"
-            f'exec {_q(python)} "$@"\n'
-        )
-
-    return Installer(script=script, launcher=launcher, timeout_s=300.0)
-
-
-def _q(path: object) -> str:
-    return shlex.quote(str(path))
-
-
 def _rel(paths: PodPaths, path: Path) -> str:
     """A pod path relative to the pod's root: what PodAccess.put_file takes."""
     return str(path.relative_to(paths.root))
