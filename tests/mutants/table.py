@@ -489,6 +489,7 @@ from table_lap import MUTANTS_LAP  # noqa: E402
 from table_left import MUTANTS_LEFT  # noqa: E402
 from table_money import MUTANTS_MONEY  # noqa: E402  (the topic tables import Mutant from mutant.py)
 from table_page import MUTANTS_PAGE  # noqa: E402
+from table_pod import MUTANTS_POD  # noqa: E402
 from table_secrets import MUTANTS_SECRETS  # noqa: E402
 from table_spot import MUTANTS_SPOT  # noqa: E402
 from table_wd import MUTANTS_WD  # noqa: E402
@@ -507,4 +508,5 @@ MUTANTS: tuple[Mutant, ...] = (
     *MUTANTS_LEFT,
     *MUTANTS_WD,
     *MUTANTS_LAP,
+    *MUTANTS_POD,
 )
