@@ -15,6 +15,7 @@ Routes (the local server and the Lambda Function URL serve the same ones):
     POST /v1/boot                 ticket  BootRequest               -> BootAnswer (a re-rented pod, once)
     GET  /v1/runs/{run_id}        admin                             -> RunRecovery
     POST /v1/runs/{run_id}/stop   admin                             -> Ack  (stop recovering)
+    POST /v1/hooks/vast           Vast    Vast's signed webhook     -> {"ok": true} (a hint: look at runs now)
     GET  /a/{link}                link                              -> HTML confirmation page (never acts)
     POST /a/{link}                link    form (confirm=yes)        -> HTML result page (acts once)
 

@@ -47,6 +47,7 @@ NEVER_ON_POD: dict[str, str] = {
     "GPUC_WEBHOOK_SECRET": "the secret your notification webhook trusts",
     "GPUC_TELEGRAM_SECRET": "the secret that makes a request Telegram's: a pod could tap your buttons",
     "GPUC_SLACK_SIGNING_SECRET": "the secret that makes a request Slack's: a pod could tap your buttons",
+    "GPUC_VAST_WEBHOOK_SECRET": "the secret that makes a request Vast's: a pod could wake the recovery at will",
     TOKEN_ENV: "the pod's own heartbeat token: gpuc writes a fresh one for each pod",
     **dict.fromkeys(DEPLOY_KEYS, _DEPLOY),
 }

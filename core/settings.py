@@ -40,6 +40,7 @@ SECRET_ENV = {
     "webhook_secret": "GPUC_WEBHOOK_SECRET",
     "telegram_secret": "GPUC_TELEGRAM_SECRET",
     "slack_signing_secret": "GPUC_SLACK_SIGNING_SECRET",
+    "vast_webhook_secret": "GPUC_VAST_WEBHOOK_SECRET",
     "hf_token": "HF_TOKEN",
     "git_token": "GPUC_GIT_TOKEN",
     "s3_access_key_id": "GPUC_S3_ACCESS_KEY_ID",
@@ -234,6 +235,9 @@ class Settings:
     telegram_secret: SecretStr | None = None
     telegram_chats: str | None = None
     slack_signing_secret: SecretStr | None = None
+    # Vast's signing secret of the webhook pointed at `<watchdog URL>/v1/hooks/vast`: a signed `client:outbid`
+    # makes the watchdog look at its recovering runs at once (a hint: it decides as a pass does). Unset: 404.
+    vast_webhook_secret: SecretStr | None = None
 
     # a rehearsal (client/setup/rehearse.py): its home. Set, every endpoint, watchdog and
     # destination must be the rehearsal's own (loopback, or inside this folder): a real key the user

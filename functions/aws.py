@@ -52,6 +52,7 @@ WATCHDOG_SECRETS = (
     "webhook_secret",
     "telegram_secret",
     "slack_signing_secret",
+    "vast_webhook_secret",
     # Deploy's own (never copied from the laptop's settings, see deploy.watchdog_key_values): the watchdog's
     # key (pod claims) and the pods carried in from another watchdog (`deploy --carry`).
     "watchdog_key",

@@ -40,6 +40,7 @@ from gpuc.functions.edge import (
     verify_pod,
 )
 from gpuc.functions.eventlimit import admit_event
+from gpuc.functions.outbidhook import vast_hook
 from gpuc.functions.podnews import event_text, event_title
 from gpuc.functions.reaper import reap_once
 from gpuc.functions.reaper.record import read_meta
@@ -265,6 +266,7 @@ ROUTES: tuple[tuple[str, re.Pattern[str], Handler], ...] = (
     ("POST", re.compile(r"/v1/boot"), boot),
     ("GET", re.compile(rf"/v1/runs/{_RUN_ID}"), run_status),
     ("POST", re.compile(rf"/v1/runs/{_RUN_ID}/stop"), run_stop),
+    ("POST", re.compile(r"/v1/hooks/vast"), vast_hook),
     ("GET", re.compile(rf"/a/{_TOKEN}"), action_page),
     ("POST", re.compile(rf"/a/{_TOKEN}"), action_post),
     ("POST", re.compile(r"/telegram"), telegram.webhook),

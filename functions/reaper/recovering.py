@@ -21,7 +21,7 @@ import logging
 from typing import Any
 
 from gpuc.core import bootkit
-from gpuc.core.api import AttemptRecord, Policy
+from gpuc.core.api import AttemptRecord, Policy, ReapReport
 from gpuc.core.budget import ahead_of, outlook, records_burns, usd
 from gpuc.core.errors import GpucError
 from gpuc.core.pod import RESUME_ENV, WATCHDOG_ENV, Pod
@@ -29,7 +29,7 @@ from gpuc.core.providers.base import Provider
 from gpuc.core.signing import derive_key
 from gpuc.core.titles import title
 from gpuc.functions import runs
-from gpuc.functions.app import announce
+from gpuc.functions.app import Deps, announce
 from gpuc.functions.claims import token_for
 from gpuc.functions.deadline import deadline_of
 from gpuc.functions.reaper.recover import Decision, Offer, RecoveryPlan, progress_text, stop_text
@@ -58,6 +58,15 @@ def recover_runs(run: Pass) -> None:
         except Exception as exc:
             log.error("reaper: recovering run %s: %s", run_id, describe(exc, run.deps))
             run.act(run_id, "vast", "skip", f"recovery: error ({type(exc).__name__}); the next pass tries again")
+
+
+def recover_hinted(deps: Deps, now: float) -> ReapReport:
+    """Vast's outbid webhook (functions/outbidhook.py): every live run looked at now, as a pass's recovery
+    step looks (the provider read twice, the same rules, each act claimed in the run's record), and nothing
+    else a pass does. A hint can start the wait sooner, never shorten it or act on its own word."""
+    run = Pass(deps, now, False, ReapReport(ran_at=now, dry_run=False))
+    recover_runs(run)
+    return run.report
 
 
 def recover_one(run: Pass, run_id: str) -> None:
