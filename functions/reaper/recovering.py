@@ -250,7 +250,7 @@ def _rerent(run: Pass, provider: Provider, stored: StoredRun, acting: Acting) ->
     announce(
         deps, now, title("recovering (outbid)", experiment=stored.experiment),
         f"{told}. New pod {pod.id} ({stored.provider}, {usd(offer.price_per_hour)}/h); it resumes from the last push "
-        f"at {stored.request.results_at}. To stop recovering: the button, or `gpuc` from the laptop.",
+        f"at {stored.request.results_at}. To stop recovering: the button, or `gpuc down {pod.id}` from the laptop.",
         pod_id=pod.id, kind=RECOVERING_KIND, level="warning",
     )  # fmt: skip
 

@@ -93,7 +93,7 @@ class Vast(Provider):
         self.pods.pop(pod_id, None)
         return "destroyed"
 
-    def create(self, spec: object) -> Pod:  # type: ignore[override]
+    def create(self, spec: object) -> Pod:
         raise AssertionError("never")
 
     def stop(self, pod_id: str) -> None:

@@ -11,6 +11,7 @@ import json
 import stat
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 import pytest
@@ -155,7 +156,7 @@ def rented_nothing(emu: VastEmulator, ctx: Ctx, bucket: Path) -> bool:
 
 
 # -- refusals, each before any money --------------------------------------------------------------
-REFUSALS = {
+REFUSALS: dict[str, tuple[dict[str, Any], dict[str, Any], str]] = {
     "not-interruptible": ({"interruptible": False}, {}, "--recover is for interruptible pods"),
     "no-bid": ({"bid": None}, {}, "--recover needs --bid"),
     "on-demand-without-recover": ({"recover": 0, "recover_on_demand": True}, {}, "--recover-on-demand needs"),

@@ -246,7 +246,7 @@ def test_two_passes_racing_rent_once(world: RecWorld) -> None:
     outbid_and_wait(world)
     store = world.store
     real_put = store.put_meta
-    raced = []
+    raced: list[bool] = []
 
     def racing_put(key: str, value: Any, expected_version: int | None) -> bool:
         if key == runs.run_key(RUN_ID) and not raced:
