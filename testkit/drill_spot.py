@@ -19,12 +19,13 @@ S30a outbid once mid-job: recovered within GPUC_RECOVER_WAIT_S + a pass + boot; 
      the last push; the run's cost inside its envelope; 0 instances left at the end.
 S30b outbid more than N times: recovery stops, 0 instances left, the pushed results kept, the user told.
 S30c a bid that loses at create, on a server that ignores cancel_unavail: 0 instances left.
-S30d a webhook forged or replayed: refused, and nothing acts (no provider call).
+S30d a webhook forged, stale or replayed, through the real route (POST /v1/hooks/vast): refused, and nothing
+     acts (no provider call); the genuine one only makes the watchdog read the state (twice), and decide as a
+     pass does.
 """
 
 from __future__ import annotations
 
-import json
 import tempfile
 from pathlib import Path
 
@@ -35,7 +36,7 @@ from gpuc.core.models import PodSpec
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.vast import VastProvider
 from gpuc.functions import runs
-from gpuc.functions.outbidhook import check_delivery, wants_look
+from gpuc.functions.outbidhook import SEEN, WINDOW_S
 from gpuc.functions.runs import StoredRun
 from gpuc.instance_side.push import MANIFEST_NAME, PushManifest
 from gpuc.instance_side.resume import restore
@@ -49,6 +50,7 @@ PUSH_EVERY_S = 60.0
 PASS_S = 60.0  # the watchdog's look at recovering runs
 WAIT_S = 5 * MIN  # GPUC_RECOVER_WAIT_S's default
 STEPS = 600  # the job's whole work: 50 minutes at one step per 5 s
+HOOK_SECRET = "drill-vast-webhook-secret"  # GPUC_VAST_WEBHOOK_SECRET, as Vast's account shows it
 
 
 class SpotJob:
@@ -83,12 +85,16 @@ class SpotWorld:
     """The watchdog's real recovery (handlers and reaper passes on a real store, testkit/spot_world.py) over the
     Vast emulator; the pods' containers are played: a job per attempt, its pushes, its boot through /v1/boot."""
 
-    def __init__(self, root: Path, clock: FakeClock, recover: int) -> None:
+    def __init__(self, root: Path, clock: FakeClock, recover: int, hook_secret: str | None = None) -> None:
         self.clock = clock
         self.dest = root / "bucket" / "spot" / RUN_ID
         self.dest.mkdir(parents=True)
         self.root = root
-        self.world = make_rec_world(root / "watchdog", clock, recover_wait_s=WAIT_S, reaper_period_s=PASS_S)
+        self.world = make_rec_world(
+            root / "watchdog", clock, recover_wait_s=WAIT_S, reaper_period_s=PASS_S, vast_webhook_secret=hook_secret
+        )
+        if hook_secret is not None:
+            self.world.emu.webhook_secret = hook_secret
         self.world.results_at = f"file://{self.dest}"
         self.emu, self.vast = self.world.emu, self.world.vast
         self.world.up(recover=recover)
@@ -180,9 +186,9 @@ class SpotWorld:
         self.world.close()
 
 
-def _world(recover: int) -> tuple[SpotWorld, tempfile.TemporaryDirectory[str]]:
+def _world(recover: int, hook_secret: str | None = None) -> tuple[SpotWorld, tempfile.TemporaryDirectory[str]]:
     tmp = tempfile.TemporaryDirectory(prefix="gpuc-drill-spot-")
-    return SpotWorld(Path(tmp.name), FakeClock(), recover), tmp
+    return SpotWorld(Path(tmp.name), FakeClock(), recover, hook_secret), tmp
 
 
 def s30a_outbid_once(stage: Stage) -> RowResult:
@@ -293,44 +299,42 @@ def s30c_bid_loses_at_create(stage: Stage) -> RowResult:
 
 
 def s30d_webhook_forged_or_replayed(stage: Stage) -> RowResult:
-    world, tmp = _world(recover=2)
+    world, tmp = _world(recover=2, hook_secret=HOOK_SECRET)
     with tmp:
-        world.emu.deliver_twice = True
-        pod_id = world.world.latest()
-        world.emu.outbid(pod_id)
-        world.emu.outbidder_leaves(pod_id)  # resumed: nothing for the watchdog to do
-        good, replay = world.emu.webhooks
-        seen: set[str] = set()
-
-        def first_time(event_id: str) -> bool:
-            new = event_id not in seen
-            seen.add(event_id)
-            return new
-
-        now = world.clock.now()
+        w = world.world
+        w.emu.deliver_twice = True
+        pod_id = w.latest()
+        w.emu.outbid(pod_id)
+        w.emu.outbidder_leaves(pod_id)  # resumed: nothing for the watchdog to do
+        good, replay = w.emu.webhooks
         forged = dict(good.headers, **{"X-Vast-Signature": "0" * 64})
-        answers = [
-            check_delivery(forged, good.body, secret=world.emu.webhook_secret, now=now, first_time=first_time),
-            check_delivery(good.headers, good.body, secret=world.emu.webhook_secret, now=now + 400,
-                           first_time=first_time),
-        ]  # fmt: skip
-        first = check_delivery(good.headers, good.body, secret=world.emu.webhook_secret, now=now, first_time=first_time)
-        answers.append(
-            check_delivery(replay.headers, replay.body, secret=world.emu.webhook_secret, now=now, first_time=first_time)
-        )
-        problems = [f"acted on: {json.dumps(str(a))}" for a in answers if wants_look(a)]
-        if not wants_look(first):
-            problems.append("the genuine delivery was refused")
-        before = len(world.emu.ops("destroy")) + len(world.emu.ops("create"))
-        for _ in range(3):  # a look the hint asked for: the pod runs again, nothing is done
+        problems: list[str] = []
+
+        def hook(headers: dict[str, str], body: bytes, want: int, reads: bool, case: str) -> None:
+            before = len(w.emu.requests)
+            answer = w.call("POST", "/v1/hooks/vast", body, headers)
+            if answer.status != want:
+                problems.append(f"{case}: answered {answer.status}, not {want}")
+            if (len(w.emu.requests) > before) != reads:
+                problems.append(f"{case}: {'no' if reads else 'a'} provider call")
+            if case == "replayed" and answer.body.get("ignored") != SEEN:
+                problems.append("the replay was not said to be ignored")
+
+        hook(forged, good.body, 401, False, "forged")
+        hook(good.headers, good.body, 200, True, "genuine")  # the look: the pod read twice, found running
+        hook(replay.headers, replay.body, 200, False, "replayed")  # 200: a 4xx makes Vast deliver it again
+        world.clock.advance(WINDOW_S + 1)
+        hook(good.headers, good.body, 401, False, "stale")
+        acts = len(w.emu.ops("destroy")) + len(w.emu.ops("create"))
+        for _ in range(3):  # the passes after it: the pod runs again, nothing is done
             world.clock.advance(WAIT_S)
-            world.world.reap()
-        if len(world.emu.ops("destroy")) + len(world.emu.ops("create")) != before:
+            w.reap()
+        if acts != 1 or len(w.emu.ops("destroy")) + len(w.emu.ops("create")) != acts:  # 1: `up`'s create
             problems.append("a webhook made the watchdog destroy or rent")
         world.vast.destroy(pod_id)
         world.close()
     return RowResult(
-        "S30d", "a webhook forged, stale or replayed", "webhook check (HMAC, 300 s, event id)",
+        "S30d", "a webhook forged, stale or replayed", "POST /v1/hooks/vast (HMAC, 300 s, event id)",
         None, None, "refused, nothing acts; a genuine one only makes the watchdog read the state (twice)",
         problems=problems,
     )  # fmt: skip

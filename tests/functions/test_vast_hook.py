@@ -193,3 +193,27 @@ def test_the_log_says_the_event_and_outcome_never_the_body_or_headers(
 def _resigned(good: WebhookDelivery, now: int, event_id: str) -> tuple[dict[str, str], bytes]:
     body = json.dumps({**json.loads(good.body), "event_id": event_id, "timestamp": now}).encode()
     return sign_webhook(SECRET, now, body, event_id), body
+
+
+def test_the_local_server_serves_the_route_and_logs_neither_body_nor_headers(
+    world: RecWorld, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The real loopback server (`gpuc watchdog serve`) routes it as the Lambda does (handlers.ROUTES)."""
+    import httpx
+
+    from gpuc.functions.server import start_in_thread
+
+    caplog.set_level("DEBUG")
+    first = world.up()
+    world.outbid()
+    world.reap()
+    world.clock.advance(WAIT + 1)
+    (good,) = world.emu.webhooks
+    forged = dict(good.headers, **{"X-Vast-Signature": "e" * 64})
+    with start_in_thread(world.settings, deps=world.deps) as handle:
+        refused = httpx.post(f"{handle.url}{HOOK}", content=good.body, headers=forged, timeout=10)
+        taken = httpx.post(f"{handle.url}{HOOK}", content=good.body, headers=good.headers, timeout=10)
+    assert (refused.status_code, taken.status_code) == (401, 200)
+    assert world.creates() == 2 and world.latest() != first.id
+    for leak in (json.loads(good.body)["message"], good.headers["X-Vast-Signature"], "e" * 64, SECRET):
+        assert leak not in caplog.text
