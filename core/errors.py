@@ -23,6 +23,7 @@ GpucError                          user-facing: message + how to fix it, no trac
 ├── DeployError                    (functions.deploy) the AWS deployment failed
 ├── NoAnswerInTime                 (core.together) a read still running at its pass's deadline: unread
 ├── StreamTooLong                  (client.jobs.copyout) a pod sent more than its listing holds: cut off
+├── BootError                      (instance_side.boot) a re-rented pod cannot boot from its kit: nothing started
 └── SshdUnavailable                (testkit.sshd) no ssh server to stand in for the pods' (tests, demo)
 
 internal, caught where they are raised:

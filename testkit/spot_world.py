@@ -32,7 +32,7 @@ DISK_PER_HOUR = 0.15 * 30 / (30 * 24)
 MAX_HOURS = 2.0
 WAIT_S = 300.0
 RUN_ID = "spot-r1"
-PLANTED_SECRET = "hf_PLANTEDkitsecret0123456789abcdefXYZ"
+PLANTED_SECRET = "hf" + "_PLANTEDkitsecret0123456789abcdefXYZ"  # in two parts: gpuc scans its own code before an upload
 FUNCTIONS_URL = "http://127.0.0.1:8787"
 
 

@@ -1,4 +1,4 @@
-"""The mutants of a pod's own boot (issue 30: a re-rented pod boots with no laptop), as exact replacements in
+"""The mutants of a pod's own boot (a re-rented pod boots with no laptop), as exact replacements in
 table.py's format: each breaks one check, and `tests` must fail on it. The lead merges MUTANTS_POD into MUTANTS.
 Each was tried by hand."""
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from gpuc.core.budget import run_envelope_usd
-from gpuc.core.ledger import Ledger, row_cost
+from gpuc.core.ledger import Ledger, LedgerRow, row_cost
 from gpuc.core.notify import OUTBOX_NAME, read_outbox
 from gpuc.core.settings import load_settings
 from gpuc.core.signing import new_token
@@ -122,6 +122,18 @@ class World:
         manifest = PushManifest.load(self.run_dir() / MANIFEST_NAME)
         return max(int(n[5:10]) for n in manifest.files if n.startswith("ckpt-") and n not in manifest.waiting)
 
+    def ledger_row(self) -> LedgerRow:
+        """The run's one row once `gpuc ledger` has taken in the run's end (the watchdog marks the run done at
+        its next pass after the last pod's end: a moment after the instance is gone)."""
+
+        def closed() -> bool:
+            self.gpuc("ledger")
+            return all(r.end for r in Ledger(self.home / "gpu-ledger.csv").rows())
+
+        wait_for(closed, 60, "the ledger row closed")
+        (row,) = Ledger(self.home / "gpu-ledger.csv").rows()
+        return row
+
     def close(self) -> None:
         self.platform.close()
         self.server.stop()
@@ -149,9 +161,8 @@ def test_an_outbid_run_recovers_from_its_last_push_with_the_laptop_gone(sshd: Lo
         wait_for(lambda: not world.platform.alive(), 60, "every instance gone")
         attempts = (world.run_dir() / "attempts.log").read_text().split()
         steps = world.pushed_steps()
-        ledger = Ledger(world.home / "gpu-ledger.csv")
-        world.gpuc("ledger")  # takes in the run's end from the watchdog
-        rows = ledger.rows()
+        manifest = (world.run_dir() / MANIFEST_NAME).read_text()
+        row = world.ledger_row()
         outbox = "\n".join(f"{m.title} {m.message}" for m in read_outbox(world.home / OUTBOX_NAME))
     finally:
         world.close()
@@ -159,9 +170,8 @@ def test_an_outbid_run_recovers_from_its_last_push_with_the_laptop_gone(sshd: Lo
     assert attempts[0:2] == ["start", "0"] and len(attempts) == 4, attempts
     resumed_at = int(attempts[3])
     assert pushed_before <= resumed_at < STEPS, (attempts, pushed_before)  # from the last push, not from scratch
-    assert steps == list(range(1, STEPS + 1))
+    assert steps == list(range(1, STEPS + 1)), (attempts, pushed_before, manifest)
     assert len(world.vast.destroyed) == 2
-    (row,) = rows
     cost = row_cost(row)
     envelope = run_envelope_usd(BID, DISK_PER_HOUR, 1.0)
     assert row.end and cost is not None and 0 < cost <= envelope, (row, envelope)
@@ -184,8 +194,7 @@ def test_outbid_past_its_recoveries_stops_with_nothing_left_and_says_what_it_cos
         wait_for(lambda: not world.platform.alive(), 60, "the paused second attempt destroyed")
         time.sleep(2.0)  # a few more reaper passes: nothing more is rented
         kept = world.pushed_steps()
-        world.gpuc("ledger")
-        (row,) = Ledger(world.home / "gpu-ledger.csv").rows()
+        row = world.ledger_row()
         outbox = "\n".join(f"{m.title} {m.message}" for m in read_outbox(world.home / OUTBOX_NAME))
     finally:
         world.close()
