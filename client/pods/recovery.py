@@ -342,3 +342,11 @@ def recovery_request(
         results_at=results_at(settings, spec.experiment, spec.run_id),
         kit=kit,
     )
+
+
+@dataclass(frozen=True)
+class Recovering:
+    """What `up --recover` registers with the first pod: the kit written before the create, the envelope."""
+
+    kit: KitFiles | None = None
+    envelope: RunEnvelope | None = None

@@ -16,7 +16,6 @@ import contextlib
 import errno
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from gpuc.client.context import Ctx, Echo
 from gpuc.client.interrupts import (
@@ -31,13 +30,12 @@ from gpuc.client.interrupts import (
 from gpuc.client.onpod.provision import VENV_INSTALLER, Installer, install_agent, offline_installer, provision
 from gpuc.client.onpod.script import check_command, check_in_bundle, put_project
 from gpuc.client.onpod.ssh import wait_for_ssh_endpoint
-from gpuc.client.pods import plan, recovery
+from gpuc.client.pods import allowlist, plan, recovery
 from gpuc.client.pods.plan import UpOptions, check_env_file, check_experiment
 from gpuc.client.pods.run import job_started, short_command, start_job
 from gpuc.client.text import clock_utc, short_span
 from gpuc.core.api import RegisterRequest
 from gpuc.core.bootkit import onstart_script
-from gpuc.core.budget import RunEnvelope
 from gpuc.core.errors import GpucError, ProviderError
 from gpuc.core.ledger import sane_price, sane_ts
 from gpuc.core.models import PodSpec
@@ -64,7 +62,7 @@ def up(opts: UpOptions, ctx: Ctx) -> Pod | None:
     recovery.check_recovery(opts, ctx.settings)  # --recover: before the destination's probe, which it narrows
     # Everything checkable without a provider call, before money: key, ssh key, watchdog URL, GPU name.
     gpu = plan.before_create(opts, ctx)
-    secrets_env = plan.pod_secrets(ctx.settings, secrets_env, ctx, asked=opts.env_names)  # the allowlist, names printed
+    secrets_env = allowlist.pod_secrets(ctx.settings, secrets_env, ctx, asked=opts.env_names)  # names printed
 
     run_id = new_run_id()
     spec = PodSpec(
@@ -121,15 +119,7 @@ def up(opts: UpOptions, ctx: Ctx) -> Pod | None:
     ctx.runs.record_intent(run_id, spec.name, opts.provider, opts.experiment, now, warm_s=opts.warm_s)
     ctx.echo(f"creating {spec.name} on {opts.provider} ({opts.gpu}) ...")
     with stop_signals_raise():
-        return _create_and_prepare(provider, spec, opts, ctx, secrets_env, Recovering(kit, priced.envelope))
-
-
-@dataclass(frozen=True)
-class Recovering:
-    """What `up --recover` registers with the first pod: the kit written before the create, the envelope."""
-
-    kit: recovery.KitFiles | None = None
-    envelope: RunEnvelope | None = None
+        return _create_and_prepare(provider, spec, opts, ctx, secrets_env, recovery.Recovering(kit, priced.envelope))
 
 
 def _create_and_prepare(
@@ -138,7 +128,7 @@ def _create_and_prepare(
     opts: UpOptions,
     ctx: Ctx,
     secrets_env: dict[str, str],
-    recovering: Recovering | None = None,
+    recovering: recovery.Recovering | None = None,
 ) -> Pod:
     """From the create on, anything that ends `up` early destroys what it created: an error, a stop
     signal (Ctrl-C, a closed terminal, SIGTERM), or its own output breaking (`up | tee` after Ctrl-C)."""
@@ -146,7 +136,7 @@ def _create_and_prepare(
     try:
         made.append(provider.create(spec))
         ctx.runs.set_pod_id(spec.run_id, made[0].id)
-        return _after_create(made[0], spec, opts, ctx, secrets_env, recovering or Recovering())
+        return _after_create(made[0], spec, opts, ctx, secrets_env, recovering or recovery.Recovering())
     except BaseException as exc:
         if not made and isinstance(exc, GpucError):
             # A definite refusal, or an unclear create that create_once already looked up by name.
@@ -211,7 +201,7 @@ def _plan_up(spec: PodSpec, opts: UpOptions, echo: Echo) -> None:
 
 
 def _after_create(
-    pod: Pod, spec: PodSpec, opts: UpOptions, ctx: Ctx, secrets_env: dict[str, str], recovering: Recovering
+    pod: Pod, spec: PodSpec, opts: UpOptions, ctx: Ctx, secrets_env: dict[str, str], recovering: recovery.Recovering
 ) -> Pod:
     # A watchdog with a key of its own derives the pod's token and answers it with the pod's claim (its proof
     # when the watchdog's store is lost); one without (a deployment from before claims) takes ours.

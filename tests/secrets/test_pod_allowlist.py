@@ -27,7 +27,7 @@ from moto.server import ThreadedMotoServer
 from test_secret_hygiene import ArgvSampler
 
 from gpuc.client.context import Ctx
-from gpuc.client.pods import plan
+from gpuc.client.pods import allowlist
 from gpuc.core.errors import ConfigError
 from gpuc.core.podconfig import choose_pod_secrets, pod_secrets
 from gpuc.core.podpaths import TOKEN_ENV
@@ -132,7 +132,7 @@ def test_the_job_environment_drops_the_forbidden_names_from_the_file_and_the_pod
 def said(tmp_path: Path, settings: Settings, env_file: dict[str, str], environ: dict[str, str]) -> list[str]:
     lines: list[str] = []
     deps = Ctx(settings, echo=lines.append)
-    plan.pod_secrets(settings, env_file, deps, {"AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"), **environ})
+    allowlist.pod_secrets(settings, env_file, deps, {"AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"), **environ})
     return lines
 
 
