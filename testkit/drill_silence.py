@@ -53,7 +53,7 @@ def f14_reaper_stopped(stage: Stage) -> RowResult:
     stage.run(missed_at - stage.now)
     while stage.now < missed_at + 4 * stage.period:
         st = stage.status()
-        if reaper_warnings(st.reaper_last_run, st.reaper_period_s, st.server_time):
+        if st is not None and reaper_warnings(st.reaper_last_run, st.reaper_period_s, st.server_time):
             seen_at = stage.now
             break
         stage.run(1.0, step=1.0)

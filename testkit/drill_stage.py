@@ -505,9 +505,11 @@ class Stage:
         answer = dispatch(Request("POST", path, {"Authorization": f"Bearer {ADMIN}"}, body), self.deps, self.now)
         return answer.status == 200
 
-    def status(self) -> api.StatusResponse:
+    def status(self) -> api.StatusResponse | None:
+        """`gpuc ls`'s read of the watchdog; None when it could not answer (its store down, with faults on): the
+        user sees an error and looks again, as the row does a second later."""
         answer = dispatch(Request("GET", "/v1/status", {"Authorization": f"Bearer {ADMIN}"}), self.deps, self.now)
-        return api.StatusResponse.model_validate(answer.body)
+        return api.StatusResponse.model_validate(answer.body) if answer.status == 200 else None
 
     # -- time ---------------------------------------------------------------------------------
     def run(self, seconds: float, *, step: float = STEP_S, until: Callable[[], bool] | None = None) -> None:
