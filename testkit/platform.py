@@ -179,11 +179,18 @@ class Platform:
         return sorted(found)
 
     def kill_container(self, pod_id: str) -> int:
-        pids = self.processes(pod_id)
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        return len(pids)
+        """Every process of the container, as a container stop kills them all: scanned again after each round,
+        since one may have started a child between the scan and its kill (the agent starting a push)."""
+        killed: set[int] = set()
+        for _ in range(5):
+            pids = set(self.processes(pod_id)) - killed
+            if not pids:
+                break
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            killed |= pids
+        return len(killed)
 
     def kill_agent(self, pod_id: str) -> int:
         """The drill's OOM: SIGKILL the pod's agent by the pid it holds its lock with."""
