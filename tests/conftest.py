@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,15 @@ import pytest
 from moto import mock_aws
 
 from gpuc.core.clock import FakeClock
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A suite started in the background (`make test &`, a CI step run that way) inherits SIGINT ignored, and so
+    would every `gpuc` it starts: Ctrl-C is then rightly nothing to them, and the tests of what Ctrl-C does could
+    not send one. A user's terminal delivers it: the tests run as from one. (Exec resets a handler to the
+    default, so the processes the tests start get SIGINT as a terminal's would.)"""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
