@@ -136,6 +136,10 @@ def run_of(record: object) -> tuple[str | None, int | None]:
     return run_id, attempt if isinstance(attempt, int) else 1
 
 
+# ended_by of an attempt the watchdog's recovery destroyed (functions/reaper/recovering.py RECOVERY_END)
+RECOVERY_ENDED_BY = "recovery"
+
+
 def later_attempt(record: object) -> bool:
     """A pod the watchdog rented to recover a run (attempt 2 and on): its cost is on the run's one row."""
     _run, attempt = run_of(record)
@@ -819,6 +823,10 @@ class Ledger:
                         report.closed += 1
                     continue
                 if record.end_at is None or book.rows[i].end:
+                    continue
+                if run_id is not None and getattr(record, "ended_by", None) == RECOVERY_ENDED_BY:
+                    # An attempt recovery destroyed to rent the next one: never its run's end, whatever the
+                    # watchdog says of the run (a row closed at it would show one attempt's cost as the run's).
                     continue
                 if not sane_ts(record.end_at):
                     report.warnings.append(

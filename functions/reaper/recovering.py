@@ -24,6 +24,7 @@ from gpuc.core import bootkit
 from gpuc.core.api import AttemptRecord, Policy, ReapReport
 from gpuc.core.budget import ahead_of, outlook, records_burns, usd
 from gpuc.core.errors import GpucError
+from gpuc.core.ledger import RECOVERY_ENDED_BY
 from gpuc.core.pod import RESUME_ENV, WATCHDOG_ENV, Pod
 from gpuc.core.providers.base import Provider
 from gpuc.core.signing import derive_key
@@ -43,7 +44,7 @@ log = logging.getLogger("gpuc.reaper")
 # A claim lapses after this: longer than any pass can take (a Lambda runs 15 min at most), so a pass still
 # inside its act is never taken over, and a pass that died is, by the next pass after it.
 ACT_LEASE_S = 15 * 60.0
-RECOVERY_END = "recovery"  # ended_by of an attempt recovery itself destroyed: not the run's end
+RECOVERY_END = RECOVERY_ENDED_BY  # ended_by of an attempt recovery itself destroyed: not the run's end (core/ledger.py)
 RECOVERING_KIND = "recovering"  # the notification that carries the "stop recovery" link
 STOPPED_KIND = "recovery_stopped"
 
