@@ -44,7 +44,6 @@ log = logging.getLogger("gpuc.reaper")
 # A claim lapses after this: longer than any pass can take (a Lambda runs 15 min at most), so a pass still
 # inside its act is never taken over, and a pass that died is, by the next pass after it.
 ACT_LEASE_S = 15 * 60.0
-RECOVERY_END = RECOVERY_ENDED_BY  # ended_by of an attempt recovery itself destroyed: not the run's end (core/ledger.py)
 RECOVERING_KIND = "recovering"  # the notification that carries the "stop recovery" link
 STOPPED_KIND = "recovery_stopped"
 
@@ -87,7 +86,7 @@ def recover_one(run: Pass, run_id: str) -> None:
             _act(run, taken[0])
         return
     rec = store.get_pod(stored.latest.pod_id)
-    if rec is not None and rec.state in FINISHED_STATES and rec.ended_by != RECOVERY_END:
+    if rec is not None and rec.state in FINISHED_STATES and rec.ended_by != RECOVERY_ENDED_BY:
         _finish(run, run_id, f"its pod ended ({rec.ended_by or rec.state})", tell=None)
         return
     provider = run.deps.providers.get(stored.provider)
@@ -206,7 +205,7 @@ def _mark_destroyed(run: Pass, pod_id: str, why: str) -> None:
         return
     changes: dict[str, Any] = {"state": "destroyed", "destroy_at": None, "reason": f"recovery: {why}"}
     if rec.end_at is None:
-        changes.update(end_at=run.now, ended_by=RECOVERY_END)
+        changes.update(end_at=run.now, ended_by=RECOVERY_ENDED_BY)
     run.deps.store.update_if(pod_id, {"state": rec.state}, changes)
 
 

@@ -18,7 +18,7 @@ store, with a compare-and-set claim before any provider call (functions/reaper/r
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from gpuc.core.budget import Attempt
 from gpuc.core.models import PodSpec
@@ -46,7 +46,6 @@ class RecoveringRun:
     attempts: list[Attempt]
     paused_since: float | None = None
     stop_asked: bool = False  # the phone's one tap
-    told: list[str] = field(default_factory=list)  # what the user heard
     done: bool = False
 
 

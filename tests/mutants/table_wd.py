@@ -37,7 +37,7 @@ MUTANTS_WD: tuple[Mutant, ...] = (
         "job-end-re-rented",
         "a run whose job ended is re-rented after an outbid",
         "functions/reaper/recovering.py",
-        "    if rec is not None and rec.state in FINISHED_STATES and rec.ended_by != RECOVERY_END:",
+        "    if rec is not None and rec.state in FINISHED_STATES and rec.ended_by != RECOVERY_ENDED_BY:",
         "    if False:",
         (f"{REC}::test_the_jobs_own_end_is_never_re_rented",),
     ),
