@@ -162,8 +162,8 @@ def test_a_row_without_extra_env_raises_rather_than_reading_our_instance_as_fore
     vast.create(spec("vast", offer_id=OFFER))
 
     def handler(request: httpx.Request) -> httpx.Response:
-        # What a column set that leaves extra_env out answers (the emulator's select_cols=["*"])
-        request.url = request.url.copy_merge_params({"select_cols": '["*"]'})
+        # What a column set without extra_env answers
+        request.url = request.url.copy_merge_params({"select_cols": '["id", "label", "actual_status"]'})
         answer = vast_emu.transport().handle_request(request)
         answer.read()
         return answer
