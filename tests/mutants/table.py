@@ -401,8 +401,8 @@ CORE: tuple[Mutant, ...] = (
         "vast-404-gone",
         "vast: a 404 to a read reads as gone",
         "core/providers/vast.py",
-        'self.api.instance_url(pod_id), params={"owner": "me"})\n',
-        'self.api.instance_url(pod_id), params={"owner": "me"}, accept=(404,))\n'
+        "self.api.instance_url(pod_id))\n",
+        "self.api.instance_url(pod_id), accept=(404,))\n"
         "        if reply.status == 404:\n            return None\n",
         (GET,),
     ),

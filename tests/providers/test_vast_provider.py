@@ -32,8 +32,8 @@ def test_it_rents_an_offer_on_demand_with_label_disk_ssh_and_owner_marker(
 ) -> None:
     pod = vast.create(spec("vast", offer_id=OFFER, price_per_hour=0.35, env={"HF_HOME": "/workspace/hf"}))
     body = create_body(vast_emu)
-    assert (body["label"], body["disk"], body["client_id"]) == ("gpuc-run0001", 30.0, "me")
-    assert "jupyter" not in str(body["runtype"]) and "ssh" in str(body["runtype"])
+    assert (body["label"], body["disk"], body["runtype"]) == ("gpuc-run0001", 30.0, "ssh_direct")
+    assert "client_id" not in body  # the CLI's, not in create_instance.yaml
     assert "price" not in body  # no price: on-demand
     assert body["cancel_unavail"] is True  # sent explicitly: never a stopped instance billing its disk
     assert body["env"] == {"HF_HOME": "/workspace/hf", OWNER_ENV: "1", "GPUC_EXPERIMENT": "tiny-llama"}
@@ -310,8 +310,11 @@ def test_offers_send_the_five_default_filters_and_come_back_cheapest_first(
     assert query["inet_down"] == {"gt": 200.0} and query["inet_down_cost"] == {"lt": 0.01}
     assert query["storage_cost"] == {"lt": 0.3} and query["num_gpus"] == {"eq": 1}
     assert query["cuda_max_good"] == {"gte": 12.4} and query["gpu_name"] == {"eq": "RTX 4090"}
-    assert query["order"] == [["dph_total", "asc"]] and query["type"] == "on-demand"
+    assert query["order"] == [["dph_total", "asc"]] and "type" not in query  # on-demand: the spec's default
+    assert query["direct_port_count"] == {"gte": 1}  # ssh_direct needs an open port
     assert [o.id for o in offers] == [OFFER]
+    vast.offers("RTX 4090", interruptible=True)
+    assert json.loads(vast_emu.ops("offers")[-1].body)["type"] == "bid"
 
 
 def test_each_default_filter_can_be_loosened(vast: VastProvider) -> None:
@@ -426,3 +429,25 @@ def test_the_emulator_can_point_ssh_at_a_real_endpoint(clock: FakeClock) -> None
     pod = provider.create(spec("vast", offer_id=OFFER))
     found = provider.get(pod.id)
     assert found is not None and (found.ssh_host, found.ssh_port) == ("127.0.0.1", 2222)
+
+
+@pytest.mark.parametrize(("util", "busy"), [(97.0, 97.0), (0.93, 93.0), (0.0, 0.0), (None, None), (1.0, 100.0)])
+def test_a_gpu_reading_that_may_be_a_fraction_is_read_as_the_busier_one(
+    vast: VastProvider, vast_emu: VastEmulator, util: float | None, busy: float | None
+) -> None:
+    # show_instance.yaml: "GPU utilization as a fraction"; the official CLI prints it as a percent.
+    pod = vast.create(spec("vast", offer_id=OFFER))
+    vast.get(pod.id), vast.get(pod.id)
+    vast_emu.instances[int(pod.id)].gpu_util = util  # type: ignore[assignment]
+    assert vast.get(pod.id).gpu_util_pct == busy  # type: ignore[union-attr]
+
+
+def test_the_user_is_read_on_its_documented_path(vast: VastProvider, vast_emu: VastEmulator) -> None:
+    vast.balance()
+    assert [r.path for r in vast_emu.ops("balance")] == ["/api/v0/users/current/"]  # no redirect to follow
+
+
+def test_a_read_sends_only_the_documented_id(vast: VastProvider, vast_emu: VastEmulator) -> None:
+    pod = vast.create(spec("vast", offer_id=OFFER))
+    vast.get(pod.id)
+    assert vast_emu.ops("get")[-1].query == {}  # no `owner=me`: show_instance.yaml takes the id alone
