@@ -211,7 +211,6 @@ class VastOfferState:
             "reliability": self.reliability,
             "reliability2": self.reliability,
             "verification": "verified" if self.verified else "unverified",
-            "verified": self.verified,
             # A machine whose higher bidder holds it now is rented to them: not offered until they leave.
             "rentable": not self.rented and self.winning_bid is None,
             "rented": self.rented or self.winning_bid is not None,
@@ -1539,6 +1538,8 @@ class BundleSearch:
 
 
 def offer_value(view: dict[str, Any], key: str) -> Any:
+    if key == "verified":  # a filter, not an answer field: the answer says `verification`
+        return view.get("verification") == "verified"
     return view.get(OFFER_ALIASES.get(key, key))
 
 
