@@ -305,28 +305,37 @@ class BidUnderFloor(ConfigError):
     """A bid under the floor of every offer passing the filters: refused before anything is rented."""
 
 
-def offer_for_bid(found: Sequence[Offer], bid_per_gpu: float, gpu: str, gpu_count: int) -> Offer:
+def offer_for_bid(
+    found: Sequence[Offer], bid_per_gpu: float, gpu: str, gpu_count: int, *, named: bool = False
+) -> Offer:
     """The first offer (cheapest first) whose floor the bid clears. `min_bid` is the offer's, like the
     create's `price` ("Bid price per machine"): the bid per GPU x the GPUs is what is compared (that the
     floor is per offer, not per GPU, is UNCONFIRMED; the official SKILL.md passes it as the bid price). An
     offer that shows no floor is tried: Vast refuses an under-floor bid with 400 invalid_price, renting
-    nothing."""
+    nothing. `named`: the one offer the user named, said as such."""
     require(bool(found), PROVIDER, "no offer to bid on")
     bid = bid_per_gpu * gpu_count
     for offer in found:
         if offer.min_bid is None or bid >= offer.min_bid:
             return offer
     lowest = min(found, key=lambda o: o.min_bid or 0.0)
-    raise bid_under_floor(lowest, bid_per_gpu, gpu, gpu_count)
+    raise bid_under_floor(lowest, bid_per_gpu, gpu, gpu_count, named=named)
 
 
-def bid_under_floor(offer: Offer, bid_per_gpu: float, gpu: str, gpu_count: int) -> BidUnderFloor:
+def bid_under_floor(
+    offer: Offer, bid_per_gpu: float, gpu: str, gpu_count: int, *, named: bool = False
+) -> BidUnderFloor:
     floor = (offer.min_bid or 0.0) / gpu_count
     more = f" --num-gpus {gpu_count}" if gpu_count > 1 else ""
     search = f"gpuc offers --provider vast --interruptible --gpu {shlex.quote(gpu)}{more}"
+    whose = (
+        f"offer {offer.id}'s min_bid is ${floor:.3f} per GPU-hour"
+        if named
+        else f"the lowest min_bid among the offers passing the filters is ${floor:.3f} per GPU-hour (offer "
+        f"{offer.id})"
+    )
     return BidUnderFloor(
-        f"a bid of ${bid_per_gpu:.3f} per GPU-hour is under Vast's floor for {gpu} x{gpu_count}: the lowest "
-        f"min_bid among the offers passing the filters is ${floor:.3f} per GPU-hour (offer {offer.id}), and "
+        f"a bid of ${bid_per_gpu:.3f} per GPU-hour is under Vast's floor for {gpu} x{gpu_count}: {whose}, and "
         "Vast refuses a bid under it; nothing was rented",
         hint=f"bid at least the floor, e.g. --bid {round(floor * BID_MARGIN, 3):g} (the floor + 10 %, as `gpuc "
         f"offers` advises); `{search}` shows each offer's min_bid",
