@@ -1,4 +1,4 @@
-"""The Vast traps caught before renting (issue 36): each mutant lets one through, and `tests` must fail on it."""
+"""The Vast traps caught before renting: each mutant lets one through, and `tests` must fail on it."""
 
 from __future__ import annotations
 
