@@ -6,7 +6,9 @@ the version; tests/providers/test_vast_conformance.py holds each to it): no fiel
 ones, so the create body carries no `client_id` (the official CLI's, absent from the spec and its
 examples) and the documented `runtype` `ssh_direct`, and an on-demand search leaves `type` to its
 documented default. A create is checked against the documented bounds first (a refusal here costs nothing
-and says the fix), and an interruptible create against the offer's `min_bid`.
+and says the fix), and an interruptible create against the offer's `min_bid`. The instance is handed the ssh
+key `up` logs in with (attached after the create): Vast gives a new instance only the account's registered
+keys, none on a new account.
 
 Vast answers `success: false` with HTTP 200 at times, so every write checks `success` as well as the
 status. Every request goes through the HttpClient choke point in core/providers/http.py.
@@ -154,6 +156,13 @@ class VastOffer(ProviderAnswer):
 
 class VastUser(ProviderAnswer):
     credit: Number
+
+
+class VastSshKey(ProviderAnswer):
+    """One row of GET /api/v0/ssh/ (show_ssh_keys.yaml)."""
+
+    key: str
+    deleted_at: str | None = None
 
 
 W = TypeVar("W", bound=ProviderAnswer)
@@ -423,6 +432,10 @@ class VastApi:
 
 class VastProvider(HttpProvider):
     name = PROVIDER
+    # `create` hands the instance the public key `up` logs in with (PodSpec.ssh_public_key), attached after the
+    # create: Vast puts only the account's registered keys on a new instance ("SSH keys must be registered
+    # BEFORE creating an instance (VM: no recovery; Docker: can add post-create)"), none on a new account.
+    takes_public_key = True
 
     def __init__(
         self,
@@ -457,6 +470,11 @@ class VastProvider(HttpProvider):
 
     # -- create --
 
+    def check_spec(self, spec: PodSpec) -> None:
+        """What Vast would refuse of this spec (create_instance.yaml's bounds), before any call."""
+        bid = spec.bid_per_gpu * spec.gpu_count if spec.interruptible and spec.bid_per_gpu else None
+        self._create_body(spec, pod_env(spec), bid)
+
     def create(self, spec: PodSpec) -> Pod:
         env = pod_env(spec)
         offer_id, price, bid = self._offer_for(spec)
@@ -465,7 +483,35 @@ class VastProvider(HttpProvider):
         def send() -> Pod:
             return self._send_create(offer_id, body, spec, bid if bid is not None else price)
 
-        return self.create_named(spec.name, send)
+        pod = self.create_named(spec.name, send)
+        if spec.ssh_public_key:
+            self._hand_key(pod.id, spec.ssh_public_key)
+        return pod
+
+    def _hand_key(self, pod_id: str, public_key: str) -> None:
+        """POST /instances/{id}/ssh/ (attach_ssh.yaml): the key `up` logs in with, on the instance whatever the
+        account has registered. Whether a key attached while the instance still loads reaches its sshd is
+        UNCONFIRMED, so a refusal is said, never fatal: the account's registered keys still apply (`up` and
+        `doctor` say whether gpuc's is among them), and an instance `up` cannot reach is destroyed."""
+        try:
+            reply = self.http.request("POST", f"{self.api.instance_url(pod_id)}ssh/", json={"ssh_key": public_key})
+        except GpucError as exc:
+            log.warning("vast: could not attach gpuc's ssh key to instance %s (%s)", pod_id, exc.message)
+            return
+        if not (isinstance(reply.body, dict) and reply.body.get("success") is True):
+            said = refused(self.http, reply, "attach").message
+            log.warning("vast: instance %s did not take gpuc's ssh key (%s)", pod_id, said)
+
+    def registered_ssh_keys(self) -> list[str]:
+        """GET /api/v0/ssh/ (show_ssh_keys.yaml): the public keys the account puts on a new instance. "404: No
+        SSH keys found for the user" is an account with none; a deleted key is not one. Only ever said (a
+        warning before renting), never acted on: a wrong reading costs a line, not money."""
+        reply = self.http.request("GET", f"{self.api.v0}/ssh/", accept=(404,))
+        if reply.status == 404:
+            return []
+        require(isinstance(reply.body, list), PROVIDER, "the ssh keys answer is not a list")
+        rows = [parse(VastSshKey, row, "ssh key") for row in reply.body]
+        return [row.key.strip() for row in rows if row.deleted_at is None]
 
     def _offer_for(self, spec: PodSpec) -> tuple[str, float | None, float | None]:
         """(offer id, on-demand price, bid per machine). Without an offer id, take the cheapest that passes

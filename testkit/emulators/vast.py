@@ -64,6 +64,10 @@ Webhooks (`webhook_secret`, `webhooks` the deliveries queued): HMAC-SHA256 hex o
 (`deliver_twice`); the payload has no instance id (documented: none; whether `message` names it is
 UNCONFIRMED: this emulator names it in `message`).
 
+SSH keys: the account's registered keys (`ssh_keys`, none on a new account: `GET /api/v0/ssh/` then answers
+404, "No SSH keys found for the user") go onto each instance at its create; `POST /api/v0/instances/{id}/ssh/`
+attaches one more ("Docker: can add post-create"). Each instance keeps the keys its sshd would take.
+
 Instance keys may show, start/stop, reboot and destroy their own instance. `pod_key_not_found=True`
 answers their destroy with the documented not-found body while the instance lives on (a refusal that
 looks like "already gone": the case the self-destroy must not believe).
@@ -72,7 +76,7 @@ Texts the docs do not give (the 410 of the retired list, the filters and bulk an
 this emulator's own and say so in the code.
 
 Fault ops: create, get, list, list_v0, filters, stop, stop_bulk, reboot, bid, destroy, destroy_bulk,
-balance, offers, billing.
+balance, offers, billing, ssh_keys, attach_key.
 """
 
 from __future__ import annotations
@@ -258,6 +262,8 @@ class VastInst:
     ssh_port: int = 20000
     lag_polls: int | None = None  # after a destroy: observations left before it disappears
     onstart: str | None = None  # run by the container at every start (testkit/platform.py runs it)
+    # The public keys its sshd takes: the account's registered ones at the create, and any attached since.
+    ssh_keys: list[str] = field(default_factory=list)
 
     def dph_total(self) -> float:
         storage = self.offer.storage_cost * self.disk / (30 * 24)
@@ -305,6 +311,9 @@ class VastEmulator(Emulator):
         self.ssh_endpoint = ssh_endpoint
         self.instances: dict[int, VastInst] = {}
         self.busy_machines: set[int] = set()  # machines whose GPUs someone else holds: starts wait
+        # The account's registered ssh keys (a new account has none: GET /ssh/ answers 404, as documented).
+        # "SSH keys must be registered BEFORE creating an instance (... Docker: can add post-create)".
+        self.ssh_keys: list[str] = []
         self.destroyed: set[int] = set()
         # instance key -> instance id; a key outlives its instance (it then hears "not found": UNCONFIRMED)
         self.instance_keys: dict[str, int] = {}
@@ -463,6 +472,9 @@ class VastEmulator(Emulator):
             if kind == "bid_price":
                 return "bid", lambda r: self.change_bid(r, raw)
             return "reboot", lambda r: self.reboot(r, raw, recycle=kind == "recycle")
+        attach = re.fullmatch(r"/api/v0/instances/([^/]+)/ssh/", path)
+        if attach and method == "POST":
+            return "attach_key", lambda r: self.attach_key(r, attach.group(1))
         match = re.fullmatch(r"/api/v0/instances/([^/]+)/", path)
         if match:
             handlers = {
@@ -479,6 +491,7 @@ class VastEmulator(Emulator):
             ("PUT", "/api/v0/instances/"): ("stop_bulk", self.manage_bulk),
             ("DELETE", "/api/v0/instances/"): ("destroy_bulk", self.destroy_bulk),
             ("GET", "/api/v0/users/current/"): ("balance", self.user),
+            ("GET", "/api/v0/ssh/"): ("ssh_keys", self.show_ssh_keys),
             ("POST", "/api/v0/bundles/"): ("offers", self.bundles),
             ("PUT", "/api/v0/search/asks/"): ("offers", self.search_asks),
             ("GET", "/api/v0/charges/"): ("billing", self.charges),
@@ -639,6 +652,7 @@ class VastEmulator(Emulator):
             polls_left=self.boot_polls,
             ssh_port=next(self._ssh_ports),
         )
+        inst.ssh_keys = list(self.ssh_keys)
         offer.rented = True
         self.instances[inst.id] = inst
         self.instance_keys[inst.key] = inst.id
@@ -735,6 +749,37 @@ class VastEmulator(Emulator):
                 "api_key": self.api_key,  # as the real one does: the reason gpuc never logs this body
             },
         )
+
+    def show_ssh_keys(self, request: EmuRequest) -> EmuResponse:
+        """GET /api/v0/ssh/ (show_ssh_keys.yaml): a bare list of {id, user_id, key, created_at, deleted_at};
+        "404: No SSH keys found for the user" (the body's words are this emulator's)."""
+        refused = self._auth(request)
+        if refused:
+            return refused
+        if not self.ssh_keys:
+            return EmuResponse.json(404, {"success": False, "msg": "No SSH keys found for the user"})
+        made = "2026-11-01T09:00:00Z"
+        rows = [
+            {"id": n, "user_id": 123456, "key": key, "created_at": made, "deleted_at": None}
+            for n, key in enumerate(self.ssh_keys, 1)
+        ]
+        return EmuResponse.json(200, rows)
+
+    def attach_key(self, request: EmuRequest, raw_id: str) -> EmuResponse:
+        """POST /api/v0/instances/{id}/ssh/ {"ssh_key": "<public key>"} (attach_ssh.yaml)."""
+        instance_id = int(raw_id) if raw_id.isdigit() else -1
+        body, refused = self._authed_body(request)
+        if refused:
+            return refused
+        key = body.get("ssh_key") if isinstance(body, dict) else None
+        if not isinstance(body, dict) or set(body) != {"ssh_key"} or not isinstance(key, str) or not key:
+            return invalid(400, 'Invalid args: expected {"ssh_key": "<public key>"}')
+        inst = self.instances.get(instance_id)
+        if inst is None or inst.lag_polls is not None:
+            return no_such_instance(raw_id)
+        if key not in inst.ssh_keys:
+            inst.ssh_keys.append(key)
+        return EmuResponse.json(200, {"success": True, "msg": "SSH key attached successfully"})
 
     def bundles(self, request: EmuRequest) -> EmuResponse:
         body, refused = self._search_body(request)

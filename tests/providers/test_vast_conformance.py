@@ -34,6 +34,7 @@ from gpuc.testkit.emulators.vast import VastEmulator
 OFFER = "11684738"  # the emulator's RTX 4090 that passes every default filter (min_bid 0.20)
 RTX3090 = "11684741"  # min_bid 0.07
 A100 = "11684743"
+PUBLIC = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPLANTEDpublicHalfOfTheKey gpuc@laptop"
 
 
 @dataclass(frozen=True)
@@ -149,8 +150,12 @@ def drive_a_whole_life(server: EmulatorServer, emu: VastEmulator, tape: Tape, cl
     assert gpuc.offer(OFFER) is not None
     with pytest.raises(ConfigError):  # under the floor: gpuc's own refusal, no create sent
         gpuc.create(spec("vast", "run0009", interruptible=True, bid_per_gpu=0.12))
+    # The account's ssh keys: none yet (a 404), then one; the key `up` logs in with handed to the pod.
+    assert gpuc.registered_ssh_keys() == []
+    emu.ssh_keys = [PUBLIC]
+    assert gpuc.registered_ssh_keys() == [PUBLIC]
     # An on-demand life: create, boot, list, stop, start (its machine busy: scheduling), destroy, gone.
-    pod = gpuc.create(spec("vast", offer_id=OFFER))
+    pod = gpuc.create(spec("vast", offer_id=OFFER, ssh_public_key=PUBLIC))
     while (seen := gpuc.get(pod.id)) is not None and seen.status != "running":
         pass
     assert seen is not None and seen.ssh_port and [p.id for p in gpuc.list_pods()] == [pod.id]
@@ -220,7 +225,7 @@ def test_every_request_gpuc_sends_and_every_answer_the_emulator_gives_is_as_vast
     documented_errors = {
         ("create_instance.yaml", 400), ("create_instance.yaml", 404),
         ("create_instance.yaml", 410), ("destroy_instance.yaml", 404), ("show_instances.yaml", 429),
-        ("show_user.yaml", 401),
+        ("show_user.yaml", 401), ("show_ssh_keys.yaml", 404),
     }  # fmt: skip
     assert documented_errors <= set(seen)
 

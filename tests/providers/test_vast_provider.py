@@ -451,3 +451,40 @@ def test_a_read_sends_only_the_documented_id(vast: VastProvider, vast_emu: VastE
     pod = vast.create(spec("vast", offer_id=OFFER))
     vast.get(pod.id)
     assert vast_emu.ops("get")[-1].query == {}  # no `owner=me`: show_instance.yaml takes the id alone
+
+
+PUBLIC = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPLANTEDpublicHalfOfTheKey gpuc@laptop"
+
+
+def test_the_create_hands_the_instance_the_key_up_logs_in_with(vast: VastProvider, vast_emu: VastEmulator) -> None:
+    # A new account registers no key: without this the instance would take none, and `up` could not get in.
+    pod = vast.create(spec("vast", offer_id=OFFER, ssh_public_key=PUBLIC))
+    assert vast_emu.instances[int(pod.id)].ssh_keys == [PUBLIC]
+    [attach] = vast_emu.ops("attach_key")
+    assert attach.path == f"/api/v0/instances/{pod.id}/ssh/" and json.loads(attach.body) == {"ssh_key": PUBLIC}
+
+
+def test_a_key_the_instance_does_not_take_is_said_and_the_pod_kept(
+    vast: VastProvider, vast_emu: VastEmulator, caplog: pytest.LogCaptureFixture
+) -> None:
+    vast_emu.faults.add(op="attach_key", kind="400")
+    pod = vast.create(spec("vast", offer_id=OFFER, ssh_public_key=PUBLIC))
+    assert [i.id for i in vast_emu.alive()] == [int(pod.id)]  # the account's registered keys may still let us in
+    assert "could not attach gpuc's ssh key" in caplog.text and PUBLIC not in caplog.text
+
+
+def test_the_accounts_registered_keys_are_read_and_none_is_a_404(vast: VastProvider, vast_emu: VastEmulator) -> None:
+    assert vast.registered_ssh_keys() == []  # "404: No SSH keys found for the user"
+    vast_emu.ssh_keys = [PUBLIC]
+    assert vast.registered_ssh_keys() == [PUBLIC]
+    pod = vast.create(spec("vast", offer_id=OFFER))
+    assert vast_emu.instances[int(pod.id)].ssh_keys == [PUBLIC] and vast_emu.ops("attach_key") == []
+
+
+def test_the_spec_is_checked_against_vasts_bounds_before_any_call(vast: VastProvider, vast_emu: VastEmulator) -> None:
+    with pytest.raises(ConfigError, match="under Vast's minimum of 8 GB"):
+        vast.check_spec(spec("vast", volume_gb=5, container_disk_gb=5))
+    with pytest.raises(ConfigError, match="HF_TOKEN_PATH is over 256"):
+        vast.check_spec(spec("vast", env={"HF_TOKEN_PATH": "x" * 300}))
+    vast.check_spec(spec("vast", interruptible=True, bid_per_gpu=0.22))
+    assert vast_emu.requests == []

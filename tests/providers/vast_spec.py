@@ -5,8 +5,8 @@ test_vast_conformance.py checks every exchange against.
 Derived from Vast's own documents (never read by the tests: a clone elsewhere has none of them), at the
 version docs/providers.md names (SPEC_VERSION): the per-route OpenAPI files of vast-ai/docs
 `api-reference/openapi/yaml/` (create_instance, show_instance, show_instances, destroy_instance,
-manage_instance, show_user, search_offers, show_charges), and where a file leaves something open, the guide
-that settles it (`api-reference/{creating-instances-with-api,hello-world,authentication,
+manage_instance, show_user, search_offers, show_charges, show_ssh_keys, attach_ssh), and where a file leaves
+something open, the guide that settles it (`api-reference/{creating-instances-with-api,hello-world,authentication,
 rate-limits-and-errors}.mdx`, `cli/reference/show-instance.mdx`).
 
 Two strictness levels:
@@ -422,6 +422,27 @@ ROUTES = (
             401: AUTH_ERROR,
             429: TOO_MANY,
         },
+    ),
+    Route(
+        "show_ssh_keys.yaml",
+        "GET",
+        "/api/v0/ssh/",
+        answers={
+            200: {
+                "type": "array",
+                "items": obj(props("id:int user_id:int key:str created_at:str deleted_at:str?")),
+            },
+            401: AUTH_ERROR,
+            404: ERROR,  # "No SSH keys found for the user" (no body documented)
+            429: TOO_MANY,
+        },
+    ),
+    Route(
+        "attach_ssh.yaml",
+        "POST",
+        "/api/v0/instances/{id}/ssh/",
+        body=obj({"ssh_key": {"type": "string", "minLength": 1}}, required=("ssh_key",)),
+        answers={200: obj(props("success:bool msg:str")), 400: ERROR, 401: AUTH_ERROR, 404: ERROR, 429: TOO_MANY},
     ),
     Route(
         "show_charges.yaml",
