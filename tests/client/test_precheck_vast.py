@@ -69,20 +69,26 @@ def rented_nothing(emu: VastEmulator, ctx: Ctx) -> bool:
     return not emu.instances and not emu.billed and ctx.runs.all() == []
 
 
+class Declines:
+    """A terminal that says no to the price, keeping each question it was asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def __call__(self, question: str) -> bool:
+        self.asked.append(question)
+        return False
+
+
 def test_with_every_check_passing_up_reaches_the_question(
     settings: Settings, vast: VastProvider, emu: VastEmulator, clock: FakeClock
 ) -> None:
     """The control: the same settings, untouched, pass every check; so each refusal below is its one break."""
-    asked: list[str] = []
-
-    def no(question: str) -> bool:
-        asked.append(question)
-        return False
-
+    no = Declines()
     ctx = ctx_for(settings, vast, clock)
     with pytest.raises(GpucError, match="not confirmed"):
         up(UpOptions(experiment="exp1", provider="vast", gpu="4090", max_hours=2, confirm=no), ctx)
-    assert asked == ["create exp1 on vast?"] and rented_nothing(emu, ctx)
+    assert no.asked == ["create exp1 on vast?"] and rented_nothing(emu, ctx)
 
 
 def test_vast_up_refuses_a_destination_that_fails_its_probe(
@@ -177,15 +183,10 @@ def test_up_refuses_a_bid_under_the_floor_of_the_offer_it_names(
 def test_a_bid_over_the_floor_rents_the_offer_it_clears_at_the_bid(
     settings: Settings, vast: VastProvider, emu: VastEmulator, clock: FakeClock
 ) -> None:
-    asked: list[str] = []
-
-    def no(question: str) -> bool:
-        asked.append(question)
-        return False
-
+    no = Declines()
     lines: list[str] = []
     ctx = ctx_for(settings, vast, clock)
     ctx.echo = lines.append
     with pytest.raises(GpucError, match="not confirmed"):
         bid_up(ctx, 0.22, confirm=no)
-    assert asked and any("$0.220/h" in line and "your bid, offer 11684738" in line for line in lines)
+    assert no.asked and any("$0.220/h" in line and "your bid, offer 11684738" in line for line in lines)
