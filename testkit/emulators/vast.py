@@ -687,7 +687,7 @@ class VastEmulator(Emulator):
         for inst in list(self.instances.values()):
             self._observe(inst)
         views = [self._view(i) for i in self.instances.values()]
-        matching = query.sorted(
+        matching = query.ordered(
             [v for v in views if all(matches(v.get(col), rule) for col, rule in query.filters.items())]
         )
         after = after_token_rows(matching, query)
@@ -1500,10 +1500,14 @@ class ListQuery:
         # "Default 25, max 25. Values <= 0 are treated as 5."
         return cls(filters, sort, 5 if limit <= 0 else min(limit, 25), after, None if cols == ["*"] else cols)
 
-    def sorted(self, views: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def ordered(self, views: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for col, descending in reversed(self.order):
-            views = sorted(views, key=lambda v, c=col: order_key(v.get(c)), reverse=descending)
+            views = sorted(views, key=column_key(col), reverse=descending)
         return views
+
+
+def column_key(column: str) -> Callable[[dict[str, Any]], tuple[int, Any]]:
+    return lambda view: order_key(view.get(column))
 
 
 def order_key(value: Any) -> tuple[int, Any]:
