@@ -84,7 +84,7 @@ def s3_client(
 
 
 # -- git --------------------------------------------------------------------------------------------
-GitRunner = Callable[[Sequence[str], Path | None, Mapping[str, str], float], tuple[int, str]]
+GitRunner = Callable[[Sequence[str], Path | None, Mapping[str, str], float], tuple[int, str]]  # runs on the pod: 3.9
 
 
 def git_runner(args: Sequence[str], cwd: Path | None, env: Mapping[str, str], timeout_s: float) -> tuple[int, str]:

@@ -17,6 +17,8 @@ from pathlib import Path
 POD_ROOT_ENV = "GPUC_POD_ROOT"
 TOKEN_ENV = "GPUC_POD_TOKEN"
 CLAIM_ENV = "GPUC_POD_CLAIM"  # the claim `up` got at registration, in the pod's secrets beside the token
+# A recovered attempt's job starts from the last push: where it is (the watchdog sets it, the pod restores it).
+RESUME_ENV = "GPUC_RESUME_FROM"
 # The pod's state folder relative to its root, as the laptop names it in put_file (PodPaths.state).
 STATE_REL = "workspace/.gpuc"
 

@@ -31,9 +31,8 @@ from typing import Any
 
 from gpuc.core.bootkit import BOOT_FILE, BOOT_SITE, BOOT_TICKET_ENV
 from gpuc.core.errors import ConfigError, GpucError
-from gpuc.core.pod import RESUME_ENV
 from gpuc.core.podinstall import installer_named
-from gpuc.core.podpaths import CLAIM_ENV
+from gpuc.core.podpaths import CLAIM_ENV, RESUME_ENV
 from gpuc.core.podsecrets import pod_secrets, render_env_file
 from gpuc.instance_side.podfiles import AgentConfig, PodPaths, atomic_write
 

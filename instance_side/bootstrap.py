@@ -149,7 +149,7 @@ class CommandResult:
     output: str
 
 
-Runner = Callable[[Sequence[str], Mapping[str, str], Path | None, float], CommandResult]
+Runner = Callable[[Sequence[str], Mapping[str, str], Path | None, float], CommandResult]  # 3.9: no `|` at run time
 
 
 def subprocess_runner(argv: Sequence[str], env: Mapping[str, str], cwd: Path | None, timeout_s: float) -> CommandResult:

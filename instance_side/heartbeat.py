@@ -477,7 +477,7 @@ def _parse_answer(result: HttpResult | None, offset_s: float) -> Answer | None:
 
 
 def _num(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def heartbeat_body(pod_id: str, **fields: Any) -> dict[str, Any]:

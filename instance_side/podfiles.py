@@ -108,7 +108,7 @@ def _coerce(name: str, type_name: str, value: object) -> object:
         return value
     if base == "bool" and isinstance(value, bool):
         return value
-    if base == "float" and isinstance(value, int | float) and not isinstance(value, bool):
+    if base == "float" and isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     raise ConfigError(f"pod config {name!r} should be {base}, got {type(value).__name__}", hint="re-run `gpuc up`")
 

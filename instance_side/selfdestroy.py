@@ -1,8 +1,9 @@
 """The pod destroys itself with the key the platform scopes to it, never an account key; with the same
 key it stops itself when its kept window is over (F16: results it could not copy stay on its disk).
 
-Provider modules are imported only at destroy time: they bring pydantic and httpx, which the agent
-must not carry for the hours it merely watches.
+The RunPod and Vast calls are core/providers/podkey.py's (standard library only, urllib), imported at
+destroy time: the agent holds this module for hours and loads them only when the pod's end needs them. The
+local provider's sandbox pods run the laptop's own interpreter and gpuc, so theirs is the laptop's.
 """
 
 from __future__ import annotations
@@ -47,8 +48,6 @@ def make_destroyer(
     cfg: AgentConfig, environ: Mapping[str, str] | None = None, *, proc_root: Path = Path("/proc")
 ) -> Destroyer:
     env = dict(os.environ if environ is None else environ)
-    # Lazy: the provider modules load pydantic (and httpx); the agent holds this module for hours and
-    # must not carry them (instance_side/__init__.py), so each loads here, when the pod's end needs it.
     if cfg.provider == "local":
         from gpuc.core.providers.local import LocalSelfDestroyer
 
@@ -58,11 +57,11 @@ def make_destroyer(
         return LocalSelfDestroyer({"GPUC_LOCAL_HOME": home, POD_ID_ENV: cfg.pod_id})
     platform_env = {**container_environ(proc_root), **env}
     if cfg.provider == "runpod":
-        from gpuc.core.providers.runpod import RunPodSelfDestroyer
+        from gpuc.core.providers.podkey import RunPodSelfDestroyer
 
         return RunPodSelfDestroyer.from_environ(platform_env)
     if cfg.provider == "vast":
-        from gpuc.core.providers.vast import VastSelfDestroyer
+        from gpuc.core.providers.podkey import VastSelfDestroyer
 
         return VastSelfDestroyer.from_environ(platform_env)
     raise ConfigError(f"unknown provider {cfg.provider!r} in the pod config", hint="re-run `gpuc up`")

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
 
 from gpuc.core.clock import Clock
-from gpuc.core.pod import RESUME_ENV
+from gpuc.core.podpaths import RESUME_ENV
 from gpuc.core.podsecrets import never_on_pod
 from gpuc.instance_side.ending import Ender, Ending
 from gpuc.instance_side.joblog import KEPT_ENDINGS, JobLogTee, clear_outcome, last_line, write_outcome
