@@ -22,6 +22,7 @@ from gpuc.core.atomicfile import atomic_write as atomic_write
 from gpuc.core.errors import ConfigError
 from gpuc.core.podpaths import POD_ROOT_ENV as POD_ROOT_ENV
 from gpuc.core.podpaths import TOKEN_ENV as TOKEN_ENV
+from gpuc.core.podsecrets import parse_env_file
 from gpuc.core.podpaths import PodPaths as PodPaths
 from gpuc.core.signing import weak_token
 
@@ -114,7 +115,8 @@ def _coerce(name: str, type_name: str, value: object) -> object:
 
 
 def load_secrets(path: Path) -> dict[str, str]:
-    """The pod's dotenv secrets file. Its values are never printed; callers use them for redaction."""
+    """The pod's secrets file (core.podsecrets.render_env_file wrote it). Its values are never printed; callers use
+    them for redaction."""
     try:
         mode = stat.S_IMODE(path.stat().st_mode)
     except FileNotFoundError:
@@ -122,14 +124,11 @@ def load_secrets(path: Path) -> dict[str, str]:
     if mode & 0o077:
         # Tightening is always safe; refusing to start would stop the heartbeats instead.
         os.chmod(path, 0o600)
-    from dotenv import dotenv_values  # startup: `ask`, which reads no secret, must not load it
-
     try:
-        with path.open(encoding="utf-8") as fh:
-            values = dotenv_values(stream=fh)
+        text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read {path}: {type(exc).__name__}", hint="re-run `gpuc up`") from None
-    return {k: v for k, v in values.items() if v is not None}
+    return parse_env_file(text)
 
 
 def pod_token(secrets: Mapping[str, str], environ: Mapping[str, str]) -> str:
