@@ -22,8 +22,8 @@ from gpuc.core.atomicfile import atomic_write as atomic_write
 from gpuc.core.errors import ConfigError
 from gpuc.core.podpaths import POD_ROOT_ENV as POD_ROOT_ENV
 from gpuc.core.podpaths import TOKEN_ENV as TOKEN_ENV
-from gpuc.core.podsecrets import parse_env_file
 from gpuc.core.podpaths import PodPaths as PodPaths
+from gpuc.core.podsecrets import parse_env_file
 from gpuc.core.signing import weak_token
 
 POD_ID_ENV = "GPUC_POD_ID"
