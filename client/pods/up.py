@@ -27,7 +27,7 @@ from gpuc.client.interrupts import (
     stop_signals_raise,
     time_limit,
 )
-from gpuc.client.onpod.provision import VENV_INSTALLER, Installer, install_agent, offline_installer, provision
+from gpuc.client.onpod.provision import IMAGE_PYTHON, Installer, install_agent, provision
 from gpuc.client.onpod.script import check_command, check_in_bundle, put_project
 from gpuc.client.onpod.ssh import wait_for_ssh_endpoint
 from gpuc.client.pods import allowlist, plan, recovery
@@ -330,9 +330,9 @@ def onto_pod(
 
 
 def pod_installer(settings: Settings) -> Installer:
-    """How gpuc gets onto a rented pod: a venv of its own, or (a loopback sandbox, no network) offline."""
+    """How gpuc gets onto a rented pod: its bundle, run by the image's python3 (a loopback sandbox names its own)."""
     python = settings.ssh_sandbox_python
-    return offline_installer(python) if python else VENV_INSTALLER
+    return Installer(python) if python else IMAGE_PYTHON
 
 
 def wait_running(provider: Provider, pod_id: str, ctx: Ctx, timeout_s: float) -> Pod:

@@ -25,7 +25,7 @@ import urllib.request
 from abc import abstractmethod
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, NamedTuple, TypeVar
+from typing import Any, ClassVar, NamedTuple, Optional, TypeVar
 
 from gpuc.core.clock import Clock, SystemClock
 from gpuc.core.errors import (
@@ -206,7 +206,7 @@ class SendFailed(Exception):
     """One exchange got no answer (refused, reset, timed out, TLS): tried again inside the deadline."""
 
 
-Send = Callable[[str, str, Mapping[str, str], bytes | None, float], Sent]
+Send = Callable[[str, str, Mapping[str, str], Optional[bytes], float], Sent]  # 3.9: no `|` at run time
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):

@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 from podfakes import serving
 from podstub import RecordingFunctions
 
-from gpuc.client.onpod.provision import build_wheel
+from gpuc.client.onpod.bundle import build_bundle
 from gpuc.core.api import BootAnswer, BootKit, BootRequest
 from gpuc.core.bootkit import BOOT_TICKET_ENV, BOOT_URL_ENV, onstart_script
 from gpuc.core.models import PodSpec
@@ -109,7 +109,7 @@ class BootWorld:
     def kit(
         self, command: list[str] | None, resume_from: str | None, *, over_http: bool = False, **changes: Any
     ) -> BootAnswer:
-        wheel = build_wheel()
+        wheel = build_bundle()
         (self.kit_dir / wheel.filename).write_bytes(wheel.data)
         self.functions.wheel, self.functions.boot_file = wheel.data, self.paths.state / "boot.json"
         wheel_url = f"{self.url}/{wheel.filename}" if over_http else f"file://{self.kit_dir / wheel.filename}"

@@ -18,12 +18,13 @@ import pytest
 from conftest import POD_TOKEN, Functions, Sshd
 
 from gpuc.client.context import Ctx
-from gpuc.client.onpod.provision import PodVerificationFailed, offline_installer, provision
+from gpuc.client.onpod.provision import PodVerificationFailed, provision
 from gpuc.client.onpod.ssh import SshResult, ssh_access, subprocess_runner
 from gpuc.client.runs import RunStore
 from gpuc.core.clock import SystemClock
 from gpuc.core.models import Balance, PodSpec
 from gpuc.core.pod import Pod
+from gpuc.core.podinstall import Installer
 from gpuc.core.podpaths import PodPaths
 from gpuc.core.providers.base import DestroyResult, Provider
 from gpuc.core.settings import Settings
@@ -113,7 +114,7 @@ def test_provision_installs_starts_the_agent_first_bootstraps_and_verifies(
     )
     recorder = Recorder()
     access = ssh_access(pod, settings, runner=recorder, user=sshd.user)
-    installer = offline_installer(sys.executable)
+    installer = Installer(sys.executable)
     secrets = {"HF_TOKEN": HF, "GPUC_GIT_TOKEN": GIT}
 
     # No GPU here: the pod "rented as an RTX 4090" fails verification, with the reason.
