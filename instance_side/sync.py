@@ -415,7 +415,7 @@ def _s3_errors(what: str) -> Iterator[None]:
                 f"{what} failed: no S3 credentials",
                 hint=f"put {S3_KEY_ENV} and {S3_SECRET_ENV} in your .env and re-run up",
             ) from None
-        if isinstance(exc, BotoCoreError | ClientError | Boto3Error | OSError):
+        if isinstance(exc, (BotoCoreError, ClientError, Boto3Error, OSError)):
             raise SyncError(
                 f"{what} failed: {redact(str(exc))[:300]}",
                 hint="check the bucket, the endpoint and the keys; then: python -m gpuc.instance_side sync",
