@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import re
 from collections.abc import Mapping
 from functools import cache
@@ -206,13 +207,13 @@ def _string(value: str, spec: Mapping[str, Any], where: str, out: list[str]) -> 
 
 def _number(value: float, spec: Mapping[str, Any], where: str, out: list[str]) -> None:
     checks = (
-        ("minimum", lambda b: value >= b, "below"),
-        ("maximum", lambda b: value <= b, "above"),
-        ("exclusiveMinimum", lambda b: value > b, "not above"),
-        ("exclusiveMaximum", lambda b: value < b, "not below"),
+        ("minimum", operator.ge, "below"),
+        ("maximum", operator.le, "above"),
+        ("exclusiveMinimum", operator.gt, "not above"),
+        ("exclusiveMaximum", operator.lt, "not below"),
     )
     for key, holds, word in checks:
-        if key in spec and not holds(spec[key]):
+        if key in spec and not holds(value, spec[key]):
             out.append(f"{where}: {word} {spec[key]}")
 
 

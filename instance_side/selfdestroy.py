@@ -59,7 +59,8 @@ def make_destroyer(
             from gpuc.core.providers.local import LocalSelfDestroyer
         except ImportError:  # a bundle (a sandbox pod booted from its kit): the laptop's gpuc does it
             return LaptopLocalDestroyer(home, cfg.pod_id)
-        return LocalSelfDestroyer({"GPUC_LOCAL_HOME": home, POD_ID_ENV: cfg.pod_id})
+        local: Destroyer = LocalSelfDestroyer({"GPUC_LOCAL_HOME": home, POD_ID_ENV: cfg.pod_id})
+        return local
     platform_env = {**container_environ(proc_root), **env}
     if cfg.provider == "runpod":
         from gpuc.core.providers.podkey import RunPodSelfDestroyer
