@@ -38,10 +38,11 @@ CANDIDATES = ("python3", "/opt/conda/bin/python3", "/usr/local/bin/python3", "/u
 NEEDS = ("ssl", "zipfile", "fcntl", "json", "hashlib", "hmac")
 
 # Sets P to the first candidate that is a python >= MIN_PYTHON with NEEDS, else leaves P empty and F says
-# what was found ("3.8.10 /usr/bin/python3; ..."). `$1`, when set, is the only candidate (a given python).
+# what was found ("3.8.10 /usr/bin/python3; ..."). `$1`, when set, is the only candidate (a given python), and
+# so is $GPUC_PYTHON when the image's env sets it (an image that keeps its python somewhere of its own).
 _FIND = """\
 P=""; F=""
-for c in ${1:-%(candidates)s}; do
+for c in ${1:-${%(python_env)s:-%(candidates)s}}; do
   p=$(command -v "$c" 2>/dev/null) || continue
   v=$("$p" -c 'import sys; print("%%d.%%d.%%d" %% sys.version_info[:3])' 2>/dev/null) ||
     { F="$F$p (does not run); "; continue; }
@@ -54,7 +55,9 @@ done"""
 
 def find_python_sh(given: str | None = None) -> str:
     """The shell that sets P (and F), for the probe and the onstart alike."""
-    text = _FIND % {"candidates": " ".join(CANDIDATES), "min": MIN_PYTHON, "needs": ", ".join(NEEDS)}
+    text = _FIND % {
+        "candidates": " ".join(CANDIDATES), "min": MIN_PYTHON, "needs": ", ".join(NEEDS), "python_env": PYTHON_ENV
+    }  # fmt: skip
     return f"set -- {q(given)}\n{text}" if given else f"set --\n{text}"
 
 

@@ -47,6 +47,7 @@ class BootFunctions(RecordingFunctions):
 
     answer: ClassVar[bytes] = b""
     status: ClassVar[int] = 200
+    first: ClassVar[list[int]] = []  # statuses answered before `status`, one per request (a "not yet" 409)
     boots: ClassVar[list[BootRequest]]
     spent: ClassVar[set[str]]
     wheel: ClassVar[bytes] = b""
@@ -70,6 +71,15 @@ class BootFunctions(RecordingFunctions):
         cls = type(self)
         request = BootRequest.model_validate_json(self.rfile.read(int(self.headers["Content-Length"])))
         cls.boots.append(request)
+        if cls.first:
+            status = cls.first.pop(0)
+            body = b'{"error": "not yet"}'
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
         status = cls.status if request.ticket not in cls.spent else 403
         cls.spent.add(request.ticket)
         body = cls.answer if status == 200 else b'{"error": "no such ticket"}'
@@ -216,7 +226,7 @@ def boot_world(tmp: Path) -> Iterator[BootWorld]:
     class Functions(BootFunctions):
         pass
 
-    Functions.token, Functions.status = TOKEN, 200
+    Functions.token, Functions.status, Functions.first = TOKEN, 200, []
     Functions.reset()
     Functions.boots, Functions.spent, Functions.boot_file_modes = [], set(), []
     home = tmp / "gpuc-home"

@@ -18,7 +18,7 @@ import pytest
 from conftest import POD_TOKEN, Functions, Sshd
 
 from gpuc.client.context import Ctx
-from gpuc.client.onpod.provision import PodVerificationFailed, provision
+from gpuc.client.onpod.provision import PodVerificationFailed, PythonMissing, provision
 from gpuc.client.onpod.ssh import SshResult, ssh_access, subprocess_runner
 from gpuc.client.runs import RunStore
 from gpuc.core.clock import SystemClock
@@ -154,3 +154,30 @@ def test_provision_installs_starts_the_agent_first_bootstraps_and_verifies(
         assert not any(secret in line for line in echoed)
         for log in (sshd.log, pod_paths.log, pod_paths.bootstrap_log, pod_paths.state / "agent.out"):
             assert secret not in log.read_text(errors="replace"), log
+
+
+@pytest.mark.parametrize(
+    ("python", "found"),
+    [("/nonexistent/python3", "none"), ("/root/.pyenv/versions/3.8.18/bin/python3.8", "3.8.18")],
+    ids=["no-python", "python-3.8"],
+)
+def test_an_image_without_a_usable_python_is_told_before_anything_is_installed(
+    sshd: Sshd, ssh_settings: Settings, python: str, found: str
+) -> None:
+    if found != "none" and not os.access(python, os.X_OK):
+        pytest.skip(f"no {python} on this machine: the too-old case needs one")
+    pod_id = "nopy-" + found.replace(".", "")  # a pod of its own: never one gpuc was installed on before
+    pod_paths = PodPaths(sshd.sandbox / pod_id)
+    pod = Pod(provider="runpod", id=pod_id, name="gpuc-run0001", status="running", ssh_host="127.0.0.1",
+              ssh_port=sshd.port)  # fmt: skip
+    spec = PodSpec(experiment="exp", run_id="run0001", provider="runpod", gpu_type="RTX 4090")
+    echoed: list[str] = []
+    deps = Ctx(settings=ssh_settings, runs=RunStore(ssh_settings.home), clock=SystemClock(), echo=echoed.append,
+               watchdog=cast(Any, object()), providers={"runpod": Rented()})  # fmt: skip
+    access = ssh_access(pod, ssh_settings, runner=Recorder(), user=sshd.user)
+    with pytest.raises(PythonMissing) as exc:
+        provision(access, pod, spec, deps, {}, POD_TOKEN, installer=Installer(python))
+    said = str(exc.value)
+    assert "no python3 gpuc's pod side can run on" in said and (found in said if found != "none" else True)
+    assert exc.value.hint and "destroyed" in exc.value.hint and "python3 >= 3.9" in exc.value.hint
+    assert not pod_paths.python.exists() and not pod_paths.agent_lock.exists()  # nothing installed, nothing run
