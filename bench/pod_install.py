@@ -95,7 +95,7 @@ def main() -> list[tuple[str, str, str]]:
     return [
         ("pod bundle: size uploaded", f"{len(bundle.data) / 1e6:.2f} MB", f"built in {built:.2f} s on the laptop"),
         ("pod bundle: size unpacked on the pod", f"{unpacked / 1e6:.2f} MB", "<= 15 MB"),
-        (f"pod bundle: probe + install ({version}, median of {RUNS})", f"{median:.2f} s", "<= 5 s, nothing from an index"),
+        (f"pod bundle: probe + install ({version}, median of {RUNS})", f"{median:.2f} s", "<= 5 s, no index"),
         ("old path: pip install of the declared dependencies", old_size, "(57 MB in the issue)"),
         ("old path: its time from this machine's package mirror", old_time, "(~14 s in the issue)"),
         ("old path / bundle install time", _ratio(old_time, median), "same run"),
