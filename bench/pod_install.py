@@ -8,7 +8,7 @@ path (a venv and `pip install` of gpuc's wheel WITH its dependencies from the pa
   machine's package mirror into a fresh folder: its size on disk and its time (once: pip's own cache makes a
   second run lie). Said "not measured" where pip cannot reach the mirror.
 
-Targets (issue 34): <= 15 MB and <= 5 s; better, nothing from the index at all (the bundle takes nothing).
+Targets: <= 15 MB and <= 5 s; better, nothing from the index at all (the bundle takes nothing).
 """
 
 from __future__ import annotations

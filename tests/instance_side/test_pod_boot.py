@@ -80,7 +80,7 @@ def test_a_refused_ticket_starts_nothing(tmp_path: Path) -> None:
 
 
 def test_a_not_yet_from_the_watchdog_is_tried_again_and_the_pod_boots(tmp_path: Path) -> None:
-    """The watchdog answers 409 while the re-rent is still being registered (issue 35): "not yet", never "never"."""
+    """The watchdog answers 409 while the re-rent is still being registered: "not yet", never "never"."""
     with boot_world(tmp_path) as world:
         world.kit(job("open('results/done', 'w')"), None)
         world.functions.first = [409, 409]

@@ -11,7 +11,7 @@ from gpuc.client.onpod.bundle import BUNDLED_THIRD_PARTY, LAPTOP_ONLY, imports_o
 
 ROOT = Path(__file__).resolve().parents[2]
 # The S3 transport still goes through boto3 on the pod until the run-scoped grants replace it with presigned
-# URLs over urllib (issue 34 item 1): until then an s3:// destination needs boto3 in the image. Nothing else may.
+# URLs over urllib (a pod holding only its own run's grant): until then an s3:// destination needs boto3 in the image.
 NOT_YET_STDLIB = {"boto3": {"gpuc.instance_side.sync", "gpuc.core.destinations"}}
 NOT_YET_STDLIB["botocore"] = NOT_YET_STDLIB["boto3"]
 
