@@ -8,9 +8,10 @@ instance_side/boot.py).
   none before the job, and destroys the pod it rented.
 - `Installer.script()` unpacks the bundle (a wheel-shaped zip: client/onpod/bundle.py) with that python's
   `zipfile` into `<code>/site`, in one swap, and writes the launcher at PodPaths.python: the interpreter every
-  later `python -m gpuc...` goes through, with `<code>/site` first on PYTHONPATH. The launcher names the
-  site in GPUC_POD_SITE, so what gpuc starts for the user (the job, the bootstrap's pip) gets the image's
-  PYTHONPATH back (`image_environ`): gpuc's own copy of pynvml never shadows the user's.
+  later `python -m gpuc...` goes through, with `<code>/site` on PYTHONPATH after the image's own entries (an
+  image's own pynvml, the demo's NVML stand-in, come first; any entry comes before site-packages). The launcher
+  names the site in GPUC_POD_SITE, so what gpuc starts for the user (the job, the bootstrap's pip) gets the
+  image's PYTHONPATH back (`image_environ`): gpuc's own modules never shadow the user's.
 
 Standard library only: the pod's boot runs this under the image's python3.
 """
@@ -153,7 +154,7 @@ z.extractall(sys.argv[2])"""
 def launcher_text(site: PurePosixPath, python: str) -> str:
     return (
         f"#!/bin/sh\n{SITE_ENV}={q(site)}\n"
-        f'PYTHONPATH="${SITE_ENV}${{PYTHONPATH:+:$PYTHONPATH}}"\n'
+        f'PYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}${SITE_ENV}"\n'
         f"export {SITE_ENV} PYTHONPATH\n"
         f'exec {q(python)} "$@"\n'
     )

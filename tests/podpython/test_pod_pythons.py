@@ -21,7 +21,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path, PurePosixPath
 
 import pytest
-from conftest import MINORS, find
+from pod_pythons import MINORS, find
 from podstub import recording_functions
 
 from gpuc.client.onpod.bundle import Bundle, build_bundle
