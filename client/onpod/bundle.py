@@ -85,8 +85,8 @@ def imports_of(path: Path) -> list[str]:
 
     def visit(node: ast.AST) -> None:
         if isinstance(node, ast.If) and _is_type_checking(node.test):
-            for child in node.orelse:
-                visit(child)
+            for branch in node.orelse:
+                visit(branch)
             return
         if isinstance(node, ast.Import):
             found.extend(alias.name for alias in node.names)

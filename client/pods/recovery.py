@@ -29,7 +29,8 @@ from gpuc.core.budget import RunEnvelope
 from gpuc.core.errors import ConfigError, GpucError
 
 if TYPE_CHECKING:
-    from gpuc.client.onpod.provision import Caller, Wheel
+    from gpuc.client.onpod.bundle import Bundle as Wheel
+    from gpuc.client.onpod.provision import Caller
     from gpuc.client.pods.plan import UpOptions
     from gpuc.core.api import BootKit, RecoveryRequest, StatusResponse
     from gpuc.core.models import PodSpec

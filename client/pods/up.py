@@ -27,7 +27,7 @@ from gpuc.client.interrupts import (
     stop_signals_raise,
     time_limit,
 )
-from gpuc.client.onpod.provision import IMAGE_PYTHON, Installer, install_agent, provision
+from gpuc.client.onpod.provision import IMAGE_PYTHON, install_agent, provision
 from gpuc.client.onpod.script import check_command, check_in_bundle, put_project
 from gpuc.client.onpod.ssh import wait_for_ssh_endpoint
 from gpuc.client.pods import allowlist, plan, recovery
@@ -40,6 +40,7 @@ from gpuc.core.errors import GpucError, ProviderError
 from gpuc.core.ledger import sane_price, sane_ts
 from gpuc.core.models import PodSpec
 from gpuc.core.pod import WATCHDOG_ENV, Pod, new_run_id
+from gpuc.core.podinstall import Installer
 from gpuc.core.podpaths import CLAIM_ENV
 from gpuc.core.providers.base import PodAccess, Provider
 from gpuc.core.providers.common import look_up

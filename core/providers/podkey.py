@@ -500,6 +500,12 @@ class ScopedSelfDestroyer(SelfDestroyer):
     def _me(self) -> str:
         return f"{self.words.noun} {self.own_id}"
 
+    @property
+    def _http(self) -> PodKeyHttp:
+        if self.http is None:
+            raise ConfigError(f"{self.words.provider}: no client for the pod key", hint="from_environ makes one")
+        return self.http
+
     def _stop_refused(self, refusal: str) -> str:
         w = self.words
         self.stop()
@@ -568,11 +574,6 @@ class RunPodSelfDestroyer(ScopedSelfDestroyer):
             not_json_ok=GRAPHQL_GONE_STATUSES,
         )
         return graphql_data(reply.status, reply.body, reply.request_id, http.scrub, not_json=reply.not_json)
-
-    @property
-    def _http(self) -> PodKeyHttp:
-        assert self.http is not None  # set in __init__
-        return self.http
 
     def terminate(self) -> bool:
         try:
@@ -647,11 +648,6 @@ class VastSelfDestroyer(ScopedSelfDestroyer):
     @property
     def own_id(self) -> str:
         return self.instance_id
-
-    @property
-    def _http(self) -> PodKeyHttp:
-        assert self.http is not None  # set in __init__
-        return self.http
 
     def terminate(self) -> bool:
         try:

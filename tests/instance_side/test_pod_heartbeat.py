@@ -12,10 +12,9 @@ from typing import Any, ClassVar, get_args
 import pytest
 from podfakes import POD_ID, TOKEN, Pod, SkewedClock, reply_json, serving, wire
 
-from gpuc.core import api
+from gpuc.core import api, signing
 from gpuc.core.clock import FakeClock
 from gpuc.core.signing import derive_key, verify
-from gpuc.instance_side import heartbeat as hb
 from gpuc.instance_side.ending import Ending
 from gpuc.instance_side.heartbeat import (
     HttpResult,
@@ -36,7 +35,7 @@ def pod(tmp_path: Path, clock: FakeClock) -> Pod:
 def test_the_pod_speaks_the_shared_contract_itself() -> None:
     """One declaration: the headers are core.signing's (api re-exports them), the event kinds and limits the
     model's own, read through its schema (core/wire.py)."""
-    assert (hb.H_POD, hb.H_TIMESTAMP, hb.H_SEQ, hb.H_SIGNATURE, hb.H_CLAIM) == (
+    assert (signing.H_POD, signing.H_TIMESTAMP, signing.H_SEQ, signing.H_SIGNATURE, signing.H_CLAIM) == (
         api.H_POD,
         api.H_TIMESTAMP,
         api.H_SEQ,

@@ -124,13 +124,15 @@ def test_over_real_http_with_urllib(vast: VastProvider, vast_emu: VastEmulator, 
 
 
 def test_no_redirect_is_followed_with_the_key(served_vast: EmulatorServer) -> None:
-    """A redirect would carry the pod key wherever it points: it is an answer gpuc does not expect."""
+    """A redirect would carry the pod key wherever it points (urllib's own handler follows a POST's 302 as a GET,
+    the Authorization header with it): it is an answer gpuc does not expect."""
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
     from threading import Thread
 
     class Redirect(BaseHTTPRequestHandler):
-        def do_DELETE(self) -> None:
-            self.send_response(307)
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(302)
             self.send_header("Location", f"{served_vast.url}/api/v0/instances/1234/")
             self.send_header("Content-Length", "0")
             self.end_headers()
@@ -142,14 +144,13 @@ def test_no_redirect_is_followed_with_the_key(served_vast: EmulatorServer) -> No
     Thread(target=server.serve_forever, daemon=True).start()
     try:
         host, port = server.server_address[:2]
-        environ = {"CONTAINER_ID": "1234", "CONTAINER_API_KEY": "k" * 24, "GPUC_VAST_URL": f"http://{host!s}:{port}"}
+        environ = {"RUNPOD_POD_ID": "p1", "RUNPOD_API_KEY": "k" * 24, "GPUC_RUNPOD_GRAPHQL_URL": f"http://{host!s}:{port}/graphql"}
         with pytest.raises(ProviderError):
-            VastSelfDestroyer.from_environ(environ, clock=FakeClock()).destroy_self()
+            RunPodSelfDestroyer.from_environ(environ, clock=FakeClock()).destroy_self()
     finally:
         server.shutdown()
         server.server_close()
-    emulator = served_vast.emulator
-    assert emulator.requests == []  # the redirect's target never saw the key
+    assert served_vast.emulator.requests == []  # the redirect's target never saw the key
 
 
 def _own_pod(provider: str, request: pytest.FixtureRequest) -> tuple[RunPodEmulator | VastEmulator, str]:
