@@ -33,6 +33,11 @@ from pydantic import Field, field_validator
 from gpuc.core.gpubounds import reading_problem
 from gpuc.core.models import GpuReading, PodSpec, Strict
 from gpuc.core.pod import PodStatus
+from gpuc.core.signing import H_CLAIM as H_CLAIM
+from gpuc.core.signing import H_POD as H_POD
+from gpuc.core.signing import H_SEQ as H_SEQ
+from gpuc.core.signing import H_SIGNATURE as H_SIGNATURE
+from gpuc.core.signing import H_TIMESTAMP as H_TIMESTAMP
 
 MAX_BODY_BYTES = 16 * 1024
 SIGNATURE_WINDOW_S = 300
@@ -61,13 +66,9 @@ WIRE_PROTOCOL = 3
 # raising WIRE_PROTOCOL for another reason never lets an older watchdog pass this check.
 RECOVERY_PROTOCOL = 3
 
-H_POD = "X-Gpuc-Pod"
-H_TIMESTAMP = "X-Gpuc-Timestamp"
-H_SEQ = "X-Gpuc-Seq"
-H_SIGNATURE = "X-Gpuc-Signature"
-# The pod's claim (core.signing.mint_claim), sent with every signed request: a watchdog whose store does not
-# know the pod re-creates its record from it (functions.claims). Self-signed, so it costs no store read.
-H_CLAIM = "X-Gpuc-Claim"
+# H_POD, H_TIMESTAMP, H_SEQ, H_SIGNATURE and H_CLAIM (the pod's claim, core.signing.mint_claim, sent with every
+# signed request: a watchdog whose store does not know the pod re-creates its record from it, functions.claims)
+# are core.signing's, which the pod imports without pydantic; imported above.
 
 PodId = str
 EventKind = Literal[
@@ -140,9 +141,10 @@ class BootKit(Strict):
     wheel_sha256: str = Field(pattern=HEX64)
     project_url: str | None = Field(None, max_length=URL_MAX)  # the project tar `up` uploaded (None: none)
     project_sha256: str | None = Field(None, pattern=HEX64)
-    # How the wheel is installed: a venv of gpuc's own (a real pod), or offline into <code>/site with this
-    # python (a loopback sandbox with no network: tests and demos, as client/onpod/provision.py does)
-    installer: Literal["venv", "offline"] = "venv"
+    # How the bundle is installed: "offline", unpacked into <code>/site with no network and run by
+    # `offline_python` or, when None, by the image's own python3 >= 3.9 (core/podinstall.py). "venv" (pip from the
+    # package index) is an older gpuc's, still read from the kit of a run it started.
+    installer: Literal["venv", "offline"] = "offline"
     offline_python: str | None = Field(None, max_length=1024)
     config: dict[str, Any]  # the first pod's PodConfig JSON; pod_id, price, gpu and deadline set per pod
     secrets: dict[str, str] = Field(default_factory=dict, max_length=32)

@@ -12,7 +12,7 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 from urllib.parse import urlparse
 
 from gpuc.core.errors import SyncError
@@ -84,7 +84,8 @@ def s3_client(
 
 
 # -- git --------------------------------------------------------------------------------------------
-GitRunner = Callable[[Sequence[str], Path | None, Mapping[str, str], float], tuple[int, str]]
+# the pod runs this on 3.9: no `X | None` in an alias (evaluated at import)
+GitRunner = Callable[[Sequence[str], Optional[Path], Mapping[str, str], float], tuple[int, str]]
 
 
 def git_runner(args: Sequence[str], cwd: Path | None, env: Mapping[str, str], timeout_s: float) -> tuple[int, str]:

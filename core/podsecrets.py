@@ -162,9 +162,31 @@ def pod_secrets(chosen: Mapping[str, str], token: str) -> dict[str, str]:
     return out
 
 
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r"}
+_UNESCAPES = {v[1]: k for k, v in _ESCAPES.items()}
+_ENV_LINE = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
 def render_env_file(values: Mapping[str, str]) -> str:
+    """The pod's secrets file: one `NAME="value"` a line, backslash, quote and line breaks escaped. The pod reads
+    it back with parse_env_file (no python-dotenv on a pod)."""
     lines = ["# gpuc pod secrets: mode 600, never printed, never in argv"]
     for key, value in sorted(values.items()):
-        escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+        escaped = "".join(_ESCAPES.get(c, c) for c in value)
         lines.append(f'{key}="{escaped}"')
     return "\n".join(lines) + "\n"
+
+
+def parse_env_file(text: str) -> dict[str, str]:
+    """What render_env_file wrote. A line it would not write is refused by its number, never its content (a
+    secret): a file gpuc did not write is not guessed at."""
+    values: dict[str, str] = {}
+    for number, line in enumerate(text.split("\n"), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        match = _ENV_LINE.fullmatch(line.strip())
+        if match is None:
+            raise ConfigError(f"line {number} of the secrets file is not NAME=\"value\"", hint="re-run `gpuc up`")
+        raw = match.group(2)
+        values[match.group(1)] = re.sub(r"\\(.)", lambda m: _UNESCAPES.get(m.group(1), m.group(1)), raw)
+    return values

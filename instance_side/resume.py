@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
-from gpuc.core.pod import RESUME_ENV
+from gpuc.core.podpaths import RESUME_ENV
 from gpuc.core.redact import redact
 from gpuc.instance_side.push import MANIFEST_NAME, PushManifest
 

@@ -415,7 +415,7 @@ def _s3_errors(what: str) -> Iterator[None]:
                 f"{what} failed: no S3 credentials",
                 hint=f"put {S3_KEY_ENV} and {S3_SECRET_ENV} in your .env and re-run up",
             ) from None
-        if isinstance(exc, BotoCoreError | ClientError | Boto3Error | OSError):
+        if isinstance(exc, (BotoCoreError, ClientError, Boto3Error, OSError)):
             raise SyncError(
                 f"{what} failed: {redact(str(exc))[:300]}",
                 hint="check the bucket, the endpoint and the keys; then: python -m gpuc.instance_side sync",
@@ -823,7 +823,7 @@ class _Limited:
 def destination(sync: ResultsSync) -> BucketSync | None:
     """Where files can be sent a few at a time (the incremental push): None without a usable destination."""
     inner = sync.inner if isinstance(sync, JobLogSync) else sync
-    if isinstance(inner, FileBucketSync | S3Sync | SplitSync):
+    if isinstance(inner, (FileBucketSync, S3Sync, SplitSync)):
         return inner
     return None
 
@@ -831,7 +831,7 @@ def destination(sync: ResultsSync) -> BucketSync | None:
 def with_job_log(sync: ResultsSync, paths: PodPaths) -> ResultsSync:
     """The sync that also sends the job's log and outcome, wherever results go. Without a destination
     there is nowhere to send them (and no reason to keep the pod for them)."""
-    if isinstance(sync, NoDestination | Unavailable):
+    if isinstance(sync, (NoDestination, Unavailable)):
         return sync
     # Git alone takes files under its limit only: a longer log is cut in the middle to fit.
     limit = sync.limit - 1 if isinstance(sync, SplitSync) and sync.bucket is None else None

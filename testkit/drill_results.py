@@ -48,7 +48,8 @@ def f9n_pod_key_hears_not_found(stage: Stage) -> RowResult:
     lives on. The real RunPod self-destroyer, through the RunPod emulator with the pod's own key, must not
     believe it: it reads itself, stops itself and says so; the reaper destroys it with the account key."""
     from gpuc.core.providers.http import zero_backoff
-    from gpuc.core.providers.runpod import RunPodProvider, RunPodSelfDestroyer
+    from gpuc.core.providers.podkey import RunPodSelfDestroyer
+    from gpuc.core.providers.runpod import RunPodProvider
     from gpuc.testkit.emulators.runpod import RunPodEmulator
 
     stage.run(25 * MIN)  # a watchdog up for a while (a brand-new store holds its destroys: not this row)
@@ -73,7 +74,7 @@ def f9n_pod_key_hears_not_found(stage: Stage) -> RowResult:
         stage.register(made.id, pod.token, provider="runpod", name=made.name)
         environ = {**emu.pod_environ(made.id), "GPUC_RUNPOD_GRAPHQL_URL": graphql_url}
         destroyer = RunPodSelfDestroyer.from_environ(
-            environ, transport=emu.transport(), clock=stage.clock, backoff=zero_backoff
+            environ, send=emu.pod_send(), clock=stage.clock
         )
         pod.ender.destroyer = lambda: destroyer
         exit_at = stage.now

@@ -29,7 +29,8 @@ from gpuc.core.budget import RunEnvelope
 from gpuc.core.errors import ConfigError, GpucError
 
 if TYPE_CHECKING:
-    from gpuc.client.onpod.provision import Caller, Wheel
+    from gpuc.client.onpod.bundle import Bundle as Wheel
+    from gpuc.client.onpod.provision import Caller
     from gpuc.client.pods.plan import UpOptions
     from gpuc.core.api import BootKit, RecoveryRequest, StatusResponse
     from gpuc.core.models import PodSpec
@@ -146,9 +147,9 @@ class KitFiles:
 
 def kit_files(opts: UpOptions, settings: Settings, run_id: str) -> KitFiles:
     """Build and write the kit BEFORE the create; ConfigError (nothing rented) when it cannot be written."""
-    from gpuc.client.onpod.provision import build_wheel
+    from gpuc.client.onpod.bundle import build_bundle
 
-    wheel = build_wheel()
+    wheel = build_bundle()
     project = opts.upload.archive() if opts.upload is not None else None
     bucket = settings.results_bucket or ""
     try:
@@ -315,7 +316,7 @@ def boot_kit(
         wheel_sha256=files.wheel_sha256,
         project_url=files.project_url,
         project_sha256=files.project_sha256,
-        installer="offline" if python else "venv",
+        installer="offline",  # the bundle, unpacked with the image's python3 (or the sandbox's, named)
         offline_python=python,
         config=config.model_dump(mode="json"),
         secrets={k: v for k, v in never_on_pod(secrets_env).items() if v},

@@ -27,7 +27,7 @@ from gpuc.client.interrupts import (
     stop_signals_raise,
     time_limit,
 )
-from gpuc.client.onpod.provision import VENV_INSTALLER, Installer, install_agent, offline_installer, provision
+from gpuc.client.onpod.provision import IMAGE_PYTHON, install_agent, provision
 from gpuc.client.onpod.script import check_command, check_in_bundle, put_project
 from gpuc.client.onpod.ssh import wait_for_ssh_endpoint
 from gpuc.client.pods import allowlist, plan, recovery
@@ -40,6 +40,7 @@ from gpuc.core.errors import GpucError, ProviderError
 from gpuc.core.ledger import sane_price, sane_ts
 from gpuc.core.models import PodSpec
 from gpuc.core.pod import WATCHDOG_ENV, Pod, new_run_id
+from gpuc.core.podinstall import Installer
 from gpuc.core.podpaths import CLAIM_ENV
 from gpuc.core.providers.base import PodAccess, Provider
 from gpuc.core.providers.common import look_up
@@ -330,9 +331,9 @@ def onto_pod(
 
 
 def pod_installer(settings: Settings) -> Installer:
-    """How gpuc gets onto a rented pod: a venv of its own, or (a loopback sandbox, no network) offline."""
+    """How gpuc gets onto a rented pod: its bundle, run by the image's python3 (a loopback sandbox names its own)."""
     python = settings.ssh_sandbox_python
-    return offline_installer(python) if python else VENV_INSTALLER
+    return Installer(python) if python else IMAGE_PYTHON
 
 
 def wait_running(provider: Provider, pod_id: str, ctx: Ctx, timeout_s: float) -> Pod:

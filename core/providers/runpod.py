@@ -28,14 +28,13 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Unpack
 from urllib.parse import quote
 
 from gpuc.core.clock import Clock, parse_iso
 from gpuc.core.errors import (
     ConfigError,
     NotFound,
-    ProviderAuthError,
     ProviderError,
     ProviderSchemaError,
 )
@@ -45,11 +44,7 @@ from gpuc.core.providers.common import (
     HttpProvider,
     HttpTuning,
     Number,
-    PodKey,
     ProviderAnswer,
-    ScopedSelfDestroyer,
-    SelfWords,
-    TerminateRefused,
     Whole,
     api_key_of,
     experiment_of,
@@ -58,8 +53,15 @@ from gpuc.core.providers.common import (
     pod_env,
     watchdog_of,
 )
-from gpuc.core.providers.endpoints import RUNPOD_GRAPHQL_ENV, RUNPOD_GRAPHQL_URL, RUNPOD_REST_URL
-from gpuc.core.providers.http import BackoffFunction, HttpClient, Reply, message_from_body, require
+from gpuc.core.providers.endpoints import RUNPOD_GRAPHQL_URL, RUNPOD_REST_URL
+from gpuc.core.providers.http import BackoffFunction, HttpClient, Reply, require
+from gpuc.core.providers.podkey import (
+    GRAPHQL_ERROR_STATUSES,
+    GRAPHQL_GONE_STATUSES,
+    GraphQLRetired,
+    graphql_data,
+    message_from_body,
+)
 from gpuc.core.settings import Settings
 
 if TYPE_CHECKING:
@@ -84,7 +86,6 @@ V2_PAGE_SIZE = 50
 MAX_V2_PAGES = 100
 CloudType = Literal["ALL", "SECURE", "COMMUNITY"]
 POD_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-NOT_FOUND_TO_TERMINATE = "pod not found to terminate"
 # A create whose outcome is unknown (timeout, reset mid-exchange) is looked up by name before any second
 # create, for this long: a new pod reaches GET /v2/pods only after a lag (unmeasured at RunPod; the emulator's
 # `list_lag_s` drills it), and a second create while the first is still unlisted bills two pods.
@@ -97,23 +98,12 @@ CREATE_REFUSALS = (400, 402, 422)
 CATALOG_PARAMS = {"product": "POD", "include": "AVAILABILITY"}
 
 # GraphQL, for what v2 has no route (see the module docstring). Values pass as variables, never inlined.
-SELF_READ_QUERY = "query Pod($podId: String!) { pod(input: {podId: $podId}) { id desiredStatus } }"
-STOP_MUTATION = "mutation Stop($podId: String!) { podStop(input: {podId: $podId}) { id desiredStatus } }"
-# podTerminate returns a scalar: no selection set.
-TERMINATE_MUTATION = "mutation Terminate($podId: String!) { podTerminate(input: {podId: $podId}) }"
 # R5, the fields runpodctl's GetUser reads (CONFIRMED); the notify* flags are the account's own emails.
 BALANCE_QUERY = (
     "query Balance { myself { clientBalance currentSpendPerHr spendLimit "
     "notifyPodsStale notifyPodsGeneral notifyLowBalance } }"
 )
 NOTIFY_FIELDS = ("notifyPodsStale", "notifyPodsGeneral", "notifyLowBalance")
-# GraphQL errors may come with HTTP 200 or a 4xx (UNCONFIRMED which): read the body for both.
-GRAPHQL_ERROR_STATUSES = (400, 404, 409, 410, 422)
-# How RunPod will say GraphQL is gone is not published: a 410, a 404 without GraphQL errors, or an error
-# that says so in words.
-GRAPHQL_GONE_STATUSES = (404, 410)
-GRAPHQL_GONE_WORDS = re.compile(r"retired|deprecated|sunset|decommission|no longer (available|supported)", re.I)
-GRAPHQL_RETIRED = "RunPod's GraphQL API answered that it is retired: upgrade gpuc"
 
 V2_STATUS: dict[str, PodStatus] = {
     "PROVISIONING": "provisioning",
@@ -200,13 +190,6 @@ class CatalogGpu(ProviderAnswer):
     community: bool | None = None
     price: CatalogPrice | None = None
     availability: str | None = None
-
-
-class GqlPod(ProviderAnswer):
-    """The pod's read of itself with its own key (GraphQL `pod(...)`)."""
-
-    id: str
-    desiredStatus: str | None = None
 
 
 class UserBalance(ProviderAnswer):
@@ -418,73 +401,12 @@ def create_refused(reply: Reply, http: HttpClient, gpu: str, cloud: str) -> Prov
 # ---- GraphQL: the one door, for what REST v2 has no route ----------------------------------------------
 
 
-class GraphQLError(ProviderError):
-    """RunPod answered with `errors`: the request was understood and refused."""
-
-    def __init__(self, messages: list[str], codes: list[str], *, status: int, request_id: str | None) -> None:
-        super().__init__(
-            messages[0] if messages else "GraphQL error without a message",
-            provider=PROVIDER,
-            status=status if status != 200 else None,
-            request_id=request_id,
-        )
-        self.messages = messages
-        self.codes = codes
-
-    @property
-    def pod_not_found(self) -> bool:
-        return (
-            any(m.strip().lower() == NOT_FOUND_TO_TERMINATE for m in self.messages)
-            or "POD_NOT_FOUND" in self.codes
-        )
-
-
-class GraphQLRetired(ProviderError):
-    """RunPod's GraphQL is gone: no retry, no guess, one message that says what to do."""
-
-    def __init__(self, said: str, *, status: int | None, request_id: str | None) -> None:
-        super().__init__(
-            GRAPHQL_RETIRED + (f" ({said})" if said else ""),
-            provider=PROVIDER,
-            status=status,
-            request_id=request_id,
-            hint="gpuc uses GraphQL only for the RunPod balance and a pod's own self-destroy; a gpuc release "
-            "reads them elsewhere (pip install -U gpuc). Pods, `ls`, `down` and the reaper use REST v2 and "
-            "are not affected",
-        )
-
-
-def graphql_error(reply: Reply, http: HttpClient) -> ProviderError:
-    items = (
-        [e for e in reply.body["errors"] if isinstance(e, dict)]
-        if isinstance(reply.body["errors"], list)
-        else []
-    )
-    messages = [http.redact(str(e.get("message", "")))[:300] for e in items]
-    codes = [
-        str((e.get("extensions") or {}).get("code", ""))
-        for e in items
-        if isinstance(e.get("extensions"), dict)
-    ]
-    status = reply.status if reply.status != 200 else None
-    if reply.status == 410 or any(GRAPHQL_GONE_WORDS.search(m) for m in messages):
-        return GraphQLRetired(messages[0] if messages else "", status=status, request_id=reply.request_id)
-    if any(re.search(r"unauthori[sz]ed|not authori[sz]ed|forbidden", m, re.IGNORECASE) for m in messages):
-        return ProviderAuthError(
-            messages[0],
-            provider=PROVIDER,
-            status=status,
-            request_id=reply.request_id,
-            hint=f"check {KEY_ENV} (environment or .env): is it current, and allowed to do this?",
-        )
-    return GraphQLError(messages or [""], codes, status=reply.status, request_id=reply.request_id)
-
-
 def legacy_graphql(
     http: HttpClient, url: str, query: str, variables: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The one way gpuc reaches RunPod's GraphQL (retiring "early 2027"): variables in, `data` out, `errors`
-    raised, and GraphQLRetired when RunPod answers that it is gone. Only for what REST v2 has no route."""
+    """The one way the laptop reaches RunPod's GraphQL (retiring "early 2027"): variables in, `data` out, `errors`
+    raised (read as the pod reads them, core/providers/podkey.py), and GraphQLRetired when RunPod answers that it
+    is gone. Only for what REST v2 has no route."""
     try:
         reply = http.request(
             "POST", url, json={"query": query, "variables": dict(variables or {})}, accept=GRAPHQL_ERROR_STATUSES
@@ -493,18 +415,7 @@ def legacy_graphql(
         if exc.status in GRAPHQL_GONE_STATUSES:
             raise GraphQLRetired("", status=exc.status, request_id=exc.request_id) from None
         raise
-    body = reply.body
-    has_errors = isinstance(body, dict) and bool(body.get("errors"))
-    if reply.status == 410 or (reply.status == 404 and not has_errors):
-        said = message_from_body(body) if isinstance(body, dict) else ""
-        raise GraphQLRetired(http.redact(said)[:200], status=reply.status, request_id=reply.request_id)
-    require(isinstance(body, dict), PROVIDER, "GraphQL answer is not an object")
-    if has_errors:
-        raise graphql_error(reply, http)
-    require(reply.status < 300, PROVIDER, f"GraphQL HTTP {reply.status} without errors")
-    data = body.get("data")
-    require(isinstance(data, dict), PROVIDER, "GraphQL answer has no data")
-    return dict(data)
+    return graphql_data(reply.status, reply.body, reply.request_id, http.redact)
 
 
 # ---- the provider -----------------------------------------------------------------------------------
@@ -771,68 +682,3 @@ def next_cursor(body: dict[str, Any]) -> str | None:
 
 
 # ---- inside the pod ----------------------------------------------------------------------------------
-
-
-class RunPodSelfDestroyer(ScopedSelfDestroyer):
-    """This pod's end with the pod-scoped key RunPod injects (RUNPOD_API_KEY), never the account key: the
-    calls only, the decision is ScopedSelfDestroyer's.
-
-    Still GraphQL (through legacy_graphql): the reference does not say the pod key may use REST v2, and the
-    one field report saw REST answer it 403 while GraphQL `pod(...)` and `podTerminate` served it. Whether
-    it may podTerminate is UNCONFIRMED (self-stop is documented); it may hear "pod not found to terminate"
-    while the pod lives on. When GraphQL is retired the self-destroy fails loudly (GraphQLRetired) and the
-    watchdog's reaper, which holds the account key and uses v2, is the one that ends the pod."""
-
-    words = SelfWords(
-        PROVIDER, noun="pod", call="podTerminate", short="terminate", done="terminated",
-        not_found=f"answered {NOT_FOUND_TO_TERMINATE!r}", disk="volume", kept="its volume (/workspace) stays",
-    )
-    key = PodKey("RUNPOD_POD_ID", "RUNPOD_API_KEY", role="the pod-scoped key", hint="RunPod injects them into the"
-                 " container's main process; pass them on to the agent's env")
-
-    def __init__(self, pod_id: str, *, graphql_url: str = DEFAULT_GRAPHQL_URL, http: HttpClient) -> None:
-        self.pod_id = pod_id
-        self.graphql_url = graphql_url
-        self.http = http
-
-    @classmethod
-    def with_client(cls, own_id: str, http: HttpClient, environ: Mapping[str, str]) -> Self:
-        return cls(own_id, graphql_url=environ.get(RUNPOD_GRAPHQL_ENV) or DEFAULT_GRAPHQL_URL, http=http)
-
-    @property
-    def own_id(self) -> str:
-        return self.pod_id
-
-    def graphql(self, query: str, variables: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        return legacy_graphql(self.http, self.graphql_url, query, variables)
-
-    def terminate(self) -> bool:
-        try:
-            self.graphql(TERMINATE_MUTATION, {"podId": self.pod_id})
-        except GraphQLError as exc:
-            if exc.pod_not_found:
-                return False
-            raise TerminateRefused(exc.message) from None
-        except ProviderAuthError as exc:
-            raise TerminateRefused(exc.message) from None
-        return True
-
-    def stop(self) -> None:
-        """podStop with the pod key: the one self-control RunPod documents (R7). The volume (/workspace,
-        where results/ is) stays; the container disk is wiped."""
-        self.graphql(STOP_MUTATION, {"podId": self.pod_id})
-
-    def stop_found_nothing(self, exc: ProviderError) -> bool:
-        return isinstance(exc, GraphQLError) and "not found" in exc.message.lower()
-
-    def read_self(self) -> bool | None:
-        """Read this pod with its own key: True/False, or None when the read itself fails."""
-        try:
-            found = self.graphql(SELF_READ_QUERY, {"podId": self.pod_id}).get("pod")
-        except ProviderError as exc:
-            log.warning("runpod: pod %s cannot read itself (%s)", self.pod_id, exc.message)
-            return None
-        if found is None:
-            return False  # null for a deleted id (UNCONFIRMED; the reaper re-checks with the account key)
-        pod = parse(GqlPod, found, "pod")
-        return pod.desiredStatus != "TERMINATED"

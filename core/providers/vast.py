@@ -22,10 +22,9 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import shlex
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Self, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 from gpuc.core.clock import Clock
 from gpuc.core.errors import ConfigError, GpucError, NotFound, ProviderError, ProviderSchemaError
@@ -35,11 +34,7 @@ from gpuc.core.providers.common import (
     HttpProvider,
     HttpTuning,
     Number,
-    PodKey,
     ProviderAnswer,
-    ScopedSelfDestroyer,
-    SelfWords,
-    TerminateRefused,
     Whole,
     api_key_of,
     env_from_pairs,
@@ -49,8 +44,9 @@ from gpuc.core.providers.common import (
     pod_env,
     watchdog_of,
 )
-from gpuc.core.providers.endpoints import VAST_URL, VAST_URL_ENV, vast_host
+from gpuc.core.providers.endpoints import VAST_URL, vast_host
 from gpuc.core.providers.http import BackoffFunction, HttpClient, Reply, require
+from gpuc.core.providers.podkey import VAST_INSTANCE_ID_RE, VAST_RELEASED, vast_not_found
 from gpuc.core.settings import Settings
 
 if TYPE_CHECKING:
@@ -69,7 +65,7 @@ MAX_PAGES = 200  # 5000 instances: far past any personal account, so more means 
 # guide's choice for SSH only; the official CLI still sends the legacy "ssh_direc ssh_proxy"). Offers are
 # asked with direct ports (DIRECT_PORTS) so that port can be provisioned.
 RUNTYPE = "ssh_direct"
-INSTANCE_ID_RE = re.compile(r"^[0-9]{1,12}$")
+INSTANCE_ID_RE = VAST_INSTANCE_ID_RE
 BID_MARGIN = 1.10  # SPEC bid advice: bid min_bid × 1.10
 # create_instance.yaml's bounds (x-input-validation), checked before the create: a refusal costs nothing
 # either way, but gpuc's says the fix. onstart: "limited to 4048 characters" (the spec's own quirk list),
@@ -79,7 +75,6 @@ DISK_MIN_GB = 8.0
 LABEL_MAX, IMAGE_MAX, ONSTART_MAX = 256, 1024, 4048
 ENV_VALUE_MAX, ENV_TOTAL_MAX = 256, 32768
 OURS = "gpuc sets this itself, so this is a gpuc bug: report it with this message"
-NOT_FOUND_ERRORS = ("not_found", "no_such_instance")
 
 # `offers` defaults (SPEC "Offers"); each is a keyword of VastProvider.offers, None drops the filter.
 DEFAULT_FILTERS: dict[str, tuple[str, float | bool]] = {
@@ -177,7 +172,7 @@ def parse(model: type[W], value: Any, what: str) -> W:
 
 
 def status_of(inst: VastInstance) -> PodStatus:
-    if inst.cur_state == "unloaded":
+    if inst.cur_state == VAST_RELEASED:
         return "terminated"  # the contract is released: destroyed
     actual = inst.actual_status
     if actual is None or actual == "created":
@@ -382,13 +377,6 @@ def check_create_bounds(body: Mapping[str, Any]) -> None:
         )
 
 
-def is_not_found(body: Any) -> bool:
-    if not isinstance(body, dict) or body.get("success") is not False:
-        return False
-    msg = str(body.get("msg") or body.get("message") or "").lower()
-    return body.get("error") in NOT_FOUND_ERRORS or "not found" in msg or "no longer exists" in msg
-
-
 def refused(http: HttpClient, reply: Reply, what: str) -> ProviderError:
     body = reply.body if isinstance(reply.body, dict) else {}
     msg = http.redact(str(body.get("msg") or body.get("error") or "success: false")[:300])
@@ -398,7 +386,7 @@ def refused(http: HttpClient, reply: Reply, what: str) -> ProviderError:
 
 
 class VastApi:
-    """The few Vast calls a pod-scoped key may make too (show, stop, destroy one instance)."""
+    """The calls on one instance (show, stop, destroy); the pod makes its own (core/providers/podkey.py)."""
 
     def __init__(self, http: HttpClient, url: str) -> None:
         self.http = http
@@ -415,11 +403,11 @@ class VastApi:
     def delete(self, instance_id: str) -> DestroyResult:
         reply = self.http.request("DELETE", self.instance_url(instance_id), json={}, accept=(404,))
         if reply.status == 404:
-            require(is_not_found(reply.body), PROVIDER, "404 without Vast's not-found body")
+            require(vast_not_found(reply.body), PROVIDER, "404 without Vast's not-found body")
             return "already_gone"
         if isinstance(reply.body, dict) and reply.body.get("success") is True:
             return "destroyed"
-        if is_not_found(reply.body):
+        if vast_not_found(reply.body):
             return "already_gone"
         # success:false with HTTP 200 is a failure, never a destroy (vast-cli's destroy_instance bug)
         raise refused(self.http, reply, f"destroy of instance {instance_id} refused")
@@ -765,63 +753,3 @@ class VastProvider(HttpProvider):
                 hint=f"run `gpuc down {pod_id}` again; the reaper re-checks it on its next run",
             )
         return result
-
-
-# ---- inside the instance -----------------------------------------------------------------------------
-
-
-class VastSelfDestroyer(ScopedSelfDestroyer):
-    """This instance's end with CONTAINER_API_KEY, the key Vast scopes to it (documented to start, stop or
-    destroy only this instance): the calls only, the decision is ScopedSelfDestroyer's."""
-
-    words = SelfWords(
-        PROVIDER, noun="instance", call="destroy", short="destroy", done="destroyed",
-        not_found="answered not found", disk="disk", kept="its disk stays",
-    )
-    key = PodKey("CONTAINER_ID", "CONTAINER_API_KEY", role="the instance key", hint="Vast injects them into the"
-                 " container; ssh sessions see them only once exported")
-
-    def __init__(self, instance_id: str, api: VastApi) -> None:
-        self.instance_id = instance_id
-        self.api = api
-
-    @classmethod
-    def with_client(cls, own_id: str, http: HttpClient, environ: Mapping[str, str]) -> Self:
-        return cls(own_id, VastApi(http, environ.get(VAST_URL_ENV) or DEFAULT_URL))
-
-    @property
-    def own_id(self) -> str:
-        return self.instance_id
-
-    def terminate(self) -> bool:
-        try:
-            return self.api.delete(self.instance_id) == "destroyed"
-        except ProviderSchemaError:
-            raise  # an answer gpuc cannot read is no refusal to act on
-        except ProviderError as exc:
-            raise TerminateRefused(exc.message) from None
-
-    def stop(self) -> None:
-        """PUT state stopped with the instance key (documented to start, stop or destroy only this instance,
-        V7). The instance disk stays; exactly what a stop keeps of it is UNCONFIRMED (README)."""
-        self.api.set_state(self.instance_id, "stopped")
-
-    def stop_found_nothing(self, exc: ProviderError) -> bool:
-        return exc.status == 404
-
-    def read_self(self) -> bool | None:
-        """Read this instance with its own key: True/False, or None when the read itself fails."""
-        try:
-            reply = self.api.http.request("GET", self.api.instance_url(self.instance_id), params={"owner": "me"})
-        except ProviderError as exc:
-            log.warning("vast: instance %s cannot read itself (%s)", self.instance_id, exc.message)
-            return None
-        body = reply.body
-        if not (isinstance(body, dict) and "instances" in body):
-            return None
-        if body["instances"] is None:
-            return False  # Vast's positive "not found or no longer exists"
-        if not isinstance(body["instances"], dict):
-            return None
-        inst = parse(VastInstance, {"id": self.instance_id, **body["instances"]}, "instance")
-        return status_of(inst) != "terminated"

@@ -270,7 +270,7 @@ def test_the_kit_is_written_before_the_create_and_the_registration_carries_it(
     assert kit.config["run_id"] == spec.run_id and kit.config["pod_id"] == sent.pod_id
     assert kit.config["results_bucket"] == bucket.as_uri() and kit.config["deadline_at"] == sent.deadline_at
     assert kit.secrets == {"HF_TOKEN": HF}
-    assert (kit.command, kit.job_id, kit.installer) == (["python", "train.py"], "job-1", "venv")
+    assert (kit.command, kit.job_id, kit.installer) == (["python", "train.py"], "job-1", "offline")
     assert kit.bootstrap is not None and kit.bootstrap["requirements"] == "requirements.txt"
     assert plan.spec.run_id == spec.run_id and plan.spec.offer_id is None
     # `up` stopped at the registration: what it created is destroyed, as for any failure after the create.

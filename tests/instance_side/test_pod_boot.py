@@ -4,6 +4,7 @@ that does not match its sha256, or a refused ticket, starts nothing; the ticket 
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from bootworld import HF_TOKEN, TICKET, TOKEN, boot_world, job, mode
@@ -76,6 +77,28 @@ def test_a_refused_ticket_starts_nothing(tmp_path: Path) -> None:
         _nothing_installed_nor_started(world.paths)
         assert not (world.paths.code / "boot-site").exists()
         assert TICKET not in world.boot_out()
+
+
+def test_a_not_yet_from_the_watchdog_is_tried_again_and_the_pod_boots(tmp_path: Path) -> None:
+    """The watchdog answers 409 while the re-rent is still being registered: "not yet", never "never"."""
+    with boot_world(tmp_path) as world:
+        world.kit(job("open('results/done', 'w')"), None)
+        world.functions.first = [409, 409]
+        world.onstart()
+        assert world.wait(lambda: "job started under the wrapper" in world.boot_out()), world.boot_out()
+        assert world.boot_out().count("/v1/boot answered 409; again") == 2 and len(world.functions.boots) == 3
+
+
+def test_an_image_without_a_usable_python_says_so_and_starts_nothing(tmp_path: Path) -> None:
+    with boot_world(tmp_path) as world:
+        world.kit(job("open('results/done', 'w')"), None)
+        world.env["GPUC_PYTHON"] = str(tmp_path / "no-python3")  # the image's only python: not there
+        started = time.monotonic()
+        world.onstart()
+        assert time.monotonic() - started < 30  # never hangs: the container's start goes on
+        assert "no python3 >= 3.9 in this image" in world.boot_out() and "nothing started" in world.boot_out()
+        assert world.functions.boots == [], "the ticket is not spent on a pod that cannot boot"
+        _nothing_installed_nor_started(world.paths)
 
 
 def _nothing_installed_nor_started(paths: object) -> None:

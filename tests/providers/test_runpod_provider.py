@@ -19,7 +19,8 @@ from gpuc.core.errors import (
 from gpuc.core.pod import OWNER_ENV
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.outcome import StoppedInstead
-from gpuc.core.providers.runpod import RunPodProvider, RunPodSelfDestroyer
+from gpuc.core.providers.podkey import RunPodSelfDestroyer
+from gpuc.core.providers.runpod import RunPodProvider
 from gpuc.core.settings import Settings
 from gpuc.testkit.emulators.runpod import RunPodEmulator
 from gpuc.testkit.emulators.server import EmulatorServer
@@ -334,7 +335,7 @@ def test_self_destroy_uses_the_pod_scoped_key(runpod: RunPodProvider, runpod_emu
     environ = runpod_emu.pod_environ(pod.id)
     assert environ["RUNPOD_API_KEY"] != RUNPOD_KEY
     destroyer = RunPodSelfDestroyer.from_environ(
-        environ, transport=runpod_emu.transport(), backoff=zero_backoff
+        environ, send=runpod_emu.pod_send(), clock=FakeClock()
     )
     assert destroyer.destroy_self() == f"terminated pod {pod.id}"
     assert runpod_emu.alive() == []
@@ -346,7 +347,7 @@ def test_self_destroy_falls_back_to_stop_and_says_so(
     pod = runpod.create(spec("runpod"))
     runpod_emu.pod_key_can_terminate = False
     destroyer = RunPodSelfDestroyer.from_environ(
-        runpod_emu.pod_environ(pod.id), transport=runpod_emu.transport(), backoff=zero_backoff
+        runpod_emu.pod_environ(pod.id), send=runpod_emu.pod_send(), clock=FakeClock()
     )
     said = destroyer.destroy_self()
     assert said.startswith("podTerminate was refused") and "stopped pod" in said and "reaper" in said
@@ -358,7 +359,7 @@ def test_a_not_found_that_is_a_refusal_is_not_believed(runpod: RunPodProvider, r
     pod = runpod.create(spec("runpod"))
     runpod_emu.pod_key_not_found = True  # the pod key hears "pod not found to terminate"; the pod lives on
     destroyer = RunPodSelfDestroyer.from_environ(
-        runpod_emu.pod_environ(pod.id), transport=runpod_emu.transport(), backoff=zero_backoff
+        runpod_emu.pod_environ(pod.id), send=runpod_emu.pod_send(), clock=FakeClock()
     )
     said = destroyer.destroy_self()
     assert isinstance(said, StoppedInstead)
@@ -372,7 +373,7 @@ def test_a_not_found_for_a_pod_that_is_gone_is_believed(runpod: RunPodProvider, 
     pod = runpod.create(spec("runpod"))
     environ = runpod_emu.pod_environ(pod.id)
     runpod_emu.vanish(pod.id)
-    destroyer = RunPodSelfDestroyer.from_environ(environ, transport=runpod_emu.transport(), backoff=zero_backoff)
+    destroyer = RunPodSelfDestroyer.from_environ(environ, send=runpod_emu.pod_send(), clock=FakeClock())
     said = destroyer.destroy_self()
     assert said == f"pod {pod.id} was already gone" and not isinstance(said, StoppedInstead)
     assert runpod_emu.ops("stop") == []

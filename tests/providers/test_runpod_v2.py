@@ -18,14 +18,8 @@ from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ProviderError, ProviderSchemaError, ProviderUnavailable
 from gpuc.core.pod import OWNER_ENV
 from gpuc.core.providers.http import zero_backoff
-from gpuc.core.providers.runpod import (
-    GRAPHQL_RETIRED,
-    LOOKUP_WINDOW_S,
-    GraphQLRetired,
-    RunPodProvider,
-    RunPodSelfDestroyer,
-    legacy_graphql,
-)
+from gpuc.core.providers.podkey import GRAPHQL_RETIRED, GraphQLRetired, RunPodSelfDestroyer
+from gpuc.core.providers.runpod import LOOKUP_WINDOW_S, RunPodProvider, legacy_graphql
 from gpuc.testkit.emulators.runpod import RunPodEmulator
 from gpuc.testkit.emulators.server import EmulatorServer
 
@@ -224,10 +218,10 @@ def test_the_pod_side_self_destroy_says_graphql_is_retired(clock: FakeClock) -> 
     pod = provider_for(emu, clock).create(spec("runpod"))
     emu.graphql_retired = True
     destroyer = RunPodSelfDestroyer.from_environ(
-        emu.pod_environ(pod.id), transport=emu.transport(), backoff=zero_backoff
+        emu.pod_environ(pod.id), send=emu.pod_send(), clock=FakeClock()
     )
     with pytest.raises(GraphQLRetired):
-        destroyer.graphql("query { myself { id } }")
+        destroyer.graphql("query { myself { id } }", {})
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,8 @@ from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ConfigError, ProviderAuthError, ProviderError
 from gpuc.core.providers.endpoints import VAST_URL_ENV
 from gpuc.core.providers.http import zero_backoff
-from gpuc.core.providers.vast import VastProvider, VastSelfDestroyer
+from gpuc.core.providers.podkey import Sent, VastSelfDestroyer, urllib_send
+from gpuc.core.providers.vast import VastProvider
 from gpuc.core.providers.vast_billing import VastBilling
 from gpuc.testkit.emulators.server import EmulatorServer
 from gpuc.testkit.emulators.vast import VastEmulator
@@ -70,6 +71,22 @@ class Tape(httpx.BaseTransport):
             )
         )
         return httpx.Response(response.status_code, headers=response.headers, content=answer, request=request)
+
+    def pod_send(self, method: str, url: str, headers: Any, body: bytes | None, timeout_s: float) -> Sent:
+        """The pod's own sender (urllib, core/providers/podkey.py) over real HTTP, taped the same way."""
+        sent = urllib_send(method, url, headers, body, timeout_s)
+        self.exchanges.append(
+            Exchange(
+                method,
+                url,
+                {k.lower(): v for k, v in headers.items()},
+                body or b"",
+                sent.status,
+                sent.body,
+                sent.headers.get("content-type", ""),
+            )
+        )
+        return sent
 
     def close(self) -> None:
         self.inner.close()
@@ -138,7 +155,7 @@ def client(server: EmulatorServer, tape: Tape, clock: FakeClock, key: str = VAST
 
 def self_destroyer(server: EmulatorServer, emu: VastEmulator, pod_id: str, tape: Tape) -> VastSelfDestroyer:
     environ = {**emu.pod_environ(pod_id), VAST_URL_ENV: server.url}
-    return VastSelfDestroyer.from_environ(environ, transport=tape, backoff=zero_backoff)
+    return VastSelfDestroyer.from_environ(environ, send=tape.pod_send)
 
 
 def drive_a_whole_life(server: EmulatorServer, emu: VastEmulator, tape: Tape, clock: FakeClock) -> None:

@@ -13,7 +13,8 @@ from gpuc.core.errors import ConfigError, NotFound, ProviderError, ProviderSchem
 from gpuc.core.pod import OWNER_ENV
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.outcome import StoppedInstead
-from gpuc.core.providers.vast import VastProvider, VastSelfDestroyer
+from gpuc.core.providers.podkey import VastSelfDestroyer
+from gpuc.core.providers.vast import VastProvider
 from gpuc.core.settings import Settings
 from gpuc.testkit.emulators.server import EmulatorServer
 from gpuc.testkit.emulators.vast import VastEmulator, VastOfferState
@@ -334,7 +335,7 @@ def test_self_destroy_uses_the_instance_key(vast: VastProvider, vast_emu: VastEm
     pod = vast.create(spec("vast", offer_id=OFFER))
     environ = vast_emu.pod_environ(pod.id)
     assert environ["CONTAINER_API_KEY"] != VAST_KEY
-    destroyer = VastSelfDestroyer.from_environ(environ, transport=vast_emu.transport(), backoff=zero_backoff)
+    destroyer = VastSelfDestroyer.from_environ(environ, send=vast_emu.pod_send(), clock=FakeClock())
     assert destroyer.destroy_self() == f"destroyed instance {pod.id}"
     assert vast_emu.alive() == []
 
@@ -342,7 +343,7 @@ def test_self_destroy_uses_the_instance_key(vast: VastProvider, vast_emu: VastEm
 def test_self_destroy_of_an_already_gone_instance(vast: VastProvider, vast_emu: VastEmulator) -> None:
     pod = vast.create(spec("vast", offer_id=OFFER))
     environ = vast_emu.pod_environ(pod.id)
-    destroyer = VastSelfDestroyer.from_environ(environ, transport=vast_emu.transport(), backoff=zero_backoff)
+    destroyer = VastSelfDestroyer.from_environ(environ, send=vast_emu.pod_send(), clock=FakeClock())
     vast_emu.faults.add(op="destroy", kind="timeout_after_commit")
     assert destroyer.destroy_self() == f"instance {pod.id} was already gone"
 
@@ -353,7 +354,7 @@ def test_an_instance_key_cannot_touch_another_instance(vast: VastProvider, vast_
     environ = {**vast_emu.pod_environ(mine.id), "CONTAINER_ID": other.id}
     with pytest.raises(ProviderError):
         VastSelfDestroyer.from_environ(
-            environ, transport=vast_emu.transport(), backoff=zero_backoff
+            environ, send=vast_emu.pod_send(), clock=FakeClock()
         ).destroy_self()
     assert len(vast_emu.alive()) == 2
 
@@ -389,7 +390,7 @@ def test_the_url_may_be_the_host_alone(vast_server: EmulatorServer, clock: FakeC
 def test_self_destroy_falls_back_to_stop_and_says_so(vast: VastProvider, vast_emu: VastEmulator) -> None:
     pod = vast.create(spec("vast", offer_id=OFFER))
     destroyer = VastSelfDestroyer.from_environ(
-        vast_emu.pod_environ(pod.id), transport=vast_emu.transport(), backoff=zero_backoff
+        vast_emu.pod_environ(pod.id), send=vast_emu.pod_send(), clock=FakeClock()
     )
     vast_emu.faults.add(op="destroy", kind="success_false")
     said = destroyer.destroy_self()
@@ -402,7 +403,7 @@ def test_a_not_found_that_is_a_refusal_is_not_believed(vast: VastProvider, vast_
     pod = vast.create(spec("vast", offer_id=OFFER))
     vast_emu.pod_key_not_found = True  # the instance key hears "Instance not found"; the instance lives on
     destroyer = VastSelfDestroyer.from_environ(
-        vast_emu.pod_environ(pod.id), transport=vast_emu.transport(), backoff=zero_backoff
+        vast_emu.pod_environ(pod.id), send=vast_emu.pod_send(), clock=FakeClock()
     )
     said = destroyer.destroy_self()
     assert isinstance(said, StoppedInstead) and "still there" in said and "reaper" in said
@@ -415,7 +416,7 @@ def test_a_not_found_for_an_instance_that_is_gone_is_believed(vast: VastProvider
     pod = vast.create(spec("vast", offer_id=OFFER))
     environ = vast_emu.pod_environ(pod.id)
     vast_emu.vanish(pod.id)
-    destroyer = VastSelfDestroyer.from_environ(environ, transport=vast_emu.transport(), backoff=zero_backoff)
+    destroyer = VastSelfDestroyer.from_environ(environ, send=vast_emu.pod_send(), clock=FakeClock())
     said = destroyer.destroy_self()
     assert said == f"instance {pod.id} was already gone" and not isinstance(said, StoppedInstead)
     assert vast_emu.ops("stop") == []

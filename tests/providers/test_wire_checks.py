@@ -29,11 +29,6 @@ class Wire(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
-class GqlPod(Wire):
-    id: str
-    desiredStatus: str | None = None
-
-
 class V2Port(Wire):
     private: int | None = None
     public: int | None = None
@@ -157,7 +152,6 @@ class VastUser(Wire):
 
 
 PAIRS: list[tuple[type[ProviderAnswer], type[BaseModel]]] = [
-    (runpod.GqlPod, GqlPod),
     (runpod.V2Pod, V2Pod),
     (runpod.CatalogGpu, CatalogGpu),
     (runpod.UserBalance, UserBalance),
