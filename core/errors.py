@@ -4,6 +4,7 @@ never a traceback; the internal ones never leave the module that raises them.
 
 GpucError                          user-facing: message + how to fix it, no traceback
 ├── ConfigError                    settings, .env, keys, bad flags
+│   └── BidUnderFloor              (core.providers.vast) a Vast bid under every offer's min_bid: refused before renting
 ├── NotFound                       unknown pod / run / offer
 ├── ProviderError                  a provider API call failed (message + request id)
 │   ├── ProviderAuthError          401/403: key wrong or missing
