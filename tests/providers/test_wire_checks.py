@@ -92,6 +92,11 @@ class CatalogPrice(Wire):
     community: float | None = None
 
 
+class CatalogMax(Wire):
+    secure: int | None = None
+    community: int | None = None
+
+
 class CatalogGpu(Wire):
     id: str
     name: str | None = None
@@ -99,6 +104,7 @@ class CatalogGpu(Wire):
     secure: bool | None = None
     community: bool | None = None
     price: CatalogPrice | None = None
+    maxCount: CatalogMax | None = None
     availability: str | None = None
 
 
