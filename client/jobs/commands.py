@@ -144,6 +144,13 @@ class _UpCommand(click.Command):
 @click.option("--offer", "offer_id", default=None, help="Rent exactly this offer id (see gpuc offers).")
 @click.option("--image", default=None, help="Container image.")
 @click.option(
+    "--volume-gb",
+    type=click.IntRange(0, 10_000),
+    default=None,
+    metavar="GB",
+    help="The pod's persistent volume, /workspace (your code, results/), in GB [30]. RunPod takes 10 or more.",
+)
+@click.option(
     "--wait", is_flag=True, help="With a command: stream its output, wait for its end, exit with its exit code."
 )
 @click.option("--timeout", default=None, help="With --wait: stop waiting after this long (30m, 2h); the job goes on.")
@@ -191,6 +198,7 @@ def up(
     recover_on_demand: bool,
     offer_id: str | None,
     image: str | None,
+    volume_gb: int | None,
     wait: bool,
     timeout: str | None,
     no_upload: bool,
@@ -243,6 +251,7 @@ def up(
         bid=bid,
         offer_id=offer_id,
         image=image,
+        volume_gb=volume_gb,
         command=list(command),
         dry_run=dry_run,
         # Measured before anything is rented: an oversized project is refused at no cost.

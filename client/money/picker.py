@@ -266,6 +266,9 @@ class MultiGpuRow(BaseModel):
     decode_tok_s: float  # batch-1 upper bound: count x bandwidth / weight bytes (interconnect ignored)
     price_per_hour: float | None  # all `count` cards
     price_source: str | None
+    # The provider's stock for a pod of `count` of this card (RunPod's catalog read with that count: its stock
+    # for one card says nothing of `count` on one machine); None: not read (offline, or no such read).
+    stock: str | None = None
 
 
 class PickResult(BaseModel):
@@ -493,4 +496,41 @@ def pick_for(
     note = "offline: using the built-in table" if offline else None
     if not offline:
         live, note = fetch_live_quotes(name, ctx)
-    return pick(model, dtype, seq, batch, price_quotes(name, live), price_note=note)
+    result = pick(model, dtype, seq, batch, price_quotes(name, live), price_note=note)
+    if result.multi_gpu and not offline:
+        result.multi_gpu = split_stock(name, ctx, result.multi_gpu)
+    return result
+
+
+NOT_AT_COUNT = "none: past its largest pod"
+
+
+def split_stock(provider_name: str, ctx: Ctx, options: list[MultiGpuRow]) -> list[MultiGpuRow]:
+    """Each split priced and stocked live for its own count where the provider's catalog answers per count
+    (RunPod); unchanged where it does not, or when the read fails (the table's prices stand, said as such)."""
+    from gpuc.core.providers.runpod import RunPodProvider  # lazy: a provider client only for a live pick
+
+    try:
+        provider = ctx.new_provider(provider_name)
+    except (ProviderError, ConfigError):
+        return options
+    try:
+        if not isinstance(provider, RunPodProvider):
+            return options
+        by_count: dict[int, dict[str, Offer]] = {}
+        for count in sorted({o.count for o in options}):
+            offers = provider.offers(None, False, num_gpus=count)
+            by_count[count] = {spec.key: o for o in offers if (spec := find_gpu(o.gpu)) is not None}
+    except (ProviderError, ConfigError):
+        return options
+    finally:
+        provider.close()
+    out = []
+    for option in options:
+        offer = by_count[option.count].get(option.gpu)
+        if offer is None:
+            out.append(option.model_copy(update={"stock": NOT_AT_COUNT}))
+            continue
+        live = {"price_per_hour": offer.price_per_hour, "price_source": f"live {provider_name}"}
+        out.append(option.model_copy(update={"stock": offer.stock or "-", **live}))
+    return out
