@@ -79,7 +79,7 @@ def key_standing(provider: Provider, public_key: str, shown: str) -> KeyStanding
     if keys is None:
         return None
     register = (
-        f"add the line in {shown} to your {provider.name} account's SSH public keys (console: Settings; API: "
+        f"add the line in {shown} to your {provider.name} account's SSH public keys (its console's settings, or "
         "PUT /v2/account/ssh-keys, which replaces the whole list)"
     )
     if any(same_key(k, public_key) for k in keys):
@@ -87,9 +87,8 @@ def key_standing(provider: Provider, public_key: str, shown: str) -> KeyStanding
     if not keys:
         return KeyStanding(
             "warn",
-            f"no ssh key is registered at {provider.name}: a pod created with startSsh alone has no ssh at all. "
-            f"gpuc hands each pod {shown} itself (PUBLIC_KEY), so `up` reaches it; register it for {provider.name}'s "
-            "own ssh and pods you start outside gpuc",
+            f"no ssh key is registered at {provider.name}: gpuc hands each pod {shown} itself (PUBLIC_KEY), so `up` "
+            f"reaches it; {provider.name}'s own ssh, and pods started outside gpuc, need it registered",
             register,
         )
     return KeyStanding(

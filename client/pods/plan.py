@@ -234,7 +234,7 @@ def prepare_spec(provider: Provider, spec: PodSpec, ctx: Ctx) -> PodSpec:
     key = read_public_key(ctx.settings)
     standing = key_standing(provider, key, str(public_key_path(ctx.settings)))
     if standing is not None and standing.status != "ok":
-        ctx.echo(f"warning: ssh: {standing.detail}" + (f" (to do so: {standing.fix})" if standing.fix else ""))
+        ctx.echo(f"warning: ssh: {standing.detail}" + (f" (fix: {standing.fix})" if standing.fix else ""))
     return spec.model_copy(update={"ssh_public_key": key})
 
 
@@ -297,7 +297,8 @@ def _listed(provider: Provider, spec: PodSpec, opts: UpOptions) -> Quote:
     if isinstance(provider, RunPodProvider):
         # The catalog read for this many GPUs: its stock for one says nothing of four on one machine.
         offer = provider.pod_offer(spec.gpu_type, spec.gpu_count)
-        stock = f"; stock for {spec.gpu_count} GPUs: {offer.stock}" if offer.stock else ""
+        many = f"{spec.gpu_count} GPU{'s' if spec.gpu_count > 1 else ''}"
+        stock = f"; stock for {many}: {offer.stock}" if offer.stock else ""
         if offer.stock == "None":
             stock += " (RunPod lists none free now: the create may be refused, at no cost)"
         return Quote(offer.price_per_hour, f"{opts.provider}'s listed price{stock}")

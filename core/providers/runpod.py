@@ -742,11 +742,12 @@ class RunPodProvider(HttpProvider):
             if denied and price > ceiling + 1e-9:
                 skipped.append(f"{choice.cloud} (${price:.3f}/h, above the ${ceiling:.3f}/h shown)")
                 continue
+            if denied:  # said where the user reads it: the pod is rented elsewhere than first asked
+                log.warning("runpod: %s; asking in %s cloud instead ($%.3f/h)", denied[-1].said, choice.cloud, price)
             try:
                 return self._create_in(spec, gpu_id, choice.cloud, env)
             except PoolDenied as exc:
                 denied.append(exc)
-                log.warning("runpod: %s; trying the next cloud that offers it, if any", exc.said)
         raise pools_denied(denied, skipped, gpu_display(gpu_id) or gpu_id)
 
     def _create_in(self, spec: PodSpec, gpu_id: str, cloud: str, env: Mapping[str, str]) -> Pod:

@@ -220,7 +220,7 @@ def test_after_a_403_the_next_pool_is_tried_within_the_price_shown_and_said(
     rent(settings, provider, [], price_per_hour=0.80)  # the user's own price covers the secure pool
     assert [c["cloud"] for c in creates(emu)] == ["COMMUNITY", "COMMUNITY", "SECURE"]
     assert emu.pods[provider.made[0].id].cloud == "SECURE"
-    assert "cannot access that pool" in caplog.text and "trying the next cloud" in caplog.text
+    assert "cannot access that pool" in caplog.text and "asking in SECURE cloud instead ($0.740/h)" in caplog.text
 
 
 def test_other_create_refusals_keep_their_meaning(tmp_path: Path, emu: RunPodEmulator, clock: FakeClock) -> None:
