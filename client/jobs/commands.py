@@ -212,7 +212,9 @@ def up(
     """Start a pod for EXPERIMENT; with `-- COMMAND`, run it under the wrapper.
 
     Before anything is rented, `up` checks the keys, the .env mode, the ssh key and that a rented pod can
-    reach the watchdog and that its results destination takes a write and a list (a probe, removed), then
+    reach the watchdog and that its results destination takes a write and a list (a probe, removed), what
+    the provider would refuse (RunPod: a volume under 10 GB, more GPUs than its largest pod; it warns when
+    your ssh key is not registered there, and hands the pod the key itself), then
     prints the price and the most the pod can cost, and asks (on a terminal; -y skips the question, and it
     is never asked when stdin is not a terminal). With GPUC_MONTHLY_BUDGET
     (or GPUC_EXPERIMENT_BUDGET) set, it refuses a pod whose worst case would cross the month's budget.
