@@ -65,6 +65,7 @@ import itertools
 import json
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -860,16 +861,9 @@ class RunPodEmulator(Emulator):
         """POST /v2/pods with a CreatePodRequest, as strict as the v2 spec (runpod_contract.py): a broken
         contract is a 422, a broken rule a 400; then no capacity (or a count past maxCount) a 400, a pool the
         account may not use a 403, too little balance a 402. 201 with the Pod, in PROVISIONING."""
-        refused = self._v2_auth(request)
+        body, refused = self._checked_body(request, create_refusal)
         if refused:
             return refused
-        try:
-            body = request.json()
-        except ValueError:
-            return validation_failed("body: not JSON")
-        said = create_refusal(body)
-        if said is not None:
-            return refusal_answer(said)
         if "cpu" in body:
             return problem(400, "Bad Request", "the emulator rents GPU pods only")
         gpu = self.gpus.get(body["gpu"]["id"])
@@ -909,6 +903,20 @@ class RunPodEmulator(Emulator):
         if self.sshd_key is not None and not takes(pod.authorized, self.sshd_key):
             pod.ssh_port = NO_SSHD_PORT  # the image starts no sshd for it: nothing answers
 
+    def _checked_body(
+        self, request: EmuRequest, refusal: Callable[[Any], Refusal | None]
+    ) -> tuple[Any, EmuResponse | None]:
+        """The request's JSON body once the key and the body's contract are checked, or the answer refusing it."""
+        refused = self._v2_auth(request)
+        if refused:
+            return None, refused
+        try:
+            body = request.json()
+        except ValueError:
+            return None, validation_failed("body: not JSON")
+        said = refusal(body)
+        return body, refusal_answer(said) if said is not None else None
+
     def v2_catalog(self, request: EmuRequest) -> EmuResponse:
         """GET /v2/catalog/gpus: list prices per GPU per hour by cloud, and with include=AVAILABILITY the stock
         for `count` GPUs in `cloud` (SECURE when not given, as upstream)."""
@@ -927,19 +935,13 @@ class RunPodEmulator(Emulator):
     def v2_ssh_keys(self, request: EmuRequest) -> EmuResponse:
         """GET /v2/account/ssh-keys: `{"keys": [...]}`; PUT replaces the whole set (for tests and rehearsals:
         gpuc itself never writes it)."""
-        refused = self._v2_auth(request)
-        if refused:
-            return refused
         if request.method == "PUT":
-            try:
-                body = request.json()
-            except ValueError:
-                return validation_failed("body: not JSON")
-            said = ssh_keys_refusal(body)
-            if said is not None:
-                return refusal_answer(said)
+            body, refused = self._checked_body(request, ssh_keys_refusal)
+            if refused:
+                return refused
             self.ssh_keys = list(body["keys"])
-        return EmuResponse.json(200, {"keys": list(self.ssh_keys)})
+        refused = self._v2_auth(request)
+        return refused or EmuResponse.json(200, {"keys": list(self.ssh_keys)})
 
     def v2_list(self, request: EmuRequest) -> EmuResponse:
         """GET /v2/pods: `{pods}`, every pod at once; with the `page_size` fault, page by page."""
@@ -981,16 +983,9 @@ class RunPodEmulator(Emulator):
 
     def v2_action(self, request: EmuRequest, pod_id: str) -> EmuResponse:
         """POST /v2/pods/{id}/action {"action": start|stop|restart|terminate}, as the v2 spec says."""
-        refused = self._v2_auth(request)
+        body, refused = self._checked_body(request, action_refusal)
         if refused:
             return refused
-        try:
-            body = request.json()
-        except ValueError:
-            return validation_failed("body: not JSON")
-        said = action_refusal(body)
-        if said is not None:
-            return refusal_answer(said)
         pod = self.pods.get(pod_id)
         if pod is None:
             return problem(404, "Not Found", "resource not found")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from runpodfakes import RUNPOD_KEY, runpod_on
+
 from gpuc.client.context import Ctx
 from gpuc.client.money.balance import BalanceReport
 from gpuc.client.setup.checks import Check
@@ -11,8 +13,6 @@ from gpuc.client.setup.doctor import DoctorDeps, check_registered_keys, check_ss
 from gpuc.core.api import StatusResponse
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import FunctionsError
-from gpuc.core.providers.http import zero_backoff
-from gpuc.core.providers.runpod import RunPodProvider
 from gpuc.core.settings import SecretStr, Settings
 from gpuc.testkit.emulators.runpod import RunPodEmulator
 
@@ -62,21 +62,13 @@ def test_doctor_checks_the_key_for_a_rented_provider_only(tmp_path: Path) -> Non
 
 # -- RunPod: is the key registered there (startSsh alone gives a pod only registered keys) -------------------
 
-RUNPOD_KEY = "rpa_" + "PLANTED7c1f0e9d8b7a6958473625140"  # built: no token-shaped literal in the repo
 LINE = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpucGMtdGVzdC1rZXktbm90LWEtcmVhbC1vbmUx me@laptop"
 
 
 def runpod_ctx(tmp_path: Path, emu: RunPodEmulator, clock: FakeClock) -> Ctx:
     path = key(tmp_path)
     path.with_name("id_ed25519.pub").write_text(LINE + "\n")
-    provider = RunPodProvider(
-        RUNPOD_KEY,
-        graphql_url="https://api.runpod.test/graphql",
-        rest_url="https://api.runpod.test/v2",
-        transport=emu.transport(),
-        clock=clock,
-        backoff=zero_backoff,
-    )
+    provider = runpod_on(emu, clock)
     settings = Settings(home=tmp_path, provider="runpod", ssh_key_path=path, runpod_api_key=SecretStr(RUNPOD_KEY))
     return Ctx(settings, providers={"runpod": provider})
 

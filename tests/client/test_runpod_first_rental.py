@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from runpodfakes import RTX4090, RUNPOD_KEY, runpod_on
 from upfakes import PUBLIC_KEY, Created, make_deps, rented_settings
 
 from gpuc.client.context import Ctx
@@ -21,13 +22,9 @@ from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ConfigError, ProviderAuthError, ProviderError
 from gpuc.core.models import PodSpec
 from gpuc.core.pod import Pod
-from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.runpod import PoolDenied, RunPodProvider
 from gpuc.core.settings import Settings
 from gpuc.testkit.emulators.runpod import RunPodEmulator
-
-RUNPOD_KEY = "rpa_" + "PLANTED7c1f0e9d8b7a6958473625140"  # built: no token-shaped literal in the repo
-RTX4090 = "NVIDIA GeForce RTX 4090"
 
 
 class StopAfterCreate(RunPodProvider):
@@ -46,15 +43,7 @@ def emu(clock: FakeClock) -> RunPodEmulator:
 
 
 def runpod(emu: RunPodEmulator, clock: FakeClock, cloud: str = "SECURE") -> StopAfterCreate:
-    provider = StopAfterCreate(
-        RUNPOD_KEY,
-        graphql_url="https://api.runpod.test/graphql",
-        rest_url="https://api.runpod.test/v2",
-        transport=emu.transport(),
-        clock=clock,
-        backoff=zero_backoff,
-        cloud_type=cloud,  # type: ignore[arg-type]
-    )
+    provider = runpod_on(emu, clock, StopAfterCreate, cloud_type=cloud)
     provider.made = []
     return provider
 

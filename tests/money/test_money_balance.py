@@ -5,6 +5,7 @@ import json
 import pytest
 from click.testing import CliRunner
 from moneyfakes import FakeProvider, unreachable
+from runpodfakes import RUNPOD_KEY, runpod_on
 
 from gpuc.client.context import Ctx
 from gpuc.client.money.balance import balance_warnings, check_balances, provider_factories
@@ -13,7 +14,6 @@ from gpuc.client.money.render import render_balance
 from gpuc.client.setup.doctor import check_balance
 from gpuc.core.clock import FakeClock
 from gpuc.core.models import Balance
-from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.registry import has_key, keyed_providers
 from gpuc.core.providers.runpod import RunPodProvider
 from gpuc.core.settings import SecretStr, Settings
@@ -116,18 +116,8 @@ def test_the_configured_provider_without_a_key_is_listed_and_an_unused_one_is_no
 
 # -- RunPod's GraphQL rate limit: "later", never "refused" ---------------------------------------------------
 
-RUNPOD_KEY = "rpa_" + "PLANTED7c1f0e9d8b7a6958473625140"  # built: no token-shaped literal in the repo
-
-
 def emulated_runpod(emu: RunPodEmulator, clock: FakeClock) -> RunPodProvider:
-    return RunPodProvider(
-        RUNPOD_KEY,
-        graphql_url="https://api.runpod.test/graphql",
-        rest_url="https://api.runpod.test/v2",
-        transport=emu.transport(),
-        clock=clock,
-        backoff=zero_backoff,
-    )
+    return runpod_on(emu, clock)
 
 
 @pytest.mark.parametrize(

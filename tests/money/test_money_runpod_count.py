@@ -6,19 +6,16 @@ stock for one GPU says nothing of four on one machine, and no pod may hold more 
 from __future__ import annotations
 
 import pytest
+from runpodfakes import RTX4090, RUNPOD_KEY, runpod_on
 
 from gpuc.client.context import Ctx
 from gpuc.client.money.offers import OfferFilters, collect, fetch
 from gpuc.client.money.picker import NOT_AT_COUNT, pick_for
 from gpuc.core.clock import FakeClock
 from gpuc.core.providers.base import Provider
-from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.runpod import RunPodProvider
 from gpuc.core.settings import SecretStr, Settings
 from gpuc.testkit.emulators.runpod import RunPodEmulator
-
-RUNPOD_KEY = "rpa_" + "PLANTED7c1f0e9d8b7a6958473625140"  # built: no token-shaped literal in the repo
-RTX4090 = "NVIDIA GeForce RTX 4090"
 
 
 @pytest.fixture
@@ -27,14 +24,7 @@ def emu(clock: FakeClock) -> RunPodEmulator:
 
 
 def factory(emu: RunPodEmulator, clock: FakeClock) -> RunPodProvider:
-    return RunPodProvider(
-        RUNPOD_KEY,
-        graphql_url="https://api.runpod.test/graphql",
-        rest_url="https://api.runpod.test/v2",
-        transport=emu.transport(),
-        clock=clock,
-        backoff=zero_backoff,
-    )
+    return runpod_on(emu, clock)
 
 
 def test_offers_for_4_gpus_are_priced_and_stocked_for_4(emu: RunPodEmulator, clock: FakeClock) -> None:

@@ -28,7 +28,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator, FormatChecker
-from providerfakes import RUNPOD_KEY, spec
+from providerfakes import GOOD_CREATE, RUNPOD_KEY, spec
 
 from gpuc.client.onpod.keys import key_standing
 from gpuc.core.clock import FakeClock, iso
@@ -306,17 +306,7 @@ def test_the_checks_catch_what_the_old_emulator_answered(
 
 # ---- the emulator's hand-written checks and the schema agree ---------------------------------------------
 
-GOOD: dict[str, Any] = {
-    "name": "gpuc-x",
-    "image": "runpod/pytorch",
-    "gpu": {"id": RTX4090, "count": 1},
-    "cloud": "SECURE",
-    "disk": 20,
-    "mounts": {"persistent": {"size": 30, "path": "/workspace"}},
-    "ports": ["22/tcp"],
-    "env": {"A": "1"},
-    "startSsh": True,
-}
+GOOD = GOOD_CREATE
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-5, 40) | st.floats(allow_nan=False) | st.text(max_size=6),
     lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=6), inner, max_size=2),

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from providerfakes import RUNPOD_KEY, spec
+from providerfakes import GOOD_CREATE, RUNPOD_KEY, spec
 
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ProviderError, ProviderSchemaError, ProviderUnavailable
@@ -29,17 +29,7 @@ from gpuc.core.providers.runpod import (
 from gpuc.testkit.emulators.runpod import RunPodEmulator
 from gpuc.testkit.emulators.server import EmulatorServer
 
-GOOD = {
-    "name": "gpuc-x",
-    "image": "runpod/pytorch",
-    "gpu": {"id": "NVIDIA GeForce RTX 4090", "count": 1},
-    "cloud": "SECURE",
-    "disk": 20,
-    "mounts": {"persistent": {"size": 30, "path": "/workspace"}},
-    "ports": ["22/tcp"],
-    "env": {"A": "1"},
-    "startSsh": True,
-}
+GOOD = GOOD_CREATE
 
 
 def provider_for(emu: RunPodEmulator, clock: FakeClock, **kwargs: object) -> RunPodProvider:
