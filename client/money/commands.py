@@ -245,7 +245,7 @@ def pick(
     mistral-7b, mixtral-8x7b, qwen2.5-7b, qwen2.5-14b, qwen2.5-32b, qwen2.5-72b,
     gemma-2-9b, phi-3-mini, tinyllama-1.1b; presets 7b (13.5 GB, 512 KB/token), 1.1b.
     """
-    from gpuc.client.money.picker import pick_for
+    from gpuc.client.money.livepick import pick_for
     from gpuc.client.money.render import render_pick, result_json
 
     if model and model_name and model != model_name:

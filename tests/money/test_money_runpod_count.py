@@ -9,8 +9,8 @@ import pytest
 from runpodfakes import RTX4090, RUNPOD_KEY, runpod_on
 
 from gpuc.client.context import Ctx
+from gpuc.client.money.livepick import NOT_AT_COUNT, pick_for
 from gpuc.client.money.offers import OfferFilters, collect, fetch
-from gpuc.client.money.picker import NOT_AT_COUNT, pick_for
 from gpuc.core.clock import FakeClock
 from gpuc.core.providers.base import Provider
 from gpuc.core.providers.runpod import RunPodProvider
