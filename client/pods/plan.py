@@ -282,7 +282,9 @@ def _listed(provider: Provider, spec: PodSpec, opts: UpOptions) -> Quote:
     from gpuc.core.providers.vast import VastProvider  # a rented provider: its client is loaded already
 
     if isinstance(provider, VastProvider):
-        found = provider.offers(spec.gpu_type, spec.interruptible, num_gpus=spec.gpu_count)
+        # Priced with the disk the create will ask for (`up --volume-gb`; Vast's one disk), not a default 30 GB.
+        disk = float(max(spec.volume_gb, spec.container_disk_gb))
+        found = provider.offers(spec.gpu_type, spec.interruptible, num_gpus=spec.gpu_count, allocated_storage_gb=disk)
         if not found:
             return Quote(None, "no offer passes the filters")  # create says so, with the fix
         best = found[0]

@@ -1,4 +1,4 @@
-"""Issue 36's RunPod mutants: a first rental's traps let through, and an emulator that invents what RunPod's
+"""The RunPod mutants of a first rental: its traps let through, and an emulator that invents what RunPod's
 published spec does not say. Each breaks one thing a user would pay for (a pod nobody can reach, a dearer
 pool rented unasked, a quote for the wrong count) or one thing the emulators must never be (kinder or
 more inventive than the real API); `tests` must fail on it."""
