@@ -15,8 +15,13 @@ RTX4090 = "NVIDIA GeForce RTX 4090"
 P = TypeVar("P", bound=RunPodProvider)
 
 
-def runpod_on(emu: RunPodEmulator, clock: FakeClock, kind: type[P] = RunPodProvider, **options: Any) -> P:  # type: ignore[assignment]
+def runpod_on(emu: RunPodEmulator, clock: FakeClock, **options: Any) -> RunPodProvider:
     """A RunPod client whose every request goes to `emu` (its transport), on the test's clock."""
+    return runpod_of(RunPodProvider, emu, clock, **options)
+
+
+def runpod_of(kind: type[P], emu: RunPodEmulator, clock: FakeClock, **options: Any) -> P:
+    """The same, of a subclass (one that records or stops what the real client does)."""
     return kind(
         RUNPOD_KEY,
         graphql_url="https://api.runpod.test/graphql",

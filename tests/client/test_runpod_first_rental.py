@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from runpodfakes import RTX4090, RUNPOD_KEY, runpod_on
+from runpodfakes import RTX4090, RUNPOD_KEY, runpod_of
 from upfakes import PUBLIC_KEY, Created, make_deps, rented_settings
 
 from gpuc.client.context import Ctx
@@ -43,7 +43,7 @@ def emu(clock: FakeClock) -> RunPodEmulator:
 
 
 def runpod(emu: RunPodEmulator, clock: FakeClock, cloud: str = "SECURE") -> StopAfterCreate:
-    provider = runpod_on(emu, clock, StopAfterCreate, cloud_type=cloud)
+    provider = runpod_of(StopAfterCreate, emu, clock, cloud_type=cloud)
     provider.made = []
     return provider
 

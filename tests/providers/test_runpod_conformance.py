@@ -27,7 +27,7 @@ import httpx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from jsonschema import Draft202012Validator, FormatChecker
+from jsonschema import Draft202012Validator, FormatChecker  # type: ignore[import-untyped]
 from providerfakes import GOOD_CREATE, RUNPOD_KEY, spec
 
 from gpuc.client.onpod.keys import key_standing
@@ -58,7 +58,6 @@ GPUC_ROUTES = {
 FORMATS = FormatChecker()
 
 
-@FORMATS.checks("date-time", raises=ValueError)
 def rfc3339(value: object) -> bool:
     """RFC 3339: a date, a time and an offset (Z or +hh:mm); Python's parser alone would take no offset."""
     if not isinstance(value, str):
@@ -67,6 +66,9 @@ def rfc3339(value: object) -> bool:
         return False
     datetime.fromisoformat(value.replace("Z", "+00:00"))
     return True
+
+
+FORMATS.checks("date-time", raises=ValueError)(rfc3339)
 
 
 def validator(schema: dict[str, Any]) -> Draft202012Validator:
