@@ -86,6 +86,9 @@ def runpod_4090() -> FakeProvider:
     return FakeProvider("runpod", [offer])
 
 
+PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpucGMtdGVzdC1rZXktbm90LWEtcmVhbC1vbmUx me@laptop"
+
+
 def rented_settings(tmp_path: Path) -> Settings:
     """Everything a rented `up` needs, so that each test breaks exactly one thing."""
     env_file = tmp_path / ".env"
@@ -93,6 +96,7 @@ def rented_settings(tmp_path: Path) -> Settings:
     os.chmod(env_file, 0o600)
     key = tmp_path / "id_ed25519"
     key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    key.with_name("id_ed25519.pub").write_text(PUBLIC_KEY + "\n")  # handed to a RunPod pod (PUBLIC_KEY)
     results = tmp_path / "results.git"  # a destination that takes the results (core/destcheck.py proves it)
     subprocess.run(["git", "init", "--quiet", "--bare", str(results)], check=True)
     return Settings(

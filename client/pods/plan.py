@@ -9,7 +9,10 @@ billed, then destroyed (or worse, left running without a watchdog that can hear 
 - the watchdog's URL is one a rented pod can reach: a loopback URL is this laptop, so the pod's heartbeats
   would never arrive and the reaper would count it silent from its first minute;
 - the GPU name picks one card at the provider (core/catalog.py; an ambiguous name lists the choices);
-- the provider can rent what is asked (RunPod no longer rents interruptible pods);
+- the provider can rent what is asked (RunPod no longer rents interruptible pods, nor a volume under 10 GB:
+  `Provider.check_spec`), and the pod gets the key `up` logs in with where the provider needs it handed over
+  (RunPod: `startSsh` alone gives a pod only the account's registered keys, none on a new account); whether
+  the account has that key registered is said, never refused (client/onpod/keys.py);
 - a Vast bid clears the floor (`min_bid`) of the offer it rents (`quote`: the first offer passing the
   filters whose floor it clears, or the offer `--offer` names): Vast refuses one under it, and the fix
   names the floor and `gpuc offers --interruptible`;
@@ -71,6 +74,7 @@ class UpOptions:
     bid: float | None = None
     offer_id: str | None = None
     image: str | None = None
+    volume_gb: int | None = None  # `up --volume-gb`: the pod's persistent volume (PodSpec's default when None)
     command: list[str] = field(default_factory=list)
     wait_timeout_s: float = 600.0
     dry_run: bool = False
@@ -221,6 +225,22 @@ def check_rentable(provider: Provider, opts: UpOptions) -> None:
         )
 
 
+def prepare_spec(provider: Provider, spec: PodSpec, ctx: Ctx) -> PodSpec:
+    """Before any money: what the provider would refuse of the spec (a RunPod volume under 10 GB), the key the
+    pod is handed where the provider needs it (RunPod), and a warning when the account does not have that key
+    registered (the rental still works: gpuc hands the key over itself)."""
+    provider.check_spec(spec)
+    if not provider.takes_public_key:
+        return spec
+    from gpuc.client.onpod.keys import key_standing, public_key_path, read_public_key
+
+    key = read_public_key(ctx.settings)
+    standing = key_standing(provider, key, str(public_key_path(ctx.settings)))
+    if standing is not None and standing.status != "ok":
+        ctx.echo(f"warning: ssh: {standing.detail}" + (f" (fix: {standing.fix})" if standing.fix else ""))
+    return spec.model_copy(update={"ssh_public_key": key})
+
+
 @dataclass(frozen=True)
 class Quote:
     price_per_hour: float | None  # the whole pod, every GPU
@@ -253,7 +273,7 @@ def _quote(provider: Provider, spec: PodSpec, opts: UpOptions, ctx: Ctx) -> Quot
     try:
         return _named(provider, spec, opts) if opts.offer_id else _listed(provider, spec, opts)
     except ConfigError:
-        raise  # the user's own ask refused (a bid under every floor): never "price unknown"
+        raise  # the user's own ask refused (a bid under every floor, a count past the largest pod): never "unknown"
     except GpucError as exc:
         ctx.echo(f"  price: could not read {opts.provider}'s offers ({exc.message}); the pod records its own")
         return Quote(None, "unknown")
@@ -277,7 +297,9 @@ def _listed(provider: Provider, spec: PodSpec, opts: UpOptions) -> Quote:
     from gpuc.core.providers.vast import VastProvider, offer_for_bid  # a rented provider: loaded already
 
     if isinstance(provider, VastProvider):
-        found = provider.offers(spec.gpu_type, spec.interruptible, num_gpus=spec.gpu_count)
+        # Priced with the disk the create will ask for (`up --volume-gb`; Vast's one disk), not a default 30 GB.
+        disk = float(max(spec.volume_gb, spec.container_disk_gb))
+        found = provider.offers(spec.gpu_type, spec.interruptible, num_gpus=spec.gpu_count, allocated_storage_gb=disk)
         if not found:
             return Quote(None, "no offer passes the filters")  # create says so, with the fix
         best = found[0]
@@ -289,6 +311,16 @@ def _listed(provider: Provider, spec: PodSpec, opts: UpOptions) -> Quote:
             # No bid given: the provider bids from the offer's floor itself; nothing to pin.
             return Quote(None, f"a bid above offer {best.id}'s min_bid")
         return Quote(best.price_per_hour, f"offer {best.id}, the cheapest passing the filters", best.id)
+    from gpuc.core.providers.runpod import RunPodProvider
+
+    if isinstance(provider, RunPodProvider):
+        # The catalog read for this many GPUs: its stock for one says nothing of four on one machine.
+        offer = provider.pod_offer(spec.gpu_type, spec.gpu_count)
+        many = f"{spec.gpu_count} GPU{'s' if spec.gpu_count > 1 else ''}"
+        stock = f"; stock for {many}: {offer.stock}" if offer.stock else ""
+        if offer.stock == "None":
+            stock += " (RunPod lists none free now: the create may be refused, at no cost)"
+        return Quote(offer.price_per_hour, f"{opts.provider}'s listed price{stock}")
     offers = [o for o in provider.offers(spec.gpu_type, False) if o.id == spec.gpu_type]
     if not offers:
         return Quote(None, "not listed")

@@ -81,16 +81,20 @@ def up(opts: UpOptions, ctx: Ctx) -> Pod | None:
         # A recovering run's pods boot themselves at every container start (a resume after an outbid too).
         onstart=onstart_script() if opts.recover else None,
         **({"image": opts.image} if opts.image else {}),
+        **({"volume_gb": opts.volume_gb} if opts.volume_gb is not None else {}),
     )
     if opts.dry_run:
         _plan_up(spec, opts, ctx.echo)
         provider = ctx.provider(opts.provider)
+        spec = plan.prepare_spec(provider, spec, ctx)  # what the provider would refuse, said in a dry run too
         dry_quote = plan.quote(provider, spec, opts, ctx, recovery.envelope_of(opts, spec))
         ctx.echo("  " + plan.cost_line(dry_quote, opts, gpu, ctx.clock.now()))
         plan.show_budget(dry_quote, opts, ctx)
         return None
     provider = ctx.provider(opts.provider)
     plan.check_rentable(provider, opts)
+    # The provider's own refusals (a RunPod volume under 10 GB) and the ssh key the pod is handed.
+    spec = plan.prepare_spec(provider, spec, ctx)
     # A ledger that cannot take the start row would fail after the create: a pod created, then destroyed.
     ctx.ledger().check()
     # A pod nobody watches is the most expensive kind: refuse before creating anything.
@@ -110,6 +114,9 @@ def up(opts: UpOptions, ctx: Ctx) -> Pod | None:
     if priced.offer_id and not spec.offer_id:
         # Rent the offer whose price the user saw, not whichever is cheapest a moment later.
         spec = spec.model_copy(update={"offer_id": priced.offer_id, "price_per_hour": priced.price_per_hour})
+    elif spec.price_per_hour is None and priced.price_per_hour is not None:
+        # The price the user saw bounds the create: RunPod tries another pool after a 403 only within it.
+        spec = spec.model_copy(update={"price_per_hour": priced.price_per_hour})
     kit = None
     if opts.recover:
         # Before the create: a run whose next pods could not boot must not be rented at all.

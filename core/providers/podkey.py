@@ -146,6 +146,21 @@ class RateLimited(ProviderUnavailable):
     """The provider said "later" (a 429, or a limit in words) until the deadline: never a refusal."""
 
 
+class GraphQLRateLimited(RateLimited):
+    """RunPod's GraphQL said "too many requests" (rate-limited in stages since 2026-09-17): what was asked is
+    not done NOW. Nothing was refused, and the key is fine: read it again later."""
+
+    def __init__(self, said: str, *, request_id: str | None) -> None:
+        super().__init__(
+            "RunPod's GraphQL is rate limiting this account now: not read now" + (f" ({said})" if said else ""),
+            provider="runpod",
+            status=429,
+            request_id=request_id,
+            hint="try again in a minute or two: RunPod has rate-limited GraphQL in stages since 2026-09-17; "
+            "your key is fine and nothing was refused",
+        )
+
+
 def graphql_error(
     status: int, body: Mapping[str, Any], request_id: str | None, scrub: Callable[[str], str]
 ) -> ProviderError:
@@ -156,6 +171,8 @@ def graphql_error(
     shown = status if status != 200 else None
     if status == 410 or any(GRAPHQL_GONE_WORDS.search(m) for m in messages):
         return GraphQLRetired(messages[0] if messages else "", status=shown, request_id=request_id)
+    if any(GRAPHQL_LIMIT_WORDS.search(m) for m in [*messages, *codes]):
+        return GraphQLRateLimited(messages[0] if messages else "", request_id=request_id)
     if any(GRAPHQL_AUTH_WORDS.search(m) for m in messages):
         return ProviderAuthError(
             messages[0],

@@ -141,11 +141,15 @@ def test_runpod_refuses_a_missing_or_wrong_key(runpod_emu: RunPodEmulator) -> No
     assert v2.headers["content-type"] == "application/problem+json"
 
 
-def test_runpod_v2_refuses_unknown_query_parameters(runpod_emu: RunPodEmulator) -> None:
-    answer = runpod_emu.handle(
-        EmuRequest("GET", "/v2/pods", {"nmae": ["x"]}, {"authorization": f"Bearer {RUNPOD_KEY}"}, b"")
-    )
-    assert (answer.status, answer.decoded()["detail"]) == (422, "Request validation failed.")
+def test_runpod_v2_ignores_unknown_query_parameters_and_refuses_a_bad_known_one(runpod_emu: RunPodEmulator) -> None:
+    """RunPod's migration guide: unknown query parameters are "IGNORED, not rejected"; a known one with a value
+    its schema refuses is a 422."""
+    auth = {"authorization": f"Bearer {RUNPOD_KEY}"}
+    for query in ({"nmae": ["x"]}, {"limit": ["0"]}, {"cursor": ["nope"]}, {"includeMachine": ["true"]}):
+        answer = runpod_emu.handle(EmuRequest("GET", "/v2/pods", query, auth, b""))
+        assert (answer.status, answer.decoded()) == (200, {"pods": []}), query
+    bad = runpod_emu.handle(EmuRequest("GET", "/v2/pods", {"includeClusterPods": ["maybe"]}, auth, b""))
+    assert (bad.status, bad.decoded()["detail"]) == (422, "Request validation failed.")
 
 
 def vast_call(emu: VastEmulator, method: str, path: str, body: Any = None, **query: str) -> EmuResponse:

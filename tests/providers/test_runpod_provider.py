@@ -275,7 +275,7 @@ def test_a_list_that_fails_or_cannot_be_read_raises_never_an_empty_account(
         runpod.list_pods()
 
 
-def test_the_v2_list_is_read_page_by_page(
+def test_the_v2_list_is_one_answer_and_gpuc_asks_with_no_parameter(
     runpod: RunPodProvider, runpod_emu: RunPodEmulator, clock: FakeClock
 ) -> None:
     for n in range(60):
@@ -283,9 +283,22 @@ def test_the_v2_list_is_read_page_by_page(
         clock.advance(1)
     pods = runpod.list_pods()
     assert len(pods) == 60 and all(p.created_at is not None for p in pods)  # createdAt is v2's alone
+    [request] = runpod_emu.ops("list")
+    assert request.query == {}  # no `limit`, no `cursor`: v2 takes neither (it would ignore them)
+
+
+def test_should_runpod_ever_page_the_list_gpuc_follows_the_cursor(
+    runpod: RunPodProvider, runpod_emu: RunPodEmulator, clock: FakeClock
+) -> None:
+    """The opt-in fault: the day GET /v2/pods pages, every page is read (never the first page as the account)."""
+    runpod_emu.page_size = 20
+    for n in range(60):
+        runpod_emu.add_foreign_pod(f"other-{n}")
+        clock.advance(1)
+    assert len(runpod.list_pods()) == 60
     pages = runpod_emu.ops("list")
-    assert len(pages) >= 2 and all(r.query.get("limit") for r in pages)
-    assert "cursor" not in pages[0].query and all(r.query.get("cursor") for r in pages[1:])
+    assert len(pages) == 3 and "cursor" not in pages[0].query and all(r.query.get("cursor") for r in pages[1:])
+    assert not any("limit" in r.query for r in pages)
 
 
 def test_balance_reads_credit_spend_and_limit(runpod: RunPodProvider, runpod_emu: RunPodEmulator) -> None:

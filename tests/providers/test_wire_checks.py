@@ -87,6 +87,11 @@ class CatalogPrice(Wire):
     community: float | None = None
 
 
+class CatalogMax(Wire):
+    secure: int | None = None
+    community: int | None = None
+
+
 class CatalogGpu(Wire):
     id: str
     name: str | None = None
@@ -94,6 +99,7 @@ class CatalogGpu(Wire):
     secure: bool | None = None
     community: bool | None = None
     price: CatalogPrice | None = None
+    maxCount: CatalogMax | None = None
     availability: str | None = None
 
 
