@@ -11,6 +11,8 @@ GpucError                          user-facing: message + how to fix it, no trac
 │   ├── ProviderUnavailable        5xx / 429 / timeout after retries: state UNKNOWN, never act on it
 │   │   ├── AmbiguousOutcome       (core.providers.http) a create may or may not have happened: look first
 │   │   └── RateLimited            (core.providers.podkey) "later" from the provider until the pod's deadline
+│   │       └── GraphQLRateLimited (core.providers.podkey) RunPod's GraphQL rate-limits the account: not read now
+│   ├── PoolDenied                 (core.providers.runpod) a 403 on create: the account cannot use that pool
 │   ├── ProviderSchemaError        a body we do not recognise: never read as "empty account"
 │   ├── GraphQLError               (core.providers.podkey) RunPod answered `errors`: understood, refused
 │   └── GraphQLRetired             (core.providers.podkey) RunPod's GraphQL is gone: upgrade gpuc
