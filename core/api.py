@@ -209,6 +209,9 @@ class RunRecovery(Strict):
     stop_asked: bool = False
     stopped_why: str | None = None  # why recovery stopped (None: still going, or the job ended by itself)
     results_at: str | None = None
+    # What a watchdog pass is doing to the run right now (a re-rent, a destroy), in words; None: nothing.
+    # `gpuc down` waits for it to clear before it says nothing bills (functions/runs.py busy_with).
+    busy: str | None = None
 
 
 class HeartbeatBody(Strict):

@@ -45,6 +45,7 @@ class AgentConfig:
     run_id: str
     functions_url: str
     gpu_expected: str | None = None
+    gpu_count: int = 1
     price_per_hour: float | None = None
     heartbeat_interval_s: float = 60.0
     idle_check_interval_s: float = 60.0
@@ -110,6 +111,8 @@ def _coerce(name: str, type_name: str, value: object) -> object:
         return value
     if base == "float" and isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
+    if base == "int" and isinstance(value, int) and not isinstance(value, bool):
+        return value
     raise ConfigError(f"pod config {name!r} should be {base}, got {type(value).__name__}", hint="re-run `gpuc up`")
 
 
