@@ -212,7 +212,7 @@ def _act(run: Pass, stored: StoredRun) -> None:
     _mark_destroyed(run, old, acting.why)
     stored = _step(run, stored, step="destroyed")
     if acting.action == "stop" or stored.stop_asked:
-        _stopped(run, stored, acting.why if acting.action == "stop" else YOU_STOPPED, ended=old)
+        _stopped(run, stored, acting.why if acting.action == "stop" else YOU_STOPPED)
         return
     _rerent(run, provider, stored)
 
@@ -223,8 +223,8 @@ def _rerent(run: Pass, provider: Provider, stored: StoredRun) -> None:
     deps, acting = run.deps, stored.acting
     assert acting is not None
     if deps.watchdog_key is None:  # registration refuses recovery without it; a key removed since ends it
-        _finish(run, stored.run_id, "this watchdog has no key of its own now", tell="recovery stopped: this "
-                "watchdog has no key of its own now (GPUC_WATCHDOG_KEY): a new pod could not boot")  # fmt: skip
+        _finish_failed(run, stored, "this watchdog has no key of its own now (GPUC_WATCHDOG_KEY): a new pod could "
+                       "not boot")  # fmt: skip
         return
     chosen = Offer(acting.offer_id or "", acting.price_per_hour or 0.0, acting.interruptible, acting.min_bid)
     try:
@@ -360,14 +360,18 @@ def _undo(run: Pass, provider: Provider, stored: StoredRun) -> None:
     _finish(run, stored.run_id, YOU_STOPPED, tell=tell, rented=rented)
 
 
-def _stopped(run: Pass, stored: StoredRun, why: str = YOU_STOPPED, *, ended: str | None = None) -> None:
-    """The run ends with nothing rented after the paused instance's destroy (confirmed gone before this)."""
-    _finish(run, stored.run_id, why, tell=stop_text(Decision("stop", why), stored.request.results_at), ended=ended)
+def _stopped(run: Pass, stored: StoredRun, why: str = YOU_STOPPED) -> None:
+    """The run ends with nothing rented after the paused instance's destroy (confirmed gone before this: its
+    attempt ends here, so its disk stops counting)."""
+    tell = stop_text(Decision("stop", why), stored.request.results_at)
+    _finish(run, stored.run_id, why, tell=tell, ended=stored.latest.pod_id)
 
 
 def _finish_failed(run: Pass, stored: StoredRun, why: str) -> None:
+    """After the paused instance's destroy, the next attempt cannot be rented: the run ends."""
     kept = stored.request.results_at
-    _finish(run, stored.run_id, why, tell=f"recovery stopped: {why}; the last results pushed are kept at {kept}")
+    tell = f"recovery stopped: {why}; the last results pushed are kept at {kept}"
+    _finish(run, stored.run_id, why, tell=tell, ended=stored.latest.pod_id)
 
 
 def _release(run: Pass, stored: StoredRun) -> None:
