@@ -87,6 +87,7 @@ class RecWorld:
     first: Pod | None = None
     results_at: str = "file:///bucket/spot/spot-r1"  # where the run's pods push (GPUC_RESUME_FROM)
     gpus: int = 1  # the run's GPU count: its first attempt on OFFER, or OFFER_X2 for 2
+    stopped_at: float | None = None  # when ask_stop last asked (the drill measures from it)
     kit_url: str = "file:///bucket/.gpuc-kits/spot-r1/gpuc-0.1-py3-none-any.whl"  # or a presigned GET's
 
     @property
@@ -177,6 +178,7 @@ class RecWorld:
 
     def ask_stop(self) -> None:
         """The phone's tap, or `gpuc down`'s first call: the same write (functions/runroutes.py ask_stop)."""
+        self.stopped_at = self.now
         runroutes.ask_stop(self.deps, RUN_ID)
 
     def stop_at(self, step: str) -> None:
