@@ -389,6 +389,11 @@ class ChannelInfo(Strict):
     kind: str = Field(min_length=1, max_length=32)
 
 
+class VastHookSeen(Strict):
+    notif_type: str = Field(max_length=40)
+    at: float
+
+
 class StatusResponse(Strict):
     server_time: float
     reaper_last_run: float | None = None
@@ -405,6 +410,9 @@ class StatusResponse(Strict):
     watchdog_id: str | None = None
     # WIRE_PROTOCOL of the gpuc the watchdog runs; absent (0) from a watchdog older than the field.
     protocol: int = Field(0, ge=0, le=1_000_000)
+    # The last Vast webhook delivery the watchdog verified (its slug and when; never its body): `gpuc doctor
+    # --live` asks Vast for a signed test delivery and reads here that it arrived. None: none yet.
+    vast_hook_last: VastHookSeen | None = None
 
 
 class PageLinkRequest(Strict):

@@ -282,3 +282,34 @@ def test_a_floor_that_rose_past_the_cap_before_the_create_rents_elsewhere_or_not
     run = world.run()
     assert world.creates() == 1 and run.done and billing(world) == []
     assert "no offer at or under your price cap" in (run.stopped_why or "") and "now" in (run.stopped_why or "")
+
+
+# -- a frozen instance bills its GPU ---------------------------------------------------------------------
+
+
+def test_a_frozen_instance_counts_its_gpu_in_the_envelope_and_the_ledger(world: RecWorld) -> None:
+    """Vast's `frozen` ("GPU charges apply") reads as paused: the recovery waits as for an outbid, but the
+    attempt's GPU is counted the whole time, in the run's spend (the envelope's check) and in what the ledger
+    is given (RunRecovery)."""
+    world.up()
+    start = world.now
+    world.emu.set_status(world.latest(), "frozen")
+    world.reap()
+    run = world.run()
+    assert run.paused_since == world.now and run.latest.paused_at is None  # the wait starts; the GPU bills on
+    world.clock.advance(WAIT_S - 1)
+    world.reap()
+    view = api.RunRecovery.model_validate(world.admin("GET", f"/v1/runs/{RUN_ID}").body)
+    hours = (world.now - start) / 3600
+    assert view.spent_usd == pytest.approx((BID + run.latest.disk_per_hour) * hours, rel=1e-4)
+
+
+def test_an_outbid_instance_frozen_later_counts_its_gpu_again(world: RecWorld) -> None:
+    world.up()
+    world.outbid()
+    world.reap()
+    assert world.run().latest.paused_at is not None  # outbid: the GPU stopped billing
+    world.emu.set_status(world.latest(), "frozen")
+    world.clock.advance(60)
+    world.reap()
+    assert world.run().latest.paused_at is None  # frozen since: billed from the pause on, never less
