@@ -82,6 +82,7 @@ def test_a_stop_at_any_step_of_a_re_rent_leaves_no_instance_billing(any_world: R
     assert run.done and run.stopped_why == recovering.YOU_STOPPED and run.acting is None
     assert run.request.kit.secrets == {}  # the run ended: its secrets went with it
     rented = world.creates() - 1
+    assert rented == (0 if step in ("before the destroy", "after the destroy") else 1), step  # nothing after a stop
     assert len(run.attempts) == 1 + rented and all(a.end is not None for a in run.attempts)  # every minute counted
     [told] = [m.message for m in world.outbox() if m.kind == recovering.STOPPED_KIND]
     if rented:
@@ -214,6 +215,20 @@ def _pass(world: RecWorld) -> Any:
     from gpuc.functions.reaper.state import Pass
 
     return Pass(world.deps, world.now, False, api.ReapReport(ran_at=world.now))
+
+
+def test_only_the_pod_the_claim_rented_boots_before_its_ticket_is_saved(world: RecWorld) -> None:
+    """Cut after its register: the right ticket is valid for the pod the claim names, and for no other pod id
+    (the ticket shows in Vast's listing of the new pod: anyone with the account's listing could try it)."""
+    world.up()
+    outbid_and_wait(world)
+    world.cut_at("before the ticket is saved")
+    world.reap()
+    new = world.run().acting.pod_id  # type: ignore[union-attr]
+    assert new is not None
+    other = world.vast.create(world.spec().model_copy(update={"run_id": "spot-other", "offer_id": "11684745"}))
+    assert world.boot(other.id, world.ticket_of(new)).status in (403, 409)
+    assert world.boot(new, world.ticket_of(new)).status == 200
 
 
 def test_a_boot_ticket_for_an_attempt_nobody_is_renting_is_403(world: RecWorld) -> None:

@@ -491,6 +491,7 @@ from table_left import MUTANTS_LEFT  # noqa: E402
 from table_money import MUTANTS_MONEY  # noqa: E402  (the topic tables import Mutant from mutant.py)
 from table_page import MUTANTS_PAGE  # noqa: E402
 from table_pod import MUTANTS_POD  # noqa: E402
+from table_recov import MUTANTS_RECOV  # noqa: E402
 from table_secrets import MUTANTS_SECRETS  # noqa: E402
 from table_spot import MUTANTS_SPOT  # noqa: E402
 from table_wd import MUTANTS_WD  # noqa: E402
@@ -511,4 +512,5 @@ MUTANTS: tuple[Mutant, ...] = (
     *MUTANTS_LAP,
     *MUTANTS_POD,
     *MUTANTS_HOOK,
+    *MUTANTS_RECOV,
 )

@@ -19,7 +19,7 @@ MUTANTS_HOOK: tuple[Mutant, ...] = (
         "hook-forged-taken",
         "a forged webhook (any signature) makes the watchdog read and act",
         HOOK,
-        "if not hmac.compare_digest(want, sig.strip().lower()):",
+        "if not hmac.compare_digest(signature(secret, stamp, body), sig.strip().lower()):",
         "if False:",
         (hook_test("test_a_forged_signature_is_401_and_nothing_is_read_or_stored"),),
     ),
