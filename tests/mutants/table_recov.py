@@ -1,4 +1,4 @@
-"""Hand mutants of issue 35's watchdog side (a stop always wins, a re-rent cut at any step, the same machine, the
+"""Hand mutants of recovery's watchdog side (a stop always wins, a re-rent cut at any step, the same machine, the
 webhook Vast sends, nothing left in the store): each breaks one rule a user would lose money or secrets over,
 and its tests must fail. The lead merges MUTANTS_RECOV into table.py. Each was tried by hand.
 
@@ -127,7 +127,8 @@ MUTANTS_RECOV: tuple[Mutant, ...] = (
         "recov-dedupe-forever",
         "a webhook's dedupe record is never swept: it outlives its 300 s window (a year later, still there)",
         "functions/store.py",
-        '            db.execute("DELETE FROM seen_once WHERE expires_at <= ?", (now,))\n            db.execute("DELETE FROM meta',
+        '            db.execute("DELETE FROM seen_once WHERE expires_at <= ?", (now,))\n'
+        '            db.execute("DELETE FROM meta',
         '            db.execute("DELETE FROM meta',
         (f"{LEFT}::test_an_ended_run_leaves_no_secret_in_the_store_then_or_a_year_later",),
     ),
