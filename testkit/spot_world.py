@@ -119,7 +119,7 @@ class RecWorld:
             wheel_name="gpuc-0.1-py3-none-any.whl",
             wheel_sha256="a" * 64,
             config={"pod_id": pod_id, "provider": "vast", "experiment": "spot", "run_id": RUN_ID,
-                    "functions_url": FUNCTIONS_URL, "price_per_hour": self.cap, "gpu_count": self.gpus},
+                    "functions_url": FUNCTIONS_URL, "price_per_hour": self.cap},  # as an older `up` wrote it
             secrets={"HF_TOKEN": PLANTED_SECRET},
             command=["python", "train.py"],
         )  # fmt: skip
