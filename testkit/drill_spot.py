@@ -62,7 +62,6 @@ from gpuc.testkit.spot_world import (
     OFFER,
     RUN_ID,
     STOP_STEPS,
-    RecWorld,
     make_rec_world,
 )  # fmt: skip
 
@@ -378,12 +377,6 @@ def s30d_webhook_forged_or_replayed(stage: Stage) -> RowResult:
     )  # fmt: skip
 
 
-def _outbid_and_wait(w: RecWorld, clock: FakeClock) -> None:
-    w.outbid()
-    w.reap()  # the pause noted
-    clock.advance(WAIT_S + 1)
-
-
 def s30e_stop_during_a_re_rent(stage: Stage) -> RowResult:
     problems: list[str] = []
     billed: list[float] = []
@@ -392,7 +385,7 @@ def s30e_stop_during_a_re_rent(stage: Stage) -> RowResult:
         world, tmp = _world(recover=2)
         with tmp:
             w = world.world
-            _outbid_and_wait(w, world.clock)
+            w.outbid_and_wait()
             w.stop_at(step)
             w.reap()  # the watchdog's re-rent, with `gpuc down`'s stop landing at `step`
             busy = RunRecovery.model_validate(w.admin("GET", f"/v1/runs/{RUN_ID}").body).busy
@@ -435,7 +428,7 @@ def s30f_re_rent_cut(stage: Stage) -> RowResult:
         world, tmp = _world(recover=2)
         with tmp:
             w = world.world
-            _outbid_and_wait(w, world.clock)
+            w.outbid_and_wait()
             w.cut_at(step.removesuffix(", then a stop"))
             w.reap()  # cut at `step`: the claim stays until its lease lapses
             new = next((str(i.id) for i in w.emu.alive()), None)
@@ -484,7 +477,7 @@ def s30g_two_gpus_re_rented_on_two(stage: Stage) -> RowResult:
     problems: list[str] = []
     with tmp:
         w = world.world
-        _outbid_and_wait(w, world.clock)
+        w.outbid_and_wait()
         w.reap()
         new = w.emu.instances.get(int(w.latest()))
         if new is None or w.creates() != 2:

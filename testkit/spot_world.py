@@ -160,6 +160,12 @@ class RecWorld:
     def outbid(self) -> None:
         self.emu.outbid(self.latest(), by=self.cap + 0.05)
 
+    def outbid_and_wait(self) -> None:
+        """Outbid, the pause noted by a pass, and the recovery's wait over: the next pass re-rents."""
+        self.outbid()
+        self.reap()
+        self.clock.advance(self.settings.recover_wait_s + 1)
+
     def creates(self) -> int:
         return len(self.emu.ops("create"))
 
@@ -192,25 +198,23 @@ class RecWorld:
 
     def cut_at(self, step: str) -> None:
         """The pass dies at `step`: the run record's write there fails (the store, or the Lambda's timeout)."""
-        store, fired = self.store, []
-        real, when = store.put_meta, CUT_WRITE[step]
-
-        def put(key: str, value: Any, expected_version: int | None) -> bool:
-            if key == runs.run_key(RUN_ID) and not fired and when(dict(value)):
-                fired.append(True)
-                raise ConnectionError("the store write failed")
-            return real(key, value, expected_version)
-
-        store.put_meta = put  # type: ignore[method-assign]
+        self._on_write(CUT_WRITE[step], _store_write_fails, before=True)
 
     def after_write(self, when: Callable[[Value], bool], then: Callable[[], None]) -> None:
         """`then`, once, right after the first write of the run's record for which `when(value)` holds."""
+        self._on_write(when, then, before=False)
+
+    def _on_write(self, when: Callable[[Value], bool], then: Callable[[], None], *, before: bool) -> None:
         store, fired = self.store, []
         real = store.put_meta
 
         def put(key: str, value: Any, expected_version: int | None) -> bool:
+            hit = key == runs.run_key(RUN_ID) and not fired and when(dict(value))
+            if hit and before:
+                fired.append(True)
+                then()
             written = real(key, value, expected_version)
-            if written and key == runs.run_key(RUN_ID) and not fired and when(dict(value)):
+            if hit and not before and written:
                 fired.append(True)
                 then()
             return written
@@ -218,24 +222,10 @@ class RecWorld:
         store.put_meta = put  # type: ignore[method-assign]
 
     def after_create(self, then: Callable[[], None]) -> None:
-        real = self.vast.create
-
-        def create(spec: PodSpec) -> Pod:
-            pod = real(spec)
-            then()
-            return pod
-
-        self.vast.create = create  # type: ignore[method-assign]
+        _after(self.vast, "create", then)
 
     def after_register(self, then: Callable[[], None]) -> None:
-        real = self.store.register
-
-        def register(pod: Any) -> Any:
-            done = real(pod)
-            then()
-            return done
-
-        self.store.register = register  # type: ignore[method-assign]
+        _after(self.store, "register", then)
 
     def down_after(self) -> list[str]:
         """`gpuc down`'s part once the watchdog's pass is over (it waits while the run is `busy`): the run's live
@@ -255,6 +245,22 @@ class RecWorld:
     def close(self) -> None:
         self.vast.close()
         self.store.close()
+
+
+def _after(target: object, name: str, then: Callable[[], None]) -> None:
+    """`then` right after each call of target.name (the provider's create, the store's register)."""
+    real = getattr(target, name)
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        done = real(*args, **kwargs)
+        then()
+        return done
+
+    setattr(target, name, call)
+
+
+def _store_write_fails() -> None:
+    raise ConnectionError("the store write failed")
 
 
 def make_rec_world(home: Path, clock: FakeClock, store: Store | None = None, **overrides: object) -> RecWorld:

@@ -6,17 +6,17 @@ scanned whole (moto; its TTL attribute stands for the deletion AWS does)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
+from rec_fixtures import moto_store
 
 from gpuc.core import api
 from gpuc.core.clock import FakeClock
 from gpuc.functions import outbidhook, runroutes
-from gpuc.functions.dynamo import TTL_ATTRIBUTE, DynamoStore, create_table
+from gpuc.functions.dynamo import TTL_ATTRIBUTE, DynamoStore
 from gpuc.functions.store import SqliteStore
 from gpuc.testkit.spot_world import PLANTED_SECRET, RUN_ID, WAIT_S, RecWorld, make_rec_world
 
@@ -28,19 +28,13 @@ HOOK_SECRET = "vast-webhook-secret-for-tests-0123"
 @pytest.fixture(params=["sqlite", "dynamodb"])
 def world(request: pytest.FixtureRequest, home: Path, clock: FakeClock) -> Iterator[RecWorld]:
     settings: dict[str, Any] = {"vast_webhook_secret": HOOK_SECRET, "destroy_grace_s": 60.0}
-    if request.param == "sqlite":
-        w = make_rec_world(home, clock, **settings)
-    else:
-        mock = mock_aws()
-        mock.start()
-        client = boto3.client("dynamodb", region_name="us-east-1")
-        create_table(client, "gpuc-watchdog")
-        w = make_rec_world(home, clock, store=DynamoStore("gpuc-watchdog", client), **settings)
-        request.addfinalizer(mock.stop)
-    w.emu.webhook_secret = HOOK_SECRET
-    w.kit_url = f"https://bucket.s3.amazonaws.com/.gpuc-kits/{RUN_ID}/gpuc-0.1-py3-none-any.whl?X-Amz-Signature={SIGNATURE}"
-    yield w
-    w.close()
+    with ExitStack() as stack:
+        store = None if request.param == "sqlite" else stack.enter_context(moto_store())
+        w = make_rec_world(home, clock, store=store, **settings)
+        w.emu.webhook_secret = HOOK_SECRET
+        w.kit_url = f"https://bucket.s3.amazonaws.com/.gpuc-kits/{RUN_ID}/gpuc.whl?X-Amz-Signature={SIGNATURE}"
+        yield w
+        w.close()
 
 
 def stored_text(world: RecWorld) -> str:

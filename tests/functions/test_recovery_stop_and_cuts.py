@@ -11,19 +11,16 @@ Vast emulator through the real VastProvider, the real routes and a real store, o
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
+import rec_fixtures
 
 from gpuc.core import api
 from gpuc.core.clock import FakeClock
 from gpuc.core.pod import Pod
 from gpuc.functions import runs
-from gpuc.functions.dynamo import DynamoStore, create_table
 from gpuc.functions.reaper import recovering
 from gpuc.testkit.spot_world import (
     BID,
@@ -37,33 +34,8 @@ from gpuc.testkit.spot_world import (
     make_rec_world,
 )  # fmt: skip
 
-
-@pytest.fixture
-def world(home: Path, clock: FakeClock) -> Iterator[RecWorld]:
-    w = make_rec_world(home, clock)
-    yield w
-    w.close()
-
-
-@pytest.fixture(params=["sqlite", "dynamodb"])
-def any_world(request: pytest.FixtureRequest, home: Path, clock: FakeClock) -> Iterator[RecWorld]:
-    if request.param == "sqlite":
-        w = make_rec_world(home, clock)
-        yield w
-        w.close()
-        return
-    with mock_aws():
-        client = boto3.client("dynamodb", region_name="us-east-1")
-        create_table(client, "gpuc-watchdog")
-        w = make_rec_world(home, clock, store=DynamoStore("gpuc-watchdog", client))
-        yield w
-        w.close()
-
-
-def outbid_and_wait(world: RecWorld) -> None:
-    world.outbid()
-    world.reap()  # the pause noted
-    world.clock.advance(WAIT_S + 1)
+# The recovering run's worlds (tests/functions/rec_fixtures.py), on SQLite and on both stores
+world, any_world = rec_fixtures.world, rec_fixtures.any_world
 
 
 def billing(world: RecWorld) -> list[int]:
@@ -74,7 +46,7 @@ def billing(world: RecWorld) -> list[int]:
 def test_a_stop_at_any_step_of_a_re_rent_leaves_no_instance_billing(any_world: RecWorld, step: str) -> None:
     world = any_world
     world.up()
-    outbid_and_wait(world)
+    world.outbid_and_wait()
     world.stop_at(step)
     world.reap()  # the pass that re-rents, with the stop landing at `step`
     run = world.run()
@@ -96,7 +68,7 @@ def test_a_stop_at_any_step_of_a_re_rent_leaves_no_instance_billing(any_world: R
 
 def test_a_stop_after_the_ticket_is_saved_finds_the_attempt_in_the_run_for_down_to_destroy(world: RecWorld) -> None:
     world.up()
-    outbid_and_wait(world)
+    world.outbid_and_wait()
     world.stop_at("after the ticket is saved")
     world.reap()
     new = world.latest()
@@ -110,7 +82,7 @@ def test_a_stop_during_the_act_is_said_as_what_the_watchdog_is_doing(world: RecW
     """While a pass is inside a re-rent, the run says so (`busy`): `gpuc down` and the phone never say that
     nothing bills meanwhile."""
     world.up()
-    outbid_and_wait(world)
+    world.outbid_and_wait()
     said: list[str | None] = []
     world.after_write(at_step("rented"), lambda: said.append(runs.busy_with(world.run())))
     world.stop_at("after the register")
@@ -123,7 +95,7 @@ def test_a_destroy_that_does_not_confirm_after_a_stop_keeps_the_claim_and_the_ne
     world: RecWorld,
 ) -> None:
     world.up()
-    outbid_and_wait(world)
+    world.outbid_and_wait()
     world.stop_at("after the register")
     real = world.vast.destroy
     calls: list[str] = []
@@ -153,7 +125,7 @@ def test_a_re_rent_cut_at_any_step_boots_after_the_next_pass_and_the_user_is_tol
 ) -> None:
     world = any_world
     world.up()
-    outbid_and_wait(world)
+    world.outbid_and_wait()
     world.cut_at(step)
     world.reap()  # cut at `step`: the claim stays (its lease)
     assert world.creates() == 2 and world.run().acting is not None
@@ -178,7 +150,7 @@ def test_a_re_rent_cut_at_any_step_boots_after_the_next_pass_and_the_user_is_tol
 
 def test_a_re_rent_cut_after_its_create_is_destroyed_when_the_stop_came_meanwhile(world: RecWorld) -> None:
     world.up()
-    outbid_and_wait(world)
+    world.outbid_and_wait()
     world.cut_at("after the create")
     world.reap()
     new = next(str(i.id) for i in world.emu.alive())
@@ -195,7 +167,7 @@ def test_a_re_rent_cut_after_its_create_is_destroyed_when_the_stop_came_meanwhil
 
 def test_a_pass_cut_after_writing_its_intent_but_before_the_create_rents_once(world: RecWorld) -> None:
     world.up()
-    outbid_and_wait(world)
+    world.outbid_and_wait()
     real = world.vast.create
     world.vast.create = _raises  # type: ignore[method-assign]
     with pytest.raises(RuntimeError):
@@ -221,7 +193,7 @@ def test_only_the_pod_the_claim_rented_boots_before_its_ticket_is_saved(world: R
     """Cut after its register: the right ticket is valid for the pod the claim names, and for no other pod id
     (the ticket shows in Vast's listing of the new pod: anyone with the account's listing could try it)."""
     world.up()
-    outbid_and_wait(world)
+    world.outbid_and_wait()
     world.cut_at("before the ticket is saved")
     world.reap()
     new = world.run().acting.pod_id  # type: ignore[union-attr]
@@ -249,7 +221,7 @@ def test_a_2_gpu_run_is_re_rented_on_2_gpus_at_its_bid_per_gpu_and_verifies_2(ho
     world.gpus = 2
     try:
         world.up()
-        outbid_and_wait(world)
+        world.outbid_and_wait()
         world.reap()
         new = world.emu.instances[int(world.latest())]
         assert new.offer.num_gpus == 2 and new.offer.id == X2_RECOVERY  # not a cheaper 1-GPU machine listed
@@ -268,7 +240,7 @@ def test_a_2_gpu_run_with_no_2_gpu_offer_under_its_cap_stops_rather_than_rent_on
     world.emu.offers[X2_RECOVERY].min_bid = 0.50  # the machine's floor above the run's cap (2 x 0.22)
     try:
         world.up()
-        outbid_and_wait(world)
+        world.outbid_and_wait()
         world.reap()
         run = world.run()
         assert world.creates() == 1 and run.done and "no offer at or under your price cap" in (run.stopped_why or "")
@@ -281,7 +253,7 @@ def test_a_floor_that_rose_past_the_cap_before_the_create_rents_elsewhere_or_not
     """The offer is listed again just before the create: a floor that moved past the cap since the choice is
     never bid at (the create would be refused, or worse, win above what the user allowed)."""
     world.up()
-    outbid_and_wait(world)
+    world.outbid_and_wait()
     real = world.vast.offers
     calls: list[int] = []
 
