@@ -25,6 +25,7 @@ from gpuc.functions.reaper import recovering
 from gpuc.testkit.spot_world import (
     BID,
     CUT_STEPS,
+    OFFER,
     PLANTED_SECRET,
     RUN_ID,
     STOP_STEPS,
@@ -300,3 +301,23 @@ def test_an_outbid_instance_frozen_later_counts_its_gpu_again(world: RecWorld) -
     world.clock.advance(60)
     world.reap()
     assert world.run().latest.paused_at is None  # frozen since: billed from the pause on, never less
+
+
+def test_the_phones_stop_during_a_re_rent_says_what_the_watchdog_is_doing(world: RecWorld) -> None:
+    """The phone cannot wait for the pass: its answer says plainly that a re-rent is under way and what happens
+    to it, and the pass then destroys what it rented."""
+    from gpuc.functions.actions import verbs
+
+    world.up(recover=3)
+    world.outbid_and_wait()
+    world.reap()  # attempt 2, and the phone's notification with its stop button
+    [note] = [m for m in world.outbox() if m.kind == recovering.RECOVERING_KIND]
+    world.emu.offers[int(OFFER)].winning_bid = None  # the first machine's higher bidder left: it is offered again
+    world.outbid_and_wait()
+    world.cut_at("after the register")
+    world.reap()  # attempt 3 rented, then the pass cut: the claim stays
+    sentence = verbs.act(world.deps, note.actions[0].token, world.now, "ntfy").sentence
+    assert "right now the watchdog is destroying attempt 3 (pod " in sentence and "confirmed gone" in sentence
+    world.clock.advance(recovering.ACT_LEASE_S + 1)
+    world.reap()
+    assert billing(world) == [] and world.run().done

@@ -160,6 +160,14 @@ MUTANTS_RECOV: tuple[Mutant, ...] = (
         (f"{VAST_HOOK}::test_on_the_local_server_a_hint_wakes_the_reaper_at_once",),
     ),
     Mutant(
+        "recov-phone-says-nothing-of-the-re-rent",
+        "the phone's stop, tapped while a pass is renting, does not say the attempt is still being dealt with",
+        "functions/actions/verbs.py",
+        '    now_doing = f"; right now the watchdog is {busy}: you are told once it is confirmed gone" if busy else ""',
+        '    now_doing = ""',
+        (stops("test_the_phones_stop_during_a_re_rent_says_what_the_watchdog_is_doing"),),
+    ),
+    Mutant(
         "recov-down-claims-while-busy",
         "gpuc down says no further attempt is rented while the watchdog is still renting one",
         "client/pods/down.py",
