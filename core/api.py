@@ -12,10 +12,10 @@ Routes (the local server and the Lambda Function URL serve the same ones):
     GET  /v1/status               admin                             -> StatusResponse
     POST /v1/reap                 admin   ReapRequest               -> ReapReport
     POST /v1/resume               admin                             -> Ack  (new pods paused from the phone)
-    POST /v1/boot                 ticket  BootRequest               -> BootAnswer (a re-rented pod, once)
+    POST /v1/boot                 ticket  BootRequest               -> BootAnswer (a re-rented pod, once; 409: later)
     GET  /v1/runs/{run_id}        admin                             -> RunRecovery
     POST /v1/runs/{run_id}/stop   admin                             -> Ack  (stop recovering)
-    POST /v1/hooks/vast           Vast    Vast's signed webhook     -> {"ok": true} (a hint: look at runs now)
+    POST /v1/hooks/vast           Vast    Vast's signed webhook     -> {"ok": true} (a hint: wakes the reaper)
     GET  /a/{link}                link                              -> HTML confirmation page (never acts)
     POST /a/{link}                link    form (confirm=yes)        -> HTML result page (acts once)
 
