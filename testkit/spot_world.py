@@ -205,7 +205,8 @@ class RecWorld:
         self._on_write(when, then, before=False)
 
     def _on_write(self, when: Callable[[Value], bool], then: Callable[[], None], *, before: bool) -> None:
-        store, fired = self.store, []
+        store = self.store
+        fired: list[bool] = []
         real = store.put_meta
 
         def put(key: str, value: Any, expected_version: int | None) -> bool:

@@ -48,7 +48,7 @@ def status(world: RecWorld) -> StatusResponse:
 def live(world: RecWorld, settings: Settings) -> tuple[str, str, str]:
     check = check_hook_live(settings, lambda: status(world), lambda: world.vast, world.clock)
     assert check is not None
-    return check.status, check.detail, check.fix
+    return check.status, check.detail, check.fix or ""
 
 
 def test_vasts_signed_test_delivery_verified_by_the_watchdog_passes(world: RecWorld, tmp_path: Path) -> None:
@@ -71,7 +71,7 @@ def test_a_webhook_id_vast_does_not_know_fails_naming_the_setting(world: RecWorl
 
 def test_without_the_webhooks_id_it_says_what_it_cannot_know(tmp_path: Path) -> None:
     check = check_hook_setup(laptop(tmp_path, vast_webhook_id=None))
-    assert check is not None and check.status == "warn" and "GPUC_VAST_WEBHOOK_ID" in check.fix
+    assert check is not None and check.status == "warn" and "GPUC_VAST_WEBHOOK_ID" in (check.fix or "")
 
 
 def test_a_watchdog_vast_cannot_reach_is_said(tmp_path: Path) -> None:

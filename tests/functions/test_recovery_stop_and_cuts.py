@@ -19,6 +19,7 @@ import rec_fixtures
 
 from gpuc.core import api
 from gpuc.core.clock import FakeClock
+from gpuc.core.errors import ProviderError
 from gpuc.core.pod import Pod
 from gpuc.functions import runs
 from gpuc.functions.reaper import recovering
@@ -104,7 +105,7 @@ def test_a_destroy_that_does_not_confirm_after_a_stop_keeps_the_claim_and_the_ne
     def flaky(pod_id: str) -> Any:
         calls.append(pod_id)
         if len(calls) == 2:  # the new pod's first destroy: still listed
-            raise recovering.GpucError(f"instance {pod_id} is still listed after the destroy")
+            raise ProviderError(f"instance {pod_id} is still listed after the destroy", provider="vast")
         return real(pod_id)
 
     world.vast.destroy = flaky  # type: ignore[method-assign]
@@ -170,7 +171,7 @@ def test_a_pass_cut_after_writing_its_intent_but_before_the_create_rents_once(wo
     world.up()
     world.outbid_and_wait()
     real = world.vast.create
-    world.vast.create = _raises  # type: ignore[method-assign]
+    world.vast.create = _raises  # type: ignore[method-assign, assignment]
     with pytest.raises(RuntimeError):
         recovering.recover_one(_pass(world), RUN_ID)  # died at its create: nothing rented
     world.vast.create = real  # type: ignore[method-assign]
