@@ -10,6 +10,9 @@ billed, then destroyed (or worse, left running without a watchdog that can hear 
   would never arrive and the reaper would count it silent from its first minute;
 - the GPU name picks one card at the provider (core/catalog.py; an ambiguous name lists the choices);
 - the provider can rent what is asked (RunPod no longer rents interruptible pods);
+- a Vast bid clears the floor (`min_bid`) of the offer it rents (`quote`: the first offer passing the
+  filters whose floor it clears, or the offer `--offer` names): Vast refuses one under it, and the fix
+  names the floor and `gpuc offers --interruptible`;
 - the watchdog runs a gpuc that takes this pod's heartbeats (check_protocol): an older watchdog refuses a
   field it does not know with a 4xx, the pod counts as silent, and is destroyed with its job;
 - `--max-hours` is within the user's cap (max_lifetime_hours): no deadline may lie past it.
@@ -247,17 +250,31 @@ def _quote(provider: Provider, spec: PodSpec, opts: UpOptions, ctx: Ctx) -> Quot
         return Quote(opts.price_per_hour, "--price")
     if opts.provider == "local":
         return Quote(ctx.settings.local_price_per_hour, "simulated")
-    if opts.offer_id:
-        return Quote(None, f"offer {opts.offer_id}'s own")
     try:
-        return _listed(provider, spec, opts)
+        return _named(provider, spec, opts) if opts.offer_id else _listed(provider, spec, opts)
+    except ConfigError:
+        raise  # the user's own ask refused (a bid under every floor): never "price unknown"
     except GpucError as exc:
         ctx.echo(f"  price: could not read {opts.provider}'s offers ({exc.message}); the pod records its own")
         return Quote(None, "unknown")
 
 
+def _named(provider: Provider, spec: PodSpec, opts: UpOptions) -> Quote:
+    """`--offer ID`: its own price, unknown here; a bid on it is the price, once it clears the offer's floor."""
+    from gpuc.core.providers.vast import VastProvider, offer_for_bid  # a rented provider: loaded already
+
+    own = Quote(None, f"offer {opts.offer_id}'s own")
+    if not (isinstance(provider, VastProvider) and opts.offer_id and spec.interruptible and spec.bid_per_gpu):
+        return own
+    found = provider.offer(opts.offer_id, interruptible=True)
+    if found is None:
+        return own  # not offered now: the create is refused, renting nothing, and says so
+    offer_for_bid([found], spec.bid_per_gpu, spec.gpu_type, spec.gpu_count, named=True)
+    return Quote(spec.bid_per_gpu * spec.gpu_count, f"your bid, offer {found.id}", found.id)
+
+
 def _listed(provider: Provider, spec: PodSpec, opts: UpOptions) -> Quote:
-    from gpuc.core.providers.vast import VastProvider  # a rented provider: its client is loaded already
+    from gpuc.core.providers.vast import VastProvider, offer_for_bid  # a rented provider: loaded already
 
     if isinstance(provider, VastProvider):
         found = provider.offers(spec.gpu_type, spec.interruptible, num_gpus=spec.gpu_count)
@@ -266,6 +283,8 @@ def _listed(provider: Provider, spec: PodSpec, opts: UpOptions) -> Quote:
         best = found[0]
         if spec.interruptible:
             if spec.bid_per_gpu:
+                # The first offer the bid clears; under every floor, refused here with the floor and the fix.
+                best = offer_for_bid(found, spec.bid_per_gpu, spec.gpu_type, spec.gpu_count)
                 return Quote(spec.bid_per_gpu * spec.gpu_count, f"your bid, offer {best.id}", best.id)
             # No bid given: the provider bids from the offer's floor itself; nothing to pin.
             return Quote(None, f"a bid above offer {best.id}'s min_bid")

@@ -229,7 +229,7 @@ def vast_facts(reading: Reading, provider: Any) -> None:
         reading.fact("the v1 list without select_cols answers full rows", "unknown", "no instance to read")
     if token in (None, ""):
         reading.fact('the v1 list ends with next_token null or ""', "confirmed", f"ended with {token!r}")
-    user = http.request("GET", f"{v0}/users/current")
+    user = http.request("GET", f"{v0}/users/current/")  # show_user.yaml's path: gpuc follows no redirect
     body = user.body if isinstance(user.body, dict) else {}
     fields = [k for k in ("credit", "balance") if isinstance(body.get(k), int | float)]
     reading.fact(

@@ -401,8 +401,8 @@ CORE: tuple[Mutant, ...] = (
         "vast-404-gone",
         "vast: a 404 to a read reads as gone",
         "core/providers/vast.py",
-        'self.api.instance_url(pod_id), params={"owner": "me"})\n',
-        'self.api.instance_url(pod_id), params={"owner": "me"}, accept=(404,))\n'
+        "self.api.instance_url(pod_id))\n",
+        "self.api.instance_url(pod_id), accept=(404,))\n"
         "        if reply.status == 404:\n            return None\n",
         (GET,),
     ),
@@ -494,6 +494,7 @@ from table_pod import MUTANTS_POD  # noqa: E402
 from table_recov import MUTANTS_RECOV  # noqa: E402
 from table_secrets import MUTANTS_SECRETS  # noqa: E402
 from table_spot import MUTANTS_SPOT  # noqa: E402
+from table_vast import MUTANTS_VAST  # noqa: E402
 from table_wd import MUTANTS_WD  # noqa: E402
 from table_week1 import MUTANTS_WEEK1  # noqa: E402
 from table_week2 import MUTANTS_WEEK2  # noqa: E402
@@ -512,5 +513,6 @@ MUTANTS: tuple[Mutant, ...] = (
     *MUTANTS_LAP,
     *MUTANTS_POD,
     *MUTANTS_HOOK,
+    *MUTANTS_VAST,
     *MUTANTS_RECOV,
 )

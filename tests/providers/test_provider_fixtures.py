@@ -194,7 +194,7 @@ def test_create_reads_new_contract_as_the_instance_id_and_drops_the_instance_key
 
 def test_users_current_gives_the_credit() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
-        if request.url.path.endswith("/users/current"):
+        if request.url.path.endswith("/users/current/"):  # show_user.yaml's path
             return answer(fixture("vast_users_current_docexample.json"))
         return answer({"success": True, "instances": [], "next_token": None})
 
