@@ -12,10 +12,10 @@ Routes (the local server and the Lambda Function URL serve the same ones):
     GET  /v1/status               admin                             -> StatusResponse
     POST /v1/reap                 admin   ReapRequest               -> ReapReport
     POST /v1/resume               admin                             -> Ack  (new pods paused from the phone)
-    POST /v1/boot                 ticket  BootRequest               -> BootAnswer (a re-rented pod, once)
+    POST /v1/boot                 ticket  BootRequest               -> BootAnswer (a re-rented pod, once; 409: later)
     GET  /v1/runs/{run_id}        admin                             -> RunRecovery
     POST /v1/runs/{run_id}/stop   admin                             -> Ack  (stop recovering)
-    POST /v1/hooks/vast           Vast    Vast's signed webhook     -> {"ok": true} (a hint: look at runs now)
+    POST /v1/hooks/vast           Vast    Vast's signed webhook     -> {"ok": true} (a hint: wakes the reaper)
     GET  /a/{link}                link                              -> HTML confirmation page (never acts)
     POST /a/{link}                link    form (confirm=yes)        -> HTML result page (acts once)
 
@@ -211,6 +211,9 @@ class RunRecovery(Strict):
     stop_asked: bool = False
     stopped_why: str | None = None  # why recovery stopped (None: still going, or the job ended by itself)
     results_at: str | None = None
+    # What a watchdog pass is doing to the run right now (a re-rent, a destroy), in words; None: nothing.
+    # `gpuc down` waits for it to clear before it says nothing bills (functions/runs.py busy_with).
+    busy: str | None = None
 
 
 class HeartbeatBody(Strict):
@@ -388,6 +391,11 @@ class ChannelInfo(Strict):
     kind: str = Field(min_length=1, max_length=32)
 
 
+class VastHookSeen(Strict):
+    notif_type: str = Field(max_length=40)
+    at: float
+
+
 class StatusResponse(Strict):
     server_time: float
     reaper_last_run: float | None = None
@@ -404,6 +412,9 @@ class StatusResponse(Strict):
     watchdog_id: str | None = None
     # WIRE_PROTOCOL of the gpuc the watchdog runs; absent (0) from a watchdog older than the field.
     protocol: int = Field(0, ge=0, le=1_000_000)
+    # The last Vast webhook delivery the watchdog verified (its slug and when; never its body): `gpuc doctor
+    # --live` asks Vast for a signed test delivery and reads here that it arrived. None: none yet.
+    vast_hook_last: VastHookSeen | None = None
 
 
 class PageLinkRequest(Strict):

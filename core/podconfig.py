@@ -53,6 +53,7 @@ class PodConfig(Strict):
     run_id: str
     functions_url: str
     gpu_expected: str | None = None
+    gpu_count: int = Field(1, ge=1, le=8)  # the GPUs rented: the pod's own verification expects every one
     price_per_hour: float | None = None
     heartbeat_interval_s: float = Field(60.0, gt=0)
     idle_check_interval_s: float = Field(60.0, gt=0)

@@ -235,9 +235,12 @@ class Settings:
     telegram_secret: SecretStr | None = None
     telegram_chats: str | None = None
     slack_signing_secret: SecretStr | None = None
-    # Vast's signing secret of the webhook pointed at `<watchdog URL>/v1/hooks/vast`: a signed `client:outbid`
-    # makes the watchdog look at its recovering runs at once (a hint: it decides as a pass does). Unset: 404.
+    # Vast's signing secret of the webhook (subscribed to `client:outbid`) pointed at `<watchdog URL>/v1/hooks/vast`:
+    # a signed outbid delivery wakes the reaper (a hint: the pass reads the pods and decides). Unset: 404.
     vast_webhook_secret: SecretStr | None = None
+    # Vast's id of that webhook (the console's notification settings, or the create's answer): `gpuc doctor
+    # --live` asks Vast to send it a signed test delivery and checks that the watchdog verified it.
+    vast_webhook_id: int | None = None
 
     # a rehearsal (client/setup/rehearse.py): its home. Set, every endpoint, watchdog and
     # destination must be the rehearsal's own (loopback, or inside this folder): a real key the user

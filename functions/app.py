@@ -88,6 +88,9 @@ class Deps:
     # The watchdog's own key (core.signing): pods' claims and ping tokens. None: a deployment from before
     # claims (its SSM holds none): pods register with their own keys, and a lost store is F11's stray case.
     watchdog_key: SecretStr | None = None
+    # Starts a reaper pass soon, in the reaper's own thread (the local server's loop); None: the schedule's next
+    # pass (AWS). Vast's outbid hint and a recovery stop call it; never a pass inside an HTTP answer.
+    wake: Callable[[], None] | None = None
 
     @property
     def watchdog_id(self) -> str | None:

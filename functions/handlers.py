@@ -40,7 +40,7 @@ from gpuc.functions.edge import (
     verify_pod,
 )
 from gpuc.functions.eventlimit import admit_event
-from gpuc.functions.outbidhook import vast_hook
+from gpuc.functions.outbidhook import last_delivery, vast_hook
 from gpuc.functions.podnews import event_text, event_title
 from gpuc.functions.reaper import reap_once
 from gpuc.functions.reaper.record import read_meta
@@ -233,8 +233,14 @@ def status(req: Request, deps: Deps, now: float) -> Response:
             new_pods_paused=verbs.paused_text(deps),
             watchdog_id=deps.watchdog_id,
             protocol=api.WIRE_PROTOCOL,
+            vast_hook_last=_hook_seen(deps),
         )
     )
+
+
+def _hook_seen(deps: Deps) -> api.VastHookSeen | None:
+    seen = last_delivery(deps)
+    return api.VastHookSeen(notif_type=seen[0], at=seen[1]) if seen is not None else None
 
 
 def resume(req: Request, deps: Deps, now: float) -> Response:

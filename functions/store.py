@@ -4,7 +4,10 @@
 state change of a pod is a compare-and-set (`update_if`: "update ... where state = expected"), the
 shape a DynamoDB ConditionExpression takes too, so two reapers at once (a scheduled event delivered
 twice) act once, and a ping racing a destroy decision wins cleanly. Decisions compare `now - last_seen`;
-no record ever expires on its own.
+no record the reaper decides on ever expires on its own. What is kept only for a window (`claim_once`: a
+webhook delivery's id) expires with it: DynamoDB's TTL there, `sweep` here (each reaper pass), and SQLite
+overwrites what it deletes (secure_delete; the WAL truncated at each sweep), so a run's dropped secrets are
+not left in the file either.
 """
 
 from __future__ import annotations
@@ -141,6 +144,15 @@ class Store(Protocol):
         """True the first time (pod, seq) is seen within keep_s: events may come out of order, never twice."""
         ...
 
+    def claim_once(self, kind: str, key: str, now: float, keep_s: float) -> bool:
+        """True the first time `key` (of `kind`) is seen within keep_s; the record expires after it (a
+        webhook's event id: at-least-once delivery, deduped for its signature's window, then gone)."""
+        ...
+
+    def sweep(self, now: float) -> None:
+        """Remove what has expired (claim_once's records). Each reaper pass calls it."""
+        ...
+
     def update_if(self, pod_id: str, expect: Mapping[str, Any], changes: Mapping[str, Any]) -> bool:
         """Compare-and-set. An expected value that is a tuple means "one of"; None means "is null"."""
         ...
@@ -199,7 +211,12 @@ CREATE TABLE IF NOT EXISTS notifications (
 CREATE TABLE IF NOT EXISTS event_seqs (
     pod_id TEXT NOT NULL, seq INTEGER NOT NULL, received_at REAL NOT NULL, PRIMARY KEY (pod_id, seq)
 );
+CREATE TABLE IF NOT EXISTS seen_once (
+    kind TEXT NOT NULL, key TEXT NOT NULL, expires_at REAL NOT NULL, PRIMARY KEY (kind, key)
+);
 """
+# An older gpuc kept each Vast webhook delivery's id as a meta record that never expired.
+_LEGACY_ONCE = "vasthook:%"
 
 
 def _encode(column: str, value: Any) -> Any:
@@ -244,6 +261,9 @@ class SqliteStore:
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
+        # A run's kit secrets are dropped when it ends (functions/runs.py end): the old bytes are overwritten, not
+        # left in a free page of the file.
+        self._db.execute("PRAGMA secure_delete=ON")
         self._db.executescript(_SCHEMA)
         self._add_new_columns()
 
@@ -318,6 +338,23 @@ class SqliteStore:
                 (pod_id, seq, now),
             )
             return cur.rowcount == 1
+
+    def claim_once(self, kind: str, key: str, now: float, keep_s: float) -> bool:
+        with self._tx() as db:
+            db.execute("DELETE FROM seen_once WHERE expires_at <= ?", (now,))
+            cur = db.execute(
+                "INSERT OR IGNORE INTO seen_once (kind, key, expires_at) VALUES (?, ?, ?)", (kind, key, now + keep_s)
+            )
+            return cur.rowcount == 1
+
+    def sweep(self, now: float) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM seen_once WHERE expires_at <= ?", (now,))
+            db.execute("DELETE FROM meta WHERE key LIKE ?", (_LEGACY_ONCE,))
+        with self._lock:
+            # What a write replaced stays in the WAL until a checkpoint resets it: truncated, it is gone. Best
+            # effort: another process reading the file (a `gpuc watchdog reap` beside the server) may hold it.
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def update_if(self, pod_id: str, expect: Mapping[str, Any], changes: Mapping[str, Any]) -> bool:
         with self._lock:

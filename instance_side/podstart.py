@@ -145,7 +145,7 @@ class Starter:
         (verify_failed) -> destroy."""
         from gpuc.instance_side.verify import parse_verdict
 
-        argv = [self.python, "-m", "gpuc.instance_side", "verify"]
+        argv = [self.python, "-m", "gpuc.instance_side", "verify", "--expect-count", str(self.ctx.cfg.gpu_count)]
         if self.ctx.cfg.gpu_expected:
             argv += ["--expect-gpu", self.ctx.cfg.gpu_expected]
         code, out = run_logged(argv, self.env, VERIFY_TIMEOUT_S, self.ctx.log.scrub)

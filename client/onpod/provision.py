@@ -134,6 +134,7 @@ def pod_config(pod: Pod, spec: PodSpec, ctx: Caller, **extra: object) -> PodConf
         experiment=spec.experiment,
         run_id=spec.run_id,
         gpu_expected=pod.gpu,
+        gpu_count=spec.gpu_count,
         price_per_hour=pod.price_per_hour,
         simulated_gpu=local,
         local_home=str(ctx.settings.home) if local else None,

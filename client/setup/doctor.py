@@ -20,6 +20,7 @@ from pathlib import Path
 from gpuc.client.context import Ctx
 from gpuc.client.money.balance import BalanceReport, account_checks, check_balances, provider_factories
 from gpuc.client.setup.checks import Check, fail, ok, render, warn
+from gpuc.client.setup.doctor_hook import check_hook_setup
 from gpuc.client.setup.doctor_live import LiveReport
 from gpuc.client.setup.doctor_live import render as render_facts
 from gpuc.client.setup.doctor_results import check_results
@@ -419,6 +420,8 @@ def run_checks(deps: DoctorDeps, cwd: Path, environ: Mapping[str, str] | None = 
         status = read_once(deps.status)
         checks += check_watchdog(status, deps.settings.functions_url)
         checks.append(check_channels(status, deps.settings))
+    hook = check_hook_setup(deps.settings)  # Vast's outbid webhook, if set up: can Vast reach the watchdog?
+    checks += [hook] if hook is not None else []
     checks.append(check_hook(deps.repo, deps.git))
     return checks
 

@@ -130,7 +130,13 @@ def configured_factories(ctx: Ctx) -> dict[str, Callable[[], Provider]]:
 
 
 def live_checks(ctx: Ctx) -> LiveReport:
-    return live_report(configured_factories(ctx), ssh_probe(ctx))
+    from gpuc.client.setup.doctor_hook import check_hook_live
+
+    report = live_report(configured_factories(ctx), ssh_probe(ctx))
+    if ctx.settings.vast_api_key is not None:  # Vast's signed test delivery, when a webhook is set up
+        hook = check_hook_live(ctx.settings, ctx.watchdog.status, partial(ctx.new_provider, "vast"), ctx.clock)
+        report.checks += [hook] if hook is not None else []
+    return report
 
 
 # ---- RunPod ----------------------------------------------------------------------------------------

@@ -57,12 +57,17 @@ UNCONFIRMED). `ignore_cancel_unavail=True` plays a server that does not honour i
 
 Interruptible life (priority: on-demand > higher bid > lower bid): `outbid(id, by=price)` is another renter
 bidding more on the machine: the instance is paused (actual stopped, intended running, processes killed
-through `on_pause`, disk kept and billed) and a signed `client:outbid` webhook is queued;
-`outbidder_leaves(id)` (or a bid raised to at least the going price) resumes it through loading.
-Webhooks (`webhook_secret`, `webhooks` the deliveries queued): HMAC-SHA256 hex over
-`<X-Vast-Timestamp>.<raw body>` in `X-Vast-Signature`, `X-Vast-Event-Id`, delivered at least once
-(`deliver_twice`); the payload has no instance id (documented: none; whether `message` names it is
-UNCONFIRMED: this emulator names it in `message`).
+through `on_pause`, disk kept and billed) and a signed outbid webhook is queued (the account's webhook
+subscribed to `client:outbid`); `outbidder_leaves(id)` (or a bid raised to at least the going price) resumes
+it through loading.
+Webhooks, as Vast sends them (vast-ai/docs notification-webhooks.mdx; `webhook_secret`, `webhook_id`,
+`webhooks` the deliveries queued, `on_webhook` called with each as it is sent): the headers `X-Vast-Event-Id`,
+`X-Vast-Delivery-Attempt` (1, 2, ...), `X-Vast-Timestamp` (integer Unix time) and `X-Vast-Signature-256:
+sha256=<hex HMAC-SHA256 over "<timestamp>.<raw body>">`; the body's `notif_type` is the short slug (`outbid`,
+never the subscription key `client:outbid`). Delivered at least once (`deliver_twice`: the same event again,
+attempt 2). `POST /api/v0/webhooks/{id}/test/` sends a signed `webhook_test` delivery (documented; its
+answer's body is this emulator's own: UNCONFIRMED). The payload has no instance id (documented: none; whether
+`message` names it is UNCONFIRMED: this emulator names it in `message`).
 
 SSH keys: the account's registered keys (`ssh_keys`, none on a new account: `GET /api/v0/ssh/` then answers
 404, "No SSH keys found for the user") go onto each instance at its create; `POST /api/v0/instances/{id}/ssh/`
@@ -76,7 +81,7 @@ Texts the docs do not give (the 410 of the retired list, the filters and bulk an
 this emulator's own and say so in the code.
 
 Fault ops: create, get, list, list_v0, filters, stop, stop_bulk, reboot, bid, destroy, destroy_bulk,
-balance, offers, billing, ssh_keys, attach_key.
+balance, offers, billing, ssh_keys, attach_key, webhook_test.
 """
 
 from __future__ import annotations
@@ -303,7 +308,9 @@ class VastEmulator(Emulator):
         # the account's webhook secret and the deliveries queued (at least once).
         self.on_pause: Callable[[str], None] | None = None
         self.webhook_secret = secrets.token_hex(16)
+        self.webhook_id = 42  # the account's one webhook (the docs' example id)
         self.webhooks: list[WebhookDelivery] = []
+        self.on_webhook: Callable[[WebhookDelivery], None] | None = None  # Vast POSTing it to the webhook's URL
         self.deliver_twice = False
         self._events = itertools.count(1)
         self.offers = {o.id: VastOfferState(**o.__dict__) for o in offers}
@@ -361,7 +368,7 @@ class VastEmulator(Emulator):
             inst.offer.winning_bid = going
             inst.actual, inst.intended, inst.cur_state, inst.polls_left = "stopped", "running", "stopped", 0
             inst.status_msg = "outbid: paused"
-            self._queue_webhook("client:outbid", f"Your interruptible instance {inst.id} was outbid and paused")
+            self._queue_webhook("outbid", f"Your interruptible instance {inst.id} was outbid and paused")
             self._track()
         if self.on_pause:
             self.on_pause(str(inst.id))  # "killing running processes"; disk kept
@@ -377,7 +384,8 @@ class VastEmulator(Emulator):
                     other.status_msg = None
             self._track()
 
-    def _queue_webhook(self, notif_type: str, message: str) -> None:
+    def _queue_webhook(self, notif_type: str, message: str, subject: str = "Instance outbid") -> None:
+        """One event, signed as Vast signs it; `deliver_twice`: at least once, the same event as attempt 2."""
         now = int(self.clock.now())
         event_id = f"evt_{next(self._events):06d}"
         body = json.dumps(
@@ -385,13 +393,16 @@ class VastEmulator(Emulator):
                 "event_id": event_id,
                 "user_id": 1001,
                 "notif_type": notif_type,
-                "subject": "Instance outbid",
+                "subject": subject,
                 "message": message,
                 "timestamp": now,
             }
         ).encode()
-        delivery = WebhookDelivery(sign_webhook(self.webhook_secret, now, body, event_id), body)
-        self.webhooks.extend([delivery, delivery] if self.deliver_twice else [delivery])
+        for attempt in (1, 2) if self.deliver_twice else (1,):
+            delivery = WebhookDelivery(sign_webhook(self.webhook_secret, now, body, event_id, attempt), body)
+            self.webhooks.append(delivery)
+            if self.on_webhook is not None:
+                self.on_webhook(delivery)
 
     def occupy_machine(self, instance_id: int | str) -> None:
         """Someone else rents the GPUs of this instance's machine: a start of it waits ("scheduling")."""
@@ -485,6 +496,9 @@ class VastEmulator(Emulator):
             if method in handlers:
                 op, handler = handlers[method]
                 return op, lambda r: handler(r, match.group(1))
+        hook = re.fullmatch(r"/api/v0/webhooks/([^/]+)/test/", path)
+        if hook and method == "POST":
+            return "webhook_test", lambda r: self.test_webhook(r, hook.group(1))
         simple = {
             ("GET", "/api/v1/instances/"): ("list", self.list_v1),
             ("GET", "/api/v0/instances/"): ("list_v0", self.list_v0),
@@ -583,6 +597,18 @@ class VastEmulator(Emulator):
             return request.json(), None
         except ValueError:
             return None, invalid(400, "Invalid args: the body is not JSON")
+
+    # ---- webhooks ----
+
+    def test_webhook(self, request: EmuRequest, raw_id: str) -> EmuResponse:
+        """`POST /api/v0/webhooks/{id}/test/`: a signed `webhook_test` delivery, as a real one is sent."""
+        refused = self._auth(request)
+        if refused:
+            return refused
+        if not raw_id.isdigit() or int(raw_id) != self.webhook_id:
+            return EmuResponse.json(404, {"success": False, "error": "not_found", "msg": "webhook not found"})
+        self._queue_webhook("webhook_test", "This is a test notification.", subject="Webhook test")
+        return EmuResponse.json(200, {"success": True})
 
     # ---- create ----
 
@@ -1167,13 +1193,15 @@ class WebhookDelivery:
     body: bytes  # the raw body the signature covers
 
 
-def sign_webhook(secret: str, timestamp: int, body: bytes, event_id: str) -> dict[str, str]:
-    """Vast's documented signing: HMAC-SHA256 over `<timestamp>.<raw body>` (notification-webhooks.mdx)."""
+def sign_webhook(secret: str, timestamp: int, body: bytes, event_id: str, attempt: int = 1) -> dict[str, str]:
+    """Vast's documented headers: HMAC-SHA256 over `<timestamp>.<raw body>`, hex, after `sha256=` in
+    X-Vast-Signature-256 (notification-webhooks.mdx, notifications.yaml)."""
     mac = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
     return {
-        "X-Vast-Timestamp": str(timestamp),
-        "X-Vast-Signature": mac,
         "X-Vast-Event-Id": event_id,
+        "X-Vast-Delivery-Attempt": str(attempt),
+        "X-Vast-Timestamp": str(timestamp),
+        "X-Vast-Signature-256": f"sha256={mac}",
         "Content-Type": "application/json",
     }
 

@@ -269,6 +269,7 @@ def test_the_kit_is_written_before_the_create_and_the_registration_carries_it(
     # The first pod's config, the allowlisted secrets (never a token or a claim), the job as `up` starts it.
     assert kit.config["run_id"] == spec.run_id and kit.config["pod_id"] == sent.pod_id
     assert kit.config["results_bucket"] == bucket.as_uri() and kit.config["deadline_at"] == sent.deadline_at
+    assert kit.config["gpu_count"] == spec.gpu_count  # a re-rented pod verifies the run's GPUs, every one
     assert kit.secrets == {"HF_TOKEN": HF}
     assert (kit.command, kit.job_id, kit.installer) == (["python", "train.py"], "job-1", "offline")
     assert kit.bootstrap is not None and kit.bootstrap["requirements"] == "requirements.txt"

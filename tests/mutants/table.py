@@ -492,6 +492,7 @@ from table_money import MUTANTS_MONEY  # noqa: E402  (the topic tables import Mu
 from table_page import MUTANTS_PAGE  # noqa: E402
 from table_pod import MUTANTS_POD  # noqa: E402
 from table_rental import MUTANTS_RENTAL  # noqa: E402
+from table_recov import MUTANTS_RECOV  # noqa: E402
 from table_secrets import MUTANTS_SECRETS  # noqa: E402
 from table_spot import MUTANTS_SPOT  # noqa: E402
 from table_vast import MUTANTS_VAST  # noqa: E402
@@ -515,4 +516,5 @@ MUTANTS: tuple[Mutant, ...] = (
     *MUTANTS_HOOK,
     *MUTANTS_VAST,
     *MUTANTS_RENTAL,
+    *MUTANTS_RECOV,
 )

@@ -93,7 +93,9 @@ def test_outbid_webhooks_are_signed_delivered_at_least_once_and_only_a_hint(
     assert wants_look(good)
     replay = check_delivery(again.headers, again.body, secret=vast_emu.webhook_secret, now=now, first_time=first_time)
     assert replay == "already seen (at-least-once delivery): ignored" and not wants_look(replay)
-    assert json.loads(first.body)["notif_type"] == "client:outbid"
+    assert json.loads(first.body)["notif_type"] == "outbid"  # the short slug; `client:outbid` is the subscription
+    assert first.headers["X-Vast-Signature-256"].startswith("sha256=") and "X-Vast-Signature" not in first.headers
+    assert (first.headers["X-Vast-Delivery-Attempt"], again.headers["X-Vast-Delivery-Attempt"]) == ("1", "2")
 
 
 # ---- the bid's floor: refused before anything is rented ---------------------------------------------
