@@ -491,8 +491,8 @@ from table_left import MUTANTS_LEFT  # noqa: E402
 from table_money import MUTANTS_MONEY  # noqa: E402  (the topic tables import Mutant from mutant.py)
 from table_page import MUTANTS_PAGE  # noqa: E402
 from table_pod import MUTANTS_POD  # noqa: E402
-from table_rental import MUTANTS_RENTAL  # noqa: E402
 from table_recov import MUTANTS_RECOV  # noqa: E402
+from table_rental import MUTANTS_RENTAL  # noqa: E402
 from table_secrets import MUTANTS_SECRETS  # noqa: E402
 from table_spot import MUTANTS_SPOT  # noqa: E402
 from table_vast import MUTANTS_VAST  # noqa: E402
