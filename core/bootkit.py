@@ -31,8 +31,12 @@ BOOT_FILE = "boot.json"  # in PodPaths.state
 BOOT_OUT = "boot.out"
 BOOT_SITE = "boot-site"  # in PodPaths.code: the wheel's files, until the install puts them in place
 ONSTART_MAX = 4096  # Vast: args + args_str + onstart together (reference/providers.md)
-# /v1/boot on a dropped connection, a 5xx or a "not yet" (BOOT_RETRY): 1+2+...+64 s of waits, then the pod gives up
-BOOT_ATTEMPTS = 8
+# /v1/boot on a dropped connection, a 5xx or a "not yet" (BOOT_RETRY): waits of 1, 2, 4 ... capped at
+# BOOT_WAIT_CAP_S, about 21 min in all. It must outlast a re-rent cut after its create: the watchdog's act lease
+# (functions/reaper/recovering.py ACT_LEASE_S, 5 min) plus one reaper period (5 min on AWS) before the next
+# pass registers the pod; then the pod gives up (unbooted, it is reaped as unregistered, never left billing).
+BOOT_ATTEMPTS = 26
+BOOT_WAIT_CAP_S = 60
 # The watchdog's "not yet, try again" (409: the re-rent is still being registered; 425/429/408 likewise): tried
 # again. Any other 4xx (403: this ticket will never be good) ends the boot at once.
 BOOT_RETRY = (408, 409, 425, 429)
@@ -83,7 +87,7 @@ for i in range(%(attempts)d):
   if e.code<500 and e.code not in %(retry)r:die(f"/v1/boot refused the ticket ({e.code})")
   say(f"/v1/boot answered {e.code}; again")
  except (OSError,ValueError) as e:say(f"/v1/boot unreachable ({type(e).__name__}); again")
- time.sleep(2**i)
+ time.sleep(min(2**i,%(cap)d))
 if a is None:die("/v1/boot never answered")
 if os.path.exists(J):os.unlink(J)
 f=os.open(J,os.O_WRONLY|os.O_CREAT|os.O_EXCL,0o600)
@@ -118,6 +122,7 @@ def onstart_script() -> str:
         "boot_file": BOOT_FILE,
         "site": BOOT_SITE,
         "attempts": BOOT_ATTEMPTS,
+        "cap": BOOT_WAIT_CAP_S,
         "retry": BOOT_RETRY,
         "python_env": PYTHON_ENV,
         "min": ".".join(map(str, MIN_PYTHON)),

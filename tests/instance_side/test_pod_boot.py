@@ -110,3 +110,15 @@ def _nothing_installed_nor_started(paths: object) -> None:
     assert not (paths.state / BOOT_FILE).exists(), "the answer's secrets are not left behind"
     assert not (paths.results / "done").exists()
     assert agent_alive(paths) is None, "no agent ever ran"
+
+
+def test_onstart_waits_out_a_re_rent_cut_after_its_create() -> None:
+    """A re-rent cut after its create answers the pod's boot 409 ("later") until the watchdog's act lease lapses
+    and the next pass registers it: onstart's retries must outlast that, or the pod never boots and is reaped."""
+    from gpuc.core.bootkit import BOOT_ATTEMPTS, BOOT_WAIT_CAP_S, onstart_script
+    from gpuc.core.settings import Settings
+    from gpuc.functions.reaper.recovering import ACT_LEASE_S
+
+    waited = sum(min(2**i, BOOT_WAIT_CAP_S) for i in range(BOOT_ATTEMPTS))
+    assert waited >= ACT_LEASE_S + Settings.model_fields["reaper_period_s"].default + 5 * 60.0
+    assert f"time.sleep(min(2**i,{BOOT_WAIT_CAP_S}))" in onstart_script()
