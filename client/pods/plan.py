@@ -210,6 +210,55 @@ def check_protocol(status: StatusResponse, settings: Settings) -> None:
     )
 
 
+def results_prefix(settings: Settings, experiment: str, run_id: str) -> str | None:
+    """The run's own prefix at an s3:// destination (RegisterRequest.results_at): all its pods' grants reach."""
+    from gpuc.core.destinations import S3Location
+
+    bucket = settings.results_bucket or ""
+    return S3Location.parse(bucket).run_url(experiment, run_id) if bucket.startswith("s3://") else None
+
+
+def check_results_grant(status: StatusResponse, settings: Settings) -> None:
+    """An s3:// destination: the pod holds no key, the watchdog grants it its run's prefix. So the watchdog must
+    hold the key for this bucket and sign for the endpoint this laptop reads, or the results go nowhere."""
+    from gpuc.core.api import RESULTS_AT_MAX
+    from gpuc.core.destinations import GRANT_KEY_HINT, S3Location
+
+    bucket = settings.results_bucket or ""
+    if not bucket.startswith("s3://"):
+        return
+    here = S3Location.parse(bucket)
+    longest = here.run_url("e" * 64, "r" * 41)  # the longest experiment and run id (core.models)
+    if len(longest) > RESULTS_AT_MAX or not (longest.isascii() and longest.isprintable()):
+        raise ConfigError(
+            f"GPUC_RESULTS_BUCKET={bucket} is too long or not plain ASCII for a pod's grant (at most "
+            f"{RESULTS_AT_MAX} characters with the experiment and run id; it rides in the pod's signed claim)",
+            hint="use a shorter, ASCII prefix",
+        )
+    scope = status.results_grant
+    where = f"the watchdog at {settings.functions_url}"
+    if scope is None:
+        raise ConfigError(
+            f"{where} holds no key for {bucket}; a pod holds none either (it gets short-lived URLs for its own run's "
+            "prefix from the watchdog), so its results could not be sent; nothing was created",
+            hint=GRANT_KEY_HINT,
+        )
+    granted = S3Location.parse(scope.bucket)
+    inside = not granted.prefix or here.prefix == granted.prefix or here.prefix.startswith(granted.prefix + "/")
+    if granted.bucket != here.bucket or not inside:
+        raise ConfigError(
+            f"{where} grants pods prefixes in {scope.bucket} only, not in {bucket}; nothing was created",
+            hint=f"set GPUC_RESULTS_BUCKET inside {scope.bucket}, or {GRANT_KEY_HINT}",
+        )
+    if (scope.endpoint_url or "").rstrip("/") != (settings.s3_endpoint_url or "").rstrip("/"):
+        theirs, ours = scope.endpoint_url or "AWS S3", settings.s3_endpoint_url or "AWS S3"
+        raise ConfigError(
+            f"{where} signs for {theirs}, but this laptop reads results at {ours}: the pod's results would land "
+            "where you do not look; nothing was created",
+            hint=f"set the same GPUC_S3_ENDPOINT_URL on both: {GRANT_KEY_HINT}",
+        )
+
+
 def check_rentable(provider: Provider, opts: UpOptions) -> None:
     if opts.interruptible and not provider.supports_interruptible:
         raise ConfigError(

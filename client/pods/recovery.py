@@ -288,6 +288,10 @@ def results_at(settings: Settings, experiment: str, run_id: str) -> str:
     """The run's push destination, as instance_side/sync.py builds it: `<bucket>/<experiment>/<run_id>`
     (GPUC_RESUME_FROM of every later attempt)."""
     bucket = (settings.results_bucket or "").rstrip("/")
+    if bucket.startswith("s3://"):
+        from gpuc.core.destinations import S3Location
+
+        return S3Location.parse(bucket).run_url(experiment, run_id)  # the prefix its grants reach
     return f"{bucket}/{experiment}/{run_id}"  # both checked names (PodSpec): nothing to escape
 
 
