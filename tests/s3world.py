@@ -135,11 +135,13 @@ class GrantWorld:
     def stop(self) -> None:
         if self.watchdog is not None:
             self.watchdog.stop()
+            self.watchdog = None
 
     @property
     def url(self) -> str:
         assert self.watchdog is not None
-        return self.watchdog.url
+        self._url = self.watchdog.url
+        return self._url
 
     def admin(self, method: str, path: str, body: object | None = None) -> httpx.Response:
         return httpx.request(method, self.url + path, json=body, headers={"Authorization": f"Bearer {ADMIN}"},
@@ -173,11 +175,13 @@ class GrantWorld:
         cfg, paths = self.pod(root, pod_id, run_id, experiment=experiment)
         return make_sync(cfg, {TOKEN_ENV: self.tokens[pod_id]}, paths=paths, environ={})
 
-    def objects(self) -> dict[str, int]:
-        """The whole bucket, as its owner sees it."""
+    def objects(self, prefix: str | None = None) -> dict[str, int]:
+        """What the bucket holds under this world's prefix (the bucket is shared by the tests of a process),
+        or under `prefix`, as its owner sees it."""
         s3 = self.stack.client("s3")
         found: dict[str, int] = {}
-        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET):
+        where = f"{self.prefix}/" if prefix is None else prefix
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=where):
             found.update({str(o["Key"]): int(o["Size"]) for o in page.get("Contents", [])})
         return found
 
