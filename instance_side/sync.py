@@ -399,12 +399,23 @@ def _s3_escape(name: str) -> str:
     return escape_name(name, _s3_control)
 
 
+RUN_BRANCH_PREFIX = "gpuc-results/"
+
+
+def run_branch(run_id: str) -> str:
+    """The branch a run's small results are pushed to, and the only one: `gpuc-results/<run_id>`."""
+    return f"{RUN_BRANCH_PREFIX}{run_id}"
+
+
 class GitSync:
-    """Small results committed to the experiment's repo under `results/<run_id>/` and pushed.
+    """Small results committed to the experiment's repo under `results/<run_id>/`, on the run's own branch
+    (`gpuc-results/<run_id>`, started from the default branch's tip) and pushed there: never to another
+    branch, never forced. So a protected default branch (pushes only through reviewed merges) never meets a
+    pod, and what the pod's token could do to it is what the token's own rights allow (docs/secrets.md).
 
     Works in its own clone (`PodPaths.results_repo`), never in the user's checkout. A push rejected
-    because the branch moved is retried on top of the new tip: `results/<run_id>/` is this run's
-    alone, so there is nothing to merge.
+    because the branch moved (another attempt of the run) is retried on top of the new tip:
+    `results/<run_id>/` is this run's alone, so there is nothing to merge.
     """
 
     def __init__(
@@ -437,11 +448,16 @@ class GitSync:
     def push(self, results_dir: Path) -> Manifest:
         return _push_all(self, results_dir)
 
+    @property
+    def branch(self) -> str:
+        return run_branch(self.run_id)
+
     def push_files(self, results_dir: Path, files: Mapping[str, int]) -> Manifest:
         branch = self._checkout()
         keys = assign_keys(files, _git_storable, _git_escape)
         for attempt in range(1, PUSH_ATTEMPTS + 1):
             self._commit(results_dir, files, keys)
+            # Exactly the run's own branch, never forced: a rejected push is tried again on the new tip.
             code, out = self._git(["push", "--quiet", "origin", f"HEAD:refs/heads/{branch}"], check=False)
             if code == 0:
                 return Manifest(self.describe(), dict(files), keys=keys)
@@ -457,9 +473,8 @@ class GitSync:
         return listing_matches(manifest.stored(), self.listing())
 
     def listing(self) -> dict[str, int]:
-        """What the remote's branch holds under results/<run_id>/, fetched afresh."""
-        branch = self._branch()
-        self._git(["fetch", "--quiet", "--depth", "1", "origin", branch])
+        """What the run's branch holds under results/<run_id>/, fetched afresh."""
+        self._git(["fetch", "--quiet", "--depth", "1", "origin", f"refs/heads/{self.branch}"])
         # -z: paths verbatim (no C-style quoting of unusual names), NUL-terminated.
         _, out = self._git(["ls-tree", "-r", "-l", "-z", "FETCH_HEAD", "--", f"{self.subdir}/"])
         return _blob_sizes(out, self.subdir)
@@ -470,18 +485,13 @@ class GitSync:
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir.parent.mkdir(parents=True, exist_ok=True)
             self._run(["clone", "--quiet", "--depth", "1", self.remote, str(self.workdir)], cwd=None)
-        branch = self._branch()
-        self._update(branch)
+        self._update(self.branch)
         self._protect()
-        return branch
-
-    def _branch(self) -> str:
-        _, out = self._git(["symbolic-ref", "--short", "HEAD"])
-        return out.strip() or "main"
+        return self.branch
 
     def _update(self, branch: str) -> None:
-        code, _ = self._git(["fetch", "--quiet", "--depth", "1", "origin", branch], check=False)
-        if code == 0:  # an empty remote has no branch yet: nothing to start from
+        code, _ = self._git(["fetch", "--quiet", "--depth", "1", "origin", f"refs/heads/{branch}"], check=False)
+        if code == 0:  # the run's first push has no branch yet: it starts from the default branch's tip (cloned)
             self._git(["reset", "--quiet", "--hard", "FETCH_HEAD"])
 
     def _commit(self, results_dir: Path, files: Mapping[str, int], keys: Mapping[str, str]) -> None:

@@ -114,6 +114,7 @@ class GrantWorld:
     key: tuple[str, str]
     home: Path
     prefix: str = "runs"
+    watchdog_key: SecretStr | None = None  # claims (functions/claims.py): None, pods register with their own keys
     watchdog: ServerHandle | None = None
     tokens: dict[str, str] = field(default_factory=dict)
 
@@ -126,6 +127,7 @@ class GrantWorld:
             s3_endpoint_url=self.stack.url,
             s3_access_key_id=SecretStr(self.key[0]),
             s3_secret_access_key=SecretStr(self.key[1]),
+            watchdog_key=self.watchdog_key,
         )
 
     def start(self) -> GrantWorld:

@@ -117,9 +117,10 @@ class S3Place:
 
 
 class GitPlace:
-    """The experiment's repo, where small results (and the log) are committed under results/<run_id>/.
-    Read from a blob-less shallow clone in a temporary folder: only the files asked for are fetched, each
-    into a file there (never whole into memory), once its size is known to be one a gpuc pod writes."""
+    """The experiment's repo, where small results (and the log) are committed under results/<run_id>/ on the
+    run's own branch (`gpuc-results/<run_id>`). Read from a blob-less shallow clone in a temporary folder:
+    only the files asked for are fetched, each into a file there (never whole into memory), once its size is
+    known to be one a gpuc pod writes."""
 
     def __init__(self, remote: str, experiment: str, run_id: str, settings: Settings) -> None:
         token = settings.git_token.get_secret_value() if settings.git_token else ""
@@ -133,6 +134,7 @@ class GitPlace:
             secrets=[token] if token else [],
         )
         self._clone: Path | None = None
+        self._branch_fetched = False
         self._blobs: dict[str, Path | None] = {}
 
     def describe(self) -> str:
@@ -155,7 +157,10 @@ class GitPlace:
     def _blob(self, name: str) -> Path | None:
         if name not in self._blobs:
             clone = self._checkout()
-            spec = f"HEAD:{self.git.subdir}/{name}"
+            if not self._branch_fetched:
+                self._blobs[name] = None  # the run pushed nothing to git (its branch is not there)
+                return None
+            spec = f"FETCH_HEAD:{self.git.subdir}/{name}"
             sized = self._git(["cat-file", "-s", spec], cwd=clone)
             size = sized.stdout.strip()
             if sized.returncode != 0 or not size.isdigit():
@@ -180,6 +185,10 @@ class GitPlace:
                 said = redact(proc.stderr.decode(errors="replace").strip(), self._secrets)
                 detail = f"{self.git.describe()}: {said}"
                 raise GpucError(f"cannot read the results repo ({detail[-300:]})", hint="check GPUC_GIT_REMOTE")
+            # The run's own branch (instance_side/sync.py run_branch), its blobs fetched only when read.
+            branch = f"refs/heads/{self.git.branch}"
+            fetch = ["fetch", "--quiet", "--depth", "1", "--filter=blob:none", "origin", branch]
+            self._branch_fetched = self._git(fetch, cwd=clone).returncode == 0
             self._clone = clone
         return self._clone
 

@@ -159,9 +159,16 @@ def git_sync(remote: Path, workdir: Path, **kw: Any) -> GitSync:
     return GitSync(f"file://{remote}", "exp", "run01", workdir, environ=dict(os.environ), **kw)
 
 
-def remote_tree(remote: Path) -> dict[str, int]:
-    out = git("--git-dir", str(remote), "ls-tree", "-r", "-l", "main")
+RUN_BRANCH = "gpuc-results/run01"  # the run's own branch: the only one its pods push to
+
+
+def remote_tree(remote: Path, branch: str = RUN_BRANCH) -> dict[str, int]:
+    out = git("--git-dir", str(remote), "ls-tree", "-r", "-l", branch)
     return {line.split("\t")[1]: int(line.split()[3]) for line in out.splitlines()}
+
+
+def branches(remote: Path) -> list[str]:
+    return git("--git-dir", str(remote), "for-each-ref", "--format=%(refname)").split()
 
 
 def test_git_commits_results_under_the_run_and_verifies_the_remote(remote: Path, results: Path, tmp_path: Path) -> None:
@@ -173,8 +180,10 @@ def test_git_commits_results_under_the_run_and_verifies_the_remote(remote: Path,
         "results/run01/metrics.json": 13,
         "results/run01/ckpt/model.bin": 4096,
     }
-    log = git("--git-dir", str(remote), "log", "--format=%s", "main")
-    assert log.splitlines() == ["results: exp run01 (2 files)", "code"]
+    log = git("--git-dir", str(remote), "log", "--format=%s", RUN_BRANCH)
+    assert log.splitlines() == ["results: exp run01 (2 files)", "code"], "started from the default branch's tip"
+    assert remote_tree(remote, "main") == {"train.py": 12}, "the default branch is never pushed to"
+    assert branches(remote) == ["refs/heads/gpuc-results/run01", "refs/heads/main"]
 
 
 def test_git_verifies_names_git_would_quote(remote: Path, tmp_path: Path) -> None:
@@ -191,7 +200,7 @@ def test_git_pushing_the_same_results_again_adds_no_commit(remote: Path, results
     sync.push(results)
     again = sync.push(results)
     assert sync.verify(again)
-    assert len(git("--git-dir", str(remote), "log", "--format=%H", "main").splitlines()) == 2
+    assert len(git("--git-dir", str(remote), "log", "--format=%H", RUN_BRANCH).splitlines()) == 2
 
 
 def test_git_push_lands_on_top_of_a_commit_pushed_in_between(remote: Path, results: Path, tmp_path: Path) -> None:
@@ -200,11 +209,11 @@ def test_git_push_lands_on_top_of_a_commit_pushed_in_between(remote: Path, resul
     pushes: list[int] = []
 
     def racing(args: Sequence[str], cwd: Path | None, env: Mapping[str, str], timeout_s: float) -> tuple[int, str]:
-        if "push" in args and not pushes:  # the user pushes from the laptop just before we do
+        if "push" in args and not pushes:  # another attempt of the run pushes to its branch just before we do
             (other / "notes.md").write_text("from the laptop\n")
             git("add", ".", cwd=other)
             git("commit", "--quiet", "-m", "notes", cwd=other)
-            git("push", "--quiet", "origin", "main", cwd=other)
+            git("push", "--quiet", "origin", f"HEAD:refs/heads/{RUN_BRANCH}", cwd=other)
         code, out = git_runner(args, cwd, env, timeout_s)
         if "push" in args:
             pushes.append(code)
@@ -222,10 +231,10 @@ def test_git_verification_catches_a_remote_that_differs(remote: Path, results: P
     sync = git_sync(remote, tmp_path / "clone")
     manifest = sync.push(results)
     other = tmp_path / "other"
-    git("clone", "--quiet", str(remote), str(other))
+    git("clone", "--quiet", "--branch", RUN_BRANCH, str(remote), str(other))
     (other / "results" / "run01" / "metrics.json").write_text("{}")
     git("commit", "--quiet", "-am", "clobber", cwd=other)
-    git("push", "--quiet", "origin", "main", cwd=other)
+    git("push", "--quiet", "origin", f"HEAD:refs/heads/{RUN_BRANCH}", cwd=other)
     assert not sync.verify(manifest)
 
 
