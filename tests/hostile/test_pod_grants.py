@@ -270,3 +270,24 @@ def test_the_git_push_goes_to_the_runs_own_branch_only_never_forced(tmp_path: Pa
     assert sync.verify(sync.push(results))
     assert pushes == [["push", "--quiet", "origin", "HEAD:refs/heads/gpuc-results/run01"]]
     assert not any(a.startswith(("-f", "--force", "+")) for push in pushes for a in push)
+
+
+def test_an_upload_is_completed_only_with_the_parts_the_pod_names(grants: Any, two_runs: tuple[Host, str]) -> None:
+    """The watchdog completes a multipart upload itself: only when parts 1..count hold `size` bytes."""
+    host, base = two_runs
+    start = host.call("/v1/grant/upload", {"pod_id": "mine", "op": "start", "name": "big.bin"}).json()
+    upload_id = start["upload_id"]
+    parts = host.call("/v1/grant/upload", {"pod_id": "mine", "op": "parts", "name": "big.bin",
+                                           "upload_id": upload_id, "parts": [1]}).json()  # fmt: skip
+    [part] = parts["urls"]
+    assert urlparse(part["url"]).path == f"/results/{base}/big.bin" and s3("PUT", part["url"], b"p" * 10)[0] == 200
+    done = {"pod_id": "mine", "op": "complete", "name": "big.bin", "upload_id": upload_id}
+    assert host.call("/v1/grant/upload", {**done, "count": 2, "size": 10}).status_code == 409
+    assert host.call("/v1/grant/upload", {**done, "count": 1, "size": 11}).status_code == 409
+    assert f"{base}/big.bin" not in grants.objects()
+    assert host.call("/v1/grant/upload", {**done, "count": 1, "size": 10}).status_code == 200
+    assert grants.objects()[f"{base}/big.bin"] == 10
+    # Another run's upload id names another key: the watchdog signs for this pod's key only, S3 refuses.
+    other = host.call("/v1/grant/upload", {"pod_id": "mine", "op": "parts", "name": "../run02/x",
+                                           "upload_id": upload_id, "parts": [1]})  # fmt: skip
+    assert other.status_code == 400
