@@ -142,7 +142,8 @@ URL_MAX = 4096  # a presigned S3 URL with a session token runs past 2 KB
 
 class BootKit(Strict):
     """What a re-rented pod needs to start with no laptop, as `up` left it for the run. The watchdog keeps it
-    (secrets included: the same allowlisted ones the first pod got, core/podsecrets.py) until the run ends,
+    (secrets included: the same allowlisted ones the first pod got, core/podsecrets.py, never the bucket's key:
+    each attempt is granted its run's prefix, functions/grants.py) until the run ends,
     and hands it to a new pod once, for its boot ticket (BootRequest). The files themselves are at the run's
     results destination, fetched by URL (file:// or a presigned https GET), checked by their sha256."""
 

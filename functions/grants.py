@@ -28,6 +28,7 @@ URL lives past that margin either. A grant's seq is spent like an event's: a rep
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from gpuc.core import api
 from gpuc.core.destinations import GRANT_KEY_HINT, S3Location, grant_name_problem
@@ -122,7 +123,7 @@ def grant(req: Request, deps: Deps, now: float) -> Response:
     same_pod(signed, body.pod_id)
     base, ttl = _granted(deps, signed, now)
     bucket = _bucket(deps)
-    method = "PUT" if body.op == "put" else "GET"
+    method: Literal["PUT", "GET"] = "PUT" if body.op == "put" else "GET"
     urls = [api.GrantedUrl(name=n, url=bucket.presign(method, f"{base}/{n}", ttl)) for n in body.names]
     return ok(api.GrantAnswer(urls=urls, expires_in_s=ttl))
 

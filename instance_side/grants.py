@@ -17,6 +17,7 @@ Standard library only, on python3 >= 3.9.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -192,7 +193,7 @@ class GrantedObjects:
             granted = self.clock.now()
             for name, source, size in batch:
                 url = urls[name] if self.clock.now() < granted + life - FRESH_S else self._fresh_put(name)
-                self._send(url, lambda n=name: self._fresh_put(n), source, 0, size, size, name)
+                self._send(url, functools.partial(self._fresh_put, name), source, 0, size, size, name)
         for name, source, size in files:
             if size > self.single_put_max:
                 self._put_parts(name, source, size)
@@ -246,7 +247,7 @@ class GrantedObjects:
             fh.seek(offset)
             body = _Body(fh, length, lambda: self.clock.now() > deadline)
             headers = {"Content-Length": str(length), "Content-Type": "application/octet-stream"}
-            request = urllib.request.Request(url, data=body, method="PUT", headers=headers)  # type: ignore[arg-type]
+            request = urllib.request.Request(url, data=body, method="PUT", headers=headers)
             self._exchange(request, lambda response: response.read(64 * 1024))
 
     # -- get ------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ is tests/hostile/test_pod_grants.py's, against a real S3 API.
 from __future__ import annotations
 
 import json
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
 from gpuc.core import api
@@ -41,7 +42,7 @@ class _Host:
         self.stage, self.pod_id, self.token, self.claim = stage, pod_id, token, claim
         self.seq = 10**12
 
-    def ask(self, op: str, names: list[str]) -> tuple[int, dict[str, object]]:
+    def ask(self, op: str, names: list[str]) -> tuple[int, dict[str, Any]]:
         self.seq += 1
         body = json.dumps({"pod_id": self.pod_id, "op": op, "names": names}).encode()
         now = int(self.stage.now)

@@ -12,9 +12,11 @@ billed, then destroyed (or worse, left running without a watchdog that can hear 
 - the provider can rent what is asked (RunPod no longer rents interruptible pods);
 - the watchdog runs a gpuc that takes this pod's heartbeats (check_protocol): an older watchdog refuses a
   field it does not know with a 4xx, the pod counts as silent, and is destroyed with its job;
+- an s3:// destination is one the watchdog holds the key for and signs for the same endpoint
+  (check_results_grant): the pod holds no key, and its results go only where the watchdog grants;
 - `--max-hours` is within the user's cap (max_lifetime_hours): no deadline may lie past it.
 - the secrets for the pod are an allowlist (core/podsecrets.py): their names are printed, a forbidden
-  name in GPUC_POD_SECRETS is refused, results keys that also deploy the watchdog are warned about.
+  name in GPUC_POD_SECRETS is refused, a value sent that also deploys the watchdog is warned about.
 
 Then `quote` reads the price (the offer `up` will rent, or the provider's listed price), `check_budget`
 refuses a pod whose worst case (price x --max-hours) would cross the month's budget, counted with the month's

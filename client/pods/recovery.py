@@ -208,8 +208,8 @@ def _sha256(data: bytes | None) -> str | None:
 def _write_s3(
     settings: Settings, bucket: str, run_id: str, wheel: Wheel, project: bytes | None, expires_s: int
 ) -> KitFiles:
-    """The kit with the results keys and endpoint the pod and `gpuc logs` use (client/jobs/places.py), and
-    presigned GETs: the pod that fetches it holds no key until its boot answer."""
+    """The kit written with the results keys and endpoint the laptop reads with (client/jobs/places.py), and
+    presigned GETs: the pod that fetches it holds no key, then or ever (its results go through grants)."""
     from gpuc.core.destinations import S3Location
 
     where = S3Location.parse(bucket)

@@ -68,12 +68,11 @@ def test_a_url_that_expired_before_its_use_is_signed_again(
 
     objects = objects_of(grants, tmp_path)
     objects.list()  # the watchdog's client is built now (its bucket's region asked with the true time)
-    real = botocore.auth.get_current_datetime
     calls: list[int] = []
 
     def first_one_stale(*args: Any, **kwargs: Any) -> datetime.datetime:
         calls.append(1)
-        now = real(*args, **kwargs)
+        now = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)  # as botocore's own
         return now - datetime.timedelta(seconds=GRANT_TTL_S + 60) if len(calls) == 1 else now
 
     monkeypatch.setattr(botocore.auth, "get_current_datetime", first_one_stale)
