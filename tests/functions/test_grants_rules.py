@@ -20,7 +20,6 @@ from gpuc.functions.store import StoredPod
 from gpuc.instance_side.heartbeat import valid_claim
 
 
-
 @pytest.fixture
 def granting(home: Path, clock: FakeClock) -> World:
     return make_world(home, clock, results_bucket="s3://results/runs", s3_access_key_id=SecretStr("AKIAGRANTS"),
