@@ -143,11 +143,8 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 
 
 class _Again(Exception):
-    """Worth another try; `fresh`: with a URL signed again (it expired, or the store refused it)."""
-
-    def __init__(self, why: str, *, fresh: bool = False) -> None:
-        super().__init__(why)
-        self.fresh = fresh
+    """Worth another try, with a URL signed afresh: the one used may have expired, and a store that refuses an
+    expired URL early may cut the upload instead of answering (a reset, not a 403)."""
 
 
 class GrantedObjects:
@@ -312,8 +309,7 @@ class GrantedObjects:
                     break
                 self.clock.sleep(delay)
                 delay *= 2
-                if again.fresh:
-                    url = fresh()
+                url = fresh()
         raise SyncError(f"{what} to {self.describe()} failed: {why}", hint=HINT)
 
     def _exchange(self, request: urllib.request.Request, read: Callable[[Any], Any], missing_ok: bool = False) -> bool:
@@ -335,7 +331,7 @@ class GrantedObjects:
         if status >= 500 or status in (408, 429) or code in ("RequestTimeout", "SlowDown"):
             raise _Again(said)
         if status == 403:
-            raise _Again(said, fresh=True)  # expired (a slow upload, a clock off): signed again
+            raise _Again(said)  # expired (a slow uplink, a clock off): signed again
         raise SyncError(f"the results bucket refused it: {said}", hint=HINT)
 
 

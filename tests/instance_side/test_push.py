@@ -135,6 +135,9 @@ def git(*args: str, cwd: Path | None = None) -> str:
     ).stdout
 
 
+RUN_BRANCH = "gpuc-results/run01"  # the run's own branch (instance_side/sync.py run_branch)
+
+
 def test_git_a_second_push_commits_only_what_changed(tmp_path: Path) -> None:
     bare = tmp_path / "remote.git"
     git("init", "--quiet", "--bare", "-b", "main", str(bare))
@@ -149,19 +152,19 @@ def test_git_a_second_push_commits_only_what_changed(tmp_path: Path) -> None:
     dest = Counted(SplitSync(gitsync, FileBucketSync(tmp_path / "bucket", "exp", "run01")))
     assert run_push(dest, paths).error is None
     assert len(results_sent(dest)) == 6
-    commits = int(git("rev-list", "--count", "main", cwd=bare).strip())
+    commits = int(git("rev-list", "--count", RUN_BRANCH, cwd=bare).strip())
 
     dest.sent.clear()
     assert run_push(dest, paths).sent == 0
     assert dest.sent == [], "an unchanged tree sends nothing, not even its manifest"
-    assert int(git("rev-list", "--count", "main", cwd=bare).strip()) == commits, "no empty commit per interval"
+    assert int(git("rev-list", "--count", RUN_BRANCH, cwd=bare).strip()) == commits, "no empty commit per interval"
     write(paths.results / "ckpt/step1.pt", b"\3" * 1001, OLD + 60)  # same size, rewritten: mtime says so
     dest.sent.clear()
     report = run_push(dest, paths)
     assert report.error is None and results_sent(dest) == ["ckpt/step1.pt"]
-    tree = git("ls-tree", "-r", "-l", "main", "--", "results/run01/", cwd=bare)
+    tree = git("ls-tree", "-r", "-l", RUN_BRANCH, "--", "results/run01/", cwd=bare)
     assert "results/run01/ckpt/step1.pt" in tree and f"results/run01/{MANIFEST_NAME}" in tree
-    assert int(git("rev-list", "--count", "main", cwd=bare).strip()) == commits + 2  # the file, then the manifest
+    assert int(git("rev-list", "--count", RUN_BRANCH, cwd=bare).strip()) == commits + 2  # the file, then the manifest
 
 
 # -- what waits, what fails -----------------------------------------------------------------------------

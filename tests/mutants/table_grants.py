@@ -1,4 +1,4 @@
-"""The hand mutants for a pod on a stranger's machine (issue 34: run-scoped capabilities): what the pod holds
+"""The hand mutants for a pod on a stranger's machine (run-scoped capabilities): what the pod holds
 and what its grants reach. Same format as table.py: each one exact replacement that breaks one safety check,
 and the tests that must fail on it. The hostile host's tests sign as the host that read the pod's token and
 claim, against a real S3 API (tests/s3world.py)."""
@@ -118,8 +118,8 @@ MUTANTS_GRANTS: tuple[Mutant, ...] = (
         "pod-expired-url-fatal",
         "pod: a URL that expired before its use fails the push (a slow uplink keeps the pod)",
         "instance_side/grants.py",
-        "            raise _Again(said, fresh=True)",
-        "            raise SyncError(said)",
+        "                url = fresh()",
+        "                pass",
         (f"{TRANSFER}::test_a_url_that_expired_before_its_use_is_signed_again",),
     ),
     Mutant(
