@@ -92,6 +92,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     *later_rows("gpuc.testkit.drill_interrupt", "f11i_up_interrupted"),
     *later_rows("gpuc.testkit.drill_claims", "f26s_store_lost_three_pods_and_a_stray", "f26w_two_watchdogs"),
     *later_rows("gpuc.testkit.drill_push", "f26a_agent_killed_job_running", "f26f_pod_frozen_mid_job"),
+    *later_rows("gpuc.testkit.drill_hostile", "f34_hostile_host_reads_the_pod"),
     *later_rows(
         "gpuc.testkit.drill_spot", "s30a_outbid_once", "s30b_outbid_past_n", "s30c_bid_loses_at_create",
         "s30d_webhook_forged_or_replayed", "s30e_stop_during_a_re_rent", "s30f_re_rent_cut",

@@ -33,6 +33,7 @@ ROWS += ["F20"]  # Keep from the phone
 ROWS += ["F11i"]  # `up | tee` stopped at each step
 ROWS += ["F26s", "F26w"]  # Pods carry their own proof
 ROWS += ["F26a", "F26f"]  # The agent killed mid-job, the pod frozen mid-job
+ROWS += ["F34"]  # A hostile host reads the pod and asks for grants
 ROWS += ["S30a", "S30b", "S30c", "S30d"]  # interruptible runs: recovered, stopped, a losing bid, a forged hint
 ROWS += ["S30e", "S30f", "S30g"]  # a stop at every step of a re-rent, a re-rent cut, a 2-GPU run
 
