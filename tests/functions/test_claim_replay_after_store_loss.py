@@ -65,6 +65,25 @@ def test_a_replayed_ping_of_a_pod_the_provider_no_longer_lists_re_creates_nothin
     assert [n for n in world.store.recent_notifications(100) if n.pod_id == "pod-1"] == []  # never "gone"
 
 
+def test_a_ping_signed_after_the_loss_for_a_pod_the_provider_does_not_list_re_creates_nothing(
+    world: World, tmp_path: Path
+) -> None:
+    """Deleted at the provider while its container still answers for a while (or a ping captured after the loss
+    and replayed once it is gone): nothing the reaper could ever judge but "gone at the provider"."""
+    pod = ClaimedPod(world, "pod-1", tmp_path / "pods")
+    lose_store(world, tmp_path)
+    world.provider.destroy("pod-1")
+    world.clock.advance(MIN)
+    world.reap()  # born now; the provider does not list it
+    world.clock.advance(MIN)
+    assert pod.ping() is None  # signed after the store's birth: refused all the same
+    assert world.store.get_pod("pod-1") is None
+    for _ in range(10):
+        world.clock.advance(MIN)
+        world.reap()
+    assert [n for n in world.store.recent_notifications(100) if n.pod_id == "pod-1"] == []
+
+
 def test_a_replayed_ping_signed_before_the_store_was_born_re_creates_nothing(world: World, tmp_path: Path) -> None:
     pod = ClaimedPod(world, "pod-1", tmp_path / "pods")
     pod.ping()
