@@ -40,6 +40,15 @@ ROWS += ["S30a", "S30b", "S30c", "S30d"]  # interruptible runs: recovered, stopp
 FAULT_FREE_ROWS = {"F11i", "S30a", "S30b", "S30c", "S30d"}  # drill.FAULT_FREE's rows
 
 
+@pytest.fixture(autouse=True)
+def ram_tmp(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The drill's pods write their markers at every tick (thousands of fsynced files a drill): on a RAM disk
+    where the machine has one, each drill costs CPU, not disk waits. Elsewhere the usual temporary folder."""
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK):
+        monkeypatch.setattr(tempfile, "tempdir", str(shm))
+
+
 def drill(*args: str) -> tuple[int, str]:
     result = CliRunner().invoke(cli, ["drill", *args])
     return result.exit_code, result.output
@@ -80,16 +89,7 @@ def test_the_drill_as_json_has_every_row_within_bound() -> None:
     )
 
 
-@pytest.fixture
-def ram_tmp(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The drill's pods write their markers at every tick (thousands of fsynced files a seed): on a RAM disk
-    where the machine has one, the ten seeds cost CPU, not disk waits. Elsewhere the usual temporary folder."""
-    shm = Path("/dev/shm")
-    if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK):
-        monkeypatch.setattr(tempfile, "tempdir", str(shm))
-
-
-def test_the_drill_with_faults_passes_every_row_at_seed_0(ram_tmp: None) -> None:
+def test_the_drill_with_faults_passes_every_row_at_seed_0() -> None:
     code, out = drill("--faults", "--seed", "0", "--json")
     assert code == 0, out
     check_faulted(json.loads(out), ROWS)
@@ -98,7 +98,7 @@ def test_the_drill_with_faults_passes_every_row_at_seed_0(ram_tmp: None) -> None
 # `gpuc drill --faults --seed N` for N in 1..9, each row under the faults it meets in the whole drill; the rows
 # no fault can reach (FAULT_FREE) ran at seed 0 and would run the same again.
 @pytest.mark.parametrize("seed", range(1, 10))
-def test_the_drill_with_faults_passes(seed: int, ram_tmp: None) -> None:
+def test_the_drill_with_faults_passes(seed: int) -> None:
     report = run_drill(faults=True, seed=seed, skip=FAULT_FREE).as_json()
     check_faulted(report, [r for r in ROWS if r not in FAULT_FREE_ROWS])  # the names and the rows agree
 

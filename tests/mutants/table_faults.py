@@ -1,6 +1,6 @@
-"""The `faults` round's mutants (issue 35 items 5 and 7): the drill-with-faults fixes, the laptop's reading of a
-recovering run, and the ten safety properties no test held (plus one found by hand), as exact replacements in
-table.py's format. Each was run by hand and by run.py: the named tests fail on it."""
+"""The `faults` round's mutants: the drill-with-faults fixes, the laptop's reading of a recovering run, and the ten
+safety properties a hand mutation round found no test holding (plus one found by hand), as exact replacements in
+table.py's format. Each was run by run.py: the named tests fail on it."""
 
 from __future__ import annotations
 
