@@ -4,8 +4,12 @@ first pod's end (the first outbid) and never while an attempt still bills; read 
 The run is told nothing when a pod ends on its own (the job's end, `gpuc down`, the reaper; the pod a stopped
 recovery leaves running): its pod's record is. The watchdog's run route answers each attempt's end from that
 record (functions/runs.py with_pod_ends), and the laptop closes the row only on the run's own ends
-(core/ledger.py run_end). Through the real handlers and reaper passes on the Vast emulator (testkit/spot_world.py)
-and the laptop's own intake (`gpuc ls`: client/pods/survey.py) over the real watchdog client."""
+(core/ledger.py run_end). And the first pod's record names its run even when a reaper pass took it for a stray
+before `up` registered it (functions/store.py reregistration_changes): else it is a pod of its own to the
+laptop, its row closed at the first outbid with one attempt's cost (seen end to end, under load).
+
+Through the real handlers and reaper passes on the Vast emulator (testkit/spot_world.py) and the laptop's own
+intake (`gpuc ls`: client/pods/survey.py) over the real watchdog client."""
 
 from __future__ import annotations
 
@@ -89,9 +93,19 @@ def job_ends(world: RecWorld, pod_id: str) -> float:
     return end
 
 
-@pytest.fixture
-def laptop(world: RecWorld, tmp_path: Path) -> Laptop:
-    first = world.up(recover=2)
+@pytest.fixture(params=["registered", "adopted-first"])
+def laptop(world: RecWorld, tmp_path: Path, request: pytest.FixtureRequest) -> Laptop:
+    if request.param == "registered":
+        first = world.up(recover=2)
+    else:
+        # A reaper pass lists the new pod between `up`'s create and its register, and takes it for a stray.
+        first = world.first = world.vast.create(world.spec())
+        world.reap()
+        assert world.store.get_pod(first.id).origin == "adopted"  # type: ignore[union-attr]
+        body = world.register_body(first.id, recover=2).model_dump_json().encode()
+        assert world.admin("POST", "/v1/pods", body).status == 200
+        rec = world.store.get_pod(first.id)
+        assert rec is not None and (rec.origin, rec.run_id, rec.attempt) == ("registered", RUN_ID, 1)
     lap = Laptop(world, tmp_path / "laptop")
     lap.ctx.ledger().start(first.id, provider="vast", experiment="spot", gpu="RTX 4090", price_per_hour=BID,
                            start_ts=world.now)  # fmt: skip

@@ -163,6 +163,15 @@ MUTANTS_FAULTS: tuple[Mutant, ...] = (
         (RUN_ROW,),
     ),
     Mutant(
+        "register-over-stray-drops-run",
+        "a recovering run's first pod, taken for a stray before `up` registered it, names no run: its row closes "
+        "at the first outbid with one attempt's cost",
+        "functions/store.py",
+        "        if pod.run_id is not None and old.run_id is None:",
+        "        if False:",
+        (RUN_ROW,),
+    ),
+    Mutant(
         "run-view-no-pod-ends",
         "the run route never learns its last pod's end: the run costs to 'now' for ever, its row never closes",
         "functions/runroutes.py",
