@@ -54,7 +54,7 @@ def test_of_two_boots_racing_with_one_ticket_one_gets_the_kit(world: RecWorld) -
     pod_id = world.latest()
     ticket = world.ticket_of(pod_id)
     inner = world.deps.store
-    world.deps.store = Together(inner)  # type: ignore[assignment]
+    world.deps.store = Together(inner)
     answers: list[Response] = []
 
     def boot() -> None:
