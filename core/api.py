@@ -59,7 +59,9 @@ Count = Annotated[int, Field(ge=0, le=1_000_000)]
 # watchdog says at least this (client/pods/plan.py check_protocol). Raise it with every change to what a pod
 # sends; tests/functions/test_wire_protocol.py holds the schema this number stands for.
 # 3: a re-rented pod's BootRequest (POST /v1/boot), for a run recovering after an outbid.
-WIRE_PROTOCOL = 3
+# 4: a warm pod's registration (RegisterRequest.warm_s): an older watchdog would refuse `up`'s register after
+#    the create (a pod rented, then destroyed); what a pod sends is unchanged.
+WIRE_PROTOCOL = 4
 # The least protocol a watchdog must declare for `up --recover` (client/pods/recovery.py check_recovery_protocol):
 # one that keeps a run's RecoveryRequest, answers /v1/boot, /v1/runs/{id} and .../stop. An older one would
 # take the registration's `recovery` as an unknown field (4xx) or, worse, never re-rent. Its own constant, so
@@ -123,6 +125,9 @@ class RegisterRequest(Strict):
     # `up --interruptible --recover N`: the watchdog re-rents this run after an outbid (functions/reaper/
     # respawn.py) inside the run's one envelope, and boots the new pod with no laptop from `recovery.kit`.
     recovery: RecoveryRequest | None = None
+    # `up --warm`: the pod outlives its jobs and ends itself after this long with no job; the watchdog says so
+    # (the status page, the phone) rather than the idle times of a pod that ends with its job.
+    warm_s: Seconds | None = None
 
 
 HEX64 = r"^[0-9a-f]{64}$"
@@ -352,6 +357,7 @@ class PodRecord(Strict):
     # A pod of a run rented with `--recover N`: its run, and which attempt it is (1: the one `up` rented)
     run_id: str | None = None
     attempt: int | None = None
+    warm_s: float | None = None  # `up --warm`: kept between jobs, ended after this long with no job
 
 
 class BlindProvider(Strict):

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuc.core.clock import Clock
+from gpuc.core.warm import WARM_SAYS
 from gpuc.instance_side.deadline import DeadlineWatch, ends_pod
 from gpuc.instance_side.ending import Ender, Ending, Outcome, span
 from gpuc.instance_side.gpu import GpuReader, GpuReadError, GpuSample
@@ -292,7 +293,7 @@ class Agent:
         if self._warm_waiting():
             pod = self.cfg.pod_id
             return (
-                f"warm pod, no job for {span(self.state.idle_s)} (--warm {span(self.cfg.warm_s)}): it syncs results/ "
+                f"{WARM_SAYS} for {span(self.state.idle_s)} (--warm {span(self.cfg.warm_s)}): it syncs results/ "
                 f"and ends itself in {span(left)} unless a job starts (`gpuc run {pod} --sync --wait -- CMD`; "
                 f"`gpuc keep {pod} --for 2h` holds it)"
             )
@@ -305,7 +306,7 @@ class Agent:
 
     def _idle_end(self) -> str:
         if self._warm_waiting():
-            return f"warm pod, no job for {span(self.state.idle_s)} (--warm {span(self.cfg.warm_s)})"
+            return f"{WARM_SAYS} for {span(self.state.idle_s)} (--warm {span(self.cfg.warm_s)})"
         return f"idle for {self.state.idle_minutes:.0f} min"
 
     def _end_pod(self, ending: Ending) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from gpuc.core.warm import warm_lead
 from gpuc.instance_side.gpu import GpuSample
 from gpuc.instance_side.podfiles import AgentConfig
 from gpuc.instance_side.procs import CLK_TCK, JobTree, ProcCounters, ProcTable, SshSession
@@ -55,11 +56,9 @@ class Thresholds:
 
 
 def warm_limits(cfg: AgentConfig) -> tuple[float, float]:
-    """(destroy, warn) for a warm pod with no job: it ends after its warm time, warned as far ahead as any
-    pod (GPUC_IDLE_DESTROY_S - GPUC_IDLE_WARN_S) but never in the first half of it: a warning at the job's
-    end ("idle 0 min: destroying in 1 min") says nothing the user did not ask for."""
-    lead = min(cfg.idle_destroy_s - cfg.idle_warn_s, cfg.warm_s / 2)
-    return cfg.warm_s, cfg.warm_s - lead
+    """(destroy, warn) for a warm pod with no job: it ends after its warm time, warned core.warm's lead
+    ahead (never at the job's end: "idle 0 min: destroying in 1 min" says nothing the user did not ask for)."""
+    return cfg.warm_s, cfg.warm_s - warm_lead(cfg.warm_s, cfg.idle_destroy_s, cfg.idle_warn_s)
 
 
 def _job_limits(cfg: AgentConfig) -> tuple[float, float]:

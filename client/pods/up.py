@@ -242,6 +242,7 @@ def _after_create(
             interruptible=spec.interruptible,
             deadline_at=deadline_at,
             recovery=recovering_plan,
+            warm_s=opts.warm_s or None,
         )
     )
     token = own or answer.token

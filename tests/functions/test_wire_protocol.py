@@ -16,7 +16,7 @@ from gpuc.core import api
 # What a pod sends, as this WIRE_PROTOCOL defines it. Changed a model below? Raise WIRE_PROTOCOL and record
 # the new schema's digest here with it (the failure prints it).
 POD_SENDS = (api.HeartbeatBody, api.PodEvent, api.BootRequest)
-SCHEMA_OF = {2: "d814ba07454291f8", 3: "1a74955be5046b85"}
+SCHEMA_OF = {2: "d814ba07454291f8", 3: "1a74955be5046b85", 4: "1a74955be5046b85"}  # 4: laptop -> watchdog only
 
 
 def schema_digest() -> str:
