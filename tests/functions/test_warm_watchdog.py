@@ -23,7 +23,8 @@ def test_the_page_says_a_warm_pod_waits_for_its_next_job_until_its_warm_time_end
     said = next_step(world.settings, world.pod("warm"), ReaperMeta(last_run=world.now), world.now)
     ends = world.now + WARM_S - 120
     assert said == f"warm, no job: ends itself at {clock(ends)} (in 28 min) (results synced first), unless a job starts"
-    assert "kept 30 min after each job" in pod_card(world.deps, world.pod("warm"), ReaperMeta(last_run=world.now), world.now)
+    card = pod_card(world.deps, world.pod("warm"), ReaperMeta(last_run=world.now), world.now)
+    assert "kept 30 min after each job" in card and "a job is running" not in card
 
 
 def test_a_pod_that_is_not_warm_reads_as_before(world: World) -> None:
@@ -39,7 +40,7 @@ def test_the_phone_says_a_warm_pod_stays_for_the_next_job(world: World) -> None:
     world.event("warm", "job_exit", "job exited with code 0 after 4s; results: 1 file", exit_code=0, duration_s=4.0)
     world.event("warm", "job_exit", "job exited with code 1 after 4s; last line: boom", exit_code=1, duration_s=4.0)
     world.event("warm", "idle_warning", "warm pod, no job for 25 min (--warm 30 min): it syncs results/ and ends ...")
-    world.event("warm", "idle_destroy", "warm pod, no job for 30 min (--warm 30 min); results: 1 file", end_at=world.now)
+    world.event("warm", "idle_destroy", "warm pod, no job for 30 min (--warm 30 min); results: 1", end_at=world.now)
     ok, failed, warning, end = world.store.recent_notifications(4)
     assert ok.message.splitlines()[0] == (
         "Results synced; the pod stays warm for the next job: `gpuc run warm --sync --wait -- CMD`."

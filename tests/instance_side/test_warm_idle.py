@@ -47,7 +47,7 @@ def test_a_4_second_job_on_warm_1m_gets_no_warning_then_the_warm_time_counts_fro
     assert when(after, "notify:idle_warning") == [30.0], "warned halfway through the warm time, not at its start"
     assert when(after, "destroy") == [60.0], "ended a warm time after the job's end"
     warning, end = pod.functions.events[0], pod.functions.events[-1]
-    assert warning.message.startswith("warm pod, no job for 30 s (--warm 1 min): it syncs results/ and ends itself in 30 s")
+    assert warning.message.startswith("warm pod, no job for 30 s (--warm 1 min): it syncs results/ and ends itself")
     assert "gpuc run lp-abc123 --sync --wait -- CMD" in warning.message and "hung?" not in warning.message
     assert end.kind == "idle_destroy" and end.message.startswith("warm pod, no job for 1 min (--warm 1 min); results: ")
 
