@@ -179,6 +179,8 @@ def exit_codes(deps: Deps) -> dict[str, int]:
 def outcome(pod: StoredPod, now: float, exit_code: int | None = None) -> str:
     """How an ended pod ended, in a few words a person reads on a phone, and when."""
     words = _ENDED_BY.get(pod.ended_by or "", "ended")
+    if pod.ended_by == "idle" and pod.warm_s:
+        words = f"ended itself: warm, no job for {minutes(pod.warm_s)}"
     if pod.ended_by == "wrapper" and exit_code is not None:
         words = f"its job ended: {exit_outcome(exit_code)}"
     if pod.ended_by == "reaper" and pod.reason:

@@ -8,7 +8,7 @@ from watchdog_fakes import World
 
 from gpuc.core.titles import clock
 from gpuc.core.warm import warm_lead
-from gpuc.functions.actions.status_page import next_step, pod_card
+from gpuc.functions.actions.status_page import next_step, outcome, pod_card
 from gpuc.functions.reaper.record import ReaperMeta
 
 WARM_S = 1800.0
@@ -69,3 +69,10 @@ def test_a_warm_pods_first_line_fits_a_lock_screen_with_a_real_pods_id(world: Wo
     world.event(pod_id, "idle_warning", "warm pod, no job for 25 min (--warm 30 min): ...")
     for sent in world.store.recent_notifications(3):
         assert len(sent.message.splitlines()[0]) <= 120, sent.message
+
+
+def test_an_ended_warm_pod_reads_as_its_warm_time_over(world: World) -> None:
+    world.register("warm", warm_s=WARM_S)
+    world.event("warm", "idle_destroy", "warm pod, no job for 30 min (--warm 30 min); results: 1", end_at=world.now)
+    world.store.update_if("warm", {}, {"state": "ended", "ended_by": "idle", "end_at": world.now})
+    assert outcome(world.pod("warm"), world.now).startswith("ended itself: warm, no job for 30 min, ")
