@@ -335,9 +335,7 @@ def cost_line(q: Quote, opts: UpOptions, gpu: str, now: float) -> str:
     deadline (the pod's agent and the watchdog), never a provider field."""
     what = f"{gpu} x{opts.gpu_count}" if opts.gpu_count > 1 else gpu
     if opts.warm_job_s and q.envelope is None:
-        from gpuc.client.pods import warm
-
-        return warm.cost_line(q, opts, what, now)
+        return warm_cost_line(q, opts, what, now)
     ends = f"--max-hours {opts.max_hours:g}, ends at {clock_utc(now + opts.max_hours * 3600, now)}"
     held = "enforced by the pod's agent and the watchdog"
     if q.envelope is not None:
@@ -348,6 +346,21 @@ def cost_line(q: Quote, opts: UpOptions, gpu: str, now: float) -> str:
     price = f"${q.price_per_hour:.3f}/h for {what} ({q.source})"
     most = q.price_per_hour * opts.max_hours
     return f"price: {price}; at most ${most:.2f} by the deadline ({ends}), {held}"
+
+
+def warm_cost_line(q: Quote, opts: UpOptions, what: str, now: float) -> str:
+    """`up`'s price line for a warm pod whose deadline follows its jobs: what the budget holds for it."""
+    ends = clock_utc(now + opts.max_hours * 3600, now)
+    job, warm = short_span(opts.warm_job_s), short_span(opts.warm_s)
+    rule = (
+        f"one job of up to {job} (GPUC_WARM_JOB_HOURS) and its {warm} warm time, to its deadline at {ends}; each"
+        " `gpuc run` moves the deadline to as much after its start (--max-hours fixes it instead); enforced by the"
+        " pod's agent and the watchdog"
+    )
+    if q.price_per_hour is None:
+        return f"price: unknown ({q.source}) for {what}; no price to bound; warm pod: {rule}"
+    most = usd(q.price_per_hour * opts.max_hours)
+    return f"price: ${q.price_per_hour:.3f}/h for {what} ({q.source}); warm pod: the budget holds {most} for it, {rule}"
 
 
 def confirm(q: Quote, opts: UpOptions, gpu: str, ctx: Ctx, ask: Confirm | None) -> bool:

@@ -26,7 +26,6 @@ from gpuc.core.warm import warm_deadline
 ENDING = "it is ending"  # client/pods/run.py job_on_pod's words for a pod whose ending is under way
 
 if TYPE_CHECKING:
-    from gpuc.client.pods.plan import Quote, UpOptions
     from gpuc.client.runs import RunRecord
     from gpuc.core.api import PodRecord
     from gpuc.core.pod import Pod
@@ -37,21 +36,6 @@ def deadline_hours(settings: Settings, warm_s: float) -> float:
     """A warm pod's first deadline, in hours from its start, when --max-hours does not fix it."""
     hours = (warm_deadline(0.0, warm_s, settings.warm_job_hours)) / 3600
     return min(hours, settings.max_lifetime_hours)
-
-
-def cost_line(q: Quote, opts: UpOptions, what: str, now: float) -> str:
-    """`up`'s price line for a warm pod whose deadline follows its jobs: what the budget holds for it."""
-    ends = clock_utc(now + opts.max_hours * 3600, now)
-    job, warm = short_span(opts.warm_job_s), short_span(opts.warm_s)
-    rule = (
-        f"one job of up to {job} (GPUC_WARM_JOB_HOURS) and its {warm} warm time, to its deadline at {ends}; each"
-        " `gpuc run` moves the deadline to as much after its start (--max-hours fixes it instead); enforced by the"
-        " pod's agent and the watchdog"
-    )
-    if q.price_per_hour is None:
-        return f"price: unknown ({q.source}) for {what}; no price to bound; warm pod: {rule}"
-    most = usd(q.price_per_hour * opts.max_hours)
-    return f"price: ${q.price_per_hour:.3f}/h for {what} ({q.source}); warm pod: the budget holds {most} for it, {rule}"
 
 
 def kept_words(warm_s: float) -> str:

@@ -1,4 +1,4 @@
-"""A warm pod iterated on five times, as a user would (issue 37): `up --warm 1m`, then `run --sync --wait` four
+"""A warm pod iterated on five times, as a user would: `up --warm 1m`, then `run --sync --wait` four
 times with an edit, a crash and a `--clean` among them; reading every start line, `--wait`'s last line, `ls`,
 the status page, the phone's pushes and each job's own log; the budget holding one job and the warm time for
 the pod, not 12 h. The real CLI against local pods and the local watchdog (tests/localworld.py)."""
