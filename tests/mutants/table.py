@@ -498,6 +498,7 @@ from table_spot import MUTANTS_SPOT  # noqa: E402
 from table_vast import MUTANTS_VAST  # noqa: E402
 from table_wd import MUTANTS_WD  # noqa: E402
 from table_week1 import MUTANTS_WEEK1  # noqa: E402
+from table_warm import MUTANTS_WARM  # noqa: E402
 from table_week2 import MUTANTS_WEEK2  # noqa: E402
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -517,4 +518,5 @@ MUTANTS: tuple[Mutant, ...] = (
     *MUTANTS_VAST,
     *MUTANTS_RENTAL,
     *MUTANTS_RECOV,
+    *MUTANTS_WARM,
 )
