@@ -291,6 +291,9 @@ class DeadlineRequest(Strict):
     extend_s: float | None = Field(None, gt=0, le=MAX_LIMIT_S)
     # `gpuc keep`: never earlier than it is now, and only as far as the cap allows (capped, not refused)
     at_least: bool = False
+    # `gpuc run` on a warm pod moves its deadline with each job it starts (client/pods/warm.py): the user just
+    # asked for that job, and a push per job would be noise on the phone. Moved and recorded all the same.
+    quiet: bool = False
 
 
 class DeadlineAnswer(Strict):

@@ -93,7 +93,7 @@ def move_deadline(run: RunRecord, pod: Pod, ctx: Ctx) -> str | None:
     from gpuc.core.api import DeadlineRequest  # pydantic: only a warm pod's `run` loads it
 
     try:
-        answer = ctx.watchdog.deadline(pod.id, DeadlineRequest(deadline_at=wanted, at_least=True))
+        answer = ctx.watchdog.deadline(pod.id, DeadlineRequest(deadline_at=wanted, at_least=True, quiet=True))
     except GpucError as exc:
         return f"warm pod: its deadline was not moved for this job (the watchdog: {exc.message}); it holds as it was"
     capped = ", the latest its cap allows (GPUC_MAX_LIFETIME_HOURS from its start)" if answer.capped else ""

@@ -80,8 +80,10 @@ def test_a_warm_pod_iterated_on_five_times(world: World) -> None:
     # Five jobs: no idle warning while any of them ran (each slept 4 s, quiet), none said "hung?".
     warnings = [m for m in read_outbox(world.home / "outbox.jsonl") if m.kind == "idle_warning"]
     assert not any("hung?" in m.message for m in warnings), [m.message for m in warnings]
-    pushes = [m for m in read_outbox(world.home / "outbox.jsonl") if m.kind == "job_exit"]
+    outbox = read_outbox(world.home / "outbox.jsonl")
+    pushes = [m for m in outbox if m.kind == "job_exit"]
     assert len(pushes) == 5 and all("stays warm for the next job" in m.message for m in pushes)
+    assert [m.title for m in outbox if m.kind == "deadline"] == [], "a run's deadline move is no push of its own"
 
     # ls and the status page say the same: warm, no job, when it ends.
     assert wait_for(lambda: rows(world)[0].get("busy") is False, timeout_s=20), rows(world)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from watchdog_fakes import World
 
+from gpuc.core.api import DeadlineRequest
 from gpuc.core.titles import clock
 from gpuc.core.warm import warm_lead
 from gpuc.functions.actions.status_page import next_step, outcome, pod_card
@@ -76,3 +77,16 @@ def test_an_ended_warm_pod_reads_as_its_warm_time_over(world: World) -> None:
     world.event("warm", "idle_destroy", "warm pod, no job for 30 min (--warm 30 min); results: 1", end_at=world.now)
     world.store.update_if("warm", {}, {"state": "ended", "ended_by": "idle", "end_at": world.now})
     assert outcome(world.pod("warm"), world.now).startswith("ended itself: warm, no job for 30 min, ")
+
+
+def test_a_warm_pods_deadline_moved_for_its_next_job_is_recorded_without_a_push(world: World) -> None:
+    """`gpuc run` moves a warm pod's deadline with each job: the phone hears the job's end, not five moves."""
+    world.register("warm", warm_s=WARM_S, deadline_at=world.now + 3600)
+    before = len(world.store.recent_notifications(100))
+    quiet = DeadlineRequest(deadline_at=world.now + 7200, at_least=True, quiet=True)
+    moved = world.admin("POST", "/v1/pods/warm/deadline", quiet)
+    assert moved.status == 200 and world.pod("warm").deadline_at == world.now + 7200
+    assert len(world.store.recent_notifications(100)) == before
+    loud = DeadlineRequest(extend_s=3600)  # `gpuc extend`: said, as always
+    assert world.admin("POST", "/v1/pods/warm/deadline", loud).status == 200
+    assert world.store.recent_notifications(1)[0].title.startswith("exp deadline moved: destroys at")
