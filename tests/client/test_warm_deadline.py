@@ -48,6 +48,9 @@ def test_the_budget_holds_a_warm_pod_at_its_job_and_warm_time_not_12_hours(world
     budget = {"GPUC_MONTHLY_BUDGET": "1"}
     warm = world.gpuc("up", "warm", "-y", "--warm", "30m", **budget)
     assert warm.returncode == 0, warm.stderr  # $0.66 of $1; at 12 h ($5.28) it was refused
+    assert "no job started: warm pod: with no job for 30m it syncs and ends itself, and at the latest at" in (
+        warm.stdout + warm.stderr
+    )
     refused = world.gpuc("up", "other", "-y", "--max-hours", "2h", **budget)
     assert refused.returncode == 4, refused.stderr
     assert "$0.440/h x 1.5 h to its deadline" in refused.stderr, refused.stderr  # the warm pod, as held

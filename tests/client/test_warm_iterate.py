@@ -25,7 +25,7 @@ os.makedirs("results", exist_ok=True)
 n = len([f for f in os.listdir("results") if f.startswith("ckpt")])
 print(f"resuming from {n} checkpoints", flush=True)
 open(f"results/ckpt{n}.txt", "w").write("x" * (n + 1))
-time.sleep(float(os.environ.get("NAP", "4")))
+time.sleep(4)
 if sys.argv[1:] == ["crash"]:
     raise RuntimeError(f"boom in run {n}")
 print("done", flush=True)
@@ -106,7 +106,14 @@ def test_a_warm_pod_iterated_on_five_times(world: World) -> None:
     latest = world.gpuc("logs", "exp")
     assert "resuming from 0 checkpoints" in latest.stdout and "boom" not in latest.stdout
 
-    assert world.gpuc("down", pod_id).returncode == 0
+    # `gpuc results` brings every job's log with results/, then ends the pod.
+    got = world.gpuc("results", "exp", "--to", str(world.home.parent / "got"))
+    assert got.returncode == 0, got.stderr
+    copied = world.home.parent / "got"
+    assert sorted(p.name for p in (copied / "logs" / "jobs").glob("*.log")) == sorted(
+        f"{line.split()[1]}.log" for line in listed.stdout.splitlines()[1:]
+    )
+    assert (copied / "results" / "ckpt0.txt").exists() and (copied / "logs" / "job.log").exists()
     assert world.provider().list_pods() == []
 
 
@@ -122,7 +129,7 @@ def status_page(world: World) -> str:
 
 
 def test_a_second_job_while_one_runs_is_refused_in_a_warm_pods_words(world: World) -> None:
-    up = world.gpuc("up", "exp", "-y", "--warm", "1m", "--", "python", "train.py", NAP="30")
+    up = world.gpuc("up", "exp", "-y", "--warm", "1m", "--", "python", "-c", "import time; time.sleep(120)")
     assert up.returncode == 0, up.stderr
     pod_id = only_run(world).pod_id
     second = world.gpuc("run", "exp", "--", "python", "train.py")
@@ -132,6 +139,7 @@ def test_a_second_job_while_one_runs_is_refused_in_a_warm_pods_words(world: Worl
     assert "would destroy the pod" not in second.stderr
     cleaning = world.gpuc("run", "exp", "--clean", "--force", "--", "python", "train.py")
     assert cleaning.returncode == 4 and "--clean would empty results/ under it" in cleaning.stderr
+    assert world.gpuc("down", pod_id).returncode == 0
 
 
 def test_a_clean_the_pod_refuses_starts_no_job_and_says_nothing_was_deleted() -> None:
@@ -158,3 +166,13 @@ def test_a_clean_the_pod_refuses_starts_no_job_and_says_nothing_was_deleted() ->
         "results/ on p1: 3 file(s) removed (300 bytes), each at file:///b/exp/r1 as it was (--clean); 1 kept: "
         "fresh.txt (not at the destination as it is now)"
     )
+
+
+def test_a_warm_pod_that_is_ending_takes_no_more_jobs_and_says_how_to_start_another() -> None:
+    from gpuc.client.pods.warm import busy_refusal
+    from gpuc.client.runs import RunRecord
+
+    run = RunRecord("r1", "gpuc-r1", "local", "exp", "lp-1", "running", 0.0, warm_s=1800.0, warm_job_s=3600.0)
+    ending = busy_refusal("lp-1", "it is ending (its results sync and destroy are under way)", run)
+    assert ending.message == "pod lp-1: it is ending (its results sync and destroy are under way); it takes no more jobs"
+    assert ending.hint == "start a new warm pod: gpuc up exp --warm 30m -- CMD"
