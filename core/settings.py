@@ -163,6 +163,9 @@ class Settings:
     max_lifetime_hours: float = field(default=48.0, metadata={"gt": 0})
     deadline_warn_s: float = 15 * 60.0  # the pod notifies this long before its deadline
     deadline_lead_s: float = 2 * 60.0  # ...and starts its ending (sync first) this long before it
+    # a warm pod (`up --warm`) without --max-hours: its deadline is this job allowance plus the warm time after
+    # its start, then after each `gpuc run`'s start (core/warm.py); the budget holds that much for it
+    warm_job_hours: float = field(default=1.0, metadata={"gt": 0})
     # budget: a month's spend across providers, USD; None = no budget. `up` refuses a pod
     # whose worst case would cross it; the reaper alerts at the fraction and, at 100 %, pulls every running
     # pod's deadline in to now + budget_pull_in_s (once per pod: the user's later extension stands).

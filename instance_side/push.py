@@ -44,6 +44,7 @@ from gpuc.instance_side.sync import (
     Manifest,
     ResultsSync,
     destination,
+    per_job,
     scan_results,
     snapshot,
 )
@@ -271,7 +272,8 @@ def record_sync(dest: BucketSync, manifest: Manifest, paths: PodPaths, clock: Cl
         name: (size, listing.mtimes.get(name, 0) if listing.files.get(name) == size else 0)
         for name, size in manifest.files.items()
     }
-    beside = {name: (size, 0) for part in manifest.parts[1:] for name, size in part.files.items()}
+    # Not each job's own log (sync.per_job): the manifest is what a recovered attempt restores into results/.
+    beside = {name: (size, 0) for part in manifest.parts[1:] for name, size in part.files.items() if not per_job(name)}
     pushed = PushManifest(dest.describe(), clock.now(), {**stamps, **beside}, dict(manifest.keys))
     with try_lock(_lock_path(paths)) as held:
         if not held:

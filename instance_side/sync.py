@@ -687,6 +687,27 @@ class Unavailable:
 JOB_LOG_NAME = "logs/job.log"
 OUTCOME_NAME = "logs/outcome.json"
 ENTRIES_NAME = "logs/entries.json"  # the links recorded and the names escaped, when there are any
+# Each job's own log and outcome (logs/jobs/<job id>.log, .json), never overwritten by another job's, and the
+# list of every job the pod ran (what `gpuc logs POD --jobs` reads): a warm pod runs many.
+JOBS_DIR = "logs/jobs/"
+JOBS_INDEX = "logs/jobs.json"
+
+
+def per_job(name: str) -> bool:
+    """One of the per-job names beside the results (not the latest job's log and outcome)."""
+    return name.startswith(JOBS_DIR) or name == JOBS_INDEX
+
+
+def own_job_sources(paths: PodPaths) -> dict[str, Path]:
+    """The current job's own log and outcome, under the names they take at the destination."""
+    from gpuc.instance_side.joblog import job_files, read_outcome
+
+    outcome = read_outcome(paths)
+    own = job_files(paths, outcome.get("job_id") if outcome else None)
+    if own is None:
+        return {}
+    log, record = own
+    return {f"{JOBS_DIR}{log.name}": log, f"{JOBS_DIR}{record.name}": record}
 _OMITTED = "\n[gpuc: {n} bytes of the log omitted here to fit the destination]\n"
 
 
@@ -714,7 +735,9 @@ class JobLogSync:
             return results
         logs = self.inner.push(stage)
         parts = (results, logs)
-        beside = "job log and outcome" if {JOB_LOG_NAME, OUTCOME_NAME} & set(logs.files) else ENTRIES_NAME
+        beside = "job log and outcome" if {JOB_LOG_NAME, OUTCOME_NAME} & set(logs.files) else (
+            ENTRIES_NAME if ENTRIES_NAME in logs.files else JOBS_INDEX
+        )
         note = f"{results.summary()}; {beside} beside them" if logs.files else None
         return Manifest(
             results.destination, dict(results.files), note=note, parts=parts, links=results.links, keys=results.keys,
@@ -745,19 +768,23 @@ class JobLogSync:
     def _stage(self, results_dir: Path, results: Manifest) -> Path | None:
         stage = self.paths.log_stage
         shutil.rmtree(stage, ignore_errors=True)
-        sources = {JOB_LOG_NAME: self.paths.job_log, OUTCOME_NAME: self.paths.outcome}
+        from gpuc.instance_side.joblog import jobs_index
+
+        sources = {JOB_LOG_NAME: self.paths.job_log, OUTCOME_NAME: self.paths.outcome, **own_job_sources(self.paths)}
         wanted = {name: src for name, src in sources.items() if src.is_file() and not (results_dir / name).exists()}
         entries = entries_record(results) if not (results_dir / ENTRIES_NAME).exists() else None
-        if not wanted and entries is None:
+        index = jobs_index(self.paths) if not (results_dir / JOBS_INDEX).exists() else None
+        if not wanted and entries is None and index is None:
             return None
         try:
             for name, src in wanted.items():
                 target = stage / name
                 target.parent.mkdir(parents=True, exist_ok=True)
-                snapshot(src, target, self.log_limit if name == JOB_LOG_NAME else None)
-            if entries is not None:
-                (stage / ENTRIES_NAME).parent.mkdir(parents=True, exist_ok=True)
-                (stage / ENTRIES_NAME).write_text(entries, encoding="utf-8")
+                snapshot(src, target, self.log_limit if name.endswith(".log") else None)
+            for name, text in ((ENTRIES_NAME, entries), (JOBS_INDEX, index)):
+                if text is not None:
+                    (stage / name).parent.mkdir(parents=True, exist_ok=True)
+                    (stage / name).write_text(text, encoding="utf-8")
         except OSError as exc:
             raise SyncError(
                 f"cannot stage the job's log for the sync: {exc.strerror or exc}", hint="free space on /workspace"

@@ -48,23 +48,41 @@ def results(ctx: Ctx, pod: str, to: Path | None, note: str | None, dry_run: bool
     is_flag=True,
     help="The bytes as the pod wrote them, terminal escapes included (gpuc's own keys still masked).",
 )
+@click.option(
+    "--job",
+    "which",
+    default=None,
+    metavar="N|ID",
+    help="One job's own log (1: the run's first job, or its id), as the pod sent it at that job's end: a warm "
+    "pod runs many, and each keeps its own.",
+)
+@click.option("--jobs", "list_jobs", is_flag=True, help="List the run's jobs: number, id, start, how each ended.")
 @pass_ctx
-def logs(ctx: Ctx, pod: str, keep_following: bool, raw: bool) -> None:
+def logs(ctx: Ctx, pod: str, keep_following: bool, raw: bool, which: str | None, list_jobs: bool) -> None:
     """Show the job's output on POD (a pod id, pod name, run id, or an experiment: its latest run).
 
     While the pod lives it is read from the pod; after the destroy, from where the pod synced it beside
-    results/ (GPUC_RESULTS_BUCKET, the git remote, or the local provider's results folder).
+    results/ (GPUC_RESULTS_BUCKET, the git remote, or the local provider's results folder). Each job's own
+    log is kept there too, never overwritten by the next job's (logs/jobs/<id>.log): --jobs lists them,
+    --job N prints one.
 
     The output is the pod's: terminal escapes and control characters are stripped (a job could set the
     title, clear the screen or print a forged line of gpuc's), a carriage return becomes a newline, and a
     line starting like gpuc's own is marked [log]. --raw prints it untouched, e.g. into a file.
     """
-    from gpuc.client.jobs.logs import show
+    from gpuc.client.jobs.logs import show, show_job, show_jobs
     from gpuc.client.jobs.wait import say
 
+    if (which is not None or list_jobs) and keep_following:
+        raise ConfigError("-f follows the job running now; --job and --jobs read the jobs that ended", hint="drop -f")
     ctx.prefer_echo(say)
     with ctx:
-        show(ctx, pod, keep_following, raw=raw)
+        if list_jobs:
+            show_jobs(ctx, pod)
+        elif which is not None:
+            show_job(ctx, pod, which, raw)
+        else:
+            show(ctx, pod, keep_following, raw=raw)
 
 
 @click.command()
@@ -170,8 +188,10 @@ class _UpCommand(click.Command):
     default=None,
     metavar="DURATION",
     help="Keep the pod between jobs (30m): a job's end syncs results/ and notifies but does not destroy; "
-    "`gpuc run POD --sync --wait -- CMD` reruns on it; idle (no job, no ssh, GPU idle) this long, it syncs "
-    "and ends itself. The deadline and the budget hold as always; `gpuc down POD` ends it.",
+    "`gpuc run POD --sync --wait -- CMD` runs the next job on it (results/ carries over: `gpuc run --clean` "
+    "starts empty); idle (no job, no ssh, GPU idle) this long, it syncs and ends itself. Without --max-hours its "
+    "deadline is GPUC_WARM_JOB_HOURS (1) plus the warm time after its start, then after each `gpuc run`'s "
+    "start: the budget holds that much for it. `gpuc down POD` ends it.",
 )
 @click.option("-y", "--yes", is_flag=True, help="Create without asking (the price is still printed).")
 @click.option(
@@ -242,13 +262,21 @@ def up(
         raise ConfigError(
             "--interruptible needs --bid", hint="see `gpuc offers --interruptible` for min bids"
         )
+    warm_s = parse_duration(warm) if warm is not None else 0.0
+    if warm_s and max_hours is None:  # a warm pod's deadline follows its jobs (client/pods/warm.py)
+        from gpuc.client.pods.warm import deadline_hours
+
+        hours, warm_job_s = deadline_hours(settings, warm_s), settings.warm_job_hours * 3600
+    else:
+        hours = plan.parse_max_hours(max_hours) if max_hours is not None else settings.max_hours
+        warm_job_s = 0.0
     opts = plan.UpOptions(
         experiment=experiment,
         provider=provider or settings.provider,
         gpu=gpu,
         gpu_count=gpu_count,
         price_per_hour=price,
-        max_hours=plan.parse_max_hours(max_hours) if max_hours is not None else settings.max_hours,
+        max_hours=hours,
         interruptible=interruptible,
         bid=bid,
         offer_id=offer_id,
@@ -261,7 +289,8 @@ def up(
         if no_upload
         else upload.prepare(Path.cwd(), settings.upload_max_mb, settings.home, settings.named_secrets()),
         job_id=jobwait.new_job_id() if command else None,
-        warm_s=parse_duration(warm) if warm is not None else 0.0,
+        warm_s=warm_s,
+        warm_job_s=warm_job_s,
         confirm=None if yes or not ctx.on_terminal() else _ask,
         over_budget=over_budget,
         note=None if note is None else check_note(note),  # refused before anything is rented
@@ -317,6 +346,13 @@ def _ask(question: str) -> bool:
     metavar="NAME",
     help="Give this job a variable from your environment or .env, as `up --env` does (repeatable; a name only).",
 )
+@click.option(
+    "--clean",
+    is_flag=True,
+    help="Start with an empty results/ (on a warm pod it carries over from the last job): the pod pushes it first, "
+    "then removes only what the destination holds as it is; what was not pushed stays, and is named. A push that "
+    "fails removes nothing and starts no job.",
+)
 @click.option("--dry-run", is_flag=True, help="Print what would run; start nothing.")
 @pass_ctx
 def run(
@@ -328,15 +364,19 @@ def run(
     timeout: str | None,
     sync_code: bool,
     env_names: tuple[str, ...],
+    clean: bool,
     dry_run: bool,
 ) -> None:
-    """Run COMMAND on POD under the wrapper: on exit, sync → notify → destroy (a pod started with --warm is
-    kept, still warm, for the next `gpuc run POD --sync --wait -- CMD`).
+    """Run COMMAND on POD under the wrapper: on exit, sync → notify → destroy (a pod started with --warm
+    stays warm for the next `gpuc run POD --sync --wait -- CMD`, and each run moves its deadline to one job
+    and its warm time from then, unless `up --max-hours` fixed it).
 
-    Refused while POD still runs a job (checked on the pod): its exit would destroy the pod under that job,
-    and when what COMMAND runs (its script) is not on the pod. Without --wait, `run` returns once the job
-    has STARTED. With --sync the folder is checked here, before the pod is touched, and uploaded over the
-    pod's workspace (changed files replaced; files deleted here stay there; results/ is never touched).
+    Refused while POD still runs a job (checked on the pod): its exit would destroy the pod under that job
+    (a warm pod runs one job at a time), and when what COMMAND runs (its script) is not on the pod. Without
+    --wait, `run` returns once the job has STARTED. With --sync the folder is checked here, before the pod is
+    touched, and uploaded over the pod's workspace (changed files replaced; files deleted here stay there;
+    results/ is never touched). results/ carries over from the last job (a resumable script resumes it);
+    --clean starts it empty, removing only what the results destination already holds.
     """
     from gpuc.client.jobs import wait as jobwait  # lazy: see up
     from gpuc.client.onpod import upload
@@ -351,7 +391,8 @@ def run(
     job_env = job_variables(env_names, ctx)  # checked here, before the pod is touched
     job_id = jobwait.new_job_id()
     started = run_job(
-        pod, list(command), ctx, dry_run=dry_run, force=force, job_id=job_id, bundle=bundle, job_env=job_env
+        pod, list(command), ctx, dry_run=dry_run, force=force, job_id=job_id, bundle=bundle, job_env=job_env,
+        clean=clean,
     )
     if wait and not dry_run:
         jobwait.wait_and_exit(ctx, started, job_id=job_id, timeout_s=timeout_s)

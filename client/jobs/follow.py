@@ -27,6 +27,7 @@ from gpuc.client.jobs.podlog import CHUNK_BYTES, LogPrinter, PodLogRead, gpuc_se
 from gpuc.client.onpod.ask import OlderPod
 from gpuc.client.pods.survey import ledger_intake
 from gpuc.client.runs import RunRecord
+from gpuc.client.text import short_span
 from gpuc.core.api import PodRecord, StatusResponse
 from gpuc.core.errors import GpucError
 from gpuc.core.ledger import row_cost, row_hours
@@ -273,7 +274,7 @@ def report(ctx: Ctx, pod: Pod, run: RunRecord, state: Follow, *, job_id: str | N
         )
     if state.stopped == "kept":
         assert state.outcome is not None
-        return _kept(pod, state.outcome)
+        return _kept(pod, state.outcome, run.warm_s)
     if state.stopped == "unreadable":
         assert state.unreadable is not None
         return JobReport(
@@ -326,7 +327,7 @@ def report(ctx: Ctx, pod: Pod, run: RunRecord, state: Follow, *, job_id: str | N
     )
 
 
-def _kept(pod: Pod, outcome: JobOutcome) -> JobReport:
+def _kept(pod: Pod, outcome: JobOutcome, warm_s: float | None = None) -> JobReport:
     code = outcome.exit_code
     assert code is not None
     head = f"job exited with code {code} after {fmt_duration(outcome.duration_s)}"
@@ -335,6 +336,14 @@ def _kept(pod: Pod, outcome: JobOutcome) -> JobReport:
             KEPT_SYNC_FAILED_EXIT,
             f"{head}; results sync FAILED: pod {pod.id} is KEPT and billing. See gpuc logs {pod.id} and the"
             f" pod's .gpuc/agent.log; then gpuc down {pod.id} (or --force to give the results up)",
+        )
+    if outcome.ending == "kept_alive" and warm_s:
+        own = f" (kept: gpuc logs {pod.id} --job {outcome.job_id})" if outcome.job_id else ""
+        return JobReport(
+            code,
+            f"{head}; results and log synced{own}; pod {pod.id} stays warm, billing until it has had no job for"
+            f" {short_span(warm_s)}: gpuc run {pod.id} --sync --wait -- CMD runs the next job; gpuc down {pod.id}"
+            " ends it now",
         )
     if outcome.ending == "kept_alive":
         return JobReport(

@@ -257,9 +257,12 @@ class Destination:
         found = self.read(OUTCOME_NAME, most=OUTCOME_MAX_BYTES + 1)
         return None if found is None else parse_outcome(found.data, f"{found.place.describe()}{OUTCOME_NAME}")
 
-    def print_log(self, printer: LogPrinter, start: int = 0, part_bytes: int = READ_BYTES) -> Place | None:
-        """The job log from `start` into `printer`, read by parts; the place it came from, None if none has it."""
-        found = self.read(JOB_LOG_NAME, start, part_bytes)
+    def print_log(
+        self, printer: LogPrinter, start: int = 0, part_bytes: int = READ_BYTES, name: str = JOB_LOG_NAME
+    ) -> Place | None:
+        """The job log (`name`: one job's own, logs/jobs/<id>.log) from `start` into `printer`, read by parts;
+        the place it came from, None if none has it."""
+        found = self.read(name, start, part_bytes)
         if found is None:
             return None
         data, offset = found.data, start
@@ -267,7 +270,7 @@ class Destination:
             printer.feed(data)
             offset += len(data)
             try:
-                data = found.place.read(JOB_LOG_NAME, offset, part_bytes) or b""
+                data = found.place.read(name, offset, part_bytes) or b""
             except GpucError as exc:
                 self.errors.append(exc.message)
                 break

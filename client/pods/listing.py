@@ -80,18 +80,31 @@ def next_view(row: dict[str, object], now: float) -> str:
     attempt = row.get("attempt")  # a recovering run's pod (`up --recover`): "attempt 2/3"
     if isinstance(attempt, str):
         parts.append(attempt)
+    warm = row.get("warm_s")
+    if isinstance(warm, int | float):
+        parts.append(warm_view(row, warm))
     deadline = row.get("deadline_at")
     if isinstance(deadline, int | float):
         parts.append(f"deadline in {short_span(deadline - now)}")
     idle, ends = row.get("idle_s"), row.get("idle_destroy_in_s")
-    if row.get("busy"):
+    if isinstance(warm, int | float):
+        pass  # said above, in a warm pod's words
+    elif row.get("busy"):
         parts.append("busy")
     elif isinstance(idle, int | float) and isinstance(ends, int | float):
         parts.append(f"idle {short_span(idle)}, ends in {short_span(ends)}")
-    warm = row.get("warm_s")
-    if isinstance(warm, int | float):
-        parts.append(f"warm {short_span(warm)}")
     return "; ".join(parts) or "-"
+
+
+def warm_view(row: dict[str, object], warm: float) -> str:
+    """A warm pod (`up --warm`): a job running, or how long it has had none and when its warm time ends it."""
+    head = f"warm {short_span(warm)}"
+    idle, ends = row.get("idle_s"), row.get("idle_destroy_in_s")
+    if row.get("job_running"):
+        return f"{head}: job running"
+    if row.get("busy") is False and isinstance(idle, int | float) and isinstance(ends, int | float):
+        return f"{head}: no job for {short_span(idle)}, ends in {short_span(ends)}"
+    return f"{head}: no job, busy" if row.get("busy") else head
 
 
 def _hhmm(ts: float, now: float) -> str:

@@ -36,7 +36,7 @@ def job_on_pod(access: PodAccess, pod: Pod) -> str | None:
     if state.job_pid is not None:
         return f"a job is still running on it (pid {state.job_pid})"
     if state.ended in ("", pod.id) or state.ending:
-        return "it is ending (its results sync and destroy are under way)"
+        return "it is ending (its results sync and destroy are under way)"  # warm.ENDING
     return None
 
 
@@ -49,15 +49,20 @@ def run_job(
     job_id: str | None = None,
     bundle: Bundle | None = None,
     job_env: Mapping[str, str] | None = None,
+    clean: bool = False,
 ) -> Pod:
     """Start COMMAND under the wrapper. Refused while the pod runs a job (checked on the pod itself):
     the second job's exit would destroy the pod under the first. `force` starts it anyway. `bundle`
     (`run --sync`): the project, uploaded first; never under a running job, whose files it would change."""
-    _run, pod, provider = resolve_pod(ref, ctx)
+    run, pod, provider = resolve_pod(ref, ctx)
     if pod.status != "running":
         raise SafetyRefusal(f"pod {pod.id} is {pod.status}", hint="only a running pod can take a job")
     access = ctx.pod_access(provider, pod)
     busy = job_on_pod(access, pod)
+    if busy and not force and run.warm_s:
+        from gpuc.client.pods import warm  # lazy: `ls` and `down` load this module for look_up
+
+        raise warm.busy_refusal(pod.id, busy, run)
     if busy and not force:
         raise SafetyRefusal(
             f"pod {pod.id}: {busy}; a second job would destroy the pod when it exits, under the first",
@@ -67,6 +72,11 @@ def run_job(
         raise SafetyRefusal(
             f"pod {pod.id}: {busy}; --sync would change the files under it",
             hint=f"wait for it (gpuc ls), or run without --sync: gpuc run {pod.id} --force -- ...",
+        )
+    if busy and clean:
+        raise SafetyRefusal(
+            f"pod {pod.id}: {busy}; --clean would empty results/ under it",
+            hint=f"wait for it (`gpuc logs {pod.id} -f` follows it)",
         )
     if busy:
         ctx.echo(f"{pod.id}: {busy}; starting another anyway (--force)")
@@ -78,6 +88,8 @@ def run_job(
             ctx.echo(f"dry run: would upload {bundle.describe()} to {pod.id}")
         if job_env:
             ctx.echo(f"dry run: would give the job {', '.join(sorted(job_env))} (--env)")
+        if clean:
+            ctx.echo(f"dry run: would push results/ on {pod.id}, then remove what the destination holds (--clean)")
         ctx.echo(f"dry run: would start under the wrapper on {pod.id}: {short_command(command)}")
         return pod
     if bundle is not None:
@@ -90,9 +102,42 @@ def run_job(
             raise SafetyRefusal("a job with --env needs its job id", hint="report this as a bug")
         # Over ssh's stdin into a mode-600 file the job's wrapper reads and removes: never argv, never output.
         access.put_file(f"{STATE_DIR}/job-env/{job_id}", render_env_file(job_env).encode(), 0o600)
+    if clean:
+        ctx.echo(clean_results(access, pod))
+    if run.warm_s:
+        from gpuc.client.pods.warm import move_deadline  # lazy: as above
+
+        moved = move_deadline(run, pod, ctx)  # a warm pod's deadline follows its jobs
+        if moved is not None:
+            ctx.echo(moved)
     start_job(access, command, job_id)
-    ctx.echo(job_started(pod, command))
+    ctx.echo(job_started(pod, command, run.warm_s))
     return pod
+
+
+def clean_results(access: PodAccess, pod: Pod) -> str:
+    """`run --clean`: the pod pushes results/, then removes what the destination holds as it is (never what it
+    does not: instance_side/clean.py). Refused, starting no job, when it removed nothing for a reason."""
+    from gpuc.client.onpod.ask import clean_results as ask_clean
+
+    try:
+        done = ask_clean(access)
+    except OlderPod:
+        raise
+    except PodAnswerError as exc:
+        raise SafetyRefusal(
+            f"results/ on {pod.id} was not emptied: {exc.error or exc.message}; nothing was deleted and no job started",
+            hint=f"run without --clean (the job then finds the last job's results/), or `gpuc logs {pod.id}` "
+            "and the pod's .gpuc/agent.log",
+        ) from None
+    said = (
+        f"results/ on {pod.id}: {done.removed} file(s) removed ({done.removed_bytes} bytes), each at "
+        f"{done.destination} as it was (--clean)"
+    )
+    if done.kept_count:
+        more = f" (+{done.kept_count - len(done.kept)} more)" if done.kept_count > len(done.kept) else ""
+        said += f"; {done.kept_count} kept: {', '.join(done.kept[:5])}{more}"
+    return said
 
 
 def job_variables(names: Sequence[str], ctx: Ctx) -> dict[str, str]:
@@ -145,10 +190,13 @@ def start_job(access: PodAccess, command: list[str], job_id: str | None = None) 
     access.spawn(["python", "-m", "gpuc.instance_side", "run", *named, "--", *command], role="job")
 
 
-def job_started(pod: Pod, command: list[str]) -> str:
-    """Started is all `up` and `run` know without --wait: never said as if it had succeeded."""
-    return (
-        f"job STARTED on {pod.id}: {short_command(command)}\n"
-        f"  it runs on its own; when it exits the pod syncs results/ and the log, notifies you and destroys"
-        f" itself. Follow it: gpuc logs {pod.id} -f"
+def job_started(pod: Pod, command: list[str], warm_s: float | None = None) -> str:
+    """Started is all `up` and `run` know without --wait: never said as if it had succeeded. A warm pod
+    (`up --warm`) stays after the job: said in its own words."""
+    from gpuc.client.pods.warm import kept_words
+
+    then = kept_words(warm_s) if warm_s else (
+        "when it exits the pod syncs results/ and the log, notifies you and destroys itself"
     )
+    follow = f"Follow it: gpuc logs {pod.id} -f"
+    return f"job STARTED on {pod.id}: {short_command(command)}\n  it runs on its own; {then}. {follow}"

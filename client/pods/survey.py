@@ -152,7 +152,10 @@ def money_fields(
     row["deadline_at"] = deadline
     row["warm_s"] = run.warm_s if run and run.warm_s else None
     beat = rec.last_heartbeat if rec else None
+    row["job_running"] = None if beat is None else beat.job_running
     row["busy"] = None if beat is None else bool(beat.job_running or beat.idle_minutes == 0)
+    if row["warm_s"] and beat is not None and not beat.job_running and beat.busy_reason is None:
+        row["busy"] = False  # a warm pod whose job just ended: its warm time runs from 0, not "busy"
     idle_s = None if beat is None or row["busy"] else beat.idle_minutes * 60 + seen
     row["idle_s"] = round(idle_s) if idle_s is not None else None
     limit = row["warm_s"] if isinstance(row["warm_s"], float) else idle_destroy_s

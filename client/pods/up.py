@@ -30,7 +30,7 @@ from gpuc.client.interrupts import (
 from gpuc.client.onpod.provision import IMAGE_PYTHON, install_agent, provision
 from gpuc.client.onpod.script import check_command, check_in_bundle, put_project
 from gpuc.client.onpod.ssh import wait_for_ssh_endpoint
-from gpuc.client.pods import allowlist, plan, recovery
+from gpuc.client.pods import allowlist, plan, recovery, warm
 from gpuc.client.pods.plan import UpOptions, check_env_file, check_experiment
 from gpuc.client.pods.run import job_started, short_command, start_job
 from gpuc.client.text import clock_utc, short_span
@@ -125,7 +125,9 @@ def up(opts: UpOptions, ctx: Ctx) -> Pod | None:
         kit = recovery.kit_files(opts, ctx.settings, run_id)
         ctx.echo(f"  boot kit (gpuc's wheel and your project) written to {kit.place}")
     now = ctx.clock.now()
-    ctx.runs.record_intent(run_id, spec.name, opts.provider, opts.experiment, now, warm_s=opts.warm_s)
+    ctx.runs.record_intent(
+        run_id, spec.name, opts.provider, opts.experiment, now, warm_s=opts.warm_s, warm_job_s=opts.warm_job_s
+    )
     ctx.echo(f"creating {spec.name} on {opts.provider} ({opts.gpu}) ...")
     with stop_signals_raise():
         return _create_and_prepare(provider, spec, opts, ctx, secrets_env, recovery.Recovering(kit, priced.envelope))
@@ -170,6 +172,7 @@ def warn_running_experiment(provider: Provider, experiment: str, ctx: Ctx) -> No
         pods = provider.list_pods()
     except GpucError:
         return  # the create that follows meets the same outage and says so
+    close_gone_runs(provider.name, {p.id for p in pods}, experiment, ctx)
     runs = ctx.runs.by_pod_id()
     same = [
         p.id
@@ -183,6 +186,17 @@ def warn_running_experiment(provider: Provider, experiment: str, ctx: Ctx) -> No
             f"warning: experiment {experiment} already has a pod running at {provider.name}: {', '.join(same)}"
             f" (starting another; `gpuc down {same[0]}` ends it)"
         )
+
+
+def close_gone_runs(provider: str, listed: set[str], experiment: str, ctx: Ctx) -> None:
+    """This experiment's runs whose pods the provider no longer lists at all are over: a warm pod that ended
+    itself idle, a pod whose `up` did not wait. Else the experiment's name (`gpuc run exp`) would name two
+    open runs once this `up` adds its own, and be refused as ambiguous. Only runs that got to "running" (one
+    still being created by another `up` may not be listed yet); the phase is all this changes."""
+    for run in ctx.runs.all():
+        mine = run.experiment == experiment and run.provider == provider and run.phase == "running"
+        if mine and run.pod_id is not None and run.pod_id not in listed:
+            ctx.runs.set_phase(run.run_id, "ended", now=ctx.clock.now(), note="no longer listed at the provider")
 
 
 def _plan_up(spec: PodSpec, opts: UpOptions, echo: Echo) -> None:
@@ -244,6 +258,7 @@ def _after_create(
             deadline_at=deadline_at,
             recovery=recovering_plan,
             results_at=plan.results_prefix(ctx.settings, spec.experiment, spec.run_id),
+            warm_s=opts.warm_s or None,
         )
     )
     token = own or answer.token
@@ -284,7 +299,9 @@ def _after_create(
     ctx.echo(how_to_get_in(provider, pod))
     if opts.command:
         start_job(access, opts.command, opts.job_id)
-        ctx.echo(job_started(pod, opts.command))
+        ctx.echo(job_started(pod, opts.command, opts.warm_s))
+    elif opts.warm_s:
+        ctx.echo(warm.no_job_yet(pod.id, opts.warm_s, deadline_at, ctx.clock.now()))
     else:
         ctx.echo(no_job_yet(pod.id, ctx.settings.idle_destroy_s, deadline_at, ctx.clock.now()))
     return pod
