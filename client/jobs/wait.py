@@ -12,6 +12,7 @@ start at the screen's edge, passes for it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from typing import NoReturn
@@ -61,9 +62,16 @@ def wait_and_exit(ctx: Ctx, pod: Pod, *, job_id: str | None, timeout_s: float | 
     except KeyboardInterrupt:
         if state is not None:
             state.printer.flush()
-        sys.stdout.flush()
+        _flush_output()
         say(f"stopped waiting; the job goes on on {pod.id}: gpuc logs {pod.id} -f (gpuc down {pod.id} ends it)")
         sys.exit(STOPPED_WAITING_EXIT)
-    sys.stdout.flush()
+    _flush_output()
     say(result.line)
     sys.exit(result.exit_code)
+
+
+def _flush_output() -> None:
+    """The job's output before gpuc's last line. A reader that went away (`| head`) is no error of the job's:
+    the last line (stderr) and the exit code still say how it ended."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
