@@ -9,6 +9,7 @@ from pathlib import Path
 
 from gpuc.client.context import Ctx
 from gpuc.client.pods.run import look_up
+from gpuc.client.progress import Ticker
 from gpuc.client.runs import RunRecord
 from gpuc.core.api import EndRequest, RunRecovery
 from gpuc.core.errors import GpucError, NotFound, ProviderError, SafetyRefusal
@@ -129,10 +130,13 @@ def settled(run_id: str, ctx: Ctx) -> RunRecovery | None:
     """The run as the watchdog keeps it once no pass is inside an act on it (read after the stop: an act claimed
     before the stop sees it at its next step), or as it is after BUSY_WAIT_S."""
     waited = 0.0
+    every_s = ctx.settings.progress_every_s
+    ticker = Ticker("waiting for the watchdog to finish with the run", ctx.clock, say=ctx.echo, every_s=every_s)
     while True:
         now = ctx.watchdog.run(run_id)
         if now is None or now.busy is None or waited >= BUSY_WAIT_S:
             return now
+        ticker.tick(now.busy)
         ctx.clock.sleep(BUSY_POLL_S)
         waited += BUSY_POLL_S
 

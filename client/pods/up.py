@@ -33,6 +33,7 @@ from gpuc.client.onpod.ssh import wait_for_ssh_endpoint
 from gpuc.client.pods import allowlist, plan, recovery
 from gpuc.client.pods.plan import UpOptions, check_env_file, check_experiment
 from gpuc.client.pods.run import job_started, short_command, start_job
+from gpuc.client.progress import Ticker, ticking
 from gpuc.client.text import clock_utc, short_span
 from gpuc.core.api import RegisterRequest
 from gpuc.core.bootkit import onstart_script
@@ -319,21 +320,23 @@ def onto_pod(
             prepare(access)
         return access
     # RunPod reports RUNNING before the ssh port is mapped.
-    pod = wait_for_ssh_endpoint(provider, pod, clock=ctx.clock)
+    address = Ticker("waiting for its ssh address", ctx.clock, every_s=ctx.settings.progress_every_s)
+    pod = wait_for_ssh_endpoint(provider, pod, clock=ctx.clock, tick=address.tick)
     access = ctx.pod_access(provider, pod)
-    provision(
-        access,
-        pod,
-        spec,
-        ctx,
-        secrets_env,
-        token,
-        installer=pod_installer(ctx.settings),
-        before_bootstrap=prepare,
-        deadline_at=deadline_at,
-        job_needs_deps=job,
-        warm_s=warm_s,
-    )
+    with ticking("preparing the pod (gpuc, your code, the bootstrap)", every_s=ctx.settings.progress_every_s):
+        provision(
+            access,
+            pod,
+            spec,
+            ctx,
+            secrets_env,
+            token,
+            installer=pod_installer(ctx.settings),
+            before_bootstrap=prepare,
+            deadline_at=deadline_at,
+            job_needs_deps=job,
+            warm_s=warm_s,
+        )
     return access
 
 
@@ -346,6 +349,8 @@ def pod_installer(settings: Settings) -> Installer:
 def wait_running(provider: Provider, pod_id: str, ctx: Ctx, timeout_s: float) -> Pod:
     start = ctx.clock.now()
     last = ""
+    # A pipe or a file: a plain line every GPUC_PROGRESS_EVERY_S (30 s) instead of the \r line.
+    ticker = Ticker("booting", ctx.clock, every_s=ctx.settings.progress_every_s)
     while True:
         pod = provider.get(pod_id)
         if pod is None:
@@ -364,6 +369,7 @@ def wait_running(provider: Provider, pod_id: str, ctx: Ctx, timeout_s: float) ->
         if line != last and sys.stderr.isatty():
             print(line, end="", file=sys.stderr, flush=True)
             last = line
+        ticker.tick(pod.status)
         if waited > timeout_s:
             raise ProviderError(
                 f"pod {pod_id} not running after {timeout_s:.0f}s",
