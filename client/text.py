@@ -104,3 +104,15 @@ def drop_empty(
     """Leave out the `optional` columns that hold nothing in any row; the kept columns' old indexes."""
     keep = [i for i in range(len(headers)) if i not in optional or any(r[i] != empty for r in rows)]
     return [headers[i] for i in keep], [[r[i] for i in keep] for r in rows], keep
+
+
+def fmt_duration(seconds: float | None) -> str:
+    """A run's length in a sentence: 45s, 3m07s, 1h05m; "?" when not known."""
+    if seconds is None:
+        return "?"
+    s = round(max(0.0, seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"

@@ -7,12 +7,13 @@ from __future__ import annotations
 import sys
 
 from gpuc.client.context import Ctx
-from gpuc.client.jobs.follow import fmt_duration, follow, report
+from gpuc.client.jobs.follow import follow, report
 from gpuc.client.jobs.outcome_file import BadOutcome, JobOutcome
 from gpuc.client.jobs.places import Destination, LastPush, last_push, result_places
 from gpuc.client.jobs.podlog import LOG_PRINT_MAX, LogPrinter, gpuc_secrets, read_pod_log
 from gpuc.client.jobs.wait import say
 from gpuc.client.runs import RunRecord
+from gpuc.client.text import fmt_duration
 from gpuc.core.errors import GpucError, NotFound, SafetyRefusal
 from gpuc.core.pod import Pod
 

@@ -22,6 +22,7 @@ import click
 from gpuc.client.context import Ctx
 from gpuc.client.exits import STOPPED_WAITING_EXIT
 from gpuc.client.jobs.follow import Follow, follow, report
+from gpuc.client.pods.spent import spent_words
 from gpuc.core.clock import parse_duration
 from gpuc.core.errors import ConfigError
 from gpuc.core.pod import Pod, new_run_id
@@ -63,7 +64,10 @@ def wait_and_exit(ctx: Ctx, pod: Pod, *, job_id: str | None, timeout_s: float | 
         if state is not None:
             state.printer.flush()
         _flush_output()
-        say(f"stopped waiting; the job goes on on {pod.id}: gpuc logs {pod.id} -f (gpuc down {pod.id} ends it)")
+        say(
+            f"stopped waiting; the job goes on on {pod.id}: gpuc logs {pod.id} -f (gpuc down {pod.id} ends it)"
+            + spent_words(ctx, run.pod_id or pod.id)
+        )
         sys.exit(STOPPED_WAITING_EXIT)
     _flush_output()
     say(result.line)

@@ -33,11 +33,12 @@ from gpuc.client.onpod.ssh import wait_for_ssh_endpoint
 from gpuc.client.pods import allowlist, plan, recovery
 from gpuc.client.pods.plan import UpOptions, check_env_file, check_experiment
 from gpuc.client.pods.run import job_started, short_command, start_job
+from gpuc.client.pods.spent import spent_words
 from gpuc.client.progress import Ticker, ticking
 from gpuc.client.text import clock_utc, short_span
 from gpuc.core.api import RegisterRequest
 from gpuc.core.bootkit import onstart_script
-from gpuc.core.errors import GpucError, ProviderError
+from gpuc.core.errors import FunctionsError, GpucError, ProviderError
 from gpuc.core.ledger import sane_price, sane_ts
 from gpuc.core.models import PodSpec
 from gpuc.core.pod import WATCHDOG_ENV, Pod, new_run_id
@@ -388,6 +389,7 @@ def how_to_get_in(provider: Provider, pod: Pod) -> str:
 
 
 # -- the abort path ---------------------------------------------------------------------------------
+UP_STOPPED = "up stopped early: "  # the watchdog's note of the end (the status page shows why)
 WATCHDOG_END_LIMIT_S = 15.0  # after the destroy: only a false warning later is at stake, not money
 CLEANUP_LIMIT_S = 60.0  # the destroy's own retries fit; a provider that never answers does not hold the terminal
 FIND_TRIES = 3  # a pod whose create was cut off may take a moment to be listed (create_once looks as often)
@@ -432,7 +434,7 @@ def _abort(pod: Pod | None, spec: PodSpec, ctx: Ctx, exc: BaseException, begun: 
                 break
         for pod_id in destroyed:  # after the words: they say what happened, this only tidies the watchdog
             # onstart is set for a run with --recover only: its recovery is stopped too, so no attempt follows.
-            _end_at_watchdog(pod_id, ctx, f"up failed; destroyed ({why})", spec.run_id if spec.onstart else None)
+            _end_at_watchdog(pod_id, ctx, f"{UP_STOPPED}{why}", spec.run_id if spec.onstart else None)
         silence_broken_output()
 
 
@@ -467,7 +469,9 @@ def _destroy_made(pod: Pod | None, spec: PodSpec, ctx: Ctx, why: str, destroyed:
         lines[0] += " (the create's answer never came: found by its name)"
     if gone and _was_registered(spec, ctx):
         destroyed.append(pod.id)  # ended at the watchdog after this, outside the destroy's time limit
-    return lines + _close_books(pod.id, spec, ctx, f"up failed; destroyed ({why})")
+    books = _close_books(pod.id, spec, ctx, f"up failed; destroyed ({why})")
+    lines[0] += spent_words(ctx, pod.id)  # the ledger's row, closed just now: what the attempt cost
+    return lines + books
 
 
 def _was_registered(spec: PodSpec, ctx: Ctx) -> bool:
@@ -488,7 +492,14 @@ def _end_at_watchdog(pod_id: str, ctx: Ctx, note: str, recovering_run: str | Non
     with contextlib.suppress(GpucError, OSError, CleanupTimeout), time_limit(WATCHDOG_END_LIMIT_S):
         if recovering_run is not None:
             ctx.watchdog.stop_run(recovering_run)
-        ctx.watchdog.end(pod_id, EndRequest(end_at=ctx.clock.now(), by="down", note=note[:500]))
+        end = EndRequest(end_at=ctx.clock.now(), by="up", note=note[:500])
+        try:
+            ctx.watchdog.end(pod_id, end)
+        except FunctionsError as exc:
+            if exc.status != 400:
+                raise
+            # A watchdog older than "up" as an ender refuses the word: the end itself is what matters.
+            ctx.watchdog.end(pod_id, end.model_copy(update={"by": "down"}))
 
 
 def _close_books(pod_id: str | None, spec: PodSpec, ctx: Ctx, note: str) -> list[str]:

@@ -68,5 +68,5 @@ def test_a_pod_up_destroyed_itself_is_ended_at_the_watchdog_not_found_gone(world
     deps = world.deps()
     (record,) = deps.watchdog.status().pods
     # "ended": not a state the reaper's gone-at-the-provider warning is sent for (functions/reaper/actions.py)
-    assert (record.state, record.ended_by) == ("ended", "down"), record
+    assert (record.state, record.ended_by) == ("ended", "up"), record  # `up` ended it (the page says so)
     assert record.end_at is not None
