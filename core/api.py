@@ -409,7 +409,9 @@ class DeadlineAnswer(Strict):
 
 class EndRequest(Strict):
     end_at: Epoch
-    by: Literal["down", "wrapper", "idle", "reaper"] = "down"
+    # Who ended the pod: `gpuc down`; its job's wrapper; its idle watch; the reaper; `gpuc up` that stopped
+    # early (Ctrl-C, a failed install) and destroyed what it created.
+    by: Literal["down", "wrapper", "idle", "reaper", "up"] = "down"
     note: str | None = Field(None, max_length=500)
 
 

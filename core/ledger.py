@@ -218,6 +218,12 @@ def format_usd(value: float) -> str:
     return f"{value:.4f}"
 
 
+def money(usd: float) -> str:
+    """An amount in a sentence: $0.0021, $0.48, $12.34. Under a dollar it keeps four decimals: a 30-second
+    pod costs $0.0021, and "$0.00" reads as "free"."""
+    return f"${usd:.4f}" if abs(usd) < 1 else f"${usd:,.2f}"
+
+
 def format_price(value: float) -> str:
     return f"{value:.4f}".rstrip("0").rstrip(".") or "0"
 

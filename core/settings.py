@@ -185,6 +185,10 @@ class Settings:
     local_price_per_hour: float = 0.44
     local_gpu: str = "RTX 4090 (simulated)"
 
+    # the laptop's output: while gpuc waits (a boot, an ssh address, the bootstrap) and stderr is not a terminal
+    # (a pipe, a file, cron), a plain progress line this often (client/progress.py)
+    progress_every_s: float = field(default=30.0, metadata={"gt": 0, "finite": True})
+
     # the project `up` uploads into the pod's workspace (client/upload.py): refused over this size
     upload_max_mb: float = field(default=200.0, metadata={"gt": 0})
 

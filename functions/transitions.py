@@ -10,6 +10,7 @@ from typing import Any
 from gpuc.core import api
 from gpuc.core.clock import iso
 from gpuc.core.titles import clock, title
+from gpuc.functions import runs
 from gpuc.functions.app import Deps, announce
 from gpuc.functions.deadline import DEADLINE_ALERT, deadline_of, limit_of
 from gpuc.functions.edge import HttpError
@@ -129,6 +130,8 @@ def set_deadline(
         raise HttpError(400, "json validation error: deadline_at is in the past (`gpuc down` ends a pod now)")
     if wanted != current:
         move_deadline(deps, pod, now, wanted, via=via, quiet=body.quiet)
+        if pod.run_id is not None:
+            runs.move_envelope(deps.store, pod.run_id, wanted)
     return api.DeadlineAnswer(deadline_at=wanted, previous=current, limit_at=limit, capped=wanted < asked)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from gpuc.client.context import Ctx, pass_ctx
+from gpuc.client.context import Ctx, pass_ctx, talk
 from gpuc.client.exits import EXIT_CODES_HELP
 from gpuc.core.clock import parse_duration
 from gpuc.core.errors import ConfigError
@@ -37,7 +37,7 @@ def results(ctx: Ctx, pod: str, to: Path | None, note: str | None, dry_run: bool
     with ctx:
         where = copy_then_end(pod, ctx, to=to, note=note, dry_run=dry_run)
     if where is not None:
-        click.echo(f"results of {pod} are in {where}")
+        talk(f"results of {pod} are in {where}")
 
 
 @click.command()
@@ -103,7 +103,7 @@ def cp(ctx: Ctx, source: str, dest: str) -> None:
 
     with ctx:
         where = copy(source, dest, ctx)
-    click.echo(f"copied to {where}")
+    talk(f"copied to {where}")
 
 
 NO_NAME = "gpuc_up_no_name"
@@ -318,7 +318,7 @@ def _folder_name(ctx: Ctx) -> str:
 
 
 def _ask(question: str) -> bool:
-    return click.confirm(question, default=True)
+    return click.confirm(question, default=True, err=True)
 
 
 @click.command(epilog=EXIT_CODES_HELP)

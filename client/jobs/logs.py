@@ -8,13 +8,13 @@ import sys
 from dataclasses import dataclass
 
 from gpuc.client.context import Ctx
-from gpuc.client.jobs.follow import fmt_duration, follow, report
+from gpuc.client.jobs.follow import follow, report
 from gpuc.client.jobs.outcome_file import OUTCOME_MAX_BYTES, BadOutcome, JobOutcome, outcome_from, parse_outcome
 from gpuc.client.jobs.places import Destination, LastPush, last_push, result_places
 from gpuc.client.jobs.podlog import LOG_PRINT_MAX, LogPrinter, gpuc_secrets, read_pod_log
 from gpuc.client.jobs.wait import say
 from gpuc.client.runs import RunRecord
-from gpuc.client.text import clock_utc, render_table
+from gpuc.client.text import clock_utc, fmt_duration, render_table
 from gpuc.core.errors import ConfigError, GpucError, NotFound, SafetyRefusal
 from gpuc.core.pod import Pod
 from gpuc.core.podjson import Unreadable, loads

@@ -33,10 +33,12 @@ from gpuc.client.onpod.ssh import wait_for_ssh_endpoint
 from gpuc.client.pods import allowlist, plan, recovery, warm
 from gpuc.client.pods.plan import UpOptions, check_env_file, check_experiment
 from gpuc.client.pods.run import job_started, short_command, start_job
+from gpuc.client.pods.spent import spent_words
+from gpuc.client.progress import Ticker, ticking
 from gpuc.client.text import clock_utc, short_span
 from gpuc.core.api import RegisterRequest
 from gpuc.core.bootkit import onstart_script
-from gpuc.core.errors import GpucError, ProviderError
+from gpuc.core.errors import FunctionsError, GpucError, ProviderError
 from gpuc.core.ledger import sane_price, sane_ts
 from gpuc.core.models import PodSpec
 from gpuc.core.pod import WATCHDOG_ENV, Pod, new_run_id
@@ -338,21 +340,23 @@ def onto_pod(
             prepare(access)
         return access
     # RunPod reports RUNNING before the ssh port is mapped.
-    pod = wait_for_ssh_endpoint(provider, pod, clock=ctx.clock)
+    address = Ticker("waiting for its ssh address", ctx.clock, every_s=ctx.settings.progress_every_s)
+    pod = wait_for_ssh_endpoint(provider, pod, clock=ctx.clock, tick=address.tick)
     access = ctx.pod_access(provider, pod)
-    provision(
-        access,
-        pod,
-        spec,
-        ctx,
-        secrets_env,
-        token,
-        installer=pod_installer(ctx.settings),
-        before_bootstrap=prepare,
-        deadline_at=deadline_at,
-        job_needs_deps=job,
-        warm_s=warm_s,
-    )
+    with ticking("preparing the pod (gpuc, your code, the bootstrap)", every_s=ctx.settings.progress_every_s):
+        provision(
+            access,
+            pod,
+            spec,
+            ctx,
+            secrets_env,
+            token,
+            installer=pod_installer(ctx.settings),
+            before_bootstrap=prepare,
+            deadline_at=deadline_at,
+            job_needs_deps=job,
+            warm_s=warm_s,
+        )
     return access
 
 
@@ -365,6 +369,8 @@ def pod_installer(settings: Settings) -> Installer:
 def wait_running(provider: Provider, pod_id: str, ctx: Ctx, timeout_s: float) -> Pod:
     start = ctx.clock.now()
     last = ""
+    # A pipe or a file: a plain line every GPUC_PROGRESS_EVERY_S (30 s) instead of the \r line.
+    ticker = Ticker("booting", ctx.clock, every_s=ctx.settings.progress_every_s)
     while True:
         pod = provider.get(pod_id)
         if pod is None:
@@ -383,6 +389,7 @@ def wait_running(provider: Provider, pod_id: str, ctx: Ctx, timeout_s: float) ->
         if line != last and sys.stderr.isatty():
             print(line, end="", file=sys.stderr, flush=True)
             last = line
+        ticker.tick(pod.status)
         if waited > timeout_s:
             raise ProviderError(
                 f"pod {pod_id} not running after {timeout_s:.0f}s",
@@ -401,6 +408,7 @@ def how_to_get_in(provider: Provider, pod: Pod) -> str:
 
 
 # -- the abort path ---------------------------------------------------------------------------------
+UP_STOPPED = "up stopped early: "  # the watchdog's note of the end (the status page shows why)
 WATCHDOG_END_LIMIT_S = 15.0  # after the destroy: only a false warning later is at stake, not money
 CLEANUP_LIMIT_S = 60.0  # the destroy's own retries fit; a provider that never answers does not hold the terminal
 FIND_TRIES = 3  # a pod whose create was cut off may take a moment to be listed (create_once looks as often)
@@ -445,7 +453,7 @@ def _abort(pod: Pod | None, spec: PodSpec, ctx: Ctx, exc: BaseException, begun: 
                 break
         for pod_id in destroyed:  # after the words: they say what happened, this only tidies the watchdog
             # onstart is set for a run with --recover only: its recovery is stopped too, so no attempt follows.
-            _end_at_watchdog(pod_id, ctx, f"up failed; destroyed ({why})", spec.run_id if spec.onstart else None)
+            _end_at_watchdog(pod_id, ctx, f"{UP_STOPPED}{why}", spec.run_id if spec.onstart else None)
         silence_broken_output()
 
 
@@ -480,7 +488,9 @@ def _destroy_made(pod: Pod | None, spec: PodSpec, ctx: Ctx, why: str, destroyed:
         lines[0] += " (the create's answer never came: found by its name)"
     if gone and _was_registered(spec, ctx):
         destroyed.append(pod.id)  # ended at the watchdog after this, outside the destroy's time limit
-    return lines + _close_books(pod.id, spec, ctx, f"up failed; destroyed ({why})")
+    books = _close_books(pod.id, spec, ctx, f"up failed; destroyed ({why})")
+    lines[0] += spent_words(ctx, pod.id)  # the ledger's row, closed just now: what the attempt cost
+    return lines + books
 
 
 def _was_registered(spec: PodSpec, ctx: Ctx) -> bool:
@@ -501,7 +511,14 @@ def _end_at_watchdog(pod_id: str, ctx: Ctx, note: str, recovering_run: str | Non
     with contextlib.suppress(GpucError, OSError, CleanupTimeout), time_limit(WATCHDOG_END_LIMIT_S):
         if recovering_run is not None:
             ctx.watchdog.stop_run(recovering_run)
-        ctx.watchdog.end(pod_id, EndRequest(end_at=ctx.clock.now(), by="down", note=note[:500]))
+        end = EndRequest(end_at=ctx.clock.now(), by="up", note=note[:500])
+        try:
+            ctx.watchdog.end(pod_id, end)
+        except FunctionsError as exc:
+            if exc.status != 400:
+                raise
+            # A watchdog older than "up" as an ender refuses the word: the end itself is what matters.
+            ctx.watchdog.end(pod_id, end.model_copy(update={"by": "down"}))
 
 
 def _close_books(pod_id: str | None, spec: PodSpec, ctx: Ctx, note: str) -> list[str]:

@@ -157,6 +157,7 @@ _ENDED_BY = {
     "deadline": "ended at its deadline",
     "phone": "ended from the phone",
     "down": "ended by `gpuc down`",
+    "up": "destroyed by `gpuc up` as it stopped early",
     "reaper": "destroyed by the watchdog",
 }
 
@@ -185,6 +186,8 @@ def outcome(pod: StoredPod, now: float, exit_code: int | None = None) -> str:
         words = f"its job ended: {exit_outcome(exit_code)}"
     if pod.ended_by == "reaper" and pod.reason:
         words += f" ({pod.reason[:80]})"
+    if pod.ended_by == "up" and pod.note:  # gpuc's own note: why `up` stopped (Ctrl-C, a failed install)
+        words += f" ({pod.note.removeprefix('up stopped early: ')[:80]})"
     if pod.state == "destroying":
         words += "; being destroyed"
     if pod.end_at is not None:

@@ -23,19 +23,19 @@ def world(tmp_path: Path) -> Iterator[World]:
 def test_up_without_a_name_takes_the_folders_and_says_so_never_python(world: World) -> None:
     done = world.gpuc("up", "-y", "--wait", "--", "python", "train.py", "5")
     assert done.returncode == 5, done.stdout + done.stderr  # the whole command ran, "python" included
-    assert "no experiment name given: using this folder's, proj" in done.stdout
+    assert "no experiment name given: using this folder's, proj" in done.stderr
     assert only_run(world).experiment == "proj"
 
 
 def test_options_before_the_dashes_are_not_a_name(world: World) -> None:
     done = world.gpuc("up", "--gpu", "4090", "-y", "--dry-run", "--", "python", "train.py")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "using this folder's, proj" in done.stdout and "python train.py" in done.stdout
+    assert "using this folder's, proj" in done.stderr and "python train.py" in done.stderr
 
 
 def test_a_name_before_the_dashes_is_the_name(world: World) -> None:
     done = world.gpuc("up", "exp", "-y", "--dry-run", "--", "python", "train.py")
-    assert done.returncode == 0 and "no experiment name" not in done.stdout, done.stdout + done.stderr
+    assert done.returncode == 0 and "no experiment name" not in done.stderr, done.stdout + done.stderr
 
 
 def test_max_hours_takes_units_and_a_bare_number_stays_hours() -> None:
@@ -68,5 +68,5 @@ def test_a_pod_up_destroyed_itself_is_ended_at_the_watchdog_not_found_gone(world
     deps = world.deps()
     (record,) = deps.watchdog.status().pods
     # "ended": not a state the reaper's gone-at-the-provider warning is sent for (functions/reaper/actions.py)
-    assert (record.state, record.ended_by) == ("ended", "down"), record
+    assert (record.state, record.ended_by) == ("ended", "up"), record  # `up` ended it (the page says so)
     assert record.end_at is not None

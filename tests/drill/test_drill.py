@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from gpuc.client.cli import cli
+from gpuc.client.setup.drill_text import header, row_lines
 from gpuc.core.api import ReapReport
 from gpuc.functions import reaper
 from gpuc.functions.app import Deps
@@ -23,6 +24,7 @@ from gpuc.testkit.drill import FAULT_FREE, SCENARIOS, run_drill
 from gpuc.testkit.drill_ends import f3j_job_works_without_gpu
 from gpuc.testkit.drill_results import f8_sync_fails, f10_network_lost
 from gpuc.testkit.drill_silence import f5_agent_killed, f5c_clock_ahead
+from gpuc.testkit.drill_stage import RowResult, Stage
 
 pytestmark = pytest.mark.e2e  # minutes of real processes: `make quick` leaves them out
 
@@ -207,3 +209,36 @@ def test_a_restarted_agent_that_forgets_its_state_is_still_kept_but_a_never_push
     report = run_drill(scenarios=push_rows("f26f_pod_frozen_mid_job"))
     row = report.rows[0]
     assert row.results_lost > 0 and "no periodic push ran" in row.problems and not report.ok
+
+
+# -- `gpuc drill` prints each row as it is done, whole ------------------------------------------------------
+
+
+def test_each_row_is_heard_the_moment_it_is_done() -> None:
+    """The drill takes minutes: `gpuc drill` prints a row once it is done, not the table at the end."""
+    heard: list[str] = []
+
+    def first(stage: Stage) -> RowResult:
+        return RowResult("T1", "first", "nobody", 0.0, 1.0, "1 min")
+
+    def second(stage: Stage) -> RowResult:
+        assert heard == ["T1"], "the first row was out before the second ran"
+        return RowResult("T2", "second", "nobody", 0.0, 1.0, "1 min")
+
+    report = run_drill(scenarios=[first, second], on_row=lambda row: heard.append(row.row))
+    assert heard == ["T1", "T2"] == [r.row for r in report.rows]
+
+
+def test_a_rows_words_are_never_cut() -> None:
+    long = RowResult(
+        "T9", "a failure whose description runs well past forty-four characters of the old column",
+        "a very particular piece of the watchdog that catches it", 1.5, 2.0,
+        "the bound the SPEC gives, in words longer than the forty-eight characters the table once kept",
+        problems=["a problem, said whole"],
+    )
+    line, problem = row_lines(long)
+    assert line.startswith("T9    FAIL     1.5     2.0     0    0     0  ")  # a problem fails the row
+    for words in (long.failure, long.caught_by, long.bound_text):
+        assert words in line
+    assert problem == "  T9: a problem, said whole"
+    assert all(len(h) > 0 for h in header())
