@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from gpuc.core.clock import hours_text
 from gpuc.core.ledger import (
     LIVE,
     LedgerEntry,
@@ -393,7 +394,7 @@ class RunEnvelope:
     def line(self, recover: int) -> str:
         return (
             f"recovery: up to {recover} re-rent(s) after an outbid, all inside ONE envelope of ${self.usd:.2f} "
-            f"(${self.price_cap:.3f}/h GPU cap + ${self.disk_per_hour:.4f}/h disk x {self.max_hours:g} h from "
+            f"(${self.price_cap:.3f}/h GPU cap + ${self.disk_per_hour:.4f}/h disk x {hours_text(self.max_hours)} from "
             "the first start): the bound across every attempt, not per attempt"
         )
 
