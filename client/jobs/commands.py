@@ -89,13 +89,16 @@ def cp(ctx: Ctx, source: str, dest: str) -> None:
 
 
 NO_NAME = "gpuc_up_no_name"
+DASHES = "gpuc_up_dashes"
 
 
 class _UpCommand(click.Command):
     """`gpuc up -- python train.py`: click would take "python" for the experiment's name. Noted here, where
-    the raw arguments are still seen: EXPERIMENT is None then, and the command keeps its first word."""
+    the raw arguments are still seen: EXPERIMENT is None then, and the command keeps its first word. Whether
+    `--` was typed at all is noted too: `gpuc up python train.py` is refused (script.check_dashes)."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta[DASHES] = "--" in args
         if "--" in args:
             # The parser alone (no callbacks, no conversion) on what comes before `--`: a name there, or none.
             before, _rest, _order = self.make_parser(ctx).parse_args(args=args[: args.index("--")])
@@ -227,12 +230,16 @@ def up(
     # Lazy, in each command here: `gpuc ls` loads this module and must not pay for up's upload or waiting.
     from gpuc.client.jobs import wait as jobwait
     from gpuc.client.onpod import upload
+    from gpuc.client.onpod.script import check_dashes
     from gpuc.client.pods import plan
     from gpuc.client.pods.up import up as start_pod
     from gpuc.core.ledger import check_note
 
     settings = ctx.settings
-    if click.get_current_context().meta.get(NO_NAME) and experiment is not None:
+    meta = click.get_current_context().meta
+    if experiment is not None:  # before the folder's name is taken: a slip is said as typed
+        check_dashes(experiment, list(command), dashes=bool(meta.get(DASHES)))
+    if meta.get(NO_NAME) and experiment is not None:
         command = (experiment, *command)  # `up -- python train.py`: "python" is the command's, not a name
         experiment = _folder_name(ctx)
     plan.check_experiment(experiment)
@@ -351,7 +358,8 @@ def run(
     job_env = job_variables(env_names, ctx)  # checked here, before the pod is touched
     job_id = jobwait.new_job_id()
     started = run_job(
-        pod, list(command), ctx, dry_run=dry_run, force=force, job_id=job_id, bundle=bundle, job_env=job_env
+        pod, list(command), ctx, dry_run=dry_run, force=force, job_id=job_id, bundle=bundle, job_env=job_env,
+        wait=wait, here=Path.cwd(),
     )
     if wait and not dry_run:
         jobwait.wait_and_exit(ctx, started, job_id=job_id, timeout_s=timeout_s)
