@@ -34,6 +34,7 @@ from gpuc.core.ledger import (
     run_of,
     sane_price,
     sane_ts,
+    usd,
 )
 from gpuc.core.pod import Pod
 
@@ -173,10 +174,6 @@ def ledger_burns(entries: Sequence[LedgerEntry], records: Sequence[WatchdogRecor
     if strangers:
         notes.append(f"{strangers} open ledger row(s) unknown to the watchdog: fill their end in the ledger")
     return LaptopView(burns, notes)
-
-
-def usd(value: float) -> str:
-    return f"${value:,.2f}"
 
 
 def spend_text(spend: MonthSpend, budget: float | None = None) -> str:
