@@ -31,6 +31,9 @@ def results(ctx: Ctx, pod: str, to: Path | None, note: str | None, dry_run: bool
     For a pod kept because its results sync failed (it stops itself after the kept window, its disk
     kept). A stopped pod is resumed first, reached over ssh, copied, then destroyed; nothing is destroyed
     unless every name and size matches the pod's own listing. A pod gpuc did not start is refused.
+
+    A pod that is gone: its results/ and job log from its last push at the destination (its final sync, when
+    its job ended and synced), laid out the same, every size checked against that push's manifest.
     """
     from gpuc.client.jobs.results import results as copy_then_end  # startup: each command its own code
 
