@@ -3,6 +3,7 @@ start a job and, with --wait, follow it (client/jobs/wait.py); the pods they mak
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import click
@@ -95,7 +96,42 @@ NO_NAME = "gpuc_up_no_name"
 DASHES = "gpuc_up_dashes"
 
 
-class _UpCommand(click.Command):
+class _JobCommand(click.Command):
+    """A command that runs a job (`up`, `run`): an option of the job typed without `--` before it (`gpuc up
+    exp python train.py --lr 3e-4`) is click's "No such option"; said with the line that was meant."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        given = list(args)  # click's parser consumes the list it is given
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as exc:
+            if "--" in given or exc.option_name not in given:
+                raise
+            meant = self._meant(ctx, given, given.index(exc.option_name))
+            raise click.NoSuchOption(
+                exc.option_name,
+                message=f"No such option: {exc.option_name} (the job's options go after `--`: {meant})",
+                ctx=ctx,
+            ) from None
+
+    def _meant(self, ctx: click.Context, args: list[str], cut: int) -> str:
+        """The line with `--` where it belongs: gpuc's options and the name, then the job's words."""
+        before, _rest, _order = self.make_parser(ctx).parse_args(args=list(args[:cut]))
+        first = next(p.name for p in self.params if isinstance(p, click.Argument))
+        name = before.get(first)
+        words = [str(w) for w in before.get("command") or ()]
+        from gpuc.client.onpod.script import is_runner  # only on this error
+
+        options = list(args[:cut])
+        for word in ([name] if isinstance(name, str) else []) + words:
+            options.remove(word)
+        if isinstance(name, str) and is_runner(name) and self.name == "up":  # `gpuc up python train.py --lr 3`
+            words, name = [name, *words], "NAME"
+        head = [*ctx.command_path.split(), *([name] if isinstance(name, str) else []), *options]
+        return f"{shlex.join(head)} -- {shlex.join([*words, *args[cut:]])}"
+
+
+class _UpCommand(_JobCommand):
     """`gpuc up -- python train.py`: click would take "python" for the experiment's name. Noted here, where
     the raw arguments are still seen: EXPERIMENT is None then, and the command keeps its first word. Whether
     `--` was typed at all is noted too: `gpuc up python train.py` is refused (script.check_dashes)."""
@@ -302,7 +338,7 @@ def _ask(question: str) -> bool:
     return click.confirm(question, default=True)
 
 
-@click.command(epilog=EXIT_CODES_HELP)
+@click.command(cls=_JobCommand, epilog=EXIT_CODES_HELP)
 @click.argument("pod")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.option(

@@ -171,3 +171,14 @@ def test_run_after_a_pod_ended_suggests_up(world: World) -> None:
     done = world.gpuc("run", "once", "--", "python", "train.py")
     assert done.returncode == 3, said(done)
     assert "gpuc up once -- python train.py" in said(done)
+
+
+def test_an_option_of_the_job_without_dashes_says_where_it_goes(world: World) -> None:
+    done = world.gpuc("up", "exp", "-y", "python", "train.py", "--lr", "3e-4")
+    assert done.returncode == 2 and "No such option: --lr" in said(done), said(done)
+    assert "gpuc up exp -y -- python train.py --lr 3e-4" in said(done), said(done)
+    assert nothing_rented(world)
+    unnamed = world.gpuc("up", "python", "train.py", "--lr", "3e-4")
+    assert "gpuc up NAME -- python train.py --lr 3e-4" in said(unnamed), said(unnamed)
+    again = world.gpuc("run", "exp", "python", "train.py", "--lr", "3e-4")
+    assert again.returncode == 2 and "gpuc run exp -- python train.py --lr 3e-4" in said(again), said(again)
