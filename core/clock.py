@@ -84,7 +84,7 @@ def duration_seconds(text: str, *, bare_seconds: bool = False) -> float:
 def duration_text(seconds: float) -> str:
     """A duration as it is typed, to the second, that reads back as itself: 7m, 12h, 1h30m, 1m30s."""
     left = max(0, round(seconds))
-    parts = []
+    parts: list[str] = []
     for unit, size in (("h", 3600), ("m", 60), ("s", 1)):
         count, left = divmod(left, size)
         if count:
