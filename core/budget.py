@@ -34,8 +34,8 @@ from gpuc.core.ledger import (
     run_of,
     sane_price,
     sane_ts,
-    usd,
 )
+from gpuc.core.ledger import usd as usd  # re-exported: the money words' one formatter, where budgets are
 from gpuc.core.pod import Pod
 
 
