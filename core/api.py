@@ -13,6 +13,9 @@ Routes (the local server and the Lambda Function URL serve the same ones):
     POST /v1/reap                 admin   ReapRequest               -> ReapReport
     POST /v1/resume               admin                             -> Ack  (new pods paused from the phone)
     POST /v1/boot                 ticket  BootRequest               -> BootAnswer (a re-rented pod, once; 409: later)
+    POST /v1/grant                pod     GrantRequest (signed)     -> GrantAnswer (its run's own objects)
+    POST /v1/grant/list           pod     ListRequest (signed)      -> ListAnswer (its run's own objects)
+    POST /v1/grant/upload         pod     UploadRequest (signed)    -> UploadAnswer (a large file, in parts)
     GET  /v1/runs/{run_id}        admin                             -> RunRecovery
     POST /v1/runs/{run_id}/stop   admin                             -> Ack  (stop recovering)
     POST /v1/hooks/vast           Vast    Vast's signed webhook     -> {"ok": true} (a hint: wakes the reaper)
@@ -30,6 +33,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
+from gpuc.core.destinations import OBJECT_NAME_MAX, grant_name_problem
 from gpuc.core.gpubounds import reading_problem
 from gpuc.core.models import GpuReading, PodSpec, Strict
 from gpuc.core.pod import PodStatus
@@ -59,7 +63,8 @@ Count = Annotated[int, Field(ge=0, le=1_000_000)]
 # watchdog says at least this (client/pods/plan.py check_protocol). Raise it with every change to what a pod
 # sends; tests/functions/test_wire_protocol.py holds the schema this number stands for.
 # 3: a re-rented pod's BootRequest (POST /v1/boot), for a run recovering after an outbid.
-WIRE_PROTOCOL = 3
+# 4: a pod holds no S3 key: it asks for grants on its own run's prefix (GrantRequest, ListRequest, UploadRequest).
+WIRE_PROTOCOL = 4
 # The least protocol a watchdog must declare for `up --recover` (client/pods/recovery.py check_recovery_protocol):
 # one that keeps a run's RecoveryRequest, answers /v1/boot, /v1/runs/{id} and .../stop. An older one would
 # take the registration's `recovery` as an unknown field (4xx) or, worse, never re-rent. Its own constant, so
@@ -71,6 +76,8 @@ RECOVERY_PROTOCOL = 3
 # are core.signing's, which the pod imports without pydantic; imported above.
 
 PodId = str
+# The run's results prefix rides in the pod's claim (functions/claims.py), which a header carries: bounded.
+RESULTS_AT_MAX = 300
 EventKind = Literal[
     "agent_start",
     "job_exit",
@@ -123,6 +130,10 @@ class RegisterRequest(Strict):
     # `up --interruptible --recover N`: the watchdog re-rents this run after an outbid (functions/reaper/
     # respawn.py) inside the run's one envelope, and boots the new pod with no laptop from `recovery.kit`.
     recovery: RecoveryRequest | None = None
+    # The run's own results prefix at an s3:// destination, `s3://bucket/<prefix>/<experiment>/<run_id>`: the
+    # only objects this pod's grants reach (POST /v1/grant). The watchdog refuses one outside the bucket it
+    # holds a key for, or not ending in this pod's experiment and run id. None: no s3:// destination.
+    results_at: str | None = Field(None, min_length=6, max_length=RESULTS_AT_MAX)
 
 
 HEX64 = r"^[0-9a-f]{64}$"
@@ -132,7 +143,8 @@ URL_MAX = 4096  # a presigned S3 URL with a session token runs past 2 KB
 
 class BootKit(Strict):
     """What a re-rented pod needs to start with no laptop, as `up` left it for the run. The watchdog keeps it
-    (secrets included: the same allowlisted ones the first pod got, core/podsecrets.py) until the run ends,
+    (secrets included: the same allowlisted ones the first pod got, core/podsecrets.py, never the bucket's key:
+    each attempt is granted its run's prefix, functions/grants.py) until the run ends,
     and hands it to a new pod once, for its boot ticket (BootRequest). The files themselves are at the run's
     results destination, fetched by URL (file:// or a presigned https GET), checked by their sha256."""
 
@@ -271,6 +283,98 @@ class PodEvent(Strict):
     # The pod is kept for its results (its sync failed) and stops itself in this many seconds (F16): the
     # watchdog records when it heard it, never destroys it, and stops it if it is still running after.
     kept_left_s: Seconds | None = None
+
+
+# -- a pod's own run prefix at an s3:// destination (functions/grants.py, instance_side/grants.py) --------
+# The pod holds no S3 key: the watchdog, which does, signs short-lived URLs for the pod's own objects, by name
+# relative to its run's prefix (RegisterRequest.results_at). Never a DELETE, never a name outside the prefix.
+GRANT_BATCH = 50  # names (or parts) in one request: its answer of presigned URLs stays well under a megabyte
+GRANT_NAME_MAX = OBJECT_NAME_MAX
+PARTS_MAX = 10_000  # S3's part numbers
+
+
+def _names_ok(names: list[str]) -> list[str]:
+    for name in names:
+        if grant_name_problem(name) is not None:
+            raise ValueError("not a name inside the run's prefix")  # never echoed: stable wording at the edge
+    return names
+
+
+class GrantRequest(Strict):
+    """Presigned URLs to PUT or GET these objects of the pod's run (a name: `ckpt/step7.pt`)."""
+
+    pod_id: str = Field(min_length=1, max_length=128)
+    op: Literal["put", "get"]
+    names: list[str] = Field(min_length=1, max_length=GRANT_BATCH)
+
+    @field_validator("names")
+    @classmethod
+    def _names_ok(cls, names: list[str]) -> list[str]:
+        return _names_ok(names)
+
+
+class GrantedUrl(Strict):
+    name: str
+    url: str
+
+
+class GrantAnswer(Strict):
+    urls: list[GrantedUrl]
+    expires_in_s: float  # each URL's life from now (S3 checks it as a request starts)
+
+
+class ListRequest(Strict):
+    """One page of the run's own objects (names and sizes), listed by the watchdog with its key."""
+
+    pod_id: str = Field(min_length=1, max_length=128)
+    after: str | None = Field(None, min_length=1, max_length=GRANT_NAME_MAX)  # the last name of the page before
+
+
+class ListedObject(Strict):
+    name: str
+    size: int
+
+
+class ListAnswer(Strict):
+    objects: list[ListedObject]
+    more: bool = False  # another page follows, after the last name of this one
+
+
+class UploadRequest(Strict):
+    """A file too large for one PUT, in parts: `start` (the watchdog creates the upload), `parts` (URLs for
+    these part numbers), `complete` (the watchdog checks `count` parts holding `size` bytes are there, then
+    completes), `abort`."""
+
+    pod_id: str = Field(min_length=1, max_length=128)
+    op: Literal["start", "parts", "complete", "abort"]
+    name: str = Field(min_length=1, max_length=GRANT_NAME_MAX)
+    upload_id: str | None = Field(None, min_length=1, max_length=1024)
+    parts: list[Annotated[int, Field(ge=1, le=PARTS_MAX)]] = Field(default_factory=list, max_length=GRANT_BATCH)
+    count: int | None = Field(None, ge=1, le=PARTS_MAX)
+    size: int | None = Field(None, ge=0, le=5 * 1024**4)  # S3's largest object: 5 TiB
+
+    @field_validator("name")
+    @classmethod
+    def _name_ok(cls, name: str) -> str:
+        return _names_ok([name])[0]
+
+
+class PartUrl(Strict):
+    part: int
+    url: str
+
+
+class UploadAnswer(Strict):
+    upload_id: str | None = None
+    urls: list[PartUrl] = Field(default_factory=list)
+    expires_in_s: float | None = None
+
+
+class GrantScope(Strict):
+    """What a watchdog grants pods: the s3:// destination it holds a key for, and the endpoint it signs for."""
+
+    bucket: str  # s3://bucket or s3://bucket/prefix
+    endpoint_url: str | None = None
 
 
 class KeepRequest(Strict):
@@ -415,6 +519,9 @@ class StatusResponse(Strict):
     # The last Vast webhook delivery the watchdog verified (its slug and when; never its body): `gpuc doctor
     # --live` asks Vast for a signed test delivery and reads here that it arrived. None: none yet.
     vast_hook_last: VastHookSeen | None = None
+    # Where this watchdog grants a pod its run's own objects (None: it holds no results key): `up` refuses an
+    # s3:// destination it does not cover before renting.
+    results_grant: GrantScope | None = None
 
 
 class PageLinkRequest(Strict):

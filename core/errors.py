@@ -50,8 +50,12 @@ SendFailed                         (core.providers.podkey) one of the pod's exch
 AskError                           (instance_side.ask) no answer to the laptop's question: its JSON `error`
 Refused                            (functions.actions.wire) a phone channel's tap that did nothing: answered why
 TransportFailure                   (core.transport) one HTTP exchange got no answer: its kind says if it was sent
+LostClaim                          (functions.reaper.recovering) the act's claim taken by another pass: it stops
 _NotVerified                       (instance_side.push) a push the destination does not list back: not recorded
 RestoreError                       (instance_side.resume) the last push could not be restored: the job not started
+_Again                             (instance_side.grants) one S3 transfer that may pass: retried with a fresh URL
+BucketError                        (functions.bucket) the results bucket did not answer the watchdog: a 503, retried
+PartsMismatch                      (functions.bucket) an upload's parts are not what the pod sent: not completed (409)
 Interrupted                        (client.interrupts) a stop signal while `up` holds a pod: destroy, then exit
 CleanupTimeout                     (client.interrupts) the abort's destroy ran out of time: left to the watchdog
 """

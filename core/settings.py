@@ -186,7 +186,7 @@ class Settings:
     upload_max_mb: float = field(default=200.0, metadata={"gt": 0})
 
     # secrets to the pod (core/podsecrets.py): the names, comma-separated, that go to the pod
-    # beyond HF_TOKEN and the results keys (GPUC_POD_SECRETS=WANDB_API_KEY,OPENAI_API_KEY); never values
+    # beyond HF_TOKEN and the git token (GPUC_POD_SECRETS=WANDB_API_KEY,OPENAI_API_KEY); never values
     pod_secrets: str | None = None
 
     # results

@@ -67,6 +67,9 @@ class StoredPod(PodRecord):
     # every heartbeat answer until it acts (it acts once per intent_at); an "end" it cannot act on is the reaper's.
     intent: str | None = None
     intent_at: float | None = None
+    # The run's own prefix at an s3:// destination (core.api.RegisterRequest.results_at): the only objects the
+    # pod's grants reach (functions/grants.py). None: no grant.
+    results_at: str | None = None
 
     def to_record(self) -> PodRecord:
         return PodRecord.model_validate(self.model_dump(include=set(PodRecord.model_fields)))
@@ -94,6 +97,7 @@ class PodAuth(BaseModel):
     kept_until: float | None = None
     price_per_hour: float | None = None
     last_seen: float | None = None  # a claim issued after it: this store missed what it said (an old backup)
+    results_at: str | None = None  # what the pod's grants reach (functions/grants.py), and its claim carries
 
 
 AUTH_FIELDS = (
@@ -113,6 +117,7 @@ AUTH_FIELDS = (
     "kept_until",
     "price_per_hour",
     "last_seen",
+    "results_at",
 )
 
 
@@ -183,6 +188,7 @@ _REGISTRATION_FIELDS = (
     "policy",
     "key",
     "deadline_at",
+    "results_at",
 )
 
 
@@ -195,6 +201,11 @@ def reregistration_changes(old: StoredPod, pod: StoredPod) -> dict[str, Any]:
         changes["last_seq"] = -1  # a new token starts a new seq stream
     if old.origin == "adopted":
         changes["registered_at"] = pod.registered_at
+        if pod.run_id is not None and old.run_id is None:
+            # A pass listed the pod between its create and this register and took it for a stray: the run's
+            # marks come with the register, else the first pod of a recovering run names no run (its paused pod
+            # judged by the paused-pod rule; its ledger row closed at the first outbid as a pod of its own).
+            changes.update(run_id=pod.run_id, attempt=pod.attempt)
     return changes
 
 

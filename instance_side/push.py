@@ -5,8 +5,9 @@ last manifest, or that it does not list. Each file sent is verified by name and 
 as the final sync verifies (sync.py); only then does the manifest move. A file changed within the last
 SETTLE_S seconds is still being written: it waits for the next push (a checkpoint half written would
 verify by its size at the moment it was read, and be wrong). Files are streamed by the destination's own
-copy (boto3's upload_file, shutil.copyfile): nothing here reads a file, and nothing is hashed, so checking
-an unchanged tree of 10,000 files is a walk and a dict compare (bench/push_scan.py).
+copy (a PUT through the run's grant, instance_side/grants.py; shutil.copyfile): nothing here reads a file,
+and nothing is hashed, so checking an unchanged tree of 10,000 files is a walk and a dict compare
+(bench/push_scan.py).
 
 The manifest is kept twice: on the pod (`<state>/push-manifest.json`, what the next push compares with)
 and at the destination beside the results (`logs/push-manifest.json`, written after the files it lists
@@ -14,7 +15,7 @@ verified), so a later pod (spot recovery) or the laptop after the pod is gone (`
 what the last push left there, and when.
 
 A push runs as its own process (`python -m gpuc.instance_side push`, started by the agent), at low CPU and
-I/O priority: the agent's heartbeats never wait on an upload, boto3 never weighs on the agent's memory,
+I/O priority: the agent's heartbeats never wait on an upload, an upload never weighs on the agent's memory,
 and a push under way finishes even if the agent dies. One push at a time (push.lock). Its outcome is
 `<state>/push.json`: what the heartbeat reports to the watchdog (when, how many files, where).
 

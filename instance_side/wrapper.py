@@ -46,6 +46,7 @@ from gpuc.instance_side.podfiles import (
 from gpuc.instance_side.podlog import PodLog
 from gpuc.instance_side.procs import job_stamp
 from gpuc.instance_side.resume import RestoreError, restore
+from gpuc.instance_side.sync import run_objects
 
 _CAUGHT = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _FROM_TERMINAL = (signal.SIGINT, signal.SIGHUP)
@@ -388,7 +389,7 @@ class JobWrapper:
         if not source:
             return True
         try:
-            names = restore(source, self.paths.results)
+            names = restore(source, self.paths.results, objects=run_objects(self.ender.sync))
         except (RestoreError, OSError) as exc:
             self.log.line(f"could not restore the last push into results/: {exc}; the job is not started")
             return False

@@ -12,7 +12,7 @@ from ctxfakes import StatusView
 
 from gpuc.client.context import Ctx
 from gpuc.client.runs import RunStore
-from gpuc.core.api import WIRE_PROTOCOL, StatusResponse
+from gpuc.core.api import WIRE_PROTOCOL, GrantScope, StatusResponse
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ProviderError
 from gpuc.core.models import Balance, Offer, PodSpec
@@ -63,10 +63,14 @@ class HealthyWatchdog(StatusView):
 
     def __init__(self, clock: FakeClock) -> None:
         self.clock = clock
+        self.results_grant: GrantScope | None = None  # where it grants pods their runs' prefixes (s3://)
 
     def status(self) -> StatusResponse:
         now = self.clock.now()
-        return StatusResponse(server_time=now, reaper_last_run=now, reaper_period_s=300, protocol=WIRE_PROTOCOL)
+        return StatusResponse(
+            server_time=now, reaper_last_run=now, reaper_period_s=300, protocol=WIRE_PROTOCOL,
+            results_grant=self.results_grant,
+        )  # fmt: skip
 
 
 def make_deps(settings: Settings, provider: Provider, lines: list[str]) -> Ctx:

@@ -18,9 +18,11 @@ billed, then destroyed (or worse, left running without a watchdog that can hear 
   names the floor and `gpuc offers --interruptible`;
 - the watchdog runs a gpuc that takes this pod's heartbeats (check_protocol): an older watchdog refuses a
   field it does not know with a 4xx, the pod counts as silent, and is destroyed with its job;
+- an s3:// destination is one the watchdog holds the key for and signs for the same endpoint
+  (check_results_grant): the pod holds no key, and its results go only where the watchdog grants;
 - `--max-hours` is within the user's cap (max_lifetime_hours): no deadline may lie past it.
 - the secrets for the pod are an allowlist (core/podsecrets.py): their names are printed, a forbidden
-  name in GPUC_POD_SECRETS is refused, results keys that also deploy the watchdog are warned about.
+  name in GPUC_POD_SECRETS is refused, a value sent that also deploys the watchdog is warned about.
 
 Then `quote` reads the price (the offer `up` will rent, or the provider's listed price), `check_budget`
 refuses a pod whose worst case (price x --max-hours) would cross the month's budget, counted with the month's
@@ -215,6 +217,55 @@ def check_protocol(status: StatusResponse, settings: Settings) -> None:
         hint="redeploy it (`gpuc watchdog deploy`) or restart `gpuc watchdog serve` with this gpuc, then `gpuc up` "
         "again",
     )
+
+
+def results_prefix(settings: Settings, experiment: str, run_id: str) -> str | None:
+    """The run's own prefix at an s3:// destination (RegisterRequest.results_at): all its pods' grants reach."""
+    from gpuc.core.destinations import S3Location
+
+    bucket = settings.results_bucket or ""
+    return S3Location.parse(bucket).run_url(experiment, run_id) if bucket.startswith("s3://") else None
+
+
+def check_results_grant(status: StatusResponse, settings: Settings) -> None:
+    """An s3:// destination: the pod holds no key, the watchdog grants it its run's prefix. So the watchdog must
+    hold the key for this bucket and sign for the endpoint this laptop reads, or the results go nowhere."""
+    from gpuc.core.api import RESULTS_AT_MAX
+    from gpuc.core.destinations import GRANT_KEY_HINT, S3Location
+
+    bucket = settings.results_bucket or ""
+    if not bucket.startswith("s3://"):
+        return
+    here = S3Location.parse(bucket)
+    longest = here.run_url("e" * 64, "r" * 41)  # the longest experiment and run id (core.models)
+    if len(longest) > RESULTS_AT_MAX or not (longest.isascii() and longest.isprintable()):
+        raise ConfigError(
+            f"GPUC_RESULTS_BUCKET={bucket} is too long or not plain ASCII for a pod's grant (at most "
+            f"{RESULTS_AT_MAX} characters with the experiment and run id; it rides in the pod's signed claim)",
+            hint="use a shorter, ASCII prefix",
+        )
+    scope = status.results_grant
+    where = f"the watchdog at {settings.functions_url}"
+    if scope is None:
+        raise ConfigError(
+            f"{where} holds no key for {bucket}; a pod holds none either (it gets short-lived URLs for its own run's "
+            "prefix from the watchdog), so its results could not be sent; nothing was created",
+            hint=GRANT_KEY_HINT,
+        )
+    granted = S3Location.parse(scope.bucket)
+    inside = not granted.prefix or here.prefix == granted.prefix or here.prefix.startswith(granted.prefix + "/")
+    if granted.bucket != here.bucket or not inside:
+        raise ConfigError(
+            f"{where} grants pods prefixes in {scope.bucket} only, not in {bucket}; nothing was created",
+            hint=f"set GPUC_RESULTS_BUCKET inside {scope.bucket}, or {GRANT_KEY_HINT}",
+        )
+    if (scope.endpoint_url or "").rstrip("/") != (settings.s3_endpoint_url or "").rstrip("/"):
+        theirs, ours = scope.endpoint_url or "AWS S3", settings.s3_endpoint_url or "AWS S3"
+        raise ConfigError(
+            f"{where} signs for {theirs}, but this laptop reads results at {ours}: the pod's results would land "
+            "where you do not look; nothing was created",
+            hint=f"set the same GPUC_S3_ENDPOINT_URL on both: {GRANT_KEY_HINT}",
+        )
 
 
 def check_rentable(provider: Provider, opts: UpOptions) -> None:

@@ -209,8 +209,8 @@ def _sha256(data: bytes | None) -> str | None:
 def _write_s3(
     settings: Settings, bucket: str, run_id: str, wheel: Wheel, project: bytes | None, expires_s: int
 ) -> KitFiles:
-    """The kit with the results keys and endpoint the pod and `gpuc logs` use (client/jobs/places.py), and
-    presigned GETs: the pod that fetches it holds no key until its boot answer."""
+    """The kit written with the results keys and endpoint the laptop reads with (client/jobs/places.py), and
+    presigned GETs: the pod that fetches it holds no key, then or ever (its results go through grants)."""
     from gpuc.core.destinations import S3Location
 
     where = S3Location.parse(bucket)
@@ -235,8 +235,8 @@ def _write_s3(
 def _kit_client(settings: Settings) -> Any:
     """The results bucket's client with its own keys and endpoint, as the pod and `gpuc logs` reach it
     (client/jobs/places.py): `up` proved them on this bucket before (core/destcheck.py)."""
-    from gpuc.core.destinations import s3_client
     from gpuc.core.podsecrets import S3_KEYS
+    from gpuc.core.s3client import s3_client
 
     creds = {
         S3_KEYS[0]: settings.s3_access_key_id.get_secret_value() if settings.s3_access_key_id else "",
@@ -289,6 +289,10 @@ def results_at(settings: Settings, experiment: str, run_id: str) -> str:
     """The run's push destination, as instance_side/sync.py builds it: `<bucket>/<experiment>/<run_id>`
     (GPUC_RESUME_FROM of every later attempt)."""
     bucket = (settings.results_bucket or "").rstrip("/")
+    if bucket.startswith("s3://"):
+        from gpuc.core.destinations import S3Location
+
+        return S3Location.parse(bucket).run_url(experiment, run_id)  # the prefix its grants reach
     return f"{bucket}/{experiment}/{run_id}"  # both checked names (PodSpec): nothing to escape
 
 

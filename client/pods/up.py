@@ -101,6 +101,7 @@ def up(opts: UpOptions, ctx: Ctx) -> Pod | None:
     # A pod nobody watches is the most expensive kind: refuse before creating anything.
     watched = ctx.watchdog.status()
     plan.check_protocol(watched, ctx.settings)  # an older watchdog: 4xx to every heartbeat, the pod destroyed
+    plan.check_results_grant(watched, ctx.settings)  # s3://: the watchdog, not the pod, holds the bucket's key
     if opts.recover:
         recovery.check_recovery_protocol(watched, ctx.settings)  # an older one would never re-rent the run
     if watched.new_pods_paused:  # "pause new pods" from the phone: the sentence says how to resume
@@ -244,6 +245,7 @@ def _after_create(
             interruptible=spec.interruptible,
             deadline_at=deadline_at,
             recovery=recovering_plan,
+            results_at=plan.results_prefix(ctx.settings, spec.experiment, spec.run_id),
         )
     )
     token = own or answer.token

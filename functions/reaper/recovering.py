@@ -41,6 +41,7 @@ from gpuc.functions import runs
 from gpuc.functions.app import announce
 from gpuc.functions.claims import token_for
 from gpuc.functions.deadline import deadline_of
+from gpuc.functions.grants import results_at_of_run
 from gpuc.functions.reaper.recover import Decision, Offer, RecoveryPlan, progress_text, stop_text
 from gpuc.functions.reaper.respawn import RecoveringRun, attempt_spec, create_attempt, look, recheck
 from gpuc.functions.reaper.state import Pass, describe
@@ -434,6 +435,8 @@ def _register(run: Pass, stored: StoredRun) -> None:
         registered_at=run.now, deadline_at=stored.envelope.deadline, run_id=stored.run_id, attempt=attempt,
         key=derive_key(token) if token is not None else "", interruptible=acting.interruptible,
         policy=first.policy if first is not None else Policy.model_validate({}),
+        # The same run's prefix as every attempt before: its grants reach that, and nothing else (grants.py).
+        results_at=results_at_of_run(deps.settings, stored.request.results_at, stored.experiment, stored.run_id),
     )  # fmt: skip
     deps.store.register(record)
     # A pass that listed it meanwhile took it for a stray (adopted): a register rewrites what `up` would,

@@ -21,7 +21,15 @@ from gpuc.client.context import Ctx
 from gpuc.client.pods.plan import UpOptions
 from gpuc.client.pods.up import up
 from gpuc.client.runs import RunStore
-from gpuc.core.api import RECOVERY_PROTOCOL, Ack, EndRequest, RegisterAnswer, RegisterRequest, StatusResponse
+from gpuc.core.api import (
+    RECOVERY_PROTOCOL,
+    WIRE_PROTOCOL,
+    Ack,
+    EndRequest,
+    RegisterAnswer,
+    RegisterRequest,
+    StatusResponse,
+)
 from gpuc.core.bootkit import onstart_script
 from gpuc.core.budget import run_envelope_usd
 from gpuc.core.clock import FakeClock
@@ -45,7 +53,7 @@ class Stop(GpucError):
 class RecordingWatchdog(HealthyWatchdog):
     """A watchdog that declares `protocol`, and records each registration (then stops `up` there)."""
 
-    def __init__(self, clock: FakeClock, protocol: int = RECOVERY_PROTOCOL) -> None:
+    def __init__(self, clock: FakeClock, protocol: int = max(RECOVERY_PROTOCOL, WIRE_PROTOCOL)) -> None:
         super().__init__(clock)
         self.protocol = protocol
         self.registered: list[RegisterRequest] = []
@@ -193,7 +201,7 @@ def test_recover_refuses_a_watchdog_without_recovery(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A watchdog that takes this gpuc's pods (WIRE_PROTOCOL) but not its recovery: its own check, its own
-    constant, so a later WIRE_PROTOCOL never lets it through (today both are 3: the recovery one is set above)."""
+    constant, so a later WIRE_PROTOCOL never lets it through (the recovery one is set above it here)."""
     from gpuc.core import api
 
     monkeypatch.setattr(api, "RECOVERY_PROTOCOL", api.WIRE_PROTOCOL + 1)

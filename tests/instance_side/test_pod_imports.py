@@ -10,16 +10,12 @@ from pathlib import Path
 from gpuc.client.onpod.bundle import BUNDLED_THIRD_PARTY, LAPTOP_ONLY, imports_of, module_file, pod_imports
 
 ROOT = Path(__file__).resolve().parents[2]
-# The S3 transport still goes through boto3 on the pod until the run-scoped grants replace it with presigned
-# URLs over urllib (a pod holding only its own run's grant): until then an s3:// destination needs boto3 in the image.
-NOT_YET_STDLIB = {"boto3": {"gpuc.instance_side.sync", "gpuc.core.destinations"}}
-NOT_YET_STDLIB["botocore"] = NOT_YET_STDLIB["boto3"]
 
 
 def test_a_pod_imports_nothing_but_the_standard_library_and_what_the_bundle_brings() -> None:
     _, others = pod_imports()
     unexpected = {name: sorted(users) for name, users in others.items() if name not in BUNDLED_THIRD_PARTY}
-    assert unexpected == {k: sorted(v) for k, v in NOT_YET_STDLIB.items()}, (
+    assert unexpected == {}, (
         "a pod module imports a package the pod does not have (stdlib only, python3 >= 3.9): "
         f"{unexpected}"
     )

@@ -484,6 +484,8 @@ CORE: tuple[Mutant, ...] = (
 
 # Each round's mutants live in their own file (table_<topic>.py), gathered here: run.py and the table's
 # own test read MUTANTS.
+from table_faults import MUTANTS_FAULTS  # noqa: E402
+from table_grants import MUTANTS_GRANTS  # noqa: E402
 from table_hook import MUTANTS_HOOK  # noqa: E402
 from table_house import MUTANTS_HOUSE  # noqa: E402
 from table_lap import MUTANTS_LAP  # noqa: E402
@@ -517,4 +519,6 @@ MUTANTS: tuple[Mutant, ...] = (
     *MUTANTS_VAST,
     *MUTANTS_RENTAL,
     *MUTANTS_RECOV,
+    *MUTANTS_GRANTS,
+    *MUTANTS_FAULTS,
 )
