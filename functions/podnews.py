@@ -62,7 +62,7 @@ def event_title(pod: StoredPod, body: api.PodEvent, now: float, settings: Settin
         outcome = "periodic results push FAILED"
     elif body.kind == "idle_warning" and _warm_waiting(pod, body):
         # A warm pod with no job (`up --warm`): warned core.warm's lead before its warm time ends.
-        lead = warm_lead(pod.warm_s, settings.idle_destroy_s, settings.idle_warn_s)
+        lead = warm_lead(pod.warm_s or 0.0, settings.idle_destroy_s, settings.idle_warn_s)
         outcome = f"warm, no job: ends at {clock(now + lead)}"
     elif body.kind == "idle_warning":
         # The watchdog's own idle settings (the pod's are its copy of the same .env on a local watchdog):

@@ -3,6 +3,7 @@ start a job and, with --wait, follow it (client/jobs/wait.py); the pods they mak
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import click
@@ -31,6 +32,9 @@ def results(ctx: Ctx, pod: str, to: Path | None, note: str | None, dry_run: bool
     For a pod kept because its results sync failed (it stops itself after the kept window, its disk
     kept). A stopped pod is resumed first, reached over ssh, copied, then destroyed; nothing is destroyed
     unless every name and size matches the pod's own listing. A pod gpuc did not start is refused.
+
+    A pod that is gone: its results/ and job log from its last push at the destination (its final sync, when
+    its job ended and synced), laid out the same, every size checked against that push's manifest.
     """
     from gpuc.client.jobs.results import results as copy_then_end  # startup: each command its own code
 
@@ -107,13 +111,51 @@ def cp(ctx: Ctx, source: str, dest: str) -> None:
 
 
 NO_NAME = "gpuc_up_no_name"
+DASHES = "gpuc_up_dashes"
 
 
-class _UpCommand(click.Command):
-    """`gpuc up -- python train.py`: click would take "python" for the experiment's name. Noted here, where
-    the raw arguments are still seen: EXPERIMENT is None then, and the command keeps its first word."""
+class _JobCommand(click.Command):
+    """A command that runs a job (`up`, `run`): an option of the job typed without `--` before it (`gpuc up
+    exp python train.py --lr 3e-4`) is click's "No such option"; said with the line that was meant."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        given = list(args)  # click's parser consumes the list it is given
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as exc:
+            if "--" in given or exc.option_name not in given:
+                raise
+            meant = self._meant(ctx, given, given.index(exc.option_name))
+            raise click.NoSuchOption(
+                exc.option_name,
+                message=f"No such option: {exc.option_name} (the job's options go after `--`: {meant})",
+                ctx=ctx,
+            ) from None
+
+    def _meant(self, ctx: click.Context, args: list[str], cut: int) -> str:
+        """The line with `--` where it belongs: gpuc's options and the name, then the job's words."""
+        before, _rest, _order = self.make_parser(ctx).parse_args(args=list(args[:cut]))
+        first = next(p.name for p in self.params if isinstance(p, click.Argument))
+        name = before.get(first)
+        words = [str(w) for w in before.get("command") or ()]
+        from gpuc.client.onpod.script import is_runner  # only on this error
+
+        options = list(args[:cut])
+        for word in ([name] if isinstance(name, str) else []) + words:
+            options.remove(word)
+        if isinstance(name, str) and is_runner(name) and self.name == "up":  # `gpuc up python train.py --lr 3`
+            words, name = [name, *words], "NAME"
+        head = [*ctx.command_path.split(), *([name] if isinstance(name, str) else []), *options]
+        return f"{shlex.join(head)} -- {shlex.join([*words, *args[cut:]])}"
+
+
+class _UpCommand(_JobCommand):
+    """`gpuc up -- python train.py`: click would take "python" for the experiment's name. Noted here, where
+    the raw arguments are still seen: EXPERIMENT is None then, and the command keeps its first word. Whether
+    `--` was typed at all is noted too: `gpuc up python train.py` is refused (script.check_dashes)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta[DASHES] = "--" in args
         if "--" in args:
             # The parser alone (no callbacks, no conversion) on what comes before `--`: a name there, or none.
             before, _rest, _order = self.make_parser(ctx).parse_args(args=args[: args.index("--")])
@@ -247,12 +289,16 @@ def up(
     # Lazy, in each command here: `gpuc ls` loads this module and must not pay for up's upload or waiting.
     from gpuc.client.jobs import wait as jobwait
     from gpuc.client.onpod import upload
+    from gpuc.client.onpod.script import check_dashes
     from gpuc.client.pods import plan
     from gpuc.client.pods.up import up as start_pod
     from gpuc.core.ledger import check_note
 
     settings = ctx.settings
-    if click.get_current_context().meta.get(NO_NAME) and experiment is not None:
+    meta = click.get_current_context().meta
+    if experiment is not None:  # before the folder's name is taken: a slip is said as typed
+        check_dashes(experiment, list(command), dashes=bool(meta.get(DASHES)))
+    if meta.get(NO_NAME) and experiment is not None:
         command = (experiment, *command)  # `up -- python train.py`: "python" is the command's, not a name
         experiment = _folder_name(ctx)
     plan.check_experiment(experiment)
@@ -321,7 +367,7 @@ def _ask(question: str) -> bool:
     return click.confirm(question, default=True, err=True)
 
 
-@click.command(epilog=EXIT_CODES_HELP)
+@click.command(cls=_JobCommand, epilog=EXIT_CODES_HELP)
 @click.argument("pod")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.option(
@@ -392,7 +438,7 @@ def run(
     job_id = jobwait.new_job_id()
     started = run_job(
         pod, list(command), ctx, dry_run=dry_run, force=force, job_id=job_id, bundle=bundle, job_env=job_env,
-        clean=clean,
+        clean=clean, wait=wait, here=Path.cwd(),
     )
     if wait and not dry_run:
         jobwait.wait_and_exit(ctx, started, job_id=job_id, timeout_s=timeout_s)

@@ -43,7 +43,7 @@ from gpuc.client.context import Ctx
 from gpuc.client.text import clock_utc, short_span
 from gpuc.core import gpunames
 from gpuc.core.budget import Ahead, MonthSpend, Outlook, RunEnvelope, ahead_of, ledger_burns, outlook, usd
-from gpuc.core.clock import parse_duration
+from gpuc.core.clock import hours_text, parse_duration
 from gpuc.core.destcheck import require_destination
 from gpuc.core.errors import ConfigError, GpucError, SafetyRefusal
 from gpuc.core.loopback import loopback_host
@@ -387,7 +387,7 @@ def cost_line(q: Quote, opts: UpOptions, gpu: str, now: float) -> str:
     what = f"{gpu} x{opts.gpu_count}" if opts.gpu_count > 1 else gpu
     if opts.warm_job_s and q.envelope is None:
         return warm_cost_line(q, opts, what, now)
-    ends = f"--max-hours {opts.max_hours:g}, ends at {clock_utc(now + opts.max_hours * 3600, now)}"
+    ends = f"--max-hours {hours_text(opts.max_hours)}, ends at {clock_utc(now + opts.max_hours * 3600, now)}"
     held = "enforced by the pod's agent and the watchdog"
     if q.envelope is not None:
         price = "unknown" if q.price_per_hour is None else f"${q.price_per_hour:.3f}/h"
@@ -558,7 +558,8 @@ def over_message(weight: BudgetWeight, q: Quote, opts: UpOptions) -> str:
     if q.envelope is not None:
         return (
             f"{weight.scope} would be crossed: {spent}; this run's envelope across all its attempts is "
-            f"{usd(q.envelope.usd)} (${hourly(q) or 0.0:.3f}/h with its disk x --max-hours {opts.max_hours:g}): "
+            f"{usd(q.envelope.usd)} (${hourly(q) or 0.0:.3f}/h with its disk x --max-hours "
+            f"{hours_text(opts.max_hours)}): "
             f"{usd(weight.outlook.total_usd + q.envelope.usd)} > {usd(weight.limit_usd)}"
         )
     if weight.worst_usd is None or q.price_per_hour is None:
@@ -577,7 +578,7 @@ def hours_words(opts: UpOptions) -> str:
     """The hours a pod's worst case counts: --max-hours, or a warm pod's job and warm time (client/pods/warm.py)."""
     if opts.warm_job_s:
         return f"{short_span(opts.max_hours * 3600)}, a job and its warm time"
-    return f"--max-hours {opts.max_hours:g}"
+    return f"--max-hours {hours_text(opts.max_hours)}"
 
 
 def hourly(q: Quote) -> float | None:
@@ -594,6 +595,6 @@ def over_hint(weight: BudgetWeight, q: Quote, opts: UpOptions, settings: Setting
         return f"give the price (--price, $/h), {down}rent anyway with --over-budget, or {raise_it}"
     left = weight.limit_usd - weight.outlook.total_usd
     hours = math.floor(10 * left / rate) / 10 if rate > 0 else 0.0
-    fits = f"--max-hours {hours:g} fits, {usd(hours * rate)}"
+    fits = f"--max-hours {hours_text(hours)} fits, {usd(hours * rate)}"
     shorter = fits if hours >= 0.1 else "none fits what is left"
     return f"rent for fewer hours ({shorter}), {down}rent anyway with --over-budget, or {raise_it}"

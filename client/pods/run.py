@@ -8,13 +8,16 @@ cannot be trusted refuses too, since a second job's exit destroys the pod under 
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from gpuc.client.context import Ctx
 from gpuc.client.onpod.ask import OlderPod, PodAnswerError, job_state
-from gpuc.client.onpod.script import check_command
+from gpuc.client.onpod.script import check_before_upload, check_command, check_in_bundle, named_files
 from gpuc.client.onpod.upload import Bundle, upload
 from gpuc.client.runs import RunRecord
+from gpuc.core.clock import duration_text
 from gpuc.core.errors import NotFound, SafetyRefusal
 from gpuc.core.pod import Pod
 from gpuc.core.podpaths import STATE_REL as STATE_DIR
@@ -50,11 +53,21 @@ def run_job(
     bundle: Bundle | None = None,
     job_env: Mapping[str, str] | None = None,
     clean: bool = False,
+    *,
+    wait: bool = False,
+    here: Path | None = None,
 ) -> Pod:
     """Start COMMAND under the wrapper. Refused while the pod runs a job (checked on the pod itself):
     the second job's exit would destroy the pod under the first. `force` starts it anyway. `bundle`
-    (`run --sync`): the project, uploaded first; never under a running job, whose files it would change."""
-    run, pod, provider = resolve_pod(ref, ctx)
+    (`run --sync`): the project, uploaded first; never under a running job, whose files it would change,
+    nor for a command that cannot run (checked here, then on the pod, before the upload). `wait` and `here`
+    (the folder `run` was typed in) only shape the fix a refusal gives."""
+    if bundle is not None:
+        check_in_bundle(command, bundle, clone=bool(ctx.settings.git_remote), nothing="uploaded")
+    run, found, provider = look_up(ref, ctx)
+    if found is None:
+        raise ended(run, command, wait=wait)
+    pod = found
     if pod.status != "running":
         raise SafetyRefusal(f"pod {pod.id} is {pod.status}", hint="only a running pod can take a job")
     access = ctx.pod_access(provider, pod)
@@ -82,7 +95,9 @@ def run_job(
         ctx.echo(f"{pod.id}: {busy}; starting another anyway (--force)")
     if bundle is None:
         # Refused, not destroyed: this pod was not just created for the job, it may hold someone's work.
-        check_command(access, command, None, destroying=False)
+        check_command(access, command, None, destroying=False, fix=sync_fix(ref, command, here, wait=wait))
+    else:
+        check_before_upload(access, command, bundle)
     if dry_run:
         if bundle is not None:
             ctx.echo(f"dry run: would upload {bundle.describe()} to {pod.id}")
@@ -138,6 +153,29 @@ def clean_results(access: PodAccess, pod: Pod) -> str:
         more = f" (+{done.kept_count - len(done.kept)} more)" if done.kept_count > len(done.kept) else ""
         said += f"; {done.kept_count} kept: {', '.join(done.kept[:5])}{more}"
     return said
+
+
+def ended(run: RunRecord, command: Sequence[str], *, wait: bool) -> NotFound:
+    """`run` on a pod that has ended: the `up` that starts a new one for this job (a warm pod's with its warm
+    time), rather than `gpuc ls`, which would only show it gone."""
+    warm = f" --warm {duration_text(run.warm_s)}" if run.warm_s else ""
+    again = f"gpuc up {shlex.quote(run.experiment)}{warm}{' --wait' if wait else ''} -- {shlex.join(command)}"
+    what = f"the warm pod of {run.experiment}" if run.warm_s else f"the pod of {run.experiment}"
+    return NotFound(
+        f"pod {run.pod_id} no longer exists at {run.provider}: {what} has ended; nothing was run",
+        hint=f"start a new one with this job: {again}",
+    )
+
+
+def sync_fix(ref: str, command: Sequence[str], here: Path | None, *, wait: bool) -> str:
+    """The fix for a file the pod lacks: `--sync` when it is in this folder (written since the upload)."""
+    folder = here if here is not None else Path.cwd()
+    inside = [n for n in named_files(list(command))[1] if not n.startswith(("/", "~")) and ".." not in n.split("/")]
+    local = [name for name in inside if (folder / name).is_file()]
+    if not local:
+        return "fix the command's name or path (the pod holds what `up` or the last `run --sync` uploaded)"
+    again = f"gpuc run {shlex.quote(ref)} --sync{' --wait' if wait else ''} -- {shlex.join(command)}"
+    return f"{', '.join(local)} is here but not on the pod: upload this folder first with {again}"
 
 
 def job_variables(names: Sequence[str], ctx: Ctx) -> dict[str, str]:

@@ -38,6 +38,7 @@ from gpuc.client.progress import Ticker, ticking
 from gpuc.client.text import clock_utc, short_span
 from gpuc.core.api import RegisterRequest
 from gpuc.core.bootkit import onstart_script
+from gpuc.core.clock import hours_text
 from gpuc.core.errors import FunctionsError, GpucError, ProviderError
 from gpuc.core.ledger import sane_price, sane_ts
 from gpuc.core.models import PodSpec
@@ -206,7 +207,8 @@ def _plan_up(spec: PodSpec, opts: UpOptions, echo: Echo) -> None:
     steps = [
         f"record intent {spec.name}",
         f"create on {opts.provider}: {opts.gpu} x{opts.gpu_count}, disk {spec.container_disk_gb}+{spec.volume_gb} GB, "
-        f"{'interruptible bid ' + str(opts.bid) if opts.interruptible else 'on-demand'}, max {opts.max_hours} h",
+        f"{'interruptible bid ' + str(opts.bid) if opts.interruptible else 'on-demand'}, "
+        f"max {hours_text(opts.max_hours)}",
         "register with the watchdog (fresh per-pod token)"
         + (f"; with the run's recovery plan (--recover {opts.recover})" if opts.recover else ""),
         "write the ledger start row",

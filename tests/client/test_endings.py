@@ -71,7 +71,7 @@ def test_down_during_a_wait_ends_it_with_its_own_code_and_words(world: World) ->
     assert out == "started\n", "stdout holds the job's output alone"
     # `down` itself says what the pod cost, the ledger's figure once its row is closed.
     (row,) = Ledger(world.settings.ledger).rows()
-    assert row.end and f"the pod ran " in down.stderr and f"${float(row.cost_usd):.4f} (gpuc ledger)" in down.stderr
+    assert row.end and "the pod ran " in down.stderr and f"${float(row.cost_usd):.4f} (gpuc ledger)" in down.stderr
     assert down.stdout == ""
 
 

@@ -176,7 +176,7 @@ def test_the_price_line_names_the_layers_that_hold_on_every_provider(provider: s
     opts = UpOptions(experiment="x", provider=provider, max_hours=10)
     now = 1_790_000_000.0
     priced = cost_line(Quote(0.5, "listed"), opts, "RTX 4090", now)
-    assert "at most $5.00 by the deadline (--max-hours 10, ends at 2026-09-22 00:13 UTC)" in priced
+    assert "at most $5.00 by the deadline (--max-hours 10h, ends at 2026-09-22 00:13 UTC)" in priced
     unpriced = cost_line(Quote(None, "unknown"), opts, "RTX 4090", now)
     for line in (priced, unpriced):
         assert "enforced by the pod's agent and the watchdog" in line

@@ -91,6 +91,7 @@ def every_provider(*pods: Pod, fail: str | None = None) -> list[ListingProvider]
     by_name: dict[str, list[Pod]] = {"local": [], "runpod": [], "vast": []}
     for pod in pods:
         by_name[pod.provider].append(pod)
+
     def failure(name: str) -> Exception | None:
         return ProviderUnavailable("HTTP 503 after 4 tries", provider=name) if name == fail else None
 
@@ -154,7 +155,9 @@ def test_a_provider_without_a_key_is_named_when_the_user_asked_for_it_or_a_pod_m
     providers = [p for p in every_provider() if p.name != "vast"]
     records = [record("v-1", provider="vast")] if why == "a live pod at the watchdog" else []
     ctx = deps_with(tmp_path, providers, Watchdog(records))
-    ctx.settings = ctx.settings.with_overrides(vast_api_key=None, provider="vast" if why == "GPUC_PROVIDER" else "local")
+    ctx.settings = ctx.settings.with_overrides(
+        vast_api_key=None, provider="vast" if why == "GPUC_PROVIDER" else "local"
+    )
     if why == "an open run":
         ctx.runs.record_intent("r-1", "gpuc-r-1", "vast", "exp", T0)
         ctx.runs.set_pod_id("r-1", "v-1")

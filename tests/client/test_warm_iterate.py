@@ -158,8 +158,12 @@ def test_a_clean_the_pod_refuses_starts_no_job_and_says_nothing_was_deleted() ->
         "started"
     )
     done = answer(
-        "clean-results", removed=3, removed_bytes=300, kept=["fresh.txt (not at the destination as it is now)"],
-        kept_count=1, destination="file:///b/exp/r1",
+        "clean-results",
+        removed=3,
+        removed_bytes=300,
+        kept=["fresh.txt (not at the destination as it is now)"],
+        kept_count=1,
+        destination="file:///b/exp/r1",
     )
     said = clean_results(Pod1(done), POD)
     assert said == (
@@ -174,5 +178,7 @@ def test_a_warm_pod_that_is_ending_takes_no_more_jobs_and_says_how_to_start_anot
 
     run = RunRecord("r1", "gpuc-r1", "local", "exp", "lp-1", "running", 0.0, warm_s=1800.0, warm_job_s=3600.0)
     ending = busy_refusal("lp-1", "it is ending (its results sync and destroy are under way)", run)
-    assert ending.message == "pod lp-1: it is ending (its results sync and destroy are under way); it takes no more jobs"
+    assert (
+        ending.message == "pod lp-1: it is ending (its results sync and destroy are under way); it takes no more jobs"
+    )
     assert ending.hint == "start a new warm pod: gpuc up exp --warm 30m -- CMD"
