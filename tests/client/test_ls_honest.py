@@ -281,7 +281,7 @@ def test_through_a_pipe_ls_cuts_nothing(tmp_path: Path) -> None:
     result = CliRunner().invoke(ls, [], obj=deps_with(tmp_path, every_provider(pod), Watchdog([rec])))
     assert result.exit_code == 0, result.output
     (row,) = [line for line in result.stdout.splitlines() if pod.id in line]
-    assert "…" not in result.stdout and pod.experiment in row and "deadline in 11h59m" in row, result.stdout
+    assert "…" not in result.stdout and (pod.experiment or "") in row and "deadline in 11h59m" in row, result.stdout
 
 
 # -- startup -----------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from gpuc.client.context import Ctx
 from gpuc.client.pods.up import wait_running
 from gpuc.client.progress import Ticker, ticking
 from gpuc.core.clock import FakeClock
-from gpuc.core.pod import Pod
+from gpuc.core.pod import Pod, PodStatus
 from gpuc.core.settings import Settings
 
 
@@ -26,7 +26,7 @@ class Booting:
         self.clock, self.ready_at = clock, clock.now() + boot_s
 
     def get(self, pod_id: str) -> Pod:
-        status = "running" if self.clock.now() >= self.ready_at else "provisioning"
+        status: PodStatus = "running" if self.clock.now() >= self.ready_at else "provisioning"
         return Pod(provider="runpod", id=pod_id, name="gpuc-r1", status=status, managed=True)
 
 
@@ -41,7 +41,7 @@ def test_a_slow_boot_says_so_every_30_seconds_on_a_pipe(tmp_path: Path, capsys: 
 
 
 def test_a_terminal_gets_no_plain_lines() -> None:
-    clock, said = FakeClock(), []
+    clock, said = FakeClock(), list[str]()
     ticker = Ticker("booting", clock, say=said.append, plain=False)
     for _ in range(10):
         clock.advance(30)

@@ -10,6 +10,7 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from localworld import World, only_run, open_world, wait_for
@@ -45,7 +46,7 @@ def test_the_price_line_says_what_the_budget_holds_for_a_warm_pod(world: World) 
 
 
 def test_the_budget_holds_a_warm_pod_at_its_job_and_warm_time_not_12_hours(world: World) -> None:
-    budget = {"GPUC_MONTHLY_BUDGET": "1"}
+    budget: dict[str, Any] = {"GPUC_MONTHLY_BUDGET": "1"}
     warm = world.gpuc("up", "warm", "-y", "--warm", "30m", **budget)
     assert warm.returncode == 0, warm.stderr  # $0.66 of $1; at 12 h ($5.28) it was refused
     assert "no job started: warm pod: with no job for 30m it syncs and ends itself, and at the latest at" in (
@@ -59,7 +60,7 @@ def test_the_budget_holds_a_warm_pod_at_its_job_and_warm_time_not_12_hours(world
 
 
 def test_each_run_moves_the_deadline_to_a_job_and_the_warm_time_from_its_start(world: World) -> None:
-    env = {"GPUC_WARM_JOB_HOURS": "10m"}
+    env: dict[str, Any] = {"GPUC_WARM_JOB_HOURS": "10m"}
     up = world.gpuc("up", "exp", "-y", "--warm", "1m", "--wait", "--", "python", "train.py", **env)
     assert up.returncode == 0, up.stderr
     first = deadline(world)
@@ -78,7 +79,11 @@ def test_each_run_moves_the_deadline_to_a_job_and_the_warm_time_from_its_start(w
 def test_a_move_the_budget_cannot_hold_is_not_made(world: World) -> None:
     """$60/h, a 6 min job allowance and 1 min warm: $7.00 held at `up`; with $7.02 a month, the seconds the first
     job ran leave no room to move the deadline: `run` says so and the job runs to the current one."""
-    env = {"GPUC_WARM_JOB_HOURS": "6m", "GPUC_LOCAL_PRICE_PER_HOUR": "60", "GPUC_MONTHLY_BUDGET": "7.02"}
+    env: dict[str, Any] = {
+        "GPUC_WARM_JOB_HOURS": "6m",
+        "GPUC_LOCAL_PRICE_PER_HOUR": "60",
+        "GPUC_MONTHLY_BUDGET": "7.02",
+    }
     up = world.gpuc("up", "exp", "-y", "--warm", "1m", "--wait", "--", "python", "train.py", **env)
     assert up.returncode == 0, up.stderr
     first = deadline(world)
@@ -93,7 +98,7 @@ def test_a_move_the_budget_cannot_hold_is_not_made(world: World) -> None:
 
 def test_a_warm_pods_deadline_ends_a_job_that_runs_past_it(world: World) -> None:
     """Still a hard deadline: a job longer than its allowance is ended at it (results synced first), code 121."""
-    env = {"GPUC_WARM_JOB_HOURS": "20s", "GPUC_DEADLINE_LEAD_S": "1", "GPUC_DEADLINE_WARN_S": "1"}
+    env: dict[str, Any] = {"GPUC_WARM_JOB_HOURS": "20s", "GPUC_DEADLINE_LEAD_S": "1", "GPUC_DEADLINE_WARN_S": "1"}
     up = world.gpuc("up", "exp", "-y", "--warm", "5s", "--wait", "--", "python", "train.py", "0", "120", **env)
     assert up.returncode == 121, up.stderr
     assert wait_for(lambda: world.provider().list_pods() == [], timeout_s=30), "ended at its deadline"

@@ -10,6 +10,7 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -46,7 +47,7 @@ def rows(world: World) -> list[dict[str, object]]:
 
 
 def test_a_warm_pod_iterated_on_five_times(world: World) -> None:
-    budget = {"GPUC_MONTHLY_BUDGET": "3"}  # a 12 h reserve ($5.28) would refuse the pod itself
+    budget: dict[str, Any] = {"GPUC_MONTHLY_BUDGET": "3"}  # a 12 h reserve ($5.28) would refuse the pod itself
     first = world.gpuc("up", "exp", "-y", "--warm", "1m", "--wait", "--", "python", "train.py", **budget)
     assert first.returncode == 0, first.stderr
     said = first.stdout + first.stderr

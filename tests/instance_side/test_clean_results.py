@@ -13,7 +13,7 @@ import pytest
 
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import SyncError
-from gpuc.instance_side import clean
+from gpuc.instance_side import clean, push
 from gpuc.instance_side.clean import NotCleaned, clean_results
 from gpuc.instance_side.podfiles import PodPaths, atomic_write
 from gpuc.instance_side.procs import job_stamp
@@ -74,7 +74,7 @@ def test_it_removes_what_the_destination_holds_and_keeps_what_it_does_not(tmp_pa
 def test_a_file_changed_between_the_push_and_the_removal_stays(
     tmp_path: Path, paths: PodPaths, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pushed = clean.push_once
+    pushed = push.push_once  # what clean.py imported, replaced there below
 
     def push_then_write(*args: Any, **kwargs: Any) -> Any:
         report = pushed(*args, **kwargs)

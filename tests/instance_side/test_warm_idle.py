@@ -5,6 +5,7 @@ job's end and warned late in it; while a job runs the usual idle times, so a qui
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from podfakes import MINUTE, Pod, wire
@@ -15,7 +16,7 @@ from gpuc.instance_side.idle import Thresholds, warm_limits
 from gpuc.instance_side.podfiles import AgentConfig
 
 
-def warm_pod(tmp_path: Path, clock: FakeClock, warm_s: float, **cfg: object) -> Pod:
+def warm_pod(tmp_path: Path, clock: FakeClock, warm_s: float, **cfg: Any) -> Pod:
     return wire(tmp_path / "pod", clock, warm_s=warm_s, **cfg)  # idle warn 15 min, destroy 20 min (the defaults)
 
 
