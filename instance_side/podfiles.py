@@ -53,6 +53,7 @@ class AgentConfig:
     idle_destroy_s: float = 20 * 60.0
     ssh_input_window_s: float = 10 * 60.0
     sync_interval_s: float = 10 * 60.0  # the periodic results push; 0: none
+    sync_settle_s: float = 5.0  # modified this recently: still being written (instance_side/push.py)
     nag_interval_s: float = 60 * 60.0
     idle_cpu_floor_s: float = 0.1
     idle_io_floor_bytes: float = 16 * 1024.0
