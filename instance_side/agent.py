@@ -83,7 +83,7 @@ class Agent:
         self.sync = sync
         self.clock = clock
         self.log = log
-        self.pusher = pusher or InlinePusher(sync, paths, clock)
+        self.pusher = pusher or InlinePusher(sync, paths, clock, settle_s=cfg.sync_settle_s)
         self.th = Thresholds.from_config(cfg)
         self.state = IdleState()
         self.lease_until: float | None = None

@@ -1,13 +1,20 @@
 """A recovered attempt starts from the last push: GPUC_RESUME_FROM names the destination of the
-run's previous attempt; what its push manifest lists is copied into results/ BEFORE the job starts, so the
+run's previous attempt; what it holds of the last push is copied into results/ BEFORE the job starts, so the
 job resumes from the newest checkpoint it finds there (the job decides how: docs/interruptible.md).
 
-Only what the manifest names is restored, each name checked (no absolute path, no `..`, no symlink) and
-each size matched against the manifest: a file that does not match is refused, never half-restored as if
-whole. A file listed as still being written at that push (`waiting`) is skipped: it may be torn.
-Destinations: `file:///dir/<experiment>/<run_id>` and `s3://bucket/<prefix>/<experiment>/<run_id>` (read
-with the pod's own S3 client and keys, core/destinations.py). Git restores are NOT built yet.
-Stdlib only, as all of instance_side (boto3 is imported for an s3:// restore only).
+What is restored is read from the destination itself (its listing: names and sizes), by the push manifest's
+rule (instance_side/push.py), never a stale manifest's view: every file the last verified push listed (each
+must be there, at a size a push sent it with), and, of the files a push under way had announced (`sending`, in
+the order it sends them), those that arrived, up to the first that did not (files of one modification time
+all or none). A push sends oldest first and each file whole, so what is restored is what the job had written
+up to some moment: never a checkpoint without the files written before it. gpuc's own files beside the
+results (the job's log and outcome, the manifest) are not restored into results/.
+
+Every name is checked (no absolute path, no `..`, no symlink); a file that does not match is refused, never
+half-restored as if whole. Destinations: `file:///dir/<experiment>/<run_id>` and
+`s3://bucket/<prefix>/<experiment>/<run_id>` (read with the pod's own S3 client and keys,
+core/destinations.py). Git restores are NOT built yet. Stdlib only, as all of instance_side (boto3 is
+imported for an s3:// restore only).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from typing import Any, Protocol
 from gpuc.core.pod import RESUME_ENV
 from gpuc.core.redact import redact
 from gpuc.instance_side.push import MANIFEST_NAME, PushManifest
+from gpuc.instance_side.sync import JOB_LOG_NAME, OUTCOME_NAME, PART_PREFIX, local_listing, name_of_key
 
 MANIFEST_MAX = 64 * 1024 * 1024  # a push manifest is JSON of names and sizes: far below this
 
@@ -31,7 +39,12 @@ class RestoreError(RuntimeError):
 
 
 class _Source(Protocol):
+    """Where a restore reads: the push manifest's text (None: none there), what the run's destination holds
+    (key -> size), and one file by its key, checked to be `size` bytes."""
+
     def manifest(self) -> str | None: ...
+
+    def listing(self) -> dict[str, int]: ...
 
     def fetch(self, key: str, size: int, target: Path) -> None: ...
 
@@ -56,19 +69,71 @@ def restore(
     text = source.manifest()
     if text is None:
         raise RestoreError(f"no push manifest at {resume_from}: nothing was pushed to resume from")
-    manifest = PushManifest.from_json(text)
-    done = []
-    for name, (size, _mtime) in sorted(manifest.files.items()):
-        if name in manifest.waiting:
-            continue
+    chosen = restorable(PushManifest.from_json(text), source.listing())
+    for name, (key, size) in chosen.items():
         _check_name(name)
-        key = manifest.keys.get(name, name)
         _check_name(key)
         target = results / name
         target.parent.mkdir(parents=True, exist_ok=True)
         source.fetch(key, size, target)
-        done.append(name)
-    return done
+    return list(chosen)
+
+
+def restorable(manifest: PushManifest, listing: Mapping[str, int]) -> dict[str, tuple[str, int]]:
+    """name -> (its key at the destination, its size there): what a restore copies, by the rule in the module's
+    docstring. `listing` is what the destination holds (key -> size). Raises RestoreError when a file the last
+    verified push listed is missing or at a size no push sent: the destination was changed by someone else."""
+    for name in (*manifest.files, *manifest.keys.values(), *(entry[0] for entry in manifest.sending), *manifest.maybe):
+        _check_name(name)  # the pod's word, about to become paths on this one: refused before anything is read
+    own = {MANIFEST_NAME, *manifest.beside}
+    if manifest.version < 2:
+        own |= {JOB_LOG_NAME, OUTCOME_NAME, *manifest.waiting}  # a file still being written at that push: maybe torn
+    sizes: dict[str, set[int]] = {}
+    for name, (size, _mtime) in manifest.files.items():
+        sizes.setdefault(name, set()).add(size)
+    for name, size, _mtime in manifest.sending:
+        sizes.setdefault(name, set()).add(size)
+    for name, stamps in manifest.maybe.items():
+        sizes.setdefault(name, set()).update(size for size, _mtime in stamps)
+    found = _found(manifest, listing, {n for n in sizes if n not in own})
+    chosen: dict[str, tuple[str, int]] = {}
+    for name in sorted(manifest.files):
+        if name in own:
+            continue
+        if name not in found:
+            raise RestoreError(f"results/{name} is in the push manifest but not at the destination")
+        chosen[name] = _matching(name, found[name], sizes)
+    # Announced by a push under way, not yet verified: in order, each clock tick's files all or none, up to the
+    # first that did not arrive (a push that was cut there sent nothing after it).
+    ticks: dict[int, list[str]] = {}
+    for name, _size, mtime in manifest.sending:
+        if name not in own and name not in manifest.files:
+            ticks.setdefault(mtime, []).append(name)
+    for names in ticks.values():
+        if not all(name in found for name in names):
+            break
+        chosen.update((name, _matching(name, found[name], sizes)) for name in names)
+    return chosen
+
+
+def _found(manifest: PushManifest, listing: Mapping[str, int], names: set[str]) -> dict[str, tuple[str, int]]:
+    """Of `names`, those the destination holds: name -> (key, size). A key is a name, or the escaped key the
+    manifest maps it to, or (announced, not yet mapped) an escaped key that unescapes to it."""
+    owner = {key: name for name, key in manifest.keys.items()}
+    found: dict[str, tuple[str, int]] = {}
+    for key, size in listing.items():
+        if key.rsplit("/", 1)[-1].startswith(PART_PREFIX):
+            continue  # a copy under way, or cut: never a whole file
+        name = owner.get(key) or (key if key in names else name_of_key(key))
+        if name in names and (name not in found or key == manifest.keys.get(name, name)):
+            found[name] = (key, size)
+    return found
+
+
+def _matching(name: str, found: tuple[str, int], sizes: Mapping[str, set[int]]) -> tuple[str, int]:
+    if found[1] not in sizes.get(name, set()):
+        raise RestoreError(f"results/{found[0]} at the destination does not match the push manifest")
+    return found
 
 
 class _FileSource:
@@ -79,11 +144,21 @@ class _FileSource:
         path = self.root / MANIFEST_NAME
         return path.read_text(encoding="utf-8") if path.is_file() else None
 
+    def listing(self) -> dict[str, int]:
+        return local_listing(self.root) if self.root.is_dir() else {}
+
     def fetch(self, key: str, size: int, target: Path) -> None:
         source = self.root / key
         if source.is_symlink() or not source.is_file() or source.stat().st_size != size:
             raise RestoreError(f"results/{key} at file://{self.root} does not match the push manifest")
-        shutil.copyfile(source, target)
+        tmp = target.with_name(f".{target.name}.restore")
+        try:
+            shutil.copyfile(source, tmp)
+            if tmp.stat().st_size != size:
+                raise RestoreError(f"results/{key} at file://{self.root} changed while it was restored")
+            os.replace(tmp, target)
+        finally:
+            tmp.unlink(missing_ok=True)
 
 
 class _S3Source:
@@ -126,6 +201,16 @@ class _S3Source:
         if len(body) > MANIFEST_MAX:
             raise RestoreError(f"the push manifest at {self.url} is larger than any gpuc writes")
         return body.decode("utf-8", errors="replace")
+
+    def listing(self) -> dict[str, int]:
+        prefix = self._key("")
+        out: dict[str, int] = {}
+        with self._errors("listing the destination"):
+            pages = self.client().get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
+            for page in pages:
+                for item in page.get("Contents", []):
+                    out[str(item["Key"])[len(prefix) :]] = int(item["Size"])
+        return out
 
     def fetch(self, key: str, size: int, target: Path) -> None:
         # Into a temporary file beside the target, checked, then renamed: never a torn file named as whole.

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from gpuc.core.clock import Clock
 from gpuc.instance_side.agent import Agent, Probes
-from gpuc.instance_side.push import InlinePusher
+from gpuc.instance_side.push import MANIFEST_NAME, InlinePusher
 from gpuc.instance_side.sync import FileBucketSync, Manifest
 from gpuc.instance_side.wrapper import AgentGuard
 from gpuc.testkit.drill_stage import EXPERIMENT, MIN, STEP_S, DrillPod, RowResult, Stage
@@ -37,7 +37,7 @@ class CountingBucket(FileBucketSync):
 
     def push_files(self, results_dir: Path, files: Mapping[str, int]) -> Manifest:
         if results_dir.name == "results":  # the job's files, not the log or the manifest beside them
-            self.pushes.append(sorted(files))
+            self.pushes.append(sorted(n for n in files if n != MANIFEST_NAME))
         return super().push_files(results_dir, files)
 
 
