@@ -317,6 +317,7 @@ class IncrementalPush:
         now = self.clock.now()  # after the listing: a file written while it was made is new, not settled
         held = _held_copies(self.paths)
         planned = plan(listing, last, now, self.settle_s, held=held, known={*last.files, *pending.versions})
+        _take_copies(self.paths, listing, last, planned, now - self.settle_s, stage / "held")
         staged: list[Send] = []
         sent = Manifest(where)
         if planned.send:
@@ -350,7 +351,7 @@ class IncrementalPush:
             _publish(self.dest, pushed, listing.files, stage / "manifest")
         atomic_write(manifest_path(self.paths), pushed.to_json(), 0o600)
         pending.save(self.paths, where)
-        _keep_copies(self.paths, listing, last, pushed, now - self.settle_s, held)
+        _drop_copies(self.paths, pushed)
         shutil.rmtree(stage, ignore_errors=True)
         return PushReport(
             at=now,
@@ -496,7 +497,7 @@ def _stage_one(send: Send, paths: PodPaths, stage: Path) -> bool:
     file is no longer that version."""
     target = stage / send.name
     target.parent.mkdir(parents=True, exist_ok=True)
-    source = (_held(paths) if send.how == HELD else paths.results) / send.name
+    source = (stage.parent / "held" if send.how == HELD else paths.results) / send.name
     if send.how != FILE or send.size <= SNAPSHOT_MAX:
         _copy_exact(source, target, send.stamp)
         return False
@@ -536,38 +537,44 @@ def _held_copies(paths: PodPaths) -> dict[str, Stamp]:
     return {name: (size, found.mtimes.get(name, 0)) for name, size in found.files.items()}
 
 
-def _keep_copies(
-    paths: PodPaths,
-    listing: Listing,
-    last: PushManifest,
-    pushed: PushManifest,
-    horizon_s: float,
-    held: Mapping[str, Stamp],
+def _take_copies(
+    paths: PodPaths, listing: Listing, last: PushManifest, planned: Plan, horizon_s: float, sending: Path
 ) -> None:
-    """Best effort, after a verified push. A small file still being written at two pushes in a row whose version
-    could not go (something older waited) is copied now, unless an older copy not yet sent is kept (it goes
-    first). Copies the destination has caught up with are removed."""
+    """Best effort, as the push starts (the versions it listed are still there). The kept copies it sends are moved
+    out of the way (into `sending`); then each small file that waits is copied, if it settled (held back only by
+    something older) or was waiting at the last push too (a log appended all the time: any moment of it is
+    whole), unless an older copy is still kept (it goes first). A file new in the window may be half written: it is
+    not copied."""
     root = _held(paths)
-    horizon = int(horizon_s * 1e9)
-    for name, stamp in held.items():
-        there = pushed.files.get(name)
-        if name not in pushed.waiting or (there is not None and there[1] >= stamp[1]):
+    for send in planned.send:
+        if send.how == HELD:
+            (sending / send.name).parent.mkdir(parents=True, exist_ok=True)
             with contextlib.suppress(OSError):
-                (root / name).unlink()
-    for name in pushed.waiting:
+                os.replace(root / send.name, sending / send.name)
+    horizon = int(horizon_s * 1e9)
+    for name in planned.waiting:
         size, mtime = listing.files.get(name, 0), listing.mtimes.get(name, 0)
-        if name not in last.waiting or size > SNAPSHOT_MAX or mtime <= horizon or (root / name).is_file():
-            continue  # not being written all the time, too large, or an older copy still to go (it goes first)
+        if size > SNAPSHOT_MAX or (mtime > horizon and name not in last.waiting) or (root / name).is_file():
+            continue
         target = root / name
-        target.parent.mkdir(parents=True, exist_ok=True)
         part = target.with_name(f".{target.name}.part")
         try:
+            target.parent.mkdir(parents=True, exist_ok=True)
             _copy_exact(paths.results / name, part, (size, mtime))
             os.utime(part, ns=(mtime, mtime))
             os.replace(part, target)
         except (_Moved, OSError):
             with contextlib.suppress(OSError):
                 part.unlink()
+
+
+def _drop_copies(paths: PodPaths, pushed: PushManifest) -> None:
+    """After a verified push: the copies the destination has caught up with, or of files that no longer wait."""
+    for name, (_size, mtime) in _held_copies(paths).items():
+        there = pushed.files.get(name)
+        if name not in pushed.waiting or (there is not None and there[1] >= mtime):
+            with contextlib.suppress(OSError):
+                (_held(paths) / name).unlink()
 
 
 # -- what may be at the destination besides the last verified push ----------------------------------------

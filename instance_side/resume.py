@@ -113,6 +113,12 @@ def restorable(manifest: PushManifest, listing: Mapping[str, int]) -> dict[str, 
         if not all(name in found for name in names):
             break
         chosen.update((name, _matching(name, found[name], sizes)) for name in names)
+    torn = sorted(set(chosen) & set(manifest.suspect))
+    if torn:
+        raise RestoreError(
+            f"results/{torn[0]} was rewritten in place while the last push sent it: the copy at the destination may "
+            "be torn, so the job is not resumed from it (save checkpoints to a temporary name, then rename them)"
+        )
     return chosen
 
 

@@ -766,6 +766,7 @@ class JobLogSync:
         return self.inner.describe()
 
     def push(self, results_dir: Path) -> Manifest:
+        self._announce(results_dir)
         results = self.inner.push(results_dir)
         stage = self._stage(results_dir, results)
         if stage is None:
@@ -787,6 +788,18 @@ class JobLogSync:
         if ok:
             self._record(manifest)
         return ok
+
+    def _announce(self, results_dir: Path) -> None:
+        """Before the files go: the push manifest at the destination says what is coming, in order, as a periodic
+        push's does, so a sync cut midway (an outbid as the job ends) still restores as a prefix. Best effort: the
+        gate is the verification."""
+        from gpuc.instance_side.push import announce_sync  # lazy: push.py builds on this module
+
+        dest = destination(self)
+        if dest is None or not results_dir.is_dir():
+            return
+        with contextlib.suppress(Exception):
+            announce_sync(dest, self.paths, scan_results(results_dir))
 
     def _record(self, manifest: Manifest) -> None:
         """A verified whole sync (the job's end, `sync` by hand) is a push too: the push manifest then says
