@@ -258,10 +258,17 @@ def plan(
     modification first, up to (not including) the first one that cannot go yet -- modified within `settle_s` of
     `now` (read AFTER the listing: a file written while the push listed is new, never settled), and not a small
     file already waiting at the last push. Files of one modification time go together or not at all; among them,
-    those the destination holds no version of (not in `known`) go first."""
+    those the destination holds no version of (not in `known`) go first. A modification time further ahead of
+    `now` than the window was not made by a write now (a time copied with the file, a clock set back): such a file
+    is whole, and takes its place at the window's edge rather than wait for the clock."""
     horizon = int((now - settle_s) * 1e9)
+    ahead = int((now + settle_s) * 1e9)
     held = held or {}
-    candidates: list[tuple[int, bool, str, str | None, int]] = []  # (mtime, known, name, how, size)
+    candidates: list[tuple[int, bool, str, str | None, int]] = []  # (when, known, name, how, size)
+
+    def when(mtime: int) -> int:
+        return horizon if mtime > ahead else mtime
+
     changed = []
     for name, size in listing.files.items():
         mtime = listing.mtimes.get(name, 0)
@@ -270,17 +277,21 @@ def plan(
             continue
         changed.append(name)
         how: str | None = FILE
-        if mtime > horizon:
+        if horizon < mtime <= ahead:
             how = SNAPSHOT if name in last.waiting and size <= SNAPSHOT_MAX else None
-        candidates.append((mtime, name in known, name, how, size))
+        candidates.append((when(mtime), name in known, name, how, size))
         kept = held.get(name)
         if kept is not None and kept[1] < mtime and kept[1] > (there or (0, -1))[1]:
-            candidates.append((kept[1], name in known, name, HELD, kept[0]))
+            candidates.append((when(kept[1]), name in known, name, HELD, kept[0]))
     candidates.sort(key=lambda c: (c[0], c[1], c[2]))
     stop = min((c[0] for c in candidates if c[3] is None), default=None)
     chosen = [c for c in candidates if stop is None or c[0] < stop]
     current = {c[2] for c in chosen if c[3] != HELD}
-    sends = tuple(Send(c[2], c[4], c[0], str(c[3])) for c in chosen if c[3] != HELD or c[2] not in current)
+    sends = tuple(
+        Send(c[2], c[4], held[c[2]][1] if c[3] == HELD else listing.mtimes.get(c[2], 0), str(c[3]))
+        for c in chosen
+        if c[3] != HELD or c[2] not in current
+    )
     return Plan(sends, tuple(sorted(n for n in changed if n not in current)))
 
 

@@ -22,10 +22,18 @@ S30c a bid that loses at create, on a server that ignores cancel_unavail: 0 inst
 S30d a webhook forged, stale or replayed, through the real route (POST /v1/hooks/vast): refused, and nothing
      acts (no provider call); the genuine one only makes the watchdog read the state (twice), and decide as a
      pass does.
+S30e outbid 3 times at seeded moments, twice inside a push (killed as it starts a random request): here the
+     pushes are the product's own (instance_side/push.py's push_once to the run's file:// destination, the
+     job's end its whole sync) and so are the restores; the job writes a step file, then ckpt.pt with a rename,
+     then a line of metrics.jsonl. Each restore is a prefix of what the job wrote, and no step written before
+     the last verified push's settle window is lost.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import random
 import tempfile
 from pathlib import Path
 
@@ -38,11 +46,12 @@ from gpuc.core.providers.vast import VastProvider
 from gpuc.functions import runs
 from gpuc.functions.outbidhook import SEEN, WINDOW_S
 from gpuc.functions.runs import StoredRun
-from gpuc.instance_side.push import MANIFEST_NAME, PushManifest
-from gpuc.instance_side.resume import restore
-from gpuc.instance_side.sync import local_listing
+from gpuc.instance_side.podfiles import PodPaths
+from gpuc.instance_side.push import MANIFEST_NAME, PushManifest, PushReport, push_once
+from gpuc.instance_side.resume import RestoreError, restore
+from gpuc.instance_side.sync import FileBucketSync, local_listing, with_job_log
 from gpuc.testkit.drill_stage import MIN, RowResult, Stage
-from gpuc.testkit.emulators.vast import VastEmulator
+from gpuc.testkit.emulators.vast import VastEmulator, VastOfferState
 from gpuc.testkit.spot_world import BID, MAX_HOURS, OFFER, RUN_ID, make_rec_world
 
 STEP_EVERY_S = 5.0
@@ -121,7 +130,7 @@ class SpotWorld:
         pod = self.vast.get(pod_id)
         if pod is None or pod.status != "running":
             return
-        results = self.root / f"pod-{pod_id}" / "results"
+        results = self._results(pod_id)
         if len(self.jobs) > 0:
             answer = self.world.boot(pod_id, self.world.ticket_of(pod_id))
             if answer.status != 200:
@@ -130,7 +139,23 @@ class SpotWorld:
             if booted.resume_from:
                 restore(booted.resume_from, results)
             self.recovered_at.append(self.clock.now())
-        self.jobs[pod_id] = SpotJob(results)
+        self.jobs[pod_id] = self._new_job(results)
+
+    # What S30e replaces with the product's own push (the other rows play it).
+    def _results(self, pod_id: str) -> Path:
+        return self.root / f"pod-{pod_id}" / "results"
+
+    def _new_job(self, results: Path) -> SpotJob:
+        return SpotJob(results)
+
+    def _push(self, job: SpotJob, now: float, *, final: bool = False) -> None:
+        push(job.results, self.dest, now)
+
+    def _can_outbid(self, job: SpotJob | None) -> bool:
+        return True
+
+    def _outbid(self, job: SpotJob | None) -> None:
+        self.emu.outbid(self.world.latest(), by=BID + 0.05)
 
     def run_for(self, seconds: float, outbid_at: list[float]) -> None:
         end = self.clock.now() + seconds
@@ -139,13 +164,13 @@ class SpotWorld:
             now = self.clock.now()
             self.boot_if_up()
             job = self.latest_job()
-            if outbid_at and now >= outbid_at[0]:
+            if outbid_at and now >= outbid_at[0] and self._can_outbid(job):
                 outbid_at.pop(0)
-                self.emu.outbid(self.world.latest(), by=BID + 0.05)
+                self._outbid(job)
             if job is not None:
                 job.tick()
                 if now >= next_push and job.alive:
-                    push(job.results, self.dest, now)
+                    self._push(job, now)
                     next_push = now + PUSH_EVERY_S
             if now >= next_pass:
                 self.world.reap()
@@ -162,7 +187,7 @@ class SpotWorld:
         job = self.latest_job()
         if job is None or not job.alive or self.run().done:
             return
-        push(job.results, self.dest, self.clock.now())
+        self._push(job, self.clock.now(), final=True)
         pod_id = self.world.latest()
         body = EndRequest(end_at=self.clock.now(), by="wrapper", note="job exited 0").model_dump_json().encode()
         self.world.admin("POST", f"/v1/pods/{pod_id}/end", body)
@@ -336,5 +361,187 @@ def s30d_webhook_forged_or_replayed(stage: Stage) -> RowResult:
     return RowResult(
         "S30d", "a webhook forged, stale or replayed", "POST /v1/hooks/vast (HMAC, 300 s, event id)",
         None, None, "refused, nothing acts; a genuine one only makes the watchdog read the state (twice)",
+        problems=problems,
+    )  # fmt: skip
+
+
+# -- S30e: the product's own push and restore, outbid at random moments ---------------------------------------
+# Seeded moments: this seed's outbids land inside a push where a restore that followed the last verified manifest
+# alone would take a newer checkpoint than its steps, and a push that sent a newer file past an older one held
+# back would leave the log ahead of them (the drill's own test breaks both and sees the row fail).
+S30E_SEED = 7
+S30E_OUTBIDS = 3
+SETTLE_S = 5.0  # GPUC_SYNC_SETTLE_S's default
+
+
+class _Outbid(BaseException):
+    """The container stopped: the push process is killed between two requests, nothing of it runs after."""
+
+
+class _CutBucket(FileBucketSync):
+    """The run's real file:// destination, the pod killed as it starts its `cut_at`-th file."""
+
+    def __init__(self, bucket: Path, experiment: str, run_id: str, cut_at: int) -> None:
+        super().__init__(bucket, experiment, run_id)
+        self.cut_at = cut_at
+        self.copies = 0
+
+    def _copy(self, source: Path, key: str) -> None:
+        self.copies += 1
+        if self.copies == self.cut_at:
+            raise _Outbid
+        super()._copy(source, key)
+
+
+class PushedJob(SpotJob):
+    """One attempt's job on its own pod disk: each step a file steps/step-N.txt, then ckpt.pt saved with a rename
+    (its size never changes: a stale manifest would take a newer one), then a line appended to metrics.jsonl;
+    stamped with the drill's clock (at a seeded moment inside the step), as a real job's files are with the real
+    one. It resumes from its newest step file (docs/interruptible.md) and notes what the restore gave it."""
+
+    def __init__(self, results: Path, clock: FakeClock, rng: random.Random) -> None:
+        self.results = results
+        self.paths = PodPaths(results.parent.parent)
+        self.paths.state.mkdir(parents=True, exist_ok=True)
+        (results / "steps").mkdir(parents=True, exist_ok=True)
+        self.clock = clock
+        self.rng = rng
+        found = sorted(int(p.stem.split("-")[1]) for p in (results / "steps").glob("step-*.txt"))
+        self.first = max(found, default=0) + 1
+        self.step = self.first - 1
+        self.alive = True
+        ckpt = int(self._read("ckpt.pt") or 0)
+        lines = len(self._read("metrics.jsonl").split())
+        self.restored_problems: list[str] = []
+        if found != list(range(1, len(found) + 1)):
+            self.restored_problems.append(f"a restore gave step files with a gap: {found}")
+        if ckpt > len(found) or lines > len(found):
+            self.restored_problems.append(f"a restore gave a checkpoint ({ckpt}) or a log ({lines}) past its steps")
+        self.written_at: dict[int, float] = {}
+
+    def _read(self, name: str) -> str:
+        path = self.results / name
+        return path.read_text() if path.is_file() else ""
+
+    def tick(self) -> None:
+        if not self.alive or self.step >= STEPS:
+            return
+        self.step += 1
+        at = self.clock.now() - self.rng.uniform(0.5, STEP_EVERY_S - 0.5)
+        self._stamp(f"steps/step-{self.step:05d}.txt", str(self.step), at)
+        self._stamp(".ckpt.pt.tmp", f"{self.step:06d}", at + 0.3)
+        os.replace(self.results / ".ckpt.pt.tmp", self.results / "ckpt.pt")
+        with (self.results / "metrics.jsonl").open("a") as fh:
+            fh.write(f"{self.step}\n")
+        os.utime(self.results / "metrics.jsonl", ns=(int((at + 0.4) * 1e9),) * 2)
+        self.written_at[self.step] = at
+
+    def _stamp(self, name: str, text: str, at: float) -> None:
+        (self.results / name).write_text(text)
+        os.utime(self.results / name, ns=(int(at * 1e9),) * 2)
+
+    def due(self) -> int:
+        """The newest step every step up to which was written before the last verified push's settle window: what
+        the push promises a resume whatever the moment of the kill."""
+        report = PushReport.load(self.paths)
+        if report is None or report.at is None:
+            return 0
+        horizon = report.at - SETTLE_S
+        done = [s for s, at in sorted(self.written_at.items()) if at <= horizon]
+        return max((s for i, s in enumerate(done, self.first) if s == i), default=self.first - 1)
+
+
+class PushingSpotWorld(SpotWorld):
+    """S30e's world: the pods' pushes are instance_side/push.py's IncrementalPush to the run's file:// destination
+    (the job's end: the real whole sync), the new pods' restores resume.py's; an outbid lands between two pushes or
+    cuts one at a random request."""
+
+    def __init__(self, root: Path, clock: FakeClock, recover: int, seed: int) -> None:
+        super().__init__(root, clock, recover)
+        for offer_id in (11684801, 11684802):  # a host for each further re-rent (an outbid machine's price is up)
+            self.emu.add_offer(VastOfferState(offer_id, "RTX 4090", 0.33, 0.19))
+        self.rng = random.Random(seed)
+        self.kills: list[tuple[int, int, bool]] = []  # (steps written, due, mid-push) per outbid
+        self.restore_refused: str | None = None
+        self.failed_pushes = 0
+
+    def _results(self, pod_id: str) -> Path:
+        return PodPaths(self.root / f"pod-{pod_id}").results
+
+    def _new_job(self, results: Path) -> SpotJob:
+        return PushedJob(results, self.clock, self.rng)
+
+    def _push(self, job: SpotJob, now: float, *, final: bool = False) -> None:
+        assert isinstance(job, PushedJob)
+        bucket = FileBucketSync(self.dest.parent.parent, "spot", RUN_ID)
+        if final:  # the job's end: the whole sync, verified, recorded as a push (sync.py, as ending.py runs it)
+            sync = with_job_log(bucket, job.paths)
+            if not sync.verify(sync.push(job.results)):
+                raise AssertionError("the final sync did not verify")
+            return
+        report = push_once(bucket, job.paths, self.clock, settle_s=SETTLE_S)
+        if report is None or report.error:
+            self.failed_pushes += 1
+
+    def _can_outbid(self, job: SpotJob | None) -> bool:
+        return job is not None and job.alive and job.step > job.first + 12  # a few pushes into this attempt
+
+    def _outbid(self, job: SpotJob | None) -> None:
+        assert isinstance(job, PushedJob)
+        mid = len(self.kills) % 2 == 0  # the first and the third
+        if mid:  # the outbid lands inside a push: killed as it starts a random one of its requests
+            cut = _CutBucket(self.dest.parent.parent, "spot", RUN_ID, self.rng.randint(1, 16))
+            with contextlib.suppress(_Outbid):
+                push_once(cut, job.paths, self.clock, settle_s=SETTLE_S)
+        self.kills.append((job.step, job.due(), mid))
+        super()._outbid(job)
+
+
+def s30e_outbid_at_random_moments(stage: Stage) -> RowResult:
+    tmp = tempfile.TemporaryDirectory(prefix="gpuc-drill-spot-")
+    with tmp:
+        rng = random.Random(S30E_SEED)
+        world = PushingSpotWorld(Path(tmp.name), FakeClock(), S30E_OUTBIDS, S30E_SEED)
+        start = world.clock.now()
+        outbids, at = [], start
+        for _ in range(S30E_OUTBIDS):  # seeded moments, each well into an attempt (the row waits for one)
+            at += rng.uniform(6, 16) * MIN
+            outbids.append(at)
+        try:
+            world.run_for(MAX_HOURS * 3600, outbid_at=outbids)
+            world.end_job()
+        except RestoreError as exc:  # the new pod would not start its job (exit 75): the recovery is lost
+            world.restore_refused = str(exc)
+        world.clock.advance(PASS_S)
+        world.world.reap()
+        jobs = [j for j in world.jobs.values() if isinstance(j, PushedJob)]
+        problems = [p for j in jobs for p in j.restored_problems]
+        if world.restore_refused:
+            problems.append(f"a restore refused: {world.restore_refused}")
+        if len(jobs) != S30E_OUTBIDS + 1:
+            problems.append(f"{len(jobs)} attempts ran, not {S30E_OUTBIDS + 1}")
+        resumed = [j.first - 1 for j in jobs[1:]]
+        pairs = [(world.kills[i], resumed[i]) for i in range(min(len(world.kills), len(resumed)))]
+        beyond = sum(max(0, due - at) for (_written, due, _mid), at in pairs)
+        redone = [written - at for (written, _due, _mid), at in pairs]
+        final = PushManifest.load(world.dest / MANIFEST_NAME).files
+        missing = [s for s in range(1, STEPS + 1) if f"steps/step-{s:05d}.txt" not in final]
+        if missing:
+            problems.append(f"{len(missing)} steps never reached the destination: {missing[:3]}...")
+        if world.emu.alive():
+            problems.append(f"{len(world.emu.alive())} instances left")
+        mid = sum(1 for *_, m in world.kills if m)
+        spent, envelope = world.spent(), world.envelope()
+        if spent > envelope:
+            problems.append(f"spent {spent:.3f} past the envelope {envelope:.3f}")
+        world.close()
+    return RowResult(
+        "S30e", "outbid at random moments, 3 times, inside a push or between two",
+        "the push's order + the restore's rule (instance_side/push.py, resume.py)",
+        None, None,
+        f"{len(world.kills)} outbids at seeded moments ({mid} inside a push, cut at a random request): each restore "
+        f"a prefix of what the job wrote (no gap, checkpoint and log never ahead); resumed at {resumed}, "
+        f"{redone} steps redone, all written after the last verified push's settle window; {beyond} lost before it",
+        results_lost=beyond + len(missing),
         problems=problems,
     )  # fmt: skip

@@ -3,6 +3,7 @@ that can fail: break one safety rule and it must exit non-zero."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -14,12 +15,13 @@ from gpuc.core.api import ReapReport
 from gpuc.functions import reaper
 from gpuc.functions.app import Deps
 from gpuc.functions.reaper import rules, sweep
-from gpuc.instance_side import agent, ending, heartbeat
+from gpuc.instance_side import agent, ending, heartbeat, push, resume
 from gpuc.testkit import docgen
 from gpuc.testkit.drill import SCENARIOS, run_drill
 from gpuc.testkit.drill_ends import f3j_job_works_without_gpu
 from gpuc.testkit.drill_results import f8_sync_fails, f10_network_lost
 from gpuc.testkit.drill_silence import f5_agent_killed, f5c_clock_ahead
+from gpuc.testkit.drill_spot import s30e_outbid_at_random_moments
 
 pytestmark = pytest.mark.e2e  # minutes of real processes: `make quick` leaves them out
 
@@ -34,6 +36,7 @@ ROWS += ["F11i"]  # `up | tee` stopped at each step
 ROWS += ["F26s", "F26w"]  # Pods carry their own proof
 ROWS += ["F26a", "F26f"]  # The agent killed mid-job, the pod frozen mid-job
 ROWS += ["S30a", "S30b", "S30c", "S30d"]  # interruptible runs: recovered, stopped, a losing bid, a forged hint
+ROWS += ["S30e"]  # outbid at random moments, inside a push or between two: the product's push and restore
 
 
 def drill(*args: str) -> tuple[int, str]:
@@ -107,6 +110,27 @@ def test_a_reaper_that_never_acts_puts_silence_over_its_bound() -> None:
     row = report.rows[0]
     assert not row.within_bound and not report.ok
     assert row.billed_min is None  # never destroyed
+
+
+def test_a_push_in_name_order_fails_s30e(monkeypatch: pytest.MonkeyPatch) -> None:
+    """main's push sent changed files in name order: ckpt.pt before the step files written before it."""
+    real = push.plan
+
+    def by_name(*args: Any, **kwargs: Any) -> push.Plan:
+        planned = real(*args, **kwargs)
+        return push.Plan(tuple(sorted(planned.send, key=lambda s: s.name)), planned.waiting)
+
+    monkeypatch.setattr(push, "plan", by_name)
+    row = run_drill(scenarios=[s30e_outbid_at_random_moments]).rows[0]
+    assert not row.ok and any("past its steps" in p for p in row.problems), row
+
+
+def test_a_restore_that_follows_the_last_verified_manifest_alone_fails_s30e(monkeypatch: pytest.MonkeyPatch) -> None:
+    """main's restore: a push cut after a newer checkpoint left the manifest of the push before it."""
+    real = resume.restorable
+    monkeypatch.setattr(resume, "restorable", lambda m, listing: real(dataclasses.replace(m, sending=()), listing))
+    row = run_drill(scenarios=[s30e_outbid_at_random_moments]).rows[0]
+    assert not row.ok and any("past its steps" in p for p in row.problems), row
 
 
 def test_an_ender_that_skips_the_sync_check_loses_results(monkeypatch: pytest.MonkeyPatch) -> None:
