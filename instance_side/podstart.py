@@ -172,6 +172,7 @@ class Starter:
                 self.paths.results,
                 endpoint_url=self.ctx.cfg.s3_endpoint_url,
                 credentials=self.ctx.secrets,
+                paths=self.paths,
             )
         except (RestoreError, OSError) as exc:
             why = self.ctx.log.scrub(str(exc) or type(exc).__name__)

@@ -662,6 +662,20 @@ def announce_sync(dest: BucketSync, paths: PodPaths, listing: Listing) -> None:
         _publish(dest, intent, listing.files, stage)
 
 
+def adopt(paths: PodPaths, where: str, restored: Mapping[str, tuple[str, int]]) -> None:
+    """After a restore (resume.py): the pod's push manifest is what was restored, as the destination `where` holds
+    it (name -> (key, size)), stamped with the restored files' own times; nothing pending, no copy kept."""
+    stamps: dict[str, Stamp] = {}
+    for name, (_key, size) in restored.items():
+        found = _stamp_of(paths.results / name)
+        if found is not None and found[0] == size:
+            stamps[name] = found
+    keys = {name: key for name, (key, _size) in restored.items() if key != name and name in stamps}
+    atomic_write(manifest_path(paths), PushManifest(where, None, stamps, keys).to_json(), 0o600)
+    Pending().save(paths, where)
+    shutil.rmtree(_held(paths), ignore_errors=True)
+
+
 def record_sync(dest: BucketSync, manifest: Manifest, paths: PodPaths, clock: Clock | None = None) -> None:
     """After a verified whole sync: the push manifest (on the pod and at the destination) and push.json say
     what the destination now holds. A file whose size changed since the sync read it is stamped so that the

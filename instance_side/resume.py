@@ -28,7 +28,8 @@ from typing import Any, Protocol
 
 from gpuc.core.pod import RESUME_ENV
 from gpuc.core.redact import redact
-from gpuc.instance_side.push import MANIFEST_NAME, PushManifest
+from gpuc.instance_side.podfiles import PodPaths
+from gpuc.instance_side.push import MANIFEST_NAME, PushManifest, adopt
 from gpuc.instance_side.sync import JOB_LOG_NAME, OUTCOME_NAME, PART_PREFIX, local_listing, name_of_key
 
 MANIFEST_MAX = 64 * 1024 * 1024  # a push manifest is JSON of names and sizes: far below this
@@ -56,9 +57,13 @@ def restore(
     endpoint_url: str | None = None,
     credentials: Mapping[str, str] | None = None,
     client: Any | None = None,
+    paths: PodPaths | None = None,
 ) -> list[str]:
     """Copy the last push at `resume_from` into `results`; the names restored. `endpoint_url` and
-    `credentials` (the pod's GPUC_S3_* keys) are for an s3:// destination; `client` is injectable for tests."""
+    `credentials` (the pod's GPUC_S3_* keys) are for an s3:// destination; `client` is injectable for tests.
+    With `paths` (the pod's), its push starts from what was restored (push.adopt): the next push sends what the
+    job changes, not every restored checkpoint again, and announces a file with the version the destination
+    holds of it beside the new one."""
     source: _Source
     if resume_from.startswith("file://"):
         source = _FileSource(Path(resume_from[len("file://") :]))
@@ -69,13 +74,16 @@ def restore(
     text = source.manifest()
     if text is None:
         raise RestoreError(f"no push manifest at {resume_from}: nothing was pushed to resume from")
-    chosen = restorable(PushManifest.from_json(text), source.listing())
+    manifest = PushManifest.from_json(text)
+    chosen = restorable(manifest, source.listing())
     for name, (key, size) in chosen.items():
         _check_name(name)
         _check_name(key)
         target = results / name
         target.parent.mkdir(parents=True, exist_ok=True)
         source.fetch(key, size, target)
+    if paths is not None:
+        adopt(paths, manifest.destination, chosen)
     return list(chosen)
 
 
@@ -104,15 +112,16 @@ def restorable(manifest: PushManifest, listing: Mapping[str, int]) -> dict[str, 
             raise RestoreError(f"results/{name} is in the push manifest but not at the destination")
         chosen[name] = _matching(name, found[name], sizes)
     # Announced by a push under way, not yet verified: in order, each clock tick's files all or none, up to the
-    # first that did not arrive (a push that was cut there sent nothing after it).
+    # first that did not arrive (a push that was cut there sent nothing after it). A name there at a size this push
+    # does not send is an older version left by someone before (an earlier attempt): not arrived either.
     ticks: dict[int, list[str]] = {}
     for name, _size, mtime in manifest.sending:
         if name not in own and name not in manifest.files:
             ticks.setdefault(mtime, []).append(name)
     for names in ticks.values():
-        if not all(name in found for name in names):
+        if not all(name in found and found[name][1] in sizes[name] for name in names):
             break
-        chosen.update((name, _matching(name, found[name], sizes)) for name in names)
+        chosen.update((name, found[name]) for name in names)
     torn = sorted(set(chosen) & set(manifest.suspect))
     if torn:
         raise RestoreError(

@@ -137,7 +137,7 @@ class SpotWorld:
                 raise AssertionError(f"/v1/boot refused a fresh ticket: {answer.body}")
             booted = BootAnswer.model_validate(answer.body)
             if booted.resume_from:
-                restore(booted.resume_from, results)
+                restore(booted.resume_from, results, paths=self._pod_paths(results))
             self.recovered_at.append(self.clock.now())
         self.jobs[pod_id] = self._new_job(results)
 
@@ -147,6 +147,9 @@ class SpotWorld:
 
     def _new_job(self, results: Path) -> SpotJob:
         return SpotJob(results)
+
+    def _pod_paths(self, results: Path) -> PodPaths | None:
+        return None
 
     def _push(self, job: SpotJob, now: float, *, final: bool = False) -> None:
         push(job.results, self.dest, now)
@@ -470,6 +473,9 @@ class PushingSpotWorld(SpotWorld):
 
     def _new_job(self, results: Path) -> SpotJob:
         return PushedJob(results, self.clock, self.rng)
+
+    def _pod_paths(self, results: Path) -> PodPaths | None:
+        return PodPaths(results.parent.parent)
 
     def _push(self, job: SpotJob, now: float, *, final: bool = False) -> None:
         assert isinstance(job, PushedJob)

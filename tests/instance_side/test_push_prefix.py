@@ -228,6 +228,49 @@ def test_files_of_one_clock_tick_go_new_names_first_and_together() -> None:
     assert held_back.send == (), "the step is new at this push: the checkpoint of its tick waits with it"
 
 
+def test_a_modification_time_far_ahead_of_the_clock_is_a_whole_file_placed_at_the_windows_edge() -> None:
+    """A time copied with a file (a restore, tar) or a clock set back: not a write happening now. It goes, after
+    the settled files and before anything still being written, instead of waiting for the clock to pass it."""
+    found = listing(a=(1, 10.0), copied=(1, 5000.0), b=(1, 96.0))
+    chosen = plan(found, PushManifest(), 100.0, 5.0)
+    assert [s.name for s in chosen.send] == ["a", "copied"] and chosen.waiting == ("b",)
+    assert chosen.send[1].mtime == int(5000 * 1e9), "announced with its own time: the restore's tick is the file's"
+    close = plan(listing(soon=(1, 103.0)), PushManifest(), 100.0, 5.0)
+    assert close.send == (), "a time just ahead (a coarse clock, a job writing now) is still being written"
+
+
+def test_a_recovered_pod_pushes_only_what_its_job_changes_and_a_cut_then_restores_the_version_there(
+    tmp_path: Path,
+) -> None:
+    """The restore starts the new pod's push manifest (push.adopt): its first push sends the job's new files, not
+    every restored one again; and when that push is cut, a file the new attempt rewrote (the log, one line longer)
+    is restored as the version the destination holds, never refused for a size its announcement did not name."""
+    first = pod(tmp_path / "one")
+    now = time.time()
+    for step in (1, 2):
+        write_step(first, step, now - 900 + step)
+    write(first.results / "metrics.jsonl", b"1\n2\n", now - 890)
+    IncrementalPush(CutBucket(tmp_path / "bucket"), first, FakeClock(now - 800)).run()
+    source = f"file://{tmp_path / 'bucket/exp/run01'}"
+    second = pod(tmp_path / "two")
+    assert sorted(restore(source, second.results, paths=second)) == [
+        "ckpt-00001.json",
+        "ckpt-00002.json",
+        "metrics.jsonl",
+    ]
+    write_step(second, 3, now - 100)
+    with (second.results / "metrics.jsonl").open("ab") as fh:
+        fh.write(b"3\n")
+    stamp(second.results / "metrics.jsonl", now - 99)
+    counted = CutBucket(tmp_path / "bucket", cut_at=3)  # the manifest, step 3, then killed before the log
+    with pytest.raises(Killed):
+        IncrementalPush(counted, second, FakeClock(now)).run()
+    assert counted.copies == 3, "only the job's two changed files were to go, after the manifest"
+    third = tmp_path / "three"
+    assert restored_steps(restore(source, third)) == [1, 2, 3]
+    assert (third / "metrics.jsonl").read_bytes() == b"1\n2\n"
+
+
 def test_a_file_rewritten_in_place_while_sent_fails_the_push_and_a_restore_refuses_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
