@@ -13,12 +13,22 @@ nothing older waits; when something older waits, that copy is kept on the pod an
 everything older than it has gone ("the last stable copy": a checkpoint of a few MB rewritten every step still
 reaches the destination, one push late, instead of never).
 
-How it is sent. Each file goes as the version the push listed, or not at all: it is hard-linked into a staging
-folder first (a job that saves with a rename, docs/interruptible.md, replaces the file, not the linked copy),
-checked against what the listing saw, and checked again after it was sent (a file rewritten in place while it
-was sent fails the push: it goes again next time). The destination takes the files one by one in that order,
-each whole or not at all (an S3 PUT; the file:// destination writes a temporary file and renames it). Where a
-link cannot be made (another filesystem), the file is sent from its place, with the same two checks.
+How it is sent. Each file goes as the version the push listed, or not at all: a small one (up to SNAPSHOT_MAX)
+is copied into a staging folder first, checked unchanged before and after the copy; a large one is hard-linked
+there (a job that saves with a rename, docs/interruptible.md, replaces the file, not the linked version) and
+checked again after it was sent (one rewritten in place meanwhile may have gone torn: the push fails, marks it
+`suspect` at the destination so that a restore refuses it, and sends it again next time). Where a link cannot
+be made (another filesystem), the file is sent from its place, with the same checks. The copies are sent a part
+at a time (STAGE_MAX) so they never fill the pod's disk. The destination takes the files one by one in that
+order, each whole or not at all (an S3 PUT; the file:// destination writes a temporary file and renames it).
+
+Why this mechanism. Sending in modification order with a cutoff makes every moment of the destination a prefix,
+so nothing needs rolling back: a push killed between any two requests leaves a state a restore can use as it is.
+The alternatives cost more where it matters: copying all of results/ to a snapshot each push doubles the disk
+I/O and space of every checkpoint; versioned keys would hide the results from anyone reading the bucket; and no
+S3-compatible store renames. A modification time further ahead of the clock than the window (a time copied with
+a file, a clock set back) is not a write happening now: the file is whole, and takes its place at the window's
+edge.
 
 What a restore reads (resume.py). Before the first file of a push leaves, the push manifest at the destination
 (`logs/push-manifest.json`) is replaced by one that says what is about to come, in order (`sending`), beside
@@ -27,7 +37,8 @@ the files verified, by one that lists the destination's new state. A restore lis
 every file the manifest lists plus, of those announced, the ones that arrived, up to the first that did not:
 never a stale manifest's view, never a file past a gap. Files modified in the same clock tick are sent new
 names first, then the ones the destination already holds a version of, and a restore takes a tick's new files
-all or none (the order inside one tick is unknown).
+all or none (the order inside one tick is unknown). A restore starts the new pod's own manifest from what it
+restored (`adopt`): its pushes then send what the job changes, and announce each file beside the version there.
 
 The manifest is kept on the pod too (`<state>/push-manifest.json`, what the next push compares with), so a later
 pod (spot recovery) or the laptop after the pod is gone (`gpuc results`) can read what the last push left
