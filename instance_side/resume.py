@@ -83,7 +83,8 @@ def restore(
         target.parent.mkdir(parents=True, exist_ok=True)
         source.fetch(key, size, target)
     if paths is not None:
-        adopt(paths, manifest.destination, chosen)
+        with contextlib.suppress(OSError):  # best effort: without it the next push sends everything again
+            adopt(paths, manifest.destination, chosen)
     return list(chosen)
 
 

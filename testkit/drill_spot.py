@@ -475,7 +475,9 @@ class PushingSpotWorld(SpotWorld):
         return PushedJob(results, self.clock, self.rng)
 
     def _pod_paths(self, results: Path) -> PodPaths | None:
-        return PodPaths(results.parent.parent)
+        paths = PodPaths(results.parent.parent)
+        paths.state.mkdir(parents=True, exist_ok=True)  # the pod's boot wrote its config there first
+        return paths
 
     def _push(self, job: SpotJob, now: float, *, final: bool = False) -> None:
         assert isinstance(job, PushedJob)
