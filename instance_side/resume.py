@@ -91,38 +91,17 @@ def restore(
 def restorable(manifest: PushManifest, listing: Mapping[str, int]) -> dict[str, tuple[str, int]]:
     """name -> (its key at the destination, its size there): what a restore copies, by the rule in the module's
     docstring. `listing` is what the destination holds (key -> size). Raises RestoreError when a file the last
-    verified push listed is missing or at a size no push sent: the destination was changed by someone else."""
+    verified push listed is missing or at a size no push sent (the destination was changed by someone else), or
+    when a file to restore may be torn."""
     for name in (*manifest.files, *manifest.keys.values(), *(entry[0] for entry in manifest.sending), *manifest.maybe):
         _check_name(name)  # the pod's word, about to become paths on this one: refused before anything is read
     own = {MANIFEST_NAME, *manifest.beside}
     if manifest.version < 2:
         own |= {JOB_LOG_NAME, OUTCOME_NAME, *manifest.waiting}  # a file still being written at that push: maybe torn
-    sizes: dict[str, set[int]] = {}
-    for name, (size, _mtime) in manifest.files.items():
-        sizes.setdefault(name, set()).add(size)
-    for name, size, _mtime in manifest.sending:
-        sizes.setdefault(name, set()).add(size)
-    for name, stamps in manifest.maybe.items():
-        sizes.setdefault(name, set()).update(size for size, _mtime in stamps)
+    sizes = _sizes(manifest)
     found = _found(manifest, listing, {n for n in sizes if n not in own})
-    chosen: dict[str, tuple[str, int]] = {}
-    for name in sorted(manifest.files):
-        if name in own:
-            continue
-        if name not in found:
-            raise RestoreError(f"results/{name} is in the push manifest but not at the destination")
-        chosen[name] = _matching(name, found[name], sizes)
-    # Announced by a push under way, not yet verified: in order, each clock tick's files all or none, up to the
-    # first that did not arrive (a push that was cut there sent nothing after it). A name there at a size this push
-    # does not send is an older version left by someone before (an earlier attempt): not arrived either.
-    ticks: dict[int, list[str]] = {}
-    for name, _size, mtime in manifest.sending:
-        if name not in own and name not in manifest.files:
-            ticks.setdefault(mtime, []).append(name)
-    for names in ticks.values():
-        if not all(name in found and found[name][1] in sizes[name] for name in names):
-            break
-        chosen.update((name, found[name]) for name in names)
+    chosen = _verified(manifest, found, sizes, own)
+    chosen.update(_arrived(manifest, found, sizes, own))
     torn = sorted(set(chosen) & set(manifest.suspect))
     if torn:
         raise RestoreError(
@@ -130,6 +109,52 @@ def restorable(manifest: PushManifest, listing: Mapping[str, int]) -> dict[str, 
             "be torn, so the job is not resumed from it (save checkpoints to a temporary name, then rename them)"
         )
     return chosen
+
+
+def _sizes(manifest: PushManifest) -> dict[str, set[int]]:
+    """Each name's sizes a push sent it at: the last verified one's, the one under way's, an unfinished one's."""
+    sizes: dict[str, set[int]] = {}
+    for name, (size, _mtime) in manifest.files.items():
+        sizes.setdefault(name, set()).add(size)
+    for name, size, _mtime in manifest.sending:
+        sizes.setdefault(name, set()).add(size)
+    for name, stamps in manifest.maybe.items():
+        sizes.setdefault(name, set()).update(size for size, _mtime in stamps)
+    return sizes
+
+
+def _verified(
+    manifest: PushManifest, found: Mapping[str, tuple[str, int]], sizes: Mapping[str, set[int]], own: set[str]
+) -> dict[str, tuple[str, int]]:
+    """What the last verified push listed: each must be there, at a size a push sent it with."""
+    chosen: dict[str, tuple[str, int]] = {}
+    for name in sorted(manifest.files):
+        if name in own:
+            continue
+        if name not in found:
+            raise RestoreError(f"results/{name} is in the push manifest but not at the destination")
+        if found[name][1] not in sizes[name]:
+            raise RestoreError(f"results/{found[name][0]} at the destination does not match the push manifest")
+        chosen[name] = found[name]
+    return chosen
+
+
+def _arrived(
+    manifest: PushManifest, found: Mapping[str, tuple[str, int]], sizes: Mapping[str, set[int]], own: set[str]
+) -> dict[str, tuple[str, int]]:
+    """What a push under way announced and the last verified one did not list: in order, each clock tick's files
+    all or none, up to the first that did not arrive (a push cut there sent nothing after it). A name there at a
+    size this push does not send is a version someone left before (an earlier attempt): not arrived either."""
+    ticks: dict[int, list[str]] = {}
+    for name, _size, mtime in manifest.sending:
+        if name not in own and name not in manifest.files:
+            ticks.setdefault(mtime, []).append(name)
+    arrived: dict[str, tuple[str, int]] = {}
+    for names in ticks.values():
+        if not all(name in found and found[name][1] in sizes[name] for name in names):
+            break
+        arrived.update((name, found[name]) for name in names)
+    return arrived
 
 
 def _found(manifest: PushManifest, listing: Mapping[str, int], names: set[str]) -> dict[str, tuple[str, int]]:
@@ -143,12 +168,6 @@ def _found(manifest: PushManifest, listing: Mapping[str, int], names: set[str]) 
         name = owner.get(key) or (key if key in names else name_of_key(key))
         if name in names and (name not in found or key == manifest.keys.get(name, name)):
             found[name] = (key, size)
-    return found
-
-
-def _matching(name: str, found: tuple[str, int], sizes: Mapping[str, set[int]]) -> tuple[str, int]:
-    if found[1] not in sizes.get(name, set()):
-        raise RestoreError(f"results/{found[0]} at the destination does not match the push manifest")
     return found
 
 

@@ -28,6 +28,25 @@ from gpuc.testkit.drill_stage import EXPERIMENT, MIN, STEP_S, DrillPod, RowResul
 CKPT_EVERY_S = MIN
 
 
+class Outbid(BaseException):
+    """The pod's processes killed (an outbid): nothing of the push runs after it, not even an `except Exception`."""
+
+
+class CutBucket(FileBucketSync):
+    """The real file:// destination, its pod killed as it starts writing its `cut_at`-th file (None: never)."""
+
+    def __init__(self, bucket: Path, experiment: str = "exp", run_id: str = "run01", *, cut_at: int | None = None):
+        super().__init__(bucket, experiment, run_id)
+        self.cut_at = cut_at
+        self.copies = 0
+
+    def _copy(self, source: Path, key: str) -> None:
+        self.copies += 1
+        if self.copies == self.cut_at:
+            raise Outbid
+        super()._copy(source, key)
+
+
 class CountingBucket(FileBucketSync):
     """The drill's real file:// destination, counting what each push hands it (what crosses the network)."""
 

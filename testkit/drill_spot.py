@@ -50,6 +50,7 @@ from gpuc.instance_side.podfiles import PodPaths
 from gpuc.instance_side.push import MANIFEST_NAME, PushManifest, PushReport, push_once
 from gpuc.instance_side.resume import RestoreError, restore
 from gpuc.instance_side.sync import FileBucketSync, local_listing, with_job_log
+from gpuc.testkit.drill_push import CutBucket, Outbid
 from gpuc.testkit.drill_stage import MIN, RowResult, Stage
 from gpuc.testkit.emulators.vast import VastEmulator, VastOfferState
 from gpuc.testkit.spot_world import BID, MAX_HOURS, OFFER, RUN_ID, make_rec_world
@@ -377,25 +378,6 @@ S30E_OUTBIDS = 3
 SETTLE_S = 5.0  # GPUC_SYNC_SETTLE_S's default
 
 
-class _Outbid(BaseException):
-    """The container stopped: the push process is killed between two requests, nothing of it runs after."""
-
-
-class _CutBucket(FileBucketSync):
-    """The run's real file:// destination, the pod killed as it starts its `cut_at`-th file."""
-
-    def __init__(self, bucket: Path, experiment: str, run_id: str, cut_at: int) -> None:
-        super().__init__(bucket, experiment, run_id)
-        self.cut_at = cut_at
-        self.copies = 0
-
-    def _copy(self, source: Path, key: str) -> None:
-        self.copies += 1
-        if self.copies == self.cut_at:
-            raise _Outbid
-        super()._copy(source, key)
-
-
 class PushedJob(SpotJob):
     """One attempt's job on its own pod disk: each step a file steps/step-N.txt, then ckpt.pt saved with a rename
     (its size never changes: a stale manifest would take a newer one), then a line appended to metrics.jsonl;
@@ -498,8 +480,8 @@ class PushingSpotWorld(SpotWorld):
         assert isinstance(job, PushedJob)
         mid = len(self.kills) % 2 == 0  # the first and the third
         if mid:  # the outbid lands inside a push: killed as it starts a random one of its requests
-            cut = _CutBucket(self.dest.parent.parent, "spot", RUN_ID, self.rng.randint(1, 16))
-            with contextlib.suppress(_Outbid):
+            cut = CutBucket(self.dest.parent.parent, "spot", RUN_ID, cut_at=self.rng.randint(1, 16))
+            with contextlib.suppress(Outbid):
                 push_once(cut, job.paths, self.clock, settle_s=SETTLE_S)
         self.kills.append((job.step, job.due(), mid))
         super()._outbid(job)

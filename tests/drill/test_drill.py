@@ -192,9 +192,11 @@ def test_a_wrapper_that_does_not_restart_the_agent_loses_the_job(monkeypatch: py
 
 
 def test_a_push_that_sends_everything_fails_the_frozen_row(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpuc.instance_side import push
+    def everything(listing: Any, last: Any, now: float, settle_s: float, **_: Any) -> push.Plan:
+        sends = (push.Send(n, size, listing.mtimes.get(n, 0), push.FILE) for n, size in listing.files.items())
+        return push.Plan(tuple(sends), ())
 
-    monkeypatch.setattr(push, "plan", lambda files, mtimes, last, now, settle_s=0: (dict(files), []))
+    monkeypatch.setattr(push, "plan", everything)
     report = run_drill(scenarios=push_rows("f26f_pod_frozen_mid_job"))
     assert any("unchanged files again" in p for p in report.rows[0].problems) and not report.ok
 

@@ -32,12 +32,9 @@ from gpuc.instance_side.push import MANIFEST_NAME as MANIFEST
 from gpuc.instance_side.push import IncrementalPush, PushManifest, plan
 from gpuc.instance_side.resume import RestoreError, restore
 from gpuc.instance_side.sync import FileBucketSync, Listing, Manifest
+from gpuc.testkit.drill_push import CutBucket, Outbid
 
 STEP_S = 0.25
-
-
-class Killed(BaseException):
-    """The pod's processes killed (an outbid): nothing of the push runs after it, not even an `except Exception`."""
 
 
 def pod(tmp_path: Path) -> PodPaths:
@@ -64,21 +61,6 @@ def write_step(paths: PodPaths, step: int, at: float) -> None:
 
 def restored_steps(names: list[str]) -> list[int]:
     return sorted(int(n[5:10]) for n in names if n.startswith("ckpt-"))
-
-
-class CutBucket(FileBucketSync):
-    """The real file:// destination, its pod killed when it is about to write its `cut_at`-th file."""
-
-    def __init__(self, bucket: Path, cut_at: int | None = None) -> None:
-        super().__init__(bucket, "exp", "run01")
-        self.cut_at = cut_at
-        self.copies = 0
-
-    def _copy(self, source: Path, key: str) -> None:
-        self.copies += 1
-        if self.copies == self.cut_at:
-            raise Killed
-        super()._copy(source, key)
 
 
 # -- the cause, and main's other two ways to break the order --------------------------------------------------
@@ -135,8 +117,8 @@ def test_a_push_cut_after_the_new_checkpoint_never_restores_it_without_the_steps
         write_step(paths, step, now - 100 + step)
         write(ckpt, json.dumps({"step": step}).encode(), now - 100 + step + 0.1)
     for cut_at in range(1, 7):
-        dest = CutBucket(tmp_path / "bucket", cut_at)
-        with pytest.raises(Killed):
+        dest = CutBucket(tmp_path / "bucket", cut_at=cut_at)
+        with pytest.raises(Outbid):
             IncrementalPush(dest, paths, FakeClock(now)).run()
         into = tmp_path / f"new-{cut_at}" / "results"
         names = restore(f"file://{dest.dest}", into)
@@ -263,7 +245,7 @@ def test_a_recovered_pod_pushes_only_what_its_job_changes_and_a_cut_then_restore
         fh.write(b"3\n")
     stamp(second.results / "metrics.jsonl", now - 99)
     counted = CutBucket(tmp_path / "bucket", cut_at=3)  # the manifest, step 3, then killed before the log
-    with pytest.raises(Killed):
+    with pytest.raises(Outbid):
         IncrementalPush(counted, second, FakeClock(now)).run()
     assert counted.copies == 3, "only the job's two changed files were to go, after the manifest"
     third = tmp_path / "three"
@@ -271,17 +253,23 @@ def test_a_recovered_pod_pushes_only_what_its_job_changes_and_a_cut_then_restore
     assert (third / "metrics.jsonl").read_bytes() == b"1\n2\n"
 
 
+@pytest.fixture
+def large(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[PodPaths, Path, float]:
+    """A pod whose checkpoint is large (over the SNAPSHOT_MAX set here): sent from a hard link, not a copy."""
+    monkeypatch.setattr(pushmod, "SNAPSHOT_MAX", 8)
+    paths = pod(tmp_path)
+    now = time.time()
+    write(paths.results / "ckpt.pt", b"A" * 64, now - 600)
+    return paths, paths.results / "ckpt.pt", now
+
+
 def test_a_file_rewritten_in_place_while_sent_fails_the_push_and_a_restore_refuses_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, large: tuple[PodPaths, Path, float]
 ) -> None:
     """A large checkpoint is sent from a hard link (a job's rename replaces the file, not the linked version); one
     rewritten in place while it goes may arrive torn at its old size. The push sees it changed, says so, and marks
     it at the destination: a restore refuses rather than resume from it, until a push sends it whole."""
-    monkeypatch.setattr(pushmod, "SNAPSHOT_MAX", 8)
-    paths = pod(tmp_path)
-    now = time.time()
-    ckpt = paths.results / "ckpt.pt"
-    write(ckpt, b"A" * 64, now - 600)
+    paths, ckpt, now = large
 
     class Rewriting(CutBucket):
         def _copy(self, source: Path, key: str) -> None:
@@ -303,13 +291,9 @@ def test_a_file_rewritten_in_place_while_sent_fails_the_push_and_a_restore_refus
 
 
 def test_a_checkpoint_saved_with_a_rename_goes_as_the_version_listed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, large: tuple[PodPaths, Path, float]
 ) -> None:
-    monkeypatch.setattr(pushmod, "SNAPSHOT_MAX", 8)
-    paths = pod(tmp_path)
-    now = time.time()
-    ckpt = paths.results / "ckpt.pt"
-    write(ckpt, b"A" * 64, now - 600)
+    paths, ckpt, now = large
 
     class Renaming(CutBucket):
         def _copy(self, source: Path, key: str) -> None:
@@ -343,7 +327,7 @@ def test_a_failed_push_is_remembered_so_a_later_cut_still_restores(tmp_path: Pat
         IncrementalPush(Failing(tmp_path / "bucket"), paths, FakeClock(now - 600)).run()
     write_step(paths, 3, now - 500)
     write(ckpt, b'{"step": 333}', now - 499)
-    with pytest.raises(Killed):  # its manifest went (copy 1); killed before its first file
+    with pytest.raises(Outbid):  # its manifest went (copy 1); killed before its first file
         IncrementalPush(CutBucket(tmp_path / "bucket", cut_at=2), paths, FakeClock(now)).run()
     names = restore(f"file://{tmp_path / 'bucket/exp/run01'}", tmp_path / "r")
     assert restored_steps(names) == [1, 2]
@@ -393,11 +377,11 @@ def test_an_escaped_name_announced_and_cut_is_restored_under_its_own_name(s3: An
         def push_files(self, results_dir: Path, files: Any) -> Manifest:
             manifest = super().push_files(results_dir, files)
             if odd in files:
-                raise Killed  # after the files, before the verified manifest
+                raise Outbid  # after the files, before the verified manifest
             return manifest
 
     dest = Cut("s3://results/runs", "exp", "run01", credentials=creds, client=s3)
-    with pytest.raises(Killed):
+    with pytest.raises(Outbid):
         IncrementalPush(dest, paths, FakeClock(now)).run()
     into = tmp_path / "r"
     names = restore("s3://results/runs/exp/run01", into, credentials=creds, client=s3)
@@ -481,7 +465,7 @@ class Job:
         self.written.append(Version(name, data, at))
 
 
-class Outbid(FileBucketSync):
+class Contended(FileBucketSync):
     """The real file:// destination. Every request (a file written, a listing) takes a little time, during which
     the job goes on; the `cut_at`-th request never happens (the pod is killed as it starts, or midway through a
     file: its temporary copy is left behind, never renamed). Now and then a request fails (a network error)."""
@@ -497,14 +481,14 @@ class Outbid(FileBucketSync):
         self.world.clock.advance(self.world.rng.choice((0.01, 0.2, 0.9)))
         self.world.job.run_until(self.world.clock.now())
         if self.requests == self.cut_at:
-            raise Killed
+            raise Outbid
         if self.world.rng.random() < 0.02:
             raise SyncError("the network went away (a request failed)")
 
     def _copy(self, source: Path, key: str) -> None:
         try:
             self._request()
-        except Killed:
+        except Outbid:
             if self.world.rng.random() < 0.5:
                 raise  # as the request starts
             with mock.patch("shutil.copyfile", _killed_midway):
@@ -518,7 +502,7 @@ class Outbid(FileBucketSync):
 
 def _killed_midway(source: Path, target: Path) -> None:
     Path(target).write_bytes(Path(source).read_bytes()[:7])
-    raise Killed
+    raise Outbid
 
 
 @dataclass
@@ -540,7 +524,7 @@ class World:
         # large one (a hard link: it goes when it settles).
         ckpt_bytes = 200 if self.seed % 2 else 4 * SNAPSHOT_MAX
         self.job = Job(self.paths, self.rng, ckpt_bytes, next_at=self.clock.now() + 0.5)
-        self.dest = Outbid(self.root / "bucket", self, self.cut_at)
+        self.dest = Contended(self.root / "bucket", self, self.cut_at)
 
     def run(self, pushes: int) -> bool:
         """True when the pod was killed before `pushes` pushes ran."""
@@ -551,7 +535,7 @@ class World:
             try:
                 report = IncrementalPush(self.dest, self.paths, self.clock, settle_s=SETTLE_S).run()
                 self.pushed_at.append(float(report.at or 0.0))
-            except Killed:
+            except Outbid:
                 return True
             except (SyncError, pushmod.ChangedWhileSent, OSError):
                 pass  # a failed push: the next one sends it again
