@@ -367,9 +367,10 @@ class IncrementalPush:
         pushed = PushManifest(
             where, now, stamps, keys, waiting, (), dict(pending.versions), tuple(sorted(logs)), pending.suspect
         )
-        if staged or stamps != last.files or keys != last.keys or pending.versions != last.maybe:
-            # Nothing changed: nothing is written at the destination (a git remote gets no empty commit
-            # every interval); the destination is as current as the pod's results, which is what `at` says.
+        if planned.send or stamps != last.files or keys != last.keys or pending.versions != last.maybe:
+            # (An announcement went: it is replaced, even if nothing followed it.) Nothing changed: nothing is
+            # written at the destination (a git remote gets no empty commit every interval); the destination is
+            # as current as the pod's results, which is what `at` says.
             _publish(self.dest, pushed, listing.files, stage / "manifest")
         atomic_write(manifest_path(self.paths), pushed.to_json(), 0o600)
         pending.save(self.paths, where)
