@@ -10,6 +10,7 @@ the note, its cost inside the envelope), and the phone's outbox (the recovery sa
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import subprocess
@@ -119,6 +120,13 @@ class World:
         except (OSError, ValueError):  # nothing pushed yet
             return []
         return sorted(int(n[5:10]) for n in names)
+
+    def pushed_at_least(self, steps: int) -> bool:
+        return len(self.pushed_steps(folder="steps")) >= steps
+
+    def re_rented(self, gone: str) -> bool:
+        alive = self.platform.alive()
+        return gone not in alive and len(alive) == 1
 
     def settled_steps(self) -> int:
         """The newest step the last push counts as whole (a file still being written is `waiting`)."""
@@ -259,11 +267,11 @@ def test_outbid_at_random_moments_three_times_each_resume_is_a_prefix_and_nothin
         for attempt in range(OUTBIDS):
             # A random moment of this attempt: after a few of its own steps were pushed, then anywhere in a push.
             goal = len(world.pushed_steps(folder="steps")) + rng.randint(4, 14)
-            wait_for(lambda g=goal: len(world.pushed_steps(folder="steps")) >= g, 120, f"attempt {attempt + 1}")
+            wait_for(functools.partial(world.pushed_at_least, goal), 120, f"attempt {attempt + 1}")
             time.sleep(rng.uniform(0.0, 1.0))
             world.vast.outbid(pod, by=BID + 0.05)  # its container stops here: the job and any push under way
             owed.append(due_before_the_kill(world.platform.root(pod)))
-            wait_for(lambda p=pod: p not in world.platform.alive() and len(world.platform.alive()) == 1, 90, "re-rent")
+            wait_for(functools.partial(world.re_rented, pod), 90, "a re-rent")
             (pod,) = world.platform.alive()
         wait_for(lambda: STEPS in world.pushed_steps(folder="steps"), 240, "the job's last step pushed")
         wait_for(lambda: not world.platform.alive(), 60, "every instance gone")
