@@ -61,9 +61,9 @@ def restore(
 ) -> list[str]:
     """Copy the last push at `resume_from` into `results`; the names restored. `endpoint_url` and
     `credentials` (the pod's GPUC_S3_* keys) are for an s3:// destination; `client` is injectable for tests.
-    With `paths` (the pod's), its push starts from what was restored (push.adopt): the next push sends what the
-    job changes, not every restored checkpoint again, and announces a file with the version the destination
-    holds of it beside the new one."""
+    With `paths` (the pod's, as the boot and the wrapper pass them), its push starts from what was restored
+    (push.adopt): the next push sends what the job changes, not every restored checkpoint again, and its
+    manifests keep naming the restored files that wait, with the version the destination holds."""
     source: _Source
     if resume_from.startswith("file://"):
         source = _FileSource(Path(resume_from[len("file://") :]))
@@ -83,8 +83,12 @@ def restore(
         target.parent.mkdir(parents=True, exist_ok=True)
         source.fetch(key, size, target)
     if paths is not None:
-        with contextlib.suppress(OSError):  # best effort: without it the next push sends everything again
+        try:
             adopt(paths, manifest.destination, chosen)
+        except OSError as exc:
+            # Not best effort: a pod that does not know what the destination holds would announce its first push
+            # without the restored files that wait in it, and a restore after a cut would leave them out.
+            raise RestoreError(f"could not record what was restored: {exc.strerror or exc}") from None
     return list(chosen)
 
 
@@ -143,15 +147,16 @@ def _arrived(
     manifest: PushManifest, found: Mapping[str, tuple[str, int]], sizes: Mapping[str, set[int]], own: set[str]
 ) -> dict[str, tuple[str, int]]:
     """What a push under way announced and the last verified one did not list: in order, each clock tick's files
-    all or none, up to the first that did not arrive (a push cut there sent nothing after it). A name there at a
-    size this push does not send is a version someone left before (an earlier attempt): not arrived either."""
+    all or none, up to the first that is not there (a push cut there sent nothing after it). A name there at a
+    size this push does not send is a whole version written before it (an earlier attempt's, the destination
+    holds nothing else: every write there is whole): taken as it is, an older version of that file."""
     ticks: dict[int, list[str]] = {}
     for name, _size, mtime in manifest.sending:
         if name not in own and name not in manifest.files:
             ticks.setdefault(mtime, []).append(name)
     arrived: dict[str, tuple[str, int]] = {}
     for names in ticks.values():
-        if not all(name in found and found[name][1] in sizes[name] for name in names):
+        if not all(name in found for name in names):
             break
         arrived.update((name, found[name]) for name in names)
     return arrived

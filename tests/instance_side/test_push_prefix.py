@@ -253,6 +253,17 @@ def test_a_recovered_pod_pushes_only_what_its_job_changes_and_a_cut_then_restore
     assert (third / "metrics.jsonl").read_bytes() == b"1\n2\n"
 
 
+def test_a_restore_the_pod_cannot_record_is_refused(tmp_path: Path) -> None:
+    """The new pod must know what the destination holds: announced without the restored files that wait in its
+    first push, a cut would leave them out of the next restore (a step 1 missing under a log of step 2)."""
+    first = pod(tmp_path / "one")
+    write_step(first, 1, time.time() - 900)
+    IncrementalPush(CutBucket(tmp_path / "bucket"), first, FakeClock(time.time())).run()
+    second = PodPaths(tmp_path / "two")  # no state folder to record in
+    with pytest.raises(RestoreError, match="could not record what was restored"):
+        restore(f"file://{tmp_path / 'bucket/exp/run01'}", tmp_path / "two-results", paths=second)
+
+
 @pytest.fixture
 def large(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[PodPaths, Path, float]:
     """A pod whose checkpoint is large (over the SNAPSHOT_MAX set here): sent from a hard link, not a copy."""
