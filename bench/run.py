@@ -18,6 +18,7 @@ BENCHES = [
     "upload_scan",
     "push_scan",
     "termsafe_speed",
+    "pod_install",
 ]
 
 

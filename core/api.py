@@ -12,10 +12,13 @@ Routes (the local server and the Lambda Function URL serve the same ones):
     GET  /v1/status               admin                             -> StatusResponse
     POST /v1/reap                 admin   ReapRequest               -> ReapReport
     POST /v1/resume               admin                             -> Ack  (new pods paused from the phone)
-    POST /v1/boot                 ticket  BootRequest               -> BootAnswer (a re-rented pod, once)
+    POST /v1/boot                 ticket  BootRequest               -> BootAnswer (a re-rented pod, once; 409: later)
+    POST /v1/grant                pod     GrantRequest (signed)     -> GrantAnswer (its run's own objects)
+    POST /v1/grant/list           pod     ListRequest (signed)      -> ListAnswer (its run's own objects)
+    POST /v1/grant/upload         pod     UploadRequest (signed)    -> UploadAnswer (a large file, in parts)
     GET  /v1/runs/{run_id}        admin                             -> RunRecovery
     POST /v1/runs/{run_id}/stop   admin                             -> Ack  (stop recovering)
-    POST /v1/hooks/vast           Vast    Vast's signed webhook     -> {"ok": true} (a hint: look at runs now)
+    POST /v1/hooks/vast           Vast    Vast's signed webhook     -> {"ok": true} (a hint: wakes the reaper)
     GET  /a/{link}                link                              -> HTML confirmation page (never acts)
     POST /a/{link}                link    form (confirm=yes)        -> HTML result page (acts once)
 
@@ -30,9 +33,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
+from gpuc.core.destinations import OBJECT_NAME_MAX, grant_name_problem
 from gpuc.core.gpubounds import reading_problem
 from gpuc.core.models import GpuReading, PodSpec, Strict
 from gpuc.core.pod import PodStatus
+from gpuc.core.signing import H_CLAIM as H_CLAIM
+from gpuc.core.signing import H_POD as H_POD
+from gpuc.core.signing import H_SEQ as H_SEQ
+from gpuc.core.signing import H_SIGNATURE as H_SIGNATURE
+from gpuc.core.signing import H_TIMESTAMP as H_TIMESTAMP
 
 MAX_BODY_BYTES = 16 * 1024
 SIGNATURE_WINDOW_S = 300
@@ -54,22 +63,21 @@ Count = Annotated[int, Field(ge=0, le=1_000_000)]
 # watchdog says at least this (client/pods/plan.py check_protocol). Raise it with every change to what a pod
 # sends; tests/functions/test_wire_protocol.py holds the schema this number stands for.
 # 3: a re-rented pod's BootRequest (POST /v1/boot), for a run recovering after an outbid.
-WIRE_PROTOCOL = 3
+# 4: a pod holds no S3 key: it asks for grants on its own run's prefix (GrantRequest, ListRequest, UploadRequest).
+WIRE_PROTOCOL = 4
 # The least protocol a watchdog must declare for `up --recover` (client/pods/recovery.py check_recovery_protocol):
 # one that keeps a run's RecoveryRequest, answers /v1/boot, /v1/runs/{id} and .../stop. An older one would
 # take the registration's `recovery` as an unknown field (4xx) or, worse, never re-rent. Its own constant, so
 # raising WIRE_PROTOCOL for another reason never lets an older watchdog pass this check.
 RECOVERY_PROTOCOL = 3
 
-H_POD = "X-Gpuc-Pod"
-H_TIMESTAMP = "X-Gpuc-Timestamp"
-H_SEQ = "X-Gpuc-Seq"
-H_SIGNATURE = "X-Gpuc-Signature"
-# The pod's claim (core.signing.mint_claim), sent with every signed request: a watchdog whose store does not
-# know the pod re-creates its record from it (functions.claims). Self-signed, so it costs no store read.
-H_CLAIM = "X-Gpuc-Claim"
+# H_POD, H_TIMESTAMP, H_SEQ, H_SIGNATURE and H_CLAIM (the pod's claim, core.signing.mint_claim, sent with every
+# signed request: a watchdog whose store does not know the pod re-creates its record from it, functions.claims)
+# are core.signing's, which the pod imports without pydantic; imported above.
 
 PodId = str
+# The run's results prefix rides in the pod's claim (functions/claims.py), which a header carries: bounded.
+RESULTS_AT_MAX = 300
 EventKind = Literal[
     "agent_start",
     "job_exit",
@@ -122,6 +130,10 @@ class RegisterRequest(Strict):
     # `up --interruptible --recover N`: the watchdog re-rents this run after an outbid (functions/reaper/
     # respawn.py) inside the run's one envelope, and boots the new pod with no laptop from `recovery.kit`.
     recovery: RecoveryRequest | None = None
+    # The run's own results prefix at an s3:// destination, `s3://bucket/<prefix>/<experiment>/<run_id>`: the
+    # only objects this pod's grants reach (POST /v1/grant). The watchdog refuses one outside the bucket it
+    # holds a key for, or not ending in this pod's experiment and run id. None: no s3:// destination.
+    results_at: str | None = Field(None, min_length=6, max_length=RESULTS_AT_MAX)
 
 
 HEX64 = r"^[0-9a-f]{64}$"
@@ -131,7 +143,8 @@ URL_MAX = 4096  # a presigned S3 URL with a session token runs past 2 KB
 
 class BootKit(Strict):
     """What a re-rented pod needs to start with no laptop, as `up` left it for the run. The watchdog keeps it
-    (secrets included: the same allowlisted ones the first pod got, core/podsecrets.py) until the run ends,
+    (secrets included: the same allowlisted ones the first pod got, core/podsecrets.py, never the bucket's key:
+    each attempt is granted its run's prefix, functions/grants.py) until the run ends,
     and hands it to a new pod once, for its boot ticket (BootRequest). The files themselves are at the run's
     results destination, fetched by URL (file:// or a presigned https GET), checked by their sha256."""
 
@@ -140,9 +153,10 @@ class BootKit(Strict):
     wheel_sha256: str = Field(pattern=HEX64)
     project_url: str | None = Field(None, max_length=URL_MAX)  # the project tar `up` uploaded (None: none)
     project_sha256: str | None = Field(None, pattern=HEX64)
-    # How the wheel is installed: a venv of gpuc's own (a real pod), or offline into <code>/site with this
-    # python (a loopback sandbox with no network: tests and demos, as client/onpod/provision.py does)
-    installer: Literal["venv", "offline"] = "venv"
+    # How the bundle is installed: "offline", unpacked into <code>/site with no network and run by
+    # `offline_python` or, when None, by the image's own python3 >= 3.9 (core/podinstall.py). "venv" (pip from the
+    # package index) is an older gpuc's, still read from the kit of a run it started.
+    installer: Literal["venv", "offline"] = "offline"
     offline_python: str | None = Field(None, max_length=1024)
     config: dict[str, Any]  # the first pod's PodConfig JSON; pod_id, price, gpu and deadline set per pod
     secrets: dict[str, str] = Field(default_factory=dict, max_length=32)
@@ -209,6 +223,9 @@ class RunRecovery(Strict):
     stop_asked: bool = False
     stopped_why: str | None = None  # why recovery stopped (None: still going, or the job ended by itself)
     results_at: str | None = None
+    # What a watchdog pass is doing to the run right now (a re-rent, a destroy), in words; None: nothing.
+    # `gpuc down` waits for it to clear before it says nothing bills (functions/runs.py busy_with).
+    busy: str | None = None
 
 
 class HeartbeatBody(Strict):
@@ -266,6 +283,98 @@ class PodEvent(Strict):
     # The pod is kept for its results (its sync failed) and stops itself in this many seconds (F16): the
     # watchdog records when it heard it, never destroys it, and stops it if it is still running after.
     kept_left_s: Seconds | None = None
+
+
+# -- a pod's own run prefix at an s3:// destination (functions/grants.py, instance_side/grants.py) --------
+# The pod holds no S3 key: the watchdog, which does, signs short-lived URLs for the pod's own objects, by name
+# relative to its run's prefix (RegisterRequest.results_at). Never a DELETE, never a name outside the prefix.
+GRANT_BATCH = 50  # names (or parts) in one request: its answer of presigned URLs stays well under a megabyte
+GRANT_NAME_MAX = OBJECT_NAME_MAX
+PARTS_MAX = 10_000  # S3's part numbers
+
+
+def _names_ok(names: list[str]) -> list[str]:
+    for name in names:
+        if grant_name_problem(name) is not None:
+            raise ValueError("not a name inside the run's prefix")  # never echoed: stable wording at the edge
+    return names
+
+
+class GrantRequest(Strict):
+    """Presigned URLs to PUT or GET these objects of the pod's run (a name: `ckpt/step7.pt`)."""
+
+    pod_id: str = Field(min_length=1, max_length=128)
+    op: Literal["put", "get"]
+    names: list[str] = Field(min_length=1, max_length=GRANT_BATCH)
+
+    @field_validator("names")
+    @classmethod
+    def _names_ok(cls, names: list[str]) -> list[str]:
+        return _names_ok(names)
+
+
+class GrantedUrl(Strict):
+    name: str
+    url: str
+
+
+class GrantAnswer(Strict):
+    urls: list[GrantedUrl]
+    expires_in_s: float  # each URL's life from now (S3 checks it as a request starts)
+
+
+class ListRequest(Strict):
+    """One page of the run's own objects (names and sizes), listed by the watchdog with its key."""
+
+    pod_id: str = Field(min_length=1, max_length=128)
+    after: str | None = Field(None, min_length=1, max_length=GRANT_NAME_MAX)  # the last name of the page before
+
+
+class ListedObject(Strict):
+    name: str
+    size: int
+
+
+class ListAnswer(Strict):
+    objects: list[ListedObject]
+    more: bool = False  # another page follows, after the last name of this one
+
+
+class UploadRequest(Strict):
+    """A file too large for one PUT, in parts: `start` (the watchdog creates the upload), `parts` (URLs for
+    these part numbers), `complete` (the watchdog checks `count` parts holding `size` bytes are there, then
+    completes), `abort`."""
+
+    pod_id: str = Field(min_length=1, max_length=128)
+    op: Literal["start", "parts", "complete", "abort"]
+    name: str = Field(min_length=1, max_length=GRANT_NAME_MAX)
+    upload_id: str | None = Field(None, min_length=1, max_length=1024)
+    parts: list[Annotated[int, Field(ge=1, le=PARTS_MAX)]] = Field(default_factory=list, max_length=GRANT_BATCH)
+    count: int | None = Field(None, ge=1, le=PARTS_MAX)
+    size: int | None = Field(None, ge=0, le=5 * 1024**4)  # S3's largest object: 5 TiB
+
+    @field_validator("name")
+    @classmethod
+    def _name_ok(cls, name: str) -> str:
+        return _names_ok([name])[0]
+
+
+class PartUrl(Strict):
+    part: int
+    url: str
+
+
+class UploadAnswer(Strict):
+    upload_id: str | None = None
+    urls: list[PartUrl] = Field(default_factory=list)
+    expires_in_s: float | None = None
+
+
+class GrantScope(Strict):
+    """What a watchdog grants pods: the s3:// destination it holds a key for, and the endpoint it signs for."""
+
+    bucket: str  # s3://bucket or s3://bucket/prefix
+    endpoint_url: str | None = None
 
 
 class KeepRequest(Strict):
@@ -386,6 +495,11 @@ class ChannelInfo(Strict):
     kind: str = Field(min_length=1, max_length=32)
 
 
+class VastHookSeen(Strict):
+    notif_type: str = Field(max_length=40)
+    at: float
+
+
 class StatusResponse(Strict):
     server_time: float
     reaper_last_run: float | None = None
@@ -402,6 +516,12 @@ class StatusResponse(Strict):
     watchdog_id: str | None = None
     # WIRE_PROTOCOL of the gpuc the watchdog runs; absent (0) from a watchdog older than the field.
     protocol: int = Field(0, ge=0, le=1_000_000)
+    # The last Vast webhook delivery the watchdog verified (its slug and when; never its body): `gpuc doctor
+    # --live` asks Vast for a signed test delivery and reads here that it arrived. None: none yet.
+    vast_hook_last: VastHookSeen | None = None
+    # Where this watchdog grants a pod its run's own objects (None: it holds no results key): `up` refuses an
+    # s3:// destination it does not cover before renting.
+    results_grant: GrantScope | None = None
 
 
 class PageLinkRequest(Strict):

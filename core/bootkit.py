@@ -10,7 +10,10 @@
   `python3 -m gpuc.instance_side boot` installs it for good and starts everything.
 - else nothing: the first pod, `up` provisions it over ssh.
 
-Python's standard library only (the image's python3), everything logged to `<state>/boot.out`. The ticket is
+Python's standard library only (the image's python3 >= 3.9, found as `up` finds it: core/podinstall.py; an image
+with none is said so in boot.out, and nothing starts), everything logged to `<state>/boot.out`. A "not yet" from the
+watchdog (409 while the re-rent is still being registered, 408/425/429) is tried again, a bounded number of
+times; any other 4xx (403: a ticket that will never be good) ends the boot at once. The ticket is
 read from the environment inside Python, never put in argv or the log; it is spent at its first use, since
 Vast echoes a pod's env in every listing. Vast takes at most 4096 characters of `onstart` (with `args`):
 `onstart_script()` is checked against that by the tests. Nothing secret is in the script: it is the same for
@@ -19,6 +22,7 @@ every pod and goes into the provider's listing.
 
 from __future__ import annotations
 
+from gpuc.core.podinstall import MIN_PYTHON, PYTHON_ENV, find_python_sh
 from gpuc.core.podpaths import POD_ROOT_ENV, STATE_REL
 
 BOOT_TICKET_ENV = "GPUC_BOOT_TICKET"
@@ -27,7 +31,15 @@ BOOT_FILE = "boot.json"  # in PodPaths.state
 BOOT_OUT = "boot.out"
 BOOT_SITE = "boot-site"  # in PodPaths.code: the wheel's files, until the install puts them in place
 ONSTART_MAX = 4096  # Vast: args + args_str + onstart together (reference/providers.md)
-BOOT_ATTEMPTS = 6  # /v1/boot on a dropped connection or a 5xx: 1+2+4+8+16 s of waits, then the pod gives up
+# /v1/boot on a dropped connection, a 5xx or a "not yet" (BOOT_RETRY): waits of 1, 2, 4 ... capped at
+# BOOT_WAIT_CAP_S, about 21 min in all. It must outlast a re-rent cut after its create: the watchdog's act lease
+# (functions/reaper/recovering.py ACT_LEASE_S, 5 min) plus one reaper period (5 min on AWS) before the next
+# pass registers the pod; then the pod gives up (unbooted, it is reaped as unregistered, never left billing).
+BOOT_ATTEMPTS = 26
+BOOT_WAIT_CAP_S = 60
+# The watchdog's "not yet, try again" (409: the re-rent is still being registered; 425/429/408 likewise): tried
+# again. Any other 4xx (403: this ticket will never be good) ends the boot at once.
+BOOT_RETRY = (408, 409, 425, 429)
 
 # Run by /bin/sh with the container's env. `$S` is PodPaths.state, `$S/bin/python` PodPaths.python (the
 # launcher the install writes). The first boot runs detached (setsid): onstart must not hold the container's
@@ -43,7 +55,11 @@ if [ -f "$S/config.json" ]; then
   exit 0
 fi
 [ -n "$%(ticket_env)s" ] || { echo "gpuc boot: no ticket: left to gpuc up"; exit 0; }
-setsid python3 - "$S" <<'GPUC_PY' &
+%(find)s
+[ -n "$P" ] || { echo "gpuc boot: no python3 >= %(min)s in this image (found: ${F:-none}): nothing started, the \
+watchdog ends the silent pod; rent with an image that has one (e.g. a PyTorch image)"; exit 0; }
+%(python_env)s=$P; export %(python_env)s
+setsid "$P" - "$S" <<'GPUC_PY' &
 %(py)s
 GPUC_PY
 exit 0
@@ -68,10 +84,10 @@ for i in range(%(attempts)d):
   with U.urlopen(U.Request(u+"/v1/boot",b,{"Content-Type":"application/json"}),timeout=60) as r:a=r.read()
   break
  except E.HTTPError as e:
-  if e.code<500:die(f"/v1/boot refused the ticket ({e.code})")
+  if e.code<500 and e.code not in %(retry)r:die(f"/v1/boot refused the ticket ({e.code})")
   say(f"/v1/boot answered {e.code}; again")
  except (OSError,ValueError) as e:say(f"/v1/boot unreachable ({type(e).__name__}); again")
- time.sleep(2**i)
+ time.sleep(min(2**i,%(cap)d))
 if a is None:die("/v1/boot never answered")
 if os.path.exists(J):os.unlink(J)
 f=os.open(J,os.O_WRONLY|os.O_CREAT|os.O_EXCL,0o600)
@@ -106,5 +122,9 @@ def onstart_script() -> str:
         "boot_file": BOOT_FILE,
         "site": BOOT_SITE,
         "attempts": BOOT_ATTEMPTS,
+        "cap": BOOT_WAIT_CAP_S,
+        "retry": BOOT_RETRY,
+        "python_env": PYTHON_ENV,
+        "min": ".".join(map(str, MIN_PYTHON)),
     }
-    return _SH % {**names, "py": _PY % names}
+    return _SH % {**names, "find": find_python_sh(), "py": _PY % names}

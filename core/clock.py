@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Protocol
 
 from gpuc.core.errors import ConfigError
@@ -50,7 +50,7 @@ def iso(ts: float | None) -> str:
     """Seconds since the epoch as an ISO-8601 UTC string (second precision); '' for None."""
     if ts is None:
         return ""
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_iso(value: str) -> float:

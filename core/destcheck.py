@@ -7,10 +7,12 @@ pod itself will use, and refuses (costing nothing) when it does not answer:
 - it is set: `GPUC_RESULTS_BUCKET` and/or `GPUC_GIT_REMOTE`;
 - it parses, and is one a rented pod can reach (a `file://` folder on a rented pod is the pod's own disk,
   destroyed with it; a git remote over ssh needs a key the pod does not have);
-- it takes a write and answers a list, with the destination's OWN credentials, the ones the pod's sync
-  uses (instance_side/sync.py; core/podsecrets.py sends them): `GPUC_S3_ACCESS_KEY_ID` /
-  `GPUC_S3_SECRET_ACCESS_KEY`, `GPUC_GIT_TOKEN`. Never the laptop's AWS chain, git credential helpers or
-  ssh agent: a check that passes on them would pass for a pod that then cannot write.
+- it takes a write and answers a list, with the destination's OWN credentials: `GPUC_S3_ACCESS_KEY_ID` /
+  `GPUC_S3_SECRET_ACCESS_KEY` (the key the watchdog signs the pod's grants with, from its own copy: the pod
+  never holds it, functions/grants.py; `up` checks the watchdog holds one for this bucket,
+  client/pods/plan.py check_results_grant) and `GPUC_GIT_TOKEN` (the pod's, core/podsecrets.py). Never the
+  laptop's AWS chain, git credential helpers or ssh agent: a check that passes on them would pass for a
+  destination the pod then cannot write.
 
 One small probe is made and removed: the S3 object `<prefix>/<experiment>/gpuc-probe-<random>` (beside
 the run folders the pod writes), a file of that name in a `file://` folder, or for git the ref
@@ -34,10 +36,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from gpuc.core.destinations import S3Location, check_remote, git_auth_args, git_environ, git_runner, s3_client
+from gpuc.core.destinations import S3Location, check_remote, git_auth_args, git_environ, git_runner
 from gpuc.core.errors import ConfigError, SyncError
 from gpuc.core.podsecrets import GIT_TOKEN_ENV, S3_KEYS
 from gpuc.core.redact import redact
+from gpuc.core.s3client import s3_client
 from gpuc.core.settings import Settings
 
 BUCKET_ENV = "GPUC_RESULTS_BUCKET"
@@ -195,8 +198,8 @@ def _s3_credentials(settings: Settings) -> dict[str, str]:
     missing = [name for name, _ in pairs if name not in found]
     if missing:
         raise ConfigError(
-            f"{' and '.join(missing)} not set: the pod writes to {settings.results_bucket} with these keys only "
-            "(your AWS_* keys and profiles never go to a pod)",
+            f"{' and '.join(missing)} not set: {settings.results_bucket} is written with this key only (the "
+            "watchdog signs the pod's short-lived URLs with it; the pod never holds it, nor your AWS_* keys)",
             hint=f"add {S3_KEYS[0]}=... and {S3_KEYS[1]}=... to {settings.env_file}: a key that can write and "
             "list that bucket only",
         )
@@ -266,8 +269,8 @@ def _remove_probe(client: Any, bucket: str, key: str, shown: _S3Context) -> str 
 
 
 def _pod_s3_client(endpoint_url: str | None, credentials: Mapping[str, str]) -> Any:
-    # The pod's region rule with the pod's environment (the laptop's AWS_DEFAULT_REGION stays here), and
-    # two attempts: a wrong endpoint fails in seconds, not after the pod's five.
+    # The region rule without the laptop's environment (its AWS_DEFAULT_REGION stays here), and two
+    # attempts: a wrong endpoint fails in seconds.
     return s3_client(endpoint_url, credentials, environ={}, attempts=2, connect_timeout_s=5.0, read_timeout_s=30.0)
 
 

@@ -1,18 +1,18 @@
-"""The S3 and git primitives both the pod's sync (instance_side/sync.py) and `up`'s destination check
-(core/destcheck.py) use: one URL rule, one client, one credential helper, so a destination the check passes
-is the one the pod writes to. They live in core because core may depend on nothing above it (the layer
-contract in pyproject.toml); boto3 is imported only inside s3_client, as the agent carries this module for
-hours under a 30 MB budget.
+"""The S3 and git primitives the pod's sync (instance_side/sync.py), `up`'s destination check
+(core/destcheck.py) and the watchdog's grants (functions/grants.py) share: one URL rule, one object-name
+rule, one client, one credential helper, so a destination the check passes is the one the pod's grants
+reach. They live in core because core may depend on nothing above it (the layer contract in
+pyproject.toml). The S3 client of whoever holds the results key is core/s3client.py: the pod, which holds none,
+never imports boto3.
 """
 
 from __future__ import annotations
 
-import os
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Optional
 from urllib.parse import urlparse
 
 from gpuc.core.errors import SyncError
@@ -45,46 +45,41 @@ class S3Location:
         """Where one run's results go: `<prefix>/<experiment>/<run_id>`."""
         return "/".join(p for p in (self.prefix, experiment, run_id) if p)
 
+    def run_url(self, experiment: str, run_id: str) -> str:
+        """`s3://bucket/<prefix>/<experiment>/<run_id>`: the run's own prefix, all a pod's grants reach."""
+        return f"s3://{self.bucket}/{self.run_base(experiment, run_id)}"
 
-def s3_client(
-    endpoint_url: str | None,
-    credentials: Mapping[str, str],
-    *,
-    environ: Mapping[str, str] | None = None,
-    attempts: int = 5,
-    connect_timeout_s: float = 10.0,
-    read_timeout_s: float = 120.0,
-    presign_v4: bool = False,
-) -> Any:
-    """The pod's S3 client. `up`'s destination check (core/destcheck.py) builds the same one, with the
-    pod's environment and a shorter retry budget (a user waits on it)."""
-    # Lazy: boto3 (~100 ms, tens of MB) only for an S3 sync; the agent holds this module for hours.
-    import boto3
-    from botocore.config import Config
 
-    env = os.environ if environ is None else environ
-    key, secret = credentials.get(S3_KEY_ENV), credentials.get(S3_SECRET_ENV)
-    region = env.get("AWS_DEFAULT_REGION") or ("auto" if endpoint_url else "us-east-1")
-    # A presigned URL (a recovering run's boot kit) signed SigV4: what R2 takes, and what allows the 7 days S3
-    # caps it at; boto3 otherwise presigns some S3 URLs with the old SigV2.
-    signature = Config(signature_version="s3v4") if presign_v4 else Config()
-    return boto3.client(
-        "s3",
-        endpoint_url=endpoint_url,
-        region_name=region,
-        # Absent keys fall back to boto3's own chain (AWS_* in the environment, an instance role).
-        aws_access_key_id=key or None,
-        aws_secret_access_key=secret or None,
-        config=Config(
-            retries={"max_attempts": attempts, "mode": "standard"},
-            connect_timeout=connect_timeout_s,
-            read_timeout=read_timeout_s,
-        ).merge(signature),
-    )
+# How a watchdog comes to hold the results key that grants pods their runs' prefixes (functions/grants.py).
+GRANT_KEY_HINT = (
+    "give the watchdog the results bucket and its key (GPUC_RESULTS_BUCKET, GPUC_S3_ACCESS_KEY_ID, "
+    "GPUC_S3_SECRET_ACCESS_KEY, and GPUC_S3_ENDPOINT_URL for R2, B2 or MinIO): `gpuc watchdog deploy` from a folder "
+    "whose .env has them, or restart `gpuc watchdog serve` with them"
+)
+
+# An object's name inside a run's prefix, in bytes: with the prefix (core.api.RESULTS_AT_MAX), inside S3's 1024.
+OBJECT_NAME_MAX = 700
+
+
+def grant_name_problem(name: str, most_bytes: int = OBJECT_NAME_MAX) -> str | None:
+    """Why `name` is not an object name inside a run's prefix, or None. The watchdog refuses to sign one
+    (functions/grants.py) and the pod's sync escapes a file's name before it would be one: nothing may
+    reach past the prefix, however a store or a proxy reads the path (`..`, `.`, an empty part, a leading
+    `/`), and no control character or undecodable byte reaches a URL or an XML listing."""
+    if not name or name.startswith("/"):
+        return "an empty or absolute name"
+    if any(part in ("", ".", "..") for part in name.split("/")):
+        return "a name with an empty, '.' or '..' part"
+    if any(ord(ch) < 32 or ord(ch) == 127 or 0xD800 <= ord(ch) <= 0xDFFF for ch in name):
+        return "a name with a control character or an undecodable byte"
+    if len(name.encode("utf-8")) > most_bytes:
+        return f"a name over {most_bytes} bytes"
+    return None
 
 
 # -- git --------------------------------------------------------------------------------------------
-GitRunner = Callable[[Sequence[str], Path | None, Mapping[str, str], float], tuple[int, str]]
+# the pod runs this on 3.9: no `X | None` in an alias (evaluated at import)
+GitRunner = Callable[[Sequence[str], Optional[Path], Mapping[str, str], float], tuple[int, str]]
 
 
 def git_runner(args: Sequence[str], cwd: Path | None, env: Mapping[str, str], timeout_s: float) -> tuple[int, str]:

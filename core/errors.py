@@ -4,19 +4,24 @@ never a traceback; the internal ones never leave the module that raises them.
 
 GpucError                          user-facing: message + how to fix it, no traceback
 ├── ConfigError                    settings, .env, keys, bad flags
+│   └── BidUnderFloor              (core.providers.vast) a Vast bid under every offer's min_bid: refused before renting
 ├── NotFound                       unknown pod / run / offer
 ├── ProviderError                  a provider API call failed (message + request id)
 │   ├── ProviderAuthError          401/403: key wrong or missing
 │   ├── ProviderUnavailable        5xx / 429 / timeout after retries: state UNKNOWN, never act on it
-│   │   └── AmbiguousOutcome       (core.providers.http) a create may or may not have happened: look first
+│   │   ├── AmbiguousOutcome       (core.providers.http) a create may or may not have happened: look first
+│   │   └── RateLimited            (core.providers.podkey) "later" from the provider until the pod's deadline
+│   │       └── GraphQLRateLimited (core.providers.podkey) RunPod's GraphQL rate-limits the account: not read now
+│   ├── PoolDenied                 (core.providers.runpod) a 403 on create: the account cannot use that pool
 │   ├── ProviderSchemaError        a body we do not recognise: never read as "empty account"
-│   ├── GraphQLError               (core.providers.runpod) RunPod answered `errors`: understood, refused
-│   └── GraphQLRetired             (core.providers.runpod) RunPod's GraphQL is gone: upgrade gpuc
+│   ├── GraphQLError               (core.providers.podkey) RunPod answered `errors`: understood, refused
+│   └── GraphQLRetired             (core.providers.podkey) RunPod's GraphQL is gone: upgrade gpuc
 ├── FunctionsError                 the watchdog functions answered an error or were unreachable
 ├── SyncError                      results could not be copied out and verified
 ├── SafetyRefusal                  gpuc refuses an action that could waste money or lose data
 ├── SshError                       (client.onpod.ssh) the pod could not be reached, or a transfer failed
 ├── ProvisionError                 (client.onpod.provision) getting gpuc onto a pod failed: `up` destroys it
+│   └── PythonMissing              (client.onpod.provision) the image has no python3 >= 3.9: told before the job
 ├── PodVerificationFailed          (client.onpod.provision) not the machine we pay for: `up` destroys it
 ├── PodAnswerError                 (client.onpod.ask) the pod did not answer `ask`, or not readably
 │   └── OlderPod                   (client.onpod.ask) the pod's gpuc predates `ask`: down it, up again
@@ -24,6 +29,7 @@ GpucError                          user-facing: message + how to fix it, no trac
 ├── NoAnswerInTime                 (core.together) a read still running at its pass's deadline: unread
 ├── StreamTooLong                  (client.jobs.copyout) a pod sent more than its listing holds: cut off
 ├── BootError                      (instance_side.boot) a re-rented pod cannot boot from its kit: nothing started
+├── BundleError                    (client.onpod.bundle) the pod's bundle cannot be built from this install
 └── SshdUnavailable                (testkit.sshd) no ssh server to stand in for the pods' (tests, demo)
 
 internal, caught where they are raised:
@@ -38,14 +44,20 @@ SettingError                       (core.settings) a setting of the wrong kind: 
 Unreadable                         (core.podjson) a pod's answer or file is not what gpuc wrote: "unknown"
 LinkRefused                        (functions.actions.links) a phone link that does nothing: a clear 4xx page
 ActionRefused                      (functions.actions.verbs) a tap the pod's state refuses: a clear 4xx page
-TerminateRefused                   (core.providers.common) the pod key's terminate refused: the pod stops itself
+WireError                          (core.wire) a wire document that is not what its schema says: where, never the value
+TerminateRefused                   (core.providers.podkey) the pod key's terminate refused: the pod stops itself
+SendFailed                         (core.providers.podkey) one of the pod's exchanges got no answer: tried again
 AskError                           (instance_side.ask) no answer to the laptop's question: its JSON `error`
 Refused                            (functions.actions.wire) a phone channel's tap that did nothing: answered why
 TransportFailure                   (core.transport) one HTTP exchange got no answer: its kind says if it was sent
+LostClaim                          (functions.reaper.recovering) the act's claim taken by another pass: it stops
 _NotVerified                       (instance_side.push) a push the destination does not list back: not recorded
 ChangedWhileSent                   (instance_side.push) a file rewritten in place while sent: marked, sent again
 _Moved                             (instance_side.push) a file changed since the push listed it: it waits
 RestoreError                       (instance_side.resume) the last push could not be restored: the job not started
+_Again                             (instance_side.grants) one S3 transfer that may pass: retried with a fresh URL
+BucketError                        (functions.bucket) the results bucket did not answer the watchdog: a 503, retried
+PartsMismatch                      (functions.bucket) an upload's parts are not what the pod sent: not completed (409)
 Interrupted                        (client.interrupts) a stop signal while `up` holds a pod: destroy, then exit
 CleanupTimeout                     (client.interrupts) the abort's destroy ran out of time: left to the watchdog
 """

@@ -9,6 +9,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from gpuc.core.podpaths import RESUME_ENV as RESUME_ENV  # the pod reads it without this module (3.9)
+
 PodStatus = Literal["provisioning", "running", "stopped", "paused", "exited", "terminated", "unknown"]
 POD_STATUSES: tuple[PodStatus, ...] = (
     "provisioning",
@@ -25,8 +27,6 @@ OWNER_ENV = "GPUC_MANAGED"
 # Which watchdog started the pod (core.signing.watchdog_id), beside the ownership marker where the provider
 # shows it: a watchdog never takes a pod marked for another one as its stray (functions/reaper/owners.py).
 WATCHDOG_ENV = "GPUC_WATCHDOG"
-# A recovered attempt's job starts from the last push: where it is (the watchdog sets it, the pod restores it).
-RESUME_ENV = "GPUC_RESUME_FROM"
 RUN_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{3,40}$")
 
 

@@ -18,7 +18,6 @@ from gpuc.core.podsecrets import (
     GIT_TOKEN_ENV,
     HF_TOKEN_ENV,
     NEVER_ON_POD,
-    S3_KEYS,
     PodSecrets,
     choose,
     pod_secrets,
@@ -53,6 +52,7 @@ class PodConfig(Strict):
     run_id: str
     functions_url: str
     gpu_expected: str | None = None
+    gpu_count: int = Field(1, ge=1, le=8)  # the GPUs rented: the pod's own verification expects every one
     price_per_hour: float | None = None
     heartbeat_interval_s: float = Field(60.0, gt=0)
     idle_check_interval_s: float = Field(60.0, gt=0)
@@ -112,17 +112,14 @@ class PodConfig(Strict):
 def choose_pod_secrets(
     settings: Settings, env_file: Mapping[str, str], environ: Mapping[str, str], asked: Sequence[str] = ()
 ) -> PodSecrets:
-    """The allowlist (core.podsecrets): HF_TOKEN; the results destination's keys (an s3:// bucket's S3
-    keys, a git remote's token); what GPUC_POD_SECRETS and `up --env` name, from the environment, then `.env`."""
-    s3 = (settings.results_bucket or "").startswith("s3://")
+    """The allowlist (core.podsecrets): HF_TOKEN; a git remote's token; what GPUC_POD_SECRETS and `up --env`
+    name, from the environment, then `.env`. Never the S3 key of an s3:// destination: the pod gets grants for
+    its own run's prefix from the watchdog instead (functions/grants.py)."""
 
     def value(secret: SecretStr | None) -> str | None:
         return secret.get_secret_value() if secret is not None else None
 
     builtin: dict[str, tuple[str, str | None]] = {HF_TOKEN_ENV: ("the job", value(settings.hf_token))}
-    if s3:
-        builtin[S3_KEYS[0]] = ("the results bucket", value(settings.s3_access_key_id))
-        builtin[S3_KEYS[1]] = ("the results bucket", value(settings.s3_secret_access_key))
     if settings.git_remote:
         builtin[GIT_TOKEN_ENV] = ("the git remote", value(settings.git_token))
     return choose(builtin, settings.pod_secrets, (environ, env_file), asked)

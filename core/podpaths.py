@@ -17,6 +17,8 @@ from pathlib import Path
 POD_ROOT_ENV = "GPUC_POD_ROOT"
 TOKEN_ENV = "GPUC_POD_TOKEN"
 CLAIM_ENV = "GPUC_POD_CLAIM"  # the claim `up` got at registration, in the pod's secrets beside the token
+# A recovered attempt's job starts from the last push: where it is (the watchdog sets it, the pod restores it).
+RESUME_ENV = "GPUC_RESUME_FROM"
 # The pod's state folder relative to its root, as the laptop names it in put_file (PodPaths.state).
 STATE_REL = "workspace/.gpuc"
 
@@ -57,10 +59,9 @@ class PodPaths:
         self.upload = self.state / "upload"  # the project's archive, in parts, until `ask unpack`
         # `gpuc run --env NAME`: one job's own variables (mode 600), read and removed as the job starts
         self.job_env = self.state / "job-env"
-        # The code `up` uploads, and the interpreter that runs it (a launcher the install writes, so
-        # every later ssh command finds gpuc without knowing how it was installed).
+        # The bundle `up` uploads (unpacked into code/site), and the interpreter that runs it (a launcher the
+        # install writes: the image's python3 with the site on its path, so every later ssh command finds gpuc).
         self.code = self.state / "code"
-        self.venv = self.state / "venv"
         self.python = self.state / "bin" / "python"
         # Bootstrap and verification: done-markers, the timing CSV, the log, the verdict.
         self.bootstrap = self.state / "bootstrap"

@@ -2,15 +2,16 @@
 
 A pod on Vast runs on a stranger's machine; whatever its secrets file or the job's environment holds,
 that machine's owner can read. So a pod gets only:
-- what the job and gpuc's own steps need: `HF_TOKEN` (model downloads), the results destination's own
-  keys under their own names (`GPUC_S3_ACCESS_KEY_ID` / `GPUC_S3_SECRET_ACCESS_KEY` for an s3:// bucket,
-  read by instance_side/sync.py) and `GPUC_GIT_TOKEN` when there is a git remote (clone and push);
+- what the job and gpuc's own steps need: `HF_TOKEN` (model downloads) and `GPUC_GIT_TOKEN` when there is
+  a git remote (clone and push);
 - what the user names in `GPUC_POD_SECRETS=WANDB_API_KEY,OPENAI_API_KEY,...`, or for one run in
   `gpuc up --env NAME` (a name only: its value is looked up, never typed on the command line).
 
 Never, even when named: the provider keys and the admin token (they act on the whole account), the
-notification channels (a bot token: a pod could message the user as gpuc), the webhook secret and the
-AWS keys that deploy the watchdog (with them a stranger could remove the watchdog, then the pods).
+notification channels (a bot token: a pod could message the user as gpuc), the webhook secret, the
+AWS keys that deploy the watchdog (with them a stranger could remove the watchdog, then the pods) and the
+results bucket's key (it reaches every run's results: a pod gets the watchdog's grants for its own run's
+prefix instead, functions/grants.py).
 
 Standard library only: the job wrapper on the pod applies the same rule to the job's environment.
 """
@@ -34,9 +35,10 @@ GIT_TOKEN_ENV = "GPUC_GIT_TOKEN"
 DEPLOY_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN")
 
 _PROVIDER = "a provider account key: it can rent and destroy anything on your account"
-_DEPLOY = (
-    "an AWS key of the kind that deploys the watchdog; give the pod a bucket-only key as "
-    "GPUC_S3_ACCESS_KEY_ID / GPUC_S3_SECRET_ACCESS_KEY instead"
+_DEPLOY = "an AWS key of the kind that deploys the watchdog: with it a stranger could remove the watchdog"
+_RESULTS = (
+    "the results bucket's key: it reaches every run's results; the pod gets short-lived URLs for its own run's "
+    "prefix from the watchdog instead (name a key of the job's own, for what the job itself reads)"
 )
 NEVER_ON_POD: dict[str, str] = {
     "RUNPOD_API_KEY": _PROVIDER,
@@ -49,6 +51,7 @@ NEVER_ON_POD: dict[str, str] = {
     "GPUC_SLACK_SIGNING_SECRET": "the secret that makes a request Slack's: a pod could tap your buttons",
     "GPUC_VAST_WEBHOOK_SECRET": "the secret that makes a request Vast's: a pod could wake the recovery at will",
     TOKEN_ENV: "the pod's own heartbeat token: gpuc writes a fresh one for each pod",
+    **dict.fromkeys(S3_KEYS, _RESULTS),
     **dict.fromkeys(DEPLOY_KEYS, _DEPLOY),
 }
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -162,9 +165,31 @@ def pod_secrets(chosen: Mapping[str, str], token: str) -> dict[str, str]:
     return out
 
 
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r"}
+_UNESCAPES = {v[1]: k for k, v in _ESCAPES.items()}
+_ENV_LINE = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
 def render_env_file(values: Mapping[str, str]) -> str:
+    """The pod's secrets file: one `NAME="value"` a line, backslash, quote and line breaks escaped. The pod reads
+    it back with parse_env_file (no python-dotenv on a pod)."""
     lines = ["# gpuc pod secrets: mode 600, never printed, never in argv"]
     for key, value in sorted(values.items()):
-        escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+        escaped = "".join(_ESCAPES.get(c, c) for c in value)
         lines.append(f'{key}="{escaped}"')
     return "\n".join(lines) + "\n"
+
+
+def parse_env_file(text: str) -> dict[str, str]:
+    """What render_env_file wrote. A line it would not write is refused by its number, never its content (a
+    secret): a file gpuc did not write is not guessed at."""
+    values: dict[str, str] = {}
+    for number, line in enumerate(text.split("\n"), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        match = _ENV_LINE.fullmatch(line.strip())
+        if match is None:
+            raise ConfigError(f"line {number} of the secrets file is not NAME=\"value\"", hint="re-run `gpuc up`")
+        raw = match.group(2)
+        values[match.group(1)] = re.sub(r"\\(.)", lambda m: _UNESCAPES.get(m.group(1), m.group(1)), raw)
+    return values

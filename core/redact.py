@@ -34,4 +34,4 @@ def redacted_traceback(exc: BaseException, secrets: Iterable[str] = ()) -> str:
     what the code held (an HTTP client's "invalid header value" quotes the whole key)."""
     import traceback  # lazy: the error path only
 
-    return redact("".join(traceback.format_exception(exc)), secrets)
+    return redact("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)), secrets)

@@ -189,7 +189,7 @@ class Settings:
     upload_max_mb: float = field(default=200.0, metadata={"gt": 0})
 
     # secrets to the pod (core/podsecrets.py): the names, comma-separated, that go to the pod
-    # beyond HF_TOKEN and the results keys (GPUC_POD_SECRETS=WANDB_API_KEY,OPENAI_API_KEY); never values
+    # beyond HF_TOKEN and the git token (GPUC_POD_SECRETS=WANDB_API_KEY,OPENAI_API_KEY); never values
     pod_secrets: str | None = None
 
     # results
@@ -238,9 +238,12 @@ class Settings:
     telegram_secret: SecretStr | None = None
     telegram_chats: str | None = None
     slack_signing_secret: SecretStr | None = None
-    # Vast's signing secret of the webhook pointed at `<watchdog URL>/v1/hooks/vast`: a signed `client:outbid`
-    # makes the watchdog look at its recovering runs at once (a hint: it decides as a pass does). Unset: 404.
+    # Vast's signing secret of the webhook (subscribed to `client:outbid`) pointed at `<watchdog URL>/v1/hooks/vast`:
+    # a signed outbid delivery wakes the reaper (a hint: the pass reads the pods and decides). Unset: 404.
     vast_webhook_secret: SecretStr | None = None
+    # Vast's id of that webhook (the console's notification settings, or the create's answer): `gpuc doctor
+    # --live` asks Vast to send it a signed test delivery and checks that the watchdog verified it.
+    vast_webhook_id: int | None = None
 
     # a rehearsal (client/setup/rehearse.py): its home. Set, every endpoint, watchdog and
     # destination must be the rehearsal's own (loopback, or inside this folder): a real key the user

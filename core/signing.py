@@ -15,6 +15,12 @@ import hmac
 import json
 import secrets
 
+# The headers of a pod's signed request (core/api.py re-exports them): the signature covers `timestamp.seq.body`.
+H_POD = "X-Gpuc-Pod"
+H_TIMESTAMP = "X-Gpuc-Timestamp"
+H_SEQ = "X-Gpuc-Seq"
+H_SIGNATURE = "X-Gpuc-Signature"
+H_CLAIM = "X-Gpuc-Claim"
 _KEY_CONTEXT = b"gpuc-heartbeat-v1"
 # The floor a pod token must clear wherever one is made or loaded: 32 characters is at least 128 bits
 # even as hex. A shorter one (a truncated generator, a token typed by hand) could be guessed, and with it

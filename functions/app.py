@@ -18,6 +18,7 @@ from gpuc.core.redact import redact
 from gpuc.core.settings import SecretStr, Settings, save_config
 from gpuc.core.signing import new_token, new_watchdog_key, watchdog_id
 from gpuc.functions.actions.offers import buttons
+from gpuc.functions.bucket import ResultsBucket
 from gpuc.functions.ingest import IngestHealth
 from gpuc.functions.store import SqliteStore, Store
 
@@ -88,6 +89,11 @@ class Deps:
     # The watchdog's own key (core.signing): pods' claims and ping tokens. None: a deployment from before
     # claims (its SSM holds none): pods register with their own keys, and a lost store is F11's stray case.
     watchdog_key: SecretStr | None = None
+    # Starts a reaper pass soon, in the reaper's own thread (the local server's loop); None: the schedule's next
+    # pass (AWS). Vast's outbid hint and a recovery stop call it; never a pass inside an HTTP answer.
+    wake: Callable[[], None] | None = None
+    # The results bucket with this watchdog's key (functions/bucket.py): built at the first grant a pod asks for.
+    bucket: ResultsBucket | None = None
 
     @property
     def watchdog_id(self) -> str | None:

@@ -57,7 +57,15 @@ WATCHDOG_SECRETS = (
     # key (pod claims) and the pods carried in from another watchdog (`deploy --carry`).
     "watchdog_key",
     "watchdog_carried",
+    # The results bucket the watchdog grants pods their runs' prefixes in (functions/grants.py), and its key:
+    # the key stays here and on the laptop, never on a pod. The bucket and endpoint are not secrets; they ride
+    # with the key so one deploy sets all four.
+    "results_bucket",
+    "s3_endpoint_url",
+    "s3_access_key_id",
+    "s3_secret_access_key",
 )
+SSM_NAMES_PER_CALL = 10  # GetParameters takes at most 10 names
 DEPLOY_OWN = ("watchdog_key", "watchdog_carried")
 DEFAULT_SSM_PREFIX = "/gpuc/watchdog"
 LAMBDA_HOME = "/tmp/gpuc"  # the only writable path on Lambda: the notifier's outbox lives there
@@ -69,8 +77,11 @@ _deps_lock = threading.Lock()
 def read_secrets(ssm: SSMClient, prefix: str) -> dict[str, str]:
     """The SecureString parameters under prefix, decrypted: {settings field: value}."""
     names = [f"{prefix.rstrip('/')}/{field}" for field in WATCHDOG_SECRETS]
-    got = ssm.get_parameters(Names=names, WithDecryption=True)
-    return {p["Name"].rsplit("/", 1)[-1]: p["Value"] for p in got.get("Parameters", []) if p.get("Value")}
+    found: dict[str, str] = {}
+    for start in range(0, len(names), SSM_NAMES_PER_CALL):
+        got = ssm.get_parameters(Names=names[start : start + SSM_NAMES_PER_CALL], WithDecryption=True)
+        found.update({p["Name"].rsplit("/", 1)[-1]: p["Value"] for p in got.get("Parameters", []) if p.get("Value")})
+    return found
 
 
 def emulated_settings(text: str) -> dict[str, str]:

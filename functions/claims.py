@@ -21,10 +21,11 @@ import math
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from gpuc.core.api import RESULTS_AT_MAX
 from gpuc.core.pod import NAME_PREFIX, pod_name
 from gpuc.core.signing import derive_key, mint_claim, open_claim, pod_token_for
 from gpuc.functions.app import Deps
-from gpuc.functions.store import PodAuth, StoredPod
+from gpuc.functions.store import PodAuth, StoredPod, store_born
 
 # claim field names: short, the claim rides on every ping
 _FIELDS = {
@@ -39,6 +40,7 @@ _FIELDS = {
     "price_per_hour": "c",
     "watchdog": "w",
     "issued_at": "t",
+    "results_at": "g",
 }
 
 
@@ -53,6 +55,7 @@ class Claimed(Protocol):
     kept_until: float | None
     started_at: float | None
     price_per_hour: float | None
+    results_at: str | None
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,9 @@ class Claim:
     started_at: float | None = None
     price_per_hour: float | None = None
     issued_at: float | None = None  # the answer that carried it: newer than the store's last ping = a stale store
+    # The run's own prefix its grants reach (functions/grants.py): a store rebuilt from the claim grants the same
+    # prefix, never a wider one (the claim is signed: the pod cannot change it).
+    results_at: str | None = None
 
 
 def run_of(name: str) -> str:
@@ -98,6 +104,7 @@ def claim_for(deps: Deps, pod: Claimed, deadline_at: float | None, now: float) -
         started_at=pod.started_at,
         price_per_hour=pod.price_per_hour,
         issued_at=now,
+        results_at=pod.results_at,
     )
     fields = {short: getattr(claim, name) for name, short in _FIELDS.items() if getattr(claim, name) is not None}
     return mint_claim(deps.watchdog_key.get_secret_value(), fields)
@@ -114,7 +121,10 @@ def read_claim(deps: Deps, text: str) -> Claim | None:
     texts = ("pod_id", "provider", "run", "experiment", "watchdog")
     if not all(isinstance(values[n], str) and 0 < len(values[n]) <= 128 for n in texts):
         return None
-    for name in set(values) - set(texts):
+    results_at = values["results_at"]
+    if results_at is not None and not (isinstance(results_at, str) and 0 < len(results_at) <= RESULTS_AT_MAX):
+        return None
+    for name in set(values) - {*texts, "results_at"}:
         value = values[name]
         number = isinstance(value, int | float) and not isinstance(value, bool)
         if value is not None and not (number and math.isfinite(value)):
@@ -160,12 +170,24 @@ def pod_of_claim(claim: Claim, key: str, now: float) -> StoredPod:
         lease_until=claim.lease_until,
         kept_until=claim.kept_until,
         key=key,
+        results_at=claim.results_at,
     )
 
 
-def restore(deps: Deps, claim: Claim, now: float) -> PodAuth | None:
-    """Re-create the record of a pod whose ping verified with its derived token. Over an adopted stray's
-    record (the reaper listed it first) too; never over a live registration or a finished pod."""
+def restore(deps: Deps, claim: Claim, now: float, signed_at: float) -> PodAuth | None:
+    """Re-create the record of a pod whose ping verified with its derived token, over the stray record the
+    reaper made when its provider listed it; never over a live registration or a finished pod.
+
+    A genuine ping captured within its window and replayed after a store loss verifies too: it must not bring an
+    ended pod back as healthy (to be told "gone at the provider" a pass later, or, still listed and stopped, kept
+    from the stray rule's destroy). So nothing is re-created for a pod no listing showed (no stray record: not
+    listed, or not yet: its next ping, after the next pass, is), nor from a ping signed before this store was
+    born (a live pod's next ping is signed after it). No provider is called on the ping path."""
+    listed = deps.store.get_auth(claim.pod_id)
+    if listed is None or listed.origin != "adopted":
+        return None
+    if signed_at < math.floor(store_born(deps.store, now, write=False)):  # signed in whole seconds
+        return None
     token = token_for(deps, claim.provider, claim.pod_id, pod_name(claim.run))
     if token is None:
         return None

@@ -26,10 +26,10 @@ import boto3
 from gpuc.core.api import RegisterRequest
 from gpuc.core.errors import ConfigError, GpucError
 from gpuc.core.loopback import loopback_host
-from gpuc.core.settings import SECRET_ENV, Settings, save_config
+from gpuc.core.settings import SECRET_ENV, SecretStr, Settings, save_config
 from gpuc.core.signing import new_token, new_watchdog_key, watchdog_id
 from gpuc.functions.app import STORE_NAME
-from gpuc.functions.aws import DEFAULT_SSM_PREFIX, DEPLOY_OWN, WATCHDOG_SECRETS
+from gpuc.functions.aws import DEFAULT_SSM_PREFIX, DEPLOY_OWN, SSM_NAMES_PER_CALL, WATCHDOG_SECRETS
 from gpuc.functions.bundle import build_zip
 from gpuc.functions.store import MARKABLE_STATES, SqliteStore
 
@@ -89,6 +89,10 @@ class Plan:
             f"(EventBridge Scheduler), IAM roles, log groups; the reaper scans {self.provider}",
         ]
         lines += [f"SSM SecureString {self.ssm_prefix}/{name}" for name in self.secrets]
+        if "s3_secret_access_key" in self.secrets:
+            lines.append(
+                "results grants: pods get short-lived URLs for their own run's prefix; the S3 key stays in SSM"
+            )
         monthly = self.budget.get("MonthlyBudget")
         lines.append(
             f"the reaper's monthly budget: ${float(monthly):,.2f} (GPUC_MONTHLY_BUDGET)"
@@ -198,8 +202,8 @@ def budget_parameters(settings: Settings) -> dict[str, str]:
 def secret_values(settings: Settings, plan: Plan, admin_token: str) -> dict[str, str]:
     values = {"admin_token": admin_token}
     for name in plan.secrets[1:]:
-        secret = getattr(settings, name)
-        values[name] = secret.get_secret_value()
+        value = getattr(settings, name)
+        values[name] = value.get_secret_value() if isinstance(value, SecretStr) else str(value)
     return values
 
 
@@ -486,7 +490,12 @@ def remove(session: Any, region: str, stack_name: str, echo: Callable[[str], Non
     else:
         echo(f"no stack {stack_name} in {region}")
     names = [f"{DEFAULT_SSM_PREFIX}/{name}" for name in WATCHDOG_SECRETS]
-    deleted = session.client("ssm").delete_parameters(Names=names).get("DeletedParameters", [])
+    ssm = session.client("ssm")
+    deleted = [
+        gone
+        for start in range(0, len(names), SSM_NAMES_PER_CALL)
+        for gone in ssm.delete_parameters(Names=names[start : start + SSM_NAMES_PER_CALL]).get("DeletedParameters", [])
+    ]
     echo(f"removed {len(deleted)} SecureString parameters under {DEFAULT_SSM_PREFIX}")
     account = session.client("sts").get_caller_identity()["Account"]
     bucket, s3 = f"gpuc-artifacts-{account}-{region}", session.client("s3")

@@ -6,13 +6,14 @@ Items, keyed by (pk, sk):
     pk="meta",   sk=<key>           {value (JSON), version}
     pk="notif",  sk=<ts>#<ns>#<rnd> one notification, newest last
     pk="evt#<pod_id>", sk=<seq>     a claimed event seq
+    pk="once#<kind>", sk=<key>      a key seen once (claim_once: a webhook delivery's event id)
 
 All pods share one partition so the reaper lists them with one Query (no Scan); at one ping a minute
 per pod that partition is far below DynamoDB's per-partition limits. Every state change is a
 ConditionExpression, the same compare-and-set SqliteStore does in SQL, so a scheduled event delivered
-twice acts once. The `expires_at` TTL attribute only cleans up old notifications and event seqs;
-nothing the reaper decides on ever expires (TTL deletion can lag by days), decisions compare
-`now - last_seen`.
+twice acts once. The `expires_at` TTL attribute only cleans up old notifications, event seqs and
+keys seen once (each also refused by its own time in the condition, since TTL deletion can lag by days);
+nothing the reaper decides on ever expires, decisions compare `now - last_seen`.
 """
 
 from __future__ import annotations
@@ -227,6 +228,15 @@ class DynamoStore:
             TTL_ATTRIBUTE: _to_attr(int(now + keep_s) + 1),
         }
         return self._put_where(item, f"attribute_not_exists(pk) OR {expr.name('received_at')} < {cutoff}", expr)
+
+    def claim_once(self, kind: str, key: str, now: float, keep_s: float) -> bool:
+        expr = _Expr()
+        item = {**_key(f"once#{kind}", key), TTL_ATTRIBUTE: _to_attr(int(now + keep_s) + 1)}
+        expired = f"{expr.name(TTL_ATTRIBUTE)} <= {expr.value(int(now))}"
+        return self._put_where(item, f"attribute_not_exists(pk) OR {expired}", expr)
+
+    def sweep(self, now: float) -> None:
+        """Nothing to do: the table's TTL removes what claim_once keeps (infra/template.yaml)."""
 
     def update_if(self, pod_id: str, expect: Mapping[str, Any], changes: Mapping[str, Any]) -> bool:
         _check_columns([*expect, *changes])

@@ -24,7 +24,7 @@ from gpuc.functions.actions.routes import action_page, action_post
 from gpuc.functions.actions.status_page import page_link, status_page
 from gpuc.functions.app import Deps, announce
 from gpuc.functions.channels import held_channels
-from gpuc.functions.claims import catch_up, claim_for, claimed, token_for
+from gpuc.functions.claims import catch_up, claim_for, claimed, run_of, token_for
 from gpuc.functions.deadline import deadline_of
 from gpuc.functions.edge import (
     BAD_POD,
@@ -40,7 +40,8 @@ from gpuc.functions.edge import (
     verify_pod,
 )
 from gpuc.functions.eventlimit import admit_event
-from gpuc.functions.outbidhook import vast_hook
+from gpuc.functions.grants import checked_results_at, grant, grant_list, grant_upload, said_scope
+from gpuc.functions.outbidhook import last_delivery, vast_hook
 from gpuc.functions.podnews import event_text, event_title
 from gpuc.functions.reaper import reap_once
 from gpuc.functions.reaper.record import read_meta
@@ -74,12 +75,15 @@ def register(req: Request, deps: Deps, now: float) -> Response:
         raise HttpError(400, "json validation error: provider is not one of the configured providers")
     check_time("started_at", body.started_at, now, float("inf"), FUTURE_SLACK_S)
     check_recovery(body, deps)
+    results_at = None if body.results_at is None else checked_results_at(
+        deps.settings, body.results_at, body.experiment, run_of(body.name)
+    )
     # No key of its own: the pod's token is derived from this watchdog's key, so its claim alone proves it.
     token = None if body.key is not None else token_for(deps, body.provider, body.pod_id, body.name)
     if body.key is None and token is None:
         raise HttpError(400, "json validation error: key is required (this watchdog has no key of its own)")
     pod = StoredPod(
-        **body.model_dump(exclude={"key", "policy", "interruptible", "carried", "recovery"}),
+        **body.model_dump(exclude={"key", "policy", "interruptible", "carried", "recovery", "results_at"}),
         key=body.key if token is None else derive_key(token),
         policy=body.policy,
         interruptible=body.interruptible,
@@ -87,6 +91,7 @@ def register(req: Request, deps: Deps, now: float) -> Response:
         registered_at=now,
         run_id=body.recovery.spec.run_id if body.recovery is not None else None,
         attempt=1 if body.recovery is not None else None,
+        results_at=results_at,
     )
     pod = capped_deadline(pod, deps)
     store_born(deps.store, now)  # the first registration dates a new store, if no reaper pass did
@@ -233,8 +238,15 @@ def status(req: Request, deps: Deps, now: float) -> Response:
             new_pods_paused=verbs.paused_text(deps),
             watchdog_id=deps.watchdog_id,
             protocol=api.WIRE_PROTOCOL,
+            vast_hook_last=_hook_seen(deps),
+            results_grant=said_scope(deps.settings),
         )
     )
+
+
+def _hook_seen(deps: Deps) -> api.VastHookSeen | None:
+    seen = last_delivery(deps)
+    return api.VastHookSeen(notif_type=seen[0], at=seen[1]) if seen is not None else None
 
 
 def resume(req: Request, deps: Deps, now: float) -> Response:
@@ -256,6 +268,9 @@ ROUTES: tuple[tuple[str, re.Pattern[str], Handler], ...] = (
     ("POST", re.compile(r"/v1/pods"), register),
     ("POST", re.compile(r"/v1/heartbeat"), heartbeat),
     ("POST", re.compile(r"/v1/events"), event),
+    ("POST", re.compile(r"/v1/grant"), grant),
+    ("POST", re.compile(r"/v1/grant/list"), grant_list),
+    ("POST", re.compile(r"/v1/grant/upload"), grant_upload),
     ("POST", re.compile(rf"/v1/pods/{_POD_ID}/keep"), keep),
     ("POST", re.compile(rf"/v1/pods/{_POD_ID}/end"), end),
     ("POST", re.compile(rf"/v1/pods/{_POD_ID}/deadline"), deadline),

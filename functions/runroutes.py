@@ -2,10 +2,13 @@
 and the laptop's look at and stop of a run.
 
 POST /v1/boot is the one route a pod calls before it holds any token: its one-time boot ticket is the proof.
-The ticket's sha256 is compared in constant time with the one stored for exactly this pod, and spent by
-compare-and-set (of two boots racing, one gets the kit); a bad, spent or unknown ticket is 403 with one
-stable message that does not say which, and writes nothing. The answer holds the kit's secrets and the pod's
-token: nothing here logs it, and RunRecovery never carries it.
+The ticket is compared in constant time with the one saved for exactly this pod (or, before it is saved, the
+one derived for the attempt the run's claim is renting: runs.boot_verdict), and spent by compare-and-set (of
+two boots racing, one gets the kit); a bad, spent or unknown ticket is 403 ("never": onstart gives up) with one
+stable message that does not say which, and writes nothing. The right ticket for a pod the pass renting it has
+not registered yet (a pass cut between its create and its register, or still inside it) is 409 ("later":
+onstart asks again; the next pass registers it or destroys it). The answer holds the kit's secrets and the
+pod's token: nothing here logs it, and RunRecovery never carries it.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from gpuc.functions.runs import StoredRun
 from gpuc.functions.store import FINISHED_STATES
 
 BAD_TICKET = "bad or spent boot ticket"
+NOT_YET = "this pod is not registered yet: the watchdog registers it at its next pass; ask again"
 RECOVER_PROVIDERS = ("vast",)  # RunPod has no interruptible API any more (runpodctl PR #267)
 
 
@@ -70,19 +74,24 @@ def store_recovery(body: api.RegisterRequest, deps: Deps) -> None:
 def boot(req: Request, deps: Deps, now: float) -> Response:
     body = parse(api.BootRequest, req.body)
     pod = deps.store.get_pod(body.pod_id)
-    if pod is None or pod.run_id is None or pod.state in FINISHED_STATES:  # an ended pod boots nothing
+    key = deps.watchdog_key.get_secret_value() if deps.watchdog_key is not None else None
+    if key is None or (pod is not None and pod.state in FINISHED_STATES):  # an ended pod boots nothing
         raise HttpError(403, BAD_TICKET)
-    loaded = runs.load(deps.store, pod.run_id)
-    if loaded is None or not runs.ticket_matches(loaded[0].tickets.get(pod.pod_id), body.ticket):
+    run_id = pod.run_id if pod is not None and pod.run_id else runs.run_of_ticket(body.ticket)
+    loaded = runs.load(deps.store, run_id) if run_id else None
+    verdict = runs.boot_verdict(loaded[0], pod, body.pod_id, body.ticket, key) if loaded is not None else "never"
+    if verdict == "later":
+        raise HttpError(409, NOT_YET)
+    if verdict != "ok" or pod is None or run_id is None:
         raise HttpError(403, BAD_TICKET)
 
     def spend(r: StoredRun) -> StoredRun | None:
-        if not runs.ticket_matches(r.tickets.get(pod.pod_id), body.ticket):
+        if runs.boot_verdict(r, pod, body.pod_id, body.ticket, key) != "ok":
             return None  # spent meanwhile: of two boots racing, one gets the kit
-        r.tickets[pod.pod_id] = r.tickets[pod.pod_id].model_copy(update={"spent_at": now})
+        r.tickets[body.pod_id] = runs.Ticket(sha256=runs.ticket_hash(body.ticket), spent_at=now)
         return r
 
-    spent = runs.update(deps.store, pod.run_id, spend)
+    spent = runs.update(deps.store, run_id, spend)
     if spent is None:
         raise HttpError(403, BAD_TICKET)
     run = spent[0]
@@ -112,11 +121,12 @@ def _admin_run(req: Request, deps: Deps) -> tuple[StoredRun, int]:
 def run_status(req: Request, deps: Deps, now: float) -> Response:
     require_admin(req, deps)
     run, _ = _admin_run(req, deps)
-    return ok(runs.recovery_view(run, now))
+    return ok(runs.recovery_view(runs.with_pod_ends(run, deps.store), now))
 
 
 def run_stop(req: Request, deps: Deps, now: float) -> Response:
-    """Stop recovering: the next pass stops (a paused instance destroyed, the user told why)."""
+    """Stop recovering: the next pass stops (a paused instance destroyed, the user told why); a re-rent a pass
+    is inside sees the stop at its next step and destroys what it rented (GET /v1/runs/{id} says it, `busy`)."""
     require_admin(req, deps)
     run, _ = _admin_run(req, deps)
     if run.done:
@@ -132,4 +142,7 @@ def ask_stop(deps: Deps, run_id: str) -> bool:
         r.stop_asked = True
         return r
 
-    return runs.update(deps.store, run_id, asked) is not None
+    stopped = runs.update(deps.store, run_id, asked) is not None
+    if stopped and deps.wake is not None:
+        deps.wake()  # the local server: a pass now destroys a paused instance (never inside this answer)
+    return stopped

@@ -251,6 +251,8 @@ class ServerHandle:
 
     def stop(self) -> None:
         self._stop.set()
+        if self.deps.wake is not None:
+            self.deps.wake()  # the reaper loop waits on the same event: it sees the stop at once
         self._server.shutdown()
         self._server.server_close()
         for thread in self._threads:
@@ -285,9 +287,11 @@ def start_in_thread(
         )
     ]
     if reaper_interval_s is not None and reaper_interval_s > 0:
+        wake = threading.Event()
+        deps.wake = wake.set  # a webhook's hint or a recovery stop: a pass now, in this thread, not in the answer
         threads.append(
             threading.Thread(
-                target=run_loop, args=(deps, reaper_interval_s, stop), name="gpuc-reaper", daemon=True
+                target=run_loop, args=(deps, reaper_interval_s, stop, wake), name="gpuc-reaper", daemon=True
             )
         )
     for thread in threads:

@@ -4,7 +4,10 @@
 state change of a pod is a compare-and-set (`update_if`: "update ... where state = expected"), the
 shape a DynamoDB ConditionExpression takes too, so two reapers at once (a scheduled event delivered
 twice) act once, and a ping racing a destroy decision wins cleanly. Decisions compare `now - last_seen`;
-no record ever expires on its own.
+no record the reaper decides on ever expires on its own. What is kept only for a window (`claim_once`: a
+webhook delivery's id) expires with it: DynamoDB's TTL there, `sweep` here (each reaper pass), and SQLite
+overwrites what it deletes (secure_delete; the WAL truncated at each sweep), so a run's dropped secrets are
+not left in the file either.
 """
 
 from __future__ import annotations
@@ -64,6 +67,9 @@ class StoredPod(PodRecord):
     # every heartbeat answer until it acts (it acts once per intent_at); an "end" it cannot act on is the reaper's.
     intent: str | None = None
     intent_at: float | None = None
+    # The run's own prefix at an s3:// destination (core.api.RegisterRequest.results_at): the only objects the
+    # pod's grants reach (functions/grants.py). None: no grant.
+    results_at: str | None = None
 
     def to_record(self) -> PodRecord:
         return PodRecord.model_validate(self.model_dump(include=set(PodRecord.model_fields)))
@@ -91,6 +97,7 @@ class PodAuth(BaseModel):
     kept_until: float | None = None
     price_per_hour: float | None = None
     last_seen: float | None = None  # a claim issued after it: this store missed what it said (an old backup)
+    results_at: str | None = None  # what the pod's grants reach (functions/grants.py), and its claim carries
 
 
 AUTH_FIELDS = (
@@ -110,6 +117,7 @@ AUTH_FIELDS = (
     "kept_until",
     "price_per_hour",
     "last_seen",
+    "results_at",
 )
 
 
@@ -139,6 +147,15 @@ class Store(Protocol):
 
     def claim_event_seq(self, pod_id: str, seq: int, now: float, keep_s: float) -> bool:
         """True the first time (pod, seq) is seen within keep_s: events may come out of order, never twice."""
+        ...
+
+    def claim_once(self, kind: str, key: str, now: float, keep_s: float) -> bool:
+        """True the first time `key` (of `kind`) is seen within keep_s; the record expires after it (a
+        webhook's event id: at-least-once delivery, deduped for its signature's window, then gone)."""
+        ...
+
+    def sweep(self, now: float) -> None:
+        """Remove what has expired (claim_once's records). Each reaper pass calls it."""
         ...
 
     def update_if(self, pod_id: str, expect: Mapping[str, Any], changes: Mapping[str, Any]) -> bool:
@@ -171,6 +188,7 @@ _REGISTRATION_FIELDS = (
     "policy",
     "key",
     "deadline_at",
+    "results_at",
 )
 
 
@@ -183,6 +201,11 @@ def reregistration_changes(old: StoredPod, pod: StoredPod) -> dict[str, Any]:
         changes["last_seq"] = -1  # a new token starts a new seq stream
     if old.origin == "adopted":
         changes["registered_at"] = pod.registered_at
+        if pod.run_id is not None and old.run_id is None:
+            # A pass listed the pod between its create and this register and took it for a stray: the run's
+            # marks come with the register, else the first pod of a recovering run names no run (its paused pod
+            # judged by the paused-pod rule; its ledger row closed at the first outbid as a pod of its own).
+            changes.update(run_id=pod.run_id, attempt=pod.attempt)
     return changes
 
 
@@ -199,7 +222,12 @@ CREATE TABLE IF NOT EXISTS notifications (
 CREATE TABLE IF NOT EXISTS event_seqs (
     pod_id TEXT NOT NULL, seq INTEGER NOT NULL, received_at REAL NOT NULL, PRIMARY KEY (pod_id, seq)
 );
+CREATE TABLE IF NOT EXISTS seen_once (
+    kind TEXT NOT NULL, key TEXT NOT NULL, expires_at REAL NOT NULL, PRIMARY KEY (kind, key)
+);
 """
+# An older gpuc kept each Vast webhook delivery's id as a meta record that never expired.
+_LEGACY_ONCE = "vasthook:%"
 
 
 def _encode(column: str, value: Any) -> Any:
@@ -244,6 +272,9 @@ class SqliteStore:
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
+        # A run's kit secrets are dropped when it ends (functions/runs.py end): the old bytes are overwritten, not
+        # left in a free page of the file.
+        self._db.execute("PRAGMA secure_delete=ON")
         self._db.executescript(_SCHEMA)
         self._add_new_columns()
 
@@ -318,6 +349,23 @@ class SqliteStore:
                 (pod_id, seq, now),
             )
             return cur.rowcount == 1
+
+    def claim_once(self, kind: str, key: str, now: float, keep_s: float) -> bool:
+        with self._tx() as db:
+            db.execute("DELETE FROM seen_once WHERE expires_at <= ?", (now,))
+            cur = db.execute(
+                "INSERT OR IGNORE INTO seen_once (kind, key, expires_at) VALUES (?, ?, ?)", (kind, key, now + keep_s)
+            )
+            return cur.rowcount == 1
+
+    def sweep(self, now: float) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM seen_once WHERE expires_at <= ?", (now,))
+            db.execute("DELETE FROM meta WHERE key LIKE ?", (_LEGACY_ONCE,))
+        with self._lock:
+            # What a write replaced stays in the WAL until a checkpoint resets it: truncated, it is gone. Best
+            # effort: another process reading the file (a `gpuc watchdog reap` beside the server) may hold it.
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def update_if(self, pod_id: str, expect: Mapping[str, Any], changes: Mapping[str, Any]) -> bool:
         with self._lock:

@@ -7,11 +7,13 @@
     python -m gpuc.instance_side bootstrap        readies the pod: idempotent steps, timed into a CSV
     python -m gpuc.instance_side verify --expect-gpu NAME   is this the machine we pay for? (JSON)
     python -m gpuc.instance_side boot [--again]   a pod starts itself from its boot kit (Vast's onstart)
+    python -m gpuc.instance_side selfcheck        can this python run the pod side? (every module, NVML)
 
-Nothing here imports pydantic, httpx or boto3 at run time: the agent lives for hours on every pod and is
-held to <= 30 MB resident. Measured on CPython 3.11: pydantic plus the core models cost ~19 MB, httpx
-~5 MB more than urllib. The laptop validates what it hands over (core.podconfig.PodConfig); the pod
-reads the same JSON with the standard library, and tests hold both sides to one schema.
+Standard library only, on any python3 >= 3.9 (pynvml when the bundle brings it): the pod runs whatever python3
+the image has, and gets only gpuc's bundle (client/onpod/bundle.py), nothing from a package index. The agent
+lives for hours on every pod and is held to <= 30 MB resident (measured on CPython 3.11: pydantic plus the core
+models cost ~19 MB, httpx ~5 MB more than urllib). The laptop validates what it hands over with the pydantic
+models; the pod reads the same documents against their JSON Schema (core/wire.py): one declaration.
 """
 
 from __future__ import annotations

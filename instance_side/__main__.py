@@ -1,4 +1,4 @@
-"""python -m gpuc.instance_side {agent | run -- CMD | sync | push | bootstrap | verify --expect-gpu NAME | ask Q | boot}
+"""python -m gpuc.instance_side {agent | run -- CMD | sync | push | bootstrap | verify | ask Q | boot | selfcheck}
 
 Reads the pod's files from PodPaths.from_env() (GPUC_POD_ROOT, default "/"). argparse, not click:
 the agent's memory budget has no room for what it does not use. Each command imports its own code, so
@@ -194,6 +194,8 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     boot.add_argument("--again", action="store_true", help="a container restart: the agent and the job again")
     boot.add_argument("--installed", action="store_true", help=argparse.SUPPRESS)  # the boot's second half
     # Parsed by instance_side/ask.py itself, so a wrong question gets a JSON answer too (exit 2).
+    check = sub.add_parser("selfcheck", help="can this pod run gpuc? python, every module, the wire schema, NVML")
+    check.add_argument("--json", action="store_true", help="one JSON line")
     ask = sub.add_parser("ask", help="one JSON line for the laptop: job-state, log, unpack, missing, key-scope")
     ask.add_argument("question", nargs=argparse.REMAINDER, help="QUESTION ARGS...")
     args = parser.parse_args(argv)
@@ -226,6 +228,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_push(paths)
         if command == "boot":
             return cmd_boot(paths, args.again, args.installed)
+        if command == "selfcheck":
+            from gpuc.instance_side import selfcheck
+
+            return selfcheck.main(args.json)
         return cmd_sync(paths)
     except GpucError as exc:
         _say(f"gpuc: error: {exc}")

@@ -23,26 +23,26 @@ import json
 import os
 import re
 import subprocess
+import sys
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from gpuc.core import wire
 from gpuc.core.bootkit import BOOT_FILE, BOOT_SITE, BOOT_TICKET_ENV
 from gpuc.core.errors import ConfigError, GpucError
-from gpuc.core.pod import RESUME_ENV
-from gpuc.core.podinstall import installer_named
-from gpuc.core.podpaths import CLAIM_ENV
+from gpuc.core.podinstall import image_environ, installer_named
+from gpuc.core.podpaths import CLAIM_ENV, RESUME_ENV
 from gpuc.core.podsecrets import pod_secrets, render_env_file
+from gpuc.core.wire import WireError
 from gpuc.instance_side.podfiles import AgentConfig, PodPaths, atomic_write
 
 FETCH_TIMEOUT_S = 600.0
 BOOTSTRAP_TIMEOUT_S = 3 * 3600.0
 VERIFY_TIMEOUT_S = 300.0
 NOTIFY_BUDGET_S = 8.0
-_WHEEL = re.compile(r"gpuc-[A-Za-z0-9.+_-]+-py3-none-any\.whl")
-_HEX64 = re.compile(r"[0-9a-f]{64}")
 _JOB_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 
@@ -58,8 +58,9 @@ def say(text: str) -> None:
 # -- boot.json --------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class BootPlan:
-    """core/api.py BootAnswer (and its BootKit) as the pod reads it: with the standard library, since half of
-    the boot runs before gpuc's dependencies are installed. Checked field by field; extra fields are ignored."""
+    """core/api.py BootAnswer (and its BootKit), read against their one declaration (core/wire.py: the bundle's
+    schema of the watchdog's models), with the standard library: half of the boot runs under the image's
+    python3 with only gpuc's own files on its path."""
 
     wheel_name: str
     wheel_sha256: str
@@ -88,67 +89,37 @@ class BootPlan:
 
     @classmethod
     def parse(cls, data: object) -> BootPlan:
-        answer = _obj(data, "the boot answer")
-        kit = _obj(answer.get("kit"), "kit")
-        command = kit.get("command")
-        if command is not None and not (
-            isinstance(command, list) and command and all(isinstance(a, str) for a in command)
-        ):
-            raise _bad("kit.command", "a non-empty list of strings")
-        installer = _text(kit, "installer", optional=True) or "venv"
-        offline_python = _text(kit, "offline_python", optional=True)
         try:
-            installer_named(installer, offline_python)
+            answer = wire.read("BootAnswer", data)
+        except WireError as exc:
+            raise ConfigError(f"{BOOT_FILE}: {exc}", hint="the watchdog's boot kit is not one gpuc wrote") from None
+        kit: dict[str, Any] = answer["kit"]
+        try:
+            installer_named(kit["installer"], kit["offline_python"])
         except ValueError as exc:
-            raise _bad("kit.installer", f"venv, or offline with offline_python ({exc})") from None
-        project_url = _text(kit, "project_url", optional=True)
-        project_sha256 = _text(kit, "project_sha256", _HEX64, optional=True)
-        if (project_url is None) != (project_sha256 is None):
-            raise _bad("kit.project_url", "given with its project_sha256")
+            raise ConfigError(f"{BOOT_FILE}: kit.installer: {exc}", hint="re-run `gpuc up --recover`") from None
+        if (kit["project_url"] is None) != (kit["project_sha256"] is None):
+            raise ConfigError(f"{BOOT_FILE}: kit.project_url comes with its project_sha256", hint="re-run `gpuc up`")
+        if kit["job_id"] is not None and not _JOB_ID.fullmatch(kit["job_id"]):
+            raise ConfigError(f"{BOOT_FILE}: kit.job_id is not a job id", hint="re-run `gpuc up`")  # a file name here
+        if kit["command"] is not None and not kit["command"]:
+            raise ConfigError(f"{BOOT_FILE}: kit.command is empty", hint="re-run `gpuc up`")
         return cls(
-            wheel_name=str(_text(kit, "wheel_name", _WHEEL)),
-            wheel_sha256=str(_text(kit, "wheel_sha256", _HEX64)),
-            installer=installer,
-            offline_python=offline_python,
-            config=_obj(kit.get("config"), "kit.config"),
-            secrets=_strings(kit.get("secrets", {}), "kit.secrets"),
-            token=str(_text(answer, "token")),
-            claim=_text(answer, "claim", optional=True),
-            resume_from=_text(answer, "resume_from", optional=True),
-            project_url=project_url,
-            project_sha256=project_sha256,
-            bootstrap=None if kit.get("bootstrap") is None else _obj(kit.get("bootstrap"), "kit.bootstrap"),
-            command=None if command is None else list(command),
-            job_id=_text(kit, "job_id", _JOB_ID, optional=True),
+            wheel_name=kit["wheel_name"],
+            wheel_sha256=kit["wheel_sha256"],
+            installer=kit["installer"],
+            offline_python=kit["offline_python"],
+            config=kit["config"],
+            secrets=kit["secrets"],
+            token=answer["token"],
+            claim=answer["claim"],
+            resume_from=answer["resume_from"],
+            project_url=kit["project_url"],
+            project_sha256=kit["project_sha256"],
+            bootstrap=kit["bootstrap"],
+            command=kit["command"],
+            job_id=kit["job_id"],
         )
-
-
-def _bad(name: str, should: str) -> ConfigError:
-    return ConfigError(f"{BOOT_FILE}: {name} should be {should}", hint="the watchdog's boot kit is not one gpuc wrote")
-
-
-def _obj(value: object, name: str) -> dict[str, Any]:
-    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
-        raise _bad(name, "a JSON object")
-    return value
-
-
-def _strings(value: object, name: str) -> dict[str, str]:
-    values = _obj(value, name)
-    if not all(isinstance(v, str) for v in values.values()):
-        raise _bad(name, "an object of strings")
-    return dict(values)
-
-
-def _text(
-    data: Mapping[str, Any], name: str, shape: re.Pattern[str] | None = None, *, optional: bool = False
-) -> str | None:
-    value = data.get(name)
-    if value is None and optional:
-        return None
-    if not isinstance(value, str) or not value or (shape is not None and not shape.fullmatch(value)):
-        raise _bad(name, "a string of the expected shape")
-    return value
 
 
 # -- the first half: install, then the pod's files ---------------------------------------------------------
@@ -178,15 +149,14 @@ def install(paths: PodPaths, plan: BootPlan, env: Mapping[str, str]) -> None:
     if hashlib.sha256(wheel.read_bytes()).hexdigest() != plan.wheel_sha256:
         raise BootError(f"{plan.wheel_name} does not match the kit's sha256")
     installer = installer_named(plan.installer, plan.offline_python)
-    script = installer.script(paths, PurePosixPath(str(wheel)))
+    # The onstart found this python (core/podinstall.py's search) and runs the boot with it.
+    script = installer.script(paths, PurePosixPath(str(wheel)), installer.python or sys.executable)
     done = subprocess.run(
         ["sh", "-c", script], stdin=subprocess.DEVNULL, capture_output=True, timeout=installer.timeout_s, env=env
     )
     if done.returncode != 0:
         tail = (done.stdout + done.stderr).decode(errors="replace").strip()[-400:]
         raise BootError(f"installing gpuc failed (exit {done.returncode}): {tail}")
-    paths.python.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(paths.python, installer.launcher(paths), 0o755)
     atomic_write(paths.code / "installed.sha256", f"{plan.wheel_sha256}\n", 0o644)
 
 
@@ -204,13 +174,7 @@ def child_environ(environ: Mapping[str, str], paths: PodPaths) -> dict[str, str]
     what the job wrote since) and without the wheel's unpacked copy on PYTHONPATH (the install's launcher
     puts gpuc on the path)."""
     env = {k: v for k, v in environ.items() if k not in (BOOT_TICKET_ENV, RESUME_ENV)}
-    site = str(paths.code / BOOT_SITE)
-    kept = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != site]
-    if kept:
-        env["PYTHONPATH"] = os.pathsep.join(kept)
-    else:
-        env.pop("PYTHONPATH", None)
-    return env
+    return image_environ(env, str(paths.code / BOOT_SITE))
 
 
 def reason(exc: BaseException) -> str:

@@ -26,11 +26,12 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal, TextIO
+from typing import Literal, Optional, TextIO
 
 from gpuc.core.clock import Clock
 from gpuc.core.destinations import git_auth_args, git_environ
 from gpuc.core.errors import ConfigError
+from gpuc.core.podinstall import image_environ
 from gpuc.instance_side.podfiles import TOKEN_ENV, AgentConfig, PodPaths, atomic_write, load_secrets
 from gpuc.instance_side.podlog import PodLog
 
@@ -149,7 +150,7 @@ class CommandResult:
     output: str
 
 
-Runner = Callable[[Sequence[str], Mapping[str, str], Path | None, float], CommandResult]
+Runner = Callable[[Sequence[str], Mapping[str, str], Optional[Path], float], CommandResult]  # 3.9: no `|` at run time
 
 
 def subprocess_runner(argv: Sequence[str], env: Mapping[str, str], cwd: Path | None, timeout_s: float) -> CommandResult:
@@ -176,7 +177,7 @@ def subprocess_runner(argv: Sequence[str], env: Mapping[str, str], cwd: Path | N
 def bootstrap_environ(environ: Mapping[str, str], secrets: Mapping[str, str], paths: PodPaths) -> dict[str, str]:
     """What the steps' commands see: the user's secrets (HF_TOKEN, the git token), never the pod's
     heartbeat token; model downloads on the volume."""
-    env = {**secrets, **environ}
+    env = image_environ({**secrets, **environ})  # the user's pip and smoke test: the image's PYTHONPATH
     env.pop(TOKEN_ENV, None)
     env.setdefault("HF_HOME", str(paths.hf_home))
     env["DEBIAN_FRONTEND"] = "noninteractive"

@@ -59,9 +59,11 @@ class DeadlineWatch:
         at = self.local()
         if at is None:
             return None
+        warn: float = self.cfg.deadline_warn_s
+        lead: float = self.cfg.deadline_lead_s
         if self.warned_for != self.deadline_at:
-            return at - max(self.cfg.deadline_warn_s, self.cfg.deadline_lead_s)
-        return at - self.cfg.deadline_lead_s
+            return at - max(warn, lead)
+        return at - lead
 
     def step(self, now: float, pod_id: str) -> Outcome | None:
         """Warn or end when due; the ending's outcome when one was attempted."""

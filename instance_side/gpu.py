@@ -235,7 +235,7 @@ def _sim_gpu(index: int, raw: object) -> GpuSample:
 
 
 def _opt_float(value: object) -> float | None:
-    if isinstance(value, int | float) and not isinstance(value, bool):
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     return None
 

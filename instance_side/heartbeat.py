@@ -29,39 +29,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from gpuc.core import wire
 from gpuc.core.clock import Clock
-from gpuc.core.signing import derive_key, sign
+from gpuc.core.signing import H_CLAIM, H_POD, H_SEQ, H_SIGNATURE, H_TIMESTAMP, derive_key, sign
 from gpuc.instance_side.podlog import PodLog
 
-H_POD = "X-Gpuc-Pod"
-H_TIMESTAMP = "X-Gpuc-Timestamp"
-H_SEQ = "X-Gpuc-Seq"
-H_SIGNATURE = "X-Gpuc-Signature"
-H_CLAIM = "X-Gpuc-Claim"  # core.api.H_CLAIM
 # core.signing.mint_claim's shape: nothing else goes into a header (no CR/LF from a garbled answer)
 _CLAIM_RE = re.compile(r"c1\.[A-Za-z0-9_=-]{1,1400}\.[0-9a-f]{64}")
 HEARTBEAT_PATH = "/v1/heartbeat"
 EVENTS_PATH = "/v1/events"
-EVENT_KINDS = (
-    "agent_start",
-    "job_exit",
-    "idle_warning",
-    "idle_destroy",
-    "sync_failed",
-    "sync_ok",
-    "destroying",
-    "destroy_failed",
-    "verify_failed",
-    "info",
-    "deadline_warning",
-    "deadline_destroy",
-    # kept for its results (F16): stopping soon, stopped (GPU billing ended, disk kept), could not stop
-    "kept_stopping",
-    "kept_stopped",
-    "stop_failed",
-    "phone_destroy",  # the user's "destroy now" from the phone, ended as the pod's own end
-)
-INTENTS = ("end", "retry_sync")  # core.api.HeartbeatAnswer.intent
 REQUEST_TIMEOUT_S = 5.0
 MAX_QUEUED_EVENTS = 100
 # A 4xx other than these is permanent for that message (bad signature, bad body): retrying the same
@@ -73,7 +49,6 @@ CLOCK_TOLERANCE_S = 5.0
 _TIME_WINDOW_REFUSAL = "timestamp outside"
 # An event's `end_at` (the ledger's end) is queued on the pod's clock and sent on the functions'.
 _POD_TIME_FIELD = "end_at"
-_EPOCH_MIN, _EPOCH_MAX = 1_577_836_800.0, 4_102_444_800.0  # 2020..2100, as core.api bounds every epoch
 
 
 @dataclass(frozen=True)
@@ -92,7 +67,11 @@ class Transport(Protocol):
 
 
 class UrllibTransport:
-    """The standard library's HTTP client: ~5 MB less resident than httpx on a pod that runs for hours."""
+    """The standard library's HTTP client: ~5 MB less resident than httpx on a pod that runs for hours.
+    `answer_max`: what is read of an answer (a grant's presigned URLs run longer than a heartbeat's)."""
+
+    def __init__(self, answer_max: int = 64 * 1024) -> None:
+        self.answer_max = answer_max
 
     def post(self, url: str, body: bytes, headers: Mapping[str, str], timeout_s: float) -> HttpResult:
         # Lazy: the job wrapper holds this module for the whole job but posts only at its end (~3 MB).
@@ -102,10 +81,10 @@ class UrllibTransport:
         request = urllib.request.Request(url, data=body, headers=dict(headers), method="POST")
         try:
             with urllib.request.urlopen(request, timeout=timeout_s) as response:
-                return HttpResult(int(response.status), response.read(64 * 1024), response.headers.get("Date"))
+                return HttpResult(int(response.status), response.read(self.answer_max), response.headers.get("Date"))
         except urllib.error.HTTPError as exc:
             with exc:
-                return HttpResult(int(exc.code), exc.read(64 * 1024), exc.headers.get("Date"))
+                return HttpResult(int(exc.code), exc.read(self.answer_max), exc.headers.get("Date"))
         except (OSError, ValueError) as exc:  # URLError, timeouts and resets are OSErrors
             raise TransportError(_reason(exc)) from None
 
@@ -342,6 +321,32 @@ class PodClient:
             self.clock.sleep(delay)
             delay *= 2
 
+    # -- a request whose answer the caller reads (the results grants) ---------------------------
+    def exchange(self, path: str, payload: Mapping[str, Any], budget_s: float) -> HttpResult:
+        """Send `payload` to `path` now and hand back the answer: a success, or a refusal that retrying cannot
+        fix (the caller says why). What can pass (unreachable, 5xx, 429, a clock or seq refusal) is retried,
+        signed afresh, with backoff, inside `budget_s`; TransportError when it never got through."""
+        pending = _Pending(path, dict(payload), stamp_body=False)
+        deadline = self.clock.now() + budget_s
+        delay = 0.5
+        while True:
+            remaining = deadline - self.clock.now()
+            why = ""
+            try:
+                result = self._post(pending, max(0.1, min(self.timeout_s, remaining)))
+                if not 200 <= result.status < 300 and self._fix_refusal(result):
+                    result = self._post(pending, max(0.1, min(self.timeout_s, deadline - self.clock.now())))
+            except TransportError as exc:
+                why = str(exc)
+            else:
+                if not (result.status >= 500 or result.status in _RETRY_STATUSES or _time_refusal(result)):
+                    return result
+                why = f"HTTP {result.status} {_error_text(result.body)}".strip()
+            if deadline - self.clock.now() <= delay:
+                raise TransportError(why)
+            self.clock.sleep(delay)
+            delay = min(delay * 2, 30.0)
+
     # -- one request --------------------------------------------------------------------------
     def _attempt(self, pending: _Pending, timeout_s: float | None = None) -> HttpResult | None:
         """None: the functions refused this message for good (logged, dropped). Raises TransportError
@@ -445,7 +450,7 @@ def _server_time(result: HttpResult) -> float | None:
             return None
         server = None if stamp.tzinfo is None else stamp.timestamp() + 0.5
     # A garbled answer (NaN, 1e300, a proxy's epoch 0) must not become the clock every signature uses.
-    return server if server is not None and _EPOCH_MIN <= server <= _EPOCH_MAX else None
+    return server if server is not None and _epoch(server) else None
 
 
 def _skew_text(offset: float) -> str:
@@ -456,28 +461,30 @@ def _parse_answer(result: HttpResult | None, offset_s: float) -> Answer | None:
     if result is None:
         return None
     try:
-        data = json.loads(result.body)
-    except ValueError:
+        data = wire.read("HeartbeatAnswer", json.loads(result.body), lenient=True)  # a bad field is dropped
+    except (ValueError, wire.WireError):
         return None
-    if not isinstance(data, dict):
-        return None
-    lease = _num(data.get("lease_until"))
-    deadline = _num(data.get("deadline_at"))
-    intent = data.get("intent")
+    lease, deadline = data.get("lease_until"), data.get("deadline_at")
     claim = data.get("claim")
     return Answer(
         claim=claim if valid_claim(claim) else None,
-        intent=intent if intent in INTENTS else None,
-        intent_at=_num(data.get("intent_at")),
-        server_time=_num(data.get("server_time")),
+        intent=data.get("intent"),
+        intent_at=data.get("intent_at"),
+        server_time=data.get("server_time"),
         lease_until=None if lease is None else lease - offset_s,
-        # A garbled deadline (NaN, 1e300, epoch 0) must not end the pod now, nor never.
-        deadline_at=deadline if deadline is not None and _EPOCH_MIN <= deadline <= _EPOCH_MAX else None,
+        # A garbled deadline (1e300, epoch 0) must not end the pod now, nor never.
+        deadline_at=deadline if deadline is not None and _epoch(deadline) else None,
     )
 
 
+def _epoch(value: float) -> bool:
+    """Within the bounds the watchdog puts on every time it takes (core/api.py Epoch): 2020 to 2100."""
+    bounds = wire.field("PodEvent", "end_at")
+    return bool(bounds["minimum"] <= value <= bounds["maximum"])
+
+
 def _num(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def heartbeat_body(pod_id: str, **fields: Any) -> dict[str, Any]:
@@ -497,14 +504,14 @@ def event_body(
 ) -> dict[str, Any]:
     """A PodEvent, trimmed to the functions' limits so a long message never costs the whole event.
     `end_at` is on the pod's clock: PodClient puts it on the functions' clock as it signs."""
-    if kind not in EVENT_KINDS:
+    if kind not in wire.field("PodEvent", "kind")["enum"]:
         raise ValueError(f"unknown event kind {kind!r}")
     return {
         "pod_id": pod_id,
         "kind": kind,
-        "message": message[:2000],
+        "message": message[: wire.field("PodEvent", "message")["maxLength"]],
         "exit_code": exit_code,
         "duration_s": None if duration_s is None else max(0.0, duration_s),
         "end_at": end_at,
-        "note": None if note is None else note[:500],
+        "note": None if note is None else note[: wire.field("PodEvent", "note")["maxLength"]],
     }

@@ -66,7 +66,8 @@ class KeptWatch:
         """When `tick` next has something to do (the wrapper sleeps until then, in short naps)."""
         state = read_kept(self.paths)
         if state is None or state.stopped_at is not None:
-            return now + self.cfg.nag_interval_s
+            nag: float = self.cfg.nag_interval_s
+            return now + nag
         stop_at = state.stop_at(self.cfg.kept_window_s)
         if now >= stop_at:
             return now if self._next_stop is None else self._next_stop

@@ -1,29 +1,30 @@
 """The files `up` leaves on a pod, and the few the pod writes itself, read without pydantic.
 
-`PodPaths` is the laptop's own (core.podpaths is standard-library only). `AgentConfig` mirrors
-core.podconfig.PodConfig, which is pydantic (see the package docstring for why); the tests compare
-them field by field, so a field added on the laptop side fails a test until it is added here.
+`PodPaths` is the laptop's own (core.podpaths is standard-library only). `AgentConfig` is core.podconfig.PodConfig
+read against its JSON Schema (core/wire.py): one declaration, the pydantic model, for both sides.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import fcntl
 import json
 import os
 import stat
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from gpuc.core import wire
 from gpuc.core.atomicfile import atomic_write as atomic_write
 from gpuc.core.errors import ConfigError
 from gpuc.core.podpaths import POD_ROOT_ENV as POD_ROOT_ENV
 from gpuc.core.podpaths import TOKEN_ENV as TOKEN_ENV
 from gpuc.core.podpaths import PodPaths as PodPaths
+from gpuc.core.podsecrets import parse_env_file
 from gpuc.core.signing import weak_token
+from gpuc.core.wire import WireError
 
 POD_ID_ENV = "GPUC_POD_ID"
 END_MARKER_MAX = 256
@@ -35,55 +36,48 @@ def flag(environ: Mapping[str, str], name: str) -> bool:
     return environ.get(name, "").strip().lower() in _TRUE
 
 
-@dataclass(frozen=True)
 class AgentConfig:
-    """core.podconfig.PodConfig, as the pod reads it."""
+    """core.podconfig.PodConfig as the pod reads it: against its one declaration (core/wire.py reads the bundle's
+    JSON Schema of the pydantic model), every field's type and bound checked and the defaults filled in from
+    it. Its fields are its attributes; it cannot be changed."""
 
-    pod_id: str
-    provider: str
-    experiment: str
-    run_id: str
-    functions_url: str
-    gpu_expected: str | None = None
-    price_per_hour: float | None = None
-    heartbeat_interval_s: float = 60.0
-    idle_check_interval_s: float = 60.0
-    idle_gpu_pct: float = 5.0
-    idle_warn_s: float = 15 * 60.0
-    idle_destroy_s: float = 20 * 60.0
-    ssh_input_window_s: float = 10 * 60.0
-    sync_interval_s: float = 10 * 60.0  # the periodic results push; 0: none
-    sync_settle_s: float = 5.0  # modified this recently: still being written (instance_side/push.py)
-    nag_interval_s: float = 60 * 60.0
-    idle_cpu_floor_s: float = 0.1
-    idle_io_floor_bytes: float = 16 * 1024.0
-    kept_window_s: float = 2 * 3600.0
-    results_bucket: str | None = None
-    s3_endpoint_url: str | None = None
-    git_remote: str | None = None
-    simulated_gpu: bool = False
-    local_home: str | None = None
-    deadline_at: float | None = None
-    deadline_warn_s: float = 15 * 60.0
-    deadline_lead_s: float = 2 * 60.0
-    notify_start: bool = False
-    warm_s: float = 0.0  # `up --warm`: a job's end syncs and keeps the pod; the idle watch ends it after this
+    DOC = "PodConfig"
+    __slots__ = ("_values",)
+
+    def __init__(self, **fields: Any) -> None:
+        try:
+            values = wire.read(self.DOC, fields)
+        except WireError as exc:
+            raise ConfigError(f"pod config: {exc}", hint="re-run `gpuc up`: it writes the config") from None
+        object.__setattr__(self, "_values", values)
+
+    def __getattr__(self, name: str) -> Any:
+        values: dict[str, Any] = object.__getattribute__(self, "_values")
+        try:
+            return values[name]
+        except KeyError:
+            raise AttributeError(f"the pod config has no field {name!r}") from None
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("the pod config cannot be changed")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, AgentConfig) and self.as_dict() == other.as_dict()
+
+    def __hash__(self) -> int:
+        return hash(self.pod_id)
+
+    def __repr__(self) -> str:
+        return f"AgentConfig(pod_id={self.pod_id!r}, provider={self.provider!r})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(object.__getattribute__(self, "_values"))
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, object]) -> AgentConfig:
-        # Unknown keys (a newer laptop) are ignored, not fatal: an agent that refuses to start never
-        # heartbeats, and a silent pod bills until the reaper's limit.
-        values: dict[str, object] = {}
-        for field in dataclasses.fields(cls):
-            if field.name in data:
-                values[field.name] = _coerce(field.name, str(field.type), data[field.name])
-            elif field.default is dataclasses.MISSING:
-                raise ConfigError(f"pod config lacks {field.name!r}", hint="re-run `gpuc up`: it writes the config")
-        config = cls(**values)  # type: ignore[arg-type]
-        for name in ("heartbeat_interval_s", "idle_check_interval_s"):
-            if getattr(config, name) <= 0:
-                raise ConfigError(f"pod config {name} must be > 0", hint="fix the interval setting and re-run up")
-        return config
+    def from_mapping(cls, data: Mapping[str, Any]) -> AgentConfig:
+        # Unknown keys are left out, not fatal: an agent that refuses to start never heartbeats, and a silent
+        # pod bills until the reaper's limit.
+        return cls(**{str(k): v for k, v in data.items()})
 
     @classmethod
     def load(cls, path: Path) -> AgentConfig:
@@ -98,24 +92,9 @@ class AgentConfig:
         return cls.from_mapping(data)
 
 
-def _coerce(name: str, type_name: str, value: object) -> object:
-    optional = type_name.endswith("| None")
-    if value is None:
-        if optional:
-            return None
-        raise ConfigError(f"pod config {name!r} must not be null", hint="re-run `gpuc up`")
-    base = type_name.removesuffix(" | None")
-    if base == "str" and isinstance(value, str):
-        return value
-    if base == "bool" and isinstance(value, bool):
-        return value
-    if base == "float" and isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    raise ConfigError(f"pod config {name!r} should be {base}, got {type(value).__name__}", hint="re-run `gpuc up`")
-
-
 def load_secrets(path: Path) -> dict[str, str]:
-    """The pod's dotenv secrets file. Its values are never printed; callers use them for redaction."""
+    """The pod's secrets file (core.podsecrets.render_env_file wrote it). Its values are never printed; callers use
+    them for redaction."""
     try:
         mode = stat.S_IMODE(path.stat().st_mode)
     except FileNotFoundError:
@@ -123,14 +102,11 @@ def load_secrets(path: Path) -> dict[str, str]:
     if mode & 0o077:
         # Tightening is always safe; refusing to start would stop the heartbeats instead.
         os.chmod(path, 0o600)
-    from dotenv import dotenv_values  # startup: `ask`, which reads no secret, must not load it
-
     try:
-        with path.open(encoding="utf-8") as fh:
-            values = dotenv_values(stream=fh)
+        text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read {path}: {type(exc).__name__}", hint="re-run `gpuc up`") from None
-    return {k: v for k, v in values.items() if v is not None}
+    return parse_env_file(text)
 
 
 def pod_token(secrets: Mapping[str, str], environ: Mapping[str, str]) -> str:

@@ -31,7 +31,7 @@ from gpuc.instance_side.joblog import read_outcome
 from gpuc.instance_side.podfiles import PodPaths, atomic_write, flag, is_ended
 from gpuc.instance_side.procs import JobScanError, job_alive, read_job_stamp
 from gpuc.instance_side.resume import RestoreError, restore
-from gpuc.instance_side.sync import make_sync, with_job_log
+from gpuc.instance_side.sync import make_sync, run_objects, with_job_log
 from gpuc.instance_side.wrapper import RESUME_FAILED, agent_alive, record_command, spawn_detached
 
 
@@ -145,7 +145,7 @@ class Starter:
         (verify_failed) -> destroy."""
         from gpuc.instance_side.verify import parse_verdict
 
-        argv = [self.python, "-m", "gpuc.instance_side", "verify"]
+        argv = [self.python, "-m", "gpuc.instance_side", "verify", "--expect-count", str(self.ctx.cfg.gpu_count)]
         if self.ctx.cfg.gpu_expected:
             argv += ["--expect-gpu", self.ctx.cfg.gpu_expected]
         code, out = run_logged(argv, self.env, VERIFY_TIMEOUT_S, self.ctx.log.scrub)
@@ -167,13 +167,8 @@ class Starter:
         """The last push into results/ BEFORE the job starts. A restore that fails starts no job: it would start
         over and bill hours to redo the work. The agent keeps watching (its idle watch ends the pod)."""
         try:
-            names = restore(
-                resume_from,
-                self.paths.results,
-                endpoint_url=self.ctx.cfg.s3_endpoint_url,
-                credentials=self.ctx.secrets,
-                paths=self.paths,
-            )
+            sync = make_sync(self.ctx.cfg, self.ctx.secrets, paths=self.paths)
+            names = restore(resume_from, self.paths.results, objects=run_objects(sync), paths=self.paths)
         except (RestoreError, OSError) as exc:
             why = self.ctx.log.scrub(str(exc) or type(exc).__name__)
             self.say(f"could not restore the last push into results/: {why}; the job is not started (exit 75)")

@@ -20,7 +20,8 @@ checked again after it was sent (one rewritten in place meanwhile may have gone 
 `suspect` at the destination so that a restore refuses it, and sends it again next time). Where a link cannot
 be made (another filesystem), the file is sent from its place, with the same checks. The copies are sent a part
 at a time (STAGE_MAX) so they never fill the pod's disk. The destination takes the files one by one in that
-order, each whole or not at all (an S3 PUT; the file:// destination writes a temporary file and renames it).
+order, each whole or not at all (an S3 PUT through the run's grant, instance_side/grants.py; the file://
+destination writes a temporary file and renames it).
 
 Why this mechanism. Sending in modification order with a cutoff makes every moment of the destination a prefix,
 so nothing needs rolling back: a push killed between any two requests leaves a state a restore can use as it is.
@@ -46,7 +47,7 @@ there, and when. Nothing here reads a file it does not send, and nothing is hash
 of 10,000 files is a walk and a dict compare (bench/push_scan.py).
 
 A push runs as its own process (`python -m gpuc.instance_side push`, started by the agent), at low CPU and
-I/O priority: the agent's heartbeats never wait on an upload, boto3 never weighs on the agent's memory,
+I/O priority: the agent's heartbeats never wait on an upload, an upload never weighs on the agent's memory,
 and a push under way finishes even if the agent dies. One push at a time (push.lock). Its outcome is
 `<state>/push.json`: what the heartbeat reports to the watchdog (when, how many files, where).
 
@@ -69,7 +70,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gpuc.core.clock import Clock
-from gpuc.instance_side.podfiles import AgentConfig, PodPaths, atomic_write, try_lock
+from gpuc.instance_side.podfiles import PodPaths, atomic_write, try_lock
 from gpuc.instance_side.sync import (
     JOB_LOG_NAME,
     OUTCOME_NAME,
@@ -83,8 +84,9 @@ from gpuc.instance_side.sync import (
     snapshot,
 )
 
-# GPUC_SYNC_SETTLE_S's default: a file modified this recently may still be being written (core/settings.py).
-SETTLE_S = AgentConfig.sync_settle_s
+# GPUC_SYNC_SETTLE_S's default (core/settings.py; the pod reads its own from core/podconfig.py's PodConfig, and a
+# test holds the three equal): a file modified this recently may still be being written.
+SETTLE_S = 5.0
 # A file still being written at two pushes in a row is sent as a copy of what it holds, if it is this small; a
 # larger one (a checkpoint being saved) waits until it settles.
 SNAPSHOT_MAX = 64 * 1024 * 1024

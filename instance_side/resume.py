@@ -12,9 +12,9 @@ results (the job's log and outcome, the manifest) are not restored into results/
 
 Every name is checked (no absolute path, no `..`, no symlink); a file that does not match is refused, never
 half-restored as if whole. Destinations: `file:///dir/<experiment>/<run_id>` and
-`s3://bucket/<prefix>/<experiment>/<run_id>` (read with the pod's own S3 client and keys,
-core/destinations.py). Git restores are NOT built yet. Stdlib only, as all of instance_side (boto3 is
-imported for an s3:// restore only).
+`s3://bucket/<prefix>/<experiment>/<run_id>` (listed and read through the run's own objects, which the pod
+reaches with the watchdog's grants and no key: instance_side/grants.py; only its own run's prefix, so only its
+own run is resumed from). Git restores are NOT built yet. Stdlib only, as all of instance_side.
 """
 
 from __future__ import annotations
@@ -22,15 +22,16 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePosixPath
-from typing import Any, Protocol
+from typing import Protocol
 
-from gpuc.core.pod import RESUME_ENV
-from gpuc.core.redact import redact
-from gpuc.instance_side.podfiles import PodPaths
+from gpuc.core.destinations import S3Location
+from gpuc.core.errors import SyncError
+from gpuc.core.podpaths import RESUME_ENV, PodPaths
 from gpuc.instance_side.push import MANIFEST_NAME, PushManifest, adopt
-from gpuc.instance_side.sync import JOB_LOG_NAME, OUTCOME_NAME, PART_PREFIX, local_listing, name_of_key
+from gpuc.instance_side.sync import JOB_LOG_NAME, OUTCOME_NAME, PART_PREFIX, RunObjects, local_listing, name_of_key
 
 MANIFEST_MAX = 64 * 1024 * 1024  # a push manifest is JSON of names and sizes: far below this
 
@@ -51,24 +52,18 @@ class _Source(Protocol):
 
 
 def restore(
-    resume_from: str,
-    results: Path,
-    *,
-    endpoint_url: str | None = None,
-    credentials: Mapping[str, str] | None = None,
-    client: Any | None = None,
-    paths: PodPaths | None = None,
+    resume_from: str, results: Path, *, objects: RunObjects | None = None, paths: PodPaths | None = None
 ) -> list[str]:
-    """Copy the last push at `resume_from` into `results`; the names restored. `endpoint_url` and
-    `credentials` (the pod's GPUC_S3_* keys) are for an s3:// destination; `client` is injectable for tests.
-    With `paths` (the pod's, as the boot and the wrapper pass them), its push starts from what was restored
-    (push.adopt): the next push sends what the job changes, not every restored checkpoint again, and its
-    manifests keep naming the restored files that wait, with the version the destination holds."""
+    """Copy the last push at `resume_from` into `results`; the names restored. `objects`: the run's own
+    objects, for an s3:// destination (its grant reaches that run's prefix and nothing else). With `paths` (the
+    pod's, as the boot and the wrapper pass them), its push starts from what was restored (push.adopt): the next
+    push sends what the job changes, not every restored checkpoint again, and its manifests keep naming the
+    restored files that wait, with the version the destination holds."""
     source: _Source
     if resume_from.startswith("file://"):
         source = _FileSource(Path(resume_from[len("file://") :]))
     elif resume_from.startswith("s3://"):
-        source = _S3Source(resume_from, endpoint_url, credentials or {}, client)
+        source = _S3Source(resume_from, objects)
     else:
         raise RestoreError(f"{RESUME_ENV} must be a file:// or s3:// destination (a git restore is not built yet)")
     text = source.manifest()
@@ -202,83 +197,54 @@ class _FileSource:
 
 
 class _S3Source:
-    """`s3://bucket/base`: the manifest at `base/logs/push-manifest.json`, each file at `base/<key>`."""
+    """`s3://bucket/base`: the manifest at `base/logs/push-manifest.json`, each file at `base/<key>`, through
+    the run's own objects (the URL must be that run's: its grant reaches nothing else)."""
 
-    def __init__(self, url: str, endpoint_url: str | None, credentials: Mapping[str, str], client: Any | None) -> None:
-        from gpuc.core.destinations import S3Location
-        from gpuc.core.errors import SyncError
-
-        try:
-            where = S3Location.parse(url)
-        except SyncError as exc:
-            raise RestoreError(exc.message) from None
+    def __init__(self, url: str, objects: RunObjects | None) -> None:
+        if objects is None or not _same_place(url, objects.describe()):
+            raise RestoreError(f"{url} is not this run's own prefix: a pod is granted its own run's objects only")
         self.url = url
-        self.bucket, self.base = where.bucket, where.prefix
-        self.endpoint_url = endpoint_url
-        self.credentials = dict(credentials)
-        self._client = client
-        self.secrets = [v for v in self.credentials.values() if v]
-
-    def client(self) -> Any:
-        if self._client is None:
-            from gpuc.core.destinations import s3_client
-
-            self._client = s3_client(self.endpoint_url, self.credentials)
-        return self._client
-
-    def _key(self, name: str) -> str:
-        return f"{self.base}/{name}" if self.base else name
+        self.objects = objects
 
     def manifest(self) -> str | None:
-        with self._errors("reading the push manifest"):
-            try:
-                answer = self.client().get_object(Bucket=self.bucket, Key=self._key(MANIFEST_NAME))
-            except Exception as exc:
-                if _not_found(exc):
+        with tempfile.TemporaryDirectory(prefix="gpuc-restore-") as folder:
+            target = Path(folder) / "manifest.json"
+            with self._errors("reading the push manifest"):
+                if not self.objects.get(MANIFEST_NAME, target, limit=MANIFEST_MAX):
                     return None
-                raise
-            body: bytes = answer["Body"].read(MANIFEST_MAX + 1)
-        if len(body) > MANIFEST_MAX:
-            raise RestoreError(f"the push manifest at {self.url} is larger than any gpuc writes")
-        return body.decode("utf-8", errors="replace")
+            return target.read_text(encoding="utf-8", errors="replace")
 
     def listing(self) -> dict[str, int]:
-        prefix = self._key("")
-        out: dict[str, int] = {}
         with self._errors("listing the destination"):
-            pages = self.client().get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
-            for page in pages:
-                for item in page.get("Contents", []):
-                    out[str(item["Key"])[len(prefix) :]] = int(item["Size"])
-        return out
+            return self.objects.list()
 
     def fetch(self, key: str, size: int, target: Path) -> None:
         # Into a temporary file beside the target, checked, then renamed: never a torn file named as whole.
         tmp = target.with_name(f".{target.name}.restore")
         try:
             with self._errors(f"downloading results/{key}"):
-                self.client().download_file(self.bucket, self._key(key), str(tmp))
-            if tmp.stat().st_size != size:
-                raise RestoreError(f"results/{key} at {self.url} does not match the push manifest")
+                found = self.objects.get(key, tmp, size=size)
+            if not found:
+                raise RestoreError(f"results/{key} at {self.url} does not match the push manifest (it is not there)")
             os.replace(tmp, target)
         finally:
-            tmp.unlink(missing_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
 
     @contextlib.contextmanager
     def _errors(self, what: str) -> Iterator[None]:
         try:
             yield
-        except RestoreError:
-            raise
-        except Exception as exc:  # boto3's errors, said without the request's credentials
-            reason = redact(str(exc) or type(exc).__name__, self.secrets)[:300]
-            raise RestoreError(f"{what} at {self.url} failed: {reason}") from None
+        except SyncError as exc:
+            raise RestoreError(f"{what} at {self.url} failed: {exc.message}") from None
 
 
-def _not_found(exc: Exception) -> bool:
-    response = getattr(exc, "response", None)
-    code = str(response.get("Error", {}).get("Code", "")) if isinstance(response, dict) else ""
-    return code in ("404", "NoSuchKey", "NotFound")
+def _same_place(one: str, other: str) -> bool:
+    try:
+        a, b = S3Location.parse(one), S3Location.parse(other)
+    except SyncError:
+        return False
+    return (a.bucket, a.prefix) == (b.bucket, b.prefix)
 
 
 def _check_name(name: str) -> None:

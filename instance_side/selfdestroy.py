@@ -1,18 +1,22 @@
 """The pod destroys itself with the key the platform scopes to it, never an account key; with the same
 key it stops itself when its kept window is over (F16: results it could not copy stay on its disk).
 
-Provider modules are imported only at destroy time: they bring pydantic and httpx, which the agent
-must not carry for the hours it merely watches.
+The RunPod and Vast calls are core/providers/podkey.py's (standard library only, urllib), imported at
+destroy time: the agent holds this module for hours and loads them only when the pod's end needs them. The
+local provider's sandbox pods run the laptop's own interpreter and gpuc, so theirs is the laptop's.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
 from gpuc.core.errors import ConfigError
+from gpuc.core.podinstall import image_environ
 from gpuc.instance_side.podfiles import POD_ID_ENV, AgentConfig
 
 
@@ -47,22 +51,52 @@ def make_destroyer(
     cfg: AgentConfig, environ: Mapping[str, str] | None = None, *, proc_root: Path = Path("/proc")
 ) -> Destroyer:
     env = dict(os.environ if environ is None else environ)
-    # Lazy: the provider modules load pydantic (and httpx); the agent holds this module for hours and
-    # must not carry them (instance_side/__init__.py), so each loads here, when the pod's end needs it.
     if cfg.provider == "local":
-        from gpuc.core.providers.local import LocalSelfDestroyer
-
         home = cfg.local_home or env.get("GPUC_LOCAL_HOME")
         if not home:
             raise ConfigError("local pod config lacks local_home", hint="re-run `gpuc up`")
-        return LocalSelfDestroyer({"GPUC_LOCAL_HOME": home, POD_ID_ENV: cfg.pod_id})
+        try:
+            from gpuc.core.providers.local import LocalSelfDestroyer
+        except ImportError:  # a bundle (a sandbox pod booted from its kit): the laptop's gpuc does it
+            return LaptopLocalDestroyer(home, cfg.pod_id)
+        local: Destroyer = LocalSelfDestroyer({"GPUC_LOCAL_HOME": home, POD_ID_ENV: cfg.pod_id})
+        return local
     platform_env = {**container_environ(proc_root), **env}
     if cfg.provider == "runpod":
-        from gpuc.core.providers.runpod import RunPodSelfDestroyer
+        from gpuc.core.providers.podkey import RunPodSelfDestroyer
 
         return RunPodSelfDestroyer.from_environ(platform_env)
     if cfg.provider == "vast":
-        from gpuc.core.providers.vast import VastSelfDestroyer
+        from gpuc.core.providers.podkey import VastSelfDestroyer
 
         return VastSelfDestroyer.from_environ(platform_env)
     raise ConfigError(f"unknown provider {cfg.provider!r} in the pod config", hint="re-run `gpuc up`")
+
+
+class LaptopLocalDestroyer:
+    """A local sandbox pod that runs gpuc's bundle (booted from its kit, in the tests and the demo): the local
+    provider is the laptop's (sqlite, pydantic settings), so its own interpreter, which has the laptop's gpuc
+    when the bundle is off its path, ends the pod. Never on a rented pod: those have no local provider."""
+
+    def __init__(self, home: str, pod_id: str) -> None:
+        self.home = home
+        self.pod_id = pod_id
+
+    def destroy_self(self) -> str:
+        return self._run("destroy_self")
+
+    def stop_self(self) -> str:
+        return self._run("stop_self")
+
+    def _run(self, verb: str) -> str:
+        code = (
+            "import sys; from gpuc.core.providers.local import LocalSelfDestroyer as L; "
+            f"print(getattr(L({{'GPUC_LOCAL_HOME': sys.argv[1], {POD_ID_ENV!r}: sys.argv[2]}}), {verb!r})())"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code, self.home, self.pod_id],
+            capture_output=True, text=True, timeout=120, env=image_environ(os.environ), check=False,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise ConfigError(f"the local sandbox's {verb} failed: {done.stderr.strip()[-300:]}", hint="gpuc down")
+        return done.stdout.strip()

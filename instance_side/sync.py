@@ -18,10 +18,11 @@ destination cannot store (not UTF-8 for S3 keys; for git, what git refuses or ca
 file://, what the filesystem refuses) is stored under an escaped key (the bytes percent-escaped,
 reversibly), mapped in the manifest and verified under that key.
 
-Verification lists the remote (S3 `list_objects_v2`, `git ls-tree -l` of what the remote holds after
-the push) and compares names and sizes. Credentials come from the pod's secrets file (or the process
-environment), never from the URL or a command line. boto3 is imported only when an S3 sync runs: the
-agent carries this module for hours under a 30 MB budget.
+Verification lists the remote (for s3://, the watchdog's listing of the run's prefix; `git ls-tree -l` of
+what the remote holds after the push) and compares names and sizes. The pod holds no S3 key: its s3://
+objects go through URLs the watchdog grants for its own run's prefix only (instance_side/grants.py); the
+git token comes from the pod's secrets file (or the process environment), never from the URL or a command
+line.
 """
 
 from __future__ import annotations
@@ -35,23 +36,19 @@ import os
 import re
 import shutil
 import stat
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import unquote, unquote_to_bytes, urlparse
 
 from gpuc.core.destinations import (
-    S3_KEY_ENV,
-    S3_SECRET_ENV,
     GitRunner,
     S3Location,
     check_remote,
     git_auth_args,
     git_environ,
     git_runner,
-    s3_client,
 )
 from gpuc.core.errors import SyncError
 from gpuc.core.podsecrets import GIT_TOKEN_ENV
@@ -370,49 +367,48 @@ def listing_matches(sent: Mapping[str, int], remote: Mapping[str, int]) -> bool:
 
 
 # -- S3-compatible storage ----------------------------------------------------------------------------
-class S3Sync:
-    """`s3://bucket/prefix` -> `s3://bucket/prefix/<experiment>/<run_id>/...`.
+class RunObjects(Protocol):
+    """The run's own objects at an s3:// destination, by name relative to `<prefix>/<experiment>/<run_id>/`:
+    the transport under S3Sync and the restore. The pod's is instance_side/grants.py (URLs the watchdog
+    grants: it holds no key); what is sent, and in what order, is the sync's to decide."""
 
-    The client is built on first use: importing boto3 costs the agent ~25 MB it does not need for the
-    hours it only watches. `client` is injectable for tests.
-    """
+    def describe(self) -> str: ...
+
+    def put(self, name: str, source: Path, size: int) -> None: ...
+
+    def put_many(self, files: Sequence[tuple[str, Path, int]]) -> None: ...
+
+    def get(self, name: str, target: Path, *, size: int | None = None, limit: int | None = None) -> bool: ...
+
+    def list(self) -> dict[str, int]: ...
+
+
+class S3Sync:
+    """`s3://bucket/prefix` -> `s3://bucket/prefix/<experiment>/<run_id>/...`, through `objects`."""
 
     def __init__(
-        self,
-        url: str,
-        experiment: str,
-        run_id: str,
-        *,
-        endpoint_url: str | None = None,
-        credentials: Mapping[str, str] | None = None,
-        client: Any | None = None,
+        self, url: str, experiment: str, run_id: str, *, objects: RunObjects, endpoint_url: str | None = None
     ) -> None:
         _check_names(experiment, run_id)
         where = S3Location.parse(url)
         self.bucket = where.bucket
         self.base = where.run_base(experiment, run_id)
         self.endpoint_url = endpoint_url
-        self._credentials = dict(credentials or {})
-        self._client = client
+        self.objects = objects
 
     def describe(self) -> str:
         via = f" via {self.endpoint_url}" if self.endpoint_url else ""
         return f"s3://{self.bucket}/{self.base}/{via}"
 
-    def client(self) -> Any:
-        if self._client is None:
-            self._client = s3_client(self.endpoint_url, self._credentials)
-        return self._client
-
     def push(self, results_dir: Path) -> Manifest:
         return _push_all(self, results_dir)
 
     def push_files(self, results_dir: Path, files: Mapping[str, int]) -> Manifest:
-        client = self.client()
-        keys = assign_keys(files, _utf8, escape_name)  # an S3 key is UTF-8: any other byte cannot be sent
-        for rel in files:  # in the order given: push.py sends oldest first (a cut push leaves a prefix)
-            with _s3_errors(f"upload of {shown(rel)} to {self.describe()}"):
-                client.upload_file(str(results_dir / rel), self.bucket, f"{self.base}/{keys.get(rel, rel)}")
+        # An S3 key is UTF-8 and goes into a URL and an XML listing: another byte, or a control character,
+        # is stored under its escaped key (core.destinations.grant_name_problem is the watchdog's rule).
+        keys = assign_keys(files, _s3_storable, _s3_escape)
+        # In the order given: push.py sends oldest first (a cut push leaves a prefix).
+        self.objects.put_many([(keys.get(rel, rel), results_dir / rel, size) for rel, size in files.items()])
         return Manifest(self.describe(), dict(files), keys=keys)
 
     def verify(self, manifest: Manifest) -> bool:
@@ -421,46 +417,38 @@ class S3Sync:
         return listing_matches(manifest.stored(), self.listing())
 
     def listing(self) -> dict[str, int]:
-        prefix = self.base + "/"
-        out: dict[str, int] = {}
-        with _s3_errors(f"listing {self.describe()}"):
-            pages = self.client().get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
-            for page in pages:
-                for item in page.get("Contents", []):
-                    out[str(item["Key"])[len(prefix) :]] = int(item["Size"])
-        return out
+        return self.objects.list()
 
 
-@contextmanager
-def _s3_errors(what: str) -> Iterator[None]:
-    """boto3's errors as SyncErrors that say what failed, without the request's credentials."""
-    try:
-        yield
-    except SyncError:
-        raise
-    except Exception as exc:
-        from boto3.exceptions import Boto3Error  # lazy: as in s3_client
-        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+def _s3_control(ch: str) -> bool:
+    return ord(ch) < 32 or ord(ch) == 127
 
-        if isinstance(exc, NoCredentialsError):
-            raise SyncError(
-                f"{what} failed: no S3 credentials",
-                hint=f"put {S3_KEY_ENV} and {S3_SECRET_ENV} in your .env and re-run up",
-            ) from None
-        if isinstance(exc, BotoCoreError | ClientError | Boto3Error | OSError):
-            raise SyncError(
-                f"{what} failed: {redact(str(exc))[:300]}",
-                hint="check the bucket, the endpoint and the keys; then: python -m gpuc.instance_side sync",
-            ) from None
-        raise
+
+def _s3_storable(name: str) -> bool:
+    return _utf8(name) and not any(_s3_control(ch) for ch in name)
+
+
+def _s3_escape(name: str) -> str:
+    return escape_name(name, _s3_control)
+
+
+RUN_BRANCH_PREFIX = "gpuc-results/"
+
+
+def run_branch(run_id: str) -> str:
+    """The branch a run's small results are pushed to, and the only one: `gpuc-results/<run_id>`."""
+    return f"{RUN_BRANCH_PREFIX}{run_id}"
 
 
 class GitSync:
-    """Small results committed to the experiment's repo under `results/<run_id>/` and pushed.
+    """Small results committed to the experiment's repo under `results/<run_id>/`, on the run's own branch
+    (`gpuc-results/<run_id>`, started from the default branch's tip) and pushed there: never to another
+    branch, never forced. So a protected default branch (pushes only through reviewed merges) never meets a
+    pod, and what the pod's token could do to it is what the token's own rights allow (docs/secrets.md).
 
     Works in its own clone (`PodPaths.results_repo`), never in the user's checkout. A push rejected
-    because the branch moved is retried on top of the new tip: `results/<run_id>/` is this run's
-    alone, so there is nothing to merge.
+    because the branch moved (another attempt of the run) is retried on top of the new tip:
+    `results/<run_id>/` is this run's alone, so there is nothing to merge.
     """
 
     def __init__(
@@ -493,11 +481,16 @@ class GitSync:
     def push(self, results_dir: Path) -> Manifest:
         return _push_all(self, results_dir)
 
+    @property
+    def branch(self) -> str:
+        return run_branch(self.run_id)
+
     def push_files(self, results_dir: Path, files: Mapping[str, int]) -> Manifest:
         branch = self._checkout()
         keys = assign_keys(files, _git_storable, _git_escape)
         for attempt in range(1, PUSH_ATTEMPTS + 1):
             self._commit(results_dir, files, keys)
+            # Exactly the run's own branch, never forced: a rejected push is tried again on the new tip.
             code, out = self._git(["push", "--quiet", "origin", f"HEAD:refs/heads/{branch}"], check=False)
             if code == 0:
                 return Manifest(self.describe(), dict(files), keys=keys)
@@ -513,9 +506,8 @@ class GitSync:
         return listing_matches(manifest.stored(), self.listing())
 
     def listing(self) -> dict[str, int]:
-        """What the remote's branch holds under results/<run_id>/, fetched afresh."""
-        branch = self._branch()
-        self._git(["fetch", "--quiet", "--depth", "1", "origin", branch])
+        """What the run's branch holds under results/<run_id>/, fetched afresh."""
+        self._git(["fetch", "--quiet", "--depth", "1", "origin", f"refs/heads/{self.branch}"])
         # -z: paths verbatim (no C-style quoting of unusual names), NUL-terminated.
         _, out = self._git(["ls-tree", "-r", "-l", "-z", "FETCH_HEAD", "--", f"{self.subdir}/"])
         return _blob_sizes(out, self.subdir)
@@ -526,18 +518,13 @@ class GitSync:
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir.parent.mkdir(parents=True, exist_ok=True)
             self._run(["clone", "--quiet", "--depth", "1", self.remote, str(self.workdir)], cwd=None)
-        branch = self._branch()
-        self._update(branch)
+        self._update(self.branch)
         self._protect()
-        return branch
-
-    def _branch(self) -> str:
-        _, out = self._git(["symbolic-ref", "--short", "HEAD"])
-        return out.strip() or "main"
+        return self.branch
 
     def _update(self, branch: str) -> None:
-        code, _ = self._git(["fetch", "--quiet", "--depth", "1", "origin", branch], check=False)
-        if code == 0:  # an empty remote has no branch yet: nothing to start from
+        code, _ = self._git(["fetch", "--quiet", "--depth", "1", "origin", f"refs/heads/{branch}"], check=False)
+        if code == 0:  # the run's first push has no branch yet: it starts from the default branch's tip (cloned)
             self._git(["reset", "--quiet", "--hard", "FETCH_HEAD"])
 
     def _commit(self, results_dir: Path, files: Mapping[str, int], keys: Mapping[str, str]) -> None:
@@ -880,15 +867,22 @@ class _Limited:
 def destination(sync: ResultsSync) -> BucketSync | None:
     """Where files can be sent a few at a time (the incremental push): None without a usable destination."""
     inner = sync.inner if isinstance(sync, JobLogSync) else sync
-    if isinstance(inner, FileBucketSync | S3Sync | SplitSync):
+    if isinstance(inner, (FileBucketSync, S3Sync, SplitSync)):
         return inner
     return None
+
+
+def run_objects(sync: ResultsSync) -> RunObjects | None:
+    """The run's objects at an s3:// destination (the restore reads them), or None."""
+    dest = destination(sync)
+    inner = dest.bucket if isinstance(dest, SplitSync) else dest
+    return inner.objects if isinstance(inner, S3Sync) else None
 
 
 def with_job_log(sync: ResultsSync, paths: PodPaths) -> ResultsSync:
     """The sync that also sends the job's log and outcome, wherever results go. Without a destination
     there is nowhere to send them (and no reason to keep the pod for them)."""
-    if isinstance(sync, NoDestination | Unavailable):
+    if isinstance(sync, (NoDestination, Unavailable)):
         return sync
     # Git alone takes files under its limit only: a longer log is cut in the middle to fit.
     limit = sync.limit - 1 if isinstance(sync, SplitSync) and sync.bucket is None else None
@@ -902,8 +896,9 @@ def make_sync(
     paths: PodPaths | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> ResultsSync:
-    """The sync the pod's config asks for. Secrets (S3 keys, the git token) come from the pod's
-    secrets file, then the process environment."""
+    """The sync the pod's config asks for. The git token comes from the pod's secrets file, then the process
+    environment; an s3:// destination takes no key: its objects go through the watchdog's grants, asked with
+    the pod's token (instance_side/grants.py)."""
     try:
         return _make_sync(cfg, dict(secrets or {}), paths or PodPaths.from_env(), environ)
     except SyncError as exc:
@@ -914,7 +909,7 @@ def _make_sync(
     cfg: AgentConfig, secrets: dict[str, str], paths: PodPaths, environ: Mapping[str, str] | None
 ) -> ResultsSync:
     env = os.environ if environ is None else environ
-    bucket = _bucket_sync(cfg, {**{k: env[k] for k in (S3_KEY_ENV, S3_SECRET_ENV) if k in env}, **secrets})
+    bucket = _bucket_sync(cfg, secrets, paths, env)
     if cfg.git_remote:
         git = GitSync(
             cfg.git_remote,
@@ -929,7 +924,9 @@ def _make_sync(
     return bucket or NoDestination()
 
 
-def _bucket_sync(cfg: AgentConfig, credentials: Mapping[str, str]) -> FileBucketSync | S3Sync | None:
+def _bucket_sync(
+    cfg: AgentConfig, secrets: Mapping[str, str], paths: PodPaths, environ: Mapping[str, str]
+) -> FileBucketSync | S3Sync | None:
     bucket = cfg.results_bucket
     if not bucket:
         return None
@@ -937,7 +934,13 @@ def _bucket_sync(cfg: AgentConfig, credentials: Mapping[str, str]) -> FileBucket
     if url.scheme == "file" and url.path:
         return FileBucketSync(Path(unquote(url.path)), cfg.experiment, cfg.run_id)
     if url.scheme == "s3":
-        return S3Sync(bucket, cfg.experiment, cfg.run_id, endpoint_url=cfg.s3_endpoint_url, credentials=credentials)
+        from gpuc.instance_side.grants import pod_objects
+
+        objects = pod_objects(
+            bucket, cfg.experiment, cfg.run_id, pod_id=cfg.pod_id, functions_url=cfg.functions_url,
+            secrets=secrets, paths=paths, environ=environ,
+        )  # fmt: skip
+        return S3Sync(bucket, cfg.experiment, cfg.run_id, endpoint_url=cfg.s3_endpoint_url, objects=objects)
     raise SyncError(
         f"results bucket scheme {url.scheme or '(none)'!r} is not supported",
         hint="use s3://bucket/prefix (with GPUC_S3_ENDPOINT_URL for R2) or file:///path",

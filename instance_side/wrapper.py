@@ -28,7 +28,8 @@ from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
 
 from gpuc.core.clock import Clock
-from gpuc.core.pod import RESUME_ENV
+from gpuc.core.podinstall import image_environ
+from gpuc.core.podpaths import RESUME_ENV
 from gpuc.core.podsecrets import never_on_pod
 from gpuc.instance_side.ending import Ender, Ending
 from gpuc.instance_side.joblog import KEPT_ENDINGS, JobLogTee, clear_outcome, last_line, write_outcome
@@ -45,6 +46,7 @@ from gpuc.instance_side.podfiles import (
 from gpuc.instance_side.podlog import PodLog
 from gpuc.instance_side.procs import job_stamp
 from gpuc.instance_side.resume import RestoreError, restore
+from gpuc.instance_side.sync import run_objects
 
 _CAUGHT = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _FROM_TERMINAL = (signal.SIGINT, signal.SIGHUP)
@@ -110,7 +112,8 @@ def job_environ(base: Mapping[str, str], secrets: Mapping[str, str], pod_id: str
     keys, what GPUC_POD_SECRETS names) and the pod's environment, never what must not reach a pod (an
     account key, the admin token, the notification channels, the deploy keys) nor the pod's heartbeat
     token, from either. The process environment wins over the file, as it does on the laptop."""
-    env = never_on_pod({**secrets, **base})
+    # The image's PYTHONPATH: gpuc's site (its pynvml) never shadows what the job imports.
+    env = image_environ(never_on_pod({**secrets, **base}))
     env[POD_ID_ENV] = pod_id  # the local sandbox counts a pod's python processes by this
     # Its output goes to a pipe (the log), where python would buffer it by the 8 KB block: a live view
     # (`gpuc logs -f`, `--wait`) would lag, and a killed job would lose its last lines.
@@ -386,7 +389,7 @@ class JobWrapper:
         if not source:
             return True
         try:
-            names = restore(source, self.paths.results, paths=self.paths)
+            names = restore(source, self.paths.results, objects=run_objects(self.ender.sync), paths=self.paths)
         except (RestoreError, OSError) as exc:
             self.log.line(f"could not restore the last push into results/: {exc}; the job is not started")
             return False

@@ -172,9 +172,7 @@ def _rent(stage: Stage, name: str, emu: Any, provider: Provider, run_id: str) ->
 
 def _self_destroyer(name: str, emu: Any, pod_id: str, stage: Stage) -> Any:
     """The real self-destroy with the pod-scoped key the platform injects (RunPod's, Vast's)."""
-    from gpuc.core.providers.http import zero_backoff
-    from gpuc.core.providers.runpod import RunPodSelfDestroyer
-    from gpuc.core.providers.vast import VastSelfDestroyer
+    from gpuc.core.providers.podkey import RunPodSelfDestroyer, VastSelfDestroyer
 
     url = {"runpod": ("GPUC_RUNPOD_GRAPHQL_URL", GRAPHQL_URL), "vast": ("GPUC_VAST_URL", VAST_URL)}[name]
     environ = {**emu.pod_environ(pod_id), url[0]: url[1]}
@@ -182,7 +180,7 @@ def _self_destroyer(name: str, emu: Any, pod_id: str, stage: Stage) -> Any:
         RunPodSelfDestroyer if name == "runpod" else VastSelfDestroyer
     )
     destroyer: SelfDestroyer = kind.from_environ(
-        environ, transport=emu.transport(), clock=stage.clock, backoff=zero_backoff
+        environ, send=emu.pod_send(), clock=stage.clock
     )
     return lambda: destroyer
 

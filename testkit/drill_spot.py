@@ -19,14 +19,26 @@ S30a outbid once mid-job: recovered within GPUC_RECOVER_WAIT_S + a pass + boot; 
      the last push; the run's cost inside its envelope; 0 instances left at the end.
 S30b outbid more than N times: recovery stops, 0 instances left, the pushed results kept, the user told.
 S30c a bid that loses at create, on a server that ignores cancel_unavail: 0 instances left.
-S30d a webhook forged, stale or replayed, through the real route (POST /v1/hooks/vast): refused, and nothing
-     acts (no provider call); the genuine one only makes the watchdog read the state (twice), and decide as a
-     pass does.
-S30e outbid 3 times at seeded moments, twice inside a push (killed as it starts a random request): here the
+S30d the webhook as Vast sends it (X-Vast-Signature-256: sha256=..., the slug `outbid`), through the real route
+     (POST /v1/hooks/vast): the genuine one is answered with no provider call and the pass after it reads the
+     pod (twice) and decides as it always does; a forged one, the old bare-hex header, a stale or a replayed
+     one are refused or ignored, and nothing acts.
+S30e `gpuc down` during a re-rent: its stop lands at every step of the watchdog's re-rent (before the paused
+     instance's destroy, after it, after the create, after the register, before the ticket is saved, after
+     it); the pass destroys what it rented after the stop, `down` destroys what the run names once the pass is
+     over: 0 instances left billing each time.
+S30f a re-rent cut at each step (after the create, after the register, before the ticket is saved: a failed
+     store write, a Lambda that times out): the new pod's boot is told "later" (409) and asked again, the next
+     pass finds the pod by its attempt's name and makes its ticket valid (or destroys it, when the stop came
+     meanwhile), the user told which; never a second create.
+S30g a 2-GPU run outbid: re-rented on a 2-GPU machine at its bid per GPU x 2, though a cheaper 1-GPU machine
+     is listed; the new pod's verification expects 2 GPUs.
+S30h outbid 3 times at seeded moments, twice inside a push (killed as it starts a random request): here the
      pushes are the product's own (instance_side/push.py's push_once to the run's file:// destination, the
      job's end its whole sync) and so are the restores; the job writes a step file, then ckpt.pt with a rename,
      then a line of metrics.jsonl. Each restore is a prefix of what the job wrote, and no step written before
-     the last verified push's settle window is lost.
+     the last verified push's settle window is lost. (The other rows play the push: the files the destination
+     lacks, then a manifest naming them all.)
 """
 
 from __future__ import annotations
@@ -37,23 +49,32 @@ import random
 import tempfile
 from pathlib import Path
 
-from gpuc.core.api import BootAnswer, EndRequest
+from gpuc.core.api import BootAnswer, EndRequest, RunRecovery
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ProviderError
 from gpuc.core.models import PodSpec
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.vast import VastProvider
 from gpuc.functions import runs
-from gpuc.functions.outbidhook import SEEN, WINDOW_S
+from gpuc.functions.outbidhook import SEEN, SIGNATURE_HEADER, WINDOW_S
+from gpuc.functions.reaper.recovering import ACT_LEASE_S
 from gpuc.functions.runs import StoredRun
 from gpuc.instance_side.podfiles import PodPaths
-from gpuc.instance_side.push import MANIFEST_NAME, PushManifest, PushReport, push_once
+from gpuc.instance_side.push import MANIFEST_NAME, SETTLE_S, PushManifest, PushReport, push_once
 from gpuc.instance_side.resume import RestoreError, restore
 from gpuc.instance_side.sync import FileBucketSync, local_listing, with_job_log
 from gpuc.testkit.drill_push import CutBucket, Outbid
 from gpuc.testkit.drill_stage import MIN, RowResult, Stage
 from gpuc.testkit.emulators.vast import VastEmulator, VastOfferState
-from gpuc.testkit.spot_world import BID, MAX_HOURS, OFFER, RUN_ID, make_rec_world
+from gpuc.testkit.spot_world import (
+    BID,
+    CUT_STEPS,
+    MAX_HOURS,
+    OFFER,
+    RUN_ID,
+    STOP_STEPS,
+    make_rec_world,
+)  # fmt: skip
 
 STEP_EVERY_S = 5.0
 PUSH_EVERY_S = 60.0
@@ -61,6 +82,7 @@ PASS_S = 60.0  # the watchdog's look at recovering runs
 WAIT_S = 5 * MIN  # GPUC_RECOVER_WAIT_S's default
 STEPS = 600  # the job's whole work: 50 minutes at one step per 5 s
 HOOK_SECRET = "drill-vast-webhook-secret"  # GPUC_VAST_WEBHOOK_SECRET, as Vast's account shows it
+BOOT_RETRY_S = 30.0  # how often a new pod's onstart asks /v1/boot again after "later" (409)
 
 
 class SpotJob:
@@ -81,11 +103,15 @@ class SpotJob:
 
 
 def push(results: Path, dest: Path, now: float) -> None:
-    """The incremental push's effect: files at the destination, then the manifest naming them."""
+    """The incremental push's effect: the files the destination lacks, then the manifest naming them all. The
+    job's files are written once (a checkpoint per step), so one the destination holds at its size is sent."""
     files = local_listing(results)
-    for name in files:
-        (dest / name).parent.mkdir(parents=True, exist_ok=True)
-        (dest / name).write_bytes((results / name).read_bytes())
+    for name, size in files.items():
+        there = dest / name
+        if there.is_file() and there.stat().st_size == size:
+            continue
+        there.parent.mkdir(parents=True, exist_ok=True)
+        there.write_bytes((results / name).read_bytes())
     manifest = PushManifest(f"file://{dest}", now, {n: (s, 0) for n, s in files.items()})
     (dest / MANIFEST_NAME).parent.mkdir(parents=True, exist_ok=True)
     (dest / MANIFEST_NAME).write_text(manifest.to_json(), encoding="utf-8")
@@ -95,7 +121,9 @@ class SpotWorld:
     """The watchdog's real recovery (handlers and reaper passes on a real store, testkit/spot_world.py) over the
     Vast emulator; the pods' containers are played: a job per attempt, its pushes, its boot through /v1/boot."""
 
-    def __init__(self, root: Path, clock: FakeClock, recover: int, hook_secret: str | None = None) -> None:
+    def __init__(
+        self, root: Path, clock: FakeClock, recover: int, hook_secret: str | None = None, gpus: int = 1
+    ) -> None:
         self.clock = clock
         self.dest = root / "bucket" / "spot" / RUN_ID
         self.dest.mkdir(parents=True)
@@ -106,6 +134,7 @@ class SpotWorld:
         if hook_secret is not None:
             self.world.emu.webhook_secret = hook_secret
         self.world.results_at = f"file://{self.dest}"
+        self.world.gpus = gpus
         self.emu, self.vast = self.world.emu, self.world.vast
         self.world.up(recover=recover)
         self.jobs: dict[str, SpotJob] = {}
@@ -142,7 +171,7 @@ class SpotWorld:
             self.recovered_at.append(self.clock.now())
         self.jobs[pod_id] = self._new_job(results)
 
-    # What S30e replaces with the product's own push (the other rows play it).
+    # What S30h replaces with the product's own push (the other rows play it).
     def _results(self, pod_id: str) -> Path:
         return self.root / f"pod-{pod_id}" / "results"
 
@@ -215,9 +244,11 @@ class SpotWorld:
         self.world.close()
 
 
-def _world(recover: int, hook_secret: str | None = None) -> tuple[SpotWorld, tempfile.TemporaryDirectory[str]]:
+def _world(
+    recover: int, hook_secret: str | None = None, gpus: int = 1
+) -> tuple[SpotWorld, tempfile.TemporaryDirectory[str]]:
     tmp = tempfile.TemporaryDirectory(prefix="gpuc-drill-spot-")
-    return SpotWorld(Path(tmp.name), FakeClock(), recover, hook_secret), tmp
+    return SpotWorld(Path(tmp.name), FakeClock(), recover, hook_secret, gpus), tmp
 
 
 def s30a_outbid_once(stage: Stage) -> RowResult:
@@ -334,26 +365,35 @@ def s30d_webhook_forged_or_replayed(stage: Stage) -> RowResult:
         w.emu.deliver_twice = True
         pod_id = w.latest()
         w.emu.outbid(pod_id)
-        w.emu.outbidder_leaves(pod_id)  # resumed: nothing for the watchdog to do
-        good, replay = w.emu.webhooks
-        forged = dict(good.headers, **{"X-Vast-Signature": "0" * 64})
+        good, replay = w.emu.webhooks  # the same event, delivered twice (attempt 1, attempt 2)
+        forged = dict(good.headers, **{SIGNATURE_HEADER: "sha256=" + "0" * 64})
+        digest = good.headers[SIGNATURE_HEADER].removeprefix("sha256=")
+        old_style = {k: v for k, v in good.headers.items() if k != SIGNATURE_HEADER} | {"X-Vast-Signature": digest}
         problems: list[str] = []
 
-        def hook(headers: dict[str, str], body: bytes, want: int, reads: bool, case: str) -> None:
+        def hook(headers: dict[str, str], body: bytes, want: int, case: str) -> None:
             before = len(w.emu.requests)
             answer = w.call("POST", "/v1/hooks/vast", body, headers)
             if answer.status != want:
                 problems.append(f"{case}: answered {answer.status}, not {want}")
-            if (len(w.emu.requests) > before) != reads:
-                problems.append(f"{case}: {'no' if reads else 'a'} provider call")
+            if len(w.emu.requests) > before:
+                problems.append(f"{case}: a provider call inside the webhook's answer")
             if case == "replayed" and answer.body.get("ignored") != SEEN:
                 problems.append("the replay was not said to be ignored")
 
-        hook(forged, good.body, 401, False, "forged")
-        hook(good.headers, good.body, 200, True, "genuine")  # the look: the pod read twice, found running
-        hook(replay.headers, replay.body, 200, False, "replayed")  # 200: a 4xx makes Vast deliver it again
+        if '"notif_type": "outbid"' not in good.body.decode():
+            problems.append("the emulator does not send the short slug `outbid`")
+        hook(forged, good.body, 401, "forged")
+        hook(old_style, good.body, 401, "the bare-hex X-Vast-Signature")
+        hook(good.headers, good.body, 200, "genuine")  # answered at once: no read, no act
+        before = len(w.emu.ops("get"))
+        w.reap()  # the pass the hint asks for: the pod read twice, paused, the wait starts
+        if len(w.emu.ops("get")) - before < 2 or w.run().paused_since is None:
+            problems.append("the pass after the hint did not read the pod twice and note the pause")
+        hook(replay.headers, replay.body, 200, "replayed")  # 200: a 4xx is a permanent failure at Vast
+        w.emu.outbidder_leaves(pod_id)  # resumed: nothing for the watchdog to do
         world.clock.advance(WINDOW_S + 1)
-        hook(good.headers, good.body, 401, False, "stale")
+        hook(good.headers, good.body, 401, "stale")
         acts = len(w.emu.ops("destroy")) + len(w.emu.ops("create"))
         for _ in range(3):  # the passes after it: the pod runs again, nothing is done
             world.clock.advance(WAIT_S)
@@ -363,19 +403,147 @@ def s30d_webhook_forged_or_replayed(stage: Stage) -> RowResult:
         world.vast.destroy(pod_id)
         world.close()
     return RowResult(
-        "S30d", "a webhook forged, stale or replayed", "POST /v1/hooks/vast (HMAC, 300 s, event id)",
-        None, None, "refused, nothing acts; a genuine one only makes the watchdog read the state (twice)",
+        "S30d", "Vast's webhook: genuine, forged, old-style, stale or replayed",
+        "POST /v1/hooks/vast (X-Vast-Signature-256, 300 s, event id)",
+        None, None, "answered with no provider call; the forged, old-style, stale and replayed ones change nothing; "
+        "the genuine one only wakes a pass, which reads the pod twice",
         problems=problems,
     )  # fmt: skip
 
 
-# -- S30e: the product's own push and restore, outbid at random moments ---------------------------------------
+def s30e_stop_during_a_re_rent(stage: Stage) -> RowResult:
+    problems: list[str] = []
+    billed: list[float] = []
+    undone = 0
+    for step in STOP_STEPS:
+        world, tmp = _world(recover=2)
+        with tmp:
+            w = world.world
+            w.outbid_and_wait()
+            w.stop_at(step)
+            w.reap()  # the watchdog's re-rent, with `gpuc down`'s stop landing at `step`
+            busy = RunRecovery.model_validate(w.admin("GET", f"/v1/runs/{RUN_ID}").body).busy
+            if busy is not None:
+                problems.append(f"{step}: the run is still busy after the pass ({busy})")
+            else:
+                w.down_after()  # `down` destroys what the run still names as live
+            for _ in range(3):
+                if not w.billing():
+                    break
+                world.clock.advance(PASS_S)
+                w.reap()
+            if w.billing():
+                problems.append(f"{step}: {len(w.billing())} instance(s) left billing")
+            if w.stopped_at is None:
+                problems.append(f"{step}: the stop never landed")
+            else:
+                billed.append((world.clock.now() - w.stopped_at) / MIN)
+            rented_after = w.creates() - 2 if step == "after the ticket is saved" else w.creates() - 1
+            undone += rented_after
+            run = w.run()
+            if not run.done and step != "after the ticket is saved":
+                problems.append(f"{step}: the run is not done")
+            if rented_after and not any(f"({run.attempts[-1].pod_id}) is destroyed" in m for m in world.told()):
+                problems.append(f"{step}: the user was not told the attempt rented as they stopped was destroyed")
+            world.close()
+    return RowResult(
+        "S30e", "`gpuc down` during a re-rent, at each of its 6 steps", "the re-rent reads the stop before and "
+        "after each provider call", max(billed, default=None), PASS_S / MIN,
+        f"0 instances left billing at every step; {undone} attempt(s) rented just before the stop landed were "
+        "destroyed in the same pass, confirmed gone, their minutes counted",
+        problems=problems,
+    )  # fmt: skip
+
+
+def s30f_re_rent_cut(stage: Stage) -> RowResult:
+    problems: list[str] = []
+    waited: list[float] = []
+    for step in (*CUT_STEPS, "after the create, then a stop"):
+        world, tmp = _world(recover=2)
+        with tmp:
+            w = world.world
+            w.outbid_and_wait()
+            w.cut_at(step.removesuffix(", then a stop"))
+            w.reap()  # cut at `step`: the claim stays until its lease lapses
+            new = next((str(i.id) for i in w.emu.alive()), None)
+            rented = world.clock.now()
+            if new is None or w.creates() != 2:
+                problems.append(f"{step}: no pod rented before the cut")
+                world.close()
+                continue
+            if step.endswith("a stop"):
+                w.ask_stop()
+            booted, refused, next_pass = None, False, world.clock.now() + PASS_S
+            while world.clock.now() - rented < ACT_LEASE_S + 4 * PASS_S:
+                if booted is None and not refused:
+                    answer = w.boot(new, w.ticket_of(new))  # onstart, asking again on "later"
+                    booted = world.clock.now() if answer.status == 200 else None
+                    refused = answer.status not in (200, 409)  # "never": onstart gives up
+                if w.run().acting is None and (booted is not None or refused):
+                    break  # the next pass saw it through
+                world.clock.advance(BOOT_RETRY_S)
+                if world.clock.now() >= next_pass:
+                    w.reap()
+                    next_pass = world.clock.now() + PASS_S
+            told = " ".join(world.told())
+            if step.endswith("a stop"):
+                if booted is not None or w.billing() or f"({new}) is destroyed" not in told:
+                    problems.append(f"{step}: the pod was not destroyed and said")
+            elif booted is None or "A pass was cut short" not in told:
+                problems.append(f"{step}: the pod never booted, or the user was not told")
+            else:
+                waited.append((booted - rented) / MIN)
+            if w.creates() != 2:
+                problems.append(f"{step}: {w.creates() - 1} re-rents, not 1")
+            world.close()
+    bound = (ACT_LEASE_S + PASS_S + BOOT_RETRY_S) / MIN
+    return RowResult(
+        "S30f", "a re-rent cut after its create, its register, or before its ticket is saved",
+        "the intent before the create; the next pass finds the pod by name", max(waited, default=None), bound,
+        "the pod's boot answered 409 'later' until the next pass took the claim over (its lease) and made its "
+        "ticket valid, then it booted; with a stop meanwhile it was destroyed; the user told which; one create",
+        problems=problems,
+    )  # fmt: skip
+
+
+def s30g_two_gpus_re_rented_on_two(stage: Stage) -> RowResult:
+    world, tmp = _world(recover=2, gpus=2)
+    problems: list[str] = []
+    with tmp:
+        w = world.world
+        w.outbid_and_wait()
+        w.reap()
+        new = w.emu.instances.get(int(w.latest()))
+        if new is None or w.creates() != 2:
+            problems.append("not re-rented")
+        else:
+            if new.offer.num_gpus != 2:
+                problems.append(f"re-rented on {new.offer.num_gpus} GPU(s)")
+            if new.bid is None or abs(new.bid - 2 * BID) > 1e-9:
+                problems.append(f"bid {new.bid} for the machine, not 2 x {BID}")
+            answer = w.boot(w.latest(), w.ticket_of(w.latest()))
+            if answer.status != 200 or BootAnswer.model_validate(answer.body).kit.config.get("gpu_count") != 2:
+                problems.append("the new pod's verification does not expect 2 GPUs")
+        cheaper = [o for o in w.emu.offers.values() if o.num_gpus == 1 and o.min_bid <= 2 * BID]
+        if not cheaper:
+            problems.append("no cheaper 1-GPU machine was listed: the row proves nothing")
+        for pod in w.billing():
+            world.vast.destroy(str(pod))
+        world.close()
+    return RowResult(
+        "S30g", "a 2-GPU run outbid", "the re-rent asks for the run's GPU count and bids per GPU as `up` did",
+        None, None, f"re-rented on a 2-GPU machine at 2 x ${BID:.2f}/h though a 1-GPU machine was listed "
+        "cheaper; the new pod verifies 2 GPUs",
+        problems=problems,
+    )  # fmt: skip
+
+
+# -- S30h: the product's own push and restore, outbid at random moments ---------------------------------------
 # Seeded moments: this seed's outbids land inside a push where a restore that followed the last verified manifest
 # alone would take a newer checkpoint than its steps, and a push that sent a newer file past an older one held
 # back would leave the log ahead of them (the drill's own test breaks both and sees the row fail).
-S30E_SEED = 7
-S30E_OUTBIDS = 3
-SETTLE_S = 5.0  # GPUC_SYNC_SETTLE_S's default
+S30H_SEED = 7
+S30H_OUTBIDS = 3  # the pushes use GPUC_SYNC_SETTLE_S's default (push.SETTLE_S)
 
 
 class PushedJob(SpotJob):
@@ -437,7 +605,7 @@ class PushedJob(SpotJob):
 
 
 class PushingSpotWorld(SpotWorld):
-    """S30e's world: the pods' pushes are instance_side/push.py's IncrementalPush to the run's file:// destination
+    """S30h's world: the pods' pushes are instance_side/push.py's IncrementalPush to the run's file:// destination
     (the job's end: the real whole sync), the new pods' restores resume.py's; an outbid lands between two pushes or
     cuts one at a random request."""
 
@@ -487,14 +655,14 @@ class PushingSpotWorld(SpotWorld):
         super()._outbid(job)
 
 
-def s30e_outbid_at_random_moments(stage: Stage) -> RowResult:
+def s30h_outbid_at_random_moments(stage: Stage) -> RowResult:
     tmp = tempfile.TemporaryDirectory(prefix="gpuc-drill-spot-")
     with tmp:
-        rng = random.Random(S30E_SEED)
-        world = PushingSpotWorld(Path(tmp.name), FakeClock(), S30E_OUTBIDS, S30E_SEED)
+        rng = random.Random(S30H_SEED)
+        world = PushingSpotWorld(Path(tmp.name), FakeClock(), S30H_OUTBIDS, S30H_SEED)
         start = world.clock.now()
         outbids, at = [], start
-        for _ in range(S30E_OUTBIDS):  # seeded moments, each well into an attempt (the row waits for one)
+        for _ in range(S30H_OUTBIDS):  # seeded moments, each well into an attempt (the row waits for one)
             at += rng.uniform(6, 16) * MIN
             outbids.append(at)
         try:
@@ -508,8 +676,8 @@ def s30e_outbid_at_random_moments(stage: Stage) -> RowResult:
         problems = [p for j in jobs for p in j.restored_problems]
         if world.restore_refused:
             problems.append(f"a restore refused: {world.restore_refused}")
-        if len(jobs) != S30E_OUTBIDS + 1:
-            problems.append(f"{len(jobs)} attempts ran, not {S30E_OUTBIDS + 1}")
+        if len(jobs) != S30H_OUTBIDS + 1:
+            problems.append(f"{len(jobs)} attempts ran, not {S30H_OUTBIDS + 1}")
         resumed = [j.first - 1 for j in jobs[1:]]
         pairs = [(world.kills[i], resumed[i]) for i in range(min(len(world.kills), len(resumed)))]
         beyond = sum(max(0, due - at) for (_written, due, _mid), at in pairs)
@@ -526,7 +694,7 @@ def s30e_outbid_at_random_moments(stage: Stage) -> RowResult:
             problems.append(f"spent {spent:.3f} past the envelope {envelope:.3f}")
         world.close()
     return RowResult(
-        "S30e", "outbid at random moments, 3 times, inside a push or between two",
+        "S30h", "outbid at random moments, pushes cut: no step lost beyond the last push interval",
         "the push's order + the restore's rule (instance_side/push.py, resume.py)",
         None, None,
         f"{len(world.kills)} outbids at seeded moments ({mid} inside a push, cut at a random request): each restore "

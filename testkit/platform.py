@@ -242,7 +242,10 @@ def start_platform(provider: str, sshd: LoopbackSshd) -> tuple[EmulatorServer, P
     endpoint = (sshd.host, sshd.port)
     emulator: RunPodEmulator | VastEmulator
     if provider == "runpod":
-        emulator = RunPodEmulator(ssh_endpoint=endpoint)
+        # A new account: no ssh key registered. A pod reaches the loopback sshd only if its create handed it
+        # the key (PUBLIC_KEY), as a real RunPod pod's sshd takes no other.
+        user_key = sshd.key.with_name(sshd.key.name + ".pub").read_text().strip()
+        emulator = RunPodEmulator(ssh_endpoint=endpoint, sshd_key=user_key)
     elif provider == "vast":
         emulator = VastEmulator(ssh_endpoint=endpoint)
     else:

@@ -12,7 +12,7 @@ from ctxfakes import StatusView
 
 from gpuc.client.context import Ctx
 from gpuc.client.runs import RunStore
-from gpuc.core.api import WIRE_PROTOCOL, StatusResponse
+from gpuc.core.api import WIRE_PROTOCOL, GrantScope, StatusResponse
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ProviderError
 from gpuc.core.models import Balance, Offer, PodSpec
@@ -63,10 +63,14 @@ class HealthyWatchdog(StatusView):
 
     def __init__(self, clock: FakeClock) -> None:
         self.clock = clock
+        self.results_grant: GrantScope | None = None  # where it grants pods their runs' prefixes (s3://)
 
     def status(self) -> StatusResponse:
         now = self.clock.now()
-        return StatusResponse(server_time=now, reaper_last_run=now, reaper_period_s=300, protocol=WIRE_PROTOCOL)
+        return StatusResponse(
+            server_time=now, reaper_last_run=now, reaper_period_s=300, protocol=WIRE_PROTOCOL,
+            results_grant=self.results_grant,
+        )  # fmt: skip
 
 
 def make_deps(settings: Settings, provider: Provider, lines: list[str]) -> Ctx:
@@ -86,6 +90,9 @@ def runpod_4090() -> FakeProvider:
     return FakeProvider("runpod", [offer])
 
 
+PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpucGMtdGVzdC1rZXktbm90LWEtcmVhbC1vbmUx me@laptop"
+
+
 def rented_settings(tmp_path: Path) -> Settings:
     """Everything a rented `up` needs, so that each test breaks exactly one thing."""
     env_file = tmp_path / ".env"
@@ -93,6 +100,7 @@ def rented_settings(tmp_path: Path) -> Settings:
     os.chmod(env_file, 0o600)
     key = tmp_path / "id_ed25519"
     key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    key.with_name("id_ed25519.pub").write_text(PUBLIC_KEY + "\n")  # handed to a RunPod pod (PUBLIC_KEY)
     results = tmp_path / "results.git"  # a destination that takes the results (core/destcheck.py proves it)
     subprocess.run(["git", "init", "--quiet", "--bare", str(results)], check=True)
     return Settings(

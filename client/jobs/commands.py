@@ -144,6 +144,13 @@ class _UpCommand(click.Command):
 @click.option("--offer", "offer_id", default=None, help="Rent exactly this offer id (see gpuc offers).")
 @click.option("--image", default=None, help="Container image.")
 @click.option(
+    "--volume-gb",
+    type=click.IntRange(0, 10_000),
+    default=None,
+    metavar="GB",
+    help="The pod's persistent volume, /workspace (your code, results/), in GB [30]. RunPod takes 10 or more.",
+)
+@click.option(
     "--wait", is_flag=True, help="With a command: stream its output, wait for its end, exit with its exit code."
 )
 @click.option("--timeout", default=None, help="With --wait: stop waiting after this long (30m, 2h); the job goes on.")
@@ -191,6 +198,7 @@ def up(
     recover_on_demand: bool,
     offer_id: str | None,
     image: str | None,
+    volume_gb: int | None,
     wait: bool,
     timeout: str | None,
     no_upload: bool,
@@ -204,7 +212,9 @@ def up(
     """Start a pod for EXPERIMENT; with `-- COMMAND`, run it under the wrapper.
 
     Before anything is rented, `up` checks the keys, the .env mode, the ssh key and that a rented pod can
-    reach the watchdog and that its results destination takes a write and a list (a probe, removed), then
+    reach the watchdog and that its results destination takes a write and a list (a probe, removed), what
+    the provider would refuse (RunPod: a volume under 10 GB, more GPUs than its largest pod; it warns when
+    your ssh key is not registered there, and hands the pod the key itself), then
     prints the price and the most the pod can cost, and asks (on a terminal; -y skips the question, and it
     is never asked when stdin is not a terminal). With GPUC_MONTHLY_BUDGET
     (or GPUC_EXPERIMENT_BUDGET) set, it refuses a pod whose worst case would cross the month's budget.
@@ -243,6 +253,7 @@ def up(
         bid=bid,
         offer_id=offer_id,
         image=image,
+        volume_gb=volume_gb,
         command=list(command),
         dry_run=dry_run,
         # Measured before anything is rented: an oversized project is refused at no cost.

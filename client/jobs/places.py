@@ -17,18 +17,19 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO, Protocol
+from typing import Any, BinaryIO, Protocol
 from urllib.parse import unquote, urlparse
 
 from gpuc.client.jobs.outcome_file import OUTCOME_MAX_BYTES, OutcomeRead, parse_outcome
 from gpuc.client.jobs.podlog import LOG_PRINT_MAX, LogPrinter
 from gpuc.client.onpod.access import results_bucket_for
-from gpuc.core.destinations import S3_KEY_ENV, S3_SECRET_ENV, git_auth_args, git_environ
+from gpuc.core.destinations import S3_KEY_ENV, S3_SECRET_ENV, S3Location, git_auth_args, git_environ
 from gpuc.core.errors import GpucError
 from gpuc.core.podsecrets import GIT_TOKEN_ENV
 from gpuc.core.redact import redact
+from gpuc.core.s3client import s3_client
 from gpuc.core.settings import Settings
-from gpuc.instance_side.sync import JOB_LOG_NAME, OUTCOME_NAME, FileBucketSync, GitSync, S3Sync
+from gpuc.instance_side.sync import JOB_LOG_NAME, OUTCOME_NAME, FileBucketSync, GitSync
 
 GIT_READ_TIMEOUT_S = 180.0
 READ_BYTES = 1024 * 1024  # one read of a file at the destination
@@ -72,23 +73,31 @@ class FilePlace:
 
 
 class S3Place:
+    """Read with the laptop's own key (the pod never held it: it had grants for its run's prefix)."""
+
     def __init__(self, url: str, experiment: str, run_id: str, settings: Settings) -> None:
-        creds = {
+        self.where = S3Location.parse(url)
+        self.base = self.where.run_base(experiment, run_id)
+        self.endpoint_url = settings.s3_endpoint_url
+        self._creds = {
             S3_KEY_ENV: settings.s3_access_key_id.get_secret_value() if settings.s3_access_key_id else "",
             S3_SECRET_ENV: settings.s3_secret_access_key.get_secret_value() if settings.s3_secret_access_key else "",
         }
-        self.sync = S3Sync(url, experiment, run_id, endpoint_url=settings.s3_endpoint_url, credentials=creds)
+        self._client: Any = None
 
     def describe(self) -> str:
-        return self.sync.describe()
+        via = f" via {self.endpoint_url}" if self.endpoint_url else ""
+        return f"s3://{self.where.bucket}/{self.base}/{via}"
 
     def read(self, name: str, offset: int, most: int) -> bytes | None:
         # Lazy: botocore (with boto3) loads only for an s3:// destination, never for `gpuc logs` of a live pod.
         from botocore.exceptions import BotoCoreError, ClientError
 
+        if self._client is None:
+            self._client = s3_client(self.endpoint_url, self._creds)
         try:
-            answer = self.sync.client().get_object(
-                Bucket=self.sync.bucket, Key=f"{self.sync.base}/{name}", Range=f"bytes={offset}-{offset + most - 1}"
+            answer = self._client.get_object(
+                Bucket=self.where.bucket, Key=f"{self.base}/{name}", Range=f"bytes={offset}-{offset + most - 1}"
             )
             return bytes(answer["Body"].read(most))
         except ClientError as exc:
@@ -109,9 +118,10 @@ class S3Place:
 
 
 class GitPlace:
-    """The experiment's repo, where small results (and the log) are committed under results/<run_id>/.
-    Read from a blob-less shallow clone in a temporary folder: only the files asked for are fetched, each
-    into a file there (never whole into memory), once its size is known to be one a gpuc pod writes."""
+    """The experiment's repo, where small results (and the log) are committed under results/<run_id>/ on the
+    run's own branch (`gpuc-results/<run_id>`). Read from a blob-less shallow clone in a temporary folder:
+    only the files asked for are fetched, each into a file there (never whole into memory), once its size is
+    known to be one a gpuc pod writes."""
 
     def __init__(self, remote: str, experiment: str, run_id: str, settings: Settings) -> None:
         token = settings.git_token.get_secret_value() if settings.git_token else ""
@@ -125,6 +135,7 @@ class GitPlace:
             secrets=[token] if token else [],
         )
         self._clone: Path | None = None
+        self._branch_fetched = False
         self._blobs: dict[str, Path | None] = {}
 
     def describe(self) -> str:
@@ -147,7 +158,10 @@ class GitPlace:
     def _blob(self, name: str) -> Path | None:
         if name not in self._blobs:
             clone = self._checkout()
-            spec = f"HEAD:{self.git.subdir}/{name}"
+            if not self._branch_fetched:
+                self._blobs[name] = None  # the run pushed nothing to git (its branch is not there)
+                return None
+            spec = f"FETCH_HEAD:{self.git.subdir}/{name}"
             sized = self._git(["cat-file", "-s", spec], cwd=clone)
             size = sized.stdout.strip()
             if sized.returncode != 0 or not size.isdigit():
@@ -172,6 +186,10 @@ class GitPlace:
                 said = redact(proc.stderr.decode(errors="replace").strip(), self._secrets)
                 detail = f"{self.git.describe()}: {said}"
                 raise GpucError(f"cannot read the results repo ({detail[-300:]})", hint="check GPUC_GIT_REMOTE")
+            # The run's own branch (instance_side/sync.py run_branch), its blobs fetched only when read.
+            branch = f"refs/heads/{self.git.branch}"
+            fetch = ["fetch", "--quiet", "--depth", "1", "--filter=blob:none", "origin", branch]
+            self._branch_fetched = self._git(fetch, cwd=clone).returncode == 0
             self._clone = clone
         return self._clone
 

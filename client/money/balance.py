@@ -45,6 +45,9 @@ class BalanceLine(BaseModel):
     warnings: list[str] = []
     error: str | None = None
     hint: str | None = None
+    # The provider said "later" (HTTP 429: RunPod has rate-limited GraphQL, where its balance lives, in stages
+    # since 2026-09-17): not read now, which is neither a refusal nor a bad key.
+    later: bool = False
 
 
 class BalanceReport(BaseModel):
@@ -148,7 +151,12 @@ def read_balance(name: str, factory: ProviderFactory | None, settings: Settings)
             balance = provider.balance()
         finally:
             provider.close()
-    except (ProviderError, ConfigError) as exc:
+    except ProviderError as exc:
+        if exc.status == 429:
+            return BalanceLine(provider=name, configured=True, later=True, error=f"not read now: {exc.message}",
+                               hint=exc.hint or "rate limited: try again in a minute")  # fmt: skip
+        return BalanceLine(provider=name, configured=True, error=exc.message, hint=exc.hint)
+    except ConfigError as exc:
         return BalanceLine(provider=name, configured=True, error=exc.message, hint=exc.hint)
     return BalanceLine(
         provider=name,

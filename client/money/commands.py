@@ -28,12 +28,14 @@ def balance(ctx: Ctx, as_json: bool) -> None:
 
     The account's own limits are shown where the provider has them: RunPod's spend limit and spend per
     hour (its own figures) and its notification emails (warned when the stale-pod or low-balance one is
-    off); Vast has neither, its spend per hour is the sum of the instances' dph_total.
+    off); Vast has neither, its spend per hour is the sum of the instances' dph_total. A provider that
+    answers "too many requests" (RunPod's balance is on its GraphQL API, rate-limited since 2026-09) is
+    shown as not read now: try again later; it says nothing against the key.
 
     \b
     --json fields: cap_usd, low_usd, advice, providers[]: provider, configured, balance_usd,
     spend_per_hour, hours_left (null when nothing is running), spend_limit, spend_rate_source
-    (provider|computed), notify {name: on}, warnings[], error, hint.
+    (provider|computed), notify {name: on}, warnings[], error, hint, later (rate limited: not read now).
     """
     from gpuc.client.money.balance import check_balances, provider_factories, providers_in_use
     from gpuc.client.money.render import render_balance
@@ -93,13 +95,18 @@ def ledger(command: click.Context, month: str | None, plot_path: Path | None, no
 def reconcile_command(ctx: Ctx, month: str | None, providers: tuple[str, ...], as_json: bool) -> None:
     """Compare each ledger row with the provider's own billing records: rows that differ by more than
     10 %, charges with no ledger row, disk billed while a pod was stopped. Exits 1 when anything differs.
+    A RunPod row billed BELOW its ledger cost is listed, not flagged: RunPod's pod `cost` (what the ledger
+    is priced with) leaves out savings plans.
 
     \b
     --json fields: month, providers[], rows_checked, rows_ok, unlinked_rows, ledger_total_usd,
     billed_total_usd, mismatches[] {pod_id, provider, experiment, gpu, start, end, ledger_usd,
     billed_usd, diff_pct, reason: amount|no_charges|open_row_billed|unpriced_row},
     unmatched[] {provider, pod_id, amount_usd, kinds, first, last},
-    disk_while_stopped[] {provider, pod_id, amount_usd, first, last, records}.
+    disk_while_stopped[] {provider, pod_id, amount_usd, first, last, records},
+    below_ledger[] {pod_id, provider, experiment, gpu, start, end, ledger_usd, billed_usd, diff_pct,
+    reason: amount|no_charges} (billed below the ledger where the provider's pod price leaves a discount out:
+    RunPod's savings plans), notes[].
     """
     from gpuc.client.money.ledger_view import reconcile_month
     from gpuc.client.money.render import render_reconcile
@@ -238,7 +245,7 @@ def pick(
     mistral-7b, mixtral-8x7b, qwen2.5-7b, qwen2.5-14b, qwen2.5-32b, qwen2.5-72b,
     gemma-2-9b, phi-3-mini, tinyllama-1.1b; presets 7b (13.5 GB, 512 KB/token), 1.1b.
     """
-    from gpuc.client.money.picker import pick_for
+    from gpuc.client.money.livepick import pick_for
     from gpuc.client.money.render import render_pick, result_json
 
     if model and model_name and model != model_name:

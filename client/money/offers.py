@@ -6,7 +6,8 @@ reliability > 0.98, download > 200 Mb/s, download cost < $0.01/GB, storage < $0.
 per offer and CUDA >= 12.4. Each can be loosened by name (FILTER_NAMES). The Vast search applies them
 server-side (`vast_query_filters`); `filter_offers` re-checks every field an offer reports, so a host that
 slipped through a loose query is still dropped. They apply to Vast offers only (RunPod is one operator: no
-host to vet), except `num_gpus`, which applies to every offer.
+host to vet), except `num_gpus`, which applies to every offer: RunPod's catalog is read for a pod of that many
+GPUs (its price for the whole pod, its stock for that count, none past the GPU type's largest pod).
 """
 
 from __future__ import annotations
@@ -263,6 +264,7 @@ def fetch(
     name: str, factory: ProviderFactory, gpu: str | None, interruptible: bool, filters: OfferFilters
 ) -> list[Offer]:
     # Lazy: `gpuc offers --help` and every TAB load this module; a provider client (httpx) only to fetch.
+    from gpuc.core.providers.runpod import RunPodProvider
     from gpuc.core.providers.vast import VastProvider
 
     # Vast matches gpu_name exactly: "h100" is three searches ("H100 SXM", "H100 PCIE", "H100 NVL").
@@ -275,6 +277,9 @@ def fetch(
                 # Filter in the search itself: Vast returns at most 100 offers, cheapest first, and a filter
                 # applied only afterwards would hide trustworthy hosts behind 100 cheap bad ones.
                 found = provider.offers(vendor_gpu, interruptible, **vast_query_filters(filters))
+            elif isinstance(provider, RunPodProvider):
+                # Priced and stocked for a pod of that many GPUs: the catalog's stock for one says nothing of 4.
+                found = provider.offers(vendor_gpu, interruptible, num_gpus=max(1, filters.num_gpus or 1))
             else:
                 found = provider.offers(vendor_gpu, interruptible)
             offers.update((o.id, o) for o in found)

@@ -29,11 +29,9 @@ from dataclasses import dataclass, replace
 
 from pydantic import BaseModel
 
-from gpuc.client.context import Ctx
-from gpuc.client.money.choices import DTYPE_BYTES, PRICED_PROVIDERS
-from gpuc.client.money.offers import OfferFilters, filter_offers
+from gpuc.client.money.choices import DTYPE_BYTES
 from gpuc.core.catalog import CATALOG, PRICE_TABLE_DATE, GpuSpec, find_gpu, table_price
-from gpuc.core.errors import ConfigError, ProviderError
+from gpuc.core.errors import ConfigError
 from gpuc.core.models import Offer
 
 OVERHEAD_GB = 1.5
@@ -266,6 +264,9 @@ class MultiGpuRow(BaseModel):
     decode_tok_s: float  # batch-1 upper bound: count x bandwidth / weight bytes (interconnect ignored)
     price_per_hour: float | None  # all `count` cards
     price_source: str | None
+    # The provider's stock for a pod of `count` of this card (RunPod's catalog read with that count: its stock
+    # for one card says nothing of `count` on one machine); None: not read (offline, or no such read).
+    stock: str | None = None
 
 
 class PickResult(BaseModel):
@@ -457,40 +458,3 @@ def pick(
         architecture=model.architecture,
         multi_gpu=split,
     )
-
-
-def fetch_live_quotes(provider_name: str, ctx: Ctx) -> tuple[dict[str, PriceQuote], str | None]:
-    """Live on-demand prices from one provider, or ({}, why not) when it cannot be reached."""
-    try:
-        provider = ctx.new_provider(provider_name)
-        try:
-            offers = provider.offers(None, False)
-        finally:
-            provider.close()
-    except (ProviderError, ConfigError) as exc:
-        return {}, f"live prices unavailable ({exc.message}): using the built-in table"
-    trusted, _ = filter_offers(offers, OfferFilters())
-    quotes = live_quotes(provider_name, trusted)
-    return quotes, None if quotes else "no live offer matched a catalog card: using the built-in table"
-
-
-def pick_for(
-    ctx: Ctx,
-    model_name: str,
-    dtype: str,
-    seq: int,
-    batch: int,
-    *,
-    kv_kb: float | None = None,
-    provider: str | None = None,
-    offline: bool = False,
-) -> PickResult:
-    """`gpuc pick`: the model, the prices (live from the provider unless offline, else the dated table), the pick."""
-    model = parse_model(model_name, kv_kb)
-    settings = ctx.settings
-    name = provider or (settings.provider if settings.provider in PRICED_PROVIDERS else "runpod")
-    live: dict[str, PriceQuote] = {}
-    note = "offline: using the built-in table" if offline else None
-    if not offline:
-        live, note = fetch_live_quotes(name, ctx)
-    return pick(model, dtype, seq, batch, price_quotes(name, live), price_note=note)

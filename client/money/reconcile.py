@@ -9,6 +9,9 @@ Pure logic over two lists; fetching the records is a BillingSource's job (one pe
 - unmatched: charges for a pod no ledger row knows (started outside gpuc, or a lost row).
 - disk while stopped: disk charged after the row's end, or in a window with no gpu charge: a stopped pod
   bills its disk, which is why gpuc destroys and never stops.
+- billed below the ledger, on a provider whose pod price leaves a discount out (PRICE_LEAVES_OUT: RunPod's
+  `cost`, which the ledger prices with, does not reflect a savings plan): listed with that reason, not
+  flagged. A bill below the ledger costs the user nothing; a bill above it is always a mismatch.
 
 Times are compared with `slack_s` (default 5 min) of tolerance for clocks that disagree.
 """
@@ -76,6 +79,9 @@ class ReconcileReport(BaseModel):
     mismatches: list[RowMismatch]
     unmatched: list[UnmatchedCharge]
     disk_while_stopped: list[DiskWhileStopped]
+    # Rows billed below their ledger cost where the provider's pod price leaves a discount out: not flagged.
+    below_ledger: list[RowMismatch] = []
+    notes: list[str] = []  # why below_ledger rows are not mismatches, once per provider
 
     @property
     def clean(self) -> bool:
@@ -170,6 +176,21 @@ def _unmatched(provider: str, pod_id: str, records: list[BillingRecord]) -> Unma
     )
 
 
+# Providers whose pod price (what the ledger is priced with) leaves a discount out, and what it leaves out.
+PRICE_LEAVES_OUT: dict[str, str] = {
+    "runpod": "the ledger prices a RunPod pod with its `cost`, which leaves out savings plans (RunPod's v2 "
+    "docs): a bill below the ledger is what a plan's discount looks like, so it is listed, not flagged",
+}
+
+
+def discounted(mismatch: RowMismatch) -> bool:
+    """Billed below the ledger (or not at all) on a provider whose price leaves a discount out."""
+    below = mismatch.reason == "no_charges" or (
+        mismatch.reason == "amount" and mismatch.ledger_usd is not None and mismatch.billed_usd < mismatch.ledger_usd
+    )
+    return below and mismatch.provider in PRICE_LEAVES_OUT
+
+
 def reconcile(
     entries: list[LedgerEntry],
     records: list[BillingRecord],
@@ -206,17 +227,21 @@ def reconcile(
         if mismatch:
             mismatches.append(mismatch)
     unmatched = [_unmatched(p, pod, recs) for (p, pod), recs in sorted(charges.items()) if (p, pod) not in owned]
+    below = [m for m in mismatches if discounted(m)]
+    mismatches = [m for m in mismatches if not discounted(m)]
     return ReconcileReport(
         month=month,
         providers=sorted(providers),
         rows_checked=checked,
-        rows_ok=checked - len(mismatches),
+        rows_ok=checked - len(mismatches) - len(below),
         unlinked_rows=sum(1 for e in in_month if e.pod_id is None),
         ledger_total_usd=sum(c for e in in_month if (c := row_cost(e.row)) is not None),
         billed_total_usd=sum(r.amount_usd for recs in charges.values() for r in recs),
         mismatches=mismatches,
         unmatched=unmatched,
         disk_while_stopped=disk,
+        below_ledger=below,
+        notes=[f"{p}: {PRICE_LEAVES_OUT[p]}" for p in sorted({m.provider for m in below})],
     )
 
 

@@ -31,7 +31,8 @@ def render_balance(report: BalanceReport) -> str:
         if not line.configured:
             lines.append(f"{line.provider:<8} not configured" + (f" ({line.hint})" if line.hint else ""))
         elif line.error:
-            lines.append(f"{line.provider:<8} error: {line.error}" + (f" ({line.hint})" if line.hint else ""))
+            said = line.error if line.later else f"error: {line.error}"  # a 429 is "later", not an error
+            lines.append(f"{line.provider:<8} {said}" + (f" ({line.hint})" if line.hint else ""))
         else:
             left = f"{line.hours_left:.1f}" if line.hours_left is not None else "-"
             lines.append(
@@ -137,15 +138,17 @@ def render_pick(result: PickResult) -> str:
 def render_multi_gpu(options: list[MultiGpuRow]) -> list[str]:
     if not options:
         return []
+    stocked = any(o.stock is not None for o in options)  # read live for each count (RunPod)
     lines = [
         "no single card holds it; split across cards (tensor parallel, overhead on every card):",
-        f"    {'cards':<22}{'GB':>5}{'needs':>7}{'tok/s':>7}{'$/h':>8}  price source",
+        f"    {'cards':<22}{'GB':>5}{'needs':>7}{'tok/s':>7}{'$/h':>8}  price source"
+        + ("; stock for that many" if stocked else ""),
     ]
     for o in options:
         price = f"{o.price_per_hour:.2f}" if o.price_per_hour is not None else "-"
         lines.append(
             f"    {f'{o.count} x {o.gpu}':<22}{o.memory_gb:>5g}{o.needed_gb:>7.1f}{o.decode_tok_s:>7.0f}"
-            f"{price:>8}  {o.price_source or '-'}"
+            f"{price:>8}  {o.price_source or '-'}" + (f"; {o.stock or '-'}" if stocked else "")
         )
     lines.append(f"    rent one with: gpuc up NAME --gpu '{options[0].gpu}' --gpus {options[0].count}")
     return lines
@@ -214,6 +217,13 @@ def render_reconcile(report: ReconcileReport) -> str:
         lines.append(
             f"  disk billed while stopped: {d.provider} {d.pod_id} {_money(d.amount_usd)} (destroy it)"
         )
+    for b in report.below_ledger:
+        pct = f" ({b.diff_pct:+.0f} %)" if b.diff_pct is not None else ""
+        lines.append(
+            f"  billed below the ledger: {b.provider} {b.pod_id} {b.experiment}: ledger {_money(b.ledger_usd)}, "
+            f"billed {_money(b.billed_usd)}{pct}"
+        )
+    lines.extend(f"  note: {note}" for note in report.notes)
     if report.unlinked_rows:
         lines.append(f"  {report.unlinked_rows} row(s) have no pod id (added by hand): not compared")
     if report.clean:

@@ -1,43 +1,38 @@
 """Provisioning a rented pod over ssh (SPEC "The pod's life", after RUNNING):
 
-    wait for ssh -> upload gpuc (a wheel built from this install) -> install it -> config + secrets +
-    start the agent FIRST (install_agent) -> check the agent lives -> bootstrap -> verify
+    wait for ssh -> the image's python3 (none usable: refused before anything else, `up` destroys the pod)
+    -> upload gpuc's pod bundle (built from this install) -> unpack it -> config + secrets + start the agent
+    FIRST (install_agent) -> check the agent lives -> bootstrap -> verify
 
 The agent starts before anything slow, so from then on an idle or forgotten pod is bounded by the
 idle watch and the heartbeats. A failed verification raises PodVerificationFailed: `up` destroys the
 pod and prints why. A failed bootstrap step does not: the pod works, the agent watches it, and the
 user (who is at the terminal) gets the step, the reason and the command to re-run it.
 
-The wheel is built at run time from the installed package's files (an editable install included),
-never from git: what runs on the pod is what runs on the laptop. It is byte-for-byte reproducible,
-so re-provisioning the same code skips the install.
+The bundle (client/onpod/bundle.py) is built at run time from the installed package's files (an editable
+install included), never from git: what runs on the pod is what runs on the laptop. It is byte-for-byte
+reproducible, so re-provisioning the same code skips the install. Nothing is installed from a package index.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import importlib.metadata
-import importlib.util
-import io
 import json
 import re
-import zipfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
 from gpuc.client.onpod.access import results_bucket_for
+from gpuc.client.onpod.bundle import Bundle, build_bundle
 from gpuc.client.onpod.ssh import SshAccess, wait_for_ssh
 from gpuc.core.clock import Clock
 from gpuc.core.errors import GpucError
 from gpuc.core.models import PodSpec
 from gpuc.core.pod import Pod
 from gpuc.core.podconfig import PodConfig, pod_secrets, render_env_file
-from gpuc.core.podinstall import VENV_INSTALLER as VENV_INSTALLER  # shared with a pod's own boot (boot.py)
-from gpuc.core.podinstall import Installer as Installer
-from gpuc.core.podinstall import offline_installer as offline_installer
+from gpuc.core.podinstall import PROBE_TIMEOUT_S, Found, Installer, probe_script, python_missing_hint, read_probe
 from gpuc.core.podinstall import q as _q
 from gpuc.core.podpaths import STATE_REL, PodPaths
 from gpuc.core.providers.base import PodAccess, Provider
@@ -59,11 +54,6 @@ class Caller(Protocol):
 
     def provider(self, name: str) -> Provider: ...
 
-DIST = "gpuc"
-# What runs on a pod: the agent, the wrapper, the sync, bootstrap and verification, and the core they
-# share. Not the CLI, the functions or the emulators.
-POD_PACKAGES = ("gpuc", "gpuc.core", "gpuc.core.providers", "gpuc.instance_side")
-_ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # fixed timestamps: the same code gives the same wheel and hash
 BOOTSTRAP_TIMEOUT_S = 3 * 3600.0
 VERIFY_TIMEOUT_S = 300.0
 AGENT_START_WAIT_S = 15.0
@@ -77,75 +67,11 @@ class PodVerificationFailed(GpucError):
     """The machine is not what we pay for; `up` destroys the pod."""
 
 
-# -- the artifact --------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Wheel:
-    filename: str
-    data: bytes
-
-    @property
-    def sha256(self) -> str:
-        return hashlib.sha256(self.data).hexdigest()
+IMAGE_PYTHON = Installer()  # the image's own python3, found on the pod
 
 
-def package_files(packages: tuple[str, ...] = POD_PACKAGES) -> list[tuple[str, Path]]:
-    """(path inside the wheel, file on disk) for the pod's packages, wherever they are installed.
-
-    Found through the import system rather than a directory walk: in an editable install the
-    package's root directory also holds tests/, .venv/ and the rest of the checkout.
-    """
-    out: list[tuple[str, Path]] = []
-    for name in packages:
-        spec = importlib.util.find_spec(name)
-        locations = list(spec.submodule_search_locations or []) if spec else []
-        if not locations:
-            raise ProvisionError(f"package {name} is not importable here", hint="reinstall gpuc: pip install -e .")
-        directory = Path(locations[0])
-        prefix = name.replace(".", "/")
-        for path in sorted(directory.iterdir()):
-            if path.is_file() and (path.suffix == ".py" or path.name == "py.typed"):
-                out.append((f"{prefix}/{path.name}", path))
-    return out
-
-
-def runtime_requirements(dist: str = DIST) -> list[str]:
-    try:
-        requires = importlib.metadata.requires(dist) or []
-    except importlib.metadata.PackageNotFoundError:
-        raise ProvisionError(f"{dist} is not installed as a distribution", hint="pip install -e .") from None
-    return [r for r in requires if "extra ==" not in r]
-
-
-def build_wheel(packages: tuple[str, ...] = POD_PACKAGES) -> Wheel:
-    version = importlib.metadata.version(DIST)
-    dist_info = f"{DIST}-{version}.dist-info"
-    entries: list[tuple[str, bytes]] = [(arc, path.read_bytes()) for arc, path in package_files(packages)]
-    metadata = "".join(
-        [
-            "Metadata-Version: 2.1\n",
-            f"Name: {DIST}\n",
-            f"Version: {version}\n",
-            "Summary: gpuc's pod side (agent, job wrapper, sync, bootstrap, verify)\n",
-            *[f"Requires-Dist: {r}\n" for r in runtime_requirements()],
-        ]
-    )
-    wheel_meta = "Wheel-Version: 1.0\nGenerator: gpuc.client.onpod\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-    entries += [(f"{dist_info}/METADATA", metadata.encode()), (f"{dist_info}/WHEEL", wheel_meta.encode())]
-    record = "".join(f"{arc},sha256={_b64_digest(data)},{len(data)}\n" for arc, data in entries)
-    record += f"{dist_info}/RECORD,,\n"
-    entries.append((f"{dist_info}/RECORD", record.encode()))
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for arc, data in entries:
-            info = zipfile.ZipInfo(arc, date_time=_ZIP_TIME)
-            info.external_attr = 0o644 << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            zf.writestr(info, data)
-    return Wheel(f"{DIST}-{version}-py3-none-any.whl", buffer.getvalue())
-
-
-def _b64_digest(data: bytes) -> str:
-    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+class PythonMissing(ProvisionError):
+    """The image has no python3 the pod's code can run on: refused before anything is installed."""
 
 
 # -- installing it -------------------------------------------------------------------------------
@@ -154,29 +80,45 @@ def _rel(paths: PodPaths, path: Path) -> str:
     return str(path.relative_to(paths.root))
 
 
-def install_code(access: PodAccess, wheel: Wheel, installer: Installer, echo: Callable[[str], None]) -> bool:
-    """Upload and install; False when this exact wheel is already installed (nothing done)."""
+def find_python(access: PodAccess, installer: Installer) -> Found:
+    """The python the pod's code will run on, or PythonMissing with what the image has instead and the fix."""
+    _, out = access.read(["sh", "-c", probe_script(installer.python)], timeout_s=PROBE_TIMEOUT_S)
+    found = read_probe(out)
+    if not found.usable:
+        raise PythonMissing(
+            f"the image has no python3 gpuc's pod side can run on (found: {redact(found.instead)[:300]})",
+            hint=f"the pod was destroyed. {python_missing_hint()}",
+        )
+    return found
+
+
+def install_code(access: PodAccess, bundle: Bundle, installer: Installer, echo: Callable[[str], None]) -> bool:
+    """Find the image's python, upload the bundle and unpack it; False when this exact bundle is already
+    installed (nothing done)."""
     paths = access.paths
     marker = paths.code / "installed.sha256"
     code, out = access.read(["cat", str(marker)], timeout_s=60.0)
-    if code == 0 and out.strip() == wheel.sha256:
+    if code == 0 and out.strip() == bundle.sha256:
         code, _ = access.read(["test", "-x", str(paths.python)], timeout_s=60.0)
         if code == 0:
-            echo(f"  gpuc {wheel.sha256[:12]} already installed on the pod")
+            echo(f"  gpuc {bundle.sha256[:12]} already installed on the pod")
             return False
-    remote = paths.code / wheel.filename
-    access.put_file(_rel(paths, remote), wheel.data, 0o644)
-    code, out = access.run(
-        ["sh", "-c", installer.script(paths, PurePosixPath(str(remote)))], timeout_s=installer.timeout_s
-    )
+    found = find_python(access, installer)
+    started = time.monotonic()
+    remote = paths.code / bundle.filename
+    access.put_file(_rel(paths, remote), bundle.data, 0o644)
+    script = installer.script(paths, PurePosixPath(str(remote)), str(found.path))
+    code, out = access.run(["sh", "-c", script], timeout_s=installer.timeout_s)
     if code != 0:
         raise ProvisionError(
             f"installing gpuc on the pod failed (exit {code}): {redact(out.strip()[-400:])}",
-            hint="the pod was destroyed; check the image has python3 and pip, then try again",
+            hint="the pod was destroyed; the pod's own error is above",
         )
-    access.put_file(_rel(paths, paths.python), installer.launcher(paths).encode(), 0o755)
-    access.put_file(_rel(paths, marker), f"{wheel.sha256}\n".encode(), 0o644)
-    echo(f"  gpuc installed on the pod ({len(wheel.data) // 1024} KB wheel, {wheel.sha256[:12]})")
+    access.put_file(_rel(paths, marker), f"{bundle.sha256}\n".encode(), 0o644)
+    echo(
+        f"  gpuc installed on the pod ({len(bundle.data) // 1024} KB, {bundle.sha256[:12]}) for python "
+        f"{found.version} at {found.path}, in {time.monotonic() - started:.1f} s"
+    )
     return True
 
 
@@ -192,6 +134,7 @@ def pod_config(pod: Pod, spec: PodSpec, ctx: Caller, **extra: object) -> PodConf
         experiment=spec.experiment,
         run_id=spec.run_id,
         gpu_expected=pod.gpu,
+        gpu_count=spec.gpu_count,
         price_per_hour=pod.price_per_hour,
         simulated_gpu=local,
         local_home=str(ctx.settings.home) if local else None,
@@ -318,7 +261,7 @@ def provision(
     secrets_env: dict[str, str],
     token: str,
     *,
-    installer: Installer = VENV_INSTALLER,
+    installer: Installer = IMAGE_PYTHON,
     ssh_timeout_s: float = 300.0,
     bootstrap: bool = True,
     verify: bool = True,
@@ -336,13 +279,13 @@ def provision(
 
     if isinstance(access, SshAccess):
         wait_for_ssh(access, clock=ctx.clock, timeout_s=ssh_timeout_s)
-    wheel = build_wheel()
-    installed = install_code(access, wheel, installer, ctx.echo)
+    bundle = build_bundle()
+    installed = install_code(access, bundle, installer, ctx.echo)
     install_agent(access, pod, spec, ctx, secrets_env, token, deadline_at=deadline_at, warm_s=warm_s)
     agent_pid = check_agent_alive(access)
     if before_bootstrap is not None:
         before_bootstrap(access)  # the project's upload: the bootstrap installs its requirements
-    report = ProvisionReport(wheel.sha256, installed, agent_pid, None, None)
+    report = ProvisionReport(bundle.sha256, installed, agent_pid, None, None)
     if bootstrap:
         report.bootstrap_ok, report.deps_failed = run_bootstrap(access, ctx.settings, ctx.echo, scrub)
         if report.deps_failed is not None and job_needs_deps:

@@ -1,5 +1,6 @@
 """What leaves the laptop for a pod: the secrets allowlist `up` applies (core/podsecrets.py), its names
-printed, never the values, and a warning when the results keys are the keys that deploy the watchdog."""
+printed, never the values; a warning that what the user names reaches a machine the host can read, and a
+louder one when a value sent is a key that deploys the watchdog."""
 
 from __future__ import annotations
 
@@ -13,42 +14,49 @@ from gpuc.core.settings import Settings
 
 def pod_secrets(settings: Settings, env_file: Mapping[str, str], ctx: Ctx, environ: Mapping[str, str] | None = None,
                 asked: Sequence[str] = ()) -> dict[str, str]:
-    """The allowlist for the pod (core.podsecrets), its names printed (never the values), and a warning
-    when the results keys are the ones that deploy the watchdog. A forbidden name refuses `up` here."""
+    """The allowlist for the pod (core.podsecrets), its names printed (never the values), and the warnings.
+    A forbidden name refuses `up` here."""
     from gpuc.core.podconfig import choose_pod_secrets  # pydantic: `up` loads it anyway
+    from gpuc.core.podsecrets import ENV_FLAG, POD_SECRETS_ENV
 
     env = os.environ if environ is None else environ
     chosen = choose_pod_secrets(settings, env_file, env, asked)
     ctx.echo(chosen.names_line())
     for warning in chosen.warnings():
         ctx.echo(warning)
+    yours = [name for name, why in chosen.why.items() if why in (POD_SECRETS_ENV, ENV_FLAG)]
+    if yours:
+        ctx.echo(
+            f"warning: {', '.join(yours)} go onto the pod, where its host can read them (on Vast, a stranger's "
+            "machine): give the job keys that reach only what it needs, revocable after the run"
+        )
     same = deploy_key_source(chosen.values, env_file, env)
     if same is not None:
+        name, where = same
         ctx.echo(
-            f"warning: the results keys (GPUC_S3_ACCESS_KEY_ID) are the AWS keys that deploy the watchdog ({same}):"
-            " the pod, on someone else's machine, would hold the keys to your watchdog. Give the pod a key for the"
-            " results bucket only, in GPUC_S3_ACCESS_KEY_ID / GPUC_S3_SECRET_ACCESS_KEY"
+            f"warning: {name} is the AWS key that deploys the watchdog ({where}): the pod, on someone else's "
+            "machine, would hold the keys to your watchdog. Give the job a key of its own, for what it reads only"
         )
     return chosen.values
 
 
 def deploy_key_source(
     sent: Mapping[str, str], env_file: Mapping[str, str], environ: Mapping[str, str]
-) -> str | None:
-    """Where the deploy keys equal to the results keys sent to the pod were found, or None. The deploy
-    keys are what boto3 would use for `gpuc watchdog deploy`: AWS_* in the environment (or in .env), else
-    the shared credentials file's profile."""
-    from gpuc.core.podsecrets import DEPLOY_KEYS, S3_KEYS
+) -> tuple[str, str] | None:
+    """(the name sent, where the deploy key equal to it was found), or None. The deploy keys are what boto3
+    would use for `gpuc watchdog deploy`: AWS_* in the environment (or in .env), else the shared credentials
+    file's profile."""
+    from gpuc.core.podsecrets import DEPLOY_KEYS
 
-    sent_pair = {sent.get(S3_KEYS[0]), sent.get(S3_KEYS[1])} - {None, ""}
-    if not sent_pair:
-        return None
+    by_value = {value: name for name, value in sent.items() if value}
     for where, source in (("in the environment", environ), ("in .env", env_file)):
-        if sent_pair & {source.get(DEPLOY_KEYS[0]), source.get(DEPLOY_KEYS[1])}:
-            return f"AWS_ACCESS_KEY_ID {where}"
-    path, profile, deploy = shared_credentials(environ)
-    if sent_pair & deploy:
-        return f"profile [{profile}] of {path}"
+        for deploy in (source.get(DEPLOY_KEYS[0]), source.get(DEPLOY_KEYS[1])):
+            if deploy and deploy in by_value:
+                return by_value[deploy], f"AWS_ACCESS_KEY_ID {where}"
+    path, profile, keys = shared_credentials(environ)
+    for deploy in keys:
+        if deploy in by_value:
+            return by_value[deploy], f"profile [{profile}] of {path}"
     return None
 
 

@@ -17,6 +17,11 @@ from gpuc.core.providers.base import Provider
 from gpuc.core.termsafe import clean_line
 from gpuc.core.titles import title
 
+# How long `down` waits for a watchdog pass inside a re-rent to see the stop (each of its steps is one provider
+# call, with its own deadline), asking every BUSY_POLL_S; past it, `down` says what is still going on.
+BUSY_WAIT_S = 90.0
+BUSY_POLL_S = 3.0
+
 
 def down(
     ref: str,
@@ -97,18 +102,39 @@ def stop_recovery(run: RunRecord, ctx: Ctx) -> RunRecovery | None:
             return recovering
         if not recovering.stop_asked:
             ctx.watchdog.stop_run(run.run_id)
+        recovering = settled(run.run_id, ctx) or recovering
     except GpucError as exc:
         ctx.echo(
             f"  could not ask the watchdog whether run {run.run_id} recovers ({exc.message}): destroying anyway; "
             f"if it does, stop it from the phone or run `gpuc down {run.run_id}` again once the watchdog answers"
         )
         return None
+    if recovering.busy is not None:
+        # A pass inside a re-rent: it destroys what it rents after this stop (confirmed gone) and says so; until
+        # it is over, which pod is the run's is not known here, so nothing is claimed about what bills.
+        raise GpucError(
+            f"recovery of run {run.run_id} stopped, but the watchdog is still {recovering.busy}: it destroys any "
+            "attempt rented after your stop, confirmed gone, and tells you",
+            hint=f"run `gpuc down {run.run_id}` again in a minute: it ends the run's pod once the watchdog is done",
+        )
     attempts = len(recovering.attempts)
     ctx.echo(
         f"  recovery of run {run.run_id} stopped (attempt {attempts} of up to {recovering.recover + 1}, "
         f"${recovering.spent_usd:.2f} spent): no further attempt is rented"
     )
     return recovering
+
+
+def settled(run_id: str, ctx: Ctx) -> RunRecovery | None:
+    """The run as the watchdog keeps it once no pass is inside an act on it (read after the stop: an act claimed
+    before the stop sees it at its next step), or as it is after BUSY_WAIT_S."""
+    waited = 0.0
+    while True:
+        now = ctx.watchdog.run(run_id)
+        if now is None or now.busy is None or waited >= BUSY_WAIT_S:
+            return now
+        ctx.clock.sleep(BUSY_POLL_S)
+        waited += BUSY_POLL_S
 
 
 def current_attempt(recovering: RunRecovery, run: RunRecord, pod: Pod | None, provider: Provider) -> Pod | None:

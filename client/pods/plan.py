@@ -9,12 +9,20 @@ billed, then destroyed (or worse, left running without a watchdog that can hear 
 - the watchdog's URL is one a rented pod can reach: a loopback URL is this laptop, so the pod's heartbeats
   would never arrive and the reaper would count it silent from its first minute;
 - the GPU name picks one card at the provider (core/catalog.py; an ambiguous name lists the choices);
-- the provider can rent what is asked (RunPod no longer rents interruptible pods);
+- the provider can rent what is asked (RunPod no longer rents interruptible pods, nor a volume under 10 GB:
+  `Provider.check_spec`), and the pod gets the key `up` logs in with where the provider needs it handed over
+  (RunPod: `startSsh` alone gives a pod only the account's registered keys, none on a new account); whether
+  the account has that key registered is said, never refused (client/onpod/keys.py);
+- a Vast bid clears the floor (`min_bid`) of the offer it rents (`quote`: the first offer passing the
+  filters whose floor it clears, or the offer `--offer` names): Vast refuses one under it, and the fix
+  names the floor and `gpuc offers --interruptible`;
 - the watchdog runs a gpuc that takes this pod's heartbeats (check_protocol): an older watchdog refuses a
   field it does not know with a 4xx, the pod counts as silent, and is destroyed with its job;
+- an s3:// destination is one the watchdog holds the key for and signs for the same endpoint
+  (check_results_grant): the pod holds no key, and its results go only where the watchdog grants;
 - `--max-hours` is within the user's cap (max_lifetime_hours): no deadline may lie past it.
 - the secrets for the pod are an allowlist (core/podsecrets.py): their names are printed, a forbidden
-  name in GPUC_POD_SECRETS is refused, results keys that also deploy the watchdog are warned about.
+  name in GPUC_POD_SECRETS is refused, a value sent that also deploys the watchdog is warned about.
 
 Then `quote` reads the price (the offer `up` will rent, or the provider's listed price), `check_budget`
 refuses a pod whose worst case (price x --max-hours) would cross the month's budget, counted with the month's
@@ -68,6 +76,7 @@ class UpOptions:
     bid: float | None = None
     offer_id: str | None = None
     image: str | None = None
+    volume_gb: int | None = None  # `up --volume-gb`: the pod's persistent volume (PodSpec's default when None)
     command: list[str] = field(default_factory=list)
     wait_timeout_s: float = 600.0
     dry_run: bool = False
@@ -210,12 +219,77 @@ def check_protocol(status: StatusResponse, settings: Settings) -> None:
     )
 
 
+def results_prefix(settings: Settings, experiment: str, run_id: str) -> str | None:
+    """The run's own prefix at an s3:// destination (RegisterRequest.results_at): all its pods' grants reach."""
+    from gpuc.core.destinations import S3Location
+
+    bucket = settings.results_bucket or ""
+    return S3Location.parse(bucket).run_url(experiment, run_id) if bucket.startswith("s3://") else None
+
+
+def check_results_grant(status: StatusResponse, settings: Settings) -> None:
+    """An s3:// destination: the pod holds no key, the watchdog grants it its run's prefix. So the watchdog must
+    hold the key for this bucket and sign for the endpoint this laptop reads, or the results go nowhere."""
+    from gpuc.core.api import RESULTS_AT_MAX
+    from gpuc.core.destinations import GRANT_KEY_HINT, S3Location
+
+    bucket = settings.results_bucket or ""
+    if not bucket.startswith("s3://"):
+        return
+    here = S3Location.parse(bucket)
+    longest = here.run_url("e" * 64, "r" * 41)  # the longest experiment and run id (core.models)
+    if len(longest) > RESULTS_AT_MAX or not (longest.isascii() and longest.isprintable()):
+        raise ConfigError(
+            f"GPUC_RESULTS_BUCKET={bucket} is too long or not plain ASCII for a pod's grant (at most "
+            f"{RESULTS_AT_MAX} characters with the experiment and run id; it rides in the pod's signed claim)",
+            hint="use a shorter, ASCII prefix",
+        )
+    scope = status.results_grant
+    where = f"the watchdog at {settings.functions_url}"
+    if scope is None:
+        raise ConfigError(
+            f"{where} holds no key for {bucket}; a pod holds none either (it gets short-lived URLs for its own run's "
+            "prefix from the watchdog), so its results could not be sent; nothing was created",
+            hint=GRANT_KEY_HINT,
+        )
+    granted = S3Location.parse(scope.bucket)
+    inside = not granted.prefix or here.prefix == granted.prefix or here.prefix.startswith(granted.prefix + "/")
+    if granted.bucket != here.bucket or not inside:
+        raise ConfigError(
+            f"{where} grants pods prefixes in {scope.bucket} only, not in {bucket}; nothing was created",
+            hint=f"set GPUC_RESULTS_BUCKET inside {scope.bucket}, or {GRANT_KEY_HINT}",
+        )
+    if (scope.endpoint_url or "").rstrip("/") != (settings.s3_endpoint_url or "").rstrip("/"):
+        theirs, ours = scope.endpoint_url or "AWS S3", settings.s3_endpoint_url or "AWS S3"
+        raise ConfigError(
+            f"{where} signs for {theirs}, but this laptop reads results at {ours}: the pod's results would land "
+            "where you do not look; nothing was created",
+            hint=f"set the same GPUC_S3_ENDPOINT_URL on both: {GRANT_KEY_HINT}",
+        )
+
+
 def check_rentable(provider: Provider, opts: UpOptions) -> None:
     if opts.interruptible and not provider.supports_interruptible:
         raise ConfigError(
             f"{provider.name} cannot rent interruptible pods through its public API",
             hint="rent on-demand (drop --interruptible), or use Vast (`gpuc offers --interruptible`)",
         )
+
+
+def prepare_spec(provider: Provider, spec: PodSpec, ctx: Ctx) -> PodSpec:
+    """Before any money: what the provider would refuse of the spec (a RunPod volume under 10 GB), the key the
+    pod is handed where the provider needs it (RunPod), and a warning when the account does not have that key
+    registered (the rental still works: gpuc hands the key over itself)."""
+    provider.check_spec(spec)
+    if not provider.takes_public_key:
+        return spec
+    from gpuc.client.onpod.keys import key_standing, public_key_path, read_public_key
+
+    key = read_public_key(ctx.settings)
+    standing = key_standing(provider, key, str(public_key_path(ctx.settings)))
+    if standing is not None and standing.status != "ok":
+        ctx.echo(f"warning: ssh: {standing.detail}" + (f" (fix: {standing.fix})" if standing.fix else ""))
+    return spec.model_copy(update={"ssh_public_key": key})
 
 
 @dataclass(frozen=True)
@@ -247,29 +321,57 @@ def _quote(provider: Provider, spec: PodSpec, opts: UpOptions, ctx: Ctx) -> Quot
         return Quote(opts.price_per_hour, "--price")
     if opts.provider == "local":
         return Quote(ctx.settings.local_price_per_hour, "simulated")
-    if opts.offer_id:
-        return Quote(None, f"offer {opts.offer_id}'s own")
     try:
-        return _listed(provider, spec, opts)
+        return _named(provider, spec, opts) if opts.offer_id else _listed(provider, spec, opts)
+    except ConfigError:
+        raise  # the user's own ask refused (a bid under every floor, a count past the largest pod): never "unknown"
     except GpucError as exc:
         ctx.echo(f"  price: could not read {opts.provider}'s offers ({exc.message}); the pod records its own")
         return Quote(None, "unknown")
 
 
+def _named(provider: Provider, spec: PodSpec, opts: UpOptions) -> Quote:
+    """`--offer ID`: its own price, unknown here; a bid on it is the price, once it clears the offer's floor."""
+    from gpuc.core.providers.vast import VastProvider, offer_for_bid  # a rented provider: loaded already
+
+    own = Quote(None, f"offer {opts.offer_id}'s own")
+    if not (isinstance(provider, VastProvider) and opts.offer_id and spec.interruptible and spec.bid_per_gpu):
+        return own
+    found = provider.offer(opts.offer_id, interruptible=True)
+    if found is None:
+        return own  # not offered now: the create is refused, renting nothing, and says so
+    offer_for_bid([found], spec.bid_per_gpu, spec.gpu_type, spec.gpu_count, named=True)
+    return Quote(spec.bid_per_gpu * spec.gpu_count, f"your bid, offer {found.id}", found.id)
+
+
 def _listed(provider: Provider, spec: PodSpec, opts: UpOptions) -> Quote:
-    from gpuc.core.providers.vast import VastProvider  # a rented provider: its client is loaded already
+    from gpuc.core.providers.vast import VastProvider, offer_for_bid  # a rented provider: loaded already
 
     if isinstance(provider, VastProvider):
-        found = provider.offers(spec.gpu_type, spec.interruptible, num_gpus=spec.gpu_count)
+        # Priced with the disk the create will ask for (`up --volume-gb`; Vast's one disk), not a default 30 GB.
+        disk = float(max(spec.volume_gb, spec.container_disk_gb))
+        found = provider.offers(spec.gpu_type, spec.interruptible, num_gpus=spec.gpu_count, allocated_storage_gb=disk)
         if not found:
             return Quote(None, "no offer passes the filters")  # create says so, with the fix
         best = found[0]
         if spec.interruptible:
             if spec.bid_per_gpu:
+                # The first offer the bid clears; under every floor, refused here with the floor and the fix.
+                best = offer_for_bid(found, spec.bid_per_gpu, spec.gpu_type, spec.gpu_count)
                 return Quote(spec.bid_per_gpu * spec.gpu_count, f"your bid, offer {best.id}", best.id)
             # No bid given: the provider bids from the offer's floor itself; nothing to pin.
             return Quote(None, f"a bid above offer {best.id}'s min_bid")
         return Quote(best.price_per_hour, f"offer {best.id}, the cheapest passing the filters", best.id)
+    from gpuc.core.providers.runpod import RunPodProvider
+
+    if isinstance(provider, RunPodProvider):
+        # The catalog read for this many GPUs: its stock for one says nothing of four on one machine.
+        offer = provider.pod_offer(spec.gpu_type, spec.gpu_count)
+        many = f"{spec.gpu_count} GPU{'s' if spec.gpu_count > 1 else ''}"
+        stock = f"; stock for {many}: {offer.stock}" if offer.stock else ""
+        if offer.stock == "None":
+            stock += " (RunPod lists none free now: the create may be refused, at no cost)"
+        return Quote(offer.price_per_hour, f"{opts.provider}'s listed price{stock}")
     offers = [o for o in provider.offers(spec.gpu_type, False) if o.id == spec.gpu_type]
     if not offers:
         return Quote(None, "not listed")

@@ -29,7 +29,8 @@ from gpuc.core.budget import RunEnvelope
 from gpuc.core.errors import ConfigError, GpucError
 
 if TYPE_CHECKING:
-    from gpuc.client.onpod.provision import Caller, Wheel
+    from gpuc.client.onpod.bundle import Bundle as Wheel
+    from gpuc.client.onpod.provision import Caller
     from gpuc.client.pods.plan import UpOptions
     from gpuc.core.api import BootKit, RecoveryRequest, StatusResponse
     from gpuc.core.models import PodSpec
@@ -146,9 +147,9 @@ class KitFiles:
 
 def kit_files(opts: UpOptions, settings: Settings, run_id: str) -> KitFiles:
     """Build and write the kit BEFORE the create; ConfigError (nothing rented) when it cannot be written."""
-    from gpuc.client.onpod.provision import build_wheel
+    from gpuc.client.onpod.bundle import build_bundle
 
-    wheel = build_wheel()
+    wheel = build_bundle()
     project = opts.upload.archive() if opts.upload is not None else None
     bucket = settings.results_bucket or ""
     try:
@@ -208,8 +209,8 @@ def _sha256(data: bytes | None) -> str | None:
 def _write_s3(
     settings: Settings, bucket: str, run_id: str, wheel: Wheel, project: bytes | None, expires_s: int
 ) -> KitFiles:
-    """The kit with the results keys and endpoint the pod and `gpuc logs` use (client/jobs/places.py), and
-    presigned GETs: the pod that fetches it holds no key until its boot answer."""
+    """The kit written with the results keys and endpoint the laptop reads with (client/jobs/places.py), and
+    presigned GETs: the pod that fetches it holds no key, then or ever (its results go through grants)."""
     from gpuc.core.destinations import S3Location
 
     where = S3Location.parse(bucket)
@@ -234,8 +235,8 @@ def _write_s3(
 def _kit_client(settings: Settings) -> Any:
     """The results bucket's client with its own keys and endpoint, as the pod and `gpuc logs` reach it
     (client/jobs/places.py): `up` proved them on this bucket before (core/destcheck.py)."""
-    from gpuc.core.destinations import s3_client
     from gpuc.core.podsecrets import S3_KEYS
+    from gpuc.core.s3client import s3_client
 
     creds = {
         S3_KEYS[0]: settings.s3_access_key_id.get_secret_value() if settings.s3_access_key_id else "",
@@ -288,6 +289,10 @@ def results_at(settings: Settings, experiment: str, run_id: str) -> str:
     """The run's push destination, as instance_side/sync.py builds it: `<bucket>/<experiment>/<run_id>`
     (GPUC_RESUME_FROM of every later attempt)."""
     bucket = (settings.results_bucket or "").rstrip("/")
+    if bucket.startswith("s3://"):
+        from gpuc.core.destinations import S3Location
+
+        return S3Location.parse(bucket).run_url(experiment, run_id)  # the prefix its grants reach
     return f"{bucket}/{experiment}/{run_id}"  # both checked names (PodSpec): nothing to escape
 
 
@@ -315,7 +320,7 @@ def boot_kit(
         wheel_sha256=files.wheel_sha256,
         project_url=files.project_url,
         project_sha256=files.project_sha256,
-        installer="offline" if python else "venv",
+        installer="offline",  # the bundle, unpacked with the image's python3 (or the sandbox's, named)
         offline_python=python,
         config=config.model_dump(mode="json"),
         secrets={k: v for k, v in never_on_pod(secrets_env).items() if v},

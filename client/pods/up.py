@@ -27,7 +27,7 @@ from gpuc.client.interrupts import (
     stop_signals_raise,
     time_limit,
 )
-from gpuc.client.onpod.provision import VENV_INSTALLER, Installer, install_agent, offline_installer, provision
+from gpuc.client.onpod.provision import IMAGE_PYTHON, install_agent, provision
 from gpuc.client.onpod.script import check_command, check_in_bundle, put_project
 from gpuc.client.onpod.ssh import wait_for_ssh_endpoint
 from gpuc.client.pods import allowlist, plan, recovery
@@ -40,6 +40,7 @@ from gpuc.core.errors import GpucError, ProviderError
 from gpuc.core.ledger import sane_price, sane_ts
 from gpuc.core.models import PodSpec
 from gpuc.core.pod import WATCHDOG_ENV, Pod, new_run_id
+from gpuc.core.podinstall import Installer
 from gpuc.core.podpaths import CLAIM_ENV
 from gpuc.core.providers.base import PodAccess, Provider
 from gpuc.core.providers.common import look_up
@@ -80,21 +81,26 @@ def up(opts: UpOptions, ctx: Ctx) -> Pod | None:
         # A recovering run's pods boot themselves at every container start (a resume after an outbid too).
         onstart=onstart_script() if opts.recover else None,
         **({"image": opts.image} if opts.image else {}),
+        **({"volume_gb": opts.volume_gb} if opts.volume_gb is not None else {}),
     )
     if opts.dry_run:
         _plan_up(spec, opts, ctx.echo)
         provider = ctx.provider(opts.provider)
+        spec = plan.prepare_spec(provider, spec, ctx)  # what the provider would refuse, said in a dry run too
         dry_quote = plan.quote(provider, spec, opts, ctx, recovery.envelope_of(opts, spec))
         ctx.echo("  " + plan.cost_line(dry_quote, opts, gpu, ctx.clock.now()))
         plan.show_budget(dry_quote, opts, ctx)
         return None
     provider = ctx.provider(opts.provider)
     plan.check_rentable(provider, opts)
+    # The provider's own refusals (a RunPod volume under 10 GB) and the ssh key the pod is handed.
+    spec = plan.prepare_spec(provider, spec, ctx)
     # A ledger that cannot take the start row would fail after the create: a pod created, then destroyed.
     ctx.ledger().check()
     # A pod nobody watches is the most expensive kind: refuse before creating anything.
     watched = ctx.watchdog.status()
     plan.check_protocol(watched, ctx.settings)  # an older watchdog: 4xx to every heartbeat, the pod destroyed
+    plan.check_results_grant(watched, ctx.settings)  # s3://: the watchdog, not the pod, holds the bucket's key
     if opts.recover:
         recovery.check_recovery_protocol(watched, ctx.settings)  # an older one would never re-rent the run
     if watched.new_pods_paused:  # "pause new pods" from the phone: the sentence says how to resume
@@ -109,6 +115,9 @@ def up(opts: UpOptions, ctx: Ctx) -> Pod | None:
     if priced.offer_id and not spec.offer_id:
         # Rent the offer whose price the user saw, not whichever is cheapest a moment later.
         spec = spec.model_copy(update={"offer_id": priced.offer_id, "price_per_hour": priced.price_per_hour})
+    elif spec.price_per_hour is None and priced.price_per_hour is not None:
+        # The price the user saw bounds the create: RunPod tries another pool after a 403 only within it.
+        spec = spec.model_copy(update={"price_per_hour": priced.price_per_hour})
     kit = None
     if opts.recover:
         # Before the create: a run whose next pods could not boot must not be rented at all.
@@ -234,6 +243,7 @@ def _after_create(
             interruptible=spec.interruptible,
             deadline_at=deadline_at,
             recovery=recovering_plan,
+            results_at=plan.results_prefix(ctx.settings, spec.experiment, spec.run_id),
         )
     )
     token = own or answer.token
@@ -330,9 +340,9 @@ def onto_pod(
 
 
 def pod_installer(settings: Settings) -> Installer:
-    """How gpuc gets onto a rented pod: a venv of its own, or (a loopback sandbox, no network) offline."""
+    """How gpuc gets onto a rented pod: its bundle, run by the image's python3 (a loopback sandbox names its own)."""
     python = settings.ssh_sandbox_python
-    return offline_installer(python) if python else VENV_INSTALLER
+    return Installer(python) if python else IMAGE_PYTHON
 
 
 def wait_running(provider: Provider, pod_id: str, ctx: Ctx, timeout_s: float) -> Pod:

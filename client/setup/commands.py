@@ -39,7 +39,9 @@ def doctor(ctx: Ctx, repo: Path | None, install_hook_flag: bool, as_json: bool, 
 
     --live reads (never writes) each provider whose key is set: its pod list, balance and one offer
     search, the pod-scoped key's rights on a running gpuc pod (probed on the pod over ssh), and says of
-    each provider fact the README lists as unconfirmed whether this account confirms or refutes it.
+    each provider fact the README lists as unconfirmed whether this account confirms or refutes it. With
+    Vast's outbid webhook set up (GPUC_VAST_WEBHOOK_SECRET, GPUC_VAST_WEBHOOK_ID), it also asks Vast for
+    its signed test delivery and checks that the watchdog verified it (nothing on the account changes).
 
     \b
     --json fields: ok (no check failed), installed_hook (path or null),

@@ -1,5 +1,7 @@
 """`gpuc demo`: the whole pod life on the embedded default, in well under two minutes.
 
+Story 0 (RunPod): a first rental's traps, each caught before money: no ssh key registered at the account,
+a 3 GB volume, a 4-GPU quote, a pool the account cannot use.
 Story 1: a job writes results/; the wrapper syncs, notifies and destroys; the ledger row closes.
 Story 2 (drill): a pod's agent is killed; heartbeats stop; the reaper destroys it; you are told.
 Everything runs for real (processes, HTTP, SQLite) with the intervals scaled from minutes to seconds.
@@ -27,6 +29,7 @@ from gpuc.client.pods.down import wait_gone
 from gpuc.client.pods.plan import UpOptions
 from gpuc.client.pods.survey import list_all
 from gpuc.client.pods.up import up
+from gpuc.core import gpunames
 from gpuc.core.clock import SystemClock
 from gpuc.core.errors import ConfigError, GpucError
 from gpuc.core.pod import Pod
@@ -106,12 +109,46 @@ class Demo:
             self.failures.append(what)
         return ok
 
+    def story_first_rental(self) -> None:
+        """RunPod's emulator as a new account: what a first rental trips on, each caught before money."""
+        from gpuc.testkit.emulators.runpod import RunPodEmulator  # lazy: see run_remote_demo
+
+        emulator = self.platform.emulator if self.platform is not None else None
+        if not isinstance(emulator, RunPodEmulator):
+            return
+        self.echo("\n[0] a first RunPod rental's traps, each caught before any money")
+        name = self.provider.name
+        self.check(emulator.ssh_keys == [], "the account has no ssh key registered (a new account's)")
+        small = self._refusal(UpOptions(experiment="demo-small", provider=name, volume_gb=3))
+        self.check("--volume-gb 10" in small, f"a 3 GB volume refused before renting, with the fix: {small}")
+        up(UpOptions(experiment="demo-quad", provider=name, gpu_count=4, dry_run=True), self.ctx)
+        quote = next((m for m in self.said if "stock for 4 GPUs" in m), "")
+        self.check("x4" in quote, f"a 4-GPU quote is RunPod's price and stock for 4: {quote.strip()}")
+        told = next((m for m in self.said if "no ssh key is registered" in m), "")
+        self.check(bool(told), "told that no key is registered, and that gpuc hands the pod its own")
+        emulator.deny_pool(gpunames.resolve(name, "RTX 4090"), self.settings.runpod_cloud_type)
+        try:
+            pool = self._refusal(UpOptions(experiment="demo-pool", provider=name))
+        finally:
+            emulator.denied_pools.clear()
+        self.check("not a bad key" in pool, f"a pool the account cannot use is said as such: {pool[:90]}...")
+        self.check(emulator.alive() == [], "nothing was rented by any of them")
+
+    def _refusal(self, opts: UpOptions) -> str:
+        """`up` refused: its message and its fix, as the user reads them ("" when it did not refuse)."""
+        try:
+            up(opts, self.ctx)
+        except GpucError as exc:
+            return str(exc)
+        return ""
+
     def story_job(self) -> None:
         self.echo("\n[1] a job runs, syncs its results, notifies, and the pod destroys itself")
         opts = UpOptions(experiment="demo-train", provider=self.provider.name, command=["python", "-c", JOB])
         pod = up(opts, self.ctx)
         assert pod is not None
         self._check_ssh_line()
+        self._check_key_handed(pod)
         self._check_not_marked(pod)
         t_start = time.monotonic()
         gone = wait_gone(self.ctx, pod, 60)
@@ -146,6 +183,7 @@ class Demo:
 
     def run(self) -> None:
         try:
+            self.story_first_rental()
             self.story_job()
             self.story_drill()
             self.finish()
@@ -182,6 +220,16 @@ class Demo:
             return
         line = next((m for m in self.said if m.startswith("ready: ssh ")), None)
         self.check(line is not None, f"up printed the ssh line: {line}")
+
+    def _check_key_handed(self, pod: Pod) -> None:
+        """RunPod: with no key registered, the pod's sshd takes only the key its create handed it."""
+        from gpuc.testkit.emulators.runpod import RunPodEmulator  # lazy: see run_remote_demo
+
+        emulator = self.platform.emulator if self.platform is not None else None
+        if isinstance(emulator, RunPodEmulator) and emulator.sshd_key is not None:
+            taken = emulator.pods[pod.id].authorized if pod.id in emulator.pods else ()
+            handed = any(k.split()[:2] == emulator.sshd_key.split()[:2] for k in taken)
+            self.check(handed, "no key registered at RunPod: the pod took the key gpuc handed it (PUBLIC_KEY)")
 
     def _check_not_marked(self, pod: Pod) -> None:
         """While `up` installs a pod its agent cannot ping yet: a "will destroy" then is a false alarm."""

@@ -20,6 +20,7 @@ from pathlib import Path
 from gpuc.client.context import Ctx
 from gpuc.client.money.balance import BalanceReport, account_checks, check_balances, provider_factories
 from gpuc.client.setup.checks import Check, fail, ok, render, warn
+from gpuc.client.setup.doctor_hook import check_hook_setup
 from gpuc.client.setup.doctor_live import LiveReport
 from gpuc.client.setup.doctor_live import render as render_facts
 from gpuc.client.setup.doctor_results import check_results
@@ -180,12 +181,43 @@ def check_ssh_key(settings: Settings) -> Check:
         )
     public = key.with_name(key.name + ".pub")
     if not public.is_file():
-        return warn(
-            "ssh key",
-            f"{key} has no {public.name} beside it: the provider account needs the public half",
-            f"ssh-keygen -y -f {key} > {public}, then add it to your provider account's SSH keys",
-        )
+        make_public = f"ssh-keygen -y -f {key} > {public}, then add it to your provider account's SSH keys"
+        missing = f"{key} has no {public.name} beside it"
+        if settings.provider == "runpod":  # `up` hands a RunPod pod this public half, and refuses without it
+            return fail("ssh key", f"{missing}: `up` hands it to each RunPod pod", make_public)
+        return warn("ssh key", f"{missing}: the provider account needs the public half", make_public)
     return ok("ssh key", f"{key} (mode {mode:o}); {public.name} goes to your provider account's SSH keys")
+
+
+def check_registered_keys(ctx: Ctx, names: tuple[str, ...]) -> list[Check]:
+    """For each keyed provider whose pods are handed gpuc's key (RunPod): is that key registered there too
+    (client/onpod/keys.py says why a missing one is a warning, not a refusal)."""
+    from gpuc.client.onpod.keys import key_standing, public_key_path, read_public_key
+
+    checks: list[Check] = []
+    for name in names:
+        try:
+            provider = ctx.new_provider(name)
+        except GpucError:
+            continue  # its key's own check says so
+        try:
+            if not provider.takes_public_key:
+                continue
+            try:
+                key = read_public_key(ctx.settings)
+            except ConfigError:
+                continue  # the "ssh key" check above says what to do
+            standing = key_standing(provider, key, str(public_key_path(ctx.settings)))
+        finally:
+            provider.close()
+        if standing is not None:
+            checks.append(Check(name=f"ssh key at {name}", status=standing.status, detail=standing.detail,
+                                fix=standing.fix))  # fmt: skip
+    return checks
+
+
+def no_key_checks() -> list[Check]:
+    return []
 
 
 # --- balance ---------------------------------------------------------------------------------------------
@@ -200,7 +232,9 @@ def check_balance(report: BalanceReport) -> list[Check]:
     checks: list[Check] = []
     for line in lines:
         name = f"balance {line.provider}"
-        if line.error or line.balance_usd is None:
+        if line.later:  # rate limited: not read now, which says nothing against the key or the account
+            checks.append(warn(name, line.error or "not read now", line.hint or "run `gpuc doctor` again later"))
+        elif line.error or line.balance_usd is None:
             checks.append(fail(name, f"cannot read it: {line.error}", line.hint or "check the key and retry"))
         elif line.balance_usd > report.cap_usd:
             checks.append(
@@ -363,6 +397,7 @@ class DoctorDeps:
     git: GitRunner
     status: Callable[[], StatusResponse]
     balances: Callable[[], BalanceReport]
+    registered_keys: Callable[[], list[Check]] = no_key_checks  # RunPod: is gpuc's ssh key registered there
 
 
 def env_path(settings: Settings, cwd: Path) -> Path:
@@ -376,6 +411,7 @@ def run_checks(deps: DoctorDeps, cwd: Path, environ: Mapping[str, str] | None = 
     checks += check_keys(deps.settings)
     if deps.settings.provider != "local":  # the local provider's pods need no ssh
         checks.append(check_ssh_key(deps.settings))
+        checks += deps.registered_keys()
     checks.append(check_deadline(deps.settings))
     checks.append(check_results(deps.settings))  # nowhere to sync: a rented pod KEPT, billing
     balances = deps.balances()
@@ -384,6 +420,8 @@ def run_checks(deps: DoctorDeps, cwd: Path, environ: Mapping[str, str] | None = 
         status = read_once(deps.status)
         checks += check_watchdog(status, deps.settings.functions_url)
         checks.append(check_channels(status, deps.settings))
+    hook = check_hook_setup(deps.settings)  # Vast's outbid webhook, if set up: can Vast reach the watchdog?
+    checks += [hook] if hook is not None else []
     checks.append(check_hook(deps.repo, deps.git))
     return checks
 
@@ -408,6 +446,7 @@ def doctor_deps(ctx: Ctx, repo: Path) -> DoctorDeps:
         git=run_git,
         status=ctx.watchdog.status,
         balances=lambda: check_balances(ctx.settings, provider_factories(ctx, remote)),
+        registered_keys=lambda: check_registered_keys(ctx, remote),
     )
 
 

@@ -87,7 +87,7 @@ def _serve(say: Echo, provider: str, home: Path | None, stop: threading.Event) -
         stack.callback(pods.close)
         say(f"gpuc rehearsal: {provider} emulator at {emulator.url}, sshd at {sshd.host}:{sshd.port}, "
             f"local watchdog at {server.url}, home {home}")
-        say(_instructions(shell, phone.url))
+        say(_instructions(shell, phone.url, provider))
         while not stop.wait(0.5):
             pass
         say("stopping: destroying what is left")
@@ -176,7 +176,17 @@ def _chunks(names: list[str], size: int) -> list[list[str]]:
     return [names[i : i + size] for i in range(0, len(names), size)]
 
 
-def _instructions(shell: Path, phone: str) -> str:
+# What a first RunPod rental trips on, to try in the rehearsal (the emulated account starts with no ssh key
+# registered, as a new one does).
+RUNPOD_TRAPS = [
+    "A first RunPod rental's traps, each caught before money (this account, like a new one, has no ssh key):",
+    "  gpuc doctor                                      # says the key is not registered, and how to",
+    "  gpuc up small --volume-gb 3 -- python train.py   # refused before renting: RunPod's floor is 10 GB",
+    "  gpuc up quad --gpus 4 --dry-run                  # RunPod's price and stock for 4 GPUs, not for 1",
+]
+
+
+def _instructions(shell: Path, phone: str, provider: str = "runpod") -> str:
     return "\n".join(
         [
             f"The phone: {phone} shows every notification and taps its buttons (`gpuc notify --test` sends one).",
@@ -185,6 +195,7 @@ def _instructions(shell: Path, phone: str) -> str:
             "then rent as you would for real, e.g.:",
             "  gpuc up first-try --wait -- python -c \"print('hello from the pod')\"",
             "  gpuc ls; gpuc ledger",
+            *(RUNPOD_TRAPS if provider == "runpod" else []),
             "Intervals are scaled from minutes to seconds (an idle pod is destroyed after 3 min).",
             "Ctrl-C here stops everything and destroys what is left.",
         ]

@@ -30,6 +30,16 @@ class Provider(ABC):
     name: str = "?"
     # Whether `create` can rent an interruptible (spot/bid) pod; False refuses before any call.
     supports_interruptible: bool = True
+    # Whether `create` hands the pod the ssh public key `up` logs in with (PodSpec.ssh_public_key): RunPod's
+    # `startSsh` alone puts only the account's registered keys on a pod, and none when none are registered.
+    takes_public_key: bool = False
+
+    def check_spec(self, spec: PodSpec) -> None:  # noqa: B027 - most providers take any valid PodSpec
+        """Raise ConfigError, before any call, for what this provider would refuse or rent unusable."""
+
+    def registered_ssh_keys(self) -> list[str] | None:
+        """The public keys the provider account would put on a new pod; None: gpuc does not read them here."""
+        return None
 
     @abstractmethod
     def create(self, spec: PodSpec) -> Pod: ...

@@ -1,5 +1,5 @@
-"""What the RunPod and Vast clients share besides HTTP: the ownership marker, the env we put on a pod,
-the create that never leaves two pods, and the pod's decision when its own destroy is refused.
+"""What the RunPod and Vast clients share besides HTTP: the ownership marker, the env we put on a pod and
+the create that never leaves two pods (the pod's own end, with its own key, is core/providers/podkey.py's).
 
 Provider APIs echo a pod's env back in every listing (RunPod `env`, Vast `extra_env`), so the env we send
 must never hold a secret: secrets travel over ssh into a mode-600 file instead.
@@ -11,17 +11,15 @@ import logging
 import re
 from abc import abstractmethod
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, Self, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Generic, TypedDict, TypeVar
 
 from pydantic import AllowInfNan, BaseModel, BeforeValidator, ConfigDict, ValidationError
 
 from gpuc.core.clock import Clock, SystemClock
-from gpuc.core.errors import ConfigError, ProviderError, ProviderSchemaError, ProviderUnavailable, SafetyRefusal
+from gpuc.core.errors import ConfigError, ProviderSchemaError, ProviderUnavailable, SafetyRefusal
 from gpuc.core.pod import OWNER_ENV, WATCHDOG_ENV, Pod, is_gpuc_name
-from gpuc.core.providers.base import Provider, SelfDestroyer
+from gpuc.core.providers.base import Provider
 from gpuc.core.providers.http import AmbiguousOutcome, BackoffFunction, HttpClient
-from gpuc.core.providers.outcome import StoppedInstead
 from gpuc.core.redact import MASK, redact
 from gpuc.core.settings import SecretStr
 
@@ -97,36 +95,6 @@ def api_key_of(secret: SecretStr | None, *, api: str, key_env: str, example: str
             hint=f"set {key_env} in your environment, or add {key_env}={example} to .env (chmod 600 .env)",
         )
     return key
-
-
-def pod_scoped_client(
-    environ: Mapping[str, str],
-    *,
-    provider: str,
-    id_env: str,
-    key_env: str,
-    key_role: str,
-    hint: str,
-    timeout_s: float,
-    clock: Clock | None,
-    backoff: BackoffFunction | None,
-    transport: httpx.BaseTransport | None,
-) -> tuple[str, HttpClient]:
-    """(this pod's id, a client holding the key the provider scoped to this pod), from the env the provider
-    injects into the container: never the account key, which must not live on a pod."""
-    pod_id, key = environ.get(id_env, ""), environ.get(key_env, "")
-    if not pod_id or not key:
-        raise ConfigError(f"{id_env} and {key_env} are not both set", hint=hint)
-    http = HttpClient(
-        provider=provider,
-        api_key=key,
-        key_env=f"{key_env} ({key_role})",
-        timeout_s=timeout_s,
-        backoff=backoff,
-        clock=clock,
-        transport=transport,
-    )
-    return pod_id, http
 
 
 class HttpTuning(TypedDict, total=False):
@@ -323,149 +291,3 @@ def look_up(
         if attempt + 1 < tries:
             clock.sleep(delay_s)
     return None
-
-
-# -- the pod destroys itself ------------------------------------------------------------------------
-class TerminateRefused(Exception):
-    """The provider refused this pod's terminate with the pod's own key; `reason` in its words (redacted)."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-@dataclass(frozen=True)
-class SelfWords:
-    """A provider's words for what the decision says: "podTerminate was refused (...); stopped pod ..."."""
-
-    provider: str  # "runpod"
-    noun: str  # "pod"
-    call: str  # "podTerminate": what was refused
-    short: str  # "terminate": "terminate and stop both found nothing"
-    done: str  # "terminated"
-    not_found: str  # "answered 'pod not found to terminate'"
-    disk: str  # "volume": what a stopped pod still bills for
-    kept: str  # "its volume (/workspace) stays": what a stop keeps
-
-
-@dataclass(frozen=True)
-class PodKey:
-    """Where the platform puts this pod's id and its pod-scoped key in the container's environment."""
-
-    id_env: str  # "RUNPOD_POD_ID"
-    key_env: str  # "RUNPOD_API_KEY"
-    role: str  # "the pod-scoped key": what the key is called in an error
-    hint: str  # how to get them to the agent when they are missing
-
-
-class ScopedSelfDestroyer(SelfDestroyer):
-    """Destroy this pod with the key the platform scopes to it, never an account key: the decision, once.
-
-    Two answers are not proof the pod is gone:
-    - a refusal: stop it instead and say so;
-    - "not found": a pod key may hear it because it is refused, not because the pod is gone. The pod reads
-      itself: gone, and it is done; still there, or unreadable, and it stops itself and says so. Only a stop
-      that also finds nothing, after a read that could not tell, means the pod is gone.
-    A stopped pod still bills its disk: the answer is a StoppedInstead, which the ending turns into a
-    notification, and the reaper destroys the pod with the account key (F9). Any other failure raises: the
-    ending reports destroy_failed and the reaper's silence limit does the rest.
-
-    A provider implements only its calls: terminate, stop, read_self, and which stop error means "not found".
-    """
-
-    words: ClassVar[SelfWords]
-    key: ClassVar[PodKey]
-
-    @classmethod
-    def from_environ(
-        cls,
-        environ: Mapping[str, str],
-        *,
-        transport: httpx.BaseTransport | None = None,
-        clock: Clock | None = None,
-        backoff: BackoffFunction | None = None,
-        timeout_s: float = 20.0,
-    ) -> Self:
-        own_id, http = pod_scoped_client(
-            environ,
-            provider=cls.words.provider,
-            id_env=cls.key.id_env,
-            key_env=cls.key.key_env,
-            key_role=cls.key.role,
-            hint=cls.key.hint,
-            timeout_s=timeout_s,
-            clock=clock,
-            backoff=backoff,
-            transport=transport,
-        )
-        return cls.with_client(own_id, http, environ)
-
-    @classmethod
-    @abstractmethod
-    def with_client(cls, own_id: str, http: HttpClient, environ: Mapping[str, str]) -> Self:
-        """This pod's destroyer over `http`, the client that holds its pod key."""
-
-    @property
-    @abstractmethod
-    def own_id(self) -> str: ...
-
-    @abstractmethod
-    def terminate(self) -> bool:
-        """Terminate this pod: True when the provider did, False when it answered "not found". Raises
-        TerminateRefused for a refusal; anything else raised is not an answer, and propagates."""
-
-    @abstractmethod
-    def stop(self) -> None:
-        """Stop this pod with its own key (GPU billing ends, the disk stays)."""
-
-    @abstractmethod
-    def stop_found_nothing(self, exc: ProviderError) -> bool:
-        """Whether the stop's error says the provider has no such pod."""
-
-    @abstractmethod
-    def read_self(self) -> bool | None:
-        """Whether this pod still exists, read with its own key; None when the read itself fails."""
-
-    def destroy_self(self) -> str:
-        try:
-            terminated = self.terminate()
-        except TerminateRefused as exc:
-            return self._stop_refused(exc.reason)
-        return f"{self.words.done} {self._me}" if terminated else self._after_not_found()
-
-    def stop_self(self) -> str:
-        """The kept window is over (F16): stop, never destroy; the disk with results/ stays."""
-        self.stop()
-        return f"stopped {self._me}: GPU billing ended, {self.words.kept}"
-
-    @property
-    def _me(self) -> str:
-        return f"{self.words.noun} {self.own_id}"
-
-    def _stop_refused(self, refusal: str) -> str:
-        w = self.words
-        log.warning("%s: %s refused (%s); stopping %s instead", w.provider, w.call, refusal, self._me)
-        self.stop()
-        return StoppedInstead(
-            f"{w.call} was refused ({refusal}); stopped {self._me} instead: its {w.disk} still bills until the"
-            " reaper destroys it"
-        )
-
-    def _after_not_found(self) -> str:
-        w = self.words
-        still = self.read_self()
-        if still is False:
-            return f"{self._me} was already gone"
-        seen = "still exists" if still else "could not be read"
-        log.warning("%s: %s %s but %s %s; stopping it", w.provider, w.call, w.not_found, self._me, seen)
-        try:
-            self.stop()
-        except ProviderError as exc:
-            if still is None and self.stop_found_nothing(exc):
-                return f"{self._me} was already gone ({w.short} and stop both found nothing)"
-            raise
-        # The stop worked, so the pod was there: "not found" was a refusal in disguise.
-        return StoppedInstead(
-            f"{w.call} {w.not_found} but {self._me} is still there; stopped {self._me} instead: its {w.disk}"
-            " still bills until the reaper destroys it"
-        )

@@ -43,6 +43,7 @@ from gpuc.core.errors import (
     ProviderSchemaError,
     ProviderUnavailable,
 )
+from gpuc.core.providers.podkey import message_from_body
 from gpuc.core.redact import redact
 from gpuc.core.transport import FailureKind, RawReply, TransportFailure, exchange, new_client, shared_client
 
@@ -99,7 +100,6 @@ RETRY_BY_FAILURE: dict[FailureKind, RetryRule] = {
 
 # Which header carries the request id is not documented by either provider (UNCONFIRMED): take the first.
 REQUEST_ID_HEADERS = ("x-request-id", "request-id", "x-correlation-id", "cf-ray")
-MESSAGE_KEYS = ("detail", "msg", "message", "error", "title")
 MAX_MESSAGE = 300
 RETRY_AFTER_CAP_S = 60.0
 # A 429 whose body names one of these is a spent quota, not a momentary limit: retrying only burns more of
@@ -375,21 +375,6 @@ def error_message(response: RawReply) -> str:
     except ValueError:
         return " ".join(response.content.decode("utf-8", "replace").split())[:MAX_MESSAGE]
     return message_from_body(body)[:MAX_MESSAGE]
-
-
-def message_from_body(body: Any) -> str:
-    if not isinstance(body, dict):
-        return ""
-    errors = body.get("errors")
-    if isinstance(errors, list) and errors and isinstance(errors[0], dict):
-        return str(errors[0].get("message", ""))
-    if isinstance(errors, list) and errors and isinstance(errors[0], str):
-        return errors[0]
-    for key in MESSAGE_KEYS:
-        value = body.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return ""
 
 
 def path_of(url: str) -> str:

@@ -10,6 +10,17 @@ no route, and only through `legacy_graphql`, which says plainly when RunPod answ
 `gpuc ls`, `up`, `down`, the reaper and `results` never reach GraphQL.
 
 What v2 does not say, and what gpuc does instead:
+- `GET /v2/pods` does not page (`{pods}`; unknown query parameters are ignored): gpuc asks for the list with
+  no parameter, and follows a `pagination.nextCursor` only if one ever comes back;
+- `startSsh` injects the account's REGISTERED keys, and with none registered "does nothing and the pod has no
+  SSH access": gpuc sends the key it logs in with as `PUBLIC_KEY` in the create's env (the flag injects
+  nothing "unless the request already sets one"), and `up`/`doctor` say when that key is not registered;
+- a persistent volume under 10 GB is a 422 ("Upstream enforces a 10 GB floor"): refused here first, with the
+  fix (`check_spec`);
+- the catalog's stock is for `count` GPUs on one pod (default 1): read with the pod's count, and a count past
+  `maxCount` is no offer;
+- a 403 on create is "your account cannot access the requested pool" (not a bad key): the next cloud that
+  offers the GPU at no more than the price shown is tried, and the refusal says so;
 - no spot/interruptible field: gpuc rents none on RunPod (refused up front) and reads every pod as on-demand;
 - no `supportPublicIp` and no host sizing floor (`minVcpuCount`/`minMemoryInGb`): SECURE pods always
   have a public IP; a COMMUNITY pod without one lists no direct ssh endpoint and `up` cannot reach it;
@@ -27,17 +38,17 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar, Unpack
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Unpack
 from urllib.parse import quote
 
 from gpuc.core.clock import Clock, parse_iso
 from gpuc.core.errors import (
     ConfigError,
     NotFound,
-    ProviderAuthError,
     ProviderError,
     ProviderSchemaError,
+    ProviderUnavailable,
 )
 from gpuc.core.pod import Pod, PodStatus
 from gpuc.core.providers.base import DestroyResult
@@ -45,11 +56,7 @@ from gpuc.core.providers.common import (
     HttpProvider,
     HttpTuning,
     Number,
-    PodKey,
     ProviderAnswer,
-    ScopedSelfDestroyer,
-    SelfWords,
-    TerminateRefused,
     Whole,
     api_key_of,
     experiment_of,
@@ -58,8 +65,16 @@ from gpuc.core.providers.common import (
     pod_env,
     watchdog_of,
 )
-from gpuc.core.providers.endpoints import RUNPOD_GRAPHQL_ENV, RUNPOD_GRAPHQL_URL, RUNPOD_REST_URL
-from gpuc.core.providers.http import BackoffFunction, HttpClient, Reply, message_from_body, require
+from gpuc.core.providers.endpoints import RUNPOD_GRAPHQL_URL, RUNPOD_REST_URL
+from gpuc.core.providers.http import BackoffFunction, HttpClient, Reply, require
+from gpuc.core.providers.podkey import (
+    GRAPHQL_ERROR_STATUSES,
+    GRAPHQL_GONE_STATUSES,
+    GraphQLRateLimited,
+    GraphQLRetired,
+    graphql_data,
+    message_from_body,
+)
 from gpuc.core.settings import Settings
 
 if TYPE_CHECKING:
@@ -78,13 +93,17 @@ VOLUME_MOUNT = "/workspace"
 PORTS = ("22/tcp",)
 SPOT_GONE = "RunPod interruptible (spot) pods are no longer offered through its public API"
 SPOT_HINT = "rent on-demand on RunPod (drop --interruptible), or use --provider vast for interruptible"
-# REST v2 list paging (limit/cursor, pagination.nextCursor/hasNextPage): not in the 2026-08 spec we read
-# (UNCONFIRMED); a body without `pagination` is the whole list.
-V2_PAGE_SIZE = 50
+# GET /v2/pods does not page (the 2026-08 spec: `{pods}`); should RunPod add paging, a `pagination.nextCursor`
+# is followed (its shape a guess: UNCONFIRMED), for at most this many pages.
 MAX_V2_PAGES = 100
 CloudType = Literal["ALL", "SECURE", "COMMUNITY"]
+CLOUDS: tuple[str, ...] = ("SECURE", "COMMUNITY")
+# PersistentMount.size: "Upstream enforces a 10 GB floor" (a 422 past it).
+MIN_VOLUME_GB = 10
+# What RunPod's images read to start sshd (R7, the v2 spec's startSsh): gpuc's own key, sent with the create.
+PUBLIC_KEY_ENV = "PUBLIC_KEY"
+PUBLIC_KEY_RE = re.compile(r"^(ssh|ecdsa|sk)-[^\s]+ [^\s]+([ \t][^\n\r]*)?$")
 POD_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-NOT_FOUND_TO_TERMINATE = "pod not found to terminate"
 # A create whose outcome is unknown (timeout, reset mid-exchange) is looked up by name before any second
 # create, for this long: a new pod reaches GET /v2/pods only after a lag (unmeasured at RunPod; the emulator's
 # `list_lag_s` drills it), and a second create while the first is still unlisted bills two pods.
@@ -92,28 +111,20 @@ LOOKUP_WINDOW_S = 45.0
 LOOKUP_DELAY_S = 3.0
 # "Not found" is read twice, this far apart, before a pod counts as gone: gone stops the reaper watching it.
 RECHECK_DELAY_S = 1.0
-# Create refusals v2 documents (R1): 400 rule or NO CAPACITY, 402 balance, 422 contract. None was applied.
-CREATE_REFUSALS = (400, 402, 422)
+# Create refusals v2 documents (R1): 400 rule or NO CAPACITY, 402 balance, 403 a pool this account cannot use,
+# 422 contract. None was applied.
+CREATE_REFUSALS = (400, 402, 403, 422)
+POOL_DENIED = 403
+# Stock for pods (`product`), with the availability; `count` and `cloud` scope it (catalog_params).
 CATALOG_PARAMS = {"product": "POD", "include": "AVAILABILITY"}
 
 # GraphQL, for what v2 has no route (see the module docstring). Values pass as variables, never inlined.
-SELF_READ_QUERY = "query Pod($podId: String!) { pod(input: {podId: $podId}) { id desiredStatus } }"
-STOP_MUTATION = "mutation Stop($podId: String!) { podStop(input: {podId: $podId}) { id desiredStatus } }"
-# podTerminate returns a scalar: no selection set.
-TERMINATE_MUTATION = "mutation Terminate($podId: String!) { podTerminate(input: {podId: $podId}) }"
 # R5, the fields runpodctl's GetUser reads (CONFIRMED); the notify* flags are the account's own emails.
 BALANCE_QUERY = (
     "query Balance { myself { clientBalance currentSpendPerHr spendLimit "
     "notifyPodsStale notifyPodsGeneral notifyLowBalance } }"
 )
 NOTIFY_FIELDS = ("notifyPodsStale", "notifyPodsGeneral", "notifyLowBalance")
-# GraphQL errors may come with HTTP 200 or a 4xx (UNCONFIRMED which): read the body for both.
-GRAPHQL_ERROR_STATUSES = (400, 404, 409, 410, 422)
-# How RunPod will say GraphQL is gone is not published: a 410, a 404 without GraphQL errors, or an error
-# that says so in words.
-GRAPHQL_GONE_STATUSES = (404, 410)
-GRAPHQL_GONE_WORDS = re.compile(r"retired|deprecated|sunset|decommission|no longer (available|supported)", re.I)
-GRAPHQL_RETIRED = "RunPod's GraphQL API answered that it is retired: upgrade gpuc"
 
 V2_STATUS: dict[str, PodStatus] = {
     "PROVISIONING": "provisioning",
@@ -190,8 +201,13 @@ class CatalogPrice(ProviderAnswer):
     community: Number | None = None
 
 
+class CatalogMax(ProviderAnswer):
+    secure: Whole | None = None
+    community: Whole | None = None
+
+
 class CatalogGpu(ProviderAnswer):
-    """One row of GET /v2/catalog/gpus; prices per GPU per hour."""
+    """One row of GET /v2/catalog/gpus; list prices per GPU per hour, `availability` for the count asked."""
 
     id: str
     name: str | None = None
@@ -199,14 +215,14 @@ class CatalogGpu(ProviderAnswer):
     secure: bool | None = None
     community: bool | None = None
     price: CatalogPrice | None = None
+    maxCount: CatalogMax | None = None
     availability: str | None = None
 
 
-class GqlPod(ProviderAnswer):
-    """The pod's read of itself with its own key (GraphQL `pod(...)`)."""
+class SshKeys(ProviderAnswer):
+    """GET /v2/account/ssh-keys: the account's registered public keys, authorized_keys lines."""
 
-    id: str
-    desiredStatus: str | None = None
+    keys: list[str]
 
 
 class UserBalance(ProviderAnswer):
@@ -327,39 +343,74 @@ def cloud_prices(gpu: CatalogGpu) -> dict[str, float]:
     return {cloud: p for cloud, p in offered.items() if p is not None}
 
 
-def cloud_for(gpu: CatalogGpu, cloud: CloudType) -> str | None:
-    """v2 takes SECURE or COMMUNITY, and places one GPU type in one cloud without falling back: "ALL" is
-    the cheaper of the two that offer it."""
-    prices = cloud_prices(gpu)
-    if cloud != "ALL":
-        return cloud if cloud in prices else None
-    return min(prices, key=lambda c: prices[c]) if prices else None
+def max_count(gpu: CatalogGpu, cloud: str) -> int | None:
+    """maxCount: the most GPUs of this type one pod may ask for in this cloud (None: not said)."""
+    ceiling = gpu.maxCount or CatalogMax()
+    return ceiling.secure if cloud == "SECURE" else ceiling.community
 
 
-def offer_from_catalog(gpu: CatalogGpu, cloud: CloudType) -> Offer | None:
-    if gpu.id == "unknown":
-        return None  # a placeholder entry RunPod lists (runpodctl drops it too)
-    chosen = cloud_for(gpu, cloud)
-    if chosen is None:
+@dataclass(frozen=True)
+class Placement:
+    """One cloud a pod of `count` GPUs of one type can be asked for in: its list price and its stock there."""
+
+    gpu: CatalogGpu  # the row as the catalog answered it for this cloud and count
+    cloud: str
+    per_gpu: float
+
+    @property
+    def stock(self) -> str | None:
+        return self.gpu.availability
+
+
+def placement(gpu: CatalogGpu, cloud: str, count: int) -> Placement | None:
+    price = cloud_prices(gpu).get(cloud)
+    ceiling = max_count(gpu, cloud)
+    if price is None or (ceiling is not None and count > ceiling):
         return None
-    prices = cloud_prices(gpu)
+    return Placement(gpu, cloud, price)
+
+
+def ranked(choices: list[Placement]) -> list[Placement]:
+    """v2 places one GPU type in one cloud, without falling back: ask first where the catalog shows stock for
+    the count, cheapest first (the catalog orders the candidates; it reserves nothing)."""
+    return sorted(choices, key=lambda p: (p.stock == "NONE", p.per_gpu))
+
+
+def clouds_of(cloud: CloudType) -> tuple[str, ...]:
+    return CLOUDS if cloud == "ALL" else (cloud,)
+
+
+def offer_from_choices(choices: list[Placement], count: int) -> Offer | None:
+    """The offer of the first choice: the whole pod's price for `count` GPUs and the stock for that count."""
+    if not choices:
+        return None
+    best = choices[0]
+    community = cloud_prices(best.gpu).get("COMMUNITY")
     from gpuc.core.models import Offer  # pydantic: only `offers` and `up` build one, never `ls`
 
     # No min_bid / interruptible_price: v2 has no spot, and a RunPod spot price is not something gpuc rents.
     return Offer(
         provider=PROVIDER,
-        id=gpu.id,
-        gpu=gpu.name or gpu_display(gpu.id) or gpu.id,
-        price_per_hour=prices[chosen],
-        community_price=prices.get("COMMUNITY"),
-        stock=gpu.availability.title() if gpu.availability else None,
+        id=best.gpu.id,
+        gpu=best.gpu.name or gpu_display(best.gpu.id) or best.gpu.id,
+        gpu_count=count,
+        price_per_hour=round(best.per_gpu * count, 6),
+        community_price=round(community * count, 6) if community is not None else None,
+        stock=best.stock.title() if best.stock else None,
     )
 
 
-def parse_catalog(value: Any, cloud: CloudType = "SECURE") -> list[Offer]:
-    """GET /v2/catalog/gpus into offers, per GPU per hour, cheapest first."""
-    offers = [offer_from_catalog(g, cloud) for g in catalog_rows(value)]
-    return sorted((o for o in offers if o is not None), key=lambda o: o.price_per_hour)
+def parse_catalog(value: Any, cloud: CloudType = "SECURE", count: int = 1) -> list[Offer]:
+    """One GET /v2/catalog/gpus answer into offers for pods of `count` GPUs, cheapest first."""
+    offers = []
+    for gpu in catalog_rows(value):
+        if gpu.id == "unknown":
+            continue  # a placeholder entry RunPod lists (runpodctl drops it too)
+        choices = ranked([p for c in clouds_of(cloud) if (p := placement(gpu, c, count)) is not None])
+        offer = offer_from_choices(choices, count)
+        if offer is not None:
+            offers.append(offer)
+    return sorted(offers, key=lambda o: o.price_per_hour)
 
 
 def catalog_rows(value: Any) -> list[CatalogGpu]:
@@ -408,6 +459,12 @@ def create_refused(reply: Reply, http: HttpClient, gpu: str, cloud: str) -> Prov
             hint="RunPod's API changed under this gpuc: upgrade gpuc, or report it with the request id",
             **common,
         )
+    if reply.status == POOL_DENIED:
+        return PoolDenied(
+            f"RunPod answered 403 to a {gpu} pod in {cloud} cloud: your account cannot access that pool ({said})",
+            cloud=cloud,
+            **common,
+        )
     return ProviderError(
         f"RunPod has no {gpu} to give in {cloud} cloud now, or refused the request ({said})",
         hint="try another GPU type (`gpuc offers`), another cloud (GPUC_RUNPOD_CLOUD_TYPE), or --provider vast",
@@ -415,76 +472,43 @@ def create_refused(reply: Reply, http: HttpClient, gpu: str, cloud: str) -> Prov
     )
 
 
-# ---- GraphQL: the one door, for what REST v2 has no route ----------------------------------------------
+class PoolDenied(ProviderError):
+    """A create's 403: "your account cannot access the requested pool" (the v2 spec's create table). Nothing
+    was created; the next candidate may be tried. Not a bad key: the same key just read the catalog."""
+
+    def __init__(self, message: str, *, cloud: str, **common: Any) -> None:
+        super().__init__(message, **common)
+        self.cloud = cloud
+        self.said = message  # without the provider's name and the status: to be put together with others
 
 
-class GraphQLError(ProviderError):
-    """RunPod answered with `errors`: the request was understood and refused."""
-
-    def __init__(self, messages: list[str], codes: list[str], *, status: int, request_id: str | None) -> None:
-        super().__init__(
-            messages[0] if messages else "GraphQL error without a message",
-            provider=PROVIDER,
-            status=status if status != 200 else None,
-            request_id=request_id,
-        )
-        self.messages = messages
-        self.codes = codes
-
-    @property
-    def pod_not_found(self) -> bool:
-        return (
-            any(m.strip().lower() == NOT_FOUND_TO_TERMINATE for m in self.messages)
-            or "POD_NOT_FOUND" in self.codes
-        )
-
-
-class GraphQLRetired(ProviderError):
-    """RunPod's GraphQL is gone: no retry, no guess, one message that says what to do."""
-
-    def __init__(self, said: str, *, status: int | None, request_id: str | None) -> None:
-        super().__init__(
-            GRAPHQL_RETIRED + (f" ({said})" if said else ""),
-            provider=PROVIDER,
-            status=status,
-            request_id=request_id,
-            hint="gpuc uses GraphQL only for the RunPod balance and a pod's own self-destroy; a gpuc release "
-            "reads them elsewhere (pip install -U gpuc). Pods, `ls`, `down` and the reaper use REST v2 and "
-            "are not affected",
-        )
-
-
-def graphql_error(reply: Reply, http: HttpClient) -> ProviderError:
-    items = (
-        [e for e in reply.body["errors"] if isinstance(e, dict)]
-        if isinstance(reply.body["errors"], list)
-        else []
+def pools_denied(denied: list[PoolDenied], skipped: list[str], gpu: str) -> PoolDenied:
+    """Every pool tried said 403: said as what it is, with what was not tried and why."""
+    said = "; ".join(d.said for d in denied)
+    not_tried = f"; not tried: {', '.join(skipped)}" if skipped else ""
+    last = denied[-1]
+    return PoolDenied(
+        f"{said}{not_tried}. Nothing was created",
+        cloud=last.cloud,
+        provider=PROVIDER,
+        status=last.status,
+        request_id=last.request_id,
+        hint=f"this is not a bad key (it read RunPod's catalog): rent another GPU type than {gpu} (`gpuc offers "
+        "--provider runpod`), another cloud (GPUC_RUNPOD_CLOUD_TYPE=SECURE, COMMUNITY or ALL), or ask RunPod "
+        "for access to that pool; a Read Only or Restricted key cannot create pods at all",
     )
-    messages = [http.redact(str(e.get("message", "")))[:300] for e in items]
-    codes = [
-        str((e.get("extensions") or {}).get("code", ""))
-        for e in items
-        if isinstance(e.get("extensions"), dict)
-    ]
-    status = reply.status if reply.status != 200 else None
-    if reply.status == 410 or any(GRAPHQL_GONE_WORDS.search(m) for m in messages):
-        return GraphQLRetired(messages[0] if messages else "", status=status, request_id=reply.request_id)
-    if any(re.search(r"unauthori[sz]ed|not authori[sz]ed|forbidden", m, re.IGNORECASE) for m in messages):
-        return ProviderAuthError(
-            messages[0],
-            provider=PROVIDER,
-            status=status,
-            request_id=reply.request_id,
-            hint=f"check {KEY_ENV} (environment or .env): is it current, and allowed to do this?",
-        )
-    return GraphQLError(messages or [""], codes, status=reply.status, request_id=reply.request_id)
+
+
+# ---- GraphQL: the one door, for what REST v2 has no route ----------------------------------------------
 
 
 def legacy_graphql(
     http: HttpClient, url: str, query: str, variables: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The one way gpuc reaches RunPod's GraphQL (retiring "early 2027"): variables in, `data` out, `errors`
-    raised, and GraphQLRetired when RunPod answers that it is gone. Only for what REST v2 has no route."""
+    """The one way the laptop reaches RunPod's GraphQL (retiring "early 2027"): variables in, `data` out, `errors`
+    raised (read as the pod reads them, core/providers/podkey.py), and GraphQLRetired when RunPod answers that it
+    is gone, GraphQLRateLimited when it says "later" (a 429 still there after the choke point's retries, or
+    an error in those words). Only for what REST v2 has no route."""
     try:
         reply = http.request(
             "POST", url, json={"query": query, "variables": dict(variables or {})}, accept=GRAPHQL_ERROR_STATUSES
@@ -493,18 +517,28 @@ def legacy_graphql(
         if exc.status in GRAPHQL_GONE_STATUSES:
             raise GraphQLRetired("", status=exc.status, request_id=exc.request_id) from None
         raise
-    body = reply.body
-    has_errors = isinstance(body, dict) and bool(body.get("errors"))
-    if reply.status == 410 or (reply.status == 404 and not has_errors):
-        said = message_from_body(body) if isinstance(body, dict) else ""
-        raise GraphQLRetired(http.redact(said)[:200], status=reply.status, request_id=reply.request_id)
-    require(isinstance(body, dict), PROVIDER, "GraphQL answer is not an object")
-    if has_errors:
-        raise graphql_error(reply, http)
-    require(reply.status < 300, PROVIDER, f"GraphQL HTTP {reply.status} without errors")
-    data = body.get("data")
-    require(isinstance(data, dict), PROVIDER, "GraphQL answer has no data")
-    return dict(data)
+    except ProviderUnavailable as exc:
+        if exc.status == 429:
+            raise GraphQLRateLimited("HTTP 429", request_id=exc.request_id) from None
+        raise
+    return graphql_data(reply.status, reply.body, reply.request_id, http.redact)
+
+
+def not_offered(gpu: CatalogGpu, cloud: CloudType, count: int) -> ConfigError:
+    name = gpu.name or gpu_display(gpu.id) or gpu.id
+    offered = [c for c in clouds_of(cloud) if c in cloud_prices(gpu)]
+    ceilings = [m for c in offered if (m := max_count(gpu, c)) is not None]
+    if offered and ceilings and count > max(ceilings):
+        return ConfigError(
+            f"RunPod rents at most {max(ceilings)} x {name} on one pod in {' or '.join(offered)} cloud; "
+            f"{count} were asked",
+            hint=f"ask for --gpus {max(ceilings)} or fewer, or a GPU type sold in bigger machines "
+            f"(`gpuc offers --provider runpod --num-gpus {count}`)",
+        )
+    return ConfigError(
+        f"RunPod does not offer {name} in {cloud} cloud",
+        hint="pick another GPU type (`gpuc offers --provider runpod`) or set GPUC_RUNPOD_CLOUD_TYPE",
+    )
 
 
 # ---- the provider -----------------------------------------------------------------------------------
@@ -559,12 +593,55 @@ class RunPodProvider(HttpProvider):
     # -- create --
 
     supports_interruptible = False  # see the module docstring: checked before any call
+    takes_public_key = True  # the create carries the key gpuc logs in with (PUBLIC_KEY)
 
-    def create(self, spec: PodSpec) -> Pod:
+    def check_spec(self, spec: PodSpec) -> None:
+        """What RunPod would refuse, or rent unusable, refused before any call (and again by `create`)."""
         if spec.interruptible:
             raise ConfigError(SPOT_GONE, hint=SPOT_HINT)
+        if spec.volume_gb < MIN_VOLUME_GB:
+            raise ConfigError(
+                f"a {spec.volume_gb} GB volume is too small for RunPod: it refuses a pod volume under "
+                f"{MIN_VOLUME_GB} GB (\"Upstream enforces a 10 GB floor\"); nothing was created",
+                hint=f"ask for --volume-gb {MIN_VOLUME_GB} or more (gpuc's default is 30): the volume holds "
+                "/workspace, where results/ lives",
+            )
+        key = spec.ssh_public_key
+        if key is not None and not PUBLIC_KEY_RE.match(key.strip()):
+            raise ConfigError(
+                "the ssh public key for the pod is not one line `<type> <base64> [comment]`",
+                hint="point GPUC_SSH_KEY_PATH at a private key whose .pub beside it is an OpenSSH public key "
+                "(ssh-keygen -y -f KEY > KEY.pub rewrites it)",
+            )
+
+    def create(self, spec: PodSpec) -> Pod:
+        """POST /v2/pods in the first cloud that offers the GPU type for this count (`_placements`); after a
+        403 ("your account cannot access the requested pool") the next one, if its price is within what the
+        user was shown (spec.price_per_hour, else the first's): a dearer pool is never rented unasked."""
+        self.check_spec(spec)
         env = pod_env(spec)
-        gpu_id, cloud = self._placement(spec.gpu_type)
+        if spec.ssh_public_key is not None:
+            # startSsh injects the account's registered keys "unless the request already sets one": with
+            # none registered, a pod without this has no ssh at all, and `up` could not reach what it pays for.
+            env[PUBLIC_KEY_ENV] = spec.ssh_public_key.strip()
+        gpu_id, choices = self._placements(spec.gpu_type, spec.gpu_count)
+        ceiling = max(spec.price_per_hour or 0.0, choices[0].per_gpu * spec.gpu_count)
+        denied: list[PoolDenied] = []
+        skipped: list[str] = []
+        for choice in choices:
+            price = choice.per_gpu * spec.gpu_count
+            if denied and price > ceiling + 1e-9:
+                skipped.append(f"{choice.cloud} (${price:.3f}/h, above the ${ceiling:.3f}/h shown)")
+                continue
+            if denied:  # said where the user reads it: the pod is rented elsewhere than first asked
+                log.warning("runpod: %s; asking in %s cloud instead ($%.3f/h)", denied[-1].said, choice.cloud, price)
+            try:
+                return self._create_in(spec, gpu_id, choice.cloud, env)
+            except PoolDenied as exc:
+                denied.append(exc)
+        raise pools_denied(denied, skipped, gpu_display(gpu_id) or gpu_id)
+
+    def _create_in(self, spec: PodSpec, gpu_id: str, cloud: str, env: Mapping[str, str]) -> Pod:
         body = self._create_request(spec, gpu_id, cloud, env)
 
         def send() -> Pod:
@@ -604,26 +681,32 @@ class RunPodProvider(HttpProvider):
             created_at=pod.created_at or self.clock.now(),
         )
 
-    def _placement(self, wanted: str) -> tuple[str, str]:
-        """The catalog id ("NVIDIA GeForce RTX 4090", not what users type) and the cloud to ask in."""
-        if wanted.startswith(GPU_VENDOR_PREFIXES) and self.cloud_type != "ALL":
-            return wanted, self.cloud_type  # already an id, and nothing to choose: no catalog read
-        rows = self._catalog()
-        exact = [g for g in rows if wanted.lower() in (g.id.lower(), (g.name or "").lower())]
-        found = exact or [g for g in rows if matches_gpu(g, wanted)]
+    def _placements(self, wanted: str, count: int) -> tuple[str, list[Placement]]:
+        """The catalog id ("NVIDIA GeForce RTX 4090", not what users type) and the clouds to ask in, first
+        first, read for a pod of `count` GPUs."""
+        catalog = self._catalog(count)
+        rows = {g.id: g for per_cloud in catalog.values() for g in per_cloud.values()}
+        exact = [g for g in rows.values() if wanted.lower() in (g.id.lower(), (g.name or "").lower())]
+        found = exact or [g for g in rows.values() if matches_gpu(g, wanted)]
         if len(found) != 1:
-            names = ", ".join(sorted(g.name or g.id for g in (found or rows))[:8])
+            names = ", ".join(sorted(g.name or g.id for g in (found or list(rows.values())))[:8])
             raise ConfigError(
                 f"RunPod has {'no' if not found else 'several'} GPU types matching {wanted!r}",
                 hint=f"use one of: {names}",
             )
-        cloud = cloud_for(found[0], self.cloud_type)
-        if cloud is None:
-            raise ConfigError(
-                f"RunPod does not offer {found[0].name or found[0].id} in {self.cloud_type} cloud",
-                hint="pick another GPU type (`gpuc offers --provider runpod`) or set GPUC_RUNPOD_CLOUD_TYPE",
-            )
-        return found[0].id, cloud
+        gpu = found[0]
+        choices = self._choices(catalog, gpu.id, count)
+        if not choices:
+            raise not_offered(gpu, self.cloud_type, count)
+        return gpu.id, choices
+
+    def _choices(self, catalog: Mapping[str, Mapping[str, CatalogGpu]], gpu_id: str, count: int) -> list[Placement]:
+        found = [
+            p
+            for cloud, rows in catalog.items()
+            if gpu_id in rows and (p := placement(rows[gpu_id], cloud, count)) is not None
+        ]
+        return ranked(found)
 
     # -- read --
 
@@ -651,10 +734,11 @@ class RunPodProvider(HttpProvider):
         return [p for p in (pod_from_v2(v) for v in self.v2_pods().values()) if p.status != "terminated"]
 
     def v2_pods(self) -> dict[str, V2Pod]:
-        """Every page of GET /v2/pods (limit + cursor). A chain that breaks raises: never an empty account."""
+        """GET /v2/pods: every pod in one answer (v2 does not page). Should an answer ever carry a
+        `pagination.nextCursor`, it is followed; a chain that breaks raises: never an empty account."""
         pods: dict[str, V2Pod] = {}
         cursors: set[str] = set()
-        params = {"limit": str(V2_PAGE_SIZE)}
+        params: dict[str, str] = {}
         for _ in range(MAX_V2_PAGES):
             body = self.http.request("GET", f"{self.rest_url}/pods", params=params).body
             require(isinstance(body, dict) and isinstance(body.get("pods"), list), PROVIDER, "v2 pods is not a list")
@@ -667,12 +751,17 @@ class RunPodProvider(HttpProvider):
                 return pods
             require(cursor not in cursors, PROVIDER, "the same v2 nextCursor came back twice: the paging loops")
             cursors.add(cursor)
-            params = {"limit": str(V2_PAGE_SIZE), "cursor": cursor}
+            params = {"cursor": cursor}
         raise ProviderSchemaError(
             f"the v2 pod list goes on past {MAX_V2_PAGES} pages",
             provider=PROVIDER,
             hint="the paging looks broken; report it with the request id",
         )
+
+    def registered_ssh_keys(self) -> list[str]:
+        """GET /v2/account/ssh-keys: the public keys `startSsh` would put on a pod (authorized_keys lines)."""
+        body = self.http.request("GET", f"{self.rest_url}/account/ssh-keys").body
+        return parse(SshKeys, body, "ssh keys").keys
 
     def balance(self) -> Balance:
         """GraphQL: v2 has the bill's history, not the balance (R5)."""
@@ -689,15 +778,33 @@ class RunPodProvider(HttpProvider):
             notify={name: on for name in NOTIFY_FIELDS if (on := getattr(user, name)) is not None},
         )
 
-    def offers(self, gpu: str | None = None, interruptible: bool = False) -> list[Offer]:
+    def offers(self, gpu: str | None = None, interruptible: bool = False, *, num_gpus: int = 1) -> list[Offer]:
+        """Offers for pods of `num_gpus` GPUs: the whole pod's price, and the stock for that many (the catalog
+        read with `count`: stock for one GPU says nothing of four on one machine)."""
         if interruptible:
             raise ConfigError(SPOT_GONE, hint=SPOT_HINT)
-        rows = [g for g in self._catalog() if gpu is None or matches_gpu(g, gpu)]
-        offers = [o for o in (offer_from_catalog(g, self.cloud_type) for g in rows) if o is not None]
+        catalog = self._catalog(num_gpus)
+        rows = {g.id: g for per_cloud in catalog.values() for g in per_cloud.values() if g.id != "unknown"}
+        wanted = [g for g in rows.values() if gpu is None or matches_gpu(g, gpu)]
+        offers = [o for g in wanted if (o := offer_from_choices(self._choices(catalog, g.id, num_gpus), num_gpus))]
         return sorted(offers, key=lambda o: o.price_per_hour)
 
-    def _catalog(self) -> list[CatalogGpu]:
-        return catalog_rows(self.http.request("GET", f"{self.rest_url}/catalog/gpus", params=CATALOG_PARAMS).body)
+    def pod_offer(self, wanted: str, count: int) -> Offer:
+        """The offer `create` would take first for `count` GPUs of `wanted`: what `up` quotes (ConfigError
+        when RunPod cannot rent it: a GPU type it does not sell, a count past its largest pod)."""
+        _, choices = self._placements(wanted, count)
+        offer = offer_from_choices(choices, count)
+        assert offer is not None  # _placements raises rather than answer no choice
+        return offer
+
+    def _catalog(self, count: int) -> dict[str, dict[str, CatalogGpu]]:
+        """GET /v2/catalog/gpus once per cloud asked for: the availability is scoped by `count` and `cloud`."""
+        catalog: dict[str, dict[str, CatalogGpu]] = {}
+        for cloud in clouds_of(self.cloud_type):
+            params = {**CATALOG_PARAMS, "count": str(count), "cloud": cloud}
+            body = self.http.request("GET", f"{self.rest_url}/catalog/gpus", params=params).body
+            catalog[cloud] = {g.id: g for g in catalog_rows(body)}
+        return catalog
 
     # -- stop / start / destroy --
 
@@ -771,68 +878,3 @@ def next_cursor(body: dict[str, Any]) -> str | None:
 
 
 # ---- inside the pod ----------------------------------------------------------------------------------
-
-
-class RunPodSelfDestroyer(ScopedSelfDestroyer):
-    """This pod's end with the pod-scoped key RunPod injects (RUNPOD_API_KEY), never the account key: the
-    calls only, the decision is ScopedSelfDestroyer's.
-
-    Still GraphQL (through legacy_graphql): the reference does not say the pod key may use REST v2, and the
-    one field report saw REST answer it 403 while GraphQL `pod(...)` and `podTerminate` served it. Whether
-    it may podTerminate is UNCONFIRMED (self-stop is documented); it may hear "pod not found to terminate"
-    while the pod lives on. When GraphQL is retired the self-destroy fails loudly (GraphQLRetired) and the
-    watchdog's reaper, which holds the account key and uses v2, is the one that ends the pod."""
-
-    words = SelfWords(
-        PROVIDER, noun="pod", call="podTerminate", short="terminate", done="terminated",
-        not_found=f"answered {NOT_FOUND_TO_TERMINATE!r}", disk="volume", kept="its volume (/workspace) stays",
-    )
-    key = PodKey("RUNPOD_POD_ID", "RUNPOD_API_KEY", role="the pod-scoped key", hint="RunPod injects them into the"
-                 " container's main process; pass them on to the agent's env")
-
-    def __init__(self, pod_id: str, *, graphql_url: str = DEFAULT_GRAPHQL_URL, http: HttpClient) -> None:
-        self.pod_id = pod_id
-        self.graphql_url = graphql_url
-        self.http = http
-
-    @classmethod
-    def with_client(cls, own_id: str, http: HttpClient, environ: Mapping[str, str]) -> Self:
-        return cls(own_id, graphql_url=environ.get(RUNPOD_GRAPHQL_ENV) or DEFAULT_GRAPHQL_URL, http=http)
-
-    @property
-    def own_id(self) -> str:
-        return self.pod_id
-
-    def graphql(self, query: str, variables: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        return legacy_graphql(self.http, self.graphql_url, query, variables)
-
-    def terminate(self) -> bool:
-        try:
-            self.graphql(TERMINATE_MUTATION, {"podId": self.pod_id})
-        except GraphQLError as exc:
-            if exc.pod_not_found:
-                return False
-            raise TerminateRefused(exc.message) from None
-        except ProviderAuthError as exc:
-            raise TerminateRefused(exc.message) from None
-        return True
-
-    def stop(self) -> None:
-        """podStop with the pod key: the one self-control RunPod documents (R7). The volume (/workspace,
-        where results/ is) stays; the container disk is wiped."""
-        self.graphql(STOP_MUTATION, {"podId": self.pod_id})
-
-    def stop_found_nothing(self, exc: ProviderError) -> bool:
-        return isinstance(exc, GraphQLError) and "not found" in exc.message.lower()
-
-    def read_self(self) -> bool | None:
-        """Read this pod with its own key: True/False, or None when the read itself fails."""
-        try:
-            found = self.graphql(SELF_READ_QUERY, {"podId": self.pod_id}).get("pod")
-        except ProviderError as exc:
-            log.warning("runpod: pod %s cannot read itself (%s)", self.pod_id, exc.message)
-            return None
-        if found is None:
-            return False  # null for a deleted id (UNCONFIRMED; the reaper re-checks with the account key)
-        pod = parse(GqlPod, found, "pod")
-        return pod.desiredStatus != "TERMINATED"

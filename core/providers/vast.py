@@ -1,21 +1,30 @@
 """Vast.ai through its REST API: create = PUT /asks/{offer}/, list = the v1 paginated instance list (the v0
-list is deprecated), DELETE /instances/{id}/, /users/current, POST /bundles/.
+list is deprecated), DELETE /instances/{id}/, GET /users/current/, POST /bundles/.
+
+Every request is one Vast's published OpenAPI documents, on its documented path (docs/providers.md names
+the version; tests/providers/test_vast_conformance.py holds each to it): no field outside the documented
+ones, so the create body carries no `client_id` (the official CLI's, absent from the spec and its
+examples) and the documented `runtype` `ssh_direct`, and an on-demand search leaves `type` to its
+documented default. A create is checked against the documented bounds first (a refusal here costs nothing
+and says the fix), and an interruptible create against the offer's `min_bid`. The instance is handed the ssh
+key `up` logs in with (attached after the create): Vast gives a new instance only the account's registered
+keys, none on a new account.
 
 Vast answers `success: false` with HTTP 200 at times, so every write checks `success` as well as the
 status. Every request goes through the HttpClient choke point in core/providers/http.py.
 
-The list is asked without `select_cols`, as the official SDK does: the server then returns full rows. What
-a column set (even `["*"]`) leaves out is UNCONFIRMED, and a row without `extra_env` cannot show gpuc's
-ownership marker, so such a row raises instead of being read as someone else's instance.
+The list is asked without `select_cols`, as the official SDK does: the spec says the default is every
+column. A row without `extra_env` cannot show gpuc's ownership marker, so such a row raises instead of
+being read as someone else's instance.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import re
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Self, TypeVar, Unpack
+import shlex
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 from gpuc.core.clock import Clock
 from gpuc.core.errors import ConfigError, GpucError, NotFound, ProviderError, ProviderSchemaError
@@ -25,11 +34,7 @@ from gpuc.core.providers.common import (
     HttpProvider,
     HttpTuning,
     Number,
-    PodKey,
     ProviderAnswer,
-    ScopedSelfDestroyer,
-    SelfWords,
-    TerminateRefused,
     Whole,
     api_key_of,
     env_from_pairs,
@@ -39,8 +44,9 @@ from gpuc.core.providers.common import (
     pod_env,
     watchdog_of,
 )
-from gpuc.core.providers.endpoints import VAST_URL, VAST_URL_ENV, vast_host
+from gpuc.core.providers.endpoints import VAST_URL, vast_host
 from gpuc.core.providers.http import BackoffFunction, HttpClient, Reply, require
+from gpuc.core.providers.podkey import VAST_INSTANCE_ID_RE, VAST_RELEASED, vast_not_found
 from gpuc.core.settings import Settings
 
 if TYPE_CHECKING:
@@ -55,11 +61,20 @@ DEFAULT_URL = VAST_URL
 KEY_ENV = "VAST_API_KEY"
 PAGE_SIZE = 25  # the v1 list's maximum
 MAX_PAGES = 200  # 5000 instances: far past any personal account, so more means the pagination broke
-# Legacy space-joined runtype the CLI sends: ssh only (direct + proxy), no Jupyter.
-RUNTYPE = "ssh_direc ssh_proxy"
-INSTANCE_ID_RE = re.compile(r"^[0-9]{1,12}$")
+# create_instance.yaml's enum: "Direct SSH connection. Port 22 is provisioned on the instance" (the API
+# guide's choice for SSH only; the official CLI still sends the legacy "ssh_direc ssh_proxy"). Offers are
+# asked with direct ports (DIRECT_PORTS) so that port can be provisioned.
+RUNTYPE = "ssh_direct"
+INSTANCE_ID_RE = VAST_INSTANCE_ID_RE
 BID_MARGIN = 1.10  # SPEC bid advice: bid min_bid × 1.10
-NOT_FOUND_ERRORS = ("not_found", "no_such_instance")
+# create_instance.yaml's bounds (x-input-validation), checked before the create: a refusal costs nothing
+# either way, but gpuc's says the fix. onstart: "limited to 4048 characters" (the spec's own quirk list),
+# under the 4096 of args + args_str + onstart together.
+PRICE_RANGE = (0.001, 128.0)
+DISK_MIN_GB = 8.0
+LABEL_MAX, IMAGE_MAX, ONSTART_MAX = 256, 1024, 4048
+ENV_VALUE_MAX, ENV_TOTAL_MAX = 256, 32768
+OURS = "gpuc sets this itself, so this is a gpuc bug: report it with this message"
 
 # `offers` defaults (SPEC "Offers"); each is a keyword of VastProvider.offers, None drops the filter.
 DEFAULT_FILTERS: dict[str, tuple[str, float | bool]] = {
@@ -69,8 +84,11 @@ DEFAULT_FILTERS: dict[str, tuple[str, float | bool]] = {
     "inet_down_cost": ("lt", 0.01),
     "storage_cost": ("lt", 0.3),
 }
-# Always on: an offer we cannot rent is not an offer (vast-cli's defaults).
+# Always on: an offer we cannot rent is not an offer (vast-cli's defaults); and one open port at least, which
+# `ssh_direct` needs ("`direct_port_count>=1` ... needed for direct SSH", Vast's CLI hello-world): without
+# it the pod is reached through Vast's proxy only, "slow for data transfer" (or not at all).
 RENTABLE = {"external": {"eq": False}, "rentable": {"eq": True}, "rented": {"eq": False}}
+DIRECT_PORTS = {"direct_port_count": {"gte": 1}}
 
 # actual_status is what the host reports; intended_status what the user asked for; cur_state the contract.
 # unknown (no heartbeat) and offline (host gone) are NOT exited: the reaper only alerts on them.
@@ -135,6 +153,13 @@ class VastUser(ProviderAnswer):
     credit: Number
 
 
+class VastSshKey(ProviderAnswer):
+    """One row of GET /api/v0/ssh/ (show_ssh_keys.yaml)."""
+
+    key: str
+    deleted_at: str | None = None
+
+
 W = TypeVar("W", bound=ProviderAnswer)
 
 
@@ -147,7 +172,7 @@ def parse(model: type[W], value: Any, what: str) -> W:
 
 
 def status_of(inst: VastInstance) -> PodStatus:
-    if inst.cur_state == "unloaded":
+    if inst.cur_state == VAST_RELEASED:
         return "terminated"  # the contract is released: destroyed
     actual = inst.actual_status
     if actual is None or actual == "created":
@@ -173,6 +198,16 @@ def ssh_of(inst: VastInstance) -> tuple[str | None, int | None]:
     return None, None
 
 
+def busy_pct(util: float | None) -> float | None:
+    """`gpu_util` as a percent. show_instance.yaml calls it "a fraction"; the official CLI prints it as a
+    percent ("Util. %"). A reading in (0, 1] fits both and is taken as the fraction, the busier reading:
+    the provider's GPU reading only ever holds off a kill (the reaper's busy veto), so an ambiguous one can
+    hold one off, never cause one."""
+    if util is not None and 0 < util <= 1:
+        return util * 100
+    return util
+
+
 def pod_from_instance(inst: VastInstance) -> Pod:
     env = env_from_pairs(inst.extra_env or [])
     host, port = ssh_of(inst)
@@ -193,7 +228,7 @@ def pod_from_instance(inst: VastInstance) -> Pod:
         interruptible=bool(inst.is_bid),
         ssh_host=host,
         ssh_port=port,
-        gpu_util_pct=inst.gpu_util,
+        gpu_util_pct=busy_pct(inst.gpu_util),
         disk_gb=inst.disk_space,
         disk_usd_gb_month=inst.storage_cost,
     )
@@ -257,20 +292,89 @@ def bundles_query(
         key: {op: value} for key, rule in filters.items() if rule is not None for op, value in [rule]
     }
     query.update(RENTABLE)
+    query.update(DIRECT_PORTS)
     if gpu:
         query["gpu_name"] = {"eq": gpu.replace("_", " ")}  # server names use spaces: "RTX 4090"
     query["order"] = [["dph_total", "asc"]]
-    query["type"] = "bid" if interruptible else "on-demand"
+    if interruptible:
+        query["type"] = "bid"
+    # On-demand is the spec's default type, left out: its enum spells it "ondemand", the CLI and the spec's
+    # own example "on-demand" (which the server takes is UNCONFIRMED; `doctor --live` reads it).
     query["allocated_storage"] = allocated_storage
     query["limit"] = 100
     return query
 
 
-def is_not_found(body: Any) -> bool:
-    if not isinstance(body, dict) or body.get("success") is not False:
-        return False
-    msg = str(body.get("msg") or body.get("message") or "").lower()
-    return body.get("error") in NOT_FOUND_ERRORS or "not found" in msg or "no longer exists" in msg
+class BidUnderFloor(ConfigError):
+    """A bid under the floor of every offer passing the filters: refused before anything is rented."""
+
+
+def offer_for_bid(
+    found: Sequence[Offer], bid_per_gpu: float, gpu: str, gpu_count: int, *, named: bool = False
+) -> Offer:
+    """The first offer (cheapest first) whose floor the bid clears. `min_bid` is the offer's, like the
+    create's `price` ("Bid price per machine"): the bid per GPU x the GPUs is what is compared (that the
+    floor is per offer, not per GPU, is UNCONFIRMED; the official SKILL.md passes it as the bid price). An
+    offer that shows no floor is tried: Vast refuses an under-floor bid with 400 invalid_price, renting
+    nothing. `named`: the one offer the user named, said as such."""
+    require(bool(found), PROVIDER, "no offer to bid on")
+    bid = bid_per_gpu * gpu_count
+    for offer in found:
+        if offer.min_bid is None or bid >= offer.min_bid:
+            return offer
+    lowest = min(found, key=lambda o: o.min_bid or 0.0)
+    raise bid_under_floor(lowest, bid_per_gpu, gpu, gpu_count, named=named)
+
+
+def bid_under_floor(
+    offer: Offer, bid_per_gpu: float, gpu: str, gpu_count: int, *, named: bool = False
+) -> BidUnderFloor:
+    floor = (offer.min_bid or 0.0) / gpu_count
+    more = f" --num-gpus {gpu_count}" if gpu_count > 1 else ""
+    search = f"gpuc offers --provider vast --interruptible --gpu {shlex.quote(gpu)}{more}"
+    whose = (
+        f"offer {offer.id}'s min_bid is ${floor:.3f} per GPU-hour"
+        if named
+        else f"the lowest min_bid among the offers passing the filters is ${floor:.3f} per GPU-hour (offer "
+        f"{offer.id})"
+    )
+    return BidUnderFloor(
+        f"a bid of ${bid_per_gpu:.3f} per GPU-hour is under Vast's floor for {gpu} x{gpu_count}: {whose}, and "
+        "Vast refuses a bid under it; nothing was rented",
+        hint=f"bid at least the floor, e.g. --bid {round(floor * BID_MARGIN, 3):g} (the floor + 10 %, as `gpuc "
+        f"offers` advises); `{search}` shows each offer's min_bid",
+    )
+
+
+def check_create_bounds(body: Mapping[str, Any]) -> None:
+    """create_instance.yaml's bounds, before the create: Vast refuses each (400 invalid_args, nothing rented),
+    gpuc says which and how to fix it."""
+    price = body.get("price")
+    if price is not None and not PRICE_RANGE[0] <= price <= PRICE_RANGE[1]:
+        raise ConfigError(
+            f"a bid of ${price:g}/h for the instance is outside what Vast takes (${PRICE_RANGE[0]:g} to "
+            f"${PRICE_RANGE[1]:g} per machine-hour)",
+            hint="pass --bid per GPU-hour within that range (`gpuc offers --provider vast --interruptible` shows "
+            "each offer's min_bid)",
+        )
+    if body["disk"] < DISK_MIN_GB:
+        raise ConfigError(f"a {body['disk']:g} GB disk is under Vast's minimum of {DISK_MIN_GB:g} GB", hint=OURS)
+    if len(body["image"]) > IMAGE_MAX or len(body["label"]) > LABEL_MAX:
+        raise ConfigError(
+            f"Vast takes an image name of at most {IMAGE_MAX} characters and a label of at most {LABEL_MAX}",
+            hint="pass a shorter --image",
+        )
+    if len(body.get("onstart") or "") > ONSTART_MAX:
+        raise ConfigError(f"the onstart script is over Vast's {ONSTART_MAX} characters", hint=OURS)
+    env: Mapping[str, str] = body["env"]
+    long = sorted(k for k, v in env.items() if len(v) > ENV_VALUE_MAX)
+    if long or sum(len(k) + len(v) for k, v in env.items()) > ENV_TOTAL_MAX:
+        what = f"{long[0]} is over {ENV_VALUE_MAX} characters" if long else f"over {ENV_TOTAL_MAX} characters"
+        raise ConfigError(
+            f"Vast refuses this pod's env: {what}",
+            hint="the env shows in every listing and is for short settings: put long values in .env "
+            "(`up --env NAME` sends them to the job over ssh)",
+        )
 
 
 def refused(http: HttpClient, reply: Reply, what: str) -> ProviderError:
@@ -282,7 +386,7 @@ def refused(http: HttpClient, reply: Reply, what: str) -> ProviderError:
 
 
 class VastApi:
-    """The few Vast calls a pod-scoped key may make too (show, stop, destroy one instance)."""
+    """The calls on one instance (show, stop, destroy); the pod makes its own (core/providers/podkey.py)."""
 
     def __init__(self, http: HttpClient, url: str) -> None:
         self.http = http
@@ -299,11 +403,11 @@ class VastApi:
     def delete(self, instance_id: str) -> DestroyResult:
         reply = self.http.request("DELETE", self.instance_url(instance_id), json={}, accept=(404,))
         if reply.status == 404:
-            require(is_not_found(reply.body), PROVIDER, "404 without Vast's not-found body")
+            require(vast_not_found(reply.body), PROVIDER, "404 without Vast's not-found body")
             return "already_gone"
         if isinstance(reply.body, dict) and reply.body.get("success") is True:
             return "destroyed"
-        if is_not_found(reply.body):
+        if vast_not_found(reply.body):
             return "already_gone"
         # success:false with HTTP 200 is a failure, never a destroy (vast-cli's destroy_instance bug)
         raise refused(self.http, reply, f"destroy of instance {instance_id} refused")
@@ -316,6 +420,10 @@ class VastApi:
 
 class VastProvider(HttpProvider):
     name = PROVIDER
+    # `create` hands the instance the public key `up` logs in with (PodSpec.ssh_public_key), attached after the
+    # create: Vast puts only the account's registered keys on a new instance ("SSH keys must be registered
+    # BEFORE creating an instance (VM: no recovery; Docker: can add post-create)"), none on a new account.
+    takes_public_key = True
 
     def __init__(
         self,
@@ -350,6 +458,11 @@ class VastProvider(HttpProvider):
 
     # -- create --
 
+    def check_spec(self, spec: PodSpec) -> None:
+        """What Vast would refuse of this spec (create_instance.yaml's bounds), before any call."""
+        bid = spec.bid_per_gpu * spec.gpu_count if spec.interruptible and spec.bid_per_gpu else None
+        self._create_body(spec, pod_env(spec), bid)
+
     def create(self, spec: PodSpec) -> Pod:
         env = pod_env(spec)
         offer_id, price, bid = self._offer_for(spec)
@@ -358,11 +471,39 @@ class VastProvider(HttpProvider):
         def send() -> Pod:
             return self._send_create(offer_id, body, spec, bid if bid is not None else price)
 
-        return self.create_named(spec.name, send)
+        pod = self.create_named(spec.name, send)
+        if spec.ssh_public_key:
+            self._hand_key(pod.id, spec.ssh_public_key)
+        return pod
+
+    def _hand_key(self, pod_id: str, public_key: str) -> None:
+        """POST /instances/{id}/ssh/ (attach_ssh.yaml): the key `up` logs in with, on the instance whatever the
+        account has registered. Whether a key attached while the instance still loads reaches its sshd is
+        UNCONFIRMED, so a refusal is said, never fatal: the account's registered keys still apply (`up` and
+        `doctor` say whether gpuc's is among them), and an instance `up` cannot reach is destroyed."""
+        try:
+            reply = self.http.request("POST", f"{self.api.instance_url(pod_id)}ssh/", json={"ssh_key": public_key})
+        except GpucError as exc:
+            log.warning("vast: could not attach gpuc's ssh key to instance %s (%s)", pod_id, exc.message)
+            return
+        if not (isinstance(reply.body, dict) and reply.body.get("success") is True):
+            said = refused(self.http, reply, "attach").message
+            log.warning("vast: instance %s did not take gpuc's ssh key (%s)", pod_id, said)
+
+    def registered_ssh_keys(self) -> list[str]:
+        """GET /api/v0/ssh/ (show_ssh_keys.yaml): the public keys the account puts on a new instance. "404: No
+        SSH keys found for the user" is an account with none; a deleted key is not one. Only ever said (a
+        warning before renting), never acted on: a wrong reading costs a line, not money."""
+        reply = self.http.request("GET", f"{self.api.v0}/ssh/", accept=(404,))
+        if reply.status == 404:
+            return []
+        require(isinstance(reply.body, list), PROVIDER, "the ssh keys answer is not a list")
+        rows = [parse(VastSshKey, row, "ssh key") for row in reply.body]
+        return [row.key.strip() for row in rows if row.deleted_at is None]
 
     def _offer_for(self, spec: PodSpec) -> tuple[str, float | None, float | None]:
         """(offer id, on-demand price, bid per machine). Without an offer id, take the cheapest that passes
-        the default filters."""
+        the default filters (for a bid: the cheapest whose min_bid the bid clears)."""
         bid = spec.bid_per_gpu * spec.gpu_count if spec.interruptible and spec.bid_per_gpu else None
         if spec.offer_id:
             if spec.interruptible and bid is None:
@@ -378,29 +519,32 @@ class VastProvider(HttpProvider):
                 hint="run `gpuc offers --provider vast` and pass an offer id, or loosen the filters there",
             )
         best = found[0]
-        if spec.interruptible and bid is None and best.min_bid is not None:
+        if spec.interruptible and spec.bid_per_gpu:
+            best = offer_for_bid(found, spec.bid_per_gpu, spec.gpu_type, spec.gpu_count)
+        elif spec.interruptible and best.min_bid is not None:
             bid = round(best.min_bid * BID_MARGIN, 4)
         log.info("vast: using offer %s (%s at %.3f $/h)", best.id, best.gpu, best.price_per_hour)
         return best.id, best.price_per_hour, bid
 
     def _create_body(self, spec: PodSpec, env: Mapping[str, str], bid: float | None) -> dict[str, Any]:
+        # create_instance.yaml's fields only (no `client_id`: the CLI's, not the spec's).
         body: dict[str, Any] = {
-            "client_id": "me",
             "image": spec.image,
             # Vast has one local disk; it is sized like RunPod's volume (default 30 GB).
             "disk": float(self.disk_gb or max(spec.volume_gb, spec.container_disk_gb)),
             "label": spec.name,
-            "env": dict(env),
+            "env": dict(env),  # the object form (the API guide's, the official client's), not the flag string
             "runtype": RUNTYPE,
             # Fail instead of creating a STOPPED instance when the offer cannot be scheduled now: an
             # unschedulable bid would otherwise sit stopped, billing its disk. Sent explicitly because the
-            # server's default depends on the rental type (only on-demand defaults to true).
+            # server's default depends on the rental type ("Defaults to false for interruptibles").
             "cancel_unavail": True,
         }
         if bid is not None:
             body["price"] = bid  # a bid makes it interruptible; without `price` it is on-demand
         if spec.onstart:
             body["onstart"] = spec.onstart
+        check_create_bounds(body)
         return body
 
     def _send_create(self, offer_id: str, body: dict[str, Any], spec: PodSpec, price: float | None) -> Pod:
@@ -419,6 +563,11 @@ class VastProvider(HttpProvider):
                 error.hint = (
                     "the offer is gone or cannot be scheduled now (for a bid: below what the host gets); "
                     "nothing was created: run `gpuc offers --provider vast` again"
+                )
+            elif isinstance(reply.body, dict) and reply.body.get("error") == "invalid_price":
+                error.hint = (
+                    "Vast refused the bid (under the offer's min_bid, or out of range); nothing was created: "
+                    "`gpuc offers --provider vast --interruptible` shows each offer's min_bid"
                 )
             stray = reply.body.get("new_contract") if isinstance(reply.body, dict) else None
             if isinstance(stray, int) and not isinstance(stray, bool):
@@ -462,7 +611,8 @@ class VastProvider(HttpProvider):
     # -- read --
 
     def get(self, pod_id: str) -> Pod | None:
-        reply = self.http.request("GET", self.api.instance_url(pod_id), params={"owner": "me"})
+        # No `owner=me`: the official client sends it, show_instance.yaml and its examples do not.
+        reply = self.http.request("GET", self.api.instance_url(pod_id))
         body = reply.body
         require(isinstance(body, dict) and "instances" in body, PROVIDER, "instance answer has no instances")
         if body["instances"] is None:
@@ -529,7 +679,9 @@ class VastProvider(HttpProvider):
 
     def balance(self) -> Balance:
         # The body holds the account API key: it is parsed for `credit` and dropped, never logged.
-        reply = self.http.request("GET", f"{self.api.v0}/users/current")
+        # The documented path ends in "/" (show_user.yaml; the CLI calls it without): gpuc never follows a
+        # redirect, so it asks the path the spec gives.
+        reply = self.http.request("GET", f"{self.api.v0}/users/current/")
         require(isinstance(reply.body, dict), PROVIDER, "users/current is not an object")
         user = parse(VastUser, reply.body, "user")
         from gpuc.core.models import Balance  # pydantic: only `balance` and `doctor` build one, never `ls`
@@ -570,6 +722,15 @@ class VastProvider(HttpProvider):
         reply = self.http.request("POST", f"{self.api.v0}/bundles/", json=query)
         return parse_offers(reply.body)
 
+    def offer(self, offer_id: str, interruptible: bool = False, allocated_storage_gb: float = 30.0) -> Offer | None:
+        """One offer by its id (search_offers.yaml's `id` filter), while it is rentable; None when not."""
+        if not INSTANCE_ID_RE.match(offer_id):
+            raise NotFound(f"{offer_id!r} is not a Vast offer id", hint="`gpuc offers --provider vast` lists them")
+        query = bundles_query(None, interruptible, {"id": ("eq", int(offer_id))}, allocated_storage_gb)
+        query.pop("direct_port_count")  # an offer the user named is priced as it is
+        reply = self.http.request("POST", f"{self.api.v0}/bundles/", json=query)
+        return next((o for o in parse_offers(reply.body) if o.id == offer_id), None)
+
     # -- stop / destroy --
 
     def stop(self, pod_id: str) -> None:
@@ -592,63 +753,3 @@ class VastProvider(HttpProvider):
                 hint=f"run `gpuc down {pod_id}` again; the reaper re-checks it on its next run",
             )
         return result
-
-
-# ---- inside the instance -----------------------------------------------------------------------------
-
-
-class VastSelfDestroyer(ScopedSelfDestroyer):
-    """This instance's end with CONTAINER_API_KEY, the key Vast scopes to it (documented to start, stop or
-    destroy only this instance): the calls only, the decision is ScopedSelfDestroyer's."""
-
-    words = SelfWords(
-        PROVIDER, noun="instance", call="destroy", short="destroy", done="destroyed",
-        not_found="answered not found", disk="disk", kept="its disk stays",
-    )
-    key = PodKey("CONTAINER_ID", "CONTAINER_API_KEY", role="the instance key", hint="Vast injects them into the"
-                 " container; ssh sessions see them only once exported")
-
-    def __init__(self, instance_id: str, api: VastApi) -> None:
-        self.instance_id = instance_id
-        self.api = api
-
-    @classmethod
-    def with_client(cls, own_id: str, http: HttpClient, environ: Mapping[str, str]) -> Self:
-        return cls(own_id, VastApi(http, environ.get(VAST_URL_ENV) or DEFAULT_URL))
-
-    @property
-    def own_id(self) -> str:
-        return self.instance_id
-
-    def terminate(self) -> bool:
-        try:
-            return self.api.delete(self.instance_id) == "destroyed"
-        except ProviderSchemaError:
-            raise  # an answer gpuc cannot read is no refusal to act on
-        except ProviderError as exc:
-            raise TerminateRefused(exc.message) from None
-
-    def stop(self) -> None:
-        """PUT state stopped with the instance key (documented to start, stop or destroy only this instance,
-        V7). The instance disk stays; exactly what a stop keeps of it is UNCONFIRMED (README)."""
-        self.api.set_state(self.instance_id, "stopped")
-
-    def stop_found_nothing(self, exc: ProviderError) -> bool:
-        return exc.status == 404
-
-    def read_self(self) -> bool | None:
-        """Read this instance with its own key: True/False, or None when the read itself fails."""
-        try:
-            reply = self.api.http.request("GET", self.api.instance_url(self.instance_id), params={"owner": "me"})
-        except ProviderError as exc:
-            log.warning("vast: instance %s cannot read itself (%s)", self.instance_id, exc.message)
-            return None
-        body = reply.body
-        if not (isinstance(body, dict) and "instances" in body):
-            return None
-        if body["instances"] is None:
-            return False  # Vast's positive "not found or no longer exists"
-        if not isinstance(body["instances"], dict):
-            return None
-        inst = parse(VastInstance, {"id": self.instance_id, **body["instances"]}, "instance")
-        return status_of(inst) != "terminated"

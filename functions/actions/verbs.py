@@ -238,9 +238,14 @@ def do_norecover(deps: Deps, pod: StoredPod | None, claim: Claim, now: float, vi
     run_id = _recovering(deps, pod)
     if not ask_stop(deps, run_id):
         raise ActionRefused(409, "the run changed meanwhile: nothing was done")
+    loaded = runs.load(deps.store, run_id)
+    busy = runs.busy_with(loaded[0]) if loaded is not None else None
+    # The phone cannot wait for the pass: it says plainly what is still under way (runs.busy_with: an attempt
+    # rented after this stop is destroyed by that pass, confirmed gone, and said).
+    now_doing = f"; right now the watchdog is {busy}: you are told once it is confirmed gone" if busy else ""
     return (
         f"recovery of run {run_id} stopped from the phone: no re-rent after an outbid; the watchdog's next pass "
-        "destroys a paused instance and says so (the pushed results stay)"
+        f"destroys a paused instance and says so (the pushed results stay){now_doing}"
     )
 
 

@@ -42,8 +42,9 @@ class RecoveryPlan:
 @dataclass(frozen=True)
 class Offer:
     id: str
-    price_per_hour: float  # the bid to send (interruptible) or the on-demand price
+    price_per_hour: float  # for the whole machine: the bid to send (interruptible) or the on-demand price
     interruptible: bool
+    min_bid: float | None = None  # the machine's floor for a bid, as listed (re-checked before the create)
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from gpuc.core.budget import Attempt
+from gpuc.core.models import Offer as ProviderOffer
 from gpuc.core.models import PodSpec
 from gpuc.core.pod import Pod
 from gpuc.core.providers.base import Provider
+from gpuc.core.providers.vast import VastProvider
 from gpuc.functions.reaper.recover import Decision, Offer, Reading, RecoveryPlan, decide
 from gpuc.functions.runs import attempt_run_id
 
@@ -49,25 +51,56 @@ class RecoveringRun:
     done: bool = False
 
 
-def read_twice(provider: Provider, pod_id: str) -> tuple[Reading, bool]:
+def read_twice(provider: Provider, pod_id: str) -> tuple[Reading, bool, bool]:
+    """(the reading, whether both reads agree, whether a paused pod's GPU still bills)."""
     first, second = provider.get(pod_id), provider.get(pod_id)
     a = "gone" if first is None else _READING.get(first.status, "unknown")
     b = "gone" if second is None else _READING.get(second.status, "unknown")
-    return a, a == b
+    return a, a == b, gpu_bills(first) or gpu_bills(second)
+
+
+def gpu_bills(pod: Pod | None) -> bool:
+    """A pod read as paused whose GPU still bills: Vast's `frozen` ("GPU charges apply": vast-ai/docs
+    manage-instances.mdx), which core/providers/vast.py maps to paused with its actual_status first in
+    raw_status. Either read saying so counts: a bill is never left out on one reading."""
+    return pod is not None and pod.status == "paused" and pod.raw_status.split("/", 1)[0] == "frozen"
 
 
 def offers_for(provider: Provider, run: RecoveringRun) -> list[Offer]:
-    """Offers matching the run's GPU: bids at the run's own price cap where the host takes it; on-demand
-    ones only for --recover-on-demand."""
+    """The run's own machine again: its GPU type and COUNT under the filters `up` rented with (the provider's
+    defaults), bid as `up` bid: the run's bid per GPU x its GPUs, which is the price cap (for the whole
+    machine). An offer whose floor (`min_bid`, for the whole machine: what the create's `price` is held to)
+    is above the cap is left out, and so is one of another GPU count (a search that ignored num_gpus): a
+    2-GPU run is never re-rented on one GPU at the 2-GPU bid. On-demand ones only for --recover-on-demand."""
     spec, plan = run.spec, run.plan
     found = [
-        Offer(o.id, plan.price_cap, interruptible=True)
-        for o in provider.offers(spec.gpu_type, True)
-        if o.min_bid is not None and o.min_bid * spec.gpu_count <= plan.price_cap
+        Offer(o.id, plan.price_cap, interruptible=True, min_bid=o.min_bid)
+        for o in same_machine(provider, spec, interruptible=True)
+        if o.min_bid is not None and o.min_bid <= plan.price_cap
     ]
     if plan.on_demand_last:
-        found += [Offer(o.id, o.price_per_hour, False) for o in provider.offers(spec.gpu_type, False)]
+        found += [Offer(o.id, o.price_per_hour, False) for o in same_machine(provider, spec, interruptible=False)]
     return found
+
+
+def same_machine(provider: Provider, spec: PodSpec, *, interruptible: bool) -> list[ProviderOffer]:
+    """What `up` searched for this spec (client/pods/plan.py `_listed`): the GPU type and count."""
+    if isinstance(provider, VastProvider):
+        listed = provider.offers(spec.gpu_type, interruptible, num_gpus=spec.gpu_count)
+    else:
+        listed = provider.offers(spec.gpu_type, interruptible)
+    return [o for o in listed if o.gpu_count == spec.gpu_count]
+
+
+def recheck(provider: Provider, run: RecoveringRun, chosen: Offer) -> Offer | None:
+    """The offer as listed NOW, just before the create (a pass that took over a claim may come minutes after
+    the choice, and a floor moves): the same one if its floor is still within the cap, else the cheapest other
+    that is, else None (nothing is rented)."""
+    fresh = [o for o in offers_for(provider, run) if o.interruptible == chosen.interruptible]
+    if not chosen.interruptible:
+        fresh = [o for o in fresh if o.price_per_hour <= chosen.price_per_hour]  # the envelope was weighed at it
+    same = [o for o in fresh if o.id == chosen.id]
+    return next(iter(same or fresh), None)
 
 
 def look(
@@ -76,8 +109,8 @@ def look(
     """Read the latest attempt twice, note a pause (on `run`), decide. No provider write."""
     if run.done:
         return Decision("none", "recovery over"), "unknown", False
-    reading, confirmed = read_twice(provider, run.pod_ids[-1])
-    note_pause(run, reading, confirmed, now)
+    reading, confirmed, billing = read_twice(provider, run.pod_ids[-1])
+    note_pause(run, reading, confirmed, now, gpu_billed=billing)
     paused_for = 0.0 if run.paused_since is None else now - run.paused_since
     offers = offers_for(provider, run) if reading == "paused" and paused_for >= wait_s else []
     decision = decide(
@@ -87,11 +120,15 @@ def look(
     return decision, reading, confirmed
 
 
-def note_pause(run: RecoveringRun, reading: Reading, confirmed: bool, now: float) -> None:
+def note_pause(run: RecoveringRun, reading: Reading, confirmed: bool, now: float, *, gpu_billed: bool = False) -> None:
+    """The pause starts the recovery's wait; the attempt's GPU stops billing at it, unless the pod is frozen
+    (its GPU bills on: the envelope and the ledger count it as running, whatever the wait decides)."""
     last = run.attempts[-1]
     if reading == "paused" and confirmed and run.paused_since is None:
         run.paused_since = now
-        run.attempts[-1] = replace(last, paused_at=now)
+        run.attempts[-1] = replace(last, paused_at=None if gpu_billed else now)
+    elif reading == "paused" and gpu_billed and last.paused_at is not None:
+        run.attempts[-1] = replace(last, paused_at=None)  # frozen since: billed from the pause on, never less
     elif reading == "running" and confirmed and run.paused_since is not None:
         # Resumed: the GPU bills again. The pause is kept out of the figure conservatively (counted as
         # billed), never under-counted.

@@ -64,6 +64,7 @@ def reap_once(deps: Deps, now: float, dry_run: bool = False) -> ReapReport:
             reap_guarded(run, rec, sight)
         release_held_events(run, records)
         recover_runs(run)  # after the pods: a paused pod of a live run was left to it above
+        tidy_store(run)
         alert_cap(run)
         alert_held(run)
         alert_balances(run, sight)
@@ -87,6 +88,16 @@ def reap_once(deps: Deps, now: float, dry_run: bool = False) -> ReapReport:
             ),
         )
     return run.report
+
+
+def tidy_store(run: Pass) -> None:
+    """What the store keeps for a window only (a webhook delivery's id) goes once the window is over."""
+    if run.dry_run:
+        return
+    try:
+        run.deps.store.sweep(run.now)
+    except Exception as exc:  # the next pass sweeps again
+        log.error("reaper: store sweep: %s", describe(exc, run.deps))
 
 
 def flush(deps: Deps) -> None:
@@ -172,12 +183,16 @@ def reap_safely(deps: Deps, dry_run: bool = False) -> ReapReport | None:
         return None
 
 
-def run_loop(deps: Deps, interval_s: float, stop: threading.Event) -> None:
+def run_loop(deps: Deps, interval_s: float, stop: threading.Event, wake: threading.Event | None = None) -> None:
+    """A pass every `interval_s`, and one as soon as `wake` is set (Deps.wake: Vast's outbid hint, a stop)."""
+    wait = wake if wake is not None else stop
     while not stop.is_set():
         report = reap_safely(deps)
         if report is not None:
             log.info("%s", pass_line(report))
-        stop.wait(interval_s)
+        wait.wait(interval_s)
+        if wake is not None:
+            wake.clear()
 
 
 def pass_line(report: ReapReport) -> str:

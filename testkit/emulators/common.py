@@ -20,6 +20,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 
 from gpuc.core.clock import Clock, SystemClock
+from gpuc.core.providers.podkey import Send, SendFailed, Sent
 
 REDACTED = "<redacted>"
 # A fault that hits before the operation runs, or after it was applied (the answer is lost).
@@ -285,6 +286,26 @@ class Emulator(ABC):
             return httpx.Response(answer.status, content=answer.body, headers=answer.headers)
 
         return httpx.MockTransport(handler)
+
+    def pod_send(self) -> Send:
+        """This emulator as the pod's urllib sender (core/providers/podkey.py): no socket, same behaviour (an
+        answer that never comes, or a cut one, is a SendFailed as urllib's error becomes one)."""
+
+        def send(method: str, url: str, headers: Mapping[str, str], body: bytes | None, timeout_s: float) -> Sent:
+            parts = urlsplit(url)
+            request = EmuRequest(
+                method=method,
+                path=parts.path,
+                query=parse_qs(parts.query, keep_blank_values=True),
+                headers={k.lower(): v for k, v in headers.items()},
+                body=body or b"",
+            )
+            answer = self.handle(request)
+            if answer.hang or answer.reset or answer.drop or answer.cut:
+                raise SendFailed("emulated: no whole answer")
+            return Sent(answer.status, {k.lower(): v for k, v in answer.headers.items()}, answer.body)
+
+        return send
 
 
 def emu_request(request: httpx.Request) -> EmuRequest:

@@ -1,15 +1,28 @@
-"""A RunPod emulator: REST v2 (`/v2/pods`: create, list with paging, get, action, delete;
-`/v2/catalog/gpus`; `/v2/billing/pods`), and GraphQL (`POST /graphql`) as the official clients and gpuc's
+"""A RunPod emulator: REST v2 (`/v2/pods`: create, list, get, action, delete; `/v2/catalog/gpus`;
+`/v2/account/ssh-keys`; `/v2/billing/pods`), and GraphQL (`POST /graphql`) as the official clients and gpuc's
 balance and pod-side self-destroy still use it. As strict as the real API per shared/reference/providers.md,
 and accepting what the official clients send (runpod-python's inline-literal queries, `dataCenterId: null`,
 the `User` fields runpod-python and dstack ask for). tests/providers/test_official_clients.py holds it to them.
 
-REST v2: RFC 9457 problem+json errors (`{"title","status","detail"}`, `errors` on a 422); 401 without or with
-a wrong key, 403 for a pod-scoped key; a CreatePodRequest with an unknown, missing or mistyped field is a 422
-(it must be as strict as the real API: gpuc's create never learns a field RunPod would refuse), no capacity a
-400, too little balance a 402; `RateLimit`/`RateLimit-Policy` on every answer and 429 + `Retry-After` past
-`rate_per_minute`; `cost` 0.0 once EXITED; `runtime.gpus[].util`. `list_lag_s`: a new pod shows in
-GET /v2/pods only that long after its create. `graphql_retired`: GraphQL answers 410 to everything.
+REST v2, as RunPod's published OpenAPI says (runpod/docs api-reference-v2/openapi.json @a900806e; the
+requests in runpod_contract.py, the answers held to tests/providers/runpod_v2.schema.json by
+tests/providers/test_runpod_conformance.py): RFC 9457 problem+json errors (`{"title","status","detail"}`,
+`errors` on a 422); 401 without or with a wrong key, 403 for a pod-scoped key; a body that breaks the
+contract (an unknown, missing or mistyped field, a persistent mount under 10 GB) a 422, one that breaks a
+handler rule (not exactly one of gpu/cpu) a 400; an unknown QUERY parameter ignored, as RunPod does. A create
+with no capacity is a 400, too little balance a 402, a pool the account cannot use (`deny_pool`) a 403;
+`RateLimit`/`RateLimit-Policy` on every answer and 429 + `Retry-After` past `rate_per_minute`; `cost` 0.0
+once EXITED; `actions` per status (stop while PROVISIONING too); `ssh.proxy` and `ssh.direct` always there,
+`direct` null unless the pod runs with 22/tcp published; `cloud` as asked. The catalog's `availability` is
+scoped by `count` and `cloud` (stock for N GPUs on one machine, none past `maxCount`). `list_lag_s`: a new
+pod shows in GET /v2/pods only that long after its create. `graphql_retired`: GraphQL answers 410 to
+everything.
+
+SSH, as `startSsh` is documented: a pod's sshd takes the keys of the `PUBLIC_KEY` its create's env carries,
+else (with `startSsh`) the account's registered keys (`ssh_keys`, GET/PUT /v2/account/ssh-keys), else none:
+"with none registered the flag does nothing and the pod has no SSH access". With `sshd_key` set (the
+emulated platform's loopback sshd takes that key), a pod whose sshd does not take it lists an ssh port where
+nothing answers: the rental a user pays for and cannot reach.
 
 Strict: a query asking for a field RunPod does not have, an input field it does not take or a value of
 the wrong type is refused with graphql-js's message and HTTP 400 (the status real RunPod sends with
@@ -33,11 +46,11 @@ Pod-scoped keys: they may read, stop and terminate their own pod (GraphQL) and n
 `pod_key_not_found=True` answers it "pod not found to terminate" while the pod lives on (a refusal that
 looks like "already gone": the case the self-destroy must not believe).
 
-REST v2 paging (`limit`, `cursor`, `pagination.nextCursor`/`hasNextPage`) and `includeMachine` are not in
-the 2026-08 spec we read: their shape here is UNCONFIRMED, and a list without `limit` is one page of
-V2_DEFAULT_LIMIT pods.
+GET /v2/pods does not page (the spec: `{pods}`, `includeClusterPods` its one parameter). `page_size` is an
+opt-in fault for the day it does: the list then comes `page_size` pods at a time, with
+`pagination.nextCursor`/`hasNextPage` and a `cursor` to follow (a shape of the emulator's own).
 
-Billing: REST v2 `GET /v2/billing/pods` (documented query parameters only) computes each pod's charges
+Billing: REST v2 `GET /v2/billing/pods` (its documented query parameters checked) computes each pod's charges
 per bucket from its real life in the emulator's clock: GPU time x costPerHr, disk at RunPod's published
 storage rates (container + volume while running, the volume at the stopped rate while stopped).
 
@@ -69,6 +82,14 @@ from gpuc.testkit.emulators.graphql import (
     execute,
     fields,
     input_fields,
+)
+from gpuc.testkit.emulators.runpod_contract import (
+    Refusal,
+    action_refusal,
+    catalog_refusal,
+    create_refusal,
+    list_refusal,
+    ssh_keys_refusal,
 )
 
 POD_INPUT = {
@@ -273,9 +294,11 @@ NOT_FOUND_TO_TERMINATE = "pod not found to terminate"  # observed, and matched b
 # The emulator's own wording where RunPod documents none (UNCONFIRMED texts):
 NO_CAPACITY = "There are no longer any instances available with the requested specifications."
 UNAUTHORIZED = "Unauthorized"
-V2_DEFAULT_LIMIT = 20
-V2_MAX_LIMIT = 100
-V2_LIST_PARAMS = {"includeClusterPods", "includeMachine", "limit", "cursor"}
+# The emulator's own words for a create into a pool the account may not use (the spec's table: "Your account
+# cannot access the requested pool"; the real `detail` is not published).
+POOL_DENIED = "Your account cannot access the requested pool."
+# Where a pod without ssh access points its ssh port: loopback's discard port, where nothing listens.
+NO_SSHD_PORT = 9
 V2_ACTIONS = {  # v2 spec: which action each status allows
     "RUNNING": ("stop", "restart", "terminate"),
     "EXITED": ("start", "terminate"),
@@ -293,7 +316,6 @@ STATES = ("provisioning", "running", "exited", "outbid", "error")
 DISK_RUNNING_USD_GB_MONTH = 0.10
 VOLUME_STOPPED_USD_GB_MONTH = 0.20
 HOURS_PER_MONTH = 30 * 24
-BILLING_PARAMS = {"startTime", "endTime", "bucketSize", "lastN", "podId"}
 PLANTABLE = ("gpu", "cpu", "disk")
 
 
@@ -305,7 +327,9 @@ class GpuStock:
     secure: float  # $/GPU/hour; 0 = not offered
     community: float
     spot: float  # minimum bid
-    stock: int = 10
+    stock: int = 10  # GPUs free now; a pod of N needs N of them
+    max_secure: int = 8  # maxCount: the most GPUs of this type one pod may ask for, per cloud
+    max_community: int = 4
 
 
 DEFAULT_GPUS = (
@@ -347,6 +371,8 @@ class EmuPod:
     machine_id: str = field(default_factory=lambda: secrets.token_hex(6))
     gpu_held: bool = True  # False while stopped: its GPUs went back to the stock
     rented_gpus: int = 1  # what it was created with: a resume asks for these again
+    cloud: str = "SECURE"
+    authorized: tuple[str, ...] = ()  # the public keys its sshd takes (PUBLIC_KEY, else the registered keys)
 
 
 class RunPodEmulator(Emulator):
@@ -368,6 +394,8 @@ class RunPodEmulator(Emulator):
         list_lag_s: float = 0.0,
         rate_per_minute: int = 100_000,
         graphql_retired: bool = False,
+        ssh_keys: tuple[str, ...] = (),
+        sshd_key: str | None = None,
     ) -> None:
         super().__init__(clock)
         self.api_key = api_key or new_key("rpa_EMU")
@@ -408,6 +436,15 @@ class RunPodEmulator(Emulator):
         self._rate_window, self._rate_used = -1, 0
         # GraphQL as it will be once RunPod retires it ("early 2027"): 410 to every request.
         self.graphql_retired = graphql_retired
+        # The account's registered ssh public keys (GET/PUT /v2/account/ssh-keys): none on a new account.
+        self.ssh_keys = list(ssh_keys)
+        # The public key the platform's sshd takes (None: ssh is not emulated): a pod whose sshd would not take
+        # it gets an ssh port where nothing answers.
+        self.sshd_key = sshd_key
+        # (GPU id, cloud) pools this account may not use: a create there is a 403.
+        self.denied_pools: set[tuple[str, str]] = set()
+        # Opt-in fault: GET /v2/pods pages this many pods at a time (RunPod does not page today).
+        self.page_size: int | None = None
         self.serving_v2 = False
         self._ports = itertools.count(40022)
 
@@ -439,6 +476,11 @@ class RunPodEmulator(Emulator):
         with self._lock:
             self.gpus[gpu_type_id].stock = count
 
+    def deny_pool(self, gpu_type_id: str, cloud: str = "SECURE") -> None:
+        """This account may not rent `gpu_type_id` in `cloud`: a create there answers 403."""
+        with self._lock:
+            self.denied_pools.add((gpu_type_id, cloud))
+
     def add_foreign_pod(
         self, name: str = "my-notebook", *, env: dict[str, str] | None = None, state: str = "running"
     ) -> str:
@@ -467,9 +509,12 @@ class RunPodEmulator(Emulator):
             self.billing_book.set_factor(pod_id, factor)
 
     def pod_environ(self, pod_id: str) -> dict[str, str]:
-        """What RunPod injects into the pod: its id and the pod-scoped key."""
+        """What RunPod injects into the pod: its id and the pod-scoped key (and PUBLIC_KEY, the keys its sshd
+        takes, when it has any)."""
         with self._lock:
-            return {"RUNPOD_POD_ID": pod_id, "RUNPOD_API_KEY": self.pods[pod_id].key}
+            pod = self.pods[pod_id]
+            keys = {"PUBLIC_KEY": "\n".join(pod.authorized)} if pod.authorized else {}
+            return {"RUNPOD_POD_ID": pod_id, "RUNPOD_API_KEY": pod.key, **keys}
 
     def client_env(self, base_url: str) -> dict[str, str]:
         return {
@@ -503,6 +548,8 @@ class RunPodEmulator(Emulator):
             return "offers", self.v2_catalog
         if path == "/v2/billing/pods" and request.method == "GET":
             return "billing", self.v2_billing
+        if path == "/v2/account/ssh-keys" and request.method in ("GET", "PUT"):
+            return "ssh_keys", self.v2_ssh_keys
         action = re.fullmatch(r"/v2/pods/([^/]+)/action", path)
         if action and request.method == "POST":
             return action_op(request), lambda r: self.v2_action(r, action.group(1))
@@ -702,6 +749,7 @@ class RunPodEmulator(Emulator):
         pod.volume_gb = int(fields_.get("volumeInGb") or 0)
         pod.volume_mount = str(fields_.get("volumeMountPath") or "/workspace")
         pod.terminate_after = deadline(fields_.get("terminateAfter"))
+        self._give_sshd(pod, env, fields_.get("startSsh") is True)
         gpu.stock -= count
         return self._gql_pod(pod)
 
@@ -810,19 +858,12 @@ class RunPodEmulator(Emulator):
         return None
 
     def v2_create(self, request: EmuRequest) -> EmuResponse:
-        """POST /v2/pods with a CreatePodRequest, as strict as the v2 spec: an unknown or missing field, or
-        a value of the wrong type, is a 422 contract violation; no capacity (or a rule) a 400; too little
-        balance a 402. 201 with the Pod, in PROVISIONING."""
-        refused = self._v2_auth(request) or unexpected_params(request, set())
+        """POST /v2/pods with a CreatePodRequest, as strict as the v2 spec (runpod_contract.py): a broken
+        contract is a 422, a broken rule a 400; then no capacity (or a count past maxCount) a 400, a pool the
+        account may not use a 403, too little balance a 402. 201 with the Pod, in PROVISIONING."""
+        body, refused = self._checked_body(request, create_refusal)
         if refused:
             return refused
-        try:
-            body = request.json()
-        except ValueError:
-            return validation_failed("the body is not JSON")
-        errors = create_request_errors(body)
-        if errors:
-            return validation_failed(*errors)
         if "cpu" in body:
             return problem(400, "Bad Request", "the emulator rents GPU pods only")
         gpu = self.gpus.get(body["gpu"]["id"])
@@ -830,41 +871,86 @@ class RunPodEmulator(Emulator):
             return problem(400, "Bad Request", f"GPU type {body['gpu']['id']!r} is not available")
         count = int(body["gpu"].get("count", 1))
         cloud = str(body.get("cloud", "SECURE"))
+        if (gpu.id, cloud) in self.denied_pools:
+            return problem(403, "Forbidden", POOL_DENIED)
         price = gpu.secure if cloud == "SECURE" else gpu.community
+        if count > max_count(gpu, cloud):
+            return problem(400, "Bad Request", f"{gpu.display} takes at most {max_count(gpu, cloud)} GPUs per pod")
         if price <= 0 or gpu.stock < count:
             return problem(400, "Bad Request", NO_CAPACITY)
         if self.balance < price * count:  # RunPod wants an hour of the pod's price in the account
             return problem(402, "Payment Required", "insufficient balance")
-        env = {str(k): str(v) for k, v in (body.get("env") or {}).items()}
+        env = dict(body.get("env") or {})
         pod = self._new_pod(str(body["name"]), str(body.get("image") or body.get("templateId")), gpu, count,
                             price * count, env, spot=False)  # fmt: skip
+        pod.cloud = cloud
         pod.vcpu, pod.memory_gb = HOST_PER_GPU[0] * count, HOST_PER_GPU[1] * count
         pod.ports = ",".join(body.get("ports") or [])
         pod.container_disk = int(body.get("disk", 50))
         persistent = (body.get("mounts") or {}).get("persistent") or {}
         pod.volume_gb = int(persistent.get("size", 0))
-        pod.volume_mount = str(persistent.get("path", "/workspace"))
+        pod.volume_mount = str(persistent.get("path", ""))
+        self._give_sshd(pod, env, bool(body.get("startSsh")))
         gpu.stock -= count
         return EmuResponse.json(201, self._v2_pod(pod))
 
+    def _give_sshd(self, pod: EmuPod, env: dict[str, str], start_ssh: bool) -> None:
+        """The keys the pod's sshd takes: the PUBLIC_KEY sent (startSsh injects the registered keys "unless the
+        request already sets one"), else the registered keys with startSsh, else none (no sshd at all)."""
+        sent = env.get("PUBLIC_KEY")
+        keys = sent.splitlines() if sent is not None else self.ssh_keys if start_ssh else []
+        pod.authorized = tuple(k.strip() for k in keys if k.strip())
+        if self.sshd_key is not None and not takes(pod.authorized, self.sshd_key):
+            pod.ssh_port = NO_SSHD_PORT  # the image starts no sshd for it: nothing answers
+
+    def _checked_body(
+        self, request: EmuRequest, refusal: Callable[[Any], Refusal | None]
+    ) -> tuple[Any, EmuResponse | None]:
+        """The request's JSON body once the key and the body's contract are checked, or the answer refusing it."""
+        refused = self._v2_auth(request)
+        if refused:
+            return None, refused
+        try:
+            body = request.json()
+        except ValueError:
+            return None, validation_failed("body: not JSON")
+        said = refusal(body)
+        return body, refusal_answer(said) if said is not None else None
+
     def v2_catalog(self, request: EmuRequest) -> EmuResponse:
-        """GET /v2/catalog/gpus: prices per GPU per hour by cloud, and the availability."""
-        refused = self._v2_auth(request) or unexpected_params(request, CATALOG_PARAMS)
+        """GET /v2/catalog/gpus: list prices per GPU per hour by cloud, and with include=AVAILABILITY the stock
+        for `count` GPUs in `cloud` (SECURE when not given, as upstream)."""
+        refused = self._v2_auth(request)
         if refused:
             return refused
-        bad = [k for k, allowed in CATALOG_VALUES.items() if request.param(k) not in (None, *allowed)]
-        if bad:
-            return validation_failed(f"{bad[0]} must be one of {', '.join(CATALOG_VALUES[bad[0]])}")
-        return EmuResponse.json(200, {"gpus": [catalog_view(g) for g in self.gpus.values()]})
+        query = last_values(request)
+        said = catalog_refusal(query)
+        if said is not None:
+            return refusal_answer(said)
+        scope = None
+        if "include" in query:
+            scope = (int(query.get("count", "1")), query.get("cloud", "SECURE"))
+        return EmuResponse.json(200, {"gpus": [catalog_view(g, scope) for g in self.gpus.values()]})
+
+    def v2_ssh_keys(self, request: EmuRequest) -> EmuResponse:
+        """GET /v2/account/ssh-keys: `{"keys": [...]}`; PUT replaces the whole set (for tests and rehearsals:
+        gpuc itself never writes it)."""
+        if request.method == "PUT":
+            body, refused = self._checked_body(request, ssh_keys_refusal)
+            if refused:
+                return refused
+            self.ssh_keys = list(body["keys"])
+        refused = self._v2_auth(request)
+        return refused or EmuResponse.json(200, {"keys": list(self.ssh_keys)})
 
     def v2_list(self, request: EmuRequest) -> EmuResponse:
-        refused = self._v2_auth(request) or unexpected_params(request, V2_LIST_PARAMS)
+        """GET /v2/pods: `{pods}`, every pod at once; with the `page_size` fault, page by page."""
+        refused = self._v2_auth(request)
         if refused:
             return refused
-        try:
-            query = V2ListQuery.parse(request)
-        except ValueError as exc:
-            return validation_failed(str(exc))
+        said = list_refusal(last_values(request))
+        if said is not None:
+            return refusal_answer(said)
         for pod in list(self.pods.values()):
             self._observe(pod)
         listed_by = self.clock.now() - self.list_lag_s
@@ -872,44 +958,34 @@ class RunPodEmulator(Emulator):
             (p for p in self.pods.values() if p.id not in self.v2_lag and p.created_at <= listed_by),
             key=lambda p: (p.created_at, p.id),
         )
-        after = [p for p in ordered if query.after is None or (p.created_at, p.id) > query.after]
-        page = after[: query.limit]
+        if self.page_size is None:
+            return EmuResponse.json(200, {"pods": [self._v2_pod(p) for p in ordered]})
+        try:
+            after_key = cursor_key(request.param("cursor"))
+        except ValueError as exc:
+            return validation_failed(f"cursor: {exc}")
+        after = [p for p in ordered if after_key is None or (p.created_at, p.id) > after_key]
+        page = after[: self.page_size]
         more = len(after) > len(page)
-        cursor = v2_cursor(page[-1]) if more else None
-        return EmuResponse.json(
-            200,
-            {
-                "pods": [self._v2_pod(p, query.include_machine) for p in page],
-                "pagination": {"nextCursor": cursor, "hasNextPage": more, "limit": query.limit},
-            },
-        )
+        paging = {"nextCursor": v2_cursor(page[-1]) if more else None, "hasNextPage": more}
+        return EmuResponse.json(200, {"pods": [self._v2_pod(p) for p in page], "pagination": paging})
 
     def v2_get(self, request: EmuRequest, pod_id: str) -> EmuResponse:
-        refused = self._v2_auth(request) or unexpected_params(request, {"includeMachine"})
+        refused = self._v2_auth(request)
         if refused:
             return refused
-        try:
-            include_machine = bool_param(request, "includeMachine")
-        except ValueError as exc:
-            return validation_failed(str(exc))
         pod = self.pods.get(pod_id)
         if pod is not None:
             self._observe(pod)
         if pod_id not in self.pods or pod_id in self.v2_lag:
             return problem(404, "Not Found", "resource not found")
-        return EmuResponse.json(200, self._v2_pod(self.pods[pod_id], include_machine))
+        return EmuResponse.json(200, self._v2_pod(self.pods[pod_id]))
 
     def v2_action(self, request: EmuRequest, pod_id: str) -> EmuResponse:
         """POST /v2/pods/{id}/action {"action": start|stop|restart|terminate}, as the v2 spec says."""
-        refused = self._v2_auth(request) or unexpected_params(request, set())
+        body, refused = self._checked_body(request, action_refusal)
         if refused:
             return refused
-        try:
-            body = request.json()
-        except ValueError:
-            return validation_failed("the body is not JSON")
-        if not isinstance(body, dict) or set(body) != {"action"} or body["action"] not in V2_ALL_ACTIONS:
-            return validation_failed('the body must be {"action": "start"|"stop"|"restart"|"terminate"}')
         pod = self.pods.get(pod_id)
         if pod is None:
             return problem(404, "Not Found", "resource not found")
@@ -926,7 +1002,7 @@ class RunPodEmulator(Emulator):
         return EmuResponse.json(200, self._v2_pod(pod))
 
     def v2_delete(self, request: EmuRequest, pod_id: str) -> EmuResponse:
-        refused = self._v2_auth(request) or unexpected_params(request, set())
+        refused = self._v2_auth(request)
         if refused:
             return refused
         pod = self.pods.get(pod_id)
@@ -936,7 +1012,7 @@ class RunPodEmulator(Emulator):
         return EmuResponse(204)
 
     def v2_billing(self, request: EmuRequest) -> EmuResponse:
-        refused = self._v2_auth(request) or unexpected_params(request, BILLING_PARAMS)
+        refused = self._v2_auth(request)
         if refused:
             return refused
         try:
@@ -1091,18 +1167,13 @@ class RunPodEmulator(Emulator):
             return "STARTING" if pod.polls_left <= 1 else "PROVISIONING"
         return {"running": "RUNNING", "exited": "EXITED", "outbid": "EXITED", "error": "ERROR"}[pod.state]
 
-    def _v2_pod(self, pod: EmuPod, include_machine: bool = False) -> dict[str, Any]:
+    def _v2_pod(self, pod: EmuPod) -> dict[str, Any]:
+        """The Pod schema: every required field, each field the spec names and no other (no v1 `machine`)."""
         running = pod.state == "running"
-        ssh = "22/tcp" in pod.ports.split(",")
-        machine = {  # includeMachine's shape is UNCONFIRMED: GraphQL's machine fields
-            "id": pod.machine_id,
-            "gpuDisplayName": pod.gpu.display,
-            "location": "US",
-            "dataCenterId": "US-KS-2",
-            "podHostId": f"{pod.id}-{pod.machine_id[:8]}",
-        }
+        published = "22/tcp" in pod.ports.split(",")
+        status = self._v2_status(pod)
+        direct = endpoint(pod.public_ip, pod.ssh_port, "root") if running and published and pod.public else None
         return {
-            **({"machine": machine} if include_machine else {}),
             "id": pod.id,
             "name": pod.name,
             "image": pod.image,
@@ -1111,73 +1182,69 @@ class RunPodEmulator(Emulator):
             "ports": [p for p in pod.ports.split(",") if p],
             "env": dict(pod.env),
             "registry": None,
-            "status": self._v2_status(pod),
-            "actions": ["stop", "restart", "terminate"] if running else ["start", "terminate"],
-            "mounts": {"persistent": {"size": pod.volume_gb, "path": pod.volume_mount}},
+            "status": status,
+            "actions": list(V2_ACTIONS.get(status, ())),
+            "mounts": {"persistent": {"size": pod.volume_gb, "path": pod.volume_mount}} if pod.volume_gb else {},
             "gpu": {"id": pod.gpu.id, "count": pod.gpu_count},
-            "cloud": "SECURE",
+            "cloud": pod.cloud,
             "dataCenterId": "US-KS-2",
             "cudaVersion": "12.8",
-            "ssh": {
-                "proxy": {"host": "ssh.runpod.io", "port": 22, "username": f"{pod.id}-{pod.machine_id[:8]}"},
-                **(
-                    {"direct": {"host": pod.public_ip, "port": pod.ssh_port, "username": "root"}}
-                    if running and ssh and pod.public
-                    else {}
-                ),
-            },
+            # The proxy is there once the pod has a machine (at once, here); direct only while it runs with a
+            # published 22/tcp (null, never left out: the spec requires both keys).
+            "ssh": {"proxy": endpoint("ssh.runpod.io", 22, f"{pod.id}-{pod.machine_id[:8]}"), "direct": direct},
             "template": None,
             "cost": pod.cost if pod.state in ("running", "provisioning") else 0.0,
             "locked": False,
             "globalNetworking": {"enabled": False},
-            "runtime": (
-                {
-                    "uptime": self._uptime(pod),
-                    "ports": [{"private": 22, "public": pod.ssh_port, "type": "tcp", "ip": pod.public_ip}]
-                    if ssh and pod.public
-                    else [],
-                    "gpus": [
-                        {"id": f"GPU-{pod.id}-{i}", "util": pod.gpu_util, "memoryUtil": 0}
-                        for i in range(pod.gpu_count)
-                    ],
-                }
-                if running
-                else None
-            ),
+            "runtime": self._v2_runtime(pod, published) if running else None,
             "createdAt": iso(pod.created_at),
             "startedAt": iso(pod.started_at) if pod.started_at else None,
         }
 
+    def _v2_runtime(self, pod: EmuPod, published: bool) -> dict[str, Any]:
+        port = (
+            {"private": 22, "public": pod.ssh_port, "type": "tcp", "ip": pod.public_ip}
+            if pod.public
+            else {"private": 22, "public": None, "type": "tcp", "ip": None}
+        )
+        return {
+            "uptime": self._uptime(pod),
+            "ports": [port] if published else [],
+            "gpus": [{"util": pod.gpu_util, "memoryUtil": 0} for _ in range(pod.gpu_count)],
+        }
+
+
+def endpoint(host: str, port: int, user: str) -> dict[str, Any]:
+    """PodSshEndpoint: its parts and the ready-to-run command."""
+    command = f"ssh {user}@{host}" + (f" -p {port}" if port != 22 else "")
+    return {"host": host, "port": port, "username": user, "command": command}
+
+
+def takes(authorized: tuple[str, ...], key: str) -> bool:
+    """Whether an sshd with these authorized keys takes `key` (its type and base64 body; the comment aside)."""
+    wanted = key.split()[:2]
+    return any(line.split()[:2] == wanted for line in authorized)
+
+
+def max_count(gpu: GpuStock, cloud: str) -> int:
+    return gpu.max_secure if cloud == "SECURE" else gpu.max_community
+
+
+def last_values(request: EmuRequest) -> dict[str, str]:
+    return {name: values[-1] for name, values in request.query.items() if values}
+
+
+def refusal_answer(said: Refusal) -> EmuResponse:
+    status, errors = said
+    if status == 422:
+        return validation_failed(*errors)
+    answer = EmuResponse.json(status, {"title": "Bad Request", "status": status, "detail": "; ".join(errors)})
+    answer.headers["content-type"] = "application/problem+json"
+    return answer
+
 
 # The fault op of each v2 action: what it does, as the GraphQL mutation of the same effect is named.
 V2_ACTION_OPS = {"stop": "stop", "start": "resume", "restart": "resume", "terminate": "destroy"}
-V2_ALL_ACTIONS = ("start", "stop", "restart", "terminate")
-
-
-@dataclass(frozen=True)
-class V2ListQuery:
-    limit: int
-    after: tuple[float, str] | None
-    include_machine: bool
-
-    @classmethod
-    def parse(cls, request: EmuRequest) -> V2ListQuery:
-        raw = request.param("limit")
-        if raw is not None and (not raw.isdigit() or not 1 <= int(raw) <= V2_MAX_LIMIT):
-            raise ValueError(f"limit must be an integer from 1 to {V2_MAX_LIMIT}")
-        bool_param(request, "includeClusterPods")
-        return cls(
-            int(raw) if raw is not None else V2_DEFAULT_LIMIT,
-            cursor_key(request.param("cursor")),
-            bool_param(request, "includeMachine"),
-        )
-
-
-def bool_param(request: EmuRequest, name: str) -> bool:
-    raw = request.param(name)
-    if raw not in (None, "true", "false"):
-        raise ValueError(f"{name} must be true or false")
-    return raw == "true"
 
 
 def v2_cursor(pod: EmuPod) -> str:
@@ -1265,101 +1332,11 @@ def validation_failed(*errors: str) -> EmuResponse:
     return answer
 
 
-def create_request_errors(body: Any) -> list[str]:
-    """What a CreatePodRequest breaks of the v2 contract (R2), in the words of a validation error."""
-    if not isinstance(body, dict):
-        return ["the body must be a CreatePodRequest object"]
-    errors = [f"unknown field {k!r}" for k in sorted(set(body) - set(CREATE_FIELDS))]
-    if "name" not in body:
-        errors.append("name is required")
-    if "image" not in body and "templateId" not in body:
-        errors.append("image is required unless templateId is given")
-    if ("gpu" in body) == ("cpu" in body):
-        errors.append("exactly one of gpu or cpu is required")
-    for key, check in CREATE_FIELDS.items():
-        if key in body and not check(body[key]):
-            errors.append(f"{key} has the wrong type or value")
-    gpu = body.get("gpu")
-    if isinstance(gpu, dict):
-        errors += [f"unknown field 'gpu.{k}'" for k in sorted(set(gpu) - set(GPU_FIELDS))]
-        errors += [f"gpu.{k} has the wrong type or value" for k, c in GPU_FIELDS.items() if k in gpu and not c(gpu[k])]
-        if "id" not in gpu:
-            errors.append("gpu.id is required")
-    mounts = body.get("mounts")
-    if isinstance(mounts, dict) and not mounts_ok(mounts):
-        errors.append("mounts must be {persistent: {size, path}} or {network: [{volumeId, path}]}")
-    return errors
-
-
-def is_int(low: int) -> Callable[[Any], bool]:
-    return lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= low
-
-
-def is_str(v: Any) -> bool:
-    return isinstance(v, str)
-
-
-def is_bool(v: Any) -> bool:
-    return isinstance(v, bool)
-
-
-def is_strs(v: Any) -> bool:
-    return isinstance(v, list) and all(isinstance(x, str) for x in v)
-
-
-def is_ports(v: Any) -> bool:
-    return is_strs(v) and all(re.fullmatch(r"[0-9]{1,5}/(tcp|udp|http)", x) for x in v)
-
-
-def is_env(v: Any) -> bool:
-    return isinstance(v, dict) and all(isinstance(k, str) and isinstance(x, str) for k, x in v.items())
-
-
-def mounts_ok(mounts: dict[str, Any]) -> bool:
-    if set(mounts) == {"persistent"}:
-        p = mounts["persistent"]
-        return isinstance(p, dict) and set(p) <= {"size", "path"} and is_int(1)(p.get("size")) and (
-            is_str(p.get("path", "/workspace"))
-        )
-    if set(mounts) == {"network"}:
-        n = mounts["network"]
-        return isinstance(n, list) and all(isinstance(x, dict) and set(x) == {"volumeId", "path"} for x in n)
-    return False
-
-
-# CreatePodRequest (v2 openapi, R2): every field it takes, and what each must be.
-CREATE_FIELDS: dict[str, Callable[[Any], bool]] = {
-    "name": lambda v: isinstance(v, str) and 0 < len(v) <= 191,
-    "image": is_str,
-    "templateId": is_str,
-    "gpu": lambda v: isinstance(v, dict),
-    "cpu": lambda v: isinstance(v, dict),
-    "cloud": lambda v: v in ("SECURE", "COMMUNITY"),
-    "disk": is_int(1),
-    "args": is_str,
-    "env": is_env,
-    "ports": is_ports,
-    "registry": lambda v: v is None or isinstance(v, str | dict),
-    "mounts": lambda v: isinstance(v, dict),
-    "dataCenterIds": is_strs,
-    "globalNetworking": is_bool,
-    "startSsh": is_bool,
-    "startJupyter": is_bool,
-}
-GPU_FIELDS: dict[str, Callable[[Any], bool]] = {
-    "id": is_str,
-    "count": is_int(1),
-    "allowedCudaVersions": is_strs,
-    "minCudaVersion": is_str,
-}
-CATALOG_PARAMS = {"include", "product", "count", "cloud", "countryCodes", "minCudaVersion"}
-CATALOG_VALUES = {"include": ("AVAILABILITY",), "product": ("POD", "SERVERLESS"), "cloud": ("SECURE", "COMMUNITY")}
-
-
-def catalog_view(gpu: GpuStock) -> dict[str, Any]:
-    """One GPU of GET /v2/catalog/gpus (the docs' example's fields)."""
-    level = "NONE" if gpu.stock < 1 else "LOW" if gpu.stock < 3 else "MEDIUM" if gpu.stock < 8 else "HIGH"
-    return {
+def catalog_view(gpu: GpuStock, scope: tuple[int, str] | None) -> dict[str, Any]:
+    """One GpuType of GET /v2/catalog/gpus. `scope` (count, cloud) when include=AVAILABILITY asked for the
+    stock: then `availability` is for a pod of `count` GPUs in `cloud` (NONE past maxCount or with fewer
+    free), and `dataCenters` is left out when it is NONE everywhere."""
+    view: dict[str, Any] = {
         "id": gpu.id,
         "name": gpu.display,
         "pool": "EMULATED",
@@ -1368,10 +1345,19 @@ def catalog_view(gpu: GpuStock) -> dict[str, Any]:
         "secure": gpu.secure > 0,
         "community": gpu.community > 0,
         "price": {"secure": gpu.secure, "community": gpu.community, "serverless": round(gpu.secure * 1.5, 3)},
-        "maxCount": {"secure": 8, "community": 4},
-        "availability": level,
-        "dataCenters": [{"id": "US-KS-2", "name": "US Kansas 2", "availability": level}],
+        "maxCount": {"secure": gpu.max_secure, "community": gpu.max_community},
     }
+    if scope is None:
+        return view
+    count, cloud = scope
+    offered = (gpu.secure if cloud == "SECURE" else gpu.community) > 0 and count <= max_count(gpu, cloud)
+    pods = gpu.stock // count if offered else 0  # how many pods of `count` GPUs the free stock makes
+    level = "NONE" if pods < 1 else "LOW" if pods < 3 else "MEDIUM" if pods < 8 else "HIGH"
+    view["availability"] = level
+    view["cudaVersions"] = [{"version": "12.8", "available": level != "NONE"}]
+    if level != "NONE":
+        view["dataCenters"] = [{"id": "US-KS-2", "name": "US Kansas 2", "availability": level}]
+    return view
 
 
 def gpu_type_view(gpu: GpuStock) -> dict[str, Any]:
@@ -1470,10 +1456,3 @@ def problem(status: int, title: str, detail: str, headers: dict[str, str] | None
     answer = EmuResponse.json(status, {"title": title, "status": status, "detail": detail}, headers)
     answer.headers["content-type"] = "application/problem+json"
     return answer
-
-
-def unexpected_params(request: EmuRequest, allowed: set[str]) -> EmuResponse | None:
-    extra = sorted(set(request.query) - allowed - {"api_key"})
-    if extra:
-        return validation_failed(f"unknown query parameter {extra[0]!r}")
-    return None

@@ -1,23 +1,46 @@
 """A Vast.ai emulator: the v0 endpoints gpuc and the official vastai CLI/SDK call and the v1 paginated
-instance list, as strict as the real API per shared/reference/providers.md, and accepting what the
-official clients send (tests/providers/test_official_clients.py holds it to them): the SDK's create
-payload with its optional keys sent as null, `PUT /search/asks/`, reboot, recycle, bid price change, bulk
-stop/start/delete and `/instances/filters/`. The retired v0 list `GET /api/v0/instances/` answers 410
-`deprecated_endpoint`.
+instance list, as Vast's published OpenAPI (vast-ai/docs `api-reference/openapi/yaml/`, the version
+docs/providers.md names) and its guides describe them, and accepting what the official clients send
+(tests/providers/test_official_clients.py holds it to them): the SDK's create payload with its optional
+keys sent as null, `PUT /search/asks/`, reboot, recycle, bid price change, bulk stop/start/delete and
+`/instances/filters/`. The retired v0 list `GET /api/v0/instances/` answers 410 `deprecated_endpoint`.
+tests/providers/vast_spec.py is the published contract in the project's words; the conformance test
+holds every answer here to it.
 
-Strict: a create body with a field Vast does not take, or a value of the wrong type, is refused with
-400 `{"success": false, "error": "invalid_args", "msg": ...}`; list filters on computed columns are
-refused (400) as documented; the documented bodies answer an unknown offer (404), a taken offer (410),
-a missing instance (DELETE 404 not_found; GET 200 `{"instances": null}`), a bad key (401 auth_error),
-a 429 (plain text, no Retry-After). Whether Vast rejects unknown create fields is UNCONFIRMED: this
-emulator does, so gpuc may send only documented ones.
+Strict where the spec is: a create body with a field Vast does not document (the official client's
+`client_id` and `extra` excepted), a value of the wrong type, or one out of its documented bounds
+(`disk` >= 8, `price` 0.001-128, `label` <= 256, `image` <= 1024, env values <= 256 and 32768 in all,
+args + args_str + onstart <= 4096, `runtype` from the documented set or the CLI's legacy tokens) is
+refused with 400 `{"success": false, "error": "invalid_args", "msg": ...}`; `image` is required unless a
+template is named. `env` is taken in both documented forms: create_instance.yaml's Docker-flag string
+(`-e K=V -p 8000:8000`) and the API guide's object (`{"K": "V", "-p 8000:8000": "1"}`), which the
+official client sends. Whether Vast rejects unknown create fields is UNCONFIRMED: this emulator does, so
+gpuc may send only documented ones. The documented bodies answer an unknown offer (404), a taken offer
+(410), a bid under the offer's `min_bid` (400 `invalid_price`), a missing instance (DELETE 404 not_found;
+GET 200 `{"instances": null}`, from the official client's tests), a bad key (401 auth_error), a 429
+(plain text, no Retry-After: "often plain text", rate-limits-and-errors.mdx).
+
+Lenient where the spec is: the v1 list ignores query parameters it does not document, treats a `limit`
+<= 0 as 5 and caps it at 25, sorts on any column (`id` appended as the tiebreaker, a `dir` other than
+asc/desc read as asc), answers every column by default and for `select_cols=["*"]` and `null` for an
+unknown column; a bad filter or sort column is 400 `invalid_request`, a bad token 400 `invalid_token`.
+A bundles search takes `type` as the spec's `ondemand` or the CLI's `on-demand` (the spec's default:
+on-demand) and `allocated_storage` defaults to 8 GB.
+
+Instance rows carry only properties show_instance.yaml / show_instances.yaml name. The two disagree on
+`extra_env` (strings vs [key, value] pairs) and `ports` (a list of ints vs an object of mappings): the
+list's forms are served on both routes, as the official SDK reads both (it turns `extra_env` pairs into a
+dict after `show_instance`, and reads `ports["22/tcp"]` from it). `ports` is "only present on running
+instances"; `onstart` is left out when none was given (a string in the list's schema).
 
 State: instances go loading -> running after `boot_polls` observations or `boot_s` seconds; stop,
 outbid (is_bid, actual stopped, intended running), frozen, exited, unknown, offline, vanished. A start
 (PUT state running) runs on the instance's OWN machine only: while that machine is taken
-(`occupy_machine`) the start sits in "scheduling", billing the disk only, until `free_machine` (how the
-real API shows the wait is UNCONFIRMED; the CLI's help names "scheduling").
-`users/current` answers with the account key inside, as Vast does (gpuc must never log it).
+(`occupy_machine`) the start sits in "scheduling", billing the disk only, until `free_machine` (the docs
+name the "scheduling" state; which field carries it is UNCONFIRMED: `actual_status` here).
+A create with `target_state: "stopped"` makes a stopped instance.
+`users/current/` answers with the account key inside, as the official client's `show_user` expects (it
+pops `api_key`): gpuc must never log it.
 
 Billing: `GET /api/v0/charges/` (documented query parameters only, show_charges.yaml) answers one entry
 per instance contract, broken down into `gpu` (time running or frozen x the rented price) and `disk`
@@ -26,23 +49,29 @@ instance's real life in the emulator's clock. Tests plant extra or wrong charges
 set_charge_factor.
 
 `cancel_unavail`: an offer may have a going price for bids (`winning_bid`); a bid below it cannot be
-scheduled now. With cancel_unavail (sent true, or left out on an on-demand rent, the documented default)
-the create answers 410 and nothing is made; without it the instance is created STOPPED, bills its disk, and
-the create answers an ERROR that carries `new_contract` (dstack PR #4036; the status and `error` text are
-this emulator's own: UNCONFIRMED). `ignore_cancel_unavail=True` plays a server that does not honour it.
+scheduled now. With cancel_unavail (sent true, or left out on an on-demand rent with target_state
+running: the documented defaults, "false for interruptibles") the create answers 410 and nothing is made;
+without it the instance is created STOPPED, bills its disk, and the create answers an ERROR that carries
+`new_contract` (dstack PR #4036; the status and `error` are this emulator's: 400 `invalid_price`,
+UNCONFIRMED). `ignore_cancel_unavail=True` plays a server that does not honour it.
 
 Interruptible life (priority: on-demand > higher bid > lower bid): `outbid(id, by=price)` is another renter
 bidding more on the machine: the instance is paused (actual stopped, intended running, processes killed
-through `on_pause`, disk kept and billed) and a signed `client:outbid` webhook is queued;
-`outbidder_leaves(id)` (or a bid raised to at least the going price) resumes it through loading.
-Webhooks (`webhook_secret`, `webhooks` the deliveries queued): HMAC-SHA256 hex over
-`<X-Vast-Timestamp>.<raw body>` in `X-Vast-Signature`, `X-Vast-Event-Id`, delivered at least once
-(`deliver_twice`); the payload has no instance id (documented: none; whether `message` names it is
-UNCONFIRMED: this emulator names it in `message`).
+through `on_pause`, disk kept and billed) and a signed outbid webhook is queued (the account's webhook
+subscribed to `client:outbid`); `outbidder_leaves(id)` (or a bid raised to at least the going price) resumes
+it through loading.
+Webhooks, as Vast sends them (vast-ai/docs notification-webhooks.mdx; `webhook_secret`, `webhook_id`,
+`webhooks` the deliveries queued, `on_webhook` called with each as it is sent): the headers `X-Vast-Event-Id`,
+`X-Vast-Delivery-Attempt` (1, 2, ...), `X-Vast-Timestamp` (integer Unix time) and `X-Vast-Signature-256:
+sha256=<hex HMAC-SHA256 over "<timestamp>.<raw body>">`; the body's `notif_type` is the short slug (`outbid`,
+never the subscription key `client:outbid`). Delivered at least once (`deliver_twice`: the same event again,
+attempt 2). `POST /api/v0/webhooks/{id}/test/` sends a signed `webhook_test` delivery (documented; its
+answer's body is this emulator's own: UNCONFIRMED). The payload has no instance id (documented: none; whether
+`message` names it is UNCONFIRMED: this emulator names it in `message`).
 
-`select_cols`: left out, the v1 list answers full rows (the official SDK relies on this). With `["*"]` it
-answers the default column set, which this emulator models WITHOUT extra_env, ports and onstart; with a
-list, those columns and id. What the real server's column sets hold is UNCONFIRMED.
+SSH keys: the account's registered keys (`ssh_keys`, none on a new account: `GET /api/v0/ssh/` then answers
+404, "No SSH keys found for the user") go onto each instance at its create; `POST /api/v0/instances/{id}/ssh/`
+attaches one more ("Docker: can add post-create"). Each instance keeps the keys its sshd would take.
 
 Instance keys may show, start/stop, reboot and destroy their own instance. `pod_key_not_found=True`
 answers their destroy with the documented not-found body while the instance lives on (a refusal that
@@ -52,7 +81,7 @@ Texts the docs do not give (the 410 of the retired list, the filters and bulk an
 this emulator's own and say so in the code.
 
 Fault ops: create, get, list, list_v0, filters, stop, stop_bulk, reboot, bid, destroy, destroy_bulk,
-balance, offers, billing.
+balance, offers, billing, ssh_keys, attach_key, webhook_test.
 """
 
 from __future__ import annotations
@@ -64,6 +93,7 @@ import itertools
 import json
 import re
 import secrets
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,7 +106,7 @@ CREATE_FIELDS: dict[str, tuple[type | tuple[type, ...], ...]] = {
     "client_id": (str,),
     "image": (str,),
     "disk": (int, float),
-    "env": (dict,),
+    "env": (dict, str),  # create_instance.yaml: a Docker-flag string; the API guide and the SDK: an object
     "onstart": (str,),
     "runtype": (str,),
     "args": (list,),
@@ -97,9 +127,9 @@ CREATE_FIELDS: dict[str, tuple[type | tuple[type, ...], ...]] = {
     "extra": (str,),
     "volume_info": (dict,),
 }
-REQUIRED_CREATE_FIELDS = frozenset({"client_id"})
-# What this emulator's select_cols=["*"] leaves out of a v1 list row (see the module docstring).
-STAR_OMITS = frozenset({"extra_env", "ports", "onstart"})
+# Sent by the official client, never by the spec's examples: accepted, never required; a null refused.
+NOT_NULL_CREATE_FIELDS = frozenset({"client_id"})
+IMAGE_MAX = 1024  # create_instance.yaml x-input-validation
 RUNTYPE_TOKENS = frozenset(
     {
         "ssh",
@@ -115,9 +145,6 @@ RUNTYPE_TOKENS = frozenset(
 )
 STORED_COLUMNS = frozenset({"actual_status", "gpu_name", "verification", "id", "label"})
 FILTER_OPS = frozenset({"eq", "neq", "gt", "gte", "lt", "lte", "in", "notin"})
-LIST_PARAMS = frozenset(
-    {"select_filters", "order_by", "limit", "after_token", "select_cols", "owner", "api_key"}
-)
 OFFER_FIELDS = frozenset(
     {
         "id", "ask_contract_id", "machine_id", "host_id", "gpu_name", "num_gpus", "gpu_ram", "gpu_total_ram",
@@ -128,12 +155,15 @@ OFFER_FIELDS = frozenset(
         "external", "datacenter", "geolocation", "direct_port_count", "disk_space", "disk_bw", "cpu_cores",
         "cpu_cores_effective", "cpu_ram", "cpu_ghz", "cpu_arch", "gpu_arch", "pci_gen", "pcie_bw",
         "bw_nvlink", "duration", "end_date", "is_bid", "score", "static_ip", "vms_enabled", "hosting_type",
-        "cluster_id",
+        "cluster_id", "has_avx", "gpu_max_power", "gpu_max_temp", "gpu_display_active", "mobo_name", "os_version",
+        "ubuntu_version",
     }
 )  # fmt: skip
 OFFER_ALIASES = {"cuda_vers": "cuda_max_good", "dph": "dph_total"}
 BUNDLE_KEYS = frozenset({"order", "limit", "type", "allocated_storage", "disable_bundling"})
-SEARCH_TYPES = frozenset({"on-demand", "bid", "reserved"})
+# search_offers.yaml's enum is ondemand | bid | reserved; the official CLI sends "on-demand" (and the spec's
+# own example does): both are taken.
+SEARCH_TYPES = frozenset({"ondemand", "on-demand", "bid", "reserved"})
 ACTUAL = ("loading", "running", "stopped", "outbid", "frozen", "exited", "unknown", "offline")
 CHARGE_PARAMS = frozenset({"select_filters", "format", "latest_first", "limit", "after_token", "api_key"})
 CHARGE_TYPES = frozenset({"instance", "volume", "serverless"})
@@ -159,6 +189,7 @@ class VastOfferState:
     gpu_ram: int = 24564
     gpu_mem_bw: float = 1008.0
     geolocation: str = "Oregon, US"
+    direct_port_count: int = 100  # open ports on the host: 0 means no direct ssh (proxy only)
     rented: bool = False
     winning_bid: float | None = None  # a bid below this cannot be scheduled now (another renter outbids it)
     machine_id: int = field(default_factory=lambda: secrets.randbelow(90000) + 10000)
@@ -189,12 +220,12 @@ class VastOfferState:
             "reliability": self.reliability,
             "reliability2": self.reliability,
             "verification": "verified" if self.verified else "unverified",
-            "verified": self.verified,
             # A machine whose higher bidder holds it now is rented to them: not offered until they leave.
             "rentable": not self.rented and self.winning_bid is None,
             "rented": self.rented or self.winning_bid is not None,
             "external": False,
             "geolocation": self.geolocation,
+            "direct_port_count": self.direct_port_count,
             "disk_space": 500.0,
             "is_bid": False,
             "score": round(100 / max(self.dph_base, 0.01), 3),
@@ -236,6 +267,8 @@ class VastInst:
     ssh_port: int = 20000
     lag_polls: int | None = None  # after a destroy: observations left before it disappears
     onstart: str | None = None  # run by the container at every start (testkit/platform.py runs it)
+    # The public keys its sshd takes: the account's registered ones at the create, and any attached since.
+    ssh_keys: list[str] = field(default_factory=list)
 
     def dph_total(self) -> float:
         storage = self.offer.storage_cost * self.disk / (30 * 24)
@@ -275,7 +308,9 @@ class VastEmulator(Emulator):
         # the account's webhook secret and the deliveries queued (at least once).
         self.on_pause: Callable[[str], None] | None = None
         self.webhook_secret = secrets.token_hex(16)
+        self.webhook_id = 42  # the account's one webhook (the docs' example id)
         self.webhooks: list[WebhookDelivery] = []
+        self.on_webhook: Callable[[WebhookDelivery], None] | None = None  # Vast POSTing it to the webhook's URL
         self.deliver_twice = False
         self._events = itertools.count(1)
         self.offers = {o.id: VastOfferState(**o.__dict__) for o in offers}
@@ -283,6 +318,9 @@ class VastEmulator(Emulator):
         self.ssh_endpoint = ssh_endpoint
         self.instances: dict[int, VastInst] = {}
         self.busy_machines: set[int] = set()  # machines whose GPUs someone else holds: starts wait
+        # The account's registered ssh keys (a new account has none: GET /ssh/ answers 404, as documented).
+        # "SSH keys must be registered BEFORE creating an instance (... Docker: can add post-create)".
+        self.ssh_keys: list[str] = []
         self.destroyed: set[int] = set()
         # instance key -> instance id; a key outlives its instance (it then hears "not found": UNCONFIRMED)
         self.instance_keys: dict[str, int] = {}
@@ -330,7 +368,7 @@ class VastEmulator(Emulator):
             inst.offer.winning_bid = going
             inst.actual, inst.intended, inst.cur_state, inst.polls_left = "stopped", "running", "stopped", 0
             inst.status_msg = "outbid: paused"
-            self._queue_webhook("client:outbid", f"Your interruptible instance {inst.id} was outbid and paused")
+            self._queue_webhook("outbid", f"Your interruptible instance {inst.id} was outbid and paused")
             self._track()
         if self.on_pause:
             self.on_pause(str(inst.id))  # "killing running processes"; disk kept
@@ -346,7 +384,8 @@ class VastEmulator(Emulator):
                     other.status_msg = None
             self._track()
 
-    def _queue_webhook(self, notif_type: str, message: str) -> None:
+    def _queue_webhook(self, notif_type: str, message: str, subject: str = "Instance outbid") -> None:
+        """One event, signed as Vast signs it; `deliver_twice`: at least once, the same event as attempt 2."""
         now = int(self.clock.now())
         event_id = f"evt_{next(self._events):06d}"
         body = json.dumps(
@@ -354,13 +393,16 @@ class VastEmulator(Emulator):
                 "event_id": event_id,
                 "user_id": 1001,
                 "notif_type": notif_type,
-                "subject": "Instance outbid",
+                "subject": subject,
                 "message": message,
                 "timestamp": now,
             }
         ).encode()
-        delivery = WebhookDelivery(sign_webhook(self.webhook_secret, now, body, event_id), body)
-        self.webhooks.extend([delivery, delivery] if self.deliver_twice else [delivery])
+        for attempt in (1, 2) if self.deliver_twice else (1,):
+            delivery = WebhookDelivery(sign_webhook(self.webhook_secret, now, body, event_id, attempt), body)
+            self.webhooks.append(delivery)
+            if self.on_webhook is not None:
+                self.on_webhook(delivery)
 
     def occupy_machine(self, instance_id: int | str) -> None:
         """Someone else rents the GPUs of this instance's machine: a start of it waits ("scheduling")."""
@@ -441,6 +483,9 @@ class VastEmulator(Emulator):
             if kind == "bid_price":
                 return "bid", lambda r: self.change_bid(r, raw)
             return "reboot", lambda r: self.reboot(r, raw, recycle=kind == "recycle")
+        attach = re.fullmatch(r"/api/v0/instances/([^/]+)/ssh/", path)
+        if attach and method == "POST":
+            return "attach_key", lambda r: self.attach_key(r, attach.group(1))
         match = re.fullmatch(r"/api/v0/instances/([^/]+)/", path)
         if match:
             handlers = {
@@ -451,12 +496,16 @@ class VastEmulator(Emulator):
             if method in handlers:
                 op, handler = handlers[method]
                 return op, lambda r: handler(r, match.group(1))
+        hook = re.fullmatch(r"/api/v0/webhooks/([^/]+)/test/", path)
+        if hook and method == "POST":
+            return "webhook_test", lambda r: self.test_webhook(r, hook.group(1))
         simple = {
             ("GET", "/api/v1/instances/"): ("list", self.list_v1),
             ("GET", "/api/v0/instances/"): ("list_v0", self.list_v0),
             ("PUT", "/api/v0/instances/"): ("stop_bulk", self.manage_bulk),
             ("DELETE", "/api/v0/instances/"): ("destroy_bulk", self.destroy_bulk),
             ("GET", "/api/v0/users/current/"): ("balance", self.user),
+            ("GET", "/api/v0/ssh/"): ("ssh_keys", self.show_ssh_keys),
             ("POST", "/api/v0/bundles/"): ("offers", self.bundles),
             ("PUT", "/api/v0/search/asks/"): ("offers", self.search_asks),
             ("GET", "/api/v0/charges/"): ("billing", self.charges),
@@ -549,6 +598,18 @@ class VastEmulator(Emulator):
         except ValueError:
             return None, invalid(400, "Invalid args: the body is not JSON")
 
+    # ---- webhooks ----
+
+    def test_webhook(self, request: EmuRequest, raw_id: str) -> EmuResponse:
+        """`POST /api/v0/webhooks/{id}/test/`: a signed `webhook_test` delivery, as a real one is sent."""
+        refused = self._auth(request)
+        if refused:
+            return refused
+        if not raw_id.isdigit() or int(raw_id) != self.webhook_id:
+            return EmuResponse.json(404, {"success": False, "error": "not_found", "msg": "webhook not found"})
+        self._queue_webhook("webhook_test", "This is a test notification.", subject="Webhook test")
+        return EmuResponse.json(200, {"success": True})
+
     # ---- create ----
 
     def create(self, request: EmuRequest, raw_id: str) -> EmuResponse:
@@ -568,26 +629,29 @@ class VastEmulator(Emulator):
         unavailable = offer_refusal(offer, ask_id, price)
         if unavailable or offer is None:
             return unavailable or invalid(404, "no such offer", ask_id)
-        # A bid under the going price cannot be scheduled now. cancel_unavail left out (or null) defaults
-        # to true for an on-demand rent only (reference V2).
+        # A bid under the going price cannot be scheduled now. cancel_unavail left out (or null): "Defaults to
+        # false for interruptibles. Defaults to true for on-demand with target_state='running'".
+        running = (body.get("target_state") or "running") == "running"
         cancel = body.get("cancel_unavail")
-        cancel = (price is None if cancel is None else cancel) and not self.ignore_cancel_unavail
+        cancel = (price is None and running if cancel is None else cancel) and not self.ignore_cancel_unavail
         unschedulable = price is not None and offer.winning_bid is not None and price < offer.winning_bid
-        if unschedulable and cancel:
+        if unschedulable and cancel and running:
             msg = f"error 410/3907: no_such_ask Instance type {ask_id} cannot be scheduled now (cancel_unavail)."
             return EmuResponse.json(410, {"success": False, "error": "no_such_ask", "msg": msg, "ask_id": ask_id})
-        env = {str(k): str(v) for k, v in (body.get("env") or {}).items()}
+        env = create_env(body.get("env")) or {}
         image, disk = body.get("image") or "", float(body.get("disk") or 8)
-        runtype = body.get("runtype") or "ssh"
-        inst = self._new_instance(offer, body.get("label"), image, disk, env, runtype, price)
+        inst = self._new_instance(offer, body.get("label"), image, disk, env, runtype_of(body), price)
         inst.onstart = body.get("onstart") or None
-        if unschedulable:
-            # Created, but waiting for the host: stopped, wanting to run, billing its disk meanwhile.
+        if not running:
+            inst.actual, inst.intended, inst.cur_state, inst.polls_left = "stopped", "stopped", "stopped", 0
+        elif unschedulable:
+            # Created, but waiting for the host: stopped, wanting to run, billing its disk meanwhile. The status
+            # and `error` are this emulator's (UNCONFIRMED); `invalid_price` is one of the 400's documented values.
             inst.actual, inst.intended, inst.cur_state, inst.polls_left = "stopped", "running", "stopped", 0
             inst.status_msg = "waiting for the machine: outbid"
             msg = f"bid {price} is below what the host gets now: instance {inst.id} created stopped"
-            body = {"success": False, "error": "bid_not_scheduled", "msg": msg, "new_contract": inst.id}
-            return EmuResponse.json(400, body)
+            refusal = {"success": False, "error": "invalid_price", "msg": msg, "ask_id": ask_id}
+            return EmuResponse.json(400, {**refusal, "new_contract": inst.id})
         return EmuResponse.json(200, {"success": True, "new_contract": inst.id, "instance_api_key": inst.key})
 
     def _new_instance(
@@ -614,6 +678,7 @@ class VastEmulator(Emulator):
             polls_left=self.boot_polls,
             ssh_port=next(self._ssh_ports),
         )
+        inst.ssh_keys = list(self.ssh_keys)
         offer.rented = True
         self.instances[inst.id] = inst
         self.instance_keys[inst.key] = inst.id
@@ -622,7 +687,10 @@ class VastEmulator(Emulator):
     # ---- read ----
 
     def show(self, request: EmuRequest, raw_id: str) -> EmuResponse:
-        instance_id = int(raw_id) if raw_id.isdigit() else -1
+        if not raw_id.isdigit():
+            # show_instance.yaml: 400 "Invalid instance ID or invalid arguments"
+            return invalid(400, f"error 400/1782: Invalid args: invalid instance id {raw_id[:40]!r}")
+        instance_id = int(raw_id)
         refused = self._auth(request, instance_id)
         if refused:
             return refused
@@ -640,20 +708,15 @@ class VastEmulator(Emulator):
             return refused
         try:
             query = ListQuery.parse(request)
-        except ValueError as exc:
-            return invalid(400, str(exc))
+        except ListQueryError as exc:
+            return EmuResponse.json(400, {"success": False, "error": exc.error, "msg": str(exc)})
         for inst in list(self.instances.values()):
             self._observe(inst)
-        views = [
-            self._view(i)
-            for i in sorted(self.instances.values(), key=lambda i: i.id, reverse=query.descending)
-        ]
-        matching = [v for v in views if all(matches(v.get(col), rule) for col, rule in query.filters.items())]
-        after = [
-            v
-            for v in matching
-            if query.after is None or (v["id"] < query.after if query.descending else v["id"] > query.after)
-        ]
+        views = [self._view(i) for i in self.instances.values()]
+        matching = query.ordered(
+            [v for v in views if all(matches(v.get(col), rule) for col, rule in query.filters.items())]
+        )
+        after = after_token_rows(matching, query)
         page = after[: query.limit]
         more = len(after) > len(page)
         labels: dict[str, int] = {}
@@ -712,6 +775,37 @@ class VastEmulator(Emulator):
                 "api_key": self.api_key,  # as the real one does: the reason gpuc never logs this body
             },
         )
+
+    def show_ssh_keys(self, request: EmuRequest) -> EmuResponse:
+        """GET /api/v0/ssh/ (show_ssh_keys.yaml): a bare list of {id, user_id, key, created_at, deleted_at};
+        "404: No SSH keys found for the user" (the body's words are this emulator's)."""
+        refused = self._auth(request)
+        if refused:
+            return refused
+        if not self.ssh_keys:
+            return EmuResponse.json(404, {"success": False, "msg": "No SSH keys found for the user"})
+        made = "2026-11-01T09:00:00Z"
+        rows = [
+            {"id": n, "user_id": 123456, "key": key, "created_at": made, "deleted_at": None}
+            for n, key in enumerate(self.ssh_keys, 1)
+        ]
+        return EmuResponse.json(200, rows)
+
+    def attach_key(self, request: EmuRequest, raw_id: str) -> EmuResponse:
+        """POST /api/v0/instances/{id}/ssh/ {"ssh_key": "<public key>"} (attach_ssh.yaml)."""
+        instance_id = int(raw_id) if raw_id.isdigit() else -1
+        body, refused = self._authed_body(request)
+        if refused:
+            return refused
+        key = body.get("ssh_key") if isinstance(body, dict) else None
+        if not isinstance(body, dict) or set(body) != {"ssh_key"} or not isinstance(key, str) or not key:
+            return invalid(400, 'Invalid args: expected {"ssh_key": "<public key>"}')
+        inst = self.instances.get(instance_id)
+        if inst is None or inst.lag_polls is not None:
+            return no_such_instance(raw_id)
+        if key not in inst.ssh_keys:
+            inst.ssh_keys.append(key)
+        return EmuResponse.json(200, {"success": True, "msg": "SSH key attached successfully"})
 
     def bundles(self, request: EmuRequest) -> EmuResponse:
         body, refused = self._search_body(request)
@@ -843,23 +937,27 @@ class VastEmulator(Emulator):
     # ---- write ----
 
     def manage(self, request: EmuRequest, raw_id: str) -> EmuResponse:
+        """PUT /instances/{id}/ {"state": "running"|"stopped"} and/or {"label": ...} (manage_instance.yaml,
+        whose errors are missing_billing, label_too_long, no_such_instance: a malformed body gets `msg` only)."""
         instance_id = int(raw_id) if raw_id.isdigit() else -1
-        body, refused = self._authed_body(request, instance_id)
+        refused = self._auth(request, instance_id)
         if refused:
             return refused
+        try:
+            body = request.json()
+        except ValueError:
+            body = None
         if not isinstance(body, dict) or not body or set(body) - {"state", "label"}:
-            return invalid(400, "Invalid args: expected state and/or label")
+            return EmuResponse.json(400, {"success": False, "msg": "Invalid args: expected state and/or label"})
         if "state" in body and body["state"] not in ("running", "stopped"):
-            return invalid(400, "Invalid args: state must be running or stopped")
+            return EmuResponse.json(400, {"success": False, "msg": "Invalid args: state must be running or stopped"})
         if "label" in body and (not isinstance(body["label"], str) or len(body["label"]) > 1024):
             return EmuResponse.json(
                 400, {"success": False, "error": "label_too_long", "msg": "label too long"}
             )
         inst = self.instances.get(instance_id)
         if inst is None or inst.lag_polls is not None:
-            return EmuResponse.json(
-                404, {"success": False, "error": "no_such_instance", "msg": f"Instance {raw_id} not found"}
-            )
+            return no_such_instance(raw_id)
         if "state" in body:
             self._set_state(inst, body["state"])
         if "label" in body:
@@ -1024,9 +1122,11 @@ class VastEmulator(Emulator):
         return self.ssh_endpoint[1] if self.ssh_endpoint else inst.ssh_port
 
     def _view(self, inst: VastInst) -> dict[str, Any]:
+        """An instance row: show_instance.yaml's and show_instances.yaml's properties only (the two differ on
+        `extra_env` and `ports`: the list's forms are served, which the official SDK reads from both)."""
         running = inst.actual == "running"
         offer = inst.offer
-        return {
+        view: dict[str, Any] = {
             "id": inst.id,
             "actual_status": inst.actual,
             "intended_status": inst.intended,
@@ -1036,15 +1136,11 @@ class VastEmulator(Emulator):
             "image_uuid": inst.image,
             "image_runtype": inst.runtype,
             "extra_env": [[k, v] for k, v in inst.env.items()],
-            "onstart": inst.onstart,
             "status_msg": inst.status_msg or (f"success, running {inst.image}" if running else None),
             "public_ipaddr": self.ssh_endpoint[0] if self.ssh_endpoint else "198.51.100.7",
             "ssh_host": f"ssh{inst.id % 9}.vast.ai",
             "ssh_idx": str(inst.id % 9),
             "ssh_port": inst.ssh_port + 1,
-            "ports": {"22/tcp": [{"HostIp": "0.0.0.0", "HostPort": str(self._direct_port(inst))}]}
-            if running
-            else {},
             "machine_id": offer.machine_id,
             "host_id": offer.machine_id + 7,
             "start_date": inst.start_date,
@@ -1065,10 +1161,30 @@ class VastEmulator(Emulator):
             "reliability2": offer.reliability,
             "geolocation": offer.geolocation,
             "verification": "verified" if offer.verified else "unverified",
+            "direct_port_count": offer.direct_port_count,
             "credit_balance": None,
             "time_remaining": "",
             "time_remaining_isbid": "",
         }
+        if inst.onstart is not None:
+            view["onstart"] = inst.onstart  # a string in the list's schema: left out when none was given
+        if running:
+            # "Port mappings. Only present on running instances."
+            view["ports"] = {"22/tcp": [{"HostIp": "0.0.0.0", "HostPort": str(self._direct_port(inst))}]}
+        return view
+
+
+# Every column a row can have (show_instances.yaml names them): order_by takes these, anything else is a 400.
+INSTANCE_COLUMNS = frozenset(
+    {
+        "id", "actual_status", "intended_status", "cur_state", "next_state", "label", "image_uuid",
+        "image_runtype", "extra_env", "onstart", "status_msg", "public_ipaddr", "ssh_host", "ssh_idx",
+        "ssh_port", "ports", "machine_id", "host_id", "start_date", "end_date", "uptime_mins", "gpu_name",
+        "num_gpus", "gpu_ram", "gpu_util", "gpu_temp", "disk_space", "dph_base", "dph_total", "storage_cost",
+        "storage_total_cost", "is_bid", "min_bid", "reliability2", "geolocation", "verification",
+        "direct_port_count", "credit_balance", "time_remaining", "time_remaining_isbid",
+    }
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -1077,13 +1193,15 @@ class WebhookDelivery:
     body: bytes  # the raw body the signature covers
 
 
-def sign_webhook(secret: str, timestamp: int, body: bytes, event_id: str) -> dict[str, str]:
-    """Vast's documented signing: HMAC-SHA256 over `<timestamp>.<raw body>` (notification-webhooks.mdx)."""
+def sign_webhook(secret: str, timestamp: int, body: bytes, event_id: str, attempt: int = 1) -> dict[str, str]:
+    """Vast's documented headers: HMAC-SHA256 over `<timestamp>.<raw body>`, hex, after `sha256=` in
+    X-Vast-Signature-256 (notification-webhooks.mdx, notifications.yaml)."""
     mac = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
     return {
-        "X-Vast-Timestamp": str(timestamp),
-        "X-Vast-Signature": mac,
         "X-Vast-Event-Id": event_id,
+        "X-Vast-Delivery-Attempt": str(attempt),
+        "X-Vast-Timestamp": str(timestamp),
+        "X-Vast-Signature-256": f"sha256={mac}",
         "Content-Type": "application/json",
     }
 
@@ -1231,29 +1349,63 @@ def invalid(status: int, msg: str, ask_id: int | None = None) -> EmuResponse:
 
 
 def create_problem(body: Any) -> str | None:
-    """Why a PUT /asks/ body is refused (documented fields and types only), or None."""
+    """Why a PUT /asks/ body is refused (create_instance.yaml's fields, types and bounds), or None."""
     if not isinstance(body, dict):
         return "the body must be an object"
     for name, value in body.items():
         allowed = CREATE_FIELDS.get(name)
         if allowed is None:
             return f"unexpected field {name!r}"
-        if value is None and name not in REQUIRED_CREATE_FIELDS:
+        if value is None and name not in NOT_NULL_CREATE_FIELDS:
             continue  # the official SDK sends every optional key, null when unset
         if (isinstance(value, bool) and bool not in allowed) or not isinstance(value, allowed):
             return f"{name} has the wrong type"
     if body.get("client_id", "me") != "me":
         return "client_id must be 'me'"
     if not body.get("image") and not body.get("template_hash_id"):
-        return "image is required"
+        return "image is required"  # required: [image], "optional when using a template"
+    if len(body.get("image") or "") > IMAGE_MAX:
+        return f"image is at most {IMAGE_MAX} characters"
     if body.get("disk") is not None and body["disk"] < 8:
         return "disk must be at least 8 GB"
-    return env_problem(body.get("env") or {}) or label_problem(body) or launch_problem(body)
+    env = create_env(body.get("env"))
+    if env is None:
+        return "env must be an object of strings, or -e KEY=VALUE / -p PORT:PORT flags"
+    return (
+        env_problem(env) or label_problem(body) or launch_problem(body) or volume_problem(body.get("volume_info"))
+    )
 
 
-def env_problem(env: dict[str, Any]) -> str | None:
-    if not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
-        return "env must map strings to strings"
+ENV_FLAGS = {"-e", "-p", "-h"}
+
+
+def create_env(value: Any) -> dict[str, str] | None:
+    """The env as the object the API guide documents (`{"VAR": "val", "-p 8000:8000": "1"}`), from either
+    form; None when it is neither. The string is create_instance.yaml's "Docker flag format"
+    (`-e HF_TOKEN=x -p 8000:8000`); how Vast splits a quoted value is not documented: shell rules here."""
+    if value is None:
+        return {}
+    if isinstance(value, dict):
+        return value if all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()) else None
+    try:
+        words = shlex.split(value)
+    except ValueError:
+        return None
+    env: dict[str, str] = {}
+    for flag, arg in zip(words[::2], words[1::2], strict=False):
+        if flag not in ENV_FLAGS:
+            return None
+        if flag == "-e":
+            key, eq, val = arg.partition("=")
+            if not key or not eq:
+                return None
+            env[key] = val
+        else:
+            env[f"{flag} {arg}"] = "1"  # a port map (or -h host), as the object form keys it
+    return env if len(words) % 2 == 0 else None
+
+
+def env_problem(env: dict[str, str]) -> str | None:
     if any(len(v) > 256 for v in env.values()):
         return "env values are at most 256 characters"
     if sum(len(k) + len(v) for k, v in env.items()) > 32768:
@@ -1273,7 +1425,7 @@ def label_problem(body: dict[str, Any]) -> str | None:
 
 
 def launch_problem(body: dict[str, Any]) -> str | None:
-    tokens = str(body.get("runtype") or "ssh").split()
+    tokens = runtype_of(body).split()
     if not tokens or any(t not in RUNTYPE_TOKENS for t in tokens):
         return "unknown runtype"
     args = body.get("args") or []
@@ -1281,6 +1433,25 @@ def launch_problem(body: dict[str, Any]) -> str | None:
         return "args must be strings"
     if len(" ".join(args)) + len(body.get("args_str") or "") + len(body.get("onstart") or "") > 4096:
         return "args, args_str and onstart are at most 4096 characters together"
+    return None
+
+
+def runtype_of(body: dict[str, Any]) -> str:
+    """create_instance.yaml: "If omitted, defaults to 'ssh' unless `args/args_str` is provided"."""
+    return str(body.get("runtype") or ("args" if body.get("args") or body.get("args_str") else "ssh"))
+
+
+VOLUME_FIELDS: dict[str, type] = {"create_new": bool, "volume_id": int, "size": int, "mount_path": str, "name": str}
+
+
+def volume_problem(info: Any) -> str | None:
+    """volume_info's documented properties and types (`name`: the official CLI's volume label)."""
+    if info is None:
+        return None
+    for name, value in info.items():
+        kind = VOLUME_FIELDS.get(name)
+        if kind is None or isinstance(value, bool) is not (kind is bool) or not isinstance(value, kind):
+            return f"volume_info.{name} is not a documented {kind.__name__ if kind else 'field'}"
     return None
 
 
@@ -1310,36 +1481,82 @@ def check_rules(rules: Any, allowed_columns: frozenset[str] | None, what: str) -
     return rules
 
 
+class ListQueryError(ValueError):
+    """A v1 list query show_instances.yaml answers 400: `error` is invalid_request or invalid_token."""
+
+    def __init__(self, msg: str, error: str = "invalid_request") -> None:
+        super().__init__(msg)
+        self.error = error
+
+
 @dataclass
 class ListQuery:
+    """GET /api/v1/instances/'s parameters as show_instances.yaml reads them; any other is ignored."""
+
     filters: dict[str, dict[str, Any]]
-    descending: bool
+    order: list[tuple[str, bool]]  # (column, descending); `id` appended as the tiebreaker
     limit: int
     after: int | None
-    cols: list[str] | None  # None: full rows
+    cols: list[str] | None  # None: every column ("Use ["*"] for all columns (default)")
 
     @classmethod
     def parse(cls, request: EmuRequest) -> ListQuery:
-        extra = set(request.query) - LIST_PARAMS
-        if extra:
-            raise ValueError(f"unexpected query parameter {sorted(extra)[0]!r}")
-        filters = check_rules(json_param(request, "select_filters", {}), STORED_COLUMNS, "select_filters")
-        order = json_param(request, "order_by", [{"col": "id", "dir": "asc"}])
-        ok_order = isinstance(order, list) and all(
-            isinstance(o, dict) and o.get("col") == "id" and o.get("dir") in ("asc", "desc") for o in order
-        )
-        if not ok_order:
-            raise ValueError(
-                'order_by must be [{"col": "id", "dir": "asc"|"desc"}] (this emulator orders by id)'
-            )
-        limit = json_param(request, "limit", 25)
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ValueError("limit must be a positive integer")
-        cols = json_param(request, "select_cols", None)
+        try:
+            filters = check_rules(json_param(request, "select_filters", {}), STORED_COLUMNS, "select_filters")
+            order = json_param(request, "order_by", [{"col": "id", "dir": "asc"}])
+            limit = json_param(request, "limit", 25)
+            cols = json_param(request, "select_cols", None)
+        except ValueError as exc:
+            raise ListQueryError(str(exc)) from None
+        if not isinstance(order, list) or not all(isinstance(o, dict) and "col" in o for o in order):
+            raise ListQueryError('order_by is a JSON array of {"col": ..., "dir": "asc"|"desc"}')
+        unknown = [o["col"] for o in order if o["col"] not in INSTANCE_COLUMNS]
+        if unknown:
+            raise ListQueryError(f"Error in query parameters: {unknown[0]} is not a valid order_by column")
+        # "anything else treated as asc"; "`id` is always appended as a tiebreaker"
+        sort = [(str(o["col"]), o.get("dir") == "desc") for o in order]
+        if not any(col == "id" for col, _ in sort):
+            sort.append(("id", False))
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            raise ListQueryError("limit must be an integer")
         if cols is not None and (not isinstance(cols, list) or not all(isinstance(c, str) for c in cols)):
-            raise ValueError("select_cols must be a list of column names")
-        token = request.param("after_token")
-        return cls(filters, bool(order and order[0]["dir"] == "desc"), min(limit, 25), token_id(token), cols)
+            raise ListQueryError("select_cols must be a JSON array of column names")
+        try:
+            after = token_id(request.param("after_token"))
+        except ValueError:
+            raise ListQueryError("Invalid pagination token", "invalid_token") from None
+        # "Default 25, max 25. Values <= 0 are treated as 5."
+        return cls(filters, sort, 5 if limit <= 0 else min(limit, 25), after, None if cols == ["*"] else cols)
+
+    def ordered(self, views: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for col, descending in reversed(self.order):
+            views = sorted(views, key=column_key(col), reverse=descending)
+        return views
+
+
+def column_key(column: str) -> Callable[[dict[str, Any]], tuple[int, Any]]:
+    return lambda view: order_key(view.get(column))
+
+
+def order_key(value: Any) -> tuple[int, Any]:
+    """Nulls first, then numbers, then text: any column sorts without comparing unlike types."""
+    if value is None:
+        return (0, 0)
+    if isinstance(value, bool | int | float):
+        return (1, float(value))
+    return (2, str(value))
+
+
+def after_token_rows(rows: list[dict[str, Any]], query: ListQuery) -> list[dict[str, Any]]:
+    """The rows after the token's: by id when the list is in id order (a row gone since still places the
+    page), else after the token's row in the sort."""
+    if query.after is None:
+        return rows
+    if query.order[0][0] == "id":
+        descending = query.order[0][1]
+        return [v for v in rows if (v["id"] < query.after if descending else v["id"] > query.after)]
+    at = next((i for i, v in enumerate(rows) if v["id"] == query.after), None)
+    return rows if at is None else rows[at + 1 :]
 
 
 def page_token(last_id: int) -> str:
@@ -1359,11 +1576,10 @@ def token_id(token: str | None) -> int | None:
 
 
 def select_cols(view: dict[str, Any], cols: list[str] | None) -> dict[str, Any]:
-    if cols is None:
+    """The columns asked for; "Unknown column names are returned as `null`" (show_instances.yaml)."""
+    if cols is None or "*" in cols:
         return view
-    if "*" in cols:
-        return {k: v for k, v in view.items() if k not in STAR_OMITS}
-    return {k: v for k, v in view.items() if k in cols or k == "id"}
+    return {c: view.get(c) for c in cols}
 
 
 @dataclass
@@ -1381,7 +1597,7 @@ class BundleSearch:
         if unknown:
             raise ValueError(f"unknown search field {unknown[0]!r}")
         filters = check_rules({k: v for k, v in body.items() if k not in BUNDLE_KEYS}, None, "query")
-        if body.get("type", "on-demand") not in SEARCH_TYPES:
+        if body.get("type", "ondemand") not in SEARCH_TYPES:
             raise ValueError(f"type must be one of {sorted(SEARCH_TYPES)}")
         order = body.get("order", [["score", "desc"]])
         if not isinstance(order, list) or not all(
@@ -1389,7 +1605,8 @@ class BundleSearch:
             for o in order
         ):
             raise ValueError('order must be a list of [field, "asc"|"desc"]')
-        limit, storage = body.get("limit", 64), body.get("allocated_storage", 5.0)
+        # allocated_storage: "Default is 8GB" (search_offers.yaml)
+        limit, storage = body.get("limit", 64), body.get("allocated_storage", 8.0)
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValueError("limit must be a positive integer")
         if isinstance(storage, bool) or not isinstance(storage, int | float) or storage <= 0:
@@ -1398,6 +1615,8 @@ class BundleSearch:
 
 
 def offer_value(view: dict[str, Any], key: str) -> Any:
+    if key == "verified":  # a filter, not an answer field: the answer says `verification`
+        return view.get("verification") == "verified"
     return view.get(OFFER_ALIASES.get(key, key))
 
 

@@ -102,3 +102,27 @@ def test_deploy_refuses_the_local_provider(aws: str, monkeypatch: pytest.MonkeyP
     result = CliRunner().invoke(watchdog, ["deploy", "--dry-run", "--region", "us-east-1"])
     assert result.exit_code != 0
     assert "runpod or vast" in str(result.exception) or "runpod or vast" in result.output
+
+
+def test_the_results_key_goes_to_ssm_for_the_grants_and_the_functions_read_it_all(
+    user: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pods hold no S3 key: the watchdog signs their grants with its own copy (functions/grants.py). All
+    of WATCHDOG_SECRETS is read back, past GetParameters' 10 names a call."""
+    from gpuc.functions.aws import WATCHDOG_SECRETS, read_secrets
+
+    results = {"GPUC_RESULTS_BUCKET": "s3://results/gpuc", "GPUC_S3_ENDPOINT_URL": "https://acct.r2.example",
+               "GPUC_S3_ACCESS_KEY_ID": "AKIARESULTS", "GPUC_S3_SECRET_ACCESS_KEY": "results-secret-value"}  # fmt: skip
+    for name, value in results.items():
+        monkeypatch.setenv(name, value)
+    result = CliRunner().invoke(watchdog, ["deploy", "--region", "us-east-1", "--stack-name", "gw"])
+    assert result.exit_code == 0, result.output
+    assert "results grants: pods get short-lived URLs" in result.output and "results-secret-value" not in result.output
+    ssm = boto3.client("ssm")
+    for name in ("s3_access_key_id", "s3_secret_access_key", "results_bucket", "s3_endpoint_url"):
+        stored = ssm.get_parameter(Name=f"/gpuc/watchdog/{name}", WithDecryption=True)["Parameter"]
+        assert stored["Type"] == "SecureString"
+    assert len(WATCHDOG_SECRETS) > 10
+    for name in WATCHDOG_SECRETS:  # every one set, so a read that stopped at 10 would lose some
+        ssm.put_parameter(Name=f"/gpuc/watchdog/{name}", Value=f"v-{name}", Type="SecureString", Overwrite=True)
+    assert read_secrets(ssm, "/gpuc/watchdog") == {name: f"v-{name}" for name in WATCHDOG_SECRETS}

@@ -18,6 +18,7 @@ from upfakes import Created, FakeProvider, make_deps, nothing_spent, rented_sett
 from gpuc.client.context import Ctx
 from gpuc.client.pods.plan import UpOptions
 from gpuc.client.pods.up import up
+from gpuc.core.api import GrantScope
 from gpuc.core.destcheck import check_destination
 from gpuc.core.errors import ConfigError
 from gpuc.core.settings import SecretStr, Settings
@@ -180,7 +181,9 @@ def rented_up(tmp_path: Path, moto: Moto, keys: Keys, lines: list[str]) -> tuple
         git_remote=None, results_bucket=f"s3://{BUCKET}/gpuc", s3_endpoint_url=moto.url, **s3
     )
     provider = runpod_4090()
-    return make_deps(rented, provider, lines), provider
+    deps = make_deps(rented, provider, lines)
+    deps.watchdog.results_grant = GrantScope(bucket=f"s3://{BUCKET}/gpuc", endpoint_url=moto.url)  # type: ignore[attr-defined]
+    return deps, provider
 
 
 def test_up_with_a_bucket_that_denies_the_write_rents_nothing_and_leaves_nothing(moto: Moto, tmp_path: Path) -> None:
@@ -248,3 +251,28 @@ def test_a_refused_write_deletes_nothing(moto: Moto, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="refused the write"):
         check_destination(settings(tmp_path, moto.list_only, endpoint=moto.url), "exp", s3_factory=counting)
     assert deletes == []
+
+
+@pytest.mark.parametrize("grant", [None, "s3://other-bucket/gpuc", f"s3://{BUCKET}/elsewhere", "endpoint"])
+def test_up_refuses_before_renting_when_the_watchdog_cannot_grant_the_bucket(
+    moto: Moto, tmp_path: Path, grant: str | None
+) -> None:
+    """The pod holds no S3 key: the watchdog grants its run's prefix. One that holds no key for this bucket (or
+    signs for another endpoint) would leave every result on the pod: nothing is rented, the fix is named."""
+    deps, provider = rented_up(tmp_path, moto, moto.full, [])
+    scope = None if grant is None else GrantScope(bucket=grant, endpoint_url=moto.url)
+    if grant == "endpoint":
+        scope = GrantScope(bucket=f"s3://{BUCKET}", endpoint_url="https://other.r2.cloudflarestorage.com")
+    deps.watchdog.results_grant = scope  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError) as caught:
+        up(UpOptions(experiment="exp", provider="runpod"), deps)
+    assert "nothing was created" in caught.value.message and "gpuc watchdog" in (caught.value.hint or "")
+    assert nothing_spent(deps, provider) and moto.objects() == {}
+
+
+def test_up_takes_a_watchdog_granting_a_prefix_above_the_laptops(moto: Moto, tmp_path: Path) -> None:
+    deps, provider = rented_up(tmp_path, moto, moto.full, [])
+    deps.watchdog.results_grant = GrantScope(bucket=f"s3://{BUCKET}", endpoint_url=moto.url + "/")  # type: ignore[attr-defined]
+    with pytest.raises(Created):
+        up(UpOptions(experiment="exp", provider="runpod"), deps)
+    assert len(provider.created) == 1

@@ -329,6 +329,25 @@ def test_an_event_claim_lets_any_other_error_raise(stub: Stubber, store: DynamoS
         store.claim_event_seq("p1", 5, NOW, keep_s=600.0)
 
 
+def once_params(event_id: str, now: float, keep_s: float) -> dict[str, Any]:
+    return {
+        "TableName": TABLE,
+        "Item": {**key("once#vasthook", event_id), "expires_at": {"N": str(int(now + keep_s) + 1)}},
+        # The table's TTL deletes it after the window; until AWS gets to it (days), the condition treats an
+        # expired one as absent.
+        "ConditionExpression": "attribute_not_exists(pk) OR #n0 <= :v0",
+        "ExpressionAttributeNames": {"#n0": "expires_at"},
+        "ExpressionAttributeValues": {":v0": {"N": str(int(now))}},
+    }
+
+
+def test_a_key_seen_once_carries_its_ttl_and_is_claimed_once(stub: Stubber, store: DynamoStore) -> None:
+    stub.add_response("put_item", {}, once_params("evt_1", NOW, 300.0))
+    stub.add_client_error("put_item", FAILED, expected_params=once_params("evt_1", NOW, 300.0))
+    assert store.claim_once("vasthook", "evt_1", NOW, keep_s=300.0)
+    assert not store.claim_once("vasthook", "evt_1", NOW, keep_s=300.0)
+
+
 def test_meta_is_created_only_if_absent(stub: Stubber, store: DynamoStore) -> None:
     new = {**key("meta", "reaper"), "value": {"S": '{"last_run": 1.0}'}, "version": {"N": "1"}}
     stub.add_response("put_item", {}, put_new_params(new))

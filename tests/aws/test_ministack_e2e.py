@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -28,6 +26,8 @@ from typing import Any
 import boto3
 import httpx
 import pytest
+from s3world import Ministack
+from s3world import ministack as start_ministack
 
 from gpuc.core import api
 from gpuc.core.models import PodSpec
@@ -48,52 +48,11 @@ REGION = "us-east-1"
 SILENCE_S, GRACE_S = 20, 10  # scaled: the reaper judges a pod silent after 20 s, destroys 10 s after the mark
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class Ministack:
-    url: str
-    proc: subprocess.Popen[bytes]
-
-
 @pytest.fixture(scope="module")
 def ministack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ministack]:
-    """Started by pid and stopped by pid (its process group: the Lambda workers it spawns go with it); bound
-    to loopback with BIND_HOST (it would listen on every interface otherwise)."""
-    port = free_port()
-    work = tmp_path_factory.mktemp("ministack")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GPUC_"))}
-    env.update(GATEWAY_PORT=str(port), BIND_HOST="127.0.0.1", MINISTACK_HOST="127.0.0.1", TMPDIR=str(work))
-    log = (work / "ministack.log").open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ministack"], env=env, cwd=work, stdout=log, stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/_ministack/health", timeout=2).status_code < 500:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, (work / "ministack.log").read_text(errors="replace")[-2000:]
-            assert time.monotonic() < deadline, "ministack did not start within 60 s"
-            time.sleep(0.3)
-        yield Ministack(url, proc)
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
+    """Without AUTH: the deployment's keys are any (tests/s3world.py starts and stops it by pid)."""
+    with start_ministack(tmp_path_factory.mktemp("ministack"), auth=False) as stack:
+        yield stack
 
 
 class Inbox:

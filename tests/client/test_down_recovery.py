@@ -14,7 +14,7 @@ from gpuc.client.pods.down import down
 from gpuc.client.runs import RunStore
 from gpuc.core.api import Ack, AttemptRecord, EndRequest, PodRecord, RunRecovery, StatusResponse
 from gpuc.core.clock import FakeClock, iso
-from gpuc.core.errors import FunctionsError
+from gpuc.core.errors import FunctionsError, GpucError
 from gpuc.core.pod import Pod
 from gpuc.core.providers.base import DestroyResult, Provider
 from gpuc.core.settings import SecretStr, Settings
@@ -40,16 +40,20 @@ def recovering(*, done: bool = False) -> RunRecovery:
 
 
 class Watchdog:
-    def __init__(self, log: list[str], run: RunRecovery | Exception | None) -> None:
+    def __init__(self, log: list[str], run: RunRecovery | Exception | None, busy: int = 0) -> None:
         self.log, self.answer = log, run
-        self.stopped = False
+        self.stopped = self.ended = False
+        self.busy = busy  # reads after the stop that still find a pass inside a re-rent
 
     def run(self, run_id: str) -> RunRecovery | None:
         self.log.append(f"run {run_id}")
         if isinstance(self.answer, Exception):
             raise self.answer
-        if self.answer is not None and self.stopped:
+        if self.answer is not None and self.ended:
             return recovering(done=True)
+        if self.answer is not None and self.stopped and self.busy:
+            self.busy -= 1
+            return self.answer.model_copy(update={"busy": "renting attempt 3 (pod 31000002)", "stop_asked": True})
         return self.answer
 
     def stop_run(self, run_id: str) -> Ack:
@@ -64,6 +68,7 @@ class Watchdog:
 
     def end(self, pod_id: str, request: EndRequest) -> Ack:
         self.log.append(f"end {pod_id}")
+        self.ended = True
         return Ack()
 
     def notify(self, title: str, message: str) -> Ack:
@@ -151,3 +156,29 @@ def test_a_watchdog_that_cannot_be_asked_does_not_keep_the_pod_billing(
     down(SECOND, ctx, copied_to=tmp_path)
     assert f"destroy {SECOND}" in log
     assert any("destroying anyway" in line and "again once the watchdog answers" in line for line in said)
+
+
+def test_down_waits_while_a_watchdog_pass_is_inside_a_re_rent_then_ends_the_run(
+    world: tuple[Ctx, list[str], list[str]], tmp_path: Path
+) -> None:
+    """The stop landed while a pass was renting: `down` reads the run again until the pass is over (it destroys
+    what it rented after the stop), and only then ends the run's pod."""
+    ctx, log, said = world
+    ctx.watchdog.busy = 3  # type: ignore[attr-defined]
+    down(RUN, ctx, copied_to=tmp_path)
+    reads = [i for i, line in enumerate(log) if line == f"run {RUN}"]
+    assert len(reads) >= 1 + 4 and reads[4] < log.index(f"destroy {SECOND}")  # 3 busy reads, a settled one
+    assert any("no further attempt is rented" in line for line in said)
+
+
+def test_down_says_plainly_what_the_watchdog_is_still_doing_and_claims_nothing(
+    world: tuple[Ctx, list[str], list[str]], tmp_path: Path
+) -> None:
+    ctx, log, said = world
+    ctx.watchdog.busy = 10_000  # type: ignore[attr-defined]  # a pass that does not finish while down waits
+    with pytest.raises(GpucError) as refused:
+        down(RUN, ctx, copied_to=tmp_path)
+    assert "still renting attempt 3 (pod 31000002)" in refused.value.message
+    assert f"gpuc down {RUN}" in (refused.value.hint or "")
+    assert not any("no further attempt is rented" in line for line in said)
+    assert not [line for line in log if line.startswith("destroy")]

@@ -1,6 +1,6 @@
 """After the destroy, `gpuc logs` and `--wait` read the job's log and outcome where the pod's sync put them:
-an S3 bucket (moto, in process) and the experiment's git repo (a bare repo over file://). Pushed by the pod's
-own sync code, read back by the laptop's."""
+an S3 bucket (a real S3 API on loopback, tests/s3world.py) and the experiment's git repo (a bare repo over
+file://). Pushed by the pod's own sync code, read back by the laptop's."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ import pytest
 from gpuc.client.jobs.outcome_file import JobOutcome
 from gpuc.client.jobs.places import Destination, result_places
 from gpuc.client.jobs.podlog import LogPrinter
-from gpuc.core.destinations import S3_KEY_ENV, S3_SECRET_ENV, git_environ
+from gpuc.core.destinations import git_environ
 from gpuc.core.podpaths import PodPaths
 from gpuc.core.settings import SecretStr, Settings
 from gpuc.instance_side.joblog import OUTCOME_FORMAT
-from gpuc.instance_side.sync import JOB_LOG_NAME, OUTCOME_NAME, GitSync, S3Sync, SplitSync, with_job_log
+from gpuc.instance_side.sync import JOB_LOG_NAME, OUTCOME_NAME, GitSync, SplitSync, with_job_log
 
 KEY, SECRET = "AKIAEXAMPLEKEY000002", "s3cr3t-laptop-value"
 
@@ -36,16 +36,18 @@ def pod_with_a_finished_job(root: Path) -> PodPaths:
     return paths
 
 
-def test_the_laptop_reads_the_log_the_pod_sent_to_s3(s3: Any, tmp_path: Path) -> None:
+def test_the_laptop_reads_the_log_the_pod_sent_to_s3(grants: Any, tmp_path: Path) -> None:
+    """The pod sent it through its grants (it holds no key); the laptop reads it with its own key."""
     paths = pod_with_a_finished_job(tmp_path / "pod")
-    sent = S3Sync("s3://results/runs", "exp", "run01", credentials={S3_KEY_ENV: KEY, S3_SECRET_ENV: SECRET})
-    sync = with_job_log(sent, paths)
+    grants.register("pod-1", "run01")
+    sync = with_job_log(grants.sync(tmp_path / "pod", "pod-1", "run01"), paths)
     assert sync.verify(sync.push(paths.results))
     laptop = Settings(
         home=tmp_path / "home",
-        results_bucket="s3://results/runs",
-        s3_access_key_id=SecretStr(KEY),
-        s3_secret_access_key=SecretStr(SECRET),
+        results_bucket=f"s3://results/{grants.prefix}",
+        s3_endpoint_url=grants.stack.url,
+        s3_access_key_id=SecretStr(grants.key[0]),
+        s3_secret_access_key=SecretStr(grants.key[1]),
     )
     dest = Destination(result_places(laptop, "runpod", "exp", "run01"))
     log, outcome = dest.read(JOB_LOG_NAME), dest.read(OUTCOME_NAME)

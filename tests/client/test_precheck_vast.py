@@ -20,7 +20,7 @@ from gpuc.core.api import WIRE_PROTOCOL, StatusResponse
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ConfigError, GpucError
 from gpuc.core.providers.http import zero_backoff
-from gpuc.core.providers.vast import VastProvider
+from gpuc.core.providers.vast import BidUnderFloor, VastProvider
 from gpuc.core.settings import SecretStr, Settings
 from gpuc.testkit.emulators.vast import VastEmulator
 
@@ -69,20 +69,26 @@ def rented_nothing(emu: VastEmulator, ctx: Ctx) -> bool:
     return not emu.instances and not emu.billed and ctx.runs.all() == []
 
 
+class Declines:
+    """A terminal that says no to the price, keeping each question it was asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def __call__(self, question: str) -> bool:
+        self.asked.append(question)
+        return False
+
+
 def test_with_every_check_passing_up_reaches_the_question(
     settings: Settings, vast: VastProvider, emu: VastEmulator, clock: FakeClock
 ) -> None:
     """The control: the same settings, untouched, pass every check; so each refusal below is its one break."""
-    asked: list[str] = []
-
-    def no(question: str) -> bool:
-        asked.append(question)
-        return False
-
+    no = Declines()
     ctx = ctx_for(settings, vast, clock)
     with pytest.raises(GpucError, match="not confirmed"):
         up(UpOptions(experiment="exp1", provider="vast", gpu="4090", max_hours=2, confirm=no), ctx)
-    assert asked == ["create exp1 on vast?"] and rented_nothing(emu, ctx)
+    assert no.asked == ["create exp1 on vast?"] and rented_nothing(emu, ctx)
 
 
 def test_vast_up_refuses_a_destination_that_fails_its_probe(
@@ -142,3 +148,45 @@ def test_up_refuses_a_watchdog_that_runs_an_older_gpuc_before_the_rent(
     hint = caught.value.hint or ""
     assert "gpuc watchdog deploy" in hint and "gpuc watchdog serve" in hint
     assert rented_nothing(emu, ctx)
+
+
+# ---- a bid under the floor: Vast refuses it; `up` says so first, with the floor and the fix ---------------
+
+
+def bid_up(ctx: Ctx, bid: float, **fields: object) -> None:
+    opts = {"experiment": "exp1", "provider": "vast", "gpu": "4090", "max_hours": 2, "confirm": yes, **fields}
+    up(UpOptions(interruptible=True, bid=bid, **opts), ctx)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_up_refuses_a_bid_under_every_offers_floor_naming_the_floor_and_the_command(
+    settings: Settings, vast: VastProvider, emu: VastEmulator, clock: FakeClock, dry_run: bool
+) -> None:
+    ctx = ctx_for(settings, vast, clock)
+    with pytest.raises(BidUnderFloor) as caught:
+        bid_up(ctx, 0.12, dry_run=dry_run)  # the RTX 4090 passing the filters takes bids from 0.20
+    assert "$0.200 per GPU-hour (offer 11684738)" in caught.value.message
+    hint = caught.value.hint or ""
+    assert "--bid 0.22" in hint and "gpuc offers --provider vast --interruptible --gpu 'RTX 4090'" in hint
+    assert rented_nothing(emu, ctx) and emu.ops("create") == []
+
+
+def test_up_refuses_a_bid_under_the_floor_of_the_offer_it_names(
+    settings: Settings, vast: VastProvider, emu: VastEmulator, clock: FakeClock
+) -> None:
+    ctx = ctx_for(settings, vast, clock)
+    with pytest.raises(BidUnderFloor, match=r"offer 11684741's min_bid is \$0.070 per GPU-hour"):
+        bid_up(ctx, 0.05, offer_id="11684741")
+    assert rented_nothing(emu, ctx) and emu.ops("create") == []
+
+
+def test_a_bid_over_the_floor_rents_the_offer_it_clears_at_the_bid(
+    settings: Settings, vast: VastProvider, emu: VastEmulator, clock: FakeClock
+) -> None:
+    no = Declines()
+    lines: list[str] = []
+    ctx = ctx_for(settings, vast, clock)
+    ctx.echo = lines.append
+    with pytest.raises(GpucError, match="not confirmed"):
+        bid_up(ctx, 0.22, confirm=no)
+    assert no.asked and any("$0.220/h" in line and "your bid, offer 11684738" in line for line in lines)

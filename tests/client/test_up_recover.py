@@ -21,7 +21,15 @@ from gpuc.client.context import Ctx
 from gpuc.client.pods.plan import UpOptions
 from gpuc.client.pods.up import up
 from gpuc.client.runs import RunStore
-from gpuc.core.api import RECOVERY_PROTOCOL, Ack, EndRequest, RegisterAnswer, RegisterRequest, StatusResponse
+from gpuc.core.api import (
+    RECOVERY_PROTOCOL,
+    WIRE_PROTOCOL,
+    Ack,
+    EndRequest,
+    RegisterAnswer,
+    RegisterRequest,
+    StatusResponse,
+)
 from gpuc.core.bootkit import onstart_script
 from gpuc.core.budget import run_envelope_usd
 from gpuc.core.clock import FakeClock
@@ -45,7 +53,7 @@ class Stop(GpucError):
 class RecordingWatchdog(HealthyWatchdog):
     """A watchdog that declares `protocol`, and records each registration (then stops `up` there)."""
 
-    def __init__(self, clock: FakeClock, protocol: int = RECOVERY_PROTOCOL) -> None:
+    def __init__(self, clock: FakeClock, protocol: int = max(RECOVERY_PROTOCOL, WIRE_PROTOCOL)) -> None:
         super().__init__(clock)
         self.protocol = protocol
         self.registered: list[RegisterRequest] = []
@@ -193,7 +201,7 @@ def test_recover_refuses_a_watchdog_without_recovery(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A watchdog that takes this gpuc's pods (WIRE_PROTOCOL) but not its recovery: its own check, its own
-    constant, so a later WIRE_PROTOCOL never lets it through (today both are 3: the recovery one is set above)."""
+    constant, so a later WIRE_PROTOCOL never lets it through (the recovery one is set above it here)."""
     from gpuc.core import api
 
     monkeypatch.setattr(api, "RECOVERY_PROTOCOL", api.WIRE_PROTOCOL + 1)
@@ -269,8 +277,9 @@ def test_the_kit_is_written_before_the_create_and_the_registration_carries_it(
     # The first pod's config, the allowlisted secrets (never a token or a claim), the job as `up` starts it.
     assert kit.config["run_id"] == spec.run_id and kit.config["pod_id"] == sent.pod_id
     assert kit.config["results_bucket"] == bucket.as_uri() and kit.config["deadline_at"] == sent.deadline_at
+    assert kit.config["gpu_count"] == spec.gpu_count  # a re-rented pod verifies the run's GPUs, every one
     assert kit.secrets == {"HF_TOKEN": HF}
-    assert (kit.command, kit.job_id, kit.installer) == (["python", "train.py"], "job-1", "venv")
+    assert (kit.command, kit.job_id, kit.installer) == (["python", "train.py"], "job-1", "offline")
     assert kit.bootstrap is not None and kit.bootstrap["requirements"] == "requirements.txt"
     assert plan.spec.run_id == spec.run_id and plan.spec.offer_id is None
     # `up` stopped at the registration: what it created is destroyed, as for any failure after the create.

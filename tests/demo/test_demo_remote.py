@@ -48,6 +48,16 @@ def test_the_demo_runs_both_stories_against_the_emulator(provider: str) -> None:
     ):
         assert expected in text, expected
     assert text.count("ledger: ") == 2
+    first_rental = (  # RunPod's story 0: a first rental's traps, each before any money
+        "✓ the account has no ssh key registered (a new account's)",
+        "✓ a 3 GB volume refused before renting, with the fix",
+        "✓ a 4-GPU quote is RunPod's price and stock for 4",
+        "✓ told that no key is registered, and that gpuc hands the pod its own",
+        "✓ a pool the account cannot use is said as such",
+        "✓ nothing was rented by any of them",
+        "✓ no key registered at RunPod: the pod took the key gpuc handed it (PUBLIC_KEY)",
+    )
+    assert all((line in text) == (provider == "runpod") for line in first_rental), text
 
 
 def test_the_remote_demo_without_an_ssh_client_says_what_to_install(

@@ -74,10 +74,21 @@ def test_a_rehearsed_rental_runs_every_command_and_ctrl_c_cleans_up(
         return subprocess.run([sys.executable, "-m", "gpuc.client.cli", *args], cwd=project, env=env,
                               capture_output=True, text=True, timeout=300, check=False)
 
+    # A first rental's traps, as the banner suggests trying them: each said before anything is rented.
+    assert "RunPod's floor is 10 GB" in text and "--gpus 4 --dry-run" in text
+    doctor = gpuc("doctor")
+    assert "ssh key at runpod" in doctor.stdout and "no ssh key is registered at runpod" in doctor.stdout, doctor.stdout
+    small = gpuc("up", "small", "-y", "--volume-gb", "3", "--", "python", "train.py")
+    assert small.returncode == 2 and "too small for RunPod" in small.stderr and "--volume-gb 10" in small.stderr
+    assert "Traceback" not in small.stderr
+    quad = gpuc("up", "quad", "--gpus", "4", "--dry-run")
+    assert quad.returncode == 0 and "stock for 4 GPUs" in quad.stdout + quad.stderr, quad.stdout + quad.stderr
     up = gpuc("up", "first-try", "-y", "--wait", "--", "python", "train.py")
     assert up.returncode == 0, up.stdout + up.stderr
     assert "hello from the pod" in up.stdout
     assert "results and log:" in up.stderr
+    # No key registered, yet the pod was reached: `up` handed it its key, and said so.
+    assert "no ssh key is registered at runpod" in up.stdout + up.stderr
     listed = gpuc("ls")
     assert listed.returncode == 0, listed.stderr
     ledger = gpuc("ledger")

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,11 +20,11 @@ from gpuc.functions.app import Deps
 from gpuc.functions.reaper import rules, sweep
 from gpuc.instance_side import agent, ending, heartbeat, push, resume
 from gpuc.testkit import docgen
-from gpuc.testkit.drill import SCENARIOS, run_drill
+from gpuc.testkit.drill import FAULT_FREE, SCENARIOS, run_drill
 from gpuc.testkit.drill_ends import f3j_job_works_without_gpu
 from gpuc.testkit.drill_results import f8_sync_fails, f10_network_lost
 from gpuc.testkit.drill_silence import f5_agent_killed, f5c_clock_ahead
-from gpuc.testkit.drill_spot import s30e_outbid_at_random_moments
+from gpuc.testkit.drill_spot import s30h_outbid_at_random_moments
 
 pytestmark = pytest.mark.e2e  # minutes of real processes: `make quick` leaves them out
 
@@ -35,8 +38,20 @@ ROWS += ["F20"]  # Keep from the phone
 ROWS += ["F11i"]  # `up | tee` stopped at each step
 ROWS += ["F26s", "F26w"]  # Pods carry their own proof
 ROWS += ["F26a", "F26f"]  # The agent killed mid-job, the pod frozen mid-job
+ROWS += ["F34"]  # A hostile host reads the pod and asks for grants
 ROWS += ["S30a", "S30b", "S30c", "S30d"]  # interruptible runs: recovered, stopped, a losing bid, a forged hint
-ROWS += ["S30e"]  # outbid at random moments, inside a push or between two: the product's push and restore
+ROWS += ["S30e", "S30f", "S30g"]  # a stop at every step of a re-rent, a re-rent cut, a 2-GPU run
+ROWS += ["S30h"]  # outbid at random moments, inside a push or between two: the product's push and restore
+FAULT_FREE_ROWS = {"F11i", "S30a", "S30b", "S30c", "S30d", "S30e", "S30f", "S30g", "S30h"}  # drill.FAULT_FREE's rows
+
+
+@pytest.fixture(autouse=True)
+def ram_tmp(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The drill's pods write their markers at every tick (thousands of fsynced files a drill): on a RAM disk
+    where the machine has one, each drill costs CPU, not disk waits. Elsewhere the usual temporary folder."""
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK):
+        monkeypatch.setattr(tempfile, "tempdir", str(shm))
 
 
 def drill(*args: str) -> tuple[int, str]:
@@ -44,8 +59,8 @@ def drill(*args: str) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
-def check_all_within(report: dict[str, Any]) -> None:
-    assert [r["row"] for r in report["rows"]] == ROWS
+def check_all_within(report: dict[str, Any], rows: list[str] = ROWS) -> None:
+    assert [r["row"] for r in report["rows"]] == rows
     for row in report["rows"]:
         assert row["within_bound"], row
         assert row["false_kills"] == 0, row
@@ -79,12 +94,22 @@ def test_the_drill_as_json_has_every_row_within_bound() -> None:
     )
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_the_drill_with_faults_passes(seed: int) -> None:
-    code, out = drill("--faults", "--seed", str(seed), "--json")
+def test_the_drill_with_faults_passes_every_row_at_seed_0() -> None:
+    code, out = drill("--faults", "--seed", "0", "--json")
     assert code == 0, out
-    report = json.loads(out)
-    check_all_within(report)
+    check_faulted(json.loads(out), ROWS)
+
+
+# `gpuc drill --faults --seed N` for N in 1..9, each row under the faults it meets in the whole drill; the rows
+# no fault can reach (FAULT_FREE) ran at seed 0 and would run the same again.
+@pytest.mark.parametrize("seed", range(1, 10))
+def test_the_drill_with_faults_passes(seed: int) -> None:
+    report = run_drill(faults=True, seed=seed, skip=FAULT_FREE).as_json()
+    check_faulted(report, [r for r in ROWS if r not in FAULT_FREE_ROWS])  # the names and the rows agree
+
+
+def check_faulted(report: dict[str, Any], rows: list[str]) -> None:
+    check_all_within(report, rows)
     kinds = report["faults"]["by_kind"]
     assert report["faults"]["injected"] >= 50
     for kind in ("notifier down", "store unavailable", "functions unreachable"):
@@ -112,8 +137,9 @@ def test_a_reaper_that_never_acts_puts_silence_over_its_bound() -> None:
     assert row.billed_min is None  # never destroyed
 
 
-def test_a_push_in_name_order_fails_s30e(monkeypatch: pytest.MonkeyPatch) -> None:
-    """main's push sent changed files in name order: ckpt.pt before the step files written before it."""
+def test_a_push_in_name_order_fails_s30h(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The push before issue 34 item 3 sent changed files in name order: ckpt.pt before the step files written
+    before it."""
     real = push.plan
 
     def by_name(*args: Any, **kwargs: Any) -> push.Plan:
@@ -121,15 +147,16 @@ def test_a_push_in_name_order_fails_s30e(monkeypatch: pytest.MonkeyPatch) -> Non
         return push.Plan(tuple(sorted(planned.send, key=lambda s: s.name)), planned.waiting)
 
     monkeypatch.setattr(push, "plan", by_name)
-    row = run_drill(scenarios=[s30e_outbid_at_random_moments]).rows[0]
+    row = run_drill(scenarios=[s30h_outbid_at_random_moments]).rows[0]
     assert not row.ok and any("past its steps" in p for p in row.problems), row
 
 
-def test_a_restore_that_follows_the_last_verified_manifest_alone_fails_s30e(monkeypatch: pytest.MonkeyPatch) -> None:
-    """main's restore: a push cut after a newer checkpoint left the manifest of the push before it."""
+def test_a_restore_that_follows_the_last_verified_manifest_alone_fails_s30h(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The restore before issue 34 item 3 followed the last verified manifest: a push cut after a newer checkpoint
+    left the manifest of the push before it."""
     real = resume.restorable
     monkeypatch.setattr(resume, "restorable", lambda m, listing: real(dataclasses.replace(m, sending=()), listing))
-    row = run_drill(scenarios=[s30e_outbid_at_random_moments]).rows[0]
+    row = run_drill(scenarios=[s30h_outbid_at_random_moments]).rows[0]
     assert not row.ok and any("past its steps" in p for p in row.problems), row
 
 

@@ -4,16 +4,14 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import boto3
 import pytest
-from moto import mock_aws
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from rec_fixtures import moto_store
 from watchdog_fakes import World, make_world
 
 from gpuc.core.clock import FakeClock
-from gpuc.functions.dynamo import DynamoStore, create_table
 
 
 @pytest.fixture
@@ -31,9 +29,8 @@ def any_world(request: pytest.FixtureRequest, home: Path, clock: FakeClock) -> I
         yield world
         world.store.close()
         return
-    with mock_aws():
-        client = boto3.client("dynamodb", region_name="us-east-1")
-        create_table(client, "gpuc-watchdog")
-        world = make_world(home, clock, store=DynamoStore("gpuc-watchdog", client))
+    with moto_store() as store:
+        world = make_world(home, clock, store=store)
         yield world
         world.store.close()
+

@@ -143,6 +143,14 @@ class WriteSpy:
         self.writes.append(f"event {pod_id}")
         return self.inner.claim_event_seq(pod_id, seq, now, keep_s)
 
+    def claim_once(self, kind: str, key: str, now: float, keep_s: float) -> bool:
+        self.writes.append(f"once {kind}")
+        return self.inner.claim_once(kind, key, now, keep_s)
+
+    def sweep(self, now: float) -> None:
+        self.writes.append("sweep")
+        self.inner.sweep(now)
+
     def update_if(self, pod_id: str, expect: Mapping[str, Any], changes: Mapping[str, Any]) -> bool:
         self.writes.append(f"update {pod_id} {sorted(changes)}")
         return self.inner.update_if(pod_id, expect, changes)

@@ -152,10 +152,11 @@ def signed(
 ) -> tuple[dict[str, str], bytes]:
     raw = json.dumps(body).encode()
     mac = hmac.new(secret.encode(), f"{int(stamp)}.".encode() + raw, hashlib.sha256).hexdigest()
-    return {"X-Vast-Timestamp": str(int(stamp)), "X-Vast-Signature": mac, "X-Vast-Event-Id": event}, raw
+    # As Vast sends it (vast-ai/docs notification-webhooks.mdx): `sha256=` and the hex digest, in the -256 header
+    return {"X-Vast-Timestamp": str(int(stamp)), "X-Vast-Signature-256": f"sha256={mac}", "X-Vast-Event-Id": event}, raw
 
 
-OUTBID = {"event_id": "evt_1", "notif_type": "client:outbid", "message": "outbid", "timestamp": T0}
+OUTBID = {"event_id": "evt_1", "notif_type": "outbid", "message": "outbid", "timestamp": T0}
 
 
 @pytest.mark.parametrize(
@@ -164,7 +165,7 @@ OUTBID = {"event_id": "evt_1", "notif_type": "client:outbid", "message": "outbid
         ("forged", signed(OUTBID, T0, secret="not-ours"), T0),
         ("stale", signed(OUTBID, T0), T0 + 301),
         ("future", signed(OUTBID, T0 + 400), T0),
-        ("body-changed", (signed(OUTBID, T0)[0], b'{"notif_type": "client:outbid", "x": 1}'), T0),
+        ("body-changed", (signed(OUTBID, T0)[0], b'{"notif_type": "outbid", "x": 1}'), T0),
         ("unsigned", ({"X-Vast-Event-Id": "e"}, json.dumps(OUTBID).encode()), T0),
     ],
     ids=["forged", "stale", "future", "body-changed", "unsigned"],
@@ -188,3 +189,22 @@ def test_a_replayed_webhook_is_ignored_and_a_good_one_only_asks_for_a_look() -> 
     headers, body = signed(OUTBID, T0)
     assert wants_look(check_delivery(headers, body, secret=SECRET, now=T0 + 10, first_time=first_time))
     assert not wants_look(check_delivery(headers, body, secret=SECRET, now=T0 + 20, first_time=first_time))
+
+
+def test_the_signature_is_read_as_vast_sends_it_and_nothing_else() -> None:
+    """`X-Vast-Signature-256: sha256=<hex>` (vast-ai/docs notification-webhooks.mdx): the same digest bare, or
+    under the old `X-Vast-Signature` name, is not Vast's delivery."""
+    headers, body = signed(OUTBID, T0)
+    digest = headers["X-Vast-Signature-256"].removeprefix("sha256=")
+    bare = {k: v for k, v in headers.items() if k != "X-Vast-Signature-256"}
+    for wrong in ({**bare, "X-Vast-Signature-256": digest}, {**bare, "X-Vast-Signature": digest}):
+        assert isinstance(check_delivery(wrong, body, secret=SECRET, now=T0, first_time=lambda _e: True), str)
+    taken = check_delivery(headers, body, secret=SECRET, now=T0, first_time=lambda _e: True)
+    assert wants_look(taken)
+
+
+def test_the_short_slug_is_an_outbid_and_a_test_delivery_is_not() -> None:
+    """The body's notif_type is the short slug (`outbid`); `webhook_test` is Vast's signed test delivery."""
+    for notif, look in (("outbid", True), ("webhook_test", False), ("low_credit", False)):
+        headers, body = signed({**OUTBID, "notif_type": notif}, T0)
+        assert wants_look(check_delivery(headers, body, secret=SECRET, now=T0, first_time=lambda _e: True)) is look

@@ -4,13 +4,11 @@ emulator through the real VastProvider, on a FakeClock: what it re-rents, and ev
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
+import rec_fixtures
 
 from gpuc.core import api
 from gpuc.core.clock import FakeClock
@@ -18,39 +16,12 @@ from gpuc.core.pod import RESUME_ENV
 from gpuc.core.signing import derive_key
 from gpuc.functions import runs
 from gpuc.functions.actions import verbs
-from gpuc.functions.dynamo import DynamoStore, create_table
 from gpuc.functions.reaper import recovering
 from gpuc.functions.store import Store
 from gpuc.testkit.spot_world import ADMIN, BID, PLANTED_SECRET, RUN_ID, WAIT_S, RecWorld, make_rec_world
 
-
-@pytest.fixture
-def world(home: Path, clock: FakeClock) -> Iterator[RecWorld]:
-    w = make_rec_world(home, clock)
-    yield w
-    w.close()
-
-
-@pytest.fixture(params=["sqlite", "dynamodb"])
-def any_world(request: pytest.FixtureRequest, home: Path, clock: FakeClock) -> Iterator[RecWorld]:
-    if request.param == "sqlite":
-        w = make_rec_world(home, clock)
-        yield w
-        w.close()
-        return
-    with mock_aws():
-        client = boto3.client("dynamodb", region_name="us-east-1")
-        create_table(client, "gpuc-watchdog")
-        w = make_rec_world(home, clock, store=DynamoStore("gpuc-watchdog", client))
-        yield w
-        w.close()
-
-
-def outbid_and_wait(world: RecWorld) -> None:
-    world.outbid()
-    world.reap()  # the pause noted
-    world.clock.advance(WAIT_S + 1)
-
+# The recovering run's worlds (tests/functions/rec_fixtures.py), on SQLite and on both stores
+world, any_world = rec_fixtures.world, rec_fixtures.any_world
 
 # -- register -------------------------------------------------------------------------------------
 
@@ -93,7 +64,7 @@ def test_register_refuses_what_recovery_cannot_do_and_stores_nothing(
 def test_a_re_rent_on_both_stores_boots_once_with_the_kit(any_world: RecWorld) -> None:
     world = any_world
     first = world.up()
-    outbid_and_wait(world)
+    world.outbid_and_wait()
     world.reap()
     run = world.run()
     assert run.attempts[0].pod_id == first.id and len(run.attempts) == 2
@@ -125,7 +96,7 @@ def test_a_re_rent_on_both_stores_boots_once_with_the_kit(any_world: RecWorld) -
 
 def test_one_reading_of_paused_rents_nothing(world: RecWorld, monkeypatch: pytest.MonkeyPatch) -> None:
     first = world.up()
-    outbid_and_wait(world)
+    world.outbid_and_wait()
     real = world.vast.get
     calls = iter(range(1000))
     # Every other read says "gone": the two reads of a pass never agree.
@@ -151,7 +122,7 @@ def test_recovery_waits_for_the_bid_to_win_again_before_re_renting(world: RecWor
 
 def test_a_destroy_that_does_not_confirm_rents_nothing(world: RecWorld) -> None:
     first = world.up()
-    outbid_and_wait(world)
+    world.outbid_and_wait()
     world.emu.destroy_lag_polls = 500  # still listed after the destroy
     world.reap()
     assert world.creates() == 1 and world.run().latest.pod_id == first.id
@@ -166,7 +137,7 @@ def test_the_jobs_own_end_is_never_re_rented(home: Path, clock: FakeClock) -> No
         first = world.up()
         end = api.EndRequest.model_validate({"end_at": world.now, "by": "wrapper"})
         assert world.admin("POST", f"/v1/pods/{first.id}/end", end.model_dump_json().encode()).status == 200
-        outbid_and_wait(world)
+        world.outbid_and_wait()
         world.reap()
         assert world.creates() == 1 and world.run().done and runs.live_ids(world.store) == []
     finally:
@@ -175,10 +146,10 @@ def test_the_jobs_own_end_is_never_re_rented(home: Path, clock: FakeClock) -> No
 
 def test_after_n_recoveries_it_stops_destroys_and_says_why(world: RecWorld) -> None:
     world.up(recover=1)
-    outbid_and_wait(world)
+    world.outbid_and_wait()
     world.reap()
     assert world.creates() == 2
-    outbid_and_wait(world)
+    world.outbid_and_wait()
     world.reap()
     run = world.run()
     assert world.creates() == 2 and world.emu.alive() == []
@@ -195,7 +166,7 @@ def test_a_re_rented_pod_booting_is_not_taken_for_silent_before_the_unregistered
     try:
         first = world.up()
         world.deps.store.update_if(first.id, {}, {"last_seen": world.now})  # the first attempt pinged
-        outbid_and_wait(world)
+        world.outbid_and_wait()
         world.reap()
         new = world.latest()
         for _ in range(16):  # 16 min with no ping: it boots (installs gpuc) before its agent starts
@@ -215,7 +186,7 @@ def test_a_re_rent_that_would_cross_the_months_budget_stops(home: Path, clock: F
     world = make_rec_world(home, clock, monthly_budget=0.40)
     try:
         world.up()
-        outbid_and_wait(world)
+        world.outbid_and_wait()
         world.reap()
         run = world.run()
         assert world.creates() == 1 and run.done and "would cross the budget" in (run.stopped_why or "")
@@ -226,7 +197,7 @@ def test_a_re_rent_that_would_cross_the_months_budget_stops(home: Path, clock: F
 
 def test_the_phones_stop_tap_stops_the_recovery(world: RecWorld) -> None:
     world.up(recover=3)
-    outbid_and_wait(world)
+    world.outbid_and_wait()
     world.reap()
     [note] = [m for m in world.outbox() if m.kind == "recovering"]
     assert "attempt 2 of 4" in note.message
@@ -243,7 +214,7 @@ def test_the_phones_stop_tap_stops_the_recovery(world: RecWorld) -> None:
 
 def test_two_passes_racing_rent_once(world: RecWorld) -> None:
     world.up()
-    outbid_and_wait(world)
+    world.outbid_and_wait()
     store = world.store
     real_put = store.put_meta
     raced: list[bool] = []
@@ -284,7 +255,7 @@ def test_the_previous_attempt_still_listed_is_never_taken_for_the_new_one(
     world: RecWorld, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     first = world.up()
-    outbid_and_wait(world)
+    world.outbid_and_wait()
     # Vast's show says gone while its list still shows the instance, unchanged, for a while.
     world.emu.destroy_lag_polls = 50
     monkeypatch.setattr(world.vast, "gone_for_sure", lambda pod_id: True)
@@ -298,7 +269,7 @@ def test_a_pass_that_died_after_its_create_is_taken_over_without_a_second_create
     world: RecWorld, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     world.up()
-    outbid_and_wait(world)
+    world.outbid_and_wait()
     monkeypatch.setattr(recovering, "_register", _die)
     with pytest.raises(RuntimeError):
         recovering.recover_one(_pass(world), RUN_ID)
@@ -328,7 +299,7 @@ def _pass(world: RecWorld) -> Any:
 
 def test_a_bad_or_unknown_ticket_is_403_and_stores_nothing(world: RecWorld) -> None:
     first = world.up()
-    outbid_and_wait(world)
+    world.outbid_and_wait()
     world.reap()
     new = world.latest()
     before = world.store.get_meta(runs.run_key(RUN_ID))
@@ -343,7 +314,7 @@ def test_a_bad_or_unknown_ticket_is_403_and_stores_nothing(world: RecWorld) -> N
 
 def test_the_run_route_says_the_run_and_no_secret_and_stop_asks_the_next_pass(world: RecWorld) -> None:
     world.up()
-    outbid_and_wait(world)
+    world.outbid_and_wait()
     world.reap()
     answer = world.admin("GET", f"/v1/runs/{RUN_ID}")
     assert answer.status == 200
@@ -363,7 +334,7 @@ def test_the_run_route_says_the_run_and_no_secret_and_stop_asks_the_next_pass(wo
 def test_nothing_logs_a_ticket_token_or_kit_secret(world: RecWorld, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level("DEBUG")
     world.up()
-    outbid_and_wait(world)
+    world.outbid_and_wait()
     world.reap()
     new = world.latest()
     ticket = world.ticket_of(new)
@@ -389,7 +360,7 @@ def test_the_boot_route_over_the_local_server_logs_no_planted_secret(
 
     caplog.set_level("DEBUG")
     world.up()
-    outbid_and_wait(world)
+    world.outbid_and_wait()
     world.reap()
     new = world.latest()
     ticket = world.ticket_of(new)

@@ -159,6 +159,24 @@ def test_event_seqs_are_claimed_once_within_the_window(store: Store) -> None:
     assert store.claim_event_seq("p1", 5, 1000.0, keep_s=600)
 
 
+def test_a_key_is_claimed_once_within_its_window_then_forgotten(store: Store) -> None:
+    """claim_once (a Vast delivery's event id): a replay inside the window is refused; after it the record is
+    gone, so nothing a delivery stored outlives its 300 s (functions/outbidhook.py)."""
+    assert store.claim_once("vasthook", "evt_1", 100.0, keep_s=300)
+    assert not store.claim_once("vasthook", "evt_1", 399.0, keep_s=300)
+    assert store.claim_once("other", "evt_1", 399.0, keep_s=300)  # kinds apart
+    assert store.claim_once("vasthook", "evt_1", 401.0, keep_s=300)  # expired: taken again
+
+
+def test_the_sweep_removes_expired_keys(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "w.db")
+    store.claim_once("vasthook", "evt_1", 100.0, keep_s=300)
+    store.claim_once("vasthook", "evt_2", 300.0, keep_s=300)
+    store.sweep(450.0)
+    assert [r[0] for r in store._db.execute("SELECT key FROM seen_once").fetchall()] == ["evt_2"]
+    store.close()
+
+
 def test_notifications_come_back_oldest_first(store: Store) -> None:
     for i in range(5):
         store.log_notification(NotificationRecord(ts=float(i), title=f"t{i}", message="m"))

@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 from podfakes import serving
 from podstub import RecordingFunctions
 
-from gpuc.client.onpod.provision import build_wheel
+from gpuc.client.onpod.bundle import build_bundle
 from gpuc.core.api import BootAnswer, BootKit, BootRequest
 from gpuc.core.bootkit import BOOT_TICKET_ENV, BOOT_URL_ENV, onstart_script
 from gpuc.core.models import PodSpec
@@ -47,6 +47,7 @@ class BootFunctions(RecordingFunctions):
 
     answer: ClassVar[bytes] = b""
     status: ClassVar[int] = 200
+    first: ClassVar[list[int]] = []  # statuses answered before `status`, one per request (a "not yet" 409)
     boots: ClassVar[list[BootRequest]]
     spent: ClassVar[set[str]]
     wheel: ClassVar[bytes] = b""
@@ -70,6 +71,15 @@ class BootFunctions(RecordingFunctions):
         cls = type(self)
         request = BootRequest.model_validate_json(self.rfile.read(int(self.headers["Content-Length"])))
         cls.boots.append(request)
+        if cls.first:
+            status = cls.first.pop(0)
+            body = b'{"error": "not yet"}'
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
         status = cls.status if request.ticket not in cls.spent else 403
         cls.spent.add(request.ticket)
         body = cls.answer if status == 200 else b'{"error": "no such ticket"}'
@@ -109,7 +119,7 @@ class BootWorld:
     def kit(
         self, command: list[str] | None, resume_from: str | None, *, over_http: bool = False, **changes: Any
     ) -> BootAnswer:
-        wheel = build_wheel()
+        wheel = build_bundle()
         (self.kit_dir / wheel.filename).write_bytes(wheel.data)
         self.functions.wheel, self.functions.boot_file = wheel.data, self.paths.state / "boot.json"
         wheel_url = f"{self.url}/{wheel.filename}" if over_http else f"file://{self.kit_dir / wheel.filename}"
@@ -216,7 +226,7 @@ def boot_world(tmp: Path) -> Iterator[BootWorld]:
     class Functions(BootFunctions):
         pass
 
-    Functions.token, Functions.status = TOKEN, 200
+    Functions.token, Functions.status, Functions.first = TOKEN, 200, []
     Functions.reset()
     Functions.boots, Functions.spent, Functions.boot_file_modes = [], set(), []
     home = tmp / "gpuc-home"

@@ -4,6 +4,7 @@ that does not match its sha256, or a refused ticket, starts nothing; the ticket 
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from bootworld import HF_TOKEN, TICKET, TOKEN, boot_world, job, mode
@@ -80,6 +81,28 @@ def test_a_refused_ticket_starts_nothing(tmp_path: Path) -> None:
         assert TICKET not in world.boot_out()
 
 
+def test_a_not_yet_from_the_watchdog_is_tried_again_and_the_pod_boots(tmp_path: Path) -> None:
+    """The watchdog answers 409 while the re-rent is still being registered: "not yet", never "never"."""
+    with boot_world(tmp_path) as world:
+        world.kit(job("open('results/done', 'w')"), None)
+        world.functions.first = [409, 409]
+        world.onstart()
+        assert world.wait(lambda: "job started under the wrapper" in world.boot_out()), world.boot_out()
+        assert world.boot_out().count("/v1/boot answered 409; again") == 2 and len(world.functions.boots) == 3
+
+
+def test_an_image_without_a_usable_python_says_so_and_starts_nothing(tmp_path: Path) -> None:
+    with boot_world(tmp_path) as world:
+        world.kit(job("open('results/done', 'w')"), None)
+        world.env["GPUC_PYTHON"] = str(tmp_path / "no-python3")  # the image's only python: not there
+        started = time.monotonic()
+        world.onstart()
+        assert time.monotonic() - started < 30  # never hangs: the container's start goes on
+        assert "no python3 >= 3.9 in this image" in world.boot_out() and "nothing started" in world.boot_out()
+        assert world.functions.boots == [], "the ticket is not spent on a pod that cannot boot"
+        _nothing_installed_nor_started(world.paths)
+
+
 def _nothing_installed_nor_started(paths: object) -> None:
     from gpuc.instance_side.podfiles import PodPaths
 
@@ -89,3 +112,15 @@ def _nothing_installed_nor_started(paths: object) -> None:
     assert not (paths.state / BOOT_FILE).exists(), "the answer's secrets are not left behind"
     assert not (paths.results / "done").exists()
     assert agent_alive(paths) is None, "no agent ever ran"
+
+
+def test_onstart_waits_out_a_re_rent_cut_after_its_create() -> None:
+    """A re-rent cut after its create answers the pod's boot 409 ("later") until the watchdog's act lease lapses
+    and the next pass registers it: onstart's retries must outlast that, or the pod never boots and is reaped."""
+    from gpuc.core.bootkit import BOOT_ATTEMPTS, BOOT_WAIT_CAP_S, onstart_script
+    from gpuc.core.settings import Settings
+    from gpuc.functions.reaper.recovering import ACT_LEASE_S
+
+    waited = sum(min(2**i, BOOT_WAIT_CAP_S) for i in range(BOOT_ATTEMPTS))
+    assert waited >= ACT_LEASE_S + Settings.reaper_period_s + 5 * 60.0
+    assert f"time.sleep(min(2**i,{BOOT_WAIT_CAP_S}))" in onstart_script()

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from gpuc.client.onpod.provision import build_wheel
+from gpuc.client.onpod.bundle import build_bundle
 from gpuc.core.api import BootAnswer, BootKit
 from gpuc.core.bootkit import BOOT_FILE, BOOT_SITE, BOOT_TICKET_ENV
 from gpuc.core.errors import ConfigError
@@ -24,7 +24,7 @@ TOKEN = "boot-token-" + "k" * 32
 
 
 def answer(**kit: Any) -> dict[str, Any]:
-    wheel = build_wheel()
+    wheel = build_bundle()
     fields: dict[str, Any] = {
         "wheel_url": "file:///kit/" + wheel.filename,
         "wheel_name": wheel.filename,
@@ -54,7 +54,7 @@ def test_the_pod_reads_every_field_of_the_wire_answer() -> None:
         ({"wheel_sha256": "X" * 64}, "wheel_sha256"),
         ({"command": []}, "kit.command"),
         ({"command": ["python", 3]}, "kit.command"),
-        ({"installer": "offline", "offline_python": None}, "kit.installer"),
+        ({"installer": "venv"}, "kit.installer"),
         ({"project_url": "file:///p.tar.gz"}, "kit.project_url"),
         ({"job_id": "job 1; rm -rf /"}, "job_id"),
         ({"secrets": {"HF_TOKEN": 1}}, "kit.secrets"),
@@ -64,7 +64,7 @@ def test_the_pod_reads_every_field_of_the_wire_answer() -> None:
         "sha",
         "empty-command",
         "command-type",
-        "offline-no-python",
+        "older-gpucs-venv",
         "project-no-sha",
         "job-id",
         "secret",
@@ -80,7 +80,7 @@ def test_a_kit_of_the_wrong_shape_is_refused(kit: dict[str, Any], field: str) ->
 def _pod(tmp_path: Path, data: dict[str, Any]) -> PodPaths:
     paths = PodPaths(tmp_path / "root")
     paths.code.mkdir(parents=True)
-    wheel = build_wheel()
+    wheel = build_bundle()
     (paths.code / wheel.filename).write_bytes(wheel.data)
     (paths.state / BOOT_FILE).write_text(json.dumps(data))
     return paths
@@ -103,7 +103,7 @@ def test_a_wheel_changed_after_the_onstart_checked_it_is_not_installed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     paths = _pod(tmp_path, answer())
-    wheel = paths.code / build_wheel().filename
+    wheel = paths.code / build_bundle().filename
     wheel.write_bytes(wheel.read_bytes() + b"\0")
     assert boot.boot(paths, {"CONTAINER_ID": "41"}) == 1
     _nothing_done(paths)

@@ -12,10 +12,9 @@ from typing import Any, ClassVar, get_args
 import pytest
 from podfakes import POD_ID, TOKEN, Pod, SkewedClock, reply_json, serving, wire
 
-from gpuc.core import api
+from gpuc.core import api, signing
 from gpuc.core.clock import FakeClock
 from gpuc.core.signing import derive_key, verify
-from gpuc.instance_side import heartbeat as hb
 from gpuc.instance_side.ending import Ending
 from gpuc.instance_side.heartbeat import (
     HttpResult,
@@ -33,14 +32,20 @@ def pod(tmp_path: Path, clock: FakeClock) -> Pod:
     return wire(tmp_path / "pod", clock)
 
 
-def test_the_wire_names_match_the_shared_contract() -> None:
-    assert (hb.H_POD, hb.H_TIMESTAMP, hb.H_SEQ, hb.H_SIGNATURE) == (
+def test_the_pod_speaks_the_shared_contract_itself() -> None:
+    """One declaration: the headers are core.signing's (api re-exports them), the event kinds and limits the
+    model's own, read through its schema (core/wire.py)."""
+    assert (signing.H_POD, signing.H_TIMESTAMP, signing.H_SEQ, signing.H_SIGNATURE, signing.H_CLAIM) == (
         api.H_POD,
         api.H_TIMESTAMP,
         api.H_SEQ,
         api.H_SIGNATURE,
+        api.H_CLAIM,
     )
-    assert get_args(api.EventKind) == hb.EVENT_KINDS
+    for kind in get_args(api.EventKind):
+        api.PodEvent.model_validate(event_body("p", kind, "x" * 5000, note="n" * 900))  # trimmed to its limits
+    with pytest.raises(ValueError, match="unknown event kind"):
+        event_body("p", "not-a-kind", "m")
 
 
 def test_seq_rises_across_two_signer_instances_and_a_restart(tmp_path: Path, clock: FakeClock) -> None:

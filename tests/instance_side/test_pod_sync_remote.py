@@ -1,10 +1,9 @@
-"""Results to S3 (moto, in process) and to git (a local bare repo over file://): pushed, then verified
-against the remote's own listing. No network."""
+"""Results to S3 (ministack on loopback, through the watchdog's grants: the pod holds no key) and to git (a
+local bare repo over file://): pushed, then verified against the remote's own listing. No network."""
 
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -13,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from gpuc.core.destinations import S3_KEY_ENV, S3_SECRET_ENV, git_auth_args, git_runner
+from gpuc.core.destinations import git_auth_args, git_runner
 from gpuc.core.errors import SyncError
 from gpuc.core.podsecrets import GIT_TOKEN_ENV
 from gpuc.instance_side.podfiles import AgentConfig, PodPaths
@@ -42,27 +41,33 @@ def results(tmp_path: Path) -> Path:
     return root
 
 
-# -- S3 ----------------------------------------------------------------------------------------------
-def s3_sync(**kw: Any) -> S3Sync:
-    creds = {S3_KEY_ENV: "AKIAEXAMPLEKEY000001", S3_SECRET_ENV: "s3cr3t-value-not-printed"}
-    return S3Sync("s3://results/runs", "exp", "run01", credentials=creds, **kw)
+# -- S3 (a real S3 API through the watchdog's grants: tests/s3world.py) ---------------------------------
+def s3_sync(grants: Any, tmp_path: Path, run_id: str = "run01") -> S3Sync:
+    grants.register(f"pod-{run_id}", run_id)
+    sync = grants.sync(tmp_path / f"pod-{run_id}", f"pod-{run_id}", run_id)
+    assert isinstance(sync, S3Sync)
+    return sync
 
 
-def test_s3_uploads_under_prefix_experiment_run_and_verifies(s3: Any, results: Path) -> None:
-    sync = s3_sync()
+def test_s3_uploads_under_prefix_experiment_run_and_verifies(grants: Any, results: Path, tmp_path: Path) -> None:
+    sync = s3_sync(grants, tmp_path)
     manifest = sync.push(results)
     assert manifest.files == {"metrics.json": 13, "ckpt/model.bin": 4096}
-    keys = {o["Key"]: o["Size"] for o in s3.list_objects_v2(Bucket="results")["Contents"]}
-    assert keys == {"runs/exp/run01/metrics.json": 13, "runs/exp/run01/ckpt/model.bin": 4096}
+    base = f"{grants.prefix}/exp/run01"
+    assert grants.objects() == {f"{base}/metrics.json": 13, f"{base}/ckpt/model.bin": 4096}
     assert sync.verify(manifest)
+    assert sync.describe() == f"s3://results/{base}/ via {grants.stack.url}"
 
 
-def test_s3_verification_catches_a_size_mismatch_and_a_missing_object(s3: Any, results: Path) -> None:
-    sync = s3_sync()
+def test_s3_verification_catches_a_size_mismatch_and_a_missing_object(
+    grants: Any, results: Path, tmp_path: Path
+) -> None:
+    sync = s3_sync(grants, tmp_path)
     manifest = sync.push(results)
-    s3.put_object(Bucket="results", Key="runs/exp/run01/ckpt/model.bin", Body=b"\1" * 4000)
+    owner, key = grants.stack.client("s3"), f"{grants.prefix}/exp/run01/ckpt/model.bin"
+    owner.put_object(Bucket="results", Key=key, Body=b"\1" * 4000)
     assert not sync.verify(manifest)
-    s3.delete_object(Bucket="results", Key="runs/exp/run01/ckpt/model.bin")
+    owner.delete_object(Bucket="results", Key=key)
     assert not sync.verify(manifest)
 
 
@@ -78,46 +83,48 @@ def no_data_entries(results: Path) -> dict[str, str]:
     return {"latest": "ckpt-0300", "self": str(results / "self"), "ckpt/up": ".."}
 
 
-def test_s3_records_links_and_stores_an_undecodable_name_under_an_escaped_key(s3: Any, results: Path) -> None:
-    """The incident: one file name that is not UTF-8 failed the whole sync, and the pod was kept, billing."""
+def test_s3_records_links_and_stores_an_undecodable_name_under_an_escaped_key(
+    grants: Any, results: Path, tmp_path: Path
+) -> None:
+    """The incident: one file name that is not UTF-8 failed the whole sync, and the pod was kept, billing. A
+    control character in a name is escaped as well: it would reach a URL and an XML listing."""
     links = no_data_entries(results)
     (results / UNDECODABLE).write_bytes(b"z" * 9)
-    sync = s3_sync()
+    (results / "two\nlines.txt").write_bytes(b"n" * 3)
+    sync = s3_sync(grants, tmp_path)
     manifest = sync.push(results)
     assert manifest.links == links
-    assert manifest.keys == {UNDECODABLE: "caf%E9 100%25.txt"}
-    keys = {o["Key"]: o["Size"] for o in s3.list_objects_v2(Bucket="results")["Contents"]}
-    assert keys["runs/exp/run01/caf%E9 100%25.txt"] == 9 and len(keys) == 3
+    assert manifest.keys == {UNDECODABLE: "caf%E9 100%25.txt", "two\nlines.txt": "two%0Alines.txt"}
+    base = f"{grants.prefix}/exp/run01"
+    keys = grants.objects()
+    assert keys[f"{base}/caf%E9 100%25.txt"] == 9 and keys[f"{base}/two%0Alines.txt"] == 3 and len(keys) == 4
     assert sync.verify(manifest)
-    assert manifest.summary().endswith("; 3 links recorded, 1 name escaped")
-    s3.delete_object(Bucket="results", Key="runs/exp/run01/caf%E9 100%25.txt")
+    assert manifest.summary().endswith("; 3 links recorded, 2 names escaped")
+    grants.stack.client("s3").delete_object(Bucket="results", Key=f"{base}/caf%E9 100%25.txt")
     assert not sync.verify(manifest)  # verified under its key: a lost object is still caught
 
 
-def test_s3_keys_come_from_the_pods_secrets(s3: Any) -> None:
-    client = s3_sync().client()
-    assert client._request_signer._credentials.access_key == "AKIAEXAMPLEKEY000001"
-
-
-def test_s3_listing_pages_through_many_objects(s3: Any, tmp_path: Path) -> None:
+def test_s3_listing_pages_through_many_objects(grants: Any, tmp_path: Path) -> None:
     many = tmp_path / "many"
     many.mkdir()
-    for i in range(1005):  # list_objects_v2 answers at most 1000 keys per page
+    for i in range(1005):  # S3 answers at most 1000 keys per page, and so does the watchdog's listing
         (many / f"f{i:04d}.txt").write_text("x" * (i % 7))
-    sync = s3_sync()
+    sync = s3_sync(grants, tmp_path)
     manifest = sync.push(many)
     assert len(sync.listing()) == 1005 and sync.verify(manifest)
 
 
-def test_an_s3_failure_is_a_sync_error_that_names_the_destination(s3: Any, results: Path) -> None:
-    sync = S3Sync("s3://no-such-bucket/x", "exp", "run01", credentials={})
-    # The first file it tries (the oldest: syncs go oldest first) names the destination.
-    with pytest.raises(SyncError, match=r"upload of \S+ to " + re.escape("s3://no-such-bucket/x/exp/run01/")) as exc:
+def test_an_s3_failure_is_a_sync_error_that_names_the_destination(grants: Any, results: Path, tmp_path: Path) -> None:
+    sync = s3_sync(grants, tmp_path)
+    grants.stop()  # the watchdog is gone: no grant, no upload, and the pod is kept
+    sync.objects.calls().budget_s = 1.0  # type: ignore[attr-defined]
+    with pytest.raises(SyncError, match="the watchdog could not be reached for a results grant") as exc:
         sync.push(results)
     assert exc.value.hint
 
 
-def test_the_agent_does_not_import_boto3_until_an_s3_sync_runs(tmp_path: Path) -> None:
+def test_the_agent_does_not_import_boto3_for_an_s3_sync(tmp_path: Path) -> None:
+    """The pod holds no S3 key and needs no S3 client: urllib and the watchdog's grants."""
     code = (
         "import sys\n"
         "from pathlib import Path\n"
@@ -152,9 +159,16 @@ def git_sync(remote: Path, workdir: Path, **kw: Any) -> GitSync:
     return GitSync(f"file://{remote}", "exp", "run01", workdir, environ=dict(os.environ), **kw)
 
 
-def remote_tree(remote: Path) -> dict[str, int]:
-    out = git("--git-dir", str(remote), "ls-tree", "-r", "-l", "main")
+RUN_BRANCH = "gpuc-results/run01"  # the run's own branch: the only one its pods push to
+
+
+def remote_tree(remote: Path, branch: str = RUN_BRANCH) -> dict[str, int]:
+    out = git("--git-dir", str(remote), "ls-tree", "-r", "-l", branch)
     return {line.split("\t")[1]: int(line.split()[3]) for line in out.splitlines()}
+
+
+def branches(remote: Path) -> list[str]:
+    return git("--git-dir", str(remote), "for-each-ref", "--format=%(refname)").split()
 
 
 def test_git_commits_results_under_the_run_and_verifies_the_remote(remote: Path, results: Path, tmp_path: Path) -> None:
@@ -166,8 +180,10 @@ def test_git_commits_results_under_the_run_and_verifies_the_remote(remote: Path,
         "results/run01/metrics.json": 13,
         "results/run01/ckpt/model.bin": 4096,
     }
-    log = git("--git-dir", str(remote), "log", "--format=%s", "main")
-    assert log.splitlines() == ["results: exp run01 (2 files)", "code"]
+    log = git("--git-dir", str(remote), "log", "--format=%s", RUN_BRANCH)
+    assert log.splitlines() == ["results: exp run01 (2 files)", "code"], "started from the default branch's tip"
+    assert remote_tree(remote, "main") == {"train.py": 12}, "the default branch is never pushed to"
+    assert branches(remote) == ["refs/heads/gpuc-results/run01", "refs/heads/main"]
 
 
 def test_git_verifies_names_git_would_quote(remote: Path, tmp_path: Path) -> None:
@@ -184,7 +200,7 @@ def test_git_pushing_the_same_results_again_adds_no_commit(remote: Path, results
     sync.push(results)
     again = sync.push(results)
     assert sync.verify(again)
-    assert len(git("--git-dir", str(remote), "log", "--format=%H", "main").splitlines()) == 2
+    assert len(git("--git-dir", str(remote), "log", "--format=%H", RUN_BRANCH).splitlines()) == 2
 
 
 def test_git_push_lands_on_top_of_a_commit_pushed_in_between(remote: Path, results: Path, tmp_path: Path) -> None:
@@ -193,11 +209,11 @@ def test_git_push_lands_on_top_of_a_commit_pushed_in_between(remote: Path, resul
     pushes: list[int] = []
 
     def racing(args: Sequence[str], cwd: Path | None, env: Mapping[str, str], timeout_s: float) -> tuple[int, str]:
-        if "push" in args and not pushes:  # the user pushes from the laptop just before we do
+        if "push" in args and not pushes:  # another attempt of the run pushes to its branch just before we do
             (other / "notes.md").write_text("from the laptop\n")
             git("add", ".", cwd=other)
             git("commit", "--quiet", "-m", "notes", cwd=other)
-            git("push", "--quiet", "origin", "main", cwd=other)
+            git("push", "--quiet", "origin", f"HEAD:refs/heads/{RUN_BRANCH}", cwd=other)
         code, out = git_runner(args, cwd, env, timeout_s)
         if "push" in args:
             pushes.append(code)
@@ -215,10 +231,10 @@ def test_git_verification_catches_a_remote_that_differs(remote: Path, results: P
     sync = git_sync(remote, tmp_path / "clone")
     manifest = sync.push(results)
     other = tmp_path / "other"
-    git("clone", "--quiet", str(remote), str(other))
+    git("clone", "--quiet", "--branch", RUN_BRANCH, str(remote), str(other))
     (other / "results" / "run01" / "metrics.json").write_text("{}")
     git("commit", "--quiet", "-am", "clobber", cwd=other)
-    git("push", "--quiet", "origin", "main", cwd=other)
+    git("push", "--quiet", "origin", f"HEAD:refs/heads/{RUN_BRANCH}", cwd=other)
     assert not sync.verify(manifest)
 
 

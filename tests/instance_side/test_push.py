@@ -1,7 +1,7 @@
 """The incremental results push (instance_side/push.py): only what changed since the last verified push is
-sent (uploads counted at moto S3, a local git remote and a file:// bucket), a file being written waits, the
-manifest is kept on the pod and at the destination, a failed push moves nothing, and a push runs at low
-CPU and I/O priority."""
+sent (uploads counted at S3 through the pod's grants, a local git remote and a file:// bucket), a file being
+written waits, the manifest is kept on the pod and at the destination, a failed push moves nothing, and a
+push runs at low CPU and I/O priority."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 
 from gpuc.core.api import HeartbeatBody
 from gpuc.core.clock import FakeClock
-from gpuc.core.destinations import S3_KEY_ENV, S3_SECRET_ENV, git_runner
+from gpuc.core.destinations import git_runner
 from gpuc.instance_side.podfiles import PodPaths
 from gpuc.instance_side.push import (
     MANIFEST_NAME,
@@ -27,7 +27,7 @@ from gpuc.instance_side.push import (
     manifest_path,
     push_once,
 )
-from gpuc.instance_side.sync import FileBucketSync, GitSync, S3Sync, SplitSync, with_job_log
+from gpuc.instance_side.sync import FileBucketSync, GitSync, SplitSync, with_job_log
 
 OLD = time.time() - 3600  # a file written an hour ago: settled
 
@@ -87,42 +87,38 @@ def results_sent(dest: Counted) -> list[str]:
     return [name for name in dest.sent if not name.startswith("logs/")]
 
 
-# -- S3 (moto) ------------------------------------------------------------------------------------------
-def test_s3_a_second_push_sends_only_what_changed(s3: Any, tmp_path: Path) -> None:
+# -- S3 (a real S3 API through the watchdog's grants: tests/s3world.py) ---------------------------------
+def test_s3_a_second_push_sends_only_what_changed(grants: Any, tmp_path: Path) -> None:
     paths = pod(tmp_path)
-    creds = {S3_KEY_ENV: "AKIAEXAMPLEKEY000001", S3_SECRET_ENV: "s3cr3t-value-not-printed"}
+    grants.register("pod-1", "run01")
+    dest = grants.sync(tmp_path / "pod", "pod-1", "run01")
     uploads: list[str] = []
-    client = s3
+    objects = dest.objects
+    put_many = objects.put_many
 
-    class CountingClient:
-        def __getattr__(self, name: str) -> Any:
-            return getattr(client, name)
+    def counted(files: Any) -> None:
+        uploads.extend(name for name, _, _ in files)
+        put_many(files)
 
-        def upload_file(self, source: str, bucket: str, key: str) -> None:
-            uploads.append(key)
-            client.upload_file(source, bucket, key)
-
-    dest = S3Sync("s3://results/runs", "exp", "run01", credentials=creds, client=CountingClient())
+    objects.put_many = counted
     first = run_push(dest, paths)
     assert first.error is None and first.files == 6 and first.sent == 6
-    assert len([k for k in uploads if "/logs/" not in k]) == 6
+    assert len([k for k in uploads if not k.startswith("logs/")]) == 6
     uploads.clear()
 
     second = run_push(dest, paths)
     assert second.error is None and second.sent == 0 and second.files == 6
-    assert [k for k in uploads if "/logs/" not in k] == [], "an unchanged tree sends nothing"
+    assert [k for k in uploads if not k.startswith("logs/")] == [], "an unchanged tree sends nothing"
 
     write(paths.results / "ckpt/step5.pt", b"\2" * 3000)  # a new checkpoint
     write(paths.results / "metrics.json", b'{"loss": 0.25}', OLD + 60)  # rewritten
     uploads.clear()
     third = run_push(dest, paths)
-    assert sorted(k for k in uploads if "/logs/" not in k) == [
-        "runs/exp/run01/ckpt/step5.pt",
-        "runs/exp/run01/metrics.json",
-    ]
+    assert sorted(k for k in uploads if not k.startswith("logs/")) == ["ckpt/step5.pt", "metrics.json"]
     assert third.sent == 2 and third.files == 7
     # The manifest at the destination names every file the destination holds, readable by a later pod.
-    body = s3.get_object(Bucket="results", Key=f"runs/exp/run01/{MANIFEST_NAME}")["Body"].read()
+    key = f"{grants.prefix}/exp/run01/{MANIFEST_NAME}"
+    body = grants.stack.client("s3").get_object(Bucket="results", Key=key)["Body"].read()
     remote = PushManifest.from_json(body.decode())
     assert set(remote.files) == set(PushManifest.load(manifest_path(paths)).files)
     assert "ckpt/step5.pt" in remote.files and remote.files["ckpt/step5.pt"][0] == 3000
@@ -139,6 +135,9 @@ def git(*args: str, cwd: Path | None = None) -> str:
     ).stdout
 
 
+RUN_BRANCH = "gpuc-results/run01"  # the run's own branch (instance_side/sync.py run_branch)
+
+
 def test_git_a_second_push_commits_only_what_changed(tmp_path: Path) -> None:
     bare = tmp_path / "remote.git"
     git("init", "--quiet", "--bare", "-b", "main", str(bare))
@@ -153,19 +152,19 @@ def test_git_a_second_push_commits_only_what_changed(tmp_path: Path) -> None:
     dest = Counted(SplitSync(gitsync, FileBucketSync(tmp_path / "bucket", "exp", "run01")))
     assert run_push(dest, paths).error is None
     assert len(results_sent(dest)) == 6
-    commits = int(git("rev-list", "--count", "main", cwd=bare).strip())
+    commits = int(git("rev-list", "--count", RUN_BRANCH, cwd=bare).strip())
 
     dest.sent.clear()
     assert run_push(dest, paths).sent == 0
     assert dest.sent == [], "an unchanged tree sends nothing, not even its manifest"
-    assert int(git("rev-list", "--count", "main", cwd=bare).strip()) == commits, "no empty commit per interval"
+    assert int(git("rev-list", "--count", RUN_BRANCH, cwd=bare).strip()) == commits, "no empty commit per interval"
     write(paths.results / "ckpt/step1.pt", b"\3" * 1001, OLD + 60)  # same size, rewritten: mtime says so
     dest.sent.clear()
     report = run_push(dest, paths)
     assert report.error is None and results_sent(dest) == ["ckpt/step1.pt"]
-    tree = git("ls-tree", "-r", "-l", "main", "--", "results/run01/", cwd=bare)
+    tree = git("ls-tree", "-r", "-l", RUN_BRANCH, "--", "results/run01/", cwd=bare)
     assert "results/run01/ckpt/step1.pt" in tree and f"results/run01/{MANIFEST_NAME}" in tree
-    assert int(git("rev-list", "--count", "main", cwd=bare).strip()) == commits + 2  # the file, then the manifest
+    assert int(git("rev-list", "--count", RUN_BRANCH, cwd=bare).strip()) == commits + 2  # the file, then the manifest
 
 
 # -- what waits, what fails -----------------------------------------------------------------------------

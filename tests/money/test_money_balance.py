@@ -5,13 +5,20 @@ import json
 import pytest
 from click.testing import CliRunner
 from moneyfakes import FakeProvider, unreachable
+from runpodfakes import RUNPOD_KEY, runpod_on
 
 from gpuc.client.context import Ctx
 from gpuc.client.money.balance import balance_warnings, check_balances, provider_factories
 from gpuc.client.money.commands import balance
+from gpuc.client.money.render import render_balance
+from gpuc.client.setup.doctor import check_balance
+from gpuc.core.clock import FakeClock
 from gpuc.core.models import Balance
 from gpuc.core.providers.registry import has_key, keyed_providers
+from gpuc.core.providers.runpod import RunPodProvider
 from gpuc.core.settings import SecretStr, Settings
+from gpuc.testkit.emulators.common import EmuResponse
+from gpuc.testkit.emulators.runpod import RunPodEmulator
 
 SETTINGS = Settings(balance_cap_usd=20.0, balance_low_usd=5.0)
 
@@ -82,6 +89,7 @@ def test_the_cli_prints_json_with_the_documented_fields() -> None:
         "warnings",
         "error",
         "hint",
+        "later",
     }
     assert all(set(p) == fields for p in body["providers"])
     assert "below" in body["providers"][1]["warnings"][0]
@@ -104,3 +112,41 @@ def test_the_configured_provider_without_a_key_is_listed_and_an_unused_one_is_no
     assert result.exit_code == 0, result.output
     lines = json.loads(result.output)["providers"]
     assert [(p["provider"], p["configured"]) for p in lines] == [("runpod", False)]
+
+
+# -- RunPod's GraphQL rate limit: "later", never "refused" ---------------------------------------------------
+
+def emulated_runpod(emu: RunPodEmulator, clock: FakeClock) -> RunPodProvider:
+    return runpod_on(emu, clock)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ["429", "200-words"],
+    ids=["http-429", "graphql-error-in-words"],
+)
+def test_a_rate_limited_balance_read_is_not_read_now_never_an_error_or_a_bad_key(clock: FakeClock, answer: str) -> None:
+    """GraphQL, where RunPod's balance lives, has been rate limited in stages since 2026-09-17."""
+    emu = RunPodEmulator(api_key=RUNPOD_KEY, clock=clock)
+    if answer == "429":
+        emu.faults.add(op="balance", kind="429", times=None)
+    else:  # how RunPod words it is unpublished: an HTTP 200 with the words is read the same way
+        emu.fault_answer = lambda op, kind: EmuResponse.json(200, {"errors": [{"message": "Too many requests"}]})  # type: ignore[method-assign]
+        emu.faults.add(op="balance", kind="success_false", times=None)
+    report = check_balances(SETTINGS, {"runpod": lambda: emulated_runpod(emu, clock)})
+    (line,) = report.providers
+    assert line.later and line.balance_usd is None and line.error is not None
+    assert line.error.startswith("not read now") and "key" not in line.error.lower().replace("your key is fine", "")
+    assert "try again" in (line.hint or "") and "nothing was refused" in (line.hint or "")
+    shown = render_balance(report)
+    assert "runpod   not read now" in shown and "error:" not in shown
+    [check] = check_balance(report)
+    assert check.status == "warn" and check.name == "balance runpod"  # a ✗ would say the account is broken
+    assert len(emu.ops("balance")) >= 1 and not emu.ops("create")
+
+
+def test_a_refused_key_is_still_an_error(clock: FakeClock) -> None:
+    emu = RunPodEmulator(api_key=RUNPOD_KEY, clock=clock)
+    emu.faults.add(op="balance", kind="401", times=None)
+    (line,) = check_balances(SETTINGS, {"runpod": lambda: emulated_runpod(emu, clock)}).providers
+    assert not line.later and line.error and "RUNPOD_API_KEY" in (line.hint or "")

@@ -69,7 +69,8 @@ def test_a_row_that_matches_its_charges_is_clean() -> None:
     ("billed", "flagged"), [(1.09, False), (0.91, False), (1.11, True), (0.89, True), (1.30, True)]
 )
 def test_rows_that_differ_by_more_than_ten_percent_are_flagged(billed: float, flagged: bool) -> None:
-    report = run([entry("a", T0, 1.0)], [charge("a", T0, 1, billed)])
+    report = reconcile([entry("a", T0, 1.0, provider="vast")], [charge("a", T0, 1, billed, provider="vast")], MONTH,
+                       ["vast"])  # fmt: skip
     assert bool(report.mismatches) == flagged
     if flagged:
         (m,) = report.mismatches
@@ -122,15 +123,37 @@ def test_disk_billed_in_a_window_without_compute_is_stopped_disk() -> None:
 
 
 def test_an_open_row_that_is_billed_and_a_closed_row_that_is_not_are_flagged() -> None:
-    report = run(
-        [entry("open", T0, None), entry("silent", T0, 1.0), entry("quiet", T0, None)],
-        [charge("open", T0, 1, 1.0)],
+    report = reconcile(
+        [entry(p, T0, h, provider="vast") for p, h in (("open", None), ("silent", 1.0), ("quiet", None))],
+        [charge("open", T0, 1, 1.0, provider="vast")],
+        MONTH,
+        ["vast"],
     )
     assert sorted((m.pod_id, m.reason) for m in report.mismatches) == [
         ("open", "open_row_billed"),
         ("silent", "no_charges"),
     ]
     assert report.rows_checked == 3 and report.rows_ok == 1
+
+
+@pytest.mark.parametrize("billed", [0.5, None], ids=["discounted", "not-billed"])
+def test_a_runpod_row_billed_below_its_ledger_cost_is_listed_with_the_savings_plan_reason(billed: float | None) -> None:
+    """RunPod's pod `cost`, which the ledger prices with, leaves out savings plans (its v2 docs): a bill below the
+    ledger is what a plan looks like, and costs the user nothing. Listed and explained; not a mismatch."""
+    records = [] if billed is None else [charge("a", T0, 1, billed)]
+    report = run([entry("a", T0, 1.0)], records)
+    assert report.clean and report.mismatches == []
+    (below,) = report.below_ledger
+    assert (below.pod_id, below.reason) == ("a", "amount" if billed else "no_charges")
+    assert (report.rows_checked, report.rows_ok) == (1, 0)
+    [note] = report.notes
+    assert note.startswith("runpod:") and "savings plans" in note
+
+
+def test_a_runpod_row_billed_above_its_ledger_cost_is_still_a_mismatch() -> None:
+    report = run([entry("a", T0, 1.0)], [charge("a", T0, 1, 1.5)])
+    assert [m.reason for m in report.mismatches] == ["amount"] and report.below_ledger == [] and not report.clean
+    assert report.notes == []
 
 
 def test_an_unpriced_row_cannot_be_checked() -> None:

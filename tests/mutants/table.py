@@ -401,8 +401,8 @@ CORE: tuple[Mutant, ...] = (
         "vast-404-gone",
         "vast: a 404 to a read reads as gone",
         "core/providers/vast.py",
-        'self.api.instance_url(pod_id), params={"owner": "me"})\n',
-        'self.api.instance_url(pod_id), params={"owner": "me"}, accept=(404,))\n'
+        "self.api.instance_url(pod_id))\n",
+        "self.api.instance_url(pod_id), accept=(404,))\n"
         "        if reply.status == 404:\n            return None\n",
         (GET,),
     ),
@@ -484,6 +484,8 @@ CORE: tuple[Mutant, ...] = (
 
 # Each round's mutants live in their own file (table_<topic>.py), gathered here: run.py and the table's
 # own test read MUTANTS.
+from table_faults import MUTANTS_FAULTS  # noqa: E402
+from table_grants import MUTANTS_GRANTS  # noqa: E402
 from table_hook import MUTANTS_HOOK  # noqa: E402
 from table_house import MUTANTS_HOUSE  # noqa: E402
 from table_lap import MUTANTS_LAP  # noqa: E402
@@ -491,8 +493,11 @@ from table_left import MUTANTS_LEFT  # noqa: E402
 from table_money import MUTANTS_MONEY  # noqa: E402  (the topic tables import Mutant from mutant.py)
 from table_page import MUTANTS_PAGE  # noqa: E402
 from table_pod import MUTANTS_POD  # noqa: E402
+from table_recov import MUTANTS_RECOV  # noqa: E402
+from table_rental import MUTANTS_RENTAL  # noqa: E402
 from table_secrets import MUTANTS_SECRETS  # noqa: E402
 from table_spot import MUTANTS_SPOT  # noqa: E402
+from table_vast import MUTANTS_VAST  # noqa: E402
 from table_wd import MUTANTS_WD  # noqa: E402
 from table_week1 import MUTANTS_WEEK1  # noqa: E402
 from table_week2 import MUTANTS_WEEK2  # noqa: E402
@@ -511,4 +516,9 @@ MUTANTS: tuple[Mutant, ...] = (
     *MUTANTS_LAP,
     *MUTANTS_POD,
     *MUTANTS_HOOK,
+    *MUTANTS_VAST,
+    *MUTANTS_RENTAL,
+    *MUTANTS_RECOV,
+    *MUTANTS_GRANTS,
+    *MUTANTS_FAULTS,
 )

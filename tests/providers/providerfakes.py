@@ -30,3 +30,18 @@ def spec(provider: str, run_id: str = "run0001", **fields: Any) -> PodSpec:
         "gpu_type": "RTX 4090",
     }
     return PodSpec(**{**values, **fields})
+
+
+# A CreatePodRequest REST v2 takes, as gpuc sends it: the tests of the emulator's strictness vary it one field at
+# a time.
+GOOD_CREATE: dict[str, Any] = {
+    "name": "gpuc-x",
+    "image": "runpod/pytorch",
+    "gpu": {"id": "NVIDIA GeForce RTX 4090", "count": 1},
+    "cloud": "SECURE",
+    "disk": 20,
+    "mounts": {"persistent": {"size": 30, "path": "/workspace"}},
+    "ports": ["22/tcp"],
+    "env": {"A": "1"},
+    "startSsh": True,
+}

@@ -11,7 +11,8 @@ import httpx
 import pytest
 from providerfakes import RUNPOD_KEY, VAST_KEY, spec
 
-from gpuc.core.providers.runpod import BALANCE_QUERY, SELF_READ_QUERY, STOP_MUTATION, TERMINATE_MUTATION
+from gpuc.core.providers.podkey import SELF_READ_QUERY, STOP_MUTATION, TERMINATE_MUTATION
+from gpuc.core.providers.runpod import BALANCE_QUERY
 from gpuc.testkit.emulators import serve
 from gpuc.testkit.emulators.common import REDACTED, EmuRequest, EmuResponse
 from gpuc.testkit.emulators.runpod import RunPodEmulator
@@ -140,11 +141,15 @@ def test_runpod_refuses_a_missing_or_wrong_key(runpod_emu: RunPodEmulator) -> No
     assert v2.headers["content-type"] == "application/problem+json"
 
 
-def test_runpod_v2_refuses_unknown_query_parameters(runpod_emu: RunPodEmulator) -> None:
-    answer = runpod_emu.handle(
-        EmuRequest("GET", "/v2/pods", {"nmae": ["x"]}, {"authorization": f"Bearer {RUNPOD_KEY}"}, b"")
-    )
-    assert (answer.status, answer.decoded()["detail"]) == (422, "Request validation failed.")
+def test_runpod_v2_ignores_unknown_query_parameters_and_refuses_a_bad_known_one(runpod_emu: RunPodEmulator) -> None:
+    """RunPod's migration guide: unknown query parameters are "IGNORED, not rejected"; a known one with a value
+    its schema refuses is a 422."""
+    auth = {"authorization": f"Bearer {RUNPOD_KEY}"}
+    for query in ({"nmae": ["x"]}, {"limit": ["0"]}, {"cursor": ["nope"]}, {"includeMachine": ["true"]}):
+        answer = runpod_emu.handle(EmuRequest("GET", "/v2/pods", query, auth, b""))
+        assert (answer.status, answer.decoded()) == (200, {"pods": []}), query
+    bad = runpod_emu.handle(EmuRequest("GET", "/v2/pods", {"includeClusterPods": ["maybe"]}, auth, b""))
+    assert (bad.status, bad.decoded()["detail"]) == (422, "Request validation failed.")
 
 
 def vast_call(emu: VastEmulator, method: str, path: str, body: Any = None, **query: str) -> EmuResponse:
@@ -153,13 +158,7 @@ def vast_call(emu: VastEmulator, method: str, path: str, body: Any = None, **que
     return emu.handle(EmuRequest(method, path, {k: [v] for k, v in query.items()}, headers, payload))
 
 
-GOOD_ASK = {
-    "client_id": "me",
-    "image": "pytorch/pytorch",
-    "disk": 30.0,
-    "label": "gpuc-run0001",
-    "runtype": "ssh_direc ssh_proxy",
-}
+GOOD_ASK = {"image": "pytorch/pytorch", "disk": 30.0, "label": "gpuc-run0001", "runtype": "ssh_direct"}
 
 
 @pytest.mark.parametrize(
@@ -168,7 +167,11 @@ GOOD_ASK = {
         ({"lable": "x"}, "unexpected field 'lable'"),
         ({"disk": "30"}, "disk has the wrong type"),
         ({"disk": True}, "disk has the wrong type"),
-        ({"env": {"A": 1}}, "env must map strings to strings"),
+        ({"env": {"A": 1}}, "env must be an object of strings"),
+        ({"env": "-x A=1"}, "env must be an object of strings"),  # the string form takes -e / -p / -h only
+        ({"image": "i" * 1025}, "image is at most 1024"),
+        ({"image": None}, "image is required"),
+        ({"volume_info": {"size": "15"}}, "volume_info.size"),
         ({"env": [["A", "1"]]}, "env has the wrong type"),  # the list form the listing echoes back
         ({"runtype": "ssh jupyter_lab"}, "unknown runtype"),
         ({"price": 500}, "price must be between"),
@@ -360,9 +363,52 @@ def test_vast_accepts_the_sdks_nulls_and_refuses_a_malformed_call(vast_emu: Vast
     assert bad_bid.status == 400
 
 
-def test_vast_v1_list_rows_depend_on_select_cols(vast_emu: VastEmulator) -> None:
+def test_vast_v1_list_answers_every_column_by_default_and_null_for_unknown_ones(vast_emu: VastEmulator) -> None:
     vast_emu.add_foreign_pod("x", env={"A": "1"})
     full = vast_call(vast_emu, "GET", "/api/v1/instances/").decoded()["instances"][0]
     star = vast_call(vast_emu, "GET", "/api/v1/instances/", select_cols='["*"]').decoded()["instances"][0]
-    assert "extra_env" in full and "ports" in full
-    assert "extra_env" not in star and "ports" not in star  # the emulator's model (UNCONFIRMED)
+    assert full == star and full["extra_env"] == [["A", "1"]] and "ports" in full  # "["*"] ... (default)"
+    some = vast_call(vast_emu, "GET", "/api/v1/instances/", select_cols='["label", "nope"]').decoded()
+    assert some["instances"] == [{"label": "x", "nope": None}]  # "Unknown column names are returned as null"
+
+
+def test_vast_v1_list_takes_its_limit_order_and_token_as_documented(vast_emu: VastEmulator) -> None:
+    ids = [int(vast_emu.add_foreign_pod(f"pod-{n}")) for n in range(30)]
+    assert len(vast_call(vast_emu, "GET", "/api/v1/instances/", limit="0").decoded()["instances"]) == 5
+    assert len(vast_call(vast_emu, "GET", "/api/v1/instances/", limit="99").decoded()["instances"]) == 25
+    newest = vast_call(vast_emu, "GET", "/api/v1/instances/", order_by='[{"col": "id", "dir": "desc"}]')
+    assert [r["id"] for r in newest.decoded()["instances"]][:2] == ids[::-1][:2]
+    odd = vast_call(vast_emu, "GET", "/api/v1/instances/", order_by='[{"col": "label", "dir": "sideways"}]')
+    assert odd.status == 200  # "anything else treated as asc"
+    bad = vast_call(vast_emu, "GET", "/api/v1/instances/", order_by='[{"col": "nope"}]')
+    assert (bad.status, bad.decoded()["error"]) == (400, "invalid_request")
+    token = vast_call(vast_emu, "GET", "/api/v1/instances/", after_token="bm9wZQ==")
+    assert (token.status, token.decoded()["error"]) == (400, "invalid_token")
+    ignored = vast_call(vast_emu, "GET", "/api/v1/instances/", cursor="x")  # not a documented parameter
+    assert ignored.status == 200
+
+
+def test_vast_create_takes_the_specs_env_string_and_defaults(vast_emu: VastEmulator) -> None:
+    ask = {**GOOD_ASK, "env": "-e HF_HOME=/workspace/hf -p 8000:8000"}
+    made = vast_call(vast_emu, "PUT", "/api/v0/asks/11684738/", ask).decoded()
+    inst = vast_emu.instances[made["new_contract"]]
+    assert inst.env == {"HF_HOME": "/workspace/hf", "-p 8000:8000": "1"}
+    stopped = vast_call(vast_emu, "PUT", "/api/v0/asks/11684741/", {**GOOD_ASK, "target_state": "stopped"})
+    assert vast_emu.instances[stopped.decoded()["new_contract"]].actual == "stopped"
+    args = vast_call(vast_emu, "PUT", "/api/v0/asks/11684743/", {"image": "img", "args_str": "serve"})
+    assert vast_emu.instances[args.decoded()["new_contract"]].runtype == "args"  # "unless args/args_str"
+
+
+def test_vast_show_refuses_an_id_that_is_not_one(vast_emu: VastEmulator) -> None:
+    answer = vast_call(vast_emu, "GET", "/api/v0/instances/abc/")
+    assert answer.status == 400 and answer.decoded()["success"] is False
+
+
+def test_vast_manage_answers_its_own_documented_errors(vast_emu: VastEmulator) -> None:
+    missing = vast_call(vast_emu, "PUT", "/api/v0/instances/42/", {"state": "stopped"})
+    assert (missing.status, missing.decoded()["error"]) == (404, "no_such_instance")
+    made = vast_call(vast_emu, "PUT", "/api/v0/asks/11684738/", GOOD_ASK).decoded()["new_contract"]
+    bad = vast_call(vast_emu, "PUT", f"/api/v0/instances/{made}/", {"state": "paused"})
+    assert bad.status == 400 and "error" not in bad.decoded()  # not one of manage_instance.yaml's codes
+    long = vast_call(vast_emu, "PUT", f"/api/v0/instances/{made}/", {"label": "x" * 1025})
+    assert long.decoded()["error"] == "label_too_long"

@@ -14,8 +14,9 @@ from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ProviderError
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.outcome import StoppedInstead
-from gpuc.core.providers.runpod import RunPodProvider, RunPodSelfDestroyer, status_from_v2
-from gpuc.core.providers.vast import VastInstance, VastProvider, VastSelfDestroyer, status_of
+from gpuc.core.providers.podkey import RunPodSelfDestroyer, VastSelfDestroyer
+from gpuc.core.providers.runpod import RunPodProvider, status_from_v2
+from gpuc.core.providers.vast import VastInstance, VastProvider, status_of
 from gpuc.testkit.emulators.runpod import RunPodEmulator
 from gpuc.testkit.emulators.vast import VastEmulator
 
@@ -122,7 +123,7 @@ def test_a_runpod_pod_told_not_found_that_cannot_read_itself_stops_itself(
     runpod_emu.pod_key_not_found = True
     runpod_emu.faults.add("get", "500", times=None)  # its own `pod` read fails
     destroyer = RunPodSelfDestroyer.from_environ(
-        runpod_emu.pod_environ(pod.id), transport=runpod_emu.transport(), backoff=zero_backoff
+        runpod_emu.pod_environ(pod.id), send=runpod_emu.pod_send(), clock=FakeClock()
     )
     said = destroyer.destroy_self()
     assert isinstance(said, StoppedInstead) and "still there" in said
@@ -136,7 +137,7 @@ def test_a_vast_instance_told_not_found_that_cannot_read_itself_stops_itself(
     vast_emu.pod_key_not_found = True
     vast_emu.faults.add("get", "500", times=None)
     destroyer = VastSelfDestroyer.from_environ(
-        vast_emu.pod_environ(pod.id), transport=vast_emu.transport(), backoff=zero_backoff
+        vast_emu.pod_environ(pod.id), send=vast_emu.pod_send(), clock=FakeClock()
     )
     said = destroyer.destroy_self()
     assert isinstance(said, StoppedInstead) and "still there" in said

@@ -109,10 +109,10 @@ def test_it_reads_every_account_and_settles_the_facts_without_a_write(
     confirmed = {k[1] for k, v in facts.items() if v == "confirmed"}
     for claim in (
         "REST v2 answers an unknown pod id with a 404 problem (gpuc reads two of them as gone)",
-        "REST v2 refuses what its contract does not hold with 422 (as the emulator does)",
+        "REST v2 ignores a query parameter it does not know (its migration guide: ignored, not rejected)",
         "status is one of PROVISIONING / STARTING / RUNNING / EXITED / ERROR / TERMINATED",
         "cost is 0.0 for an EXITED pod (gpuc shows its volume's price instead)",
-        "REST v2 lists pods by pages (limit, cursor; pagination.nextCursor / hasNextPage)",
+        "REST v2 lists every pod in one answer (no paging, as its 2026-08 spec says)",
         "the pod key may read its own pod (GraphQL pod(...))",
         "the pod key may not list the account (GraphQL myself.pods)",
         "the pod key may not use REST v2 (403)",

@@ -19,7 +19,8 @@ from providerfakes import RUNPOD_GRAPHQL_URL, RUNPOD_KEY, RUNPOD_REST_URL, VAST_
 from gpuc.core.clock import FakeClock, parse_iso
 from gpuc.core.errors import ProviderAuthError, ProviderError
 from gpuc.core.providers.http import zero_backoff
-from gpuc.core.providers.runpod import RunPodProvider, RunPodSelfDestroyer, parse_catalog, parse_v2_pod
+from gpuc.core.providers.podkey import RunPodSelfDestroyer
+from gpuc.core.providers.runpod import RunPodProvider, parse_catalog, parse_v2_pod
 from gpuc.core.providers.vast import VastProvider, parse_instance, parse_offers
 
 Handler = Callable[[httpx.Request], httpx.Response]
@@ -115,12 +116,12 @@ def test_a_delete_answered_with_a_404_problem_is_already_gone() -> None:
 
 @pytest.mark.parametrize("status", [200, 400])
 def test_the_observed_not_found_body_is_what_the_pod_side_terminate_hears_as_not_found(status: int) -> None:
-    from gpuc.core.providers.http import HttpClient
+    from gpuc.core.providers.podkey import PodKeyHttp, Sent
 
     body = fixture("runpod_graphql_podTerminate_notfound_observed.json")
-    transport = httpx.MockTransport(lambda request: answer(body, status))
-    http = HttpClient(provider="runpod", api_key=RUNPOD_KEY, key_env="RUNPOD_API_KEY", transport=transport)
-    assert RunPodSelfDestroyer("50qynxzilsxoey", graphql_url=RUNPOD_GRAPHQL_URL, http=http).terminate() is False
+    sent = Sent(status, {"content-type": "application/json"}, json.dumps(body).encode())
+    http = PodKeyHttp("runpod", RUNPOD_KEY, "RUNPOD_API_KEY", clock=FakeClock(), send=lambda *_: sent)
+    assert RunPodSelfDestroyer("50qynxzilsxoey", http, graphql_url=RUNPOD_GRAPHQL_URL).terminate() is False
 
 
 def test_a_404_that_is_not_runpods_problem_body_is_never_read_as_gone() -> None:
@@ -194,7 +195,7 @@ def test_create_reads_new_contract_as_the_instance_id_and_drops_the_instance_key
 
 def test_users_current_gives_the_credit() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
-        if request.url.path.endswith("/users/current"):
+        if request.url.path.endswith("/users/current/"):  # show_user.yaml's path
             return answer(fixture("vast_users_current_docexample.json"))
         return answer({"success": True, "instances": [], "next_token": None})
 

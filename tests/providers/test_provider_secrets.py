@@ -13,8 +13,9 @@ from providerfakes import RUNPOD_KEY, VAST_KEY, VAST_URL, spec
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import GpucError
 from gpuc.core.providers.http import zero_backoff
-from gpuc.core.providers.runpod import RunPodProvider, RunPodSelfDestroyer
-from gpuc.core.providers.vast import VastProvider, VastSelfDestroyer
+from gpuc.core.providers.podkey import RunPodSelfDestroyer, VastSelfDestroyer
+from gpuc.core.providers.runpod import RunPodProvider
+from gpuc.core.providers.vast import VastProvider
 from gpuc.testkit.emulators.runpod import RunPodEmulator
 from gpuc.testkit.emulators.server import EmulatorServer
 from gpuc.testkit.emulators.vast import VastEmulator
@@ -53,7 +54,7 @@ def test_no_vast_key_leaks_through_failures_logs_or_records(
     other = vast.create(spec("vast", "run0002", offer_id="11684741"))
     foreign = {**vast_emu.pod_environ(pod.id), "CONTAINER_ID": other.id}
     attempt(
-        lambda: VastSelfDestroyer.from_environ(foreign, transport=vast_emu.transport()).destroy_self(), errors
+        lambda: VastSelfDestroyer.from_environ(foreign, send=vast_emu.pod_send()).destroy_self(), errors
     )
     wrong = VastProvider("not-the-key", url=VAST_URL, transport=vast_emu.transport(), backoff=zero_backoff)
     attempt(wrong.list_pods, errors)

@@ -19,7 +19,8 @@ from gpuc.core.errors import (
 from gpuc.core.pod import OWNER_ENV
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.outcome import StoppedInstead
-from gpuc.core.providers.runpod import RunPodProvider, RunPodSelfDestroyer
+from gpuc.core.providers.podkey import RunPodSelfDestroyer
+from gpuc.core.providers.runpod import RunPodProvider
 from gpuc.core.settings import Settings
 from gpuc.testkit.emulators.runpod import RunPodEmulator
 from gpuc.testkit.emulators.server import EmulatorServer
@@ -274,7 +275,7 @@ def test_a_list_that_fails_or_cannot_be_read_raises_never_an_empty_account(
         runpod.list_pods()
 
 
-def test_the_v2_list_is_read_page_by_page(
+def test_the_v2_list_is_one_answer_and_gpuc_asks_with_no_parameter(
     runpod: RunPodProvider, runpod_emu: RunPodEmulator, clock: FakeClock
 ) -> None:
     for n in range(60):
@@ -282,9 +283,22 @@ def test_the_v2_list_is_read_page_by_page(
         clock.advance(1)
     pods = runpod.list_pods()
     assert len(pods) == 60 and all(p.created_at is not None for p in pods)  # createdAt is v2's alone
+    [request] = runpod_emu.ops("list")
+    assert request.query == {}  # no `limit`, no `cursor`: v2 takes neither (it would ignore them)
+
+
+def test_should_runpod_ever_page_the_list_gpuc_follows_the_cursor(
+    runpod: RunPodProvider, runpod_emu: RunPodEmulator, clock: FakeClock
+) -> None:
+    """The opt-in fault: the day GET /v2/pods pages, every page is read (never the first page as the account)."""
+    runpod_emu.page_size = 20
+    for n in range(60):
+        runpod_emu.add_foreign_pod(f"other-{n}")
+        clock.advance(1)
+    assert len(runpod.list_pods()) == 60
     pages = runpod_emu.ops("list")
-    assert len(pages) >= 2 and all(r.query.get("limit") for r in pages)
-    assert "cursor" not in pages[0].query and all(r.query.get("cursor") for r in pages[1:])
+    assert len(pages) == 3 and "cursor" not in pages[0].query and all(r.query.get("cursor") for r in pages[1:])
+    assert not any("limit" in r.query for r in pages)
 
 
 def test_balance_reads_credit_spend_and_limit(runpod: RunPodProvider, runpod_emu: RunPodEmulator) -> None:
@@ -334,7 +348,7 @@ def test_self_destroy_uses_the_pod_scoped_key(runpod: RunPodProvider, runpod_emu
     environ = runpod_emu.pod_environ(pod.id)
     assert environ["RUNPOD_API_KEY"] != RUNPOD_KEY
     destroyer = RunPodSelfDestroyer.from_environ(
-        environ, transport=runpod_emu.transport(), backoff=zero_backoff
+        environ, send=runpod_emu.pod_send(), clock=FakeClock()
     )
     assert destroyer.destroy_self() == f"terminated pod {pod.id}"
     assert runpod_emu.alive() == []
@@ -346,7 +360,7 @@ def test_self_destroy_falls_back_to_stop_and_says_so(
     pod = runpod.create(spec("runpod"))
     runpod_emu.pod_key_can_terminate = False
     destroyer = RunPodSelfDestroyer.from_environ(
-        runpod_emu.pod_environ(pod.id), transport=runpod_emu.transport(), backoff=zero_backoff
+        runpod_emu.pod_environ(pod.id), send=runpod_emu.pod_send(), clock=FakeClock()
     )
     said = destroyer.destroy_self()
     assert said.startswith("podTerminate was refused") and "stopped pod" in said and "reaper" in said
@@ -358,7 +372,7 @@ def test_a_not_found_that_is_a_refusal_is_not_believed(runpod: RunPodProvider, r
     pod = runpod.create(spec("runpod"))
     runpod_emu.pod_key_not_found = True  # the pod key hears "pod not found to terminate"; the pod lives on
     destroyer = RunPodSelfDestroyer.from_environ(
-        runpod_emu.pod_environ(pod.id), transport=runpod_emu.transport(), backoff=zero_backoff
+        runpod_emu.pod_environ(pod.id), send=runpod_emu.pod_send(), clock=FakeClock()
     )
     said = destroyer.destroy_self()
     assert isinstance(said, StoppedInstead)
@@ -372,7 +386,7 @@ def test_a_not_found_for_a_pod_that_is_gone_is_believed(runpod: RunPodProvider, 
     pod = runpod.create(spec("runpod"))
     environ = runpod_emu.pod_environ(pod.id)
     runpod_emu.vanish(pod.id)
-    destroyer = RunPodSelfDestroyer.from_environ(environ, transport=runpod_emu.transport(), backoff=zero_backoff)
+    destroyer = RunPodSelfDestroyer.from_environ(environ, send=runpod_emu.pod_send(), clock=FakeClock())
     said = destroyer.destroy_self()
     assert said == f"pod {pod.id} was already gone" and not isinstance(said, StoppedInstead)
     assert runpod_emu.ops("stop") == []

@@ -12,34 +12,18 @@ from pathlib import Path
 
 import httpx
 import pytest
-from providerfakes import RUNPOD_KEY, spec
+from providerfakes import GOOD_CREATE, RUNPOD_KEY, spec
 
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ProviderError, ProviderSchemaError, ProviderUnavailable
 from gpuc.core.pod import OWNER_ENV
 from gpuc.core.providers.http import zero_backoff
-from gpuc.core.providers.runpod import (
-    GRAPHQL_RETIRED,
-    LOOKUP_WINDOW_S,
-    GraphQLRetired,
-    RunPodProvider,
-    RunPodSelfDestroyer,
-    legacy_graphql,
-)
+from gpuc.core.providers.podkey import GRAPHQL_RETIRED, GraphQLRetired, RunPodSelfDestroyer
+from gpuc.core.providers.runpod import LOOKUP_WINDOW_S, RunPodProvider, legacy_graphql
 from gpuc.testkit.emulators.runpod import RunPodEmulator
 from gpuc.testkit.emulators.server import EmulatorServer
 
-GOOD = {
-    "name": "gpuc-x",
-    "image": "runpod/pytorch",
-    "gpu": {"id": "NVIDIA GeForce RTX 4090", "count": 1},
-    "cloud": "SECURE",
-    "disk": 20,
-    "mounts": {"persistent": {"size": 30, "path": "/workspace"}},
-    "ports": ["22/tcp"],
-    "env": {"A": "1"},
-    "startSsh": True,
-}
+GOOD = GOOD_CREATE
 
 
 def provider_for(emu: RunPodEmulator, clock: FakeClock, **kwargs: object) -> RunPodProvider:
@@ -224,10 +208,10 @@ def test_the_pod_side_self_destroy_says_graphql_is_retired(clock: FakeClock) -> 
     pod = provider_for(emu, clock).create(spec("runpod"))
     emu.graphql_retired = True
     destroyer = RunPodSelfDestroyer.from_environ(
-        emu.pod_environ(pod.id), transport=emu.transport(), backoff=zero_backoff
+        emu.pod_environ(pod.id), send=emu.pod_send(), clock=FakeClock()
     )
     with pytest.raises(GraphQLRetired):
-        destroyer.graphql("query { myself { id } }")
+        destroyer.graphql("query { myself { id } }", {})
 
 
 @pytest.mark.parametrize(
@@ -278,6 +262,11 @@ def test_the_emulator_accepts_a_good_create_request(runpod_emu: RunPodEmulator) 
         {"env": [{"key": "A", "value": "1"}]},
         {"disk": 0},
         {"mounts": {"persistent": {"size": 30, "mountPath": "/w"}}},
+        {"mounts": {"persistent": {"size": 3, "path": "/workspace"}}},  # "Upstream enforces a 10 GB floor"
+        {"mounts": {"persistent": {"size": 30}}},  # `path` is required
+        {"mounts": {"network": [{"volumeId": "v1", "path": "/a"}, {"volumeId": "v2", "path": "/b"}]}},
+        {"registry": {"id": "r"}},
+        {"gpu": {"id": "NVIDIA GeForce RTX 4090", "count": 1, "minCudaVersion": "12"}},
         {"startSsh": "yes"},
         {"name": None},
     ],
@@ -298,12 +287,32 @@ def test_the_emulator_refuses_a_create_request_v2_would_refuse(
     assert problem["errors"] and runpod_emu.alive() == []
 
 
-@pytest.mark.parametrize("missing", ["name", "image", "gpu"])
+@pytest.mark.parametrize("missing", ["name", "image"])
 def test_the_emulator_refuses_a_create_request_without_a_required_field(
     runpod_emu: RunPodEmulator, missing: str
 ) -> None:
     answer = raw(runpod_emu, "POST", "/v2/pods", {k: v for k, v in GOOD.items() if k != missing})
     assert answer.status_code == 422 and answer.json()["errors"], answer.text
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"gpu": None},  # neither gpu nor cpu
+        {"cpu": {"id": "cpu3c", "vcpuCount": 2}},  # both
+        {"mounts": {"persistent": {"size": 30, "path": "/w"}, "network": [{"volumeId": "v", "path": "/n"}]}},
+    ],
+    ids=["no-compute", "gpu-and-cpu", "two-mount-kinds"],
+)
+def test_a_create_that_keeps_the_contract_but_breaks_a_handler_rule_is_a_400(
+    runpod_emu: RunPodEmulator, change: dict[str, object]
+) -> None:
+    """The spec's table: 400 is a body that "breaks a cross-field rule" (exactly one of gpu/cpu is "enforced at
+    the handler layer"); 422 is a broken contract."""
+    body = {k: v for k, v in {**GOOD, **change}.items() if v is not None}
+    answer = raw(runpod_emu, "POST", "/v2/pods", body)
+    assert answer.status_code == 400, answer.text
+    assert answer.headers["content-type"] == "application/problem+json" and runpod_emu.alive() == []
 
 
 def test_the_emulator_answers_problems_for_auth_and_a_scoped_key(
@@ -350,7 +359,27 @@ def test_v2_costs_zero_when_exited_and_reports_gpu_use(runpod: RunPodProvider, r
     assert raw(runpod_emu, "GET", f"/v2/pods/{pod.id}").json()["cost"] == 0.0
 
 
-def test_the_catalog_refuses_what_v2_refuses(runpod_emu: RunPodEmulator) -> None:
-    assert raw(runpod_emu, "GET", "/v2/catalog/gpus?product=POD&include=AVAILABILITY").status_code == 200
-    assert raw(runpod_emu, "GET", "/v2/catalog/gpus?gpuTypeId=x").status_code == 422
-    assert raw(runpod_emu, "GET", "/v2/catalog/gpus?cloud=ALL").status_code == 422
+def test_the_catalog_refuses_what_v2_refuses_and_ignores_what_it_does_not_know(runpod_emu: RunPodEmulator) -> None:
+    def status(query: str) -> int:
+        return raw(runpod_emu, "GET", f"/v2/catalog/gpus?{query}").status_code
+
+    assert status("product=POD&include=AVAILABILITY&count=4&cloud=COMMUNITY") == 200
+    assert status("gpuTypeId=x") == 200  # unknown: ignored
+    assert status("cloud=ALL") == 422  # a known one with a value its schema refuses
+    assert status("include=AVAILABILITY&product=POD&count=0") == 422
+    assert status("include=AVAILABILITY") == 400  # product is required with include ("stock differs by product")
+    assert status("product=POD") == 400  # and valid only with it
+    plain = raw(runpod_emu, "GET", "/v2/catalog/gpus").json()["gpus"][0]
+    assert "availability" not in plain and "dataCenters" not in plain  # present only when asked for
+
+
+def test_the_catalog_stock_is_for_the_count_asked(runpod_emu: RunPodEmulator) -> None:
+    runpod_emu.set_stock("NVIDIA GeForce RTX 4090", 5)
+
+    def stock(count: int, cloud: str = "SECURE") -> str:
+        query = f"include=AVAILABILITY&product=POD&count={count}&cloud={cloud}"
+        rows = raw(runpod_emu, "GET", f"/v2/catalog/gpus?{query}").json()["gpus"]
+        return str(next(g for g in rows if g["id"] == "NVIDIA GeForce RTX 4090")["availability"])
+
+    assert (stock(1), stock(2), stock(4), stock(8)) == ("MEDIUM", "LOW", "LOW", "NONE")
+    assert stock(6, "COMMUNITY") == "NONE"  # past maxCount.community (4): no such pod at all

@@ -1,4 +1,4 @@
-"""The pod's own end decided once (core/providers/common.ScopedSelfDestroyer), against a scripted API.
+"""The pod's own end decided once (core/providers/podkey.ScopedSelfDestroyer), against a scripted API.
 
 The money at stake: a pod that believes a refusal or a disguised "not found" keeps billing with its heartbeats
 stopped, until the reaper's silence limit. Every row says what the provider answered, what the pod then
@@ -14,12 +14,19 @@ from typing import Self, cast
 import pytest
 from providerfakes import spec
 
+from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ProviderAuthError, ProviderError, ProviderSchemaError, ProviderUnavailable
-from gpuc.core.providers.common import ScopedSelfDestroyer, SelfWords, TerminateRefused
-from gpuc.core.providers.http import HttpClient, zero_backoff
 from gpuc.core.providers.outcome import StoppedInstead
-from gpuc.core.providers.runpod import RunPodProvider, RunPodSelfDestroyer
-from gpuc.core.providers.vast import VastProvider, VastSelfDestroyer
+from gpuc.core.providers.podkey import (
+    PodKeyHttp,
+    RunPodSelfDestroyer,
+    ScopedSelfDestroyer,
+    SelfWords,
+    TerminateRefused,
+    VastSelfDestroyer,
+)
+from gpuc.core.providers.runpod import RunPodProvider
+from gpuc.core.providers.vast import VastProvider
 from gpuc.testkit.emulators.runpod import RunPodEmulator
 from gpuc.testkit.emulators.vast import VastEmulator
 
@@ -43,7 +50,7 @@ class ScriptedApi(ScopedSelfDestroyer):
     words = WORDS
 
     @classmethod
-    def with_client(cls, own_id: str, http: HttpClient, environ: Mapping[str, str]) -> Self:
+    def with_client(cls, own_id: str, http: PodKeyHttp, environ: Mapping[str, str]) -> Self:
         raise AssertionError("scripted: no client")
 
     @property
@@ -160,7 +167,7 @@ class OwnPod:
     kind: type[RunPodSelfDestroyer] | type[VastSelfDestroyer]
 
     def destroyer(self) -> ScopedSelfDestroyer:
-        return self.kind.from_environ(self.environ, transport=self.emulator.transport(), backoff=zero_backoff)
+        return self.kind.from_environ(self.environ, send=self.emulator.pod_send(), clock=FakeClock())
 
 
 @pytest.fixture(params=["runpod", "vast"])
@@ -198,7 +205,7 @@ def test_vast_a_destroy_answer_gpuc_cannot_read_is_no_refusal_to_stop_on(
     pod = vast.create(spec("vast", offer_id=OFFER))
     vast_emu.faults.add(op="destroy", kind="404")  # a 404 without Vast's not-found body
     destroyer = VastSelfDestroyer.from_environ(
-        vast_emu.pod_environ(pod.id), transport=vast_emu.transport(), backoff=zero_backoff
+        vast_emu.pod_environ(pod.id), send=vast_emu.pod_send(), clock=FakeClock()
     )
     with pytest.raises(ProviderSchemaError):
         destroyer.destroy_self()

@@ -15,8 +15,9 @@ from gpuc.core.errors import NotFound, ProviderError
 from gpuc.core.models import PodSpec
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.local import LocalProvider, LocalSelfDestroyer
-from gpuc.core.providers.runpod import RunPodProvider, RunPodSelfDestroyer
-from gpuc.core.providers.vast import VastProvider, VastSelfDestroyer
+from gpuc.core.providers.podkey import RunPodSelfDestroyer, VastSelfDestroyer
+from gpuc.core.providers.runpod import RunPodProvider
+from gpuc.core.providers.vast import VastProvider
 from gpuc.core.settings import Settings
 from gpuc.testkit.emulators.runpod import RunPodEmulator
 from gpuc.testkit.emulators.vast import VastEmulator
@@ -44,7 +45,7 @@ def test_runpod_self_stop_uses_the_pod_key_and_keeps_the_volume(
     pod = runpod.create(spec("runpod"))
     running(runpod, pod.id)
     stopper = RunPodSelfDestroyer.from_environ(
-        runpod_emu.pod_environ(pod.id), transport=runpod_emu.transport(), backoff=zero_backoff
+        runpod_emu.pod_environ(pod.id), send=runpod_emu.pod_send(), clock=FakeClock()
     )
     said = stopper.stop_self()
     assert "stopped pod" in said and "/workspace" in said
@@ -98,7 +99,7 @@ def test_runpod_resume_of_a_gone_pod_says_so(runpod: RunPodProvider) -> None:
 def test_vast_self_stop_uses_the_instance_key(vast: VastProvider, vast_emu: VastEmulator) -> None:
     pod = vast.create(spec("vast", offer_id=OFFER))
     stopper = VastSelfDestroyer.from_environ(
-        vast_emu.pod_environ(pod.id), transport=vast_emu.transport(), backoff=zero_backoff
+        vast_emu.pod_environ(pod.id), send=vast_emu.pod_send(), clock=FakeClock()
     )
     assert "stopped instance" in stopper.stop_self()
     seen = vast.get(pod.id)

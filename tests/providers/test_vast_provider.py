@@ -13,7 +13,8 @@ from gpuc.core.errors import ConfigError, NotFound, ProviderError, ProviderSchem
 from gpuc.core.pod import OWNER_ENV
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.outcome import StoppedInstead
-from gpuc.core.providers.vast import VastProvider, VastSelfDestroyer
+from gpuc.core.providers.podkey import VastSelfDestroyer
+from gpuc.core.providers.vast import VastProvider
 from gpuc.core.settings import Settings
 from gpuc.testkit.emulators.server import EmulatorServer
 from gpuc.testkit.emulators.vast import VastEmulator, VastOfferState
@@ -32,8 +33,8 @@ def test_it_rents_an_offer_on_demand_with_label_disk_ssh_and_owner_marker(
 ) -> None:
     pod = vast.create(spec("vast", offer_id=OFFER, price_per_hour=0.35, env={"HF_HOME": "/workspace/hf"}))
     body = create_body(vast_emu)
-    assert (body["label"], body["disk"], body["client_id"]) == ("gpuc-run0001", 30.0, "me")
-    assert "jupyter" not in str(body["runtype"]) and "ssh" in str(body["runtype"])
+    assert (body["label"], body["disk"], body["runtype"]) == ("gpuc-run0001", 30.0, "ssh_direct")
+    assert "client_id" not in body  # the CLI's, not in create_instance.yaml
     assert "price" not in body  # no price: on-demand
     assert body["cancel_unavail"] is True  # sent explicitly: never a stopped instance billing its disk
     assert body["env"] == {"HF_HOME": "/workspace/hf", OWNER_ENV: "1", "GPUC_EXPERIMENT": "tiny-llama"}
@@ -162,8 +163,8 @@ def test_a_row_without_extra_env_raises_rather_than_reading_our_instance_as_fore
     vast.create(spec("vast", offer_id=OFFER))
 
     def handler(request: httpx.Request) -> httpx.Response:
-        # What a column set that leaves extra_env out answers (the emulator's select_cols=["*"])
-        request.url = request.url.copy_merge_params({"select_cols": '["*"]'})
+        # What a column set without extra_env answers
+        request.url = request.url.copy_merge_params({"select_cols": '["id", "label", "actual_status"]'})
         answer = vast_emu.transport().handle_request(request)
         answer.read()
         return answer
@@ -310,8 +311,11 @@ def test_offers_send_the_five_default_filters_and_come_back_cheapest_first(
     assert query["inet_down"] == {"gt": 200.0} and query["inet_down_cost"] == {"lt": 0.01}
     assert query["storage_cost"] == {"lt": 0.3} and query["num_gpus"] == {"eq": 1}
     assert query["cuda_max_good"] == {"gte": 12.4} and query["gpu_name"] == {"eq": "RTX 4090"}
-    assert query["order"] == [["dph_total", "asc"]] and query["type"] == "on-demand"
+    assert query["order"] == [["dph_total", "asc"]] and "type" not in query  # on-demand: the spec's default
+    assert query["direct_port_count"] == {"gte": 1}  # ssh_direct needs an open port
     assert [o.id for o in offers] == [OFFER]
+    vast.offers("RTX 4090", interruptible=True)
+    assert json.loads(vast_emu.ops("offers")[-1].body)["type"] == "bid"
 
 
 def test_each_default_filter_can_be_loosened(vast: VastProvider) -> None:
@@ -331,7 +335,7 @@ def test_self_destroy_uses_the_instance_key(vast: VastProvider, vast_emu: VastEm
     pod = vast.create(spec("vast", offer_id=OFFER))
     environ = vast_emu.pod_environ(pod.id)
     assert environ["CONTAINER_API_KEY"] != VAST_KEY
-    destroyer = VastSelfDestroyer.from_environ(environ, transport=vast_emu.transport(), backoff=zero_backoff)
+    destroyer = VastSelfDestroyer.from_environ(environ, send=vast_emu.pod_send(), clock=FakeClock())
     assert destroyer.destroy_self() == f"destroyed instance {pod.id}"
     assert vast_emu.alive() == []
 
@@ -339,7 +343,7 @@ def test_self_destroy_uses_the_instance_key(vast: VastProvider, vast_emu: VastEm
 def test_self_destroy_of_an_already_gone_instance(vast: VastProvider, vast_emu: VastEmulator) -> None:
     pod = vast.create(spec("vast", offer_id=OFFER))
     environ = vast_emu.pod_environ(pod.id)
-    destroyer = VastSelfDestroyer.from_environ(environ, transport=vast_emu.transport(), backoff=zero_backoff)
+    destroyer = VastSelfDestroyer.from_environ(environ, send=vast_emu.pod_send(), clock=FakeClock())
     vast_emu.faults.add(op="destroy", kind="timeout_after_commit")
     assert destroyer.destroy_self() == f"instance {pod.id} was already gone"
 
@@ -350,7 +354,7 @@ def test_an_instance_key_cannot_touch_another_instance(vast: VastProvider, vast_
     environ = {**vast_emu.pod_environ(mine.id), "CONTAINER_ID": other.id}
     with pytest.raises(ProviderError):
         VastSelfDestroyer.from_environ(
-            environ, transport=vast_emu.transport(), backoff=zero_backoff
+            environ, send=vast_emu.pod_send(), clock=FakeClock()
         ).destroy_self()
     assert len(vast_emu.alive()) == 2
 
@@ -386,7 +390,7 @@ def test_the_url_may_be_the_host_alone(vast_server: EmulatorServer, clock: FakeC
 def test_self_destroy_falls_back_to_stop_and_says_so(vast: VastProvider, vast_emu: VastEmulator) -> None:
     pod = vast.create(spec("vast", offer_id=OFFER))
     destroyer = VastSelfDestroyer.from_environ(
-        vast_emu.pod_environ(pod.id), transport=vast_emu.transport(), backoff=zero_backoff
+        vast_emu.pod_environ(pod.id), send=vast_emu.pod_send(), clock=FakeClock()
     )
     vast_emu.faults.add(op="destroy", kind="success_false")
     said = destroyer.destroy_self()
@@ -399,7 +403,7 @@ def test_a_not_found_that_is_a_refusal_is_not_believed(vast: VastProvider, vast_
     pod = vast.create(spec("vast", offer_id=OFFER))
     vast_emu.pod_key_not_found = True  # the instance key hears "Instance not found"; the instance lives on
     destroyer = VastSelfDestroyer.from_environ(
-        vast_emu.pod_environ(pod.id), transport=vast_emu.transport(), backoff=zero_backoff
+        vast_emu.pod_environ(pod.id), send=vast_emu.pod_send(), clock=FakeClock()
     )
     said = destroyer.destroy_self()
     assert isinstance(said, StoppedInstead) and "still there" in said and "reaper" in said
@@ -412,7 +416,7 @@ def test_a_not_found_for_an_instance_that_is_gone_is_believed(vast: VastProvider
     pod = vast.create(spec("vast", offer_id=OFFER))
     environ = vast_emu.pod_environ(pod.id)
     vast_emu.vanish(pod.id)
-    destroyer = VastSelfDestroyer.from_environ(environ, transport=vast_emu.transport(), backoff=zero_backoff)
+    destroyer = VastSelfDestroyer.from_environ(environ, send=vast_emu.pod_send(), clock=FakeClock())
     said = destroyer.destroy_self()
     assert said == f"instance {pod.id} was already gone" and not isinstance(said, StoppedInstead)
     assert vast_emu.ops("stop") == []
@@ -426,3 +430,62 @@ def test_the_emulator_can_point_ssh_at_a_real_endpoint(clock: FakeClock) -> None
     pod = provider.create(spec("vast", offer_id=OFFER))
     found = provider.get(pod.id)
     assert found is not None and (found.ssh_host, found.ssh_port) == ("127.0.0.1", 2222)
+
+
+@pytest.mark.parametrize(("util", "busy"), [(97.0, 97.0), (0.93, 93.0), (0.0, 0.0), (None, None), (1.0, 100.0)])
+def test_a_gpu_reading_that_may_be_a_fraction_is_read_as_the_busier_one(
+    vast: VastProvider, vast_emu: VastEmulator, util: float | None, busy: float | None
+) -> None:
+    # show_instance.yaml: "GPU utilization as a fraction"; the official CLI prints it as a percent.
+    pod = vast.create(spec("vast", offer_id=OFFER))
+    vast.get(pod.id), vast.get(pod.id)
+    vast_emu.instances[int(pod.id)].gpu_util = util  # type: ignore[assignment]
+    assert vast.get(pod.id).gpu_util_pct == busy  # type: ignore[union-attr]
+
+
+def test_the_user_is_read_on_its_documented_path(vast: VastProvider, vast_emu: VastEmulator) -> None:
+    vast.balance()
+    assert [r.path for r in vast_emu.ops("balance")] == ["/api/v0/users/current/"]  # no redirect to follow
+
+
+def test_a_read_sends_only_the_documented_id(vast: VastProvider, vast_emu: VastEmulator) -> None:
+    pod = vast.create(spec("vast", offer_id=OFFER))
+    vast.get(pod.id)
+    assert vast_emu.ops("get")[-1].query == {}  # no `owner=me`: show_instance.yaml takes the id alone
+
+
+PUBLIC = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPLANTEDpublicHalfOfTheKey gpuc@laptop"
+
+
+def test_the_create_hands_the_instance_the_key_up_logs_in_with(vast: VastProvider, vast_emu: VastEmulator) -> None:
+    # A new account registers no key: without this the instance would take none, and `up` could not get in.
+    pod = vast.create(spec("vast", offer_id=OFFER, ssh_public_key=PUBLIC))
+    assert vast_emu.instances[int(pod.id)].ssh_keys == [PUBLIC]
+    [attach] = vast_emu.ops("attach_key")
+    assert attach.path == f"/api/v0/instances/{pod.id}/ssh/" and json.loads(attach.body) == {"ssh_key": PUBLIC}
+
+
+def test_a_key_the_instance_does_not_take_is_said_and_the_pod_kept(
+    vast: VastProvider, vast_emu: VastEmulator, caplog: pytest.LogCaptureFixture
+) -> None:
+    vast_emu.faults.add(op="attach_key", kind="400")
+    pod = vast.create(spec("vast", offer_id=OFFER, ssh_public_key=PUBLIC))
+    assert [i.id for i in vast_emu.alive()] == [int(pod.id)]  # the account's registered keys may still let us in
+    assert "could not attach gpuc's ssh key" in caplog.text and PUBLIC not in caplog.text
+
+
+def test_the_accounts_registered_keys_are_read_and_none_is_a_404(vast: VastProvider, vast_emu: VastEmulator) -> None:
+    assert vast.registered_ssh_keys() == []  # "404: No SSH keys found for the user"
+    vast_emu.ssh_keys = [PUBLIC]
+    assert vast.registered_ssh_keys() == [PUBLIC]
+    pod = vast.create(spec("vast", offer_id=OFFER))
+    assert vast_emu.instances[int(pod.id)].ssh_keys == [PUBLIC] and vast_emu.ops("attach_key") == []
+
+
+def test_the_spec_is_checked_against_vasts_bounds_before_any_call(vast: VastProvider, vast_emu: VastEmulator) -> None:
+    with pytest.raises(ConfigError, match="under Vast's minimum of 8 GB"):
+        vast.check_spec(spec("vast", volume_gb=5, container_disk_gb=5))
+    with pytest.raises(ConfigError, match="HF_TOKEN_PATH is over 256"):
+        vast.check_spec(spec("vast", env={"HF_TOKEN_PATH": "x" * 300}))
+    vast.check_spec(spec("vast", interruptible=True, bid_per_gpu=0.22))
+    assert vast_emu.requests == []

@@ -29,11 +29,6 @@ class Wire(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
-class GqlPod(Wire):
-    id: str
-    desiredStatus: str | None = None
-
-
 class V2Port(Wire):
     private: int | None = None
     public: int | None = None
@@ -92,6 +87,11 @@ class CatalogPrice(Wire):
     community: float | None = None
 
 
+class CatalogMax(Wire):
+    secure: int | None = None
+    community: int | None = None
+
+
 class CatalogGpu(Wire):
     id: str
     name: str | None = None
@@ -99,6 +99,7 @@ class CatalogGpu(Wire):
     secure: bool | None = None
     community: bool | None = None
     price: CatalogPrice | None = None
+    maxCount: CatalogMax | None = None
     availability: str | None = None
 
 
@@ -157,7 +158,6 @@ class VastUser(Wire):
 
 
 PAIRS: list[tuple[type[ProviderAnswer], type[BaseModel]]] = [
-    (runpod.GqlPod, GqlPod),
     (runpod.V2Pod, V2Pod),
     (runpod.CatalogGpu, CatalogGpu),
     (runpod.UserBalance, UserBalance),

@@ -122,8 +122,8 @@ def documented_fields() -> dict[str, set[str]]:
     """The field names `gpuc ledger reconcile --help` promises, read from the help itself."""
     text = " ".join(reconcile("--help").output.split())
     fields = text.split("--json fields:", 1)[1].split("Options:", 1)[0]
-    sections = dict(re.findall(r"(mismatches|unmatched|disk_while_stopped)\[\] \{([^}]*)\}", fields))
-    top = re.sub(r"(mismatches|unmatched|disk_while_stopped)\[\] \{[^}]*\}", r"\1", fields)
+    sections = dict(re.findall(r"(mismatches|unmatched|disk_while_stopped|below_ledger)\[\] \{([^}]*)\}", fields))
+    top = re.sub(r"(mismatches|unmatched|disk_while_stopped|below_ledger)\[\] \{[^}]*\}( \([^)]*\))?", r"\1", fields)
     names = {n.strip().rstrip("[]") for n in top.rstrip(". ").split(",")}
     out = {"top": {n for n in names if n}}
     for name, inner in sections.items():

@@ -117,7 +117,6 @@ def test_runpod_planted_and_factored_charges(
 @pytest.mark.parametrize(
     ("params", "words"),
     [
-        ({"grouping": "podId"}, "unknown query parameter 'grouping'"),  # REST v1's, not v2's
         ({"bucketSize": "minute"}, "bucketSize"),
         ({"lastN": "3"}, "mutually exclusive"),
         ({"startTime": "2025-09-03"}, "startTime"),
@@ -133,6 +132,12 @@ def test_runpod_billing_refuses_what_the_v2_spec_does_not_allow(
     assert answer.headers["content-type"] == "application/problem+json"
     body = answer.json()
     assert body["detail"] == "Request validation failed." and words in body["errors"][0]
+
+
+def test_runpod_billing_ignores_a_query_parameter_it_does_not_know(runpod_http: httpx.Client) -> None:
+    """REST v1's `grouping` is not v2's: ignored, as RunPod ignores every unknown query parameter."""
+    answer = runpod_bill(runpod_http, grouping="podId")
+    assert answer.status_code == 200 and set(answer.json()) == {"records", "metadata"}
 
 
 def test_runpod_last_n_buckets_end_with_the_current_one(runpod_http: httpx.Client, runpod_emu: RunPodEmulator) -> None:

@@ -1,12 +1,13 @@
-"""Only an allowlist of secrets reaches a pod: HF_TOKEN, the results destination's own keys,
-the git token, and what GPUC_POD_SECRETS names. Never the provider keys, the admin token, the notification
-channels, the webhook secret or the keys that deploy the watchdog, from `.env` or from the environment.
+"""Only an allowlist of secrets reaches a pod: HF_TOKEN, the git token, and what GPUC_POD_SECRETS names.
+Never the provider keys, the admin token, the notification channels, the webhook secret, the keys that
+deploy the watchdog or the results bucket's key, from `.env` or from the environment.
 
 The end-to-end tests run the real `gpuc up --wait` on the local provider and on the emulated rented path
-(RunPod emulator, loopback sshd), with every forbidden secret planted in `.env` AND in the environment,
-and a job that dumps its environment and the pod's secrets file into results/ (synced to a moto S3
-server with the results keys the pod got). Then every byte is searched: the pod's secrets file, the job's
-environment, the argv of every process seen, `up`'s output, every file gpuc wrote.
+(RunPod emulator, loopback sshd), with every forbidden secret planted in `.env` AND in the environment
+(the results bucket's key too: the laptop and the watchdog hold it), and a job that dumps its environment
+and the pod's secrets file into results/ (synced to a moto S3 server through the URLs the watchdog grants
+the pod). Then every byte is searched: the pod's secrets file, the job's environment, the argv of every
+process seen, `up`'s output, every file gpuc wrote.
 
 Every value is made at run time: no token-shaped literal sits in the repo."""
 
@@ -45,11 +46,12 @@ def value(name: str) -> str:
 
 FORBIDDEN = ("RUNPOD_API_KEY", "VAST_API_KEY", "GPUC_ADMIN_TOKEN", "GPUC_NOTIFY_URLS", "GPUC_WEBHOOK_SECRET",
              "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
-BUILTIN = ("HF_TOKEN", "GPUC_S3_ACCESS_KEY_ID", "GPUC_S3_SECRET_ACCESS_KEY")
+BUILTIN = ("HF_TOKEN",)
+RESULTS_KEY = ("GPUC_S3_ACCESS_KEY_ID", "GPUC_S3_SECRET_ACCESS_KEY")  # the laptop's and the watchdog's, never a pod's
 
 
 def test_every_forbidden_name_is_covered() -> None:
-    assert set(FORBIDDEN) <= set(NEVER_ON_POD) and TOKEN_ENV in NEVER_ON_POD
+    assert set(FORBIDDEN) | set(RESULTS_KEY) <= set(NEVER_ON_POD) and TOKEN_ENV in NEVER_ON_POD
 
 
 # -- the rule -----------------------------------------------------------------------------------------
@@ -68,22 +70,20 @@ def settings_with(tmp_path: Path, **extra: Any) -> Settings:
     )
 
 
-def test_the_pod_gets_the_job_s_and_the_destination_s_keys_and_what_is_named(tmp_path: Path) -> None:
+def test_the_pod_gets_the_job_s_keys_and_what_is_named_never_the_bucket_s(tmp_path: Path) -> None:
+    """An s3:// destination sends no key: the pod is granted its own run's prefix by the watchdog."""
     settings = settings_with(tmp_path, results_bucket="s3://b/p", pod_secrets="WANDB_API_KEY, OPENAI_API_KEY,NOPE")
     env_file = {k: "from-env-file" for k in FORBIDDEN} | {"WANDB_API_KEY": "wandb-file", "OTHER": "x"}
     environ = {k: "from-environ" for k in FORBIDDEN} | {"OPENAI_API_KEY": "openai-env", "WANDB_API_KEY": "wandb-env"}
     chosen = choose_pod_secrets(settings, env_file, environ)
     assert chosen.values == {
         "HF_TOKEN": "hf-value",
-        "GPUC_S3_ACCESS_KEY_ID": "s3-id",
-        "GPUC_S3_SECRET_ACCESS_KEY": "s3-secret",
         "WANDB_API_KEY": "wandb-env",  # the environment wins over .env, as for every setting
         "OPENAI_API_KEY": "openai-env",
     }
     assert chosen.missing == ("NOPE",)
     assert chosen.names_line() == (
-        "secrets to the pod: HF_TOKEN, GPUC_S3_ACCESS_KEY_ID, GPUC_S3_SECRET_ACCESS_KEY,"
-        " WANDB_API_KEY (GPUC_POD_SECRETS), OPENAI_API_KEY (GPUC_POD_SECRETS)"
+        "secrets to the pod: HF_TOKEN, WANDB_API_KEY (GPUC_POD_SECRETS), OPENAI_API_KEY (GPUC_POD_SECRETS)"
     )
     assert chosen.warnings() == [
         "warning: NOPE is named in GPUC_POD_SECRETS but is in neither .env nor the environment: not sent"
@@ -93,8 +93,9 @@ def test_the_pod_gets_the_job_s_and_the_destination_s_keys_and_what_is_named(tmp
 
 
 def test_the_destination_decides_which_of_its_keys_go(tmp_path: Path) -> None:
-    local = choose_pod_secrets(settings_with(tmp_path, results_bucket="file:///r"), {}, {})
-    assert set(local.values) == {"HF_TOKEN"}, "a file:// bucket needs no S3 keys"
+    for bucket in ("file:///r", "s3://b/p"):
+        local = choose_pod_secrets(settings_with(tmp_path, results_bucket=bucket), {}, {})
+        assert set(local.values) == {"HF_TOKEN"}, f"{bucket}: no S3 key on a pod"
     git = choose_pod_secrets(settings_with(tmp_path, git_remote="https://example.com/r.git"), {}, {})
     assert set(git.values) == {"HF_TOKEN", "GPUC_GIT_TOKEN"}
     assert choose_pod_secrets(Settings(home=tmp_path), {}, {}).names_line() == "secrets to the pod: none"
@@ -136,30 +137,34 @@ def said(tmp_path: Path, settings: Settings, env_file: dict[str, str], environ: 
     return lines
 
 
-def test_up_prints_the_names_never_the_values(tmp_path: Path) -> None:
+def test_up_prints_the_names_never_the_values_and_warns_what_is_named(tmp_path: Path) -> None:
     settings = settings_with(tmp_path, results_bucket="s3://b/p", pod_secrets="WANDB_API_KEY,GONE")
     lines = said(tmp_path, settings, {"WANDB_API_KEY": "wandb-file-value"}, {})
     text = "\n".join(lines)
-    assert lines[0].startswith("secrets to the pod: HF_TOKEN, GPUC_S3_ACCESS_KEY_ID")
-    assert "WANDB_API_KEY (GPUC_POD_SECRETS)" in lines[0] and "GONE is named in GPUC_POD_SECRETS" in text
+    assert lines[0] == "secrets to the pod: HF_TOKEN, WANDB_API_KEY (GPUC_POD_SECRETS)"
+    assert "GONE is named in GPUC_POD_SECRETS" in text
+    (warning,) = [line for line in lines if "host can read" in line]
+    assert warning.startswith("warning: WANDB_API_KEY go onto the pod") and "stranger's machine" in warning
     for secret in ("hf-value", "s3-id", "s3-secret", "wandb-file-value"):
         assert secret not in text
     assert "watchdog" not in text, "no deploy-key warning for keys that differ"
 
 
 @pytest.mark.parametrize("where", ["environment", ".env", "credentials file"])
-def test_up_warns_when_the_results_keys_deploy_the_watchdog(tmp_path: Path, where: str) -> None:
-    settings = settings_with(tmp_path, results_bucket="s3://b/p")
-    pair = {"AWS_ACCESS_KEY_ID": "s3-id", "AWS_SECRET_ACCESS_KEY": "s3-secret"}
-    environ: dict[str, str] = pair if where == "environment" else {}
-    env_file: dict[str, str] = pair if where == ".env" else {}
+def test_up_warns_when_a_named_secret_is_a_key_that_deploys_the_watchdog(tmp_path: Path, where: str) -> None:
+    """A job's own S3 access is named by the user (GPUC_POD_SECRETS): it must not be the deploy key."""
+    settings = settings_with(tmp_path, results_bucket="s3://b/p", pod_secrets="JOB_S3_KEY")
+    pair = {"AWS_ACCESS_KEY_ID": "deploy-id", "AWS_SECRET_ACCESS_KEY": "deploy-secret"}
+    environ: dict[str, str] = {**pair} if where == "environment" else {}
+    env_file: dict[str, str] = {**pair} if where == ".env" else {}
+    env_file["JOB_S3_KEY"] = "deploy-secret"
     if where == "credentials file":
         creds = tmp_path / "credentials"
-        creds.write_text("[work]\naws_access_key_id = s3-id\naws_secret_access_key = s3-secret\n")
+        creds.write_text("[work]\naws_access_key_id = deploy-id\naws_secret_access_key = deploy-secret\n")
         environ = {"AWS_SHARED_CREDENTIALS_FILE": str(creds), "AWS_PROFILE": "work"}
     (warning,) = [line for line in said(tmp_path, settings, env_file, environ) if "watchdog" in line]
-    assert warning.startswith("warning: the results keys") and "bucket only" in warning
-    assert "s3-id" not in warning and "s3-secret" not in warning
+    assert warning.startswith("warning: JOB_S3_KEY is the AWS key that deploys the watchdog")
+    assert "deploy-id" not in warning and "deploy-secret" not in warning
     assert {"environment": "in the environment", ".env": "in .env", "credentials file": "profile [work]"}[
         where
     ] in warning
@@ -189,11 +194,19 @@ def bucket(moto_url: str) -> Any:
 
 def planted() -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
     """(forbidden in .env, forbidden in the environment, allowed): every value distinct, so a hit names
-    where it came from."""
-    in_file = {k: value(k + "file") for k in FORBIDDEN}
+    where it came from. The results key is in .env, as a user's is: the laptop's and the watchdog's."""
+    in_file = {k: value(k + "file") for k in (*FORBIDDEN, *RESULTS_KEY)}
     in_env = {k: value(k + "env") for k in FORBIDDEN}
     allowed = {k: value(k) for k in BUILTIN} | {"WANDB_API_KEY": value("wandb"), "OPENAI_API_KEY": value("openai")}
     return in_file, in_env, allowed
+
+
+def watchdog_settings(home: Path, admin: str, in_file: dict[str, str], moto_url: str, bucket_name: str) -> Settings:
+    """The watchdog holds the results key (as `gpuc watchdog serve` reads it from the same .env)."""
+    return Settings(
+        home=home, admin_token=SecretStr(admin), results_bucket=f"s3://{bucket_name}/runs", s3_endpoint_url=moto_url,
+        s3_access_key_id=SecretStr(in_file[RESULTS_KEY[0]]), s3_secret_access_key=SecretStr(in_file[RESULTS_KEY[1]]),
+    )  # fmt: skip
 
 
 def run_up(env: dict[str, str], cwd: Path) -> tuple[subprocess.CompletedProcess[bytes], set[bytes]]:
@@ -222,7 +235,8 @@ def search(
     job_env = next(v for k, v in objects.items() if k.endswith("/env.txt"))
     secrets_file = next(v for k, v in objects.items() if k.endswith("/secrets.txt"))
     # The forbidden ones are nowhere: the job's environment, the secrets file, the bucket, argv, the output,
-    # every file gpuc or the pod wrote (the pod's own root included).
+    # every file gpuc or the pod wrote (the pod's own root included). The results key among them: the pod wrote
+    # env.txt and secrets.txt to the bucket through the URLs the watchdog granted it.
     places = {"up's output": out, **{f"s3 {k}": v for k, v in objects.items()}}
     places |= {f"argv {a[:60]!r}": a for a in argv}
     for root in roots:
@@ -235,7 +249,7 @@ def search(
         assert f"{key}={val}".encode() in job_env, f"{key} missing from the job's environment"
         assert f'{key}="{val}"'.encode() in secrets_file, f"{key} missing from the pod's secrets file"
     # The names are printed, the values are not.
-    assert b"secrets to the pod: HF_TOKEN, GPUC_S3_ACCESS_KEY_ID, GPUC_S3_SECRET_ACCESS_KEY, WANDB_API_KEY" in out
+    assert b"secrets to the pod: HF_TOKEN, WANDB_API_KEY (GPUC_POD_SECRETS)" in out
     assert [key for key, val in allowed.items() if val.encode() in out] == [], "an allowed value was printed"
     assert argv, "no process was sampled: the argv check proved nothing"
 
@@ -259,8 +273,8 @@ def test_local_up_sends_the_allowlist_and_nothing_else(tmp_path: Path, moto_url:
     in_file, in_env, allowed = planted()
     home = tmp_path / "home"
     admin = in_env["GPUC_ADMIN_TOKEN"]  # the watchdog's real admin token: it must not reach the pod either
-    functions = start_in_thread(Settings(home=tmp_path / "functions", admin_token=SecretStr(admin)), port=0)
     s3 = bucket(moto_url)
+    functions = start_in_thread(watchdog_settings(tmp_path / "functions", admin, in_file, moto_url, s3[1]), port=0)
     project = tmp_path / "proj"
     project.mkdir()
     (project / "train.py").write_text("print(1)\n")
@@ -287,8 +301,8 @@ def test_rented_up_sends_the_allowlist_and_nothing_else(sshd: LoopbackSshd, tmp_
     in_file, in_env, allowed = planted()
     emulator, platform = start_platform("runpod", sshd)
     admin = in_env["GPUC_ADMIN_TOKEN"]
-    functions = start_in_thread(Settings(home=tmp_path / "functions", admin_token=SecretStr(admin)), port=0)
     s3 = bucket(moto_url)
+    functions = start_in_thread(watchdog_settings(tmp_path / "functions", admin, in_file, moto_url, s3[1]), port=0)
     project = tmp_path / "proj"
     project.mkdir()
     (project / "train.py").write_text("print(1)\n")

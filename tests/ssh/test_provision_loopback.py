@@ -18,12 +18,13 @@ import pytest
 from conftest import POD_TOKEN, Functions, Sshd
 
 from gpuc.client.context import Ctx
-from gpuc.client.onpod.provision import PodVerificationFailed, offline_installer, provision
+from gpuc.client.onpod.provision import PodVerificationFailed, PythonMissing, provision
 from gpuc.client.onpod.ssh import SshResult, ssh_access, subprocess_runner
 from gpuc.client.runs import RunStore
 from gpuc.core.clock import SystemClock
 from gpuc.core.models import Balance, PodSpec
 from gpuc.core.pod import Pod
+from gpuc.core.podinstall import Installer
 from gpuc.core.podpaths import PodPaths
 from gpuc.core.providers.base import DestroyResult, Provider
 from gpuc.core.settings import Settings
@@ -113,7 +114,7 @@ def test_provision_installs_starts_the_agent_first_bootstraps_and_verifies(
     )
     recorder = Recorder()
     access = ssh_access(pod, settings, runner=recorder, user=sshd.user)
-    installer = offline_installer(sys.executable)
+    installer = Installer(sys.executable)
     secrets = {"HF_TOKEN": HF, "GPUC_GIT_TOKEN": GIT}
 
     # No GPU here: the pod "rented as an RTX 4090" fails verification, with the reason.
@@ -153,3 +154,30 @@ def test_provision_installs_starts_the_agent_first_bootstraps_and_verifies(
         assert not any(secret in line for line in echoed)
         for log in (sshd.log, pod_paths.log, pod_paths.bootstrap_log, pod_paths.state / "agent.out"):
             assert secret not in log.read_text(errors="replace"), log
+
+
+@pytest.mark.parametrize(
+    ("python", "found"),
+    [("/nonexistent/python3", "none"), ("/root/.pyenv/versions/3.8.18/bin/python3.8", "3.8.18")],
+    ids=["no-python", "python-3.8"],
+)
+def test_an_image_without_a_usable_python_is_told_before_anything_is_installed(
+    sshd: Sshd, ssh_settings: Settings, python: str, found: str
+) -> None:
+    if found != "none" and not os.access(python, os.X_OK):
+        pytest.skip(f"no {python} on this machine: the too-old case needs one")
+    pod_id = "nopy-" + found.replace(".", "")  # a pod of its own: never one gpuc was installed on before
+    pod_paths = PodPaths(sshd.sandbox / pod_id)
+    pod = Pod(provider="runpod", id=pod_id, name="gpuc-run0001", status="running", ssh_host="127.0.0.1",
+              ssh_port=sshd.port)  # fmt: skip
+    spec = PodSpec(experiment="exp", run_id="run0001", provider="runpod", gpu_type="RTX 4090")
+    echoed: list[str] = []
+    deps = Ctx(settings=ssh_settings, runs=RunStore(ssh_settings.home), clock=SystemClock(), echo=echoed.append,
+               watchdog=cast(Any, object()), providers={"runpod": Rented()})  # fmt: skip
+    access = ssh_access(pod, ssh_settings, runner=Recorder(), user=sshd.user)
+    with pytest.raises(PythonMissing) as exc:
+        provision(access, pod, spec, deps, {}, POD_TOKEN, installer=Installer(python))
+    said = str(exc.value)
+    assert "no python3 gpuc's pod side can run on" in said and (found in said if found != "none" else True)
+    assert exc.value.hint and "destroyed" in exc.value.hint and "python3 >= 3.9" in exc.value.hint
+    assert not pod_paths.python.exists() and not pod_paths.agent_lock.exists()  # nothing installed, nothing run

@@ -16,12 +16,14 @@ from test_provision_loopback import Rented
 from gpuc.client.context import Ctx
 from gpuc.client.jobs.copyout import What
 from gpuc.client.jobs.results import NOT_COPIED, copy_results, fetcher
-from gpuc.client.onpod.provision import build_wheel, install_code, offline_installer
+from gpuc.client.onpod.bundle import build_bundle
+from gpuc.client.onpod.provision import install_code
 from gpuc.client.onpod.ssh import SshAccess, ssh_access
 from gpuc.client.runs import RunStore
 from gpuc.core.clock import SystemClock
 from gpuc.core.errors import GpucError
 from gpuc.core.pod import Pod
+from gpuc.core.podinstall import Installer
 from gpuc.core.podpaths import PodPaths
 from gpuc.core.settings import Settings
 
@@ -41,7 +43,7 @@ def reach(sshd: Sshd, settings: Settings) -> tuple[SshAccess, Pod, Ctx]:
         providers={"runpod": Rented()},
     )
     access = ssh_access(pod, settings, user=sshd.user)
-    install_code(access, build_wheel(), offline_installer(sys.executable), lambda _: None)
+    install_code(access, build_bundle(), Installer(sys.executable), lambda _: None)
     return access, pod, deps
 
 

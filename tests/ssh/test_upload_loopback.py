@@ -20,7 +20,7 @@ from test_provision_loopback import Rented
 from gpuc.client.context import Ctx
 from gpuc.client.jobs.outcome_file import JobOutcome
 from gpuc.client.jobs.podlog import read_pod_log
-from gpuc.client.onpod.provision import ProvisionError, offline_installer, provision
+from gpuc.client.onpod.provision import ProvisionError, provision
 from gpuc.client.onpod.script import put_project
 from gpuc.client.onpod.ssh import SshAccess, ssh_access
 from gpuc.client.onpod.upload import collect
@@ -30,6 +30,7 @@ from gpuc.core.clock import SystemClock
 from gpuc.core.errors import ConfigError
 from gpuc.core.models import PodSpec
 from gpuc.core.pod import Pod
+from gpuc.core.podinstall import Installer
 from gpuc.core.podpaths import PodPaths
 from gpuc.core.providers.base import PodAccess
 from gpuc.core.settings import Settings
@@ -83,7 +84,7 @@ def test_a_missing_script_stops_provisioning_before_the_bootstrap(
     access, pod, spec, deps = rented(sshd, ssh_settings, functions_url)
     with pytest.raises(ConfigError, match=f"trian.py not in the job's folder {pod_paths.workspace}"):
         provision(
-            access, pod, spec, deps, {}, POD_TOKEN, installer=offline_installer(sys.executable), verify=False,
+            access, pod, spec, deps, {}, POD_TOKEN, installer=Installer(sys.executable), verify=False,
             before_bootstrap=project_for([sys.executable, "trian.py"], project),
         )
     assert (pod_paths.workspace / "train.py").exists(), "uploaded over ssh"
@@ -95,7 +96,7 @@ def test_the_job_log_and_outcome_are_read_over_ssh(
 ) -> None:
     access, pod, spec, deps = rented(sshd, ssh_settings, functions_url)
     provision(
-        access, pod, spec, deps, {}, POD_TOKEN, installer=offline_installer(sys.executable), verify=False,
+        access, pod, spec, deps, {}, POD_TOKEN, installer=Installer(sys.executable), verify=False,
         bootstrap=False, before_bootstrap=project_for([sys.executable, "train.py"], project),
     )
     start_job(access, [sys.executable, "train.py"], "job-ssh")
@@ -120,14 +121,14 @@ def test_requirements_that_fail_to_install_stop_the_job_with_the_error(
     with pytest.raises(ProvisionError, match="requirements did not install on the pod, so the job was not started"
                        ) as refused:
         provision(
-            access, pod, spec, deps, {}, POD_TOKEN, installer=offline_installer(sys.executable), verify=False,
+            access, pod, spec, deps, {}, POD_TOKEN, installer=Installer(sys.executable), verify=False,
             before_bootstrap=project_for([sys.executable, "train.py"], project), job_needs_deps=True,
         )
     assert "unpinned requirements in requirements.txt: numpy" in refused.value.message
     assert refused.value.hint and "destroyed" in refused.value.hint
     # Without a job to start (`up NAME` alone), the pod stays for the user to fix, as before.
     report = provision(
-        access, pod, spec, deps, {}, POD_TOKEN, installer=offline_installer(sys.executable), verify=False,
+        access, pod, spec, deps, {}, POD_TOKEN, installer=Installer(sys.executable), verify=False,
         before_bootstrap=project_for([], project),
     )
     assert report.bootstrap_ok is False and report.deps_failed and "numpy" in report.deps_failed
