@@ -409,7 +409,7 @@ CORE: tuple[Mutant, ...] = (
     Mutant(
         "self-unreadable-gone",
         "a pod (runpod or vast): 'not found' to its own key and a failed read of itself taken as gone (no stop)",
-        "core/providers/common.py",
+        "core/providers/podkey.py",
         '        if still is False:\n            return f"{self._me} was already gone"',
         '        if not still:\n            return f"{self._me} was already gone"',
         (GET, "tests/providers/test_scoped_self_destroy.py::test_the_decision"),

@@ -45,7 +45,7 @@ MUTANTS_FAULTS: tuple[Mutant, ...] = (
         "boot-race-spends-twice",
         "two boots racing with one ticket both get the kit (its secrets and a pod token)",
         "functions/runroutes.py",
-        "        if not runs.ticket_matches(r.tickets.get(pod.pod_id), body.ticket):\n            return None",
+        '        if runs.boot_verdict(r, pod, body.pod_id, body.ticket, key) != "ok":\n            return None',
         "        if False:\n            return None",
         ("tests/functions/test_boot_ticket_race.py",),
     ),
