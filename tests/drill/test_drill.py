@@ -138,7 +138,7 @@ def test_a_reaper_that_never_acts_puts_silence_over_its_bound() -> None:
 
 
 def test_a_push_in_name_order_fails_s30h(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The push before issue 34 item 3 sent changed files in name order: ckpt.pt before the step files written
+    """The push before snapshots were prefixes sent changed files in name order: ckpt.pt before the step files written
     before it."""
     real = push.plan
 
@@ -152,7 +152,7 @@ def test_a_push_in_name_order_fails_s30h(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_a_restore_that_follows_the_last_verified_manifest_alone_fails_s30h(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The restore before issue 34 item 3 followed the last verified manifest: a push cut after a newer checkpoint
+    """The restore before snapshots were prefixes followed the last verified manifest: a push cut after a newer checkpoint
     left the manifest of the push before it."""
     real = resume.restorable
     monkeypatch.setattr(resume, "restorable", lambda m, listing: real(dataclasses.replace(m, sending=()), listing))

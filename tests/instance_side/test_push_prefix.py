@@ -16,7 +16,7 @@ import os
 import random
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ from gpuc.instance_side.podfiles import PodPaths
 from gpuc.instance_side.push import MANIFEST_NAME as MANIFEST
 from gpuc.instance_side.push import IncrementalPush, PushManifest, plan
 from gpuc.instance_side.resume import RestoreError, restore
-from gpuc.instance_side.sync import FileBucketSync, Listing, Manifest
+from gpuc.instance_side.sync import FileBucketSync, Listing, Manifest, RunObjects, S3Sync, run_objects
 from gpuc.testkit.drill_push import CutBucket, Outbid
 
 STEP_S = 0.25
@@ -345,57 +345,65 @@ def test_a_failed_push_is_remembered_so_a_later_cut_still_restores(tmp_path: Pat
     assert json.loads((tmp_path / "r" / "ckpt.json").read_text())["step"] == 22
 
 
-def test_s3_takes_the_files_oldest_first(s3: Any, tmp_path: Path) -> None:
-    """The transport keeps the order it is given (S3Sync sorted by name before): the manifest, then oldest first."""
-    from gpuc.core.destinations import S3_KEY_ENV, S3_SECRET_ENV
-    from gpuc.instance_side.sync import S3Sync
+def s3_sync(grants: Any, tmp_path: Path, wrap: Callable[[RunObjects], RunObjects] = lambda o: o) -> S3Sync:
+    """The pod's own S3 destination: run01's objects, reached through the watchdog's grants (tests/s3world.py)."""
+    grants.register("pod-run01", "run01")
+    objects = run_objects(grants.sync(tmp_path / "granted", "pod-run01", "run01"))
+    assert objects is not None
+    return S3Sync(f"s3://results/{grants.prefix}", "exp", "run01", objects=wrap(objects))
 
-    creds = {S3_KEY_ENV: "AKIAEXAMPLEKEY000001", S3_SECRET_ENV: "s3cr3t-value-not-printed"}
+
+def test_s3_takes_the_files_oldest_first(grants: Any, tmp_path: Path) -> None:
+    """The transport keeps the order it is given (S3Sync sorted by name before): the manifest, then oldest first."""
     uploads: list[str] = []
 
     class Counting:
-        def __getattr__(self, name: str) -> Any:
-            return getattr(s3, name)
+        def __init__(self, inner: RunObjects) -> None:
+            self.inner = inner
 
-        def upload_file(self, source: str, bucket: str, key: str) -> None:
-            uploads.append(key.removeprefix("runs/exp/run01/"))
-            s3.upload_file(source, bucket, key)
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+        def put(self, name: str, source: Path, size: int) -> None:
+            uploads.append(name)
+            self.inner.put(name, source, size)
+
+        def put_many(self, files: Sequence[tuple[str, Path, int]]) -> None:
+            uploads.extend(name for name, _, _ in files)
+            self.inner.put_many(files)
 
     paths = pod(tmp_path)
     now = time.time()
     for i, name in enumerate(["ckpt.pt", "b.json", "a.json"]):
         write(paths.results / name, b"x", now - 100 + i)
-    IncrementalPush(
-        S3Sync("s3://results/runs", "exp", "run01", credentials=creds, client=Counting()), paths, FakeClock(now)
-    ).run()
+    IncrementalPush(s3_sync(grants, tmp_path, Counting), paths, FakeClock(now)).run()
     assert uploads[:4] == [MANIFEST, "ckpt.pt", "b.json", "a.json"]
 
 
-def test_an_escaped_name_announced_and_cut_is_restored_under_its_own_name(s3: Any, tmp_path: Path) -> None:
+def test_an_escaped_name_announced_and_cut_is_restored_under_its_own_name(grants: Any, tmp_path: Path) -> None:
     """S3 keys are UTF-8: a name that is not is stored under a percent-escaped key (sync.py assign_keys). A push
     cut before its manifest mapped it: the restore finds the escaped key in the listing all the same."""
-    from gpuc.core.destinations import S3_KEY_ENV, S3_SECRET_ENV
-    from gpuc.instance_side.sync import S3Sync
-
-    creds = {S3_KEY_ENV: "AKIAEXAMPLEKEY000001", S3_SECRET_ENV: "s3cr3t-value-not-printed"}
     paths = pod(tmp_path)
     now = time.time()
     odd = os.fsdecode(b"caf\xe9.txt")
     write(paths.results / odd, b"latin-1 name", now - 900)
     write_step(paths, 1, now - 800)
+    dest = s3_sync(grants, tmp_path)
 
-    class Cut(S3Sync):
+    class Cut:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(dest, name)
+
         def push_files(self, results_dir: Path, files: Any) -> Manifest:
-            manifest = super().push_files(results_dir, files)
+            manifest = dest.push_files(results_dir, files)
             if odd in files:
                 raise Outbid  # after the files, before the verified manifest
             return manifest
 
-    dest = Cut("s3://results/runs", "exp", "run01", credentials=creds, client=s3)
     with pytest.raises(Outbid):
-        IncrementalPush(dest, paths, FakeClock(now)).run()
+        IncrementalPush(Cut(), paths, FakeClock(now)).run()
     into = tmp_path / "r"
-    names = restore("s3://results/runs/exp/run01", into, credentials=creds, client=s3)
+    names = restore(f"s3://results/{grants.prefix}/exp/run01", into, objects=dest.objects)
     assert sorted(names) == sorted([odd, "ckpt-00001.json"])
     assert (into / odd).read_bytes() == b"latin-1 name"
 
