@@ -120,6 +120,9 @@ class Settings:
     idle_destroy_s: float = 20 * 60.0
     ssh_input_window_s: float = 10 * 60.0
     sync_interval_s: float = 10 * 60.0  # the periodic results push; 0: none
+    # a file of results/ modified this recently may still be being written: that push leaves it, and every file
+    # modified after it, for the next one (instance_side/push.py)
+    sync_settle_s: float = field(default=5.0, metadata={"ge": 0, "finite": True})
     nag_interval_s: float = 60 * 60.0
 
     # idle watch, progress floors: a process tree whose CPU time grew by at most this many
@@ -261,6 +264,10 @@ class Settings:
             value = getattr(self, name)
             if value is not None and not value > floor:
                 raise SettingError(name, f"must be greater than {floor:g}")
+        for name, least in _AT_LEAST.items():  # field(metadata={"ge": x}): pydantic's Field(ge=x)
+            value = getattr(self, name)
+            if value is not None and not value >= least:
+                raise SettingError(name, f"must be at least {least:g}")
         for name, ceiling in _AT_MOST.items():  # field(metadata={"le": x}): pydantic's Field(le=x)
             value = getattr(self, name)
             if value is not None and not value <= ceiling:
@@ -475,6 +482,7 @@ def _field_converter(f: dataclasses.Field[Any]) -> Callable[[str, Any], Any]:
 
 _CONVERTERS = {f.name: _field_converter(f) for f in dataclasses.fields(Settings)}
 _ABOVE: dict[str, float] = {f.name: f.metadata["gt"] for f in dataclasses.fields(Settings) if "gt" in f.metadata}
+_AT_LEAST: dict[str, float] = {f.name: f.metadata["ge"] for f in dataclasses.fields(Settings) if "ge" in f.metadata}
 _AT_MOST: dict[str, float] = {f.name: f.metadata["le"] for f in dataclasses.fields(Settings) if "le" in f.metadata}
 _FINITE: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Settings) if f.metadata.get("finite"))
 SETTING_NAMES: tuple[str, ...] = tuple(_CONVERTERS)

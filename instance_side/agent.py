@@ -84,7 +84,7 @@ class Agent:
         self.sync = sync
         self.clock = clock
         self.log = log
-        self.pusher = pusher or InlinePusher(sync, paths, clock)
+        self.pusher = pusher or InlinePusher(sync, paths, clock, settle_s=cfg.sync_settle_s)
         self.th = Thresholds.from_config(cfg)
         self._job_seen: bool | None = None  # a warm pod's idle watch: was a job there at the previous check
         self.state = IdleState()

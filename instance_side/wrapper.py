@@ -390,7 +390,7 @@ class JobWrapper:
         if not source:
             return True
         try:
-            names = restore(source, self.paths.results, objects=run_objects(self.ender.sync))
+            names = restore(source, self.paths.results, objects=run_objects(self.ender.sync), paths=self.paths)
         except (RestoreError, OSError) as exc:
             self.log.line(f"could not restore the last push into results/: {exc}; the job is not started")
             return False

@@ -96,7 +96,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     *later_rows(
         "gpuc.testkit.drill_spot", "s30a_outbid_once", "s30b_outbid_past_n", "s30c_bid_loses_at_create",
         "s30d_webhook_forged_or_replayed", "s30e_stop_during_a_re_rent", "s30f_re_rent_cut",
-        "s30g_two_gpus_re_rented_on_two",
+        "s30g_two_gpus_re_rented_on_two", "s30h_outbid_at_random_moments",
     ),
 )
 # Rows the fault plan cannot reach, whatever the seed: the interruptible rows build their own world (the Vast
@@ -105,7 +105,7 @@ SCENARIOS: tuple[Scenario, ...] = (
 FAULT_FREE: tuple[str, ...] = (
     "f11i_up_interrupted", "s30a_outbid_once", "s30b_outbid_past_n", "s30c_bid_loses_at_create",
     "s30d_webhook_forged_or_replayed", "s30e_stop_during_a_re_rent", "s30f_re_rent_cut",
-    "s30g_two_gpus_re_rented_on_two",
+    "s30g_two_gpus_re_rented_on_two", "s30h_outbid_at_random_moments",
 )
 F12_AT = SCENARIOS.index(f13_notifier_down)  # F12's place: after F11
 KEEP: dict[str, tuple[str, ...]] = {"F8": ("f8-pod",), "F10": ("f10-pod",), "F14": ("f14-pod",)}

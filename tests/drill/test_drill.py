@@ -3,6 +3,7 @@ that can fail: break one safety rule and it must exit non-zero."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
@@ -18,12 +19,13 @@ from gpuc.core.api import ReapReport
 from gpuc.functions import reaper
 from gpuc.functions.app import Deps
 from gpuc.functions.reaper import rules, sweep
-from gpuc.instance_side import agent, ending, heartbeat
+from gpuc.instance_side import agent, ending, heartbeat, push, resume
 from gpuc.testkit import docgen
 from gpuc.testkit.drill import FAULT_FREE, SCENARIOS, run_drill
 from gpuc.testkit.drill_ends import f3j_job_works_without_gpu
 from gpuc.testkit.drill_results import f8_sync_fails, f10_network_lost
 from gpuc.testkit.drill_silence import f5_agent_killed, f5c_clock_ahead
+from gpuc.testkit.drill_spot import s30h_outbid_at_random_moments
 from gpuc.testkit.drill_stage import RowResult, Stage
 
 pytestmark = pytest.mark.e2e  # minutes of real processes: `make quick` leaves them out
@@ -41,7 +43,8 @@ ROWS += ["F26a", "F26f"]  # The agent killed mid-job, the pod frozen mid-job
 ROWS += ["F34"]  # A hostile host reads the pod and asks for grants
 ROWS += ["S30a", "S30b", "S30c", "S30d"]  # interruptible runs: recovered, stopped, a losing bid, a forged hint
 ROWS += ["S30e", "S30f", "S30g"]  # a stop at every step of a re-rent, a re-rent cut, a 2-GPU run
-FAULT_FREE_ROWS = {"F11i", "S30a", "S30b", "S30c", "S30d", "S30e", "S30f", "S30g"}  # drill.FAULT_FREE's rows
+ROWS += ["S30h"]  # outbid at random moments, inside a push or between two: the product's push and restore
+FAULT_FREE_ROWS = {"F11i", "S30a", "S30b", "S30c", "S30d", "S30e", "S30f", "S30g", "S30h"}  # drill.FAULT_FREE's rows
 
 
 @pytest.fixture(autouse=True)
@@ -136,6 +139,29 @@ def test_a_reaper_that_never_acts_puts_silence_over_its_bound() -> None:
     assert row.billed_min is None  # never destroyed
 
 
+def test_a_push_in_name_order_fails_s30h(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The push before snapshots were prefixes sent changed files in name order: ckpt.pt before the step files written
+    before it."""
+    real = push.plan
+
+    def by_name(*args: Any, **kwargs: Any) -> push.Plan:
+        planned = real(*args, **kwargs)
+        return push.Plan(tuple(sorted(planned.send, key=lambda s: s.name)), planned.waiting)
+
+    monkeypatch.setattr(push, "plan", by_name)
+    row = run_drill(scenarios=[s30h_outbid_at_random_moments]).rows[0]
+    assert not row.ok and any("past its steps" in p for p in row.problems), row
+
+
+def test_a_restore_that_follows_the_last_verified_manifest_alone_fails_s30h(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The restore before snapshots were prefixes followed the last verified manifest: a push cut after a newer
+    checkpoint left the manifest of the push before it."""
+    real = resume.restorable
+    monkeypatch.setattr(resume, "restorable", lambda m, listing: real(dataclasses.replace(m, sending=()), listing))
+    row = run_drill(scenarios=[s30h_outbid_at_random_moments]).rows[0]
+    assert not row.ok and any("past its steps" in p for p in row.problems), row
+
+
 def test_an_ender_that_skips_the_sync_check_loses_results(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ending.Ender, "_sync", lambda self: "unchecked")
     report = run_drill(scenarios=[f8_sync_fails])
@@ -195,9 +221,11 @@ def test_a_wrapper_that_does_not_restart_the_agent_loses_the_job(monkeypatch: py
 
 
 def test_a_push_that_sends_everything_fails_the_frozen_row(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpuc.instance_side import push
+    def everything(listing: Any, last: Any, now: float, settle_s: float, **_: Any) -> push.Plan:
+        sends = (push.Send(n, size, listing.mtimes.get(n, 0), push.FILE) for n, size in listing.files.items())
+        return push.Plan(tuple(sends), ())
 
-    monkeypatch.setattr(push, "plan", lambda files, mtimes, last, now, settle_s=0: (dict(files), []))
+    monkeypatch.setattr(push, "plan", everything)
     report = run_drill(scenarios=push_rows("f26f_pod_frozen_mid_job"))
     assert any("unchanged files again" in p for p in report.rows[0].problems) and not report.ok
 
