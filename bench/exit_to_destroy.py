@@ -23,7 +23,7 @@ from gpuc.client.pods.up import up
 from gpuc.client.setup.demo import demo_settings
 from gpuc.core.providers.local import LocalProvider
 from gpuc.functions.server import start_in_thread
-from gpuc.instance_side.sync import FileBucketSync
+from gpuc.instance_side.filesync import FileBucketSync
 
 RUNS = 3
 F1_SLACK_S = 10.0

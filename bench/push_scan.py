@@ -12,9 +12,10 @@ import time
 from pathlib import Path
 
 from gpuc.core.clock import SystemClock
+from gpuc.instance_side.filesync import FileBucketSync
 from gpuc.instance_side.podfiles import PodPaths
-from gpuc.instance_side.push import IncrementalPush, PushReport
-from gpuc.instance_side.sync import FileBucketSync
+from gpuc.instance_side.push import IncrementalPush
+from gpuc.instance_side.pushmanifest import PushReport
 
 FOLDERS, PER_FOLDER = 100, 100
 

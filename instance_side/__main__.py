@@ -119,7 +119,7 @@ def cmd_sync(paths: PodPaths) -> int:
 def cmd_push(paths: PodPaths) -> int:
     """One incremental push at low priority (instance_side/push.py); the agent starts it when due."""
     from gpuc.instance_side.context import load_context
-    from gpuc.instance_side.push import lower_priority, push_once
+    from gpuc.instance_side.pushrun import lower_priority, push_once
     from gpuc.instance_side.sync import make_sync, with_job_log
 
     priority = lower_priority()  # first: the scan and the uploads run at it

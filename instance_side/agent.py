@@ -35,6 +35,7 @@ from gpuc.instance_side.idle import (
 )
 from gpuc.instance_side.kept import ENDS_THE_WATCH
 from gpuc.instance_side.keptwatch import KeptWatch
+from gpuc.instance_side.manifest import ResultsSync
 from gpuc.instance_side.podfiles import AgentConfig, PodPaths, atomic_write, is_ended
 from gpuc.instance_side.podlog import PodLog
 from gpuc.instance_side.procs import (
@@ -47,8 +48,7 @@ from gpuc.instance_side.procs import (
     SshSession,
     read_job_stamp,
 )
-from gpuc.instance_side.push import InlinePusher, Pusher, heartbeat_fields
-from gpuc.instance_side.sync import ResultsSync
+from gpuc.instance_side.pushrun import InlinePusher, Pusher, heartbeat_fields
 
 # A millisecond of slack: a tick that wakes exactly one interval later counts as due.
 _DUE_SLACK = 0.001

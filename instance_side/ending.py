@@ -21,10 +21,10 @@ from gpuc.core.providers.outcome import StoppedInstead
 from gpuc.instance_side.heartbeat import PodClient, event_body
 from gpuc.instance_side.joblog import note_pod_end
 from gpuc.instance_side.kept import KeptState, clear_kept, read_kept, record_kept, stopped, warned, write_kept
+from gpuc.instance_side.manifest import ResultsSync
 from gpuc.instance_side.podfiles import AgentConfig, PodPaths, hold_end_lock, is_ended, mark_ended
 from gpuc.instance_side.podlog import PodLog
 from gpuc.instance_side.selfdestroy import Destroyer
-from gpuc.instance_side.sync import ResultsSync
 
 NOTIFY_BUDGET_S = 8.0
 KEPT_MESSAGE = "kept alive: sync failed"

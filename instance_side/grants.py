@@ -149,7 +149,7 @@ class _Again(Exception):
 
 class GrantedObjects:
     """The run's objects at `url` (`s3://bucket/<prefix>/<experiment>/<run_id>`), by name relative to it,
-    through the URLs the watchdog grants (instance_side/sync.py RunObjects)."""
+    through the URLs the watchdog grants (instance_side/s3sync.py RunObjects)."""
 
     def __init__(
         self,

@@ -9,7 +9,7 @@
   `PodPaths.outcome`, next to the exit-code file the wrapper writes first.
 - Each job's own copy of both, under its job id in `PodPaths.jobs` (`<id>.log`: the same file as job.log while
   the job runs, a hard link; `<id>.json`): a pod that runs another job (a warm pod) starts a fresh job.log and
-  keeps the last one's, and the sync sends each job's as logs/jobs/<id>.* (sync.py).
+  keeps the last one's, and the sync sends each job's as logs/jobs/<id>.* (joblogsync.py).
 
 Never raises on I/O: a full disk must not stop the job or its ending.
 """

@@ -30,8 +30,13 @@ from typing import Protocol
 from gpuc.core.destinations import S3Location
 from gpuc.core.errors import SyncError
 from gpuc.core.podpaths import RESUME_ENV, PodPaths
-from gpuc.instance_side.push import MANIFEST_NAME, PushManifest, adopt
-from gpuc.instance_side.sync import JOB_LOG_NAME, OUTCOME_NAME, PART_PREFIX, RunObjects, local_listing, name_of_key
+from gpuc.instance_side.beside import JOB_LOG_NAME, OUTCOME_NAME
+from gpuc.instance_side.filesync import PART_PREFIX
+from gpuc.instance_side.pushmanifest import MANIFEST_NAME, PushManifest
+from gpuc.instance_side.pushrecord import adopt
+from gpuc.instance_side.s3sync import RunObjects
+from gpuc.instance_side.scan import local_listing
+from gpuc.instance_side.storekeys import name_of_key
 
 MANIFEST_MAX = 64 * 1024 * 1024  # a push manifest is JSON of names and sizes: far below this
 

@@ -33,6 +33,7 @@ from gpuc.core.podpaths import RESUME_ENV
 from gpuc.core.podsecrets import never_on_pod
 from gpuc.instance_side.ending import Ender, Ending
 from gpuc.instance_side.joblog import KEPT_ENDINGS, JobLogTee, clear_outcome, job_files, last_line, write_outcome
+from gpuc.instance_side.joblogsync import run_objects
 from gpuc.instance_side.kept import ENDS_THE_WATCH
 from gpuc.instance_side.keptwatch import KeptWatch
 from gpuc.instance_side.podfiles import (
@@ -46,7 +47,6 @@ from gpuc.instance_side.podfiles import (
 from gpuc.instance_side.podlog import PodLog
 from gpuc.instance_side.procs import job_stamp
 from gpuc.instance_side.resume import RestoreError, restore
-from gpuc.instance_side.sync import run_objects
 
 _CAUGHT = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _FROM_TERMINAL = (signal.SIGINT, signal.SIGHUP)

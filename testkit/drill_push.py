@@ -20,8 +20,10 @@ from pathlib import Path
 
 from gpuc.core.clock import Clock
 from gpuc.instance_side.agent import Agent, Probes
-from gpuc.instance_side.push import MANIFEST_NAME, InlinePusher
-from gpuc.instance_side.sync import FileBucketSync, Manifest
+from gpuc.instance_side.filesync import FileBucketSync
+from gpuc.instance_side.manifest import Manifest
+from gpuc.instance_side.pushmanifest import MANIFEST_NAME
+from gpuc.instance_side.pushrun import InlinePusher
 from gpuc.instance_side.wrapper import AgentGuard
 from gpuc.testkit.drill_stage import EXPERIMENT, MIN, STEP_S, DrillPod, RowResult, Stage
 

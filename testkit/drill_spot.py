@@ -59,10 +59,14 @@ from gpuc.functions import runs
 from gpuc.functions.outbidhook import SEEN, SIGNATURE_HEADER, WINDOW_S
 from gpuc.functions.reaper.recovering import ACT_LEASE_S
 from gpuc.functions.runs import StoredRun
+from gpuc.instance_side.filesync import FileBucketSync
 from gpuc.instance_side.podfiles import PodPaths
-from gpuc.instance_side.push import MANIFEST_NAME, SETTLE_S, PushManifest, PushReport, push_once
+from gpuc.instance_side.pushmanifest import MANIFEST_NAME, PushManifest, PushReport
+from gpuc.instance_side.pushplan import SETTLE_S
+from gpuc.instance_side.pushrun import push_once
 from gpuc.instance_side.resume import RestoreError, restore
-from gpuc.instance_side.sync import FileBucketSync, local_listing, with_job_log
+from gpuc.instance_side.scan import local_listing
+from gpuc.instance_side.sync import with_job_log
 from gpuc.testkit.drill_push import CutBucket, Outbid
 from gpuc.testkit.drill_stage import MIN, RowResult, Stage
 from gpuc.testkit.emulators.vast import VastEmulator, VastOfferState

@@ -33,10 +33,12 @@ from gpuc.functions.store import SqliteStore, Store
 from gpuc.instance_side.agent import Agent, Probes
 from gpuc.instance_side.context import load_context
 from gpuc.instance_side.ending import Ender, Ending, Outcome
+from gpuc.instance_side.filesync import FileBucketSync
 from gpuc.instance_side.heartbeat import HttpResult, TransportError
+from gpuc.instance_side.manifest import listing_matches
 from gpuc.instance_side.podfiles import PodPaths
-from gpuc.instance_side.push import InlinePusher
-from gpuc.instance_side.sync import FileBucketSync, listing_matches, local_listing
+from gpuc.instance_side.pushrun import InlinePusher
+from gpuc.instance_side.scan import local_listing
 from gpuc.testkit.fakes import FakeProvider
 from gpuc.testkit.podfakes import (
     FakeDestroyer,

@@ -18,6 +18,7 @@ from pathlib import Path
 from gpuc.core.atomicfile import atomic_write
 from gpuc.core.clock import Clock, FakeClock
 from gpuc.instance_side.gpu import GpuReadError, GpuSample
+from gpuc.instance_side.manifest import Manifest, ResultsSync
 from gpuc.instance_side.procs import (
     CLK_TCK,
     JobScanError,
@@ -29,7 +30,6 @@ from gpuc.instance_side.procs import (
     UserProc,
     job_stamp,
 )
-from gpuc.instance_side.sync import Manifest, ResultsSync
 
 
 # -- probes ------------------------------------------------------------------------------------------

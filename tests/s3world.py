@@ -30,8 +30,9 @@ from gpuc.core.podsecrets import render_env_file
 from gpuc.core.settings import SecretStr, Settings
 from gpuc.core.signing import derive_key, new_token
 from gpuc.functions.server import ServerHandle, start_in_thread
+from gpuc.instance_side.manifest import ResultsSync
 from gpuc.instance_side.podfiles import AgentConfig
-from gpuc.instance_side.sync import ResultsSync, make_sync
+from gpuc.instance_side.sync import make_sync
 
 ROOT = ("test", "test")  # ministack's root credentials: the bucket's owner, never the watchdog's
 BUCKET = "results"

@@ -18,8 +18,8 @@ from gpuc.client.text import clock_utc, fmt_duration, render_table
 from gpuc.core.errors import ConfigError, GpucError, NotFound, SafetyRefusal
 from gpuc.core.pod import Pod
 from gpuc.core.podjson import Unreadable, loads
+from gpuc.instance_side.beside import JOBS_DIR, JOBS_INDEX
 from gpuc.instance_side.joblog import JOB_ID_RE, OUTCOME_FORMAT
-from gpuc.instance_side.sync import JOBS_DIR, JOBS_INDEX
 
 
 def find_run(ctx: Ctx, ref: str) -> RunRecord:

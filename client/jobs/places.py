@@ -30,7 +30,10 @@ from gpuc.core.podsecrets import GIT_TOKEN_ENV
 from gpuc.core.redact import redact
 from gpuc.core.s3client import s3_client
 from gpuc.core.settings import Settings
-from gpuc.instance_side.sync import ENTRIES_NAME, JOB_LOG_NAME, OUTCOME_NAME, FileBucketSync, GitSync, shown
+from gpuc.instance_side.beside import ENTRIES_NAME, JOB_LOG_NAME, OUTCOME_NAME
+from gpuc.instance_side.filesync import FileBucketSync
+from gpuc.instance_side.gitsync import GitSync
+from gpuc.instance_side.scan import shown
 
 GIT_READ_TIMEOUT_S = 180.0
 READ_BYTES = 1024 * 1024  # one read of a file at the destination
@@ -237,7 +240,7 @@ class GitPlace:
                 said = redact(proc.stderr.decode(errors="replace").strip(), self._secrets)
                 detail = f"{self.git.describe()}: {said}"
                 raise GpucError(f"cannot read the results repo ({detail[-300:]})", hint="check GPUC_GIT_REMOTE")
-            # The run's own branch (instance_side/sync.py run_branch), its blobs fetched only when read.
+            # The run's own branch (instance_side/gitsync.py run_branch), its blobs fetched only when read.
             branch = f"refs/heads/{self.git.branch}"
             fetch = ["fetch", "--quiet", "--depth", "1", "--filter=blob:none", "origin", branch]
             self._branch_fetched = self._git(fetch, cwd=clone).returncode == 0
@@ -384,7 +387,7 @@ class LastPush:
 def last_push(dest: Destination) -> LastPush | None:
     """The manifest of the last push, None when the destination holds none (a pod from before periodic pushes, or one
     that never pushed). Its names and keys are the pod's word: copy_pushed checks each before it reads one."""
-    from gpuc.instance_side.push import MANIFEST_NAME, PushManifest
+    from gpuc.instance_side.pushmanifest import MANIFEST_NAME, PushManifest
 
     found = dest.read(MANIFEST_NAME, 0, READ_BYTES)
     if found is None:

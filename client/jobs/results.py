@@ -29,7 +29,7 @@ from gpuc.client.pods.run import job_on_pod, look_up
 from gpuc.client.runs import RunRecord
 from gpuc.core.errors import ConfigError, GpucError, NotFound, ProviderError, SafetyRefusal
 from gpuc.core.providers.local import LocalProvider
-from gpuc.instance_side.sync import JOB_LOG_NAME, OUTCOME_NAME
+from gpuc.instance_side.beside import JOB_LOG_NAME, OUTCOME_NAME
 
 if TYPE_CHECKING:
     from gpuc.core.pod import Pod

@@ -286,7 +286,7 @@ def _remove_s3(settings: Settings, bucket: str, run_id: str) -> None:
 
 # -- the registration's recovery plan ---------------------------------------------------------------------
 def results_at(settings: Settings, experiment: str, run_id: str) -> str:
-    """The run's push destination, as instance_side/sync.py builds it: `<bucket>/<experiment>/<run_id>`
+    """The run's push destination, as instance_side/s3sync.py builds it: `<bucket>/<experiment>/<run_id>`
     (GPUC_RESUME_FROM of every later attempt)."""
     bucket = (settings.results_bucket or "").rstrip("/")
     if bucket.startswith("s3://"):

@@ -20,7 +20,7 @@ from gpuc.client.pods.up import up
 from gpuc.core.clock import SystemClock
 from gpuc.core.errors import NotFound
 from gpuc.instance_side.podfiles import AgentConfig
-from gpuc.instance_side.push import push_once
+from gpuc.instance_side.pushrun import push_once
 from gpuc.instance_side.sync import make_sync, with_job_log
 from gpuc.testkit.local_faults import vanish
 

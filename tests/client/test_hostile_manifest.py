@@ -21,7 +21,7 @@ from gpuc.client.pods.plan import UpOptions
 from gpuc.client.pods.up import up
 from gpuc.core.errors import GpucError
 from gpuc.core.settings import SecretStr, Settings
-from gpuc.instance_side.push import MANIFEST_NAME
+from gpuc.instance_side.pushmanifest import MANIFEST_NAME
 from gpuc.testkit.local_faults import vanish
 
 __all__ = ["world"]

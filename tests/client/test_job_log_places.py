@@ -19,8 +19,10 @@ from gpuc.client.jobs.podlog import LogPrinter
 from gpuc.core.destinations import git_environ
 from gpuc.core.podpaths import PodPaths
 from gpuc.core.settings import SecretStr, Settings
+from gpuc.instance_side.beside import JOB_LOG_NAME, OUTCOME_NAME
+from gpuc.instance_side.gitsync import GitSync, SplitSync
 from gpuc.instance_side.joblog import OUTCOME_FORMAT
-from gpuc.instance_side.sync import JOB_LOG_NAME, OUTCOME_NAME, GitSync, SplitSync, with_job_log
+from gpuc.instance_side.sync import with_job_log
 
 KEY, SECRET = "AKIAEXAMPLEKEY000002", "s3cr3t-laptop-value"
 

@@ -19,7 +19,7 @@ from gpuc.core.api import ReapReport
 from gpuc.functions import reaper
 from gpuc.functions.app import Deps
 from gpuc.functions.reaper import rules, sweep
-from gpuc.instance_side import agent, ending, heartbeat, push, resume
+from gpuc.instance_side import agent, ending, heartbeat, push, pushmanifest, pushplan, resume
 from gpuc.testkit import docgen
 from gpuc.testkit.drill import FAULT_FREE, SCENARIOS, run_drill
 from gpuc.testkit.drill_ends import f3j_job_works_without_gpu
@@ -142,11 +142,11 @@ def test_a_reaper_that_never_acts_puts_silence_over_its_bound() -> None:
 def test_a_push_in_name_order_fails_s30h(monkeypatch: pytest.MonkeyPatch) -> None:
     """The push before snapshots were prefixes sent changed files in name order: ckpt.pt before the step files written
     before it."""
-    real = push.plan
+    real = pushplan.plan
 
-    def by_name(*args: Any, **kwargs: Any) -> push.Plan:
+    def by_name(*args: Any, **kwargs: Any) -> pushplan.Plan:
         planned = real(*args, **kwargs)
-        return push.Plan(tuple(sorted(planned.send, key=lambda s: s.name)), planned.waiting)
+        return pushplan.Plan(tuple(sorted(planned.send, key=lambda s: s.name)), planned.waiting)
 
     monkeypatch.setattr(push, "plan", by_name)
     row = run_drill(scenarios=[s30h_outbid_at_random_moments]).rows[0]
@@ -221,9 +221,10 @@ def test_a_wrapper_that_does_not_restart_the_agent_loses_the_job(monkeypatch: py
 
 
 def test_a_push_that_sends_everything_fails_the_frozen_row(monkeypatch: pytest.MonkeyPatch) -> None:
-    def everything(listing: Any, last: Any, now: float, settle_s: float, **_: Any) -> push.Plan:
-        sends = (push.Send(n, size, listing.mtimes.get(n, 0), push.FILE) for n, size in listing.files.items())
-        return push.Plan(tuple(sends), ())
+    def everything(listing: Any, last: Any, now: float, settle_s: float, **_: Any) -> pushplan.Plan:
+        files = listing.files.items()
+        sends = (pushmanifest.Send(n, size, listing.mtimes.get(n, 0), pushmanifest.FILE) for n, size in files)
+        return pushplan.Plan(tuple(sends), ())
 
     monkeypatch.setattr(push, "plan", everything)
     report = run_drill(scenarios=push_rows("f26f_pod_frozen_mid_job"))

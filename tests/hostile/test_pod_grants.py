@@ -28,7 +28,7 @@ from gpuc.core.settings import SecretStr
 from gpuc.core.signing import derive_key, new_watchdog_key, sign
 from gpuc.functions.grants import GRANT_MARGIN_S, GRANT_TTL_S
 from gpuc.functions.store import SqliteStore, StoredPod
-from gpuc.instance_side.sync import GitSync
+from gpuc.instance_side.gitsync import GitSync
 
 THEIRS = {"ckpt/step900.pt": b"another run's checkpoint", "metrics.json": b'{"loss": 0.01}'}
 

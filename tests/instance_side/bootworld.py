@@ -34,7 +34,7 @@ from gpuc.core.podconfig import PodConfig
 from gpuc.core.providers.local import LocalProvider
 from gpuc.core.settings import Settings
 from gpuc.instance_side.podfiles import PodPaths
-from gpuc.instance_side.push import MANIFEST_NAME, PushManifest
+from gpuc.instance_side.pushmanifest import MANIFEST_NAME, PushManifest
 
 MARK_ENV = "GPUC_TEST_BOOT_MARK"
 TOKEN = "boot-token-" + "k" * 32

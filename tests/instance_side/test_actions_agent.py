@@ -11,7 +11,7 @@ import pytest
 
 from gpuc.functions.actions.links import Verb
 from gpuc.functions.actions.offers import OfferKind, offer
-from gpuc.instance_side.sync import FileBucketSync
+from gpuc.instance_side.filesync import FileBucketSync
 from gpuc.testkit.drill_actions import tap
 from gpuc.testkit.drill_stage import EXPERIMENT, MIN, FaultPlan, FaultTally, Stage
 

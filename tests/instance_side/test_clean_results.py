@@ -13,11 +13,12 @@ import pytest
 
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import SyncError
-from gpuc.instance_side import clean, push
+from gpuc.instance_side import clean, pushrun
 from gpuc.instance_side.clean import NotCleaned, clean_results
+from gpuc.instance_side.filesync import FileBucketSync
 from gpuc.instance_side.podfiles import PodPaths, atomic_write
 from gpuc.instance_side.procs import job_stamp
-from gpuc.instance_side.sync import FileBucketSync, NoDestination, Unavailable, with_job_log
+from gpuc.instance_side.sync import NoDestination, Unavailable, with_job_log
 
 OLD = time.time() - 3600  # written an hour ago: settled
 
@@ -74,7 +75,7 @@ def test_it_removes_what_the_destination_holds_and_keeps_what_it_does_not(tmp_pa
 def test_a_file_changed_between_the_push_and_the_removal_stays(
     tmp_path: Path, paths: PodPaths, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pushed = push.push_once  # what clean.py imported, replaced there below
+    pushed = pushrun.push_once  # what clean.py imported, replaced there below
 
     def push_then_write(*args: Any, **kwargs: Any) -> Any:
         report = pushed(*args, **kwargs)

@@ -13,21 +13,14 @@ import pytest
 from podfakes import POD_ID, Pod, wire
 
 from gpuc.core.clock import FakeClock
+from gpuc.instance_side.beside import JOB_LOG_NAME, OUTCOME_NAME, snapshot
 from gpuc.instance_side.ending import Ending
+from gpuc.instance_side.filesync import FileBucketSync
+from gpuc.instance_side.gitsync import GIT_MAX_BYTES, SplitSync
 from gpuc.instance_side.joblog import JobLogTee, read_outcome
-from gpuc.instance_side.sync import (
-    GIT_MAX_BYTES,
-    JOB_LOG_NAME,
-    OUTCOME_NAME,
-    FileBucketSync,
-    JobLogSync,
-    Manifest,
-    NoDestination,
-    ResultsSync,
-    SplitSync,
-    snapshot,
-    with_job_log,
-)
+from gpuc.instance_side.joblogsync import JobLogSync
+from gpuc.instance_side.manifest import Manifest, ResultsSync
+from gpuc.instance_side.sync import NoDestination, with_job_log
 from gpuc.instance_side.wrapper import JobWrapper, job_environ
 
 

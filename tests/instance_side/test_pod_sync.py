@@ -20,17 +20,11 @@ from podfakes import POD_ID, Pod, wire
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import SyncError
 from gpuc.instance_side.ending import Ending
+from gpuc.instance_side.filesync import FileBucketSync
+from gpuc.instance_side.manifest import Manifest
 from gpuc.instance_side.podfiles import AgentConfig, is_ended
-from gpuc.instance_side.sync import (
-    FileBucketSync,
-    Manifest,
-    NoDestination,
-    Unavailable,
-    assign_keys,
-    escape_name,
-    make_sync,
-    with_job_log,
-)
+from gpuc.instance_side.storekeys import assign_keys, escape_name
+from gpuc.instance_side.sync import NoDestination, Unavailable, make_sync, with_job_log
 
 
 def config(bucket: str | None) -> AgentConfig:
@@ -196,7 +190,7 @@ def test_a_folder_that_cannot_be_read_is_named(
             raise PermissionError(13, "Permission denied", str(path))
         return real_scandir(path)
 
-    monkeypatch.setattr("gpuc.instance_side.sync.os.scandir", scandir)
+    monkeypatch.setattr("gpuc.instance_side.scan.os.scandir", scandir)
     with pytest.raises(SyncError, match="cannot read results/ckpt: Permission denied"):
         FileBucketSync(tmp_path / "bucket", "exp", "run01").push(results)
 
@@ -250,7 +244,7 @@ def test_a_name_the_filesystem_refuses_is_stored_under_an_escaped_key(
             raise OSError(errno.EILSEQ, "Invalid or incomplete multibyte or wide character", str(dst))
         return real_copy(src, dst)
 
-    monkeypatch.setattr("gpuc.instance_side.sync.shutil.copyfile", copyfile)
+    monkeypatch.setattr("gpuc.instance_side.filesync.shutil.copyfile", copyfile)
     sync = FileBucketSync(bucket, "exp", "run01")
     manifest = sync.push(results)
     rel = f"runs/{UNDECODABLE}/a:b.txt"

@@ -15,8 +15,11 @@ import pytest
 from gpuc.core.destinations import git_auth_args, git_runner
 from gpuc.core.errors import SyncError
 from gpuc.core.podsecrets import GIT_TOKEN_ENV
+from gpuc.instance_side.filesync import FileBucketSync
+from gpuc.instance_side.gitsync import GitSync, SplitSync
 from gpuc.instance_side.podfiles import AgentConfig, PodPaths
-from gpuc.instance_side.sync import FileBucketSync, GitSync, S3Sync, SplitSync, Unavailable, make_sync
+from gpuc.instance_side.s3sync import S3Sync
+from gpuc.instance_side.sync import Unavailable, make_sync
 
 TOKEN = "ghp_" + "T0ken" * 8
 
@@ -368,7 +371,7 @@ def test_git_still_names_results_it_did_not_store(
     remote: Path, results: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The net under the escaping: were a name to get past it, git's own commit is checked before the push."""
-    monkeypatch.setattr("gpuc.instance_side.sync._git_storable", lambda name: True)
+    monkeypatch.setattr("gpuc.instance_side.gitsync._git_storable", lambda name: True)
     nested = results / "vendor" / "lib"
     nested.mkdir(parents=True)
     git("init", "--quiet", str(nested))

@@ -15,8 +15,8 @@ import pytest
 from podfakes import MINUTE, POD_ID, FakeSync, Pod, wire
 
 from gpuc.core.clock import FakeClock
+from gpuc.instance_side.manifest import Manifest
 from gpuc.instance_side.podfiles import is_ended
-from gpuc.instance_side.sync import Manifest
 from gpuc.instance_side.wrapper import JobWrapper, SignalRelay, exit_status, job_environ
 
 
@@ -277,7 +277,7 @@ def test_the_job_pid_file_names_the_job_and_its_start_for_the_idle_watch(pod: Po
 
 def test_a_recovered_attempt_restores_the_last_push_before_the_job_starts(pod: Pod, tmp_path: Path) -> None:
     from gpuc.core.pod import RESUME_ENV
-    from gpuc.instance_side.push import MANIFEST_NAME, PushManifest
+    from gpuc.instance_side.pushmanifest import MANIFEST_NAME, PushManifest
 
     dest = tmp_path / "bucket"
     (dest / "logs").mkdir(parents=True)

@@ -16,18 +16,13 @@ from typing import Any
 from gpuc.core.api import HeartbeatBody
 from gpuc.core.clock import FakeClock
 from gpuc.core.destinations import git_runner
+from gpuc.instance_side.filesync import FileBucketSync
+from gpuc.instance_side.gitsync import GitSync, SplitSync
 from gpuc.instance_side.podfiles import PodPaths
-from gpuc.instance_side.push import (
-    MANIFEST_NAME,
-    SETTLE_S,
-    PushManifest,
-    PushReport,
-    heartbeat_fields,
-    io_class,
-    manifest_path,
-    push_once,
-)
-from gpuc.instance_side.sync import FileBucketSync, GitSync, SplitSync, with_job_log
+from gpuc.instance_side.pushmanifest import MANIFEST_NAME, PushManifest, PushReport, manifest_path
+from gpuc.instance_side.pushplan import SETTLE_S
+from gpuc.instance_side.pushrun import heartbeat_fields, io_class, push_once
+from gpuc.instance_side.sync import with_job_log
 
 OLD = time.time() - 3600  # a file written an hour ago: settled
 
@@ -64,21 +59,21 @@ class Counted:
     def verify(self, manifest: Any) -> bool:
         return bool(self.inner.verify(manifest))
 
-    # push.destination() takes the destinations it knows; a test's wrapper is one of them through this.
+    # pushrun.destination() takes the destinations it knows; a test's wrapper is one of them through this.
     def push(self, root: Path) -> Any:
         raise AssertionError("the incremental push never sends the whole tree")
 
 
 def run_push(dest: Any, paths: PodPaths, clock: FakeClock | None = None) -> PushReport:
-    from gpuc.instance_side import push as pushmod
+    from gpuc.instance_side import pushrun
 
     clock = clock or FakeClock(time.time())
-    original = pushmod.destination  # type: ignore[attr-defined]
-    pushmod.destination = lambda sync: sync  # type: ignore[attr-defined,assignment,return-value]
+    original = pushrun.destination  # type: ignore[attr-defined]
+    pushrun.destination = lambda sync: sync  # type: ignore[attr-defined,assignment,return-value]
     try:
         report = push_once(dest, paths, clock)
     finally:
-        pushmod.destination = original  # type: ignore[attr-defined]
+        pushrun.destination = original  # type: ignore[attr-defined]
     assert report is not None
     return report
 
@@ -135,7 +130,7 @@ def git(*args: str, cwd: Path | None = None) -> str:
     ).stdout
 
 
-RUN_BRANCH = "gpuc-results/run01"  # the run's own branch (instance_side/sync.py run_branch)
+RUN_BRANCH = "gpuc-results/run01"  # the run's own branch (instance_side/gitsync.py run_branch)
 
 
 def test_git_a_second_push_commits_only_what_changed(tmp_path: Path) -> None:
@@ -255,7 +250,7 @@ def test_the_job_log_goes_beside_the_results_when_it_changed(tmp_path: Path) -> 
 # -- priority ----------------------------------------------------------------------------------------
 def test_a_push_lowers_its_own_cpu_and_io_priority() -> None:
     code = (
-        "import os; from gpuc.instance_side.push import lower_priority, io_class;"
+        "import os; from gpuc.instance_side.pushrun import lower_priority, io_class;"
         "said = lower_priority(); print(os.nice(0), io_class(), said)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()

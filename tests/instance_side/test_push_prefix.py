@@ -27,11 +27,17 @@ import pytest
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import SyncError
 from gpuc.instance_side import push as pushmod
+from gpuc.instance_side.filesync import FileBucketSync
+from gpuc.instance_side.joblogsync import run_objects
+from gpuc.instance_side.manifest import Manifest
 from gpuc.instance_side.podfiles import PodPaths
-from gpuc.instance_side.push import MANIFEST_NAME as MANIFEST
-from gpuc.instance_side.push import IncrementalPush, PushManifest, plan
+from gpuc.instance_side.push import IncrementalPush
+from gpuc.instance_side.pushmanifest import MANIFEST_NAME as MANIFEST
+from gpuc.instance_side.pushmanifest import PushManifest
+from gpuc.instance_side.pushplan import plan
 from gpuc.instance_side.resume import RestoreError, restore
-from gpuc.instance_side.sync import FileBucketSync, Listing, Manifest, RunObjects, S3Sync, run_objects
+from gpuc.instance_side.s3sync import RunObjects, S3Sync
+from gpuc.instance_side.scan import Listing
 from gpuc.testkit.drill_push import CutBucket, Outbid
 
 STEP_S = 0.25
@@ -381,7 +387,7 @@ def test_s3_takes_the_files_oldest_first(grants: Any, tmp_path: Path) -> None:
 
 
 def test_an_escaped_name_announced_and_cut_is_restored_under_its_own_name(grants: Any, tmp_path: Path) -> None:
-    """S3 keys are UTF-8: a name that is not is stored under a percent-escaped key (sync.py assign_keys). A push
+    """S3 keys are UTF-8: a name that is not is stored under a percent-escaped key (storekeys.py assign_keys). A push
     cut before its manifest mapped it: the restore finds the escaped key in the listing all the same."""
     paths = pod(tmp_path)
     now = time.time()

@@ -9,8 +9,9 @@ from pathlib import Path
 
 from test_push import Counted, pod, results_sent, run_push, write
 
-from gpuc.instance_side.push import PushManifest, manifest_path
-from gpuc.instance_side.sync import FileBucketSync, local_listing
+from gpuc.instance_side.filesync import FileBucketSync
+from gpuc.instance_side.pushmanifest import PushManifest, manifest_path
+from gpuc.instance_side.scan import local_listing
 
 
 def test_a_new_destination_gets_every_file_it_lacks(tmp_path: Path) -> None:

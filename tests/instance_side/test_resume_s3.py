@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from gpuc.instance_side.push import MANIFEST_NAME, PushManifest
+from gpuc.instance_side.joblogsync import run_objects
+from gpuc.instance_side.pushmanifest import MANIFEST_NAME, PushManifest
 from gpuc.instance_side.resume import RestoreError, restore
-from gpuc.instance_side.sync import run_objects
 
 
 def pushed(grants: Any, files: dict[str, bytes], sizes: dict[str, int] | None = None, **kw: Any) -> str:

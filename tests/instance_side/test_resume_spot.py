@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuc.instance_side.push import MANIFEST_NAME, PushManifest
+from gpuc.instance_side.pushmanifest import MANIFEST_NAME, PushManifest
 from gpuc.instance_side.resume import RestoreError, restore
 
 

@@ -125,7 +125,7 @@ MUTANTS_GRANTS: tuple[Mutant, ...] = (
     Mutant(
         "git-default-branch",
         "git: the pod pushes to the default branch (a protected main meets a stranger's token)",
-        "instance_side/sync.py",
+        "instance_side/gitsync.py",
         '    return f"{RUN_BRANCH_PREFIX}{run_id}"',
         '    return "main"',
         (hostile("test_the_git_push_goes_to_the_runs_own_branch_only_never_forced"),),

@@ -27,7 +27,7 @@ from gpuc.core.notify import OUTBOX_NAME, read_outbox
 from gpuc.core.settings import load_settings
 from gpuc.core.signing import new_token
 from gpuc.functions.server import ServerHandle, start_in_thread
-from gpuc.instance_side.push import MANIFEST_NAME, PushManifest
+from gpuc.instance_side.pushmanifest import MANIFEST_NAME, PushManifest
 from gpuc.testkit.emulators.vast import VastEmulator, VastOfferState
 from gpuc.testkit.platform import client_environ, start_platform, write_env_file
 from gpuc.testkit.sshd import LoopbackSshd, start_loopback_sshd
