@@ -11,7 +11,7 @@ import click
 from click.shell_completion import CompletionItem, get_completion_class
 
 from gpuc.client.command_table import COMMANDS
-from gpuc.client.interrupts import Interrupted, say, silence_broken_output
+from gpuc.client.pods.interrupts import Interrupted, say, silence_broken_output
 from gpuc.core.errors import ConfigError, GpucError
 from gpuc.core.redact import redact
 from gpuc.core.termsafe import clean_line

@@ -58,8 +58,8 @@ RestoreError                       (instance_side.resume) the last push could no
 _Again                             (instance_side.grants) one S3 transfer that may pass: retried with a fresh URL
 BucketError                        (functions.bucket) the results bucket did not answer the watchdog: a 503, retried
 PartsMismatch                      (functions.bucket) an upload's parts are not what the pod sent: not completed (409)
-Interrupted                        (client.interrupts) a stop signal while `up` holds a pod: destroy, then exit
-CleanupTimeout                     (client.interrupts) the abort's destroy ran out of time: left to the watchdog
+Interrupted                        (client.pods.interrupts) a stop signal while `up` holds a pod: destroy, then exit
+CleanupTimeout                     (client.pods.interrupts) the abort's destroy ran out of time: left to the watchdog
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Order matters for money: the intent is recorded before the create call, the id t
 known, the pod is registered with the watchdog before anything slow happens, and a failure after
 the create destroys the pod rather than leaving it to bill. So does a stop signal (Ctrl-C, a closed
 terminal, SIGTERM) or `up`'s own output breaking, at any step: the destroy comes before any print
-(client/interrupts.py says why).
+(client/pods/interrupts.py says why).
 
 Only `up` (and the demo) loads this module, so it imports provisioning, the API and the pod models at
 the top.
@@ -18,7 +18,11 @@ import sys
 from collections.abc import Callable
 
 from gpuc.client.context import Ctx, Echo
-from gpuc.client.interrupts import (
+from gpuc.client.onpod.provision import IMAGE_PYTHON, install_agent, provision
+from gpuc.client.onpod.script import check_command, check_in_bundle, put_project
+from gpuc.client.onpod.ssh import wait_for_ssh_endpoint
+from gpuc.client.pods import allowlist, plan, recovery, warm
+from gpuc.client.pods.interrupts import (
     CleanupTimeout,
     Interrupted,
     say,
@@ -27,10 +31,6 @@ from gpuc.client.interrupts import (
     stop_signals_raise,
     time_limit,
 )
-from gpuc.client.onpod.provision import IMAGE_PYTHON, install_agent, provision
-from gpuc.client.onpod.script import check_command, check_in_bundle, put_project
-from gpuc.client.onpod.ssh import wait_for_ssh_endpoint
-from gpuc.client.pods import allowlist, plan, recovery, warm
 from gpuc.client.pods.plan import UpOptions, check_env_file, check_experiment
 from gpuc.client.pods.run import job_started, short_command, start_job
 from gpuc.client.pods.spent import spent_words

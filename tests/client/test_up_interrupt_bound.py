@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from gpuc.client.context import Ctx
-from gpuc.client.interrupts import Interrupted
 from gpuc.client.pods import up
+from gpuc.client.pods.interrupts import Interrupted
 from gpuc.client.runs import RunStore
 from gpuc.core.clock import FakeClock, SystemClock
 from gpuc.core.errors import GpucError
