@@ -37,7 +37,7 @@ HttpError                          (functions.handlers) becomes a 4xx answer wit
 DeliveryFailed                     (core.notify) one failed notification attempt; retried or dropped
 TransportError                     (instance_side.heartbeat) the functions unreachable from the pod: queued
 GpuReadError, _Degraded            (instance_side.gpu) a GPU reading failed: counted as busy, never idle
-JobScanError                       (instance_side.procs) the job's process tree unreadable: counted as busy
+JobScanError                       (instance_side.jobtree) the job's process tree unreadable: counted as busy
 ProcScanError                      (instance_side.procs) the process table unreadable: counted as busy
 StepFailed                         (instance_side.bootstrap) one bootstrap step failed: reported, pod kept
 SettingError                       (core.settings) a setting of the wrong kind: load_settings makes it a ConfigError

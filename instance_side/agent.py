@@ -33,22 +33,15 @@ from gpuc.instance_side.idle import (
     procs_activity,
     suspension,
 )
+from gpuc.instance_side.jobtree import JobProbe, JobScanError, JobTree, read_job_stamp
 from gpuc.instance_side.kept import ENDS_THE_WATCH
 from gpuc.instance_side.keptwatch import KeptWatch
 from gpuc.instance_side.manifest import ResultsSync
 from gpuc.instance_side.podfiles import AgentConfig, PodPaths, atomic_write, is_ended
 from gpuc.instance_side.podlog import PodLog
-from gpuc.instance_side.procs import (
-    JobProbe,
-    JobScanError,
-    JobTree,
-    ProcessProbe,
-    ProcTable,
-    SshProbe,
-    SshSession,
-    read_job_stamp,
-)
+from gpuc.instance_side.procs import ProcessProbe, ProcTable
 from gpuc.instance_side.pushrun import InlinePusher, Pusher, heartbeat_fields
+from gpuc.instance_side.sshscan import SshProbe, SshSession
 
 # A millisecond of slack: a tick that wakes exactly one interval later counts as due.
 _DUE_SLACK = 0.001

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import TextIO
 
 from gpuc.instance_side.joblog import outcome_bytes, read_job_log
+from gpuc.instance_side.jobtree import JobScanError, job_alive, read_job_stamp
 from gpuc.instance_side.podfiles import END_MARKER_MAX, PodPaths, end_marker, ending_under_way
-from gpuc.instance_side.procs import JobScanError, job_alive, read_job_stamp
 
 ASK_VERSION = 1
 ANSWERED, CANNOT_TELL, BAD_QUESTION, REFUSED = 0, 1, 2, 3

@@ -28,9 +28,9 @@ from pathlib import Path
 from gpuc.core.clock import Clock
 from gpuc.core.errors import SyncError
 from gpuc.instance_side.joblogsync import destination
+from gpuc.instance_side.jobtree import JobScanError, job_alive, read_job_stamp
 from gpuc.instance_side.manifest import ResultsSync
 from gpuc.instance_side.podfiles import PodPaths, end_marker, ending_under_way
-from gpuc.instance_side.procs import JobScanError, job_alive, read_job_stamp
 from gpuc.instance_side.pushmanifest import PushManifest, PushReport, manifest_path
 from gpuc.instance_side.pushplan import SETTLE_S
 from gpuc.instance_side.pushrun import push_once

@@ -18,8 +18,11 @@ from typing import Literal
 
 from gpuc.core.warm import warm_lead
 from gpuc.instance_side.gpu import GpuSample
+from gpuc.instance_side.jobtree import JobTree
 from gpuc.instance_side.podfiles import AgentConfig
-from gpuc.instance_side.procs import CLK_TCK, JobTree, ProcCounters, ProcTable, SshSession
+from gpuc.instance_side.procfs import CLK_TCK, ProcCounters
+from gpuc.instance_side.procs import ProcTable
+from gpuc.instance_side.sshscan import SshSession
 
 Action = Literal["none", "warn", "destroy"]
 Key = tuple[int, int]  # (pid, start time)

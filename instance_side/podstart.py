@@ -29,8 +29,8 @@ from gpuc.instance_side.ending import Ending
 from gpuc.instance_side.heartbeat import event_body
 from gpuc.instance_side.joblog import read_outcome
 from gpuc.instance_side.joblogsync import run_objects
+from gpuc.instance_side.jobtree import JobScanError, job_alive, read_job_stamp
 from gpuc.instance_side.podfiles import PodPaths, atomic_write, flag, is_ended
-from gpuc.instance_side.procs import JobScanError, job_alive, read_job_stamp
 from gpuc.instance_side.resume import RestoreError, restore
 from gpuc.instance_side.sync import make_sync, with_job_log
 from gpuc.instance_side.wrapper import RESUME_FAILED, agent_alive, record_command, spawn_detached

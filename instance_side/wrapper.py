@@ -34,6 +34,7 @@ from gpuc.core.podsecrets import never_on_pod
 from gpuc.instance_side.ending import Ender, Ending
 from gpuc.instance_side.joblog import KEPT_ENDINGS, JobLogTee, clear_outcome, job_files, last_line, write_outcome
 from gpuc.instance_side.joblogsync import run_objects
+from gpuc.instance_side.jobtree import job_stamp
 from gpuc.instance_side.kept import ENDS_THE_WATCH
 from gpuc.instance_side.keptwatch import KeptWatch
 from gpuc.instance_side.podfiles import (
@@ -45,7 +46,6 @@ from gpuc.instance_side.podfiles import (
     is_ended,
 )
 from gpuc.instance_side.podlog import PodLog
-from gpuc.instance_side.procs import job_stamp
 from gpuc.instance_side.resume import RestoreError, restore
 
 _CAUGHT = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)

@@ -28,7 +28,7 @@ from gpuc.functions.app import ProviderPool
 from gpuc.functions.edge import Request
 from gpuc.functions.handlers import dispatch
 from gpuc.instance_side.heartbeat import heartbeat_body
-from gpuc.instance_side.procs import SshSession
+from gpuc.instance_side.sshscan import SshSession
 from gpuc.testkit.drill_provider import emu_alive, emulated
 from gpuc.testkit.drill_stage import ADMIN, EXPERIMENT, MIN, STEP_S, DrillPod, RowResult, Stage
 

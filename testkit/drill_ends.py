@@ -4,7 +4,7 @@ until it ends."""
 
 from __future__ import annotations
 
-from gpuc.instance_side.procs import SshSession
+from gpuc.instance_side.sshscan import SshSession
 from gpuc.testkit.drill_stage import EXIT_SLACK_S, MIN, SYNC_S, DrillPod, RowResult, Stage, job_end_row, pod_row
 
 

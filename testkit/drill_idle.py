@@ -25,7 +25,9 @@ from dataclasses import dataclass
 
 from gpuc.core.atomicfile import atomic_write
 from gpuc.instance_side.agent import Probes
-from gpuc.instance_side.procs import CLK_TCK, JobTree, JobTreeProbe, ProcScanner, job_stamp
+from gpuc.instance_side.jobtree import JobTree, JobTreeProbe, job_stamp
+from gpuc.instance_side.procfs import CLK_TCK
+from gpuc.instance_side.procs import ProcScanner
 from gpuc.instance_side.wrapper import job_environ
 from gpuc.testkit.drill_stage import MIN, DrillPod, RowResult, Stage, job_end_row, pod_row
 

@@ -18,18 +18,11 @@ from pathlib import Path
 from gpuc.core.atomicfile import atomic_write
 from gpuc.core.clock import Clock, FakeClock
 from gpuc.instance_side.gpu import GpuReadError, GpuSample
+from gpuc.instance_side.jobtree import JobScanError, JobTree, JobTreeProbe, job_stamp
 from gpuc.instance_side.manifest import Manifest, ResultsSync
-from gpuc.instance_side.procs import (
-    CLK_TCK,
-    JobScanError,
-    JobTree,
-    JobTreeProbe,
-    ProcCounters,
-    ProcTable,
-    SshSession,
-    UserProc,
-    job_stamp,
-)
+from gpuc.instance_side.procfs import CLK_TCK, ProcCounters
+from gpuc.instance_side.procs import ProcTable, UserProc
+from gpuc.instance_side.sshscan import SshSession
 
 
 # -- probes ------------------------------------------------------------------------------------------

@@ -29,8 +29,8 @@ from gpuc.instance_side.context import PodContext, load_context
 from gpuc.instance_side.ending import Ender
 from gpuc.instance_side.heartbeat import HttpResult, TransportError
 from gpuc.instance_side.idle import Thresholds, job_activity
+from gpuc.instance_side.jobtree import JobTree, JobTreeProbe
 from gpuc.instance_side.podfiles import PodPaths
-from gpuc.instance_side.procs import JobTree, JobTreeProbe
 from gpuc.testkit.podfakes import (
     FakeDestroyer,
     FakeGpu,

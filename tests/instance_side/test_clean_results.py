@@ -16,8 +16,8 @@ from gpuc.core.errors import SyncError
 from gpuc.instance_side import clean, pushrun
 from gpuc.instance_side.clean import NotCleaned, clean_results
 from gpuc.instance_side.filesync import FileBucketSync
+from gpuc.instance_side.jobtree import job_stamp
 from gpuc.instance_side.podfiles import PodPaths, atomic_write
-from gpuc.instance_side.procs import job_stamp
 from gpuc.instance_side.sync import NoDestination, Unavailable, with_job_log
 
 OLD = time.time() - 3600  # written an hour ago: settled

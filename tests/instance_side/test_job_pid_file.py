@@ -11,7 +11,7 @@ import pytest
 from podfakes import MINUTE, Pod, wire
 
 from gpuc.core.clock import FakeClock
-from gpuc.instance_side.procs import JobScanError, JobTreeProbe, read_job_stamp
+from gpuc.instance_side.jobtree import JobScanError, JobTreeProbe, read_job_stamp
 from gpuc.testkit.podfakes import FakeProcTree
 
 

@@ -18,8 +18,11 @@ from podfakes import MINUTE, POD_ID, FakeGpu, FakeProcTree, Pod, settled, wire
 from gpuc.core.clock import FakeClock
 from gpuc.instance_side.agent import Agent
 from gpuc.instance_side.gpu import GpuSample
+from gpuc.instance_side.jobtree import JobTreeProbe, job_stamp
 from gpuc.instance_side.podfiles import mark_ended
-from gpuc.instance_side.procs import CLK_TCK, JobTreeProbe, ProcScanner, SshSession, job_stamp
+from gpuc.instance_side.procfs import CLK_TCK
+from gpuc.instance_side.procs import ProcScanner
+from gpuc.instance_side.sshscan import SshSession
 
 
 @pytest.fixture

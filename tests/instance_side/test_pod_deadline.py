@@ -12,7 +12,7 @@ from podfakes import MINUTE, Pod, SkewedClock, wire
 
 from gpuc.core.clock import FakeClock
 from gpuc.instance_side.agent import Agent
-from gpuc.instance_side.procs import SshSession
+from gpuc.instance_side.sshscan import SshSession
 
 HOUR = 3600.0
 

@@ -15,7 +15,10 @@ from gpuc.instance_side.idle import (
     procs_activity,
     suspension,
 )
-from gpuc.instance_side.procs import CLK_TCK, JobTree, ProcCounters, ProcTable, SshSession, UserProc
+from gpuc.instance_side.jobtree import JobTree
+from gpuc.instance_side.procfs import CLK_TCK, ProcCounters
+from gpuc.instance_side.procs import ProcTable, UserProc
+from gpuc.instance_side.sshscan import SshSession
 
 TH = Thresholds(gpu_pct=5.0, warn_s=900.0, destroy_s=1200.0, ssh_window_s=600.0, check_interval_s=60.0)
 # The product's floors (core.settings): 0.1 CPU-second and 16 KiB per check.

@@ -16,21 +16,13 @@ from typing import Any
 import pytest
 from podfakes import ANY_GROWTH, settled
 
-from gpuc.instance_side import procs as procs_module
+from gpuc.instance_side import procfs
 from gpuc.instance_side.idle import Thresholds, job_activity, procs_activity
+from gpuc.instance_side.jobtree import JobScanError, JobTreeProbe, job_stamp, read_job_stamp
 from gpuc.instance_side.podfiles import AgentConfig
-from gpuc.instance_side.procs import (
-    JobScanError,
-    JobTreeProbe,
-    ProcCounters,
-    ProcScanError,
-    ProcScanner,
-    SimSshProbe,
-    SshScanner,
-    SshSession,
-    job_stamp,
-    read_job_stamp,
-)
+from gpuc.instance_side.procfs import ProcCounters
+from gpuc.instance_side.procs import ProcScanError, ProcScanner
+from gpuc.instance_side.sshscan import SimSshProbe, SshScanner, SshSession
 from gpuc.testkit.podfakes import FakeProcTree
 
 
@@ -137,7 +129,7 @@ def test_a_process_it_may_not_read_is_uncertain_only_when_it_could_be_the_users(
             raise PermissionError(13, "Permission denied", str(path))
         return open(path, *args, **kwargs)
 
-    monkeypatch.setattr(procs_module, "open", open_, raising=False)
+    monkeypatch.setattr(procfs, "open", open_, raising=False)
     table = ProcScanner(proc.root).sample()
     assert table.unreadable == (50,) and [p.counters.io_bytes for p in table.procs.values()] == [None]
     [unreadable_io, unreadable_stat] = procs_activity(table, table)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuc.instance_side.procs import SshScanner, SshSession
+from gpuc.instance_side.sshscan import SshScanner, SshSession
 from gpuc.testkit.podfakes import FakeProcTree
 
 LISTENER = "sshd: /usr/sbin/sshd -D [listener] 0 of 10-100 startups"

@@ -254,7 +254,7 @@ CORE: tuple[Mutant, ...] = (
     Mutant(
         "pid-unreadable-no-job",
         "pod: an unreadable job pid file is 'no job' (the idle watch destroys the pod under its job)",
-        "instance_side/procs.py",
+        "instance_side/jobtree.py",
         "    except (OSError, UnicodeDecodeError) as exc:\n        raise JobScanError(",
         "    except (OSError, UnicodeDecodeError) as exc:\n        return None\n        raise JobScanError(",
         (PID_FILE,),
@@ -271,17 +271,17 @@ CORE: tuple[Mutant, ...] = (
     Mutant(
         "ssh-no-sshd-session",
         "pod: sessions under OpenSSH >= 9.8 (sshd-session) are not seen (idle kill under a typing user)",
-        "instance_side/procs.py",
-        '_SSHD = ("sshd", "sshd-session")',
-        '_SSHD = ("sshd",)',
+        "instance_side/sshscan.py",
+        'SSHD_NAMES = ("sshd", "sshd-session")',
+        'SSHD_NAMES = ("sshd",)',
         (SSH,),
     ),
     Mutant(
         "ssh-no-sshd",
         "pod: sessions under OpenSSH < 9.8 (sshd) are not seen",
-        "instance_side/procs.py",
-        '_SSHD = ("sshd", "sshd-session")',
-        '_SSHD = ("sshd-session",)',
+        "instance_side/sshscan.py",
+        'SSHD_NAMES = ("sshd", "sshd-session")',
+        'SSHD_NAMES = ("sshd-session",)',
         (SSH,),
     ),
     # -- 7. the pod's key for a wrapper started over ssh --------------------------------------------------
