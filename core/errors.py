@@ -35,7 +35,7 @@ GpucError                          user-facing: message + how to fix it, no trac
 internal, caught where they are raised:
 HttpError                          (functions.handlers) becomes a 4xx answer with a stable message
 DeliveryFailed                     (core.notify) one failed notification attempt; retried or dropped
-TransportError                     (instance_side.heartbeat) the functions unreachable from the pod: queued
+TransportError                     (instance_side.podhttp) the functions unreachable from the pod: queued
 GpuReadError, _Degraded            (instance_side.gpu) a GPU reading failed: counted as busy, never idle
 JobScanError                       (instance_side.jobtree) the job's process tree unreadable: counted as busy
 ProcScanError                      (instance_side.procs) the process table unreadable: counted as busy

@@ -10,15 +10,15 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import asdict
 from typing import Any
 
 from gpuc.core.clock import Clock
 from gpuc.core.warm import WARM_SAYS
+from gpuc.instance_side.agentmemory import AgentMemory, memory_path
 from gpuc.instance_side.deadline import DeadlineWatch, ends_pod
 from gpuc.instance_side.ending import Ender, Ending, Outcome, span
-from gpuc.instance_side.gpu import GpuReader, GpuReadError, GpuSample
+from gpuc.instance_side.gpu import GpuSample
 from gpuc.instance_side.heartbeat import PodClient, event_body, heartbeat_body
 from gpuc.instance_side.idle import (
     Action,
@@ -26,33 +26,21 @@ from gpuc.instance_side.idle import (
     IdleState,
     Observation,
     Thresholds,
-    TreeActivity,
     advance,
-    job_activity,
     judge,
-    procs_activity,
     suspension,
 )
-from gpuc.instance_side.jobtree import JobProbe, JobScanError, JobTree, read_job_stamp
+from gpuc.instance_side.jobtree import JobScanError, read_job_stamp
 from gpuc.instance_side.kept import ENDS_THE_WATCH
 from gpuc.instance_side.keptwatch import KeptWatch
 from gpuc.instance_side.manifest import ResultsSync
+from gpuc.instance_side.observe import Observer, Probes
 from gpuc.instance_side.podfiles import AgentConfig, PodPaths, atomic_write, is_ended
 from gpuc.instance_side.podlog import PodLog
-from gpuc.instance_side.procs import ProcessProbe, ProcTable
 from gpuc.instance_side.pushrun import InlinePusher, Pusher, heartbeat_fields
-from gpuc.instance_side.sshscan import SshProbe, SshSession
 
 # A millisecond of slack: a tick that wakes exactly one interval later counts as due.
 _DUE_SLACK = 0.001
-
-
-@dataclass(frozen=True)
-class Probes:
-    gpu: GpuReader
-    procs: ProcessProbe
-    ssh: SshProbe
-    job: JobProbe
 
 
 class Agent:
@@ -71,7 +59,6 @@ class Agent:
     ) -> None:
         self.cfg = cfg
         self.paths = paths
-        self.probes = probes
         self.client = client
         self.ender = ender
         self.sync = sync
@@ -94,8 +81,7 @@ class Agent:
         self.intent: tuple[str, float] | None = None
         self._obeyed: float | None = None
         self._last: tuple[Observation, IdleReading, IdleState, bool] | None = None  # for the next heartbeat
-        self._job_tree: JobTree | None = None  # the previous check's reading: progress is the growth since
-        self._proc_table: ProcTable | None = None  # the same, for the user's other processes
+        self.observer = Observer(probes)
 
     # -- one step -----------------------------------------------------------------------------
     def tick(self, now: float) -> None:
@@ -110,7 +96,7 @@ class Agent:
                 self._obey(now)
             return
         self.next_check = now + self.cfg.idle_check_interval_s
-        obs = self.observe()
+        obs = self.observer.observe()
         self._warm_turn(obs)
         reading = judge(obs, now, self.th)
         keep = self.paths.keep_file.exists()
@@ -152,59 +138,6 @@ class Agent:
         self._job_seen = job
         self.th = Thresholds.from_config(self.cfg, job=job)
 
-    def observe(self) -> Observation:
-        gpus: tuple[GpuSample, ...] = ()
-        gpu_error: str | None = None
-        try:
-            gpus = tuple(self.probes.gpu.read())
-        except GpuReadError as exc:
-            gpu_error = str(exc)
-        except Exception as exc:
-            gpu_error = f"{type(exc).__name__}: {exc}"[:200]
-        job, job_error = self._observe_job()
-        # The job's tree has its own reading (this check's): the scan of the rest leaves it out.
-        job_pids = frozenset(pid for pid, _ in self._job_tree.procs) if job and self._job_tree else frozenset()
-        procs, python_procs, probe_error = self._observe_procs(job_pids)
-        ssh: tuple[SshSession, ...] = ()
-        try:
-            ssh = tuple(self.probes.ssh.sessions())
-        except Exception as exc:
-            probe_error = probe_error or f"{type(exc).__name__}: {exc}"[:200]
-        return Observation(
-            gpus=gpus,
-            gpu_error=gpu_error,
-            procs=procs,
-            python_procs=python_procs,
-            ssh=ssh,
-            probe_error=probe_error,
-            job=job,
-            job_error=job_error,
-        )
-
-    def _observe_job(self) -> tuple[TreeActivity | None, str | None]:
-        # A failed scan counts as busy, and the previous reading stays: the next check compares
-        # across the failed one.
-        try:
-            tree = self.probes.job.sample()
-        except JobScanError as exc:
-            return None, str(exc)[:200]
-        except Exception as exc:
-            return None, f"{type(exc).__name__}: {exc}"[:200]
-        activity = None if tree is None else job_activity(self._job_tree, tree)
-        self._job_tree = tree
-        return activity, None
-
-    def _observe_procs(self, job_pids: frozenset[int]) -> tuple[tuple[TreeActivity, ...], int, str | None]:
-        """The user's processes outside the job's tree (which has its own reading), as trees with their
-        growth since the previous check. A failed scan is busy; the previous table stays, as above."""
-        try:
-            table = self.probes.procs.sample(skip=job_pids)
-        except Exception as exc:
-            return (), 0, f"{type(exc).__name__}: {exc}"[:200]
-        trees = procs_activity(self._proc_table, table)
-        self._proc_table = table
-        return trees, sum(1 for p in table.procs.values() if p.python), None
-
     # -- heartbeats ---------------------------------------------------------------------------
     def _heartbeat_if_due(self, now: float) -> None:
         if self._last is not None and now + _DUE_SLACK >= self.next_heartbeat:
@@ -222,7 +155,7 @@ class Agent:
                 self.intent = (answer.intent, answer.intent_at)
 
     def _body(self, obs: Observation, reading: IdleReading, state: IdleState, keep: bool) -> dict[str, Any]:
-        gpu_error = obs.gpu_error or (self.probes.gpu.note if not obs.gpus else None)
+        gpu_error = obs.gpu_error or (self.observer.probes.gpu.note if not obs.gpus else None)
         return heartbeat_body(
             self.cfg.pod_id,
             gpus=[g.as_json() for g in obs.gpus[:16]],
@@ -438,7 +371,7 @@ class Agent:
 
     # -- the loop -----------------------------------------------------------------------------
     def start(self) -> None:
-        reader = type(self.probes.gpu).__name__
+        reader = type(self.observer.probes.gpu).__name__
         self.log.line(f"agent started: pod {self.cfg.pod_id} ({self.cfg.provider}), gpu reader {reader}")
         if self.restore():
             idle = f"idle {self.state.idle_minutes:.1f} min" if self.state.last_idle_check is not None else "busy"
@@ -478,36 +411,6 @@ class Agent:
             if left <= 0:
                 return
             self.clock.sleep(min(1.0, left))
-
-
-def memory_path(paths: PodPaths) -> Path:
-    return paths.state / "agent-state.json"
-
-
-@dataclass(frozen=True)
-class AgentMemory:
-    """What one agent leaves for the next (agent-state.json, saved each check)."""
-
-    pod_id: str
-    saved_at: float
-    idle_s: float = 0.0
-    last_idle_check: float | None = None
-    warned: bool = False
-    deadline_at: float | None = None
-    warned_for: float | None = None
-    lease_until: float | None = None
-    obeyed: float | None = None
-    next_sync: float | None = None
-    sync_failing: bool = False
-
-    @classmethod
-    def load(cls, path: Path) -> AgentMemory | None:
-        """None when absent or unreadable: a fresh agent, as before (nothing assumed)."""
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
-        except (OSError, ValueError, TypeError):
-            return None
 
 
 def _job(obs: Observation) -> str:

@@ -11,17 +11,20 @@ from typing import TextIO
 
 from gpuc.core.clock import Clock, SystemClock
 from gpuc.core.podpaths import CLAIM_ENV
-from gpuc.instance_side.agent import Agent, Probes
+from gpuc.instance_side.agent import Agent
 from gpuc.instance_side.ending import Ender
 from gpuc.instance_side.gpu import GpuReader, NvmlReader, SimulatedReader
-from gpuc.instance_side.heartbeat import ClaimFile, PodClient, SeqCounter, Signer, Transport, UrllibTransport
+from gpuc.instance_side.heartbeat import PodClient
 from gpuc.instance_side.jobtree import JobTreeProbe
 from gpuc.instance_side.manifest import ResultsSync
+from gpuc.instance_side.observe import Probes
 from gpuc.instance_side.podfiles import AgentConfig, PodPaths, load_secrets, pod_token
+from gpuc.instance_side.podhttp import Transport, UrllibTransport
 from gpuc.instance_side.podlog import PodLog
 from gpuc.instance_side.procs import ProcScanner
 from gpuc.instance_side.pushrun import ProcessPusher
 from gpuc.instance_side.selfdestroy import make_destroyer
+from gpuc.instance_side.signer import ClaimFile, SeqCounter, Signer
 from gpuc.instance_side.sshscan import SimSshProbe, SshScanner
 from gpuc.instance_side.sync import make_sync, with_job_log
 

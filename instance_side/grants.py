@@ -33,15 +33,10 @@ from gpuc.core.errors import SyncError
 from gpuc.core.podpaths import CLAIM_ENV, TOKEN_ENV, PodPaths
 from gpuc.core.redact import redact
 from gpuc.core.signing import weak_token
-from gpuc.instance_side.heartbeat import (
-    ClaimFile,
-    PodClient,
-    SeqCounter,
-    Signer,
-    TransportError,
-    UrllibTransport,
-)
+from gpuc.instance_side.heartbeat import PodClient
+from gpuc.instance_side.podhttp import TransportError, UrllibTransport
 from gpuc.instance_side.podlog import PodLog
+from gpuc.instance_side.signer import ClaimFile, SeqCounter, Signer
 
 GRANT_PATH = "/v1/grant"
 LIST_PATH = "/v1/grant/list"

@@ -24,8 +24,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from gpuc.core.atomicfile import atomic_write
-from gpuc.instance_side.agent import Probes
 from gpuc.instance_side.jobtree import JobTree, JobTreeProbe, job_stamp
+from gpuc.instance_side.observe import Probes
 from gpuc.instance_side.procfs import CLK_TCK
 from gpuc.instance_side.procs import ProcScanner
 from gpuc.instance_side.wrapper import job_environ
@@ -110,7 +110,7 @@ class PacedJobProbe:
 
 
 def _real_probes(pod: DrillPod, job: JobTreeProbe | PacedJobProbe | None = None) -> None:
-    pod.agent.probes = Probes(
+    pod.agent.observer.probes = Probes(
         gpu=pod.gpu,
         procs=ProcScanner(only_pod=pod.pod_id),  # the local sandbox's scanner: this pod's processes only
         ssh=pod.ssh,

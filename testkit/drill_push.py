@@ -19,9 +19,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from gpuc.core.clock import Clock
-from gpuc.instance_side.agent import Agent, Probes
+from gpuc.instance_side.agent import Agent
 from gpuc.instance_side.filesync import FileBucketSync
 from gpuc.instance_side.manifest import Manifest
+from gpuc.instance_side.observe import Probes
 from gpuc.instance_side.pushmanifest import MANIFEST_NAME
 from gpuc.instance_side.pushrun import InlinePusher
 from gpuc.instance_side.wrapper import AgentGuard

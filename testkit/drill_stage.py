@@ -30,13 +30,14 @@ from gpuc.functions.edge import Request, response_bytes
 from gpuc.functions.handlers import dispatch
 from gpuc.functions.reaper import reap_once
 from gpuc.functions.store import SqliteStore, Store
-from gpuc.instance_side.agent import Agent, Probes
+from gpuc.instance_side.agent import Agent
 from gpuc.instance_side.context import load_context
 from gpuc.instance_side.ending import Ender, Ending, Outcome
 from gpuc.instance_side.filesync import FileBucketSync
-from gpuc.instance_side.heartbeat import HttpResult, TransportError
 from gpuc.instance_side.manifest import listing_matches
+from gpuc.instance_side.observe import Probes
 from gpuc.instance_side.podfiles import PodPaths
+from gpuc.instance_side.podhttp import HttpResult, TransportError
 from gpuc.instance_side.pushrun import InlinePusher
 from gpuc.instance_side.scan import local_listing
 from gpuc.testkit.fakes import FakeProvider

@@ -18,7 +18,7 @@ from gpuc.functions.edge import Request
 from gpuc.functions.handlers import dispatch
 from gpuc.functions.ingest import IngestLog
 from gpuc.functions.server import MAX_IN_FLIGHT, OVERLOADED_BODY, Gate
-from gpuc.instance_side.heartbeat import HttpResult, Transport
+from gpuc.instance_side.podhttp import HttpResult, Transport
 from gpuc.testkit.drill_stage import EXPERIMENT, RowResult, Stage, no_gpu_reading, pod_row, survivors_killed
 
 MIN = 60.0

@@ -19,7 +19,7 @@ from gpuc.core.api import ReapReport
 from gpuc.functions import reaper
 from gpuc.functions.app import Deps
 from gpuc.functions.reaper import rules, sweep
-from gpuc.instance_side import agent, ending, heartbeat, push, pushmanifest, pushplan, resume
+from gpuc.instance_side import agent, ending, heartbeat, observe, push, pushmanifest, pushplan, resume
 from gpuc.testkit import docgen
 from gpuc.testkit.drill import FAULT_FREE, SCENARIOS, run_drill
 from gpuc.testkit.drill_ends import f3j_job_works_without_gpu
@@ -171,7 +171,7 @@ def test_an_ender_that_skips_the_sync_check_loses_results(monkeypatch: pytest.Mo
 
 
 def test_an_idle_watch_blind_to_the_job_tree_kills_a_working_job(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(agent.Agent, "_observe_job", lambda self: (None, None))
+    monkeypatch.setattr(observe.Observer, "_job", lambda self: (None, None))
     report = run_drill(scenarios=[f3j_job_works_without_gpu])
     row = report.rows[0]
     assert row.false_kills == 1 and row.results_lost >= 1 and not report.ok

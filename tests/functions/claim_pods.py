@@ -13,16 +13,10 @@ from watchdog_fakes import World
 from gpuc.core import api
 from gpuc.core.signing import derive_key, sign
 from gpuc.functions.edge import Request, response_bytes
-from gpuc.instance_side.heartbeat import (
-    Answer,
-    ClaimFile,
-    HttpResult,
-    PodClient,
-    SeqCounter,
-    Signer,
-    heartbeat_body,
-)
+from gpuc.instance_side.heartbeat import Answer, PodClient, heartbeat_body
+from gpuc.instance_side.podhttp import HttpResult
 from gpuc.instance_side.podlog import PodLog
+from gpuc.instance_side.signer import ClaimFile, SeqCounter, Signer
 
 KEY = "a1" * 32  # a watchdog's key (config.json / SSM in real life)
 OTHER_KEY = "b2" * 32  # another watchdog's

@@ -15,8 +15,10 @@ from gpuc.core.settings import load_settings
 from gpuc.core.watchdog_client import WatchdogClient
 from gpuc.functions.server import start_in_thread
 from gpuc.functions.store import SqliteStore
-from gpuc.instance_side.heartbeat import ClaimFile, PodClient, SeqCounter, Signer, UrllibTransport, heartbeat_body
+from gpuc.instance_side.heartbeat import PodClient, heartbeat_body
+from gpuc.instance_side.podhttp import UrllibTransport
 from gpuc.instance_side.podlog import PodLog
+from gpuc.instance_side.signer import ClaimFile, SeqCounter, Signer
 
 
 def serve_settings(tmp_path: Path, home: Path):  # type: ignore[no-untyped-def]

@@ -17,7 +17,7 @@ from gpuc.functions.claims import Claim, claim_for, read_claim
 from gpuc.functions.edge import HttpError
 from gpuc.functions.grants import checked_results_at, results_at_of_run, said_scope
 from gpuc.functions.store import StoredPod
-from gpuc.instance_side.heartbeat import valid_claim
+from gpuc.instance_side.signer import valid_claim
 
 
 @pytest.fixture

@@ -24,13 +24,14 @@ from gpuc.core.clock import Clock, FakeClock
 from gpuc.core.podconfig import PodConfig, render_env_file
 from gpuc.core.settings import Settings
 from gpuc.core.signing import derive_key, verify
-from gpuc.instance_side.agent import Agent, Probes
+from gpuc.instance_side.agent import Agent
 from gpuc.instance_side.context import PodContext, load_context
 from gpuc.instance_side.ending import Ender
-from gpuc.instance_side.heartbeat import HttpResult, TransportError
 from gpuc.instance_side.idle import Thresholds, job_activity
 from gpuc.instance_side.jobtree import JobTree, JobTreeProbe
+from gpuc.instance_side.observe import Probes
 from gpuc.instance_side.podfiles import PodPaths
+from gpuc.instance_side.podhttp import HttpResult, TransportError
 from gpuc.testkit.podfakes import (
     FakeDestroyer,
     FakeGpu,

@@ -19,8 +19,10 @@ from gpuc.core.errors import SyncError
 from gpuc.functions import grants as routes
 from gpuc.functions.handlers import route
 from gpuc.instance_side.grants import GRANT_PATH, LIST_PATH, UPLOAD_PATH, GrantCalls
-from gpuc.instance_side.heartbeat import HttpResult, PodClient, SeqCounter, Signer, TransportError
+from gpuc.instance_side.heartbeat import PodClient
+from gpuc.instance_side.podhttp import HttpResult, TransportError
 from gpuc.instance_side.podlog import PodLog
+from gpuc.instance_side.signer import SeqCounter, Signer
 
 TOKEN = "t" * 43
 

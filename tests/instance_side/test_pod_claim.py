@@ -8,7 +8,9 @@ from pathlib import Path
 
 from gpuc.core.clock import FakeClock
 from gpuc.core.signing import H_CLAIM, mint_claim, new_token
-from gpuc.instance_side.heartbeat import ClaimFile, HttpResult, SeqCounter, Signer, _parse_answer
+from gpuc.instance_side.heartbeat import _parse_answer
+from gpuc.instance_side.podhttp import HttpResult
+from gpuc.instance_side.signer import ClaimFile, SeqCounter, Signer
 
 KEY = "cd" * 32
 FIRST = mint_claim(KEY, {"p": "pod-1", "d": 1.0})

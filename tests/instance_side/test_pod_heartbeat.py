@@ -16,15 +16,9 @@ from gpuc.core import api, signing
 from gpuc.core.clock import FakeClock
 from gpuc.core.signing import derive_key, verify
 from gpuc.instance_side.ending import Ending
-from gpuc.instance_side.heartbeat import (
-    HttpResult,
-    SeqCounter,
-    Signer,
-    TransportError,
-    UrllibTransport,
-    event_body,
-    heartbeat_body,
-)
+from gpuc.instance_side.heartbeat import event_body, heartbeat_body
+from gpuc.instance_side.podhttp import HttpResult, TransportError, UrllibTransport
+from gpuc.instance_side.signer import SeqCounter, Signer
 
 
 @pytest.fixture
