@@ -16,6 +16,7 @@ itself when the process that started it goes away (a SIGKILLed rehearsal leaves 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import secrets
@@ -30,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from gpuc.core.errors import GpucError
 
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 10.0
@@ -56,8 +59,18 @@ main()
 """
 
 
-class S3ServerError(RuntimeError):
-    """ministack did not start: its log's tail says why."""
+class S3Unavailable(GpucError):
+    """No S3 server to put the demo's results on: ministack is not installed, or did not start (its log says)."""
+
+
+def require_s3() -> None:
+    """Says what to install, before anything starts, when ministack is missing."""
+    if importlib.util.find_spec("ministack") is None:
+        raise S3Unavailable(
+            "ministack is missing: the demo and the rehearsals put their results on an S3 API on loopback",
+            hint="install the rehearsal's extra: pip install 'gpuc[rehearse]' (in a clone: make demo installs it, "
+            "or .venv/bin/pip install -e '.[rehearse]')",
+        )
 
 
 @dataclass
@@ -125,6 +138,7 @@ def free_port() -> int:
 def start_s3(work: Path, *, persist: Path | None = None, auth: bool = True, **env: str) -> LoopbackS3:
     """ministack on a free loopback port, its log (and scratch files) in `work`; with `persist`, the objects
     are written under that folder too (they outlive the server: a rehearsal's bucket can be looked at after)."""
+    require_s3()
     work.mkdir(parents=True, exist_ok=True, mode=0o700)
     root = ("ROOT" + secrets.token_hex(8).upper(), secrets.token_urlsafe(24))
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GPUC_", "S3_"))}
@@ -152,7 +166,9 @@ def start_s3(work: Path, *, persist: Path | None = None, auth: bool = True, **en
             return server
         server.stop()
     tail = log_path.read_text(errors="replace")[-1500:]
-    raise S3ServerError(f"the loopback S3 server (ministack) did not start; its log ends:\n{tail}")
+    raise S3Unavailable(
+        "the loopback S3 server (ministack) did not start", hint=f"its log {log_path} ends:\n{tail}"
+    )
 
 
 def _ready(server: LoopbackS3) -> bool:
