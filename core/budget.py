@@ -228,6 +228,12 @@ class Ahead:
             usd += self.disk_per_hour * max(0.0, month_end - max(now, self.until)) / 3600.0
         return usd
 
+    def known(self, now: float) -> float:
+        """The part of its worst case that is known when the whole is not: its GPU to `until` at a known price.
+        A kept pod whose provider was not read (no disk price; recovery's budget check reads none) still counts
+        its GPU to its deadline: its reading missing is no evidence it stopped."""
+        return (self.price_per_hour or 0.0) * max(0.0, self.until - now) / 3600.0
+
     def why(self, now: float) -> str:
         gpu = f"{_rate(self.price_per_hour)} x {max(0.0, self.until - now) / 3600:.1f} h to its deadline"
         if not self.kept:
@@ -274,7 +280,9 @@ class Outlook:
 
     @property
     def worst_usd(self) -> float:
-        return sum(w for _, w in self.ahead if w is not None)
+        """Every pod ahead at its worst as far as it is known: an unknown part is listed (`unknown`), never
+        counted, and never hides the part that is known."""
+        return sum(w if w is not None else a.known(self.now) for a, w in self.ahead)
 
     @property
     def total_usd(self) -> float:
@@ -316,7 +324,8 @@ class Outlook:
             line += f"; {len(known)} pod(s) running or kept may cost {usd(self.worst_usd)} more: {each}"
             line += " ..." if len(known) > 5 else ""
         if self.unknown:
-            line += f"; {len(self.unknown)} pod(s) ahead UNKNOWN, not counted: {', '.join(self.unknown[:5])}"
+            line += f"; {len(self.unknown)} pod(s) ahead with a price UNKNOWN, that part not counted: "
+            line += ", ".join(self.unknown[:5])
         if limit is not None:
             line += f"; at worst {usd(self.total_usd)} of {usd(limit)}"
         return line

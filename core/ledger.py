@@ -161,12 +161,13 @@ def format_usd_short(value: float) -> str:
     return f"${value:.2f}"
 
 
-def run_end(run: RunView, fallback: float | None) -> float | None:
-    """The run's end: its last attempt's (every attempt ended), else the first pod's record's."""
+def run_end(run: RunView) -> float | None:
+    """The run's end: its last attempt's, once every attempt has ended; None while one still bills (a stopped
+    recovery leaves its pod running). Never its first pod's end: that is the first outbid, not the run's."""
     ends = [a.end for a in run.attempts]
-    if ends and all(e is not None for e in ends):
-        return max(e for e in ends if e is not None)
-    return fallback
+    if not ends or any(e is None for e in ends):
+        return None
+    return max(e for e in ends if e is not None)
 
 
 @dataclass
@@ -619,7 +620,7 @@ def runs_spent(records: Iterable[WatchdogRecord], runs: Runs) -> dict[str, float
     for record in records:
         run_id, attempt = run_of(record)
         run = runs.get(run_id) if run_id is not None and attempt == 1 else None
-        if run is not None and not run.done and sane_cost(run.spent_usd):
+        if run is not None and (not run.done or run_end(run) is None) and sane_cost(run.spent_usd):
             out[record.pod_id] = run.spent_usd
     return out
 
@@ -825,10 +826,6 @@ class Ledger:
                     continue
                 if record.end_at is None or book.rows[i].end:
                     continue
-                if run_id is not None and getattr(record, "ended_by", None) == RECOVERY_ENDED_BY:
-                    # An attempt recovery destroyed to rent the next one: never its run's end, whatever the
-                    # watchdog says of the run (a row closed at it would show one attempt's cost as the run's).
-                    continue
                 if not sane_ts(record.end_at):
                     report.warnings.append(
                         f"watchdog record of pod {record.pod_id}: end {record.end_at!r} is not a time between "
@@ -845,8 +842,10 @@ class Ledger:
         (the first pod ends at its outbid while the run goes on). True when it closed now."""
         if run is None or not run.done or book.rows[i].end:
             return False
-        end = run_end(run, record.end_at)
-        if end is None or not sane_ts(end) or not sane_cost(run.spent_usd):
+        end = run_end(run)
+        if end is None:
+            return False  # recovery is over but its latest pod still bills: closed when it ends
+        if not sane_ts(end) or not sane_cost(run.spent_usd):
             report.warnings.append(
                 f"watchdog record of run {run.run_id}: its end or cost is not sane: ignored, the row stays open "
                 "(fill `end` and `cost_usd` by hand)"
@@ -859,7 +858,7 @@ class Ledger:
     def close_run(self, pod_id: str, run: RunView, note: str | None = None) -> LedgerRow | None:
         """`gpuc down` of a recovering run that the watchdog says is done: its one row (the first pod's) closed
         with the run's end, cost and attempts. None: no row, or the run is not done (the row stays open)."""
-        end = run_end(run, None)
+        end = run_end(run)
         if not run.done or end is None or not sane_ts(end) or not sane_cost(run.spent_usd):
             return None
         text = "; ".join(n for n in (run_note(run), note) if n)[:NOTE_MAX_CHARS]

@@ -25,7 +25,7 @@ from gpuc.core.api import RESULTS_AT_MAX
 from gpuc.core.pod import NAME_PREFIX, pod_name
 from gpuc.core.signing import derive_key, mint_claim, open_claim, pod_token_for
 from gpuc.functions.app import Deps
-from gpuc.functions.store import PodAuth, StoredPod
+from gpuc.functions.store import PodAuth, StoredPod, store_born
 
 # claim field names: short, the claim rides on every ping
 _FIELDS = {
@@ -174,9 +174,20 @@ def pod_of_claim(claim: Claim, key: str, now: float) -> StoredPod:
     )
 
 
-def restore(deps: Deps, claim: Claim, now: float) -> PodAuth | None:
-    """Re-create the record of a pod whose ping verified with its derived token. Over an adopted stray's
-    record (the reaper listed it first) too; never over a live registration or a finished pod."""
+def restore(deps: Deps, claim: Claim, now: float, signed_at: float) -> PodAuth | None:
+    """Re-create the record of a pod whose ping verified with its derived token, over the stray record the
+    reaper made when its provider listed it; never over a live registration or a finished pod.
+
+    A genuine ping captured within its window and replayed after a store loss verifies too: it must not bring an
+    ended pod back as healthy (to be told "gone at the provider" a pass later, or, still listed and stopped, kept
+    from the stray rule's destroy). So nothing is re-created for a pod no listing showed (no stray record: not
+    listed, or not yet: its next ping, after the next pass, is), nor from a ping signed before this store was
+    born (a live pod's next ping is signed after it). No provider is called on the ping path."""
+    listed = deps.store.get_auth(claim.pod_id)
+    if listed is None or listed.origin != "adopted":
+        return None
+    if signed_at < math.floor(store_born(deps.store, now, write=False)):  # signed in whole seconds
+        return None
     token = token_for(deps, claim.provider, claim.pod_id, pod_name(claim.run))
     if token is None:
         return None

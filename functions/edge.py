@@ -237,7 +237,7 @@ def by_claim(
         return None
     if abs(now - timestamp) > api.SIGNATURE_WINDOW_S:
         raise _time_refused(now)  # a proven pod with a wrong clock: told the time, nothing written
-    auth = restore(deps, claim, now)
+    auth = restore(deps, claim, now, signed_at=timestamp)
     if auth is None:
         return None
     log.info("pod %s re-created from its claim (this store did not know it)", pod_id)

@@ -283,6 +283,20 @@ def boot_verdict(run: StoredRun, pod: StoredPod | None, pod_id: str, ticket: str
 # -- what the laptop and the phone see ------------------------------------------------------------------
 
 
+def with_pod_ends(run: StoredRun, store: Store) -> StoredRun:
+    """The run with each open attempt's end taken from its pod's record: the run is not told when a pod ends on its
+    own (its job's end, `gpuc down`, the reaper; the pod a stopped recovery leaves running), its pod's record is.
+    Without it a done run's last attempt stays open: costed to "now" at every read, and the laptop's row had no
+    end of the run to close at."""
+    attempts = []
+    for a in run.attempts:
+        rec = store.get_pod(a.pod_id) if a.end is None else None
+        if rec is not None and rec.end_at is not None:
+            a = a.model_copy(update={"end": max(a.start, rec.end_at)})
+        attempts.append(a)
+    return run.model_copy(update={"attempts": attempts})
+
+
 def recovery_view(run: StoredRun, now: float) -> RunRecovery:
     """RunRecovery: never the kit, its secrets or a ticket."""
     attempts = [a.model_copy(update={"cost_usd": round(to_attempt(a).cost(now), 6)}) for a in run.attempts]

@@ -201,6 +201,11 @@ def reregistration_changes(old: StoredPod, pod: StoredPod) -> dict[str, Any]:
         changes["last_seq"] = -1  # a new token starts a new seq stream
     if old.origin == "adopted":
         changes["registered_at"] = pod.registered_at
+        if pod.run_id is not None and old.run_id is None:
+            # A pass listed the pod between its create and this register and took it for a stray: the run's
+            # marks come with the register, else the first pod of a recovering run names no run (its paused pod
+            # judged by the paused-pod rule; its ledger row closed at the first outbid as a pod of its own).
+            changes.update(run_id=pod.run_id, attempt=pod.attempt)
     return changes
 
 

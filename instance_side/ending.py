@@ -102,11 +102,12 @@ class Ender:
 
     def _finish(self, ending: Ending, synced: str) -> Outcome:
         clear_kept(self.paths)  # the results are safe: nothing left to keep the pod for
-        self._notify(ending, synced)
+        end_at = self.clock.now()
+        self._notify(ending, synced, end_at)
         if self.keep_alive:
             self.log.line(f"{self._kept_why()}: not destroying; the idle watch still applies")
             return "kept_alive"
-        return self._destroy()
+        return self._destroy(end_at)
 
     # -- the three steps ----------------------------------------------------------------------
     def _sync(self) -> str | None:
@@ -128,7 +129,7 @@ class Ender:
         self.log.line(f"sync verified: {manifest.summary()}")
         return manifest.short()
 
-    def _notify(self, ending: Ending, synced: str) -> None:
+    def _notify(self, ending: Ending, synced: str, end_at: float) -> None:
         ending_now = not self.keep_alive
         tail = "destroying the pod" if ending_now else f"kept: {self._kept_why()}"
         event = event_body(
@@ -139,14 +140,17 @@ class Ender:
             duration_s=ending.duration_s,
             # On the pod's clock: the client puts it on the functions' clock as it signs (a clock
             # that is off must not bill minutes that never happened, or hide ones that did).
-            end_at=self.clock.now() if ending_now else None,
+            end_at=end_at if ending_now else None,
         )
         if self.client.deliver(event, self.notify_budget_s):
             self.log.line(f"notified: {ending.kind}")
         else:
             self.log.line(f"notification {ending.kind} not delivered; going on (the reaper closes the books)")
 
-    def _destroy(self) -> Outcome:
+    def _destroy(self, end_at: float) -> Outcome:
+        """A refused or stopped-only destroy is said with the end time again: the watchdog records the end from
+        whichever word reaches it first (the end notification may have been lost), and its reaper destroys the
+        pod after the grace; a stopped pod it was told nothing about waits the stopped limit (F7: 24 h)."""
         self.log.line(f"destroying pod {self.cfg.pod_id} through {self.cfg.provider}")
         try:
             result = self.destroyer().destroy_self()
@@ -159,6 +163,7 @@ class Ender:
                     self.cfg.pod_id,
                     "destroy_failed",
                     f"self-destroy refused ({reason}); heartbeats stop now, the reaper will destroy the pod",
+                    end_at=end_at,
                 ),
                 self.notify_budget_s,
             )
@@ -168,7 +173,8 @@ class Ender:
         if isinstance(result, StoppedInstead):
             # Only stopped (a refusal, or a "not found" the pod saw through): it still bills its disk.
             text = f"{result}; heartbeats stop now, the reaper will destroy the pod"
-            self.client.deliver(event_body(self.cfg.pod_id, "destroy_failed", text), self.notify_budget_s)
+            event = event_body(self.cfg.pod_id, "destroy_failed", text, end_at=end_at)
+            self.client.deliver(event, self.notify_budget_s)
             return "destroy_failed"
         return "destroyed"
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib
 import logging
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -99,6 +99,14 @@ SCENARIOS: tuple[Scenario, ...] = (
         "s30g_two_gpus_re_rented_on_two",
     ),
 )
+# Rows the fault plan cannot reach, whatever the seed: the interruptible rows build their own world (the Vast
+# emulator, their own store and clock), and F11i's laptop runs on real time while the plan's outages are windows
+# on the drill's virtual clock. Running them under another seed proves nothing more (tests/drill runs them once).
+FAULT_FREE: tuple[str, ...] = (
+    "f11i_up_interrupted", "s30a_outbid_once", "s30b_outbid_past_n", "s30c_bid_loses_at_create",
+    "s30d_webhook_forged_or_replayed", "s30e_stop_during_a_re_rent", "s30f_re_rent_cut",
+    "s30g_two_gpus_re_rented_on_two",
+)
 KEEP: dict[str, tuple[str, ...]] = {"F8": ("f8-pod",), "F10": ("f10-pod",), "F14": ("f14-pod",)}
 KEEP.update({"F11s": ("f11s-pod-1", "f11s-pod-2"), "F5r": ("f5r-pod-1",)})  # alive at the end: the rows' point
 KEEP.update({"F18": ("f18-pod-1",)})
@@ -126,11 +134,15 @@ def run_drill(
     seed: int = 0,
     reaper: Callable[[Deps, float], api.ReapReport] | None = None,
     scenarios: Iterable[Scenario] | None = None,
+    skip: Collection[str] = (),
 ) -> DrillReport:
+    """`skip`: scenarios (by name) left out; every other row runs under the same faults as in the whole drill."""
     tally = FaultTally()
     rows: list[RowResult] = []
     with _quiet(), tempfile.TemporaryDirectory(prefix="gpuc-drill-") as tmp:
         for i, scenario in enumerate(SCENARIOS if scenarios is None else scenarios):
+            if scenario.__name__ in skip:
+                continue
             plan = FaultPlan(seed * 1000 + i, on=faults, tally=tally)
             down = scenario is f13_notifier_down
             stage = Stage(Path(tmp) / f"s{i}", plan, notifier_down=down, reaper=reaper)
@@ -141,6 +153,7 @@ def run_drill(
                 stage.close()
             rows.append(row)
         if scenarios is None:
-            rows.insert(11, f12_provider_errors(Path(tmp) / "f12", seed=seed, faults=faults, tally=tally))
+            after = next((k + 1 for k, r in enumerate(rows) if r.row == "F11"), len(rows))  # the matrix's order
+            rows.insert(after, f12_provider_errors(Path(tmp) / "f12", seed=seed, faults=faults, tally=tally))
     return DrillReport(rows=rows, faults=tally, faults_on=faults, seed=seed)
 

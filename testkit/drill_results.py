@@ -6,7 +6,7 @@ from __future__ import annotations
 from gpuc.core.models import PodSpec
 from gpuc.functions.app import ProviderPool
 from gpuc.testkit.drill_provider import EMU_RUNPOD_KEY
-from gpuc.testkit.drill_stage import EXPERIMENT, MIN, DrillPod, RowResult, Stage, pod_row
+from gpuc.testkit.drill_stage import EXPERIMENT, MIN, STEP_S, DrillPod, RowResult, Stage, pod_row, spec_bound_s
 
 
 def f8_sync_fails(stage: Stage) -> RowResult:
@@ -46,7 +46,12 @@ def f9_key_refused(stage: Stage) -> RowResult:
 def f9n_pod_key_hears_not_found(stage: Stage) -> RowResult:
     """F9 in disguise: the pod-scoped key's terminate answers "pod not found to terminate" while the pod
     lives on. The real RunPod self-destroyer, through the RunPod emulator with the pod's own key, must not
-    believe it: it reads itself, stops itself and says so; the reaper destroys it with the account key."""
+    believe it: it reads itself, stops itself and says so; the reaper destroys it with the account key.
+
+    The pod's end is known to the watchdog only by what the pod says (its end, then "only stopped"). When a fault
+    refused every word of it, the watchdog sees a stopped pod it was told nothing about, the same as one stopped
+    in the provider's console: F7's rule (a stopped pod bills its disk, destroyed after the stopped limit) is the
+    one that applies, and the row holds the pod to it."""
     from gpuc.core.providers.http import zero_backoff
     from gpuc.core.providers.podkey import RunPodSelfDestroyer
     from gpuc.core.providers.runpod import RunPodProvider
@@ -67,6 +72,7 @@ def f9n_pod_key_hears_not_found(stage: Stage) -> RowResult:
     )
     stage.deps.providers = ProviderPool.of(stage.provider, runpod)
     problems: list[str] = []
+    heard = True
     try:
         made = runpod.create(PodSpec(experiment=EXPERIMENT, run_id="f9n-pod", provider="runpod", gpu_type="RTX 4090"))
         pod = DrillPod(stage, made.id)
@@ -78,23 +84,31 @@ def f9n_pod_key_hears_not_found(stage: Stage) -> RowResult:
         )
         pod.ender.destroyer = lambda: destroyer
         exit_at = stage.now
-        cut_off = stage.in_window("functions unreachable") or stage.in_window("notifier down")
         outcome = pod.job_exit(0, 25 * MIN)
         if outcome != "destroy_failed":
             problems.append(f"wrapper ended with {outcome}, not destroy_failed")
         if made.id in emu.pods and emu.pods[made.id].state != "exited":
             problems.append("the pod believed 'not found' and did not stop itself")
-        stage.run(4 * 3600, until=lambda: made.id not in emu.pods)
+        rec = stage.real_store.get_pod(made.id)
+        heard = rec is not None and rec.end_at is not None
+        if not heard and not pod.cut_off_since(exit_at):
+            problems.append("the watchdog never heard the pod's end, and no fault refused it")
+        limit_s = 4 * 3600 if heard else stage.settings.stopped_limit_s + 3 * 3600
+        stage.run(limit_s, step=STEP_S if heard else MIN, until=lambda: made.id not in emu.pods)
         gone = made.id not in emu.pods
         if not gone:
             problems.append("the pod outlived the reaper (leak)")
         said = [m for m in stage.messages(made.id) if "stopped pod" in m]
-        if not said and not cut_off:
+        if not said and heard:
             problems.append("no notification says the pod was only stopped")
         billed = (stage.now - exit_at) / MIN if gone else None
     finally:
         runpod.close()
-    bound = stage.passes_bound_min(stage.settings.silence_limit_s, exit_at)
+    if heard:
+        bound, text = stage.passes_bound_min(stage.settings.silence_limit_s, exit_at), "as F9"
+    else:  # its words refused by a fault: as F7, from its stop
+        bound = spec_bound_s(stage.settings, stage.settings.stopped_limit_s) / MIN + stage.slack(exit_at)
+        text = "as F9; its end refused by a fault: as F7 (24 h + one period)"
     return pod_row(
         stage,
         pod,
@@ -103,7 +117,7 @@ def f9n_pod_key_hears_not_found(stage: Stage) -> RowResult:
         "the pod reads itself, stops, says so; reaper",
         billed,
         bound,
-        f"as F9{stage.bound_note(exit_at)}",
+        f"{text}{stage.bound_note(exit_at)}",
         problems=problems,
     )
 

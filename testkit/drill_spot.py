@@ -92,11 +92,15 @@ class SpotJob:
 
 
 def push(results: Path, dest: Path, now: float) -> None:
-    """The incremental push's effect: files at the destination, then the manifest naming them."""
+    """The incremental push's effect: the files the destination lacks, then the manifest naming them all. The
+    job's files are written once (a checkpoint per step), so one the destination holds at its size is sent."""
     files = local_listing(results)
-    for name in files:
-        (dest / name).parent.mkdir(parents=True, exist_ok=True)
-        (dest / name).write_bytes((results / name).read_bytes())
+    for name, size in files.items():
+        there = dest / name
+        if there.is_file() and there.stat().st_size == size:
+            continue
+        there.parent.mkdir(parents=True, exist_ok=True)
+        there.write_bytes((results / name).read_bytes())
     manifest = PushManifest(f"file://{dest}", now, {n: (s, 0) for n, s in files.items()})
     (dest / MANIFEST_NAME).parent.mkdir(parents=True, exist_ok=True)
     (dest / MANIFEST_NAME).write_text(manifest.to_json(), encoding="utf-8")

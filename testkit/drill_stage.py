@@ -218,10 +218,14 @@ class DispatchTransport:
     def __init__(self, stage: Stage) -> None:
         self.stage = stage
         self.down = False
+        self.faulted_at: list[float] = []  # when the fault plan's outage refused a post: the row's evidence
 
     def post(self, url: str, body: bytes, headers: Mapping[str, str], timeout_s: float) -> HttpResult:
         now = self.stage.clock.now()
-        if self.down or self.stage.in_window("functions unreachable"):
+        cut = self.stage.in_window("functions unreachable")
+        if cut:
+            self.faulted_at.append(now)
+        if self.down or cut:
             raise TransportError("ConnectionRefusedError: [Errno 111] Connection refused")
         answer = dispatch(Request("POST", urlsplit(url).path, headers, body), self.stage.deps, now)
         return HttpResult(answer.status, response_bytes(answer))
@@ -380,6 +384,11 @@ class DrillPod:
         return self.ender.end(
             Ending(kind="job_exit", message=f"job exited with code {code}", exit_code=code, duration_s=ran_s)
         )
+
+    def cut_off_since(self, since: float) -> bool:
+        """Whether the fault plan's outage refused a post of this pod's since `since`: a word it said then (its
+        end, "only stopped") reached no one, and the watchdog goes by its own rules instead."""
+        return any(t >= since for t in self.transport.faulted_at)
 
     def results_lost(self) -> int:
         """Files that exist nowhere any more: the pod is gone and the bucket lacks them."""

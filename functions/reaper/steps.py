@@ -50,7 +50,12 @@ def settle_gone(run: Pass, rec: StoredPod) -> None:
     if rec.state == "destroying":
         tell_destroyed(run, rec, rec.reason or "destroyed")
     elif rec.state in MARKABLE_STATES and rec.origin == "registered":
-        message = "the provider no longer lists it (deleted outside gpuc, or preempted); its ledger row stays open."
+        # No end was heard from it: the pod may have ended itself while its word could not get through (F2 under
+        # faults), so that is named first; the user's next step is the same.
+        message = (
+            "the provider no longer lists it (it ended itself and its last word never reached the watchdog, was "
+            "deleted outside gpuc, or preempted); its ledger row stays open."
+        )
         tell(run, rec, "gone at the provider", message, "gone", "warning")
 
 

@@ -106,13 +106,6 @@ def test_a_run_the_watchdog_does_not_hold_is_a_pod_like_any_other(book: Ledger) 
     assert only_row(book).end == iso(T0 + 1800)
 
 
-def test_an_attempt_recovery_destroyed_never_closes_the_row_even_when_the_run_is_unknown(book: Ledger) -> None:
-    # Seen once in the end-to-end test: the row closed at the first pod's outbid with one attempt's cost.
-    ended = record(FIRST, 1, end=T0 + 1800).model_copy(update={"ended_by": "recovery"})
-    book.sync_from_functions([ended], {RUN: None})
-    assert not only_row(book).end
-
-
 def test_a_later_attempt_never_makes_a_row_even_when_the_first_is_unknown(tmp_path: Path) -> None:
     ledger = Ledger(tmp_path / "gpu-ledger.csv")  # the laptop died before the start row
     ledger.sync_from_functions(live_records(), {RUN: run_view(done=False)})

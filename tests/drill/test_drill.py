@@ -4,6 +4,9 @@ that can fail: break one safety rule and it must exit non-zero."""
 from __future__ import annotations
 
 import json
+import os
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +19,7 @@ from gpuc.functions.app import Deps
 from gpuc.functions.reaper import rules, sweep
 from gpuc.instance_side import agent, ending, heartbeat
 from gpuc.testkit import docgen
-from gpuc.testkit.drill import SCENARIOS, run_drill
+from gpuc.testkit.drill import FAULT_FREE, SCENARIOS, run_drill
 from gpuc.testkit.drill_ends import f3j_job_works_without_gpu
 from gpuc.testkit.drill_results import f8_sync_fails, f10_network_lost
 from gpuc.testkit.drill_silence import f5_agent_killed, f5c_clock_ahead
@@ -36,6 +39,16 @@ ROWS += ["F26a", "F26f"]  # The agent killed mid-job, the pod frozen mid-job
 ROWS += ["F34"]  # A hostile host reads the pod and asks for grants
 ROWS += ["S30a", "S30b", "S30c", "S30d"]  # interruptible runs: recovered, stopped, a losing bid, a forged hint
 ROWS += ["S30e", "S30f", "S30g"]  # a stop at every step of a re-rent, a re-rent cut, a 2-GPU run
+FAULT_FREE_ROWS = {"F11i", "S30a", "S30b", "S30c", "S30d", "S30e", "S30f", "S30g"}  # drill.FAULT_FREE's rows
+
+
+@pytest.fixture(autouse=True)
+def ram_tmp(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The drill's pods write their markers at every tick (thousands of fsynced files a drill): on a RAM disk
+    where the machine has one, each drill costs CPU, not disk waits. Elsewhere the usual temporary folder."""
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK | os.X_OK):
+        monkeypatch.setattr(tempfile, "tempdir", str(shm))
 
 
 def drill(*args: str) -> tuple[int, str]:
@@ -43,8 +56,8 @@ def drill(*args: str) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
-def check_all_within(report: dict[str, Any]) -> None:
-    assert [r["row"] for r in report["rows"]] == ROWS
+def check_all_within(report: dict[str, Any], rows: list[str] = ROWS) -> None:
+    assert [r["row"] for r in report["rows"]] == rows
     for row in report["rows"]:
         assert row["within_bound"], row
         assert row["false_kills"] == 0, row
@@ -78,12 +91,22 @@ def test_the_drill_as_json_has_every_row_within_bound() -> None:
     )
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_the_drill_with_faults_passes(seed: int) -> None:
-    code, out = drill("--faults", "--seed", str(seed), "--json")
+def test_the_drill_with_faults_passes_every_row_at_seed_0() -> None:
+    code, out = drill("--faults", "--seed", "0", "--json")
     assert code == 0, out
-    report = json.loads(out)
-    check_all_within(report)
+    check_faulted(json.loads(out), ROWS)
+
+
+# `gpuc drill --faults --seed N` for N in 1..9, each row under the faults it meets in the whole drill; the rows
+# no fault can reach (FAULT_FREE) ran at seed 0 and would run the same again.
+@pytest.mark.parametrize("seed", range(1, 10))
+def test_the_drill_with_faults_passes(seed: int) -> None:
+    report = run_drill(faults=True, seed=seed, skip=FAULT_FREE).as_json()
+    check_faulted(report, [r for r in ROWS if r not in FAULT_FREE_ROWS])  # the names and the rows agree
+
+
+def check_faulted(report: dict[str, Any], rows: list[str]) -> None:
+    check_all_within(report, rows)
     kinds = report["faults"]["by_kind"]
     assert report["faults"]["injected"] >= 50
     for kind in ("notifier down", "store unavailable", "functions unreachable"):

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 from watchdog_fakes import World
 
 from gpuc.core import api
+from gpuc.core.signing import derive_key, sign
 from gpuc.functions.edge import Request, response_bytes
 from gpuc.instance_side.heartbeat import (
     Answer,
@@ -82,3 +83,16 @@ class ClaimedPod:
     def log_text(self) -> str:
         path = self.state / "agent.log"
         return path.read_text() if path.exists() else ""
+
+
+def ping_as(world: World, pod_id: str, token: str, claim: str | None = None, seq: int = 50) -> int:
+    """A ping for `pod_id` signed with `token` (and presenting `claim`), sent now: its HTTP status."""
+    body = world.heartbeat_body(pod_id, seq)
+    ts = int(world.now)
+    headers = {
+        api.H_POD: pod_id, api.H_TIMESTAMP: str(ts), api.H_SEQ: str(seq),
+        api.H_SIGNATURE: sign(derive_key(token), ts, seq, body),
+    }  # fmt: skip
+    if claim is not None:
+        headers[api.H_CLAIM] = claim
+    return world.call("POST", "/v1/heartbeat", body, headers).status

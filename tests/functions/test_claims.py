@@ -94,7 +94,7 @@ def test_an_extend_after_a_store_loss_reaches_the_pod_as_a_fresh_claim(world: Wo
     assert first is not None and first.deadline_at is not None
     live(world, [pod], 2)
     lose_store(world, tmp_path / "new" / "watchdog.db")
-    live(world, [pod], 1)  # re-created from its claim
+    live(world, [pod], 2)  # listed by the first pass after the loss, re-created by the next ping's claim
     answer = world.admin("POST", "/v1/pods/pod-1/deadline", api.DeadlineRequest(extend_s=2 * 3600))
     assert answer.status == 200, answer.body
     extended = api.DeadlineAnswer.model_validate(answer.body).deadline_at
@@ -105,7 +105,7 @@ def test_an_extend_after_a_store_loss_reaches_the_pod_as_a_fresh_claim(world: Wo
     assert on_disk is not None and on_disk.deadline_at == extended
     # And it holds: lost a second time, the store learns the extended deadline from the pod.
     lose_store(world, tmp_path / "again" / "watchdog.db")
-    live(world, [pod], 1)
+    live(world, [pod], 2)
     assert world.pod("pod-1").deadline_at == extended
 
 
@@ -193,6 +193,7 @@ def test_the_genuine_claim_passes_the_same_path(world: World, tmp_path: Path) ->
     """The forgeries' control: the pod's own token and claim re-create it."""
     pod = ClaimedPod(world, "pod-1", tmp_path / "pods")
     lose_store(world, tmp_path / "new" / "watchdog.db")
+    world.reap()  # the new store's first pass lists it
     assert _claimed_ping(world, "pod-1", pod.token, pod.first_claim) == 200
     assert world.pod("pod-1").key == derive_key(pod.token)
 

@@ -27,6 +27,7 @@ from gpuc.core.destinations import git_runner
 from gpuc.core.settings import SecretStr
 from gpuc.core.signing import derive_key, new_watchdog_key, sign
 from gpuc.functions.grants import GRANT_MARGIN_S, GRANT_TTL_S
+from gpuc.functions.store import SqliteStore, StoredPod
 from gpuc.instance_side.sync import GitSync
 
 THEIRS = {"ckpt/step900.pt": b"another run's checkpoint", "metrics.json": b'{"loss": 0.01}'}
@@ -220,6 +221,16 @@ def test_a_registration_naming_a_prefix_outside_its_run_is_refused(grants: Any, 
     assert grants.admin("GET", "/v1/status").json()["pods"] == [], "nothing stored"
 
 
+def seen_listed(db: Path, pod_id: str, name: str) -> None:
+    """What the new store's first reaper pass records of a pod its provider lists (reaper.sight.adopt_strays):
+    a claim re-creates a pod only over that stray record (functions/claims.py restore)."""
+    store = SqliteStore(db)
+    now = time.time()
+    store.adopt(StoredPod(pod_id=pod_id, provider="runpod", name=name, experiment="exp", registered_at=now,
+                          origin="adopted", deadline_at=now + 3600))  # fmt: skip
+    store.close()
+
+
 def test_a_store_rebuilt_from_the_claim_grants_the_same_prefix_never_a_wider_one(grants: Any, tmp_path: Path) -> None:
     """The watchdog loses its store; the pod's claim (signed, the prefix in it) re-creates its record. A claim
     the host edits is no claim."""
@@ -234,6 +245,7 @@ def test_a_store_rebuilt_from_the_claim_grants_the_same_prefix_never_a_wider_one
     claim = answer["claim"]
     grants.stop()
     grants.home = tmp_path / "lost"  # a new store, the same key
+    seen_listed(grants.settings.home / "watchdog.db", "claimed", "gpuc-run08")
     grants.start()
     host = Host(grants, "claimed", claim)
     url = host.urls("put", ["a.txt"])["a.txt"]

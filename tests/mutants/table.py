@@ -409,7 +409,7 @@ CORE: tuple[Mutant, ...] = (
     Mutant(
         "self-unreadable-gone",
         "a pod (runpod or vast): 'not found' to its own key and a failed read of itself taken as gone (no stop)",
-        "core/providers/common.py",
+        "core/providers/podkey.py",
         '        if still is False:\n            return f"{self._me} was already gone"',
         '        if not still:\n            return f"{self._me} was already gone"',
         (GET, "tests/providers/test_scoped_self_destroy.py::test_the_decision"),
@@ -484,6 +484,7 @@ CORE: tuple[Mutant, ...] = (
 
 # Each round's mutants live in their own file (table_<topic>.py), gathered here: run.py and the table's
 # own test read MUTANTS.
+from table_faults import MUTANTS_FAULTS  # noqa: E402
 from table_grants import MUTANTS_GRANTS  # noqa: E402
 from table_hook import MUTANTS_HOOK  # noqa: E402
 from table_house import MUTANTS_HOUSE  # noqa: E402
@@ -519,4 +520,5 @@ MUTANTS: tuple[Mutant, ...] = (
     *MUTANTS_RENTAL,
     *MUTANTS_RECOV,
     *MUTANTS_GRANTS,
+    *MUTANTS_FAULTS,
 )

@@ -93,8 +93,8 @@ MUTANTS_RENTAL: tuple[Mutant, ...] = (
     Mutant(
         "rental-rate-words-refused",
         "runpod: GraphQL's rate limit in words read as a refusal: the balance shown as an error",
-        RUNPOD,
-        "    if any(GRAPHQL_RATE_WORDS.search(m) for m in [*messages, *codes]):",
+        "core/providers/podkey.py",
+        "    if any(GRAPHQL_LIMIT_WORDS.search(m) for m in [*messages, *codes]):",
         "    if False:",
         ("tests/money/test_money_balance.py::test_a_rate_limited_balance_read_is_not_read_now_never_an_error_or_a_bad_key",),
     ),
