@@ -155,11 +155,7 @@ def _sync_gate(provider: Provider, pod: Pod, ctx: Ctx, force: bool) -> None:
         if force:
             ctx.echo(f"{pod.id} is {pod.status}: its disk is out of reach; destroying anyway (--force)")
             return
-        raise SafetyRefusal(
-            f"{pod.id} is {pod.status}: its results cannot be synced",
-            hint=f"what was not pushed during the run is only on the pod: `gpuc results {pod.id}` copies "
-            f"results/ here and ends it; `gpuc down {pod.id} --force` destroys them",
-        )
+        raise SafetyRefusal(f"{pod.id} is {pod.status}: its results cannot be synced", hint=_unsynced_hint(pod))
     code, out = ctx.pod_access(provider, pod).run(["python", "-m", "gpuc.instance_side", "sync"])
     if code == 0:
         ctx.echo(f"  results synced and verified ({out.strip().splitlines()[-1] if out.strip() else 'ok'})")
@@ -177,6 +173,20 @@ def _sync_gate(provider: Provider, pod: Pod, ctx: Ctx, force: bool) -> None:
         f"results sync failed on {pod.id} ({why}); the pod is kept",
         hint=f"results are only on the pod: `gpuc results {pod.id}` copies them here and ends it; "
         f"`gpuc down {pod.id} --force` destroys them",
+    )
+
+
+def _unsynced_hint(pod: Pod) -> str:
+    if pod.status == "paused":
+        # Outbid (or frozen): its disk is read again only if its bid wins, which the user cannot make happen, and
+        # `gpuc results` refuses a paused pod too; pointing there left an outbid pod's disk billing.
+        return (
+            f"what its job wrote after its last push is only on its disk, out of reach until its bid wins again and "
+            f"billing while paused: `gpuc down {pod.id} --force` destroys it (what was pushed stays where it went)"
+        )
+    return (
+        f"what was not pushed during the run is only on the pod: `gpuc results {pod.id}` copies results/ here and "
+        f"ends it; `gpuc down {pod.id} --force` destroys them"
     )
 
 
