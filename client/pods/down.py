@@ -55,6 +55,8 @@ def down(
         return
     if copied_to is not None:
         ctx.echo(f"  results/ copied to {copied_to} and verified: nothing is left only on the pod")
+    elif recovering is not None and pod.status == "paused":
+        _outbid_attempt(pod, recovering, ctx)
     else:
         _sync_gate(provider, pod, ctx, force)
     end_at = ctx.clock.now()
@@ -148,6 +150,18 @@ def current_attempt(recovering: RunRecovery, run: RunRecord, pod: Pod | None, pr
             f"pod {found.id} is not marked as gpuc's", hint="gpuc never acts on pods it did not start"
         )
     return found if found is not None else pod
+
+
+def _outbid_attempt(pod: Pod, recovering: RunRecovery, ctx: Ctx) -> None:
+    """A recovering run's outbid attempt: its disk is read by nothing while paused, and the stop just asked has the
+    watchdog destroy it (a stopped recovery keeps no paused attempt): refusing here said "kept, --force" while the
+    watchdog destroyed it a pass later. A recovering run resumes from its pushes (up refuses --recover without a
+    destination they reach), so what it pushed is said, and the destroy goes on."""
+    kept = f" at {recovering.results_at}" if recovering.results_at else ""
+    ctx.echo(
+        f"  {pod.id} is paused (outbid): its disk is out of reach; the run's results are its last push{kept}: "
+        "destroying it, as the stopped recovery does"
+    )
 
 
 def _sync_gate(provider: Provider, pod: Pod, ctx: Ctx, force: bool) -> None:

@@ -182,3 +182,30 @@ def test_down_says_plainly_what_the_watchdog_is_still_doing_and_claims_nothing(
     assert f"gpuc down {RUN}" in (refused.value.hint or "")
     assert not any("no further attempt is rented" in line for line in said)
     assert not [line for line in log if line.startswith("destroy")]
+
+
+def test_down_during_an_outbid_destroys_the_paused_attempt_after_the_stop(
+    world: tuple[Ctx, list[str], list[str]],
+) -> None:
+    """`gpuc down` while the recovery waits to re-rent (attempt 2 outbid): the stop first, then the paused attempt
+    destroyed (the stopped recovery destroys it anyway: a refusal said "kept" while the watchdog destroyed it)."""
+    ctx, log, said = world
+    vast = ctx.providers["local"]
+    assert isinstance(vast, Vast)
+    vast.pods[SECOND] = Pod(id=SECOND, provider="local", name=f"gpuc-{RUN}-a2", status="paused", managed=True)
+    down("exp1", ctx)  # no copied_to: the sync gate would refuse a paused pod
+    assert log.index(f"stop_run {RUN}") < log.index(f"destroy {SECOND}")
+    assert any("no further attempt is rented" in line for line in said), said
+    assert any(f"{SECOND} is paused (outbid)" in line and "last push" in line for line in said), said
+
+
+def test_down_keeps_a_paused_pod_of_a_run_that_does_not_recover(world: tuple[Ctx, list[str], list[str]]) -> None:
+    """The same paused pod without a recovering run behind it: the sync gate refuses, with --force in its fix."""
+    ctx, log, _ = world
+    ctx.watchdog.answer = None  # type: ignore[attr-defined]
+    vast = ctx.providers["local"]
+    assert isinstance(vast, Vast)
+    vast.pods[FIRST] = Pod(id=FIRST, provider="local", name=f"gpuc-{RUN}", status="paused", managed=True)
+    with pytest.raises(GpucError, match="is paused: its results cannot be synced"):
+        down("exp1", ctx)
+    assert not any(line.startswith("destroy") for line in log), log
