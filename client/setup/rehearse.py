@@ -410,6 +410,7 @@ VAST_OUTBID = [
     "  gpuc up lora --interruptible --bid 0.22 --recover 2 --max-hours 1 -- python train.py",
     "  gpuc demo outbid lora                            # another renter outbids it (or the console's button)",
     "  gpuc ls; gpuc ledger                             # attempt 2/3 once re-rented; one ledger row for the run",
+    "  gpuc down lora                                   # stops the recovery: no further attempt is rented",
 ]
 
 
