@@ -37,7 +37,7 @@ def test_the_demo_runs_both_stories_against_the_emulator(provider: str) -> None:
         "✓ up printed the ssh line: ready: ssh -p ",
         "✓ the watchdog never took the pod for silent while up installed it",
         "verify gpu_name: pass",
-        "✓ results and the job's log synced before the destroy:"
+        "✓ results and the job's log synced to s3://gpuc-demo/results through the pod's grants before the destroy:"
         " ['job.log', 'metrics.json', 'outcome.json', 'push-manifest.json', 'weights.bin']",
         "✓ notification carries the exit code",
         "✓ destroyed with the pod-scoped key (expected: the pod-scoped key)",
