@@ -15,6 +15,7 @@ from gpuc.client.runs import RunStore
 from gpuc.core.api import Ack, AttemptRecord, EndRequest, PodRecord, RunRecovery, StatusResponse
 from gpuc.core.clock import FakeClock, iso
 from gpuc.core.errors import FunctionsError, GpucError
+from gpuc.core.ledger import run_note
 from gpuc.core.pod import Pod
 from gpuc.core.providers.base import DestroyResult, Provider
 from gpuc.core.settings import SecretStr, Settings
@@ -209,3 +210,12 @@ def test_down_keeps_a_paused_pod_of_a_run_that_does_not_recover(world: tuple[Ctx
     with pytest.raises(GpucError, match="is paused: its results cannot be synced"):
         down("exp1", ctx)
     assert not any(line.startswith("destroy") for line in log), log
+
+
+def test_a_stop_during_the_last_attempts_outbid_counts_that_outbid_too() -> None:
+    """The run's one row names every outbid: attempt 2 outbid, then the stop (the rehearsal's `gpuc down` during
+    the wait) is 2 attempts and 2 outbids, not 1."""
+    run = recovering(done=True)
+    assert run_note(run).startswith("interruptible, 2 attempts (1 outbid): ")
+    paused = [run.attempts[0], run.attempts[1].model_copy(update={"paused_at": T0 + 3900})]
+    assert run_note(run.model_copy(update={"attempts": paused})).startswith("interruptible, 2 attempts (2 outbids): ")
