@@ -220,8 +220,9 @@ def outbid_pod(ctx: Ctx, ref: str) -> list[str]:
         f"outbid: another renter bid ${answer['going']:.2f}/h per GPU on instance {pod_id} (yours:"
         f" ${answer['bid']:.2f}): Vast paused it, killed its processes and kept its disk (which bills while paused)",
         f"the watchdog sees the pause at its next pass; a run started with --recover N re-rents it after"
-        f" GPUC_RECOVER_WAIT_S ({wait:g} s here): `gpuc ls` shows attempt 2/N+1, the phone says \"recovering\" with a"
-        f" stop button, `gpuc down {ref}` stops the recovery; without --recover the pod stays paused until"
+        f" GPUC_RECOVER_WAIT_S ({wait:g} s here): `gpuc ls` shows the next attempt (2/N+1 after a first outbid),"
+        f" the phone says \"recovering\" with a stop button, `gpuc down {ref}` stops the recovery; without"
+        f" --recover the pod stays paused until"
         f" GPUC_PAUSED_LIMIT_S ({ctx.settings.paused_limit_s:g} s here), then the watchdog destroys it",
     ]
 

@@ -134,7 +134,7 @@ def test_the_outbid_rehearsal_runs_as_the_docs_show_it(rehearsal: Rehearsal) -> 
     wait_for(closed_row, 60, "the run's one row closed")
     one_row(rehearsal, closed)
     row = (rehearsal.home / "gpu-ledger.csv").read_text().splitlines()[1]
-    assert "2 attempts" in row, row
+    assert "interruptible, 2 attempts (2 outbids)" in row, row  # the second outbid, stopped in its wait, counts
     assert "stopped: no pod and no process left behind" in rehearsal.stop()
 
 
