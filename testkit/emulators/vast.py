@@ -765,7 +765,7 @@ class VastEmulator(Emulator):
         now = self.clock.now()
         whole = ChargeQuery(0.0, now + 1.0, None, True, 0, None)
         spent = sum(
-            item["amount"]
+            float(item["amount"])
             for pod_id, inst in self.billed.items()
             if (life := self.billing_book.lives.get(pod_id)) is not None
             for item in self._life_items(inst, life, whole, now)
