@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +106,7 @@ def wait_for(pred: Callable[[], bool], timeout_s: float, what: str) -> None:
     assert pred(), f"timed out waiting for {what}"
 
 
-def links(messages: list[Mapping[str, Any]]) -> list[str]:
+def links(messages: Sequence[Mapping[str, Any]]) -> list[str]:
     """Every URL a notification carries: its buttons' and its click target."""
     found = [str(a["url"]) for m in messages for a in m.get("actions") or [] if a.get("url")]
     return found + [str(m["click"]) for m in messages if m.get("click")]
