@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from mutant import Mutant
-from run import ROOT, check, main, run_mutant, tracked_changes
+from run import ROOT, check, folders, main, run_mutant, tracked_changes
 from table import MUTANTS
 
 
@@ -49,3 +49,9 @@ def test_it_refuses_a_dirty_tree_before_touching_anything(tmp_path: Path, capsys
     assert main(["--only", "dry-destroy"], root=tmp_path) == 2
     assert "refusing to run" in capsys.readouterr().err
     assert (tmp_path / "f.py").read_text() == "x = 2\n"
+
+
+def test_a_mutant_is_also_run_against_the_folders_of_its_tests() -> None:
+    mutant = Mutant("m", "x", "f.py", "a", "b", ("tests/functions/test_a.py::test_x", "tests/aws/test_b.py"))
+    assert folders(mutant) == ["tests/aws", "tests/functions"]
+    assert all(folders(m) and all((ROOT / f).is_dir() for f in folders(m)) for m in MUTANTS)
