@@ -17,7 +17,7 @@ from gpuc.testkit.fakes import FakeProvider
 MIN = 60.0
 # The pass's read deadline: long enough that the provider that answers is read on a loaded machine too, far
 # enough below the stuck one's 30 s that the bound below tells them apart.
-READ_S = 1.5
+READ_S = 1.0
 
 
 @pytest.fixture
