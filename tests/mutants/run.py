@@ -108,7 +108,8 @@ def run_mutant(mutant: Mutant, root: Path, timeout_s: float, tests: list[str] | 
         os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     if code is None:
         return "killed", f"timed out after {timeout_s:.0f} s"
-    if code == 1:
+    # Under pytest-xdist, -x ends the run as interrupted (exit 2) after the first failure: a kill when it says so.
+    if code == 1 or (code == 2 and "Interrupted: stopping after" in tail):
         return "killed", tail.splitlines()[-1] if tail else ""
     if code == 0:
         return "survived", tail.splitlines()[-1] if tail else ""
