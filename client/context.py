@@ -61,7 +61,7 @@ class Ctx:
         self._own_watchdog = False
         self.clock: Clock = clock or SystemClock()
         self._echo_given = echo is not None
-        self.echo: Echo = cleaned(echo or click.echo)
+        self.echo: Echo = cleaned(echo or talk)
         self._given: dict[str, Provider] = dict(providers or {})
         self.providers: dict[str, Provider] = dict(self._given)
         self._provider_factory = provider_factory
@@ -142,7 +142,7 @@ class Ctx:
         return self._terminal() if self._terminal is not None else sys.stdin.isatty()
 
     def prefer_echo(self, echo: Echo) -> None:
-        """A command's own way of printing (`gpuc logs`: gpuc's lines to stderr), unless the caller gave one."""
+        """A command's own way of printing (`gpuc logs`: its `gpuc:` lines), unless the caller gave one."""
         if not self._echo_given:
             self.echo = cleaned(echo)
 
@@ -156,6 +156,13 @@ class Ctx:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def talk(text: str) -> None:
+    """One of gpuc's own lines: on stderr. stdout is the command's data alone (a table, `--json`, the job's
+    output that `--wait` follows), so `gpuc up ... | tee log` and `gpuc ls --json | jq` each get what they
+    expect (docs/using.md, "Output")."""
+    click.echo(text, err=True)
 
 
 def cleaned(echo: Echo) -> Echo:

@@ -45,6 +45,8 @@ class RunRecord:
     ended_at: float | None = None
     note: str | None = None
     warm_s: float | None = None  # `up --warm`: the pod's idle end, for `gpuc ls` (its agent has it too)
+    # `up --warm` without --max-hours: each job's allowance; `gpuc run` moves the deadline (client/pods/warm.py)
+    warm_job_s: float | None = None
 
 
 def home_error(home: Path, why: str) -> ConfigError:
@@ -88,20 +90,28 @@ class RunStore:
             conn.close()
 
     def _add_warm_column(self) -> None:
-        """A state.db from before `up --warm` gets the column (a missing column is NULL: not warm)."""
+        """A state.db from before `up --warm` gets the columns (a missing column is NULL: not warm)."""
         with self._db() as db:
             columns = {row["name"] for row in db.execute("pragma table_info(runs)")}
-            if "warm_s" not in columns:
-                db.execute("alter table runs add column warm_s real")
+            for column in ("warm_s", "warm_job_s"):
+                if column not in columns:
+                    db.execute(f"alter table runs add column {column} real")
 
     def record_intent(
-        self, run_id: str, name: str, provider: str, experiment: str, now: float, warm_s: float | None = None
+        self,
+        run_id: str,
+        name: str,
+        provider: str,
+        experiment: str,
+        now: float,
+        warm_s: float | None = None,
+        warm_job_s: float | None = None,
     ) -> None:
         with self._db() as db:
             db.execute(
-                "insert into runs (run_id, name, provider, experiment, phase, created_at, warm_s)"
-                " values (?,?,?,?,?,?,?)",
-                (run_id, name, provider, experiment, "intent", now, warm_s or None),
+                "insert into runs (run_id, name, provider, experiment, phase, created_at, warm_s, warm_job_s)"
+                " values (?,?,?,?,?,?,?,?)",
+                (run_id, name, provider, experiment, "intent", now, warm_s or None, warm_job_s or None),
             )
 
     def set_pod_id(self, run_id: str, pod_id: str) -> None:

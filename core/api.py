@@ -64,6 +64,8 @@ Count = Annotated[int, Field(ge=0, le=1_000_000)]
 # sends; tests/functions/test_wire_protocol.py holds the schema this number stands for.
 # 3: a re-rented pod's BootRequest (POST /v1/boot), for a run recovering after an outbid.
 # 4: a pod holds no S3 key: it asks for grants on its own run's prefix (GrantRequest, ListRequest, UploadRequest).
+#    and a warm pod's registration (RegisterRequest.warm_s): an older watchdog would refuse `up`'s register
+#    after the create (a pod rented, then destroyed).
 WIRE_PROTOCOL = 4
 # The least protocol a watchdog must declare for `up --recover` (client/pods/recovery.py check_recovery_protocol):
 # one that keeps a run's RecoveryRequest, answers /v1/boot, /v1/runs/{id} and .../stop. An older one would
@@ -134,6 +136,9 @@ class RegisterRequest(Strict):
     # only objects this pod's grants reach (POST /v1/grant). The watchdog refuses one outside the bucket it
     # holds a key for, or not ending in this pod's experiment and run id. None: no s3:// destination.
     results_at: str | None = Field(None, min_length=6, max_length=RESULTS_AT_MAX)
+    # `up --warm`: the pod outlives its jobs and ends itself after this long with no job; the watchdog says so
+    # (the status page, the phone) rather than the idle times of a pod that ends with its job.
+    warm_s: Seconds | None = None
 
 
 HEX64 = r"^[0-9a-f]{64}$"
@@ -390,6 +395,9 @@ class DeadlineRequest(Strict):
     extend_s: float | None = Field(None, gt=0, le=MAX_LIMIT_S)
     # `gpuc keep`: never earlier than it is now, and only as far as the cap allows (capped, not refused)
     at_least: bool = False
+    # `gpuc run` on a warm pod moves its deadline with each job it starts (client/pods/warm.py): the user just
+    # asked for that job, and a push per job would be noise on the phone. Moved and recorded all the same.
+    quiet: bool = False
 
 
 class DeadlineAnswer(Strict):
@@ -401,7 +409,9 @@ class DeadlineAnswer(Strict):
 
 class EndRequest(Strict):
     end_at: Epoch
-    by: Literal["down", "wrapper", "idle", "reaper"] = "down"
+    # Who ended the pod: `gpuc down`; its job's wrapper; its idle watch; the reaper; `gpuc up` that stopped
+    # early (Ctrl-C, a failed install) and destroyed what it created.
+    by: Literal["down", "wrapper", "idle", "reaper", "up"] = "down"
     note: str | None = Field(None, max_length=500)
 
 
@@ -456,6 +466,7 @@ class PodRecord(Strict):
     # A pod of a run rented with `--recover N`: its run, and which attempt it is (1: the one `up` rented)
     run_id: str | None = None
     attempt: int | None = None
+    warm_s: float | None = None  # `up --warm`: kept between jobs, ended after this long with no job
 
 
 class BlindProvider(Strict):

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from gpuc.core.clock import hours_text
 from gpuc.core.ledger import (
     LIVE,
     LedgerEntry,
@@ -34,6 +35,7 @@ from gpuc.core.ledger import (
     sane_price,
     sane_ts,
 )
+from gpuc.core.ledger import usd as usd  # re-exported: the money words' one formatter, where budgets are
 from gpuc.core.pod import Pod
 
 
@@ -172,10 +174,6 @@ def ledger_burns(entries: Sequence[LedgerEntry], records: Sequence[WatchdogRecor
     if strangers:
         notes.append(f"{strangers} open ledger row(s) unknown to the watchdog: fill their end in the ledger")
     return LaptopView(burns, notes)
-
-
-def usd(value: float) -> str:
-    return f"${value:,.2f}"
 
 
 def spend_text(spend: MonthSpend, budget: float | None = None) -> str:
@@ -402,7 +400,7 @@ class RunEnvelope:
     def line(self, recover: int) -> str:
         return (
             f"recovery: up to {recover} re-rent(s) after an outbid, all inside ONE envelope of ${self.usd:.2f} "
-            f"(${self.price_cap:.3f}/h GPU cap + ${self.disk_per_hour:.4f}/h disk x {self.max_hours:g} h from "
+            f"(${self.price_cap:.3f}/h GPU cap + ${self.disk_per_hour:.4f}/h disk x {hours_text(self.max_hours)} from "
             "the first start): the bound across every attempt, not per attempt"
         )
 

@@ -81,6 +81,22 @@ def duration_seconds(text: str, *, bare_seconds: bool = False) -> float:
     return sum(float(n) * _UNITS[u] for n, u in _DURATION_PART.findall(clean))
 
 
+def duration_text(seconds: float) -> str:
+    """A duration as it is typed, to the second, that reads back as itself: 7m, 12h, 1h30m, 1m30s."""
+    left = max(0, round(seconds))
+    parts: list[str] = []
+    for unit, size in (("h", 3600), ("m", 60), ("s", 1)):
+        count, left = divmod(left, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return "".join(parts) or "0s"
+
+
+def hours_text(hours: float) -> str:
+    """`--max-hours` as the user would type it: 7m, not 0.116667."""
+    return duration_text(hours * 3600)
+
+
 def parse_duration(text: str) -> float:
     """A duration typed on the command line (`extend 2h`, `keep --for 30m`, `--timeout`)."""
     try:

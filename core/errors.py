@@ -52,6 +52,8 @@ Refused                            (functions.actions.wire) a phone channel's ta
 TransportFailure                   (core.transport) one HTTP exchange got no answer: its kind says if it was sent
 LostClaim                          (functions.reaper.recovering) the act's claim taken by another pass: it stops
 _NotVerified                       (instance_side.push) a push the destination does not list back: not recorded
+ChangedWhileSent                   (instance_side.push) a file rewritten in place while sent: marked, sent again
+_Moved                             (instance_side.push) a file changed since the push listed it: it waits
 RestoreError                       (instance_side.resume) the last push could not be restored: the job not started
 _Again                             (instance_side.grants) one S3 transfer that may pass: retried with a fresh URL
 BucketError                        (functions.bucket) the results bucket did not answer the watchdog: a 503, retried

@@ -151,14 +151,18 @@ def run_note(run: RunView) -> str:
     """The run's attempts in words, for its one row: "interruptible, 3 attempts (2 outbids): 31000000 $0.07,
     31000001 $0.11, 31000002 $0.05"; and why recovery stopped, when it did."""
     count = len(run.attempts)
-    each = ", ".join(f"{a.pod_id} {format_usd_short(a.cost_usd)}" for a in run.attempts)
+    each = ", ".join(f"{a.pod_id} {usd(a.cost_usd)}" for a in run.attempts)
     outbids = f" ({count - 1} outbid{'s' if count != 2 else ''})" if count > 1 else ""
     note = f"interruptible, {count} attempt{'s' if count != 1 else ''}{outbids}: {each}"
     return f"{note}; recovery stopped: {run.stopped_why}" if run.stopped_why else note
 
 
-def format_usd_short(value: float) -> str:
-    return f"${value:.2f}"
+def usd(value: float) -> str:
+    """Dollars as people read them: cents ($1,234.56), and an amount under a cent to a hundredth of a cent
+    ($0.0021, a 3-minute run), never $0.00 for money that was spent."""
+    if 0 < abs(value) < 0.0001:
+        return "<$0.0001"
+    return f"${value:.4f}" if abs(value) < 0.01 else f"${value:,.2f}"
 
 
 def run_end(run: RunView) -> float | None:
@@ -216,6 +220,12 @@ def sane_cost(value: float | None) -> bool:
 
 def format_usd(value: float) -> str:
     return f"{value:.4f}"
+
+
+def money(usd: float) -> str:
+    """An amount in a sentence: $0.0021, $0.48, $12.34. Under a dollar it keeps four decimals: a 30-second
+    pod costs $0.0021, and "$0.00" reads as "free"."""
+    return f"${usd:.4f}" if abs(usd) < 1 else f"${usd:,.2f}"
 
 
 def format_price(value: float) -> str:
@@ -709,10 +719,10 @@ def running_lines(summary: LedgerSummary) -> list[str]:
         return []
     rate = sum(r.price_per_hour for r in summary.running)
     head = (
-        f"{RUNNING_SO_FAR}: ${summary.running_usd:,.2f} ({len(summary.running)} pod(s), ${rate:,.2f}/h); "
-        f"with the closed rows ${summary.month_total_usd:,.2f}"
+        f"{RUNNING_SO_FAR}: {usd(summary.running_usd)} ({len(summary.running)} pod(s), {usd(rate)}/h); "
+        f"with the closed rows {usd(summary.month_total_usd)}"
     )
-    return [head, *(f"  {r.start}  {r.experiment}  {r.provider}  {r.gpu}  {r.hours:.2f} h  ${r.cost_usd:,.2f}"
+    return [head, *(f"  {r.start}  {r.experiment}  {r.provider}  {r.gpu}  {r.hours:.2f} h  {usd(r.cost_usd)}"
                     for r in summary.running)]
 
 

@@ -61,6 +61,7 @@ class PodConfig(Strict):
     idle_destroy_s: float = 20 * 60.0
     ssh_input_window_s: float = 10 * 60.0
     sync_interval_s: float = 10 * 60.0  # the periodic results push; 0: none
+    sync_settle_s: float = Field(5.0, ge=0)  # modified this recently: still being written (core.settings)
     nag_interval_s: float = 60 * 60.0
     idle_cpu_floor_s: float = 0.1  # progress floors: see core.settings
     idle_io_floor_bytes: float = 16 * 1024.0
@@ -93,6 +94,7 @@ class PodConfig(Strict):
             idle_destroy_s=settings.idle_destroy_s,
             ssh_input_window_s=settings.ssh_input_window_s,
             sync_interval_s=settings.sync_interval_s,
+            sync_settle_s=settings.sync_settle_s,
             nag_interval_s=settings.nag_interval_s,
             deadline_warn_s=settings.deadline_warn_s,
             deadline_lead_s=settings.deadline_lead_s,

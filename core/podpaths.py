@@ -51,6 +51,10 @@ class PodPaths:
         # results/ (as logs/job.log and logs/outcome.json) so both outlive the pod.
         self.job_log = self.state / "job.log"
         self.outcome = self.state / "outcome.json"
+        # Each job's own log and outcome, kept under its job id (`<id>.log`, `<id>.json`): a warm pod's next job
+        # starts a fresh job.log, and each job's copy goes to the destination as logs/jobs/<id>.* (never
+        # overwritten by another job's), so a crash's traceback outlives the next run.
+        self.jobs = self.state / "jobs"
         self.log_stage = self.state / "log-stage"
         self.end_lock = self.state / "end.lock"
         # "retry the sync now" from the phone, for whichever process holds the kept pod (wrapper or agent)

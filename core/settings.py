@@ -120,6 +120,9 @@ class Settings:
     idle_destroy_s: float = 20 * 60.0
     ssh_input_window_s: float = 10 * 60.0
     sync_interval_s: float = 10 * 60.0  # the periodic results push; 0: none
+    # a file of results/ modified this recently may still be being written: that push leaves it, and every file
+    # modified after it, for the next one (instance_side/push.py)
+    sync_settle_s: float = field(default=5.0, metadata={"ge": 0, "finite": True})
     nag_interval_s: float = 60 * 60.0
 
     # idle watch, progress floors: a process tree whose CPU time grew by at most this many
@@ -163,6 +166,9 @@ class Settings:
     max_lifetime_hours: float = field(default=48.0, metadata={"gt": 0})
     deadline_warn_s: float = 15 * 60.0  # the pod notifies this long before its deadline
     deadline_lead_s: float = 2 * 60.0  # ...and starts its ending (sync first) this long before it
+    # a warm pod (`up --warm`) without --max-hours: its deadline is this job allowance plus the warm time after
+    # its start, then after each `gpuc run`'s start (core/warm.py); the budget holds that much for it
+    warm_job_hours: float = field(default=1.0, metadata={"gt": 0})
     # budget: a month's spend across providers, USD; None = no budget. `up` refuses a pod
     # whose worst case would cross it; the reaper alerts at the fraction and, at 100 %, pulls every running
     # pod's deadline in to now + budget_pull_in_s (once per pod: the user's later extension stands).
@@ -181,6 +187,10 @@ class Settings:
     local_boot_s: float = 1.0
     local_price_per_hour: float = 0.44
     local_gpu: str = "RTX 4090 (simulated)"
+
+    # the laptop's output: while gpuc waits (a boot, an ssh address, the bootstrap) and stderr is not a terminal
+    # (a pipe, a file, cron), a plain progress line this often (client/progress.py)
+    progress_every_s: float = field(default=30.0, metadata={"gt": 0, "finite": True})
 
     # the project `up` uploads into the pod's workspace (client/upload.py): refused over this size
     upload_max_mb: float = field(default=200.0, metadata={"gt": 0})
@@ -254,6 +264,10 @@ class Settings:
             value = getattr(self, name)
             if value is not None and not value > floor:
                 raise SettingError(name, f"must be greater than {floor:g}")
+        for name, least in _AT_LEAST.items():  # field(metadata={"ge": x}): pydantic's Field(ge=x)
+            value = getattr(self, name)
+            if value is not None and not value >= least:
+                raise SettingError(name, f"must be at least {least:g}")
         for name, ceiling in _AT_MOST.items():  # field(metadata={"le": x}): pydantic's Field(le=x)
             value = getattr(self, name)
             if value is not None and not value <= ceiling:
@@ -468,6 +482,7 @@ def _field_converter(f: dataclasses.Field[Any]) -> Callable[[str, Any], Any]:
 
 _CONVERTERS = {f.name: _field_converter(f) for f in dataclasses.fields(Settings)}
 _ABOVE: dict[str, float] = {f.name: f.metadata["gt"] for f in dataclasses.fields(Settings) if "gt" in f.metadata}
+_AT_LEAST: dict[str, float] = {f.name: f.metadata["ge"] for f in dataclasses.fields(Settings) if "ge" in f.metadata}
 _AT_MOST: dict[str, float] = {f.name: f.metadata["le"] for f in dataclasses.fields(Settings) if "le" in f.metadata}
 _FINITE: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Settings) if f.metadata.get("finite"))
 SETTING_NAMES: tuple[str, ...] = tuple(_CONVERTERS)

@@ -375,6 +375,7 @@ def live_registrations(settings: Settings) -> list[RegisterRequest]:
             policy=p.policy,
             carried=True,
             deadline_at=p.deadline_at,  # its deadline travels with it (None: reckoned there as here)
+            warm_s=p.warm_s,
         )
         for p in pods
         if p.key and p.origin != "adopted"

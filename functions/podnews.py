@@ -12,6 +12,7 @@ from gpuc.core import api
 from gpuc.core.notify import pod_says
 from gpuc.core.settings import Settings
 from gpuc.core.titles import clock, cost_so_far, exit_outcome, title
+from gpuc.core.warm import WARM_SAYS, warm_lead
 from gpuc.functions.deadline import deadline_of
 from gpuc.functions.store import StoredPod
 
@@ -55,8 +56,14 @@ def event_title(pod: StoredPod, body: api.PodEvent, now: float, settings: Settin
         cost = cost_so_far(pod.price_per_hour, pod.started_at, body.end_at or now)
     elif body.kind in ("idle_destroy", "deadline_destroy", "phone_destroy"):
         cost = cost_so_far(pod.price_per_hour, pod.started_at, body.end_at or now)
+        if body.kind == "idle_destroy" and _warm_waiting(pod, body):
+            outcome = "warm time over: results saved, destroying"
     elif body.kind == "sync_failed" and body.note == "periodic":
         outcome = "periodic results push FAILED"
+    elif body.kind == "idle_warning" and _warm_waiting(pod, body):
+        # A warm pod with no job (`up --warm`): warned core.warm's lead before its warm time ends.
+        lead = warm_lead(pod.warm_s or 0.0, settings.idle_destroy_s, settings.idle_warn_s)
+        outcome = f"warm, no job: ends at {clock(now + lead)}"
     elif body.kind == "idle_warning":
         # The watchdog's own idle settings (the pod's are its copy of the same .env on a local watchdog):
         # the pod's text says it too, but pod text never reaches a title.
@@ -66,10 +73,22 @@ def event_title(pod: StoredPod, body: api.PodEvent, now: float, settings: Settin
     return title(outcome, experiment=pod.experiment, cost_usd=cost)
 
 
+def _warm_waiting(pod: StoredPod, body: api.PodEvent) -> bool:
+    """A warm pod's idle watch with no job (`up --warm`), in the agent's own opening words: a job hung on a
+    warm pod is warned and ended at the usual idle times, and said as any idle pod is."""
+    return bool(pod.warm_s) and body.message.startswith(WARM_SAYS)
+
+
 def event_text(pod: StoredPod, body: api.PodEvent) -> str:
     todo = _NEWS.get(body.kind, ("", ""))[1]
-    if body.kind == "job_exit":
+    if body.kind == "job_exit" and pod.warm_s and body.end_at is None:
+        # A warm pod's job ended and the pod stays (no end_at: not ending): the next job is the user's move.
+        first = "Results synced; the pod" if body.exit_code == 0 else "See why: `gpuc logs {pod}`; it"
+        todo = f"{first} stays warm for the next job: `gpuc run {{pod}} --sync --wait -- CMD`."
+    elif body.kind == "job_exit":
         todo = "Nothing to do: results/ is synced." if body.exit_code == 0 else "See why: `gpuc logs {pod}`."
+    elif body.kind == "idle_warning" and _warm_waiting(pod, body):
+        todo = "Run the next job: `gpuc run {pod} --sync --wait -- CMD`; `gpuc keep {pod} --for 2h` holds it."
     elif body.kind == "sync_failed" and body.note == "periodic":
         todo = "Check the results destination: `gpuc doctor`; the job goes on."
     parts = [pod_says(body.message)]

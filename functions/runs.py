@@ -123,6 +123,29 @@ def _no_query(url: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")) or url
 
 
+MAX_RUN_HOURS = 24 * 14  # RecoveryRequest.max_hours's bound
+MAX_ENVELOPE_USD = 1_000_000.0  # RecoveryRequest.envelope_usd's bound
+
+
+def move_envelope(store: Store, run_id: str, deadline_at: float) -> StoredRun | None:
+    """A recovering run's pod had its deadline moved (`gpuc extend`, `gpuc keep`, the phone's extend): the run's
+    deadline moves with it, and its money cap by the same hours at the run's own rate (GPU cap + disk). Else
+    the next attempt after an outbid would be rented to the old deadline, and a re-rent refused as over a cap
+    the user raised. The run written, or None (no such run, done, or nothing to move)."""
+
+    def change(run: StoredRun) -> StoredRun | None:
+        request = run.request
+        hours = min(MAX_RUN_HOURS, (deadline_at - request.first_start) / 3600)
+        if run.done or hours <= 0 or abs(hours - request.max_hours) < 1e-9:
+            return None
+        usd = min(MAX_ENVELOPE_USD, request.envelope_usd * hours / request.max_hours)
+        run.request = request.model_copy(update={"max_hours": hours, "envelope_usd": usd})
+        return run
+
+    moved = update(store, run_id, change)
+    return None if moved is None else moved[0]
+
+
 def holds_secrets(run: StoredRun) -> bool:
     kit = run.request.kit
     return bool(kit.secrets) or "?" in kit.wheel_url or "?" in (kit.project_url or "")

@@ -10,6 +10,7 @@ from typing import Any
 from gpuc.core import api
 from gpuc.core.clock import iso
 from gpuc.core.titles import clock, title
+from gpuc.functions import runs
 from gpuc.functions.app import Deps, announce
 from gpuc.functions.deadline import DEADLINE_ALERT, deadline_of, limit_of
 from gpuc.functions.edge import HttpError
@@ -128,11 +129,15 @@ def set_deadline(
     if wanted < now:
         raise HttpError(400, "json validation error: deadline_at is in the past (`gpuc down` ends a pod now)")
     if wanted != current:
-        move_deadline(deps, pod, now, wanted, via=via)
+        move_deadline(deps, pod, now, wanted, via=via, quiet=body.quiet)
+        if pod.run_id is not None:
+            runs.move_envelope(deps.store, pod.run_id, wanted)
     return api.DeadlineAnswer(deadline_at=wanted, previous=current, limit_at=limit, capped=wanted < asked)
 
 
-def move_deadline(deps: Deps, pod: StoredPod, now: float, wanted: float, *, via: str | None = None) -> None:
+def move_deadline(
+    deps: Deps, pod: StoredPod, now: float, wanted: float, *, via: str | None = None, quiet: bool = False
+) -> None:
     changes: dict[str, Any] = {"deadline_at": wanted}
     if (pod.alerted or "").startswith(DEADLINE_ALERT):
         # Warned for the old deadline: that warning (and its mark) is void; a later one warns afresh.
@@ -142,6 +147,8 @@ def move_deadline(deps: Deps, pod: StoredPod, now: float, wanted: float, *, via:
     # CAS on the deadline read: a concurrent move (a second `extend`, a budget pull-in) is not overwritten.
     if not deps.store.update_if(pod.pod_id, {"state": pod.state, "deadline_at": pod.deadline_at}, changes):
         raise HttpError(409, "the pod changed meanwhile: try again")
+    if quiet:
+        return
     source = f" from the {via}" if via else ""
     announce(
         deps,

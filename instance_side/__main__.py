@@ -125,7 +125,7 @@ def cmd_push(paths: PodPaths) -> int:
     priority = lower_priority()  # first: the scan and the uploads run at it
     ctx = load_context(paths, role="push")
     sync = with_job_log(make_sync(ctx.cfg, ctx.secrets, paths=paths), paths)
-    report = push_once(sync, paths, ctx.clock)
+    report = push_once(sync, paths, ctx.clock, settle_s=ctx.cfg.sync_settle_s)
     if report is None:
         ctx.log.line("results push: another push is under way")
         return 0

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from gpuc.core.clock import Clock
+from gpuc.core.warm import WARM_SAYS
 from gpuc.instance_side.deadline import DeadlineWatch, ends_pod
-from gpuc.instance_side.ending import Ender, Ending, Outcome
+from gpuc.instance_side.ending import Ender, Ending, Outcome, span
 from gpuc.instance_side.gpu import GpuReader, GpuReadError, GpuSample
 from gpuc.instance_side.heartbeat import PodClient, event_body, heartbeat_body
 from gpuc.instance_side.idle import (
@@ -83,8 +84,9 @@ class Agent:
         self.sync = sync
         self.clock = clock
         self.log = log
-        self.pusher = pusher or InlinePusher(sync, paths, clock)
+        self.pusher = pusher or InlinePusher(sync, paths, clock, settle_s=cfg.sync_settle_s)
         self.th = Thresholds.from_config(cfg)
+        self._job_seen: bool | None = None  # a warm pod's idle watch: was a job there at the previous check
         self.state = IdleState()
         self.lease_until: float | None = None
         self.stopped = False
@@ -116,6 +118,7 @@ class Agent:
             return
         self.next_check = now + self.cfg.idle_check_interval_s
         obs = self.observe()
+        self._warm_turn(obs)
         reading = judge(obs, now, self.th)
         keep = self.paths.keep_file.exists()
         preview, _ = advance(self.state, reading, now, self.th, suspension(keep, self.lease_until, now) is not None)
@@ -140,6 +143,21 @@ class Agent:
         if self.client.pending:
             wake = min(wake, max(self.client.next_attempt, self.clock.now()))
         return wake
+
+    def _warm_turn(self, obs: Observation) -> None:
+        """A warm pod (`up --warm`) is watched by its warm time between jobs and by the usual idle times while
+        one runs (idle.Thresholds); its idle count starts again when a job starts or ends, so the warm time
+        counts from the last job's end and a job's own quiet minutes never shorten it. A job whose tree could
+        not be read counts as there (the longer of the two)."""
+        if self.cfg.warm_s <= 0:
+            return
+        job = obs.job is not None or obs.job_error is not None
+        if job == self._job_seen:
+            return
+        if self._job_seen is not None:
+            self.state = IdleState()
+        self._job_seen = job
+        self.th = Thresholds.from_config(self.cfg, job=job)
 
     def observe(self) -> Observation:
         gpus: tuple[GpuSample, ...] = ()
@@ -260,21 +278,36 @@ class Agent:
     # -- acting on the decision ---------------------------------------------------------------
     def _act(self, action: Action, now: float) -> None:
         if action == "warn":
-            left = max(0.0, self.th.destroy_s - self.state.idle_s) / 60
-            job = self._last[0].job if self._last is not None else None
-            hung = "" if job is None else f" (the job, pid {job.pid}, made no CPU or I/O progress: hung?)"
-            self.client.queue_event(
-                event_body(
-                    self.cfg.pod_id,
-                    "idle_warning",
-                    f"idle for {self.state.idle_minutes:.0f} min{hung}: destroying in {left:.0f} min unless it "
-                    "gets busy (touch /workspace/.keep or gpuc keep POD --for 2h to keep it)",
-                )
-            )
+            self.client.queue_event(event_body(self.cfg.pod_id, "idle_warning", self._idle_warning()))
             self.client.flush(now)
             self.push_now("idle warning")
         elif action == "destroy":
-            self._end_pod(Ending(kind="idle_destroy", message=f"idle for {self.state.idle_minutes:.0f} min"))
+            self._end_pod(Ending(kind="idle_destroy", message=self._idle_end()))
+
+    def _warm_waiting(self) -> bool:
+        """A warm pod between jobs: its idle watch is its warm time, and its words say so."""
+        return self.cfg.warm_s > 0 and self._job_seen is False
+
+    def _idle_warning(self) -> str:
+        left = max(0.0, self.th.destroy_s - self.state.idle_s)
+        if self._warm_waiting():
+            pod = self.cfg.pod_id
+            return (
+                f"{WARM_SAYS} for {span(self.state.idle_s)} (--warm {span(self.cfg.warm_s)}): it syncs results/ "
+                f"and ends itself in {span(left)} unless a job starts (`gpuc run {pod} --sync --wait -- CMD`; "
+                f"`gpuc keep {pod} --for 2h` holds it)"
+            )
+        job = self._last[0].job if self._last is not None else None
+        hung = "" if job is None else f" (the job, pid {job.pid}, made no CPU or I/O progress: hung?)"
+        return (
+            f"idle for {self.state.idle_minutes:.0f} min{hung}: destroying in {left / 60:.0f} min unless it "
+            "gets busy (touch /workspace/.keep or gpuc keep POD --for 2h to keep it)"
+        )
+
+    def _idle_end(self) -> str:
+        if self._warm_waiting():
+            return f"{WARM_SAYS} for {span(self.state.idle_s)} (--warm {span(self.cfg.warm_s)})"
+        return f"idle for {self.state.idle_minutes:.0f} min"
 
     def _end_pod(self, ending: Ending) -> None:
         """The idle watch's end: sync -> notify -> destroy. A failed sync keeps the pod, and from the next

@@ -5,6 +5,7 @@
     unpack DIGEST                   the project the laptop sent (.gpuc/upload/part-*) into the workspace
     missing PROGRAM [FILE ...]      which of the names a command needs the pod lacks ("" for no program)
     key-scope                       what the pod-scoped key may read (statuses, never the key)
+    clean-results                   results/ pushed, then emptied of what the destination holds (clean.py)
 
 Each answer is built on the code the pod itself runs (procs, podfiles, joblog, selfdestroy): the laptop's
 question and the pod's own rules cannot drift apart. The laptop reads it in one place (client/onpod/ask.py).
@@ -13,7 +14,7 @@ The answer is exactly one line on stdout, a JSON object `{"ask": QUESTION, "v": 
 - 0: answered ("no job" is an answer);
 - 1: the pod's state could not be read; `error` says what, and the laptop must not guess;
 - 2: the question or its arguments are wrong (`error`);
-- 3: `unpack` refused the upload (damaged, unsafe, no room) (`error`).
+- 3: `unpack` refused the upload (damaged, unsafe, no room), or `clean-results` deleted nothing (`error`).
 A short-lived process on the standard library: it never adds to the agent's memory, and starts fast.
 """
 
@@ -229,12 +230,25 @@ def _status(method: str, url: str, key: str, body: Mapping[str, object] | None =
     return 403 if isinstance(found, dict) and found.get("errors") else status
 
 
+def clean_results(paths: PodPaths, args: Sequence[str]) -> Answer:
+    """`removed` files (`removed_bytes`) of results/, each at the destination as it was; `kept`: what stays and
+    why (at most 20 named, `kept_count` in all); `destination`. REFUSED when nothing may be removed."""
+    _no_args("clean-results", args)
+    from gpuc.instance_side.clean import NotCleaned, answer  # its own code: the sync, only when asked
+
+    try:
+        return answer(paths)
+    except NotCleaned as exc:
+        raise AskError(str(exc), REFUSED) from None
+
+
 QUESTIONS: dict[str, Callable[[PodPaths, Sequence[str]], Answer]] = {
     "job-state": job_state,
     "log": log,
     "unpack": unpack,
     "missing": missing,
     "key-scope": key_scope,
+    "clean-results": clean_results,
 }
 
 

@@ -79,13 +79,17 @@ class DeadlineWatch:
                 event_body(
                     pod_id,
                     "deadline_warning",
-                    f"deadline {iso(self.deadline_at)} in {left:.0f} min (--max-hours): the pod syncs results/ "
+                    f"deadline {iso(self.deadline_at)} in {left:.0f} min ({self._which()}): the pod syncs results/ "
                     "and is destroyed then (stopped instead if the sync fails), whatever its job is doing; "
                     f"`gpuc extend {pod_id} 2h` moves it",
                 )
             )
             self.client.flush(now)
         return None
+
+    def _which(self) -> str:
+        # A warm pod's deadline follows its jobs (each `gpuc run` moves it), unless --max-hours fixed it.
+        return "the warm pod's deadline" if self.cfg.warm_s > 0 else "--max-hours"
 
     def _end(self, now: float) -> Outcome | None:
         if self.blocked_at is not None and now - self.blocked_at < self.cfg.nag_interval_s:
@@ -94,7 +98,7 @@ class DeadlineWatch:
         left = max(0.0, (self.local() or now) - now)
         ending = Ending(
             kind="deadline_destroy",
-            message=f"deadline {iso(self.deadline_at)} (--max-hours) in {left / 60:.0f} min: ending now,"
+            message=f"deadline {iso(self.deadline_at)} ({self._which()}) in {left / 60:.0f} min: ending now,"
             " results/ first",
         )
         outcome = self.ender.end(ending)

@@ -131,7 +131,7 @@ class Ender:
 
     def _notify(self, ending: Ending, synced: str, end_at: float) -> None:
         ending_now = not self.keep_alive
-        tail = "destroying the pod" if ending_now else f"kept: {self._kept_why()}"
+        tail = "destroying the pod" if ending_now else self._kept_why()
         event = event_body(
             self.cfg.pod_id,
             ending.kind,
@@ -180,8 +180,9 @@ class Ender:
 
     def _kept_why(self) -> str:
         if self.cfg.warm_s > 0:
-            return f"warm (up --warm): idle for {_span(self.cfg.warm_s)}, it syncs and ends itself"
-        return "KEEP_ALIVE=1"
+            warm = span(self.cfg.warm_s)
+            return f"the pod stays warm (--warm {warm}): with no job for {warm} it syncs results/ and ends itself"
+        return "kept: KEEP_ALIVE=1"
 
     def nag(self, state: KeptState | None = None) -> None:
         """The "kept alive" alert, repeated at the nag interval by whoever holds the kept pod (kept.py).
@@ -189,7 +190,7 @@ class Ender:
         reason = self.last_sync_error or "unknown"
         state = state or read_kept(self.paths) or self._kept_state(None)
         left = max(0.0, state.stop_at(self.cfg.kept_window_s) - self.clock.now())
-        plan = f"it stops in {_span(left)} (GPU billing ends, the disk with results/ stays)"
+        plan = f"it stops in {span(left)} (GPU billing ends, the disk with results/ stays)"
         self.log.line(f"{KEPT_MESSAGE} ({reason}); the pod stays up, {plan}")
         event = event_body(
             self.cfg.pod_id,
@@ -213,7 +214,7 @@ class Ender:
         left = max(0.0, stop_at - self.clock.now())
         write_kept(self.paths, warned(state))
         text = (
-            f"stopping in {_span(left)}: GPU billing ends, the disk with results/ stays; "
+            f"stopping in {span(left)}: GPU billing ends, the disk with results/ stays; "
             f"`gpuc results {self.cfg.pod_id}` gets them"
         )
         self.log.line(f"kept window ends soon: {text}")
@@ -283,7 +284,10 @@ class Ender:
         return "dry_run"
 
 
-def _span(seconds: float) -> str:
+def span(seconds: float) -> str:
+    """For the pod's sentences: 40 s, 12 min, 2 h 5 min."""
+    if seconds < 59.5:
+        return f"{max(0, round(seconds))} s"
     if seconds >= 3600:
         hours, rest = divmod(int(seconds) // 60, 60)
         return f"{hours} h {rest} min" if rest else f"{hours} h"

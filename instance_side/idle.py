@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from gpuc.core.warm import warm_lead
 from gpuc.instance_side.gpu import GpuSample
 from gpuc.instance_side.podfiles import AgentConfig
 from gpuc.instance_side.procs import CLK_TCK, JobTree, ProcCounters, ProcTable, SshSession
@@ -36,10 +37,13 @@ class Thresholds:
     io_floor_bytes: float = 0.0
 
     @classmethod
-    def from_config(cls, cfg: AgentConfig) -> Thresholds:
+    def from_config(cls, cfg: AgentConfig, *, job: bool = False) -> Thresholds:
+        """The idle watch's times. A warm pod (`up --warm`) has two: with no job, its warm time (warm_limits);
+        while a job runs, the usual idle times, or the warm time if longer, so a job is never judged more
+        strictly than the pod waiting between jobs (a hung job is still ended, never a running one early)."""
         destroy_s, warn_s = cfg.idle_destroy_s, cfg.idle_warn_s
-        if cfg.warm_s > 0:  # `up --warm`: idle this long between jobs, then the pod ends; warned as far ahead
-            destroy_s, warn_s = cfg.warm_s, max(0.0, cfg.warm_s - (cfg.idle_destroy_s - cfg.idle_warn_s))
+        if cfg.warm_s > 0:  # `up --warm`
+            destroy_s, warn_s = warm_limits(cfg) if not job else _job_limits(cfg)
         return cls(
             gpu_pct=cfg.idle_gpu_pct,
             warn_s=warn_s,
@@ -49,6 +53,17 @@ class Thresholds:
             cpu_floor_s=cfg.idle_cpu_floor_s,
             io_floor_bytes=cfg.idle_io_floor_bytes,
         )
+
+
+def warm_limits(cfg: AgentConfig) -> tuple[float, float]:
+    """(destroy, warn) for a warm pod with no job: it ends after its warm time, warned core.warm's lead
+    ahead (never at the job's end: "idle 0 min: destroying in 1 min" says nothing the user did not ask for)."""
+    return cfg.warm_s, cfg.warm_s - warm_lead(cfg.warm_s, cfg.idle_destroy_s, cfg.idle_warn_s)
+
+
+def _job_limits(cfg: AgentConfig) -> tuple[float, float]:
+    destroy = max(cfg.idle_destroy_s, cfg.warm_s)
+    return destroy, destroy - (cfg.idle_destroy_s - cfg.idle_warn_s)
 
 
 @dataclass(frozen=True)

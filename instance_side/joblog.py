@@ -7,6 +7,9 @@
   exit behind an omission marker: the traceback at the end is what a failed run is debugged from.
 - `write_outcome` records what the laptop reports after `--wait` (exit code, duration, ...) in
   `PodPaths.outcome`, next to the exit-code file the wrapper writes first.
+- Each job's own copy of both, under its job id in `PodPaths.jobs` (`<id>.log`: the same file as job.log while
+  the job runs, a hard link; `<id>.json`): a pod that runs another job (a warm pod) starts a fresh job.log and
+  keeps the last one's, and the sync sends each job's as logs/jobs/<id>.* (sync.py).
 
 Never raises on I/O: a full disk must not stop the job or its ending.
 """
@@ -16,6 +19,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
+import shutil
 import stat
 import threading
 from pathlib import Path
@@ -37,6 +42,15 @@ ENDED_BY = {
 }
 # A job's daemon child may keep the output pipe open after the job exits: wait this long, then go on.
 DRAIN_WAIT_S = 5.0
+# A job id that names files (gpuc's are 10 hex digits): anything else keeps no copy of its own, never a path.
+JOB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+
+
+def job_files(paths: PodPaths, job_id: object) -> tuple[Path, Path] | None:
+    """This job's own log and outcome under `PodPaths.jobs`; None for a job with no usable id."""
+    if not isinstance(job_id, str) or not JOB_ID_RE.match(job_id):
+        return None
+    return paths.jobs / f"{job_id}.log", paths.jobs / f"{job_id}.json"
 
 
 def echo_fd() -> int | None:
@@ -61,8 +75,10 @@ class JobLogTee:
         echo: int | None,
         cap_bytes: int = LOG_CAP_BYTES,
         tail_bytes: int = TAIL_BYTES,
+        keep_as: Path | None = None,
     ) -> None:
         self.path = path
+        self.keep_as = keep_as  # this job's own name for the same log (job_files), kept after the next job
         self.echo = echo
         self.cap = cap_bytes
         self.tail_bytes = tail_bytes
@@ -74,9 +90,13 @@ class JobLogTee:
         self._thread: threading.Thread | None = None
 
     def open(self) -> None:
-        """A fresh log for this job (a pod that runs a second job keeps only the second's)."""
+        """A fresh log for this job: a new file, never the last job's truncated (its own name keeps it)."""
+        with contextlib.suppress(OSError):
+            self.path.unlink(missing_ok=True)
         with contextlib.suppress(OSError):
             self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        if self._fd is not None and self.keep_as is not None:
+            keep_file(self.path, self.keep_as, link=True)
 
     def start(self, pipe: IO[bytes]) -> None:
         self._thread = threading.Thread(target=self._pump, args=(pipe,), name="job-log", daemon=True)
@@ -155,6 +175,8 @@ class JobLogTee:
             self.omitted = 0
             if drained:
                 self._fd_failed()
+        if self.keep_as is not None and not _same_file(self.path, self.keep_as):
+            keep_file(self.path, self.keep_as)  # no hard link here: this job's own copy, as it ended
         return drained
 
     @property
@@ -162,9 +184,37 @@ class JobLogTee:
         return self.written >= self.cap
 
 
-def write_outcome(paths: PodPaths, data: dict[str, Any]) -> None:
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def keep_file(src: Path, dst: Path, *, link: bool = False) -> None:
+    """`dst` as this job's own name for `src`: a hard link (the log, written on through job.log), or a copy
+    where links cannot be made. Never raises: a job's own copy is a convenience, its ending is not."""
     with contextlib.suppress(OSError):
-        atomic_write(paths.outcome, json.dumps({"format": OUTCOME_FORMAT, **data}, sort_keys=True) + "\n", 0o644)
+        dst.parent.mkdir(mode=0o700, exist_ok=True)
+        dst.unlink(missing_ok=True)
+        if link:
+            try:
+                os.link(src, dst)
+                return
+            except OSError:
+                pass
+        shutil.copyfile(src, dst)
+
+
+def write_outcome(paths: PodPaths, data: dict[str, Any]) -> None:
+    text = json.dumps({"format": OUTCOME_FORMAT, **data}, sort_keys=True) + "\n"
+    with contextlib.suppress(OSError):
+        atomic_write(paths.outcome, text, 0o644)
+    own = job_files(paths, data.get("job_id"))
+    if own is not None:
+        with contextlib.suppress(OSError):
+            own[1].parent.mkdir(mode=0o700, exist_ok=True)
+            atomic_write(own[1], text, 0o644)
 
 
 def note_pod_end(paths: PodPaths, kind: str, why: str) -> None:
@@ -174,6 +224,25 @@ def note_pod_end(paths: PodPaths, kind: str, why: str) -> None:
     if kind in ENDED_BY and outcome is not None and outcome.get("exit_code") is None:
         outcome.pop("format", None)
         write_outcome(paths, {**outcome, "ended_by": kind, "ended_why": why[:200]})
+
+
+INDEX_FIELDS = ("job_id", "started_at", "ended_at", "exit_code", "duration_s", "ended_by")
+
+
+def jobs_index(paths: PodPaths) -> str | None:
+    """Every job this pod ran, oldest first, from each one's own outcome (PodPaths.jobs): its id, start, end,
+    exit code. What `gpuc logs POD --jobs` lists from the destination. None when no job has an id."""
+    rows = []
+    with contextlib.suppress(OSError):
+        for path in paths.jobs.glob("*.json"):
+            with contextlib.suppress(OSError, ValueError):
+                data = json.loads(path.read_text(encoding="utf-8"))
+                if isinstance(data, dict) and job_files(paths, data.get("job_id")) is not None:
+                    rows.append({k: data.get(k) for k in INDEX_FIELDS})
+    if not rows:
+        return None
+    rows.sort(key=lambda row: (row["started_at"] if isinstance(row["started_at"], (int, float)) else 0.0))
+    return json.dumps({"format": "gpuc-jobs/1", "jobs": rows}, indent=1, sort_keys=True) + "\n"
 
 
 def read_outcome(paths: PodPaths) -> dict[str, Any] | None:

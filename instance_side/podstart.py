@@ -168,7 +168,7 @@ class Starter:
         over and bill hours to redo the work. The agent keeps watching (its idle watch ends the pod)."""
         try:
             sync = make_sync(self.ctx.cfg, self.ctx.secrets, paths=self.paths)
-            names = restore(resume_from, self.paths.results, objects=run_objects(sync))
+            names = restore(resume_from, self.paths.results, objects=run_objects(sync), paths=self.paths)
         except (RestoreError, OSError) as exc:
             why = self.ctx.log.scrub(str(exc) or type(exc).__name__)
             self.say(f"could not restore the last push into results/: {why}; the job is not started (exit 75)")

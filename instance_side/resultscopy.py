@@ -32,7 +32,12 @@ Source = tuple[str, Path]  # (name in the copy, path on the pod) of a top entry
 
 
 def sources(paths: PodPaths) -> list[Source]:
-    return [("results", paths.results), ("logs/job.log", paths.job_log), ("logs/outcome.json", paths.outcome)]
+    return [
+        ("results", paths.results),
+        ("logs/job.log", paths.job_log),
+        ("logs/outcome.json", paths.outcome),
+        ("logs/jobs", paths.jobs),  # each job's own log and outcome (a warm pod runs many)
+    ]
 
 
 def workspace_source(paths: PodPaths, rel: str) -> Source:

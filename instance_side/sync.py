@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import itertools
 import json
 import os
 import re
@@ -39,7 +40,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote, unquote_to_bytes, urlparse
 
 from gpuc.core.destinations import (
     GitRunner,
@@ -251,6 +252,13 @@ def _free_key(key: str, taken: Collection[str]) -> str:
     return free
 
 
+def name_of_key(key: str) -> str:
+    """The name an escaped key was made from (escape_name, _fs_escape and _git_escape percent-escape, reversibly;
+    a `.gpucN` suffix told two names apart). What a restore reads back from a listing."""
+    base = re.sub(r"\.gpuc[0-9]+$", "", key)
+    return unquote_to_bytes(base).decode("utf-8", "surrogateescape")
+
+
 def _utf8(name: str) -> bool:
     return not any(_undecodable(ch) for ch in name)
 
@@ -281,11 +289,23 @@ def _push_all(sync: BucketSync, results_dir: Path) -> Manifest:
     if not results_dir.is_dir():
         return _nothing_to_sync(sync.describe(), results_dir)
     listing = scan_results(results_dir)
-    return dataclasses.replace(sync.push_files(results_dir, listing.files), links=listing.links)
+    return dataclasses.replace(sync.push_files(results_dir, in_written_order(listing)), links=listing.links)
+
+
+def in_written_order(listing: Listing) -> dict[str, int]:
+    """The files of `listing`, oldest modification first (ties by name): the order every push sends them in, so
+    that a push cut anywhere leaves at the destination what the job had written up to some moment
+    (instance_side/push.py)."""
+    ordered = sorted(listing.files, key=lambda name: (listing.mtimes.get(name, 0), name))
+    return {name: listing.files[name] for name in ordered}
 
 
 class FileBucketSync:
-    """`file:///dir` -> `<dir>/<experiment>/<run_id>/`."""
+    """`file:///dir` -> `<dir>/<experiment>/<run_id>/`.
+
+    Each file is written to a temporary name in its folder, then renamed over its own: a copy cut anywhere (the
+    pod outbid mid-push) leaves the old whole file or the new whole file, never a torn one under the file's
+    name, as an S3 PUT does. Files are written in the order `push_files` is given (push.py relies on it)."""
 
     def __init__(self, bucket_dir: Path, experiment: str, run_id: str) -> None:
         _check_names(experiment, run_id)
@@ -320,13 +340,25 @@ class FileBucketSync:
     def _copy(self, source: Path, key: str) -> None:
         target = self.dest / key
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, target)
+        # A short name of its own, beside the target (a rename stays in one filesystem): never longer than the
+        # target's, and one no other writer picks (the final sync and a push may run at once).
+        part = target.parent / f"{PART_PREFIX}{os.getpid()}-{next(_PARTS)}"
+        try:
+            shutil.copyfile(source, part)
+            os.replace(part, target)
+        finally:
+            with contextlib.suppress(OSError):
+                part.unlink()
 
     def verify(self, manifest: Manifest) -> bool:
         if not manifest.files:
             return True
         remote = local_listing(self.dest) if self.dest.is_dir() else {}
         return listing_matches(manifest.stored(), remote)
+
+
+PART_PREFIX = ".gpuc-part-"  # a file:// copy under way (or cut): never a result, never restored
+_PARTS = itertools.count()
 
 
 def listing_matches(sent: Mapping[str, int], remote: Mapping[str, int]) -> bool:
@@ -375,7 +407,8 @@ class S3Sync:
         # An S3 key is UTF-8 and goes into a URL and an XML listing: another byte, or a control character,
         # is stored under its escaped key (core.destinations.grant_name_problem is the watchdog's rule).
         keys = assign_keys(files, _s3_storable, _s3_escape)
-        self.objects.put_many([(keys.get(rel, rel), results_dir / rel, size) for rel, size in sorted(files.items())])
+        # In the order given: push.py sends oldest first (a cut push leaves a prefix).
+        self.objects.put_many([(keys.get(rel, rel), results_dir / rel, size) for rel, size in files.items()])
         return Manifest(self.describe(), dict(files), keys=keys)
 
     def verify(self, manifest: Manifest) -> bool:
@@ -618,8 +651,8 @@ class SplitSync:
         return dataclasses.replace(self.push_files(results_dir, listing.files), links=listing.links)
 
     def push_files(self, results_dir: Path, files: Mapping[str, int]) -> Manifest:
-        """`files` of results_dir, each where its size sends it (the incremental push sends a few)."""
-        small = {k: v for k, v in files.items() if v < self.limit}
+        """`files` of results_dir, each where its size sends it (the incremental push sends a few), in the
+        order given: consecutive files bound for one place go together (one commit for a run of small ones)."""
         large = {k: v for k, v in files.items() if v >= self.limit}
         if large and self.bucket is None:
             raise SyncError(
@@ -627,10 +660,11 @@ class SplitSync:
                 hint="set GPUC_RESULTS_BUCKET=s3://bucket/prefix (large files never go to git)",
             )
         parts: list[Manifest] = []
-        if small:
-            parts.append(self.git.push_files(results_dir, small))
-        if large and self.bucket is not None:
-            parts.append(self.bucket.push_files(results_dir, large))
+        for to_git, run in _runs(files, self.limit):
+            if to_git:
+                parts.append(self.git.push_files(results_dir, run))
+            elif self.bucket is not None:
+                parts.append(self.bucket.push_files(results_dir, run))
         keys = {name: key for part in parts for name, key in part.keys.items()}
         return Manifest(self.describe(), dict(files), parts=tuple(parts), keys=keys)
 
@@ -644,6 +678,17 @@ class SplitSync:
         if part.destination == self.git.describe() or self.bucket is None:
             return self.git
         return self.bucket
+
+
+def _runs(files: Mapping[str, int], limit: int) -> list[tuple[bool, dict[str, int]]]:
+    """`files` cut into runs of consecutive ones bound for one place: (to git?, the run), in order."""
+    runs: list[tuple[bool, dict[str, int]]] = []
+    for name, size in files.items():
+        to_git = size < limit
+        if not runs or runs[-1][0] != to_git:
+            runs.append((to_git, {}))
+        runs[-1][1][name] = size
+    return runs
 
 
 class NoDestination:
@@ -687,6 +732,27 @@ class Unavailable:
 JOB_LOG_NAME = "logs/job.log"
 OUTCOME_NAME = "logs/outcome.json"
 ENTRIES_NAME = "logs/entries.json"  # the links recorded and the names escaped, when there are any
+# Each job's own log and outcome (logs/jobs/<job id>.log, .json), never overwritten by another job's, and the
+# list of every job the pod ran (what `gpuc logs POD --jobs` reads): a warm pod runs many.
+JOBS_DIR = "logs/jobs/"
+JOBS_INDEX = "logs/jobs.json"
+
+
+def per_job(name: str) -> bool:
+    """One of the per-job names beside the results (not the latest job's log and outcome)."""
+    return name.startswith(JOBS_DIR) or name == JOBS_INDEX
+
+
+def own_job_sources(paths: PodPaths) -> dict[str, Path]:
+    """The current job's own log and outcome, under the names they take at the destination."""
+    from gpuc.instance_side.joblog import job_files, read_outcome
+
+    outcome = read_outcome(paths)
+    own = job_files(paths, outcome.get("job_id") if outcome else None)
+    if own is None:
+        return {}
+    log, record = own
+    return {f"{JOBS_DIR}{log.name}": log, f"{JOBS_DIR}{record.name}": record}
 _OMITTED = "\n[gpuc: {n} bytes of the log omitted here to fit the destination]\n"
 
 
@@ -708,13 +774,16 @@ class JobLogSync:
         return self.inner.describe()
 
     def push(self, results_dir: Path) -> Manifest:
+        self._announce(results_dir)
         results = self.inner.push(results_dir)
         stage = self._stage(results_dir, results)
         if stage is None:
             return results
         logs = self.inner.push(stage)
         parts = (results, logs)
-        beside = "job log and outcome" if {JOB_LOG_NAME, OUTCOME_NAME} & set(logs.files) else ENTRIES_NAME
+        beside = "job log and outcome" if {JOB_LOG_NAME, OUTCOME_NAME} & set(logs.files) else (
+            ENTRIES_NAME if ENTRIES_NAME in logs.files else JOBS_INDEX
+        )
         note = f"{results.summary()}; {beside} beside them" if logs.files else None
         return Manifest(
             results.destination, dict(results.files), note=note, parts=parts, links=results.links, keys=results.keys,
@@ -729,6 +798,18 @@ class JobLogSync:
         if ok:
             self._record(manifest)
         return ok
+
+    def _announce(self, results_dir: Path) -> None:
+        """Before the files go: the push manifest at the destination says what is coming, in order, as a periodic
+        push's does, so a sync cut midway (an outbid as the job ends) still restores as a prefix. Best effort: the
+        gate is the verification."""
+        from gpuc.instance_side.push import announce_sync  # lazy: push.py builds on this module
+
+        dest = destination(self)
+        if dest is None or not results_dir.is_dir():
+            return
+        with contextlib.suppress(Exception):
+            announce_sync(dest, self.paths, scan_results(results_dir))
 
     def _record(self, manifest: Manifest) -> None:
         """A verified whole sync (the job's end, `sync` by hand) is a push too: the push manifest then says
@@ -745,19 +826,23 @@ class JobLogSync:
     def _stage(self, results_dir: Path, results: Manifest) -> Path | None:
         stage = self.paths.log_stage
         shutil.rmtree(stage, ignore_errors=True)
-        sources = {JOB_LOG_NAME: self.paths.job_log, OUTCOME_NAME: self.paths.outcome}
+        from gpuc.instance_side.joblog import jobs_index
+
+        sources = {JOB_LOG_NAME: self.paths.job_log, OUTCOME_NAME: self.paths.outcome, **own_job_sources(self.paths)}
         wanted = {name: src for name, src in sources.items() if src.is_file() and not (results_dir / name).exists()}
         entries = entries_record(results) if not (results_dir / ENTRIES_NAME).exists() else None
-        if not wanted and entries is None:
+        index = jobs_index(self.paths) if not (results_dir / JOBS_INDEX).exists() else None
+        if not wanted and entries is None and index is None:
             return None
         try:
             for name, src in wanted.items():
                 target = stage / name
                 target.parent.mkdir(parents=True, exist_ok=True)
-                snapshot(src, target, self.log_limit if name == JOB_LOG_NAME else None)
-            if entries is not None:
-                (stage / ENTRIES_NAME).parent.mkdir(parents=True, exist_ok=True)
-                (stage / ENTRIES_NAME).write_text(entries, encoding="utf-8")
+                snapshot(src, target, self.log_limit if name.endswith(".log") else None)
+            for name, text in ((ENTRIES_NAME, entries), (JOBS_INDEX, index)):
+                if text is not None:
+                    (stage / name).parent.mkdir(parents=True, exist_ok=True)
+                    (stage / name).write_text(text, encoding="utf-8")
         except OSError as exc:
             raise SyncError(
                 f"cannot stage the job's log for the sync: {exc.strerror or exc}", hint="free space on /workspace"

@@ -32,7 +32,7 @@ from gpuc.core.podinstall import image_environ
 from gpuc.core.podpaths import RESUME_ENV
 from gpuc.core.podsecrets import never_on_pod
 from gpuc.instance_side.ending import Ender, Ending
-from gpuc.instance_side.joblog import KEPT_ENDINGS, JobLogTee, clear_outcome, last_line, write_outcome
+from gpuc.instance_side.joblog import KEPT_ENDINGS, JobLogTee, clear_outcome, job_files, last_line, write_outcome
 from gpuc.instance_side.kept import ENDS_THE_WATCH
 from gpuc.instance_side.keptwatch import KeptWatch
 from gpuc.instance_side.podfiles import (
@@ -338,7 +338,8 @@ class JobWrapper:
         if not self.dry_run and not self._resume():
             return RESUME_FAILED
         self.log.line(f"starting job in {self.paths.workspace}")
-        tee = JobLogTee(self.paths.job_log, echo=self.output_echo)
+        own = job_files(self.paths, self.job_id)
+        tee = JobLogTee(self.paths.job_log, echo=self.output_echo, keep_as=None if own is None else own[0])
         if not self.dry_run:
             tee.open()
             # Running, under this id: a laptop waiting for this job reads its log only from now on (the
@@ -389,7 +390,7 @@ class JobWrapper:
         if not source:
             return True
         try:
-            names = restore(source, self.paths.results, objects=run_objects(self.ender.sync))
+            names = restore(source, self.paths.results, objects=run_objects(self.ender.sync), paths=self.paths)
         except (RestoreError, OSError) as exc:
             self.log.line(f"could not restore the last push into results/: {exc}; the job is not started")
             return False

@@ -96,7 +96,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     *later_rows(
         "gpuc.testkit.drill_spot", "s30a_outbid_once", "s30b_outbid_past_n", "s30c_bid_loses_at_create",
         "s30d_webhook_forged_or_replayed", "s30e_stop_during_a_re_rent", "s30f_re_rent_cut",
-        "s30g_two_gpus_re_rented_on_two",
+        "s30g_two_gpus_re_rented_on_two", "s30h_outbid_at_random_moments",
     ),
 )
 # Rows the fault plan cannot reach, whatever the seed: the interruptible rows build their own world (the Vast
@@ -105,8 +105,9 @@ SCENARIOS: tuple[Scenario, ...] = (
 FAULT_FREE: tuple[str, ...] = (
     "f11i_up_interrupted", "s30a_outbid_once", "s30b_outbid_past_n", "s30c_bid_loses_at_create",
     "s30d_webhook_forged_or_replayed", "s30e_stop_during_a_re_rent", "s30f_re_rent_cut",
-    "s30g_two_gpus_re_rented_on_two",
+    "s30g_two_gpus_re_rented_on_two", "s30h_outbid_at_random_moments",
 )
+F12_AT = SCENARIOS.index(f13_notifier_down)  # F12's place: after F11
 KEEP: dict[str, tuple[str, ...]] = {"F8": ("f8-pod",), "F10": ("f10-pod",), "F14": ("f14-pod",)}
 KEEP.update({"F11s": ("f11s-pod-1", "f11s-pod-2"), "F5r": ("f5r-pod-1",)})  # alive at the end: the rows' point
 KEEP.update({"F18": ("f18-pod-1",)})
@@ -135,12 +136,23 @@ def run_drill(
     reaper: Callable[[Deps, float], api.ReapReport] | None = None,
     scenarios: Iterable[Scenario] | None = None,
     skip: Collection[str] = (),
+    on_row: Callable[[RowResult], None] | None = None,
 ) -> DrillReport:
-    """`skip`: scenarios (by name) left out; every other row runs under the same faults as in the whole drill."""
+    """Every row in order; `on_row` hears each the moment it is done (`gpuc drill` prints it then: the whole
+    drill takes minutes). `skip`: scenarios (by name) left out; every other row runs under the same faults as in
+    the whole drill."""
     tally = FaultTally()
     rows: list[RowResult] = []
+
+    def done(row: RowResult) -> None:
+        rows.append(row)
+        if on_row is not None:
+            on_row(row)
+
     with _quiet(), tempfile.TemporaryDirectory(prefix="gpuc-drill-") as tmp:
         for i, scenario in enumerate(SCENARIOS if scenarios is None else scenarios):
+            if scenarios is None and i == F12_AT:  # F12 runs against the emulators, in its place in the table
+                done(f12_provider_errors(Path(tmp) / "f12", seed=seed, faults=faults, tally=tally))
             if scenario.__name__ in skip:
                 continue
             plan = FaultPlan(seed * 1000 + i, on=faults, tally=tally)
@@ -151,9 +163,6 @@ def run_drill(
                 stage.tally(tally, KEEP.get(row.row, ()))
             finally:
                 stage.close()
-            rows.append(row)
-        if scenarios is None:
-            after = next((k + 1 for k, r in enumerate(rows) if r.row == "F11"), len(rows))  # the matrix's order
-            rows.insert(after, f12_provider_errors(Path(tmp) / "f12", seed=seed, faults=faults, tally=tally))
+            done(row)
     return DrillReport(rows=rows, faults=tally, faults_on=faults, seed=seed)
 

@@ -20,12 +20,31 @@ from pathlib import Path
 
 from gpuc.core.clock import Clock
 from gpuc.instance_side.agent import Agent, Probes
-from gpuc.instance_side.push import InlinePusher
+from gpuc.instance_side.push import MANIFEST_NAME, InlinePusher
 from gpuc.instance_side.sync import FileBucketSync, Manifest
 from gpuc.instance_side.wrapper import AgentGuard
 from gpuc.testkit.drill_stage import EXPERIMENT, MIN, STEP_S, DrillPod, RowResult, Stage
 
 CKPT_EVERY_S = MIN
+
+
+class Outbid(BaseException):
+    """The pod's processes killed (an outbid): nothing of the push runs after it, not even an `except Exception`."""
+
+
+class CutBucket(FileBucketSync):
+    """The real file:// destination, its pod killed as it starts writing its `cut_at`-th file (None: never)."""
+
+    def __init__(self, bucket: Path, experiment: str = "exp", run_id: str = "run01", *, cut_at: int | None = None):
+        super().__init__(bucket, experiment, run_id)
+        self.cut_at = cut_at
+        self.copies = 0
+
+    def _copy(self, source: Path, key: str) -> None:
+        self.copies += 1
+        if self.copies == self.cut_at:
+            raise Outbid
+        super()._copy(source, key)
 
 
 class CountingBucket(FileBucketSync):
@@ -37,7 +56,7 @@ class CountingBucket(FileBucketSync):
 
     def push_files(self, results_dir: Path, files: Mapping[str, int]) -> Manifest:
         if results_dir.name == "results":  # the job's files, not the log or the manifest beside them
-            self.pushes.append(sorted(files))
+            self.pushes.append(sorted(n for n in files if n != MANIFEST_NAME))
         return super().push_files(results_dir, files)
 
 

@@ -33,10 +33,19 @@ S30f a re-rent cut at each step (after the create, after the register, before th
      meanwhile), the user told which; never a second create.
 S30g a 2-GPU run outbid: re-rented on a 2-GPU machine at its bid per GPU x 2, though a cheaper 1-GPU machine
      is listed; the new pod's verification expects 2 GPUs.
+S30h outbid 3 times at seeded moments, twice inside a push (killed as it starts a random request): here the
+     pushes are the product's own (instance_side/push.py's push_once to the run's file:// destination, the
+     job's end its whole sync) and so are the restores; the job writes a step file, then ckpt.pt with a rename,
+     then a line of metrics.jsonl. Each restore is a prefix of what the job wrote, and no step written before
+     the last verified push's settle window is lost. (The other rows play the push: the files the destination
+     lacks, then a manifest naming them all.)
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import random
 import tempfile
 from pathlib import Path
 
@@ -50,11 +59,13 @@ from gpuc.functions import runs
 from gpuc.functions.outbidhook import SEEN, SIGNATURE_HEADER, WINDOW_S
 from gpuc.functions.reaper.recovering import ACT_LEASE_S
 from gpuc.functions.runs import StoredRun
-from gpuc.instance_side.push import MANIFEST_NAME, PushManifest
-from gpuc.instance_side.resume import restore
-from gpuc.instance_side.sync import local_listing
+from gpuc.instance_side.podfiles import PodPaths
+from gpuc.instance_side.push import MANIFEST_NAME, SETTLE_S, PushManifest, PushReport, push_once
+from gpuc.instance_side.resume import RestoreError, restore
+from gpuc.instance_side.sync import FileBucketSync, local_listing, with_job_log
+from gpuc.testkit.drill_push import CutBucket, Outbid
 from gpuc.testkit.drill_stage import MIN, RowResult, Stage
-from gpuc.testkit.emulators.vast import VastEmulator
+from gpuc.testkit.emulators.vast import VastEmulator, VastOfferState
 from gpuc.testkit.spot_world import (
     BID,
     CUT_STEPS,
@@ -149,16 +160,35 @@ class SpotWorld:
         pod = self.vast.get(pod_id)
         if pod is None or pod.status != "running":
             return
-        results = self.root / f"pod-{pod_id}" / "results"
+        results = self._results(pod_id)
         if len(self.jobs) > 0:
             answer = self.world.boot(pod_id, self.world.ticket_of(pod_id))
             if answer.status != 200:
                 raise AssertionError(f"/v1/boot refused a fresh ticket: {answer.body}")
             booted = BootAnswer.model_validate(answer.body)
             if booted.resume_from:
-                restore(booted.resume_from, results)
+                restore(booted.resume_from, results, paths=self._pod_paths(results))
             self.recovered_at.append(self.clock.now())
-        self.jobs[pod_id] = SpotJob(results)
+        self.jobs[pod_id] = self._new_job(results)
+
+    # What S30h replaces with the product's own push (the other rows play it).
+    def _results(self, pod_id: str) -> Path:
+        return self.root / f"pod-{pod_id}" / "results"
+
+    def _new_job(self, results: Path) -> SpotJob:
+        return SpotJob(results)
+
+    def _pod_paths(self, results: Path) -> PodPaths | None:
+        return None
+
+    def _push(self, job: SpotJob, now: float, *, final: bool = False) -> None:
+        push(job.results, self.dest, now)
+
+    def _can_outbid(self, job: SpotJob | None) -> bool:
+        return True
+
+    def _outbid(self, job: SpotJob | None) -> None:
+        self.emu.outbid(self.world.latest(), by=BID + 0.05)
 
     def run_for(self, seconds: float, outbid_at: list[float]) -> None:
         end = self.clock.now() + seconds
@@ -167,13 +197,13 @@ class SpotWorld:
             now = self.clock.now()
             self.boot_if_up()
             job = self.latest_job()
-            if outbid_at and now >= outbid_at[0]:
+            if outbid_at and now >= outbid_at[0] and self._can_outbid(job):
                 outbid_at.pop(0)
-                self.emu.outbid(self.world.latest(), by=BID + 0.05)
+                self._outbid(job)
             if job is not None:
                 job.tick()
                 if now >= next_push and job.alive:
-                    push(job.results, self.dest, now)
+                    self._push(job, now)
                     next_push = now + PUSH_EVERY_S
             if now >= next_pass:
                 self.world.reap()
@@ -190,7 +220,7 @@ class SpotWorld:
         job = self.latest_job()
         if job is None or not job.alive or self.run().done:
             return
-        push(job.results, self.dest, self.clock.now())
+        self._push(job, self.clock.now(), final=True)
         pod_id = self.world.latest()
         body = EndRequest(end_at=self.clock.now(), by="wrapper", note="job exited 0").model_dump_json().encode()
         self.world.admin("POST", f"/v1/pods/{pod_id}/end", body)
@@ -504,5 +534,172 @@ def s30g_two_gpus_re_rented_on_two(stage: Stage) -> RowResult:
         "S30g", "a 2-GPU run outbid", "the re-rent asks for the run's GPU count and bids per GPU as `up` did",
         None, None, f"re-rented on a 2-GPU machine at 2 x ${BID:.2f}/h though a 1-GPU machine was listed "
         "cheaper; the new pod verifies 2 GPUs",
+        problems=problems,
+    )  # fmt: skip
+
+
+# -- S30h: the product's own push and restore, outbid at random moments ---------------------------------------
+# Seeded moments: this seed's outbids land inside a push where a restore that followed the last verified manifest
+# alone would take a newer checkpoint than its steps, and a push that sent a newer file past an older one held
+# back would leave the log ahead of them (the drill's own test breaks both and sees the row fail).
+S30H_SEED = 7
+S30H_OUTBIDS = 3  # the pushes use GPUC_SYNC_SETTLE_S's default (push.SETTLE_S)
+
+
+class PushedJob(SpotJob):
+    """One attempt's job on its own pod disk: each step a file steps/step-N.txt, then ckpt.pt saved with a rename
+    (its size never changes: a stale manifest would take a newer one), then a line appended to metrics.jsonl;
+    stamped with the drill's clock (at a seeded moment inside the step), as a real job's files are with the real
+    one. It resumes from its newest step file (docs/interruptible.md) and notes what the restore gave it."""
+
+    def __init__(self, results: Path, clock: FakeClock, rng: random.Random) -> None:
+        self.results = results
+        self.paths = PodPaths(results.parent.parent)
+        self.paths.state.mkdir(parents=True, exist_ok=True)
+        (results / "steps").mkdir(parents=True, exist_ok=True)
+        self.clock = clock
+        self.rng = rng
+        found = sorted(int(p.stem.split("-")[1]) for p in (results / "steps").glob("step-*.txt"))
+        self.first = max(found, default=0) + 1
+        self.step = self.first - 1
+        self.alive = True
+        ckpt = int(self._read("ckpt.pt") or 0)
+        lines = len(self._read("metrics.jsonl").split())
+        self.restored_problems: list[str] = []
+        if found != list(range(1, len(found) + 1)):
+            self.restored_problems.append(f"a restore gave step files with a gap: {found}")
+        if ckpt > len(found) or lines > len(found):
+            self.restored_problems.append(f"a restore gave a checkpoint ({ckpt}) or a log ({lines}) past its steps")
+        self.written_at: dict[int, float] = {}
+
+    def _read(self, name: str) -> str:
+        path = self.results / name
+        return path.read_text() if path.is_file() else ""
+
+    def tick(self) -> None:
+        if not self.alive or self.step >= STEPS:
+            return
+        self.step += 1
+        at = self.clock.now() - self.rng.uniform(0.5, STEP_EVERY_S - 0.5)
+        self._stamp(f"steps/step-{self.step:05d}.txt", str(self.step), at)
+        self._stamp(".ckpt.pt.tmp", f"{self.step:06d}", at + 0.3)
+        os.replace(self.results / ".ckpt.pt.tmp", self.results / "ckpt.pt")
+        with (self.results / "metrics.jsonl").open("a") as fh:
+            fh.write(f"{self.step}\n")
+        os.utime(self.results / "metrics.jsonl", ns=(int((at + 0.4) * 1e9),) * 2)
+        self.written_at[self.step] = at
+
+    def _stamp(self, name: str, text: str, at: float) -> None:
+        (self.results / name).write_text(text)
+        os.utime(self.results / name, ns=(int(at * 1e9),) * 2)
+
+    def due(self) -> int:
+        """The newest step every step up to which was written before the last verified push's settle window: what
+        the push promises a resume whatever the moment of the kill."""
+        report = PushReport.load(self.paths)
+        if report is None or report.at is None:
+            return 0
+        horizon = report.at - SETTLE_S
+        done = [s for s, at in sorted(self.written_at.items()) if at <= horizon]
+        return max((s for i, s in enumerate(done, self.first) if s == i), default=self.first - 1)
+
+
+class PushingSpotWorld(SpotWorld):
+    """S30h's world: the pods' pushes are instance_side/push.py's IncrementalPush to the run's file:// destination
+    (the job's end: the real whole sync), the new pods' restores resume.py's; an outbid lands between two pushes or
+    cuts one at a random request."""
+
+    def __init__(self, root: Path, clock: FakeClock, recover: int, seed: int) -> None:
+        super().__init__(root, clock, recover)
+        for offer_id in (11684801, 11684802):  # a host for each further re-rent (an outbid machine's price is up)
+            self.emu.add_offer(VastOfferState(offer_id, "RTX 4090", 0.33, 0.19))
+        self.rng = random.Random(seed)
+        self.kills: list[tuple[int, int, bool]] = []  # (steps written, due, mid-push) per outbid
+        self.restore_refused: str | None = None
+        self.failed_pushes = 0
+
+    def _results(self, pod_id: str) -> Path:
+        return PodPaths(self.root / f"pod-{pod_id}").results
+
+    def _new_job(self, results: Path) -> SpotJob:
+        return PushedJob(results, self.clock, self.rng)
+
+    def _pod_paths(self, results: Path) -> PodPaths | None:
+        paths = PodPaths(results.parent.parent)
+        paths.state.mkdir(parents=True, exist_ok=True)  # the pod's boot wrote its config there first
+        return paths
+
+    def _push(self, job: SpotJob, now: float, *, final: bool = False) -> None:
+        assert isinstance(job, PushedJob)
+        bucket = FileBucketSync(self.dest.parent.parent, "spot", RUN_ID)
+        if final:  # the job's end: the whole sync, verified, recorded as a push (sync.py, as ending.py runs it)
+            sync = with_job_log(bucket, job.paths)
+            if not sync.verify(sync.push(job.results)):
+                raise AssertionError("the final sync did not verify")
+            return
+        report = push_once(bucket, job.paths, self.clock, settle_s=SETTLE_S)
+        if report is None or report.error:
+            self.failed_pushes += 1
+
+    def _can_outbid(self, job: SpotJob | None) -> bool:
+        return job is not None and job.alive and job.step > job.first + 12  # a few pushes into this attempt
+
+    def _outbid(self, job: SpotJob | None) -> None:
+        assert isinstance(job, PushedJob)
+        mid = len(self.kills) % 2 == 0  # the first and the third
+        if mid:  # the outbid lands inside a push: killed as it starts a random one of its requests
+            cut = CutBucket(self.dest.parent.parent, "spot", RUN_ID, cut_at=self.rng.randint(1, 16))
+            with contextlib.suppress(Outbid):
+                push_once(cut, job.paths, self.clock, settle_s=SETTLE_S)
+        self.kills.append((job.step, job.due(), mid))
+        super()._outbid(job)
+
+
+def s30h_outbid_at_random_moments(stage: Stage) -> RowResult:
+    tmp = tempfile.TemporaryDirectory(prefix="gpuc-drill-spot-")
+    with tmp:
+        rng = random.Random(S30H_SEED)
+        world = PushingSpotWorld(Path(tmp.name), FakeClock(), S30H_OUTBIDS, S30H_SEED)
+        start = world.clock.now()
+        outbids, at = [], start
+        for _ in range(S30H_OUTBIDS):  # seeded moments, each well into an attempt (the row waits for one)
+            at += rng.uniform(6, 16) * MIN
+            outbids.append(at)
+        try:
+            world.run_for(MAX_HOURS * 3600, outbid_at=outbids)
+            world.end_job()
+        except RestoreError as exc:  # the new pod would not start its job (exit 75): the recovery is lost
+            world.restore_refused = str(exc)
+        world.clock.advance(PASS_S)
+        world.world.reap()
+        jobs = [j for j in world.jobs.values() if isinstance(j, PushedJob)]
+        problems = [p for j in jobs for p in j.restored_problems]
+        if world.restore_refused:
+            problems.append(f"a restore refused: {world.restore_refused}")
+        if len(jobs) != S30H_OUTBIDS + 1:
+            problems.append(f"{len(jobs)} attempts ran, not {S30H_OUTBIDS + 1}")
+        resumed = [j.first - 1 for j in jobs[1:]]
+        pairs = [(world.kills[i], resumed[i]) for i in range(min(len(world.kills), len(resumed)))]
+        beyond = sum(max(0, due - at) for (_written, due, _mid), at in pairs)
+        redone = [written - at for (written, _due, _mid), at in pairs]
+        final = PushManifest.load(world.dest / MANIFEST_NAME).files
+        missing = [s for s in range(1, STEPS + 1) if f"steps/step-{s:05d}.txt" not in final]
+        if missing:
+            problems.append(f"{len(missing)} steps never reached the destination: {missing[:3]}...")
+        if world.emu.alive():
+            problems.append(f"{len(world.emu.alive())} instances left")
+        mid = sum(1 for *_, m in world.kills if m)
+        spent, envelope = world.spent(), world.envelope()
+        if spent > envelope:
+            problems.append(f"spent {spent:.3f} past the envelope {envelope:.3f}")
+        world.close()
+    return RowResult(
+        "S30h", "outbid at random moments, pushes cut: no step lost beyond the last push interval",
+        "the push's order + the restore's rule (instance_side/push.py, resume.py)",
+        None, None,
+        f"{len(world.kills)} outbids at seeded moments ({mid} inside a push, cut at a random request): each restore "
+        f"a prefix of what the job wrote (no gap, checkpoint and log never ahead); resumed at {resumed}, "
+        f"{redone} steps redone, all written after the last verified push's settle window; {beyond} lost before it",
+        results_lost=beyond + len(missing),
         problems=problems,
     )  # fmt: skip

@@ -3,11 +3,12 @@ start a job and, with --wait, follow it (client/jobs/wait.py); the pods they mak
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import click
 
-from gpuc.client.context import Ctx, pass_ctx
+from gpuc.client.context import Ctx, pass_ctx, talk
 from gpuc.client.exits import EXIT_CODES_HELP
 from gpuc.core.clock import parse_duration
 from gpuc.core.errors import ConfigError
@@ -31,13 +32,16 @@ def results(ctx: Ctx, pod: str, to: Path | None, note: str | None, dry_run: bool
     For a pod kept because its results sync failed (it stops itself after the kept window, its disk
     kept). A stopped pod is resumed first, reached over ssh, copied, then destroyed; nothing is destroyed
     unless every name and size matches the pod's own listing. A pod gpuc did not start is refused.
+
+    A pod that is gone: its results/ and job log from its last push at the destination (its final sync, when
+    its job ended and synced), laid out the same, every size checked against that push's manifest.
     """
     from gpuc.client.jobs.results import results as copy_then_end  # startup: each command its own code
 
     with ctx:
         where = copy_then_end(pod, ctx, to=to, note=note, dry_run=dry_run)
     if where is not None:
-        click.echo(f"results of {pod} are in {where}")
+        talk(f"results of {pod} are in {where}")
 
 
 @click.command()
@@ -48,23 +52,41 @@ def results(ctx: Ctx, pod: str, to: Path | None, note: str | None, dry_run: bool
     is_flag=True,
     help="The bytes as the pod wrote them, terminal escapes included (gpuc's own keys still masked).",
 )
+@click.option(
+    "--job",
+    "which",
+    default=None,
+    metavar="N|ID",
+    help="One job's own log (1: the run's first job, or its id), as the pod sent it at that job's end: a warm "
+    "pod runs many, and each keeps its own.",
+)
+@click.option("--jobs", "list_jobs", is_flag=True, help="List the run's jobs: number, id, start, how each ended.")
 @pass_ctx
-def logs(ctx: Ctx, pod: str, keep_following: bool, raw: bool) -> None:
+def logs(ctx: Ctx, pod: str, keep_following: bool, raw: bool, which: str | None, list_jobs: bool) -> None:
     """Show the job's output on POD (a pod id, pod name, run id, or an experiment: its latest run).
 
     While the pod lives it is read from the pod; after the destroy, from where the pod synced it beside
-    results/ (GPUC_RESULTS_BUCKET, the git remote, or the local provider's results folder).
+    results/ (GPUC_RESULTS_BUCKET, the git remote, or the local provider's results folder). Each job's own
+    log is kept there too, never overwritten by the next job's (logs/jobs/<id>.log): --jobs lists them,
+    --job N prints one.
 
     The output is the pod's: terminal escapes and control characters are stripped (a job could set the
     title, clear the screen or print a forged line of gpuc's), a carriage return becomes a newline, and a
     line starting like gpuc's own is marked [log]. --raw prints it untouched, e.g. into a file.
     """
-    from gpuc.client.jobs.logs import show
+    from gpuc.client.jobs.logs import show, show_job, show_jobs
     from gpuc.client.jobs.wait import say
 
+    if (which is not None or list_jobs) and keep_following:
+        raise ConfigError("-f follows the job running now; --job and --jobs read the jobs that ended", hint="drop -f")
     ctx.prefer_echo(say)
     with ctx:
-        show(ctx, pod, keep_following, raw=raw)
+        if list_jobs:
+            show_jobs(ctx, pod)
+        elif which is not None:
+            show_job(ctx, pod, which, raw)
+        else:
+            show(ctx, pod, keep_following, raw=raw)
 
 
 @click.command()
@@ -85,17 +107,55 @@ def cp(ctx: Ctx, source: str, dest: str) -> None:
 
     with ctx:
         where = copy(source, dest, ctx)
-    click.echo(f"copied to {where}")
+    talk(f"copied to {where}")
 
 
 NO_NAME = "gpuc_up_no_name"
+DASHES = "gpuc_up_dashes"
 
 
-class _UpCommand(click.Command):
-    """`gpuc up -- python train.py`: click would take "python" for the experiment's name. Noted here, where
-    the raw arguments are still seen: EXPERIMENT is None then, and the command keeps its first word."""
+class _JobCommand(click.Command):
+    """A command that runs a job (`up`, `run`): an option of the job typed without `--` before it (`gpuc up
+    exp python train.py --lr 3e-4`) is click's "No such option"; said with the line that was meant."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        given = list(args)  # click's parser consumes the list it is given
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as exc:
+            if "--" in given or exc.option_name not in given:
+                raise
+            meant = self._meant(ctx, given, given.index(exc.option_name))
+            raise click.NoSuchOption(
+                exc.option_name,
+                message=f"No such option: {exc.option_name} (the job's options go after `--`: {meant})",
+                ctx=ctx,
+            ) from None
+
+    def _meant(self, ctx: click.Context, args: list[str], cut: int) -> str:
+        """The line with `--` where it belongs: gpuc's options and the name, then the job's words."""
+        before, _rest, _order = self.make_parser(ctx).parse_args(args=list(args[:cut]))
+        first = next(p.name for p in self.params if isinstance(p, click.Argument))
+        name = before.get(first)
+        words = [str(w) for w in before.get("command") or ()]
+        from gpuc.client.onpod.script import is_runner  # only on this error
+
+        options = list(args[:cut])
+        for word in ([name] if isinstance(name, str) else []) + words:
+            options.remove(word)
+        if isinstance(name, str) and is_runner(name) and self.name == "up":  # `gpuc up python train.py --lr 3`
+            words, name = [name, *words], "NAME"
+        head = [*ctx.command_path.split(), *([name] if isinstance(name, str) else []), *options]
+        return f"{shlex.join(head)} -- {shlex.join([*words, *args[cut:]])}"
+
+
+class _UpCommand(_JobCommand):
+    """`gpuc up -- python train.py`: click would take "python" for the experiment's name. Noted here, where
+    the raw arguments are still seen: EXPERIMENT is None then, and the command keeps its first word. Whether
+    `--` was typed at all is noted too: `gpuc up python train.py` is refused (script.check_dashes)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta[DASHES] = "--" in args
         if "--" in args:
             # The parser alone (no callbacks, no conversion) on what comes before `--`: a name there, or none.
             before, _rest, _order = self.make_parser(ctx).parse_args(args=args[: args.index("--")])
@@ -170,8 +230,10 @@ class _UpCommand(click.Command):
     default=None,
     metavar="DURATION",
     help="Keep the pod between jobs (30m): a job's end syncs results/ and notifies but does not destroy; "
-    "`gpuc run POD --sync --wait -- CMD` reruns on it; idle (no job, no ssh, GPU idle) this long, it syncs "
-    "and ends itself. The deadline and the budget hold as always; `gpuc down POD` ends it.",
+    "`gpuc run POD --sync --wait -- CMD` runs the next job on it (results/ carries over: `gpuc run --clean` "
+    "starts empty); idle (no job, no ssh, GPU idle) this long, it syncs and ends itself. Without --max-hours its "
+    "deadline is GPUC_WARM_JOB_HOURS (1) plus the warm time after its start, then after each `gpuc run`'s "
+    "start: the budget holds that much for it. `gpuc down POD` ends it.",
 )
 @click.option("-y", "--yes", is_flag=True, help="Create without asking (the price is still printed).")
 @click.option(
@@ -227,12 +289,16 @@ def up(
     # Lazy, in each command here: `gpuc ls` loads this module and must not pay for up's upload or waiting.
     from gpuc.client.jobs import wait as jobwait
     from gpuc.client.onpod import upload
+    from gpuc.client.onpod.script import check_dashes
     from gpuc.client.pods import plan
     from gpuc.client.pods.up import up as start_pod
     from gpuc.core.ledger import check_note
 
     settings = ctx.settings
-    if click.get_current_context().meta.get(NO_NAME) and experiment is not None:
+    meta = click.get_current_context().meta
+    if experiment is not None:  # before the folder's name is taken: a slip is said as typed
+        check_dashes(experiment, list(command), dashes=bool(meta.get(DASHES)))
+    if meta.get(NO_NAME) and experiment is not None:
         command = (experiment, *command)  # `up -- python train.py`: "python" is the command's, not a name
         experiment = _folder_name(ctx)
     plan.check_experiment(experiment)
@@ -242,13 +308,21 @@ def up(
         raise ConfigError(
             "--interruptible needs --bid", hint="see `gpuc offers --interruptible` for min bids"
         )
+    warm_s = parse_duration(warm) if warm is not None else 0.0
+    if warm_s and max_hours is None:  # a warm pod's deadline follows its jobs (client/pods/warm.py)
+        from gpuc.client.pods.warm import deadline_hours
+
+        hours, warm_job_s = deadline_hours(settings, warm_s), settings.warm_job_hours * 3600
+    else:
+        hours = plan.parse_max_hours(max_hours) if max_hours is not None else settings.max_hours
+        warm_job_s = 0.0
     opts = plan.UpOptions(
         experiment=experiment,
         provider=provider or settings.provider,
         gpu=gpu,
         gpu_count=gpu_count,
         price_per_hour=price,
-        max_hours=plan.parse_max_hours(max_hours) if max_hours is not None else settings.max_hours,
+        max_hours=hours,
         interruptible=interruptible,
         bid=bid,
         offer_id=offer_id,
@@ -261,7 +335,8 @@ def up(
         if no_upload
         else upload.prepare(Path.cwd(), settings.upload_max_mb, settings.home, settings.named_secrets()),
         job_id=jobwait.new_job_id() if command else None,
-        warm_s=parse_duration(warm) if warm is not None else 0.0,
+        warm_s=warm_s,
+        warm_job_s=warm_job_s,
         confirm=None if yes or not ctx.on_terminal() else _ask,
         over_budget=over_budget,
         note=None if note is None else check_note(note),  # refused before anything is rented
@@ -289,10 +364,10 @@ def _folder_name(ctx: Ctx) -> str:
 
 
 def _ask(question: str) -> bool:
-    return click.confirm(question, default=True)
+    return click.confirm(question, default=True, err=True)
 
 
-@click.command(epilog=EXIT_CODES_HELP)
+@click.command(cls=_JobCommand, epilog=EXIT_CODES_HELP)
 @click.argument("pod")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.option(
@@ -317,6 +392,13 @@ def _ask(question: str) -> bool:
     metavar="NAME",
     help="Give this job a variable from your environment or .env, as `up --env` does (repeatable; a name only).",
 )
+@click.option(
+    "--clean",
+    is_flag=True,
+    help="Start with an empty results/ (on a warm pod it carries over from the last job): the pod pushes it first, "
+    "then removes only what the destination holds as it is; what was not pushed stays, and is named. A push that "
+    "fails removes nothing and starts no job.",
+)
 @click.option("--dry-run", is_flag=True, help="Print what would run; start nothing.")
 @pass_ctx
 def run(
@@ -328,15 +410,19 @@ def run(
     timeout: str | None,
     sync_code: bool,
     env_names: tuple[str, ...],
+    clean: bool,
     dry_run: bool,
 ) -> None:
-    """Run COMMAND on POD under the wrapper: on exit, sync → notify → destroy (a pod started with --warm is
-    kept, still warm, for the next `gpuc run POD --sync --wait -- CMD`).
+    """Run COMMAND on POD under the wrapper: on exit, sync → notify → destroy (a pod started with --warm
+    stays warm for the next `gpuc run POD --sync --wait -- CMD`, and each run moves its deadline to one job
+    and its warm time from then, unless `up --max-hours` fixed it).
 
-    Refused while POD still runs a job (checked on the pod): its exit would destroy the pod under that job,
-    and when what COMMAND runs (its script) is not on the pod. Without --wait, `run` returns once the job
-    has STARTED. With --sync the folder is checked here, before the pod is touched, and uploaded over the
-    pod's workspace (changed files replaced; files deleted here stay there; results/ is never touched).
+    Refused while POD still runs a job (checked on the pod): its exit would destroy the pod under that job
+    (a warm pod runs one job at a time), and when what COMMAND runs (its script) is not on the pod. Without
+    --wait, `run` returns once the job has STARTED. With --sync the folder is checked here, before the pod is
+    touched, and uploaded over the pod's workspace (changed files replaced; files deleted here stay there;
+    results/ is never touched). results/ carries over from the last job (a resumable script resumes it);
+    --clean starts it empty, removing only what the results destination already holds.
     """
     from gpuc.client.jobs import wait as jobwait  # lazy: see up
     from gpuc.client.onpod import upload
@@ -351,7 +437,8 @@ def run(
     job_env = job_variables(env_names, ctx)  # checked here, before the pod is touched
     job_id = jobwait.new_job_id()
     started = run_job(
-        pod, list(command), ctx, dry_run=dry_run, force=force, job_id=job_id, bundle=bundle, job_env=job_env
+        pod, list(command), ctx, dry_run=dry_run, force=force, job_id=job_id, bundle=bundle, job_env=job_env,
+        clean=clean, wait=wait, here=Path.cwd(),
     )
     if wait and not dry_run:
         jobwait.wait_and_exit(ctx, started, job_id=job_id, timeout_s=timeout_s)

@@ -60,7 +60,7 @@ class What:
     label: str = "results/ and the job's log"
     retry: str = "run `gpuc results` again"
     # The names the copy may hold, and what is below them: as resultscopy names its sources.
-    tops: tuple[str, ...] = ("results", "logs/job.log", "logs/outcome.json")
+    tops: tuple[str, ...] = ("results", "logs/job.log", "logs/outcome.json", "logs/jobs")
 
     @classmethod
     def workspace_path(cls, rel: str, pod_id: str) -> What:

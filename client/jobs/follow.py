@@ -20,16 +20,23 @@ from dataclasses import dataclass, replace
 from typing import BinaryIO
 
 from gpuc.client.context import Ctx
-from gpuc.client.exits import ENDED_EXITS, KEPT_SYNC_FAILED_EXIT, OUTCOME_UNKNOWN_EXIT, WAIT_TIMEOUT_EXIT
+from gpuc.client.exits import (
+    ENDED_EXITS,
+    KEPT_SYNC_FAILED_EXIT,
+    OUTCOME_UNKNOWN_EXIT,
+    RECORDED_ENDS,
+    WAIT_TIMEOUT_EXIT,
+)
 from gpuc.client.jobs.outcome_file import BadOutcome, JobOutcome, duration_from, exit_code_from
 from gpuc.client.jobs.places import Destination, result_places
 from gpuc.client.jobs.podlog import CHUNK_BYTES, LogPrinter, PodLogRead, gpuc_secrets, read_pod_log
 from gpuc.client.onpod.ask import OlderPod
+from gpuc.client.pods.spent import Spent, spent
 from gpuc.client.pods.survey import ledger_intake
 from gpuc.client.runs import RunRecord
+from gpuc.client.text import fmt_duration, short_span
 from gpuc.core.api import PodRecord, StatusResponse
 from gpuc.core.errors import GpucError
-from gpuc.core.ledger import row_cost, row_hours
 from gpuc.core.pod import Pod
 from gpuc.core.podjson import Unreadable
 
@@ -53,17 +60,6 @@ Say = Callable[[str], None]
 class JobReport:
     exit_code: int
     line: str
-
-
-def fmt_duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "?"
-    s = round(max(0.0, seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
 
 
 # -- following the log -----------------------------------------------------------------------------------
@@ -240,21 +236,25 @@ def _last(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
     return found
 
 
-def pod_cost(ctx: Ctx, pod_id: str, records: list[PodRecord]) -> tuple[float | None, float | None]:
-    """(hours, USD) of the pod as the ledger has it once the watchdog's end is taken in; else from the
-    watchdog's record."""
+def pod_cost(ctx: Ctx, pod_id: str, records: list[PodRecord]) -> Spent | None:
+    """The pod's cost as the ledger has it once the watchdog's end is taken in; else from the watchdog's
+    record (its price from its start to its end)."""
     ledger_intake(ctx, records)
-    try:
-        for entry in ctx.ledger().entries():
-            if entry.pod_id == pod_id and entry.row.end:
-                return row_hours(entry.row), row_cost(entry.row)
-    except (GpucError, OSError):
-        pass
+    found = spent(ctx, pod_id)
+    if found is not None and found.final:
+        return found
     for record in records:
         if record.pod_id == pod_id and record.end_at and record.started_at:
             hours = max(0.0, record.end_at - record.started_at) / 3600
-            return hours, (record.price_per_hour * hours if record.price_per_hour is not None else None)
-    return None, None
+            price = record.price_per_hour
+            return Spent(hours, price * hours if price is not None else None, True, price, record.started_at)
+    return None
+
+
+def recorded_end(records: list[PodRecord], pod_id: str) -> PodRecord | None:
+    """The watchdog's record of the pod's end when someone other than its agent ended it (`gpuc down`, the
+    phone's destroy anyway): the outcome the pod synced cannot say so, its agent did not end it."""
+    return next((r for r in records if r.pod_id == pod_id and r.end_at and r.ended_by in RECORDED_ENDS), None)
 
 
 def report(ctx: Ctx, pod: Pod, run: RunRecord, state: Follow, *, job_id: str | None, since: float) -> JobReport:
@@ -273,7 +273,7 @@ def report(ctx: Ctx, pod: Pod, run: RunRecord, state: Follow, *, job_id: str | N
         )
     if state.stopped == "kept":
         assert state.outcome is not None
-        return _kept(pod, state.outcome)
+        return _kept(pod, state.outcome, run.warm_s)
     if state.stopped == "unreadable":
         assert state.unreadable is not None
         return JobReport(
@@ -286,15 +286,17 @@ def report(ctx: Ctx, pod: Pod, run: RunRecord, state: Follow, *, job_id: str | N
     records = status.pods if status else []
     learnt = learn_after_gone(ctx, run, state, job_id)
     outcome, source = learnt.outcome, learnt.source
-    if learnt.unreadable is None and (outcome is None or outcome.exit_code is None):
+    unexited = learnt.unreadable is None and (outcome is None or outcome.exit_code is None)
+    # Who ended the pod, when its agent did not (the outcome would say): before the job_exit note, which a job
+    # killed by that destroy may still send.
+    ender = recorded_end(records, pod.id) if unexited and (outcome is None or outcome.ended_by is None) else None
+    if unexited and ender is None:
         noted = watchdog_outcome(status, pod.id, since - 120)
         if noted is not None:
             outcome, source = replace(noted, job_id=job_id), "the watchdog's notification"
-    hours, cost = pod_cost(ctx, pod.id, records)
+    cost = pod_cost(ctx, pod.id, records)
     ctx.runs.set_phase(run.run_id, "ended", now=ctx.clock.now())
-    money = f"pod {pod.id} ran {fmt_duration(hours * 3600 if hours is not None else None)}" + (
-        f", ${cost:.4f}" if cost is not None else ", cost not known yet (gpuc ledger)"
-    )
+    money = f"pod {pod.id} " + (cost.words() if cost is not None else "ran ?, cost not known yet (gpuc ledger)")
     where = f"results and log: {learnt.destination.describe()}" if learnt.log_found else (
         f"results: {learnt.destination.describe()} (no job log there)"
     )
@@ -308,6 +310,8 @@ def report(ctx: Ctx, pod: Pod, run: RunRecord, state: Follow, *, job_id: str | N
     ended_exit = ENDED_EXITS.get(outcome.ended_by or "") if outcome is not None and outcome.exit_code is None else None
     if outcome is not None and ended_exit is not None:
         return JobReport(ended_exit, f"{_not_finished(outcome)}; {money}; {where}{problems}")
+    if ender is not None:
+        return JobReport(RECORDED_ENDS[ender.ended_by or ""], f"{_ended_by(ender)}; {money}; {where}{problems}")
     if outcome is None or outcome.exit_code is None:
         began = _not_finished(outcome) if outcome else (
             "the job's outcome is unknown"
@@ -326,7 +330,7 @@ def report(ctx: Ctx, pod: Pod, run: RunRecord, state: Follow, *, job_id: str | N
     )
 
 
-def _kept(pod: Pod, outcome: JobOutcome) -> JobReport:
+def _kept(pod: Pod, outcome: JobOutcome, warm_s: float | None = None) -> JobReport:
     code = outcome.exit_code
     assert code is not None
     head = f"job exited with code {code} after {fmt_duration(outcome.duration_s)}"
@@ -335,6 +339,14 @@ def _kept(pod: Pod, outcome: JobOutcome) -> JobReport:
             KEPT_SYNC_FAILED_EXIT,
             f"{head}; results sync FAILED: pod {pod.id} is KEPT and billing. See gpuc logs {pod.id} and the"
             f" pod's .gpuc/agent.log; then gpuc down {pod.id} (or --force to give the results up)",
+        )
+    if outcome.ending == "kept_alive" and warm_s:
+        own = f" (kept: gpuc logs {pod.id} --job {outcome.job_id})" if outcome.job_id else ""
+        return JobReport(
+            code,
+            f"{head}; results and log synced{own}; pod {pod.id} stays warm, billing until it has had no job for"
+            f" {short_span(warm_s)}: gpuc run {pod.id} --sync --wait -- CMD runs the next job; gpuc down {pod.id}"
+            " ends it now",
         )
     if outcome.ending == "kept_alive":
         return JobReport(
@@ -352,6 +364,13 @@ def _status(ctx: Ctx) -> StatusResponse | None:
         return ctx.watchdog.status()
     except GpucError:
         return None
+
+
+def _ended_by(record: PodRecord) -> str:
+    if record.ended_by == "down":
+        why = f" (--note {record.note[:80]!r})" if record.note else ""
+        return f"the job did not finish: the pod was ended by `gpuc down`{why}, which synced results/ first"
+    return "the job did not finish: destroyed from the phone (destroy anyway: results/ not synced)"
 
 
 def _not_finished(outcome: JobOutcome) -> str:

@@ -5,16 +5,21 @@ destination the pod synced it to (`<dest>/logs/job.log`). gpuc's own lines go to
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 
 from gpuc.client.context import Ctx
-from gpuc.client.jobs.follow import fmt_duration, follow, report
-from gpuc.client.jobs.outcome_file import BadOutcome, JobOutcome
+from gpuc.client.jobs.follow import follow, report
+from gpuc.client.jobs.outcome_file import OUTCOME_MAX_BYTES, BadOutcome, JobOutcome, outcome_from, parse_outcome
 from gpuc.client.jobs.places import Destination, LastPush, last_push, result_places
 from gpuc.client.jobs.podlog import LOG_PRINT_MAX, LogPrinter, gpuc_secrets, read_pod_log
 from gpuc.client.jobs.wait import say
 from gpuc.client.runs import RunRecord
-from gpuc.core.errors import GpucError, NotFound, SafetyRefusal
+from gpuc.client.text import clock_utc, fmt_duration, render_table
+from gpuc.core.errors import ConfigError, GpucError, NotFound, SafetyRefusal
 from gpuc.core.pod import Pod
+from gpuc.core.podjson import Unreadable, loads
+from gpuc.instance_side.joblog import JOB_ID_RE, OUTCOME_FORMAT
+from gpuc.instance_side.sync import JOBS_DIR, JOBS_INDEX
 
 
 def find_run(ctx: Ctx, ref: str) -> RunRecord:
@@ -113,3 +118,133 @@ def _last_push(dest: Destination) -> LastPush | None:
         return last_push(dest)
     except GpucError:
         return None  # the log was read: what cannot be said is only when it was pushed
+
+
+# -- each job's own log (a warm pod runs many: `gpuc logs POD --jobs`, `--job N`) ---------------------------
+JOBS_MAX_BYTES = 4 * 1024 * 1024  # ~150 bytes a job: far more is not a list gpuc wrote
+
+
+@dataclass(frozen=True)
+class JobEntry:
+    """One job of the run, as the pod's list of its jobs says (logs/jobs.json at the destination), checked."""
+
+    number: int  # 1: the run's first job
+    outcome: JobOutcome
+    started_at: float | None
+
+
+def read_jobs(dest: Destination) -> list[JobEntry] | None:
+    """Every job the pod ran, oldest first; None when the destination holds no list. The list is the pod's word:
+    each row goes through the one strict outcome reader, and its job id must be one that names a file."""
+    found = dest.read(JOBS_INDEX, 0, JOBS_MAX_BYTES + 1)
+    if found is None:
+        return None
+    where = f"{found.place.describe()}{JOBS_INDEX}"
+    try:
+        value = loads(found.data, most=JOBS_MAX_BYTES)
+        rows = value.get("jobs") if isinstance(value, dict) else None
+        if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+            raise Unreadable("no list of jobs")
+        entries = [_entry(i, row) for i, row in enumerate(rows, 1)]
+    except Unreadable as exc:
+        raise GpucError(f"{where} is unreadable ({exc})") from None
+    return entries
+
+
+def _entry(number: int, row: dict[str, object]) -> JobEntry:
+    outcome = outcome_from({**row, "format": OUTCOME_FORMAT})
+    if outcome.job_id is None or not JOB_ID_RE.match(outcome.job_id):
+        raise Unreadable(f"job {number} has no job id gpuc could have given")
+    started = row.get("started_at")
+    return JobEntry(number, outcome, float(started) if isinstance(started, int | float) else None)
+
+
+def show_jobs(ctx: Ctx, ref: str) -> None:
+    """`gpuc logs POD --jobs`: the run's jobs, numbered, with when each started and how it ended."""
+    run, dest = _destination(ctx, ref)
+    try:
+        jobs = read_jobs(dest)
+    finally:
+        dest.close()
+    if jobs is None:
+        why = f" ({dest.errors[0]})" if dest.errors else ""
+        raise NotFound(
+            f"no list of jobs for {run.pod_id} at {dest.describe()}{why}",
+            hint="a pod sends it with each job's results, when the job ends; `gpuc logs POD` shows the latest job",
+        )
+    now = ctx.clock.now()
+    rows = [
+        [
+            str(job.number),
+            job.outcome.job_id or "",
+            clock_utc(job.started_at, now) if job.started_at is not None else "?",
+            fmt_duration(job.outcome.duration_s),
+            _ended(job.outcome),
+        ]
+        for job in jobs
+    ]
+    for line in render_table(["JOB", "ID", "STARTED", "RAN", "ENDED"], rows, right=(0,)):
+        print(line)
+    sys.stdout.flush()
+    say(f"each job's own log: gpuc logs {ref} --job N (or its ID); from {dest.describe()}")
+
+
+def _ended(outcome: JobOutcome) -> str:
+    if outcome.exit_code is not None:
+        return f"exit {outcome.exit_code}"
+    return outcome.not_finished().removeprefix("the job ")
+
+
+def show_job(ctx: Ctx, ref: str, which: str, raw: bool) -> None:
+    """`gpuc logs POD --job N|ID`: one job's own log, as the pod sent it at that job's end (logs/jobs/<id>.log)."""
+    run, dest = _destination(ctx, ref)
+    printer = LogPrinter(sys.stdout.buffer, gpuc_secrets(ctx.settings), raw=raw)
+    try:
+        job_id, label = _which_job(dest, which)
+        place = dest.print_log(printer, name=f"{JOBS_DIR}{job_id}.log")
+        found = dest.read(f"{JOBS_DIR}{job_id}.json", most=OUTCOME_MAX_BYTES + 1) if place is not None else None
+    finally:
+        dest.close()
+    sys.stdout.flush()
+    if place is None:
+        why = f" ({dest.errors[0]})" if dest.errors else ""
+        raise NotFound(
+            f"no log of job {label} at {dest.describe()}{why}",
+            hint=f"a job's own log goes there when it ends: `gpuc logs {ref} --jobs` lists them, "
+            f"`gpuc logs {ref} -f` follows the job running now",
+        )
+    outcome = None if found is None else parse_outcome(found.data, f"{found.place.describe()}{JOBS_DIR}{job_id}.json")
+    if isinstance(outcome, JobOutcome) and outcome.exit_code is not None:
+        ended = f"exited with code {outcome.exit_code} after {fmt_duration(outcome.duration_s)}"
+    elif isinstance(outcome, JobOutcome):
+        ended = outcome.not_finished().removeprefix("the job ")
+    elif isinstance(outcome, BadOutcome):
+        ended = f"outcome unknown: {outcome.describe()}"
+    else:
+        ended = "outcome not there"
+    say(f"job {label} of {run.pod_id}: {ended}; its log from {place.describe()}")
+
+
+def _which_job(dest: Destination, which: str) -> tuple[str, str]:
+    """(the job id, how to name it) for `--job N` (1: the first; read from the pod's list) or `--job ID`."""
+    if which.isdigit():
+        jobs = read_jobs(dest) or []
+        number = int(which)
+        if not 1 <= number <= len(jobs):
+            raise NotFound(
+                f"there is no job {number}: {len(jobs)} job(s) at {dest.describe()}",
+                hint="`gpuc logs POD --jobs` lists them",
+            )
+        job_id = jobs[number - 1].outcome.job_id
+        assert job_id is not None  # read_jobs checked it
+        return job_id, f"{number} ({job_id})"
+    if not JOB_ID_RE.match(which):
+        raise ConfigError(f"--job {which!r} is neither a job's number nor its id", hint="gpuc logs POD --jobs")
+    return which, which
+
+
+def _destination(ctx: Ctx, ref: str) -> tuple[RunRecord, Destination]:
+    run = find_run(ctx, ref)
+    if run.pod_id is None:
+        raise NotFound(f"run {run.run_id} never got a pod", hint="`gpuc ls` shows what exists")
+    return run, Destination(result_places(ctx.settings, run.provider, run.experiment, run.run_id))

@@ -36,6 +36,7 @@ class JobOutcome:
     ending: str | None = None  # set when the pod is KEPT after the job: why (kept_sync_failed, ...)
     ended_by: str | None = None  # a job that never exited: who ended the pod (ENDED_BY), and why
     ended_why: str | None = None
+    ended_at: float | None = None  # the pod's clock: when the job exited (or the pod ended under it)
 
     def not_finished(self) -> str:
         """"the job did not finish", with who ended the pod under it when the pod said so."""
@@ -92,6 +93,7 @@ def outcome_from(value: object) -> JobOutcome:
         ending=ending,
         ended_by=ended_by,
         ended_why=value.get("ended_why"),
+        ended_at=float(value["ended_at"]) if value.get("ended_at") is not None else None,
     )
 
 

@@ -9,6 +9,7 @@ never whole.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import stat
@@ -20,7 +21,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, Protocol
 from urllib.parse import unquote, urlparse
 
-from gpuc.client.jobs.outcome_file import OUTCOME_MAX_BYTES, OutcomeRead, parse_outcome
+from gpuc.client.jobs.outcome_file import OUTCOME_MAX_BYTES, JobOutcome, OutcomeRead, parse_outcome
 from gpuc.client.jobs.podlog import LOG_PRINT_MAX, LogPrinter
 from gpuc.client.onpod.access import results_bucket_for
 from gpuc.core.destinations import S3_KEY_ENV, S3_SECRET_ENV, S3Location, git_auth_args, git_environ
@@ -29,13 +30,30 @@ from gpuc.core.podsecrets import GIT_TOKEN_ENV
 from gpuc.core.redact import redact
 from gpuc.core.s3client import s3_client
 from gpuc.core.settings import Settings
-from gpuc.instance_side.sync import JOB_LOG_NAME, OUTCOME_NAME, FileBucketSync, GitSync
+from gpuc.instance_side.sync import ENTRIES_NAME, JOB_LOG_NAME, OUTCOME_NAME, FileBucketSync, GitSync, shown
 
 GIT_READ_TIMEOUT_S = 180.0
 READ_BYTES = 1024 * 1024  # one read of a file at the destination
 
 
 # -- the results destination --------------------------------------------------------------------------
+class OutsideRun(GpucError):
+    """A name the pod's word (a manifest) gave, which is no key of the run's own folder: refused, never read."""
+
+
+def run_key(name: str) -> PurePosixPath:
+    """`name` as a key inside the run's own folder at the destination, or OutsideRun naming it: relative, no
+    empty, `.` or `..` part, no NUL (a hostile manifest's `../other-run/x` or `/home/me/.ssh/id_rsa` would
+    otherwise be read into the copy: file:// joins an absolute path over the folder, S3 and git may resolve
+    the dots). Every place checks it before it reads; `copy_pushed` before it copies anything."""
+    if not name or "\0" in name or name.startswith("/") or any(part in ("", ".", "..") for part in name.split("/")):
+        raise OutsideRun(
+            f"{name!r} is outside this run's folder at the destination: not read",
+            hint="the pod's manifest names it; only the run's own keys are read",
+        )
+    return PurePosixPath(name)
+
+
 class Place(Protocol):
     def describe(self) -> str: ...
 
@@ -47,18 +65,19 @@ class Place(Protocol):
 
 class FilePlace:
     def __init__(self, bucket_dir: Path, experiment: str, run_id: str) -> None:
-        self.dest = FileBucketSync(bucket_dir, experiment, run_id).dest
+        self.dest = FileBucketSync(bucket_dir, experiment, run_id).dest  # the names checked there
+        self.bucket, self.run_parts = bucket_dir, (experiment, run_id)
 
     def describe(self) -> str:
         return f"file://{self.dest}/"
 
     def read(self, name: str, offset: int, most: int) -> bytes | None:
-        path = self.dest / name
+        path = self.dest / run_key(name)
         try:
-            # Not through a symlink (a job's results could point one at the user's ~/.ssh), and not a FIFO
-            # (opening one for reading would wait forever): a regular file, read where it is.
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except FileNotFoundError:
+            fd = self._open(run_key(name).parts)
+        except _Linked:  # a link may point anywhere on this laptop (~/.ssh)
+            raise GpucError(f"cannot read {path}: it is or goes through a link, not followed out of the run") from None
+        except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as exc:
             raise GpucError(f"cannot read {path}: {exc.strerror or exc}") from None
@@ -70,6 +89,36 @@ class FilePlace:
             raise GpucError(f"cannot read {path}: {exc.strerror or exc}") from None
         finally:
             os.close(fd)
+
+    def _open(self, parts: tuple[str, ...]) -> int:
+        """The file under the run's folder, one part at a time, no link followed past the bucket folder the
+        user set (a job's results, or a pod's manifest, could point one at ~/.ssh), and not a FIFO (opening
+        one for reading would wait forever): a regular file, read where it is."""
+        folder = os.open(self.bucket, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            for part in (*self.run_parts, *parts[:-1]):
+                inner = _open_at(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, folder)
+                os.close(folder)
+                folder = inner
+            return _open_at(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, folder)
+        finally:
+            os.close(folder)
+
+
+class _Linked(Exception):
+    """A part of the path is a symbolic link: never followed."""
+
+
+def _open_at(part: str, flags: int, folder: int) -> int:
+    try:
+        return os.open(part, flags, dir_fd=folder)
+    except OSError as exc:
+        # O_NOFOLLOW refuses a link with ELOOP, or ENOTDIR along with O_DIRECTORY.
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and stat.S_ISLNK(
+            os.stat(part, dir_fd=folder, follow_symlinks=False).st_mode
+        ):
+            raise _Linked(part) from None
+        raise
 
 
 class S3Place:
@@ -93,6 +142,7 @@ class S3Place:
         # Lazy: botocore (with boto3) loads only for an s3:// destination, never for `gpuc logs` of a live pod.
         from botocore.exceptions import BotoCoreError, ClientError
 
+        run_key(name)  # under the run's prefix: `../` and a leading `/` never reach S3
         if self._client is None:
             self._client = s3_client(self.endpoint_url, self._creds)
         try:
@@ -156,6 +206,7 @@ class GitPlace:
             self._blobs.clear()
 
     def _blob(self, name: str) -> Path | None:
+        run_key(name)  # under results/<run_id>/ of the repo: git resolves no `..` for us here
         if name not in self._blobs:
             clone = self._checkout()
             if not self._branch_fetched:
@@ -245,6 +296,8 @@ class Destination:
         for place in self.places:
             try:
                 data = place.read(name, offset, most)
+            except OutsideRun:
+                raise  # the pod's word pointed out of the run: said as such, never "not there"
             except GpucError as exc:
                 self.errors.append(exc.message)
                 continue
@@ -257,9 +310,12 @@ class Destination:
         found = self.read(OUTCOME_NAME, most=OUTCOME_MAX_BYTES + 1)
         return None if found is None else parse_outcome(found.data, f"{found.place.describe()}{OUTCOME_NAME}")
 
-    def print_log(self, printer: LogPrinter, start: int = 0, part_bytes: int = READ_BYTES) -> Place | None:
-        """The job log from `start` into `printer`, read by parts; the place it came from, None if none has it."""
-        found = self.read(JOB_LOG_NAME, start, part_bytes)
+    def print_log(
+        self, printer: LogPrinter, start: int = 0, part_bytes: int = READ_BYTES, name: str = JOB_LOG_NAME
+    ) -> Place | None:
+        """The job log (`name`: one job's own, logs/jobs/<id>.log) from `start` into `printer`, read by parts;
+        the place it came from, None if none has it."""
+        found = self.read(name, start, part_bytes)
         if found is None:
             return None
         data, offset = found.data, start
@@ -267,7 +323,7 @@ class Destination:
             printer.feed(data)
             offset += len(data)
             try:
-                data = found.place.read(JOB_LOG_NAME, offset, part_bytes) or b""
+                data = found.place.read(name, offset, part_bytes) or b""
             except GpucError as exc:
                 self.errors.append(exc.message)
                 break
@@ -293,21 +349,41 @@ class LastPush:
     """What the pod's last verified push left at the destination (instance_side/push.py's manifest)."""
 
     at: float | None
-    files: dict[str, int]  # name -> size
+    files: dict[str, int]  # name under results/ -> size
     keys: dict[str, str]  # a name stored under an escaped key
     where: str
+    beside: dict[str, int] = field(default_factory=dict)  # gpuc's own files beside results/: the job's log...
+    waiting: tuple[str, ...] = ()  # files still being written at that push: not in it as they ended
 
     def said(self, now: float) -> str:
         """ "the last push (2026-12-05 02:10 UTC, 12 min ago) at s3://..."."""
+        return f"the last push{self._when(now)} at {self.where}"
+
+    def _when(self, now: float) -> str:
         from gpuc.core.clock import iso
 
-        when = f" ({iso(self.at)}, {max(0.0, now - self.at) / 60:.0f} min ago)" if self.at is not None else ""
-        return f"the last push{when} at {self.where}"
+        return f" ({iso(self.at)}, {max(0.0, now - self.at) / 60:.0f} min ago)" if self.at is not None else ""
+
+    def after_exit(self, outcome: OutcomeRead | None) -> int | None:
+        """The job's exit code when this push holds all it wrote: made after the job exited (the pod's clock
+        both times), nothing still being written. None when the job may have written more after it."""
+        if not isinstance(outcome, JobOutcome) or outcome.exit_code is None or outcome.ended_at is None:
+            return None
+        if self.at is None or self.at < outcome.ended_at or self.waiting:
+            return None
+        return outcome.exit_code
+
+    def said_final(self, now: float, code: int) -> str:
+        """ "its final sync (...), made after its job exited with code 0, at s3://..."."""
+        return f"its final sync{self._when(now)}, made after its job exited with code {code}, at {self.where}"
+
+    def size(self, name: str) -> int:
+        return self.files[name] if name in self.files else self.beside[name]
 
 
 def last_push(dest: Destination) -> LastPush | None:
     """The manifest of the last push, None when the destination holds none (a pod from before periodic pushes, or one
-    that never pushed). Its names are the pod's word: copy_pushed checks each before it becomes a path."""
+    that never pushed). Its names and keys are the pod's word: copy_pushed checks each before it reads one."""
     from gpuc.instance_side.push import MANIFEST_NAME, PushManifest
 
     found = dest.read(MANIFEST_NAME, 0, READ_BYTES)
@@ -325,22 +401,48 @@ def last_push(dest: Destination) -> LastPush | None:
     manifest = PushManifest.from_json(bytes(data).decode("utf-8", "surrogateescape"))
     if not manifest.files:
         return None
-    from gpuc.instance_side.sync import JOB_LOG_NAME, OUTCOME_NAME
+    sizes = {name: size for name, (size, _mtime) in manifest.files.items()}
+    beside = {name: sizes.pop(name) for name in BESIDE if name in sizes}
+    return LastPush(manifest.at, sizes, manifest.keys, found.place.describe(), beside, manifest.waiting)
 
-    files = {name: size for name, (size, _mtime) in manifest.files.items() if name not in (JOB_LOG_NAME, OUTCOME_NAME)}
-    return LastPush(manifest.at, files, manifest.keys, found.place.describe())
+
+BESIDE = (JOB_LOG_NAME, OUTCOME_NAME, ENTRIES_NAME)  # gpuc's files beside results/, as a kept pod's copy has them
 
 
 def safe_name(name: str) -> PurePosixPath:
     path = PurePosixPath(name)
-    if not name or path.is_absolute() or any(part in ("", ".", "..") for part in name.split("/")):
-        raise GpucError(f"the push manifest names {name!r}, not a path inside results/: nothing is copied")
+    if not name or "\0" in name or path.is_absolute() or any(part in ("", ".", "..") for part in name.split("/")):
+        raise OutsideRun(
+            f"the push manifest names {name!r}, outside results/ of this run: nothing is copied",
+            hint="the pod's manifest is not one gpuc writes; copy by hand from the destination what you trust",
+        )
     return path
+
+
+def check_keys(push: LastPush, names: list[str]) -> None:
+    """Before anything is read: every name a path inside the copy, every key one of the run's own (its folder
+    at file://, its prefix at s3://, results/<run_id>/ in git). The refused ones are named, all of them."""
+    refused = []
+    for name in names:
+        safe_name(name)
+        key = push.keys.get(name, name)
+        try:
+            run_key(key)
+        except OutsideRun:
+            refused.append(f"{shown(name)} -> {key!r}" if key != name else repr(key))
+    if refused:
+        raise OutsideRun(
+            f"the push manifest at {push.where} names keys outside this run's folder: {', '.join(refused[:5])}"
+            f"{f' and {len(refused) - 5} more' if len(refused) > 5 else ''}: nothing is copied",
+            hint="the pod's manifest is not one gpuc writes; copy by hand from the destination what you trust",
+        )
 
 
 def copy_pushed(dest: Destination, push: LastPush, names: list[str], into: Path) -> int:
     """Each of `names` from the destination into `into/<name>`, read by parts (never whole into memory), its
-    size checked against the manifest. Returns the bytes copied; GpucError naming a file that did not match."""
+    size checked against the manifest. Returns the bytes copied; GpucError naming a file that did not match,
+    OutsideRun before anything is read when a name or key is not the run's own."""
+    check_keys(push, names)
     total = 0
     for name in names:
         target = into / safe_name(name)
@@ -348,20 +450,25 @@ def copy_pushed(dest: Destination, push: LastPush, names: list[str], into: Path)
         key = push.keys.get(name, name)
         found = dest.read(key, 0, READ_BYTES)
         if found is None:
-            raise GpucError(f"results/{name} is in the last push's manifest but not at {push.where}")
-        size = 0
+            why = f" ({dest.errors[-1]})" if dest.errors else ""
+            raise GpucError(f"{_label(name, push)} is in the last push's manifest but not at {push.where}{why}")
+        size, want = 0, push.size(name)
         with target.open("wb") as fh:
             data = found.data
             while data:
                 fh.write(data)
                 size += len(data)
-                if size > push.files[name]:
+                if size > want:
                     break
                 data = found.place.read(key, size, READ_BYTES) or b""
-        if size != push.files[name]:
+        if size != want:
             raise GpucError(
-                f"results/{name} at {push.where} is {size} bytes, the last push sent {push.files[name]}",
+                f"{_label(name, push)} at {push.where} is {size} bytes, the last push sent {want}",
                 hint="the destination changed since the push: copy it by hand from there",
             )
         total += size
     return total
+
+
+def _label(name: str, push: LastPush) -> str:
+    return name if name in push.beside else f"results/{name}"

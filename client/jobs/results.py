@@ -16,17 +16,20 @@ Money and data, in that order:
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpuc.client.context import Ctx
 from gpuc.client.jobs.copyout import NOT_COPIED, Fetch, copy_results, fetcher
-from gpuc.client.jobs.places import Destination, copy_pushed, last_push, result_places
+from gpuc.client.jobs.places import Destination, LastPush, check_keys, copy_pushed, last_push, result_places
 from gpuc.client.pods.down import down
 from gpuc.client.pods.run import job_on_pod, look_up
 from gpuc.client.runs import RunRecord
 from gpuc.core.errors import ConfigError, GpucError, NotFound, ProviderError, SafetyRefusal
 from gpuc.core.providers.local import LocalProvider
+from gpuc.instance_side.sync import JOB_LOG_NAME, OUTCOME_NAME
 
 if TYPE_CHECKING:
     from gpuc.core.pod import Pod
@@ -81,8 +84,10 @@ def results(
 
 
 def from_last_push(run: RunRecord, dest: Path, ctx: Ctx, *, dry_run: bool) -> Path | None:
-    """The pod is gone: what its last verified push left at the destination, said as such: it is
-    the results as of that push, not the pod's (what the job wrote after it went with the pod)."""
+    """The pod is gone: what its last verified push left at the destination, laid out as a kept pod's copy
+    (results/ and, beside it, the job's log and outcome), and said as what it is. A push made after the job
+    exited, with nothing still being written, is its final sync: all the job wrote. Any other push is the
+    results as of that push, not the pod's (what the job wrote after it went with the pod)."""
     where = Destination(result_places(ctx.settings, run.provider, run.experiment, run.run_id))
     try:
         push = last_push(where)
@@ -94,20 +99,48 @@ def from_last_push(run: RunRecord, dest: Path, ctx: Ctx, *, dry_run: bool) -> Pa
                 hint="a pod pushes results/ while its job runs (GPUC_SYNC_INTERVAL_S) and syncs them at its end; "
                 "`gpuc logs` shows what its job said",
             )
+        now = ctx.clock.now()
+        code = push.after_exit(where.read_outcome() if OUTCOME_NAME in push.beside else None)
+        said = push.said(now) if code is None else push.said_final(now, code)
         if dry_run:
             ctx.echo(
-                f"dry run: pod {run.pod_id} is gone; would copy {len(push.files)} files from "
-                f"{push.said(ctx.clock.now())} to {dest}, checking every size"
+                f"dry run: pod {run.pod_id} is gone; would copy {len(push.files)} files of results/ and the job's "
+                f"log from {said} to {dest}, checking every size"
             )
             return None
-        copied = copy_pushed(where, push, sorted(push.files), dest)
+        check_keys(push, [*push.files, *push.beside])  # the pod's word: nothing read before all are the run's own
+        copied = _copy_staged(where, push, dest)
     finally:
         where.close()
+    log = "" if JOB_LOG_NAME in push.beside else " (no job log in it)"
+    ended = (
+        ": all its job wrote"
+        if code is not None
+        else ", not from the pod: what its job wrote after that push is not in them"
+    )
+    files = f"{len(push.files)} file{'s' if len(push.files) != 1 else ''}"
     ctx.echo(
-        f"pod {run.pod_id} is gone: copied {len(push.files)} files ({copied} bytes) from {push.said(ctx.clock.now())}, "
-        "not from the pod: what its job wrote after that push is not in them"
+        f"pod {run.pod_id} is gone: copied {files} of results/ and the job's log{log} ({copied} bytes in all) "
+        f"from {said}{ended}"
     )
     return dest
+
+
+def _copy_staged(where: Destination, push: LastPush, dest: Path) -> int:
+    """Into a staging folder beside `dest`, moved into place only once every file matched its size: a copy
+    cut short leaves nothing that looks like results."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.partial-", dir=dest.parent))
+    try:
+        copied = copy_pushed(where, push, sorted(push.files), staging / "results")
+        copied += copy_pushed(where, push, sorted(push.beside), staging)
+        if dest.exists():
+            dest.rmdir()  # check_dest let only an empty folder through
+        staging.rename(dest)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return copied
 
 
 def check_dest(dest: Path) -> None:

@@ -12,6 +12,7 @@ start at the screen's edge, passes for it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from typing import NoReturn
@@ -21,6 +22,7 @@ import click
 from gpuc.client.context import Ctx
 from gpuc.client.exits import STOPPED_WAITING_EXIT
 from gpuc.client.jobs.follow import Follow, follow, report
+from gpuc.client.pods.spent import spent_words
 from gpuc.core.clock import parse_duration
 from gpuc.core.errors import ConfigError
 from gpuc.core.pod import Pod, new_run_id
@@ -61,9 +63,19 @@ def wait_and_exit(ctx: Ctx, pod: Pod, *, job_id: str | None, timeout_s: float | 
     except KeyboardInterrupt:
         if state is not None:
             state.printer.flush()
-        sys.stdout.flush()
-        say(f"stopped waiting; the job goes on on {pod.id}: gpuc logs {pod.id} -f (gpuc down {pod.id} ends it)")
+        _flush_output()
+        say(
+            f"stopped waiting; the job goes on on {pod.id}: gpuc logs {pod.id} -f (gpuc down {pod.id} ends it)"
+            + spent_words(ctx, run.pod_id or pod.id)
+        )
         sys.exit(STOPPED_WAITING_EXIT)
-    sys.stdout.flush()
+    _flush_output()
     say(result.line)
     sys.exit(result.exit_code)
+
+
+def _flush_output() -> None:
+    """The job's output before gpuc's last line. A reader that went away (`| head`) is no error of the job's:
+    the last line (stderr) and the exit code still say how it ended."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from gpuc.client.context import Ctx, pass_ctx
+from gpuc.client.context import Ctx, pass_ctx, talk
 from gpuc.client.money.choices import DTYPE_BYTES, FILTER_NAMES, OFFER_PROVIDERS, PRICED_PROVIDERS
 
 
@@ -130,7 +130,7 @@ def note_command(ctx: Ctx, run: str, text: str) -> None:
     """
     from gpuc.client.money.notes import add_note
 
-    click.echo(add_note(ctx, run, text))
+    talk(add_note(ctx, run, text))
 
 
 @click.command("offers")

@@ -20,7 +20,8 @@ from pydantic import BaseModel
 
 from gpuc.client.money.bitfont import ADVANCE, GLYPH_HEIGHT, LINE_HEIGHT, lit_pixels, printable, text_width
 from gpuc.core.errors import ConfigError
-from gpuc.core.ledger import LedgerRow, row_cost
+from gpuc.core.ledger import RUNNING_SO_FAR, LedgerRow, row_cost
+from gpuc.core.ledger import usd as cents
 
 Color = tuple[int, int, int]
 WEEK_COLOR: Color = (54, 110, 180)
@@ -41,6 +42,7 @@ class PlotData(BaseModel):
     title: str
     weeks: list[Bar]  # ISO weeks ("2026-W37") in order
     experiments: list[Bar]  # most expensive first
+    running: int = 0  # running pods whose cost so far is in the bars (core.ledger.running_rows)
 
 
 def iso_week(day: str) -> str:
@@ -66,10 +68,12 @@ def plot_data(rows: list[LedgerRow], title: str) -> PlotData:
     last, $0 included) and by experiment."""
     weeks: dict[str, float] = {}
     experiments: dict[str, float] = {}
+    running = 0
     for row in rows:
         cost = row_cost(row)
         if cost is None or not row.date:
             continue
+        running += row.note == RUNNING_SO_FAR
         week = iso_week(row.date)
         weeks[week] = weeks.get(week, 0.0) + cost
         experiments[row.experiment] = experiments.get(row.experiment, 0.0) + cost
@@ -77,6 +81,7 @@ def plot_data(rows: list[LedgerRow], title: str) -> PlotData:
         title=title,
         weeks=[Bar(label=k, cost_usd=v) for k, v in sorted(_every_week(weeks).items())],
         experiments=[Bar(label=k, cost_usd=v) for k, v in sorted(experiments.items(), key=lambda kv: -kv[1])],
+        running=running,
     )
 
 
@@ -94,16 +99,16 @@ def _svg_bars(bars: list[Bar], color: Color, width: int = 460, height: int = 260
         mid = f'x="{x + slot / 2:.1f}" font-size="11" text-anchor="middle"'
         parts.append(
             f'<rect x="{x + slot * 0.1:.1f}" y="{10 + height - h:.1f}" width="{slot * 0.8:.1f}" '
-            f'height="{h:.1f}" fill="{fill}"><title>{label}: ${bar.cost_usd:.2f}</title></rect>'
+            f'height="{h:.1f}" fill="{fill}"><title>{label}: {usd(bar.cost_usd)}</title></rect>'
             f'<text {mid} y="{height + 26}">{label}</text>'
-            f'<text {mid} y="{height + 42}">${bar.cost_usd:.2f}</text>'
+            f'<text {mid} y="{height + 42}">{usd(bar.cost_usd)}</text>'
         )
     parts.append("</svg>")
     return "".join(parts)
 
 
 def _table(heading: str, bars: list[Bar]) -> str:
-    rows = "".join(f"<tr><td>{html.escape(b.label)}</td><td>${b.cost_usd:.2f}</td></tr>" for b in bars)
+    rows = "".join(f"<tr><td>{html.escape(b.label)}</td><td>{usd(b.cost_usd)}</td></tr>" for b in bars)
     return f"<table><tr><th>{html.escape(heading)}</th><th>spend</th></tr>{rows}</table>"
 
 
@@ -175,8 +180,9 @@ MAX_NAME_CHARS = 30
 
 
 def usd(value: float) -> str:
-    """Cents below $100, whole dollars above: the label must fit over its bar."""
-    return f"${value:,.2f}" if abs(value) < 100 else f"${value:,.0f}"
+    """Cents below $100 (a run under a cent to a hundredth of one), whole dollars above: the label must fit
+    over its bar."""
+    return cents(value) if abs(value) < 100 else f"${value:,.0f}"
 
 
 def fit(text: str, max_chars: int) -> str:
@@ -227,7 +233,8 @@ def nice_ticks(top: float, intervals: int = 5) -> tuple[float, list[float]]:
 
 
 def tick_label(value: float, step: float) -> str:
-    decimals = 0 if step >= 1 else min(2, -math.floor(math.log10(step)) + (1 if step * 10 % 1 else 0))
+    """As many decimals as the step has ($2.5 steps: $7.5, never $8; $0.0005 steps: never $0.00 for all)."""
+    decimals = len(f"{step:.8f}".rstrip("0").partition(".")[2])
     return f"${value:,.{decimals}f}"
 
 
@@ -307,7 +314,7 @@ def _top_experiments(experiments: list[Bar]) -> tuple[list[Bar], list[Bar]]:
     return experiments[:MAX_EXPERIMENTS], experiments[MAX_EXPERIMENTS:]
 
 
-def _experiment_panel(canvas: Canvas, experiments: list[Bar], y: int) -> int:
+def _experiment_panel(canvas: Canvas, experiments: list[Bar], y: int, running: int = 0) -> int:
     """Horizontal bars, largest first: long names read left to right instead of being squeezed."""
     y = _heading(canvas, y, "Spend per experiment ($), largest first")
     shown, rest = _top_experiments(experiments)
@@ -334,7 +341,8 @@ def _experiment_panel(canvas: Canvas, experiments: list[Bar], y: int) -> int:
         canvas.text(left + w + 8, text_y, values[i], TEXT_COLOR, SCALE)
     if not shown:
         canvas.text(left + 16, y + 8, "no closed, priced runs", MUTED_COLOR, SCALE)
-    axis_title = "$ spent (closed runs with a known price)"
+    so_far = f"; {running} running pod{'s' if running != 1 else ''} so far" if running else ""
+    axis_title = f"$ spent (closed runs with a known price{so_far})"
     canvas.text(left + (right - left - text_width(axis_title, SCALE)) // 2, base + 8 + LINE, axis_title, MUTED_COLOR)
     if rest:
         more = f"and {len(rest)} smaller experiment(s): {usd(sum(b.cost_usd for b in rest))} together"
@@ -362,7 +370,7 @@ def render_png(data: PlotData, width: int = 1000) -> bytes:
     left = PAD + max(text_width(t, SCALE) for t in _tick_labels(max((b.cost_usd for b in data.weeks), default=0)))
     left += 12
     y = _week_panel(canvas, data.weeks, y, left)
-    _experiment_panel(canvas, data.experiments, y + LINE)
+    _experiment_panel(canvas, data.experiments, y + LINE, data.running)
     return canvas.png()
 
 

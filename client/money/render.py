@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpuc.client.text import WIDTH, drop_empty, render_table
-from gpuc.core.ledger import LedgerSummary, row_cost, running_lines
+from gpuc.core.ledger import LedgerSummary, row_cost, running_lines, usd
 from gpuc.core.termsafe import clean
 
 if TYPE_CHECKING:
@@ -164,14 +164,18 @@ def result_json(result: PickResult) -> str:
 
 # -- ledger -----------------------------------------------------------------------------------------
 def _money(value: float | None) -> str:
-    return "-" if value is None else f"${value:,.2f}"
+    return "-" if value is None else usd(value)
+
+
+def _price(value: float | None) -> str:
+    return "-/h" if value is None else f"${value:,.3f}/h"  # as the price line says it
 
 
 def render_summary(summary: LedgerSummary, path: Path) -> str:
     title = summary.month or "all months"
     lines = [
         f"{title}: {summary.rows} row(s), {summary.total_hours:.2f} h, {_money(summary.total_cost_usd)}, "
-        f"effective {_money(summary.effective_price_per_hour)}/h  ({path})"
+        f"effective {_price(summary.effective_price_per_hour)}  ({path})"
     ]
     lines += running_lines(summary)  # pods still billing: "running, so far", and the month with them
     for heading, groups in (("by experiment", summary.by_experiment), ("by gpu", summary.by_gpu)):

@@ -28,6 +28,7 @@ OLDER_GPUC = "invalid choice: 'ask'"  # argparse, on a pod whose gpuc predates `
 ERROR_MAX = 300
 ANSWER_TIMEOUT_S = 60.0
 UNPACK_TIMEOUT_S = 600.0
+CLEAN_TIMEOUT_S = 900.0  # a push of what changed since the job's end first (usually nothing), then the removal
 KEY_SCOPE_TIMEOUT_S = 90.0
 
 
@@ -40,7 +41,7 @@ class PodAnswerError(GpucError):
         self.error = error
 
 
-ACTING = frozenset({"unpack"})
+ACTING = frozenset({"unpack", "clean-results"})
 
 
 class OlderPod(PodAnswerError):
@@ -171,3 +172,30 @@ def key_scope(access: PodAccess) -> dict[str, int]:
     """HTTP statuses by name (own_pod, list, v2_own); a call that got no status is left out."""
     found = ask_pod(access, ["key-scope"], timeout_s=KEY_SCOPE_TIMEOUT_S)
     return {k: v for k, v in found.items() if k not in ("ask", "v") and type(v) is int and 100 <= v <= 599}
+
+
+# -- clean-results: results/ pushed, then emptied of what the destination holds (`gpuc run --clean`) -----------
+@dataclass(frozen=True)
+class Cleaned:
+    removed: int
+    removed_bytes: int
+    kept: list[str]  # what stays, and why (at most 20 named)
+    kept_count: int
+    destination: str
+
+
+def clean_results(access: PodAccess) -> Cleaned:
+    """Ask the pod to push results/ and remove what the destination holds as it is (instance_side/clean.py).
+    PodAnswerError with the pod's reason when it removed nothing (a failed push, no destination, a job)."""
+    found = ask_pod(access, ["clean-results"], timeout_s=CLEAN_TIMEOUT_S)
+    removed, size, kept, count, where = (
+        found.get("removed"), found.get("removed_bytes"), found.get("kept"), found.get("kept_count"),
+        found.get("destination"),
+    )
+    if not (
+        _size(removed) and _size(size) and _size(count) and _text(where, 300)
+        and isinstance(kept, list) and all(_text(k, 300) for k in kept)
+    ):
+        raise _unreadable("clean-results", Unreadable("a field is not of its type"))
+    assert isinstance(removed, int) and isinstance(size, int) and isinstance(count, int) and isinstance(where, str)
+    return Cleaned(removed, size, [str(k) for k in kept][:20], count, where)

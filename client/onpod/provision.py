@@ -101,7 +101,7 @@ def install_code(access: PodAccess, bundle: Bundle, installer: Installer, echo: 
     if code == 0 and out.strip() == bundle.sha256:
         code, _ = access.read(["test", "-x", str(paths.python)], timeout_s=60.0)
         if code == 0:
-            echo(f"  gpuc {bundle.sha256[:12]} already installed on the pod")
+            echo(f"  gpuc already installed on the pod (this bundle, sha256 {bundle.sha256[:12]})")
             return False
     found = find_python(access, installer)
     started = time.monotonic()
@@ -116,8 +116,8 @@ def install_code(access: PodAccess, bundle: Bundle, installer: Installer, echo: 
         )
     access.put_file(_rel(paths, marker), f"{bundle.sha256}\n".encode(), 0o644)
     echo(
-        f"  gpuc installed on the pod ({len(bundle.data) // 1024} KB, {bundle.sha256[:12]}) for python "
-        f"{found.version} at {found.path}, in {time.monotonic() - started:.1f} s"
+        f"  gpuc installed on the pod for python {found.version} at {found.path}, in "
+        f"{time.monotonic() - started:.1f} s (its {len(bundle.data) // 1024} KB bundle, sha256 {bundle.sha256[:12]})"
     )
     return True
 

@@ -67,12 +67,42 @@ def _is_c_option(arg: str) -> bool:
     return arg.startswith("-") and not arg.startswith("--") and "c" in arg[1:]
 
 
-def check_in_bundle(command: list[str], bundle: Bundle, *, clone: bool) -> None:
-    """Before anything is rented: a file the command runs (`python trian.py`) that is not in the upload is
-    refused here, with the nearest name sent, rather than after a create, a boot and an upload. Only
-    relative paths the upload decides: an absolute path, one outside the folder, or under `repo/` when
-    GPUC_GIT_REMOTE's clone lands there, is left to the check on the pod."""
+def is_runner(word: str) -> bool:
+    """An interpreter or launcher the command's first word usually is (python3, bash, torchrun)."""
+    name = os.path.basename(word)
+    return bool(_PYTHON.match(name)) or name in _SHELLS or name in _LAUNCHERS
+
+
+def check_dashes(experiment: str, command: list[str], *, dashes: bool) -> None:
+    """`gpuc up python train.py`: with no name and no `--`, click takes the interpreter for the experiment's
+    name and the script for the command, which the pod cannot run ("no program 'train.py'") after a rent and
+    an install. Refused here, before anything, with the line that was meant."""
+    if dashes or not command or not is_runner(experiment):
+        return
+    meant = shlex.join([experiment, *command])
+    raise ConfigError(
+        f"`gpuc up {meant[:80]}` would name the experiment {experiment!r} and run `{shlex.join(command)[:80]}`: "
+        "nothing was rented",
+        hint=f"put a name and `--` before the command: gpuc up NAME -- {meant[:80]} (or gpuc up -- {meant[:80]},"
+        " which takes this folder's name)",
+    )
+
+
+def check_in_bundle(command: list[str], bundle: Bundle, *, clone: bool, nothing: str = "rented") -> None:
+    """Before anything is rented (or, for `run --sync`, uploaded): a file the command runs (`python trian.py`)
+    that is not in the upload is refused here, with the nearest name sent, rather than after a create, a boot
+    and an upload. Only relative paths the upload decides: an absolute path, one outside the folder, or under
+    `repo/` when GPUC_GIT_REMOTE's clone lands there, is left to the check on the pod. So is a program, but
+    not a script of the upload named as one (`train.py`, no interpreter): the pod's PATH never holds it."""
     sent = set(bundle.files) | set(bundle.links)
+    program = named_files(command)[0]
+    if program is not None and "." in program and program in sent:
+        runner = "bash" if program.endswith(".sh") else "python"
+        raise ConfigError(
+            f"`{shlex.join(command)[:80]}`: {program} is a file of the upload, not a program on the pod's PATH;"
+            f" nothing was {nothing}",
+            hint=f"name its interpreter first, after the `--`: {shlex.join([runner, *command])[:80]}",
+        )
     for named in named_files(command)[1]:
         rel = posixpath.normpath(named)
         if named.startswith(("/", "~")) or rel == ".." or rel.startswith("../") or rel in sent:
@@ -82,10 +112,11 @@ def check_in_bundle(command: list[str], bundle: Bundle, *, clone: bool) -> None:
         near = difflib.get_close_matches(rel, sorted(sent), n=1, cutoff=0.6)
         guess = f"did you mean {near[0]}? " if near else ""
         why = " (it was left out as a likely secret)" if rel in bundle.skipped else ""
+        where = "gpuc up" if nothing == "rented" else "it"
         raise ConfigError(
             f"`{shlex.join(command)[:80]}`: {named} is not in the upload{why} ({bundle.describe()}); nothing was"
-            " rented",
-            hint=f"{guess}run gpuc up from the project's folder (git-ignored files are not sent), or fix the path",
+            f" {nothing}",
+            hint=f"{guess}run {where} from the project's folder (git-ignored files are not sent), or fix the path",
         )
 
 
@@ -114,9 +145,12 @@ def missing_message(missing: list[str], command: list[str], access: PodAccess, b
     return f"`{shlex.join(command)[:80]}`: {'; '.join(parts)}"
 
 
-def check_command(access: PodAccess, command: list[str], bundle: Bundle | None, *, destroying: bool = True) -> None:
+def check_command(
+    access: PodAccess, command: list[str], bundle: Bundle | None, *, destroying: bool = True, fix: str | None = None
+) -> None:
     """Raise ConfigError when what COMMAND runs is not on the pod. From `up` the pod was just created for
-    this job: the error destroys it (seconds billed, not the bootstrap's minutes and the job's failure)."""
+    this job: the error destroys it (seconds billed, not the bootstrap's minutes and the job's failure).
+    `fix`: the hint for a pod that is kept, from what was missing (`run` says `--sync` for a file here)."""
     if not command:
         return
     missing = missing_on_pod(access, command)
@@ -129,7 +163,21 @@ def check_command(access: PodAccess, command: list[str], bundle: Bundle | None, 
             hint="the pod was destroyed; run gpuc up from the project's folder (git-ignored files are not sent),"
             " or fix the command's path",
         )
-    raise ConfigError(message, hint="fix the command's path, or copy the file onto the pod first")
+    raise ConfigError(message, hint=fix or "fix the command's path")
+
+
+def check_before_upload(access: PodAccess, command: list[str], bundle: Bundle) -> None:
+    """`run --sync`, before the upload: what the upload cannot bring (the program on the pod's PATH, a file
+    outside the folder) must be on the pod already, or the upload is for nothing. The files the upload
+    brings were checked against it here (check_in_bundle)."""
+    if not command:
+        return
+    program = named_files(command)[0]
+    sent = set(bundle.files) | set(bundle.links)
+    missing = [m for m in missing_on_pod(access, command) if m == program or posixpath.normpath(m) not in sent]
+    if missing:
+        message = missing_message(missing, command, access, None)
+        raise ConfigError(f"{message}; nothing was uploaded", hint="fix the command's name or path")
 
 
 def put_project(access: PodAccess, bundle: Bundle, command: list[str], say: Callable[[str], None]) -> None:

@@ -353,8 +353,16 @@ def wait_for_ssh(
         clock.sleep(interval_s)
 
 
-def wait_for_ssh_endpoint(provider: Provider, pod: Pod, *, clock: Clock, timeout_s: float = 180.0) -> Pod:
-    """RUNNING comes before the public port mapping on RunPod: poll until the pod has both."""
+def wait_for_ssh_endpoint(
+    provider: Provider,
+    pod: Pod,
+    *,
+    clock: Clock,
+    timeout_s: float = 180.0,
+    tick: Callable[[str], None] | None = None,
+) -> Pod:
+    """RUNNING comes before the public port mapping on RunPod: poll until the pod has both. `tick`: called each
+    poll with the pod's status (client/progress.py says a line now and then on a pipe)."""
     start = clock.now()
     current: Pod | None = pod
     while current is not None and not (current.ssh_host and current.ssh_port):
@@ -365,6 +373,8 @@ def wait_for_ssh_endpoint(provider: Provider, pod: Pod, *, clock: Clock, timeout
             )
         clock.sleep(2.0)
         current = provider.get(pod.id)
+        if tick is not None and current is not None:
+            tick(current.status)
     if current is None:
         raise SshError(f"pod {pod.id} disappeared while waiting for its ssh address", hint="check gpuc ls")
     return current

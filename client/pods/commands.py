@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from gpuc.client.context import Ctx, pass_ctx
+from gpuc.client.context import Ctx, pass_ctx, talk
 from gpuc.client.pods import survey
 from gpuc.client.pods.listing import ls_lines
 from gpuc.core.clock import parse_duration
@@ -78,7 +78,7 @@ def keep(ctx: Ctx, pod: str, duration: str) -> None:
 
     seconds = parse_duration(duration)
     with ctx:
-        click.echo(keep_lease(pod, seconds, ctx, duration))
+        talk(keep_lease(pod, seconds, ctx, duration))
 
 
 @click.command()
@@ -99,4 +99,4 @@ def extend(ctx: Ctx, pod: str, duration: str | None, to: str | None) -> None:
 
     seconds = parse_duration(duration) if duration is not None else None
     with ctx:
-        click.echo(extend_deadline(pod, ctx, seconds=seconds, to=to))
+        talk(extend_deadline(pod, ctx, seconds=seconds, to=to))

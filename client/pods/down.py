@@ -9,9 +9,12 @@ from pathlib import Path
 
 from gpuc.client.context import Ctx
 from gpuc.client.pods.run import look_up
+from gpuc.client.pods.spent import spent
+from gpuc.client.progress import Ticker
 from gpuc.client.runs import RunRecord
 from gpuc.core.api import EndRequest, RunRecovery
 from gpuc.core.errors import GpucError, NotFound, ProviderError, SafetyRefusal
+from gpuc.core.ledger import money
 from gpuc.core.pod import Pod
 from gpuc.core.providers.base import Provider
 from gpuc.core.termsafe import clean_line
@@ -41,6 +44,7 @@ def down(
     if pod is None:
         ctx.echo(f"{run.pod_id} is already gone at {run.provider}")
         _finish_down(run, ctx, note, recovering)
+        _say_spent(run, ctx, recovering)
         return
     steps = [
         "stop the run's recovery (if it recovers)",
@@ -59,7 +63,11 @@ def down(
         _sync_gate(provider, pod, ctx, force)
     end_at = ctx.clock.now()
     _record_end(ctx, pod.id, end_at, note)
-    _notify(ctx, title("destroyed by gpuc down", experiment=run.experiment), f"Nothing to do. Pod {pod.id}.")
+    so_far = spent(ctx, run.pod_id) if recovering is None else None  # a run's attempts: its row closes below
+    cost = so_far.usd if so_far is not None else None
+    _notify(
+        ctx, title("destroyed by gpuc down", experiment=run.experiment, cost_usd=cost), f"Nothing to do. Pod {pod.id}."
+    )
     result = provider.destroy(pod.id)
     if not provider.confirm_gone(pod.id, ctx.clock):
         raise ProviderError(
@@ -69,6 +77,19 @@ def down(
         )
     ctx.echo(f"{pod.id}: {result.replace('_', ' ')}, confirmed gone")
     _finish_down(run, ctx, note, recovering)
+    _say_spent(run, ctx, recovering)
+
+
+def _say_spent(run: RunRecord, ctx: Ctx, recovering: RunRecovery | None) -> None:
+    """The ledger's figure once its row is closed: what the pod (a recovering run: every attempt) cost."""
+    found = spent(ctx, run.pod_id)
+    if recovering is not None and (found is None or not found.final):
+        # The run's one row stays open until the watchdog records its end: its own figure, not the first pod's.
+        ctx.echo(f"  the run spent {money(recovering.spent_usd)} across {len(recovering.attempts)} attempt(s)"
+                 " (the watchdog's figure; its ledger row closes once the watchdog records its end)")
+    elif found is not None:
+        whole = "the run (every attempt)" if recovering is not None else "the pod"
+        ctx.echo(f"  {whole} {found.words()} (gpuc ledger)")
 
 
 def look_up_run(ref: str, ctx: Ctx) -> tuple[RunRecord, Pod | None, Provider]:
@@ -129,10 +150,13 @@ def settled(run_id: str, ctx: Ctx) -> RunRecovery | None:
     """The run as the watchdog keeps it once no pass is inside an act on it (read after the stop: an act claimed
     before the stop sees it at its next step), or as it is after BUSY_WAIT_S."""
     waited = 0.0
+    every_s = ctx.settings.progress_every_s
+    ticker = Ticker("waiting for the watchdog to finish with the run", ctx.clock, say=ctx.echo, every_s=every_s)
     while True:
         now = ctx.watchdog.run(run_id)
         if now is None or now.busy is None or waited >= BUSY_WAIT_S:
             return now
+        ticker.tick(now.busy)
         ctx.clock.sleep(BUSY_POLL_S)
         waited += BUSY_POLL_S
 

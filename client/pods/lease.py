@@ -20,12 +20,15 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from gpuc.client.context import Ctx
+from gpuc.client.pods.spent import Spent, spent
+from gpuc.client.runs import RunRecord
 from gpuc.client.text import clock_utc, span_words
 from gpuc.core.clock import iso, parse_iso
-from gpuc.core.errors import ConfigError, FunctionsError
+from gpuc.core.errors import ConfigError, FunctionsError, GpucError
+from gpuc.core.ledger import money
 
 if TYPE_CHECKING:
-    from gpuc.core.api import DeadlineAnswer, DeadlineRequest
+    from gpuc.core.api import DeadlineAnswer, DeadlineRequest, RunRecovery
 
 # The watchdog's refusals name their limits:
 #   "... until is too large (at most max_hours ahead, <ISO>)"  (a lease)
@@ -70,9 +73,64 @@ def extend(ref: str, ctx: Ctx, *, seconds: float | None = None, to: str | None =
             f"cannot move a deadline by {span_words(seconds or 0.0)}" if to is None else f"--to {to!r} is out of range",
             hint=f"ask for a time to come, within your cap: gpuc extend {ref} 2h",
         ) from None
-    pod_id = _pod_id(ref, ctx)
+    run = ctx.runs.find(ref)
+    recovering = _recovering(run.run_id, ctx)
+    pod_id = _pod_id(ref, ctx, recovering)
     asked = to if to is not None else f"{span_words(seconds or 0.0)} more"
-    return ends_words(pod_id, _move(pod_id, request, ctx, ref, asked), now)
+    answer = _move(pod_id, request, ctx, ref, asked)
+    said = ends_words(pod_id, answer, now)
+    if answer.deadline_at == answer.previous:
+        return said
+    return f"{said}\n{worst_words(ctx, run, pod_id, answer, recovering is not None)}"
+
+
+def worst_words(ctx: Ctx, run: RunRecord, pod_id: str, answer: DeadlineAnswer, recovers: bool) -> str:
+    """What the new deadline puts at stake: the pod's worst case (its price from its start to the deadline)
+    and what it spent so far; for a run that recovers from outbids, its envelope as the watchdog now holds it
+    (moved with the deadline: functions/runs.py move_envelope), across every attempt."""
+    now = ctx.clock.now()
+    if recovers:
+        moved = _recovering(run.run_id, ctx)
+        if moved is not None:
+            return (
+                f"  run {run.run_id} recovers from outbids: its envelope is now {money(moved.envelope_usd)} across"
+                f" every attempt, to {clock_utc(moved.deadline_at, now)}; {money(moved.spent_usd)} spent so far"
+            )
+    so_far = spent(ctx, run.pod_id) if run.pod_id == pod_id else None
+    if so_far is None:
+        so_far = _from_watchdog(ctx, pod_id)
+    worst = so_far.worst_to(answer.deadline_at) if so_far is not None else None
+    if so_far is None or worst is None:
+        return "  its worst case is not known: no price on record (gpuc ledger)"
+    was = so_far.worst_to(answer.previous)
+    before = f" (was {money(was)})" if was is not None else ""
+    return (
+        f"  worst case now {money(worst)}{before}: {money(so_far.price_per_hour or 0.0)}/h from its start to its"
+        f" deadline; {so_far.words()}"
+    )
+
+
+def _from_watchdog(ctx: Ctx, pod_id: str) -> Spent | None:
+    """The pod's price and start as the watchdog registered them, when the ledger has no row for it."""
+    try:
+        records = ctx.watchdog.status().pods
+    except GpucError:
+        return None
+    rec = next((r for r in records if r.pod_id == pod_id), None)
+    if rec is None or rec.started_at is None:
+        return None
+    hours = max(0.0, ctx.clock.now() - rec.started_at) / 3600
+    price = rec.price_per_hour
+    return Spent(hours, price * hours if price is not None else None, False, price, rec.started_at)
+
+
+def _recovering(run_id: str, ctx: Ctx) -> RunRecovery | None:
+    """The run as the watchdog keeps it when it recovers from outbids (`up --recover`) and is not done."""
+    try:
+        found = ctx.watchdog.run(run_id)
+    except GpucError:
+        return None
+    return found if found is not None and not found.done else None
 
 
 def ends_words(pod_id: str, answer: DeadlineAnswer, now: float, *, kept_until: float | None = None) -> str:
@@ -108,8 +166,13 @@ def parse_when(text: str, now: float) -> float:
     return when.timestamp()
 
 
-def _pod_id(ref: str, ctx: Ctx) -> str:
+def _pod_id(ref: str, ctx: Ctx, recovering: RunRecovery | None = None) -> str:
+    """The run's pod; for a run that recovers from outbids, its latest attempt still there (the first pod may
+    be long gone)."""
     run = ctx.runs.find(ref)
+    live = [a.pod_id for a in recovering.attempts if a.end is None] if recovering is not None else []
+    if live:
+        return live[-1]
     if run.pod_id is None:
         raise ConfigError(f"run {run.run_id} has no pod id", hint="`gpuc ls` shows live pods")
     return run.pod_id

@@ -1,7 +1,9 @@
 """`gpuc ls` as a table: one line per pod, then one line per provider that was NOT read.
 
 "no pods" is printed only when every provider was read: a provider without a key was never asked, and
-an empty table over an unread account is how a forgotten pod stays forgotten.
+an empty table over an unread account is how a forgotten pod stays forgotten. Otherwise the line names the
+providers that were read ("no pods at local, runpod"); one the user never set up or asked for gets no line
+of its own (client/pods/survey.py asked_for).
 
 Every cell and state is cleaned of terminal controls (core/termsafe.py): names, statuses and the
 providers' own texts are the pod's or the provider's word, and a pod on Vast is a stranger's machine.
@@ -9,10 +11,10 @@ providers' own texts are the pod's or the provider's word, and a pod on Vast is 
 
 from __future__ import annotations
 
-import shutil
 from typing import TYPE_CHECKING
 
-from gpuc.client.text import WIDTH, clock_utc, render_table, short_span
+from gpuc.client.text import clock_utc, render_table, short_span, table_width
+from gpuc.core.providers.registry import KEY_FIELDS
 from gpuc.core.termsafe import clean_line
 
 if TYPE_CHECKING:
@@ -80,18 +82,31 @@ def next_view(row: dict[str, object], now: float) -> str:
     attempt = row.get("attempt")  # a recovering run's pod (`up --recover`): "attempt 2/3"
     if isinstance(attempt, str):
         parts.append(attempt)
+    warm = row.get("warm_s")
+    if isinstance(warm, int | float):
+        parts.append(warm_view(row, warm))
     deadline = row.get("deadline_at")
     if isinstance(deadline, int | float):
         parts.append(f"deadline in {short_span(deadline - now)}")
     idle, ends = row.get("idle_s"), row.get("idle_destroy_in_s")
-    if row.get("busy"):
+    if isinstance(warm, int | float):
+        pass  # said above, in a warm pod's words
+    elif row.get("busy"):
         parts.append("busy")
     elif isinstance(idle, int | float) and isinstance(ends, int | float):
         parts.append(f"idle {short_span(idle)}, ends in {short_span(ends)}")
-    warm = row.get("warm_s")
-    if isinstance(warm, int | float):
-        parts.append(f"warm {short_span(warm)}")
     return "; ".join(parts) or "-"
+
+
+def warm_view(row: dict[str, object], warm: float) -> str:
+    """A warm pod (`up --warm`): a job running, or how long it has had none and when its warm time ends it."""
+    head = f"warm {short_span(warm)}"
+    idle, ends = row.get("idle_s"), row.get("idle_destroy_in_s")
+    if row.get("job_running"):
+        return f"{head}: job running"
+    if row.get("busy") is False and isinstance(idle, int | float) and isinstance(ends, int | float):
+        return f"{head}: no job for {short_span(idle)}, ends in {short_span(ends)}"
+    return f"{head}: no job, busy" if row.get("busy") else head
 
 
 def _hhmm(ts: float, now: float) -> str:
@@ -117,17 +132,17 @@ def cells(row: dict[str, object], answered: bool, now: float) -> list[str]:
     ]
 
 
-def ls_lines(listing: Listing) -> list[str]:
+def ls_lines(listing: Listing, width: int | None = None) -> list[str]:
+    """`width`: the table's (default: table_width(), the terminal's or none)."""
     unread = [(name, state) for name, state in listing.providers.items() if state != "read"]
     if not listing.rows:
-        if not unread:
-            return ["no pods"]
         read = [name for name, state in listing.providers.items() if state == "read"]
+        if not unread and set(read) >= {"local", *KEY_FIELDS}:
+            return ["no pods"]
         lines = [f"no pods at {', '.join(read)}" if read else "no provider could be read"]
     else:
         rows = [cells(r, listing.watchdog, listing.now) for r in listing.rows]
-        # A wider terminal shows NEXT whole (what costs money); 100 columns at least, as every table.
-        width = max(WIDTH, shutil.get_terminal_size((WIDTH, 24)).columns)
-        lines = render_table(HEADERS, rows, shrink=SHRINK, right=RIGHT, width=width)
+        # A wider terminal shows NEXT whole (what costs money); a pipe or a file gets every cell whole.
+        lines = render_table(HEADERS, rows, shrink=SHRINK, right=RIGHT, width=table_width() if width is None else width)
     width = max(len(name) for name, _ in unread) if unread else 0
     return lines + [f"{name:<{width}}  {clean_line(state)}" for name, state in unread]

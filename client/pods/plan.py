@@ -43,7 +43,7 @@ from gpuc.client.context import Ctx
 from gpuc.client.text import clock_utc, short_span
 from gpuc.core import gpunames
 from gpuc.core.budget import Ahead, MonthSpend, Outlook, RunEnvelope, ahead_of, ledger_burns, outlook, usd
-from gpuc.core.clock import parse_duration
+from gpuc.core.clock import hours_text, parse_duration
 from gpuc.core.destcheck import require_destination
 from gpuc.core.errors import ConfigError, GpucError, SafetyRefusal
 from gpuc.core.loopback import loopback_host
@@ -87,6 +87,9 @@ class UpOptions:
     over_budget: bool = False  # rent even if the month's budget would be crossed (client/pods/plan.py)
     note: str | None = None  # `up --note`: on the ledger row from its start (core.ledger.check_note)
     warm_s: float = 0.0  # `up --warm`: a job's end keeps the pod; idle this long, it ends (instance_side/idle.py)
+    # `up --warm` without --max-hours: each job's allowance; the deadline follows the jobs (client/pods/warm.py).
+    # 0: the deadline is fixed (--max-hours, or not warm).
+    warm_job_s: float = 0.0
     env_names: tuple[str, ...] = ()  # `--env NAME`: to the job through the pod's secrets file (core.podsecrets)
     # `--recover N`: after an outbid the watchdog re-rents and resumes the run up to N times, inside the run's one
     # envelope (client/pods/recovery.py); 0: none. `--recover-on-demand`: the last recovery rents on-demand.
@@ -382,7 +385,9 @@ def cost_line(q: Quote, opts: UpOptions, gpu: str, now: float) -> str:
     """The price and the most the pod can cost: true on every provider, because the bound is gpuc's own
     deadline (the pod's agent and the watchdog), never a provider field."""
     what = f"{gpu} x{opts.gpu_count}" if opts.gpu_count > 1 else gpu
-    ends = f"--max-hours {opts.max_hours:g}, ends at {clock_utc(now + opts.max_hours * 3600, now)}"
+    if opts.warm_job_s and q.envelope is None:
+        return warm_cost_line(q, opts, what, now)
+    ends = f"--max-hours {hours_text(opts.max_hours)}, ends at {clock_utc(now + opts.max_hours * 3600, now)}"
     held = "enforced by the pod's agent and the watchdog"
     if q.envelope is not None:
         price = "unknown" if q.price_per_hour is None else f"${q.price_per_hour:.3f}/h"
@@ -392,6 +397,21 @@ def cost_line(q: Quote, opts: UpOptions, gpu: str, now: float) -> str:
     price = f"${q.price_per_hour:.3f}/h for {what} ({q.source})"
     most = q.price_per_hour * opts.max_hours
     return f"price: {price}; at most ${most:.2f} by the deadline ({ends}), {held}"
+
+
+def warm_cost_line(q: Quote, opts: UpOptions, what: str, now: float) -> str:
+    """`up`'s price line for a warm pod whose deadline follows its jobs: what the budget holds for it."""
+    ends = clock_utc(now + opts.max_hours * 3600, now)
+    job, warm = short_span(opts.warm_job_s), short_span(opts.warm_s)
+    rule = (
+        f"one job of up to {job} (GPUC_WARM_JOB_HOURS) and its {warm} warm time, to its deadline at {ends}; each"
+        " `gpuc run` moves the deadline to as much after its start (--max-hours fixes it instead); enforced by the"
+        " pod's agent and the watchdog"
+    )
+    if q.price_per_hour is None:
+        return f"price: unknown ({q.source}) for {what}; no price to bound; warm pod: {rule}"
+    most = usd(q.price_per_hour * opts.max_hours)
+    return f"price: ${q.price_per_hour:.3f}/h for {what} ({q.source}); warm pod: the budget holds {most} for it, {rule}"
 
 
 def confirm(q: Quote, opts: UpOptions, gpu: str, ctx: Ctx, ask: Confirm | None) -> bool:
@@ -432,10 +452,18 @@ def weigh_budgets(
     q: Quote, opts: UpOptions, ctx: Ctx, records: list[PodRecord] | None
 ) -> tuple[list[BudgetWeight], list[str]]:
     """Every budget the user set, weighed; and what the figures rest on (notes). Empty with no budget."""
+    return weigh(ctx, records, opts.experiment, q.worst_usd(opts.max_hours))
+
+
+def weigh(
+    ctx: Ctx, records: Sequence[PodRecord] | None, experiment: str, worst: float | None
+) -> tuple[list[BudgetWeight], list[str]]:
+    """Every budget the user set against the month and the pods ahead, plus `worst` (a pod `up` would add, a
+    warm pod's deadline `run` would move: client/pods/warm.py; None: no bound)."""
     settings = ctx.settings
     wanted = [
         ("monthly_budget", "the monthly budget", None),
-        ("experiment_budget", f"experiment {opts.experiment}'s budget", opts.experiment),
+        ("experiment_budget", f"experiment {experiment}'s budget", experiment),
     ]
     wanted = [w for w in wanted if getattr(settings, w[0]) is not None]
     if not wanted:
@@ -443,7 +471,6 @@ def weigh_budgets(
     view = ledger_burns(ctx.ledger().entries(), records)
     now = ctx.clock.now()
     ahead = pods_ahead(records or [], ctx, now)
-    worst = q.worst_usd(opts.max_hours)
     weights = [
         BudgetWeight(
             env_name(name), scope, getattr(settings, name), outlook(view.burns, ahead, now, experiment=only), worst
@@ -531,7 +558,8 @@ def over_message(weight: BudgetWeight, q: Quote, opts: UpOptions) -> str:
     if q.envelope is not None:
         return (
             f"{weight.scope} would be crossed: {spent}; this run's envelope across all its attempts is "
-            f"{usd(q.envelope.usd)} (${hourly(q) or 0.0:.3f}/h with its disk x --max-hours {opts.max_hours:g}): "
+            f"{usd(q.envelope.usd)} (${hourly(q) or 0.0:.3f}/h with its disk x --max-hours "
+            f"{hours_text(opts.max_hours)}): "
             f"{usd(weight.outlook.total_usd + q.envelope.usd)} > {usd(weight.limit_usd)}"
         )
     if weight.worst_usd is None or q.price_per_hour is None:
@@ -542,8 +570,15 @@ def over_message(weight: BudgetWeight, q: Quote, opts: UpOptions) -> str:
     total = weight.outlook.total_usd + weight.worst_usd
     return (
         f"{weight.scope} would be crossed: {spent}; this pod's worst case is {usd(weight.worst_usd)} "
-        f"(${q.price_per_hour:.3f}/h x --max-hours {opts.max_hours:g}): {usd(total)} > {usd(weight.limit_usd)}"
+        f"(${q.price_per_hour:.3f}/h x {hours_words(opts)}): {usd(total)} > {usd(weight.limit_usd)}"
     )
+
+
+def hours_words(opts: UpOptions) -> str:
+    """The hours a pod's worst case counts: --max-hours, or a warm pod's job and warm time (client/pods/warm.py)."""
+    if opts.warm_job_s:
+        return f"{short_span(opts.max_hours * 3600)}, a job and its warm time"
+    return f"--max-hours {hours_text(opts.max_hours)}"
 
 
 def hourly(q: Quote) -> float | None:
@@ -560,6 +595,6 @@ def over_hint(weight: BudgetWeight, q: Quote, opts: UpOptions, settings: Setting
         return f"give the price (--price, $/h), {down}rent anyway with --over-budget, or {raise_it}"
     left = weight.limit_usd - weight.outlook.total_usd
     hours = math.floor(10 * left / rate) / 10 if rate > 0 else 0.0
-    fits = f"--max-hours {hours:g} fits, {usd(hours * rate)}"
+    fits = f"--max-hours {hours_text(hours)} fits, {usd(hours * rate)}"
     shorter = fits if hours >= 0.1 else "none fits what is left"
     return f"rent for fewer hours ({shorter}), {down}rent anyway with --over-budget, or {raise_it}"

@@ -9,12 +9,12 @@ when there is an end to take in.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
 from gpuc.client.context import Ctx
-from gpuc.client.runs import RunRecord
+from gpuc.client.runs import CLOSED, RunRecord
 from gpuc.core.clock import iso
 from gpuc.core.errors import GpucError
 from gpuc.core.providers.registry import KEY_FIELDS, keyed_providers
@@ -52,8 +52,9 @@ def providers_to_list(settings: Settings) -> list[str]:
 
 @dataclass
 class Listing:
-    """What `gpuc ls` found. `providers` says, for EVERY provider, whether it was read: an empty list
-    means "no pods" only when each says READ (a provider without a key was never asked)."""
+    """What `gpuc ls` found. `providers` says, for every provider the user set up or asked for (asked_for),
+    whether it was read: an empty list means "no pods" only when each says READ (a provider without a key
+    was never asked)."""
 
     rows: list[dict[str, object]]
     warnings: list[str]
@@ -77,7 +78,8 @@ def survey(ctx: Ctx) -> Listing:
     and one stuck endpoint delays no other's answer beyond its own deadline."""
     from gpuc.core.together import read_together
 
-    local = ctx.runs.by_pod_id()
+    all_runs = ctx.runs.all()
+    local = {r.pod_id: r for r in all_runs if r.pod_id}
     configured = providers_to_list(ctx.settings)
     watchdog = ctx.watchdog  # built here, not in a thread: Ctx builds each client once
     listers = {name: ctx.provider(name).list_pods for name in configured}
@@ -96,7 +98,10 @@ def survey(ctx: Ctx) -> Listing:
     except GpucError as exc:
         warnings.append(f"watchdog unreachable: {exc.message}")
     now = ctx.clock.now()
-    states = {name: f"not checked (no key: set {env_name(field)})" for name, field in KEY_FIELDS.items()}
+    asked = asked_for(ctx.settings, all_runs, watch.values())
+    states = {
+        name: f"not checked (no key: set {env_name(field)})" for name, field in KEY_FIELDS.items() if name in asked
+    }
     rows: list[dict[str, object]] = []
     for name in configured:
         try:
@@ -115,6 +120,16 @@ def survey(ctx: Ctx) -> Listing:
     order = ["local", *KEY_FIELDS]
     providers = {name: states[name] for name in order if name in states}
     return Listing(rows, warnings, providers, server_time is not None, now)
+
+
+def asked_for(settings: Settings, runs: Sequence[RunRecord], records: Iterable[PodRecord]) -> set[str]:
+    """The rented providers without a key that `ls` still names as not checked: the one GPUC_PROVIDER names,
+    and each where this laptop has a run still open or the watchdog a pod still live (a pod there may bill
+    unseen). A provider the user never set up is no line at all: "vast not checked (no key)" under every
+    listing of a RunPod-only user said nothing useful."""
+    open_runs = {r.provider for r in runs if r.phase not in CLOSED}
+    live = {r.provider for r in records if r.end_at is None and r.state not in ("destroyed", "ended")}
+    return {settings.provider} | open_runs | live
 
 
 def ls_row(
@@ -152,7 +167,10 @@ def money_fields(
     row["deadline_at"] = deadline
     row["warm_s"] = run.warm_s if run and run.warm_s else None
     beat = rec.last_heartbeat if rec else None
+    row["job_running"] = None if beat is None else beat.job_running
     row["busy"] = None if beat is None else bool(beat.job_running or beat.idle_minutes == 0)
+    if row["warm_s"] and beat is not None and not beat.job_running and beat.busy_reason is None:
+        row["busy"] = False  # a warm pod whose job just ended: its warm time runs from 0, not "busy"
     idle_s = None if beat is None or row["busy"] else beat.idle_minutes * 60 + seen
     row["idle_s"] = round(idle_s) if idle_s is not None else None
     limit = row["warm_s"] if isinstance(row["warm_s"], float) else idle_destroy_s

@@ -30,13 +30,16 @@ from gpuc.client.interrupts import (
 from gpuc.client.onpod.provision import IMAGE_PYTHON, install_agent, provision
 from gpuc.client.onpod.script import check_command, check_in_bundle, put_project
 from gpuc.client.onpod.ssh import wait_for_ssh_endpoint
-from gpuc.client.pods import allowlist, plan, recovery
+from gpuc.client.pods import allowlist, plan, recovery, warm
 from gpuc.client.pods.plan import UpOptions, check_env_file, check_experiment
 from gpuc.client.pods.run import job_started, short_command, start_job
+from gpuc.client.pods.spent import spent_words
+from gpuc.client.progress import Ticker, ticking
 from gpuc.client.text import clock_utc, short_span
 from gpuc.core.api import RegisterRequest
 from gpuc.core.bootkit import onstart_script
-from gpuc.core.errors import GpucError, ProviderError
+from gpuc.core.clock import hours_text
+from gpuc.core.errors import FunctionsError, GpucError, ProviderError
 from gpuc.core.ledger import sane_price, sane_ts
 from gpuc.core.models import PodSpec
 from gpuc.core.pod import WATCHDOG_ENV, Pod, new_run_id
@@ -125,7 +128,9 @@ def up(opts: UpOptions, ctx: Ctx) -> Pod | None:
         kit = recovery.kit_files(opts, ctx.settings, run_id)
         ctx.echo(f"  boot kit (gpuc's wheel and your project) written to {kit.place}")
     now = ctx.clock.now()
-    ctx.runs.record_intent(run_id, spec.name, opts.provider, opts.experiment, now, warm_s=opts.warm_s)
+    ctx.runs.record_intent(
+        run_id, spec.name, opts.provider, opts.experiment, now, warm_s=opts.warm_s, warm_job_s=opts.warm_job_s
+    )
     ctx.echo(f"creating {spec.name} on {opts.provider} ({opts.gpu}) ...")
     with stop_signals_raise():
         return _create_and_prepare(provider, spec, opts, ctx, secrets_env, recovery.Recovering(kit, priced.envelope))
@@ -170,6 +175,7 @@ def warn_running_experiment(provider: Provider, experiment: str, ctx: Ctx) -> No
         pods = provider.list_pods()
     except GpucError:
         return  # the create that follows meets the same outage and says so
+    close_gone_runs(provider.name, {p.id for p in pods}, experiment, ctx)
     runs = ctx.runs.by_pod_id()
     same = [
         p.id
@@ -185,12 +191,24 @@ def warn_running_experiment(provider: Provider, experiment: str, ctx: Ctx) -> No
         )
 
 
+def close_gone_runs(provider: str, listed: set[str], experiment: str, ctx: Ctx) -> None:
+    """This experiment's runs whose pods the provider no longer lists at all are over: a warm pod that ended
+    itself idle, a pod whose `up` did not wait. Else the experiment's name (`gpuc run exp`) would name two
+    open runs once this `up` adds its own, and be refused as ambiguous. Only runs that got to "running" (one
+    still being created by another `up` may not be listed yet); the phase is all this changes."""
+    for run in ctx.runs.all():
+        mine = run.experiment == experiment and run.provider == provider and run.phase == "running"
+        if mine and run.pod_id is not None and run.pod_id not in listed:
+            ctx.runs.set_phase(run.run_id, "ended", now=ctx.clock.now(), note="no longer listed at the provider")
+
+
 def _plan_up(spec: PodSpec, opts: UpOptions, echo: Echo) -> None:
     echo("dry run: nothing will be created")
     steps = [
         f"record intent {spec.name}",
         f"create on {opts.provider}: {opts.gpu} x{opts.gpu_count}, disk {spec.container_disk_gb}+{spec.volume_gb} GB, "
-        f"{'interruptible bid ' + str(opts.bid) if opts.interruptible else 'on-demand'}, max {opts.max_hours} h",
+        f"{'interruptible bid ' + str(opts.bid) if opts.interruptible else 'on-demand'}, "
+        f"max {hours_text(opts.max_hours)}",
         "register with the watchdog (fresh per-pod token)"
         + (f"; with the run's recovery plan (--recover {opts.recover})" if opts.recover else ""),
         "write the ledger start row",
@@ -244,6 +262,7 @@ def _after_create(
             deadline_at=deadline_at,
             recovery=recovering_plan,
             results_at=plan.results_prefix(ctx.settings, spec.experiment, spec.run_id),
+            warm_s=opts.warm_s or None,
         )
     )
     token = own or answer.token
@@ -284,7 +303,9 @@ def _after_create(
     ctx.echo(how_to_get_in(provider, pod))
     if opts.command:
         start_job(access, opts.command, opts.job_id)
-        ctx.echo(job_started(pod, opts.command))
+        ctx.echo(job_started(pod, opts.command, opts.warm_s))
+    elif opts.warm_s:
+        ctx.echo(warm.no_job_yet(pod.id, opts.warm_s, deadline_at, ctx.clock.now()))
     else:
         ctx.echo(no_job_yet(pod.id, ctx.settings.idle_destroy_s, deadline_at, ctx.clock.now()))
     return pod
@@ -321,21 +342,23 @@ def onto_pod(
             prepare(access)
         return access
     # RunPod reports RUNNING before the ssh port is mapped.
-    pod = wait_for_ssh_endpoint(provider, pod, clock=ctx.clock)
+    address = Ticker("waiting for its ssh address", ctx.clock, every_s=ctx.settings.progress_every_s)
+    pod = wait_for_ssh_endpoint(provider, pod, clock=ctx.clock, tick=address.tick)
     access = ctx.pod_access(provider, pod)
-    provision(
-        access,
-        pod,
-        spec,
-        ctx,
-        secrets_env,
-        token,
-        installer=pod_installer(ctx.settings),
-        before_bootstrap=prepare,
-        deadline_at=deadline_at,
-        job_needs_deps=job,
-        warm_s=warm_s,
-    )
+    with ticking("preparing the pod (gpuc, your code, the bootstrap)", every_s=ctx.settings.progress_every_s):
+        provision(
+            access,
+            pod,
+            spec,
+            ctx,
+            secrets_env,
+            token,
+            installer=pod_installer(ctx.settings),
+            before_bootstrap=prepare,
+            deadline_at=deadline_at,
+            job_needs_deps=job,
+            warm_s=warm_s,
+        )
     return access
 
 
@@ -348,6 +371,8 @@ def pod_installer(settings: Settings) -> Installer:
 def wait_running(provider: Provider, pod_id: str, ctx: Ctx, timeout_s: float) -> Pod:
     start = ctx.clock.now()
     last = ""
+    # A pipe or a file: a plain line every GPUC_PROGRESS_EVERY_S (30 s) instead of the \r line.
+    ticker = Ticker("booting", ctx.clock, every_s=ctx.settings.progress_every_s)
     while True:
         pod = provider.get(pod_id)
         if pod is None:
@@ -366,6 +391,7 @@ def wait_running(provider: Provider, pod_id: str, ctx: Ctx, timeout_s: float) ->
         if line != last and sys.stderr.isatty():
             print(line, end="", file=sys.stderr, flush=True)
             last = line
+        ticker.tick(pod.status)
         if waited > timeout_s:
             raise ProviderError(
                 f"pod {pod_id} not running after {timeout_s:.0f}s",
@@ -384,6 +410,7 @@ def how_to_get_in(provider: Provider, pod: Pod) -> str:
 
 
 # -- the abort path ---------------------------------------------------------------------------------
+UP_STOPPED = "up stopped early: "  # the watchdog's note of the end (the status page shows why)
 WATCHDOG_END_LIMIT_S = 15.0  # after the destroy: only a false warning later is at stake, not money
 CLEANUP_LIMIT_S = 60.0  # the destroy's own retries fit; a provider that never answers does not hold the terminal
 FIND_TRIES = 3  # a pod whose create was cut off may take a moment to be listed (create_once looks as often)
@@ -428,7 +455,7 @@ def _abort(pod: Pod | None, spec: PodSpec, ctx: Ctx, exc: BaseException, begun: 
                 break
         for pod_id in destroyed:  # after the words: they say what happened, this only tidies the watchdog
             # onstart is set for a run with --recover only: its recovery is stopped too, so no attempt follows.
-            _end_at_watchdog(pod_id, ctx, f"up failed; destroyed ({why})", spec.run_id if spec.onstart else None)
+            _end_at_watchdog(pod_id, ctx, f"{UP_STOPPED}{why}", spec.run_id if spec.onstart else None)
         silence_broken_output()
 
 
@@ -463,7 +490,9 @@ def _destroy_made(pod: Pod | None, spec: PodSpec, ctx: Ctx, why: str, destroyed:
         lines[0] += " (the create's answer never came: found by its name)"
     if gone and _was_registered(spec, ctx):
         destroyed.append(pod.id)  # ended at the watchdog after this, outside the destroy's time limit
-    return lines + _close_books(pod.id, spec, ctx, f"up failed; destroyed ({why})")
+    books = _close_books(pod.id, spec, ctx, f"up failed; destroyed ({why})")
+    lines[0] += spent_words(ctx, pod.id)  # the ledger's row, closed just now: what the attempt cost
+    return lines + books
 
 
 def _was_registered(spec: PodSpec, ctx: Ctx) -> bool:
@@ -484,7 +513,14 @@ def _end_at_watchdog(pod_id: str, ctx: Ctx, note: str, recovering_run: str | Non
     with contextlib.suppress(GpucError, OSError, CleanupTimeout), time_limit(WATCHDOG_END_LIMIT_S):
         if recovering_run is not None:
             ctx.watchdog.stop_run(recovering_run)
-        ctx.watchdog.end(pod_id, EndRequest(end_at=ctx.clock.now(), by="down", note=note[:500]))
+        end = EndRequest(end_at=ctx.clock.now(), by="up", note=note[:500])
+        try:
+            ctx.watchdog.end(pod_id, end)
+        except FunctionsError as exc:
+            if exc.status != 400:
+                raise
+            # A watchdog older than "up" as an ender refuses the word: the end itself is what matters.
+            ctx.watchdog.end(pod_id, end.model_copy(update={"by": "down"}))
 
 
 def _close_books(pod_id: str | None, spec: PodSpec, ctx: Ctx, note: str) -> list[str]:

@@ -121,10 +121,16 @@ def drill(faults: bool, seed: int, as_json: bool) -> None:
     """Run the SPEC failure matrix F1-F18 on a virtual clock and print what each failure costs."""
     require_testkit("drill")
     # Lazy: the drill's scenarios live in gpuc.testkit, which only a clone of the repository has.
-    from gpuc.client.setup.drill_text import render
+    from gpuc.client.setup.drill_text import footer, header, row_lines
     from gpuc.testkit.drill import run_drill
 
-    report = run_drill(faults=faults, seed=seed)
-    click.echo(json.dumps(report.as_json(), indent=2) if as_json else render(report))
+    if as_json:
+        report = run_drill(faults=faults, seed=seed)
+        click.echo(json.dumps(report.as_json(), indent=2))
+    else:
+        # Each row the moment it is done: the whole drill takes minutes.
+        click.echo("\n".join(header()))
+        report = run_drill(faults=faults, seed=seed, on_row=lambda row: click.echo("\n".join(row_lines(row))))
+        click.echo("\n".join(footer(report)))
     if not report.ok:
         raise SystemExit(1)

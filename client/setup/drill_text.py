@@ -1,4 +1,9 @@
-"""`gpuc drill`'s text: the failure-matrix table, one row per failure, and the fault plan's totals."""
+"""`gpuc drill`'s text: the failure-matrix table, one row per failure, and the fault plan's totals.
+
+The drill takes minutes, so `gpuc drill` prints each row the moment it is done (`row_lines`). The columns of
+fixed width come first and the row's own words last, whole: a row's width is not known before it runs, and a
+cut "caught by" or bound is the one part a reader came for.
+"""
 
 from __future__ import annotations
 
@@ -12,27 +17,30 @@ def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
-def _line(r: RowResult) -> str:
+def header() -> list[str]:
+    return [
+        f"{'row':<5} {'':<4} {'billed':>7} {'bound':>7} {'false':>5} {'lost':>4} {'notif':>5}  failure; caught by; "
+        "bound (SPEC)",
+        f"{'':<10} {'min':>7} {'min':>7} {'kills':>5}",
+    ]
+
+
+def row_lines(r: RowResult) -> list[str]:
+    """The row, then each problem it found."""
     verdict = "ok" if r.ok else "FAIL"
-    return (
-        f"{r.row:<4} {r.failure[:44]:<44} {r.caught_by[:34]:<34} {_num(r.billed_min):>8} {_num(r.bound_min):>8}"
-        f"  {r.bound_text[:48]:<48} {r.false_kills:>5} {r.results_lost:>4} {r.notifications:>5}  {verdict}"
+    line = (
+        f"{r.row:<5} {verdict:<4} {_num(r.billed_min):>7} {_num(r.bound_min):>7} {r.false_kills:>5}"
+        f" {r.results_lost:>4} {r.notifications:>5}  {r.failure}; caught by {r.caught_by}; {r.bound_text}"
     )
+    return [line, *(f"  {r.row}: {p}" for p in r.problems)]
 
 
-def render(report: DrillReport) -> str:
-    head = (
-        f"{'row':<4} {'failure':<44} {'caught by':<34} {'billed':>8} {'bound':>8}  {'bound (SPEC)':<48}"
-        f" {'false':>5} {'lost':>4} {'notif':>5}"
-    )
-    lines = [head, f"{'':<84}{'min':>8} {'min':>8}  {'':<48} {'kills':>5}", *(_line(r) for r in report.rows)]
-    for r in report.rows:
-        lines.extend(f"  {r.row}: {p}" for p in r.problems)
+def footer(report: DrillReport) -> list[str]:
     f = report.faults
     kinds = ", ".join(f"{k} {n}" for k, n in sorted(f.injected.items())) or "none"
-    lines.append(
+    return [
         f"faults {'on' if report.faults_on else 'off'} (seed {report.seed}): {f.total} injected ({kinds}); "
-        f"pods leaked {f.pods_leaked}, double creates {f.double_creates}, double destroys {f.double_destroys}"
-    )
-    lines.append("drill: PASS" if report.ok else "drill: FAIL")
-    return "\n".join(lines)
+        f"pods leaked {f.pods_leaked}, double creates {f.double_creates}, double destroys {f.double_destroys}",
+        "drill: PASS" if report.ok else "drill: FAIL",
+    ]
+

@@ -8,7 +8,7 @@ import json
 
 import click
 
-from gpuc.client.context import Ctx, pass_ctx
+from gpuc.client.context import Ctx, pass_ctx, talk
 
 
 def _warn(text: str) -> None:
@@ -76,9 +76,9 @@ def resume(ctx: Ctx) -> None:
     with ctx:
         answer = ctx.watchdog.resume()
     if answer.resumed:
-        click.echo("new pods resumed: `gpuc up` may start pods again")
+        talk("new pods resumed: `gpuc up` may start pods again")
     else:
-        click.echo("new pods were not paused: nothing to resume")
+        talk("new pods were not paused: nothing to resume")
 
 
 @watchdog.command()
@@ -125,13 +125,13 @@ def deploy(
     from gpuc.client.watchdog import admin
 
     def ask(question: str) -> bool:
-        return click.confirm(question, default=True)
+        return click.confirm(question, default=True, err=True)
 
     from gpuc.core.clock import parse_duration
 
     every_s = parse_duration(reaper_every)
     admin.deploy(
-        ctx, dry_run, region, stack_name, carry, say=click.echo, warn=_warn, ask=ask, reaper_every_s=every_s,
+        ctx, dry_run, region, stack_name, carry, say=talk, warn=_warn, ask=ask, reaper_every_s=every_s,
         emulated=emulated, rotate_key=rotate_key,
     )
 
@@ -146,7 +146,7 @@ def remove(ctx: Ctx, region: str | None, stack_name: str, force: bool) -> None:
     a pod, since nothing out of band would end that pod afterwards."""
     from gpuc.client.watchdog import admin
 
-    admin.remove(ctx, region, stack_name, force, say=click.echo)
+    admin.remove(ctx, region, stack_name, force, say=talk)
 
 
 @click.command("notify")

@@ -157,6 +157,7 @@ _ENDED_BY = {
     "deadline": "ended at its deadline",
     "phone": "ended from the phone",
     "down": "ended by `gpuc down`",
+    "up": "destroyed by `gpuc up` as it stopped early",
     "reaper": "destroyed by the watchdog",
 }
 
@@ -179,10 +180,14 @@ def exit_codes(deps: Deps) -> dict[str, int]:
 def outcome(pod: StoredPod, now: float, exit_code: int | None = None) -> str:
     """How an ended pod ended, in a few words a person reads on a phone, and when."""
     words = _ENDED_BY.get(pod.ended_by or "", "ended")
+    if pod.ended_by == "idle" and pod.warm_s:
+        words = f"ended itself: warm, no job for {minutes(pod.warm_s)}"
     if pod.ended_by == "wrapper" and exit_code is not None:
         words = f"its job ended: {exit_outcome(exit_code)}"
     if pod.ended_by == "reaper" and pod.reason:
         words += f" ({pod.reason[:80]})"
+    if pod.ended_by == "up" and pod.note:  # gpuc's own note: why `up` stopped (Ctrl-C, a failed install)
+        words += f" ({pod.note.removeprefix('up stopped early: ')[:80]})"
     if pod.state == "destroying":
         words += "; being destroyed"
     if pod.end_at is not None:
@@ -202,6 +207,7 @@ def pod_card(deps: Deps, pod: StoredPod, meta: ReaperMeta, now: float) -> str:
         ("Price", price),
         ("Spent", spent(pod, now)),
         ("Deadline", when(deadline_of(pod, settings), now)),
+        *warm_row(pod),
         ("Next", next_step(settings, pod, meta, now)),
     )
     kind = offer_kind(pod)
@@ -209,6 +215,15 @@ def pod_card(deps: Deps, pod: StoredPod, meta: ReaperMeta, now: float) -> str:
     title = f"{pod.name} · {pod.experiment}"
     head = f'<strong>{esc(title)}</strong><div class="muted">{esc(pod.pod_id)}</div>'
     return f'<div class="card">{head}{facts(rows)}{buttons}</div>'
+
+
+def warm_row(pod: StoredPod) -> tuple[tuple[str, str], ...]:
+    """A warm pod (`up --warm`) outlives its jobs: say so, and what ends it, beside its deadline."""
+    if not pod.warm_s:
+        return ()
+    beat = pod.last_heartbeat
+    now_doing = "a job is running; " if beat is not None and beat.job_running else ""
+    return (("Warm", f"{now_doing}kept {minutes(pod.warm_s)} after each job, for the next `gpuc run`"),)
 
 
 def watchdog_word(pod: StoredPod) -> str:
@@ -226,9 +241,14 @@ def spent(pod: StoredPod, now: float) -> str:
 
 def idle_step(settings: Settings, pod: StoredPod) -> float | None:
     """When the pod's agent ends it for idleness, from its last heartbeat: idle so long already (no job, no
-    ssh, GPU idle), it ends at idle_destroy_s. None when it is busy, kept alive, or has not said."""
+    ssh, GPU idle), it ends at idle_destroy_s; a warm pod with no job, at its warm time (`up --warm`, counted
+    from its last job's end). None when it is busy, kept alive, or has not said."""
     beat = pod.last_heartbeat
-    if beat is None or pod.last_seen is None or beat.job_running or beat.keep_file or beat.idle_minutes <= 0:
+    if beat is None or pod.last_seen is None or beat.job_running or beat.keep_file or beat.busy_reason is not None:
+        return None
+    if pod.warm_s:
+        return pod.last_seen + max(0.0, pod.warm_s - beat.idle_minutes * 60)
+    if beat.idle_minutes <= 0:
         return None
     return pod.last_seen + max(0.0, settings.idle_destroy_s - beat.idle_minutes * 60)
 
@@ -257,6 +277,10 @@ def next_step(settings: Settings, pod: StoredPod, meta: ReaperMeta, now: float) 
     idle = idle_step(settings, pod)
     if leased and pod.lease_until is not None:
         steps.append((pod.lease_until, f"kept until {when(pod.lease_until, now)} (gpuc keep); then watched as usual"))
+    elif idle is not None and pod.warm_s:
+        steps.append(
+            (idle, f"warm, no job: ends itself at {when(idle, now)} (results synced first), unless a job starts")
+        )
     elif idle is not None:
         steps.append((idle, f"ends itself idle at {when(idle, now)} (results synced first), unless work starts"))
     # A pod pinging as it should: the silence rule is no threat to it, and not what happens next.

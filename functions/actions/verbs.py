@@ -26,8 +26,9 @@ from typing import Any, Literal, get_args
 
 from gpuc.core import api
 from gpuc.core.api import ReapReport
+from gpuc.core.ledger import money
 from gpuc.core.notify import Action, Level
-from gpuc.core.titles import title
+from gpuc.core.titles import cost_so_far, title
 from gpuc.functions import runs
 from gpuc.functions.actions.links import ALL_PODS, Claim, Verb, claim_once, link_key, read, record_spent
 from gpuc.functions.actions.offers import LABELS, SAFE_VERBS
@@ -223,7 +224,9 @@ def do_anyway(deps: Deps, pod: StoredPod | None, claim: Claim, now: float, via: 
     run = _pass(deps, now)
     destroy(run, rec.model_copy(update=word), "destroy anyway asked from the phone (results/ not synced)")
     if _did(run, "destroy") and (after := deps.store.get_pod(rec.pod_id)) is not None and after.state == "destroyed":
-        return f"{rec.name} destroyed from the phone; its results/ was not synced. Ledger end {hm(now)}"
+        cost = cost_so_far(rec.price_per_hour, rec.started_at, now)
+        spent = f"; it ran {span(now - (rec.started_at or now))}, {money(cost)}" if cost is not None else ""
+        return f"{rec.name} destroyed from the phone; its results/ was not synced. Ledger end {hm(now)}{spent}"
     return f"destroying {rec.name} (asked from the phone); not confirmed gone yet: the reaper retries on its next pass"
 
 

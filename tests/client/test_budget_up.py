@@ -75,7 +75,7 @@ def test_up_refuses_a_pod_whose_worst_case_crosses_the_budget_naming_the_figures
     assert "the monthly budget would be crossed" in message
     assert "$42.00 spent of $50.00" in message and "this pod's worst case is $8.88" in message
     assert "$50.88 > $50.00" in message
-    assert "--max-hours 10.8 fits" in hint and "--over-budget" in hint and "GPUC_MONTHLY_BUDGET" in hint
+    assert "--max-hours 10h48m fits" in hint and "--over-budget" in hint and "GPUC_MONTHLY_BUDGET" in hint
     assert str(budgeted.env_file) in hint
     assert nothing_spent(deps, provider)
 

@@ -14,12 +14,13 @@ from click.testing import CliRunner
 from gpuc.client.command_table import COMMANDS
 from gpuc.client.context import Ctx
 from gpuc.client.pods.commands import extend, keep
+from gpuc.client.pods.lease import extend as extend_words
 from gpuc.client.pods.lease import parse_when
 from gpuc.client.pods.plan import Quote, UpOptions, before_create, cost_line
 from gpuc.client.runs import RunStore
 from gpuc.client.setup.doctor import check_deadline
 from gpuc.client.setup.doctor_live import live_report
-from gpuc.core.api import RegisterRequest
+from gpuc.core.api import AttemptRecord, DeadlineAnswer, DeadlineRequest, RegisterRequest, RunRecovery
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ConfigError
 from gpuc.core.providers.http import zero_backoff
@@ -56,6 +57,7 @@ def served(tmp_path: Path) -> Iterator[Served]:
                     key=derive_key(new_token()),
                     started_at=started,
                     deadline_at=started + HOUR,
+                    price_per_hour=0.5 if pod_id == "lp-1" else None,
                 )
             )
     env = {"GPUC_HOME": str(home), "GPUC_FUNCTIONS_URL": server.url, "GPUC_ADMIN_TOKEN": ADMIN}
@@ -79,7 +81,20 @@ def test_extend_moves_the_deadline_and_says_when_the_pod_now_ends(served: Served
     assert stored_deadline(server, "lp-1") == before + 2 * HOUR
     day = r"(\d{4}-\d\d-\d\d )?"  # another day's date, near midnight
     words = rf"lp-1: now ends at {day}\d\d:\d\d UTC \(3 h from now\), its deadline \(was {day}\d\d:\d\d UTC\)\n"
-    assert re.fullmatch(words, result.output), result.output
+    # What the new deadline puts at stake: $0.50/h from its start (now) to 3 h from now, and what it spent.
+    worst = (
+        r"  worst case now \$1\.50 \(was \$0\.5000\): \$0\.5000/h from its start to its deadline; "
+        r"\$0\.0\d{3} so far \(\d+s at \$0\.5000/h\)\n"
+    )
+    assert re.fullmatch(words + worst, result.stderr), result.stderr
+    assert result.stdout == "", "what gpuc did is talk: stderr"
+
+
+def test_extend_without_a_price_on_record_says_the_worst_case_is_not_known(served: Served) -> None:
+    _, env = served
+    result = CliRunner().invoke(extend, ["lp-old", "1h"], env=env)
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines()[-1] == "  its worst case is not known: no price on record (gpuc ledger)"
 
 
 def test_extend_past_the_cap_is_refused_in_words_and_nothing_moves(served: Served) -> None:
@@ -161,7 +176,7 @@ def test_the_price_line_names_the_layers_that_hold_on_every_provider(provider: s
     opts = UpOptions(experiment="x", provider=provider, max_hours=10)
     now = 1_790_000_000.0
     priced = cost_line(Quote(0.5, "listed"), opts, "RTX 4090", now)
-    assert "at most $5.00 by the deadline (--max-hours 10, ends at 2026-09-22 00:13 UTC)" in priced
+    assert "at most $5.00 by the deadline (--max-hours 10h, ends at 2026-09-22 00:13 UTC)" in priced
     unpriced = cost_line(Quote(None, "unknown"), opts, "RTX 4090", now)
     for line in (priced, unpriced):
         assert "enforced by the pod's agent and the watchdog" in line
@@ -202,3 +217,51 @@ def _iso(ts: float) -> str:
     from gpuc.core.clock import iso
 
     return iso(ts)
+
+
+class RecoveringWatchdog:
+    """A watchdog holding a run that recovers from outbids: its first pod v1 outbid and ended, attempt 2 (v2)
+    live. A deadline moved on v2 moves the run's envelope (functions/runs.py move_envelope)."""
+
+    def __init__(self, now: float) -> None:
+        self.now, self.moved_on = now, ""
+        self.view = RunRecovery(
+            run_id="r-spot", experiment="exp", provider="vast", recover=2, envelope_usd=4.0,
+            deadline_at=now + 3 * HOUR, spent_usd=0.9, as_of=now,
+            attempts=[
+                AttemptRecord(pod_id="v1", start=now - HOUR, price_per_hour=0.4, disk_per_hour=0.0, end=now - 600),
+                AttemptRecord(pod_id="v2", start=now - 500, price_per_hour=0.4, disk_per_hour=0.0),
+            ],
+        )
+
+    def run(self, run_id: str) -> RunRecovery | None:
+        return self.view if run_id == "r-spot" else None
+
+    def deadline(self, pod_id: str, request: DeadlineRequest) -> DeadlineAnswer:
+        self.moved_on = pod_id
+        was = self.view.deadline_at
+        assert request.extend_s is not None
+        self.view = self.view.model_copy(update={"deadline_at": was + request.extend_s, "envelope_usd": 6.0})
+        return DeadlineAnswer(deadline_at=was + request.extend_s, previous=was, limit_at=was + 40 * HOUR)
+
+    def close(self) -> None:
+        pass
+
+
+def test_extend_on_a_recovering_run_moves_its_live_attempt_and_says_the_new_envelope(tmp_path: Path) -> None:
+    clock = FakeClock()
+    settings = Settings(home=tmp_path / "home", env_file=tmp_path / "none.env")
+    runs = RunStore(settings.home)
+    runs.record_intent("r-spot", "gpuc-r-spot", "vast", "exp", clock.now())
+    runs.set_pod_id("r-spot", "v1")  # the laptop knows the first pod only: the watchdog rented v2
+    watchdog = RecoveringWatchdog(clock.now())
+    ctx = Ctx(settings, runs=runs, clock=clock, watchdog=watchdog)  # type: ignore[arg-type]
+    said = extend_words("exp", ctx, seconds=2 * HOUR)
+    assert watchdog.moved_on == "v2", "the run's pod now, not its outbid first one"
+    head, envelope = said.splitlines()
+    assert head.startswith("v2: now ends at ")
+    assert re.fullmatch(
+        r"  run r-spot recovers from outbids: its envelope is now \$6\.00 across every attempt, to "
+        r"(\d{4}-\d\d-\d\d )?\d\d:\d\d UTC; \$0\.9000 spent so far",
+        envelope,
+    ), envelope

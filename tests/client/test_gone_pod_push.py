@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from localworld import wait_for
 from test_podlife import World, world
 
 from gpuc.client.jobs.cp import cp
@@ -50,9 +51,12 @@ def test_results_cp_and_logs_of_a_gone_pod_come_from_its_last_push(
 
     here = results(pod.id, deps, to=tmp_path / "here")
     assert here is not None
-    assert {n: (here / n).read_bytes() for n in pushed} == pushed
-    assert not (here / "late.txt").exists()
+    # The layout of a kept pod's copy (client/jobs/copyout.py): results/ and, beside it, the job's log.
+    assert {n: (here / "results" / n).read_bytes() for n in pushed} == pushed
+    assert (here / "logs" / "job.log").read_text() == "epoch 1\nepoch 2\n"
+    assert not (here / "results" / "late.txt").exists() and not (here / "late.txt").exists()
     assert any("is gone: copied 2 files" in s and "from the last push (" in s and "not from the pod" in s for s in said)
+    assert any("what its job wrote after that push is not in them" in s for s in said), "the job had not ended"
 
     said.clear()
     into = tmp_path / "one"
@@ -69,3 +73,28 @@ def test_results_cp_and_logs_of_a_gone_pod_come_from_its_last_push(
     out = capsys.readouterr()
     assert "epoch 1\nepoch 2\n" in out.out
     assert "as of the last push (" in out.err and "not the pod's" in out.err
+
+
+JOB = "import os; os.makedirs('results', exist_ok=True); open('results/out.txt', 'w').write('42'); print('trained')"
+
+
+def test_results_of_a_pod_that_ended_cleanly_are_its_final_sync_with_the_log_in_the_kept_layout(
+    world: World, tmp_path: Path
+) -> None:
+    deps, provider, _ = world
+    said: list[str] = []
+    deps.echo = said.append
+    pod = up(UpOptions(experiment="clean", command=["python", "-c", JOB]), deps)
+    assert pod is not None
+    assert wait_for(lambda: provider.get(pod.id) is None), "the job's end synced, then destroyed the pod"
+    here = results(pod.id, deps, to=tmp_path / "here")
+    assert here is not None
+    assert sorted(p.relative_to(here).as_posix() for p in here.rglob("*") if p.is_file()) == [
+        "logs/job.log",
+        "logs/outcome.json",
+        "results/out.txt",
+    ], "as `gpuc results` of a kept pod lays it out"
+    assert (here / "results" / "out.txt").read_text() == "42" and "trained" in (here / "logs" / "job.log").read_text()
+    words = " ".join(said)
+    assert "final sync" in words and "after its job exited with code 0" in words, words
+    assert "not in them" not in words and "not from the pod" not in words, words

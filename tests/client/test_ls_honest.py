@@ -91,6 +91,7 @@ def every_provider(*pods: Pod, fail: str | None = None) -> list[ListingProvider]
     by_name: dict[str, list[Pod]] = {"local": [], "runpod": [], "vast": []}
     for pod in pods:
         by_name[pod.provider].append(pod)
+
     def failure(name: str) -> Exception | None:
         return ProviderUnavailable("HTTP 503 after 4 tries", provider=name) if name == fail else None
 
@@ -128,14 +129,44 @@ def record(pod_id: str, **fields: object) -> PodRecord:
 # -- "no pods" only when every provider was read -----------------------------------------------------------
 
 
-def test_ls_with_no_keys_never_says_no_pods() -> None:
-    """A fresh install: only the local provider can be read; RunPod and Vast were never asked."""
+def test_ls_with_no_keys_never_says_no_pods_and_names_no_provider_never_set_up() -> None:
+    """A fresh install: only the local provider can be read; RunPod and Vast were never asked, and never set up
+    or asked for: no line nags about them, and "no pods" names what was read."""
     result = CliRunner().invoke(ls, [])
     assert result.exit_code == 0, result.output
-    lines = result.stdout.splitlines()
-    assert "no pods" not in lines and lines[0] == "no pods at local"
-    assert any(line.startswith("runpod") and "not checked (no key: set RUNPOD_API_KEY)" in line for line in lines)
-    assert any(line.startswith("vast") and "not checked (no key: set VAST_API_KEY)" in line for line in lines)
+    assert result.stdout.splitlines() == ["no pods at local"], result.stdout
+    assert "not checked" not in result.output
+
+
+def test_a_runpod_only_user_hears_nothing_of_vast(tmp_path: Path) -> None:
+    providers = [p for p in every_provider() if p.name != "vast"]
+    ctx = deps_with(tmp_path, providers, Watchdog())
+    ctx.settings = ctx.settings.with_overrides(vast_api_key=None)
+    lines = ls_lines(survey(ctx))
+    assert lines == ["no pods at local, runpod"], lines
+
+
+@pytest.mark.parametrize("why", ["GPUC_PROVIDER", "an open run", "a live pod at the watchdog"])
+def test_a_provider_without_a_key_is_named_when_the_user_asked_for_it_or_a_pod_may_bill_there(
+    tmp_path: Path, why: str
+) -> None:
+    """Set as the provider, or holding a run this laptop started that is not closed, or a pod the watchdog
+    still watches: a pod there may bill unseen, so `ls` says it did not look."""
+    providers = [p for p in every_provider() if p.name != "vast"]
+    records = [record("v-1", provider="vast")] if why == "a live pod at the watchdog" else []
+    ctx = deps_with(tmp_path, providers, Watchdog(records))
+    ctx.settings = ctx.settings.with_overrides(
+        vast_api_key=None, provider="vast" if why == "GPUC_PROVIDER" else "local"
+    )
+    if why == "an open run":
+        ctx.runs.record_intent("r-1", "gpuc-r-1", "vast", "exp", T0)
+        ctx.runs.set_pod_id("r-1", "v-1")
+    lines = ls_lines(survey(ctx))
+    assert lines[0] == "no pods at local, runpod" and lines[-1].startswith("vast"), lines
+    assert "not checked (no key: set VAST_API_KEY)" in lines[-1]
+    if why == "an open run":  # closed, the run says nothing of what bills there now
+        ctx.runs.set_phase("r-1", "ended", now=T0)
+        assert ls_lines(survey(ctx)) == ["no pods at local, runpod"]
 
 
 def test_no_pods_is_said_when_every_provider_was_read(tmp_path: Path) -> None:
@@ -175,9 +206,9 @@ def test_ls_exits_0_when_the_unread_providers_have_no_key(tmp_path: Path) -> Non
 
 
 def test_json_says_on_stderr_which_providers_were_not_checked() -> None:
-    result = CliRunner().invoke(ls, ["--json"])
+    result = CliRunner().invoke(ls, ["--json"], env={"GPUC_PROVIDER": "vast"})
     assert json.loads(result.stdout) == []
-    assert "! runpod: not checked (no key" in result.stderr and "! vast: not checked (no key" in result.stderr
+    assert "! vast: not checked (no key" in result.stderr and "runpod" not in result.stderr
 
 
 # -- what a row says ---------------------------------------------------------------------------------------
@@ -232,10 +263,25 @@ def test_the_table_fits_100_columns_and_never_cuts_an_id(tmp_path: Path) -> None
         a_pod(provider="local", id="lp-0123456789", experiment=None, price_per_hour=None, created_at=None),
     ]
     records = [record(p.id, state="down", destroy_at=T0 + 240, lease_until=T0 + 90000) for p in pods]
-    lines = ls_lines(survey(deps_with(tmp_path, every_provider(*pods), Watchdog(records))))
+    listing = survey(deps_with(tmp_path, every_provider(*pods), Watchdog(records)))
+    lines = ls_lines(listing, width=WIDTH)  # a terminal of 100 columns
     assert max(len(line) for line in lines) <= WIDTH
     assert all(any(p.id in line for line in lines) for p in pods)
     assert any("8x H100" in line for line in lines)
+    # Not a terminal (a pipe, a file, cron): nothing is cut, whatever the width.
+    whole = ls_lines(listing)
+    assert not any("…" in line for line in whole)
+    assert any(f"a-very-long-experiment-name-about-something-{'x' * 20} " in line for line in whole)
+
+
+def test_through_a_pipe_ls_cuts_nothing(tmp_path: Path) -> None:
+    """`gpuc ls | cat` (CliRunner's stdout is no terminal): NEXT whole, as --json has it."""
+    pod = a_pod(experiment="an-experiment-with-a-name-long-enough-to-push-next-off-a-100-column-screen")
+    rec = record(pod.id, deadline_at=T0 + 11 * 3600 + 59 * 60 + 30)
+    result = CliRunner().invoke(ls, [], obj=deps_with(tmp_path, every_provider(pod), Watchdog([rec])))
+    assert result.exit_code == 0, result.output
+    (row,) = [line for line in result.stdout.splitlines() if pod.id in line]
+    assert "…" not in result.stdout and (pod.experiment or "") in row and "deadline in 11h59m" in row, result.stdout
 
 
 # -- startup -----------------------------------------------------------------------------------------------

@@ -64,7 +64,7 @@ def world(tmp_path: Path) -> Iterator[World]:
 def test_the_name_ls_shows_works_in_keep_run_logs_and_down(world: World) -> None:
     up = world.gpuc("up", "keepme", "-y")  # a pod with no job yet
     assert up.returncode == 0, up.stderr
-    assert "no job started: the pod is destroyed after 10m idle" in up.stdout, up.stdout  # GPUC_IDLE_DESTROY_S
+    assert "no job started: the pod is destroyed after 10m idle" in up.stderr, up.stderr  # GPUC_IDLE_DESTROY_S
     listed = world.gpuc("ls")
     assert "keepme" in listed.stdout, listed.stdout
     kept = world.gpuc("keep", "keepme", "--for", "1h")

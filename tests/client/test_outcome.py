@@ -48,8 +48,8 @@ def test_up_wait_streams_the_job_and_exits_with_its_code(world: World) -> None:
 def test_up_without_wait_says_the_job_started_not_that_it_succeeded(world: World) -> None:
     done = world.gpuc("up", "exp", "--", "python", "train.py", "1")
     assert done.returncode == 0, done.stderr
-    assert "job STARTED on" in done.stdout and "gpuc logs" in done.stdout
-    assert "succeeded" not in done.stdout.lower() and "exited" not in done.stdout
+    assert "job STARTED on" in done.stderr and "gpuc logs" in done.stderr and done.stdout == ""
+    assert "succeeded" not in done.stderr.lower() and "exited" not in done.stderr
 
 
 def test_the_wait_options_are_checked_before_anything_is_rented(world: World) -> None:
@@ -76,7 +76,7 @@ def test_a_script_missing_from_the_upload_is_refused_before_anything_is_rented(w
     assert "trian.py is not in the upload" in done.stderr and "nothing was rented" in done.stderr
     assert "did you mean train.py?" in done.stderr
     assert world.provider().list_pods() == [] and world.deps().runs.all() == [], "nothing created, no intent"
-    assert "creating" not in done.stdout
+    assert "creating" not in done.stderr
 
 
 def test_a_script_in_the_upload_but_missing_on_the_pod_destroys_the_new_pod(world: World) -> None:
@@ -86,7 +86,7 @@ def test_a_script_in_the_upload_but_missing_on_the_pod_destroys_the_new_pod(worl
     assert "repo/train.py not in the job's folder" in done.stderr and "destroyed" in done.stderr
     assert world.provider().list_pods() == []
     assert only_run(world).phase == "failed"
-    assert "job STARTED" not in done.stdout, "the job never ran"
+    assert "job STARTED" not in done.stderr, "the job never ran"
 
 
 def test_run_refuses_a_missing_script_and_keeps_the_pod(world: World) -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import struct
 import zlib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,9 @@ from gpuc.client.money.plot import (
     fit_all,
     nice_ticks,
     plot_data,
+    render_html,
     render_png,
+    tick_label,
     write_plot,
 )
 from gpuc.core.errors import ConfigError, FunctionsError
@@ -246,3 +249,42 @@ def test_the_cli_writes_a_bare_plot_name_as_png(ledger_with_runs: Ledger, tmp_pa
     assert has_text(pixels, "gpuc spend, 2026-09", scale=3) and has_text(pixels, "kv-cache-bench")
     body = runner.invoke(ledger, ["--month", "2026-09", "--plot", str(tmp_path / "b"), "--json"], obj=unreachable())
     assert json.loads(body.output)["plot"] == str(tmp_path / "b.png")
+
+
+# -- labels that match their data, however small the money ------------------------------------------
+TINY = [row("smoke", "2026-09-01", 0.05, 0.042)]  # 3 minutes at $0.042/h: $0.0021
+
+
+def dollars(label: str) -> float:
+    return float(label.removeprefix("$").replace(",", ""))
+
+
+@pytest.mark.parametrize("top", [0.0021, 0.013, 0.37, 3.3, 12.0, 18.14, 240.0, 1234.0])
+def test_every_tick_label_reads_back_as_its_tick(top: float) -> None:
+    _, ticks = nice_ticks(top)
+    step = ticks[1] - ticks[0]
+    labels = [tick_label(t, step) for t in ticks]
+    assert [dollars(label) for label in labels] == pytest.approx(ticks), labels
+    assert len(set(labels)) == len(labels), labels
+
+
+def test_a_run_under_a_cent_is_drawn_with_its_value_not_zero() -> None:
+    data = plot_data(TINY, "gpuc spend, 2026-09")
+    assert [b.cost_usd for b in data.weeks] == pytest.approx([0.0021])
+    _, _, pixels = decode(render_png(data))
+    assert has_text(pixels, "$0.0021"), "the bar's value"
+    assert has_text(pixels, "total $0.0021 in 1 experiment(s)", color=(95, 95, 95))
+    assert not has_text(pixels, "$0.00 "), "no bar or total says nothing was spent"
+    page = render_html(data)
+    assert "$0.0021" in page and "$0.00<" not in page
+
+
+def test_the_axis_title_says_running_pods_are_in_the_bars_when_they_are() -> None:
+    from gpuc.core.ledger import RUNNING_SO_FAR
+
+    running = replace(row("live", "2026-09-02", 1.0, 0.5), end="", cost_usd="0.5000", note=RUNNING_SO_FAR)
+    closed_only = decode(render_png(plot_data(TINY, "t")))[2]
+    assert has_text(closed_only, "$ spent (closed runs with a known price)", color=(95, 95, 95))
+    both = decode(render_png(plot_data([*TINY, running], "t")))[2]
+    assert not has_text(both, "$ spent (closed runs with a known price)", color=(95, 95, 95))
+    assert has_text(both, "$ spent (closed runs with a known price; 1 running pod so far)", color=(95, 95, 95))

@@ -148,7 +148,7 @@ def test_up_shows_the_price_and_the_most_it_can_cost_and_a_no_creates_nothing(re
     with pytest.raises(GpucError, match="nothing was created"):
         up(opts(max_hours=10, confirm=no), deps)
     price = next(line for line in lines if line.startswith("price:"))
-    assert "$0.740/h" in price and "at most $7.40 by the deadline (--max-hours 10, ends at " in price
+    assert "$0.740/h" in price and "at most $7.40 by the deadline (--max-hours 10h, ends at " in price
     assert "enforced by the pod's agent and the watchdog" in price and "RunPod ends" not in price  # #330
     assert questions == ["create exp1 on runpod?"]
     assert nothing_spent(deps, provider)

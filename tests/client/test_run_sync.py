@@ -37,7 +37,7 @@ def test_run_sync_uploads_the_changed_code_and_run_alone_does_not(world: World) 
     fresh = world.gpuc("run", "fix2", "--sync", "--wait", "--", "python", "ver.py")
     assert fresh.returncode == 0, fresh.stderr
     assert "code version 3" in fresh.stdout
-    assert "project uploaded:" in fresh.stdout
+    assert "project uploaded:" in fresh.stderr and "project uploaded:" not in fresh.stdout
 
 
 def test_a_credential_in_the_folder_is_refused_before_the_pod_is_touched(world: World) -> None:

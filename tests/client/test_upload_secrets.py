@@ -347,7 +347,7 @@ def test_up_refuses_before_renting_and_goes_on_once_gpucignore_leaves_it_out(pro
     (project / ".gpucignore").write_text("deploy_key\n")
     went_on = up()
     assert went_on.returncode == 0, went_on.stdout + went_on.stderr
-    assert "upload the project: 2 files" in went_on.stdout
+    assert "upload the project: 2 files" in went_on.stderr
 
 
 def test_gpuc_s_own_repository_passes_its_own_scan() -> None:

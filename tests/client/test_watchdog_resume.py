@@ -43,9 +43,9 @@ def test_up_names_resume_and_resume_lets_up_start_pods_again(world: World) -> No
 
     resumed = world.gpuc("watchdog", "resume")
     assert resumed.returncode == 0, resumed.stderr
-    assert "new pods resumed" in resumed.stdout
+    assert "new pods resumed" in resumed.stderr
     again = world.gpuc("watchdog", "resume")
-    assert again.returncode == 0 and "not paused" in again.stdout
+    assert again.returncode == 0 and "not paused" in again.stderr
 
     started = world.gpuc("up", "exp", "-y", "--wait", "--", "python", "train.py")
     assert started.returncode == 0, started.stderr

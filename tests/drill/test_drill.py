@@ -3,9 +3,11 @@ that can fail: break one safety rule and it must exit non-zero."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,18 +15,20 @@ import pytest
 from click.testing import CliRunner
 
 from gpuc.client.cli import cli
+from gpuc.client.setup.drill_text import header, row_lines
 from gpuc.core.api import ReapReport
 from gpuc.functions import reaper
 from gpuc.functions.app import Deps
 from gpuc.functions.reaper import rules, sweep
-from gpuc.instance_side import agent, ending, heartbeat
+from gpuc.instance_side import agent, ending, heartbeat, push, resume
 from gpuc.testkit import docgen
 from gpuc.testkit import drill as drill_module
 from gpuc.testkit.drill import FAULT_FREE, SCENARIOS, run_drill
 from gpuc.testkit.drill_ends import f3j_job_works_without_gpu
 from gpuc.testkit.drill_results import f8_sync_fails, f10_network_lost
 from gpuc.testkit.drill_silence import f5_agent_killed, f5c_clock_ahead
-from gpuc.testkit.drill_stage import DrillReport
+from gpuc.testkit.drill_spot import s30h_outbid_at_random_moments
+from gpuc.testkit.drill_stage import DrillReport, RowResult, Stage
 
 pytestmark = pytest.mark.e2e  # minutes of real processes: `make quick` leaves them out
 
@@ -41,7 +45,8 @@ ROWS += ["F26a", "F26f"]  # The agent killed mid-job, the pod frozen mid-job
 ROWS += ["F34"]  # A hostile host reads the pod and asks for grants
 ROWS += ["S30a", "S30b", "S30c", "S30d"]  # interruptible runs: recovered, stopped, a losing bid, a forged hint
 ROWS += ["S30e", "S30f", "S30g"]  # a stop at every step of a re-rent, a re-rent cut, a 2-GPU run
-FAULT_FREE_ROWS = {"F11i", "S30a", "S30b", "S30c", "S30d", "S30e", "S30f", "S30g"}  # drill.FAULT_FREE's rows
+ROWS += ["S30h"]  # outbid at random moments, inside a push or between two: the product's push and restore
+FAULT_FREE_ROWS = {"F11i", "S30a", "S30b", "S30c", "S30d", "S30e", "S30f", "S30g", "S30h"}  # drill.FAULT_FREE's rows
 
 
 @pytest.fixture(autouse=True)
@@ -74,8 +79,10 @@ def drill_of(report: DrillReport, *args: str) -> tuple[int, str]:
     """`gpuc drill` (the command: its table or JSON, its exit code) over a drill already run: one full drill
     costs a minute of CPU, and the command only renders what `run_drill` returns."""
 
-    def ran(faults: bool = False, seed: int = 0) -> DrillReport:
+    def ran(faults: bool = False, seed: int = 0, on_row: Callable[[RowResult], object] | None = None) -> DrillReport:
         assert (faults, seed) == ("--faults" in args, 0)
+        for row in report.rows if on_row else ():
+            on_row(row)  # as the drill says each row the moment it is done
         return report
 
     with pytest.MonkeyPatch.context() as patch:
@@ -148,6 +155,29 @@ def test_a_reaper_that_never_acts_puts_silence_over_its_bound() -> None:
     assert row.billed_min is None  # never destroyed
 
 
+def test_a_push_in_name_order_fails_s30h(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The push before snapshots were prefixes sent changed files in name order: ckpt.pt before the step files written
+    before it."""
+    real = push.plan
+
+    def by_name(*args: Any, **kwargs: Any) -> push.Plan:
+        planned = real(*args, **kwargs)
+        return push.Plan(tuple(sorted(planned.send, key=lambda s: s.name)), planned.waiting)
+
+    monkeypatch.setattr(push, "plan", by_name)
+    row = run_drill(scenarios=[s30h_outbid_at_random_moments]).rows[0]
+    assert not row.ok and any("past its steps" in p for p in row.problems), row
+
+
+def test_a_restore_that_follows_the_last_verified_manifest_alone_fails_s30h(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The restore before snapshots were prefixes followed the last verified manifest: a push cut after a newer
+    checkpoint left the manifest of the push before it."""
+    real = resume.restorable
+    monkeypatch.setattr(resume, "restorable", lambda m, listing: real(dataclasses.replace(m, sending=()), listing))
+    row = run_drill(scenarios=[s30h_outbid_at_random_moments]).rows[0]
+    assert not row.ok and any("past its steps" in p for p in row.problems), row
+
+
 def test_an_ender_that_skips_the_sync_check_loses_results(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ending.Ender, "_sync", lambda self: "unchecked")
     report = run_drill(scenarios=[f8_sync_fails])
@@ -207,9 +237,11 @@ def test_a_wrapper_that_does_not_restart_the_agent_loses_the_job(monkeypatch: py
 
 
 def test_a_push_that_sends_everything_fails_the_frozen_row(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gpuc.instance_side import push
+    def everything(listing: Any, last: Any, now: float, settle_s: float, **_: Any) -> push.Plan:
+        sends = (push.Send(n, size, listing.mtimes.get(n, 0), push.FILE) for n, size in listing.files.items())
+        return push.Plan(tuple(sends), ())
 
-    monkeypatch.setattr(push, "plan", lambda files, mtimes, last, now, settle_s=0: (dict(files), []))
+    monkeypatch.setattr(push, "plan", everything)
     report = run_drill(scenarios=push_rows("f26f_pod_frozen_mid_job"))
     assert any("unchanged files again" in p for p in report.rows[0].problems) and not report.ok
 
@@ -221,3 +253,36 @@ def test_a_restarted_agent_that_forgets_its_state_is_still_kept_but_a_never_push
     report = run_drill(scenarios=push_rows("f26f_pod_frozen_mid_job"))
     row = report.rows[0]
     assert row.results_lost > 0 and "no periodic push ran" in row.problems and not report.ok
+
+
+# -- `gpuc drill` prints each row as it is done, whole ------------------------------------------------------
+
+
+def test_each_row_is_heard_the_moment_it_is_done() -> None:
+    """The drill takes minutes: `gpuc drill` prints a row once it is done, not the table at the end."""
+    heard: list[str] = []
+
+    def first(stage: Stage) -> RowResult:
+        return RowResult("T1", "first", "nobody", 0.0, 1.0, "1 min")
+
+    def second(stage: Stage) -> RowResult:
+        assert heard == ["T1"], "the first row was out before the second ran"
+        return RowResult("T2", "second", "nobody", 0.0, 1.0, "1 min")
+
+    report = run_drill(scenarios=[first, second], on_row=lambda row: heard.append(row.row))
+    assert heard == ["T1", "T2"] == [r.row for r in report.rows]
+
+
+def test_a_rows_words_are_never_cut() -> None:
+    long = RowResult(
+        "T9", "a failure whose description runs well past forty-four characters of the old column",
+        "a very particular piece of the watchdog that catches it", 1.5, 2.0,
+        "the bound the SPEC gives, in words longer than the forty-eight characters the table once kept",
+        problems=["a problem, said whole"],
+    )
+    line, problem = row_lines(long)
+    assert line.startswith("T9    FAIL     1.5     2.0     0    0     0  ")  # a problem fails the row
+    for words in (long.failure, long.caught_by, long.bound_text):
+        assert words in line
+    assert problem == "  T9: a problem, said whole"
+    assert all(len(h) > 0 for h in header())

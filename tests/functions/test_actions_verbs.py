@@ -155,14 +155,18 @@ def test_stop_keep_disk_stops_the_kept_pod(world: World) -> None:
 
 def test_destroy_anyway_destroys_the_kept_pod_as_the_users_word(world: World) -> None:
     kept_pod(world)
+    world.clock.advance(1800)
     token = offered(world, "p1", "kept", "anyway").token
     assert not offered(world, "p1", "kept", "anyway").safe
     page = look(world, token)
     assert page.status == 200 and "only on the pod" in (page.html or "")  # what is not synced
-    assert tap(world, token).status == 200
+    answer = tap(world, token)
+    assert answer.status == 200
     rec = world.pod("p1")
     assert (world.provider.destroyed, rec.state, rec.ended_by) == (["p1"], "destroyed", "phone")
     assert "destroyed" in world.kinds("p1")
+    # The ending says what was spent: half an hour at $0.50/h.
+    assert "it ran 30 min, $0.2500" in (answer.html or ""), answer.html
 
 
 def test_pause_new_pods_shows_in_status_until_resumed(world: World) -> None:

@@ -375,3 +375,27 @@ def test_the_boot_route_over_the_local_server_logs_no_planted_secret(
     said = caplog.text + again.text + broken.text
     for secret in (ticket, token, PLANTED_SECRET, ADMIN):
         assert secret not in said
+
+
+# -- the user moves the deadline ------------------------------------------------------------------
+
+
+def test_extending_a_recovering_runs_pod_moves_its_envelope_and_the_next_attempt_follows(world: RecWorld) -> None:
+    """`gpuc extend` on a run that recovers: the run's deadline moves with its pod's, and its money cap by the
+    same hours at the run's rate; a re-rent after an outbid is rented to the new deadline, not the old."""
+    first = world.up()
+    before = world.run().request
+    asked = api.DeadlineRequest(extend_s=2 * 3600.0)
+    answer = world.admin("POST", f"/v1/pods/{first.id}/deadline", asked.model_dump_json().encode())
+    assert answer.status == 200, answer.body
+    moved = api.DeadlineAnswer.model_validate(answer.body)
+    run = world.run()
+    assert run.envelope.deadline == pytest.approx(moved.deadline_at)
+    assert run.request.max_hours == pytest.approx(before.max_hours + 2)
+    assert run.request.envelope_usd == pytest.approx(before.envelope_usd * (before.max_hours + 2) / before.max_hours)
+    view = api.RunRecovery.model_validate(world.admin("GET", f"/v1/runs/{RUN_ID}").body)
+    assert (view.deadline_at, view.envelope_usd) == (run.envelope.deadline, run.request.envelope_usd)
+    world.outbid_and_wait()
+    world.reap()
+    rec = world.store.get_pod(world.run().latest.pod_id)
+    assert rec is not None and rec.attempt == 2 and rec.deadline_at == pytest.approx(moved.deadline_at)

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from watchdog_fakes import ADMIN, World
 
+from gpuc.core import api
 from gpuc.core.clock import FakeClock
 from gpuc.functions.actions.links import ALL_PODS, PAGE_LIFE_MAX_S, link_key, mint, new_claim
-from gpuc.functions.actions.status_page import next_step
+from gpuc.functions.actions.status_page import next_step, outcome
 from gpuc.functions.edge import Response
 from gpuc.functions.reaper.record import ReaperMeta
 
@@ -171,3 +172,19 @@ def test_ended_lately_says_whether_the_job_failed(world: World) -> None:
     assert world.event("pod-g", "job_exit", "job exited with code 0", exit_code=0, end_at=world.now).status == 200
     ended = (open_page(world, session(world)).html or "").split("Ended lately", 1)[1]
     assert "its job ended: FAILED (exit 3)" in ended and "its job ended: OK" in ended, ended
+
+
+def test_a_pod_up_destroyed_as_it_stopped_is_not_said_to_be_ended_by_down(world: World) -> None:
+    """Ctrl-C (or a failed install) during `up`: `up` destroys what it created and records the end as its own;
+    the page names that, with why, never "ended by `gpuc down`"."""
+    world.register("pod-c")
+    end = api.EndRequest(end_at=world.now, by="up", note="up stopped early: Ctrl-C (SIGINT)")
+    assert world.admin("POST", "/v1/pods/pod-c/end", end).status == 200
+    world.register("pod-d")
+    assert world.admin("POST", "/v1/pods/pod-d/end", api.EndRequest(end_at=world.now, by="down")).status == 200
+    assert outcome(world.pod("pod-c"), world.now).startswith(
+        "destroyed by `gpuc up` as it stopped early (Ctrl-C (SIGINT))"
+    )
+    assert outcome(world.pod("pod-d"), world.now).startswith("ended by `gpuc down`")
+    html = open_page(world, session(world)).html or ""
+    assert "destroyed by `gpuc up` as it stopped early (Ctrl-C (SIGINT))" in html.replace("&#x60;", "`"), html

@@ -225,3 +225,25 @@ def test_without_a_destination_the_log_keeps_no_pod(pod: Pod) -> None:
     git_only = SplitSync(git=object(), bucket=None)  # type: ignore[arg-type]
     wrapped = with_job_log(git_only, pod.paths)
     assert isinstance(wrapped, JobLogSync) and wrapped.log_limit == GIT_MAX_BYTES - 1
+
+
+def test_each_job_on_a_kept_pod_keeps_its_own_log_at_the_destination(pod: Pod, tmp_path: Path) -> None:
+    """A warm pod's second job starts a fresh job.log, never over the first's: each job's own log and outcome
+    go to logs/jobs/<id>.*, and logs/jobs.json lists both (what `gpuc logs POD --jobs` reads)."""
+    crash = "import sys\nprint('Traceback ...', flush=True)\nprint('KeyError: lr', flush=True)\nsys.exit(1)\n"
+    first = wrapper(pod, tmp_path, job_id="aaaa111111")
+    first.ender.keep_alive = True  # kept after its job, as a warm pod is
+    assert first.run([sys.executable, "-c", crash]) == 1
+    pod.clock.advance(60)  # the user edits, then `gpuc run`s again
+    second = wrapper(pod, tmp_path, job_id="bbbb222222")
+    second.ender.keep_alive = True
+    assert second.run([sys.executable, "-c", JOB]) == 3
+    dest = tmp_path / "bucket" / "exp" / "run01"
+    assert (dest / "logs/jobs/aaaa111111.log").read_text() == "Traceback ...\nKeyError: lr\n", "the crash outlives"
+    assert (dest / "logs/jobs/bbbb222222.log").read_text() == "step 1\noops\n"
+    assert (dest / JOB_LOG_NAME).read_text() == "step 1\noops\n", "logs/job.log: the latest job's"
+    assert json.loads((dest / "logs/jobs/aaaa111111.json").read_text())["exit_code"] == 1
+    listed = json.loads((dest / "logs/jobs.json").read_text())["jobs"]
+    assert [(j["job_id"], j["exit_code"]) for j in listed] == [("aaaa111111", 1), ("bbbb222222", 3)]
+    assert pod.paths.job_log.read_text() == "step 1\noops\n"
+    assert (pod.paths.jobs / "aaaa111111.log").read_text() == "Traceback ...\nKeyError: lr\n", "and on the pod"

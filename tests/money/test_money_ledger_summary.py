@@ -236,3 +236,15 @@ def test_the_cli_warns_about_absurd_rows_and_records_instead_of_crashing(filled:
     body = json.loads(as_json.output)
     assert len(body["warnings"]) == 2 and body["total_cost_usd"] == pytest.approx(7.0)
     assert "warnings" in CliRunner().invoke(ledger, ["--help"]).output
+
+
+def test_a_run_under_a_cent_shows_what_it_cost_not_zero() -> None:
+    # 3 minutes at $0.042/h: the `--wait` line says $0.0021; the ledger must not say $0.00.
+    book = Ledger(load_settings().ledger)
+    book.start("tiny", provider="runpod", experiment="smoke", gpu="RTX 4090", price_per_hour=0.042, start_ts=T0)
+    book.end("tiny", end_ts=T0 + 180)
+    result = ledger_cli(["--month", "2026-09"], QUIET)
+    assert result.exit_code == 0, result.output
+    assert "$0.0021" in result.output and "$0.00 " not in result.output and "$0.00," not in result.output
+    lines = [line for line in result.output.splitlines() if "smoke" in line]
+    assert lines and all("$0.0021" in line for line in lines), lines

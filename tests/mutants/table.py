@@ -498,6 +498,7 @@ from table_rental import MUTANTS_RENTAL  # noqa: E402
 from table_secrets import MUTANTS_SECRETS  # noqa: E402
 from table_spot import MUTANTS_SPOT  # noqa: E402
 from table_vast import MUTANTS_VAST  # noqa: E402
+from table_warm import MUTANTS_WARM  # noqa: E402
 from table_wd import MUTANTS_WD  # noqa: E402
 from table_week1 import MUTANTS_WEEK1  # noqa: E402
 from table_week2 import MUTANTS_WEEK2  # noqa: E402
@@ -521,4 +522,5 @@ MUTANTS: tuple[Mutant, ...] = (
     *MUTANTS_RECOV,
     *MUTANTS_GRANTS,
     *MUTANTS_FAULTS,
+    *MUTANTS_WARM,
 )

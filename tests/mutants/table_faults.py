@@ -132,7 +132,7 @@ MUTANTS_FAULTS: tuple[Mutant, ...] = (
         "push-new-dest-as-old",
         "a push to a new destination sends only what changed since the OLD one's last push",
         "instance_side/push.py",
-        "        if last.destination and last.destination != self.dest.describe():\n            last = PushManifest()",
+        "        if last.destination and last.destination != where:\n            last = PushManifest()",
         "        if False:\n            last = PushManifest()",
         ("tests/instance_side/test_push_to_a_new_destination.py",),
     ),

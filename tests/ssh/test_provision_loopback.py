@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import stat
 import sys
@@ -147,6 +148,11 @@ def test_provision_installs_starts_the_agent_first_bootstraps_and_verifies(
     second = {step: status for step, _, status in read_csv(pod_paths.bootstrap_csv)}
     assert second["hf_login"] == "skipped"
     assert any("already installed" in line for line in echoed)
+    # Every number on the install lines says what it is: the bundle's size and its sha256, never a bare hash.
+    for line in (x for x in echoed if "installed on the pod" in x):
+        assert re.search(r"sha256 [0-9a-f]{12}", line), line
+        for bare in re.findall(r"\b[0-9a-f]{12}\b", line):
+            assert f"sha256 {bare}" in line, line
 
     # No secret in any ssh argv or environment, in what was printed, or in any log.
     for secret in (HF, GIT, POD_TOKEN):
