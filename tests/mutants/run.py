@@ -182,7 +182,8 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
             table[outcome] += 1
             if by_folder:
                 in_folders = [*in_parallel(args.workers), *folders(mutant)]
-                suite[report(mutant, "folder", root, args.timeout, in_folders)] += 1
+                # A folder takes minutes where its named tests take seconds: four timeouts before a hang is a kill.
+                suite[report(mutant, "folder", root, args.timeout * 4, in_folders)] += 1
     except KeyboardInterrupt:
         print("interrupted: the tree is as it was", file=sys.stderr)
         return 130
