@@ -1,5 +1,6 @@
 # Two commands for a fresh machine: `make demo` and `make test`. Each installs what it needs into .venv:
-# the demo only gpuc's runtime dependencies, the tests those plus the test tools (pyproject's [test]).
+# the demo gpuc's runtime dependencies and what the demo and the rehearsals run on (pyproject's [rehearse]: the
+# loopback ssh and S3 servers), the tests those plus the test tools (pyproject's [test]).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -15,7 +16,7 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 $(RUN_STAMP): pyproject.toml | $(PY)
-	$(PIP) -e .
+	$(PIP) -e '.[rehearse]'
 	rm -f $(VENV)/.run-*
 	touch $@
 
@@ -113,10 +114,12 @@ hostile: $(TEST_STAMP)
 	GPUC_HOSTILE_EXAMPLES=10000 $(VENV)/bin/pytest -m slow tests
 
 # The hand mutants of issue 17 (tests/mutants/table.py): each breaks one safety check, and a named test
-# must fail on it. One pytest run per mutant (minutes), so not part of `make test`; refuses a dirty tree
-# and puts every file back.
+# must fail on it; then the tests of its whole folder run on it too (the suite's score, printed beside the
+# table's). Two pytest runs per mutant (hours for all), so not part of `make test`; refuses a dirty tree
+# and puts every file back. A sample: `make mutants MUTANTS_ARGS='--sample 12 --seed 1'`.
+MUTANTS_ARGS ?=
 mutants: $(TEST_STAMP)
-	$(PY) tests/mutants/run.py
+	$(PY) tests/mutants/run.py $(MUTANTS_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
