@@ -155,7 +155,8 @@ def deploy(
     import boto3  # lazy: boto3 (~80 ms) and the deploy code only to deploy
 
     from gpuc.functions.deploy import deploy as run_deploy
-    from gpuc.functions.deploy import live_registrations, make_plan
+    from gpuc.functions.deploy import live_registrations
+    from gpuc.functions.deployplan import make_plan
 
     session = boto3.Session(region_name=region)
     if session.region_name is None:

@@ -14,7 +14,8 @@ from test_aws_handlers import LambdaWorld, lambda_world
 
 from gpuc.core.clock import FakeClock
 from gpuc.core.signing import derive_key, watchdog_id
-from gpuc.functions.deploy import Plan, watchdog_key_values
+from gpuc.functions.deploy import watchdog_key_values
+from gpuc.functions.deployplan import Plan
 from gpuc.functions.dynamo import DynamoStore, create_table
 
 

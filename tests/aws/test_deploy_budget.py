@@ -12,7 +12,7 @@ from test_deploy import user  # noqa: F401
 
 from gpuc.client.watchdog.commands import watchdog
 from gpuc.core.settings import Settings, load_settings
-from gpuc.functions import deploy as dep
+from gpuc.functions.deployplan import Plan, budget_parameters
 
 pytestmark = pytest.mark.filterwarnings("ignore:Tried to parse AWS:UserWarning")
 
@@ -46,10 +46,10 @@ def test_no_budget_is_an_empty_parameter_that_reads_as_none(user: Path) -> None:
 
 
 def test_the_plan_says_the_budget_and_writes_plain_decimals() -> None:
-    plan = dep.Plan("us-east-1", "s", "/p", "runpod", "python3.11", "x86_64", budget=dep.budget_parameters(
+    plan = Plan("us-east-1", "s", "/p", "runpod", "python3.11", "x86_64", budget=budget_parameters(
         Settings(monthly_budget=1e20)
     ))
     assert plan.budget["MonthlyBudget"] == "100000000000000000000"  # the template's pattern takes no exponent
     assert any("monthly budget: $100,000,000,000,000,000,000.00" in line for line in plan.describe())
-    unset = dep.Plan("us-east-1", "s", "/p", "runpod", "python3.11", "x86_64", budget=dep.budget_parameters(Settings()))
+    unset = Plan("us-east-1", "s", "/p", "runpod", "python3.11", "x86_64", budget=budget_parameters(Settings()))
     assert any("monthly budget: none" in line for line in unset.describe())

@@ -12,6 +12,7 @@ from botocore.exceptions import ClientError, WaiterError
 
 from gpuc.core.settings import load_settings
 from gpuc.functions import deploy as dep
+from gpuc.functions import deployplan
 
 KEY = "rp-secret-key-123456"
 pytestmark = pytest.mark.filterwarnings("ignore:Tried to parse AWS:UserWarning")
@@ -43,20 +44,20 @@ class _TimesOut:
 
 
 @pytest.fixture
-def plan(aws: str, home: Path, monkeypatch: pytest.MonkeyPatch) -> dep.Plan:
+def plan(aws: str, home: Path, monkeypatch: pytest.MonkeyPatch) -> deployplan.Plan:
     monkeypatch.setenv("GPUC_PROVIDER", "runpod")
     monkeypatch.setenv("RUNPOD_API_KEY", KEY)
     monkeypatch.setattr(dep, "build_zip", lambda: b"PK\x05\x06" + bytes(18))
-    return dep.make_plan(load_settings(), "us-east-1", "gw")
+    return deployplan.make_plan(load_settings(), "us-east-1", "gw")
 
 
-def deploy(plan: dep.Plan, session: Any) -> dep.DeployError:
+def deploy(plan: deployplan.Plan, session: Any) -> dep.DeployError:
     with pytest.raises(dep.DeployError) as info:
         dep.deploy(load_settings(), plan, session=session, echo=lambda _: None, waiter_delay_s=0)
     return info.value
 
 
-def test_a_refused_stack_names_the_zip_and_the_secrets_it_left_and_their_removal(plan: dep.Plan) -> None:
+def test_a_refused_stack_names_the_zip_and_the_secrets_it_left_and_their_removal(plan: deployplan.Plan) -> None:
     err = deploy(plan, Breaking("create"))
     assert "applying the CloudFormation stack gw" in err.message
     assert "InsufficientCapabilitiesException" in err.message
@@ -68,13 +69,13 @@ def test_a_refused_stack_names_the_zip_and_the_secrets_it_left_and_their_removal
     assert not (load_settings().home / "config.json").exists()  # no URL saved for a watchdog that is not there
 
 
-def test_a_waiter_timeout_is_a_deploy_error_that_names_the_stack(plan: dep.Plan) -> None:
+def test_a_waiter_timeout_is_a_deploy_error_that_names_the_stack(plan: deployplan.Plan) -> None:
     err = deploy(plan, Breaking("waiter"))
     assert "applying the CloudFormation stack gw" in err.message and "Max attempts exceeded" in err.message
     assert "the stack gw is" in (err.hint or "")
 
 
-def test_ctrl_c_half_way_is_reported_with_what_was_left(plan: dep.Plan, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ctrl_c_half_way_is_reported_with_what_was_left(plan: deployplan.Plan, monkeypatch: pytest.MonkeyPatch) -> None:
     def interrupted(*_: Any, **__: Any) -> int:
         raise KeyboardInterrupt
 
@@ -84,7 +85,7 @@ def test_ctrl_c_half_way_is_reported_with_what_was_left(plan: dep.Plan, monkeypa
     assert "aws s3 rm" in (err.hint or "")
 
 
-def test_a_stack_left_dead_by_a_failed_create_is_refused_before_anything_is_made(plan: dep.Plan) -> None:
+def test_a_stack_left_dead_by_a_failed_create_is_refused_before_anything_is_made(plan: deployplan.Plan) -> None:
     class DeadStack:
         def client(self, name: str) -> Any:
             client: Any = boto3.client(name, region_name="us-east-1")  # type: ignore[call-overload]

@@ -20,6 +20,7 @@ from gpuc.core.clock import FakeClock
 from gpuc.core.settings import Settings, save_config
 from gpuc.core.signing import derive_key, new_token
 from gpuc.functions import deploy as dep
+from gpuc.functions import deployplan
 from gpuc.functions.server import ServerHandle, start_in_thread
 from gpuc.functions.store import SqliteStore, StoredPod
 
@@ -80,7 +81,7 @@ def aws(tmp_path: Path, clock: FakeClock) -> Iterator[tuple[World, ServerHandle]
     world.store.close()
 
 
-PLANS: list[dep.Plan] = []  # what each deploy was asked to do (the carried ids, a new key)
+PLANS: list[deployplan.Plan] = []  # what each deploy was asked to do (the carried ids, a new key)
 
 
 def invoke_deploy(
@@ -92,11 +93,11 @@ def invoke_deploy(
     input: str | None = None,
 ) -> Any:
     def plan(settings: Settings, region: str, stack: str, **_: object) -> Any:
-        return dep.Plan(region, stack, "/p", "fake", "python3.11", "x86_64")
+        return deployplan.Plan(region, stack, "/p", "fake", "python3.11", "x86_64")
 
-    monkeypatch.setattr(dep, "make_plan", plan)
+    monkeypatch.setattr(deployplan, "make_plan", plan)
 
-    def fake_deploy(settings: Settings, plan: dep.Plan, **kw: Any) -> dep.Deployed:
+    def fake_deploy(settings: Settings, plan: deployplan.Plan, **kw: Any) -> dep.Deployed:
         PLANS.append(plan)
         path = save_config(settings.home, functions_url=url, admin_token=ADMIN)
         return dep.Deployed(url=url, table="t", config_path=path)
