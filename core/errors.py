@@ -31,7 +31,8 @@ GpucError                          user-facing: message + how to fix it, no trac
 ├── BootError                      (instance_side.boot) a re-rented pod cannot boot from its kit: nothing started
 ├── BundleError                    (client.onpod.bundle) the pod's bundle cannot be built from this install
 ├── SshdUnavailable                (testkit.sshd) no ssh server to stand in for the pods' (tests, demo)
-└── S3Unavailable                  (testkit.s3server) no S3 API on loopback for the demo's results
+├── S3Unavailable                  (testkit.s3server) no S3 API on loopback for the demo's results
+└── OutsideRun                     (client.jobs.places) a name in a gone pod's manifest outside its run: never read
 
 internal, caught where they are raised:
 HttpError                          (functions.handlers) becomes a 4xx answer with a stable message
@@ -61,6 +62,8 @@ BucketError                        (functions.bucket) the results bucket did not
 PartsMismatch                      (functions.bucket) an upload's parts are not what the pod sent: not completed (409)
 Interrupted                        (client.interrupts) a stop signal while `up` holds a pod: destroy, then exit
 CleanupTimeout                     (client.interrupts) the abort's destroy ran out of time: left to the watchdog
+_Linked                            (client.jobs.places) a part of a copied path is a link: never followed
+NotCleaned                         (instance_side.clean) `run --clean` removed nothing: the pod says why
 """
 
 from __future__ import annotations
