@@ -42,7 +42,7 @@ ProcScanError                      (instance_side.procs) the process table unrea
 StepFailed                         (instance_side.bootstrap) one bootstrap step failed: reported, pod kept
 SettingError                       (core.settings) a setting of the wrong kind: load_settings makes it a ConfigError
 Unreadable                         (core.podjson) a pod's answer or file is not what gpuc wrote: "unknown"
-LinkRefused                        (functions.actions.links) a phone link that does nothing: a clear 4xx page
+LinkRefused                        (functions.links) a phone link that does nothing: a clear 4xx page
 ActionRefused                      (functions.actions.verbs) a tap the pod's state refuses: a clear 4xx page
 WireError                          (core.wire) a wire document that is not what its schema says: where, never the value
 TerminateRefused                   (core.providers.podkey) the pod key's terminate refused: the pod stops itself

@@ -17,8 +17,8 @@ from gpuc.core.providers.registry import PROVIDERS, get_provider, keyed_provider
 from gpuc.core.redact import redact
 from gpuc.core.settings import SecretStr, Settings, save_config
 from gpuc.core.signing import new_token, new_watchdog_key, watchdog_id
-from gpuc.functions.actions.offers import buttons
 from gpuc.functions.bucket import ResultsBucket
+from gpuc.functions.buttons import buttons
 from gpuc.functions.ingest import IngestHealth
 from gpuc.functions.store import SqliteStore, Store
 
