@@ -50,7 +50,7 @@ SendFailed                         (core.providers.podkey) one of the pod's exch
 AskError                           (instance_side.ask) no answer to the laptop's question: its JSON `error`
 Refused                            (functions.actions.wire) a phone channel's tap that did nothing: answered why
 TransportFailure                   (core.transport) one HTTP exchange got no answer: its kind says if it was sent
-LostClaim                          (functions.reaper.recovering) the act's claim taken by another pass: it stops
+LostClaim                          (functions.recovery.claim) the act's claim taken by another pass: it stops
 _NotVerified                       (instance_side.push) a push the destination does not list back: not recorded
 ChangedWhileSent                   (instance_side.push) a file rewritten in place while sent: marked, sent again
 _Moved                             (instance_side.push) a file changed since the push listed it: it waits

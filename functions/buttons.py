@@ -56,7 +56,7 @@ BUDGET_KIND = "budget"  # functions/reaper/budget.py KEY: the budget alert's not
 KEPT_KINDS = frozenset({"sync_failed", "kept_stopping", "mark", "alert"})
 PENDING_KINDS = frozenset({"idle_warning", "mark"})  # "will destroy at T": the pod's agent, or the reaper
 DEADLINE_KINDS = frozenset({"deadline_warning"})
-RECOVERING_KINDS = frozenset({"recovering"})  # functions/reaper/recovering.py RECOVERING_KIND
+RECOVERING_KINDS = frozenset({"recovering"})  # functions/recovery/rerent.py RECOVERING_KIND
 POD_KINDS = KEPT_KINDS | PENDING_KINDS | DEADLINE_KINDS | RECOVERING_KINDS
 
 

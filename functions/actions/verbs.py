@@ -29,7 +29,6 @@ from gpuc.core.api import ReapReport
 from gpuc.core.ledger import money
 from gpuc.core.notify import Action, Level
 from gpuc.core.titles import cost_so_far, title
-from gpuc.functions import runs
 from gpuc.functions.app import Deps, announce
 from gpuc.functions.buttons import LABELS, SAFE_VERBS
 from gpuc.functions.deadline import deadline_of, limit_of
@@ -37,7 +36,8 @@ from gpuc.functions.edge import HttpError
 from gpuc.functions.links import ALL_PODS, Claim, Verb, claim_once, link_key, read, record_spent
 from gpuc.functions.reaper.state import Pass
 from gpuc.functions.reaper.steps import destroy, stop_kept
-from gpuc.functions.runroutes import ask_stop
+from gpuc.functions.recovery import runs
+from gpuc.functions.recovery.routes import ask_stop
 from gpuc.functions.store import MARKABLE_STATES, PodAuth, StoredPod
 from gpuc.functions.transitions import lease, set_deadline
 

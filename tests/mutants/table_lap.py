@@ -7,7 +7,7 @@ from __future__ import annotations
 from mutant import Mutant
 
 UP = "client/pods/up.py"
-RECOVERY = "client/pods/recovery.py"
+RECOVERY = "client/pods/recovery/prepare.py"
 LEDGER = "core/ledger.py"
 DOWN = "client/pods/down.py"
 UP_TESTS = "tests/client/test_up_recover.py"

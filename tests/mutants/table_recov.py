@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from mutant import Mutant
 
-RECOVERING = "functions/reaper/recovering.py"
-RESPAWN = "functions/reaper/respawn.py"
-RUNS = "functions/runs.py"
-HOOK = "functions/outbidhook.py"
+RECOVERING = "functions/recovery/rerent.py"
+RESPAWN = "functions/recovery/attempts.py"
+RUNS = "functions/recovery/runs.py"
+HOOK = "functions/recovery/webhook.py"
 STOPS = "tests/functions/test_recovery_stop_and_cuts.py"
 LEFT = "tests/functions/test_recovery_leaves_nothing.py"
 VAST_HOOK = "tests/functions/test_vast_hook.py"

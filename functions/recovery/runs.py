@@ -355,8 +355,15 @@ def busy_with(run: StoredRun) -> str | None:
     return f"renting attempt {acting.attempt}{pod}"
 
 
-def first_run(request: RecoveryRequest, experiment: str, provider: str, pod_id: str, start: float,
-              price: float, interruptible: bool) -> StoredRun:  # fmt: skip
+def first_run(
+    request: RecoveryRequest,
+    experiment: str,
+    provider: str,
+    pod_id: str,
+    start: float,
+    price: float,
+    interruptible: bool,
+) -> StoredRun:
     first = AttemptRecord(
         pod_id=pod_id,
         start=start,

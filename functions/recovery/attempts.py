@@ -1,4 +1,4 @@
-"""Carrying out a recovery decision (functions/reaper/recover.py) against a provider.
+"""Carrying out a recovery decision (functions/recovery/decide.py) against a provider.
 
 One pass of one recovering run: read the latest attempt twice, decide, act. The acts are the money-critical
 ones and keep the house rules:
@@ -7,12 +7,12 @@ ones and keep the house rules:
 - the next attempt is the same run (its GPUC_RUN_ID, so the same results destination; the ledger's one row),
   image, settings and env, on the chosen offer with the run's own bid (never a bid without a price), and
   GPUC_RESUME_FROM naming the last push so the job starts from it. Its pod is NAMED for its attempt
-  (functions/runs.py attempt_run_id): the previous attempt is still listed just after its destroy, and a
+  (functions/recovery/runs.py attempt_run_id): the previous attempt is still listed just after its destroy, and a
   create looks its pod up by name before and after an unclear answer;
 - a stop destroys the paused instance too and says why and what was kept.
 
 `look` and the pieces of an act are shared: the watchdog's reaper runs them against the run it keeps in its
-store, with a compare-and-set claim before any provider call (functions/reaper/recovering.py).
+store, with a compare-and-set claim before any provider call (functions/recovery/rerent.py).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from gpuc.core.models import PodSpec
 from gpuc.core.pod import Pod
 from gpuc.core.providers.base import Provider
 from gpuc.core.providers.vast import VastProvider
-from gpuc.functions.reaper.recover import Decision, Offer, Reading, RecoveryPlan, decide
-from gpuc.functions.runs import attempt_run_id
+from gpuc.functions.recovery.decide import Decision, Offer, Reading, RecoveryPlan, decide
+from gpuc.functions.recovery.runs import StoredRun, attempt_run_id, to_attempt
 
 _READING: dict[str, Reading] = {
     "running": "running",
@@ -114,9 +114,17 @@ def look(
     paused_for = 0.0 if run.paused_since is None else now - run.paused_since
     offers = offers_for(provider, run) if reading == "paused" and paused_for >= wait_s else []
     decision = decide(
-        run.plan, run.attempts, reading, confirmed=confirmed, paused_for_s=paused_for, wait_s=wait_s, now=now,
-        offers=offers, stop_asked=run.stop_asked, budget_left_usd=budget_left_usd,
-    )  # fmt: skip
+        run.plan,
+        run.attempts,
+        reading,
+        confirmed=confirmed,
+        paused_for_s=paused_for,
+        wait_s=wait_s,
+        now=now,
+        offers=offers,
+        stop_asked=run.stop_asked,
+        budget_left_usd=budget_left_usd,
+    )
     return decision, reading, confirmed
 
 
@@ -162,3 +170,18 @@ def create_attempt(provider: Provider, spec: PodSpec) -> Pod:
     if found is not None:
         return found
     return provider.create(spec)
+
+
+def to_memory(stored: StoredRun) -> RecoveringRun:
+    r = stored.request
+    plan = RecoveryPlan(r.recover, stored.envelope, r.price_cap, r.disk_per_hour, r.on_demand_last)
+    return RecoveringRun(
+        plan,
+        r.spec,
+        r.results_at,
+        [a.pod_id for a in stored.attempts],
+        [to_attempt(a) for a in stored.attempts],
+        paused_since=stored.paused_since,
+        stop_asked=stored.stop_asked,
+        done=stored.done,
+    )
