@@ -13,7 +13,7 @@ wrote after the last push is lost, by design.
 What the drill PLAYS rather than runs: the containers. Once the emulator shows a re-rented instance running,
 its boot spends the ticket at the real /v1/boot route, restores what the answer names, and starts the job.
 The real boot (Vast's onstart, gpuc's wheel from the kit, the agent and the wrapper as processes) runs in
-tests/spot/test_recovery_e2e.py, with the real CLI.
+tests/recovery/test_recovery_e2e.py, with the real CLI.
 
 S30a outbid once mid-job: recovered within GPUC_RECOVER_WAIT_S + a pass + boot; the steps continue from
      the last push; the run's cost inside its envelope; 0 instances left at the end.

@@ -10,8 +10,8 @@ RECOVERING = "functions/recovery/rerent.py"
 WATCH = "functions/recovery/watch.py"
 BUDGET = "core/budget.py"
 CLAIMS = "functions/claims.py"
-RUN_ROW = "tests/client/test_run_row_closes_at_its_last_end.py"
-MONTH = "tests/functions/test_rerent_weighs_the_whole_month.py"
+RUN_ROW = "tests/recovery/test_run_row_closes_at_its_last_end.py"
+MONTH = "tests/recovery/test_rerent_weighs_the_whole_month.py"
 REPLAY = "tests/functions/test_claim_replay_after_store_loss.py"
 
 MUTANTS_FAULTS: tuple[Mutant, ...] = (
@@ -48,7 +48,7 @@ MUTANTS_FAULTS: tuple[Mutant, ...] = (
         "functions/recovery/routes.py",
         '        if runs.boot_verdict(r, pod, body.pod_id, body.ticket, key) != "ok":\n            return None',
         "        if False:\n            return None",
-        ("tests/functions/test_boot_ticket_race.py",),
+        ("tests/recovery/test_boot_ticket_race.py",),
     ),
     # -- 4. the envelope counts what was spent --------------------------------------------------------------
     Mutant(
@@ -57,7 +57,7 @@ MUTANTS_FAULTS: tuple[Mutant, ...] = (
         BUDGET,
         "worst = run_spent(attempts, now) + next_attempt_worst(",
         "worst = next_attempt_worst(",
-        ("tests/functions/test_recover_counts_what_was_spent.py",),
+        ("tests/recovery/test_recover_counts_what_was_spent.py",),
     ),
     # -- 5. the month's whole spend -------------------------------------------------------------------------
     Mutant(
@@ -100,7 +100,7 @@ MUTANTS_FAULTS: tuple[Mutant, ...] = (
         "client/pods/recovery/prepare.py",
         "return RunEnvelope(opts.bid * opts.gpu_count, disk, opts.max_hours)",
         "return RunEnvelope(opts.bid, disk, opts.max_hours)",
-        ("tests/client/test_multi_gpu_run_envelope.py",),
+        ("tests/recovery/test_multi_gpu_run_envelope.py",),
     ),
     # -- 8. a dry run and recovery --------------------------------------------------------------------------
     Mutant(
@@ -109,7 +109,7 @@ MUTANTS_FAULTS: tuple[Mutant, ...] = (
         WATCH,
         "    if run.dry_run:\n        return  # a dry run rents nothing and destroys nothing",
         "    if False:\n        return  # a dry run rents nothing and destroys nothing",
-        ("tests/functions/test_dry_run_leaves_recovery_alone.py",),
+        ("tests/recovery/test_dry_run_leaves_recovery_alone.py",),
     ),
     # -- 9. what the recovery destroyed ---------------------------------------------------------------------
     Mutant(
@@ -118,7 +118,7 @@ MUTANTS_FAULTS: tuple[Mutant, ...] = (
         RECOVERING,
         "    _mark_destroyed(run, old, acting.why)\n",
         "    pass\n",
-        ("tests/functions/test_recovery_destroyed_is_recorded.py",),
+        ("tests/recovery/test_recovery_destroyed_is_recorded.py",),
     ),
     Mutant(
         "recovery-destroyed-not-by-recovery",
@@ -126,7 +126,7 @@ MUTANTS_FAULTS: tuple[Mutant, ...] = (
         RECOVERING,
         "changes.update(end_at=run.now, ended_by=RECOVERY_ENDED_BY)",
         "changes.update(end_at=run.now)",
-        ("tests/functions/test_recovery_destroyed_is_recorded.py",),
+        ("tests/recovery/test_recovery_destroyed_is_recorded.py",),
     ),
     # -- 10. a push to a new destination --------------------------------------------------------------------
     Mutant(

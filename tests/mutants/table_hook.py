@@ -7,7 +7,7 @@ from __future__ import annotations
 from mutant import Mutant
 
 HOOK = "functions/recovery/webhook.py"
-TESTS = "tests/functions/test_vast_hook.py"
+TESTS = "tests/recovery/test_vast_hook.py"
 
 
 def hook_test(name: str) -> str:

@@ -18,10 +18,10 @@ RECOVERING = "functions/recovery/rerent.py"
 RESPAWN = "functions/recovery/attempts.py"
 RUNS = "functions/recovery/runs.py"
 HOOK = "functions/recovery/webhook.py"
-STOPS = "tests/functions/test_recovery_stop_and_cuts.py"
-LEFT = "tests/functions/test_recovery_leaves_nothing.py"
-VAST_HOOK = "tests/functions/test_vast_hook.py"
-SPOT_RULES = "tests/functions/test_recover_spot.py"
+STOPS = "tests/recovery/test_recovery_stop_and_cuts.py"
+LEFT = "tests/recovery/test_recovery_leaves_nothing.py"
+VAST_HOOK = "tests/recovery/test_vast_hook.py"
+SPOT_RULES = "tests/recovery/test_recover_spot.py"
 
 
 def stops(name: str) -> str:
@@ -173,6 +173,6 @@ MUTANTS_RECOV: tuple[Mutant, ...] = (
         "client/pods/down.py",
         "    if recovering.busy is not None:",
         "    if False:",
-        ("tests/client/test_down_recovery.py::test_down_says_plainly_what_the_watchdog_is_still_doing_and_claims_nothing",),
+        ("tests/recovery/test_down_recovery.py::test_down_says_plainly_what_the_watchdog_is_still_doing_and_claims_nothing",),
     ),
 )

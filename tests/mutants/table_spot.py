@@ -6,7 +6,7 @@ from __future__ import annotations
 from mutant import Mutant
 
 RECOVER = "functions/recovery/decide.py"
-RULES = "tests/functions/test_recover_spot.py"
+RULES = "tests/recovery/test_recover_spot.py"
 HOOK = "functions/recovery/webhook.py"
 VAST = "core/providers/vast.py"
 

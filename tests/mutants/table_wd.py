@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from mutant import Mutant
 
-REC = "tests/functions/test_recovery_watchdog.py"
+REC = "tests/recovery/test_recovery_watchdog.py"
 
 
 MUTANTS_WD: tuple[Mutant, ...] = (

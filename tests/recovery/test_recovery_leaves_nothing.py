@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rec_fixtures import moto_store
+from watchdog_fakes import moto_store
 
 from gpuc.core import api
 from gpuc.core.clock import FakeClock
