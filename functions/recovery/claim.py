@@ -16,7 +16,6 @@ from typing import Any, Literal, Protocol
 
 from gpuc.functions.app import Deps
 from gpuc.functions.recovery import runs
-from gpuc.functions.recovery.attempts import RecoveringRun
 from gpuc.functions.recovery.decide import Decision
 from gpuc.functions.recovery.runs import Acting, StoredRun
 
@@ -66,13 +65,13 @@ def acting_for(decision: Decision, now: float) -> Acting | None:
     return None
 
 
-def claim(r: StoredRun, read: StoredRun, mem: RecoveringRun, acting: Acting | None) -> StoredRun | None:
+def claim(r: StoredRun, read: StoredRun, seen: StoredRun, acting: Acting | None) -> StoredRun | None:
     """The CAS's condition: nothing changed that the decision rested on (another pass's claim or attempt, a
     stop asked since, the run's end)."""
     if r.done or r.acting is not None or len(r.attempts) != len(read.attempts) or r.stop_asked != read.stop_asked:
         return None
-    r.paused_since = mem.paused_since
-    r.attempts[-1] = r.attempts[-1].model_copy(update={"paused_at": mem.attempts[-1].paused_at})
+    r.paused_since = seen.paused_since
+    r.attempts[-1] = r.attempts[-1].model_copy(update={"paused_at": seen.latest.paused_at})
     r.acting = acting
     return r
 

@@ -32,7 +32,7 @@ from gpuc.functions.app import announce, describe
 from gpuc.functions.claims import token_for
 from gpuc.functions.grants import results_at_of_run
 from gpuc.functions.recovery import runs
-from gpuc.functions.recovery.attempts import attempt_spec, create_attempt, recheck, to_memory
+from gpuc.functions.recovery.attempts import attempt_spec, create_attempt, recheck
 from gpuc.functions.recovery.claim import LostClaim, Sweep, release, write_step
 from gpuc.functions.recovery.decide import Decision, Offer, progress_text, stop_text
 from gpuc.functions.recovery.runs import StoredRun, Ticket
@@ -78,7 +78,7 @@ def _rerent(run: Sweep, provider: Provider, stored: StoredRun) -> None:
         return
     chosen = Offer(acting.offer_id or "", acting.price_per_hour or 0.0, acting.interruptible, acting.min_bid)
     try:
-        offer = recheck(provider, to_memory(stored), chosen)
+        offer = recheck(provider, stored, chosen)
     except GpucError as exc:
         _finish_failed(run, stored, f"the offers could not be read again before the re-rent ({describe(exc, deps)})")
         return
@@ -163,7 +163,7 @@ def _record(run: Sweep, provider: Provider, stored: StoredRun, *, cut: bool) -> 
     assert deps.watchdog_key is not None
     ticket = runs.boot_ticket(deps.watchdog_key.get_secret_value(), stored.run_id, acting.attempt, acting.since)
     pod_id, started = acting.pod_id, acting.rented_at if acting.rented_at is not None else now
-    told = progress_text(to_memory(stored).plan, [runs.to_attempt(a) for a in _ended(stored, now)], now)
+    told = progress_text(stored.plan, [runs.to_attempt(a) for a in _ended(stored, now)], now)
 
     def record(r: StoredRun) -> StoredRun | None:
         if r.done or r.stop_asked or r.acting is None or r.acting.since != acting.since:

@@ -17,7 +17,7 @@ from gpuc.core.ledger import RECOVERY_ENDED_BY
 from gpuc.functions.app import describe
 from gpuc.functions.deadline import deadline_of
 from gpuc.functions.recovery import runs
-from gpuc.functions.recovery.attempts import look, to_memory
+from gpuc.functions.recovery.attempts import look
 from gpuc.functions.recovery.claim import Sweep, acting_for, claim, take_over
 from gpuc.functions.recovery.rerent import YOU_STOPPED, act, finish
 from gpuc.functions.recovery.routes import RECOVER_PROVIDERS
@@ -62,8 +62,8 @@ def recover_one(run: Sweep, run_id: str) -> None:
         finish(run, run_id, f"its pod ended ({rec.ended_by or rec.state})", tell=None)
         return
     provider = run.deps.providers.get(stored.provider)
-    mem = to_memory(stored)
-    decision, reading, confirmed = look(provider, mem, now, run.deps.settings.recover_wait_s, budget_left(run, run_id))
+    seen = stored.model_copy(deep=True)  # what this pass reads of the pause, written only by the claim below
+    decision, reading, confirmed = look(provider, seen, now, run.deps.settings.recover_wait_s, budget_left(run, run_id))
     if confirmed and reading in ("gone", "exited"):
         finish(run, run_id, f"its pod is {reading}", tell=None)  # the job's end, or a destroy: never re-rented
         return
@@ -72,10 +72,10 @@ def recover_one(run: Sweep, run_id: str) -> None:
         finish(run, run_id, why, tell=f"recovery stopped: {why}; the pod runs on, and an outbid now ends it")
         return
     acting = acting_for(decision, now)
-    noted = (mem.paused_since, mem.attempts[-1].paused_at) == (stored.paused_since, stored.latest.paused_at)
+    noted = (seen.paused_since, seen.latest.paused_at) == (stored.paused_since, stored.latest.paused_at)
     if acting is None and noted:
         return  # nothing to write
-    claimed = runs.update(store, run_id, lambda r: claim(r, stored, mem, acting))
+    claimed = runs.update(store, run_id, lambda r: claim(r, stored, seen, acting))
     if claimed is not None and acting is not None:
         act(run, claimed[0])
 

@@ -59,7 +59,7 @@ MUTANTS_HOOK: tuple[Mutant, ...] = (
         "hook-proof-not-hint",
         "the recovery takes the hint as proof: the pod is not read, a running pod is destroyed and re-rented",
         "functions/recovery/attempts.py",
-        "reading, confirmed, billing = read_twice(provider, run.pod_ids[-1])",
+        "reading, confirmed, billing = read_twice(provider, run.latest.pod_id)",
         'reading, confirmed, billing = "paused", True, False',
         (hook_test("test_a_genuine_hint_while_the_pod_runs_destroys_and_rents_nothing"),),
     ),

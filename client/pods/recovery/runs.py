@@ -53,7 +53,7 @@ def read_runs(ctx: Ctx, run_ids: Sequence[str]) -> dict[str, RunRecovery | None]
 
 
 def attempt_label(record: WatchdogRecord | None, runs: dict[str, RunRecovery | None]) -> str | None:
-    """"attempt 2/3" for a pod of a recovering run (of 1 + its N recoveries); None for any other pod."""
+    """The label "attempt 2/3" for a pod of a recovering run (of 1 + its N recoveries); None for any other pod."""
     if record is None:
         return None
     run_id, attempt = run_of(record)
