@@ -287,6 +287,21 @@ def _die(*args: object) -> None:
     raise RuntimeError("the pass died here")
 
 
+def test_a_run_whose_pass_fails_is_reported_on_its_own_provider(
+    world: RecWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report's row for a run the pass could not handle names the run's provider, read from its record."""
+    world.up()
+    world.outbid_and_wait()
+    stored = world.run()
+    runs.update(world.deps.store, RUN_ID, lambda r: r.model_copy(update={"provider": "elsewhere"}))
+    monkeypatch.setattr(watch, "recover_one", _die)
+    sweep = _pass(world)
+    watch.recover_runs(sweep)
+    [row] = [a for a in sweep.report.actions if a.action == "skip"]
+    assert (row.pod_id, row.provider) == (RUN_ID, "elsewhere") and stored.provider == "vast"
+
+
 def _pass(world: RecWorld) -> Any:
     from gpuc.functions.reaper.state import Pass
 
