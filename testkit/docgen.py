@@ -32,12 +32,59 @@ def _walk(
     # with `--help` only): made again here from this context's names, as `gpuc` itself would.
     if hasattr(command, "_help_option"):
         command._help_option = None
-    yield path, command.get_help(ctx)
+    yield path, _with_usage(command.get_help(ctx), usage(command, ctx))
     if isinstance(command, click.Group):
         for name in command.list_commands(ctx):
             sub = command.get_command(ctx, name)
             if sub is not None and not sub.hidden:
                 yield from _walk(sub, [*path, name], ctx)
+
+
+# click's own usage line changed within the range pyproject accepts (`click>=8.1`): before 8.5 an optional
+# Choice argument read `[[a|b]]` and a group that runs without a subcommand `COMMAND [ARGS]...`. The page is
+# made the same under every click: the usage line is rendered here, from the command's parameters, as click
+# 8.5 renders it; the rest of the help is click's (unchanged from 8.1 to 8.5 for gpuc's commands).
+_DEFAULT_SUBCOMMAND_METAVARS = ("COMMAND [ARGS]...", "[COMMAND] [ARGS]...")
+
+
+def usage(command: click.Command, ctx: click.Context) -> str:
+    """`Usage: gpuc <path> [OPTIONS] ARGS...`, wrapped as click wraps it."""
+    pieces = [command.options_metavar] if command.options_metavar else []
+    pieces += [_argument_metavar(p) for p in command.get_params(ctx) if isinstance(p, click.Argument)]
+    if isinstance(command, click.Group):
+        pieces.append(_subcommand_metavar(command))
+    formatter = ctx.make_formatter()
+    formatter.write_usage(ctx.command_path, " ".join(pieces))
+    return formatter.getvalue().rstrip("\n")
+
+
+def _argument_metavar(argument: click.Argument) -> str:
+    if argument.metavar is not None:
+        return argument.metavar
+    if isinstance(argument.type, click.Choice):
+        shown = "|".join(str(c) for c in argument.type.choices)
+        found = f"{{{shown}}}" if argument.required else f"[{shown}]"
+    elif type(argument.type).get_metavar is click.ParamType.get_metavar and argument.name:
+        found = argument.name.upper()
+    else:  # a type that names its own metavar: say how click shows it here, once, rather than guess
+        raise NotImplementedError(f"docgen renders no usage for a {type(argument.type).__name__} argument yet")
+    if not argument.required and not found.startswith("["):
+        found = f"[{found}]"
+    return found + ("..." if argument.nargs != 1 else "")
+
+
+def _subcommand_metavar(group: click.Group) -> str:
+    if group.chain or group.subcommand_metavar not in _DEFAULT_SUBCOMMAND_METAVARS:
+        return group.subcommand_metavar  # the group's own words
+    return "[COMMAND] [ARGS]..." if group.invoke_without_command else "COMMAND [ARGS]..."
+
+
+def _with_usage(help_text: str, usage_line: str) -> str:
+    """click's help with its usage paragraph (up to the first blank line) replaced by `usage_line`."""
+    said, blank, rest = help_text.partition("\n\n")
+    if not said.startswith("Usage:"):
+        raise ValueError(f"click's help does not start with its usage line: {said[:60]!r}")
+    return usage_line + blank + rest
 
 
 def commands_page() -> str:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 import os
 import signal
 from collections.abc import Iterator
@@ -31,6 +32,19 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[N
     monkeypatch.setenv("GPUC_HOME", str(tmp_path / "gpuc-home"))
     monkeypatch.setenv("GPUC_ENV_FILE", str(tmp_path / "no.env"))
     yield
+
+
+@pytest.fixture(autouse=True)
+def gpuc_logs_left_on() -> Iterator[None]:
+    """A test that switches gpuc's loggers off (a library's logging.config.dictConfig disables every logger
+    that exists) fails itself, rather than a later test in the worker that reads what gpuc logs."""
+    yield
+    off = [
+        name
+        for name, logger in logging.Logger.manager.loggerDict.items()
+        if name.startswith("gpuc") and isinstance(logger, logging.Logger) and logger.disabled
+    ]
+    assert not off, f"this test left gpuc's loggers disabled: {off[:5]}"
 
 
 @pytest.fixture

@@ -314,17 +314,22 @@ class SlowProvider(ListingProvider):
 
 
 class SlowWatchdog(Watchdog):
+    def __init__(self, wait: Callable[[], object]) -> None:
+        super().__init__()
+        self.wait = wait
+
     def status(self) -> StatusResponse:
-        time.sleep(0.4)
+        self.wait()
         return super().status()
 
 
 def test_ls_reads_the_watchdog_and_every_provider_at_once(tmp_path: Path) -> None:
-    """Each read takes 0.4 s: one after the other the network would cost 1.6 s, together 0.4 s."""
-    slow = [SlowProvider(name, lambda: time.sleep(0.4)) for name in ("local", "runpod", "vast")]
-    start = time.monotonic()
-    found = survey(deps_with(tmp_path, slow, SlowWatchdog()))
-    assert time.monotonic() - start < 1.0 and found.complete and found.watchdog
+    """Each read answers only once all four have begun: read one after the other, the first would wait
+    alone (30 s) and fail. No wall-clock margin, so a loaded machine cannot make it flaky."""
+    together = threading.Barrier(4, timeout=30.0)
+    slow = [SlowProvider(name, together.wait) for name in ("local", "runpod", "vast")]
+    found = survey(deps_with(tmp_path, slow, SlowWatchdog(together.wait)))
+    assert found.complete and found.watchdog and not together.broken
 
 
 def test_a_stuck_provider_does_not_hold_back_the_others_listing(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import click
 import pytest
 
 from gpuc.testkit import docgen
@@ -73,3 +74,45 @@ def test_the_slug_is_githubs() -> None:
         "what-it-costs-on-aws-10-pods-one-ping-a-minute-reaper-every-5-min"
     )
     assert gh_slug("`gpuc up`") == "gpuc-up"
+
+
+def _click_version() -> tuple[int, ...]:
+    from importlib.metadata import version
+
+    return tuple(int(part) for part in version("click").split(".")[:2])
+
+
+@pytest.mark.skipif(_click_version() < (8, 5), reason="docgen renders the usage lines as click 8.5 does")
+def test_the_usage_lines_docgen_renders_are_clicks_own() -> None:
+    """docgen renders every usage line itself (the same page under every click pyproject accepts); under a
+    click that renders them as docgen does (8.5 on), each is click's own: a click that changes its usage
+    lines, or a parameter docgen does not render yet, fails here rather than drift the page."""
+    walked = list(docgen._walk(__import__("gpuc.client.cli", fromlist=["cli"]).cli, ["gpuc"], None))
+    differ = []
+    for path, text in walked:
+        from_click = _clicks_usage(path)
+        if not text.startswith(from_click + "\n"):
+            differ.append((" ".join(path), from_click, text.split("\n\n", 1)[0]))
+    assert len(walked) > 20 and differ == []
+
+
+def _clicks_usage(path: list[str]) -> str:
+    from click.testing import CliRunner
+
+    from gpuc.client.cli import cli
+
+    shown = CliRunner().invoke(cli, [*path[1:], "--help"], prog_name="gpuc", terminal_width=docgen.WIDTH)
+    assert shown.exit_code == 0, shown.output
+    return shown.output.split("\n\n", 1)[0]
+
+
+def test_the_commands_page_is_the_same_whatever_usage_line_click_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """click wrote its usage lines differently within `click>=8.1` (8.4: `[[a|b]]`, `COMMAND [ARGS]...` for a
+    group that runs alone): docgen writes them itself, so a click that writes another usage line makes the
+    same page. Checked by hand under click 8.1.8, 8.2.1, 8.3.1, 8.4.0 and 8.5.1: the same docs/commands.md."""
+
+    def another_usage(self: click.Command, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        formatter.write_usage("cli", "[[OLD|STYLE]] COMMAND [ARGS]...")
+
+    monkeypatch.setattr(click.Command, "format_usage", another_usage)
+    assert docgen.commands_page() == (ROOT / "docs" / "commands.md").read_text(encoding="utf-8")

@@ -7,8 +7,10 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import logging
 import os
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 
 from gpuc.testkit import docgen
@@ -21,6 +23,26 @@ def contracts() -> dict[str, dict[str, object]]:
     return {c["id"]: c for c in config["tool"]["importlinter"]["contracts"]}
 
 
+@contextlib.contextmanager
+def logging_as_it_was() -> Iterator[None]:
+    """lint-imports configures logging with dictConfig, whose default disables every logger that exists: run
+    in this process, it switched gpuc's loggers off for every test after it in the worker (a test that reads
+    what the watchdog logs then failed in the full run and passed alone). Each logger is put back."""
+    loggers = [
+        logging.getLogger(),
+        *(g for g in logging.Logger.manager.loggerDict.values() if isinstance(g, logging.Logger)),
+    ]
+    saved = [(g, g.disabled, g.level, g.propagate, list(g.handlers)) for g in loggers]
+    try:
+        yield
+    finally:
+        for logger, disabled, level, propagate, handlers in saved:
+            logger.disabled, logger.level, logger.propagate, logger.handlers = disabled, level, propagate, handlers
+        for made in logging.Logger.manager.loggerDict.values():
+            if isinstance(made, logging.Logger) and made not in loggers:
+                made.handlers = []  # its handler writes to the stdout this test redirected
+
+
 def test_every_import_contract_is_kept(tmp_path: Path) -> None:
     from importlinter.cli import lint_imports
 
@@ -28,7 +50,7 @@ def test_every_import_contract_is_kept(tmp_path: Path) -> None:
     cwd = Path.cwd()
     os.chdir(ROOT)  # lint-imports reads the contracts from the pyproject.toml where it runs
     try:
-        with contextlib.redirect_stdout(out):
+        with logging_as_it_was(), contextlib.redirect_stdout(out):
             code = lint_imports(config_filename=str(ROOT / "pyproject.toml"), no_cache=True, no_logo=True)
     finally:
         os.chdir(cwd)

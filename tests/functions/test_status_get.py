@@ -106,10 +106,11 @@ def test_a_server_that_never_answers_is_a_timeout_not_retried(world: World) -> N
         said = set()
         for how in READS:
             sleeps: list[float] = []
-            error = failure(world, how, url, sleeps, functions_timeout_s=0.2)
+            # 1 s of wall clock, not 0.2: the timeout covers the connect too, which a loaded machine can delay
+            error = failure(world, how, url, sleeps, functions_timeout_s=1.0)
             assert sleeps == [], how
             said.add(error.message)
-    assert len(said) == 1 and "did not answer within 0.2 s" in said.pop()
+    assert len(said) == 1 and "did not answer within 1 s" in said.pop()
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ named test must fail on it.
     make mutants                                   # every mutant in table.py
     .venv/bin/python tests/mutants/run.py --list   # what they are
     .venv/bin/python tests/mutants/run.py --only dry-   # the ones whose id starts so
+    .venv/bin/python tests/mutants/run.py --sample 12 --seed 1   # twelve of them, drawn reproducibly
     .venv/bin/python tests/mutants/run.py --only dry- \
         --against "tests/functions --ignore=tests/functions/test_reaper_guards.py"   # before their guard?
 
@@ -13,15 +14,20 @@ in a `finally`, on Ctrl-C and SIGTERM too. Python writes no bytecode for the mut
 mutant can outlive its run. A snippet that no longer occurs exactly once fails the run (the code moved:
 update the table) instead of counting as a survivor or a kill.
 
-Killed: pytest reports a failure (exit 1) or the run exceeds the timeout. Survived: every named test
-passed. Anything else (a collection error, exit 2-5) is an error of the table. Exit 0 only when every
-mutant was killed.
+Each mutant runs twice: against its named tests (the table's score: did the test written for it fail?),
+then against every test of the folders those tests are in (the suite's score: would the suite as a whole
+catch this break, as `make test` runs it?). Both scores are printed.
+
+Killed: pytest reports a failure (exit 1) or the run exceeds the timeout. Survived: every test passed.
+Anything else (a collection error, exit 2-5) is an error of the table. Exit 0 only when every mutant was
+killed in both runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import random
 import shlex
 import signal
 import subprocess
@@ -66,6 +72,15 @@ def check(mutant: Mutant, root: Path = ROOT) -> str | None:
     return None
 
 
+def folders(mutant: Mutant) -> list[str]:
+    """The folders of its named tests: the part of the suite that answers for the code it breaks."""
+    return sorted({str(Path(t.split("::")[0]).parent) for t in mutant.tests})
+
+
+def in_parallel(workers: int) -> list[str]:
+    return ["-n", str(workers), "--dist", "worksteal"] if workers > 1 else ["-p", "no:xdist"]
+
+
 def pytest(tests: list[str], root: Path, timeout_s: float) -> tuple[int | None, str]:
     """(pytest's exit code, or None on timeout; its last lines). `tests` may hold pytest options."""
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
@@ -93,7 +108,8 @@ def run_mutant(mutant: Mutant, root: Path, timeout_s: float, tests: list[str] | 
         os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     if code is None:
         return "killed", f"timed out after {timeout_s:.0f} s"
-    if code == 1:
+    # Under pytest-xdist, -x ends the run as interrupted (exit 2) after the first failure: a kill when it says so.
+    if code == 1 or (code == 2 and "Interrupted: stopping after" in tail):
         return "killed", tail.splitlines()[-1] if tail else ""
     if code == 0:
         return "survived", tail.splitlines()[-1] if tail else ""
@@ -110,13 +126,21 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
     parser.add_argument("--list", action="store_true", help="list the mutants and exit")
     parser.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds per mutant (a hang is a kill)")
     parser.add_argument(
+        "--sample", type=int, default=0, metavar="N", help="run N of the chosen mutants, drawn at random"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="the draw of --sample (the same seed, the same mutants)")
+    parser.add_argument("--workers", type=int, default=2, help="pytest-xdist workers for the folder runs (1: no xdist)")
+    parser.add_argument("--no-folders", action="store_true", help="only the named tests: the table's score alone")
+    parser.add_argument(
         "--against",
         metavar="PYTEST_ARGS",
         help="run every mutant against these pytest arguments (one string) instead of its own tests, e.g. "
-        "\"tests/functions --ignore=tests/functions/test_reaper_guards.py\": did it survive before its guard?",
+        '"tests/functions --ignore=tests/functions/test_reaper_guards.py": did it survive before its guard?',
     )
     args = parser.parse_args(argv)
     chosen = [m for m in MUTANTS if m.id.startswith(args.only)]
+    if 0 < args.sample < len(chosen):
+        chosen = sorted(random.Random(args.seed).sample(chosen, args.sample), key=MUTANTS.index)
     if args.list:
         for m in chosen:
             print(f"{m.id:28} {m.file:34} {m.what}")
@@ -142,16 +166,24 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
     if code != 0:
         print(f"the named tests fail without any mutant (exit {code}):\n{tail}", file=sys.stderr)
         return 2
-    results: dict[str, int] = {"killed": 0, "survived": 0, "error": 0}
+    by_folder = not (args.no_folders or against)
+    if by_folder:
+        every = sorted({f for m in chosen for f in folders(m)})
+        print(f"baseline: pytest {' '.join(every)} on the unmutated tree", flush=True)
+        code, tail = pytest([*in_parallel(args.workers), *every], root, args.timeout * 4)
+        if code != 0:
+            print(f"the folders fail without any mutant (exit {code}):\n{tail}", file=sys.stderr)
+            return 2
+    table: dict[str, int] = {"killed": 0, "survived": 0, "error": 0}
+    suite: dict[str, int] = {"killed": 0, "survived": 0, "error": 0}
     try:
         for mutant in chosen:
-            start = time.monotonic()
-            outcome, detail = run_mutant(mutant, root, args.timeout, against)
-            results[outcome] += 1
-            took = time.monotonic() - start
-            print(f"{outcome:8} {mutant.id:28} {took:5.1f} s  {mutant.what}", flush=True)
-            if outcome != "killed":
-                print(f"         {detail}", flush=True)
+            outcome = report(mutant, "tests", root, args.timeout, against)
+            table[outcome] += 1
+            if by_folder:
+                in_folders = [*in_parallel(args.workers), *folders(mutant)]
+                # A folder takes minutes where its named tests take seconds: four timeouts before a hang is a kill.
+                suite[report(mutant, "folder", root, args.timeout * 4, in_folders)] += 1
     except KeyboardInterrupt:
         print("interrupted: the tree is as it was", file=sys.stderr)
         return 130
@@ -159,11 +191,30 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
         left = tracked_changes(root)
         if left:  # never expected: each file is restored in run_mutant's finally
             print(f"WARNING: the tree changed during the run: {left}", file=sys.stderr)
-    print(
-        f"{len(chosen)} mutants, {results['killed']} killed, {results['survived']} survived"
-        + (f", {results['error']} errors" if results["error"] else "")
+    print(score("by their named tests (the table)", table))
+    if by_folder:
+        print(score("by the tests of their folders (the suite)", suite))
+    return 0 if table["killed"] == len(chosen) and (not by_folder or suite["killed"] == len(chosen)) else 1
+
+
+def report(mutant: Mutant, against: str, root: Path, timeout_s: float, tests: list[str] | None) -> str:
+    """Run one mutant against its tests or `tests`, say how it went; the outcome."""
+    start = time.monotonic()
+    outcome, detail = run_mutant(mutant, root, timeout_s, tests)
+    took = time.monotonic() - start
+    print(f"{outcome:8} {against:6} {mutant.id:28} {took:5.1f} s  {mutant.what}", flush=True)
+    if outcome != "killed":
+        print(f"         {detail}", flush=True)
+    return outcome
+
+
+def score(by: str, results: dict[str, int]) -> str:
+    ran = sum(results.values())
+    errors = f", {results['error']} errors" if results["error"] else ""
+    return (
+        f"{ran} mutants {by}: {results['killed']} killed, {results['survived']} survived{errors}"
+        f" ({100 * results['killed'] / max(ran, 1):.0f} %)"
     )
-    return 0 if results["killed"] == len(chosen) else 1
 
 
 if __name__ == "__main__":

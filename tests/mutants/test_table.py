@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from mutant import Mutant
-from run import ROOT, check, main, run_mutant, tracked_changes
+from run import ROOT, check, folders, in_parallel, main, run_mutant, tracked_changes
 from table import MUTANTS
 
 
@@ -49,3 +49,18 @@ def test_it_refuses_a_dirty_tree_before_touching_anything(tmp_path: Path, capsys
     assert main(["--only", "dry-destroy"], root=tmp_path) == 2
     assert "refusing to run" in capsys.readouterr().err
     assert (tmp_path / "f.py").read_text() == "x = 2\n"
+
+
+def test_a_mutant_is_also_run_against_the_folders_of_its_tests() -> None:
+    mutant = Mutant("m", "x", "f.py", "a", "b", ("tests/functions/test_a.py::test_x", "tests/aws/test_b.py"))
+    assert folders(mutant) == ["tests/aws", "tests/functions"]
+    assert all(folders(m) and all((ROOT / f).is_dir() for f in folders(m)) for m in MUTANTS)
+
+
+def test_a_failure_under_xdist_is_a_kill(tmp_path: Path) -> None:
+    """The folder runs use pytest-xdist, where -x ends a run with exit 2 (interrupted), not 1."""
+    (tmp_path / "mod.py").write_text("SAFE = True\n")
+    (tmp_path / "test_mod.py").write_text("from mod import SAFE\n\n\ndef test_safe() -> None:\n    assert SAFE\n")
+    mutant = Mutant("m", "unsafe", "mod.py", "SAFE = True", "SAFE = False", ("test_mod.py",))
+    tests = [*in_parallel(2), "test_mod.py", "--rootdir", str(tmp_path)]
+    assert run_mutant(mutant, tmp_path, timeout_s=120, tests=tests)[0] == "killed"

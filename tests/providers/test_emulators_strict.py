@@ -268,7 +268,9 @@ def test_served_over_http_a_timeout_hangs_and_a_drop_disconnects(runpod_server: 
     emu.faults.add(op="list", kind="timeout")
     emu.faults.add(op="list", kind="drop")
     headers = {"Authorization": f"Bearer {RUNPOD_KEY}"}
-    with httpx.Client(timeout=0.3) as client:
+    # The hang is told by the read's timeout (the server hangs 5 s); 2 s, so that a loaded machine neither
+    # times the connect out nor the answers that follow.
+    with httpx.Client(timeout=httpx.Timeout(2.0, connect=10.0)) as client:
         with pytest.raises(httpx.ReadTimeout):
             client.get(f"{runpod_server.url}/v2/pods", headers=headers)
         with pytest.raises(httpx.RemoteProtocolError):

@@ -445,7 +445,9 @@ def test_a_real_timeout_after_commit_leaves_one_pod(
         RUNPOD_KEY,
         graphql_url=f"{runpod_server.url}/graphql",
         rest_url=f"{runpod_server.url}/v2",
-        timeout_s=0.3,
+        # Wall clock, and it covers the connect and the lookups after: 2 s holds on a loaded machine (0.3 s
+        # ran out before the create was sent); the emulator hangs 5 s, past it.
+        timeout_s=2.0,
         clock=FakeClock(),
         backoff=zero_backoff,
     )
