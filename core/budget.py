@@ -386,8 +386,8 @@ def run_envelope_usd(price_cap: float, disk_per_hour: float, max_hours: float) -
 
 @dataclass(frozen=True)
 class RunEnvelope:
-    """A run's bound as `up --recover` fixes it (client/pods/recovery.py), shown before the rent and checked against
-    the budget for every attempt of the run together."""
+    """A run's bound as `up --recover` fixes it (client/pods/recovery/prepare.py), shown before the rent and
+    checked against the budget for every attempt of the run together."""
 
     price_cap: float  # per hour for the whole pod: bid x GPUs; no re-rent above it
     disk_per_hour: float

@@ -44,7 +44,7 @@ ProcScanError                      (instance_side.procs) the process table unrea
 StepFailed                         (instance_side.bootstrap) one bootstrap step failed: reported, pod kept
 SettingError                       (core.settings) a setting of the wrong kind: load_settings makes it a ConfigError
 Unreadable                         (core.podjson) a pod's answer or file is not what gpuc wrote: "unknown"
-LinkRefused                        (functions.actions.links) a phone link that does nothing: a clear 4xx page
+LinkRefused                        (functions.links) a phone link that does nothing: a clear 4xx page
 ActionRefused                      (functions.actions.verbs) a tap the pod's state refuses: a clear 4xx page
 WireError                          (core.wire) a wire document that is not what its schema says: where, never the value
 TerminateRefused                   (core.providers.podkey) the pod key's terminate refused: the pod stops itself
@@ -52,7 +52,7 @@ SendFailed                         (core.providers.podkey) one of the pod's exch
 AskError                           (instance_side.ask) no answer to the laptop's question: its JSON `error`
 Refused                            (functions.actions.wire) a phone channel's tap that did nothing: answered why
 TransportFailure                   (core.transport) one HTTP exchange got no answer: its kind says if it was sent
-LostClaim                          (functions.reaper.recovering) the act's claim taken by another pass: it stops
+LostClaim                          (functions.recovery.claim) the act's claim taken by another pass: it stops
 _NotVerified                       (instance_side.push) a push the destination does not list back: not recorded
 ChangedWhileSent                   (instance_side.push) a file rewritten in place while sent: marked, sent again
 _Moved                             (instance_side.push) a file changed since the push listed it: it waits

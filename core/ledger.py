@@ -138,7 +138,7 @@ def run_of(record: object) -> tuple[str | None, int | None]:
     return run_id, attempt if isinstance(attempt, int) else 1
 
 
-# ended_by of an attempt the watchdog's recovery destroyed to rent the next (functions/reaper/recovering.py):
+# ended_by of an attempt the watchdog's recovery destroyed to rent the next (functions/recovery/rerent.py):
 # never its run's end
 RECOVERY_ENDED_BY = "recovery"
 

@@ -141,7 +141,7 @@ class Settings:
     destroy_grace_s: float = 4 * 60.0
     stopped_limit_s: float = 24 * 3600.0
     paused_limit_s: float = 30 * 60.0
-    # interruptible recovery, run by the watchdog (functions/reaper/recovering.py): how long an outbid pod may
+    # interruptible recovery, run by the watchdog (functions/recovery/rerent.py): how long an outbid pod may
     # wait for its bid to win again before the next offer is rented (a paused instance bills its disk)
     recover_wait_s: float = field(default=5 * 60.0, metadata={"gt": 0, "finite": True})
     unregistered_grace_s: float = 20 * 60.0

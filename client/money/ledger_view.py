@@ -46,7 +46,7 @@ def take_in_ends(ledger: Ledger, status: StatusFn, runs: Runs | None = None) -> 
     """Close rows the pods or the reaper ended while this laptop was away. Never fatal: the ledger still
     reads without the watchdog, it just may not know every end yet. A record with an absurd time or price
     is refused with a warning (one line each); a ledger that cannot be read raises its own clear error.
-    `runs`: the recovering runs read (client/pods/recovering.py): a run's one row closes when it is done."""
+    `runs`: the recovering runs read (client/pods/recovery/runs.py): a run's one row closes when it is done."""
     try:
         records = status().pods
     except GpucError as exc:

@@ -260,7 +260,7 @@ def _finish_down(run: RunRecord, ctx: Ctx, note: str | None, recovering: RunReco
     if closed is None:
         ctx.echo("ledger: the run's row closes with its cost across attempts once the watchdog records its end")
         return
-    from gpuc.client.pods.recovering import tidy_kits
+    from gpuc.client.pods.recovery.runs import tidy_kits
 
     for line in tidy_kits(ctx, {run.run_id: ended}):
         ctx.echo(line)

@@ -92,7 +92,7 @@ class UpOptions:
     warm_job_s: float = 0.0
     env_names: tuple[str, ...] = ()  # `--env NAME`: to the job through the pod's secrets file (core.podsecrets)
     # `--recover N`: after an outbid the watchdog re-rents and resumes the run up to N times, inside the run's one
-    # envelope (client/pods/recovery.py); 0: none. `--recover-on-demand`: the last recovery rents on-demand.
+    # envelope (client/pods/recovery/prepare.py); 0: none. `--recover-on-demand`: the last recovery rents on-demand.
     recover: int = 0
     recover_on_demand: bool = False
 
@@ -300,7 +300,7 @@ class Quote:
     price_per_hour: float | None  # the whole pod, every GPU
     source: str  # where the price comes from, in words
     offer_id: str | None = None  # Vast: the offer priced, which `up` then rents (not a cheaper one found later)
-    # `--recover N`: the run's one envelope across its attempts (client/pods/recovery.py); it, not price x
+    # `--recover N`: the run's one envelope across its attempts (client/pods/recovery/prepare.py); it, not price x
     # hours, is what the budget checks and the confirmation shows
     envelope: RunEnvelope | None = None
 
@@ -315,7 +315,7 @@ def quote(
     provider: Provider, spec: PodSpec, opts: UpOptions, ctx: Ctx, envelope: RunEnvelope | None = None
 ) -> Quote:
     """The price `up` expects to pay per hour (None when no one can say: then it is said so), and with
-    --recover the run's envelope (client/pods/recovery.py envelope_of)."""
+    --recover the run's envelope (client/pods/recovery/prepare.py envelope_of)."""
     return replace(_quote(provider, spec, opts, ctx), envelope=envelope)
 
 

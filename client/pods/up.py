@@ -30,8 +30,9 @@ from gpuc.client.interrupts import (
 from gpuc.client.onpod.provision import IMAGE_PYTHON, install_agent, provision
 from gpuc.client.onpod.script import check_command, check_in_bundle, put_project
 from gpuc.client.onpod.ssh import wait_for_ssh_endpoint
-from gpuc.client.pods import allowlist, plan, recovery, warm
+from gpuc.client.pods import allowlist, plan, warm
 from gpuc.client.pods.plan import UpOptions, check_env_file, check_experiment
+from gpuc.client.pods.recovery import prepare as recovery
 from gpuc.client.pods.run import job_started, short_command, start_job
 from gpuc.client.pods.spent import spent_words
 from gpuc.client.progress import Ticker, ticking

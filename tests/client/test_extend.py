@@ -221,7 +221,7 @@ def _iso(ts: float) -> str:
 
 class RecoveringWatchdog:
     """A watchdog holding a run that recovers from outbids: its first pod v1 outbid and ended, attempt 2 (v2)
-    live. A deadline moved on v2 moves the run's envelope (functions/runs.py move_envelope)."""
+    live. A deadline moved on v2 moves the run's envelope (functions/recovery/runs.py move_envelope)."""
 
     def __init__(self, now: float) -> None:
         self.now, self.moved_on = now, ""

@@ -7,12 +7,12 @@ from __future__ import annotations
 from mutant import Mutant
 
 UP = "client/pods/up.py"
-RECOVERY = "client/pods/recovery.py"
+RECOVERY = "client/pods/recovery/prepare.py"
 LEDGER = "core/ledger.py"
 DOWN = "client/pods/down.py"
-UP_TESTS = "tests/client/test_up_recover.py"
-LEDGER_TESTS = "tests/client/test_ledger_recovery.py"
-DOWN_TESTS = "tests/client/test_down_recovery.py"
+UP_TESTS = "tests/recovery/test_up_recover.py"
+LEDGER_TESTS = "tests/recovery/test_ledger_recovery.py"
+DOWN_TESTS = "tests/recovery/test_down_recovery.py"
 
 
 def up_test(name: str) -> str:

@@ -250,9 +250,7 @@ def _kit_client(settings: Settings, bucket: str) -> Any:
 
 def _put_presigned(client: Any, bucket: str, key: str, data: bytes, expires_s: int) -> str:
     client.put_object(Bucket=bucket, Key=key, Body=data)
-    url = client.generate_presigned_url(
-        "get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=expires_s
-    )
+    url = client.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=expires_s)
     return str(url)
 
 

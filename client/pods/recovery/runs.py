@@ -13,6 +13,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from gpuc.client.context import Ctx
+from gpuc.client.pods.recovery.prepare import KITS_DIR, remove_kit
 from gpuc.core.errors import GpucError
 from gpuc.core.ledger import recovering_runs, run_of
 
@@ -52,7 +53,7 @@ def read_runs(ctx: Ctx, run_ids: Sequence[str]) -> dict[str, RunRecovery | None]
 
 
 def attempt_label(record: WatchdogRecord | None, runs: dict[str, RunRecovery | None]) -> str | None:
-    """"attempt 2/3" for a pod of a recovering run (of 1 + its N recoveries); None for any other pod."""
+    """The label "attempt 2/3" for a pod of a recovering run (of 1 + its N recoveries); None for any other pod."""
     if record is None:
         return None
     run_id, attempt = run_of(record)
@@ -65,8 +66,6 @@ def attempt_label(record: WatchdogRecord | None, runs: dict[str, RunRecovery | N
 def tidy_kits(ctx: Ctx, runs: dict[str, RunRecovery | None]) -> list[str]:
     """Remove the boot kit (gpuc's wheel and the user's code, at the results bucket) of each run that is done:
     nothing rents from it any more. What could not be removed is said, with where it is."""
-    from gpuc.client.pods.recovery import KITS_DIR, remove_kit
-
     lines = []
     for run_id, run in runs.items():
         if run is not None and run.done and not remove_kit(ctx.settings, run_id):

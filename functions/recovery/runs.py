@@ -27,6 +27,7 @@ from gpuc.core.api import AttemptRecord, RecoveryRequest, RunRecovery
 from gpuc.core.budget import Attempt, Envelope, run_spent
 from gpuc.core.models import Strict
 from gpuc.core.pod import RUN_ID_RE
+from gpuc.functions.recovery.decide import RecoveryPlan
 from gpuc.functions.store import FINISHED_STATES, Store, StoredPod
 
 RUN_META = "run:"  # + run id: the run's record
@@ -90,6 +91,12 @@ class StoredRun(Strict):
     def envelope(self) -> Envelope:
         r = self.request
         return Envelope(r.first_start, r.max_hours, r.envelope_usd)
+
+    @property
+    def plan(self) -> RecoveryPlan:
+        """What the pure rules (functions/recovery/decide.py) read of the request."""
+        r = self.request
+        return RecoveryPlan(r.recover, self.envelope, r.price_cap, r.disk_per_hour, r.on_demand_last)
 
     @property
     def latest(self) -> AttemptRecord:
@@ -355,8 +362,15 @@ def busy_with(run: StoredRun) -> str | None:
     return f"renting attempt {acting.attempt}{pod}"
 
 
-def first_run(request: RecoveryRequest, experiment: str, provider: str, pod_id: str, start: float,
-              price: float, interruptible: bool) -> StoredRun:  # fmt: skip
+def first_run(
+    request: RecoveryRequest,
+    experiment: str,
+    provider: str,
+    pod_id: str,
+    start: float,
+    price: float,
+    interruptible: bool,
+) -> StoredRun:
     first = AttemptRecord(
         pod_id=pod_id,
         start=start,

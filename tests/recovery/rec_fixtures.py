@@ -1,28 +1,16 @@
 """The recovering-run world (testkit/spot_world.py) as fixtures, on SQLite and on both stores: the recovery
-tests import them (`from rec_fixtures import any_world, world`), which shadows conftest's pod worlds there."""
+tests import them (`from rec_fixtures import any_world, world`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
-import boto3
 import pytest
-from moto import mock_aws
+from watchdog_fakes import moto_store
 
 from gpuc.core.clock import FakeClock
-from gpuc.functions.dynamo import DynamoStore, create_table
 from gpuc.testkit.spot_world import RecWorld, make_rec_world
-
-
-@contextmanager
-def moto_store() -> Iterator[DynamoStore]:
-    """A DynamoStore on moto's in-process DynamoDB, its table as the stack creates it."""
-    with mock_aws():
-        client = boto3.client("dynamodb", region_name="us-east-1")
-        create_table(client, "gpuc-watchdog")
-        yield DynamoStore("gpuc-watchdog", client)
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""A re-rent against the user's stop and against its own interruption (functions/reaper/recovering.py), on the
+"""A re-rent against the user's stop and against its own interruption (functions/recovery/rerent.py), on the
 Vast emulator through the real VastProvider, the real routes and a real store, on a FakeClock.
 
 - A stop always wins: asked at any step of a re-rent (before the paused instance's destroy, after it, after
@@ -21,8 +21,7 @@ from gpuc.core import api
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ProviderError
 from gpuc.core.pod import Pod
-from gpuc.functions import runs
-from gpuc.functions.reaper import recovering
+from gpuc.functions.recovery import claim, rerent, runs, watch
 from gpuc.testkit.spot_world import (
     BID,
     CUT_STEPS,
@@ -36,7 +35,7 @@ from gpuc.testkit.spot_world import (
     make_rec_world,
 )  # fmt: skip
 
-# The recovering run's worlds (tests/functions/rec_fixtures.py), on SQLite and on both stores
+# The recovering run's worlds (tests/recovery/rec_fixtures.py), on SQLite and on both stores
 world, any_world = rec_fixtures.world, rec_fixtures.any_world
 
 
@@ -53,12 +52,12 @@ def test_a_stop_at_any_step_of_a_re_rent_leaves_no_instance_billing(any_world: R
     world.reap()  # the pass that re-rents, with the stop landing at `step`
     run = world.run()
     assert billing(world) == [], step
-    assert run.done and run.stopped_why == recovering.YOU_STOPPED and run.acting is None
+    assert run.done and run.stopped_why == rerent.YOU_STOPPED and run.acting is None
     assert run.request.kit.secrets == {}  # the run ended: its secrets went with it
     rented = world.creates() - 1
     assert rented == (0 if step in ("before the destroy", "after the destroy") else 1), step  # nothing after a stop
     assert len(run.attempts) == 1 + rented and all(a.end is not None for a in run.attempts)  # every minute counted
-    [told] = [m.message for m in world.outbox() if m.kind == recovering.STOPPED_KIND]
+    [told] = [m.message for m in world.outbox() if m.kind == rerent.STOPPED_KIND]
     if rented:
         new = run.attempts[-1].pod_id
         assert f"({new}) is destroyed and confirmed gone" in told
@@ -113,7 +112,7 @@ def test_a_destroy_that_does_not_confirm_after_a_stop_keeps_the_claim_and_the_ne
     run = world.run()
     assert not run.done and run.acting is not None and run.acting.pod_id is not None  # kept: it still bills
     assert runs.busy_with(run) == f"destroying attempt 2 (pod {run.acting.pod_id}), rented as you asked to stop"
-    world.clock.advance(recovering.ACT_LEASE_S + 1)
+    world.clock.advance(claim.ACT_LEASE_S + 1)
     world.reap()
     assert billing(world) == [] and world.run().done and world.creates() == 2
 
@@ -135,7 +134,7 @@ def test_a_re_rent_cut_at_any_step_boots_after_the_next_pass_and_the_user_is_tol
     first_boot = world.boot(new, world.ticket_of(new))
     # Not yet registered by the claim: "later" (onstart asks again), never "never"; registered: it boots.
     assert first_boot.status == (200 if step == "before the ticket is saved" else 409), first_boot.body
-    world.clock.advance(recovering.ACT_LEASE_S + 1)
+    world.clock.advance(claim.ACT_LEASE_S + 1)
     world.reap()  # the next pass takes the claim over: it finds the pod by its attempt's name
     run = world.run()
     assert world.creates() == 2 and run.acting is None and run.latest.pod_id == new and not run.done
@@ -145,7 +144,7 @@ def test_a_re_rent_cut_at_any_step_boots_after_the_next_pass_and_the_user_is_tol
             "HF_TOKEN": PLANTED_SECRET
         }
     assert world.boot(new, world.ticket_of(new)).status == 403  # spent: once only
-    told = [m.message for m in world.outbox() if m.kind == recovering.RECOVERING_KIND]
+    told = [m.message for m in world.outbox() if m.kind == rerent.RECOVERING_KIND]
     assert len(told) == 1 and "A pass was cut short after renting it" in told[0]
     assert billing(world) == [int(new)]
 
@@ -158,11 +157,11 @@ def test_a_re_rent_cut_after_its_create_is_destroyed_when_the_stop_came_meanwhil
     new = next(str(i.id) for i in world.emu.alive())
     world.ask_stop()
     assert world.boot(new, world.ticket_of(new)).status == 403  # a stop is coming for it: never
-    world.clock.advance(recovering.ACT_LEASE_S + 1)
+    world.clock.advance(claim.ACT_LEASE_S + 1)
     world.reap()
     run = world.run()
     assert billing(world) == [] and run.done and world.creates() == 2
-    [told] = [m.message for m in world.outbox() if m.kind == recovering.STOPPED_KIND]
+    [told] = [m.message for m in world.outbox() if m.kind == rerent.STOPPED_KIND]
     assert f"({new}) is destroyed and confirmed gone" in told
     assert run.attempts[-1].pod_id == new and run.attempts[-1].end is not None  # its minutes counted
 
@@ -173,10 +172,10 @@ def test_a_pass_cut_after_writing_its_intent_but_before_the_create_rents_once(wo
     real = world.vast.create
     world.vast.create = _raises  # type: ignore[method-assign, assignment]
     with pytest.raises(RuntimeError):
-        recovering.recover_one(_pass(world), RUN_ID)  # died at its create: nothing rented
+        watch.recover_one(_pass(world), RUN_ID)  # died at its create: nothing rented
     world.vast.create = real  # type: ignore[method-assign]
     assert world.creates() == 1 and world.run().acting.step == "renting"  # type: ignore[union-attr]
-    world.clock.advance(recovering.ACT_LEASE_S + 1)
+    world.clock.advance(claim.ACT_LEASE_S + 1)
     world.reap()
     assert world.creates() == 2 and len(world.run().attempts) == 2 and len(billing(world)) == 1
 
@@ -312,13 +311,13 @@ def test_the_phones_stop_during_a_re_rent_says_what_the_watchdog_is_doing(world:
     world.up(recover=3)
     world.outbid_and_wait()
     world.reap()  # attempt 2, and the phone's notification with its stop button
-    [note] = [m for m in world.outbox() if m.kind == recovering.RECOVERING_KIND]
+    [note] = [m for m in world.outbox() if m.kind == rerent.RECOVERING_KIND]
     world.emu.offers[int(OFFER)].winning_bid = None  # the first machine's higher bidder left: it is offered again
     world.outbid_and_wait()
     world.cut_at("after the register")
     world.reap()  # attempt 3 rented, then the pass cut: the claim stays
     sentence = verbs.act(world.deps, note.actions[0].token, world.now, "ntfy").sentence
     assert "right now the watchdog is destroying attempt 3 (pod " in sentence and "confirmed gone" in sentence
-    world.clock.advance(recovering.ACT_LEASE_S + 1)
+    world.clock.advance(claim.ACT_LEASE_S + 1)
     world.reap()
     assert billing(world) == [] and world.run().done

@@ -1,4 +1,4 @@
-"""The watchdog runs recovery for a run registered with `recovery` (functions/reaper/recovering.py), on the Vast
+"""The watchdog runs recovery for a run registered with `recovery` (functions/recovery/rerent.py), on the Vast
 emulator through the real VastProvider, on a FakeClock: what it re-rents, and every way it must not."""
 
 from __future__ import annotations
@@ -14,13 +14,12 @@ from gpuc.core import api
 from gpuc.core.clock import FakeClock
 from gpuc.core.pod import RESUME_ENV
 from gpuc.core.signing import derive_key
-from gpuc.functions import runs
 from gpuc.functions.actions import verbs
-from gpuc.functions.reaper import recovering
+from gpuc.functions.recovery import claim, rerent, runs, watch
 from gpuc.functions.store import Store
 from gpuc.testkit.spot_world import ADMIN, BID, PLANTED_SECRET, RUN_ID, WAIT_S, RecWorld, make_rec_world
 
-# The recovering run's worlds (tests/functions/rec_fixtures.py), on SQLite and on both stores
+# The recovering run's worlds (tests/recovery/rec_fixtures.py), on SQLite and on both stores
 world, any_world = rec_fixtures.world, rec_fixtures.any_world
 
 # -- register -------------------------------------------------------------------------------------
@@ -270,13 +269,13 @@ def test_a_pass_that_died_after_its_create_is_taken_over_without_a_second_create
 ) -> None:
     world.up()
     world.outbid_and_wait()
-    monkeypatch.setattr(recovering, "_register", _die)
+    monkeypatch.setattr(rerent, "_register", _die)
     with pytest.raises(RuntimeError):
-        recovering.recover_one(_pass(world), RUN_ID)
+        watch.recover_one(_pass(world), RUN_ID)
     monkeypatch.undo()
     world.reap()
     assert world.creates() == 2 and len(world.run().attempts) == 1  # inside its claim: left alone
-    world.clock.advance(recovering.ACT_LEASE_S + 1)
+    world.clock.advance(claim.ACT_LEASE_S + 1)
     world.reap()
     run = world.run()
     assert world.creates() == 2 and len(run.attempts) == 2
@@ -286,6 +285,21 @@ def test_a_pass_that_died_after_its_create_is_taken_over_without_a_second_create
 
 def _die(*args: object) -> None:
     raise RuntimeError("the pass died here")
+
+
+def test_a_run_whose_pass_fails_is_reported_on_its_own_provider(
+    world: RecWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report's row for a run the pass could not handle names the run's provider, read from its record."""
+    world.up()
+    world.outbid_and_wait()
+    stored = world.run()
+    runs.update(world.deps.store, RUN_ID, lambda r: r.model_copy(update={"provider": "elsewhere"}))
+    monkeypatch.setattr(watch, "recover_one", _die)
+    sweep = _pass(world)
+    watch.recover_runs(sweep)
+    [row] = [a for a in sweep.report.actions if a.action == "skip"]
+    assert (row.pod_id, row.provider) == (RUN_ID, "elsewhere") and stored.provider == "vast"
 
 
 def _pass(world: RecWorld) -> Any:

@@ -6,7 +6,7 @@ rented; nor is any attempt whose worst case, added to what was spent, passes the
 from __future__ import annotations
 
 from gpuc.core.budget import Attempt, Envelope, run_spent
-from gpuc.functions.reaper.recover import Decision, Offer, RecoveryPlan, decide
+from gpuc.functions.recovery.decide import Decision, Offer, RecoveryPlan, decide
 
 T0 = 1_800_000_000.0
 H = 3600.0

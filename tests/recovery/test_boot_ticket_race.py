@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from gpuc.core.clock import FakeClock
-from gpuc.functions import runs
 from gpuc.functions.edge import Response
+from gpuc.functions.recovery import runs
 from gpuc.functions.store import Store
 from gpuc.testkit.spot_world import WAIT_S, RecWorld, make_rec_world
 

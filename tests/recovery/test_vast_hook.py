@@ -1,4 +1,4 @@
-"""`POST /v1/hooks/vast` (functions/outbidhook.py): Vast's signed outbid webhook, as Vast sends it
+"""`POST /v1/hooks/vast` (functions/recovery/webhook.py): Vast's signed outbid webhook, as Vast sends it
 (`X-Vast-Signature-256: sha256=<hex>`, the slug `outbid`), is a hint only: recorded and answered with no
 provider call; the reaper's pass acts (woken at once on the local server). On the Vast emulator through the
 real VastProvider and the real dispatch, on a FakeClock."""
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from gpuc.core.clock import FakeClock
-from gpuc.functions import outbidhook
 from gpuc.functions.edge import Response
+from gpuc.functions.recovery import webhook
 from gpuc.testkit.emulators.vast import WebhookDelivery, sign_webhook
 from gpuc.testkit.spot_world import RecWorld, make_rec_world
 
@@ -47,7 +47,7 @@ def seen(world: RecWorld, delivery: WebhookDelivery) -> bool:
 
 def seen_id(world: RecWorld, event_id: str) -> bool:
     db = world.store._db  # type: ignore[attr-defined]  # the SQLite store: read as it is, no method writes
-    rows = db.execute("SELECT 1 FROM seen_once WHERE kind = ? AND key = ?", (outbidhook.SEEN_KIND, event_id))
+    rows = db.execute("SELECT 1 FROM seen_once WHERE kind = ? AND key = ?", (webhook.SEEN_KIND, event_id))
     return rows.fetchone() is not None
 
 
@@ -124,7 +124,7 @@ def test_the_same_delivery_again_is_ignored_and_nothing_acts_twice(world: RecWor
     calls, creates = provider_calls(world), world.creates()
     answer = deliver(world, again)
     # 200, not 4xx: Vast delivers at least once and would retry a refusal for ever
-    assert answer.status == 200 and answer.body == {"ok": True, "ignored": outbidhook.SEEN}
+    assert answer.status == 200 and answer.body == {"ok": True, "ignored": webhook.SEEN}
     assert provider_calls(world) == calls and world.creates() == creates  # not even a read
     assert seen(world, good)
 
@@ -138,7 +138,7 @@ def test_a_forged_signature_is_401_and_nothing_is_read_or_stored(world: RecWorld
     forged = WebhookDelivery(dict(good.headers, **{"X-Vast-Signature-256": "sha256=" + "0" * 64}), good.body)
     calls = provider_calls(world)
     answer = deliver(world, forged)
-    assert answer.status == 401 and answer.body["error"] == outbidhook.BAD_SIGNATURE
+    assert answer.status == 401 and answer.body["error"] == webhook.BAD_SIGNATURE
     assert provider_calls(world) == calls and world.creates() == 1 and not seen(world, good)
     assert deliver(world, good).status == 200  # the genuine one is still taken: the forgery spent nothing
 
@@ -147,11 +147,11 @@ def test_a_stale_delivery_is_401_and_nothing_is_read_or_stored(world: RecWorld) 
     world.up()
     world.outbid()
     world.reap()
-    world.clock.advance(outbidhook.WINDOW_S + 1)
+    world.clock.advance(webhook.WINDOW_S + 1)
     (good,) = world.emu.webhooks
     calls = provider_calls(world)
     answer = deliver(world, good)
-    assert answer.status == 401 and answer.body["error"] == outbidhook.STALE
+    assert answer.status == 401 and answer.body["error"] == webhook.STALE
     assert provider_calls(world) == calls and world.creates() == 1 and not seen(world, good)
 
 
@@ -188,7 +188,7 @@ def test_without_the_secret_the_route_is_404_and_does_nothing(home: Path, clock:
         (good,) = world.emu.webhooks
         calls = provider_calls(world)
         answer = deliver(world, good)
-        assert answer.status == 404 and answer.body["error"] == outbidhook.NOT_SET_UP
+        assert answer.status == 404 and answer.body["error"] == webhook.NOT_SET_UP
         assert provider_calls(world) == calls and world.creates() == 1 and not seen(world, good)
     finally:
         world.close()

@@ -13,7 +13,7 @@ it reads the pod's state twice (as every reaper rule does) and asks `decide`:
 
 A stop destroys the paused instance too: its results were pushed while it ran (the incremental push), and
 a paused instance bills its disk for nothing. A webhook (`client:outbid`) only makes the watchdog look
-sooner (functions/outbidhook.py); it never decides.
+sooner (functions/recovery/webhook.py); it never decides.
 """
 
 from __future__ import annotations

@@ -16,12 +16,12 @@ from __future__ import annotations
 from urllib.parse import unquote
 
 from gpuc.core import api
-from gpuc.functions import runs
 from gpuc.functions.app import Deps
 from gpuc.functions.claims import claim_for, run_of, token_for
 from gpuc.functions.deadline import deadline_of
 from gpuc.functions.edge import HttpError, Request, Response, ok, parse, require_admin
-from gpuc.functions.runs import StoredRun
+from gpuc.functions.recovery import runs
+from gpuc.functions.recovery.runs import StoredRun
 from gpuc.functions.store import FINISHED_STATES
 
 BAD_TICKET = "bad or spent boot ticket"

@@ -39,7 +39,7 @@ _CODE: dict[Verb, str] = {
     "extend": "e",
     "pause": "p",
     "page": "v",
-    "norecover": "n",  # stop recovering an outbid run (functions/reaper/recovering.py)
+    "norecover": "n",  # stop recovering an outbid run (functions/recovery/rerent.py)
 }
 _VERB_OF = {code: verb for verb, code in _CODE.items()}
 ALL_PODS = "all"  # the status page's session link and "pause new pods" are not about one pod

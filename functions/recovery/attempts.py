@@ -1,4 +1,4 @@
-"""Carrying out a recovery decision (functions/reaper/recover.py) against a provider.
+"""Carrying out a recovery decision (functions/recovery/decide.py) against a provider.
 
 One pass of one recovering run: read the latest attempt twice, decide, act. The acts are the money-critical
 ones and keep the house rules:
@@ -7,27 +7,25 @@ ones and keep the house rules:
 - the next attempt is the same run (its GPUC_RUN_ID, so the same results destination; the ledger's one row),
   image, settings and env, on the chosen offer with the run's own bid (never a bid without a price), and
   GPUC_RESUME_FROM naming the last push so the job starts from it. Its pod is NAMED for its attempt
-  (functions/runs.py attempt_run_id): the previous attempt is still listed just after its destroy, and a
+  (functions/recovery/runs.py attempt_run_id): the previous attempt is still listed just after its destroy, and a
   create looks its pod up by name before and after an unclear answer;
 - a stop destroys the paused instance too and says why and what was kept.
 
 `look` and the pieces of an act are shared: the watchdog's reaper runs them against the run it keeps in its
-store, with a compare-and-set claim before any provider call (functions/reaper/recovering.py).
+store, with a compare-and-set claim before any provider call (functions/recovery/rerent.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
 
-from gpuc.core.budget import Attempt
 from gpuc.core.models import Offer as ProviderOffer
 from gpuc.core.models import PodSpec
 from gpuc.core.pod import Pod
 from gpuc.core.providers.base import Provider
 from gpuc.core.providers.vast import VastProvider
-from gpuc.functions.reaper.recover import Decision, Offer, Reading, RecoveryPlan, decide
-from gpuc.functions.runs import attempt_run_id
+from gpuc.functions.recovery.decide import Decision, Offer, Reading, decide
+from gpuc.functions.recovery.runs import StoredRun, attempt_run_id, to_attempt
 
 _READING: dict[str, Reading] = {
     "running": "running",
@@ -35,20 +33,6 @@ _READING: dict[str, Reading] = {
     "paused": "paused",
     "exited": "exited",
 }
-
-
-@dataclass
-class RecoveringRun:
-    """One run rented with --recover N, as a pass works on it."""
-
-    plan: RecoveryPlan
-    spec: PodSpec  # the first attempt's, whose image/settings every attempt keeps
-    results_at: str  # where the pod pushes (GPUC_RESUME_FROM for the next attempt)
-    pod_ids: list[str]
-    attempts: list[Attempt]
-    paused_since: float | None = None
-    stop_asked: bool = False  # the phone's one tap
-    done: bool = False
 
 
 def read_twice(provider: Provider, pod_id: str) -> tuple[Reading, bool, bool]:
@@ -66,13 +50,13 @@ def gpu_bills(pod: Pod | None) -> bool:
     return pod is not None and pod.status == "paused" and pod.raw_status.split("/", 1)[0] == "frozen"
 
 
-def offers_for(provider: Provider, run: RecoveringRun) -> list[Offer]:
+def offers_for(provider: Provider, run: StoredRun) -> list[Offer]:
     """The run's own machine again: its GPU type and COUNT under the filters `up` rented with (the provider's
     defaults), bid as `up` bid: the run's bid per GPU x its GPUs, which is the price cap (for the whole
     machine). An offer whose floor (`min_bid`, for the whole machine: what the create's `price` is held to)
     is above the cap is left out, and so is one of another GPU count (a search that ignored num_gpus): a
     2-GPU run is never re-rented on one GPU at the 2-GPU bid. On-demand ones only for --recover-on-demand."""
-    spec, plan = run.spec, run.plan
+    spec, plan = run.request.spec, run.plan
     found = [
         Offer(o.id, plan.price_cap, interruptible=True, min_bid=o.min_bid)
         for o in same_machine(provider, spec, interruptible=True)
@@ -92,7 +76,7 @@ def same_machine(provider: Provider, spec: PodSpec, *, interruptible: bool) -> l
     return [o for o in listed if o.gpu_count == spec.gpu_count]
 
 
-def recheck(provider: Provider, run: RecoveringRun, chosen: Offer) -> Offer | None:
+def recheck(provider: Provider, run: StoredRun, chosen: Offer) -> Offer | None:
     """The offer as listed NOW, just before the create (a pass that took over a claim may come minutes after
     the choice, and a floor moves): the same one if its floor is still within the cap, else the cheapest other
     that is, else None (nothing is rented)."""
@@ -104,36 +88,46 @@ def recheck(provider: Provider, run: RecoveringRun, chosen: Offer) -> Offer | No
 
 
 def look(
-    provider: Provider, run: RecoveringRun, now: float, wait_s: float, budget_left_usd: float | None = None
+    provider: Provider, run: StoredRun, now: float, wait_s: float, budget_left_usd: float | None = None
 ) -> tuple[Decision, Reading, bool]:
-    """Read the latest attempt twice, note a pause (on `run`), decide. No provider write."""
+    """Read the latest attempt twice, note a pause (on `run`: the caller's copy of the stored run, which the claim
+    then writes), decide. No provider write."""
     if run.done:
         return Decision("none", "recovery over"), "unknown", False
-    reading, confirmed, billing = read_twice(provider, run.pod_ids[-1])
+    reading, confirmed, billing = read_twice(provider, run.latest.pod_id)
     note_pause(run, reading, confirmed, now, gpu_billed=billing)
     paused_for = 0.0 if run.paused_since is None else now - run.paused_since
     offers = offers_for(provider, run) if reading == "paused" and paused_for >= wait_s else []
     decision = decide(
-        run.plan, run.attempts, reading, confirmed=confirmed, paused_for_s=paused_for, wait_s=wait_s, now=now,
-        offers=offers, stop_asked=run.stop_asked, budget_left_usd=budget_left_usd,
-    )  # fmt: skip
+        run.plan,
+        [to_attempt(a) for a in run.attempts],
+        reading,
+        confirmed=confirmed,
+        paused_for_s=paused_for,
+        wait_s=wait_s,
+        now=now,
+        offers=offers,
+        stop_asked=run.stop_asked,
+        budget_left_usd=budget_left_usd,
+    )
     return decision, reading, confirmed
 
 
-def note_pause(run: RecoveringRun, reading: Reading, confirmed: bool, now: float, *, gpu_billed: bool = False) -> None:
+def note_pause(run: StoredRun, reading: Reading, confirmed: bool, now: float, *, gpu_billed: bool = False) -> None:
     """The pause starts the recovery's wait; the attempt's GPU stops billing at it, unless the pod is frozen
     (its GPU bills on: the envelope and the ledger count it as running, whatever the wait decides)."""
     last = run.attempts[-1]
     if reading == "paused" and confirmed and run.paused_since is None:
         run.paused_since = now
-        run.attempts[-1] = replace(last, paused_at=None if gpu_billed else now)
+        run.attempts[-1] = last.model_copy(update={"paused_at": None if gpu_billed else now})
     elif reading == "paused" and gpu_billed and last.paused_at is not None:
-        run.attempts[-1] = replace(last, paused_at=None)  # frozen since: billed from the pause on, never less
+        # Frozen since: billed from the pause on, never less.
+        run.attempts[-1] = last.model_copy(update={"paused_at": None})
     elif reading == "running" and confirmed and run.paused_since is not None:
         # Resumed: the GPU bills again. The pause is kept out of the figure conservatively (counted as
         # billed), never under-counted.
         run.paused_since = None
-        run.attempts[-1] = replace(last, paused_at=None)
+        run.attempts[-1] = last.model_copy(update={"paused_at": None})
 
 
 def attempt_spec(

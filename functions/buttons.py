@@ -2,10 +2,11 @@
 
 Buttons go only where a decision is asked, about a pod gpuc started and that has not ended: a pending
 destroy (keep 1 h, destroy now), a kept pod (retry sync, stop keep disk, destroy anyway), a coming deadline
-(extend 2 h), a budget alert (pause new pods). What a tap then does is verbs.py's.
+(extend 2 h), a budget alert (pause new pods). What a tap then does is functions/actions/verbs.py's.
 
 Below the announcer on purpose: every notification passes through here, and this module needs only the
-store, the settings and the link key, never the transitions that notify (no import cycle).
+store, the settings and the link key (functions/links.py), never the actions that answer a tap nor the
+transitions that notify: the announcer (functions/app.py) imports it, and the actions import the announcer.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from typing import Literal
 
 from gpuc.core.notify import Action, Level
 from gpuc.core.settings import Settings
-from gpuc.functions.actions.links import ALL_PODS, Verb, link_key, mint, new_claim
 from gpuc.functions.deadline import DEADLINE_ALERT
+from gpuc.functions.links import ALL_PODS, Verb, link_key, mint, new_claim
 from gpuc.functions.store import MARKABLE_STATES, Store, StoredPod
 
 log = logging.getLogger("gpuc.functions")
@@ -55,7 +56,7 @@ BUDGET_KIND = "budget"  # functions/reaper/budget.py KEY: the budget alert's not
 KEPT_KINDS = frozenset({"sync_failed", "kept_stopping", "mark", "alert"})
 PENDING_KINDS = frozenset({"idle_warning", "mark"})  # "will destroy at T": the pod's agent, or the reaper
 DEADLINE_KINDS = frozenset({"deadline_warning"})
-RECOVERING_KINDS = frozenset({"recovering"})  # functions/reaper/recovering.py RECOVERING_KIND
+RECOVERING_KINDS = frozenset({"recovering"})  # functions/recovery/rerent.py RECOVERING_KIND
 POD_KINDS = KEPT_KINDS | PENDING_KINDS | DEADLINE_KINDS | RECOVERING_KINDS
 
 

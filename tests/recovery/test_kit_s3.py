@@ -13,7 +13,7 @@ from moto import mock_aws
 
 from gpuc.client.onpod.upload import prepare
 from gpuc.client.pods.plan import UpOptions
-from gpuc.client.pods.recovery import kit_files, remove_kit
+from gpuc.client.pods.recovery.prepare import kit_files, remove_kit
 from gpuc.core.errors import ConfigError
 from gpuc.core.settings import SecretStr, Settings
 

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rec_fixtures import moto_store
+from watchdog_fakes import moto_store
 
 from gpuc.core import api
 from gpuc.core.clock import FakeClock
-from gpuc.functions import outbidhook, runroutes
 from gpuc.functions.dynamo import TTL_ATTRIBUTE, DynamoStore
+from gpuc.functions.recovery import routes, webhook
 from gpuc.functions.store import SqliteStore
 from gpuc.testkit.spot_world import PLANTED_SECRET, RUN_ID, WAIT_S, RecWorld, make_rec_world
 
@@ -66,7 +66,7 @@ def job_ends(world: RecWorld) -> None:
 
 
 def stopped_from_the_phone(world: RecWorld) -> None:
-    assert runroutes.ask_stop(world.deps, RUN_ID)
+    assert routes.ask_stop(world.deps, RUN_ID)
     world.outbid()
 
 
@@ -144,7 +144,7 @@ def test_a_dedupe_record_expires_with_the_signature_window(world: RecWorld) -> N
     (delivery,) = world.emu.webhooks
     assert world.call("POST", "/v1/hooks/vast", delivery.body, dict(delivery.headers)).status == 200
     assert once_records(world, live_at=world.now)  # kept while a replay is still fresh
-    world.clock.advance(outbidhook.WINDOW_S + 2)
+    world.clock.advance(webhook.WINDOW_S + 2)
     world.reap()  # the pass sweeps (SQLite); DynamoDB's TTL has passed
     assert once_records(world, live_at=world.now) == []
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from gpuc.core.clock import FakeClock
-from gpuc.functions import runs
 from gpuc.functions.reaper import reap_once
+from gpuc.functions.recovery import runs
 from gpuc.testkit.spot_world import RUN_ID, WAIT_S, RecWorld, make_rec_world
 
 

@@ -10,8 +10,8 @@ import pytest
 
 from gpuc.core.budget import Attempt, Envelope, attempt_fits, run_envelope_usd, run_spent
 from gpuc.core.settings import load_settings
-from gpuc.functions.outbidhook import check_delivery, wants_look
-from gpuc.functions.reaper.recover import Offer, RecoveryPlan, decide, progress_text, stop_text
+from gpuc.functions.recovery.decide import Offer, RecoveryPlan, decide, progress_text, stop_text
+from gpuc.functions.recovery.webhook import check_delivery, wants_look
 
 T0 = 1_800_000_000.0
 H = 3600.0

@@ -1,5 +1,5 @@
 """A re-rent is weighed against the month's WHOLE spend and every other pod ahead, as `up` weighs a new pod: not
-the run's own pods only (functions/reaper/recovering.py budget_left). A kept pod the recovery did not read (it
+the run's own pods only (functions/recovery/watch.py budget_left). A kept pod the recovery did not read (it
 reads no other pod) counts at its worst case as far as it is known, its GPU to its deadline, never as stopped.
 Through the real reaper on the Vast emulator (testkit/spot_world.py), and budget_left on the same store."""
 
@@ -12,8 +12,8 @@ import pytest
 
 from gpuc.core.api import ReapReport
 from gpuc.core.clock import FakeClock
-from gpuc.functions.reaper.recovering import budget_left
 from gpuc.functions.reaper.state import Pass
+from gpuc.functions.recovery.watch import budget_left
 from gpuc.functions.store import StoredPod
 from gpuc.testkit.spot_world import RUN_ID, WAIT_S, RecWorld, make_rec_world
 

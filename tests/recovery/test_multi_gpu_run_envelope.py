@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from gpuc.client.pods.plan import UpOptions
-from gpuc.client.pods.recovery import envelope_of, run_disk_gb
+from gpuc.client.pods.recovery.prepare import envelope_of, run_disk_gb
 from gpuc.core.budget import run_envelope_usd
 from gpuc.core.models import PodSpec
 
