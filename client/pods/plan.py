@@ -85,7 +85,7 @@ class UpOptions:
     # Asked with the price before the create (the CLI passes one on a terminal without -y); None: not asked.
     confirm: Callable[[str], bool] | None = None
     over_budget: bool = False  # rent even if the month's budget would be crossed (client/pods/plan.py)
-    note: str | None = None  # `up --note`: on the ledger row from its start (core.ledger.check_note)
+    note: str | None = None  # `up --note`: on the ledger row from its start (core.ledger.rows.check_note)
     warm_s: float = 0.0  # `up --warm`: a job's end keeps the pod; idle this long, it ends (instance_side/idle.py)
     # `up --warm` without --max-hours: each job's allowance; the deadline follows the jobs (client/pods/warm.py).
     # 0: the deadline is fixed (--max-hours, or not warm).

@@ -17,8 +17,8 @@ import secrets
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from gpuc.core.atomicfile import atomic_write
 from gpuc.core.errors import ConfigError
-from gpuc.core.ledger import atomic_write
 from gpuc.core.settings import OLD_ENV_NAMES, SECRET_ENV, SETTING_NAMES, env_name, read_env_file
 
 HOOK_MARKER = "gpuc secret guard"

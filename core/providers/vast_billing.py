@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gpuc.core.billing import BillingKind, BillingRecord
 from gpuc.core.errors import ProviderAuthError, ProviderSchemaError
-from gpuc.core.ledger import month_window
+from gpuc.core.ledger.months import month_window
 from gpuc.core.providers.common import ProviderBilling, first_error
 from gpuc.core.providers.http import require
 from gpuc.core.providers.vast import KEY_ENV, PROVIDER, VastProvider, refused

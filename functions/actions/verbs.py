@@ -26,7 +26,7 @@ from typing import Any, Literal, get_args
 
 from gpuc.core import api
 from gpuc.core.api import ReapReport
-from gpuc.core.ledger import money
+from gpuc.core.ledger.rows import money
 from gpuc.core.notify import Action, Level
 from gpuc.core.titles import cost_so_far, title
 from gpuc.functions import runs

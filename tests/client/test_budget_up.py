@@ -20,7 +20,7 @@ from gpuc.client.pods.up import up
 from gpuc.core.api import PodRecord, StatusResponse
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ConfigError, SafetyRefusal
-from gpuc.core.ledger import Ledger
+from gpuc.core.ledger.store import Ledger
 from gpuc.core.settings import Settings, load_settings
 
 HOUR = 3600.0

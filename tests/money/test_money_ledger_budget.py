@@ -15,7 +15,8 @@ from gpuc.client.context import Ctx
 from gpuc.client.money.commands import ledger
 from gpuc.core.api import PodRecord, StatusResponse
 from gpuc.core.clock import FakeClock
-from gpuc.core.ledger import Ledger, current_month
+from gpuc.core.ledger.months import current_month
+from gpuc.core.ledger.store import Ledger
 from gpuc.core.settings import load_settings
 
 HOUR = 3600.0

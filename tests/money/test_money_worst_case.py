@@ -31,7 +31,7 @@ from gpuc.core.api import ReapReport
 from gpuc.core.budget import Ahead, ahead_of, outlook
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import SafetyRefusal
-from gpuc.core.ledger import current_month, month_window
+from gpuc.core.ledger.months import current_month, month_window
 from gpuc.core.models import PodSpec
 from gpuc.core.pod import Pod
 from gpuc.core.podpaths import STATE_REL as STATE_DIR

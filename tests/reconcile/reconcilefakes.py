@@ -14,7 +14,7 @@ from click.testing import CliRunner, Result
 
 from gpuc.client.cli import cli
 from gpuc.core.clock import FakeClock, parse_iso
-from gpuc.core.ledger import Ledger
+from gpuc.core.ledger.store import Ledger
 from gpuc.core.models import PodSpec
 from gpuc.core.pod import Pod
 from gpuc.core.providers.http import zero_backoff

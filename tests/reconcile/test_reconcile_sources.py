@@ -13,7 +13,7 @@ from reconcilefakes import HOUR, MONTH, T0, World
 from gpuc.client.money.reconcile import SOURCE_FACTORIES, billing_sources
 from gpuc.core.clock import iso, parse_iso
 from gpuc.core.errors import ConfigError, ProviderAuthError, ProviderError, ProviderSchemaError
-from gpuc.core.ledger import month_window
+from gpuc.core.ledger.months import month_window
 from gpuc.core.providers import runpod_billing, vast_billing
 from gpuc.core.providers.runpod_billing import RunPodBilling
 from gpuc.core.providers.vast import VastProvider

@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from gpuc.core.budget import run_envelope_usd
-from gpuc.core.ledger import Ledger, LedgerRow, row_cost
+from gpuc.core.ledger.rows import LedgerRow, row_cost
+from gpuc.core.ledger.store import Ledger
 from gpuc.core.notify import OUTBOX_NAME, read_outbox
 from gpuc.core.settings import load_settings
 from gpuc.core.signing import new_token
