@@ -21,7 +21,8 @@ from gpuc.core.clock import SystemClock
 from gpuc.core.models import PodSpec
 from gpuc.core.notify import Notifier
 from gpuc.core.providers.local import LocalProvider
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.functions.app import Deps, ProviderPool
 from gpuc.functions.reaper import reap_once
 from gpuc.functions.store import SqliteStore, StoredPod

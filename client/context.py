@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING
 import click
 
 from gpuc.core.clock import Clock, SystemClock
-from gpuc.core.settings import Settings, load_settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingsload import load_settings
 from gpuc.core.termsafe import clean
 
 if TYPE_CHECKING:

@@ -40,7 +40,7 @@ GpuReadError, _Degraded            (instance_side.gpu) a GPU reading failed: cou
 JobScanError                       (instance_side.procs) the job's process tree unreadable: counted as busy
 ProcScanError                      (instance_side.procs) the process table unreadable: counted as busy
 StepFailed                         (instance_side.bootstrap) one bootstrap step failed: reported, pod kept
-SettingError                       (core.settings) a setting of the wrong kind: load_settings makes it a ConfigError
+SettingError                       (core.settingvalues) a setting of a wrong kind: load_settings makes it a ConfigError
 Unreadable                         (core.podjson) a pod's answer or file is not what gpuc wrote: "unknown"
 LinkRefused                        (functions.actions.links) a phone link that does nothing: a clear 4xx page
 ActionRefused                      (functions.actions.verbs) a tap the pod's state refuses: a clear 4xx page

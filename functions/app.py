@@ -15,7 +15,9 @@ from gpuc.core.notify import Action, Level, Notifier
 from gpuc.core.providers.base import Provider
 from gpuc.core.providers.registry import PROVIDERS, get_provider, keyed_providers
 from gpuc.core.redact import redact
-from gpuc.core.settings import SecretStr, Settings, save_config
+from gpuc.core.settings import Settings
+from gpuc.core.settingsload import save_config
+from gpuc.core.settingvalues import SecretStr
 from gpuc.core.signing import new_token, new_watchdog_key, watchdog_id
 from gpuc.functions.actions.offers import buttons
 from gpuc.functions.bucket import ResultsBucket

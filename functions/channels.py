@@ -22,7 +22,8 @@ from gpuc.core.api import ChannelInfo
 from gpuc.core.errors import GpucError
 from gpuc.core.loopback import loopback_host
 from gpuc.core.notify import Action, Channel, DeliveryFailed, Level, Message, Notifier, counted, parse_channels
-from gpuc.core.settings import Settings, load_settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingsload import load_settings
 
 if TYPE_CHECKING:
     import httpx

@@ -23,7 +23,8 @@ from gpuc.core.pod import Pod, pod_name
 from gpuc.core.podconfig import PodConfig, render_env_file
 from gpuc.core.podpaths import CLAIM_ENV, TOKEN_ENV
 from gpuc.core.providers.base import Provider
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.core.signing import derive_key
 from gpuc.functions.app import STORE_NAME, Deps, ProviderPool, Sender, build_deps
 from gpuc.functions.edge import Request, response_bytes

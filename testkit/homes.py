@@ -35,7 +35,9 @@ def real_home(root: Path) -> Iterator[dict[str, str]]:
     from gpuc.core.ledger.store import Ledger
     from gpuc.core.models import PodSpec
     from gpuc.core.providers.registry import get_provider
-    from gpuc.core.settings import SecretStr, Settings, load_settings
+    from gpuc.core.settings import Settings
+    from gpuc.core.settingsload import load_settings
+    from gpuc.core.settingvalues import SecretStr
     from gpuc.core.watchdog_client import WatchdogClient
     from gpuc.functions.server import start_in_thread
     from gpuc.testkit.emulators.server import serve

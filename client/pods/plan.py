@@ -45,9 +45,10 @@ from gpuc.core import gpunames
 from gpuc.core.budget import Ahead, MonthSpend, Outlook, RunEnvelope, ahead_of, ledger_burns, outlook, usd
 from gpuc.core.clock import hours_text, parse_duration
 from gpuc.core.destcheck import require_destination
+from gpuc.core.envfile import env_file_mode_ok, read_env_file
 from gpuc.core.errors import ConfigError, GpucError, SafetyRefusal
 from gpuc.core.loopback import loopback_host
-from gpuc.core.settings import Settings, env_file_mode_ok, env_name, read_env_file
+from gpuc.core.settings import Settings, env_name
 
 if TYPE_CHECKING:
     from gpuc.client.onpod.upload import Bundle

@@ -17,7 +17,8 @@ from gpuc.core.clock import FakeClock, iso
 from gpuc.core.errors import FunctionsError, GpucError
 from gpuc.core.pod import Pod
 from gpuc.core.providers.base import DestroyResult, Provider
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 
 T0 = 1_780_000_000.0
 RUN = "r1234abcd"

@@ -22,7 +22,8 @@ from gpuc.core.ledger.rows import LedgerRow
 from gpuc.core.ledger.store import Ledger
 from gpuc.core.pod import Pod
 from gpuc.core.providers.base import DestroyResult, Provider
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 
 T0 = 1_780_000_000.0  # 2026-05-28
 RUN = "r1234abcd"

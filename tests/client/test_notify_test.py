@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.functions.server import start_in_thread
 from gpuc.testkit.emulators.server import EmulatorServer
 from gpuc.testkit.stand_ins import NtfyStandIn

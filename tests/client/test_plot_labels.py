@@ -31,7 +31,7 @@ from gpuc.client.money.plot import (
 from gpuc.core.errors import ConfigError, FunctionsError
 from gpuc.core.ledger.rows import LedgerRow
 from gpuc.core.ledger.store import Ledger
-from gpuc.core.settings import load_settings
+from gpuc.core.settingsload import load_settings
 
 Pixels = dict[tuple[int, int], tuple[int, int, int]]
 SWEEP_16 = "lora-sweep-llama-3-8b-rank16-lr3e-4-warmup200"

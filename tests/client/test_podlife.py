@@ -27,7 +27,8 @@ from gpuc.core.pod import Pod
 from gpuc.core.podpaths import STATE_REL as STATE_DIR
 from gpuc.core.providers.base import DestroyResult, PodAccess
 from gpuc.core.providers.local import LocalProvider
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.core.watchdog_client import WatchdogClient
 from gpuc.functions.server import start_in_thread
 from gpuc.testkit.local_faults import add_foreign

@@ -21,7 +21,8 @@ from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ConfigError, GpucError
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.vast import BidUnderFloor, VastProvider
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.testkit.emulators.vast import VastEmulator
 
 VAST_KEY = "f00dPLANTEDvastkey4c3b2a19087f6e5d"

@@ -25,7 +25,8 @@ from gpuc.client.runs import RunStore
 from gpuc.core.api import EndRequest, RunRecovery
 from gpuc.core.clock import FakeClock, iso
 from gpuc.core.ledger.rows import LedgerRow, row_cost
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.core.watchdog_client import WatchdogClient
 from gpuc.functions.edge import Request, response_bytes
 from gpuc.functions.handlers import dispatch

@@ -17,7 +17,7 @@ from gpuc.core.api import PodRecord, StatusResponse
 from gpuc.core.clock import FakeClock
 from gpuc.core.ledger.months import current_month
 from gpuc.core.ledger.store import Ledger
-from gpuc.core.settings import load_settings
+from gpuc.core.settingsload import load_settings
 
 HOUR = 3600.0
 NOW = T0 + 5 * 24 * HOUR  # within the month of T0

@@ -16,7 +16,8 @@ from gpuc.core.clock import iso
 from gpuc.core.errors import ConfigError
 from gpuc.core.ledger.rows import LedgerEntry, LedgerRow
 from gpuc.core.ledger.store import Ledger
-from gpuc.core.settings import Settings, load_settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingsload import load_settings
 
 HOUR = 3600.0
 MONTH = "2026-09"

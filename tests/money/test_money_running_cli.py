@@ -19,7 +19,7 @@ from gpuc.core.api import PodRecord, StatusResponse
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import FunctionsError, GpucError
 from gpuc.core.ledger.store import Ledger
-from gpuc.core.settings import load_settings
+from gpuc.core.settingsload import load_settings
 
 HOUR = 3600.0
 MONTH = "2026-09"

@@ -297,7 +297,7 @@ def test_serve_starts_either_emulator_with_the_env_a_client_needs() -> None:
 @pytest.mark.parametrize("provider", ["runpod", "vast"])
 def test_the_emulators_env_wires_a_client_through_settings_and_the_registry(provider: str) -> None:
     from gpuc.core.providers.registry import get_provider
-    from gpuc.core.settings import load_settings
+    from gpuc.core.settingsload import load_settings
 
     server = serve(provider)
     try:

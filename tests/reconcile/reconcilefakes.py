@@ -22,7 +22,7 @@ from gpuc.core.providers.runpod import RunPodProvider
 from gpuc.core.providers.runpod_billing import RunPodBilling
 from gpuc.core.providers.vast import VastProvider
 from gpuc.core.providers.vast_billing import VastBilling
-from gpuc.core.settings import load_settings
+from gpuc.core.settingsload import load_settings
 from gpuc.testkit.emulators.runpod import RunPodEmulator
 from gpuc.testkit.emulators.server import EmulatorServer
 from gpuc.testkit.emulators.vast import VastEmulator

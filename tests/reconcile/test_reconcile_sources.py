@@ -18,7 +18,8 @@ from gpuc.core.providers import runpod_billing, vast_billing
 from gpuc.core.providers.runpod_billing import RunPodBilling
 from gpuc.core.providers.vast import VastProvider
 from gpuc.core.providers.vast_billing import VastBilling
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 
 # runpod/docs api-reference-v2/openapi.json, listPodBilling 200 example (verbatim).
 RUNPOD_DOC_EXAMPLE: dict[str, Any] = {
