@@ -19,7 +19,7 @@ from pathlib import Path
 from gpuc.core.api import Policy
 from gpuc.core.clock import SystemClock
 from gpuc.core.models import PodSpec
-from gpuc.core.notify import Notifier
+from gpuc.core.notify.notifier import Notifier
 from gpuc.core.providers.local import LocalProvider
 from gpuc.core.settings import Settings
 from gpuc.core.settingvalues import SecretStr

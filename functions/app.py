@@ -11,7 +11,8 @@ from typing import Protocol
 
 from gpuc.core.api import NotificationRecord
 from gpuc.core.clock import Clock, SystemClock
-from gpuc.core.notify import Action, Level, Notifier
+from gpuc.core.notify.message import Action, Level
+from gpuc.core.notify.notifier import Notifier
 from gpuc.core.providers.base import Provider
 from gpuc.core.providers.registry import PROVIDERS, get_provider, keyed_providers
 from gpuc.core.redact import redact
@@ -30,7 +31,7 @@ STORE_NAME = "watchdog.db"
 
 
 class Sender(Protocol):
-    """What the functions need from a notifier (core.notify.Notifier). Should never raise; `announce`
+    """What the functions need from a notifier (core.notify.notifier.Notifier). Should never raise; `announce`
     and the reaper guard against one that does anyway."""
 
     def send(

@@ -15,7 +15,7 @@ results lost).
 from __future__ import annotations
 
 from gpuc.core.api import ReapReport
-from gpuc.core.notify import Notifier
+from gpuc.core.notify.notifier import Notifier
 from gpuc.core.settings import Settings
 from gpuc.core.settingvalues import SecretStr
 from gpuc.functions.app import Deps, ProviderPool, build_deps

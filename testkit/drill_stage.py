@@ -18,7 +18,8 @@ from urllib.parse import urlsplit
 from gpuc.core import api
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ProviderError, ProviderSchemaError, ProviderUnavailable
-from gpuc.core.notify import OUTBOX_NAME, Action, Level, Notifier
+from gpuc.core.notify.message import Action, Level
+from gpuc.core.notify.notifier import OUTBOX_NAME, Notifier
 from gpuc.core.pod import Pod, pod_name
 from gpuc.core.podconfig import PodConfig, render_env_file
 from gpuc.core.podpaths import CLAIM_ENV, TOKEN_ENV

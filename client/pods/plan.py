@@ -336,7 +336,8 @@ def _quote(provider: Provider, spec: PodSpec, opts: UpOptions, ctx: Ctx) -> Quot
 
 def _named(provider: Provider, spec: PodSpec, opts: UpOptions) -> Quote:
     """`--offer ID`: its own price, unknown here; a bid on it is the price, once it clears the offer's floor."""
-    from gpuc.core.providers.vast import VastProvider, offer_for_bid  # a rented provider: loaded already
+    from gpuc.core.providers.vast import VastProvider
+    from gpuc.core.providers.vast_offers import offer_for_bid  # a rented provider: loaded already
 
     own = Quote(None, f"offer {opts.offer_id}'s own")
     if not (isinstance(provider, VastProvider) and opts.offer_id and spec.interruptible and spec.bid_per_gpu):
@@ -349,7 +350,8 @@ def _named(provider: Provider, spec: PodSpec, opts: UpOptions) -> Quote:
 
 
 def _listed(provider: Provider, spec: PodSpec, opts: UpOptions) -> Quote:
-    from gpuc.core.providers.vast import VastProvider, offer_for_bid  # a rented provider: loaded already
+    from gpuc.core.providers.vast import VastProvider
+    from gpuc.core.providers.vast_offers import offer_for_bid  # a rented provider: loaded already
 
     if isinstance(provider, VastProvider):
         # Priced with the disk the create will ask for (`up --volume-gb`; Vast's one disk), not a default 30 GB.

@@ -25,7 +25,8 @@ from gpuc.core.errors import ProviderSchemaError
 from gpuc.core.ledger.months import month_window
 from gpuc.core.providers.common import ProviderBilling, first_error
 from gpuc.core.providers.http import require
-from gpuc.core.providers.runpod import PROVIDER, RunPodProvider
+from gpuc.core.providers.runpod import RunPodProvider
+from gpuc.core.providers.runpod_pods import PROVIDER
 from gpuc.core.settings import Settings
 
 BUCKET = "hour"

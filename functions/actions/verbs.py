@@ -27,7 +27,7 @@ from typing import Any, Literal, get_args
 from gpuc.core import api
 from gpuc.core.api import ReapReport
 from gpuc.core.ledger.rows import money
-from gpuc.core.notify import Action, Level
+from gpuc.core.notify.message import Action, Level
 from gpuc.core.titles import cost_so_far, title
 from gpuc.functions import runs
 from gpuc.functions.actions.links import ALL_PODS, Claim, Verb, claim_once, link_key, read, record_spent

@@ -8,7 +8,7 @@ from typing import Literal
 
 from gpuc.core.api import ReapAction, ReapReport
 from gpuc.core.errors import GpucError, ProviderError
-from gpuc.core.notify import provider_says
+from gpuc.core.notify.message import provider_says
 from gpuc.core.redact import redact
 from gpuc.core.termsafe import clean_line
 from gpuc.functions.app import Deps

@@ -75,7 +75,8 @@ def test_the_stand_in_phone_page_shows_a_push_and_a_tap_sends_its_button(tmp_pat
 
     import httpx
 
-    from gpuc.core.notify import Action, Message, NtfyChannel
+    from gpuc.core.notify.channels import NtfyChannel
+    from gpuc.core.notify.message import Action, Message
 
     target = NtfyStandIn()
     phone = NtfyStandIn()

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 from gpuc.core import api
 from gpuc.core.clock import FakeClock, SystemClock
-from gpuc.core.notify import Notifier
+from gpuc.core.notify.notifier import Notifier
 from gpuc.core.settings import Settings
 from gpuc.core.settingvalues import SecretStr
 from gpuc.core.signing import derive_key, new_token, sign

@@ -11,8 +11,8 @@ import httpx
 import pytest
 from providerfakes import RUNPOD_KEY, VAST_KEY, spec
 
-from gpuc.core.providers.podkey import SELF_READ_QUERY, STOP_MUTATION, TERMINATE_MUTATION
-from gpuc.core.providers.runpod import BALANCE_QUERY
+from gpuc.core.providers.answers import SELF_READ_QUERY, STOP_MUTATION, TERMINATE_MUTATION
+from gpuc.core.providers.runpod_graphql import BALANCE_QUERY
 from gpuc.testkit.emulators import serve
 from gpuc.testkit.emulators.common import REDACTED, EmuRequest, EmuResponse
 from gpuc.testkit.emulators.runpod import RunPodEmulator

@@ -24,7 +24,7 @@ import pytest
 from gpuc.core.budget import run_envelope_usd
 from gpuc.core.ledger.rows import LedgerRow, row_cost
 from gpuc.core.ledger.store import Ledger
-from gpuc.core.notify import OUTBOX_NAME, read_outbox
+from gpuc.core.notify.notifier import OUTBOX_NAME, read_outbox
 from gpuc.core.settingsload import load_settings
 from gpuc.core.signing import new_token
 from gpuc.functions.server import ServerHandle, start_in_thread
