@@ -1,5 +1,6 @@
 # Two commands for a fresh machine: `make demo` and `make test`. Each installs what it needs into .venv:
-# the demo only gpuc's runtime dependencies, the tests those plus the test tools (pyproject's [test]).
+# the demo gpuc's runtime dependencies and what the demo and the rehearsals run on (pyproject's [rehearse]: the
+# loopback ssh and S3 servers), the tests those plus the test tools (pyproject's [test]).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -15,7 +16,7 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 
 $(RUN_STAMP): pyproject.toml | $(PY)
-	$(PIP) -e .
+	$(PIP) -e '.[rehearse]'
 	rm -f $(VENV)/.run-*
 	touch $@
 

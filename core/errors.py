@@ -30,7 +30,8 @@ GpucError                          user-facing: message + how to fix it, no trac
 ├── StreamTooLong                  (client.jobs.copyout) a pod sent more than its listing holds: cut off
 ├── BootError                      (instance_side.boot) a re-rented pod cannot boot from its kit: nothing started
 ├── BundleError                    (client.onpod.bundle) the pod's bundle cannot be built from this install
-└── SshdUnavailable                (testkit.sshd) no ssh server to stand in for the pods' (tests, demo)
+├── SshdUnavailable                (testkit.sshd) no ssh server to stand in for the pods' (tests, demo)
+└── S3Unavailable                  (testkit.s3server) no S3 API on loopback for the demo's results
 
 internal, caught where they are raised:
 HttpError                          (functions.handlers) becomes a 4xx answer with a stable message

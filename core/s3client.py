@@ -47,3 +47,33 @@ def s3_client(
             read_timeout=read_timeout_s,
         ).merge(signature),
     )
+
+
+def regional_client(
+    endpoint_url: str | None, credentials: Mapping[str, str], bucket: str, **options: Any
+) -> Any:
+    """A client that signs for `bucket`'s own region: a presigned URL signed for another region is refused (AWS; a
+    store that checks, as the rehearsal's does, answers a redirect), and the signer's region (a Lambda's, or
+    "auto" for an endpoint) is not the bucket's. Asked once (HeadBucket answers it, even from the wrong region); a
+    store that names none (R2) is signed for "auto". `options` are s3_client's; the process's
+    AWS_DEFAULT_REGION is never read (on Lambda it is the function's region, not the bucket's)."""
+
+    def build(region: str | None) -> Any:
+        return s3_client(endpoint_url, credentials, environ={"AWS_DEFAULT_REGION": region} if region else {},
+                         **options)  # fmt: skip
+
+    client = build(None)
+    region = bucket_region(client, bucket)
+    return client if region is None or region == client.meta.region_name else build(region)
+
+
+def bucket_region(client: Any, bucket: str) -> str | None:
+    """The region the bucket says it is in (AWS, MinIO and most stores answer it on HeadBucket); None when it
+    says none (R2 signs with "auto", the client's default for an endpoint)."""
+    try:
+        answer = client.head_bucket(Bucket=bucket)
+    except Exception as exc:  # a 301 from the wrong region still names the right one
+        answer = getattr(exc, "response", None) or {}
+    headers = answer.get("ResponseMetadata", {}).get("HTTPHeaders", {}) if isinstance(answer, Mapping) else {}
+    region = headers.get("x-amz-bucket-region")
+    return str(region) if region else None

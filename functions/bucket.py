@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from gpuc.core.destinations import S3_KEY_ENV, S3_SECRET_ENV, S3Location
-from gpuc.core.s3client import s3_client
+from gpuc.core.s3client import regional_client
 from gpuc.core.settings import Settings
 
 LIST_PAGE = 1000  # S3's own page
@@ -133,25 +133,4 @@ def _client(settings: Settings, bucket: str) -> Any:
         S3_KEY_ENV: settings.s3_access_key_id.get_secret_value() if settings.s3_access_key_id else "",
         S3_SECRET_ENV: settings.s3_secret_access_key.get_secret_value() if settings.s3_secret_access_key else "",
     }
-
-    def build(region: str | None) -> Any:
-        # Never the process's AWS_DEFAULT_REGION: on Lambda it is the function's region, not the bucket's.
-        environ = {"AWS_DEFAULT_REGION": region} if region else {}
-        return s3_client(settings.s3_endpoint_url, creds, environ=environ, attempts=3, read_timeout_s=20.0,
-                         presign_v4=True)  # fmt: skip
-
-    client = build(None)
-    region = _bucket_region(client, bucket)
-    return client if region is None or region == client.meta.region_name else build(region)
-
-
-def _bucket_region(client: Any, bucket: str) -> str | None:
-    """The region the bucket says it is in (AWS, MinIO and most stores answer it on HeadBucket); None when it
-    says none (R2 signs with "auto", the client's default for an endpoint)."""
-    try:
-        answer = client.head_bucket(Bucket=bucket)
-    except Exception as exc:  # a 301 from the wrong region still names the right one
-        answer = getattr(exc, "response", None) or {}
-    headers = answer.get("ResponseMetadata", {}).get("HTTPHeaders", {}) if isinstance(answer, Mapping) else {}
-    region = headers.get("x-amz-bucket-region")
-    return str(region) if region else None
+    return regional_client(settings.s3_endpoint_url, creds, bucket, attempts=3, read_timeout_s=20.0, presign_v4=True)

@@ -274,12 +274,19 @@ def start_in_thread(
     reaper_interval_s: float | None = None,
     deps: Deps | None = None,
     notifier: Sender | None = None,
+    links_here: bool = False,
 ) -> ServerHandle:
     """Serve in background threads (tests, the demo). port 0 = any free port; the reaper runs only
-    when reaper_interval_s > 0."""
+    when reaper_interval_s > 0. `links_here`: this server's own address becomes its watchdog URL before it
+    serves, so the phone's buttons and a re-rented pod's boot reach it (a port picked at start: the demo and
+    the rehearsal; the default URL would name a port where nothing of theirs listens)."""
     owns_deps = deps is None
     deps = deps or build_deps(settings, notifier=notifier)
     server = _Server((host, port), deps)
+    bound_host, bound_port = server.server_address[:2]
+    url = f"http://{_url_host(str(bound_host))}:{bound_port}"
+    if links_here:
+        deps.settings = deps.settings.with_overrides(functions_url=url)
     stop = threading.Event()
     threads = [
         threading.Thread(
@@ -296,8 +303,6 @@ def start_in_thread(
         )
     for thread in threads:
         thread.start()
-    bound_host, bound_port = server.server_address[:2]
-    url = f"http://{_url_host(str(bound_host))}:{bound_port}"
     return ServerHandle(url, deps, server, stop, threads, owns_deps)
 
 

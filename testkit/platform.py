@@ -35,7 +35,7 @@ from gpuc.testkit import emulated_gpu
 from gpuc.testkit.emulated_gpu import pynvml as nvml_standin
 from gpuc.testkit.emulators.runpod import EmuPod, RunPodEmulator
 from gpuc.testkit.emulators.server import EmulatorServer
-from gpuc.testkit.emulators.vast import VastEmulator, VastInst
+from gpuc.testkit.emulators.vast import VastEmulator, VastInst, VastOfferState
 from gpuc.testkit.sshd import LoopbackSshd
 
 PROVIDERS = ("runpod", "vast")
@@ -44,6 +44,13 @@ KILL_POLL_S = 0.2
 ACCOUNT = "account key"
 POD_KEY = "pod-scoped key"
 IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# The stand-in account's prepaid credit: under the balance cap (GPUC_BALANCE_CAP_USD, $20) and over its low mark
+# ($5), as docs/first-rental.md asks of a real one, so `gpuc doctor` passes out of the box; it bills down as the
+# pods run (the emulators' billing), as a real balance does.
+ACCOUNT_USD = 15.0
+# Vast hosts a re-rent can take after an outbid (the first machine's going price is then above the bid): RTX
+# 4090s passing the default filters, dearer than the first choice, with the floor ($0.20) a $0.22 bid clears.
+SPARE_HOSTS = (11684800, 11684801, 11684802)
 
 
 class Platform:
@@ -237,17 +244,22 @@ def _gpu_of(pod: EmuPod | VastInst) -> tuple[str, int]:
     return pod.offer.gpu_name, pod.offer.num_gpus
 
 
-def start_platform(provider: str, sshd: LoopbackSshd) -> tuple[EmulatorServer, Platform]:
-    """The emulator of `provider` over loopback HTTP, every pod's ssh at `sshd`, and its containers."""
+def start_platform(
+    provider: str, sshd: LoopbackSshd, *, account_usd: float = ACCOUNT_USD
+) -> tuple[EmulatorServer, Platform]:
+    """The emulator of `provider` over loopback HTTP, every pod's ssh at `sshd`, and its containers; its account
+    holds `account_usd`, billed down as its pods run."""
     endpoint = (sshd.host, sshd.port)
     emulator: RunPodEmulator | VastEmulator
     if provider == "runpod":
         # A new account: no ssh key registered. A pod reaches the loopback sshd only if its create handed it
         # the key (PUBLIC_KEY), as a real RunPod pod's sshd takes no other.
         user_key = sshd.key.with_name(sshd.key.name + ".pub").read_text().strip()
-        emulator = RunPodEmulator(ssh_endpoint=endpoint, sshd_key=user_key)
+        emulator = RunPodEmulator(ssh_endpoint=endpoint, sshd_key=user_key, balance=account_usd, bills_down=True)
     elif provider == "vast":
-        emulator = VastEmulator(ssh_endpoint=endpoint)
+        emulator = VastEmulator(ssh_endpoint=endpoint, credit=account_usd, bills_down=True)
+        for offer_id in SPARE_HOSTS:
+            emulator.add_offer(VastOfferState(offer_id, "RTX 4090", 0.36, 0.20))
     else:
         raise ValueError(f"no emulated platform for {provider!r}: use one of {', '.join(PROVIDERS)}")
     platform = Platform(sshd.sandbox)

@@ -88,6 +88,7 @@ class NtfyStandIn(_StandIn):
         self.token = token  # an access-controlled topic: publishing needs `Authorization: Bearer <token>`
         self.published: list[dict[str, Any]] = []
         self.taps: list[tuple[int, str, int]] = []  # (message index, label, the watchdog's HTTP status)
+        self.tap_said: dict[int, list[str]] = {}  # message index -> what each tap came to, shown under it
         self._ids = itertools.count(1)
 
     def route(self, request: EmuRequest) -> Route | None:
@@ -103,7 +104,8 @@ class NtfyStandIn(_StandIn):
     def _read(self, request: EmuRequest) -> EmuResponse:
         if request.path == "/json":
             return EmuResponse.json(200, list(self.published))
-        return EmuResponse(200, phone_page(self.published).encode(), {"content-type": "text/html; charset=utf-8"})
+        page = phone_page(self.published, self.tap_said)
+        return EmuResponse(200, page.encode(), {"content-type": "text/html; charset=utf-8"})
 
     def _tap(self, request: EmuRequest) -> EmuResponse:
         """A tap from the page: the stand-in sends the button's request as the ntfy app would, in a thread of
@@ -119,12 +121,18 @@ class NtfyStandIn(_StandIn):
         return EmuResponse(303, b"", {"location": "/"})
 
     def _press_quietly(self, index: int, label: str) -> None:
+        """The tap's outcome goes on the page under its message, as the ntfy app shows a failed action: a tap
+        that reached nothing was once said only in the rehearsal's terminal, and the page showed nothing."""
         try:
             answer = self.press(index, label)
             self.taps.append((index, label, answer.status_code))
+            said = f"tapped {label}: the watchdog answered {answer.status_code} {_page_words(answer)}".rstrip()
         except httpx.HTTPError as exc:
             self.taps.append((index, label, 0))
             log.warning("tap %s on message %d failed: %s", label, index, type(exc).__name__)
+            said = f"tapped {label}: FAILED, nothing answered at its link ({type(exc).__name__})"
+        with self._lock:
+            self.tap_said.setdefault(index, []).append(said)
 
     def _publish(self, request: EmuRequest) -> EmuResponse:
         if self.token is not None and request.bearer() != self.token:
@@ -158,9 +166,17 @@ class NtfyStandIn(_StandIn):
         )
 
 
-def phone_page(published: list[dict[str, Any]]) -> str:
+def _page_words(answer: httpx.Response) -> str:
+    """What the watchdog's answer page says (its first paragraph: the sentence of what was done, or why not),
+    for the phone's line under the message."""
+    found = re.search(r"<p[^>]*>(.*?)</p>", answer.text, re.S) or re.search(r"<h1[^>]*>(.*?)</h1>", answer.text, re.S)
+    text = html.unescape(re.sub(r"<[^>]+>", "", found.group(1))).strip() if found else ""
+    return f"({text[:200]})" if text else ""
+
+
+def phone_page(published: list[dict[str, Any]], tap_said: dict[int, list[str]] | None = None) -> str:
     """Every message, newest first, as a phone shows it: priority, title, body, and its buttons (an `http`
-    one is a form the stand-in sends on, a `view` one a link to open)."""
+    one is a form the stand-in sends on, a `view` one a link to open), then what each tap on them came to."""
     rows = []
     for index in reversed(range(len(published))):
         msg = published[index]
@@ -174,9 +190,10 @@ def phone_page(published: list[dict[str, Any]]) -> str:
                 )
             elif action["action"] == "view":
                 buttons.append(f'<a href="{html.escape(str(action["url"]))}">{label}</a>')
+        taps = "".join(f'<p class="tap"><i>{html.escape(line)}</i></p>' for line in (tap_said or {}).get(index, []))
         rows.append(
             f'<li><small>priority {msg.get("priority", 3)}</small> <b>{html.escape(str(msg.get("title", "")))}</b>'
-            f'<p>{html.escape(str(msg.get("message", ""))).replace(chr(10), "<br>")}</p>{"".join(buttons)}</li>'
+            f'<p>{html.escape(str(msg.get("message", ""))).replace(chr(10), "<br>")}</p>{"".join(buttons)}{taps}</li>'
         )
     body = "".join(rows) or "<li>nothing yet</li>"
     return (

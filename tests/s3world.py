@@ -1,6 +1,6 @@
 """A real S3 API on loopback for the pod's grants, and the watchdog that signs them.
 
-ministack (in the test extra) runs as a process with AUTH=true: it checks every SigV4 signature, a
+ministack (in the test and rehearse extras) runs as a process with AUTH=true: it checks every SigV4 signature, a
 presigned URL's included, and refuses one past its expiry (moto's server checks neither: a forged URL would
 pass there and prove nothing). The watchdog holds an IAM user's key that may put, get and list the bucket
 (no delete); the pod holds only its token, asks the watchdog for URLs, and uses them with urllib.
@@ -10,18 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import boto3
 import httpx
 
 from gpuc.core import api
@@ -33,8 +27,10 @@ from gpuc.core.signing import derive_key, new_token
 from gpuc.functions.server import ServerHandle, start_in_thread
 from gpuc.instance_side.podfiles import AgentConfig
 from gpuc.instance_side.sync import ResultsSync, make_sync
+from gpuc.testkit.s3server import LoopbackS3, s3_server
 
-ROOT = ("test", "test")  # ministack's root credentials: the bucket's owner, never the watchdog's
+Ministack = LoopbackS3  # the name the S3 tests import (an explicit export, as mypy --strict wants)
+
 BUCKET = "results"
 ADMIN = "admin-token-for-s3-tests-0123456789"
 # What the watchdog's key may do: a pod's grants need no more (never a delete).
@@ -42,69 +38,17 @@ WATCHDOG_ACTIONS = ["s3:PutObject", "s3:GetObject", "s3:ListBucket", "s3:AbortMu
                     "s3:ListMultipartUploadParts"]  # fmt: skip
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class Ministack:
-    url: str
-    proc: subprocess.Popen[bytes]
-
-    def client(self, service: str, keys: tuple[str, str] = ROOT) -> Any:
-        return boto3.client(  # type: ignore[call-overload]
-            service, endpoint_url=self.url, region_name="us-east-1",
-            aws_access_key_id=keys[0], aws_secret_access_key=keys[1],
-        )  # fmt: skip
-
-
 @contextmanager
 def ministack(work: Path, *, auth: bool = True, **env: str) -> Iterator[Ministack]:
-    """Started by pid and stopped by pid (its process group), bound to loopback."""
-    port = free_port()
-    work.mkdir(parents=True, exist_ok=True)
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GPUC_"))}
-    environ.update(GATEWAY_PORT=str(port), BIND_HOST="127.0.0.1", MINISTACK_HOST="127.0.0.1", TMPDIR=str(work),
-                   IOT_MTLS_ENABLED="0", AUTH="true" if auth else "false", **env)  # fmt: skip
-    log = (work / "ministack.log").open("wb")
-    proc = subprocess.Popen([sys.executable, "-m", "ministack"], env=environ, cwd=work, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/_ministack/health", timeout=2).status_code < 500:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None, (work / "ministack.log").read_text(errors="replace")[-2000:]
-            assert time.monotonic() < deadline, "ministack did not start within 60 s"
-            time.sleep(0.2)
-        yield Ministack(url, proc)
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
+    """Started by pid and stopped by pid (its process group), bound to loopback: testkit/s3server.py, the same
+    server `gpuc demo` and the rehearsals put their results on. Its root key (`stack.root`) owns the bucket."""
+    with s3_server(work, auth=auth, **env) as stack:
+        yield stack
 
 
 def watchdog_key(stack: Ministack, name: str = "watchdog", actions: list[str] | None = None) -> tuple[str, str]:
     """An IAM user's key, allowed `actions` on the bucket (WATCHDOG_ACTIONS by default)."""
-    iam = stack.client("iam")
-    iam.create_user(UserName=name)
-    policy = {"Version": "2012-10-17", "Statement": [
-        {"Effect": "Allow", "Action": actions or WATCHDOG_ACTIONS,
-         "Resource": [f"arn:aws:s3:::{BUCKET}", f"arn:aws:s3:::{BUCKET}/*"]},
-    ]}  # fmt: skip
-    iam.put_user_policy(UserName=name, PolicyName="grants", PolicyDocument=json.dumps(policy))
-    key = iam.create_access_key(UserName=name)["AccessKey"]
-    return str(key["AccessKeyId"]), str(key["SecretAccessKey"])
+    return stack.user_key(BUCKET, name, tuple(actions or WATCHDOG_ACTIONS))
 
 
 @dataclass

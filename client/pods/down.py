@@ -59,6 +59,8 @@ def down(
         return
     if copied_to is not None:
         ctx.echo(f"  results/ copied to {copied_to} and verified: nothing is left only on the pod")
+    elif recovering is not None and pod.status == "paused":
+        _outbid_attempt(pod, recovering, ctx)
     else:
         _sync_gate(provider, pod, ctx, force)
     end_at = ctx.clock.now()
@@ -174,16 +176,24 @@ def current_attempt(recovering: RunRecovery, run: RunRecord, pod: Pod | None, pr
     return found if found is not None else pod
 
 
+def _outbid_attempt(pod: Pod, recovering: RunRecovery, ctx: Ctx) -> None:
+    """A recovering run's outbid attempt: its disk is read by nothing while paused, and the stop just asked has the
+    watchdog destroy it (a stopped recovery keeps no paused attempt): refusing here said "kept, --force" while the
+    watchdog destroyed it a pass later. A recovering run resumes from its pushes (up refuses --recover without a
+    destination they reach), so what it pushed is said, and the destroy goes on."""
+    kept = f" at {recovering.results_at}" if recovering.results_at else ""
+    ctx.echo(
+        f"  {pod.id} is paused (outbid): its disk is out of reach; the run's results are its last push{kept}: "
+        "destroying it, as the stopped recovery does"
+    )
+
+
 def _sync_gate(provider: Provider, pod: Pod, ctx: Ctx, force: bool) -> None:
     if pod.status != "running":
         if force:
             ctx.echo(f"{pod.id} is {pod.status}: its disk is out of reach; destroying anyway (--force)")
             return
-        raise SafetyRefusal(
-            f"{pod.id} is {pod.status}: its results cannot be synced",
-            hint=f"what was not pushed during the run is only on the pod: `gpuc results {pod.id}` copies "
-            f"results/ here and ends it; `gpuc down {pod.id} --force` destroys them",
-        )
+        raise SafetyRefusal(f"{pod.id} is {pod.status}: its results cannot be synced", hint=_unsynced_hint(pod))
     code, out = ctx.pod_access(provider, pod).run(["python", "-m", "gpuc.instance_side", "sync"])
     if code == 0:
         ctx.echo(f"  results synced and verified ({out.strip().splitlines()[-1] if out.strip() else 'ok'})")
@@ -201,6 +211,20 @@ def _sync_gate(provider: Provider, pod: Pod, ctx: Ctx, force: bool) -> None:
         f"results sync failed on {pod.id} ({why}); the pod is kept",
         hint=f"results are only on the pod: `gpuc results {pod.id}` copies them here and ends it; "
         f"`gpuc down {pod.id} --force` destroys them",
+    )
+
+
+def _unsynced_hint(pod: Pod) -> str:
+    if pod.status == "paused":
+        # Outbid (or frozen): its disk is read again only if its bid wins, which the user cannot make happen, and
+        # `gpuc results` refuses a paused pod too; pointing there left an outbid pod's disk billing.
+        return (
+            f"what its job wrote after its last push is only on its disk, out of reach until its bid wins again and "
+            f"billing while paused: `gpuc down {pod.id} --force` destroys it (what was pushed stays where it went)"
+        )
+    return (
+        f"what was not pushed during the run is only on the pod: `gpuc results {pod.id}` copies results/ here and "
+        f"ends it; `gpuc down {pod.id} --force` destroys them"
     )
 
 

@@ -215,7 +215,7 @@ def _write_s3(
 
     where = S3Location.parse(bucket)
     base = "/".join(p for p in (where.prefix, KITS_DIR, run_id) if p)
-    client = _kit_client(settings)
+    client = _kit_client(settings, where.bucket)
     wheel_url = _put_presigned(client, where.bucket, f"{base}/{wheel.filename}", wheel.data, expires_s)
     project_url = (
         _put_presigned(client, where.bucket, f"{base}/{PROJECT_NAME}", project, expires_s)
@@ -232,17 +232,20 @@ def _write_s3(
     )
 
 
-def _kit_client(settings: Settings) -> Any:
+def _kit_client(settings: Settings, bucket: str) -> Any:
     """The results bucket's client with its own keys and endpoint, as the pod and `gpuc logs` reach it
-    (client/jobs/places.py): `up` proved them on this bucket before (core/destcheck.py)."""
+    (client/jobs/places.py): `up` proved them on this bucket before (core/destcheck.py). It signs for the
+    bucket's own region: the kit's presigned GETs, signed for "auto" at an endpoint, were refused by a store
+    whose bucket names its region (the rehearsal's S3 API answered them 301, and the re-rented pod never
+    booted); AWS refuses a URL signed for another region the same way."""
     from gpuc.core.podsecrets import S3_KEYS
-    from gpuc.core.s3client import s3_client
+    from gpuc.core.s3client import regional_client
 
     creds = {
         S3_KEYS[0]: settings.s3_access_key_id.get_secret_value() if settings.s3_access_key_id else "",
         S3_KEYS[1]: settings.s3_secret_access_key.get_secret_value() if settings.s3_secret_access_key else "",
     }
-    return s3_client(settings.s3_endpoint_url, creds, presign_v4=True)
+    return regional_client(settings.s3_endpoint_url, creds, bucket, presign_v4=True)
 
 
 def _put_presigned(client: Any, bucket: str, key: str, data: bytes, expires_s: int) -> str:
@@ -278,7 +281,7 @@ def _remove_s3(settings: Settings, bucket: str, run_id: str) -> None:
 
     where = S3Location.parse(bucket)
     prefix = "/".join(p for p in (where.prefix, KITS_DIR, run_id) if p) + "/"
-    client = _kit_client(settings)
+    client = _kit_client(settings, where.bucket)
     listed = client.list_objects_v2(Bucket=where.bucket, Prefix=prefix).get("Contents", [])
     for item in listed:
         client.delete_object(Bucket=where.bucket, Key=str(item["Key"]))

@@ -63,12 +63,12 @@ def doctor(ctx: Ctx, repo: Path | None, install_hook_flag: bool, as_json: bool, 
         click.get_current_context().exit(1)
 
 
-@click.command()
+@click.group(invoke_without_command=True)
 @click.option(
     "--home",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Keep the demo's state here (default: a temporary folder, removed after).",
+    help="Keep the demo's state here (default: a temporary folder, removed after; a rehearsal's is kept).",
 )
 @click.option(
     "--provider",
@@ -80,12 +80,18 @@ def doctor(ctx: Ctx, repo: Path | None, install_hook_flag: bool, as_json: bool, 
 @click.option(
     "--serve",
     is_flag=True,
-    help="With --provider runpod|vast: keep the emulator, sshd and a watchdog up until Ctrl-C and print the "
-    "line that points a shell at them, to rehearse a rental offline with every gpuc command.",
+    help="With --provider runpod|vast: keep the emulator, sshd, an S3 API and a watchdog up until Ctrl-C and print "
+    "the line that points a shell at them, to rehearse a rental offline with every gpuc command.",
 )
-def demo(home: Path | None, provider: str, serve: bool) -> None:
+@click.pass_context
+def demo(click_ctx: click.Context, home: Path | None, provider: str, serve: bool) -> None:
     """Run the whole pod life end to end (no accounts, no network): on the embedded default, or
-    against a RunPod or Vast emulator through the rented-pod path (create, ssh, install, self-destroy)."""
+    against a RunPod or Vast emulator through the rented-pod path (create, ssh, install, self-destroy).
+    Results go to an S3 API on loopback through the pod's own grants, as a rented pod's do.
+
+    In a rehearsal's shell (`--serve`), `gpuc demo outbid POD` has another renter outbid an interruptible pod."""
+    if click_ctx.invoked_subcommand is not None:
+        return
     require_testkit("demo")
     if serve:
         _serve(home, provider)
@@ -94,6 +100,19 @@ def demo(home: Path | None, provider: str, serve: bool) -> None:
 
     code = run_demo(click.echo, home=home, keep_home=home is not None, provider=provider)
     raise SystemExit(code)
+
+
+@demo.command("outbid")
+@click.argument("pod")
+@pass_ctx
+def outbid(ctx: Ctx, pod: str) -> None:
+    """In a Vast rehearsal's shell: another renter outbids POD (its id, experiment or run id), through the
+    emulator's own outbid: the instance pauses, its processes die, its disk is kept. With `up --recover N` the
+    watchdog then re-rents it (`gpuc ls` shows attempt 2/3); without, the pod waits paused until its limit."""
+    from gpuc.client.setup.rehearse import outbid_pod
+
+    for line in outbid_pod(ctx, pod):
+        click.echo(line, err=True)
 
 
 def _serve(home: Path | None, provider: str) -> None:

@@ -4,7 +4,9 @@ Story 0 (RunPod): a first rental's traps, each caught before money: no ssh key r
 a 3 GB volume, a 4-GPU quote, a pool the account cannot use.
 Story 1: a job writes results/; the wrapper syncs, notifies and destroys; the ledger row closes.
 Story 2 (drill): a pod's agent is killed; heartbeats stop; the reaper destroys it; you are told.
-Everything runs for real (processes, HTTP, SQLite) with the intervals scaled from minutes to seconds.
+Everything runs for real (processes, HTTP, SQLite) with the intervals scaled from minutes to seconds. The results
+go to an S3 API on loopback (ministack, which checks every signature) through the pod's real grant path: the pod
+holds no key, asks the watchdog for presigned URLs for its run's prefix, and the watchdog signs them with its own.
 
 `--provider runpod|vast` runs the same stories against the provider's emulator over loopback HTTP,
 through the path a rented pod takes: create over the API, ssh (a loopback sshd), the offline install,
@@ -19,7 +21,8 @@ import json
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -31,6 +34,7 @@ from gpuc.client.pods.survey import list_all
 from gpuc.client.pods.up import up
 from gpuc.core import gpunames
 from gpuc.core.clock import SystemClock
+from gpuc.core.destinations import S3Location
 from gpuc.core.errors import ConfigError, GpucError
 from gpuc.core.pod import Pod
 from gpuc.core.providers.base import Provider
@@ -43,6 +47,7 @@ from gpuc.functions.server import start_in_thread
 
 if TYPE_CHECKING:
     from gpuc.testkit.platform import Platform
+    from gpuc.testkit.s3server import LoopbackS3
 
 Echo = Callable[[str], None]
 
@@ -89,8 +94,10 @@ class Demo:
         echo: Echo,
         provider: Provider | None = None,
         platform: Platform | None = None,
+        bucket: LoopbackS3 | None = None,
     ) -> None:
         self.settings = settings
+        self.bucket = bucket
         self.echo = echo
         check_offline(settings)
         self.failures: list[str] = []
@@ -156,12 +163,12 @@ class Demo:
         self.check(
             gone, f"pod {pod.id} destroyed by its wrapper ({time.monotonic() - t_start:.1f}s after start)"
         )
-        results = self.settings.home / "results" / "demo-train"
-        synced = sorted(p.name for p in results.rglob("*") if p.is_file())
+        synced = self._synced("demo-train")
         # logs/job.log and logs/outcome.json: the job's output and exit code, synced beside its results;
         # logs/push-manifest.json: what the last verified push holds (a later pod resumes from it).
         expected = ["job.log", "metrics.json", "outcome.json", "push-manifest.json", "weights.bin"]
-        self.check(synced == expected, f"results and the job's log synced before the destroy: {synced}")
+        where = f" to {self.settings.results_bucket} through the pod's grants" if self.bucket is not None else ""
+        self.check(synced == expected, f"results and the job's log synced{where} before the destroy: {synced}")
         self.check(self._notified(pod, "job_exit"), "notification carries the exit code")
         self.check(self._ledger_closed(pod), "ledger row closed with end and cost")
         self._check_platform(pod, "pod-scoped key")
@@ -208,6 +215,15 @@ class Demo:
             self.echo(f"    outbox: [{line.get('level', 'info')}] {line.get('title')}: {body}")
 
     # -- helpers -------------------------------------------------------------------------------
+    def _synced(self, experiment: str) -> list[str]:
+        """The names the pod pushed for `experiment`, read where they landed (the bucket, as its owner lists it)."""
+        if self.bucket is None:
+            results = self.settings.home / "results" / experiment
+            return sorted(p.name for p in results.rglob("*") if p.is_file())
+        location = S3Location.parse(self.settings.results_bucket or "")
+        listed = self.bucket.objects(location.bucket, f"{location.prefix}/{experiment}/".lstrip("/"))
+        return sorted(key.rsplit("/", 1)[-1] for key in listed)
+
     def _kill_agent(self, pod: Pod) -> None:
         if self.platform is not None:
             self.platform.kill_agent(pod.id)
@@ -308,10 +324,30 @@ DEMO_ISOLATION: dict[str, object] = {
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
-def demo_settings(home: Path) -> Settings:
-    """The local demo's settings, built from nothing the user has: its home, its own (empty) .env."""
-    environ = {"GPUC_HOME": str(home), "GPUC_ENV_FILE": str(home / ".env")}
-    return load_settings(environ, admin_token=new_token(), **FAST, **DEMO_ISOLATION)
+RESULTS_FIELDS = ("results_bucket", "s3_endpoint_url", "s3_access_key_id", "s3_secret_access_key")
+DEMO_BUCKET = "gpuc-demo"
+
+
+def demo_settings(home: Path, results: Mapping[str, str] | None = None) -> Settings:
+    """The local demo's settings, built from nothing the user has: its home, its own (empty) .env, and `results`
+    (the demo's own loopback bucket: testkit/s3server.py `results_env`), else no destination."""
+    environ = {"GPUC_HOME": str(home), "GPUC_ENV_FILE": str(home / ".env"), **(results or {})}
+    isolation = {k: v for k, v in DEMO_ISOLATION.items() if not (results and k in RESULTS_FIELDS)}
+    return load_settings(environ, admin_token=new_token(), **FAST, **isolation)
+
+
+def quiet_ssh_warnings() -> None:
+    """asyncssh (the loopback ssh server and the throwaway keys) looks up every cipher cryptography still has,
+    the deprecated ones included, and some pairs of their versions warn at each lookup: a screenful before the
+    demo's first line, about asyncssh's own cipher list, never about the demo. Silenced for asyncssh's modules
+    only, before anything imports it; every other warning still shows."""
+    asyncssh = r"asyncssh(\.|$)"
+    warnings.filterwarnings("ignore", category=DeprecationWarning, module=asyncssh)
+    try:
+        from cryptography.utils import CryptographyDeprecationWarning
+    except ImportError:  # no cryptography: no asyncssh either, and require_ssh says what to install
+        return
+    warnings.filterwarnings("ignore", category=CryptographyDeprecationWarning, module=asyncssh)
 
 
 def check_offline(settings: Settings) -> None:
@@ -334,28 +370,38 @@ def run_demo(echo: Echo, home: Path | None = None, keep_home: bool = False, prov
     """0 when every check passed. Raises GpucError before anything starts (e.g. no sshd here)."""
     if provider != "local":
         return run_remote_demo(echo, provider, home=home, keep_home=keep_home)
+    # Lazy: gpuc.testkit is not in the wheel; only a demo run from a clone reaches for it.
+    from gpuc.testkit.s3server import results_env, start_s3
+
     tmp = home is None
     home = home or Path(tempfile.mkdtemp(prefix="gpuc-demo-"))
-    settings = demo_settings(home)
-    server = start_in_thread(settings, port=0, reaper_interval_s=settings.reaper_period_s)
-    settings = settings.with_overrides(functions_url=server.url)
-    echo(f"gpuc demo: local provider + local watchdog at {server.url}, home {home}")
-    demo = Demo(settings, echo)
-    started = time.monotonic()
-    try:
-        demo.run()
-    finally:
-        cleanup_pods(demo.provider)
-        server.stop()
+    with contextlib.ExitStack() as stack:
         if tmp and not keep_home:
-            shutil.rmtree(home, ignore_errors=True)
-    return _verdict(demo, echo, time.monotonic() - started)
+            stack.callback(shutil.rmtree, home, True)
+        bucket = start_s3(home / "s3")
+        stack.callback(bucket.stop, at_once=True)  # the demo's bucket is thrown away with it
+        settings = demo_settings(home, results_env(bucket, DEMO_BUCKET))
+        server = start_in_thread(settings, port=0, reaper_interval_s=settings.reaper_period_s, links_here=True)
+        stack.callback(server.stop)
+        settings = settings.with_overrides(functions_url=server.url)
+        echo(f"gpuc demo: local provider + local watchdog at {server.url}, results to {settings.results_bucket} "
+             f"on a loopback S3 API at {bucket.url}, home {home}")  # fmt: skip
+        demo = Demo(settings, echo, bucket=bucket)
+        started = time.monotonic()
+        try:
+            demo.run()
+        finally:
+            cleanup_pods(demo.provider)
+        return _verdict(demo, echo, time.monotonic() - started)
+    raise AssertionError("unreachable")
 
 
 def run_remote_demo(echo: Echo, provider: str, home: Path | None = None, keep_home: bool = False) -> int:
     """The same stories against the `provider` emulator, a loopback sshd and sandboxed pods."""
     # Lazy: gpuc.testkit is not in the wheel; only a demo run from a clone reaches for it.
+    quiet_ssh_warnings()
     from gpuc.testkit.platform import PROVIDERS, client_environ, start_platform, write_env_file
+    from gpuc.testkit.s3server import results_env, start_s3
     from gpuc.testkit.sshd import require_ssh, start_loopback_sshd
 
     if provider not in PROVIDERS:
@@ -366,23 +412,24 @@ def run_remote_demo(echo: Echo, provider: str, home: Path | None = None, keep_ho
     with contextlib.ExitStack() as stack:
         if tmp and not keep_home:
             stack.callback(shutil.rmtree, home, True)
+        bucket = start_s3(home / "s3")
+        stack.callback(bucket.stop, at_once=True)  # the demo's bucket is thrown away with it
         sshd = start_loopback_sshd(home / "sshd")
         stack.callback(sshd.stop)
         emulator, platform = start_platform(provider, sshd)
         stack.callback(emulator.stop)
         stack.callback(platform.close)  # runs before the emulator stops: containers end first
         write_env_file(home)
-        settings = load_settings(
-            client_environ(emulator, sshd, home), admin_token=new_token(), **REMOTE
-        )
-        server = start_in_thread(settings, port=0, reaper_interval_s=settings.reaper_period_s)
+        environ = {**client_environ(emulator, sshd, home), **results_env(bucket, DEMO_BUCKET)}
+        settings = load_settings(environ, admin_token=new_token(), **REMOTE)
+        server = start_in_thread(settings, port=0, reaper_interval_s=settings.reaper_period_s, links_here=True)
         stack.callback(server.stop)
         settings = settings.with_overrides(functions_url=server.url)
         echo(
             f"gpuc demo: {provider} emulator at {emulator.url}, sshd at {sshd.host}:{sshd.port}, "
             f"local watchdog at {server.url}, home {home}"
         )
-        demo = Demo(settings, echo, provider=get_provider(provider, settings), platform=platform)
+        demo = Demo(settings, echo, provider=get_provider(provider, settings), platform=platform, bucket=bucket)
         started = time.monotonic()
         try:
             demo.run()

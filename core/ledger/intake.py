@@ -61,6 +61,8 @@ class AttemptView(Protocol):
     def end(self) -> float | None: ...
     @property
     def cost_usd(self) -> float: ...
+    @property
+    def paused_at(self) -> float | None: ...
 
 
 class RunView(Protocol):
@@ -110,7 +112,10 @@ def run_note(run: RunView) -> str:
     31000001 $0.11, 31000002 $0.05"; and why recovery stopped, when it did."""
     count = len(run.attempts)
     each = ", ".join(f"{a.pod_id} {usd(a.cost_usd)}" for a in run.attempts)
-    outbids = f" ({count - 1} outbid{'s' if count != 2 else ''})" if count > 1 else ""
+    # Every re-rent followed an outbid; the last attempt may have been outbid too (a stop during its wait, or
+    # the last recovery used up).
+    outbid = count - 1 + (count > 0 and run.attempts[-1].paused_at is not None)
+    outbids = f" ({outbid} outbid{'s' if outbid != 1 else ''})" if outbid else ""
     note = f"interruptible, {count} attempt{'s' if count != 1 else ''}{outbids}: {each}"
     return f"{note}; recovery stopped: {run.stopped_why}" if run.stopped_why else note
 

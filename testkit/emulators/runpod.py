@@ -386,6 +386,7 @@ class RunPodEmulator(Emulator):
         boot_polls: int = 2,
         boot_s: float | None = None,
         balance: float = 25.0,
+        bills_down: bool = False,
         spend_limit: float = 80.0,
         pod_key_can_terminate: bool = True,
         pod_key_not_found: bool = False,
@@ -401,7 +402,8 @@ class RunPodEmulator(Emulator):
         self.api_key = api_key or new_key("rpa_EMU")
         self.boot_polls = boot_polls
         self.boot_s = boot_s
-        self.balance = balance
+        self.balance = balance  # the credit put in; with bills_down, what the pods billed comes off it
+        self.bills_down = bills_down
         self.spend_limit = spend_limit
         # The account's own emails (R5 `myself { notifyPodsStale notifyPodsGeneral notifyLowBalance }`):
         # on by default, a test turns one off to see doctor and balance warn.
@@ -698,7 +700,7 @@ class RunPodEmulator(Emulator):
         return {
             "id": "user_emulated",
             "email": "you@example.com",
-            "clientBalance": self.balance,
+            "clientBalance": round(self.balance_now(), 4),
             "currentSpendPerHr": round(
                 sum(p.cost for p in live if p.state != "exited" and p.state != "outbid"), 4
             ),
@@ -878,7 +880,7 @@ class RunPodEmulator(Emulator):
             return problem(400, "Bad Request", f"{gpu.display} takes at most {max_count(gpu, cloud)} GPUs per pod")
         if price <= 0 or gpu.stock < count:
             return problem(400, "Bad Request", NO_CAPACITY)
-        if self.balance < price * count:  # RunPod wants an hour of the pod's price in the account
+        if self.balance_now() < price * count:  # RunPod wants an hour of the pod's price in the account
             return problem(402, "Payment Required", "insufficient balance")
         env = dict(body.get("env") or {})
         pod = self._new_pod(str(body["name"]), str(body.get("image") or body.get("templateId")), gpu, count,
@@ -1072,6 +1074,18 @@ class RunPodEmulator(Emulator):
         amounts["gpuAmount"] = running_s * pod.cost / 3600.0 * factor
         amounts["diskAmount"] = (running_s * running_gb + stopped_s * stopped_gb) * per_gb_second
         return amounts
+
+    def balance_now(self) -> float:
+        """The account's balance: the credit, less what every pod billed so far when `bills_down` (a real
+        account's balance goes down as its pods run; the tests that plant a balance keep it fixed)."""
+        if not self.bills_down:
+            return self.balance
+        now = self.clock.now()
+        spent = sum(
+            sum(self._bucket_amounts(pod_id, life, 0.0, now + 1.0, now).values())
+            for pod_id, life in self.billing_book.lives.items()
+        )
+        return self.balance - spent - sum(p.amount for p in self.billing_book.planted)
 
     # ---- state ----
 

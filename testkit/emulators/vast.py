@@ -289,6 +289,7 @@ class VastEmulator(Emulator):
         boot_polls: int = 2,
         boot_s: float | None = None,
         credit: float = 25.0,
+        bills_down: bool = False,
         destroy_lag_polls: int = 0,
         offers: tuple[VastOfferState, ...] = DEFAULT_OFFERS,
         ssh_endpoint: tuple[str, int] | None = None,
@@ -299,7 +300,8 @@ class VastEmulator(Emulator):
         self.api_key = api_key or new_key("")
         self.boot_polls = boot_polls
         self.boot_s = boot_s
-        self.credit = credit
+        self.credit = credit  # what was put in; with bills_down, what the instances billed comes off it
+        self.bills_down = bills_down
         self.destroy_lag_polls = destroy_lag_polls
         # An instance key's destroy of its own instance hears the not-found body; the instance lives on.
         self.pod_key_not_found = pod_key_not_found
@@ -754,6 +756,22 @@ class VastEmulator(Emulator):
         ]
         return EmuResponse.json(200, {"success": True, "filters": found})
 
+    def credit_now(self) -> float:
+        """The account's credit: what was put in, less what every instance billed so far when `bills_down` (its
+        GPU and disk, as the charges route counts them), as a real account's credit goes down."""
+        if not self.bills_down:
+            return self.credit
+        self._track()
+        now = self.clock.now()
+        whole = ChargeQuery(0.0, now + 1.0, None, True, 0, None)
+        spent = sum(
+            float(item["amount"])
+            for pod_id, inst in self.billed.items()
+            if (life := self.billing_book.lives.get(pod_id)) is not None
+            for item in self._life_items(inst, life, whole, now)
+        )
+        return self.credit - spent - sum(p.amount for p in self.billing_book.planted)
+
     def user(self, request: EmuRequest) -> EmuResponse:
         refused = self._auth(request)
         if refused:
@@ -765,7 +783,7 @@ class VastEmulator(Emulator):
                 "key_id": 654321,
                 "username": "emulated",
                 "email": "you@example.com",
-                "credit": self.credit,
+                "credit": round(self.credit_now(), 4),
                 "balance": 0.0,
                 "balance_threshold": 5.0,
                 "balance_threshold_enabled": True,

@@ -136,7 +136,7 @@ def deployed(ministack: Ministack, tmp_path_factory: pytest.TempPathFactory) -> 
         flags = [f"--emulated={k}={v}" for k, v in emulated.items()]
         done = gpuc(env, "watchdog", "deploy", "--no-carry", "--reaper-every", "1m", *flags)
         assert done.returncode == 0, done.stdout + done.stderr
-        assert "the reaper runs at rate(1 minute)" in done.stdout
+        assert "the reaper runs at rate(1 minute)" in done.stderr  # gpuc's own lines: stderr (issue 37 item 4)
         config = json.loads((home / "config.json").read_text())
         url_id = config["functions_url"].split("//", 1)[1].split(".", 1)[0]
         yield Deployment(

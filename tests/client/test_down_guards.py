@@ -62,7 +62,7 @@ def set_status(provider: LocalProvider, pod_id: str, status: str) -> None:
         db.execute("update pods set status = ? where id = ?", (status, pod_id))
 
 
-@pytest.mark.parametrize("status", ["stopped", "exited"])
+@pytest.mark.parametrize("status", ["stopped", "exited", "paused"])
 def test_down_keeps_a_pod_whose_results_cannot_be_synced_unless_forced(
     world: tuple[Deps, CountingProvider], status: str
 ) -> None:
@@ -76,6 +76,8 @@ def test_down_keeps_a_pod_whose_results_cannot_be_synced_unless_forced(
     with pytest.raises(SafetyRefusal, match=f"is {status}: its results cannot be synced") as refused:
         down(pod.id, deps)
     assert "--force" in (refused.value.hint or "")
+    # A paused (outbid) pod's disk is read by nothing until its bid wins: `gpuc results` refuses it too.
+    assert ("gpuc results" in (refused.value.hint or "")) is (status != "paused"), refused.value.hint
     assert provider.destroys == [] and provider.get(pod.id) is not None
     down(pod.id, deps, force=True)
     assert provider.destroys == [pod.id] and provider.get(pod.id) is None

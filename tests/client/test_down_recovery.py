@@ -15,6 +15,7 @@ from gpuc.client.runs import RunStore
 from gpuc.core.api import Ack, AttemptRecord, EndRequest, PodRecord, RunRecovery, StatusResponse
 from gpuc.core.clock import FakeClock, iso
 from gpuc.core.errors import FunctionsError, GpucError
+from gpuc.core.ledger.intake import run_note
 from gpuc.core.pod import Pod
 from gpuc.core.providers.base import DestroyResult, Provider
 from gpuc.core.settings import Settings
@@ -183,3 +184,39 @@ def test_down_says_plainly_what_the_watchdog_is_still_doing_and_claims_nothing(
     assert f"gpuc down {RUN}" in (refused.value.hint or "")
     assert not any("no further attempt is rented" in line for line in said)
     assert not [line for line in log if line.startswith("destroy")]
+
+
+def test_down_during_an_outbid_destroys_the_paused_attempt_after_the_stop(
+    world: tuple[Ctx, list[str], list[str]],
+) -> None:
+    """`gpuc down` while the recovery waits to re-rent (attempt 2 outbid): the stop first, then the paused attempt
+    destroyed (the stopped recovery destroys it anyway: a refusal said "kept" while the watchdog destroyed it)."""
+    ctx, log, said = world
+    vast = ctx.providers["local"]
+    assert isinstance(vast, Vast)
+    vast.pods[SECOND] = Pod(id=SECOND, provider="local", name=f"gpuc-{RUN}-a2", status="paused", managed=True)
+    down("exp1", ctx)  # no copied_to: the sync gate would refuse a paused pod
+    assert log.index(f"stop_run {RUN}") < log.index(f"destroy {SECOND}")
+    assert any("no further attempt is rented" in line for line in said), said
+    assert any(f"{SECOND} is paused (outbid)" in line and "last push" in line for line in said), said
+
+
+def test_down_keeps_a_paused_pod_of_a_run_that_does_not_recover(world: tuple[Ctx, list[str], list[str]]) -> None:
+    """The same paused pod without a recovering run behind it: the sync gate refuses, with --force in its fix."""
+    ctx, log, _ = world
+    ctx.watchdog.answer = None  # type: ignore[attr-defined]
+    vast = ctx.providers["local"]
+    assert isinstance(vast, Vast)
+    vast.pods[FIRST] = Pod(id=FIRST, provider="local", name=f"gpuc-{RUN}", status="paused", managed=True)
+    with pytest.raises(GpucError, match="is paused: its results cannot be synced"):
+        down("exp1", ctx)
+    assert not any(line.startswith("destroy") for line in log), log
+
+
+def test_a_stop_during_the_last_attempts_outbid_counts_that_outbid_too() -> None:
+    """The run's one row names every outbid: attempt 2 outbid, then the stop (the rehearsal's `gpuc down` during
+    the wait) is 2 attempts and 2 outbids, not 1."""
+    run = recovering(done=True)
+    assert run_note(run).startswith("interruptible, 2 attempts (1 outbid): ")
+    paused = [run.attempts[0], run.attempts[1].model_copy(update={"paused_at": T0 + 3900})]
+    assert run_note(run.model_copy(update={"attempts": paused})).startswith("interruptible, 2 attempts (2 outbids): ")

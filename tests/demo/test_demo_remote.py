@@ -38,7 +38,7 @@ def test_the_demo_runs_both_stories_against_the_emulator(provider: str) -> None:
         "✓ up printed the ssh line: ready: ssh -p ",
         "✓ the watchdog never took the pod for silent while up installed it",
         "verify gpu_name: pass",
-        "✓ results and the job's log synced before the destroy:"
+        "✓ results and the job's log synced to s3://gpuc-demo/results through the pod's grants before the destroy:"
         " ['job.log', 'metrics.json', 'outcome.json', 'push-manifest.json', 'weights.bin']",
         "✓ notification carries the exit code",
         "✓ destroyed with the pod-scoped key (expected: the pod-scoped key)",
@@ -103,7 +103,7 @@ def test_up_ls_down_with_the_real_cli_against_the_runpod_emulator(sshd: Loopback
 
         up = gpuc(env, "up", "cli-exp", "--provider", "runpod")
         assert up.returncode == 0, up.stdout + up.stderr
-        assert f"ready: ssh -p {sshd.port} root@127.0.0.1" in up.stdout
+        assert f"ready: ssh -p {sshd.port} root@127.0.0.1" in up.stderr  # gpuc's own lines: stderr (issue 37 item 4)
         (pod_id,) = platform.alive()
         assert platform.processes(pod_id), "the agent runs in the pod's sandbox"
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import signal
 import subprocess
 import sys
@@ -14,20 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from rehearsal import shell_env
 
 from gpuc.client.setup.rehearse import SHELL_FILE
 
 pytestmark = pytest.mark.sshd
-
-
-def shell_env(path: Path) -> dict[str, str]:
-    """What `. rehearse.sh` exports, read as sh would (the lines are shlex-quoted)."""
-    env = {}
-    for line in path.read_text().splitlines():
-        if line.startswith("export "):
-            name, _, value = line.removeprefix("export ").partition("=")
-            env[name] = shlex.split(value)[0] if value else ""
-    return env
 
 
 @pytest.fixture
@@ -93,7 +83,8 @@ def test_a_rehearsed_rental_runs_every_command_and_ctrl_c_cleans_up(
     assert listed.returncode == 0, listed.stderr
     ledger = gpuc("ledger")
     assert ledger.returncode == 0 and "first-try" in ledger.stdout, ledger.stdout + ledger.stderr
-    assert (home / "results").exists()
+    # Where the banner says: the rehearsal's bucket, kept on disk under its home (results go through the pod's grants).
+    assert list((home / "bucket").rglob("m.txt")), sorted(str(f) for f in (home / "bucket").rglob("*"))
 
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=120)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from test_rehearse import shell_env
+from rehearsal import shell_env
 
 from gpuc.client.setup.rehearse import SHELL_FILE
 
