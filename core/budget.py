@@ -8,7 +8,7 @@ The laptop counts its ledger completed by the watchdog's records; the watchdog, 
 its records alone. Both through `month_spend`.
 
 A pod's part of a month is price x the hours of [start, end or now] inside the UTC calendar month
-(core.ledger.month_window); a ledger row's own cost, when written, is prorated the same way. A pod whose
+(core.ledger.months.month_window); a ledger row's own cost, when written, is prorated the same way. A pod whose
 price (or time) is not known is never counted as $0: it is listed as unknown, and every message says so.
 """
 
@@ -18,24 +18,19 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from gpuc.core.clock import hours_text
-from gpuc.core.ledger import (
-    LIVE,
+from gpuc.core.ledger.intake import LIVE, WatchdogRecord, later_attempt, run_of
+from gpuc.core.ledger.months import current_month, month_window, overlap_hours
+from gpuc.core.ledger.rows import (
     LedgerEntry,
-    WatchdogRecord,
-    current_month,
     describe,
-    later_attempt,
-    month_window,
-    overlap_hours,
     parse_cost,
     parse_price,
     parse_time,
     row_problems,
-    run_of,
     sane_price,
     sane_ts,
 )
-from gpuc.core.ledger import usd as usd  # re-exported: the money words' one formatter, where budgets are
+from gpuc.core.ledger.rows import usd as usd  # re-exported: the money words' one formatter, where budgets are
 from gpuc.core.pod import Pod
 
 

@@ -12,11 +12,14 @@ from typing import Protocol
 from gpuc.core.api import NotificationRecord
 from gpuc.core.clock import Clock, SystemClock
 from gpuc.core.errors import GpucError, ProviderError
-from gpuc.core.notify import Action, Level, Notifier, provider_says
+from gpuc.core.notify.message import Action, Level, provider_says
+from gpuc.core.notify.notifier import Notifier
 from gpuc.core.providers.base import Provider
 from gpuc.core.providers.registry import PROVIDERS, get_provider, keyed_providers
 from gpuc.core.redact import redact
-from gpuc.core.settings import SecretStr, Settings, save_config
+from gpuc.core.settings import Settings
+from gpuc.core.settingsload import save_config
+from gpuc.core.settingvalues import SecretStr
 from gpuc.core.signing import new_token, new_watchdog_key, watchdog_id
 from gpuc.core.termsafe import clean_line
 from gpuc.functions.bucket import ResultsBucket
@@ -30,7 +33,7 @@ STORE_NAME = "watchdog.db"
 
 
 class Sender(Protocol):
-    """What the functions need from a notifier (core.notify.Notifier). Should never raise; `announce`
+    """What the functions need from a notifier (core.notify.notifier.Notifier). Should never raise; `announce`
     and the reaper guard against one that does anyway."""
 
     def send(

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import boto3
 
 from gpuc.core import api
-from gpuc.core.settings import load_settings
+from gpuc.core.settingsload import load_settings
 from gpuc.functions.app import Deps, build_deps
 from gpuc.functions.dynamo import DynamoStore
 from gpuc.functions.edge import Request, Response, response_bytes

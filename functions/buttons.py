@@ -15,7 +15,7 @@ import logging
 from dataclasses import dataclass
 from typing import Literal
 
-from gpuc.core.notify import Action, Level
+from gpuc.core.notify.message import Action, Level
 from gpuc.core.settings import Settings
 from gpuc.functions.deadline import DEADLINE_ALERT
 from gpuc.functions.links import ALL_PODS, Verb, link_key, mint, new_claim

@@ -26,7 +26,9 @@ import boto3
 from gpuc.core.api import RegisterRequest
 from gpuc.core.errors import ConfigError, GpucError
 from gpuc.core.loopback import loopback_host
-from gpuc.core.settings import SECRET_ENV, SecretStr, Settings, save_config
+from gpuc.core.settings import SECRET_ENV, Settings
+from gpuc.core.settingsload import save_config
+from gpuc.core.settingvalues import SecretStr
 from gpuc.core.signing import new_token, new_watchdog_key, watchdog_id
 from gpuc.functions.app import STORE_NAME
 from gpuc.functions.aws import DEFAULT_SSM_PREFIX, DEPLOY_OWN, SSM_NAMES_PER_CALL, WATCHDOG_SECRETS

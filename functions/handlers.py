@@ -15,7 +15,7 @@ from dataclasses import replace
 from urllib.parse import unquote
 
 from gpuc.core import api
-from gpuc.core.notify import Level
+from gpuc.core.notify.message import Level
 from gpuc.core.redact import redact
 from gpuc.core.signing import derive_key
 from gpuc.functions.actions import slack, telegram, verbs

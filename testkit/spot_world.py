@@ -16,7 +16,8 @@ from gpuc.core import api
 from gpuc.core.budget import run_envelope_usd
 from gpuc.core.clock import FakeClock
 from gpuc.core.models import PodSpec
-from gpuc.core.notify import Message, Notifier, read_outbox
+from gpuc.core.notify.message import Message
+from gpuc.core.notify.notifier import Notifier, read_outbox
 from gpuc.core.pod import Pod
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.vast import VastProvider

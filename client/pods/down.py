@@ -14,7 +14,7 @@ from gpuc.client.progress import Ticker
 from gpuc.client.runs import RunRecord
 from gpuc.core.api import EndRequest, RunRecovery
 from gpuc.core.errors import GpucError, NotFound, ProviderError, SafetyRefusal
-from gpuc.core.ledger import money
+from gpuc.core.ledger.rows import money
 from gpuc.core.pod import Pod
 from gpuc.core.providers.base import Provider
 from gpuc.core.termsafe import clean_line

@@ -25,7 +25,7 @@ from gpuc.client.runs import RunRecord
 from gpuc.client.text import clock_utc, span_words
 from gpuc.core.clock import iso, parse_iso
 from gpuc.core.errors import ConfigError, FunctionsError, GpucError
-from gpuc.core.ledger import money
+from gpuc.core.ledger.rows import money
 
 if TYPE_CHECKING:
     from gpuc.core.api import DeadlineAnswer, DeadlineRequest, RunRecovery

@@ -45,9 +45,10 @@ from gpuc.core import gpunames
 from gpuc.core.budget import Ahead, MonthSpend, Outlook, RunEnvelope, ahead_of, ledger_burns, outlook, usd
 from gpuc.core.clock import hours_text, parse_duration
 from gpuc.core.destcheck import require_destination
+from gpuc.core.envfile import env_file_mode_ok, read_env_file
 from gpuc.core.errors import ConfigError, GpucError, SafetyRefusal
 from gpuc.core.loopback import loopback_host
-from gpuc.core.settings import Settings, env_file_mode_ok, env_name, read_env_file
+from gpuc.core.settings import Settings, env_name
 
 if TYPE_CHECKING:
     from gpuc.client.onpod.upload import Bundle
@@ -85,7 +86,7 @@ class UpOptions:
     # Asked with the price before the create (the CLI passes one on a terminal without -y); None: not asked.
     confirm: Callable[[str], bool] | None = None
     over_budget: bool = False  # rent even if the month's budget would be crossed (client/pods/plan.py)
-    note: str | None = None  # `up --note`: on the ledger row from its start (core.ledger.check_note)
+    note: str | None = None  # `up --note`: on the ledger row from its start (core.ledger.rows.check_note)
     warm_s: float = 0.0  # `up --warm`: a job's end keeps the pod; idle this long, it ends (instance_side/idle.py)
     # `up --warm` without --max-hours: each job's allowance; the deadline follows the jobs (client/pods/warm.py).
     # 0: the deadline is fixed (--max-hours, or not warm).
@@ -335,7 +336,8 @@ def _quote(provider: Provider, spec: PodSpec, opts: UpOptions, ctx: Ctx) -> Quot
 
 def _named(provider: Provider, spec: PodSpec, opts: UpOptions) -> Quote:
     """`--offer ID`: its own price, unknown here; a bid on it is the price, once it clears the offer's floor."""
-    from gpuc.core.providers.vast import VastProvider, offer_for_bid  # a rented provider: loaded already
+    from gpuc.core.providers.vast import VastProvider
+    from gpuc.core.providers.vast_offers import offer_for_bid  # a rented provider: loaded already
 
     own = Quote(None, f"offer {opts.offer_id}'s own")
     if not (isinstance(provider, VastProvider) and opts.offer_id and spec.interruptible and spec.bid_per_gpu):
@@ -348,7 +350,8 @@ def _named(provider: Provider, spec: PodSpec, opts: UpOptions) -> Quote:
 
 
 def _listed(provider: Provider, spec: PodSpec, opts: UpOptions) -> Quote:
-    from gpuc.core.providers.vast import VastProvider, offer_for_bid  # a rented provider: loaded already
+    from gpuc.core.providers.vast import VastProvider
+    from gpuc.core.providers.vast_offers import offer_for_bid  # a rented provider: loaded already
 
     if isinstance(provider, VastProvider):
         # Priced with the disk the create will ask for (`up --volume-gb`; Vast's one disk), not a default 30 GB.

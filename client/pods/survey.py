@@ -22,7 +22,7 @@ from gpuc.core.settings import Settings, env_name
 
 if TYPE_CHECKING:
     from gpuc.core.api import PodRecord, RunRecovery, StatusResponse
-    from gpuc.core.ledger import WatchdogRecord
+    from gpuc.core.ledger.intake import WatchdogRecord
     from gpuc.core.pod import Pod
 
 LS_FIELDS = (

@@ -41,7 +41,7 @@ from gpuc.core.api import RegisterRequest
 from gpuc.core.bootkit import onstart_script
 from gpuc.core.clock import hours_text
 from gpuc.core.errors import FunctionsError, GpucError, ProviderError
-from gpuc.core.ledger import sane_price, sane_ts
+from gpuc.core.ledger.rows import sane_price, sane_ts
 from gpuc.core.models import PodSpec
 from gpuc.core.pod import WATCHDOG_ENV, Pod, new_run_id
 from gpuc.core.podinstall import Installer

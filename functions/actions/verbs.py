@@ -26,8 +26,8 @@ from typing import Any, Literal, get_args
 
 from gpuc.core import api
 from gpuc.core.api import ReapReport
-from gpuc.core.ledger import money
-from gpuc.core.notify import Action, Level
+from gpuc.core.ledger.rows import money
+from gpuc.core.notify.message import Action, Level
 from gpuc.core.titles import cost_so_far, title
 from gpuc.functions.app import Deps, announce
 from gpuc.functions.buttons import LABELS, SAFE_VERBS

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpuc.core.clock import iso
-from gpuc.core.notify import Level, counted, defang
+from gpuc.core.notify.message import Level, counted, defang
 from gpuc.core.titles import cost_so_far, title
 from gpuc.functions.app import announce, describe
 from gpuc.functions.reaper.record import ReaperMeta

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from gpuc.core.clock import iso
-from gpuc.core.notify import provider_says
+from gpuc.core.notify.message import provider_says
 from gpuc.core.pod import Pod
 from gpuc.core.settings import Settings
 from gpuc.functions.deadline import deadline_of

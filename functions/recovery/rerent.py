@@ -23,7 +23,7 @@ from gpuc.core import bootkit
 from gpuc.core.api import AttemptRecord, Policy
 from gpuc.core.budget import usd
 from gpuc.core.errors import GpucError
-from gpuc.core.ledger import RECOVERY_ENDED_BY
+from gpuc.core.ledger.intake import RECOVERY_ENDED_BY
 from gpuc.core.pod import RESUME_ENV, WATCHDOG_ENV, pod_name
 from gpuc.core.providers.base import Provider
 from gpuc.core.signing import derive_key

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 
 from gpuc.core.budget import ahead_of, outlook, records_burns
-from gpuc.core.ledger import RECOVERY_ENDED_BY
+from gpuc.core.ledger.intake import RECOVERY_ENDED_BY
 from gpuc.functions.app import describe
 from gpuc.functions.deadline import deadline_of
 from gpuc.functions.recovery import runs

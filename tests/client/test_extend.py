@@ -25,7 +25,8 @@ from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ConfigError
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.runpod import RunPodProvider
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.core.signing import derive_key, new_token
 from gpuc.core.watchdog_client import WatchdogClient
 from gpuc.functions.server import ServerHandle, start_in_thread

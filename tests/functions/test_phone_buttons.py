@@ -13,7 +13,8 @@ from test_notify import Phone, notifier_for
 from watchdog_fakes import make_world
 
 from gpuc.core.clock import FakeClock
-from gpuc.core.notify import Action, Message, read_outbox
+from gpuc.core.notify.message import Action, Message
+from gpuc.core.notify.notifier import read_outbox
 from gpuc.functions import buttons
 from gpuc.functions.store import StoredPod
 

@@ -14,7 +14,8 @@ from pydantic import BaseModel
 
 from gpuc.core import api
 from gpuc.core.clock import FakeClock
-from gpuc.core.notify import Message, Notifier, read_outbox
+from gpuc.core.notify.message import Message
+from gpuc.core.notify.notifier import Notifier, read_outbox
 from gpuc.core.settings import Settings
 from gpuc.core.signing import derive_key, new_token, sign
 from gpuc.functions.app import Deps, ProviderPool

@@ -158,7 +158,7 @@ MUTANTS_FAULTS: tuple[Mutant, ...] = (
     Mutant(
         "run-end-first-pod",
         "a recovering run's row closes at its first pod's end (the first outbid), its last pod still billing",
-        "core/ledger.py",
+        "core/ledger/intake.py",
         "        return None\n    return max(e for e in ends if e is not None)",
         "        return ends[0]\n    return max(e for e in ends if e is not None)",
         (RUN_ROW,),

@@ -15,10 +15,11 @@ from gpuc.client.runs import RunStore
 from gpuc.core.api import Ack, AttemptRecord, EndRequest, PodRecord, RunRecovery, StatusResponse
 from gpuc.core.clock import FakeClock, iso
 from gpuc.core.errors import FunctionsError, GpucError
-from gpuc.core.ledger import run_note
+from gpuc.core.ledger.intake import run_note
 from gpuc.core.pod import Pod
 from gpuc.core.providers.base import DestroyResult, Provider
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 
 T0 = 1_780_000_000.0
 RUN = "r1234abcd"

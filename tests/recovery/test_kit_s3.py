@@ -15,7 +15,8 @@ from gpuc.client.onpod.upload import prepare
 from gpuc.client.pods.plan import UpOptions
 from gpuc.client.pods.recovery.prepare import kit_files, remove_kit
 from gpuc.core.errors import ConfigError
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 
 RUN = "r1234abcd"
 

@@ -18,10 +18,12 @@ from gpuc.core.api import AttemptRecord, PodRecord, RunRecovery, StatusResponse
 from gpuc.core.budget import ledger_burns, month_spend
 from gpuc.core.clock import FakeClock, iso
 from gpuc.core.errors import FunctionsError
-from gpuc.core.ledger import Ledger, LedgerRow
+from gpuc.core.ledger.rows import LedgerRow
+from gpuc.core.ledger.store import Ledger
 from gpuc.core.pod import Pod
 from gpuc.core.providers.base import DestroyResult, Provider
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 
 T0 = 1_780_000_000.0  # 2026-05-28
 RUN = "r1234abcd"
@@ -114,7 +116,7 @@ def test_a_later_attempt_never_makes_a_row_even_when_the_first_is_unknown(tmp_pa
 
 
 def test_running_so_far_counts_the_runs_spend_not_the_first_pods_time(book: Ledger) -> None:
-    from gpuc.core.ledger import live_pod_ids, runs_spent
+    from gpuc.core.ledger.intake import live_pod_ids, runs_spent
 
     records = live_records()
     runs = {RUN: run_view(done=False, spent=0.21)}

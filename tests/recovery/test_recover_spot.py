@@ -9,7 +9,7 @@ import json
 import pytest
 
 from gpuc.core.budget import Attempt, Envelope, attempt_fits, run_envelope_usd, run_spent
-from gpuc.core.settings import load_settings
+from gpuc.core.settingsload import load_settings
 from gpuc.functions.recovery.decide import Offer, RecoveryPlan, decide, progress_text, stop_text
 from gpuc.functions.recovery.webhook import check_delivery, wants_look
 

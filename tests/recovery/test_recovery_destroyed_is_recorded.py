@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpuc.core.clock import FakeClock
-from gpuc.core.ledger import RECOVERY_ENDED_BY
+from gpuc.core.ledger.intake import RECOVERY_ENDED_BY
 from gpuc.testkit.spot_world import WAIT_S, RecWorld, make_rec_world
 
 

@@ -22,9 +22,10 @@ from pathlib import Path
 import pytest
 
 from gpuc.core.budget import run_envelope_usd
-from gpuc.core.ledger import Ledger, LedgerRow, row_cost
-from gpuc.core.notify import OUTBOX_NAME, read_outbox
-from gpuc.core.settings import load_settings
+from gpuc.core.ledger.rows import LedgerRow, row_cost
+from gpuc.core.ledger.store import Ledger
+from gpuc.core.notify.notifier import OUTBOX_NAME, read_outbox
+from gpuc.core.settingsload import load_settings
 from gpuc.core.signing import new_token
 from gpuc.functions.server import ServerHandle, start_in_thread
 from gpuc.instance_side.push import MANIFEST_NAME, PushManifest

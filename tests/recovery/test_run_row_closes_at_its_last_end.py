@@ -4,7 +4,7 @@ first pod's end (the first outbid) and never while an attempt still bills; read 
 The run is told nothing when a pod ends on its own (the job's end, `gpuc down`, the reaper; the pod a stopped
 recovery leaves running): its pod's record is. The watchdog's run route answers each attempt's end from that
 record (functions/recovery/runs.py with_pod_ends), and the laptop closes the row only on the run's own ends
-(core/ledger.py run_end). And the first pod's record names its run even when a reaper pass took it for a stray
+(core/ledger/intake.py run_end). And the first pod's record names its run even when a reaper pass took it for a stray
 before `up` registered it (functions/store.py reregistration_changes): else it is a pod of its own to the
 laptop, its row closed at the first outbid with one attempt's cost (seen end to end, under load).
 
@@ -24,8 +24,9 @@ from gpuc.client.pods.survey import ledger_intake, recovering_read
 from gpuc.client.runs import RunStore
 from gpuc.core.api import EndRequest, RunRecovery
 from gpuc.core.clock import FakeClock, iso
-from gpuc.core.ledger import LedgerRow, row_cost
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.ledger.rows import LedgerRow, row_cost
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.core.watchdog_client import WatchdogClient
 from gpuc.functions.edge import Request, response_bytes
 from gpuc.functions.handlers import dispatch

@@ -38,7 +38,8 @@ from gpuc.core.models import PodSpec
 from gpuc.core.pod import Pod
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.vast import VastProvider
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.testkit.emulators.vast import VastEmulator
 
 VAST_KEY = "f00dPLANTEDvastkey4c3b2a19087f6e5d"

@@ -1,5 +1,5 @@
 """The recovering runs (`up --recover`) the laptop's commands read from the watchdog: `gpuc ls` shows a run's
-attempt, `gpuc ledger` and `gpuc ls` keep its ONE row (core/ledger.py), `gpuc down` stops its recovery.
+attempt, `gpuc ledger` and `gpuc ls` keep its ONE row (core/ledger/), `gpuc down` stops its recovery.
 
 Read only for the runs whose row is still open: none at all when no run recovers, and one request per such
 run, all at once (core/together.py). A run that could not be read is left out: its row stays open, never
@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 from gpuc.client.context import Ctx
 from gpuc.client.pods.recovery.prepare import KITS_DIR, remove_kit
 from gpuc.core.errors import GpucError
-from gpuc.core.ledger import recovering_runs, run_of
+from gpuc.core.ledger.intake import recovering_runs, run_of
 
 if TYPE_CHECKING:
     from gpuc.core.api import RunRecovery
-    from gpuc.core.ledger import WatchdogRecord
+    from gpuc.core.ledger.intake import WatchdogRecord
 
 
 def runs_to_read(ctx: Ctx, records: Sequence[WatchdogRecord]) -> list[str]:
