@@ -36,7 +36,8 @@ lint: $(TEST_STAMP)
 
 # mypy needs to see the repo as the package `gpuc` (the root folder is the package). The tests and bench/
 # are checked too, one folder at a time, each as pytest imports it: the folder and tests/ on the path
-# (several folders have their own conftest.py), and tests/functions, which tests/aws's conftest adds.
+# (several folders have their own conftest.py), and tests/functions, which the conftests of tests/aws,
+# tests/browser and tests/recovery add.
 # Then the pod's modules again as python 3.9 sees them (mypy-pod.ini), with a mypy 1.x of its own (mypy 2 targets
 # 3.10 at the oldest); the module list is the bundle's own (client/onpod/bundle.py).
 POD_MYPY_VENV := $(VENV)/pod-mypy

@@ -34,7 +34,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gpuc.core import api
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.core.signing import derive_key, new_token, sign
 from gpuc.functions.server import _Server
 

@@ -19,9 +19,10 @@ from pathlib import Path
 from gpuc.core.api import Policy
 from gpuc.core.clock import SystemClock
 from gpuc.core.models import PodSpec
-from gpuc.core.notify import Notifier
+from gpuc.core.notify.notifier import Notifier
 from gpuc.core.providers.local import LocalProvider
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.functions.app import Deps, ProviderPool
 from gpuc.functions.reaper import reap_once
 from gpuc.functions.store import SqliteStore, StoredPod

@@ -23,12 +23,13 @@ from typing import TYPE_CHECKING
 import click
 
 from gpuc.core.clock import Clock, SystemClock
-from gpuc.core.settings import Settings, load_settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingsload import load_settings
 from gpuc.core.termsafe import clean
 
 if TYPE_CHECKING:
     from gpuc.client.runs import RunStore
-    from gpuc.core.ledger import Ledger
+    from gpuc.core.ledger.store import Ledger
     from gpuc.core.pod import Pod
     from gpuc.core.providers.base import PodAccess, Provider
     from gpuc.core.watchdog_client import WatchdogClient
@@ -125,7 +126,7 @@ class Ctx:
 
     def ledger(self) -> Ledger:
         # Startup: `gpuc ls` with no watchdog never reads the ledger; the CSV code loads when it does.
-        from gpuc.core.ledger import Ledger
+        from gpuc.core.ledger.store import Ledger
 
         return Ledger(self.settings.ledger)
 

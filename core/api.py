@@ -67,7 +67,8 @@ Count = Annotated[int, Field(ge=0, le=1_000_000)]
 #    and a warm pod's registration (RegisterRequest.warm_s): an older watchdog would refuse `up`'s register
 #    after the create (a pod rented, then destroyed).
 WIRE_PROTOCOL = 4
-# The least protocol a watchdog must declare for `up --recover` (client/pods/recovery.py check_recovery_protocol):
+# The least protocol a watchdog must declare for `up --recover` (client/pods/recovery/prepare.py
+# check_recovery_protocol):
 # one that keeps a run's RecoveryRequest, answers /v1/boot, /v1/runs/{id} and .../stop. An older one would
 # take the registration's `recovery` as an unknown field (4xx) or, worse, never re-rent. Its own constant, so
 # raising WIRE_PROTOCOL for another reason never lets an older watchdog pass this check.
@@ -129,8 +130,8 @@ class RegisterRequest(Strict):
     # The pod's deadline (`up --max-hours`): gpuc ends the pod then, whatever its pings and GPU say. No
     # provider field is counted on for this (RunPod never enforced terminateAfter: runpodctl #330).
     deadline_at: Epoch | None = None
-    # `up --interruptible --recover N`: the watchdog re-rents this run after an outbid (functions/reaper/
-    # respawn.py) inside the run's one envelope, and boots the new pod with no laptop from `recovery.kit`.
+    # `up --interruptible --recover N`: the watchdog re-rents this run after an outbid (functions/
+    # recovery/) inside the run's one envelope, and boots the new pod with no laptop from `recovery.kit`.
     recovery: RecoveryRequest | None = None
     # The run's own results prefix at an s3:// destination, `s3://bucket/<prefix>/<experiment>/<run_id>`: the
     # only objects this pod's grants reach (POST /v1/grant). The watchdog refuses one outside the bucket it
@@ -171,7 +172,7 @@ class BootKit(Strict):
 
 
 class RecoveryRequest(Strict):
-    """The run's recovery plan and its one envelope, fixed at `up` (functions/reaper/recover.py reads it)."""
+    """The run's recovery plan and its one envelope, fixed at `up` (functions/recovery/decide.py reads it)."""
 
     recover: int = Field(ge=1, le=20)  # recoveries allowed after the first attempt
     on_demand_last: bool = False  # --recover-on-demand: the last recovery rents on-demand if the envelope holds
@@ -229,7 +230,7 @@ class RunRecovery(Strict):
     stopped_why: str | None = None  # why recovery stopped (None: still going, or the job ended by itself)
     results_at: str | None = None
     # What a watchdog pass is doing to the run right now (a re-rent, a destroy), in words; None: nothing.
-    # `gpuc down` waits for it to clear before it says nothing bills (functions/runs.py busy_with).
+    # `gpuc down` waits for it to clear before it says nothing bills (functions/recovery/runs.py busy_with).
     busy: str | None = None
 
 

@@ -26,7 +26,7 @@ class BillingSource(Protocol):
 
 
 def still_billing(end: str, pod_id: str | None, live: Collection[str]) -> bool:
-    """A ledger row whose pod is still running (no end; the watchdog hears it, core.ledger.live_pod_ids):
+    """A ledger row whose pod is still running (no end; the watchdog hears it, core.ledger.intake.live_pod_ids):
     its bill grows until it ends, so `ledger reconcile` compares it then. An open row billed for a pod that
     is not running is still a mismatch (preempted or deleted outside gpuc, its end never written)."""
     return not end and pod_id is not None and pod_id in live

@@ -33,7 +33,7 @@ BOOT_SITE = "boot-site"  # in PodPaths.code: the wheel's files, until the instal
 ONSTART_MAX = 4096  # Vast: args + args_str + onstart together (reference/providers.md)
 # /v1/boot on a dropped connection, a 5xx or a "not yet" (BOOT_RETRY): waits of 1, 2, 4 ... capped at
 # BOOT_WAIT_CAP_S, about 21 min in all. It must outlast a re-rent cut after its create: the watchdog's act lease
-# (functions/reaper/recovering.py ACT_LEASE_S, 5 min) plus one reaper period (5 min on AWS) before the next
+# (functions/recovery/claim.py ACT_LEASE_S, 5 min) plus one reaper period (5 min on AWS) before the next
 # pass registers the pod; then the pod gives up (unbooted, it is reaped as unregistered, never left billing).
 BOOT_ATTEMPTS = 26
 BOOT_WAIT_CAP_S = 60

@@ -8,7 +8,7 @@ The laptop counts its ledger completed by the watchdog's records; the watchdog, 
 its records alone. Both through `month_spend`.
 
 A pod's part of a month is price x the hours of [start, end or now] inside the UTC calendar month
-(core.ledger.month_window); a ledger row's own cost, when written, is prorated the same way. A pod whose
+(core.ledger.months.month_window); a ledger row's own cost, when written, is prorated the same way. A pod whose
 price (or time) is not known is never counted as $0: it is listed as unknown, and every message says so.
 """
 
@@ -18,24 +18,19 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from gpuc.core.clock import hours_text
-from gpuc.core.ledger import (
-    LIVE,
+from gpuc.core.ledger.intake import LIVE, WatchdogRecord, later_attempt, run_of
+from gpuc.core.ledger.months import current_month, month_window, overlap_hours
+from gpuc.core.ledger.rows import (
     LedgerEntry,
-    WatchdogRecord,
-    current_month,
     describe,
-    later_attempt,
-    month_window,
-    overlap_hours,
     parse_cost,
     parse_price,
     parse_time,
     row_problems,
-    run_of,
     sane_price,
     sane_ts,
 )
-from gpuc.core.ledger import usd as usd  # re-exported: the money words' one formatter, where budgets are
+from gpuc.core.ledger.rows import usd as usd  # re-exported: the money words' one formatter, where budgets are
 from gpuc.core.pod import Pod
 
 
@@ -386,8 +381,8 @@ def run_envelope_usd(price_cap: float, disk_per_hour: float, max_hours: float) -
 
 @dataclass(frozen=True)
 class RunEnvelope:
-    """A run's bound as `up --recover` fixes it (client/pods/recovery.py), shown before the rent and checked against
-    the budget for every attempt of the run together."""
+    """A run's bound as `up --recover` fixes it (client/pods/recovery/prepare.py), shown before the rent and
+    checked against the budget for every attempt of the run together."""
 
     price_cap: float  # per hour for the whole pod: bid x GPUs; no re-rent above it
     disk_per_hour: float

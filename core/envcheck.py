@@ -56,7 +56,7 @@ _said: set[str] = set()
 
 @cache
 def known_names(setting_names: frozenset[str]) -> frozenset[str]:
-    """`setting_names`: the Settings' variables (core.settings passes them: this module imports none of it)."""
+    """`setting_names`: the Settings' variables (core.settingsload passes them: this module imports none of it)."""
     return setting_names | OTHER_GPUC_NAMES | PROVIDER_NAMES
 
 

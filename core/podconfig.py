@@ -23,7 +23,8 @@ from gpuc.core.podsecrets import (
     pod_secrets,
     render_env_file,
 )
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 
 # PodPaths and the env names live in core.podpaths, pod_secrets and render_env_file in core.podsecrets (stdlib
 # only, for the pod's agent and its own boot); re-exported here.

@@ -14,11 +14,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
-
-if TYPE_CHECKING:
-    from gpuc.core.settings import Settings
 
 DESTINATIONS = ("results_bucket", "git_remote")
 # Cloud credentials boto3 would read from the environment (`watchdog deploy`, an s3:// destination).
@@ -50,32 +46,28 @@ def endpoint_fields(names: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(n for n in names if n.endswith(("_url", "_urls")) or n in DESTINATIONS)
 
 
-def check_rehearsal(settings: Settings) -> None:
-    """Raise SettingError naming the first endpoint that is not the rehearsal's own."""
-    from gpuc.core.settings import SETTING_NAMES, SecretStr, SettingError
-
-    assert settings.rehearsal is not None
-    folder = settings.rehearsal.expanduser().resolve()
-    for name in endpoint_fields(SETTING_NAMES):
-        raw: Any = getattr(settings, name)
-        value = raw.get_secret_value() if isinstance(raw, SecretStr) else raw
+def rehearsal_problem(values: Mapping[str, str | None], folder: Path) -> tuple[str, str] | None:
+    """(the setting, what is wrong) of the first endpoint in `values` (each endpoint setting's plain value) that
+    is not the rehearsal's own; None when all are. core/settings.py raises it as the setting's error."""
+    home = folder.expanduser().resolve()
+    for name, value in values.items():
         if not value:
             continue
         urls = [u.strip() for u in str(value).split(",") if u.strip()] if name.endswith("_urls") else [str(value)]
         for index, url in enumerate(urls, start=1):
-            if not _own(name, url, folder, settings):
+            if not _own(name, url, home, values):
                 which = f"URL #{index} of " if len(urls) > 1 else ""
-                raise SettingError(
+                return (
                     name,
-                    f"points outside this rehearsal ({which}it is not on this machine's loopback or in {folder}):"
+                    f"points outside this rehearsal ({which}it is not on this machine's loopback or in {home}):"
                     " a rehearsal reaches nothing real",
-                    fix="source the rehearsal's shell file again, or unset",
                 )
+    return None
 
 
-def _own(name: str, url: str, folder: Path, settings: Settings) -> bool:
+def _own(name: str, url: str, folder: Path, values: Mapping[str, str | None]) -> bool:
     if name == "results_bucket" and url.startswith("s3://"):
-        return loopback_host(urlsplit(settings.s3_endpoint_url or "").hostname)  # moto on loopback only
+        return loopback_host(urlsplit(values.get("s3_endpoint_url") or "").hostname)  # moto on loopback only
     if url.startswith("file://") or ("://" not in url and not _scp_like(url)):
         return _inside(url.removeprefix("file://"), folder)
     if "://" not in url:  # git's scp shape, user@host:path

@@ -16,20 +16,18 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import io
 import json
 import math
 import os
 import re
-import stat
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from gpuc.core.clock import DURATION_SHAPES, duration_seconds
-from gpuc.core.envcheck import warn_once
-from gpuc.core.errors import ConfigError
+from gpuc.core.envfile import find_env_file, read_env_file
+from gpuc.core.rehearsal import endpoint_fields, rehearsal_problem
+from gpuc.core.settingvalues import SecretStr, SettingError, field_converter
 
 SECRET_ENV = {
     "runpod_api_key": "RUNPOD_API_KEY",
@@ -50,45 +48,6 @@ SECRET_ENV = {
 
 def default_home() -> Path:
     return Path(os.environ.get("GPUC_HOME") or Path.home() / ".gpuc")
-
-
-class SecretStr:
-    """A secret that never prints (pydantic's SecretStr contract: `get_secret_value()`, and `**********`
-    in str and repr). Anything with `get_secret_value()` (a pydantic SecretStr) converts to one."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def get_secret_value(self) -> str:
-        return self._value
-
-    def __str__(self) -> str:
-        return "**********" if self._value else ""
-
-    def __repr__(self) -> str:
-        return f"SecretStr('{self}')"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, SecretStr) and other._value == self._value
-
-    def __hash__(self) -> int:
-        return hash(self._value)
-
-    def __len__(self) -> int:
-        return len(self._value)
-
-
-class SettingError(ValueError):
-    """One field of Settings has a value of the wrong kind. Never carries the value (it may be a secret).
-    `fix`, when given, is what to do to the variable ("remove the newline from"): the hint then says it."""
-
-    def __init__(self, field: str, message: str, fix: str | None = None) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
-        self.fix = fix
 
 
 # No generated repr or eq: over a hundred fields each, compiled on every command's start; nothing compares
@@ -141,7 +100,7 @@ class Settings:
     destroy_grace_s: float = 4 * 60.0
     stopped_limit_s: float = 24 * 3600.0
     paused_limit_s: float = 30 * 60.0
-    # interruptible recovery, run by the watchdog (functions/reaper/recovering.py): how long an outbid pod may
+    # interruptible recovery, run by the watchdog (functions/recovery/rerent.py): how long an outbid pod may
     # wait for its bid to win again before the next offer is rented (a paused instance bills its disk)
     recover_wait_s: float = field(default=5 * 60.0, metadata={"gt": 0, "finite": True})
     unregistered_grace_s: float = 20 * 60.0
@@ -283,9 +242,7 @@ class Settings:
                 f"({self.idle_destroy_s:g} s): set GPUC_IDLE_WARN_S below GPUC_IDLE_DESTROY_S",
             )
         if self.rehearsal is not None:
-            from gpuc.core.rehearsal import check_rehearsal  # lazy: only a rehearsal's commands pay for it
-
-            check_rehearsal(self)
+            _check_rehearsal(self)
 
     @property
     def ledger(self) -> Path:
@@ -319,168 +276,19 @@ class Settings:
         return {name: getattr(self, name) for name in SETTING_NAMES}
 
 
-def _number(kind: type[float] | type[int]) -> Callable[[str, Any], Any]:
-    def convert(name: str, value: Any) -> Any:
-        if isinstance(value, bool):
-            raise SettingError(name, f"expected a number, got {type(value).__name__}")
-        try:
-            number = float(value) if kind is float else _integer(value)
-        except (TypeError, ValueError):
-            raise SettingError(name, "expected a number" if kind is float else "expected a whole number") from None
-        if isinstance(number, float) and math.isnan(number):
-            raise SettingError(name, "expected a number, got NaN")
-        return number
-
-    return convert
+def _check_rehearsal(settings: Settings) -> None:
+    """Raise SettingError naming the first endpoint that is not the rehearsal's own (core/rehearsal.py)."""
+    assert settings.rehearsal is not None
+    values: dict[str, str | None] = {}
+    for name in endpoint_fields(SETTING_NAMES):
+        raw: Any = getattr(settings, name)
+        values[name] = raw.get_secret_value() if isinstance(raw, SecretStr) else raw
+    problem = rehearsal_problem(values, settings.rehearsal)
+    if problem is not None:
+        raise SettingError(problem[0], problem[1], fix="source the rehearsal's shell file again, or unset")
 
 
-def _integer(value: Any) -> int:
-    if isinstance(value, float) and not value.is_integer():
-        raise ValueError(value)
-    return int(value)
-
-
-def _text(name: str, value: Any) -> str:
-    if not isinstance(value, str):
-        raise SettingError(name, f"expected text, got {type(value).__name__}")
-    return value
-
-
-def _path(name: str, value: Any) -> Path:
-    if isinstance(value, Path):
-        return value
-    if not isinstance(value, str):
-        raise SettingError(name, f"expected a path, got {type(value).__name__}")
-    return Path(value)
-
-
-def _secret(name: str, value: Any) -> SecretStr:
-    if isinstance(value, SecretStr):
-        secret = value
-    elif isinstance(value, str):
-        secret = SecretStr(value)
-    elif callable(getattr(value, "get_secret_value", None)):  # a pydantic SecretStr (tests, the drill)
-        secret = SecretStr(str(value.get_secret_value()))
-    else:
-        raise SettingError(name, f"expected text, got {type(value).__name__}")
-    _header_safe(name, secret.get_secret_value())
-    return secret
-
-
-def _url(name: str, value: Any) -> str:
-    text = _text(name, value)
-    _header_safe(name, text)
-    return text
-
-
-def _header_safe(name: str, value: str) -> None:
-    """A key, token or URL gpuc sends in a header or a request line: one line of printable ASCII. Refused
-    here, when read, naming the variable: sent as it is, a trailing newline (a CRLF file, a CI secret saved
-    with its newline) makes the HTTP client raise with the whole value in its message."""
-    if value.isascii() and value.isprintable():
-        return
-    line = value.rstrip("\r\n")
-    if line != value and line.isascii() and line.isprintable():
-        raise SettingError(
-            name,
-            "ends with a newline (a file saved with CRLF, or a secret copied with its line end), which no HTTP"
-            " header can carry",
-            fix="remove the newline from",
-        )
-    at = next(i for i, c in enumerate(value) if not (c.isascii() and c.isprintable()))
-    what = "a non-ASCII character"
-    if value[at].isascii():
-        what = "a line break" if value[at] in "\r\n" else "a control character"
-    raise SettingError(
-        name,
-        f"holds {what} at character {at + 1} of {len(value)}, which no HTTP header can carry (a key is one line"
-        " of plain ASCII)",
-        fix=f"remove {what} (character {at + 1}) from",
-    )
-
-
-def _choice(choices: tuple[str, ...]) -> Callable[[str, Any], str]:
-    def convert(name: str, value: Any) -> str:
-        if value not in choices:
-            raise SettingError(name, f"expected one of {', '.join(choices)}")
-        return str(value)
-
-    return convert
-
-
-def _flag(name: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower() if isinstance(value, str | int) else None
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise SettingError(name, "expected 1 or 0 (true/false, yes/no)")
-
-
-def _duration(unit_s: float) -> Callable[[str, Any], Any]:
-    """A time setting: a number (seconds, or hours for *_hours as before) or a duration with units ("20m",
-    "1h30m"), read by the one parser `gpuc extend 2h` uses."""
-    number = _number(float)
-
-    def convert(name: str, value: Any) -> Any:
-        if not isinstance(value, str):
-            return number(name, value)
-        try:
-            float(value)
-        except ValueError:
-            pass
-        else:
-            return number(name, value)  # a bare number keeps the field's unit
-        try:
-            return duration_seconds(value) / unit_s
-        except ValueError as exc:
-            shapes = "seconds (1200)" if unit_s == 1.0 else "hours (12)"
-            raise SettingError(name, f"{exc}: write {shapes} or a duration: {DURATION_SHAPES}") from None
-
-    return convert
-
-
-def _optional(convert: Callable[[str, Any], Any]) -> Callable[[str, Any], Any]:
-    return lambda name, value: None if value is None else convert(name, value)
-
-
-_BASE: dict[str, Callable[[str, Any], Any]] = {
-    "float": _number(float),
-    "int": _number(int),
-    "str": _text,
-    "Path": _path,
-    "SecretStr": _secret,
-    "bool": _flag,
-}
-
-
-def _converter(annotation: str) -> Callable[[str, Any], Any]:
-    """From the field's annotation (a string under `from __future__ import annotations`)."""
-    base, optional = annotation, annotation.endswith(" | None")
-    if optional:
-        base = annotation.removesuffix(" | None")
-    if base.startswith("Literal["):
-        inner = base.removeprefix("Literal[").removesuffix("]")
-        convert = _choice(tuple(part.strip().strip("\"'") for part in inner.split(",")))
-    else:
-        convert = _BASE[base]  # a KeyError here: a new field type needs a converter above
-    return _optional(convert) if optional else convert
-
-
-def _field_converter(f: dataclasses.Field[Any]) -> Callable[[str, Any], Any]:
-    """Every time setting takes units: its name ends in _s (seconds) or _hours."""
-    base = str(f.type).removesuffix(" | None")
-    if base == "str" and f.name.endswith("_url"):  # in the request line: the rule a header's value obeys
-        return _optional(_url) if str(f.type).endswith(" | None") else _url
-    if base == "float" and f.name.endswith(("_s", "_hours")):
-        convert = _duration(3600.0 if f.name.endswith("_hours") else 1.0)
-        return _optional(convert) if str(f.type).endswith(" | None") else convert
-    return _converter(str(f.type))
-
-
-_CONVERTERS = {f.name: _field_converter(f) for f in dataclasses.fields(Settings)}
+_CONVERTERS = {f.name: field_converter(f) for f in dataclasses.fields(Settings)}
 _ABOVE: dict[str, float] = {f.name: f.metadata["gt"] for f in dataclasses.fields(Settings) if "gt" in f.metadata}
 _AT_LEAST: dict[str, float] = {f.name: f.metadata["ge"] for f in dataclasses.fields(Settings) if "ge" in f.metadata}
 _AT_MOST: dict[str, float] = {f.name: f.metadata["le"] for f in dataclasses.fields(Settings) if "le" in f.metadata}
@@ -562,207 +370,3 @@ def with_current_names(values: Mapping[str, str]) -> dict[str, str]:
         if out.get(old) and not out.get(new):
             out[new] = out[old]
     return out
-
-
-def read_env_file(path: Path) -> dict[str, str]:
-    """The .env file as a dict, or {} when absent. A file that cannot be read, is not UTF-8, or has a line
-    that is not `KEY=value` is an error naming the file and the line: a key silently dropped would send a
-    pod off without the secret the user thinks it has."""
-    if not path.exists():
-        return {}
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot read {path}: {exc.strerror or type(exc).__name__}",
-            hint=f"make it readable by you (mode 600): chmod 600 {path}",
-        ) from None
-    text = _decode_env(path, raw)
-    _check_env_lines(path, text)
-    from dotenv import dotenv_values  # lazy: only a .env pays for python-dotenv; the Lambda has none
-
-    values = dotenv_values(stream=io.StringIO(text))
-    return {k: v for k, v in values.items() if v is not None}
-
-
-def _decode_env(path: Path, raw: bytes) -> str:
-    try:
-        return raw.decode("utf-8-sig")  # an editor's BOM is not part of the first key
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise ConfigError(
-            f"{path} line {line} is not UTF-8",
-            hint=f"save {path} as UTF-8 (KEY=value lines); `iconv -f latin1 -t utf-8` converts a Latin-1 file",
-        ) from None
-
-
-def _check_env_lines(path: Path, text: str) -> None:
-    from dotenv.parser import parse_stream  # lazy: as in read_env_file
-
-    consumed = 0  # lines before this binding: the parser's own count skips blank lines
-    for binding in parse_stream(io.StringIO(text)):
-        chunk = binding.original.string
-        line = consumed + 1 + chunk[: len(chunk) - len(chunk.lstrip())].count("\n")
-        consumed += chunk.count("\n")
-        if binding.error:
-            raise ConfigError(
-                f"{path} line {line} is not a KEY=value line",
-                hint=f"fix line {line} of {path}: KEY=value, quotes closed on the same line; comments start with #",
-            )
-        if binding.key is not None and binding.value is None:
-            raise ConfigError(
-                f"{path} line {line} names {binding.key} without a value",
-                hint=f"write {binding.key}=value on line {line} of {path}, or delete the line",
-            )
-
-
-def find_env_file(environ: Mapping[str, str], cwd: Path | None = None) -> Path:
-    """Which .env gpuc reads: GPUC_ENV_FILE if set; else the nearest .env from the current folder up to the
-    repository root (the first folder holding .git); else the user's config folder
-    ($XDG_CONFIG_HOME/gpuc/.env or ~/.config/gpuc/.env). When none exists, the current folder's (to create)."""
-    explicit = environ.get("GPUC_ENV_FILE")
-    if explicit:
-        return Path(explicit)
-    here = (cwd or Path.cwd()).resolve()
-    for folder in (here, *here.parents):
-        if (folder / ".env").is_file():
-            return folder / ".env"
-        if (folder / ".git").exists():
-            break
-    config = Path(environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "gpuc" / ".env"
-    return config if config.is_file() else here / ".env"
-
-
-def env_file_mode_ok(path: Path) -> bool:
-    return path.exists() and stat.S_IMODE(path.stat().st_mode) & 0o077 == 0
-
-
-def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
-    loaded = _gather(environ, overrides)
-    try:
-        return Settings(**loaded.raw)
-    except SettingError as exc:
-        raise loaded.explain(exc) from None
-
-
-def load_settings_lenient(environ: Mapping[str, str] | None = None) -> tuple[Settings, list[ConfigError]]:
-    """For `gpuc doctor`: Settings with each bad value replaced by its default, and one error per bad value
-    (the same error load_settings raises), so one typo does not hide every other check."""
-    loaded = _gather(environ, {})
-    problems: list[ConfigError] = []
-    for _ in SETTING_NAMES:
-        try:
-            return Settings(**loaded.raw), problems
-        except SettingError as exc:
-            problems.append(loaded.explain(exc))
-            if exc.field in loaded.raw:
-                del loaded.raw[exc.field]
-            else:  # a rule between fields whose named one is already the default: all defaults
-                loaded.raw = {k: loaded.raw[k] for k in ("home", "env_file")}
-    return Settings(home=loaded.raw["home"], env_file=loaded.raw["env_file"]), problems
-
-
-@dataclass
-class _Loaded:
-    """The raw values load_settings gathered, and where each came from."""
-
-    raw: dict[str, Any]
-    env: dict[str, str]
-    from_file: dict[str, str]
-    env_file: Path
-    config: Path
-    old_names: dict[str, str] = field(default_factory=dict)  # current name -> the old one that gave its value
-
-    def explain(self, exc: SettingError) -> ConfigError:
-        current = env_name(exc.field)
-        where = _source(current, self.env, self.from_file, self.env_file, self.config)
-        variable = self.old_names.get(current, current)  # the name the user wrote, which is the one to fix
-        if exc.fix is not None:
-            return ConfigError(f"setting {variable} {exc.message}", hint=f"{exc.fix} {variable} in {where}")
-        return ConfigError(f"setting {variable} is invalid: {exc.message}", hint=f"fix {variable} in {where}")
-
-
-def _gather(environ: Mapping[str, str] | None, overrides: Mapping[str, Any]) -> _Loaded:
-    env = dict(os.environ if environ is None else environ)
-    home = Path(env.get("GPUC_HOME") or Path.home() / ".gpuc")
-    env_file = find_env_file(env)
-    raw: dict[str, Any] = {}
-    config = home / "config.json"
-    if config.exists():
-        try:
-            raw.update(json.loads(config.read_text(encoding="utf-8")))
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot read {config} ({exc.strerror or type(exc).__name__})",
-                hint=f"make it yours and readable (chmod 600 {config}), or point GPUC_HOME at another folder",
-            ) from None
-        except ValueError:
-            raise ConfigError(
-                f"{config} is not valid JSON", hint=f"fix it or delete it (gpuc rewrites it): rm {config}"
-            ) from None
-    from_file = read_env_file(env_file)
-    warn_once(from_file, env, env_file, SETTING_ENV_NAMES)  # misspelt and empty keys, on stderr
-    old_names = {new: old for old, new in OLD_ENV_NAMES.items() if _given_by(old, new, env, from_file)}
-    env, from_file = with_current_names(env), with_current_names(from_file)
-    merged = {**from_file, **env}
-    if merged.get("GPUC_REHEARSAL"):
-        from gpuc.core.rehearsal import check_rehearsal_environ  # lazy: a rehearsal's commands only
-
-        problem = check_rehearsal_environ(merged, Path(merged["GPUC_REHEARSAL"]))
-        if problem is not None:
-            what, _, fix = problem.partition("; ")
-            raise ConfigError(what, hint=fix)
-    for name in SETTING_NAMES:
-        variable = env_name(name)
-        if variable in merged and merged[variable] != "":
-            raw[name] = merged[variable]
-    raw.update({"home": home, "env_file": env_file})
-    raw.update(overrides)
-    unknown = sorted(set(raw) - set(SETTING_NAMES))
-    if unknown:
-        raise ConfigError(
-            f"setting {unknown[0]} in {config} is not a gpuc setting",
-            hint=f"delete it from {config} (gpuc rewrites the file), or fix its spelling",
-        )
-    return _Loaded(raw, env, from_file, env_file, config, old_names)
-
-
-def _given_by(old: str, new: str, env: Mapping[str, str], from_file: Mapping[str, str]) -> bool:
-    """Whether the value in force is the old name's (the environment first, then the file; new before old)."""
-    for place in (env, from_file):
-        if place.get(new):
-            return False
-        if place.get(old):
-            return True
-    return False
-
-
-def _source(variable: str, env: Mapping[str, str], from_file: Mapping[str, str], env_file: Path, config: Path) -> str:
-    """Where a bad value came from, so the fix names the one place to edit (the environment wins)."""
-    if env.get(variable):
-        return "your environment (export/unset it)"
-    if from_file.get(variable):
-        return str(env_file)
-    return f"your environment, {env_file} or {config}"
-
-
-def save_config(home: Path, *, forget: tuple[str, ...] = (), **values: Any) -> Path:
-    """Merge values into $GPUC_HOME/config.json (and drop the names in `forget`), written atomically with
-    mode 600 (it may hold a token)."""
-    home.mkdir(parents=True, exist_ok=True)
-    path = home / "config.json"
-    current: dict[str, Any] = {}
-    if path.exists():
-        try:
-            current = json.loads(path.read_text(encoding="utf-8"))
-        except ValueError:
-            current = {}
-    current.update(values)
-    for name in forget:
-        current.pop(name, None)
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(current, fh, indent=2, sort_keys=True)
-    os.replace(tmp, path)
-    return path

@@ -11,14 +11,19 @@ from typing import Protocol
 
 from gpuc.core.api import NotificationRecord
 from gpuc.core.clock import Clock, SystemClock
-from gpuc.core.notify import Action, Level, Notifier
+from gpuc.core.errors import GpucError, ProviderError
+from gpuc.core.notify.message import Action, Level, provider_says
+from gpuc.core.notify.notifier import Notifier
 from gpuc.core.providers.base import Provider
 from gpuc.core.providers.registry import PROVIDERS, get_provider, keyed_providers
 from gpuc.core.redact import redact
-from gpuc.core.settings import SecretStr, Settings, save_config
+from gpuc.core.settings import Settings
+from gpuc.core.settingsload import save_config
+from gpuc.core.settingvalues import SecretStr
 from gpuc.core.signing import new_token, new_watchdog_key, watchdog_id
-from gpuc.functions.actions.offers import buttons
+from gpuc.core.termsafe import clean_line
 from gpuc.functions.bucket import ResultsBucket
+from gpuc.functions.buttons import buttons
 from gpuc.functions.ingest import IngestHealth
 from gpuc.functions.store import SqliteStore, Store
 
@@ -28,7 +33,7 @@ STORE_NAME = "watchdog.db"
 
 
 class Sender(Protocol):
-    """What the functions need from a notifier (core.notify.Notifier). Should never raise; `announce`
+    """What the functions need from a notifier (core.notify.notifier.Notifier). Should never raise; `announce`
     and the reaper guard against one that does anyway."""
 
     def send(
@@ -49,9 +54,7 @@ class ProviderPool:
     """Provider clients by name, built on first use. `scan` names the providers the reaper lists even
     with no registered pod there (to find gpuc pods that were never registered, F11)."""
 
-    def __init__(
-        self, factory: Callable[[str], Provider], scan: Iterable[str] = (), known: Iterable[str] = ()
-    ):
+    def __init__(self, factory: Callable[[str], Provider], scan: Iterable[str] = (), known: Iterable[str] = ()):
         self._factory = factory
         self._cache: dict[str, Provider] = {}
         self._lock = threading.Lock()
@@ -139,6 +142,18 @@ def announce(
         deps.notifier.send(title, message, pod_id=pod_id, kind=kind, level=level, actions=actions)
     except Exception as exc:  # F13: a broken notifier never stops what comes after it (a destroy)
         log.error("notifier failed: %s", type(exc).__name__)
+
+
+def describe(exc: BaseException, deps: Deps) -> str:
+    """An error as a notification or a log line may say it: our own message, or only the type (a provider
+    library's text may echo a key), redacted and cut short."""
+    if isinstance(exc, ProviderError):
+        # It quotes the provider's own words (Vast's `msg`, RunPod's problem `detail`), and on Vast a stranger's
+        # host shapes some of them: defanged as provider_says does, after the redaction (defanging would hide
+        # a key's shape from it). The alert's own words around it stay gpuc's, never defanged.
+        return provider_says(redact(exc.message, deps.secrets()), 300)
+    text = exc.message if isinstance(exc, GpucError) else type(exc).__name__
+    return clean_line(redact(text, deps.secrets()))[:300]
 
 
 def watched_providers(settings: Settings) -> tuple[str, ...]:

@@ -30,12 +30,12 @@ from typing import TYPE_CHECKING, Any
 import boto3
 
 from gpuc.core import api
-from gpuc.core.settings import load_settings
-from gpuc.functions.actions.links import path_for_log
+from gpuc.core.settingsload import load_settings
 from gpuc.functions.app import Deps, build_deps
 from gpuc.functions.dynamo import DynamoStore
 from gpuc.functions.edge import Request, Response, response_bytes
 from gpuc.functions.handlers import dispatch
+from gpuc.functions.links import path_for_log
 from gpuc.functions.reaper import reap_safely
 
 if TYPE_CHECKING:

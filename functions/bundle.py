@@ -25,6 +25,7 @@ GPUC_PACKAGES = (
     "gpuc.functions",
     "gpuc.functions.reaper",
     "gpuc.functions.actions",
+    "gpuc.functions.recovery",
 )
 _REQ_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 

@@ -21,8 +21,12 @@ from typing import TYPE_CHECKING, Any
 from gpuc.core.api import ChannelInfo
 from gpuc.core.errors import GpucError
 from gpuc.core.loopback import loopback_host
-from gpuc.core.notify import Action, Channel, DeliveryFailed, Level, Message, Notifier, counted, parse_channels
-from gpuc.core.settings import Settings, load_settings
+from gpuc.core.notify.channels import Channel, DeliveryFailed
+from gpuc.core.notify.message import Action, Level, Message, counted
+from gpuc.core.notify.notifier import Notifier
+from gpuc.core.notify.urls import parse_channels
+from gpuc.core.settings import Settings
+from gpuc.core.settingsload import load_settings
 
 if TYPE_CHECKING:
     import httpx

@@ -21,7 +21,8 @@ import boto3
 
 from gpuc.core.api import RegisterRequest
 from gpuc.core.errors import GpucError
-from gpuc.core.settings import Settings, save_config
+from gpuc.core.settings import Settings
+from gpuc.core.settingsload import save_config
 from gpuc.core.signing import new_token, new_watchdog_key, watchdog_id
 from gpuc.functions.app import STORE_NAME
 from gpuc.functions.aws import DEFAULT_SSM_PREFIX, SSM_NAMES_PER_CALL, WATCHDOG_SECRETS

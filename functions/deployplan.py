@@ -14,18 +14,11 @@ from dataclasses import dataclass, field
 
 from gpuc.core.errors import ConfigError
 from gpuc.core.loopback import loopback_host
-from gpuc.core.settings import SECRET_ENV, SecretStr, Settings
+from gpuc.core.settings import SECRET_ENV, Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.functions.aws import DEFAULT_SSM_PREFIX, DEPLOY_OWN, WATCHDOG_SECRETS
 
 DEFAULT_STACK = "gpuc-watchdog"
-
-
-ROTATE_TEXT = (
-    "a NEW key (--rotate-key): a new watchdog. Pods it already knows keep pinging (their records hold their "
-    "keys), but their claims and marks name the old key: if this store is ever lost they cannot prove "
-    "themselves to it, and it leaves them alone (an alert a day) instead of watching them; their own agents "
-    "still end them at their deadlines"
-)
 
 
 PUBLIC_URL = re.compile(r"https://[^\s]+")  # the template's AllowedPattern for PublicUrl
@@ -41,6 +34,14 @@ BUDGET_PARAMETERS = {
     "BudgetAlertFraction": "budget_alert_fraction",
     "BudgetPullInSeconds": "budget_pull_in_s",
 }
+
+
+ROTATE_TEXT = (
+    "a NEW key (--rotate-key): a new watchdog. Pods it already knows keep pinging (their records hold their "
+    "keys), but their claims and marks name the old key: if this store is ever lost they cannot prove "
+    "themselves to it, and it leaves them alone (an alert a day) instead of watching them; their own agents "
+    "still end them at their deadlines"
+)
 
 
 @dataclass

@@ -165,7 +165,8 @@ def require_admin(req: Request, deps: Deps) -> None:
     header = req.header("Authorization") or ""
     scheme, _, presented = header.partition(" ")
     expected = deps.admin_token.get_secret_value()
-    if scheme.lower() != "bearer" or not presented or not token_matches(presented.strip(), expected):
+    # Only HTTP's own whitespace (RFC 9110 OWS): str.strip() would also drop \x85 and other Unicode spaces.
+    if scheme.lower() != "bearer" or not presented or not token_matches(presented.strip(" \t"), expected):
         raise HttpError(401, BAD_ADMIN)
 
 

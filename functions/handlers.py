@@ -15,11 +15,10 @@ from dataclasses import replace
 from urllib.parse import unquote
 
 from gpuc.core import api
-from gpuc.core.notify import Level
+from gpuc.core.notify.message import Level
 from gpuc.core.redact import redact
 from gpuc.core.signing import derive_key
 from gpuc.functions.actions import slack, telegram, verbs
-from gpuc.functions.actions.links import path_for_log
 from gpuc.functions.actions.routes import action_page, action_post
 from gpuc.functions.actions.status_page import page_link, status_page
 from gpuc.functions.app import Deps, announce
@@ -41,11 +40,12 @@ from gpuc.functions.edge import (
 )
 from gpuc.functions.eventlimit import admit_event
 from gpuc.functions.grants import checked_results_at, grant, grant_list, grant_upload, said_scope
-from gpuc.functions.outbidhook import last_delivery, vast_hook
+from gpuc.functions.links import path_for_log
 from gpuc.functions.podnews import event_text, event_title
 from gpuc.functions.reaper import reap_once
 from gpuc.functions.reaper.record import read_meta
-from gpuc.functions.runroutes import boot, check_recovery, run_status, run_stop, store_recovery
+from gpuc.functions.recovery.routes import boot, check_recovery, run_status, run_stop, store_recovery
+from gpuc.functions.recovery.webhook import last_delivery, vast_hook
 from gpuc.functions.store import StoredPod, store_born
 from gpuc.functions.transitions import (
     capped_deadline,

@@ -9,7 +9,7 @@ wrote reaches it.
 from __future__ import annotations
 
 from gpuc.core import api
-from gpuc.core.notify import pod_says
+from gpuc.core.notify.message import pod_says
 from gpuc.core.settings import Settings
 from gpuc.core.titles import clock, cost_so_far, exit_outcome, title
 from gpuc.core.warm import WARM_SAYS, warm_lead

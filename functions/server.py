@@ -29,12 +29,12 @@ from typing import Any
 from gpuc.core.api import MAX_BODY_BYTES
 from gpuc.core.clock import Clock
 from gpuc.core.settings import Settings
-from gpuc.functions.actions.links import path_for_log, scrub_links
 from gpuc.functions.app import Deps, Sender, build_deps
 from gpuc.functions.channels import ReloadingNotifier
 from gpuc.functions.edge import Request, Response, response_bytes
 from gpuc.functions.handlers import dispatch
 from gpuc.functions.ingest import IngestLog
+from gpuc.functions.links import path_for_log, scrub_links
 from gpuc.functions.reaper import run_loop
 
 log = logging.getLogger("gpuc.functions.server")

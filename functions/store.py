@@ -272,8 +272,8 @@ class SqliteStore:
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
-        # A run's kit secrets are dropped when it ends (functions/runs.py end): the old bytes are overwritten, not
-        # left in a free page of the file.
+        # A run's kit secrets are dropped when it ends (functions/recovery/runs.py end): the old bytes are
+        # overwritten, not left in a free page of the file.
         self._db.execute("PRAGMA secure_delete=ON")
         self._db.executescript(_SCHEMA)
         self._add_new_columns()

@@ -10,10 +10,10 @@ from typing import Any
 from gpuc.core import api
 from gpuc.core.clock import iso
 from gpuc.core.titles import clock, title
-from gpuc.functions import runs
 from gpuc.functions.app import Deps, announce
 from gpuc.functions.deadline import DEADLINE_ALERT, deadline_of, limit_of
 from gpuc.functions.edge import HttpError
+from gpuc.functions.recovery import runs
 from gpuc.functions.store import MARKABLE_STATES, StoredPod
 
 

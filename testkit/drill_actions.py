@@ -8,8 +8,8 @@ is a false kill.
 
 from __future__ import annotations
 
-from gpuc.functions.actions.offers import KEEP_S, offer
 from gpuc.functions.actions.routes import CONFIRM, FORM
+from gpuc.functions.buttons import KEEP_S, offer
 from gpuc.functions.edge import Request, Response
 from gpuc.functions.handlers import dispatch
 from gpuc.testkit.drill_stage import MIN, RowResult, Stage, pod_row

@@ -22,8 +22,9 @@ from gpuc.client.pods.plan import Quote, UpOptions, check_budget
 from gpuc.client.runs import RunStore
 from gpuc.core import api
 from gpuc.core.errors import GpucError, SafetyRefusal
-from gpuc.core.ledger import Ledger
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.ledger.store import Ledger
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.core.watchdog_client import WatchdogClient
 from gpuc.functions.app import Deps
 from gpuc.functions.edge import Request, response_bytes

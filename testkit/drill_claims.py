@@ -15,8 +15,9 @@ results lost).
 from __future__ import annotations
 
 from gpuc.core.api import ReapReport
-from gpuc.core.notify import Notifier
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.notify.notifier import Notifier
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.functions.app import Deps, ProviderPool, build_deps
 from gpuc.functions.reaper import reap_once
 from gpuc.functions.reaper.owners import KIND as OTHER_WATCHDOG

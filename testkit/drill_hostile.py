@@ -21,7 +21,7 @@ from urllib.parse import parse_qs, unquote, urlparse
 from gpuc.core import api
 from gpuc.core.destinations import S3_KEY_ENV, S3_SECRET_ENV
 from gpuc.core.s3client import s3_client
-from gpuc.core.settings import SecretStr
+from gpuc.core.settingvalues import SecretStr
 from gpuc.core.signing import derive_key, sign
 from gpuc.functions.bucket import ResultsBucket
 from gpuc.functions.edge import Request

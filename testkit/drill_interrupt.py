@@ -39,7 +39,8 @@ from gpuc.core.models import PodSpec
 from gpuc.core.pod import Pod
 from gpuc.core.providers.base import PodAccess
 from gpuc.core.providers.local import LocalProvider
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.core.watchdog_client import WatchdogClient
 from gpuc.functions.app import ProviderPool
 from gpuc.functions.edge import Request, response_bytes

@@ -2,9 +2,9 @@
 
 Each row rents on the Vast emulator through the real VastProvider, with the drill's clock, registers the run
 with the watchdog's real handlers as `up --recover N` does, and lets the watchdog's real reaper passes act on
-it (functions/reaper/recovering.py: read twice, wait, destroy confirmed, re-rent, boot ticket; rules in
-recover.py), on a real store (testkit/spot_world.py); no laptop is involved after the first create (the laptop
-is gone: these are its figures). The job is the drill's plain-Python stand-in for the PyTorch example in
+it (functions/recovery/: read twice, wait, destroy confirmed, re-rent, boot ticket; rules in decide.py), on
+a real store (testkit/spot_world.py); no laptop is involved after the first create (the laptop is gone:
+these are its figures). The job is the drill's plain-Python stand-in for the PyTorch example in
 docs/interruptible.md: a step counter checkpointed into results/ every STEP_EVERY_S, pushed to a file://
 destination (with its push manifest) every PUSH_EVERY_S, resuming from the newest checkpoint restored from
 GPUC_RESUME_FROM (instance_side/resume.py). An outbid kills its process (the emulator's on_pause); what it
@@ -13,7 +13,7 @@ wrote after the last push is lost, by design.
 What the drill PLAYS rather than runs: the containers. Once the emulator shows a re-rented instance running,
 its boot spends the ticket at the real /v1/boot route, restores what the answer names, and starts the job.
 The real boot (Vast's onstart, gpuc's wheel from the kit, the agent and the wrapper as processes) runs in
-tests/spot/test_recovery_e2e.py, with the real CLI.
+tests/recovery/test_recovery_e2e.py, with the real CLI.
 
 S30a outbid once mid-job: recovered within GPUC_RECOVER_WAIT_S + a pass + boot; the steps continue from
      the last push; the run's cost inside its envelope; 0 instances left at the end.
@@ -55,10 +55,10 @@ from gpuc.core.errors import ProviderError
 from gpuc.core.models import PodSpec
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.vast import VastProvider
-from gpuc.functions import runs
-from gpuc.functions.outbidhook import SEEN, SIGNATURE_HEADER, WINDOW_S
-from gpuc.functions.reaper.recovering import ACT_LEASE_S
-from gpuc.functions.runs import StoredRun
+from gpuc.functions.recovery import runs
+from gpuc.functions.recovery.claim import ACT_LEASE_S
+from gpuc.functions.recovery.runs import StoredRun
+from gpuc.functions.recovery.webhook import SEEN, SIGNATURE_HEADER, WINDOW_S
 from gpuc.instance_side.filesync import FileBucketSync
 from gpuc.instance_side.podfiles import PodPaths
 from gpuc.instance_side.pushmanifest import MANIFEST_NAME, PushManifest, PushReport

@@ -18,12 +18,14 @@ from urllib.parse import urlsplit
 from gpuc.core import api
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ProviderError, ProviderSchemaError, ProviderUnavailable
-from gpuc.core.notify import OUTBOX_NAME, Action, Level, Notifier
+from gpuc.core.notify.message import Action, Level
+from gpuc.core.notify.notifier import OUTBOX_NAME, Notifier
 from gpuc.core.pod import Pod, pod_name
 from gpuc.core.podconfig import PodConfig, render_env_file
 from gpuc.core.podpaths import CLAIM_ENV, TOKEN_ENV
 from gpuc.core.providers.base import Provider
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.core.signing import derive_key
 from gpuc.functions.app import STORE_NAME, Deps, ProviderPool, Sender, build_deps
 from gpuc.functions.edge import Request, response_bytes

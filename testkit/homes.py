@@ -32,10 +32,12 @@ def real_home(root: Path) -> Iterator[dict[str, str]]:
     """The environment of a home a user lives in: a .env (mode 600) with the RunPod and Vast keys and the
     watchdog's URL and admin token; a pod at RunPod that the watchdog watches, with its row in the ledger."""
     from gpuc.core import api
-    from gpuc.core.ledger import Ledger
+    from gpuc.core.ledger.store import Ledger
     from gpuc.core.models import PodSpec
     from gpuc.core.providers.registry import get_provider
-    from gpuc.core.settings import SecretStr, Settings, load_settings
+    from gpuc.core.settings import Settings
+    from gpuc.core.settingsload import load_settings
+    from gpuc.core.settingvalues import SecretStr
     from gpuc.core.watchdog_client import WatchdogClient
     from gpuc.functions.server import start_in_thread
     from gpuc.testkit.emulators.server import serve

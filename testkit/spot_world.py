@@ -16,18 +16,19 @@ from gpuc.core import api
 from gpuc.core.budget import run_envelope_usd
 from gpuc.core.clock import FakeClock
 from gpuc.core.models import PodSpec
-from gpuc.core.notify import Message, Notifier, read_outbox
+from gpuc.core.notify.message import Message
+from gpuc.core.notify.notifier import Notifier, read_outbox
 from gpuc.core.pod import Pod
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.vast import VastProvider
 from gpuc.core.settings import Settings
 from gpuc.core.signing import new_watchdog_key
-from gpuc.functions import runroutes, runs
 from gpuc.functions.app import Deps, ProviderPool
 from gpuc.functions.edge import Request, Response
 from gpuc.functions.handlers import dispatch
 from gpuc.functions.reaper import reap_once
-from gpuc.functions.runs import StoredRun
+from gpuc.functions.recovery import routes, runs
+from gpuc.functions.recovery.runs import StoredRun
 from gpuc.functions.store import META_STORE, SqliteStore, Store
 from gpuc.testkit.emulators.vast import VastEmulator, VastOfferState
 
@@ -41,7 +42,7 @@ WAIT_S = 300.0
 RUN_ID = "spot-r1"
 PLANTED_SECRET = "hf" + "_PLANTEDkitsecret0123456789abcdefXYZ"  # in two parts: gpuc scans its own code before an upload
 FUNCTIONS_URL = "http://127.0.0.1:8787"
-# Where a stop can land in a re-rent (functions/reaper/recovering.py writes the claim's step around each call)
+# Where a stop can land in a re-rent (functions/recovery/rerent.py writes the claim's step around each call)
 STOP_STEPS = (
     "before the destroy", "after the destroy", "after the create", "after the register",
     "before the ticket is saved", "after the ticket is saved",
@@ -183,9 +184,9 @@ class RecWorld:
     # -- what lands at a step of a re-rent ------------------------------------------------------------
 
     def ask_stop(self) -> None:
-        """The phone's tap, or `gpuc down`'s first call: the same write (functions/runroutes.py ask_stop)."""
+        """The phone's tap, or `gpuc down`'s first call: the same write (functions/recovery/routes.py ask_stop)."""
         self.stopped_at = self.now
-        runroutes.ask_stop(self.deps, RUN_ID)
+        routes.ask_stop(self.deps, RUN_ID)
 
     def stop_at(self, step: str) -> None:
         """The stop lands at `step` of the next re-rent."""

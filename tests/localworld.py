@@ -16,7 +16,8 @@ from typing import Any
 
 from gpuc.client.context import Ctx
 from gpuc.core.providers.local import LocalProvider
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.functions.server import start_in_thread
 
 ADMIN = "admin-token-for-outcome-tests"

@@ -21,7 +21,8 @@ import httpx
 from gpuc.core import api
 from gpuc.core.podpaths import CLAIM_ENV, TOKEN_ENV, PodPaths
 from gpuc.core.podsecrets import render_env_file
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.core.signing import derive_key, new_token
 from gpuc.functions.server import ServerHandle, start_in_thread
 from gpuc.instance_side.manifest import ResultsSync

@@ -18,7 +18,8 @@ from gpuc.core.errors import ProviderError
 from gpuc.core.models import Balance, Offer, PodSpec
 from gpuc.core.pod import Pod
 from gpuc.core.providers.base import DestroyResult, Provider
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 
 
 class Created(ProviderError):

@@ -292,7 +292,7 @@ def up(
     from gpuc.client.onpod.script import check_dashes
     from gpuc.client.pods import plan
     from gpuc.client.pods.up import up as start_pod
-    from gpuc.core.ledger import check_note
+    from gpuc.core.ledger.rows import check_note
 
     settings = ctx.settings
     meta = click.get_current_context().meta

@@ -14,17 +14,11 @@ from typing import TYPE_CHECKING, Any
 from gpuc.client.context import Ctx
 from gpuc.core.budget import ledger_burns, month_spend, spend_text
 from gpuc.core.errors import GpucError
-from gpuc.core.ledger import (
-    Ledger,
-    LedgerSummary,
-    Runs,
-    check_month,
-    current_month,
-    live_pod_ids,
-    row_problems,
-    running_rows,
-    runs_spent,
-)
+from gpuc.core.ledger.intake import Runs, live_pod_ids, runs_spent
+from gpuc.core.ledger.months import check_month, current_month
+from gpuc.core.ledger.rows import row_problems
+from gpuc.core.ledger.store import Ledger
+from gpuc.core.ledger.summary import LedgerSummary, running_rows
 from gpuc.core.settings import Settings
 
 if TYPE_CHECKING:
@@ -46,7 +40,7 @@ def take_in_ends(ledger: Ledger, status: StatusFn, runs: Runs | None = None) -> 
     """Close rows the pods or the reaper ended while this laptop was away. Never fatal: the ledger still
     reads without the watchdog, it just may not know every end yet. A record with an absurd time or price
     is refused with a warning (one line each); a ledger that cannot be read raises its own clear error.
-    `runs`: the recovering runs read (client/pods/recovering.py): a run's one row closes when it is done."""
+    `runs`: the recovering runs read (client/pods/recovery/runs.py): a run's one row closes when it is done."""
     try:
         records = status().pods
     except GpucError as exc:
@@ -94,7 +88,7 @@ def remembered(status: StatusFn) -> StatusFn:
 
 def live_pods(status: StatusFn | None) -> frozenset[str] | None:
     """The pods the watchdog hears as still billing; None when it was not asked or did not answer (then
-    every open row counts as running, core.ledger.running_costs: money shown, not hidden)."""
+    every open row counts as running, core.ledger.summary.running_costs: money shown, not hidden)."""
     if status is None:
         return None
     try:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from gpuc.client.context import Ctx
 from gpuc.core.errors import ConfigError, NotFound
-from gpuc.core.ledger import Ledger, LedgerEntry, LedgerRow, check_note
+from gpuc.core.ledger.rows import LedgerEntry, LedgerRow, check_note
+from gpuc.core.ledger.store import Ledger
 
 
 def add_note(ctx: Ctx, ref: str, text: str) -> str:

@@ -20,8 +20,9 @@ from pydantic import BaseModel
 
 from gpuc.client.money.bitfont import ADVANCE, GLYPH_HEIGHT, LINE_HEIGHT, lit_pixels, printable, text_width
 from gpuc.core.errors import ConfigError
-from gpuc.core.ledger import RUNNING_SO_FAR, LedgerRow, row_cost
-from gpuc.core.ledger import usd as cents
+from gpuc.core.ledger.rows import LedgerRow, row_cost
+from gpuc.core.ledger.rows import usd as cents
+from gpuc.core.ledger.summary import RUNNING_SO_FAR
 
 Color = tuple[int, int, int]
 WEEK_COLOR: Color = (54, 110, 180)
@@ -42,7 +43,7 @@ class PlotData(BaseModel):
     title: str
     weeks: list[Bar]  # ISO weeks ("2026-W37") in order
     experiments: list[Bar]  # most expensive first
-    running: int = 0  # running pods whose cost so far is in the bars (core.ledger.running_rows)
+    running: int = 0  # running pods whose cost so far is in the bars (core.ledger.summary.running_rows)
 
 
 def iso_week(day: str) -> str:

@@ -26,7 +26,8 @@ from pydantic import BaseModel
 from gpuc.core.billing import BillingKind, BillingRecord, BillingSource, still_billing
 from gpuc.core.clock import parse_iso
 from gpuc.core.errors import ConfigError
-from gpuc.core.ledger import LedgerEntry, check_month, row_cost
+from gpuc.core.ledger.months import check_month
+from gpuc.core.ledger.rows import LedgerEntry, row_cost
 from gpuc.core.providers.registry import keyed_providers
 from gpuc.core.settings import Settings
 
@@ -200,7 +201,7 @@ def reconcile(
     tolerance: float = TOLERANCE,
     floor_usd: float = FLOOR_USD,
     slack_s: float = SLACK_S,
-    live: Collection[str] = (),  # pods still running (core.ledger.live_pod_ids): compared once they end
+    live: Collection[str] = (),  # pods still running (core.ledger.intake.live_pod_ids): compared once they end
 ) -> ReconcileReport:
     check_month(month)
     charges = _group(r for r in records if r.provider in providers)

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpuc.client.text import WIDTH, drop_empty, render_table
-from gpuc.core.ledger import LedgerSummary, row_cost, running_lines, usd
+from gpuc.core.ledger.rows import row_cost, usd
+from gpuc.core.ledger.summary import LedgerSummary, running_lines
 from gpuc.core.termsafe import clean
 
 if TYPE_CHECKING:

@@ -125,7 +125,7 @@ def install_code(access: PodAccess, bundle: Bundle, installer: Installer, echo: 
 # -- starting the pod's agent -------------------------------------------------------------------------
 def pod_config(pod: Pod, spec: PodSpec, ctx: Caller, **extra: object) -> PodConfig:
     """The pod's config.json: what install_agent writes, and what a recovering run's boot kit carries for
-    the pods the watchdog rents after an outbid (client/pods/recovery.py), so both start the same agent."""
+    the pods the watchdog rents after an outbid (client/pods/recovery/prepare.py), so both start the same agent."""
     local = isinstance(ctx.provider(pod.provider), LocalProvider)
     return PodConfig.for_pod(
         ctx.settings,

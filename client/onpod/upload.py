@@ -79,7 +79,7 @@ class Bundle:
 
     def archive(self) -> bytes:
         """The project as a tar.gz; the same files give the same bytes (no time in the gzip header), so the
-        boot kit of a recovering run (client/pods/recovery.py) is byte for byte what the upload sends."""
+        boot kit of a recovering run (client/pods/recovery/prepare.py) is byte for byte what the upload sends."""
         buffer = io.BytesIO()
         with (
             gzip.GzipFile(fileobj=buffer, mode="wb", compresslevel=6, mtime=0) as packed,

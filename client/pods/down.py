@@ -14,7 +14,7 @@ from gpuc.client.progress import Ticker
 from gpuc.client.runs import RunRecord
 from gpuc.core.api import EndRequest, RunRecovery
 from gpuc.core.errors import GpucError, NotFound, ProviderError, SafetyRefusal
-from gpuc.core.ledger import money
+from gpuc.core.ledger.rows import money
 from gpuc.core.pod import Pod
 from gpuc.core.providers.base import Provider
 from gpuc.core.termsafe import clean_line
@@ -260,7 +260,7 @@ def _finish_down(run: RunRecord, ctx: Ctx, note: str | None, recovering: RunReco
     if closed is None:
         ctx.echo("ledger: the run's row closes with its cost across attempts once the watchdog records its end")
         return
-    from gpuc.client.pods.recovering import tidy_kits
+    from gpuc.client.pods.recovery.runs import tidy_kits
 
     for line in tidy_kits(ctx, {run.run_id: ended}):
         ctx.echo(line)

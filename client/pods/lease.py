@@ -25,7 +25,7 @@ from gpuc.client.runs import RunRecord
 from gpuc.client.text import clock_utc, span_words
 from gpuc.core.clock import iso, parse_iso
 from gpuc.core.errors import ConfigError, FunctionsError, GpucError
-from gpuc.core.ledger import money
+from gpuc.core.ledger.rows import money
 
 if TYPE_CHECKING:
     from gpuc.core.api import DeadlineAnswer, DeadlineRequest, RunRecovery
@@ -87,7 +87,7 @@ def extend(ref: str, ctx: Ctx, *, seconds: float | None = None, to: str | None =
 def worst_words(ctx: Ctx, run: RunRecord, pod_id: str, answer: DeadlineAnswer, recovers: bool) -> str:
     """What the new deadline puts at stake: the pod's worst case (its price from its start to the deadline)
     and what it spent so far; for a run that recovers from outbids, its envelope as the watchdog now holds it
-    (moved with the deadline: functions/runs.py move_envelope), across every attempt."""
+    (moved with the deadline: functions/recovery/runs.py move_envelope), across every attempt."""
     now = ctx.clock.now()
     if recovers:
         moved = _recovering(run.run_id, ctx)

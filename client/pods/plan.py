@@ -45,9 +45,10 @@ from gpuc.core import gpunames
 from gpuc.core.budget import Ahead, MonthSpend, Outlook, RunEnvelope, ahead_of, ledger_burns, outlook, usd
 from gpuc.core.clock import hours_text, parse_duration
 from gpuc.core.destcheck import require_destination
+from gpuc.core.envfile import env_file_mode_ok, read_env_file
 from gpuc.core.errors import ConfigError, GpucError, SafetyRefusal
 from gpuc.core.loopback import loopback_host
-from gpuc.core.settings import Settings, env_file_mode_ok, env_name, read_env_file
+from gpuc.core.settings import Settings, env_name
 
 if TYPE_CHECKING:
     from gpuc.client.onpod.upload import Bundle
@@ -85,14 +86,14 @@ class UpOptions:
     # Asked with the price before the create (the CLI passes one on a terminal without -y); None: not asked.
     confirm: Callable[[str], bool] | None = None
     over_budget: bool = False  # rent even if the month's budget would be crossed (client/pods/plan.py)
-    note: str | None = None  # `up --note`: on the ledger row from its start (core.ledger.check_note)
+    note: str | None = None  # `up --note`: on the ledger row from its start (core.ledger.rows.check_note)
     warm_s: float = 0.0  # `up --warm`: a job's end keeps the pod; idle this long, it ends (instance_side/idle.py)
     # `up --warm` without --max-hours: each job's allowance; the deadline follows the jobs (client/pods/warm.py).
     # 0: the deadline is fixed (--max-hours, or not warm).
     warm_job_s: float = 0.0
     env_names: tuple[str, ...] = ()  # `--env NAME`: to the job through the pod's secrets file (core.podsecrets)
     # `--recover N`: after an outbid the watchdog re-rents and resumes the run up to N times, inside the run's one
-    # envelope (client/pods/recovery.py); 0: none. `--recover-on-demand`: the last recovery rents on-demand.
+    # envelope (client/pods/recovery/prepare.py); 0: none. `--recover-on-demand`: the last recovery rents on-demand.
     recover: int = 0
     recover_on_demand: bool = False
 
@@ -300,7 +301,7 @@ class Quote:
     price_per_hour: float | None  # the whole pod, every GPU
     source: str  # where the price comes from, in words
     offer_id: str | None = None  # Vast: the offer priced, which `up` then rents (not a cheaper one found later)
-    # `--recover N`: the run's one envelope across its attempts (client/pods/recovery.py); it, not price x
+    # `--recover N`: the run's one envelope across its attempts (client/pods/recovery/prepare.py); it, not price x
     # hours, is what the budget checks and the confirmation shows
     envelope: RunEnvelope | None = None
 
@@ -315,7 +316,7 @@ def quote(
     provider: Provider, spec: PodSpec, opts: UpOptions, ctx: Ctx, envelope: RunEnvelope | None = None
 ) -> Quote:
     """The price `up` expects to pay per hour (None when no one can say: then it is said so), and with
-    --recover the run's envelope (client/pods/recovery.py envelope_of)."""
+    --recover the run's envelope (client/pods/recovery/prepare.py envelope_of)."""
     return replace(_quote(provider, spec, opts, ctx), envelope=envelope)
 
 
@@ -335,7 +336,8 @@ def _quote(provider: Provider, spec: PodSpec, opts: UpOptions, ctx: Ctx) -> Quot
 
 def _named(provider: Provider, spec: PodSpec, opts: UpOptions) -> Quote:
     """`--offer ID`: its own price, unknown here; a bid on it is the price, once it clears the offer's floor."""
-    from gpuc.core.providers.vast import VastProvider, offer_for_bid  # a rented provider: loaded already
+    from gpuc.core.providers.vast import VastProvider
+    from gpuc.core.providers.vast_offers import offer_for_bid  # a rented provider: loaded already
 
     own = Quote(None, f"offer {opts.offer_id}'s own")
     if not (isinstance(provider, VastProvider) and opts.offer_id and spec.interruptible and spec.bid_per_gpu):
@@ -348,7 +350,8 @@ def _named(provider: Provider, spec: PodSpec, opts: UpOptions) -> Quote:
 
 
 def _listed(provider: Provider, spec: PodSpec, opts: UpOptions) -> Quote:
-    from gpuc.core.providers.vast import VastProvider, offer_for_bid  # a rented provider: loaded already
+    from gpuc.core.providers.vast import VastProvider
+    from gpuc.core.providers.vast_offers import offer_for_bid  # a rented provider: loaded already
 
     if isinstance(provider, VastProvider):
         # Priced with the disk the create will ask for (`up --volume-gb`; Vast's one disk), not a default 30 GB.

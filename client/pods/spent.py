@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from gpuc.client.context import Ctx
 from gpuc.client.text import fmt_duration
 from gpuc.core.errors import GpucError
-from gpuc.core.ledger import LedgerRow, money, parse_price, parse_time, row_cost, row_hours
+from gpuc.core.ledger.rows import LedgerRow, money, parse_price, parse_time, row_cost, row_hours
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from gpuc.core.settings import Settings, env_name
 
 if TYPE_CHECKING:
     from gpuc.core.api import PodRecord, RunRecovery, StatusResponse
-    from gpuc.core.ledger import WatchdogRecord
+    from gpuc.core.ledger.intake import WatchdogRecord
     from gpuc.core.pod import Pod
 
 LS_FIELDS = (
@@ -191,11 +191,11 @@ def list_all(ctx: Ctx) -> tuple[list[dict[str, object]], list[str]]:
 
 
 def recovering_read(ctx: Ctx, records: Sequence[WatchdogRecord]) -> dict[str, RunRecovery | None]:
-    """The recovering runs (`up --recover`) whose one row is still open, read at once (client/pods/recovering.py);
+    """The recovering runs (`up --recover`) whose one row is still open, read at once (client/pods/recovery/runs.py);
     nothing is read, or loaded, when no record names one."""
     if not any(getattr(r, "run_id", None) for r in records):
         return {}
-    from gpuc.client.pods.recovering import read_runs, runs_to_read
+    from gpuc.client.pods.recovery.runs import read_runs, runs_to_read
 
     return read_runs(ctx, runs_to_read(ctx, records))
 
@@ -203,7 +203,7 @@ def recovering_read(ctx: Ctx, records: Sequence[WatchdogRecord]) -> dict[str, Ru
 def attempt_of(rec: PodRecord | None, runs: dict[str, RunRecovery | None]) -> str | None:
     if rec is None or rec.run_id is None:
         return None
-    from gpuc.client.pods.recovering import attempt_label
+    from gpuc.client.pods.recovery.runs import attempt_label
 
     return attempt_label(rec, runs)
 
@@ -224,7 +224,7 @@ def ledger_intake(
         return [f"ledger: could not write the ends recorded by the watchdog ({exc.strerror or exc})"]
     taken = [f"ledger: took in {report.closed} end(s) recorded by the pods or the watchdog"] if report.closed else []
     if any(run is not None and run.done for run in runs.values()):
-        from gpuc.client.pods.recovering import tidy_kits
+        from gpuc.client.pods.recovery.runs import tidy_kits
 
         taken += tidy_kits(ctx, runs)
     return taken + [f"ledger: {w}" for w in report.warnings]

@@ -21,7 +21,7 @@ from gpuc.client.context import Ctx, Echo
 from gpuc.client.onpod.provision import IMAGE_PYTHON, install_agent, provision
 from gpuc.client.onpod.script import check_command, check_in_bundle, put_project
 from gpuc.client.onpod.ssh import wait_for_ssh_endpoint
-from gpuc.client.pods import allowlist, plan, recovery, warm
+from gpuc.client.pods import allowlist, plan, warm
 from gpuc.client.pods.interrupts import (
     CleanupTimeout,
     Interrupted,
@@ -32,6 +32,7 @@ from gpuc.client.pods.interrupts import (
     time_limit,
 )
 from gpuc.client.pods.plan import UpOptions, check_env_file, check_experiment
+from gpuc.client.pods.recovery import prepare as recovery
 from gpuc.client.pods.run import job_started, short_command, start_job
 from gpuc.client.pods.spent import spent_words
 from gpuc.client.progress import Ticker, ticking
@@ -40,7 +41,7 @@ from gpuc.core.api import RegisterRequest
 from gpuc.core.bootkit import onstart_script
 from gpuc.core.clock import hours_text
 from gpuc.core.errors import FunctionsError, GpucError, ProviderError
-from gpuc.core.ledger import sane_price, sane_ts
+from gpuc.core.ledger.rows import sane_price, sane_ts
 from gpuc.core.models import PodSpec
 from gpuc.core.pod import WATCHDOG_ENV, Pod, new_run_id
 from gpuc.core.podinstall import Installer

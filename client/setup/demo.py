@@ -40,7 +40,8 @@ from gpuc.core.pod import Pod
 from gpuc.core.providers.base import Provider
 from gpuc.core.providers.local import LocalProvider
 from gpuc.core.providers.registry import get_provider
-from gpuc.core.settings import SECRET_ENV, Settings, load_settings
+from gpuc.core.settings import SECRET_ENV, Settings
+from gpuc.core.settingsload import load_settings
 from gpuc.core.signing import new_token
 from gpuc.functions.server import start_in_thread
 

@@ -26,9 +26,11 @@ from gpuc.client.setup.doctor_live import render as render_facts
 from gpuc.client.setup.doctor_results import check_results
 from gpuc.client.setup.hook import HOOK_MARKER, GitRunner, hooks_dir
 from gpuc.core.api import StatusResponse
+from gpuc.core.envfile import env_file_mode_ok
 from gpuc.core.errors import ConfigError, GpucError
 from gpuc.core.providers.registry import keyed_providers
-from gpuc.core.settings import Settings, env_file_mode_ok, env_name, load_settings_lenient
+from gpuc.core.settings import Settings, env_name
+from gpuc.core.settingsload import load_settings_lenient
 
 
 def run_git(args: list[str], cwd: Path) -> tuple[int, str]:
@@ -47,7 +49,7 @@ def run_git(args: list[str], cwd: Path) -> tuple[int, str]:
 
 
 def env_source(env_file: Path, environ: Mapping[str, str], cwd: Path) -> Check:
-    """Which .env gpuc read, and why that one (core.settings.find_env_file chose it): a key that "is in
+    """Which .env gpuc read, and why that one (core.envfile.find_env_file chose it): a key that "is in
     .env" but not seen is most often in another .env than the one read."""
     config = Path(environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "gpuc" / ".env"
     if environ.get("GPUC_ENV_FILE"):

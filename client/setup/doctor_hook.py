@@ -27,7 +27,7 @@ from gpuc.core.settings import Settings
 
 NAME = "vast outbid webhook"
 HOOK_PATH = "/v1/hooks/vast"
-TEST_NOTIF = "webhook_test"  # functions/outbidhook.py TEST: the slug Vast's test delivery carries
+TEST_NOTIF = "webhook_test"  # functions/recovery/webhook.py TEST: the slug Vast's test delivery carries
 HOOK_WAIT_S = 20.0  # Vast delivers within its 10 s timeout; a retry would come later, so this is the bound
 HOOK_POLL_S = 1.0
 LOOPBACK = ("localhost", "127.0.0.1", "::1", "0.0.0.0")

@@ -144,7 +144,8 @@ def live_checks(ctx: Ctx) -> LiveReport:
 
 def runpod_facts(reading: Reading, provider: Any) -> None:
     """REST v2's facts (gpuc reaches GraphQL only for the balance, read by the balance check above)."""
-    from gpuc.core.providers.runpod import V2_STATUS, is_problem_404  # lazy: as in read_provider
+    from gpuc.core.providers.runpod_pods import V2_STATUS
+    from gpuc.core.providers.runpod_refusals import is_problem_404  # lazy: as in read_provider
 
     reading.fact(
         "terminateAfter ends a pod at its time (gpuc does not rely on it)",

@@ -17,9 +17,10 @@ import secrets
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from gpuc.core.atomicfile import atomic_write
+from gpuc.core.envfile import read_env_file
 from gpuc.core.errors import ConfigError
-from gpuc.core.ledger import atomic_write
-from gpuc.core.settings import OLD_ENV_NAMES, SECRET_ENV, SETTING_NAMES, env_name, read_env_file
+from gpuc.core.settings import OLD_ENV_NAMES, SECRET_ENV, SETTING_NAMES, env_name
 
 HOOK_MARKER = "gpuc secret guard"
 MIN_SECRET_LEN = 8

@@ -37,15 +37,8 @@ from gpuc.core.envcheck import known_names
 from gpuc.core.errors import ConfigError, GpucError, NotFound
 from gpuc.core.providers.registry import get_provider
 from gpuc.core.rehearsal import AWS_CREDENTIALS, AWS_FILES, NOWHERE, endpoint_fields, loopback_host
-from gpuc.core.settings import (
-    AWS_SECRET_NAMES,
-    SETTING_ENV_NAMES,
-    SETTING_NAMES,
-    Settings,
-    env_name,
-    load_settings,
-    save_config,
-)
+from gpuc.core.settings import AWS_SECRET_NAMES, SETTING_ENV_NAMES, SETTING_NAMES, Settings, env_name
+from gpuc.core.settingsload import load_settings, save_config
 from gpuc.core.signing import new_token
 from gpuc.functions.server import start_in_thread
 

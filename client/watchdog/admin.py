@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING
 from gpuc.client.context import Ctx
 from gpuc.client.text import span_words
 from gpuc.core.clock import iso
+from gpuc.core.envfile import read_env_file
 from gpuc.core.errors import ConfigError, GpucError
-from gpuc.core.settings import Settings, load_settings, read_env_file, save_config
+from gpuc.core.settings import Settings
+from gpuc.core.settingsload import load_settings, save_config
 from gpuc.core.termsafe import clean_line
 
 if TYPE_CHECKING:  # startup: the API models (pydantic) load with the first request that needs them

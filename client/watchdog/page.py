@@ -1,6 +1,6 @@
 """`gpuc page`: a link to the watchdog's status page for your phone, optionally as a QR code.
 
-The link is a capability (functions/actions/links.py `page`): whoever has it sees your pods and may press
+The link is a capability (functions/links.py `page`): whoever has it sees your pods and may press
 the page's buttons (each one action on one pod, through the watchdog's single-use links) until it
 expires. So it is said in one line under the link, with the time it dies, and it lives what `--for` asks
 (the watchdog caps it at a day). Nothing secret is in it: no admin token, no provider key.

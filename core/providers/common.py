@@ -21,7 +21,7 @@ from gpuc.core.pod import OWNER_ENV, WATCHDOG_ENV, Pod, is_gpuc_name
 from gpuc.core.providers.base import Provider
 from gpuc.core.providers.http import AmbiguousOutcome, BackoffFunction, HttpClient
 from gpuc.core.redact import MASK, redact
-from gpuc.core.settings import SecretStr
+from gpuc.core.settingvalues import SecretStr
 
 if TYPE_CHECKING:
     import httpx

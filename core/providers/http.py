@@ -43,7 +43,7 @@ from gpuc.core.errors import (
     ProviderSchemaError,
     ProviderUnavailable,
 )
-from gpuc.core.providers.podkey import message_from_body
+from gpuc.core.providers.answers import message_from_body
 from gpuc.core.redact import redact
 from gpuc.core.transport import FailureKind, RawReply, TransportFailure, exchange, new_client, shared_client
 

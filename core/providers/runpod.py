@@ -38,42 +38,38 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, Unpack
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Unpack
 from urllib.parse import quote
 
-from gpuc.core.clock import Clock, parse_iso
-from gpuc.core.errors import (
-    ConfigError,
-    NotFound,
-    ProviderError,
-    ProviderSchemaError,
-    ProviderUnavailable,
-)
+from gpuc.core.clock import Clock
+from gpuc.core.errors import ConfigError, NotFound, ProviderError, ProviderSchemaError
 from gpuc.core.pod import Pod, PodStatus
 from gpuc.core.providers.base import DestroyResult
-from gpuc.core.providers.common import (
-    HttpProvider,
-    HttpTuning,
-    Number,
-    ProviderAnswer,
-    Whole,
-    api_key_of,
-    experiment_of,
-    is_managed,
-    parse_wire,
-    pod_env,
-    watchdog_of,
-)
+from gpuc.core.providers.common import HttpProvider, HttpTuning, ProviderAnswer, api_key_of, pod_env
 from gpuc.core.providers.endpoints import RUNPOD_GRAPHQL_URL, RUNPOD_REST_URL
-from gpuc.core.providers.http import BackoffFunction, HttpClient, Reply, require
-from gpuc.core.providers.podkey import (
-    GRAPHQL_ERROR_STATUSES,
-    GRAPHQL_GONE_STATUSES,
-    GraphQLRateLimited,
-    GraphQLRetired,
-    graphql_data,
-    message_from_body,
+from gpuc.core.providers.http import BackoffFunction, require
+from gpuc.core.providers.runpod_catalog import (
+    CatalogGpu,
+    CloudType,
+    Placement,
+    catalog_rows,
+    clouds_of,
+    matches_gpu,
+    not_offered,
+    offer_from_choices,
+    placement,
+    ranked,
+)
+from gpuc.core.providers.runpod_graphql import BALANCE_QUERY, NOTIFY_FIELDS, UserBalance, legacy_graphql
+from gpuc.core.providers.runpod_pods import PROVIDER, V2Pod, gpu_display, parse, parse_v2_pod, pod_from_v2
+from gpuc.core.providers.runpod_refusals import (
+    CREATE_REFUSALS,
+    PoolDenied,
+    create_refused,
+    is_problem_404,
+    pools_denied,
+    problem_words,
 )
 from gpuc.core.settings import Settings
 
@@ -84,7 +80,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("gpuc.providers.runpod")
 
-PROVIDER = "runpod"
 DEFAULT_GRAPHQL_URL = RUNPOD_GRAPHQL_URL
 DEFAULT_REST_URL = RUNPOD_REST_URL
 KEY_ENV = "RUNPOD_API_KEY"
@@ -96,8 +91,6 @@ SPOT_HINT = "rent on-demand on RunPod (drop --interruptible), or use --provider 
 # GET /v2/pods does not page (the 2026-08 spec: `{pods}`); should RunPod add paging, a `pagination.nextCursor`
 # is followed (its shape a guess: UNCONFIRMED), for at most this many pages.
 MAX_V2_PAGES = 100
-CloudType = Literal["ALL", "SECURE", "COMMUNITY"]
-CLOUDS: tuple[str, ...] = ("SECURE", "COMMUNITY")
 # PersistentMount.size: "Upstream enforces a 10 GB floor" (a 422 past it).
 MIN_VOLUME_GB = 10
 # What RunPod's images read to start sshd (R7, the v2 spec's startSsh): gpuc's own key, sent with the create.
@@ -111,434 +104,14 @@ LOOKUP_WINDOW_S = 45.0
 LOOKUP_DELAY_S = 3.0
 # "Not found" is read twice, this far apart, before a pod counts as gone: gone stops the reaper watching it.
 RECHECK_DELAY_S = 1.0
-# Create refusals v2 documents (R1): 400 rule or NO CAPACITY, 402 balance, 403 a pool this account cannot use,
-# 422 contract. None was applied.
-CREATE_REFUSALS = (400, 402, 403, 422)
-POOL_DENIED = 403
 # Stock for pods (`product`), with the availability; `count` and `cloud` scope it (catalog_params).
 CATALOG_PARAMS = {"product": "POD", "include": "AVAILABILITY"}
-
-# GraphQL, for what v2 has no route (see the module docstring). Values pass as variables, never inlined.
-# R5, the fields runpodctl's GetUser reads (CONFIRMED); the notify* flags are the account's own emails.
-BALANCE_QUERY = (
-    "query Balance { myself { clientBalance currentSpendPerHr spendLimit "
-    "notifyPodsStale notifyPodsGeneral notifyLowBalance } }"
-)
-NOTIFY_FIELDS = ("notifyPodsStale", "notifyPodsGeneral", "notifyLowBalance")
-
-V2_STATUS: dict[str, PodStatus] = {
-    "PROVISIONING": "provisioning",
-    "STARTING": "provisioning",
-    "RUNNING": "running",
-    "EXITED": "stopped",
-    "ERROR": "exited",
-    "TERMINATED": "terminated",
-}
-# RunPod's published price of a stopped pod's volume [rp-docs billing.mdx]; the container disk is wiped on stop.
-VOLUME_STOPPED_USD_GB_MONTH = 0.20
-HOURS_PER_MONTH = 30 * 24  # RunPod does not state the hours in its month (UNCONFIRMED)
-GPU_VENDOR_PREFIXES = ("NVIDIA GeForce ", "NVIDIA ", "AMD ")
-
-
-# ---- wire shapes: what we read from RunPod, validated where the body enters --------------------------
-
-
-class V2Port(ProviderAnswer):
-    private: Whole | None = None
-    public: Whole | None = None
-    type: str | None = None
-    ip: str | None = None
-
-
-class V2RuntimeGpu(ProviderAnswer):
-    id: str | None = None
-    util: Number | None = None
-
-
-class V2Runtime(ProviderAnswer):
-    uptime: Number | None = None
-    ports: list[V2Port] | None = None
-    gpus: list[V2RuntimeGpu] | None = None
-
-
-class V2Gpu(ProviderAnswer):
-    id: str | None = None
-    count: Whole | None = None
-
-
-class V2Endpoint(ProviderAnswer):
-    host: str | None = None
-    port: Whole | None = None
-
-
-class V2Ssh(ProviderAnswer):
-    direct: V2Endpoint | None = None
-
-
-class V2Persistent(ProviderAnswer):
-    size: Number | None = None
-
-
-class V2Mounts(ProviderAnswer):
-    persistent: V2Persistent | None = None
-
-
-class V2Pod(ProviderAnswer):
-    id: str
-    name: str | None = None
-    status: str | None = None
-    env: dict[str, Any] | None = None
-    gpu: V2Gpu | None = None
-    cost: Number | None = None
-    createdAt: str | None = None
-    runtime: V2Runtime | None = None
-    ssh: V2Ssh | None = None
-    mounts: V2Mounts | None = None
-
-
-class CatalogPrice(ProviderAnswer):
-    secure: Number | None = None
-    community: Number | None = None
-
-
-class CatalogMax(ProviderAnswer):
-    secure: Whole | None = None
-    community: Whole | None = None
-
-
-class CatalogGpu(ProviderAnswer):
-    """One row of GET /v2/catalog/gpus; list prices per GPU per hour, `availability` for the count asked."""
-
-    id: str
-    name: str | None = None
-    memory: Number | None = None
-    secure: bool | None = None
-    community: bool | None = None
-    price: CatalogPrice | None = None
-    maxCount: CatalogMax | None = None
-    availability: str | None = None
 
 
 class SshKeys(ProviderAnswer):
     """GET /v2/account/ssh-keys: the account's registered public keys, authorized_keys lines."""
 
     keys: list[str]
-
-
-class UserBalance(ProviderAnswer):
-    clientBalance: Number
-    currentSpendPerHr: Number | None = None
-    spendLimit: Number | None = None
-    notifyPodsStale: bool | None = None
-    notifyPodsGeneral: bool | None = None
-    notifyLowBalance: bool | None = None
-
-
-W = TypeVar("W", bound=ProviderAnswer)
-
-
-def parse(model: type[W], value: Any, what: str) -> W:
-    # The error names the field, never the value (it may be an env).
-    return parse_wire(model, value, what, provider=PROVIDER, api="RunPod")
-
-
-# ---- mapping onto our models ----------------------------------------------------------------------
-
-
-def status_from_v2(status: str | None) -> PodStatus:
-    return V2_STATUS.get(status or "", "unknown")
-
-
-def ssh_from_v2(pod: V2Pod) -> tuple[str | None, int | None]:
-    for port in (pod.runtime.ports or []) if pod.runtime else []:
-        if port.private == 22 and port.type == "tcp" and port.ip and port.public:
-            return port.ip, port.public
-    direct = pod.ssh.direct if pod.ssh else None
-    return (direct.host, direct.port) if direct and direct.host and direct.port else (None, None)
-
-
-def gpu_util(runtime: V2Runtime | None) -> float | None:
-    # The busiest GPU: the reaper's second witness must not read one idle GPU as an idle pod.
-    readings = [g.util for g in (runtime.gpus or []) if g.util is not None] if runtime else []
-    return max(readings) if readings else None
-
-
-def gpu_display(gpu_id: str | None) -> str | None:
-    """"NVIDIA GeForce RTX 4090" -> "RTX 4090": v2 pods carry the catalog id, people read the short name."""
-    if not gpu_id:
-        return None
-    for prefix in GPU_VENDOR_PREFIXES:
-        if gpu_id.startswith(prefix):
-            return gpu_id[len(prefix) :]
-    return gpu_id
-
-
-def v2_env(pod: V2Pod) -> dict[str, str]:
-    return {str(k): str(v) for k, v in (pod.env or {}).items()}
-
-
-def volume_gb(pod: V2Pod) -> float | None:
-    return pod.mounts.persistent.size if pod.mounts and pod.mounts.persistent else None
-
-
-def hourly_price(status: PodStatus, cost: float | None, volume: float | None) -> float | None:
-    """v2 answers `cost` 0.0 once a pod is EXITED, yet its volume bills on: show what it still costs."""
-    if status == "stopped" and volume is not None:
-        return round(volume * VOLUME_STOPPED_USD_GB_MONTH / HOURS_PER_MONTH, 6)
-    return cost
-
-
-def pod_from_v2(pod: V2Pod) -> Pod:
-    env = v2_env(pod)
-    host, port = ssh_from_v2(pod)
-    status = status_from_v2(pod.status)
-    volume = volume_gb(pod)
-    return Pod(
-        provider=PROVIDER,
-        id=pod.id,
-        name=pod.name or "",
-        experiment=experiment_of(env),
-        status=status,
-        raw_status=pod.status or "?",
-        gpu=gpu_display(pod.gpu.id if pod.gpu else None),
-        gpu_count=pod.gpu.count if pod.gpu and pod.gpu.count is not None else 1,
-        price_per_hour=hourly_price(status, pod.cost, volume),
-        created_at=created_at(pod),
-        uptime_s=pod.runtime.uptime if pod.runtime else None,
-        managed=is_managed(pod.name, env),
-        watchdog=watchdog_of(env),
-        ssh_host=host,
-        ssh_port=port,
-        gpu_util_pct=gpu_util(pod.runtime),
-        disk_gb=volume,
-        disk_usd_gb_month=VOLUME_STOPPED_USD_GB_MONTH if volume is not None else None,
-    )
-
-
-def created_at(pod: V2Pod) -> float | None:
-    if not pod.createdAt:
-        return None
-    try:
-        return parse_iso(pod.createdAt)
-    except ValueError:
-        return None
-
-
-def parse_v2_pod(value: Any) -> Pod:
-    return pod_from_v2(parse(V2Pod, value, "v2 pod"))
-
-
-def positive(value: float | None) -> float | None:
-    # RunPod reports 0 or null for a cloud where the GPU type is not offered.
-    return value if value is not None and value > 0 else None
-
-
-def cloud_prices(gpu: CatalogGpu) -> dict[str, float]:
-    """The on-demand $/GPU/hour of each cloud that offers this GPU."""
-    price = gpu.price or CatalogPrice()
-    offered = {
-        "SECURE": positive(price.secure) if gpu.secure is not False else None,
-        "COMMUNITY": positive(price.community) if gpu.community is not False else None,
-    }
-    return {cloud: p for cloud, p in offered.items() if p is not None}
-
-
-def max_count(gpu: CatalogGpu, cloud: str) -> int | None:
-    """maxCount: the most GPUs of this type one pod may ask for in this cloud (None: not said)."""
-    ceiling = gpu.maxCount or CatalogMax()
-    return ceiling.secure if cloud == "SECURE" else ceiling.community
-
-
-@dataclass(frozen=True)
-class Placement:
-    """One cloud a pod of `count` GPUs of one type can be asked for in: its list price and its stock there."""
-
-    gpu: CatalogGpu  # the row as the catalog answered it for this cloud and count
-    cloud: str
-    per_gpu: float
-
-    @property
-    def stock(self) -> str | None:
-        return self.gpu.availability
-
-
-def placement(gpu: CatalogGpu, cloud: str, count: int) -> Placement | None:
-    price = cloud_prices(gpu).get(cloud)
-    ceiling = max_count(gpu, cloud)
-    if price is None or (ceiling is not None and count > ceiling):
-        return None
-    return Placement(gpu, cloud, price)
-
-
-def ranked(choices: list[Placement]) -> list[Placement]:
-    """v2 places one GPU type in one cloud, without falling back: ask first where the catalog shows stock for
-    the count, cheapest first (the catalog orders the candidates; it reserves nothing)."""
-    return sorted(choices, key=lambda p: (p.stock == "NONE", p.per_gpu))
-
-
-def clouds_of(cloud: CloudType) -> tuple[str, ...]:
-    return CLOUDS if cloud == "ALL" else (cloud,)
-
-
-def offer_from_choices(choices: list[Placement], count: int) -> Offer | None:
-    """The offer of the first choice: the whole pod's price for `count` GPUs and the stock for that count."""
-    if not choices:
-        return None
-    best = choices[0]
-    community = cloud_prices(best.gpu).get("COMMUNITY")
-    from gpuc.core.models import Offer  # pydantic: only `offers` and `up` build one, never `ls`
-
-    # No min_bid / interruptible_price: v2 has no spot, and a RunPod spot price is not something gpuc rents.
-    return Offer(
-        provider=PROVIDER,
-        id=best.gpu.id,
-        gpu=best.gpu.name or gpu_display(best.gpu.id) or best.gpu.id,
-        gpu_count=count,
-        price_per_hour=round(best.per_gpu * count, 6),
-        community_price=round(community * count, 6) if community is not None else None,
-        stock=best.stock.title() if best.stock else None,
-    )
-
-
-def parse_catalog(value: Any, cloud: CloudType = "SECURE", count: int = 1) -> list[Offer]:
-    """One GET /v2/catalog/gpus answer into offers for pods of `count` GPUs, cheapest first."""
-    offers = []
-    for gpu in catalog_rows(value):
-        if gpu.id == "unknown":
-            continue  # a placeholder entry RunPod lists (runpodctl drops it too)
-        choices = ranked([p for c in clouds_of(cloud) if (p := placement(gpu, c, count)) is not None])
-        offer = offer_from_choices(choices, count)
-        if offer is not None:
-            offers.append(offer)
-    return sorted(offers, key=lambda o: o.price_per_hour)
-
-
-def catalog_rows(value: Any) -> list[CatalogGpu]:
-    require(isinstance(value, dict) and isinstance(value.get("gpus"), list), PROVIDER, "catalog gpus is not a list")
-    return [parse(CatalogGpu, item, "catalog gpu") for item in value["gpus"]]
-
-
-def matches_gpu(gpu: CatalogGpu, wanted: str) -> bool:
-    want = " ".join(wanted.replace("_", " ").lower().split())
-    names = [gpu.id.lower(), (gpu.name or "").lower()]
-    return want in names or any(want in name for name in names)
-
-
-def is_problem_404(body: Any) -> bool:
-    """RFC 9457 problem from REST v2. A 404 from anything else (a wrong base URL) must not read as "gone"."""
-    return (
-        isinstance(body, dict)
-        and body.get("status") == 404
-        and isinstance(body.get("title") or body.get("detail"), str)
-    )
-
-
-def problem_words(reply: Reply, http: HttpClient) -> str:
-    """A v2 problem's own words (detail, then its `errors`), redacted, for an error message."""
-    body = reply.body if isinstance(reply.body, dict) else {}
-    said = message_from_body({k: v for k, v in body.items() if k != "errors"}) or f"HTTP {reply.status}"
-    extra = body.get("errors")
-    if isinstance(extra, list) and extra:
-        said += ": " + "; ".join(str(e) for e in extra[:3])
-    return http.redact(said)[:300]
-
-
-def create_refused(reply: Reply, http: HttpClient, gpu: str, cloud: str) -> ProviderError:
-    """A create v2 refused outright: nothing was created, and nothing is resent."""
-    said = problem_words(reply, http)
-    common: dict[str, Any] = {"provider": PROVIDER, "status": reply.status, "request_id": reply.request_id}
-    if reply.status == 402:
-        return ProviderError(
-            f"RunPod refused the pod: insufficient balance ({said})",
-            hint="add credit at runpod.io (RunPod wants at least one hour of the pod's price in the account)",
-            **common,
-        )
-    if reply.status == 422:
-        return ProviderSchemaError(
-            f"RunPod refused gpuc's create request as malformed ({said})",
-            hint="RunPod's API changed under this gpuc: upgrade gpuc, or report it with the request id",
-            **common,
-        )
-    if reply.status == POOL_DENIED:
-        return PoolDenied(
-            f"RunPod answered 403 to a {gpu} pod in {cloud} cloud: your account cannot access that pool ({said})",
-            cloud=cloud,
-            **common,
-        )
-    return ProviderError(
-        f"RunPod has no {gpu} to give in {cloud} cloud now, or refused the request ({said})",
-        hint="try another GPU type (`gpuc offers`), another cloud (GPUC_RUNPOD_CLOUD_TYPE), or --provider vast",
-        **common,
-    )
-
-
-class PoolDenied(ProviderError):
-    """A create's 403: "your account cannot access the requested pool" (the v2 spec's create table). Nothing
-    was created; the next candidate may be tried. Not a bad key: the same key just read the catalog."""
-
-    def __init__(self, message: str, *, cloud: str, **common: Any) -> None:
-        super().__init__(message, **common)
-        self.cloud = cloud
-        self.said = message  # without the provider's name and the status: to be put together with others
-
-
-def pools_denied(denied: list[PoolDenied], skipped: list[str], gpu: str) -> PoolDenied:
-    """Every pool tried said 403: said as what it is, with what was not tried and why."""
-    said = "; ".join(d.said for d in denied)
-    not_tried = f"; not tried: {', '.join(skipped)}" if skipped else ""
-    last = denied[-1]
-    return PoolDenied(
-        f"{said}{not_tried}. Nothing was created",
-        cloud=last.cloud,
-        provider=PROVIDER,
-        status=last.status,
-        request_id=last.request_id,
-        hint=f"this is not a bad key (it read RunPod's catalog): rent another GPU type than {gpu} (`gpuc offers "
-        "--provider runpod`), another cloud (GPUC_RUNPOD_CLOUD_TYPE=SECURE, COMMUNITY or ALL), or ask RunPod "
-        "for access to that pool; a Read Only or Restricted key cannot create pods at all",
-    )
-
-
-# ---- GraphQL: the one door, for what REST v2 has no route ----------------------------------------------
-
-
-def legacy_graphql(
-    http: HttpClient, url: str, query: str, variables: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
-    """The one way the laptop reaches RunPod's GraphQL (retiring "early 2027"): variables in, `data` out, `errors`
-    raised (read as the pod reads them, core/providers/podkey.py), and GraphQLRetired when RunPod answers that it
-    is gone, GraphQLRateLimited when it says "later" (a 429 still there after the choke point's retries, or
-    an error in those words). Only for what REST v2 has no route."""
-    try:
-        reply = http.request(
-            "POST", url, json={"query": query, "variables": dict(variables or {})}, accept=GRAPHQL_ERROR_STATUSES
-        )
-    except ProviderSchemaError as exc:  # a 404/410 page that is not JSON: the endpoint itself is gone
-        if exc.status in GRAPHQL_GONE_STATUSES:
-            raise GraphQLRetired("", status=exc.status, request_id=exc.request_id) from None
-        raise
-    except ProviderUnavailable as exc:
-        if exc.status == 429:
-            raise GraphQLRateLimited("HTTP 429", request_id=exc.request_id) from None
-        raise
-    return graphql_data(reply.status, reply.body, reply.request_id, http.redact)
-
-
-def not_offered(gpu: CatalogGpu, cloud: CloudType, count: int) -> ConfigError:
-    name = gpu.name or gpu_display(gpu.id) or gpu.id
-    offered = [c for c in clouds_of(cloud) if c in cloud_prices(gpu)]
-    ceilings = [m for c in offered if (m := max_count(gpu, c)) is not None]
-    if offered and ceilings and count > max(ceilings):
-        return ConfigError(
-            f"RunPod rents at most {max(ceilings)} x {name} on one pod in {' or '.join(offered)} cloud; "
-            f"{count} were asked",
-            hint=f"ask for --gpus {max(ceilings)} or fewer, or a GPU type sold in bigger machines "
-            f"(`gpuc offers --provider runpod --num-gpus {count}`)",
-        )
-    return ConfigError(
-        f"RunPod does not offer {name} in {cloud} cloud",
-        hint="pick another GPU type (`gpuc offers --provider runpod`) or set GPUC_RUNPOD_CLOUD_TYPE",
-    )
 
 
 # ---- the provider -----------------------------------------------------------------------------------

@@ -22,10 +22,11 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from gpuc.core.billing import BillingKind, BillingRecord
 from gpuc.core.clock import iso, parse_iso
 from gpuc.core.errors import ProviderSchemaError
-from gpuc.core.ledger import month_window
+from gpuc.core.ledger.months import month_window
 from gpuc.core.providers.common import ProviderBilling, first_error
 from gpuc.core.providers.http import require
-from gpuc.core.providers.runpod import PROVIDER, RunPodProvider
+from gpuc.core.providers.runpod import RunPodProvider
+from gpuc.core.providers.runpod_pods import PROVIDER
 from gpuc.core.settings import Settings
 
 BUCKET = "hour"

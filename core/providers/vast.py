@@ -22,31 +22,29 @@ from __future__ import annotations
 
 import json
 import logging
-import shlex
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar, Unpack
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Unpack
 
 from gpuc.core.clock import Clock
 from gpuc.core.errors import ConfigError, GpucError, NotFound, ProviderError, ProviderSchemaError
-from gpuc.core.pod import Pod, PodStatus
+from gpuc.core.pod import Pod
+from gpuc.core.providers.answers import VAST_INSTANCE_ID_RE, vast_not_found
 from gpuc.core.providers.base import DestroyResult
-from gpuc.core.providers.common import (
-    HttpProvider,
-    HttpTuning,
-    Number,
-    ProviderAnswer,
-    Whole,
-    api_key_of,
-    env_from_pairs,
-    experiment_of,
-    is_managed,
-    parse_wire,
-    pod_env,
-    watchdog_of,
-)
+from gpuc.core.providers.common import HttpProvider, HttpTuning, api_key_of, pod_env
 from gpuc.core.providers.endpoints import VAST_URL, vast_host
 from gpuc.core.providers.http import BackoffFunction, HttpClient, Reply, require
-from gpuc.core.providers.podkey import VAST_INSTANCE_ID_RE, VAST_RELEASED, vast_not_found
+from gpuc.core.providers.vast_bounds import check_create_bounds
+from gpuc.core.providers.vast_instances import (
+    PROVIDER,
+    VastInstance,
+    VastSshKey,
+    VastUser,
+    parse,
+    parse_instance,
+    pod_from_instance,
+    spend_rate,
+)
+from gpuc.core.providers.vast_offers import BID_MARGIN, bundles_query, offer_for_bid, parse_offers
 from gpuc.core.settings import Settings
 
 if TYPE_CHECKING:
@@ -56,7 +54,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("gpuc.providers.vast")
 
-PROVIDER = "vast"
 DEFAULT_URL = VAST_URL
 KEY_ENV = "VAST_API_KEY"
 PAGE_SIZE = 25  # the v1 list's maximum
@@ -66,316 +63,6 @@ MAX_PAGES = 200  # 5000 instances: far past any personal account, so more means 
 # asked with direct ports (DIRECT_PORTS) so that port can be provisioned.
 RUNTYPE = "ssh_direct"
 INSTANCE_ID_RE = VAST_INSTANCE_ID_RE
-BID_MARGIN = 1.10  # SPEC bid advice: bid min_bid × 1.10
-# create_instance.yaml's bounds (x-input-validation), checked before the create: a refusal costs nothing
-# either way, but gpuc's says the fix. onstart: "limited to 4048 characters" (the spec's own quirk list),
-# under the 4096 of args + args_str + onstart together.
-PRICE_RANGE = (0.001, 128.0)
-DISK_MIN_GB = 8.0
-LABEL_MAX, IMAGE_MAX, ONSTART_MAX = 256, 1024, 4048
-ENV_VALUE_MAX, ENV_TOTAL_MAX = 256, 32768
-OURS = "gpuc sets this itself, so this is a gpuc bug: report it with this message"
-
-# `offers` defaults (SPEC "Offers"); each is a keyword of VastProvider.offers, None drops the filter.
-DEFAULT_FILTERS: dict[str, tuple[str, float | bool]] = {
-    "verified": ("eq", True),
-    "reliability": ("gt", 0.98),
-    "inet_down": ("gt", 200.0),
-    "inet_down_cost": ("lt", 0.01),
-    "storage_cost": ("lt", 0.3),
-}
-# Always on: an offer we cannot rent is not an offer (vast-cli's defaults); and one open port at least, which
-# `ssh_direct` needs ("`direct_port_count>=1` ... needed for direct SSH", Vast's CLI hello-world): without
-# it the pod is reached through Vast's proxy only, "slow for data transfer" (or not at all).
-RENTABLE = {"external": {"eq": False}, "rentable": {"eq": True}, "rented": {"eq": False}}
-DIRECT_PORTS = {"direct_port_count": {"gte": 1}}
-
-# actual_status is what the host reports; intended_status what the user asked for; cur_state the contract.
-# unknown (no heartbeat) and offline (host gone) are NOT exited: the reaper only alerts on them.
-ACTUAL_STATUS: dict[str, PodStatus] = {
-    "running": "running",
-    "created": "provisioning",
-    "loading": "provisioning",
-    "scheduling": "provisioning",
-    "rebooting": "provisioning",
-    "stopped": "stopped",
-    "frozen": "paused",  # paused with memory kept: the GPU still bills
-    "exited": "exited",
-    "unknown": "unknown",
-    "offline": "unknown",
-}
-PARKED: tuple[PodStatus, ...] = ("stopped", "paused", "exited")
-
-
-class VastInstance(ProviderAnswer):
-    id: Whole
-    actual_status: str | None = None
-    intended_status: str | None = None
-    cur_state: str | None = None
-    status_msg: str | None = None
-    label: str | None = None
-    extra_env: list[Any] | None = None
-    gpu_name: str | None = None
-    num_gpus: Whole | None = None
-    gpu_util: Number | None = None
-    dph_total: Number | None = None
-    storage_total_cost: Number | None = None
-    disk_space: Number | None = None  # GB
-    storage_cost: Number | None = None  # $/GB/month: what the disk bills, stopped too
-    start_date: Number | None = None
-    uptime_mins: Number | None = None
-    is_bid: bool | None = None
-    ssh_host: str | None = None
-    ssh_port: Whole | None = None
-    public_ipaddr: str | None = None
-    # an object of port mappings on a running host, a list on some (UNCONFIRMED which): both are read
-    ports: dict[str, Any] | list[Any] | None = None
-
-
-class VastOffer(ProviderAnswer):
-    id: Whole
-    gpu_name: str
-    num_gpus: Whole = 1
-    dph_total: Number
-    min_bid: Number | None = None
-    reliability2: Number | None = None
-    reliability: Number | None = None
-    inet_down: Number | None = None
-    gpu_mem_bw: Number | None = None
-    cuda_max_good: Number | None = None
-    geolocation: str | None = None
-    verification: str | None = None
-    inet_down_cost: Number | None = None
-    storage_cost: Number | None = None
-
-
-class VastUser(ProviderAnswer):
-    credit: Number
-
-
-class VastSshKey(ProviderAnswer):
-    """One row of GET /api/v0/ssh/ (show_ssh_keys.yaml)."""
-
-    key: str
-    deleted_at: str | None = None
-
-
-W = TypeVar("W", bound=ProviderAnswer)
-
-
-def parse(model: type[W], value: Any, what: str) -> W:
-    # The error names the field, never the value (/users/current holds the key).
-    return parse_wire(model, value, what, provider=PROVIDER, api="Vast.ai")
-
-
-# ---- mapping onto our models ----------------------------------------------------------------------
-
-
-def status_of(inst: VastInstance) -> PodStatus:
-    if inst.cur_state == VAST_RELEASED:
-        return "terminated"  # the contract is released: destroyed
-    actual = inst.actual_status
-    if actual is None or actual == "created":
-        if inst.status_msg and "OCI runtime create failed" in inst.status_msg:
-            return "exited"  # never starts: dstack fails on this too
-        return "stopped" if inst.intended_status == "stopped" else "provisioning"
-    status = ACTUAL_STATUS.get(actual, "unknown")
-    if status == "stopped" and inst.is_bid and inst.intended_status == "running":
-        return "paused"  # outbid: Vast pauses it, still wanting to run (field signature UNCONFIRMED)
-    return status
-
-
-def ssh_of(inst: VastInstance) -> tuple[str | None, int | None]:
-    """The direct port when the host maps 22/tcp, else Vast's ssh proxy."""
-    if isinstance(inst.ports, dict) and inst.public_ipaddr:
-        mappings = inst.ports.get("22/tcp")
-        if isinstance(mappings, list) and mappings and isinstance(mappings[0], dict):
-            port = str(mappings[0].get("HostPort", ""))
-            if port.isdigit():
-                return inst.public_ipaddr, int(port)
-    if inst.ssh_host and inst.ssh_port:
-        return inst.ssh_host, inst.ssh_port
-    return None, None
-
-
-def busy_pct(util: float | None) -> float | None:
-    """`gpu_util` as a percent. show_instance.yaml calls it "a fraction"; the official CLI prints it as a
-    percent ("Util. %"). A reading in (0, 1] fits both and is taken as the fraction, the busier reading:
-    the provider's GPU reading only ever holds off a kill (the reaper's busy veto), so an ambiguous one can
-    hold one off, never cause one."""
-    if util is not None and 0 < util <= 1:
-        return util * 100
-    return util
-
-
-def pod_from_instance(inst: VastInstance) -> Pod:
-    env = env_from_pairs(inst.extra_env or [])
-    host, port = ssh_of(inst)
-    return Pod(
-        provider=PROVIDER,
-        id=str(inst.id),
-        name=inst.label or "",
-        experiment=experiment_of(env),
-        status=status_of(inst),
-        raw_status=f"{inst.actual_status}/{inst.intended_status}/{inst.cur_state}",
-        gpu=inst.gpu_name,
-        gpu_count=inst.num_gpus if inst.num_gpus is not None else 1,
-        price_per_hour=inst.dph_total,
-        created_at=inst.start_date,
-        uptime_s=inst.uptime_mins * 60 if inst.uptime_mins is not None else None,
-        managed=is_managed(inst.label, env),
-        watchdog=watchdog_of(env),
-        interruptible=bool(inst.is_bid),
-        ssh_host=host,
-        ssh_port=port,
-        gpu_util_pct=busy_pct(inst.gpu_util),
-        disk_gb=inst.disk_space,
-        disk_usd_gb_month=inst.storage_cost,
-    )
-
-
-def parse_instance(value: Any) -> Pod:
-    return pod_from_instance(parse(VastInstance, value, "instance"))
-
-
-def offer_from(offer: VastOffer) -> Offer:
-    from gpuc.core.models import Offer  # pydantic: only `offers` and `up` build one, never `ls`
-
-    return Offer(
-        provider=PROVIDER,
-        id=str(offer.id),
-        gpu=offer.gpu_name,
-        gpu_count=offer.num_gpus,
-        price_per_hour=offer.dph_total,
-        min_bid=offer.min_bid,
-        reliability=offer.reliability2 if offer.reliability2 is not None else offer.reliability,
-        inet_down_mbps=offer.inet_down,
-        gpu_mem_bw_gbps=offer.gpu_mem_bw,
-        cuda_max=offer.cuda_max_good,
-        location=offer.geolocation,
-        verified=offer.verification == "verified" if offer.verification is not None else None,
-        inet_down_cost=offer.inet_down_cost,
-        storage_cost=offer.storage_cost,
-    )
-
-
-def parse_offers(body: Any) -> list[Offer]:
-    """`{"offers": [...]}`, cheapest first. The docs' example has one object instead of a list: accept it."""
-    require(isinstance(body, dict) and "offers" in body, PROVIDER, "bundles answer has no offers")
-    raw = body["offers"]
-    items = [raw] if isinstance(raw, dict) else raw
-    require(isinstance(items, list), PROVIDER, "offers is neither a list nor an object")
-    return sorted(
-        (offer_from(parse(VastOffer, item, "offer")) for item in items), key=lambda o: o.price_per_hour
-    )
-
-
-def spend_rate(instances: list[VastInstance]) -> float:
-    """Σ dph_total of live instances; a parked one bills its storage only (its full rate when unknown)."""
-    total = 0.0
-    for inst in instances:
-        status = status_of(inst)
-        if status == "terminated":
-            continue
-        parked = status in PARKED and inst.storage_total_cost is not None
-        total += (inst.storage_total_cost if parked else inst.dph_total) or 0.0
-    return total
-
-
-def bundles_query(
-    gpu: str | None,
-    interruptible: bool,
-    filters: Mapping[str, tuple[str, Any] | None],
-    allocated_storage: float,
-) -> dict[str, Any]:
-    query: dict[str, Any] = {
-        key: {op: value} for key, rule in filters.items() if rule is not None for op, value in [rule]
-    }
-    query.update(RENTABLE)
-    query.update(DIRECT_PORTS)
-    if gpu:
-        query["gpu_name"] = {"eq": gpu.replace("_", " ")}  # server names use spaces: "RTX 4090"
-    query["order"] = [["dph_total", "asc"]]
-    if interruptible:
-        query["type"] = "bid"
-    # On-demand is the spec's default type, left out: its enum spells it "ondemand", the CLI and the spec's
-    # own example "on-demand" (which the server takes is UNCONFIRMED; `doctor --live` reads it).
-    query["allocated_storage"] = allocated_storage
-    query["limit"] = 100
-    return query
-
-
-class BidUnderFloor(ConfigError):
-    """A bid under the floor of every offer passing the filters: refused before anything is rented."""
-
-
-def offer_for_bid(
-    found: Sequence[Offer], bid_per_gpu: float, gpu: str, gpu_count: int, *, named: bool = False
-) -> Offer:
-    """The first offer (cheapest first) whose floor the bid clears. `min_bid` is the offer's, like the
-    create's `price` ("Bid price per machine"): the bid per GPU x the GPUs is what is compared (that the
-    floor is per offer, not per GPU, is UNCONFIRMED; the official SKILL.md passes it as the bid price). An
-    offer that shows no floor is tried: Vast refuses an under-floor bid with 400 invalid_price, renting
-    nothing. `named`: the one offer the user named, said as such."""
-    require(bool(found), PROVIDER, "no offer to bid on")
-    bid = bid_per_gpu * gpu_count
-    for offer in found:
-        if offer.min_bid is None or bid >= offer.min_bid:
-            return offer
-    lowest = min(found, key=lambda o: o.min_bid or 0.0)
-    raise bid_under_floor(lowest, bid_per_gpu, gpu, gpu_count, named=named)
-
-
-def bid_under_floor(
-    offer: Offer, bid_per_gpu: float, gpu: str, gpu_count: int, *, named: bool = False
-) -> BidUnderFloor:
-    floor = (offer.min_bid or 0.0) / gpu_count
-    more = f" --num-gpus {gpu_count}" if gpu_count > 1 else ""
-    search = f"gpuc offers --provider vast --interruptible --gpu {shlex.quote(gpu)}{more}"
-    whose = (
-        f"offer {offer.id}'s min_bid is ${floor:.3f} per GPU-hour"
-        if named
-        else f"the lowest min_bid among the offers passing the filters is ${floor:.3f} per GPU-hour (offer "
-        f"{offer.id})"
-    )
-    return BidUnderFloor(
-        f"a bid of ${bid_per_gpu:.3f} per GPU-hour is under Vast's floor for {gpu} x{gpu_count}: {whose}, and "
-        "Vast refuses a bid under it; nothing was rented",
-        hint=f"bid at least the floor, e.g. --bid {round(floor * BID_MARGIN, 3):g} (the floor + 10 %, as `gpuc "
-        f"offers` advises); `{search}` shows each offer's min_bid",
-    )
-
-
-def check_create_bounds(body: Mapping[str, Any]) -> None:
-    """create_instance.yaml's bounds, before the create: Vast refuses each (400 invalid_args, nothing rented),
-    gpuc says which and how to fix it."""
-    price = body.get("price")
-    if price is not None and not PRICE_RANGE[0] <= price <= PRICE_RANGE[1]:
-        raise ConfigError(
-            f"a bid of ${price:g}/h for the instance is outside what Vast takes (${PRICE_RANGE[0]:g} to "
-            f"${PRICE_RANGE[1]:g} per machine-hour)",
-            hint="pass --bid per GPU-hour within that range (`gpuc offers --provider vast --interruptible` shows "
-            "each offer's min_bid)",
-        )
-    if body["disk"] < DISK_MIN_GB:
-        raise ConfigError(f"a {body['disk']:g} GB disk is under Vast's minimum of {DISK_MIN_GB:g} GB", hint=OURS)
-    if len(body["image"]) > IMAGE_MAX or len(body["label"]) > LABEL_MAX:
-        raise ConfigError(
-            f"Vast takes an image name of at most {IMAGE_MAX} characters and a label of at most {LABEL_MAX}",
-            hint="pass a shorter --image",
-        )
-    if len(body.get("onstart") or "") > ONSTART_MAX:
-        raise ConfigError(f"the onstart script is over Vast's {ONSTART_MAX} characters", hint=OURS)
-    env: Mapping[str, str] = body["env"]
-    long = sorted(k for k, v in env.items() if len(v) > ENV_VALUE_MAX)
-    if long or sum(len(k) + len(v) for k, v in env.items()) > ENV_TOTAL_MAX:
-        what = f"{long[0]} is over {ENV_VALUE_MAX} characters" if long else f"over {ENV_TOTAL_MAX} characters"
-        raise ConfigError(
-            f"Vast refuses this pod's env: {what}",
-            hint="the env shows in every listing and is for short settings: put long values in .env "
-            "(`up --env NAME` sends them to the job over ssh)",
-        )
-
 
 def refused(http: HttpClient, reply: Reply, what: str) -> ProviderError:
     body = reply.body if isinstance(reply.body, dict) else {}

@@ -29,10 +29,11 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gpuc.core.billing import BillingKind, BillingRecord
 from gpuc.core.errors import ProviderAuthError, ProviderSchemaError
-from gpuc.core.ledger import month_window
+from gpuc.core.ledger.months import month_window
 from gpuc.core.providers.common import ProviderBilling, first_error
 from gpuc.core.providers.http import require
-from gpuc.core.providers.vast import KEY_ENV, PROVIDER, VastProvider, refused
+from gpuc.core.providers.vast import KEY_ENV, VastProvider, refused
+from gpuc.core.providers.vast_instances import PROVIDER
 from gpuc.core.settings import Settings
 
 PAGE_SIZE = 100  # the CLI's maximum; the server allows 500

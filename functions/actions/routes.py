@@ -14,8 +14,6 @@ from urllib.parse import parse_qsl
 
 from gpuc.core.clock import iso
 from gpuc.functions.actions.html import button_form, esc, facts, html_response
-from gpuc.functions.actions.links import Claim, LinkRefused, spent
-from gpuc.functions.actions.offers import SAFE_VERBS
 from gpuc.functions.actions.verbs import (
     VERB_SPECS,
     ActionRefused,
@@ -25,8 +23,10 @@ from gpuc.functions.actions.verbs import (
     readable,
 )
 from gpuc.functions.app import Deps
+from gpuc.functions.buttons import SAFE_VERBS
 from gpuc.functions.deadline import deadline_of
 from gpuc.functions.edge import Request, Response
+from gpuc.functions.links import Claim, LinkRefused, spent
 from gpuc.functions.store import StoredPod
 
 LINK_STATUS = {"altered": 403, "expired": 410, "used": 410, "malformed": 400}

@@ -1,6 +1,6 @@
 """The status page for a phone: `GET /p/<session-token>` and the route that mints its link.
 
-The session token is a `page` capability link (links.py): pod `all`, reusable until it expires, and it
+The session token is a `page` capability link (functions/links.py): pod `all`, reusable until it expires, and it
 never acts. Everything it shows is read, not recomputed: the pods' records, the reaper's own record
 (ReaperMeta: last pass, blindness), the month's spend (core.budget, the reaper's arithmetic) and each
 pod's next step from the reaper's rules. Its buttons are the same offers a notification carries
@@ -20,12 +20,12 @@ from gpuc.core.clock import iso
 from gpuc.core.settings import Settings
 from gpuc.core.titles import exit_outcome
 from gpuc.functions.actions.html import button_form, esc, facts, html_response
-from gpuc.functions.actions.links import ALL_PODS, PAGE_LIFE_MAX_S, LinkRefused, link_key, mint, new_claim, read
-from gpuc.functions.actions.offers import OfferKind, offer, public_base
 from gpuc.functions.actions.routes import CONFIRM, DANGER_VERBS, unsynced
 from gpuc.functions.app import Deps
+from gpuc.functions.buttons import OfferKind, offer, public_base
 from gpuc.functions.deadline import deadline_of, start_of
 from gpuc.functions.edge import HttpError, Request, Response, ok, parse, require_admin
+from gpuc.functions.links import ALL_PODS, PAGE_LIFE_MAX_S, LinkRefused, link_key, mint, new_claim, read
 from gpuc.functions.reaper.record import ReaperMeta, read_meta
 from gpuc.functions.reaper.rules import SILENCE_STATUSES, Rules, minutes, silent_at
 from gpuc.functions.store import MARKABLE_STATES, StoredPod

@@ -18,7 +18,8 @@ import json
 import re
 from typing import Any
 
-from gpuc.core.notify import TelegramChannel, parse_channels
+from gpuc.core.notify.channels import TelegramChannel
+from gpuc.core.notify.urls import parse_channels
 from gpuc.core.signing import token_matches
 from gpuc.functions.actions import wire
 from gpuc.functions.app import Deps

@@ -1,5 +1,5 @@
 """What a tap on the phone does: each verb is one of the watchdog's existing transitions, asked
-for by a capability link (links.py) instead of the admin token.
+for by a capability link (functions/links.py) instead of the admin token.
 
 - keep 1 h: `gpuc keep`'s lease (the idle destroy waits) and the deadline no sooner than it.
 - extend 2 h: `gpuc extend`'s deadline move, within the user's cap.
@@ -26,18 +26,18 @@ from typing import Any, Literal, get_args
 
 from gpuc.core import api
 from gpuc.core.api import ReapReport
-from gpuc.core.ledger import money
-from gpuc.core.notify import Action, Level
+from gpuc.core.ledger.rows import money
+from gpuc.core.notify.message import Action, Level
 from gpuc.core.titles import cost_so_far, title
-from gpuc.functions import runs
-from gpuc.functions.actions.links import ALL_PODS, Claim, Verb, claim_once, link_key, read, record_spent
-from gpuc.functions.actions.offers import LABELS, SAFE_VERBS
 from gpuc.functions.app import Deps, announce
+from gpuc.functions.buttons import LABELS, SAFE_VERBS
 from gpuc.functions.deadline import deadline_of, limit_of
 from gpuc.functions.edge import HttpError
+from gpuc.functions.links import ALL_PODS, Claim, Verb, claim_once, link_key, read, record_spent
 from gpuc.functions.reaper.state import Pass
 from gpuc.functions.reaper.steps import destroy, stop_kept
-from gpuc.functions.runroutes import ask_stop
+from gpuc.functions.recovery import runs
+from gpuc.functions.recovery.routes import ask_stop
 from gpuc.functions.store import MARKABLE_STATES, PodAuth, StoredPod
 from gpuc.functions.transitions import lease, set_deadline
 

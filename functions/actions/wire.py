@@ -1,5 +1,5 @@
 """Where a phone channel's tap (telegram.py, slack.py) meets the verbs: the tap turned into the
-verb's one sentence, or a refusal that says why. Which buttons a notification carries is offers.py's.
+verb's one sentence, or a refusal that says why. Which buttons a notification carries is functions/buttons.py's.
 """
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gpuc.functions.actions import verbs
-from gpuc.functions.actions.links import LinkRefused
+from gpuc.functions.links import LinkRefused
 
 if TYPE_CHECKING:
     from gpuc.functions.app import Deps

@@ -35,9 +35,9 @@ once act once. A pod the provider does not mark as gpuc's is never touched.
 
 The package, in the order of a pass: sweep (the pass and the loop), sight (what the providers showed),
 trust (may this pass destroy at all), rules (pure: the ruling on one pod, and its vetoes), steps (the
-compare-and-set steps), alerts (what the phone hears), budget (the month's budget), recovering (runs rented with
-`--recover N`: recover.py's pure rules, acted on by respawn.py, each act claimed by CAS in the run's record), record
-(the reaper's own record, ReaperMeta, that /v1/status reads).
+compare-and-set steps), alerts (what the phone hears), budget (the month's budget), record (the reaper's own
+record, ReaperMeta, that /v1/status reads). Runs rented with `--recover N` are recovery's (functions/recovery/): the
+sweep hands each pass to it after the pods.
 """
 
 from __future__ import annotations

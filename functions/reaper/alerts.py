@@ -9,13 +9,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpuc.core.clock import iso
-from gpuc.core.notify import Level, counted, defang
+from gpuc.core.notify.message import Level, counted, defang
 from gpuc.core.titles import cost_so_far, title
-from gpuc.functions.app import announce
+from gpuc.functions.app import announce, describe
 from gpuc.functions.reaper.record import ReaperMeta
 from gpuc.functions.reaper.rules import minutes
 from gpuc.functions.reaper.sight import Sight
-from gpuc.functions.reaper.state import Pass, describe
+from gpuc.functions.reaper.state import Pass
 from gpuc.functions.store import StoredPod
 
 log = logging.getLogger("gpuc.reaper")

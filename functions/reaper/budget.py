@@ -25,8 +25,8 @@ from collections.abc import Mapping, Sequence
 
 from gpuc.core.budget import Outlook, ahead_of, outlook, records_burns, spend_text, usd
 from gpuc.core.clock import iso
-from gpuc.core.ledger import current_month, month_window
-from gpuc.core.notify import counted
+from gpuc.core.ledger.months import current_month, month_window
+from gpuc.core.notify.message import counted
 from gpuc.core.pod import Pod
 from gpuc.functions.app import announce
 from gpuc.functions.deadline import deadline_of

@@ -11,8 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gpuc.functions.app import Deps
-from gpuc.functions.reaper.state import describe
+from gpuc.functions.app import Deps, describe
 from gpuc.functions.store import Store
 
 log = logging.getLogger("gpuc.reaper")

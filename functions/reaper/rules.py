@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from gpuc.core.clock import iso
-from gpuc.core.notify import provider_says
+from gpuc.core.notify.message import provider_says
 from gpuc.core.pod import Pod
 from gpuc.core.settings import Settings
 from gpuc.functions.deadline import deadline_of
@@ -50,7 +50,7 @@ class Rules:
     epoch: float | None = None  # no deadline counts from before this (the last clock jump)
     fleet_suspect: bool = False  # many pods silent at once: suspect the watchdog, not the pods
     ingest: str | None = None  # what went wrong with the watchdog's own ingest in the silence window
-    # Runs whose recovery is live (functions/runs.py): their paused pod is recovery's to wait on, destroy and
+    # Runs whose recovery is live (functions/recovery/runs.py): their paused pod is recovery's to wait on, destroy and
     # re-rent, never the paused-pod rule's. Once a run is done, the usual rules apply to its pods.
     recovering: frozenset[str] = frozenset()
 
@@ -133,7 +133,7 @@ def judge(rules: Rules, rec: StoredPod, pod: Pod) -> Ruling:
     status_since = rules.fresh(rec.provider_status_since if rec.provider_status_since is not None else now)
     since = now - status_since
     if pod.status == "paused" and rec.run_id is not None and rec.run_id in rules.recovering:
-        return FINE  # outbid: recovery owns it (functions/reaper/recovering.py), within GPUC_RECOVER_WAIT_S
+        return FINE  # outbid: recovery owns it (functions/recovery/rerent.py), within GPUC_RECOVER_WAIT_S
     for status, name, text in (
         ("stopped", "stopped_limit_s", "stopped for {} (a stopped pod bills its disk)"),
         ("paused", "paused_limit_s", "paused (outbid) for {}"),

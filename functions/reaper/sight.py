@@ -10,9 +10,9 @@ from functools import partial
 from typing import Any
 
 from gpuc.core.pod import Pod, is_gpuc_name
-from gpuc.functions.app import Deps
+from gpuc.functions.app import Deps, describe
 from gpuc.functions.reaper.rules import SILENCE_STATUSES
-from gpuc.functions.reaper.state import Pass, describe
+from gpuc.functions.reaper.state import Pass
 from gpuc.functions.store import StoredPod
 from gpuc.functions.transitions import revive
 

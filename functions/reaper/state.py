@@ -7,10 +7,6 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from gpuc.core.api import ReapAction, ReapReport
-from gpuc.core.errors import GpucError, ProviderError
-from gpuc.core.notify import provider_says
-from gpuc.core.redact import redact
-from gpuc.core.termsafe import clean_line
 from gpuc.functions.app import Deps
 from gpuc.functions.reaper.rules import Rules
 from gpuc.functions.store import StoredPod
@@ -49,15 +45,3 @@ class Pass:
         self.blind.setdefault(provider, why)
         self.report.blind = True
         self.report.blind_providers = sorted(self.blind)
-
-
-def describe(exc: BaseException, deps: Deps) -> str:
-    """An error as a notification or a log line may say it: our own message, or only the type (a provider
-    library's text may echo a key), redacted and cut short."""
-    if isinstance(exc, ProviderError):
-        # It quotes the provider's own words (Vast's `msg`, RunPod's problem `detail`), and on Vast a stranger's
-        # host shapes some of them: defanged as provider_says does, after the redaction (defanging would hide
-        # a key's shape from it). The alert's own words around it stay gpuc's, never defanged.
-        return provider_says(redact(exc.message, deps.secrets()), 300)
-    text = exc.message if isinstance(exc, GpucError) else type(exc).__name__
-    return clean_line(redact(text, deps.secrets()))[:300]

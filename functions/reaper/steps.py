@@ -11,10 +11,11 @@ from typing import Any
 
 from gpuc.core.clock import iso
 from gpuc.core.titles import clock
+from gpuc.functions.app import describe
 from gpuc.functions.deadline import alert_key
 from gpuc.functions.reaper.alerts import last_push_note, pod_problem, pod_title, tell, tell_destroyed, who
 from gpuc.functions.reaper.rules import Ruling, rescue
-from gpuc.functions.reaper.state import Pass, describe
+from gpuc.functions.reaper.state import Pass
 from gpuc.functions.store import MARKABLE_STATES, StoredPod
 
 CONFIRM_ATTEMPTS = 3

@@ -12,16 +12,15 @@ import logging
 import threading
 
 from gpuc.core.api import ReapReport
-from gpuc.functions.app import Deps
+from gpuc.functions.app import Deps, describe
 from gpuc.functions.eventlimit import release_held
 from gpuc.functions.reaper.alerts import alert_balances, alert_blind, alert_cap, alert_held
 from gpuc.functions.reaper.budget import watch_budget
 from gpuc.functions.reaper.owners import leave_others_alone
 from gpuc.functions.reaper.record import ReaperMeta, read_meta, record_failed_run, record_run
-from gpuc.functions.reaper.recovering import recover_runs
 from gpuc.functions.reaper.rules import fine_only_by_restart, judge, kept_gate, veto
 from gpuc.functions.reaper.sight import Sight, adopt_strays, look, track_status
-from gpuc.functions.reaper.state import Pass, describe
+from gpuc.functions.reaper.state import Pass
 from gpuc.functions.reaper.steps import (
     alert_only,
     all_clear,
@@ -34,7 +33,8 @@ from gpuc.functions.reaper.steps import (
     stop_kept,
 )
 from gpuc.functions.reaper.trust import check_clock, check_store_age, fleet_silent, ingest_trouble
-from gpuc.functions.runs import live_run_ids
+from gpuc.functions.recovery.runs import live_run_ids
+from gpuc.functions.recovery.watch import recover_runs
 from gpuc.functions.store import LIVE_STATES, StoredPod
 
 log = logging.getLogger("gpuc.reaper")

@@ -8,12 +8,12 @@ from __future__ import annotations
 from typing import Any
 
 from gpuc.core.clock import iso
-from gpuc.functions.app import announce
+from gpuc.functions.app import announce, describe
 from gpuc.functions.reaper.alerts import run_problem
 from gpuc.functions.reaper.record import ReaperMeta
 from gpuc.functions.reaper.rules import fleet_silence, fleet_suspect, minutes
 from gpuc.functions.reaper.sight import Sight
-from gpuc.functions.reaper.state import Pass, describe
+from gpuc.functions.reaper.state import Pass
 from gpuc.functions.store import StoredPod, store_born
 
 JUMP_PERIODS = 3  # a pass more than this many periods (+ JUMP_SLACK_S) after the last one: a clock jump

@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 
 from gpuc.core.clock import Clock, SystemClock
-from gpuc.core.providers.podkey import Send, SendFailed, Sent
+from gpuc.core.providers.podhttp import Send, SendFailed, Sent
 
 REDACTED = "<redacted>"
 # A fault that hits before the operation runs, or after it was applied (the answer is lost).
@@ -288,7 +288,7 @@ class Emulator(ABC):
         return httpx.MockTransport(handler)
 
     def pod_send(self) -> Send:
-        """This emulator as the pod's urllib sender (core/providers/podkey.py): no socket, same behaviour (an
+        """This emulator as the pod's urllib sender (core/providers/podhttp.py): no socket, same behaviour (an
         answer that never comes, or a cut one, is a SendFailed as urllib's error becomes one)."""
 
         def send(method: str, url: str, headers: Mapping[str, str], body: bytes | None, timeout_s: float) -> Sent:

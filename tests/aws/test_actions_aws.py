@@ -16,7 +16,7 @@ from test_phone_taps import BOT_TOKEN, CHAT, SLACK_SECRET, TG_SECRET, slack, sla
 
 from gpuc.core.clock import FakeClock
 from gpuc.functions import aws as lam
-from gpuc.functions.actions.offers import offer
+from gpuc.functions.buttons import offer
 from gpuc.functions.edge import Request
 
 

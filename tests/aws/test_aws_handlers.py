@@ -13,7 +13,7 @@ from watchdog_fakes import ADMIN, FakeProvider, World
 
 from gpuc.core import api
 from gpuc.core.clock import FakeClock
-from gpuc.core.notify import Notifier
+from gpuc.core.notify.notifier import Notifier
 from gpuc.functions import aws as lam
 from gpuc.functions.app import ProviderPool
 from gpuc.functions.dynamo import DynamoStore, create_table

@@ -11,7 +11,8 @@ from click.testing import CliRunner
 from test_deploy import user  # noqa: F401
 
 from gpuc.client.watchdog.commands import watchdog
-from gpuc.core.settings import Settings, load_settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingsload import load_settings
 from gpuc.functions.deployplan import Plan, budget_parameters
 
 pytestmark = pytest.mark.filterwarnings("ignore:Tried to parse AWS:UserWarning")

@@ -10,7 +10,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError, WaiterError
 
-from gpuc.core.settings import load_settings
+from gpuc.core.settingsload import load_settings
 from gpuc.functions import deploy as dep
 from gpuc.functions import deployplan
 

@@ -21,7 +21,8 @@ from gpuc.client.pods.up import up
 from gpuc.core.api import GrantScope
 from gpuc.core.destcheck import check_destination
 from gpuc.core.errors import ConfigError
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 
 BUCKET = "results"
 

@@ -33,7 +33,8 @@ from gpuc.core import api
 from gpuc.core.models import PodSpec
 from gpuc.core.pod import Pod
 from gpuc.core.providers.vast import VastProvider
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.core.signing import derive_key, new_token, sign
 from gpuc.testkit.emulators.server import EmulatorServer
 from gpuc.testkit.emulators.vast import VastEmulator
@@ -135,7 +136,7 @@ def deployed(ministack: Ministack, tmp_path_factory: pytest.TempPathFactory) -> 
         flags = [f"--emulated={k}={v}" for k, v in emulated.items()]
         done = gpuc(env, "watchdog", "deploy", "--no-carry", "--reaper-every", "1m", *flags)
         assert done.returncode == 0, done.stdout + done.stderr
-        assert "the reaper runs at rate(1 minute)" in done.stderr  # gpuc's own lines: stderr (issue 37 item 4)
+        assert "the reaper runs at rate(1 minute)" in done.stderr  # gpuc's own lines go to stderr
         config = json.loads((home / "config.json").read_text())
         url_id = config["functions_url"].split("//", 1)[1].split(".", 1)[0]
         yield Deployment(

@@ -109,7 +109,8 @@ def test_an_installed_gpuc_has_what_the_demo_and_the_rehearsal_import() -> None:
     with (ROOT / "pyproject.toml").open("rb") as f:
         project = tomllib.load(f)["project"]
     allowed = {"asyncssh", *(req.split(">")[0].split("[")[0].split("=")[0].strip() for req in project["dependencies"])}
-    assert project["optional-dependencies"]["rehearse"] == ["asyncssh>=2.14"]
+    # ministack: the rehearsal's S3 API on loopback, run as a process of its own (testkit/s3server.py), never imported
+    assert project["optional-dependencies"]["rehearse"] == ["asyncssh>=2.14", "ministack>=1.5.33"]
     reached = set().union(*(transitive_modules(entry) for entry in REHEARSALS))
     assert "gpuc.testkit.platform" in reached and "gpuc.testkit.sshd" in reached
     missing = {package_of(name) for name in reached} - wheel_packages()

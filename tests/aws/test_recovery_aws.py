@@ -15,10 +15,10 @@ from gpuc.core import api
 from gpuc.core.clock import FakeClock
 from gpuc.core.signing import new_watchdog_key
 from gpuc.functions import aws as lam
-from gpuc.functions import runs
 from gpuc.functions.app import ProviderPool
 from gpuc.functions.dynamo import DynamoStore, create_table
 from gpuc.functions.edge import Request, Response
+from gpuc.functions.recovery import runs
 from gpuc.testkit.spot_world import ADMIN, RUN_ID, WAIT_S, RecWorld, make_rec_world
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from watchdog_fakes import World
 
-from gpuc.functions.actions.links import ALL_PODS, link_key, mint, new_claim
+from gpuc.functions.links import ALL_PODS, link_key, mint, new_claim
 from gpuc.functions.server import ServerHandle
 
 ARTIFACTS = Path(__file__).parent.parent / "artifacts"  # gitignored: screenshots to look at

@@ -139,7 +139,7 @@ def test_a_notifications_destroy_link_confirmed_in_the_browser_acts_once(
 ) -> None:
     """The notification's "destroy now" opens its confirmation page; its button acts; opened again, the
     link says it is spent and what it did."""
-    from gpuc.functions.actions.offers import offer
+    from gpuc.functions.buttons import offer
 
     fleet(world)
     world.use_public_url(served.url)

@@ -20,8 +20,9 @@ from gpuc.client.pods.up import up
 from gpuc.core.api import PodRecord, StatusResponse
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ConfigError, SafetyRefusal
-from gpuc.core.ledger import Ledger
-from gpuc.core.settings import Settings, load_settings
+from gpuc.core.ledger.store import Ledger
+from gpuc.core.settings import Settings
+from gpuc.core.settingsload import load_settings
 
 HOUR = 3600.0
 NOW = FakeClock().now()  # make_deps' clock, where it starts (2026-09-21T14:13:20Z)

@@ -12,7 +12,8 @@ import pytest
 from gpuc.client.setup.doctor_hook import check_hook_live, check_hook_setup
 from gpuc.core.api import StatusResponse
 from gpuc.core.clock import FakeClock
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.testkit.emulators.vast import WebhookDelivery
 from gpuc.testkit.spot_world import RecWorld, make_rec_world
 

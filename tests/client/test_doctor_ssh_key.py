@@ -13,7 +13,8 @@ from gpuc.client.setup.doctor import DoctorDeps, check_registered_keys, check_ss
 from gpuc.core.api import StatusResponse
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import FunctionsError
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.testkit.emulators.runpod import RunPodEmulator
 
 

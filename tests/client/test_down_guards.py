@@ -20,7 +20,8 @@ from gpuc.client.pods.up import up
 from gpuc.core.errors import SafetyRefusal
 from gpuc.core.providers.base import DestroyResult
 from gpuc.core.providers.local import LocalProvider
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.functions.server import start_in_thread
 from gpuc.testkit.local_faults import add_foreign
 

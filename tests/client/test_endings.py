@@ -24,7 +24,7 @@ import pytest
 from localworld import World, only_run, open_world, wait_for
 
 from gpuc.client.exits import ENDED_BY_DOWN_EXIT, EXIT_CODES_HELP
-from gpuc.core.ledger import Ledger
+from gpuc.core.ledger.store import Ledger
 
 HANG = ("python", "-c", "import time; print('started', flush=True); time.sleep(600)")
 MONEY = r"\$\d+\.\d{4}"  # under a dollar, four decimals: a short run costs $0.0021, not "$0.00"

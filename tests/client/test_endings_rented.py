@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from gpuc.client.exits import ENDED_BY_DOWN_EXIT
-from gpuc.core.ledger import Ledger
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.ledger.store import Ledger
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.core.signing import new_token
 from gpuc.functions.server import ServerHandle, start_in_thread
 from gpuc.testkit.emulators.server import EmulatorServer

@@ -25,7 +25,8 @@ from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ConfigError
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.runpod import RunPodProvider
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.core.signing import derive_key, new_token
 from gpuc.core.watchdog_client import WatchdogClient
 from gpuc.functions.server import ServerHandle, start_in_thread
@@ -221,7 +222,7 @@ def _iso(ts: float) -> str:
 
 class RecoveringWatchdog:
     """A watchdog holding a run that recovers from outbids: its first pod v1 outbid and ended, attempt 2 (v2)
-    live. A deadline moved on v2 moves the run's envelope (functions/runs.py move_envelope)."""
+    live. A deadline moved on v2 moves the run's envelope (functions/recovery/runs.py move_envelope)."""
 
     def __init__(self, now: float) -> None:
         self.now, self.moved_on = now, ""

@@ -26,7 +26,8 @@ from gpuc.core.api import ReapAction, ReapReport
 from gpuc.core.errors import ConfigError
 from gpuc.core.models import Offer
 from gpuc.core.providers.base import Provider
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.functions.reaper import pass_line
 from gpuc.functions.server import start_in_thread
 

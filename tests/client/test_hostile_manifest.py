@@ -20,7 +20,8 @@ from gpuc.client.jobs.results import results
 from gpuc.client.pods.plan import UpOptions
 from gpuc.client.pods.up import up
 from gpuc.core.errors import GpucError
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.instance_side.pushmanifest import MANIFEST_NAME
 from gpuc.testkit.local_faults import vanish
 

@@ -18,7 +18,8 @@ from gpuc.client.jobs.places import Destination, result_places
 from gpuc.client.jobs.podlog import LogPrinter
 from gpuc.core.destinations import git_environ
 from gpuc.core.podpaths import PodPaths
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.instance_side.beside import JOB_LOG_NAME, OUTCOME_NAME
 from gpuc.instance_side.gitsync import GitSync, SplitSync
 from gpuc.instance_side.joblog import OUTCOME_FORMAT

@@ -14,7 +14,8 @@ from gpuc.client.pods.commands import keep
 from gpuc.client.runs import RunStore
 from gpuc.core.api import RegisterRequest
 from gpuc.core.errors import ConfigError
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.core.signing import derive_key, new_token
 from gpuc.core.watchdog_client import WatchdogClient
 from gpuc.functions.server import ServerHandle, start_in_thread

@@ -28,7 +28,8 @@ from gpuc.core.errors import FunctionsError, ProviderAuthError, ProviderUnavaila
 from gpuc.core.models import Balance, PodSpec
 from gpuc.core.pod import Pod
 from gpuc.core.providers.base import DestroyResult, Provider
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 
 T0 = 1_790_000_000.0  # 2026-09-21T14:13:20Z
 

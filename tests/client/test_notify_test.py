@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.functions.server import start_in_thread
 from gpuc.testkit.emulators.server import EmulatorServer
 from gpuc.testkit.stand_ins import NtfyStandIn
@@ -74,7 +75,8 @@ def test_the_stand_in_phone_page_shows_a_push_and_a_tap_sends_its_button(tmp_pat
 
     import httpx
 
-    from gpuc.core.notify import Action, Message, NtfyChannel
+    from gpuc.core.notify.channels import NtfyChannel
+    from gpuc.core.notify.message import Action, Message
 
     target = NtfyStandIn()
     phone = NtfyStandIn()

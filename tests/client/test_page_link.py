@@ -12,7 +12,8 @@ from click.testing import CliRunner
 from gpuc.client.command_table import COMMANDS
 from gpuc.client.watchdog import page as pagelink
 from gpuc.core.errors import ConfigError
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.functions.server import ServerHandle, start_in_thread
 
 ADMIN = "admin-token-PLANTED-9a8b7c6d"

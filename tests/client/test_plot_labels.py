@@ -29,8 +29,9 @@ from gpuc.client.money.plot import (
     write_plot,
 )
 from gpuc.core.errors import ConfigError, FunctionsError
-from gpuc.core.ledger import Ledger, LedgerRow
-from gpuc.core.settings import load_settings
+from gpuc.core.ledger.rows import LedgerRow
+from gpuc.core.ledger.store import Ledger
+from gpuc.core.settingsload import load_settings
 
 Pixels = dict[tuple[int, int], tuple[int, int, int]]
 SWEEP_16 = "lora-sweep-llama-3-8b-rank16-lr3e-4-warmup200"
@@ -280,7 +281,7 @@ def test_a_run_under_a_cent_is_drawn_with_its_value_not_zero() -> None:
 
 
 def test_the_axis_title_says_running_pods_are_in_the_bars_when_they_are() -> None:
-    from gpuc.core.ledger import RUNNING_SO_FAR
+    from gpuc.core.ledger.summary import RUNNING_SO_FAR
 
     running = replace(row("live", "2026-09-02", 1.0, 0.5), end="", cost_usd="0.5000", note=RUNNING_SO_FAR)
     closed_only = decode(render_png(plot_data(TINY, "t")))[2]

@@ -22,12 +22,13 @@ from gpuc.client.pods.survey import LS_FIELDS, dumps_rows, list_all, reaper_warn
 from gpuc.client.pods.up import up
 from gpuc.core.api import Ack, EndRequest, RegisterAnswer, RegisterRequest, StatusResponse
 from gpuc.core.errors import ConfigError, FunctionsError, NotFound, SafetyRefusal
-from gpuc.core.ledger import LEDGER_COLUMNS
+from gpuc.core.ledger.rows import LEDGER_COLUMNS
 from gpuc.core.pod import Pod
 from gpuc.core.podpaths import STATE_REL as STATE_DIR
 from gpuc.core.providers.base import DestroyResult, PodAccess
 from gpuc.core.providers.local import LocalProvider
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.core.watchdog_client import WatchdogClient
 from gpuc.functions.server import start_in_thread
 from gpuc.testkit.local_faults import add_foreign
@@ -335,7 +336,7 @@ def test_a_ledger_that_fails_after_the_create_does_not_cost_the_pod(
     def disk_full(*_: Any, **__: Any) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("gpuc.core.ledger.Ledger.start", disk_full)
+    monkeypatch.setattr("gpuc.core.ledger.store.Ledger.start", disk_full)
     pod = up(UpOptions(experiment="disk-full"), deps)
     assert pod is not None and provider.get(pod.id) is not None and calls == []
     assert any("ledger: start row not written (No space left on device)" in line for line in lines)

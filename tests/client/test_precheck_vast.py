@@ -20,8 +20,10 @@ from gpuc.core.api import WIRE_PROTOCOL, StatusResponse
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ConfigError, GpucError
 from gpuc.core.providers.http import zero_backoff
-from gpuc.core.providers.vast import BidUnderFloor, VastProvider
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.providers.vast import VastProvider
+from gpuc.core.providers.vast_offers import BidUnderFloor
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.testkit.emulators.vast import VastEmulator
 
 VAST_KEY = "f00dPLANTEDvastkey4c3b2a19087f6e5d"

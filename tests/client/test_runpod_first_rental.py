@@ -22,7 +22,8 @@ from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ConfigError, ProviderAuthError, ProviderError
 from gpuc.core.models import PodSpec
 from gpuc.core.pod import Pod
-from gpuc.core.providers.runpod import PoolDenied, RunPodProvider
+from gpuc.core.providers.runpod import RunPodProvider
+from gpuc.core.providers.runpod_refusals import PoolDenied
 from gpuc.core.settings import Settings
 from gpuc.testkit.emulators.runpod import RunPodEmulator
 

@@ -17,7 +17,8 @@ from gpuc.client.pods.plan import UpOptions
 from gpuc.client.pods.up import up
 from gpuc.core.podpaths import CLAIM_ENV, TOKEN_ENV
 from gpuc.core.providers.local import LocalProvider
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.core.signing import derive_key
 from gpuc.core.watchdog_client import WatchdogClient
 from gpuc.functions.claims import read_claim

@@ -33,7 +33,8 @@ from typing import Any
 
 import pytest
 
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.core.signing import new_token
 from gpuc.functions import handlers
 from gpuc.functions.server import ServerHandle, start_in_thread

@@ -18,7 +18,8 @@ from gpuc.core.clock import FakeClock, SystemClock
 from gpuc.core.errors import GpucError
 from gpuc.core.models import PodSpec
 from gpuc.core.providers.base import DestroyResult
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.testkit.fakes import FakeProvider
 
 SPEC = PodSpec(experiment="exp", run_id="run-bound", provider="fake", gpu_type="RTX 4090")

@@ -36,13 +36,13 @@ def test_the_price_line_says_what_the_budget_holds_for_a_warm_pod(world: World) 
     warm = world.gpuc("up", "exp", "--warm", "30m", "--dry-run", "--", "python", "train.py", GPUC_MONTHLY_BUDGET="40")
     assert warm.returncode == 0, warm.stderr
     assert "warm pod: the budget holds $0.66 for it, one job of up to 1h00m (GPUC_WARM_JOB_HOURS) and its 30m" in (
-        warm.stdout
+        warm.stderr
     )
-    assert "each `gpuc run` moves the deadline to as much after its start" in warm.stdout
-    assert "this pod at most $0.66" in warm.stdout
+    assert "each `gpuc run` moves the deadline to as much after its start" in warm.stderr
+    assert "this pod at most $0.66" in warm.stderr
     fixed = world.gpuc("up", "exp", "--warm", "30m", "--max-hours", "12", "--dry-run", "--", "python", "train.py")
-    assert "at most $5.28 by the deadline (--max-hours 12, ends at" in fixed.stdout, fixed.stdout
-    assert "warm pod: the budget holds" not in fixed.stdout
+    assert "at most $5.28 by the deadline (--max-hours 12h, ends at" in fixed.stderr, fixed.stderr
+    assert "warm pod: the budget holds" not in fixed.stdout + fixed.stderr
 
 
 def test_the_budget_holds_a_warm_pod_at_its_job_and_warm_time_not_12_hours(world: World) -> None:
@@ -70,7 +70,7 @@ def test_each_run_moves_the_deadline_to_a_job_and_the_warm_time_from_its_start(w
     assert again.returncode == 0, again.stderr
     moved = deadline(world)
     assert moved > first and started + 660 - 2 <= moved <= time.time() + 660, (first, moved)
-    assert "warm pod: deadline " in again.stderr + again.stdout and "this job's 10m and 1m warm" in again.stdout
+    assert "warm pod: deadline " in again.stderr + again.stdout and "this job's 10m and 1m warm" in again.stderr
     # The pod's agent hears it from the watchdog: the deadline it enforces itself (F15) is the moved one.
     log = world.provider().paths(only_run(world).pod_id).state / "agent.log"
     assert wait_for(lambda: "deadline: the watchdog says" in log.read_text(), timeout_s=20), log.read_text()[-2000:]

@@ -16,7 +16,7 @@ import httpx
 import pytest
 from localworld import World, only_run, open_world, wait_for
 
-from gpuc.core.notify import read_outbox
+from gpuc.core.notify.notifier import read_outbox
 
 # A resumable script: it resumes from what results/ holds (a checkpoint per run), sleeps quietly (no CPU, no
 # I/O: what the idle watch once called "hung?"), and crashes when asked.

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from localworld import World, open_world
 
-from gpuc.functions.actions.offers import offer
+from gpuc.functions.buttons import offer
 
 CONFIRMED = {"Content-Type": "application/x-www-form-urlencoded"}
 

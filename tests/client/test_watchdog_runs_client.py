@@ -12,7 +12,8 @@ import pytest
 
 from gpuc.core.api import AttemptRecord, RunRecovery
 from gpuc.core.errors import FunctionsError
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.core.watchdog_client import WatchdogClient
 
 RUN = RunRecovery(

@@ -8,7 +8,8 @@ import pytest
 
 from gpuc.core.api import PodRecord
 from gpuc.core.budget import Burn, ledger_burns, month_spend, record_burn
-from gpuc.core.ledger import LedgerEntry, LedgerRow, month_window
+from gpuc.core.ledger.months import month_window
+from gpuc.core.ledger.rows import LedgerEntry, LedgerRow
 
 HOUR = 3600.0
 SEPT, OCT = month_window("2026-09")

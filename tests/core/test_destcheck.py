@@ -11,7 +11,8 @@ import pytest
 
 from gpuc.core.destcheck import EXAMPLES, check_destination
 from gpuc.core.errors import ConfigError
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 
 
 def settings(tmp_path: Path, **extra: object) -> Settings:

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from gpuc.core.envfile import find_env_file, read_env_file
 from gpuc.core.errors import ConfigError
-from gpuc.core.settings import find_env_file, load_settings, read_env_file
+from gpuc.core.settingsload import load_settings
 
 
 def write(path: Path, text: str | bytes) -> Path:

@@ -10,7 +10,8 @@ import pytest
 from gpuc.core import envcheck
 from gpuc.core.clock import duration_seconds, parse_duration
 from gpuc.core.errors import ConfigError
-from gpuc.core.settings import SETTING_ENV_NAMES, load_settings, load_settings_lenient
+from gpuc.core.settings import SETTING_ENV_NAMES
+from gpuc.core.settingsload import load_settings, load_settings_lenient
 
 
 def env_for(tmp_path: Path, text: str) -> dict[str, str]:

@@ -8,7 +8,7 @@ import pytest
 
 from gpuc.core.api import PodRecord
 from gpuc.core.budget import ahead_of, outlook
-from gpuc.core.ledger import current_month, month_window
+from gpuc.core.ledger.months import current_month, month_window
 from gpuc.core.pod import Pod
 
 NOW = 1_790_000_000.0

@@ -11,7 +11,9 @@ import pytest
 from pydantic import SecretStr as PydanticSecret
 
 from gpuc.core.errors import ConfigError
-from gpuc.core.settings import SETTING_NAMES, SecretStr, SettingError, Settings, load_settings
+from gpuc.core.settings import SETTING_NAMES, Settings
+from gpuc.core.settingsload import load_settings
+from gpuc.core.settingvalues import SecretStr, SettingError
 
 PLANTED = "rpa_PLANTEDsecret0123456789"
 

@@ -6,7 +6,7 @@ import pytest
 
 from gpuc.core.errors import ConfigError
 from gpuc.core.redact import redact
-from gpuc.core.settings import load_settings, save_config
+from gpuc.core.settingsload import load_settings, save_config
 from gpuc.core.signing import derive_key, new_token, sign, token_matches, verify
 
 

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from gpuc.client.setup.demo import run_demo
-from gpuc.core.ledger import Ledger
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.ledger.store import Ledger
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.core.signing import new_token
 from gpuc.functions.server import start_in_thread
 from gpuc.testkit.platform import ACCOUNT, client_environ, start_platform, write_env_file
@@ -102,7 +103,7 @@ def test_up_ls_down_with_the_real_cli_against_the_runpod_emulator(sshd: Loopback
 
         up = gpuc(env, "up", "cli-exp", "--provider", "runpod")
         assert up.returncode == 0, up.stdout + up.stderr
-        assert f"ready: ssh -p {sshd.port} root@127.0.0.1" in up.stderr  # gpuc's own lines: stderr (issue 37 item 4)
+        assert f"ready: ssh -p {sshd.port} root@127.0.0.1" in up.stderr  # gpuc's own lines go to stderr
         (pod_id,) = platform.alive()
         assert platform.processes(pod_id), "the agent runs in the pod's sandbox"
 

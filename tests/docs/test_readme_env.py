@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuc.core.settings import env_file_mode_ok, read_env_file
+from gpuc.core.envfile import env_file_mode_ok, read_env_file
 from gpuc.testkit import docgen
 
 SHELLS = [name for name in ("bash", "sh", "zsh") if shutil.which(name)]

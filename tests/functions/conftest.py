@@ -8,8 +8,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from rec_fixtures import moto_store
-from watchdog_fakes import World, make_world
+from watchdog_fakes import World, make_world, moto_store
 
 from gpuc.core.clock import FakeClock
 

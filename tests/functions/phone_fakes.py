@@ -7,8 +7,8 @@ from typing import Any
 
 from watchdog_fakes import World
 
-from gpuc.functions.actions.offers import OfferKind, offer
 from gpuc.functions.app import Deps
+from gpuc.functions.buttons import OfferKind, offer
 from gpuc.functions.store import SqliteStore
 
 

@@ -11,11 +11,11 @@ from watchdog_fakes import ADMIN, World
 
 from gpuc.core import api
 from gpuc.functions.actions import verbs
-from gpuc.functions.actions.links import ACT_LIFE_S, ALL_PODS, Verb, link_key, mint, new_claim
-from gpuc.functions.actions.offers import Offer, OfferKind, offer
 from gpuc.functions.actions.routes import FORM
 from gpuc.functions.actions.verbs import act
+from gpuc.functions.buttons import Offer, OfferKind, offer
 from gpuc.functions.edge import Response
+from gpuc.functions.links import ACT_LIFE_S, ALL_PODS, Verb, link_key, mint, new_claim
 
 CONFIRMED = {"Content-Type": FORM}
 
@@ -299,7 +299,7 @@ def test_two_taps_racing_act_once(world: World, monkeypatch: pytest.MonkeyPatch)
     # and its claim. The store's conditional write decides, not a lock here.
     world.register("p1")
     token = offered(world, "p1", "pending_destroy", "keep").token
-    from gpuc.functions.actions.links import claim_once
+    from gpuc.functions.links import claim_once
     inner: list[Response] = []
 
     def racing(store: Any, claim: Any, now: float) -> None:

@@ -17,7 +17,8 @@ from gpuc.client.setup.doctor import check_watchdog
 from gpuc.client.watchdog.commands import watchdog
 from gpuc.core.api import BlindProvider, RegisterRequest, StatusResponse
 from gpuc.core.clock import FakeClock
-from gpuc.core.settings import Settings, save_config
+from gpuc.core.settings import Settings
+from gpuc.core.settingsload import save_config
 from gpuc.core.signing import derive_key, new_token
 from gpuc.functions import deploy as dep
 from gpuc.functions import deployplan

@@ -11,7 +11,7 @@ from gpuc.core.api import RegisterRequest
 from gpuc.core.clock import SystemClock
 from gpuc.core.models import PodSpec
 from gpuc.core.providers.local import LocalProvider
-from gpuc.core.settings import load_settings
+from gpuc.core.settingsload import load_settings
 from gpuc.core.watchdog_client import WatchdogClient
 from gpuc.functions.server import start_in_thread
 from gpuc.functions.store import SqliteStore

@@ -11,7 +11,7 @@ from watchdog_fakes import World, make_world
 
 from gpuc.core import api
 from gpuc.core.clock import FakeClock
-from gpuc.core.settings import SecretStr
+from gpuc.core.settingvalues import SecretStr
 from gpuc.core.signing import new_watchdog_key
 from gpuc.functions.claims import Claim, claim_for, read_claim
 from gpuc.functions.edge import HttpError

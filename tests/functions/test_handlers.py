@@ -34,8 +34,9 @@ def admin_headers(token: str = ADMIN) -> dict[str, str]:
 
 @pytest.mark.parametrize(
     "headers",
-    [{}, {"Authorization": "Bearer wrong"}, {"Authorization": ADMIN}, {"Authorization": "Basic " + ADMIN}],
-    ids=["missing", "wrong", "no-scheme", "basic"],
+    [{}, {"Authorization": "Bearer wrong"}, {"Authorization": ADMIN}, {"Authorization": "Basic " + ADMIN},
+     {"Authorization": "Bearer \x85" + ADMIN}, {"Authorization": "Bearer " + ADMIN + "\u3000"}],
+    ids=["missing", "wrong", "no-scheme", "basic", "nel-before", "unicode-space-after"],
 )
 def test_admin_routes_refuse_a_missing_or_wrong_token(world: World, headers: dict[str, str]) -> None:
     for method, path in [

@@ -16,7 +16,8 @@ from watchdog_fakes import ADMIN, World
 
 from gpuc.core import api
 from gpuc.core.clock import FakeClock
-from gpuc.core.settings import Settings, load_settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingsload import load_settings
 from gpuc.functions.app import build_deps
 from gpuc.functions.server import ServerHandle, start_in_thread
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpuc.functions.actions.links import (
+from gpuc.functions.links import (
     ACT_LIFE_S,
     TOKEN_MAX,
     VERBS,

@@ -24,7 +24,8 @@ from watchdog_fakes import ADMIN, World
 from gpuc.core import api
 from gpuc.core.signing import derive_key, new_token
 from gpuc.functions import aws as lam
-from gpuc.functions.actions.links import (
+from gpuc.functions.app import STORE_NAME
+from gpuc.functions.links import (
     ALL_PODS,
     Verb,
     link_key,
@@ -34,7 +35,6 @@ from gpuc.functions.actions.links import (
     scrub_links,
     short_hash,
 )
-from gpuc.functions.app import STORE_NAME
 from gpuc.functions.server import start_in_thread
 from gpuc.functions.store import SqliteStore, Store
 

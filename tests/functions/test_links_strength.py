@@ -13,7 +13,7 @@ import hmac
 
 import pytest
 
-from gpuc.functions.actions.links import VERBS, LinkRefused, mint, new_claim, read
+from gpuc.functions.links import VERBS, LinkRefused, mint, new_claim, read
 
 KEY = bytes(range(32))
 NOW = 1_800_000_000.0

@@ -9,7 +9,7 @@ from collections import Counter
 from test_balance_alerts import set_balance
 from watchdog_fakes import World
 
-from gpuc.core.notify import NtfyChannel
+from gpuc.core.notify.channels import NtfyChannel
 
 DAY_S = 24 * 3600.0
 
@@ -53,7 +53,7 @@ def test_the_next_day_says_the_cap_once_more(world: World) -> None:
 
 
 def test_ntfy_sends_a_low_alert_at_priority_two_and_a_kept_pod_at_five() -> None:
-    from gpuc.core.notify import Message
+    from gpuc.core.notify.message import Message
 
     sent: list[dict[str, object]] = []
 
@@ -96,6 +96,6 @@ def test_a_failed_jobs_push_quotes_its_last_error_line_and_counts_in_words(world
 
 
 def test_counts_read_as_words() -> None:
-    from gpuc.core.notify import counted
+    from gpuc.core.notify.message import counted
 
     assert [counted(n, "pod") for n in (0, 1, 2)] == ["0 pods", "1 pod", "2 pods"]

@@ -17,14 +17,9 @@ import pytest
 
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ConfigError
-from gpuc.core.notify import (
-    BACKOFF_S,
-    Notifier,
-    WebhookChannel,
-    parse_channel,
-    parse_channels,
-    read_outbox,
-)
+from gpuc.core.notify.channels import WebhookChannel
+from gpuc.core.notify.notifier import BACKOFF_S, Notifier, read_outbox
+from gpuc.core.notify.urls import parse_channel, parse_channels
 from gpuc.core.settings import Settings
 from gpuc.core.signing import sign_webhook
 

@@ -13,8 +13,10 @@ from watchdog_fakes import World
 
 from gpuc.core import api
 from gpuc.core.clock import FakeClock
-from gpuc.core.notify import Action, Notifier, read_outbox
-from gpuc.core.settings import Settings, load_settings
+from gpuc.core.notify.message import Action
+from gpuc.core.notify.notifier import Notifier, read_outbox
+from gpuc.core.settings import Settings
+from gpuc.core.settingsload import load_settings
 from gpuc.core.titles import title
 from gpuc.functions.channels import (
     ReloadingNotifier,

@@ -13,8 +13,9 @@ from test_notify import Phone, notifier_for
 from watchdog_fakes import make_world
 
 from gpuc.core.clock import FakeClock
-from gpuc.core.notify import Action, Message, read_outbox
-from gpuc.functions.actions import offers
+from gpuc.core.notify.message import Action, Message
+from gpuc.core.notify.notifier import read_outbox
+from gpuc.functions import buttons
 from gpuc.functions.store import StoredPod
 
 KEEP = Action("keep 1 h", "https://w.example/a/k.p1.2s.abc.1.MAC", "k.p1.2s.abc.1.MAC", True)
@@ -105,7 +106,7 @@ def test_the_outbox_keeps_the_buttons(tmp_path: Path, clock: FakeClock) -> None:
     assert Message.from_dict({"ts": 1.0, "title": "old", "message": "line"}).actions == ()  # older outboxes
 
 
-# -- which notification gets which buttons (functions/actions/offers.py) -------------
+# -- which notification gets which buttons (functions/buttons.py) -------------
 def _pod(**fields: object) -> StoredPod:
     base: dict[str, object] = {
         "pod_id": "p1",
@@ -135,7 +136,7 @@ def _pod(**fields: object) -> StoredPod:
     ],
 )
 def test_offer_kind(pod: StoredPod | None, kind: str, level: str, expected: str | None) -> None:
-    assert offers.offer_kind(pod, kind, level) == expected  # type: ignore[arg-type]
+    assert buttons.offer_kind(pod, kind, level) == expected  # type: ignore[arg-type]
 
 
 def test_an_idle_warning_goes_out_with_keep_and_destroy(home: Path, clock: FakeClock) -> None:
@@ -155,7 +156,7 @@ def test_buttons_that_fail_to_mint_never_cost_the_notification(
     def broken(*args: object) -> bytes:
         raise RuntimeError("store unreachable")
 
-    monkeypatch.setattr(offers, "link_key", broken)
+    monkeypatch.setattr(buttons, "link_key", broken)
     world = make_world(home, clock)
     world.register("p1")
     world.event("p1", "idle_warning", "idle 15 min")

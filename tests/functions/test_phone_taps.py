@@ -18,7 +18,8 @@ from phone_fakes import dump, leased, tap_token
 from watchdog_fakes import World, make_world
 
 from gpuc.core.clock import FakeClock
-from gpuc.core.notify import Notifier, NtfyChannel, TelegramChannel
+from gpuc.core.notify.channels import NtfyChannel, TelegramChannel
+from gpuc.core.notify.notifier import Notifier
 from gpuc.functions.actions.telegram import SECRET_HEADER
 from gpuc.functions.server import start_in_thread
 from gpuc.testkit.emulators.server import EmulatorServer

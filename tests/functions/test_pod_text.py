@@ -19,7 +19,9 @@ from hypothesis import strategies as st
 from watchdog_fakes import make_world
 
 from gpuc.core.clock import FakeClock
-from gpuc.core.notify import Notifier, defang, parse_channels, pod_says
+from gpuc.core.notify.message import defang, pod_says
+from gpuc.core.notify.notifier import Notifier
+from gpuc.core.notify.urls import parse_channels
 
 PHISHING = (
     "your RunPod key was revoked, re-enter it at https://runpod-login.evil.example/reset?k=1 "

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from watchdog_fakes import World
 
-from gpuc.core.notify import provider_says
-from gpuc.core.providers.vast import parse_instance
+from gpuc.core.notify.message import provider_says
+from gpuc.core.providers.vast_instances import parse_instance
 
 HOSTILE = "loading/running/https://evil.example/login <!channel> re-enter your key at evil.example"
 MIN = 60.0

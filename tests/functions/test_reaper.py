@@ -13,7 +13,8 @@ from watchdog_fakes import World, make_world
 from gpuc.core.api import KeepRequest
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ProviderSchemaError
-from gpuc.core.notify import Notifier, parse_channels
+from gpuc.core.notify.notifier import Notifier
+from gpuc.core.notify.urls import parse_channels
 from gpuc.functions.app import ProviderPool
 from gpuc.functions.reaper import reap_once, reap_safely
 from gpuc.functions.store import SqliteStore

@@ -12,7 +12,7 @@ from watchdog_fakes import World, make_world
 
 from gpuc.core.api import EndRequest, HeartbeatBody, NotificationRecord, ReapReport
 from gpuc.core.clock import FakeClock
-from gpuc.core.notify import Action, Level
+from gpuc.core.notify.message import Action, Level
 from gpuc.functions.reaper.record import META_REAPER
 from gpuc.functions.store import MetaRecord, PodAuth, Registration, Store, StoredPod
 from gpuc.testkit.fakes import FakeProvider, outage

@@ -14,7 +14,7 @@ from watchdog_fakes import FakeProvider, World, make_world, outage
 from gpuc.core import api
 from gpuc.core.api import EndRequest
 from gpuc.core.clock import FakeClock
-from gpuc.core.ledger import month_window
+from gpuc.core.ledger.months import month_window
 from gpuc.functions.edge import HttpError
 from gpuc.functions.reaper.trust import JUMP_PERIODS
 from gpuc.functions.transitions import set_deadline

@@ -10,9 +10,9 @@ from watchdog_fakes import ADMIN, World
 
 from gpuc.core import api
 from gpuc.core.clock import FakeClock
-from gpuc.functions.actions.links import ALL_PODS, PAGE_LIFE_MAX_S, link_key, mint, new_claim
 from gpuc.functions.actions.status_page import next_step, outcome
 from gpuc.functions.edge import Response
+from gpuc.functions.links import ALL_PODS, PAGE_LIFE_MAX_S, link_key, mint, new_claim
 from gpuc.functions.reaper.record import ReaperMeta
 
 

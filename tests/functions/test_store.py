@@ -161,7 +161,7 @@ def test_event_seqs_are_claimed_once_within_the_window(store: Store) -> None:
 
 def test_a_key_is_claimed_once_within_its_window_then_forgotten(store: Store) -> None:
     """claim_once (a Vast delivery's event id): a replay inside the window is refused; after it the record is
-    gone, so nothing a delivery stored outlives its 300 s (functions/outbidhook.py)."""
+    gone, so nothing a delivery stored outlives its 300 s (functions/recovery/webhook.py)."""
     assert store.claim_once("vasthook", "evt_1", 100.0, keep_s=300)
     assert not store.claim_once("vasthook", "evt_1", 399.0, keep_s=300)
     assert store.claim_once("other", "evt_1", 399.0, keep_s=300)  # kinds apart

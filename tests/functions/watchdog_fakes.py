@@ -3,17 +3,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import boto3
+from moto import mock_aws
 from pydantic import BaseModel
 
 from gpuc.core import api
 from gpuc.core.clock import FakeClock
-from gpuc.core.notify import Message, Notifier, read_outbox
+from gpuc.core.notify.message import Message
+from gpuc.core.notify.notifier import Notifier, read_outbox
 from gpuc.core.settings import Settings
 from gpuc.core.signing import derive_key, new_token, sign
 from gpuc.functions.app import Deps, ProviderPool
+from gpuc.functions.dynamo import DynamoStore, create_table
 from gpuc.functions.edge import Request, Response
 from gpuc.functions.handlers import dispatch
 from gpuc.functions.reaper import reap_once
@@ -171,3 +177,12 @@ def make_world(
         watchdog_key=settings.watchdog_key,  # None unless given: pods register with their own keys
     )
     return World(clock, settings, provider, store, notifier, deps)
+
+
+@contextmanager
+def moto_store() -> Iterator[DynamoStore]:
+    """A DynamoStore on moto's in-process DynamoDB, its table as the stack creates it."""
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        create_table(client, "gpuc-watchdog")
+        yield DynamoStore("gpuc-watchdog", client)

@@ -29,8 +29,9 @@ from hypothesis import strategies as st
 
 from gpuc.core import api
 from gpuc.core.clock import FakeClock, SystemClock
-from gpuc.core.notify import Notifier
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.notify.notifier import Notifier
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.core.signing import derive_key, new_token, sign
 from gpuc.functions.app import Deps, ProviderPool
 from gpuc.functions.server import ServerHandle, start_in_thread

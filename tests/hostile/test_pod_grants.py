@@ -24,7 +24,7 @@ import pytest
 
 from gpuc.core import api
 from gpuc.core.destinations import git_runner
-from gpuc.core.settings import SecretStr
+from gpuc.core.settingvalues import SecretStr
 from gpuc.core.signing import derive_key, new_watchdog_key, sign
 from gpuc.functions.grants import GRANT_MARGIN_S, GRANT_TTL_S
 from gpuc.functions.store import SqliteStore, StoredPod

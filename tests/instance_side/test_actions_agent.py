@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuc.functions.actions.links import Verb
-from gpuc.functions.actions.offers import OfferKind, offer
+from gpuc.functions.buttons import OfferKind, offer
+from gpuc.functions.links import Verb
 from gpuc.instance_side.filesync import FileBucketSync
 from gpuc.testkit.drill_actions import tap
 from gpuc.testkit.drill_stage import EXPERIMENT, MIN, FaultPlan, FaultTally, Stage

@@ -21,7 +21,8 @@ from gpuc.core.clock import FakeClock
 from gpuc.core.models import PodSpec
 from gpuc.core.podconfig import PodConfig, render_env_file
 from gpuc.core.providers.local import LocalProvider
-from gpuc.core.settings import Settings, load_settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingsload import load_settings
 from gpuc.instance_side.agent import Agent
 from gpuc.instance_side.wrapper import AgentGuard, agent_alive
 

@@ -13,7 +13,7 @@ import pytest
 
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import SyncError
-from gpuc.instance_side import clean, pushrun
+from gpuc.instance_side import clean, push, pushplan, pushrun
 from gpuc.instance_side.clean import NotCleaned, clean_results
 from gpuc.instance_side.filesync import FileBucketSync
 from gpuc.instance_side.jobtree import job_stamp
@@ -54,7 +54,13 @@ def bucket(tmp_path: Path, paths: PodPaths) -> Any:
     return with_job_log(FileBucketSync(tmp_path / "bucket", "exp", "run1"), paths)
 
 
-def test_it_removes_what_the_destination_holds_and_keeps_what_it_does_not(tmp_path: Path, paths: PodPaths) -> None:
+def test_it_removes_what_the_destination_holds_and_keeps_what_it_does_not(
+    tmp_path: Path, paths: PodPaths, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A small file still settling at a second push goes as a snapshot (pushplan.plan): this one is too big for that,
+    # so it is still not at the destination when results/ is emptied.
+    monkeypatch.setattr(pushplan, "SNAPSHOT_MAX", 8)  # what plan() reads
+    monkeypatch.setattr(push, "SNAPSHOT_MAX", 8)  # what the staging reads
     outside = tmp_path / "dataset.bin"
     write(outside, b"the user's data")
     (paths.results / "data").symlink_to(outside)

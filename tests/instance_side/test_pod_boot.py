@@ -119,7 +119,7 @@ def test_onstart_waits_out_a_re_rent_cut_after_its_create() -> None:
     and the next pass registers it: onstart's retries must outlast that, or the pod never boots and is reaped."""
     from gpuc.core.bootkit import BOOT_ATTEMPTS, BOOT_WAIT_CAP_S, onstart_script
     from gpuc.core.settings import Settings
-    from gpuc.functions.reaper.recovering import ACT_LEASE_S
+    from gpuc.functions.recovery.claim import ACT_LEASE_S
 
     waited = sum(min(2**i, BOOT_WAIT_CAP_S) for i in range(BOOT_ATTEMPTS))
     assert waited >= ACT_LEASE_S + Settings.reaper_period_s + 5 * 60.0

@@ -155,7 +155,7 @@ def test_a_log_still_being_written_never_goes_past_an_older_file_held_back(tmp_p
 def test_the_settle_window_is_the_pods_setting_not_a_constant(tmp_path: Path) -> None:
     """The lead's (c): 5 s, hard-coded. Now GPUC_SYNC_SETTLE_S reaches the pod's config and the push."""
     from gpuc.core.podconfig import PodConfig
-    from gpuc.core.settings import load_settings
+    from gpuc.core.settingsload import load_settings
     from gpuc.instance_side.podfiles import AgentConfig
 
     settings = load_settings({"GPUC_SYNC_SETTLE_S": "0.5"})

@@ -10,7 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from gpuc.core.settings import Settings, load_settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingsload import load_settings
 
 
 def pytest_configure(config: pytest.Config) -> None:

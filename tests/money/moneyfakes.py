@@ -8,7 +8,7 @@ import zlib
 from pathlib import Path
 
 from gpuc.core.errors import ProviderError
-from gpuc.core.ledger import Ledger
+from gpuc.core.ledger.store import Ledger
 from gpuc.core.models import Balance, Offer, PodSpec
 from gpuc.core.pod import Pod
 from gpuc.core.providers.base import DestroyResult, Provider

@@ -1,5 +1,5 @@
 """The ledger's index is read without pydantic (startup of `gpuc ledger` and `gpuc ls`): each hand-written
-check in core/ledger.py `_index_entry` has a case here that a missing check would let through. An index
+check in core/ledger/book.py `index_entry` has a case here that a missing check would let through. An index
 gpuc cannot trust is a ConfigError with its fix, never a row closed on a guess."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from moneyfakes import T0
 
 from gpuc.core.errors import ConfigError
-from gpuc.core.ledger import Ledger
+from gpuc.core.ledger.store import Ledger
 
 Entry = dict[str, Any]
 

@@ -16,7 +16,8 @@ from gpuc.core.clock import FakeClock
 from gpuc.core.models import Balance
 from gpuc.core.providers.registry import has_key, keyed_providers
 from gpuc.core.providers.runpod import RunPodProvider
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.testkit.emulators.common import EmuResponse
 from gpuc.testkit.emulators.runpod import RunPodEmulator
 

@@ -16,7 +16,8 @@ import pytest
 
 from gpuc.core.destcheck import check_destination
 from gpuc.core.errors import ConfigError
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 
 
 def test_a_bucket_whose_listing_hides_the_probe_is_refused_and_the_probe_removed(s3: Any, tmp_path: Path) -> None:

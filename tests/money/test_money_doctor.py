@@ -29,7 +29,8 @@ from gpuc.client.setup.hook import install_hook
 from gpuc.core.api import ChannelInfo, StatusResponse
 from gpuc.core.errors import ConfigError, FunctionsError
 from gpuc.core.models import Balance
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 
 RUNPOD_KEY = "rpa_" + "Q7x" * 12
 ADMIN = "adm-" + "z9" * 16

@@ -15,8 +15,9 @@ from gpuc.client.context import Ctx
 from gpuc.client.money.commands import ledger
 from gpuc.core.api import PodRecord, StatusResponse
 from gpuc.core.clock import FakeClock
-from gpuc.core.ledger import Ledger, current_month
-from gpuc.core.settings import load_settings
+from gpuc.core.ledger.months import current_month
+from gpuc.core.ledger.store import Ledger
+from gpuc.core.settingsload import load_settings
 
 HOUR = 3600.0
 NOW = T0 + 5 * 24 * HOUR  # within the month of T0

@@ -18,7 +18,8 @@ from moneyfakes import T0, write_rows
 
 from gpuc.core.api import PodRecord
 from gpuc.core.errors import ConfigError
-from gpuc.core.ledger import LEDGER_COLUMNS, Ledger
+from gpuc.core.ledger.rows import LEDGER_COLUMNS
+from gpuc.core.ledger.store import Ledger
 
 
 @pytest.fixture
@@ -273,7 +274,7 @@ def test_a_crash_while_closing_keeps_the_row_open_not_broken(
 KILLER = """
 import os, sys, time
 from pathlib import Path
-from gpuc.core import ledger as L
+from gpuc.core.ledger import store as L
 path, marker, freeze_at = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
 real_fsync, calls = os.fsync, [0]
 def fsync(fd):

@@ -13,8 +13,10 @@ from gpuc.client.money.commands import ledger
 from gpuc.client.money.plot import EXPERIMENT_COLOR, WEEK_COLOR
 from gpuc.core.api import PodRecord, StatusResponse
 from gpuc.core.errors import ConfigError, FunctionsError
-from gpuc.core.ledger import Ledger, LedgerRow, summarize, usd_per_1m_tokens
-from gpuc.core.settings import load_settings
+from gpuc.core.ledger.rows import LedgerRow, usd_per_1m_tokens
+from gpuc.core.ledger.store import Ledger
+from gpuc.core.ledger.summary import summarize
+from gpuc.core.settingsload import load_settings
 
 HOUR = 3600.0
 DAY = 86400.0

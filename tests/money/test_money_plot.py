@@ -12,7 +12,7 @@ from gpuc.client.money.plot import (
     render_html,
     render_png,
 )
-from gpuc.core.ledger import LedgerRow
+from gpuc.core.ledger.rows import LedgerRow
 
 
 def test_weeks_are_iso_weeks() -> None:

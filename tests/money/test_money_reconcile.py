@@ -14,8 +14,10 @@ from gpuc.core.api import StatusResponse
 from gpuc.core.billing import BillingKind
 from gpuc.core.clock import iso
 from gpuc.core.errors import ConfigError
-from gpuc.core.ledger import Ledger, LedgerEntry, LedgerRow
-from gpuc.core.settings import Settings, load_settings
+from gpuc.core.ledger.rows import LedgerEntry, LedgerRow
+from gpuc.core.ledger.store import Ledger
+from gpuc.core.settings import Settings
+from gpuc.core.settingsload import load_settings
 
 HOUR = 3600.0
 MONTH = "2026-09"

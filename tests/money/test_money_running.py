@@ -15,14 +15,10 @@ from gpuc.client.money.reconcile import BillingRecord
 from gpuc.core.api import PodRecord
 from gpuc.core.billing import still_billing
 from gpuc.core.errors import ConfigError
-from gpuc.core.ledger import (
-    RUNNING_SO_FAR,
-    Ledger,
-    check_note,
-    live_pod_ids,
-    running_lines,
-    running_rows,
-)
+from gpuc.core.ledger.intake import live_pod_ids
+from gpuc.core.ledger.rows import check_note
+from gpuc.core.ledger.store import Ledger
+from gpuc.core.ledger.summary import RUNNING_SO_FAR, running_lines, running_rows
 
 State = Literal["ok", "late", "down", "destroying", "destroyed", "ended"]
 HOUR = 3600.0

@@ -18,8 +18,8 @@ from gpuc.client.runs import RunStore
 from gpuc.core.api import PodRecord, StatusResponse
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import FunctionsError, GpucError
-from gpuc.core.ledger import Ledger
-from gpuc.core.settings import load_settings
+from gpuc.core.ledger.store import Ledger
+from gpuc.core.settingsload import load_settings
 
 HOUR = 3600.0
 MONTH = "2026-09"

@@ -14,7 +14,8 @@ from gpuc.client.money.offers import OfferFilters, collect, fetch
 from gpuc.core.clock import FakeClock
 from gpuc.core.providers.base import Provider
 from gpuc.core.providers.runpod import RunPodProvider
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.testkit.emulators.runpod import RunPodEmulator
 
 

@@ -31,7 +31,7 @@ from gpuc.core.api import ReapReport
 from gpuc.core.budget import Ahead, ahead_of, outlook
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import SafetyRefusal
-from gpuc.core.ledger import current_month, month_window
+from gpuc.core.ledger.months import current_month, month_window
 from gpuc.core.models import PodSpec
 from gpuc.core.pod import Pod
 from gpuc.core.podpaths import STATE_REL as STATE_DIR
@@ -39,7 +39,8 @@ from gpuc.core.providers.base import PodAccess, Provider
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.runpod import RunPodProvider
 from gpuc.core.providers.vast import VastProvider
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.core.watchdog_client import WatchdogClient
 from gpuc.functions.edge import Request, response_bytes
 from gpuc.functions.handlers import dispatch

@@ -367,7 +367,7 @@ CORE: tuple[Mutant, ...] = (
     Mutant(
         "runpod-v2-status-gone",
         "runpod: a REST v2 status nobody listed reads as terminated",
-        "core/providers/runpod.py",
+        "core/providers/runpod_pods.py",
         'V2_STATUS.get(status or "", "unknown")',
         'V2_STATUS.get(status or "", "terminated")',
         (GET,),
@@ -375,7 +375,7 @@ CORE: tuple[Mutant, ...] = (
     Mutant(
         "vast-status-gone",
         "vast: an actual_status nobody listed reads as terminated",
-        "core/providers/vast.py",
+        "core/providers/vast_instances.py",
         'ACTUAL_STATUS.get(actual, "unknown")',
         'ACTUAL_STATUS.get(actual, "terminated")',
         (GET,),

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from mutant import Mutant
 
-RECOVERING = "functions/reaper/recovering.py"
+RECOVERING = "functions/recovery/rerent.py"
+WATCH = "functions/recovery/watch.py"
 BUDGET = "core/budget.py"
 CLAIMS = "functions/claims.py"
-RUN_ROW = "tests/client/test_run_row_closes_at_its_last_end.py"
-MONTH = "tests/functions/test_rerent_weighs_the_whole_month.py"
+RUN_ROW = "tests/recovery/test_run_row_closes_at_its_last_end.py"
+MONTH = "tests/recovery/test_rerent_weighs_the_whole_month.py"
 REPLAY = "tests/functions/test_claim_replay_after_store_loss.py"
 
 MUTANTS_FAULTS: tuple[Mutant, ...] = (
@@ -44,10 +45,10 @@ MUTANTS_FAULTS: tuple[Mutant, ...] = (
     Mutant(
         "boot-race-spends-twice",
         "two boots racing with one ticket both get the kit (its secrets and a pod token)",
-        "functions/runroutes.py",
+        "functions/recovery/routes.py",
         '        if runs.boot_verdict(r, pod, body.pod_id, body.ticket, key) != "ok":\n            return None',
         "        if False:\n            return None",
-        ("tests/functions/test_boot_ticket_race.py",),
+        ("tests/recovery/test_boot_ticket_race.py",),
     ),
     # -- 4. the envelope counts what was spent --------------------------------------------------------------
     Mutant(
@@ -56,13 +57,13 @@ MUTANTS_FAULTS: tuple[Mutant, ...] = (
         BUDGET,
         "worst = run_spent(attempts, now) + next_attempt_worst(",
         "worst = next_attempt_worst(",
-        ("tests/functions/test_recover_counts_what_was_spent.py",),
+        ("tests/recovery/test_recover_counts_what_was_spent.py",),
     ),
     # -- 5. the month's whole spend -------------------------------------------------------------------------
     Mutant(
         "rerent-month-own-spend",
         "a re-rent is weighed against the run's own spend only: other pods' month is ignored",
-        RECOVERING,
+        WATCH,
         "outlook(records_burns(records), ahead, run.now)",
         "outlook(records_burns([r for r in records if r.run_id == run_id]), ahead, run.now)",
         (MONTH,),
@@ -70,7 +71,7 @@ MUTANTS_FAULTS: tuple[Mutant, ...] = (
     Mutant(
         "rerent-others-not-ahead",
         "a re-rent ignores every other pod still running or kept (their worst case ahead)",
-        RECOVERING,
+        WATCH,
         "        if rec.run_id != run_id\n",
         "        if rec.run_id == run_id\n",
         (MONTH,),
@@ -96,19 +97,19 @@ MUTANTS_FAULTS: tuple[Mutant, ...] = (
     Mutant(
         "multi-gpu-envelope-one-bid",
         "a 2-GPU run's envelope holds one GPU's bid: half of what it may spend",
-        "client/pods/recovery.py",
+        "client/pods/recovery/prepare.py",
         "return RunEnvelope(opts.bid * opts.gpu_count, disk, opts.max_hours)",
         "return RunEnvelope(opts.bid, disk, opts.max_hours)",
-        ("tests/client/test_multi_gpu_run_envelope.py",),
+        ("tests/recovery/test_multi_gpu_run_envelope.py",),
     ),
     # -- 8. a dry run and recovery --------------------------------------------------------------------------
     Mutant(
         "dry-recovery",
         "a dry-run reaper pass destroys and re-rents for a recovering run",
-        RECOVERING,
+        WATCH,
         "    if run.dry_run:\n        return  # a dry run rents nothing and destroys nothing",
         "    if False:\n        return  # a dry run rents nothing and destroys nothing",
-        ("tests/functions/test_dry_run_leaves_recovery_alone.py",),
+        ("tests/recovery/test_dry_run_leaves_recovery_alone.py",),
     ),
     # -- 9. what the recovery destroyed ---------------------------------------------------------------------
     Mutant(
@@ -117,7 +118,7 @@ MUTANTS_FAULTS: tuple[Mutant, ...] = (
         RECOVERING,
         "    _mark_destroyed(run, old, acting.why)\n",
         "    pass\n",
-        ("tests/functions/test_recovery_destroyed_is_recorded.py",),
+        ("tests/recovery/test_recovery_destroyed_is_recorded.py",),
     ),
     Mutant(
         "recovery-destroyed-not-by-recovery",
@@ -125,7 +126,7 @@ MUTANTS_FAULTS: tuple[Mutant, ...] = (
         RECOVERING,
         "changes.update(end_at=run.now, ended_by=RECOVERY_ENDED_BY)",
         "changes.update(end_at=run.now)",
-        ("tests/functions/test_recovery_destroyed_is_recorded.py",),
+        ("tests/recovery/test_recovery_destroyed_is_recorded.py",),
     ),
     # -- 10. a push to a new destination --------------------------------------------------------------------
     Mutant(
@@ -157,7 +158,7 @@ MUTANTS_FAULTS: tuple[Mutant, ...] = (
     Mutant(
         "run-end-first-pod",
         "a recovering run's row closes at its first pod's end (the first outbid), its last pod still billing",
-        "core/ledger.py",
+        "core/ledger/intake.py",
         "        return None\n    return max(e for e in ends if e is not None)",
         "        return ends[0]\n    return max(e for e in ends if e is not None)",
         (RUN_ROW,),
@@ -174,7 +175,7 @@ MUTANTS_FAULTS: tuple[Mutant, ...] = (
     Mutant(
         "run-view-no-pod-ends",
         "the run route never learns its last pod's end: the run costs to 'now' for ever, its row never closes",
-        "functions/runroutes.py",
+        "functions/recovery/routes.py",
         "runs.recovery_view(runs.with_pod_ends(run, deps.store), now)",
         "runs.recovery_view(run, now)",
         (RUN_ROW,),

@@ -1,4 +1,4 @@
-"""The mutants of Vast's outbid webhook route (POST /v1/hooks/vast, functions/outbidhook.py), as exact
+"""The mutants of Vast's outbid webhook route (POST /v1/hooks/vast, functions/recovery/webhook.py), as exact
 replacements in table.py's format: each breaks one check, and `tests` must fail on it. The lead merges
 MUTANTS_HOOK into MUTANTS. Each was tried by hand."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from mutant import Mutant
 
-HOOK = "functions/outbidhook.py"
-TESTS = "tests/functions/test_vast_hook.py"
+HOOK = "functions/recovery/webhook.py"
+TESTS = "tests/recovery/test_vast_hook.py"
 
 
 def hook_test(name: str) -> str:
@@ -58,8 +58,8 @@ MUTANTS_HOOK: tuple[Mutant, ...] = (
     Mutant(
         "hook-proof-not-hint",
         "the recovery takes the hint as proof: the pod is not read, a running pod is destroyed and re-rented",
-        "functions/reaper/respawn.py",
-        "reading, confirmed, billing = read_twice(provider, run.pod_ids[-1])",
+        "functions/recovery/attempts.py",
+        "reading, confirmed, billing = read_twice(provider, run.latest.pod_id)",
         'reading, confirmed, billing = "paused", True, False',
         (hook_test("test_a_genuine_hint_while_the_pod_runs_destroys_and_rents_nothing"),),
     ),

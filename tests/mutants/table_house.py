@@ -29,7 +29,7 @@ MUTANTS_HOUSE: tuple[Mutant, ...] = (
     Mutant(
         "watchdog-old-names-dropped",
         "settings: GPUC_FUNCTIONS_URL in an old .env ignored: up registers with the default loopback watchdog",
-        "core/settings.py",
+        "core/settingsload.py",
         "    env, from_file = with_current_names(env), with_current_names(from_file)\n",
         "",
         ("tests/core/test_env_mistakes.py::test_the_watchdog_settings_are_named_watchdog_and_the_old_names_still_work",),

@@ -7,12 +7,12 @@ from __future__ import annotations
 from mutant import Mutant
 
 UP = "client/pods/up.py"
-RECOVERY = "client/pods/recovery.py"
-LEDGER = "core/ledger.py"
+RECOVERY = "client/pods/recovery/prepare.py"
+LEDGER = "core/ledger/intake.py"
 DOWN = "client/pods/down.py"
-UP_TESTS = "tests/client/test_up_recover.py"
-LEDGER_TESTS = "tests/client/test_ledger_recovery.py"
-DOWN_TESTS = "tests/client/test_down_recovery.py"
+UP_TESTS = "tests/recovery/test_up_recover.py"
+LEDGER_TESTS = "tests/recovery/test_ledger_recovery.py"
+DOWN_TESTS = "tests/recovery/test_down_recovery.py"
 
 
 def up_test(name: str) -> str:
@@ -64,7 +64,7 @@ MUTANTS_LAP: tuple[Mutant, ...] = (
         "lap-ledger-row-per-attempt",
         "each recovered attempt makes a ledger row of its own (the run counted in pieces, twice in the budget)",
         LEDGER,
-        "                if later_attempt(record):\n                    continue\n",
+        "        if later_attempt(record):\n            continue\n",
         "",
         (f"{LEDGER_TESTS}::test_a_later_attempt_never_makes_a_row_even_when_the_first_is_unknown",),
     ),
@@ -72,8 +72,8 @@ MUTANTS_LAP: tuple[Mutant, ...] = (
         "lap-ledger-closed-at-first-outbid",
         "a recovering run's row closes at its first pod's end, at that pod's price: the rest unrecorded",
         LEDGER,
-        "                if run_id is not None and (runs is None",
-        "                if False and (runs is None",
+        "        if run_id is not None and (runs is None",
+        "        if False and (runs is None",
         (f"{LEDGER_TESTS}::test_a_live_run_keeps_one_open_row_whatever_its_attempts",),
     ),
     Mutant(

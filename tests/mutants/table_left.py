@@ -53,7 +53,7 @@ MUTANTS_LEFT: tuple[Mutant, ...] = (
     Mutant(
         "provider-error-undefanged",
         "a provider's error text reaches a destroy FAILED alert as it came: its link a link on the phone",
-        "functions/reaper/state.py",
+        "functions/app.py",
         "        return provider_says(redact(exc.message, deps.secrets()), 300)",
         "        return redact(exc.message, deps.secrets())[:300]",
         ("tests/functions/test_provider_error_defanged.py",),

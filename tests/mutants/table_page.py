@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from mutant import Mutant
 
-LINKS = "functions/actions/links.py"
+LINKS = "functions/links.py"
 PAGE = "functions/actions/status_page.py"
 SERVER = "functions/server.py"
 LAMBDA = "functions/aws.py"

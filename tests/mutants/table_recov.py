@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from mutant import Mutant
 
-RECOVERING = "functions/reaper/recovering.py"
-RESPAWN = "functions/reaper/respawn.py"
-RUNS = "functions/runs.py"
-HOOK = "functions/outbidhook.py"
-STOPS = "tests/functions/test_recovery_stop_and_cuts.py"
-LEFT = "tests/functions/test_recovery_leaves_nothing.py"
-VAST_HOOK = "tests/functions/test_vast_hook.py"
-SPOT_RULES = "tests/functions/test_recover_spot.py"
+RECOVERING = "functions/recovery/rerent.py"
+RESPAWN = "functions/recovery/attempts.py"
+RUNS = "functions/recovery/runs.py"
+HOOK = "functions/recovery/webhook.py"
+STOPS = "tests/recovery/test_recovery_stop_and_cuts.py"
+LEFT = "tests/recovery/test_recovery_leaves_nothing.py"
+VAST_HOOK = "tests/recovery/test_vast_hook.py"
+SPOT_RULES = "tests/recovery/test_recover_spot.py"
 
 
 def stops(name: str) -> str:
@@ -90,7 +90,7 @@ MUTANTS_RECOV: tuple[Mutant, ...] = (
         "recov-no-recheck",
         "the offer is not listed again before the create: a floor that rose past the cap is bid at",
         RECOVERING,
-        "        offer = recheck(provider, to_memory(stored), chosen)",
+        "        offer = recheck(provider, stored, chosen)",
         "        offer = chosen",
         (stops("test_a_floor_that_rose_past_the_cap_before_the_create_rents_elsewhere_or_nothing"),),
     ),
@@ -106,8 +106,8 @@ MUTANTS_RECOV: tuple[Mutant, ...] = (
         "recov-frozen-not-billed",
         "a frozen instance (its GPU still bills) is counted as disk only in the envelope and the ledger",
         RESPAWN,
-        "        run.attempts[-1] = replace(last, paused_at=None if gpu_billed else now)",
-        "        run.attempts[-1] = replace(last, paused_at=now)",
+        '        run.attempts[-1] = last.model_copy(update={"paused_at": None if gpu_billed else now})',
+        '        run.attempts[-1] = last.model_copy(update={"paused_at": now})',
         (stops("test_a_frozen_instance_counts_its_gpu_in_the_envelope_and_the_ledger"),),
     ),
     Mutant(
@@ -173,6 +173,6 @@ MUTANTS_RECOV: tuple[Mutant, ...] = (
         "client/pods/down.py",
         "    if recovering.busy is not None:",
         "    if False:",
-        ("tests/client/test_down_recovery.py::test_down_says_plainly_what_the_watchdog_is_still_doing_and_claims_nothing",),
+        ("tests/recovery/test_down_recovery.py::test_down_says_plainly_what_the_watchdog_is_still_doing_and_claims_nothing",),
     ),
 )

@@ -53,7 +53,7 @@ MUTANTS_RENTAL: tuple[Mutant, ...] = (
     Mutant(
         "rental-403-bad-key",
         "runpod: a pool the account cannot use read as a refused key ('check RUNPOD_API_KEY')",
-        RUNPOD,
+        "core/providers/runpod_refusals.py",
         "CREATE_REFUSALS = (400, 402, 403, 422)",
         "CREATE_REFUSALS = (400, 402, 422)",
         (rental("test_a_pool_the_account_cannot_use_is_said_as_such_never_a_bad_key"),),
@@ -93,7 +93,7 @@ MUTANTS_RENTAL: tuple[Mutant, ...] = (
     Mutant(
         "rental-rate-words-refused",
         "runpod: GraphQL's rate limit in words read as a refusal: the balance shown as an error",
-        "core/providers/podkey.py",
+        "core/providers/answers.py",
         "    if any(GRAPHQL_LIMIT_WORDS.search(m) for m in [*messages, *codes]):",
         "    if False:",
         ("tests/money/test_money_balance.py::test_a_rate_limited_balance_read_is_not_read_now_never_an_error_or_a_bad_key",),

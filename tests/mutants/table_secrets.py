@@ -12,6 +12,8 @@ from mutant import Mutant
 SCAN = "client/onpod/secretscan.py"
 UPLOAD = "client/onpod/upload.py"
 SETTINGS = "core/settings.py"
+SETTING_VALUES = "core/settingvalues.py"
+SETTINGS_LOAD = "core/settingsload.py"
 CLI = "client/cli.py"
 REHEARSE = "client/setup/rehearse.py"
 VALUES = "tests/secrets/test_upload_values.py"
@@ -115,7 +117,7 @@ MUTANTS_SECRETS: tuple[Mutant, ...] = (
     Mutant(
         "header-unsafe-accepted",
         "a key with a trailing newline is accepted: `gpuc ls` crashes and the debug traceback quotes it",
-        SETTINGS,
+        SETTING_VALUES,
         "    if value.isascii() and value.isprintable():",
         "    if True:",
         (
@@ -144,7 +146,7 @@ MUTANTS_SECRETS: tuple[Mutant, ...] = (
         "rehearsal-endpoints-unchecked",
         "rehearsal: a real provider URL, watchdog or bucket re-exported in the shell is used",
         SETTINGS,
-        "            check_rehearsal(self)",
+        "            _check_rehearsal(self)",
         "            pass",
         (
             shell("test_every_endpoint_setting_is_judged_in_a_rehearsal"),
@@ -170,7 +172,7 @@ MUTANTS_SECRETS: tuple[Mutant, ...] = (
     Mutant(
         "rehearsal-cloud-keys-kept",
         "rehearsal: AWS keys re-exported in the shell are not refused (boto3 would use them)",
-        SETTINGS,
+        SETTINGS_LOAD,
         '        problem = check_rehearsal_environ(merged, Path(merged["GPUC_REHEARSAL"]))',
         "        problem = None",
         (shell("test_real_cloud_credentials_exported_again_are_refused"),),

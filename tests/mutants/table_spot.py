@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from mutant import Mutant
 
-RECOVER = "functions/reaper/recover.py"
-RULES = "tests/functions/test_recover_spot.py"
-HOOK = "functions/outbidhook.py"
+RECOVER = "functions/recovery/decide.py"
+RULES = "tests/recovery/test_recover_spot.py"
+HOOK = "functions/recovery/webhook.py"
 VAST = "core/providers/vast.py"
 
 

@@ -38,7 +38,7 @@ MUTANTS_VAST: tuple[Mutant, ...] = (
     Mutant(
         "vast-busy-fraction-as-percent",
         "a gpu_util of 0.93 (the spec's fraction) read as 0.93 %: a working pod loses its busy veto",
-        VAST,
+        "core/providers/vast_instances.py",
         "    if util is not None and 0 < util <= 1:\n",
         "    if False:\n",
         (f"{PROVIDER}::test_a_gpu_reading_that_may_be_a_fraction_is_read_as_the_busier_one",),

@@ -1,18 +1,18 @@
-"""Hand mutants of the watchdog's recovery (functions/reaper/recovering.py): each breaks one check a
+"""Hand mutants of the watchdog's recovery (functions/recovery/): each breaks one check a
 user would lose money or secrets over, and its test must fail. The lead merges MUTANTS_WD into table.py."""
 
 from __future__ import annotations
 
 from mutant import Mutant
 
-REC = "tests/functions/test_recovery_watchdog.py"
+REC = "tests/recovery/test_recovery_watchdog.py"
 
 
 MUTANTS_WD: tuple[Mutant, ...] = (
     Mutant(
         "one-reading-re-rents",
         "recovery re-rents on one reading of 'paused' (the two reads disagree)",
-        "functions/reaper/recover.py",
+        "functions/recovery/decide.py",
         '    if not confirmed:\n        return Decision("none"',
         '    if False:\n        return Decision("none"',
         (f"{REC}::test_one_reading_of_paused_rents_nothing",),
@@ -20,7 +20,7 @@ MUTANTS_WD: tuple[Mutant, ...] = (
     Mutant(
         "no-wait-before-re-rent",
         "recovery re-rents at once: the bid never gets GPUC_RECOVER_WAIT_S to win again",
-        "functions/reaper/recover.py",
+        "functions/recovery/decide.py",
         "    if paused_for_s < wait_s:",
         "    if False:",
         (f"{REC}::test_recovery_waits_for_the_bid_to_win_again_before_re_renting",),
@@ -28,15 +28,15 @@ MUTANTS_WD: tuple[Mutant, ...] = (
     Mutant(
         "re-rent-after-unconfirmed-destroy",
         "a destroy that does not confirm is ignored: two instances bill at once",
-        "functions/reaper/recovering.py",
-        "    except Exception:\n        _release(run, stored)\n        raise",
+        "functions/recovery/rerent.py",
+        "    except Exception:\n        release(run, stored)\n        raise",
         "    except Exception:\n        pass",
         (f"{REC}::test_a_destroy_that_does_not_confirm_rents_nothing",),
     ),
     Mutant(
         "job-end-re-rented",
         "a run whose job ended is re-rented after an outbid",
-        "functions/reaper/recovering.py",
+        "functions/recovery/watch.py",
         "    if rec is not None and rec.state in FINISHED_STATES and rec.ended_by != RECOVERY_ENDED_BY:",
         "    if False:",
         (f"{REC}::test_the_jobs_own_end_is_never_re_rented",),
@@ -44,7 +44,7 @@ MUTANTS_WD: tuple[Mutant, ...] = (
     Mutant(
         "recover-past-n",
         "recovery goes on past --recover N",
-        "functions/reaper/recover.py",
+        "functions/recovery/decide.py",
         "    if used >= plan.recover:",
         "    if False:",
         (f"{REC}::test_after_n_recoveries_it_stops_destroys_and_says_why",),
@@ -52,7 +52,7 @@ MUTANTS_WD: tuple[Mutant, ...] = (
     Mutant(
         "stop-tap-ignored",
         "the phone's 'stop recovery' is ignored",
-        "functions/reaper/recover.py",
+        "functions/recovery/decide.py",
         "    if stop_asked:\n",
         "    if False:\n",
         (f"{REC}::test_the_phones_stop_tap_stops_the_recovery",),
@@ -60,7 +60,7 @@ MUTANTS_WD: tuple[Mutant, ...] = (
     Mutant(
         "boot-ticket-reused",
         "a boot ticket is never spent: anyone reading Vast's env listing gets the kit's secrets",
-        "functions/runs.py",
+        "functions/recovery/runs.py",
         "    if stored is None or stored.spent_at is not None:",
         "    if stored is None:",
         (f"{REC}::test_a_re_rent_on_both_stores_boots_once_with_the_kit",),
@@ -68,7 +68,7 @@ MUTANTS_WD: tuple[Mutant, ...] = (
     Mutant(
         "race-double-create",
         "two passes racing both re-rent (the claim's condition dropped)",
-        "functions/reaper/recovering.py",
+        "functions/recovery/claim.py",
         "    if r.done or r.acting is not None or len(r.attempts) != len(read.attempts)",
         "    if r.done",
         (f"{REC}::test_two_passes_racing_rent_once",),
@@ -84,7 +84,7 @@ MUTANTS_WD: tuple[Mutant, ...] = (
     Mutant(
         "attempt-same-name",
         "every attempt has the run's name: the previous one, still listed, is taken for the new",
-        "functions/runs.py",
+        "functions/recovery/runs.py",
         '    return run_id if attempt <= 1 else f"{run_id}-a{attempt}"',
         "    return run_id",
         (f"{REC}::test_the_previous_attempt_still_listed_is_never_taken_for_the_new_one",),
@@ -92,7 +92,7 @@ MUTANTS_WD: tuple[Mutant, ...] = (
     Mutant(
         "budget-not-passed",
         "a re-rent ignores the month's budget",
-        "functions/reaper/recovering.py",
+        "functions/recovery/watch.py",
         "recover_wait_s, budget_left(run, run_id))",
         "recover_wait_s, None)",
         (f"{REC}::test_a_re_rent_that_would_cross_the_months_budget_stops",),

@@ -17,7 +17,8 @@ from gpuc.client.money.render import render_balance as render
 from gpuc.client.setup.doctor import DoctorDeps, run_checks, run_git
 from gpuc.core.api import StatusResponse
 from gpuc.core.errors import FunctionsError
-from gpuc.core.providers.runpod import BALANCE_QUERY, RunPodProvider
+from gpuc.core.providers.runpod import RunPodProvider
+from gpuc.core.providers.runpod_graphql import BALANCE_QUERY
 from gpuc.core.providers.vast import VastProvider
 from gpuc.core.settings import Settings
 from gpuc.testkit.emulators.runpod import RunPodEmulator

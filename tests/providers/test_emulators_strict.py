@@ -11,8 +11,8 @@ import httpx
 import pytest
 from providerfakes import RUNPOD_KEY, VAST_KEY, spec
 
-from gpuc.core.providers.podkey import SELF_READ_QUERY, STOP_MUTATION, TERMINATE_MUTATION
-from gpuc.core.providers.runpod import BALANCE_QUERY
+from gpuc.core.providers.answers import SELF_READ_QUERY, STOP_MUTATION, TERMINATE_MUTATION
+from gpuc.core.providers.runpod_graphql import BALANCE_QUERY
 from gpuc.testkit.emulators import serve
 from gpuc.testkit.emulators.common import REDACTED, EmuRequest, EmuResponse
 from gpuc.testkit.emulators.runpod import RunPodEmulator
@@ -299,7 +299,7 @@ def test_serve_starts_either_emulator_with_the_env_a_client_needs() -> None:
 @pytest.mark.parametrize("provider", ["runpod", "vast"])
 def test_the_emulators_env_wires_a_client_through_settings_and_the_registry(provider: str) -> None:
     from gpuc.core.providers.registry import get_provider
-    from gpuc.core.settings import load_settings
+    from gpuc.core.settingsload import load_settings
 
     server = serve(provider)
     try:

@@ -15,8 +15,10 @@ from gpuc.core.errors import ProviderError
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.outcome import StoppedInstead
 from gpuc.core.providers.podkey import RunPodSelfDestroyer, VastSelfDestroyer
-from gpuc.core.providers.runpod import RunPodProvider, status_from_v2
-from gpuc.core.providers.vast import VastInstance, VastProvider, status_of
+from gpuc.core.providers.runpod import RunPodProvider
+from gpuc.core.providers.runpod_pods import status_from_v2
+from gpuc.core.providers.vast import VastProvider
+from gpuc.core.providers.vast_instances import VastInstance, status_of
 from gpuc.testkit.emulators.runpod import RunPodEmulator
 from gpuc.testkit.emulators.vast import VastEmulator
 

@@ -14,15 +14,10 @@ from providerfakes import spec
 
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ProviderError
+from gpuc.core.providers.answers import RateLimited
 from gpuc.core.providers.outcome import StoppedInstead
-from gpuc.core.providers.podkey import (
-    SELF_DEADLINE_S,
-    PodKeyHttp,
-    RateLimited,
-    RunPodSelfDestroyer,
-    Sent,
-    VastSelfDestroyer,
-)
+from gpuc.core.providers.podhttp import SELF_DEADLINE_S, PodKeyHttp, Sent
+from gpuc.core.providers.podkey import RunPodSelfDestroyer, VastSelfDestroyer
 from gpuc.core.providers.runpod import RunPodProvider
 from gpuc.core.providers.vast import VastProvider
 from gpuc.testkit.emulators.runpod import RunPodEmulator

@@ -20,8 +20,12 @@ from gpuc.core.clock import FakeClock, parse_iso
 from gpuc.core.errors import ProviderAuthError, ProviderError
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.podkey import RunPodSelfDestroyer
-from gpuc.core.providers.runpod import RunPodProvider, parse_catalog, parse_v2_pod
-from gpuc.core.providers.vast import VastProvider, parse_instance, parse_offers
+from gpuc.core.providers.runpod import RunPodProvider
+from gpuc.core.providers.runpod_catalog import parse_catalog
+from gpuc.core.providers.runpod_pods import parse_v2_pod
+from gpuc.core.providers.vast import VastProvider
+from gpuc.core.providers.vast_instances import parse_instance
+from gpuc.core.providers.vast_offers import parse_offers
 
 Handler = Callable[[httpx.Request], httpx.Response]
 
@@ -116,7 +120,7 @@ def test_a_delete_answered_with_a_404_problem_is_already_gone() -> None:
 
 @pytest.mark.parametrize("status", [200, 400])
 def test_the_observed_not_found_body_is_what_the_pod_side_terminate_hears_as_not_found(status: int) -> None:
-    from gpuc.core.providers.podkey import PodKeyHttp, Sent
+    from gpuc.core.providers.podhttp import PodKeyHttp, Sent
 
     body = fixture("runpod_graphql_podTerminate_notfound_observed.json")
     sent = Sent(status, {"content-type": "application/json"}, json.dumps(body).encode())

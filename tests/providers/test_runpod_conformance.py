@@ -34,8 +34,9 @@ from gpuc.client.onpod.keys import key_standing
 from gpuc.core.clock import FakeClock, iso
 from gpuc.core.errors import ConfigError, ProviderAuthError, ProviderError, ProviderUnavailable
 from gpuc.core.providers.http import zero_backoff
-from gpuc.core.providers.runpod import PoolDenied, RunPodProvider
+from gpuc.core.providers.runpod import RunPodProvider
 from gpuc.core.providers.runpod_billing import RunPodBilling
+from gpuc.core.providers.runpod_refusals import PoolDenied
 from gpuc.testkit.emulators.common import EmuRequest, EmuResponse
 from gpuc.testkit.emulators.runpod import RunPodEmulator
 from gpuc.testkit.emulators.runpod_contract import create_refusal

@@ -17,9 +17,11 @@ from providerfakes import GOOD_CREATE, RUNPOD_KEY, spec
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ProviderError, ProviderSchemaError, ProviderUnavailable
 from gpuc.core.pod import OWNER_ENV
+from gpuc.core.providers.answers import GRAPHQL_RETIRED, GraphQLRetired
 from gpuc.core.providers.http import zero_backoff
-from gpuc.core.providers.podkey import GRAPHQL_RETIRED, GraphQLRetired, RunPodSelfDestroyer
-from gpuc.core.providers.runpod import LOOKUP_WINDOW_S, RunPodProvider, legacy_graphql
+from gpuc.core.providers.podkey import RunPodSelfDestroyer
+from gpuc.core.providers.runpod import LOOKUP_WINDOW_S, RunPodProvider
+from gpuc.core.providers.runpod_graphql import legacy_graphql
 from gpuc.testkit.emulators.runpod import RunPodEmulator
 from gpuc.testkit.emulators.server import EmulatorServer
 

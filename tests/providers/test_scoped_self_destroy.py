@@ -17,8 +17,8 @@ from providerfakes import spec
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ProviderAuthError, ProviderError, ProviderSchemaError, ProviderUnavailable
 from gpuc.core.providers.outcome import StoppedInstead
+from gpuc.core.providers.podhttp import PodKeyHttp
 from gpuc.core.providers.podkey import (
-    PodKeyHttp,
     RunPodSelfDestroyer,
     ScopedSelfDestroyer,
     SelfWords,

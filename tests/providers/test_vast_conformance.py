@@ -26,7 +26,8 @@ from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ConfigError, ProviderAuthError, ProviderError
 from gpuc.core.providers.endpoints import VAST_URL_ENV
 from gpuc.core.providers.http import zero_backoff
-from gpuc.core.providers.podkey import Sent, VastSelfDestroyer, urllib_send
+from gpuc.core.providers.podhttp import Sent, urllib_send
+from gpuc.core.providers.podkey import VastSelfDestroyer
 from gpuc.core.providers.vast import VastProvider
 from gpuc.core.providers.vast_billing import VastBilling
 from gpuc.testkit.emulators.server import EmulatorServer

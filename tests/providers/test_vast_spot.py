@@ -9,8 +9,9 @@ from providerfakes import VAST_URL, spec
 
 from gpuc.core.errors import ConfigError, ProviderError
 from gpuc.core.providers.http import zero_backoff
-from gpuc.core.providers.vast import BidUnderFloor, VastProvider
-from gpuc.functions.outbidhook import check_delivery, wants_look
+from gpuc.core.providers.vast import VastProvider
+from gpuc.core.providers.vast_offers import BidUnderFloor
+from gpuc.functions.recovery.webhook import check_delivery, wants_look
 from gpuc.testkit.emulators.common import EmuRequest
 from gpuc.testkit.emulators.vast import VastEmulator, VastOfferState
 

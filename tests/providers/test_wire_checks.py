@@ -21,7 +21,7 @@ from providerfakes import FIXTURES
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gpuc.core.errors import ProviderSchemaError
-from gpuc.core.providers import runpod, vast
+from gpuc.core.providers import runpod_catalog, runpod_graphql, runpod_pods, vast_instances, vast_offers
 from gpuc.core.providers.common import ProviderAnswer
 
 
@@ -158,12 +158,12 @@ class VastUser(Wire):
 
 
 PAIRS: list[tuple[type[ProviderAnswer], type[BaseModel]]] = [
-    (runpod.V2Pod, V2Pod),
-    (runpod.CatalogGpu, CatalogGpu),
-    (runpod.UserBalance, UserBalance),
-    (vast.VastInstance, VastInstance),
-    (vast.VastOffer, VastOffer),
-    (vast.VastUser, VastUser),
+    (runpod_pods.V2Pod, V2Pod),
+    (runpod_catalog.CatalogGpu, CatalogGpu),
+    (runpod_graphql.UserBalance, UserBalance),
+    (vast_instances.VastInstance, VastInstance),
+    (vast_offers.VastOffer, VastOffer),
+    (vast_instances.VastUser, VastUser),
 ]
 
 
@@ -297,7 +297,7 @@ def test_the_references_here_are_the_models_the_providers_read() -> None:
 @pytest.mark.parametrize("bad", [True, False, "1.2.3", [], {}, "nan?", "nan", "-inf", float("nan"), "1e999"])
 def test_a_price_that_is_not_a_number_raises_never_reads_as_none(bad: Any) -> None:
     with pytest.raises(ProviderSchemaError, match=r"unexpected v2 pod: cost") as caught:
-        runpod.parse(runpod.V2Pod, {"id": "p1", "cost": bad}, "v2 pod")
+        runpod_pods.parse(runpod_pods.V2Pod, {"id": "p1", "cost": bad}, "v2 pod")
     assert "API may have changed" in str(caught.value.hint)
 
 
@@ -328,30 +328,30 @@ NESTED: list[Any] = [
 
 @pytest.mark.parametrize("doc", NESTED, ids=[next(iter(d)) + str(n) for n, d in enumerate(NESTED)])
 def test_a_bool_in_a_nested_number_is_refused(doc: dict[str, Any]) -> None:
-    assert read(runpod.V2Pod, {"id": "p1", **doc}) is not None
-    assert read(runpod.V2Pod, {"id": "p1", **json.loads(json.dumps(doc).replace(": 1", ": true"))}) is None
-    assert read(runpod.CatalogGpu, {"id": "g", "price": {"secure": True}}) is None
+    assert read(runpod_pods.V2Pod, {"id": "p1", **doc}) is not None
+    assert read(runpod_pods.V2Pod, {"id": "p1", **json.loads(json.dumps(doc).replace(": 1", ": true"))}) is None
+    assert read(runpod_catalog.CatalogGpu, {"id": "g", "price": {"secure": True}}) is None
 
 
 def test_an_unreadable_answer_raises_never_reads_as_nothing() -> None:
     unreadable: list[object] = [[], None, "pods", {"id": None}, {"cost": 1.0}]
     for raw in unreadable:
         with pytest.raises(ProviderSchemaError, match="unexpected v2 pod"):
-            runpod.parse(runpod.V2Pod, raw, "v2 pod")
+            runpod_pods.parse(runpod_pods.V2Pod, raw, "v2 pod")
     with pytest.raises(ProviderSchemaError, match="unexpected user: credit"):
-        vast.parse(vast.VastUser, {"balance": 3.0}, "user")
+        vast_instances.parse(vast_instances.VastUser, {"balance": 3.0}, "user")
 
 
 def test_a_read_answer_is_read_only_and_prints_no_value() -> None:
     """A pod's env travels in its listing (and Vast's /users/current holds the key): never in a repr."""
-    pod = runpod.V2Pod.model_validate({"id": "p1", "env": {"HF_TOKEN": "hf_s3cret"}, "cost": "0.5"})
+    pod = runpod_pods.V2Pod.model_validate({"id": "p1", "env": {"HF_TOKEN": "hf_s3cret"}, "cost": "0.5"})
     assert pod.cost == 0.5 and pod.env == {"HF_TOKEN": "hf_s3cret"}
     for shown in (repr(pod), str(pod), f"{pod}", repr([pod])):
         assert "s3cret" not in shown and "0.5" not in shown and "env" in shown
     with pytest.raises(ValidationError):
         pod.cost = 1.0  # type: ignore[misc]
     with pytest.raises(ProviderSchemaError) as caught:
-        runpod.parse(runpod.V2Pod, {"id": "p1", "env": "hf_s3cret"}, "v2 pod")
+        runpod_pods.parse(runpod_pods.V2Pod, {"id": "p1", "env": "hf_s3cret"}, "v2 pod")
     assert "s3cret" not in str(caught.value)
 
 

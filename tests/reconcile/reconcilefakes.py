@@ -14,7 +14,7 @@ from click.testing import CliRunner, Result
 
 from gpuc.client.cli import cli
 from gpuc.core.clock import FakeClock, parse_iso
-from gpuc.core.ledger import Ledger
+from gpuc.core.ledger.store import Ledger
 from gpuc.core.models import PodSpec
 from gpuc.core.pod import Pod
 from gpuc.core.providers.http import zero_backoff
@@ -22,7 +22,7 @@ from gpuc.core.providers.runpod import RunPodProvider
 from gpuc.core.providers.runpod_billing import RunPodBilling
 from gpuc.core.providers.vast import VastProvider
 from gpuc.core.providers.vast_billing import VastBilling
-from gpuc.core.settings import load_settings
+from gpuc.core.settingsload import load_settings
 from gpuc.testkit.emulators.runpod import RunPodEmulator
 from gpuc.testkit.emulators.server import EmulatorServer
 from gpuc.testkit.emulators.vast import VastEmulator

@@ -13,8 +13,10 @@ from gpuc.core.errors import ConfigError
 from gpuc.core.models import PodSpec
 from gpuc.core.providers.http import zero_backoff
 from gpuc.core.providers.runpod import RunPodProvider
-from gpuc.core.providers.vast import VastProvider, parse_offers
-from gpuc.core.settings import Settings, load_settings
+from gpuc.core.providers.vast import VastProvider
+from gpuc.core.providers.vast_offers import parse_offers
+from gpuc.core.settings import Settings
+from gpuc.core.settingsload import load_settings
 from gpuc.testkit.emulators.runpod import RunPodEmulator
 from gpuc.testkit.emulators.vast import VastEmulator
 

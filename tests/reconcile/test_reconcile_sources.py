@@ -13,12 +13,13 @@ from reconcilefakes import HOUR, MONTH, T0, World
 from gpuc.client.money.reconcile import SOURCE_FACTORIES, billing_sources
 from gpuc.core.clock import iso, parse_iso
 from gpuc.core.errors import ConfigError, ProviderAuthError, ProviderError, ProviderSchemaError
-from gpuc.core.ledger import month_window
+from gpuc.core.ledger.months import month_window
 from gpuc.core.providers import runpod_billing, vast_billing
 from gpuc.core.providers.runpod_billing import RunPodBilling
 from gpuc.core.providers.vast import VastProvider
 from gpuc.core.providers.vast_billing import VastBilling
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 
 # runpod/docs api-reference-v2/openapi.json, listPodBilling 200 example (verbatim).
 RUNPOD_DOC_EXAMPLE: dict[str, Any] = {

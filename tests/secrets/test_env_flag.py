@@ -20,7 +20,8 @@ from test_secret_hygiene import ArgvSampler
 from gpuc.core.errors import ConfigError
 from gpuc.core.podconfig import choose_pod_secrets
 from gpuc.core.podsecrets import flagged
-from gpuc.core.settings import SecretStr, Settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.functions.server import start_in_thread
 from gpuc.testkit.platform import write_env_file
 

@@ -33,7 +33,9 @@ from gpuc.core.errors import ConfigError
 from gpuc.core.podconfig import choose_pod_secrets, pod_secrets
 from gpuc.core.podpaths import TOKEN_ENV
 from gpuc.core.podsecrets import NEVER_ON_POD, named
-from gpuc.core.settings import SecretStr, Settings, load_settings
+from gpuc.core.settings import Settings
+from gpuc.core.settingsload import load_settings
+from gpuc.core.settingvalues import SecretStr
 from gpuc.functions.server import start_in_thread
 from gpuc.instance_side.wrapper import job_environ
 from gpuc.testkit.platform import client_environ, start_platform, write_env_file

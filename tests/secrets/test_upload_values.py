@@ -25,7 +25,8 @@ from localworld import World, open_world
 from gpuc.client.onpod.secretscan import OVERLAP, READ_BYTES, scan
 from gpuc.client.onpod.upload import prepare
 from gpuc.core.errors import ConfigError
-from gpuc.core.settings import SECRET_FIELDS, SecretStr, Settings, env_name
+from gpuc.core.settings import SECRET_FIELDS, Settings, env_name
+from gpuc.core.settingvalues import SecretStr
 
 HEX = "0123456789abcdef"
 
