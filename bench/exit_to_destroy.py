@@ -1,7 +1,7 @@
 """Time from a job's exit to the destroy call, on a real local pod (`python -m gpuc.instance_side run`)
 with a file:// sync of a small results dir, against the sync alone measured in the same run.
 
-Why it matters: every second between the job's end and the destroy call is billed GPU time. SPEC F1:
+Why it matters: every second between the job's end and the destroy call is billed GPU time. F1:
 destroy within 10 s of the job's exit, plus sync time. The job stamps its exit time (wall clock) into a
 file outside the pod; the local provider stamps the destroy call in its own database.
 """
@@ -101,7 +101,7 @@ def main() -> list[tuple[str, str, str]]:
             f"target <= {F1_SLACK_S:.0f} s + sync",
         ),
         ("results sync alone (file://, same run)", f"{m['sync_s'] * 1000:.1f} ms", ""),
-        ("exit -> destroy ratio to sync time", f"{m['ratio']:.0f}x", "SPEC F1: sync + 10 s"),
+        ("exit -> destroy ratio to sync time", f"{m['ratio']:.0f}x", "F1: sync + 10 s"),
         (
             "exit -> destroy within F1 bound (10 s + sync)",
             "yes" if m["worst_s"] <= F1_SLACK_S + m["sync_s"] else "NO",

@@ -42,7 +42,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("gpuc.client.setup.commands:demo", "Run the whole pod life end to end on the embedded default."),
     "drill": (
         "gpuc.client.setup.commands:drill",
-        "Run the failure matrix F1-F18 and report the money each wastes.",
+        "Run the failure matrix (docs/failure-matrix.md) and report the money each wastes.",
     ),
     "completion": (
         "gpuc.client.cli:completion",

@@ -110,7 +110,7 @@ class Settings:
     # hostile input: phone pushes per pod per hour from its signed events; the rest grouped
     events_per_hour: int = field(default=6, metadata={"gt": 0})
 
-    # kept pods (SPEC F16): a pod whose results sync failed is kept, nagging, for
+    # kept pods (F16): a pod whose results sync failed is kept, nagging, for
     # kept_window_s, then STOPPED (disk kept, GPU billing ends); a stopped kept pod is reminded of daily
     kept_window_s: float = field(default=2 * 3600.0, metadata={"gt": 0})
     kept_nag_interval_s: float = field(default=24 * 3600.0, metadata={"gt": 0})
@@ -120,7 +120,7 @@ class Settings:
     balance_low_usd: float = 5.0
     max_hours: float = 12.0
 
-    # deadlines gpuc enforces itself (SPEC F15): the pod's agent and the watchdog end a pod at its
+    # deadlines gpuc enforces itself (F15): the pod's agent and the watchdog end a pod at its
     # deadline (`up --max-hours`); no deadline, at `up` or by `gpuc extend` / `keep`, lies past start + this
     max_lifetime_hours: float = field(default=48.0, metadata={"gt": 0})
     deadline_warn_s: float = 15 * 60.0  # the pod notifies this long before its deadline

@@ -1,4 +1,4 @@
-"""A pod's deadline as the watchdog reckons it (SPEC F15): one rule for the heartbeat answer, the reaper
+"""A pod's deadline as the watchdog reckons it (F15): one rule for the heartbeat answer, the reaper
 and the route that moves it, so the pod and the watchdog cannot disagree.
 
 Every pod has one. Registered by this gpuc: `up`'s start + `--max-hours`. Registered by an older gpuc

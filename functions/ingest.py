@@ -1,4 +1,4 @@
-"""Whether the watchdog's own ingest refused heartbeats (SPEC F18): a flood that fills it makes real pings
+"""Whether the watchdog's own ingest refused heartbeats (F18): a flood that fills it makes real pings
 fail, and then a pod's silence is no evidence. The reaper asks an IngestHealth (reaper.trust); the local
 server counts its refusals in an IngestLog, the Lambda reads its CloudWatch metrics
 (aws.CloudWatchIngestHealth)."""
@@ -12,7 +12,7 @@ from typing import Protocol
 
 class IngestHealth(Protocol):
     """Whether the watchdog's own ingest refused or failed requests (throttled, erroring, overloaded):
-    then a pod's heartbeats may not have landed, and its silence is no evidence (SPEC F18)."""
+    then a pod's heartbeats may not have landed, and its silence is no evidence (F18)."""
 
     def trouble(self, since: float, now: float) -> str | None:
         """What went wrong between since and now ("was throttled 40 times"), None if nothing did.

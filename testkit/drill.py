@@ -1,4 +1,4 @@
-"""`gpuc drill`: the failure matrix (SPEC F1-F18 and their sub-rows) as measured scenarios on a virtual clock.
+"""`gpuc drill`: the failure matrix (docs/failure-matrix.md, every row) as measured scenarios on a virtual clock.
 
 Each row is a small scenario that wires the real pieces together -- the pod's Agent and Ender, the
 functions' handlers (through `dispatch`), the real SqliteStore and the real reaper -- around an

@@ -1,4 +1,4 @@
-"""Drill row for SPEC F17: the month's budget would be crossed by the pods running.
+"""Drill row for F17: the month's budget would be crossed by the pods running.
 
 Two busy, pinging pods whose worst case (price x the time to their deadlines) crosses GPUC_MONTHLY_BUDGET
 (a budget counted only at what pods have spent so far would let pod after pod in). The REAL reaper

@@ -1,4 +1,4 @@
-"""Drill rows for SPEC F15: a pod that looks alive past its deadline, on the emulated RunPod and Vast behind
+"""Drill rows for F15: a pod that looks alive past its deadline, on the emulated RunPod and Vast behind
 the real HTTP providers, with the real agent (its deadline, its Ender, the real self-destroyers with the
 pod-scoped keys) and the real reaper.
 

@@ -1,4 +1,4 @@
-"""Drill rows for SPEC F16: a results sync fails at the end and nobody answers.
+"""Drill rows for F16: a results sync fails at the end and nobody answers.
 
 The pod's real Ender and agent keep the pod (F8), nag, retry the sync, and at the end of the kept window
 STOP it, never destroy it: GPU billing ends at the stop, the disk with results/ stays (0 bytes lost).

@@ -35,7 +35,7 @@ def f9_key_refused(stage: Stage) -> RowResult:
     problems = [] if outcome == "destroy_failed" else [f"wrapper ended with {outcome}"]
     stage.run_until_gone(pod_id)
     # The pod reported its end (ledger closed, destroy_at = now + grace) before the refused call: the
-    # reaper's "ended but alive" rule applies after the grace; "as F5" is the SPEC's looser bound.
+    # reaper's "ended but alive" rule applies after the grace; "as F5" is the failure matrix's looser bound.
     bound = stage.passes_bound_min(stage.settings.silence_limit_s, exit_at)
     billed = stage.billed_min(pod_id, exit_at)
     failure = "pod's API key refused self-destroy"

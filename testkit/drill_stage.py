@@ -69,7 +69,7 @@ EXPERIMENT = "drill"
 SYNC_S = 3.0  # virtual time a results push takes; F1's bound adds it
 
 
-EXIT_SLACK_S = 10.0  # SPEC F1: destroy within 10 s of the job's exit, plus sync time
+EXIT_SLACK_S = 10.0  # F1: destroy within 10 s of the job's exit, plus sync time
 
 
 PROVIDER_FAULTS = ("503", "429", "timeout", "success_false", "schema_drift")
@@ -615,14 +615,14 @@ class Stage:
 
 
 def spec_bound_s(settings: Settings, limit_s: float) -> float:
-    """SPEC's bound for states the provider reports itself (stopped, paused, unregistered): the limit
+    """The failure matrix's bound for states the provider reports itself (stopped, paused, unregistered): the limit
     plus one reaper period (the warning goes out one grace ahead of the deadline)."""
     return limit_s + settings.reaper_period_s
 
 
 def passes_bound_s(settings: Settings, limit_s: float) -> float:
     """A limit, then one reaper period to notice, then the destroy grace rounded up to whole passes
-    (the reaper warns, then destroys on a later pass: SPEC layer 4 'notifies before')."""
+    (the reaper warns, then destroys on a later pass: layer 4 of docs/money.md, "notifies before")."""
     period = settings.reaper_period_s
     return limit_s + period + math.ceil(settings.destroy_grace_s / period) * period
 

@@ -137,7 +137,7 @@ def _serve(home: Path | None, provider: str) -> None:
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for the fault plan.")
 @click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
 def drill(faults: bool, seed: int, as_json: bool) -> None:
-    """Run the SPEC failure matrix F1-F18 on a virtual clock and print what each failure costs."""
+    """Run the failure matrix (docs/failure-matrix.md) on a virtual clock and print what each failure costs."""
     require_testkit("drill")
     # Lazy: the drill's scenarios live in gpuc.testkit, which only a clone of the repository has.
     from gpuc.client.setup.drill_text import footer, header, row_lines

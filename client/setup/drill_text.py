@@ -20,7 +20,7 @@ def _num(value: float | None) -> str:
 def header() -> list[str]:
     return [
         f"{'row':<5} {'':<4} {'billed':>7} {'bound':>7} {'false':>5} {'lost':>4} {'notif':>5}  failure; caught by; "
-        "bound (SPEC)",
+        "bound (docs/failure-matrix.md)",
         f"{'':<10} {'min':>7} {'min':>7} {'kills':>5}",
     ]
 

@@ -35,7 +35,7 @@ LEDGER_COLUMNS: tuple[str, ...] = (
 
 @dataclass
 class LedgerRow:
-    """One pod, one row; the nine columns in SPEC order. Times are ISO-8601 UTC strings."""
+    """One pod, one row; the nine columns in docs/money.md's order. Times are ISO-8601 UTC strings."""
 
     date: str
     experiment: str

@@ -15,10 +15,10 @@ from gpuc.core.providers.vast_instances import PROVIDER, parse
 if TYPE_CHECKING:
     from gpuc.core.models import Offer
 
-BID_MARGIN = 1.10  # SPEC bid advice: bid min_bid × 1.10
+BID_MARGIN = 1.10  # docs/interruptible.md's bid advice: bid min_bid × 1.10
 
 
-# `offers` defaults (SPEC "Offers"); each is a keyword of VastProvider.offers, None drops the filter.
+# `offers` defaults (docs/providers.md); each is a keyword of VastProvider.offers, None drops the filter.
 DEFAULT_FILTERS: dict[str, tuple[str, float | bool]] = {
     "verified": ("eq", True),
     "reliability": ("gt", 0.98),

@@ -168,7 +168,7 @@ def asked_ruling(rules: Rules, rec: StoredPod) -> Ruling | None:
 
 def judge_stray(rules: Rules, rec: StoredPod) -> Ruling:
     """A gpuc pod this store never registered. Its window starts when this store first saw it, never at
-    its creation time; warned one grace ahead so the destroy lands at the grace (SPEC F11: grace + one
+    its creation time; warned one grace ahead so the destroy lands at the grace (F11: grace + one
     period). A registration before then rescues it, and so does the user's lease (`gpuc keep`, the veto).
     Pings this store cannot verify prove nothing (anyone can send them): they may delay the destroy once,
     by at most the grace from first sight, and never past the pod's deadline."""

@@ -1,4 +1,4 @@
-"""The phone's buttons in a rehearsal act on the rehearsal's own watchdog (issue 37: every button pointed at the
+"""The phone's buttons in a rehearsal act on the rehearsal's own watchdog (they all pointed at the
 default port 8787, a "keep 1 h" tap failed with a ConnectError seen only in the rehearsal's terminal, the phone
 showed nothing, and the idle pod was destroyed 40 s later).
 

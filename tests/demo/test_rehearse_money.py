@@ -1,4 +1,4 @@
-"""The money on both sides of a rehearsal (issue 37: the watchdog never saw the budget the user set where `gpuc
+"""The money on both sides of a rehearsal (the watchdog once never saw the budget the user set where `gpuc
 doctor` says, its page said "No monthly budget set", its 80 % alert and pulled-in deadlines could not be seen;
 the stand-in account started above the balance cap, so `doctor` failed out of the box, and never billed down).
 

@@ -1,4 +1,4 @@
-"""An outbid rehearsed as docs/interruptible.md shows it, step by step (issue 35 item 6: the Vast rehearsal had no
+"""An outbid rehearsed as docs/interruptible.md shows it, step by step (the Vast rehearsal once had no
 way to outbid a pod, so recovery could be seen only as two lines of `gpuc drill`).
 
 The steps are read from the page itself (its "Rehearse an outbid first" section: the job and the commands), run

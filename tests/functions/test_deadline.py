@@ -1,4 +1,4 @@
-"""The watchdog's half of the deadline (SPEC F15): a pod past its deadline is ended whatever its pings and
+"""The watchdog's half of the deadline (F15): a pod past its deadline is ended whatever its pings and
 GPU say, warned one period ahead, destroyed at the first pass at or after it; nothing but an uncertain
 reading (blind, "unknown", not gpuc's) or the pass-wide holds keeps it. And the route that moves it, held
 to the user's cap at the watchdog."""

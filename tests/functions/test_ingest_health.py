@@ -1,4 +1,4 @@
-"""A flooded or failing ingest is not silence (SPEC F18).
+"""A flooded or failing ingest is not silence (F18).
 
 When real heartbeats fail because the watchdog's own ingest refused them (overloaded, erroring), the
 reaper must not take the pods for dead: silence kills are held, like provider blindness, with one alert,

@@ -76,7 +76,7 @@ def test_it_destroys_a_silent_pod_within_silence_limit_plus_one_period_plus_grac
     t0 = world.now
     world.clock.advance(299)  # the worst phase: a pass lands just before the limit
     destroyed_at = passes_until_destroyed(world, "p1", world.settings.reaper_period_s, limit_s=3600)
-    # Passes at +299 (not yet), +599 (mark, T = +839), +899 (destroy): SPEC's "<= 15 min" worst case
+    # Passes at +299 (not yet), +599 (mark, T = +839), +899 (destroy): the failure matrix's "<= 15 min" worst case
     assert destroyed_at == t0 + 899
     assert world.kinds("p1") == ["mark", "destroying", "destroyed"]
 
@@ -141,7 +141,7 @@ def test_it_destroys_a_pod_paused_for_more_than_30_minutes(world: World) -> None
     destroyed_at = passes_until_destroyed(world, "p1", period=MIN, limit_s=3 * 3600)
     assert destroyed_at is not None
     # The provider reports the pause itself, so the warning goes out one grace ahead and the destroy
-    # lands on the first pass at the limit (SPEC F6: 30 min + one period).
+    # lands on the first pass at the limit (F6: 30 min + one period).
     assert destroyed_at == paused_at + world.settings.paused_limit_s
     assert world.kinds("p1") == ["mark", "destroying", "destroyed"]
 

@@ -1,4 +1,4 @@
-"""The pod's half of the deadline (SPEC F15): the agent warns 15 min ahead and, a lead before it, ends the pod
+"""The pod's half of the deadline (F15): the agent warns 15 min ahead and, a lead before it, ends the pod
 through the Ender (sync -> notify -> destroy; a failed sync keeps it), whatever the job, GPU, ssh, `.keep`
 or a lease say. It adopts the watchdog's deadline from every answer, keeps the last one while the watchdog
 is unreachable, never takes an absurd one, and compares on the watchdog's clock."""
