@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from gpuc.core import api
+from gpuc.core import api, grantapi
 from gpuc.core.destinations import GRANT_KEY_HINT, S3Location, grant_name_problem
 from gpuc.core.errors import SyncError
 from gpuc.core.settings import Settings
@@ -74,10 +74,10 @@ def scope_of(settings: Settings) -> Scope | None:
     return Scope(where.bucket, where.prefix, settings.s3_endpoint_url)
 
 
-def said_scope(settings: Settings) -> api.GrantScope | None:
+def said_scope(settings: Settings) -> grantapi.GrantScope | None:
     """What /v1/status says of it, for `up` to check before renting (never the key)."""
     scope = scope_of(settings)
-    return None if scope is None else api.GrantScope(bucket=scope.url, endpoint_url=scope.endpoint_url)
+    return None if scope is None else grantapi.GrantScope(bucket=scope.url, endpoint_url=scope.endpoint_url)
 
 
 def checked_results_at(settings: Settings, url: str, experiment: str, run_id: str) -> str:
@@ -119,18 +119,18 @@ def results_at_of_run(settings: Settings, url: str, experiment: str, run_id: str
 # -- the routes ----------------------------------------------------------------------------------------
 def grant(req: Request, deps: Deps, now: float) -> Response:
     signed = verify_pod(req, deps, now)
-    body = parse(api.GrantRequest, req.body)
+    body = parse(grantapi.GrantRequest, req.body)
     same_pod(signed, body.pod_id)
     base, ttl = _granted(deps, signed, now)
     bucket = _bucket(deps)
     method: Literal["PUT", "GET"] = "PUT" if body.op == "put" else "GET"
-    urls = [api.GrantedUrl(name=n, url=bucket.presign(method, f"{base}/{n}", ttl)) for n in body.names]
-    return ok(api.GrantAnswer(urls=urls, expires_in_s=ttl))
+    urls = [grantapi.GrantedUrl(name=n, url=bucket.presign(method, f"{base}/{n}", ttl)) for n in body.names]
+    return ok(grantapi.GrantAnswer(urls=urls, expires_in_s=ttl))
 
 
 def grant_list(req: Request, deps: Deps, now: float) -> Response:
     signed = verify_pod(req, deps, now)
-    body = parse(api.ListRequest, req.body)
+    body = parse(grantapi.ListRequest, req.body)
     same_pod(signed, body.pod_id)
     if body.after is not None and grant_name_problem(body.after):
         raise HttpError(400, "json validation error: after is invalid")
@@ -140,13 +140,13 @@ def grant_list(req: Request, deps: Deps, now: float) -> Response:
         page = _bucket(deps).listing(prefix, None if body.after is None else prefix + body.after)
     except BucketError as exc:
         raise _unreachable(exc) from None
-    objects = [api.ListedObject(name=key[len(prefix) :], size=size) for key, size in page.keys]
-    return ok(api.ListAnswer(objects=objects, more=page.more))
+    objects = [grantapi.ListedObject(name=key[len(prefix) :], size=size) for key, size in page.keys]
+    return ok(grantapi.ListAnswer(objects=objects, more=page.more))
 
 
 def grant_upload(req: Request, deps: Deps, now: float) -> Response:
     signed = verify_pod(req, deps, now)
-    body = parse(api.UploadRequest, req.body)
+    body = parse(grantapi.UploadRequest, req.body)
     same_pod(signed, body.pod_id)
     if body.op != "start" and body.upload_id is None:
         raise HttpError(400, "json validation error: upload_id is required")
@@ -162,18 +162,18 @@ def grant_upload(req: Request, deps: Deps, now: float) -> Response:
         raise _unreachable(exc) from None
 
 
-def _upload_step(bucket: ResultsBucket, key: str, body: api.UploadRequest, ttl: int) -> api.UploadAnswer:
+def _upload_step(bucket: ResultsBucket, key: str, body: grantapi.UploadRequest, ttl: int) -> grantapi.UploadAnswer:
     upload_id = body.upload_id or ""
     if body.op == "start":
-        return api.UploadAnswer(upload_id=bucket.start_upload(key))
+        return grantapi.UploadAnswer(upload_id=bucket.start_upload(key))
     if body.op == "parts":
-        urls = [api.PartUrl(part=n, url=bucket.presign_part(key, upload_id, n, ttl)) for n in body.parts]
-        return api.UploadAnswer(upload_id=upload_id, urls=urls, expires_in_s=ttl)
+        urls = [grantapi.PartUrl(part=n, url=bucket.presign_part(key, upload_id, n, ttl)) for n in body.parts]
+        return grantapi.UploadAnswer(upload_id=upload_id, urls=urls, expires_in_s=ttl)
     if body.op == "complete":
         bucket.complete_upload(key, upload_id, body.count or 0, body.size or 0)
     else:
         bucket.abort_upload(key, upload_id)
-    return api.UploadAnswer(upload_id=upload_id)
+    return grantapi.UploadAnswer(upload_id=upload_id)
 
 
 def _granted(deps: Deps, signed: Signed, now: float) -> tuple[str, int]:

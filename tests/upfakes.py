@@ -12,9 +12,10 @@ from ctxfakes import StatusView
 
 from gpuc.client.context import Ctx
 from gpuc.client.runs import RunStore
-from gpuc.core.api import WIRE_PROTOCOL, GrantScope, StatusResponse
+from gpuc.core.api import WIRE_PROTOCOL, StatusResponse
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ProviderError
+from gpuc.core.grantapi import GrantScope
 from gpuc.core.models import Balance, Offer, PodSpec
 from gpuc.core.pod import Pod
 from gpuc.core.providers.base import DestroyResult, Provider

@@ -18,9 +18,9 @@ from upfakes import Created, FakeProvider, make_deps, nothing_spent, rented_sett
 from gpuc.client.context import Ctx
 from gpuc.client.pods.plan import UpOptions
 from gpuc.client.pods.up import up
-from gpuc.core.api import GrantScope
 from gpuc.core.destcheck import check_destination
 from gpuc.core.errors import ConfigError
+from gpuc.core.grantapi import GrantScope
 from gpuc.core.settings import Settings
 from gpuc.core.settingvalues import SecretStr
 

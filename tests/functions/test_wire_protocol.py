@@ -11,11 +11,18 @@ import json
 from watchdog_fakes import World
 
 from gpuc.client.pods.plan import check_protocol
-from gpuc.core import api
+from gpuc.core import api, grantapi
 
 # What a pod sends, as this WIRE_PROTOCOL defines it. Changed a model below? Raise WIRE_PROTOCOL and record
 # the new schema's digest here with it (the failure prints it).
-POD_SENDS = (api.HeartbeatBody, api.PodEvent, api.BootRequest, api.GrantRequest, api.ListRequest, api.UploadRequest)
+POD_SENDS = (
+    api.HeartbeatBody,
+    api.PodEvent,
+    api.BootRequest,
+    grantapi.GrantRequest,
+    grantapi.ListRequest,
+    grantapi.UploadRequest,
+)
 SCHEMA_OF = {2: "d814ba07454291f8", 3: "1a74955be5046b85", 4: "27716092ac9a0e6e"}
 
 

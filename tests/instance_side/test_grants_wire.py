@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from gpuc.core import api
+from gpuc.core import grantapi
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import SyncError
 from gpuc.functions import grants as routes
@@ -47,17 +47,17 @@ def calls(client: Recorded) -> GrantCalls:
 
 def test_the_pods_requests_are_the_shared_models_on_the_watchdogs_routes() -> None:
     url = "https://s3.example/b/k?X-Amz-Signature=x"
-    granted = Recorded(api.GrantAnswer(urls=[api.GrantedUrl(name="a/b.pt", url=url)], expires_in_s=900))
+    granted = Recorded(grantapi.GrantAnswer(urls=[grantapi.GrantedUrl(name="a/b.pt", url=url)], expires_in_s=900))
     assert calls(granted).urls("put", ["a/b.pt"]) == ({"a/b.pt": url}, 900.0)
-    listed = Recorded(api.ListAnswer(objects=[api.ListedObject(name="a", size=3)], more=True))
+    listed = Recorded(grantapi.ListAnswer(objects=[grantapi.ListedObject(name="a", size=3)], more=True))
     assert calls(listed).page("0") == ({"a": 3}, True)
-    parts = Recorded(api.UploadAnswer(upload_id="u1", urls=[api.PartUrl(part=1, url=url)], expires_in_s=600))
+    parts = Recorded(grantapi.UploadAnswer(upload_id="u1", urls=[grantapi.PartUrl(part=1, url=url)], expires_in_s=600))
     assert calls(parts).part_urls("big.pt", "u1", [1]) == ({1: url}, 600.0)
-    started = Recorded(api.UploadAnswer(upload_id="u1"))
+    started = Recorded(grantapi.UploadAnswer(upload_id="u1"))
     assert calls(started).upload("start", "big.pt")["upload_id"] == "u1"
     calls(started).upload("complete", "big.pt", upload_id="u1", count=2, size=10)
     models: dict[str, type[BaseModel]] = {
-        GRANT_PATH: api.GrantRequest, LIST_PATH: api.ListRequest, UPLOAD_PATH: api.UploadRequest
+        GRANT_PATH: grantapi.GrantRequest, LIST_PATH: grantapi.ListRequest, UPLOAD_PATH: grantapi.UploadRequest
     }
     handlers = {GRANT_PATH: routes.grant, LIST_PATH: routes.grant_list, UPLOAD_PATH: routes.grant_upload}
     for client in (granted, listed, parts, started):
