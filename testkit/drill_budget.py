@@ -6,7 +6,7 @@ Two busy, pinging pods whose worst case (price x the time to their deadlines) cr
 moment the month reaches the budget if both run on (never sooner than now + GPUC_BUDGET_PULL_IN_S), once per
 pod, in one warning naming both; the REAL agents hear the earlier deadline in a heartbeat answer and end their
 pods at it through their Ender (sync -> notify -> destroy), the reaper's deadline rule behind them. A new `up`
-is weighed by the REAL client check (client/pods/plan.check_budget, the same rule) against the laptop's ledger
+is weighed by the REAL client check (client/pods/budgetcheck.check_budget, the same rule) against the laptop's ledger
 and the watchdog's status, read through the real WatchdogClient answered by the real handlers: refused.
 
 Billed minutes run from the moment the spend reaches the budget to the destroy, on the later of the two pods
@@ -18,7 +18,8 @@ from __future__ import annotations
 import httpx
 
 from gpuc.client.context import Ctx
-from gpuc.client.pods.plan import Quote, UpOptions, check_budget
+from gpuc.client.pods.budgetcheck import check_budget
+from gpuc.client.pods.plan import Quote, UpOptions
 from gpuc.client.runs import RunStore
 from gpuc.core import api
 from gpuc.core.errors import GpucError, SafetyRefusal

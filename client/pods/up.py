@@ -21,7 +21,7 @@ from gpuc.client.context import Ctx, Echo
 from gpuc.client.onpod.provision import IMAGE_PYTHON, install_agent, provision
 from gpuc.client.onpod.script import check_command, check_in_bundle, put_project
 from gpuc.client.onpod.ssh import wait_for_ssh_endpoint
-from gpuc.client.pods import allowlist, plan, warm
+from gpuc.client.pods import allowlist, budgetcheck, plan, warm
 from gpuc.client.pods.interrupts import (
     CleanupTimeout,
     Interrupted,
@@ -93,7 +93,7 @@ def up(opts: UpOptions, ctx: Ctx) -> Pod | None:
         spec = plan.prepare_spec(provider, spec, ctx)  # what the provider would refuse, said in a dry run too
         dry_quote = plan.quote(provider, spec, opts, ctx, recovery.envelope_of(opts, spec))
         ctx.echo("  " + plan.cost_line(dry_quote, opts, gpu, ctx.clock.now()))
-        plan.show_budget(dry_quote, opts, ctx)
+        budgetcheck.show_budget(dry_quote, opts, ctx)
         return None
     provider = ctx.provider(opts.provider)
     plan.check_rentable(provider, opts)
@@ -113,7 +113,7 @@ def up(opts: UpOptions, ctx: Ctx) -> Pod | None:
         spec = spec.model_copy(update={"env": {**spec.env, WATCHDOG_ENV: watched.watchdog_id}})
     warn_running_experiment(provider, opts.experiment, ctx)
     priced = plan.quote(provider, spec, opts, ctx, recovery.envelope_of(opts, spec))
-    plan.check_budget(priced, opts, ctx, watched.pods)
+    budgetcheck.check_budget(priced, opts, ctx, watched.pods)
     if not plan.confirm(priced, opts, gpu, ctx, opts.confirm):
         raise GpucError("nothing was created (not confirmed)", hint="add -y to create without the question")
     if priced.offer_id and not spec.offer_id:

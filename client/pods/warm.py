@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gpuc.client.context import Ctx
+from gpuc.client.pods.budgetcheck import weigh
 from gpuc.client.text import clock_utc, short_span
 from gpuc.core.budget import usd
 from gpuc.core.errors import GpucError, SafetyRefusal
@@ -107,8 +108,6 @@ def move_deadline(run: RunRecord, pod: Pod, ctx: Ctx) -> str | None:
 
 def _over_budget(record: PodRecord, wanted: float, records: list[PodRecord], run: RunRecord, ctx: Ctx) -> str | None:
     """The budget the move would cross, in words; None when every budget holds it (or none is set)."""
-    from gpuc.client.pods.plan import weigh
-
     assert record.deadline_at is not None
     now = ctx.clock.now()
     price = record.price_per_hour

@@ -25,7 +25,8 @@ from watchdog_fakes import ADMIN, World, make_world
 from gpuc.client.context import Ctx
 from gpuc.client.onpod.provision import install_agent
 from gpuc.client.pods import up as up_module
-from gpuc.client.pods.plan import Quote, UpOptions, pods_ahead, weigh_budgets
+from gpuc.client.pods.budgetcheck import pods_ahead, weigh_budgets
+from gpuc.client.pods.plan import Quote, UpOptions
 from gpuc.client.runs import RunStore
 from gpuc.core.api import ReapReport
 from gpuc.core.budget import Ahead, ahead_of, outlook

@@ -8,7 +8,7 @@ from __future__ import annotations
 from mutant import Mutant
 
 UP = "client/pods/up.py"
-PLAN = "client/pods/plan.py"
+BUDGETCHECK = "client/pods/budgetcheck.py"
 CORE_BUDGET = "core/budget.py"
 REAPER_BUDGET = "functions/reaper/budget.py"
 DESTCHECK = "core/destcheck.py"
@@ -32,7 +32,7 @@ MUTANTS_MONEY: tuple[Mutant, ...] = (
     Mutant(
         "budget-up-spent-so-far",
         "up: running pods count at what they spent so far (three $5.28 pods pass an $8 budget)",
-        PLAN,
+        BUDGETCHECK,
         "    ahead = pods_ahead(records or [], ctx, now)",
         "    ahead: list[Ahead] = []",
         (worst("test_the_second_up_is_refused_when_the_first_pods_worst_case_leaves_no_room"),),
@@ -111,7 +111,7 @@ MUTANTS_MONEY: tuple[Mutant, ...] = (
     Mutant(
         "budget-experiment-ignored",
         "up: the per-experiment budget is ignored whenever a monthly budget is set",
-        PLAN,
+        BUDGETCHECK,
         "    wanted = [w for w in wanted if getattr(settings, w[0]) is not None]",
         "    wanted = [w for w in wanted if getattr(settings, w[0]) is not None][:1]",
         (worst("test_the_experiment_budget_holds_when_a_monthly_budget_is_set_too"),),
