@@ -30,9 +30,10 @@ from gpuc.client.context import Ctx
 from gpuc.client.onpod.access import pod_access
 from gpuc.client.onpod.upload import UPLOAD_DIR
 from gpuc.client.onpod.upload import prepare as prepare_upload
+from gpuc.client.pods.abort import CLEANUP_LIMIT_S
 from gpuc.client.pods.interrupts import Interrupted
 from gpuc.client.pods.plan import UpOptions
-from gpuc.client.pods.up import CLEANUP_LIMIT_S, up
+from gpuc.client.pods.up import up
 from gpuc.client.runs import RunStore
 from gpuc.client.setup.demo import demo_settings
 from gpuc.core.models import PodSpec

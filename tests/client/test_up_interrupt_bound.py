@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gpuc.client.context import Ctx
-from gpuc.client.pods import up
+from gpuc.client.pods import abort
 from gpuc.client.pods.interrupts import Interrupted
 from gpuc.client.runs import RunStore
 from gpuc.core.clock import FakeClock, SystemClock
@@ -47,11 +47,11 @@ def ctx_for(tmp_path: Path, provider: FakeProvider) -> Ctx:
 def test_a_stuck_destroy_is_given_up_in_time_naming_the_pod_and_where_to_find_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(up, "CLEANUP_LIMIT_S", 0.5)
+    monkeypatch.setattr(abort, "CLEANUP_LIMIT_S", 0.5)
     provider = StuckProvider()
     pod = provider.add("p1", name=SPEC.name)
     started = time.monotonic()
-    up._abort(pod, SPEC, ctx_for(tmp_path, provider), Interrupted(signal.SIGINT), [])
+    abort.abort(pod, SPEC, ctx_for(tmp_path, provider), Interrupted(signal.SIGINT), [])
     assert time.monotonic() - started < 5.0
     err = capsys.readouterr().err
     assert provider.asked == ["p1"] and provider.alive("p1")
@@ -66,7 +66,7 @@ def test_a_pod_whose_create_had_no_answer_is_found_by_name_and_destroyed(
     provider = FakeProvider(FakeClock())
     provider.add("other", name="gpuc-someone-else")  # never touched: not this run's name
     provider.add("p2", name=SPEC.name)
-    up._abort(None, SPEC, ctx_for(tmp_path, provider), Interrupted(signal.SIGHUP), [])
+    abort.abort(None, SPEC, ctx_for(tmp_path, provider), Interrupted(signal.SIGHUP), [])
     assert provider.destroyed == ["p2"] and provider.alive("other")
     err = capsys.readouterr().err
     assert "up ended early: terminal closed (SIGHUP); destroyed p2" in err and "found by its name" in err, err
@@ -81,7 +81,7 @@ def test_the_abort_line_quoting_a_failure_is_scrubbed_of_secrets_and_terminal_co
     pod = provider.add("p3", name=SPEC.name)
     settings = Settings(home=tmp_path / "home", runpod_api_key=SecretStr(key))
     ctx = Ctx(settings, runs=RunStore(settings.home), clock=SystemClock(), providers={"fake": provider})
-    up._abort(pod, SPEC, ctx, GpucError(f"the pod said {key}\x1b[2J\x1b]0;owned\x07 no"), [])
+    abort.abort(pod, SPEC, ctx, GpucError(f"the pod said {key}\x1b[2J\x1b]0;owned\x07 no"), [])
     err = capsys.readouterr().err
     assert provider.destroyed == ["p3"]
     assert "destroyed p3" in err and key not in err and "\x1b" not in err and "\x07" not in err, repr(err)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuc.client.pods import up
+from gpuc.client.pods import abort
 from gpuc.testkit.drill import run_drill
 from gpuc.testkit.drill_interrupt import STEPS, f11i_up_interrupted
 
@@ -21,13 +21,13 @@ def test_the_row_passes_with_every_step_stopped_and_nothing_left() -> None:
 
 def test_the_row_fails_when_up_prints_before_it_destroys(monkeypatch: pytest.MonkeyPatch) -> None:
     """The old abort path: its first line to the broken pipe raises, and the destroy never runs."""
-    real = up._destroy_made
+    real = abort._destroy_made
 
     def print_first(pod, spec, ctx, why, *rest):  # type: ignore[no-untyped-def]
         ctx.echo(f"up failed after create ({why}); destroying")
         return real(pod, spec, ctx, why, *rest)
 
-    monkeypatch.setattr(up, "_destroy_made", print_first)
+    monkeypatch.setattr(abort, "_destroy_made", print_first)
     (row,) = run_drill(scenarios=[f11i_up_interrupted]).rows
     assert not row.ok
     assert f"{len(STEPS)} pod(s) left billing" in " ".join(row.problems), row.problems

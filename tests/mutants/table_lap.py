@@ -7,6 +7,7 @@ from __future__ import annotations
 from mutant import Mutant
 
 UP = "client/pods/up.py"
+ABORT = "client/pods/abort.py"
 RECOVERY = "client/pods/recovery/prepare.py"
 LEDGER = "core/ledger/intake.py"
 DOWN = "client/pods/down.py"
@@ -55,7 +56,7 @@ MUTANTS_LAP: tuple[Mutant, ...] = (
     Mutant(
         "lap-failed-up-keeps-recovering",
         "an up that failed after registering leaves the run's recovery on: the watchdog may rent again",
-        UP,
+        ABORT,
         "        if recovering_run is not None:\n            ctx.watchdog.stop_run(recovering_run)",
         "        if False:\n            ctx.watchdog.stop_run(recovering_run)",
         (up_test("test_an_up_that_fails_after_the_registration_stops_the_runs_recovery"),),

@@ -55,7 +55,7 @@ MUTANTS_WEEK1: tuple[Mutant, ...] = (
     Mutant(
         "up-abort-not-ended",
         "up: a pod it destroyed itself stays open at the watchdog: a false 'gone at the provider' later",
-        "client/pods/up.py",
+        "client/pods/abort.py",
         "        destroyed.append(pod.id)  # ended at the watchdog",
         "        pass  # ended at the watchdog",
         (f"{SLIPS}::test_a_pod_up_destroyed_itself_is_ended_at_the_watchdog_not_found_gone",),
