@@ -21,6 +21,8 @@ PROVIDED_BY_LAMBDA = frozenset({"boto3", "botocore", "s3transfer", "jmespath", "
 GPUC_PACKAGES = (
     "gpuc",
     "gpuc.core",
+    "gpuc.core.ledger",
+    "gpuc.core.notify",
     "gpuc.core.providers",
     "gpuc.functions",
     "gpuc.functions.reaper",

@@ -134,6 +134,10 @@ class Run:
         return code
 
 
+def heed_sighup() -> None:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 @dataclass
 class World:
     tmp: Path
@@ -164,6 +168,9 @@ class World:
             stdout=write_end,
             stderr=write_end if stderr_broken else subprocess.PIPE,
             process_group=tee.pid,
+            # A terminal's `up` heeds SIGHUP, whatever the suite was started under (`nohup make test` makes
+            # every child ignore it, and `up` then rightly goes on): only `nohup` here asks for that.
+            preexec_fn=heed_sighup,
         )
         os.close(read_end)  # `tee` alone reads the pipe: when it dies, the pipe is broken
         os.close(write_end)
