@@ -67,7 +67,7 @@ def _argument_metavar(argument: click.Argument) -> str:
     elif type(argument.type).get_metavar is click.ParamType.get_metavar and argument.name:
         found = argument.name.upper()
     else:  # a type that names its own metavar: say how click shows it here, once, rather than guess
-        raise NotImplementedError(f"docgen renders no usage for a {type(argument.type).__name__} argument yet")
+        raise TypeError(f"docgen cannot render the usage of a {type(argument.type).__name__} argument: teach it here")
     if not argument.required and not found.startswith("["):
         found = f"[{found}]"
     return found + ("..." if argument.nargs != 1 else "")
