@@ -1,4 +1,4 @@
-"""What the credential scan (client/secretscan.py) adds to `gpuc up`'s upload, on a 10,000-file project.
+"""What the credential scan (client/onpod/secretscan.py) adds to `gpuc up`'s upload, on a 10,000-file project.
 
 The tree: 9,000 small text files (code, configs, ~2 KB), 800 text shards of 100 KB and 200 binary files of
 200 KB (checked by magic bytes and known values only), in a plain folder (the folder walk). Every file is

@@ -1,6 +1,7 @@
 """A pod as gpuc reads it from a provider, and the marks that say gpuc started it. Pure data, and no
 pydantic: `gpuc ls` builds these from both providers' listings many times a day. A Pod is never parsed
-from outside: the providers' own wire shapes (checked by core/checks.py) are mapped onto it.
+from outside: the providers' own wire shapes (the ProviderAnswer models, core/providers/common.py) are
+mapped onto it.
 """
 
 from __future__ import annotations

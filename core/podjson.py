@@ -5,7 +5,7 @@ A pod on Vast is a stranger's machine: what it answers may be any bytes. `loads`
 size, as UTF-8, without NaN/Infinity or numbers out of a float's range (`1e400`), without a key twice (which
 of the two would count?), and turns every way it can fail (a nesting deep enough to exhaust the
 recursion limit too) into one `Unreadable` carrying why. Types and ranges are the caller's: see
-client/outcome_file.py.
+client/jobs/outcome_file.py.
 """
 
 from __future__ import annotations

@@ -151,7 +151,7 @@ class Settings:
     # (a pipe, a file, cron), a plain progress line this often (client/progress.py)
     progress_every_s: float = field(default=30.0, metadata={"gt": 0, "finite": True})
 
-    # the project `up` uploads into the pod's workspace (client/upload.py): refused over this size
+    # the project `up` uploads into the pod's workspace (client/onpod/upload.py): refused over this size
     upload_max_mb: float = field(default=200.0, metadata={"gt": 0})
 
     # secrets to the pod (core/podsecrets.py): the names, comma-separated, that go to the pod
@@ -163,7 +163,7 @@ class Settings:
     s3_endpoint_url: str | None = None
     git_remote: str | None = None
 
-    # getting onto a rented pod (client/ssh.py, client/provision.py)
+    # getting onto a rented pod (client/onpod/ssh.py, client/onpod/provision.py)
     ssh_key_path: Path = field(default_factory=lambda: Path.home() / ".ssh" / "id_ed25519")
     ssh_sandbox_root: Path | None = (
         None  # tests/demos only: the pod's root on the ssh host is <this>/<pod id>

@@ -92,7 +92,7 @@ def event_text(pod: StoredPod, body: api.PodEvent) -> str:
     elif body.kind == "sync_failed" and body.note == "periodic":
         todo = "Check the results destination: `gpuc doctor`; the job goes on."
     parts = [pod_says(body.message)]
-    # `up --wait` reads these two back from the watchdog's status (client/outcome.py): keep their wording.
+    # `up --wait` reads these two back from the watchdog's status (client/jobs/follow.py): keep their wording.
     if body.exit_code is not None:
         parts.append(f"gpuc: exit code {body.exit_code}.")
     if body.duration_s is not None:

@@ -9,7 +9,7 @@ Four checks, each pass / fail / skip, printed as one JSON verdict (and kept in `
   the catalog's nominal figure: >= 60 % passes. A throttled or mislabeled card fails here.
 
 Without torch, or without any GPU (and none expected), the checks that need them are skipped with a
-note saying why. `up` destroys a pod whose verdict fails (client/provision.py). The NVML module and
+note saying why. `up` destroys a pod whose verdict fails (client/onpod/provision.py). The NVML module and
 torch are parameters, so tests hand in fakes; verification runs once per pod, so importing the
 catalog (and pydantic, if it came to that) costs nothing that matters.
 """

@@ -1,4 +1,4 @@
-"""`--wait` for `gpuc up` and `gpuc run`, and `gpuc logs`: the click-facing side of client/outcome.py.
+"""`--wait` for `gpuc up` and `gpuc run`, and `gpuc logs`: the click-facing side of client/jobs/follow.py.
 
 The job's output goes to stdout, gpuc's own lines to stderr, so `gpuc up ... --wait > run.log` keeps the
 job's output clean. `--wait` exits with the job's exit code; Ctrl-C stops the waiting, never the job.

@@ -104,7 +104,7 @@ def limits_text(line: BalanceLine) -> str | None:
 
 
 class AccountCheck(TypedDict):
-    """A `gpuc doctor` check (client/doctor.py Check), built here where the balance lines are read."""
+    """A `gpuc doctor` check (client/setup/checks.py Check), built here where the balance lines are read."""
 
     name: str
     status: Literal["ok", "warn"]

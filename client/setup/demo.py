@@ -11,7 +11,7 @@ holds no key, asks the watchdog for presigned URLs for its run's prefix, and the
 `--provider runpod|vast` runs the same stories against the provider's emulator over loopback HTTP,
 through the path a rented pod takes: create over the API, ssh (a loopback sshd), the offline install,
 the agent; the wrapper destroys with the pod-scoped key, the reaper with the account key
-(client/demo_remote.py plays the platform's container side).
+(testkit/platform.py plays the platform's container side).
 """
 
 from __future__ import annotations

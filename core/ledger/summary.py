@@ -232,7 +232,7 @@ def running_lines(summary: LedgerSummary) -> list[str]:
 
 
 def running_rows(running: Iterable[RunningCost]) -> list[LedgerRow]:
-    """The running pods as rows for the plot (client/plot.py sums rows by their cost): the cost so far in
+    """The running pods as rows for the plot (client/money/plot.py sums rows by their cost): the cost so far in
     cost_usd, the note RUNNING_SO_FAR. Add them to the rows it is given: an open row counts for nothing
     there, so no pod is counted twice."""
     return [

@@ -67,7 +67,7 @@ def test_a_pod_up_destroyed_itself_is_ended_at_the_watchdog_not_found_gone(world
     assert done.returncode == 2 and "destroyed" in done.stderr, done.stdout + done.stderr
     deps = world.deps()
     (record,) = deps.watchdog.status().pods
-    # "ended": not a state the reaper's gone-at-the-provider warning is sent for (functions/reaper/actions.py)
+    # "ended": not a state the reaper's gone-at-the-provider warning is sent for (functions/reaper/steps.py)
     assert (record.state, record.ended_by) == ("ended", "up"), record  # `up` ended it (the page says so)
     assert record.end_at is not None
 
