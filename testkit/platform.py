@@ -41,6 +41,7 @@ from gpuc.testkit.sshd import LoopbackSshd
 PROVIDERS = ("runpod", "vast")
 KILL_GRACE_S = 1.0  # a destroyed container's processes die a moment after the API answers, not during
 KILL_POLL_S = 0.2
+KILL_WAIT_S = 5.0  # a stop waits this long at most for its killed processes to end
 ACCOUNT = "account key"
 POD_KEY = "pod-scoped key"
 IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -175,7 +176,10 @@ class Platform:
                 stat = (entry / "stat").read_text()
             except OSError:
                 continue
-            parents[pid] = int(stat.rsplit(")", 1)[1].split()[1])
+            state, parent = stat.rsplit(")", 1)[1].split()[:2]
+            if state in ("Z", "X"):  # killed, awaiting its parent's reap: it runs nothing and holds nothing
+                continue
+            parents[pid] = int(parent)
             if marker in environ.split(b"\0"):
                 found.add(pid)
         grown = True
@@ -187,16 +191,17 @@ class Platform:
 
     def kill_container(self, pod_id: str) -> int:
         """Every process of the container, as a container stop kills them all: scanned again after each round,
-        since one may have started a child between the scan and its kill (the agent starting a push)."""
+        since one may have started a child between the scan and its kill (the agent starting a push), until none
+        is left. A SIGKILLed process lingers a moment before the kernel ends it, so a stop that returned at the
+        kill would let `leftovers()` see processes already dying."""
         killed: set[int] = set()
-        for _ in range(5):
-            pids = set(self.processes(pod_id)) - killed
-            if not pids:
-                break
-            for pid in pids:
+        deadline = time.monotonic() + KILL_WAIT_S
+        while (pids := set(self.processes(pod_id))) and time.monotonic() < deadline:
+            for pid in pids - killed:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
             killed |= pids
+            time.sleep(0.02)
         return len(killed)
 
     def kill_agent(self, pod_id: str) -> int:
