@@ -72,7 +72,7 @@ def _beats() -> int:
         return _Stub.heartbeats
 
 
-def _pod(root: Path, functions_url: str, interval_s: float) -> dict[str, str]:
+def _pod(root: Path, watchdog_url: str, interval_s: float) -> dict[str, str]:
     from gpuc.core.podconfig import PodConfig, PodPaths, render_env_file
     from gpuc.core.settings import Settings
 
@@ -80,7 +80,7 @@ def _pod(root: Path, functions_url: str, interval_s: float) -> dict[str, str]:
     paths.state.mkdir(parents=True)
     settings = Settings(
         home=root / "home",
-        functions_url=functions_url,
+        watchdog_url=watchdog_url,
         heartbeat_interval_s=interval_s,
         idle_check_interval_s=interval_s,
     )

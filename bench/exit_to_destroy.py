@@ -52,7 +52,7 @@ def one_pod(home: Path, run: int) -> float:
     settings = demo_settings(home)
     server = start_in_thread(settings, port=0)  # no reaper: only the wrapper may destroy the pod
     try:
-        settings = settings.with_overrides(functions_url=server.url)
+        settings = settings.with_overrides(watchdog_url=server.url)
         deps = Ctx(settings, echo=lambda m: None)
         deps.providers["local"] = LocalProvider(settings.home, settings=settings)
         opts = UpOptions(experiment=f"bench-exit-{run}", command=[sys.executable, "-c", JOB, str(stamp)])

@@ -1,4 +1,4 @@
-"""The functions' HTTP contract, shared by the client, the pod and the server.
+"""The watchdog's HTTP contract, shared by the client, the pod and the server.
 
 Routes (the local server and the Lambda Function URL serve the same ones):
 

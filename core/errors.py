@@ -16,7 +16,7 @@ GpucError                          user-facing: message + how to fix it, no trac
 │   ├── ProviderSchemaError        a body we do not recognise: never read as "empty account"
 │   ├── GraphQLError               (core.providers.answers) RunPod answered `errors`: understood, refused
 │   └── GraphQLRetired             (core.providers.answers) RunPod's GraphQL is gone: upgrade gpuc
-├── FunctionsError                 the watchdog functions answered an error or were unreachable
+├── WatchdogError                  the watchdog answered an error or was unreachable
 ├── SyncError                      results could not be copied out and verified
 ├── SafetyRefusal                  gpuc refuses an action that could waste money or lose data
 ├── SshError                       (client.onpod.ssh) the pod could not be reached, or a transfer failed
@@ -37,7 +37,7 @@ GpucError                          user-facing: message + how to fix it, no trac
 internal, caught where they are raised:
 HttpError                          (functions.handlers) becomes a 4xx answer with a stable message
 DeliveryFailed                     (core.notify.channels) one failed notification attempt; retried or dropped
-TransportError                     (instance_side.podhttp) the functions unreachable from the pod: queued
+TransportError                     (instance_side.podhttp) the watchdog unreachable from the pod: queued
 GpuReadError, _Degraded            (instance_side.gpu) a GPU reading failed: counted as busy, never idle
 JobScanError                       (instance_side.jobtree) the job's process tree unreadable: counted as busy
 ProcScanError                      (instance_side.procs) the process table unreadable: counted as busy
@@ -127,7 +127,7 @@ class ProviderSchemaError(ProviderError):
     pass
 
 
-class FunctionsError(GpucError):
+class WatchdogError(GpucError):
     def __init__(self, message: str, hint: str | None = None, status: int | None = None) -> None:
         super().__init__(message, hint)
         self.status = status

@@ -51,7 +51,7 @@ class PodConfig(Strict):
     provider: str
     experiment: str
     run_id: str
-    functions_url: str
+    watchdog_url: str
     gpu_expected: str | None = None
     gpu_count: int = Field(1, ge=1, le=8)  # the GPUs rented: the pod's own verification expects every one
     price_per_hour: float | None = None
@@ -87,7 +87,7 @@ class PodConfig(Strict):
             provider=provider,
             experiment=experiment,
             run_id=run_id,
-            functions_url=settings.functions_url,
+            watchdog_url=settings.watchdog_url,
             heartbeat_interval_s=settings.heartbeat_interval_s,
             idle_check_interval_s=settings.idle_check_interval_s,
             idle_gpu_pct=settings.idle_gpu_pct,

@@ -62,8 +62,8 @@ class Settings:
     provider: str = "local"
 
     # the watchdog
-    functions_url: str = "http://127.0.0.1:8787"  # the watchdog's URL; its old name GPUC_FUNCTIONS_URL is still read
-    functions_timeout_s: float = 10.0  # each call's deadline; its old name GPUC_FUNCTIONS_TIMEOUT_S is still read
+    watchdog_url: str = "http://127.0.0.1:8787"  # the watchdog's URL; its old name GPUC_FUNCTIONS_URL is still read
+    watchdog_timeout_s: float = 10.0  # each call's deadline; its old name GPUC_FUNCTIONS_TIMEOUT_S is still read
     # one tap from the phone: the watchdog's URL as a phone reaches it, for the links in
     # notifications (GPUC_PUBLIC_URL); None = GPUC_WATCHDOG_URL (a loopback default no phone can reach)
     public_url: str | None = None
@@ -348,15 +348,14 @@ def secrets_in_environment(environ: Mapping[str, str] | None = None) -> dict[str
     return named_values([(k, v) for k, v in pairs if k in wanted or k.endswith(named_like)])
 
 
-# The watchdog's address and timeout once took their names from the AWS functions that ran it first; the
-# user reads "watchdog" everywhere else. The old names are still read (a .env or a shell written before keeps
-# working, docs/settings.md says so), the new name winning where both are set.
-WATCHDOG_ENV = {"functions_url": "GPUC_WATCHDOG_URL", "functions_timeout_s": "GPUC_WATCHDOG_TIMEOUT_S"}
+# The watchdog's address and timeout once took their names from the AWS functions that ran it first. The old
+# names are still read (a .env or a shell written before keeps working, docs/settings.md says so), the new name
+# winning where both are set; config.json's old keys likewise (core/wire.py's RENAMED).
 OLD_ENV_NAMES = {"GPUC_FUNCTIONS_URL": "GPUC_WATCHDOG_URL", "GPUC_FUNCTIONS_TIMEOUT_S": "GPUC_WATCHDOG_TIMEOUT_S"}
 
 
 def env_name(field: str) -> str:
-    return SECRET_ENV.get(field) or WATCHDOG_ENV.get(field) or f"GPUC_{field.upper()}"
+    return SECRET_ENV.get(field) or f"GPUC_{field.upper()}"
 
 
 # The old names too: envcheck must not call a still-accepted name misspelt.

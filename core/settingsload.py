@@ -24,6 +24,7 @@ from gpuc.core.settings import (
     with_current_names,
 )
 from gpuc.core.settingvalues import SettingError
+from gpuc.core.wire import current_names
 
 
 def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -79,16 +80,19 @@ def _gather(environ: Mapping[str, str] | None, overrides: Mapping[str, Any]) -> 
     config = home / "config.json"
     if config.exists():
         try:
-            raw.update(json.loads(config.read_text(encoding="utf-8")))
+            stored = json.loads(config.read_text(encoding="utf-8"))
         except OSError as exc:
             raise ConfigError(
                 f"cannot read {config} ({exc.strerror or type(exc).__name__})",
                 hint=f"make it yours and readable (chmod 600 {config}), or point GPUC_HOME at another folder",
             ) from None
         except ValueError:
+            stored = None
+        if not isinstance(stored, dict):
             raise ConfigError(
-                f"{config} is not valid JSON", hint=f"fix it or delete it (gpuc rewrites it): rm {config}"
-            ) from None
+                f"{config} is not a JSON object", hint=f"fix it or delete it (gpuc rewrites it): rm {config}"
+            )
+        raw.update(current_names(stored))
     from_file = read_env_file(env_file)
     warn_once(from_file, env, env_file, SETTING_ENV_NAMES)  # misspelt and empty keys, on stderr
     old_names = {new: old for old, new in OLD_ENV_NAMES.items() if _given_by(old, new, env, from_file)}
@@ -144,7 +148,7 @@ def save_config(home: Path, *, forget: tuple[str, ...] = (), **values: Any) -> P
             current = json.loads(path.read_text(encoding="utf-8"))
         except ValueError:
             current = {}
-    current.update(values)
+    current = {**current_names(current if isinstance(current, dict) else {}), **values}
     for name in forget:
         current.pop(name, None)
     tmp = path.with_suffix(".tmp")

@@ -1,6 +1,6 @@
 """Heartbeat and webhook signatures.
 
-A pod holds a token. Both sides derive the HMAC key from it; the functions store only that derived key
+A pod holds a token. Both sides derive the HMAC key from it; the watchdog stores only that derived key
 (never the token), and verify `timestamp.seq.body` in constant time. A store leak lets someone forge pings
 for a pod but not recover the token. The token itself is derived from the watchdog's own key and the pod's
 identity (pod_token_for), so a watchdog that lost its store can derive it again; older pods made theirs at

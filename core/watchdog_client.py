@@ -1,6 +1,6 @@
 """The laptop's admin client for the watchdog (`gpuc watchdog serve`, or the AWS Function URL).
 
-Every failure is a FunctionsError that says how to fix it; the admin token never appears in one.
+Every failure is a WatchdogError that says how to fix it; the admin token never appears in one.
 Only connection failures are retried (the request never reached the server, so a retry cannot act
 twice), and every call, its retries included, ends within GPUC_WATCHDOG_TIMEOUT_S.
 
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
-from gpuc.core.errors import FunctionsError
+from gpuc.core.errors import WatchdogError
 from gpuc.core.redact import redact
 from gpuc.core.settings import Settings
 
@@ -48,7 +48,7 @@ class WatchdogClient:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.settings = settings
-        self.base_url = settings.functions_url.rstrip("/")
+        self.base_url = settings.watchdog_url.rstrip("/")
         self._sleep = sleep
         self._transport = transport
         self._own: httpx.Client | None = None
@@ -95,7 +95,7 @@ class WatchdogClient:
 
         try:
             return self._call("GET", f"/v1/runs/{quote(run_id, safe='')}", api.RunRecovery)
-        except FunctionsError as exc:
+        except WatchdogError as exc:
             if exc.status == 404:
                 return None
             raise
@@ -141,7 +141,7 @@ class WatchdogClient:
     def _token(self) -> str:
         token = self.settings.admin_token
         if token is None or not token.get_secret_value():
-            raise FunctionsError(
+            raise WatchdogError(
                 "no admin token for the watchdog",
                 hint="start it once with `gpuc watchdog serve` (it saves one in $GPUC_HOME/config.json), "
                 "or set GPUC_ADMIN_TOKEN",
@@ -159,7 +159,7 @@ class WatchdogClient:
     def _send(self, method: str, url: str, headers: dict[str, str], content: bytes | None) -> RawReply:
         from gpuc.core.transport import TransportFailure, exchange
 
-        until = time.monotonic() + self.settings.functions_timeout_s  # the call's one deadline, retries in
+        until = time.monotonic() + self.settings.watchdog_timeout_s  # the call's one deadline, retries in
         for attempt in range(CONNECT_TRIES):
             try:
                 return exchange(self._http(), method, url, headers, content, until=until)
@@ -174,21 +174,21 @@ class WatchdogClient:
                 self._sleep(pause)
         raise AssertionError("unreachable")
 
-    def _failure(self, kind: str) -> FunctionsError:
+    def _failure(self, kind: str) -> WatchdogError:
         """The request did not get an answer: "connect" (never reached the server, after the retries),
         "timeout", or what else went wrong in a few words."""
         if kind == "connect":
-            return FunctionsError(
+            return WatchdogError(
                 f"cannot reach the watchdog at {self.base_url}",
                 hint="start it with `gpuc watchdog serve`, or set GPUC_WATCHDOG_URL to the deployed URL",
             )
         if kind == "timeout":
-            return FunctionsError(
-                f"the watchdog at {self.base_url} did not answer within {self.settings.functions_timeout_s:g} s",
+            return WatchdogError(
+                f"the watchdog at {self.base_url} did not answer within {self.settings.watchdog_timeout_s:g} s",
                 hint="check that it is running (`gpuc watchdog serve`); raise GPUC_WATCHDOG_TIMEOUT_S "
                 "on a slow link",
             )
-        return FunctionsError(
+        return WatchdogError(
             f"talking to the watchdog at {self.base_url} failed: {kind}", hint="check GPUC_WATCHDOG_URL"
         )
 
@@ -207,14 +207,14 @@ class WatchdogClient:
             return
         error = str(data.get("error", "")) if isinstance(data, dict) else ""
         message = redact(error or reason, self.settings.secret_values())[:300]
-        raise FunctionsError(
+        raise WatchdogError(
             f"the watchdog refused: {message} (HTTP {code})",
             hint=_HINTS.get(code, "see the watchdog's log (`gpuc watchdog serve` prints it)"),
             status=code,
         )
 
-    def _unexpected(self, code: int) -> FunctionsError:
-        return FunctionsError(
+    def _unexpected(self, code: int) -> WatchdogError:
+        return WatchdogError(
             f"the watchdog at {self.base_url} answered something unexpected",
             hint="is GPUC_WATCHDOG_URL the gpuc watchdog, and the same gpuc version?",
             status=code,

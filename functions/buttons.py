@@ -72,7 +72,7 @@ class Offer:
 def public_base(settings: Settings, asked_at: str | None = None) -> str:
     """The watchdog as a phone reaches it: GPUC_PUBLIC_URL, else the address a request came in on (a
     Function URL's own host), else the watchdog URL of the settings."""
-    return (settings.public_url or asked_at or settings.functions_url).rstrip("/")
+    return (settings.public_url or asked_at or settings.watchdog_url).rstrip("/")
 
 
 def offer(store: Store, settings: Settings, pod: StoredPod | None, kind: OfferKind, now: float) -> tuple[Offer, ...]:

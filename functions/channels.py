@@ -66,8 +66,8 @@ def held_channels(notifier: object) -> list[ChannelInfo] | None:
     return describe(channels) if isinstance(channels, list) else None
 
 
-def is_local_watchdog(functions_url: str) -> bool:
-    return loopback_host(functions_url) is not None
+def is_local_watchdog(watchdog_url: str) -> bool:
+    return loopback_host(watchdog_url) is not None
 
 
 def gap_fix(*, local: bool) -> str:
@@ -222,7 +222,7 @@ def _through_watchdog(
         held = status().channels
     except GpucError as exc:
         return TestResult("the watchdog", True, f"accepted; its channels unknown ({exc.message})")
-    gaps = channel_gaps(describe(channels), held, local=is_local_watchdog(settings.functions_url))
+    gaps = channel_gaps(describe(channels), held, local=is_local_watchdog(settings.watchdog_url))
     if gaps:
         return TestResult("the watchdog", False, "accepted, but " + "; ".join(gaps))
     count = len(held or [])

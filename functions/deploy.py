@@ -108,7 +108,7 @@ def _deploy(
     trail.step = "reading the stack's outputs"
     url, table = outputs["IngestUrl"], outputs["TableName"]
     trail.step = f"saving the watchdog's URL and token in {settings.home}"
-    path = save_config(settings.home, functions_url=url, admin_token=token)
+    path = save_config(settings.home, watchdog_url=url, admin_token=token)
     return Deployed(url=url, table=table, config_path=path)
 
 

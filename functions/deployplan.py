@@ -93,7 +93,7 @@ class Plan:
             f"SSM SecureString {self.ssm_prefix}/watchdog_key: "
             + (ROTATE_TEXT if self.rotate_key else "this watchdog's key, kept from the last deploy (a new one if none)")
         )
-        lines.append("config.json: functions_url = the ingest URL, admin_token = a fresh token")
+        lines.append("config.json: watchdog_url = the ingest URL, admin_token = a fresh token")
         return lines
 
 

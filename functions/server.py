@@ -187,7 +187,7 @@ class _Handler(BaseHTTPRequestHandler):
         request = Request(self.command, path, dict(self.headers.items()), body)
         started = time.perf_counter()
         response = dispatch(request, deps, deps.clock.now())
-        if path in POD_ROUTES and time.perf_counter() - started > deps.settings.functions_timeout_s:
+        if path in POD_ROUTES and time.perf_counter() - started > deps.settings.watchdog_timeout_s:
             # The pod gave up waiting: its heartbeat failed. Timed from the body read on, so a client
             # that sends slowly (its own doing) never counts, and only on the pods' routes (a `gpuc reap`
             # pass may take longer, and no pod waits for it).
@@ -286,7 +286,7 @@ def start_in_thread(
     bound_host, bound_port = server.server_address[:2]
     url = f"http://{_url_host(str(bound_host))}:{bound_port}"
     if links_here:
-        deps.settings = deps.settings.with_overrides(functions_url=url)
+        deps.settings = deps.settings.with_overrides(watchdog_url=url)
     stop = threading.Event()
     threads = [
         threading.Thread(

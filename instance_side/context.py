@@ -57,7 +57,7 @@ def load_context(
     claim = ClaimFile(paths.claim, secrets.get(CLAIM_ENV))
     signer = Signer(cfg.pod_id, token, SeqCounter(paths.seq, clock), clock, claim)
     client = PodClient(
-        cfg.functions_url,
+        cfg.watchdog_url,
         signer,
         transport or UrllibTransport(),
         clock,

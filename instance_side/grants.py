@@ -366,7 +366,7 @@ def pod_objects(
     run_id: str,
     *,
     pod_id: str,
-    functions_url: str,
+    watchdog_url: str,
     secrets: Mapping[str, str],
     paths: PodPaths,
     environ: Mapping[str, str] | None = None,
@@ -387,6 +387,6 @@ def pod_objects(
         signer = Signer(pod_id, token, SeqCounter(paths.seq, clock), clock, claim)
         log = PodLog(paths.log, clock, role="grants", secrets=[token, *(v for v in secrets.values() if v)])
         transport = UrllibTransport(answer_max=ANSWER_MAX)
-        return GrantCalls(PodClient(functions_url, signer, transport, clock, log, timeout_s=CALL_TIMEOUT_S), pod_id)
+        return GrantCalls(PodClient(watchdog_url, signer, transport, clock, log, timeout_s=CALL_TIMEOUT_S), pod_id)
 
     return GrantedObjects(S3Location.parse(bucket_url).run_url(experiment, run_id), calls)

@@ -77,7 +77,7 @@ class AgentConfig:
     def from_mapping(cls, data: Mapping[str, Any]) -> AgentConfig:
         # Unknown keys are left out, not fatal: an agent that refuses to start never heartbeats, and a silent
         # pod bills until the reaper's limit.
-        return cls(**{str(k): v for k, v in data.items()})
+        return cls(**{str(k): v for k, v in wire.current_names(data).items()})
 
     @classmethod
     def load(cls, path: Path) -> AgentConfig:

@@ -142,7 +142,7 @@ def _bucket_sync(
         return FileBucketSync(Path(unquote(url.path)), cfg.experiment, cfg.run_id)
     if url.scheme == "s3":
         objects = pod_objects(
-            bucket, cfg.experiment, cfg.run_id, pod_id=cfg.pod_id, functions_url=cfg.functions_url,
+            bucket, cfg.experiment, cfg.run_id, pod_id=cfg.pod_id, watchdog_url=cfg.watchdog_url,
             secrets=secrets, paths=paths, environ=environ,
         )  # fmt: skip
         return S3Sync(bucket, cfg.experiment, cfg.run_id, endpoint_url=cfg.s3_endpoint_url, objects=objects)

@@ -121,7 +121,7 @@ class Laptop:
         home = stage.root / "laptop"
         self.settings = Settings(
             home=home,
-            functions_url=FUNCTIONS_URL,
+            watchdog_url=FUNCTIONS_URL,
             admin_token=SecretStr(ADMIN),
             monthly_budget=BUDGET_USD,
         )

@@ -142,7 +142,7 @@ class Laptop:
         self.stage = stage
         home = stage.root / "f11i-laptop"
         self.settings: Settings = demo_settings(home).with_overrides(
-            functions_url=FUNCTIONS_URL, admin_token=SecretStr(ADMIN)
+            watchdog_url=FUNCTIONS_URL, admin_token=SecretStr(ADMIN)
         )
         self.provider = TrappedLocal(self.settings.home, settings=self.settings)
         stage.deps.providers = ProviderPool.of(stage.provider, self.provider)  # the watchdog registers local pods

@@ -368,7 +368,7 @@ class DrillPod:
             experiment=EXPERIMENT,
             run_id=self.pod_id,
         )
-        cfg = cfg.model_copy(update={"functions_url": FUNCTIONS_URL, "results_bucket": f"file://{bucket}"})
+        cfg = cfg.model_copy(update={"watchdog_url": FUNCTIONS_URL, "results_bucket": f"file://{bucket}"})
         self.paths.config.write_text(cfg.model_dump_json())
         # As `up` does: registered without a key of its own, the watchdog answers the pod's token and claim.
         self.token, claim = self.stage.register_claimed(self.pod_id)

@@ -120,7 +120,7 @@ class RecWorld:
             wheel_name="gpuc-0.1-py3-none-any.whl",
             wheel_sha256="a" * 64,
             config={"pod_id": pod_id, "provider": "vast", "experiment": "spot", "run_id": RUN_ID,
-                    "functions_url": FUNCTIONS_URL, "price_per_hour": self.cap},  # as an older `up` wrote it
+                    "watchdog_url": FUNCTIONS_URL, "price_per_hour": self.cap},  # as an older `up` wrote it
             secrets={"HF_TOKEN": PLANTED_SECRET},
             command=["python", "train.py"],
         )  # fmt: skip
@@ -276,7 +276,7 @@ def make_rec_world(home: Path, clock: FakeClock, store: Store | None = None, **o
     )
     fields: dict[str, object] = {
         "home": home, "admin_token": ADMIN, "watchdog_key": new_watchdog_key(), "provider": "vast",
-        "functions_url": FUNCTIONS_URL, "recover_wait_s": WAIT_S,
+        "watchdog_url": FUNCTIONS_URL, "recover_wait_s": WAIT_S,
         # The pods never ping here (no agent runs): silence is not what these tests are about.
         "silence_limit_s": 24 * 3600.0,
         **overrides,

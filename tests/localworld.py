@@ -1,4 +1,4 @@
-"""A local world for the outcome tests: the local functions server over real HTTP, local pods (real
+"""A local world for the outcome tests: the local watchdog server over real HTTP, local pods (real
 processes), and the real `gpuc` command in a subprocess (shared by tests/client/test_outcome*.py and
 tests/hostile/test_hostile_pod.py)."""
 
@@ -29,7 +29,7 @@ FAST: dict[str, Any] = {  # Settings overrides, each checked by Settings itself
     "silence_limit_s": 60.0,
     "reaper_period_s": 30.0,
     "local_boot_s": 0.2,
-    "functions_timeout_s": 5.0,
+    "watchdog_timeout_s": 5.0,
 }
 TRAIN = """\
 import os, sys, time
@@ -74,19 +74,19 @@ class World:
 
 @contextmanager
 def open_world(tmp_path: Path) -> Iterator[World]:
-    """A local functions server (a thread, real HTTP), a GPUC_HOME and a project with train.py; on the way
+    """A local watchdog server (a thread, real HTTP), a GPUC_HOME and a project with train.py; on the way
     out every local pod is destroyed and the server stopped."""
     home = tmp_path / "home"
     settings = Settings(home=home, env_file=tmp_path / "none.env", admin_token=SecretStr(ADMIN), **FAST)
     server = start_in_thread(settings, port=0, reaper_interval_s=30)
-    settings = settings.with_overrides(functions_url=server.url)
+    settings = settings.with_overrides(watchdog_url=server.url)
     project = tmp_path / "proj"
     project.mkdir()
     (project / "train.py").write_text(TRAIN)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUC_", "RUNPOD_", "VAST_", "AWS_"))}
     env.update({f"GPUC_{k.upper()}": str(v) for k, v in FAST.items()})
     env.update(
-        GPUC_HOME=str(home), GPUC_ENV_FILE=str(tmp_path / "none.env"), GPUC_FUNCTIONS_URL=server.url,
+        GPUC_HOME=str(home), GPUC_ENV_FILE=str(tmp_path / "none.env"), GPUC_WATCHDOG_URL=server.url,
         GPUC_ADMIN_TOKEN=ADMIN,
     )
     opened: list[Ctx] = []

@@ -114,7 +114,7 @@ class GrantWorld:
         paths.secrets.write_text(render_env_file({TOKEN_ENV: self.tokens[pod_id]}))
         os.chmod(paths.secrets, 0o600)
         cfg = AgentConfig(
-            pod_id=pod_id, provider="runpod", experiment=experiment, run_id=run_id, functions_url=self.url,
+            pod_id=pod_id, provider="runpod", experiment=experiment, run_id=run_id, watchdog_url=self.url,
             results_bucket=f"s3://{BUCKET}/{self.prefix}", s3_endpoint_url=self.stack.url,
         )  # fmt: skip
         return cfg, paths

@@ -112,7 +112,7 @@ def rented_settings(tmp_path: Path) -> Settings:
         vast_api_key=SecretStr("vast_test"),
         admin_token=SecretStr("admin"),
         ssh_key_path=key,
-        functions_url="https://abc.lambda-url.eu-west-1.on.aws",
+        watchdog_url="https://abc.lambda-url.eu-west-1.on.aws",
         git_remote=str(results),
     )
 

@@ -19,7 +19,7 @@ from gpuc.client.pods.interrupts import (
 )
 from gpuc.client.pods.spent import spent_words
 from gpuc.client.text import short_span
-from gpuc.core.errors import FunctionsError, GpucError
+from gpuc.core.errors import GpucError, WatchdogError
 from gpuc.core.models import PodSpec
 from gpuc.core.pod import Pod
 from gpuc.core.providers.common import look_up
@@ -132,7 +132,7 @@ def _end_at_watchdog(pod_id: str, ctx: Ctx, note: str, recovering_run: str | Non
         end = EndRequest(end_at=ctx.clock.now(), by="up", note=note[:500])
         try:
             ctx.watchdog.end(pod_id, end)
-        except FunctionsError as exc:
+        except WatchdogError as exc:
             if exc.status != 400:
                 raise
             # A watchdog older than "up" as an ender refuses the word: the end itself is what matters.

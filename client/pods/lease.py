@@ -24,7 +24,7 @@ from gpuc.client.pods.spent import Spent, spent
 from gpuc.client.runs import RunRecord
 from gpuc.client.text import clock_utc, span_words
 from gpuc.core.clock import iso, parse_iso
-from gpuc.core.errors import ConfigError, FunctionsError, GpucError
+from gpuc.core.errors import ConfigError, GpucError, WatchdogError
 from gpuc.core.ledger.rows import money
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ def keep(ref: str, seconds: float, ctx: Ctx, asked: str) -> str:
     until = now + seconds
     try:
         ctx.watchdog.keep(pod_id, until)
-    except FunctionsError as exc:
+    except WatchdogError as exc:
         raise over_cap(exc, ref, asked, now) or exc from None
     said = f"{pod_id}: idle destroy suspended until {clock_utc(until, now)} ({span_words(seconds)})"
     from gpuc.core.api import DeadlineRequest  # startup: `gpuc ls` loads this module's neighbours
@@ -181,11 +181,11 @@ def _pod_id(ref: str, ctx: Ctx, recovering: RunRecovery | None = None) -> str:
 def _move(pod_id: str, request: DeadlineRequest, ctx: Ctx, ref: str, asked: str) -> DeadlineAnswer:
     try:
         return ctx.watchdog.deadline(pod_id, request)
-    except FunctionsError as exc:
+    except WatchdogError as exc:
         raise over_lifetime(exc, ref, asked, ctx.clock.now()) or exc from None
 
 
-def over_cap(exc: FunctionsError, ref: str, asked: str, now: float) -> ConfigError | None:
+def over_cap(exc: WatchdogError, ref: str, asked: str, now: float) -> ConfigError | None:
     found = _CAP.search(exc.message) if exc.status == 400 else None
     if found is None:
         return None
@@ -199,7 +199,7 @@ def over_cap(exc: FunctionsError, ref: str, asked: str, now: float) -> ConfigErr
     )
 
 
-def over_lifetime(exc: FunctionsError, ref: str, asked: str, now: float) -> ConfigError | None:
+def over_lifetime(exc: WatchdogError, ref: str, asked: str, now: float) -> ConfigError | None:
     if exc.status == 404 and "no such route" in exc.message:
         return ConfigError(
             "this watchdog is older than gpuc here: it cannot move a pod's deadline",

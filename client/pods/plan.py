@@ -196,11 +196,11 @@ def check_watchdog_reachable(settings: Settings) -> None:
     # A loopback sandbox pod (tests, the remote demo) runs on this machine: the loopback URL reaches it.
     if settings.ssh_sandbox_root is not None:
         return
-    host = loopback_host(settings.functions_url)
+    host = loopback_host(settings.watchdog_url)
     if host is None:
         return
     raise ConfigError(
-        f"the watchdog at {settings.functions_url} is this machine's loopback: a rented pod cannot reach it "
+        f"the watchdog at {settings.watchdog_url} is this machine's loopback: a rented pod cannot reach it "
         "(its heartbeats would never arrive)",
         hint="deploy the watchdog (`gpuc watchdog deploy` sets GPUC_WATCHDOG_URL), or run `gpuc watchdog serve` "
         "on an always-on machine with TLS in front and set GPUC_WATCHDOG_URL=https://<its name> (README: Your "
@@ -216,7 +216,7 @@ def check_protocol(status: StatusResponse, settings: Settings) -> None:
         return
     said = f"protocol {status.protocol}" if status.protocol else "no protocol"
     raise ConfigError(
-        f"the watchdog at {settings.functions_url} runs an older gpuc ({said}, this gpuc needs {WIRE_PROTOCOL}): "
+        f"the watchdog at {settings.watchdog_url} runs an older gpuc ({said}, this gpuc needs {WIRE_PROTOCOL}): "
         "it would refuse this pod's heartbeats, and a pod it does not hear is destroyed; nothing was created",
         hint="redeploy it (`gpuc watchdog deploy`) or restart `gpuc watchdog serve` with this gpuc, then `gpuc up` "
         "again",
@@ -249,7 +249,7 @@ def check_results_grant(status: StatusResponse, settings: Settings) -> None:
             hint="use a shorter, ASCII prefix",
         )
     scope = status.results_grant
-    where = f"the watchdog at {settings.functions_url}"
+    where = f"the watchdog at {settings.watchdog_url}"
     if scope is None:
         raise ConfigError(
             f"{where} holds no key for {bucket}; a pod holds none either (it gets short-lived URLs for its own run's "

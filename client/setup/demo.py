@@ -63,7 +63,7 @@ FAST = {
     "local_boot_s": 1.0,
     "sync_interval_s": 60.0,
     "nag_interval_s": 30.0,
-    "functions_timeout_s": 3.0,
+    "watchdog_timeout_s": 3.0,
 }
 # A rented pod is seen running before gpuc is installed over ssh and its agent pings. That install takes
 # REAL time, which the demo does not scale: from the create to the agent's first ping, 3 s on an idle
@@ -383,7 +383,7 @@ def run_demo(echo: Echo, home: Path | None = None, keep_home: bool = False, prov
         settings = demo_settings(home, results_env(bucket, DEMO_BUCKET))
         server = start_in_thread(settings, port=0, reaper_interval_s=settings.reaper_period_s, links_here=True)
         stack.callback(server.stop)
-        settings = settings.with_overrides(functions_url=server.url)
+        settings = settings.with_overrides(watchdog_url=server.url)
         echo(f"gpuc demo: local provider + local watchdog at {server.url}, results to {settings.results_bucket} "
              f"on a loopback S3 API at {bucket.url}, home {home}")  # fmt: skip
         demo = Demo(settings, echo, bucket=bucket)
@@ -424,7 +424,7 @@ def run_remote_demo(echo: Echo, provider: str, home: Path | None = None, keep_ho
         settings = load_settings(environ, admin_token=new_token(), **REMOTE)
         server = start_in_thread(settings, port=0, reaper_interval_s=settings.reaper_period_s, links_here=True)
         stack.callback(server.stop)
-        settings = settings.with_overrides(functions_url=server.url)
+        settings = settings.with_overrides(watchdog_url=server.url)
         echo(
             f"gpuc demo: {provider} emulator at {emulator.url}, sshd at {sshd.host}:{sshd.port}, "
             f"local watchdog at {server.url}, home {home}"

@@ -340,7 +340,7 @@ def check_channels(status: Callable[[], StatusResponse], settings: Settings) -> 
         held = status().channels
     except GpucError:  # unreachable: its own ✗ above says so
         return warn(name, f"{kinds} in .env; whether the watchdog has them is unknown", "start the watchdog")
-    local = is_local_watchdog(settings.functions_url)
+    local = is_local_watchdog(settings.watchdog_url)
     if gaps := channel_gaps(laptop, held, local=local):
         fix = gap_fix(local=local)
         return fail(name, "; ".join(g.removesuffix(f": {fix}") for g in gaps), fix)
@@ -420,7 +420,7 @@ def run_checks(deps: DoctorDeps, cwd: Path, environ: Mapping[str, str] | None = 
     checks += check_balance(balances) + [Check(**c) for c in account_checks(balances, deps.settings)]
     if _has(deps.settings, "admin_token"):  # without one, the token's ✗ above says the one thing to do
         status = read_once(deps.status)
-        checks += check_watchdog(status, deps.settings.functions_url)
+        checks += check_watchdog(status, deps.settings.watchdog_url)
         checks.append(check_channels(status, deps.settings))
     hook = check_hook_setup(deps.settings)  # Vast's outbid webhook, if set up: can Vast reach the watchdog?
     checks += [hook] if hook is not None else []

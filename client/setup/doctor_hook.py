@@ -37,7 +37,7 @@ def check_hook_setup(settings: Settings) -> Check | None:
     """Without a provider call: whether Vast can reach the watchdog at all, and whether --live can test it."""
     if settings.vast_webhook_secret is None:
         return None
-    url = settings.functions_url
+    url = settings.watchdog_url
     where = urlparse(url)
     if where.scheme != "https" or (where.hostname or "") in LOOPBACK:
         return warn(
@@ -63,7 +63,7 @@ def check_hook_live(
     setup = check_hook_setup(settings)
     if setup is None or setup.status != "ok" or settings.vast_webhook_id is None:
         return setup
-    url = f"{settings.functions_url}{HOOK_PATH}"
+    url = f"{settings.watchdog_url}{HOOK_PATH}"
     try:
         asked_at = status().server_time
         send_webhook_test(vast(), settings.vast_webhook_id)

@@ -123,10 +123,10 @@ def _serve(say: Echo, provider: str, home: Path | None, stop: threading.Event) -
         stack.callback(server.stop)
         follower = MoneyFollower(server.deps, environ, say)
         stack.callback(follower.stop)
-        save_config(home, functions_url=server.url, admin_token=token)
+        save_config(home, watchdog_url=server.url, admin_token=token)
         shell = write_shell_file(home, {**environ, "GPUC_WATCHDOG_URL": server.url})
         write_state(home, console=console.url, phone=phone.url, watchdog=server.url, provider=provider)
-        pods = get_provider(provider, settings.with_overrides(functions_url=server.url))
+        pods = get_provider(provider, settings.with_overrides(watchdog_url=server.url))
         stack.callback(pods.close)
         say(f"gpuc rehearsal ({provider}) ready in {time.monotonic() - started:.1f}s: emulator at {emulator.url}, "
             f"sshd at {sshd.host}:{sshd.port}, local watchdog at {server.url}")  # fmt: skip

@@ -99,11 +99,11 @@ def laptop_url_line(settings: Settings, url: str) -> str:
     if parts.hostname in ("0.0.0.0", "::", ""):  # every interface: this machine reaches it on loopback
         parts = parts._replace(netloc=f"127.0.0.1:{parts.port}")
     here = urlunsplit(parts).rstrip("/")
-    if settings.functions_url.rstrip("/") == here:
-        return f"this machine's gpuc already points here (GPUC_FUNCTIONS_URL={here})"
+    if settings.watchdog_url.rstrip("/") == here:
+        return f"this machine's gpuc already points here (GPUC_WATCHDOG_URL={here})"
     return (
-        f"this machine's gpuc points at {settings.functions_url}, not here: to use this watchdog add "
-        f"GPUC_FUNCTIONS_URL={here} to {settings.env_file}"
+        f"this machine's gpuc points at {settings.watchdog_url}, not here: to use this watchdog add "
+        f"GPUC_WATCHDOG_URL={here} to {settings.env_file}"
     )
 
 
@@ -180,10 +180,10 @@ def deploy(
         plan.carried = [r.pod_id for r in live]  # owned by the new watchdog though marked for this one
     done = run_deploy(settings, plan, session=session, echo=say)
     say(f"ingest URL: {done.url}")
-    say(f"saved its URL (functions_url) and a new admin token in {done.config_path} (mode 600)")
+    say(f"saved its URL (watchdog_url) and a new admin token in {done.config_path} (mode 600)")
     if live:
         ctx.settings = load_settings()  # the new URL and admin token, just saved
-        carry_over(ctx, live, carry is not False, settings.functions_url, say=say, warn=warn)
+        carry_over(ctx, live, carry is not False, settings.watchdog_url, say=say, warn=warn)
 
 
 def remove(ctx: Ctx, region: str | None, stack_name: str, force: bool, *, say: Say) -> None:
@@ -198,7 +198,7 @@ def remove(ctx: Ctx, region: str | None, stack_name: str, force: bool, *, say: S
     if not force:
         refuse_while_watching(ctx)
     remove_stack(session, session.region_name, stack_name, echo=say)
-    path = save_config(ctx.settings.home, forget=("functions_url", "admin_token"))
+    path = save_config(ctx.settings.home, forget=("watchdog_url", "admin_token"))
     say(f"forgot its URL and admin token in {path}: `gpuc watchdog serve` or a new deploy gives gpuc a watchdog again")
 
 

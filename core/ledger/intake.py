@@ -155,7 +155,7 @@ def live_pod_ids(records: Iterable[WatchdogRecord]) -> frozenset[str]:
 
 @dataclass
 class SyncReport:
-    """What one intake from the functions did: rows closed, records (or parts of them) refused."""
+    """What one intake from the watchdog did: rows closed, records (or parts of them) refused."""
 
     closed: int = 0
     warnings: list[str] = field(default_factory=list)

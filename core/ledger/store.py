@@ -98,7 +98,7 @@ class Ledger:
             return None if i is None else replace(book.close(i, end_ts, note))
 
     def sync_from_functions(self, records: Iterable[WatchdogRecord], runs: Runs | None = None) -> SyncReport:
-        """Take in what the functions know: close rows whose pod ended (the reaper or the pod itself may have
+        """Take in what the watchdog knows: close rows whose pod ended (the reaper or the pod itself may have
         ended it while this laptop slept), and add the row of a registered pod the ledger never saw (the
         laptop died between register and the ledger start). A time or a price that is not sane is refused
         with a warning, never written: the row stays open (or is not added) rather than wrong.

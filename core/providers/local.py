@@ -2,7 +2,7 @@
 real processes (the gpuc agent, the job) running in their own sessions.
 
 State lives in SQLite under `$GPUC_HOME/local/`, so it survives the `gpuc` process and is shared by
-the laptop CLI, the local functions server (reaper) and the pods themselves (self-destroy), each a
+the laptop CLI, the local watchdog server (reaper) and the pods themselves (self-destroy), each a
 separate process. The failure drills (pause, freeze, kill one process, vanish, ...) are the platform's
 doing, not the product's: they live in gpuc.testkit.local_faults.
 """

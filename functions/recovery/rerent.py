@@ -262,7 +262,7 @@ def _boot_env(run: Sweep, stored: StoredRun, ticket: str) -> dict[str, str]:
     kit = stored.request.kit
     env = {
         bootkit.BOOT_TICKET_ENV: ticket,
-        bootkit.BOOT_URL_ENV: str(kit.config.get("functions_url") or run.deps.settings.functions_url),
+        bootkit.BOOT_URL_ENV: str(kit.config.get("watchdog_url") or run.deps.settings.watchdog_url),
         RESUME_ENV: stored.request.results_at,
         "GPUC_RUN_ID": stored.run_id,
         "GPUC_EXPERIMENT": stored.experiment,

@@ -71,7 +71,7 @@ def test_deploy_creates_the_stack_stores_secrets_and_saves_the_url(user: Path) -
     config = user / "config.json"
     assert stat.S_IMODE(config.stat().st_mode) == 0o600
     saved = json.loads(config.read_text())
-    assert saved["functions_url"] == outputs["IngestUrl"] and saved["functions_url"] in result.output
+    assert saved["watchdog_url"] == outputs["IngestUrl"] and saved["watchdog_url"] in result.output
     assert saved["admin_token"] == token and token not in result.output
     # Deploying again updates in place and rotates the token
     again = CliRunner().invoke(watchdog, ["deploy", "--region", "us-east-1", "--stack-name", "gw"])

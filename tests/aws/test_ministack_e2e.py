@@ -88,13 +88,13 @@ class Inbox:
 class Deployment:
     env: dict[str, str]
     home: Path
-    functions_url: str  # the Function URL as ministack serves it on loopback (path-based)
+    watchdog_url: str  # the Function URL as ministack serves it on loopback (path-based)
     admin_token: str
     emulator: VastEmulator
     inbox: Inbox
 
     def call(self, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None) -> httpx.Response:
-        return httpx.request(method, self.functions_url + path, content=body, headers=headers or {}, timeout=60)
+        return httpx.request(method, self.watchdog_url + path, content=body, headers=headers or {}, timeout=60)
 
     def admin(self, method: str, path: str, body: bytes = b"") -> httpx.Response:
         return self.call(method, path, body, {"Authorization": f"Bearer {self.admin_token}"})
@@ -138,11 +138,11 @@ def deployed(ministack: Ministack, tmp_path_factory: pytest.TempPathFactory) -> 
         assert done.returncode == 0, done.stdout + done.stderr
         assert "the reaper runs at rate(1 minute)" in done.stderr  # gpuc's own lines go to stderr
         config = json.loads((home / "config.json").read_text())
-        url_id = config["functions_url"].split("//", 1)[1].split(".", 1)[0]
+        url_id = config["watchdog_url"].split("//", 1)[1].split(".", 1)[0]
         yield Deployment(
             env=env,
             home=home,
-            functions_url=f"{ministack.url}/_aws/lambda-url/{url_id}",
+            watchdog_url=f"{ministack.url}/_aws/lambda-url/{url_id}",
             admin_token=config["admin_token"],
             emulator=emulator,
             inbox=inbox,
@@ -228,7 +228,7 @@ def removal_waits_for_no_pod_then_leaves_nothing(deployed: Deployment) -> None:
     )
     assert deployed.admin("POST", "/v1/pods", watched.model_dump_json().encode()).status_code == 200
     # The laptop reaches the Function URL through the emulator's port (its own name resolves nowhere here).
-    laptop = {**deployed.env, "GPUC_FUNCTIONS_URL": deployed.functions_url}
+    laptop = {**deployed.env, "GPUC_WATCHDOG_URL": deployed.watchdog_url}
     refused = gpuc(laptop, "watchdog", "remove")
     assert refused.returncode != 0 and "still watches 1 pod(s): 31337" in refused.stderr, refused.stderr
     done = gpuc(laptop, "watchdog", "remove", "--force")
@@ -236,7 +236,7 @@ def removal_waits_for_no_pod_then_leaves_nothing(deployed: Deployment) -> None:
     stacks = aws(deployed, "cloudformation").list_stacks()["StackSummaries"]
     assert all(s["StackStatus"] == "DELETE_COMPLETE" for s in stacks if s["StackName"] == "gpuc-watchdog")
     assert aws(deployed, "ssm").get_parameters_by_path(Path="/gpuc/watchdog")["Parameters"] == []
-    assert "functions_url" not in json.loads((deployed.home / "config.json").read_text())
+    assert "watchdog_url" not in json.loads((deployed.home / "config.json").read_text())
 
 
 def aws(deployed: Deployment, service: str) -> Any:

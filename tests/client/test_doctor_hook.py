@@ -36,7 +36,7 @@ def world(home: Path, clock: FakeClock) -> Iterator[RecWorld]:
 
 def laptop(tmp_path: Path, **changes: object) -> Settings:
     fields: dict[str, object] = {
-        "home": tmp_path / "laptop", "functions_url": PUBLIC, "vast_webhook_secret": SecretStr(SECRET),
+        "home": tmp_path / "laptop", "watchdog_url": PUBLIC, "vast_webhook_secret": SecretStr(SECRET),
         "vast_webhook_id": 42, **changes,
     }  # fmt: skip
     return Settings(**fields)  # type: ignore[arg-type]
@@ -77,7 +77,7 @@ def test_without_the_webhooks_id_it_says_what_it_cannot_know(tmp_path: Path) -> 
 
 def test_a_watchdog_vast_cannot_reach_is_said(tmp_path: Path) -> None:
     for url in ("http://127.0.0.1:8787", "http://example.org"):
-        check = check_hook_setup(laptop(tmp_path, functions_url=url))
+        check = check_hook_setup(laptop(tmp_path, watchdog_url=url))
         assert check is not None and check.status == "warn" and "public HTTPS" in check.detail
 
 

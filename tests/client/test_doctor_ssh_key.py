@@ -12,7 +12,7 @@ from gpuc.client.setup.checks import Check
 from gpuc.client.setup.doctor import DoctorDeps, check_registered_keys, check_ssh_key, run_checks, run_git
 from gpuc.core.api import StatusResponse
 from gpuc.core.clock import FakeClock
-from gpuc.core.errors import FunctionsError
+from gpuc.core.errors import WatchdogError
 from gpuc.core.settings import Settings
 from gpuc.core.settingvalues import SecretStr
 from gpuc.testkit.emulators.runpod import RunPodEmulator
@@ -47,7 +47,7 @@ def test_a_private_key_with_its_public_half_passes(tmp_path: Path) -> None:
 
 
 def unreachable() -> StatusResponse:
-    raise FunctionsError("connection refused")
+    raise WatchdogError("connection refused")
 
 
 def names(settings: Settings, tmp_path: Path) -> list[str]:

@@ -44,7 +44,7 @@ def world(tmp_path: Path) -> Iterator[tuple[Deps, CountingProvider]]:
     home = tmp_path / "home"
     settings = Settings(home=home, env_file=tmp_path / "none.env", admin_token=SecretStr("admin-token-x"), **FAST)
     server = start_in_thread(settings, port=0, reaper_interval_s=30)
-    settings = settings.with_overrides(functions_url=server.url)
+    settings = settings.with_overrides(watchdog_url=server.url)
     provider = CountingProvider(home, settings=settings)
     provider.destroys = []
     deps = Ctx(settings, echo=lambda m: None, providers={"local": provider})

@@ -74,7 +74,7 @@ def rental(sshd: LoopbackSshd, tmp_path: Path, request: pytest.FixtureRequest) -
     write_env_file(home)
     (home / "config.json").write_text('{"bootstrap_apt": ""}')
     env = client_environ(emulator, sshd, home)
-    env.update({"GPUC_FUNCTIONS_URL": watchdog.url, "GPUC_ADMIN_TOKEN": token})
+    env.update({"GPUC_WATCHDOG_URL": watchdog.url, "GPUC_ADMIN_TOKEN": token})
     project = tmp_path / "project"
     project.mkdir()
     (project / "hang.py").write_text(HANG)

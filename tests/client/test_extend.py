@@ -45,7 +45,7 @@ def served(tmp_path: Path) -> Iterator[Served]:
     server = start_in_thread(settings, port=0)
     runs = RunStore(home)
     now = server.deps.clock.now()
-    with WatchdogClient(settings.with_overrides(functions_url=server.url)) as client:
+    with WatchdogClient(settings.with_overrides(watchdog_url=server.url)) as client:
         for pod_id, started in (("lp-1", now), ("lp-old", now - 40 * HOUR)):
             runs.record_intent(pod_id, f"gpuc-{pod_id}", "local", "exp", 1.0)
             runs.set_pod_id(pod_id, pod_id)
@@ -61,7 +61,7 @@ def served(tmp_path: Path) -> Iterator[Served]:
                     price_per_hour=0.5 if pod_id == "lp-1" else None,
                 )
             )
-    env = {"GPUC_HOME": str(home), "GPUC_FUNCTIONS_URL": server.url, "GPUC_ADMIN_TOKEN": ADMIN}
+    env = {"GPUC_HOME": str(home), "GPUC_WATCHDOG_URL": server.url, "GPUC_ADMIN_TOKEN": ADMIN}
     try:
         yield server, env
     finally:

@@ -90,7 +90,7 @@ def test_serve_says_where_it_listens_and_where_the_token_is_never_the_token(tmp_
     assert "listening on http://127.0.0.1:8787" in lines[0] and "loopback" in lines[0]
     assert "reaper: a pass every 5 min" in text
     assert f"admin token: kept in {tmp_path / 'h' / 'config.json'}" in text and ADMIN not in text
-    assert "already points here (GPUC_FUNCTIONS_URL=http://127.0.0.1:8787)" in text
+    assert "already points here (GPUC_WATCHDOG_URL=http://127.0.0.1:8787)" in text
     assert token_source(settings, {"GPUC_ADMIN_TOKEN": ADMIN}) == "the environment (GPUC_ADMIN_TOKEN)"
     (tmp_path / ".env").write_text(f"GPUC_ADMIN_TOKEN={ADMIN}\n")
     assert token_source(settings, {}) == f"{tmp_path / '.env'} (GPUC_ADMIN_TOKEN)"
@@ -99,7 +99,7 @@ def test_serve_says_where_it_listens_and_where_the_token_is_never_the_token(tmp_
 def test_serve_on_another_port_tells_the_laptop_the_line_to_add(tmp_path: Path) -> None:
     settings = Settings(home=tmp_path / "h", env_file=tmp_path / ".env", admin_token=SecretStr(ADMIN))
     text = "\n".join(serve_banner(settings, "http://0.0.0.0:9000", {}))
-    assert f"add GPUC_FUNCTIONS_URL=http://127.0.0.1:9000 to {tmp_path / '.env'}" in text
+    assert f"add GPUC_WATCHDOG_URL=http://127.0.0.1:9000 to {tmp_path / '.env'}" in text
     assert "points at http://127.0.0.1:8787, not here" in text
 
 

@@ -31,10 +31,10 @@ def served(tmp_path: Path) -> Iterator[tuple[ServerHandle, dict[str, str]]]:
     runs = RunStore(home)
     runs.record_intent("r1", "gpuc-r1", "local", "exp", 1.0)
     runs.set_pod_id("r1", "lp-1")
-    with WatchdogClient(settings.with_overrides(functions_url=server.url)) as client:
+    with WatchdogClient(settings.with_overrides(watchdog_url=server.url)) as client:
         key = derive_key(new_token())
         client.register(RegisterRequest(pod_id="lp-1", provider="local", name="gpuc-r1", experiment="exp", key=key))
-    env = {"GPUC_HOME": str(home), "GPUC_FUNCTIONS_URL": server.url, "GPUC_ADMIN_TOKEN": ADMIN}
+    env = {"GPUC_HOME": str(home), "GPUC_WATCHDOG_URL": server.url, "GPUC_ADMIN_TOKEN": ADMIN}
     try:
         yield server, env
     finally:

@@ -24,7 +24,7 @@ from gpuc.client.runs import RunStore
 from gpuc.client.text import WIDTH
 from gpuc.core.api import PodRecord, StatusResponse
 from gpuc.core.clock import FakeClock
-from gpuc.core.errors import FunctionsError, ProviderAuthError, ProviderUnavailable
+from gpuc.core.errors import ProviderAuthError, ProviderUnavailable, WatchdogError
 from gpuc.core.models import Balance, PodSpec
 from gpuc.core.pod import Pod
 from gpuc.core.providers.base import DestroyResult, Provider
@@ -67,7 +67,7 @@ class Watchdog(StatusView):
 
     def status(self) -> StatusResponse:
         if self.down:
-            raise FunctionsError("cannot reach the watchdog at http://x", hint="start it")
+            raise WatchdogError("cannot reach the watchdog at http://x", hint="start it")
         return StatusResponse(server_time=T0, reaper_last_run=T0 - 60, reaper_period_s=300, pods=self.records)
 
 

@@ -42,7 +42,7 @@ def test_every_route_is_tried_and_said(tmp_path: Path, ntfy: tuple[NtfyStandIn, 
     settings = Settings(home=tmp_path / "wd", env_file=tmp_path / "none.env", admin_token=SecretStr(ADMIN),
                         notify_urls=SecretStr(url))
     with start_in_thread(settings, port=0) as server:
-        done = gpuc(tmp_path, "notify", "--test", GPUC_NOTIFY_URLS=url, GPUC_FUNCTIONS_URL=server.url,
+        done = gpuc(tmp_path, "notify", "--test", GPUC_NOTIFY_URLS=url, GPUC_WATCHDOG_URL=server.url,
                     GPUC_ADMIN_TOKEN=ADMIN)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "✓ channel 1 (ntfy): accepted by the service" in done.stdout
@@ -55,14 +55,14 @@ def test_a_channel_the_watchdog_lacks_is_a_cross(tmp_path: Path, ntfy: tuple[Ntf
     _, url = ntfy
     settings = Settings(home=tmp_path / "wd", env_file=tmp_path / "none.env", admin_token=SecretStr(ADMIN))
     with start_in_thread(settings, port=0) as server:
-        done = gpuc(tmp_path, "notify", "--test", GPUC_NOTIFY_URLS=url, GPUC_FUNCTIONS_URL=server.url,
+        done = gpuc(tmp_path, "notify", "--test", GPUC_NOTIFY_URLS=url, GPUC_WATCHDOG_URL=server.url,
                     GPUC_ADMIN_TOKEN=ADMIN)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "✓ channel 1 (ntfy)" in done.stdout and "✗ the watchdog: accepted, but" in done.stdout
 
 
 def test_no_channel_and_no_watchdog_say_so(tmp_path: Path) -> None:
-    done = gpuc(tmp_path, "notify", "--test", GPUC_FUNCTIONS_URL="http://127.0.0.1:9", GPUC_ADMIN_TOKEN=ADMIN)
+    done = gpuc(tmp_path, "notify", "--test", GPUC_WATCHDOG_URL="http://127.0.0.1:9", GPUC_ADMIN_TOKEN=ADMIN)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "✗ channels: GPUC_NOTIFY_URLS is not set" in done.stdout
     assert "✗ the watchdog: not sent:" in done.stdout

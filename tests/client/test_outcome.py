@@ -1,5 +1,5 @@
 """A job's outcome, as a user sees it: the real `gpuc` command in a subprocess, local pods (real processes),
-the local functions server over HTTP. `--wait` exits with the JOB's exit code and says where the results
+the local watchdog server over HTTP. `--wait` exits with the JOB's exit code and says where the results
 went; a job whose outcome cannot be learnt says so and exits non-zero; `gpuc logs` shows the output
 from the pod, then from the results once the pod is gone."""
 

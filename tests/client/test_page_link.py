@@ -25,7 +25,7 @@ def served(tmp_path: Path) -> Iterator[tuple[ServerHandle, dict[str, str]]]:
     settings = Settings(home=home, env_file=tmp_path / "none.env", admin_token=SecretStr(ADMIN))
     server = start_in_thread(settings, port=0)
     try:
-        yield server, {"GPUC_HOME": str(home), "GPUC_FUNCTIONS_URL": server.url, "GPUC_ADMIN_TOKEN": ADMIN}
+        yield server, {"GPUC_HOME": str(home), "GPUC_WATCHDOG_URL": server.url, "GPUC_ADMIN_TOKEN": ADMIN}
     finally:
         server.stop()
 

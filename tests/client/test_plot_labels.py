@@ -28,7 +28,7 @@ from gpuc.client.money.plot import (
     tick_label,
     write_plot,
 )
-from gpuc.core.errors import ConfigError, FunctionsError
+from gpuc.core.errors import ConfigError, WatchdogError
 from gpuc.core.ledger.rows import LedgerRow
 from gpuc.core.ledger.store import Ledger
 from gpuc.core.settingsload import load_settings
@@ -238,7 +238,7 @@ def ledger_with_runs() -> Ledger:
 
 
 def unreachable() -> Ctx:
-    return Ctx(watchdog=answering(FunctionsError("connection refused", hint="gpuc watchdog serve")))
+    return Ctx(watchdog=answering(WatchdogError("connection refused", hint="gpuc watchdog serve")))
 
 
 def test_the_cli_writes_a_bare_plot_name_as_png(ledger_with_runs: Ledger, tmp_path: Path) -> None:

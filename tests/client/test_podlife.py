@@ -1,4 +1,4 @@
-"""The pod's life from the laptop, for real: local pods (processes), the local functions server over
+"""The pod's life from the laptop, for real: local pods (processes), the local watchdog server over
 HTTP, the real agent and wrapper. Intervals are seconds, not minutes."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from gpuc.client.pods.run import job_on_pod, run_job
 from gpuc.client.pods.survey import LS_FIELDS, dumps_rows, list_all, reaper_warnings
 from gpuc.client.pods.up import up
 from gpuc.core.api import Ack, EndRequest, RegisterAnswer, RegisterRequest, StatusResponse
-from gpuc.core.errors import ConfigError, FunctionsError, NotFound, SafetyRefusal
+from gpuc.core.errors import ConfigError, NotFound, SafetyRefusal, WatchdogError
 from gpuc.core.ledger.rows import LEDGER_COLUMNS
 from gpuc.core.pod import Pod
 from gpuc.core.podpaths import STATE_REL as STATE_DIR
@@ -41,7 +41,7 @@ FAST: dict[str, Any] = {  # Settings overrides, each checked by Settings itself
     "silence_limit_s": 60.0,
     "reaper_period_s": 30.0,
     "local_boot_s": 0.2,
-    "functions_timeout_s": 3.0,
+    "watchdog_timeout_s": 3.0,
 }
 
 
@@ -66,7 +66,7 @@ class SpyWatchdog(WatchdogClient):
 
     def register(self, request: RegisterRequest) -> RegisterAnswer:
         if self.register_fails:
-            raise FunctionsError("watchdog went away", hint="restart it")
+            raise WatchdogError("watchdog went away", hint="restart it")
         return super().register(request)
 
     def end(self, pod_id: str, request: EndRequest) -> Ack:
@@ -86,7 +86,7 @@ def world(tmp_path: Path) -> Iterator[World]:
     home = tmp_path / "home"
     settings = Settings(home=home, env_file=tmp_path / "none.env", admin_token=SecretStr("admin-token-x"), **FAST)
     server = start_in_thread(settings, port=0, reaper_interval_s=30)
-    settings = settings.with_overrides(functions_url=server.url)
+    settings = settings.with_overrides(watchdog_url=server.url)
     calls: list[str] = []
     provider = SpyProvider(home, settings=settings)
     provider.calls = calls
@@ -150,11 +150,11 @@ def test_a_failed_sync_keeps_the_pod_and_says_so(world: World) -> None:
 
 def test_up_refuses_to_create_a_pod_nobody_watches(world: World) -> None:
     deps, provider, _ = world
-    deps.settings = deps.settings.with_overrides(functions_url="http://127.0.0.1:9")
+    deps.settings = deps.settings.with_overrides(watchdog_url="http://127.0.0.1:9")
 
     deps.watchdog.close()
     deps.watchdog = WatchdogClient(deps.settings, sleep=lambda s: None)
-    with pytest.raises(FunctionsError):
+    with pytest.raises(WatchdogError):
         up(UpOptions(experiment="unwatched"), deps)
     assert provider.list_pods() == []
 
@@ -162,7 +162,7 @@ def test_up_refuses_to_create_a_pod_nobody_watches(world: World) -> None:
 def test_a_failure_after_create_destroys_the_pod(world: World) -> None:
     deps, provider, calls = world
     cast(SpyWatchdog, deps.watchdog).register_fails = True
-    with pytest.raises(FunctionsError):
+    with pytest.raises(WatchdogError):
         up(UpOptions(experiment="halfway"), deps)
     assert provider.list_pods() == [] and calls == ["destroy"]
     (run,) = deps.runs.all()

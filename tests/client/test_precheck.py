@@ -69,7 +69,7 @@ def opts(**fields: Any) -> UpOptions:
 def test_it_refuses_a_loopback_watchdog_for_a_rented_pod_before_any_call(rented: Settings, url: str) -> None:
     lines: list[str] = []
     provider = runpod_4090()
-    deps = make_deps(rented.with_overrides(functions_url=url), provider, lines)
+    deps = make_deps(rented.with_overrides(watchdog_url=url), provider, lines)
     with pytest.raises(ConfigError) as caught:
         up(opts(), deps)
     assert "cannot reach" in caught.value.message and "gpuc watchdog deploy" in (caught.value.hint or "")
@@ -78,9 +78,9 @@ def test_it_refuses_a_loopback_watchdog_for_a_rented_pod_before_any_call(rented:
 
 def test_a_public_watchdog_url_or_a_loopback_sandbox_passes(rented: Settings, tmp_path: Path) -> None:
     check_watchdog_reachable(rented)
-    check_watchdog_reachable(rented.with_overrides(functions_url="http://10.0.0.5:8787"))
+    check_watchdog_reachable(rented.with_overrides(watchdog_url="http://10.0.0.5:8787"))
     # The loopback sandbox (tests, the remote demo) runs its pods on this machine: loopback reaches them.
-    sandbox = rented.with_overrides(functions_url="http://127.0.0.1:8787", ssh_sandbox_root=tmp_path)
+    sandbox = rented.with_overrides(watchdog_url="http://127.0.0.1:8787", ssh_sandbox_root=tmp_path)
     check_watchdog_reachable(sandbox)
 
 

@@ -106,7 +106,7 @@ def test_vast_up_refuses_a_destination_that_fails_its_probe(
 def test_vast_up_refuses_a_watchdog_a_rented_pod_cannot_reach(
     settings: Settings, vast: VastProvider, emu: VastEmulator, clock: FakeClock
 ) -> None:
-    ctx = ctx_for(settings.with_overrides(functions_url="http://127.0.0.1:8787"), vast, clock)
+    ctx = ctx_for(settings.with_overrides(watchdog_url="http://127.0.0.1:8787"), vast, clock)
     with pytest.raises(ConfigError, match="a rented pod cannot reach it"):
         up_vast(ctx)
     assert rented_nothing(emu, ctx)
@@ -145,7 +145,7 @@ def test_up_refuses_a_watchdog_that_runs_an_older_gpuc_before_the_rent(
     ctx.watchdog = OlderWatchdog(clock, protocol)  # type: ignore[assignment]
     with pytest.raises(ConfigError) as caught:
         up_vast(ctx)
-    assert f"the watchdog at {settings.functions_url} runs an older gpuc" in caught.value.message
+    assert f"the watchdog at {settings.watchdog_url} runs an older gpuc" in caught.value.message
     assert "refuse this pod's heartbeats" in caught.value.message
     hint = caught.value.hint or ""
     assert "gpuc watchdog deploy" in hint and "gpuc watchdog serve" in hint

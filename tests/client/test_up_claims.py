@@ -37,7 +37,7 @@ def world(tmp_path: Path) -> Iterator[tuple[Ctx, LocalProvider, ServerHandle]]:
         local_boot_s=0.0,
     )
     server = start_in_thread(settings, port=0)
-    settings = settings.with_overrides(functions_url=server.url)
+    settings = settings.with_overrides(watchdog_url=server.url)
     provider = LocalProvider(home, settings=settings)
     ctx = Ctx(settings, echo=lambda m: None, watchdog=WatchdogClient(settings), providers={"local": provider})
     try:

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from gpuc.core.api import AttemptRecord, RunRecovery
-from gpuc.core.errors import FunctionsError
+from gpuc.core.errors import WatchdogError
 from gpuc.core.settings import Settings
 from gpuc.core.settingvalues import SecretStr
 from gpuc.core.watchdog_client import WatchdogClient
@@ -26,7 +26,7 @@ RUN = RunRecovery(
 def client(tmp_path: Path, answer: httpx.Response, seen: list[httpx.Request]) -> WatchdogClient:
     settings = Settings(
         home=tmp_path, env_file=tmp_path / "none.env", admin_token=SecretStr("admin-x"),
-        functions_url="https://wd.example",
+        watchdog_url="https://wd.example",
     )
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -51,7 +51,7 @@ def test_a_run_the_watchdog_does_not_hold_is_none(tmp_path: Path) -> None:
 
 
 def test_any_other_refusal_is_an_error(tmp_path: Path) -> None:
-    with client(tmp_path, httpx.Response(401, json={"error": "bad token"}), []) as wd, pytest.raises(FunctionsError):
+    with client(tmp_path, httpx.Response(401, json={"error": "bad token"}), []) as wd, pytest.raises(WatchdogError):
         wd.run("r1234abcd")
 
 

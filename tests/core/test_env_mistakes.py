@@ -3,6 +3,7 @@ names its key, problem, file and fix, and an idle warning at or after the destro
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from gpuc.core import envcheck
 from gpuc.core.clock import duration_seconds, parse_duration
 from gpuc.core.errors import ConfigError
 from gpuc.core.settings import SETTING_ENV_NAMES
-from gpuc.core.settingsload import load_settings, load_settings_lenient
+from gpuc.core.settingsload import load_settings, load_settings_lenient, save_config
 
 
 def env_for(tmp_path: Path, text: str) -> dict[str, str]:
@@ -100,16 +101,43 @@ def test_the_watchdog_settings_are_named_watchdog_and_the_old_names_still_work(
 ) -> None:
     new = env_for(tmp_path, "GPUC_WATCHDOG_URL=https://new.example\nGPUC_WATCHDOG_TIMEOUT_S=30s\n")
     settings = load_settings(new)
-    assert (settings.functions_url, settings.functions_timeout_s) == ("https://new.example", 30.0)
+    assert (settings.watchdog_url, settings.watchdog_timeout_s) == ("https://new.example", 30.0)
     # A .env written before the rename keeps working, and is not called misspelt.
     old = env_for(tmp_path, "GPUC_FUNCTIONS_URL=https://old.example\nGPUC_FUNCTIONS_TIMEOUT_S=20s\n")
     settings = load_settings(old)
-    assert (settings.functions_url, settings.functions_timeout_s) == ("https://old.example", 20.0)
+    assert (settings.watchdog_url, settings.watchdog_timeout_s) == ("https://old.example", 20.0)
     assert "GPUC_FUNCTIONS" not in capsys.readouterr().err
     # Both set: the new name wins, wherever the old one is (the environment beats the file as ever).
     both = {**env_for(tmp_path, "GPUC_WATCHDOG_URL=https://new.example\n"), "GPUC_FUNCTIONS_URL": "https://old.example"}
-    assert load_settings(both).functions_url == "https://old.example"
+    assert load_settings(both).watchdog_url == "https://old.example"
     both = {**env_for(tmp_path, "GPUC_FUNCTIONS_URL=https://old.example\n"), "GPUC_WATCHDOG_URL": "https://new.example"}
-    assert load_settings(both).functions_url == "https://new.example"
+    assert load_settings(both).watchdog_url == "https://new.example"
     both = env_for(tmp_path, "GPUC_FUNCTIONS_URL=https://old.example\nGPUC_WATCHDOG_URL=https://new.example\n")
-    assert load_settings(both).functions_url == "https://new.example"
+    assert load_settings(both).watchdog_url == "https://new.example"
+
+
+def test_a_config_json_written_before_the_watchdog_rename_keeps_its_watchdog(tmp_path: Path) -> None:
+    """A deploy by an older gpuc saved `functions_url`: the laptop still talks to that watchdog, not to the
+    loopback default, and the next save leaves one key under the current name."""
+    env = env_for(tmp_path, "")
+    home = Path(env["GPUC_HOME"])
+    home.mkdir()
+    (home / "config.json").write_text('{"functions_url": "https://deployed.example", "admin_token": "t"}')
+    assert load_settings(env).watchdog_url == "https://deployed.example"
+    save_config(home, admin_token="t2")
+    assert json.loads((home / "config.json").read_text()) == {
+        "admin_token": "t2",
+        "watchdog_url": "https://deployed.example",
+    }
+    save_config(home, watchdog_url="https://new.example")
+    assert load_settings(env).watchdog_url == "https://new.example"
+
+
+def test_a_config_json_that_is_not_an_object_is_named_with_its_fix(tmp_path: Path) -> None:
+    env = env_for(tmp_path, "")
+    home = Path(env["GPUC_HOME"])
+    home.mkdir()
+    (home / "config.json").write_text("[1, 2]")
+    with pytest.raises(ConfigError, match="is not a JSON object") as caught:
+        load_settings(env)
+    assert "rm " in (caught.value.hint or "")

@@ -54,7 +54,7 @@ class Rehearsal:
         # What a user's second shell holds after the `.` line: the rehearsal's exports over their own environment,
         # and what the test sets on top (as a user would export a setting there).
         self.env = {**base, **shell_env(home / SHELL_FILE), **shell}
-        self.watchdog = json.loads((home / "config.json").read_text())["functions_url"]
+        self.watchdog = json.loads((home / "config.json").read_text())["watchdog_url"]
 
     def _url(self, words: str) -> str:
         found = re.search(re.escape(words) + r"[^:]*: (http://127\.0\.0\.1:\d+)", self.banner)

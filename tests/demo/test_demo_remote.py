@@ -99,7 +99,7 @@ def test_up_ls_down_with_the_real_cli_against_the_runpod_emulator(sshd: Loopback
         write_env_file(home)
         (home / "config.json").write_text(json.dumps({"bootstrap_apt": ""}))
         env = client_environ(emulator, sshd, home)
-        env.update({"GPUC_FUNCTIONS_URL": functions.url, "GPUC_ADMIN_TOKEN": token})
+        env.update({"GPUC_WATCHDOG_URL": functions.url, "GPUC_ADMIN_TOKEN": token})
 
         up = gpuc(env, "up", "cli-exp", "--provider", "runpod")
         assert up.returncode == 0, up.stdout + up.stderr

@@ -100,7 +100,7 @@ def invoke_deploy(
 
     def fake_deploy(settings: Settings, plan: deployplan.Plan, **kw: Any) -> dep.Deployed:
         PLANS.append(plan)
-        path = save_config(settings.home, functions_url=url, admin_token=ADMIN)
+        path = save_config(settings.home, watchdog_url=url, admin_token=ADMIN)
         return dep.Deployed(url=url, table="t", config_path=path)
 
     monkeypatch.setattr(dep, "deploy", fake_deploy)
@@ -169,9 +169,9 @@ def test_carry_goes_on_past_a_refused_registration(aws: tuple[World, ServerHandl
     def register(request: RegisterRequest) -> None:
         answer = world.admin("POST", "/v1/pods", request)
         if answer.status != 200:
-            from gpuc.core.errors import FunctionsError
+            from gpuc.core.errors import WatchdogError
 
-            raise FunctionsError(answer.body["error"])
+            raise WatchdogError(answer.body["error"])
 
     carried, failed = dep.carry_registrations([bad, good], register)
     assert carried == ["pod-good"]
@@ -217,7 +217,7 @@ def test_watchdog_status_shows_the_blind_provider(
     world, handle = aws
     world.provider.fail = outage()
     world.reap()
-    save_config(home, functions_url=handle.url, admin_token=ADMIN)
+    save_config(home, watchdog_url=handle.url, admin_token=ADMIN)
     result = CliRunner().invoke(watchdog, ["status"])
     assert result.exit_code == 0, result.output
     assert "cannot read fake since" in result.output

@@ -42,7 +42,7 @@ def test_a_serve_restarted_on_a_deleted_store_knows_its_pods_by_their_claims(tmp
     spec = PodSpec(experiment="exp", run_id="pod-1", provider="local", gpu_type="RTX 4090")
     made = LocalProvider(home, serve_settings(tmp_path, home)).create(spec)
     try:
-        settings = serve_settings(tmp_path, home).with_overrides(functions_url=server.url)
+        settings = serve_settings(tmp_path, home).with_overrides(watchdog_url=server.url)
         with WatchdogClient(settings) as client:
             answer = client.register(
                 RegisterRequest(pod_id=made.id, provider="local", name=made.name, experiment="exp")
@@ -60,7 +60,7 @@ def test_a_serve_restarted_on_a_deleted_store_knows_its_pods_by_their_claims(tmp
         f.unlink()
     again = start_in_thread(serve_settings(tmp_path, home), port=0)
     try:
-        with WatchdogClient(serve_settings(tmp_path, home).with_overrides(functions_url=again.url)) as client:
+        with WatchdogClient(serve_settings(tmp_path, home).with_overrides(watchdog_url=again.url)) as client:
             client.reap()  # its first pass lists the pod (a stray to it until its claim is shown)
         pod = pod_client(state, again.url, answer.token, answer.claim, made.id)
         pod.queue_heartbeat(heartbeat_body(made.id))

@@ -10,7 +10,7 @@ from pydantic import SecretStr
 from watchdog_fakes import ADMIN, World
 
 from gpuc.core import api
-from gpuc.core.errors import FunctionsError
+from gpuc.core.errors import WatchdogError
 from gpuc.core.signing import derive_key, new_token
 from gpuc.core.watchdog_client import CONNECT_TRIES, WatchdogClient
 from gpuc.functions.server import ServerHandle, start_in_thread
@@ -25,7 +25,7 @@ def server(world: World) -> Iterator[ServerHandle]:
 
 @pytest.fixture
 def client(world: World, server: ServerHandle) -> Iterator[WatchdogClient]:
-    with WatchdogClient(world.settings.with_overrides(functions_url=server.url)) as c:
+    with WatchdogClient(world.settings.with_overrides(watchdog_url=server.url)) as c:
         yield c
 
 
@@ -53,16 +53,16 @@ def test_the_whole_admin_surface(world: World, client: WatchdogClient) -> None:
 
 
 def test_a_pod_id_with_odd_characters_is_quoted(world: World, client: WatchdogClient) -> None:
-    with pytest.raises(FunctionsError) as info:
+    with pytest.raises(WatchdogError) as info:
         client.keep("../status", world.now)
     assert info.value.status == 404
 
 
 def test_a_refusal_is_a_functions_error_with_a_hint(world: World, server: ServerHandle) -> None:
     settings = world.settings.with_overrides(
-        functions_url=server.url, admin_token=SecretStr("wrong-token-value")
+        watchdog_url=server.url, admin_token=SecretStr("wrong-token-value")
     )
-    with WatchdogClient(settings) as c, pytest.raises(FunctionsError) as info:
+    with WatchdogClient(settings) as c, pytest.raises(WatchdogError) as info:
         c.status()
     assert info.value.status == 401
     assert "missing or wrong admin token" in info.value.message
@@ -72,7 +72,7 @@ def test_a_refusal_is_a_functions_error_with_a_hint(world: World, server: Server
 
 def test_no_admin_token_says_where_to_get_one(world: World) -> None:
     settings = world.settings.with_overrides(admin_token=None)
-    with WatchdogClient(settings) as c, pytest.raises(FunctionsError) as info:
+    with WatchdogClient(settings) as c, pytest.raises(WatchdogError) as info:
         c.status()
     assert "gpuc watchdog serve" in (info.value.hint or "")
 
@@ -86,7 +86,7 @@ def test_an_unreachable_server_is_retried_then_says_how_to_start_it(world: World
 
     sleeps: list[float] = []
     client = WatchdogClient(world.settings, httpx.MockTransport(refuse), sleep=sleeps.append)
-    with client, pytest.raises(FunctionsError) as info:
+    with client, pytest.raises(WatchdogError) as info:
         client.status()
     assert len(attempts) == CONNECT_TRIES
     assert len(sleeps) == CONNECT_TRIES - 1
@@ -104,7 +104,7 @@ def test_a_timeout_is_not_retried(world: World) -> None:
 
     with (
         WatchdogClient(world.settings, httpx.MockTransport(slow)) as c,
-        pytest.raises(FunctionsError) as info,
+        pytest.raises(WatchdogError) as info,
     ):
         c.reap()
     assert len(attempts) == 1  # the pass may have run: never run it twice
@@ -117,7 +117,7 @@ def test_a_timeout_is_not_retried(world: World) -> None:
 )
 def test_an_answer_that_is_not_the_watchdogs_is_an_error(world: World, answer: httpx.Response) -> None:
     client = WatchdogClient(world.settings, httpx.MockTransport(lambda r: answer))
-    with client, pytest.raises(FunctionsError) as info:
+    with client, pytest.raises(WatchdogError) as info:
         client.status()
     assert "unexpected" in info.value.message
 

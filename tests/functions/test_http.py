@@ -1,4 +1,4 @@
-"""The local functions server over real HTTP on loopback: bad input is a 4xx and stores nothing."""
+"""The local watchdog server over real HTTP on loopback: bad input is a 4xx and stores nothing."""
 
 from __future__ import annotations
 

@@ -158,10 +158,10 @@ def test_a_server_error_counts_and_a_client_that_drops_its_connection_does_not(
 def test_an_answer_slower_than_the_pods_wait_counts_only_on_the_pods_routes(
     world: World, served: ServerHandle
 ) -> None:
-    """A pod gives up after functions_timeout_s: its heartbeat failed though the server answered later. A
+    """A pod gives up after watchdog_timeout_s: its heartbeat failed though the server answered later. A
     `gpuc reap` or a status call may take longer and no pod waits for it. (A timeout of a nanosecond makes
     every answer "slow" without racing the real clock.)"""
-    world.deps.settings = world.settings.with_overrides(functions_timeout_s=1e-9)
+    world.deps.settings = world.settings.with_overrides(watchdog_timeout_s=1e-9)
     health = world.deps.ingest_health
     assert isinstance(health, IngestLog)
     status = httpx.get(f"{served.url}/v1/status", headers={"Authorization": "Bearer wrong"}, timeout=10)

@@ -15,7 +15,7 @@ from pydantic import SecretStr
 from watchdog_fakes import ADMIN, World
 
 from gpuc.core import api
-from gpuc.core.errors import FunctionsError
+from gpuc.core.errors import WatchdogError
 from gpuc.core.signing import derive_key, new_token
 from gpuc.core.transport import reset_shared_client
 from gpuc.core.watchdog_client import CONNECT_TRIES, WatchdogClient
@@ -53,13 +53,13 @@ def server(world: World) -> Iterator[ServerHandle]:
 
 
 def read(world: World, how: str, url: str, sleeps: list[float] | None = None, **overrides: Any) -> Any:
-    settings = world.settings.with_overrides(functions_url=url, **overrides)
+    settings = world.settings.with_overrides(watchdog_url=url, **overrides)
     with WatchdogClient(settings, sleep=(sleeps if sleeps is not None else []).append) as client:
         return getattr(client, how)()
 
 
-def failure(world: World, how: str, url: str, sleeps: list[float] | None = None, **overrides: Any) -> FunctionsError:
-    with pytest.raises(FunctionsError) as info:
+def failure(world: World, how: str, url: str, sleeps: list[float] | None = None, **overrides: Any) -> WatchdogError:
+    with pytest.raises(WatchdogError) as info:
         read(world, how, url, sleeps, **overrides)
     assert ADMIN not in str(info.value) and ADMIN not in (info.value.hint or "")
     return info.value
@@ -67,7 +67,7 @@ def failure(world: World, how: str, url: str, sleeps: list[float] | None = None,
 
 def test_the_status_reads_the_pods_from_the_real_server(world: World, server: ServerHandle) -> None:
     world.provider.add("p1")
-    settings = world.settings.with_overrides(functions_url=server.url)
+    settings = world.settings.with_overrides(watchdog_url=server.url)
     with WatchdogClient(settings) as client:
         request = {"pod_id": "p1", "provider": "fake", "name": "gpuc-p1", "experiment": "exp"}
         client.register(api.RegisterRequest.model_validate({**request, "key": derive_key(new_token())}))
@@ -107,7 +107,7 @@ def test_a_server_that_never_answers_is_a_timeout_not_retried(world: World) -> N
         for how in READS:
             sleeps: list[float] = []
             # 1 s of wall clock, not 0.2: the timeout covers the connect too, which a loaded machine can delay
-            error = failure(world, how, url, sleeps, functions_timeout_s=1.0)
+            error = failure(world, how, url, sleeps, watchdog_timeout_s=1.0)
             assert sleeps == [], how
             said.add(error.message)
     assert len(said) == 1 and "did not answer within 1 s" in said.pop()
@@ -165,6 +165,6 @@ def test_a_given_transport_answers_the_status_and_its_document_is_checked(world:
     client = WatchdogClient(world.settings, httpx.MockTransport(lambda request: next(answers)))
     with client:
         assert client.status().reaper_period_s == 300.0
-        with pytest.raises(FunctionsError) as info:
+        with pytest.raises(WatchdogError) as info:
             client.status()
     assert "answered something unexpected" in info.value.message

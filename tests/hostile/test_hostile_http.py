@@ -1,4 +1,4 @@
-"""Hostile input against the local functions server over real HTTP (127.0.0.1, port 0).
+"""Hostile input against the local watchdog server over real HTTP (127.0.0.1, port 0).
 
 Property-based: malformed JSON, huge bodies, wrong types, unicode, forged signatures, replayed and
 stale pings, seq going backwards, bad admin tokens. Every answer must be a 4xx (never a 5xx), nothing

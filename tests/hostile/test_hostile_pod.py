@@ -7,7 +7,7 @@ from it, or from the results destination it syncs to, may be crafted.
 - A crafted outcome: `up --wait` says the outcome is unknown (exit 125) and what could not be read, never
   "internal error".
 
-Real processes: the `gpuc` command in a subprocess, local sandbox pods, the local functions server.
+Real processes: the `gpuc` command in a subprocess, local sandbox pods, the local watchdog server.
 """
 
 from __future__ import annotations

@@ -126,7 +126,7 @@ class BootWorld:
         project = _project_tar({"train.sh": b"echo training\n"})
         (self.kit_dir / "project.tar.gz").write_bytes(project)
         config = PodConfig.for_pod(
-            Settings(home=self.local.home, functions_url=self.url),
+            Settings(home=self.local.home, watchdog_url=self.url),
             pod_id=self.pod_id,
             provider="local",
             experiment="exp",

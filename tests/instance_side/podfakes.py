@@ -154,7 +154,7 @@ def make_pod(root: Path, **overrides: Any) -> PodPaths:
     paths = PodPaths(root)
     paths.state.mkdir(parents=True)
     settings = Settings(home=root / "home")
-    values: dict[str, Any] = {"functions_url": "http://functions.test"}
+    values: dict[str, Any] = {"watchdog_url": "http://functions.test"}
     values.update(overrides)
     cfg = PodConfig.for_pod(settings, pod_id=POD_ID, provider="local", experiment="exp", run_id="run01")
     cfg = cfg.model_copy(update=values)

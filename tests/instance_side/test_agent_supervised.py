@@ -120,20 +120,20 @@ Functions = recording_functions(TOKEN)
 
 
 @pytest.fixture
-def functions_url() -> Iterator[str]:
+def watchdog_url() -> Iterator[str]:
     Functions.reset()
     with serving(Functions, ThreadingHTTPServer) as url:
         yield url
 
 
 def test_a_killed_agent_is_restarted_by_the_wrapper_and_the_job_runs_on(
-    home: Path, tmp_path: Path, functions_url: str
+    home: Path, tmp_path: Path, watchdog_url: str
 ) -> None:
     local = LocalProvider(home, settings=Settings(home=home, local_boot_s=0))
     pod = local.create(PodSpec(experiment="exp", run_id="run01", provider="local", gpu_type="sim"))
     paths = local.paths(pod.id)
     paths.state.mkdir(parents=True, exist_ok=True)
-    settings = Settings(home=home, functions_url=functions_url)
+    settings = Settings(home=home, watchdog_url=watchdog_url)
     config = PodConfig.for_pod(
         settings, pod_id=pod.id, provider="local", experiment="exp", run_id="run01", local_home=str(home)
     )

@@ -31,7 +31,7 @@ def answer(**kit: Any) -> dict[str, Any]:
         "wheel_sha256": wheel.sha256,
         "installer": "offline",
         "offline_python": sys.executable,
-        "config": {"pod_id": "41", "provider": "vast", "experiment": "exp", "run_id": "run01", "functions_url": "x"},
+        "config": {"pod_id": "41", "provider": "vast", "experiment": "exp", "run_id": "run01", "watchdog_url": "x"},
         "secrets": {"HF_TOKEN": "hf_x"},
         "command": ["python", "train.py"],
         "job_id": "job-0001",

@@ -30,7 +30,7 @@ Functions = recording_functions(TOKEN)
 
 
 @pytest.fixture
-def functions_url() -> Iterator[str]:
+def watchdog_url() -> Iterator[str]:
     Functions.reset()
     with serving(Functions, ThreadingHTTPServer) as url:
         yield url
@@ -42,12 +42,12 @@ def local(home: Path) -> LocalProvider:
     return LocalProvider(home, settings=Settings(home=home, local_boot_s=0))
 
 
-def sandbox(local: LocalProvider, home: Path, functions_url: str, **cfg: Any) -> tuple[str, PodPaths, dict[str, str]]:
+def sandbox(local: LocalProvider, home: Path, watchdog_url: str, **cfg: Any) -> tuple[str, PodPaths, dict[str, str]]:
     """A local pod as `up` leaves it: config + secrets in its state dir, the sandbox's environment."""
     pod = local.create(PodSpec(experiment="exp", run_id="run01", provider="local", gpu_type="sim"))
     paths = local.paths(pod.id)
     paths.state.mkdir(parents=True, exist_ok=True)
-    settings = Settings(home=home, functions_url=functions_url)
+    settings = Settings(home=home, watchdog_url=watchdog_url)
     config = PodConfig.for_pod(
         settings, pod_id=pod.id, provider="local", experiment="exp", run_id="run01", local_home=str(home)
     )
@@ -71,10 +71,10 @@ def gpuc_pod(args: list[str], env: dict[str, str], **kw: Any) -> subprocess.Comp
 
 
 def test_run_ends_a_real_local_pod_after_syncing_its_results(
-    local: LocalProvider, home: Path, tmp_path: Path, functions_url: str
+    local: LocalProvider, home: Path, tmp_path: Path, watchdog_url: str
 ) -> None:
     bucket = tmp_path / "bucket"
-    pod_id, _paths, env = sandbox(local, home, functions_url, results_bucket=f"file://{bucket}")
+    pod_id, _paths, env = sandbox(local, home, watchdog_url, results_bucket=f"file://{bucket}")
     job = "import os; os.makedirs('results'); open('results/score.txt', 'w').write('0.93'); raise SystemExit(4)"
     done = gpuc_pod(["run", "--", sys.executable, "-c", job], env)
     assert done.returncode == 4, done.stderr
@@ -90,8 +90,8 @@ def test_run_ends_a_real_local_pod_after_syncing_its_results(
     assert order == sorted(order)
 
 
-def test_dry_run_through_the_command_line(local: LocalProvider, home: Path, functions_url: str) -> None:
-    pod_id, _paths, env = sandbox(local, home, functions_url)
+def test_dry_run_through_the_command_line(local: LocalProvider, home: Path, watchdog_url: str) -> None:
+    pod_id, _paths, env = sandbox(local, home, watchdog_url)
     done = gpuc_pod(["run", "--", sys.executable, "-c", "raise SystemExit(6)"], {**env, "DRY_RUN": "1"})
     assert done.returncode == 6
     steps = [line.split("would ", 1)[1].split()[0] for line in done.stderr.splitlines() if "DRY_RUN: would" in line]
@@ -100,9 +100,9 @@ def test_dry_run_through_the_command_line(local: LocalProvider, home: Path, func
 
 
 def test_a_dead_terminal_does_not_change_the_jobs_exit_code(
-    local: LocalProvider, home: Path, functions_url: str
+    local: LocalProvider, home: Path, watchdog_url: str
 ) -> None:
-    _pod_id, paths, env = sandbox(local, home, functions_url)
+    _pod_id, paths, env = sandbox(local, home, watchdog_url)
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -126,11 +126,11 @@ def test_a_dead_terminal_does_not_change_the_jobs_exit_code(
     assert [e.kind for e in Functions.events] == ["job_exit"]
 
 
-def test_the_agent_heartbeats_and_stops_on_sigterm(local: LocalProvider, home: Path, functions_url: str) -> None:
+def test_the_agent_heartbeats_and_stops_on_sigterm(local: LocalProvider, home: Path, watchdog_url: str) -> None:
     pod_id, paths, env = sandbox(
         local,
         home,
-        functions_url,
+        watchdog_url,
         heartbeat_interval_s=0.2,
         idle_check_interval_s=0.2,
         simulated_gpu=True,
@@ -157,23 +157,23 @@ def test_the_agent_heartbeats_and_stops_on_sigterm(local: LocalProvider, home: P
     assert TOKEN not in paths.log.read_text()
 
 
-def test_the_agent_exits_by_itself_once_the_pod_has_ended(local: LocalProvider, home: Path, functions_url: str) -> None:
-    pod_id, paths, env = sandbox(local, home, functions_url, heartbeat_interval_s=0.2, idle_check_interval_s=0.2)
+def test_the_agent_exits_by_itself_once_the_pod_has_ended(local: LocalProvider, home: Path, watchdog_url: str) -> None:
+    pod_id, paths, env = sandbox(local, home, watchdog_url, heartbeat_interval_s=0.2, idle_check_interval_s=0.2)
     paths.ended.write_text(pod_id)
     done = gpuc_pod(["agent"], env)
     assert done.returncode == 0 and Functions.heartbeats == []
 
 
 def test_sync_reports_success_and_failure_in_one_line(
-    local: LocalProvider, home: Path, tmp_path: Path, functions_url: str
+    local: LocalProvider, home: Path, tmp_path: Path, watchdog_url: str
 ) -> None:
-    _, paths, env = sandbox(local, home, functions_url, results_bucket=f"file://{tmp_path}/bucket")
+    _, paths, env = sandbox(local, home, watchdog_url, results_bucket=f"file://{tmp_path}/bucket")
     paths.results.mkdir()
     (paths.results / "a.txt").write_text("abc")
     done = gpuc_pod(["sync"], env)
     assert done.returncode == 0 and "sync verified: 1 file, 3 bytes" in done.stderr
 
-    _, paths, env = sandbox(local, home, functions_url, results_bucket="s4://nope")
+    _, paths, env = sandbox(local, home, watchdog_url, results_bucket="s4://nope")
     paths.results.mkdir()
     (paths.results / "a.txt").write_text("abc")
     done = gpuc_pod(["sync"], env)

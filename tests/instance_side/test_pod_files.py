@@ -25,7 +25,7 @@ DROP = object()
 
 def test_the_pod_reads_its_config_by_the_laptops_one_declaration() -> None:
     """No mirror: the pod's fields, defaults and bounds are PodConfig's own, through its JSON Schema."""
-    required = {"pod_id": "p", "provider": "l", "experiment": "e", "run_id": "r", "functions_url": "u"}
+    required = {"pod_id": "p", "provider": "l", "experiment": "e", "run_id": "r", "watchdog_url": "u"}
     assert AgentConfig.from_mapping(required).as_dict() == podconfig.PodConfig(**required).model_dump()
 
 
@@ -56,9 +56,17 @@ def test_it_reads_the_config_the_laptop_writes(tmp_path: Path) -> None:
 
 def test_unknown_keys_from_a_newer_laptop_do_not_stop_the_agent() -> None:
     cfg = AgentConfig.from_mapping(
-        {"pod_id": "p", "provider": "local", "experiment": "e", "run_id": "r", "functions_url": "u", "new": 1}
+        {"pod_id": "p", "provider": "local", "experiment": "e", "run_id": "r", "watchdog_url": "u", "new": 1}
     )
     assert cfg.pod_id == "p"
+
+
+def test_a_config_written_before_the_watchdog_rename_still_starts_the_agent() -> None:
+    """A recovery kit registered by an older gpuc holds `functions_url`: the re-rented pod must still start."""
+    old = {"pod_id": "p", "provider": "local", "experiment": "e", "run_id": "r", "functions_url": "https://wd"}
+    assert AgentConfig.from_mapping(old).watchdog_url == "https://wd"
+    both = {**old, "watchdog_url": "https://new"}
+    assert AgentConfig.from_mapping(both).watchdog_url == "https://new"
 
 
 @pytest.mark.parametrize(
@@ -78,7 +86,7 @@ def test_a_broken_config_is_a_config_error_with_a_hint(data: dict[str, object], 
         "provider": "l",
         "experiment": "e",
         "run_id": "r",
-        "functions_url": "u",
+        "watchdog_url": "u",
     }
     with pytest.raises(ConfigError, match=message) as exc:
         AgentConfig.from_mapping({k: v for k, v in {**base, **data}.items() if v is not DROP})

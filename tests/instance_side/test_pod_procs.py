@@ -340,7 +340,7 @@ def test_on_the_real_proc_a_blocked_job_makes_no_progress_and_a_busy_loop_does()
             assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"  # past start-up
         *hung, busy = procs
         scanner = ProcScanner(only_pod="lp-real-hang-test")
-        cfg = AgentConfig(pod_id="p", provider="runpod", experiment="e", run_id="r", functions_url="x")
+        cfg = AgentConfig(pod_id="p", provider="runpod", experiment="e", run_id="r", watchdog_url="x")
         th = Thresholds.from_config(cfg)
         first = scanner.sample()
         assert {p.pid for p in procs} <= {key[0] for key in first.procs}
@@ -373,7 +373,7 @@ def test_the_agent_scopes_its_scan_to_its_sandbox_and_not_on_a_real_pod(tmp_path
     from gpuc.instance_side.context import default_probes
     from gpuc.instance_side.podfiles import PodPaths
 
-    cfg = AgentConfig(pod_id="p", provider="runpod", experiment="e", run_id="r", functions_url="x")
+    cfg = AgentConfig(pod_id="p", provider="runpod", experiment="e", run_id="r", watchdog_url="x")
     sandboxed = default_probes(cfg, PodPaths(tmp_path / "pods" / "p")).procs
     real = default_probes(cfg, PodPaths(Path("/"))).procs
     assert isinstance(sandboxed, ProcScanner) and isinstance(real, ProcScanner)

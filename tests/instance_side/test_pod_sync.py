@@ -33,7 +33,7 @@ def config(bucket: str | None) -> AgentConfig:
         provider="local",
         experiment="exp",
         run_id="run01",
-        functions_url="x",
+        watchdog_url="x",
         results_bucket=bucket,
     )
 

@@ -134,7 +134,7 @@ def test_the_agent_does_not_import_boto3_for_an_s3_sync(tmp_path: Path) -> None:
         "from gpuc.instance_side.podfiles import AgentConfig, PodPaths\n"
         "from gpuc.instance_side.sync import make_sync\n"
         "cfg = AgentConfig(pod_id='p', provider='runpod', experiment='exp', run_id='run01',"
-        " functions_url='x', results_bucket='s3://b/p', git_remote='https://example.com/r.git')\n"
+        " watchdog_url='x', results_bucket='s3://b/p', git_remote='https://example.com/r.git')\n"
         f"sync = make_sync(cfg, {{}}, paths=PodPaths(Path({str(tmp_path)!r})))\n"
         "print(type(sync).__name__, 'boto3' in sys.modules, 'botocore' in sys.modules)\n"
     )
@@ -306,7 +306,7 @@ def test_a_remote_with_credentials_in_the_url_is_refused(tmp_path: Path) -> None
         provider="runpod",
         experiment="exp",
         run_id="run01",
-        functions_url="x",
+        watchdog_url="x",
         git_remote=f"https://me:{TOKEN}@github.com/me/exp.git",
     )
     sync = make_sync(cfg, {}, paths=PodPaths(tmp_path))
@@ -428,7 +428,7 @@ def test_make_sync_splits_when_a_git_remote_is_configured(remote: Path, results:
         provider="runpod",
         experiment="exp",
         run_id="run01",
-        functions_url="x",
+        watchdog_url="x",
         git_remote=f"file://{remote}",
         results_bucket=f"file://{tmp_path}/bucket",
     )

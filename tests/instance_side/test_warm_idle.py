@@ -82,7 +82,7 @@ def test_a_hung_job_on_a_warm_pod_is_still_ended_at_the_usual_idle_times(tmp_pat
 def test_the_warm_warning_comes_the_usual_lead_ahead_but_never_in_the_first_half(
     warm_s: float, limits: tuple[float, float]
 ) -> None:
-    fields = {"pod_id": "p", "provider": "local", "experiment": "e", "run_id": "r", "functions_url": "http://f"}
+    fields = {"pod_id": "p", "provider": "local", "experiment": "e", "run_id": "r", "watchdog_url": "http://f"}
     cfg = AgentConfig.from_mapping({**fields, "warm_s": warm_s})
     assert warm_limits(cfg) == limits
     waiting, running = Thresholds.from_config(cfg), Thresholds.from_config(cfg, job=True)

@@ -27,7 +27,7 @@ from gpuc.client.setup.doctor import (
 from gpuc.client.setup.doctor_results import check_results
 from gpuc.client.setup.hook import install_hook
 from gpuc.core.api import ChannelInfo, StatusResponse
-from gpuc.core.errors import ConfigError, FunctionsError
+from gpuc.core.errors import ConfigError, WatchdogError
 from gpuc.core.models import Balance
 from gpuc.core.settings import Settings
 from gpuc.core.settingvalues import SecretStr
@@ -163,7 +163,7 @@ def test_balances_within_bounds_pass_and_no_account_warns() -> None:
 
 def test_an_unreachable_watchdog_fails_with_how_to_start_it() -> None:
     def status() -> StatusResponse:
-        raise FunctionsError("connection refused", hint="start it: gpuc watchdog serve")
+        raise WatchdogError("connection refused", hint="start it: gpuc watchdog serve")
 
     (check,) = check_watchdog(status, "http://127.0.0.1:8787")
     assert check.status == "fail" and check.fix == "start it: gpuc watchdog serve"
@@ -286,7 +286,7 @@ def test_a_fresh_local_only_setup_is_judged_by_what_it_needs(repo: Path) -> None
     fix, not a second one for the watchdog it makes unreachable."""
     install_hook(repo, repo / ".env", run_git)
     settings = Settings(env_file=repo / ".env", provider="local")
-    unreachable = FunctionsError("no admin token for the watchdog", hint="start it")
+    unreachable = WatchdogError("no admin token for the watchdog", hint="start it")
 
     def status() -> StatusResponse:
         raise unreachable
@@ -407,7 +407,7 @@ def test_a_channel_the_deployed_watchdog_lacks_is_a_cross_with_the_redeploy(repo
     d = healthy(repo)
     tg = "tgram://123456:ABC-def/-100123"
     d.settings = d.settings.with_overrides(
-        notify_urls=SecretStr(f"{NOTIFY_URLS},{tg}"), functions_url="https://abc.lambda-url.us-east-1.on.aws"
+        notify_urls=SecretStr(f"{NOTIFY_URLS},{tg}"), watchdog_url="https://abc.lambda-url.us-east-1.on.aws"
     )
     calls: list[int] = []
     status = d.status

@@ -12,7 +12,7 @@ from gpuc.client.context import Ctx
 from gpuc.client.money.commands import ledger
 from gpuc.client.money.plot import EXPERIMENT_COLOR, WEEK_COLOR
 from gpuc.core.api import PodRecord, StatusResponse
-from gpuc.core.errors import ConfigError, FunctionsError
+from gpuc.core.errors import ConfigError, WatchdogError
 from gpuc.core.ledger.rows import LedgerRow, usd_per_1m_tokens
 from gpuc.core.ledger.store import Ledger
 from gpuc.core.ledger.summary import summarize
@@ -124,7 +124,7 @@ def filled() -> Ledger:
     return book
 
 
-UNREACHABLE = FunctionsError("connection refused", hint="gpuc watchdog serve")
+UNREACHABLE = WatchdogError("connection refused", hint="gpuc watchdog serve")
 # A watchdog that hears no pod running: the open row is not counted "running, so far" (a plot of closed rows).
 QUIET = StatusResponse(server_time=T0 + 2 * DAY, reaper_period_s=300)
 

@@ -17,7 +17,7 @@ from gpuc.client.money.reconcile import SOURCE_FACTORIES, BillingRecord
 from gpuc.client.runs import RunStore
 from gpuc.core.api import PodRecord, StatusResponse
 from gpuc.core.clock import FakeClock
-from gpuc.core.errors import FunctionsError, GpucError
+from gpuc.core.errors import GpucError, WatchdogError
 from gpuc.core.ledger.store import Ledger
 from gpuc.core.settingsload import load_settings
 
@@ -75,7 +75,7 @@ def test_an_open_row_the_watchdog_does_not_hear_is_not_running(book: Ledger) -> 
 
 
 def test_without_the_watchdog_the_open_row_counts_and_the_ledger_says_why(book: Ledger) -> None:
-    result = invoke(["--month", MONTH], FunctionsError("connection refused"))
+    result = invoke(["--month", MONTH], WatchdogError("connection refused"))
     assert result.exit_code == 0, result.output
     assert "running, so far: $6.00" in result.output
     assert "no word from the watchdog: 1 open row(s) counted as running, so far" in result.output
@@ -87,7 +87,7 @@ def test_an_unreachable_watchdog_is_asked_once(book: Ledger) -> None:
     class Counting(StatusView):
         def status(self) -> StatusResponse:
             asked.append(NOW)
-            raise FunctionsError("connection refused")
+            raise WatchdogError("connection refused")
 
     ctx = Ctx(watchdog=Counting(), clock=FakeClock(NOW))  # type: ignore[arg-type]
     result = CliRunner().invoke(ledger, ["--month", MONTH], obj=ctx)

@@ -40,7 +40,7 @@ def bundle() -> Bundle:
 
 
 @pytest.fixture
-def functions_url() -> Iterator[str]:
+def watchdog_url() -> Iterator[str]:
     Functions.reset()
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Functions)
     threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True).start()
@@ -74,7 +74,7 @@ def install(bundle: Bundle, python: str, root: Path) -> tuple[PodPaths, str]:
 
 @pytest.mark.parametrize("minor", MINORS, ids=[f"3.{m}" for m in MINORS])
 def test_the_pod_side_installs_and_runs_on_this_python(
-    minor: int, bundle: Bundle, tmp_path: Path, functions_url: str
+    minor: int, bundle: Bundle, tmp_path: Path, watchdog_url: str
 ) -> None:
     python = find(minor)
     if python is None:
@@ -94,7 +94,7 @@ def test_the_pod_side_installs_and_runs_on_this_python(
     assert report["modules"] >= 40 and "PodConfig" in report["wire"] and report["nvml"].startswith("pynvml present")
 
     config = {
-        "pod_id": POD_ID, "provider": "runpod", "experiment": "exp", "run_id": "run01", "functions_url": functions_url,
+        "pod_id": POD_ID, "provider": "runpod", "experiment": "exp", "run_id": "run01", "watchdog_url": watchdog_url,
         "heartbeat_interval_s": 0.5, "idle_check_interval_s": 0.5, "sync_interval_s": 0,
     }  # fmt: skip
     paths.config.write_text(json.dumps(config))

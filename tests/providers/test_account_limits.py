@@ -16,7 +16,7 @@ from gpuc.client.money.balance import BalanceLine, BalanceReport, account_checks
 from gpuc.client.money.render import render_balance as render
 from gpuc.client.setup.doctor import DoctorDeps, run_checks, run_git
 from gpuc.core.api import StatusResponse
-from gpuc.core.errors import FunctionsError
+from gpuc.core.errors import WatchdogError
 from gpuc.core.providers.runpod import RunPodProvider
 from gpuc.core.providers.runpod_graphql import BALANCE_QUERY
 from gpuc.core.providers.vast import VastProvider
@@ -102,7 +102,7 @@ def test_doctor_shows_the_limits_and_the_caps_once(both: BalanceReport, tmp_path
 
 
 def unreachable() -> StatusResponse:
-    raise FunctionsError("connection refused")
+    raise WatchdogError("connection refused")
 
 
 def test_an_unread_account_shows_no_limits() -> None:

@@ -151,7 +151,7 @@ def test_the_cli_flag_prints_the_facts(runpod_server: EmulatorServer, tmp_path: 
         **runpod_server.client_env(),
         "GPUC_HOME": str(tmp_path / "home"),
         "GPUC_ENV_FILE": str(env_file),
-        "GPUC_FUNCTIONS_URL": "http://127.0.0.1:9",  # nothing listens: the watchdog check fails, offline
+        "GPUC_WATCHDOG_URL": "http://127.0.0.1:9",  # nothing listens: the watchdog check fails, offline
         "VAST_API_KEY": "",
     }
     result = CliRunner().invoke(cli, ["doctor", "--live", "--json", "--repo", str(tmp_path)], env=env)

@@ -26,7 +26,7 @@ SSH_SHELL = {"PATH": "/usr/bin:/bin", "HOME": "/root", "SHELL": "/bin/bash"}  # 
 
 
 def config(provider: str, pod_id: str) -> AgentConfig:
-    return AgentConfig(pod_id=pod_id, provider=provider, experiment="exp", run_id="run0001", functions_url="http://x")
+    return AgentConfig(pod_id=pod_id, provider=provider, experiment="exp", run_id="run0001", watchdog_url="http://x")
 
 
 def container(tmp_path: Path, environ: dict[str, str]) -> Path:

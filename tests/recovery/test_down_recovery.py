@@ -14,7 +14,7 @@ from gpuc.client.pods.down import down
 from gpuc.client.runs import RunStore
 from gpuc.core.api import Ack, AttemptRecord, EndRequest, PodRecord, RunRecovery, StatusResponse
 from gpuc.core.clock import FakeClock, iso
-from gpuc.core.errors import FunctionsError, GpucError
+from gpuc.core.errors import GpucError, WatchdogError
 from gpuc.core.ledger.intake import run_note
 from gpuc.core.pod import Pod
 from gpuc.core.providers.base import DestroyResult, Provider
@@ -153,7 +153,7 @@ def test_a_watchdog_that_cannot_be_asked_does_not_keep_the_pod_billing(
     world: tuple[Ctx, list[str], list[str]], tmp_path: Path
 ) -> None:
     ctx, log, said = world
-    ctx.watchdog.answer = FunctionsError("cannot reach the watchdog")  # type: ignore[attr-defined]
+    ctx.watchdog.answer = WatchdogError("cannot reach the watchdog")  # type: ignore[attr-defined]
     ctx.runs.set_pod_id(RUN, SECOND)
     down(SECOND, ctx, copied_to=tmp_path)
     assert f"destroy {SECOND}" in log

@@ -17,7 +17,7 @@ from gpuc.client.runs import RunStore
 from gpuc.core.api import AttemptRecord, PodRecord, RunRecovery, StatusResponse
 from gpuc.core.budget import ledger_burns, month_spend
 from gpuc.core.clock import FakeClock, iso
-from gpuc.core.errors import FunctionsError
+from gpuc.core.errors import WatchdogError
 from gpuc.core.ledger.rows import LedgerRow
 from gpuc.core.ledger.store import Ledger
 from gpuc.core.pod import Pod
@@ -148,7 +148,7 @@ class Answering:
     def run(self, run_id: str) -> RunRecovery | None:
         self.asked.append(run_id)
         if run_id not in self.runs:
-            raise FunctionsError("cannot reach the watchdog")
+            raise WatchdogError("cannot reach the watchdog")
         return self.runs[run_id]
 
     def close(self) -> None:

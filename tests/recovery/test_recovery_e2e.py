@@ -1,6 +1,6 @@
 """An interruptible run outbid mid-job with the laptop gone, end to end: the real CLI rents on the Vast emulator
 (over HTTP, pods reached through a loopback sshd), `up` returns and its process is gone, the emulator outbids
-the pod (its container stops: the job is killed), and only the watchdog (a local functions server whose reaper
+the pod (its container stops: the job is killed), and only the watchdog (a local watchdog server whose reaper
 runs every half second) and the re-rented pod's own onstart are left to finish the job.
 
 What is read afterwards is what the user would read: the bucket (the job's steps continue from the last push,
@@ -89,7 +89,7 @@ class World:
         }
         settings = load_settings({**env, **fast}, admin_token=self.token)
         self.functions: ServerHandle = start_in_thread(settings, port=0, reaper_interval_s=0.5)
-        self.env = {**env, **fast, "GPUC_FUNCTIONS_URL": self.functions.url, "GPUC_ADMIN_TOKEN": self.token}
+        self.env = {**env, **fast, "GPUC_WATCHDOG_URL": self.functions.url, "GPUC_ADMIN_TOKEN": self.token}
         self.project = tmp_path / "proj"
         self.project.mkdir()
         (self.project / "train.py").write_text(train)

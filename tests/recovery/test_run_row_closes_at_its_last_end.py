@@ -40,7 +40,7 @@ class Laptop:
 
     def __init__(self, world: RecWorld, home: Path) -> None:
         self.world = world
-        settings = Settings(home=home, admin_token=SecretStr(ADMIN), functions_url="http://watchdog.test")
+        settings = Settings(home=home, admin_token=SecretStr(ADMIN), watchdog_url="http://watchdog.test")
         client = WatchdogClient(settings, httpx.MockTransport(self._answer), sleep=lambda s: None)
         self.ctx = Ctx(settings=settings, runs=RunStore(home), clock=world.clock, echo=lambda _l: None, watchdog=client)
 

@@ -82,7 +82,7 @@ def world(tmp_path: Path) -> dict[str, str]:
         "GPUC_ENV_FILE": str(home / ".env"),
         "GPUC_PROVIDER": "runpod",
         "GPUC_SSH_KEY_PATH": str(home / "id_ed25519"),
-        "GPUC_FUNCTIONS_URL": "https://watchdog.invalid",
+        "GPUC_WATCHDOG_URL": "https://watchdog.invalid",
         "PYTHONPATH": f"{site}:{os.environ.get('PYTHONPATH', '')}",
     }
 

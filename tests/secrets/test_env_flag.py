@@ -74,7 +74,7 @@ def test_up_env_reaches_the_job_and_nothing_else(tmp_path: Path) -> None:
         **clean_base(),
         "GPUC_HOME": str(home),
         "GPUC_ENV_FILE": str(env_file),
-        "GPUC_FUNCTIONS_URL": functions.url,
+        "GPUC_WATCHDOG_URL": functions.url,
         "GPUC_ADMIN_TOKEN": "adm-x",
         "GPUC_RESULTS_BUCKET": f"file://{results}",
         "GPUC_LOCAL_BOOT_S": "0.2",

@@ -281,7 +281,7 @@ def test_local_up_sends_the_allowlist_and_nothing_else(tmp_path: Path, moto_url:
     project.mkdir()
     (project / "train.py").write_text("print(1)\n")
     try:
-        base = {**clean_base(), "GPUC_HOME": str(home), "GPUC_FUNCTIONS_URL": functions.url, "GPUC_LOCAL_BOOT_S": "0.2",
+        base = {**clean_base(), "GPUC_HOME": str(home), "GPUC_WATCHDOG_URL": functions.url, "GPUC_LOCAL_BOOT_S": "0.2",
                 "GPUC_HEARTBEAT_INTERVAL_S": "0.5"}
         env, env_file = env_for(home, base, in_file, in_env, allowed, moto_url, s3[1])
         done, argv = run_up(env, project)
@@ -313,7 +313,7 @@ def test_rented_up_sends_the_allowlist_and_nothing_else(sshd: LoopbackSshd, tmp_
         base = client_environ(emulator, sshd, home, clean_base())
         (home / "config.json").parent.mkdir(parents=True, exist_ok=True)
         (home / "config.json").write_text(json.dumps({"bootstrap_apt": ""}))
-        base.update({"GPUC_FUNCTIONS_URL": functions.url})
+        base.update({"GPUC_WATCHDOG_URL": functions.url})
         # The provider key `up` rents with is the emulator's account key: planted as the one in the environment.
         in_env["RUNPOD_API_KEY"] = base["RUNPOD_API_KEY"]
         env, env_file = env_for(home, base, in_file, in_env, allowed, moto_url, s3[1])

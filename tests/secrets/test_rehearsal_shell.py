@@ -184,7 +184,7 @@ def test_a_real_key_exported_again_reaches_nothing_real(rehearsal: tuple[Path, P
     [
         ("GPUC_VAST_URL", "https://console.vast.ai/api/v0"),
         ("GPUC_RUNPOD_GRAPHQL_URL", "https://api.runpod.io/graphql"),
-        ("GPUC_FUNCTIONS_URL", "https://watchdog.example.com"),
+        ("GPUC_WATCHDOG_URL", "https://watchdog.example.com"),
         ("GPUC_NOTIFY_URLS", "ntfys://ntfy.sh/my-real-topic-0a1b2c"),
         ("GPUC_RESULTS_BUCKET", "s3://real-bucket/runs"),
     ],

@@ -50,7 +50,7 @@ Functions = recording_functions(POD_TOKEN)
 
 
 @pytest.fixture
-def functions_url() -> Iterator[str]:
+def watchdog_url() -> Iterator[str]:
     Functions.reset()
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Functions)
     threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True).start()

@@ -91,9 +91,9 @@ def wait_for(condition: object, timeout_s: float = 30.0) -> None:
 
 
 def test_provision_installs_starts_the_agent_first_bootstraps_and_verifies(
-    sshd: Sshd, ssh_settings: Settings, functions_url: str, pod_paths: PodPaths
+    sshd: Sshd, ssh_settings: Settings, watchdog_url: str, pod_paths: PodPaths
 ) -> None:
-    settings = ssh_settings.with_overrides(functions_url=functions_url)
+    settings = ssh_settings.with_overrides(watchdog_url=watchdog_url)
     pod = Pod(
         provider="runpod",
         id=POD_ID,

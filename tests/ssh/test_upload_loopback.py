@@ -56,8 +56,8 @@ def project(tmp_path: Path) -> Path:
     return root
 
 
-def rented(sshd: Sshd, settings: Settings, functions_url: str) -> tuple[SshAccess, Pod, PodSpec, Ctx]:
-    settings = settings.with_overrides(functions_url=functions_url)
+def rented(sshd: Sshd, settings: Settings, watchdog_url: str) -> tuple[SshAccess, Pod, PodSpec, Ctx]:
+    settings = settings.with_overrides(watchdog_url=watchdog_url)
     pod = Pod(
         provider="runpod", id=POD_ID, name="gpuc-run0002", status="running", ssh_host="127.0.0.1", ssh_port=sshd.port
     )
@@ -79,9 +79,9 @@ def project_for(command: list[str], project: Path) -> Callable[[PodAccess], None
 
 
 def test_a_missing_script_stops_provisioning_before_the_bootstrap(
-    sshd: Sshd, ssh_settings: Settings, functions_url: str, pod_paths: PodPaths, project: Path
+    sshd: Sshd, ssh_settings: Settings, watchdog_url: str, pod_paths: PodPaths, project: Path
 ) -> None:
-    access, pod, spec, deps = rented(sshd, ssh_settings, functions_url)
+    access, pod, spec, deps = rented(sshd, ssh_settings, watchdog_url)
     with pytest.raises(ConfigError, match=f"trian.py not in the job's folder {pod_paths.workspace}"):
         provision(
             access, pod, spec, deps, {}, POD_TOKEN, installer=Installer(sys.executable), verify=False,
@@ -92,9 +92,9 @@ def test_a_missing_script_stops_provisioning_before_the_bootstrap(
 
 
 def test_the_job_log_and_outcome_are_read_over_ssh(
-    sshd: Sshd, ssh_settings: Settings, functions_url: str, pod_paths: PodPaths, project: Path
+    sshd: Sshd, ssh_settings: Settings, watchdog_url: str, pod_paths: PodPaths, project: Path
 ) -> None:
-    access, pod, spec, deps = rented(sshd, ssh_settings, functions_url)
+    access, pod, spec, deps = rented(sshd, ssh_settings, watchdog_url)
     provision(
         access, pod, spec, deps, {}, POD_TOKEN, installer=Installer(sys.executable), verify=False,
         bootstrap=False, before_bootstrap=project_for([sys.executable, "train.py"], project),
@@ -114,10 +114,10 @@ def test_the_job_log_and_outcome_are_read_over_ssh(
 # A requirements.txt that did not install started the job anyway; it died on its first import and
 # the pod sat idle, billed, until the idle watch. Over real ssh, the real bootstrap on the pod.
 def test_requirements_that_fail_to_install_stop_the_job_with_the_error(
-    sshd: Sshd, ssh_settings: Settings, functions_url: str, pod_paths: PodPaths, project: Path
+    sshd: Sshd, ssh_settings: Settings, watchdog_url: str, pod_paths: PodPaths, project: Path
 ) -> None:
     (project / "requirements.txt").write_text("numpy\n")  # unpinned: the bootstrap refuses it, offline
-    access, pod, spec, deps = rented(sshd, ssh_settings.with_overrides(bootstrap_torch="skip"), functions_url)
+    access, pod, spec, deps = rented(sshd, ssh_settings.with_overrides(bootstrap_torch="skip"), watchdog_url)
     with pytest.raises(ProvisionError, match="requirements did not install on the pod, so the job was not started"
                        ) as refused:
         provision(

@@ -104,14 +104,14 @@ def check_recovery_protocol(status: StatusResponse, settings: Settings) -> None:
     if status.protocol >= RECOVERY_PROTOCOL:
         if status.watchdog_id is None:  # it signs each new attempt's claim and token with its own key
             raise ConfigError(
-                f"the watchdog at {settings.functions_url} has no key of its own (a deployment from before "
+                f"the watchdog at {settings.watchdog_url} has no key of its own (a deployment from before "
                 "claims): it cannot hand a re-rented pod its token; nothing was created",
                 hint="redeploy it (`gpuc watchdog deploy`) or restart `gpuc watchdog serve` with this gpuc, "
                 "or drop --recover",
             )
         return
     raise ConfigError(
-        f"the watchdog at {settings.functions_url} runs a gpuc without interruptible recovery (protocol "
+        f"the watchdog at {settings.watchdog_url} runs a gpuc without interruptible recovery (protocol "
         f"{status.protocol}, --recover needs {RECOVERY_PROTOCOL}): it would never re-rent this run; nothing was "
         "created",
         hint="redeploy it (`gpuc watchdog deploy`) or restart `gpuc watchdog serve` with this gpuc, or drop --recover",
