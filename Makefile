@@ -32,6 +32,7 @@ test: lint typecheck unit oldest
 
 lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
 
 # mypy needs to see the repo as the package `gpuc` (the root folder is the package). The tests and bench/

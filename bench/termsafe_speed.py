@@ -64,8 +64,13 @@ def main() -> list[tuple[str, str, str]]:
         base = _best(lambda d=data: d.decode("utf-8", "replace"))  # type: ignore[misc]
         cleaned = _best(lambda d=data: clean_bytes(d))  # type: ignore[misc]
         printed = _best(lambda d=data: _printer(d))  # type: ignore[misc]
-        rows.append((f"clean_bytes, 10 MB {name} (MB/s; time x decode)", f"{mb / cleaned:.0f} ({cleaned / base:.1f}x)",
-                     ">= 10 MB/s"))
+        rows.append(
+            (
+                f"clean_bytes, 10 MB {name} (MB/s; time x decode)",
+                f"{mb / cleaned:.0f} ({cleaned / base:.1f}x)",
+                ">= 10 MB/s",
+            )
+        )
         rows.append((f"LogPrinter, 10 MB {name} (MB/s)", f"{mb / printed:.0f}", ">= 10 MB/s"))
     return rows
 

@@ -82,6 +82,5 @@ def require_testkit(command: str) -> None:
     if importlib.util.find_spec("gpuc.testkit") is None:
         raise ConfigError(
             f"`gpuc {command}` needs gpuc's emulators and fakes (gpuc.testkit), which this install lacks",
-            hint="reinstall gpuc with them: pip install --force-reinstall 'gpuc[rehearse]' (or, in a clone, "
-            "make demo)",
+            hint="reinstall gpuc with them: pip install --force-reinstall 'gpuc[rehearse]' (or, in a clone, make demo)",
         )

@@ -118,9 +118,7 @@ class RunStore:
         with self._db() as db:
             db.execute("update runs set pod_id = ?, phase = 'created' where run_id = ?", (pod_id, run_id))
 
-    def set_phase(
-        self, run_id: str, phase: str, *, now: float | None = None, note: str | None = None
-    ) -> None:
+    def set_phase(self, run_id: str, phase: str, *, now: float | None = None, note: str | None = None) -> None:
         with self._db() as db:
             db.execute(
                 "update runs set phase = ?, ended_at = coalesce(?, ended_at), note = coalesce(?, note)"
@@ -142,9 +140,13 @@ class RunStore:
                 "select * from runs where pod_id = ? or name = ? or run_id = ? order by created_at desc limit 1",
                 (ref, ref, ref),
             ).fetchone()
-            rows = [] if row else db.execute(
-                "select * from runs where experiment = ? and pod_id is not null order by created_at", (ref,)
-            ).fetchall()
+            rows = (
+                []
+                if row
+                else db.execute(
+                    "select * from runs where experiment = ? and pod_id is not null order by created_at", (ref,)
+                ).fetchall()
+            )
         if row is not None:
             return RunRecord(**dict(row))
         return _one_of_experiment(ref, [RunRecord(**dict(r)) for r in rows])

@@ -103,9 +103,7 @@ class ProviderError(GpucError):
     ) -> None:
         detail = message
         extras = [
-            x
-            for x in (f"HTTP {status}" if status else None, f"request {request_id}" if request_id else None)
-            if x
+            x for x in (f"HTTP {status}" if status else None, f"request {request_id}" if request_id else None) if x
         ]
         if extras:
             detail = f"{message} [{', '.join(extras)}]"

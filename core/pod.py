@@ -42,11 +42,7 @@ def pod_name(run_id: str) -> str:
 
 
 def is_gpuc_name(name: str | None) -> bool:
-    return (
-        bool(name)
-        and str(name).startswith(NAME_PREFIX)
-        and bool(RUN_ID_RE.match(str(name)[len(NAME_PREFIX) :]))
-    )
+    return bool(name) and str(name).startswith(NAME_PREFIX) and bool(RUN_ID_RE.match(str(name)[len(NAME_PREFIX) :]))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -49,9 +49,7 @@ def loads(data: bytes | str, *, most: int = MAX_ANSWER_BYTES) -> Any:
         except UnicodeDecodeError:
             raise Unreadable("not UTF-8") from None
     try:
-        return json.loads(
-            data, parse_constant=_no_constant, parse_float=_finite, object_pairs_hook=_no_duplicates
-        )
+        return json.loads(data, parse_constant=_no_constant, parse_float=_finite, object_pairs_hook=_no_duplicates)
     except Unreadable:
         raise
     except (ValueError, RecursionError) as exc:  # ValueError: bad JSON, or an int of 4300+ digits

@@ -189,7 +189,7 @@ def parse_env_file(text: str) -> dict[str, str]:
             continue
         match = _ENV_LINE.fullmatch(line.strip())
         if match is None:
-            raise ConfigError(f"line {number} of the secrets file is not NAME=\"value\"", hint="re-run `gpuc up`")
+            raise ConfigError(f'line {number} of the secrets file is not NAME="value"', hint="re-run `gpuc up`")
         raw = match.group(2)
         values[match.group(1)] = re.sub(r"\\(.)", lambda m: _UNESCAPES.get(m.group(1), m.group(1)), raw)
     return values

@@ -49,9 +49,7 @@ def s3_client(
     )
 
 
-def regional_client(
-    endpoint_url: str | None, credentials: Mapping[str, str], bucket: str, **options: Any
-) -> Any:
+def regional_client(endpoint_url: str | None, credentials: Mapping[str, str], bucket: str, **options: Any) -> Any:
     """A client that signs for `bucket`'s own region: a presigned URL signed for another region is refused (AWS; a
     store that checks, as the rehearsal's does, answers a redirect), and the signer's region (a Lambda's, or
     "auto" for an endpoint) is not the bucket's. Asked once (HeadBucket answers it, even from the wrong region); a

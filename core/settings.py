@@ -165,9 +165,7 @@ class Settings:
 
     # getting onto a rented pod (client/onpod/ssh.py, client/onpod/provision.py)
     ssh_key_path: Path = field(default_factory=lambda: Path.home() / ".ssh" / "id_ed25519")
-    ssh_sandbox_root: Path | None = (
-        None  # tests/demos only: the pod's root on the ssh host is <this>/<pod id>
-    )
+    ssh_sandbox_root: Path | None = None  # tests/demos only: the pod's root on the ssh host is <this>/<pod id>
     # tests/demos only: install gpuc on the sandbox pod offline, run by this python (it has gpuc's deps)
     ssh_sandbox_python: str | None = None
 

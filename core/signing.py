@@ -59,9 +59,7 @@ def verify(key_hex: str, timestamp: int, seq: int, body: bytes, signature: str) 
 
 def token_matches(presented: str, expected: str) -> bool:
     """Constant-time comparison of bearer tokens (the admin token)."""
-    return hmac.compare_digest(
-        hashlib.sha256(presented.encode()).digest(), hashlib.sha256(expected.encode()).digest()
-    )
+    return hmac.compare_digest(hashlib.sha256(presented.encode()).digest(), hashlib.sha256(expected.encode()).digest())
 
 
 def sign_webhook(secret: str, timestamp: int, body: bytes) -> str:

@@ -61,9 +61,7 @@ class WatchdogClient:
     def keep(self, pod_id: str, until: float) -> api.Ack:
         from gpuc.core import api
 
-        return self._call(
-            "POST", f"/v1/pods/{quote(pod_id, safe='')}/keep", api.Ack, api.KeepRequest(until=until)
-        )
+        return self._call("POST", f"/v1/pods/{quote(pod_id, safe='')}/keep", api.Ack, api.KeepRequest(until=until))
 
     def deadline(self, pod_id: str, request: api.DeadlineRequest) -> api.DeadlineAnswer:
         from gpuc.core import api
@@ -185,8 +183,7 @@ class WatchdogClient:
         if kind == "timeout":
             return WatchdogError(
                 f"the watchdog at {self.base_url} did not answer within {self.settings.watchdog_timeout_s:g} s",
-                hint="check that it is running (`gpuc watchdog serve`); raise GPUC_WATCHDOG_TIMEOUT_S "
-                "on a slow link",
+                hint="check that it is running (`gpuc watchdog serve`); raise GPUC_WATCHDOG_TIMEOUT_S on a slow link",
             )
         return WatchdogError(
             f"talking to the watchdog at {self.base_url} failed: {kind}", hint="check GPUC_WATCHDOG_URL"

@@ -76,9 +76,7 @@ class ResultsBucket:
             raise PartsMismatch(f"the upload holds {len(parts)} parts of {sum(s for _, _, s in parts)} bytes")
         done = {"Parts": [{"PartNumber": n, "ETag": etag} for n, etag, _ in parts]}
         with _said("completing an upload"):
-            self.client.complete_multipart_upload(
-                Bucket=self.bucket, Key=key, UploadId=upload_id, MultipartUpload=done
-            )
+            self.client.complete_multipart_upload(Bucket=self.bucket, Key=key, UploadId=upload_id, MultipartUpload=done)
 
     def abort_upload(self, key: str, upload_id: str) -> None:
         """An unfinished upload's parts only (never an object): what a failed push leaves would bill storage."""

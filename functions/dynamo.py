@@ -321,9 +321,7 @@ class DynamoStore:
     def _put_new(self, pk: str, sk: str, attrs: Mapping[str, Any]) -> bool:
         return self._put_where({**_key(pk, sk), **attrs}, "attribute_not_exists(pk)")
 
-    def _cas_heartbeat(
-        self, pod_id: str, seq: int, states: tuple[str, ...] | None, changes: Mapping[str, Any]
-    ) -> bool:
+    def _cas_heartbeat(self, pod_id: str, seq: int, states: tuple[str, ...] | None, changes: Mapping[str, Any]) -> bool:
         expr = _Expr()
         condition = expr.condition({"state": states} if states else {})
         condition += f" AND {expr.name('last_seq')} < {expr.value(seq)}"

@@ -42,9 +42,7 @@ from gpuc.functions.store import FINISHED_STATES
 
 GRANT_TTL_S = 15 * 60  # a URL's life: long enough to start a 64 MB part on a slow uplink, short once stolen
 GRANT_MARGIN_S = 15 * 60  # after the deadline (or the kept window): the end's last sync still finishing
-NO_KEY = (
-    "this watchdog holds no key for an s3:// results destination: a pod can be granted nothing there"
-)
+NO_KEY = "this watchdog holds no key for an s3:// results destination: a pod can be granted nothing there"
 
 
 @dataclass(frozen=True)

@@ -75,8 +75,10 @@ def register(req: Request, deps: Deps, now: float) -> Response:
         raise HttpError(400, "json validation error: provider is not one of the configured providers")
     check_time("started_at", body.started_at, now, float("inf"), FUTURE_SLACK_S)
     check_recovery(body, deps)
-    results_at = None if body.results_at is None else checked_results_at(
-        deps.settings, body.results_at, body.experiment, run_of(body.name)
+    results_at = (
+        None
+        if body.results_at is None
+        else checked_results_at(deps.settings, body.results_at, body.experiment, run_of(body.name))
     )
     # No key of its own: the pod's token is derived from this watchdog's key, so its claim alone proves it.
     token = None if body.key is not None else token_for(deps, body.provider, body.pod_id, body.name)
@@ -322,5 +324,3 @@ def dispatch(req: Request, deps: Deps, now: float) -> Response:
             redact(f"{type(exc).__name__}: {exc}", deps.secrets()),
         )
         return Response(500, {"error": "internal error"})
-
-

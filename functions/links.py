@@ -214,11 +214,10 @@ def path_for_log(path: str) -> str:
         return path
     for prefix, name in _ROUTE_NAMES:
         if path.startswith(prefix):
-            return f"{prefix}<{name} #{short_hash(path[len(prefix):].rstrip('/'))}>"
+            return f"{prefix}<{name} #{short_hash(path[len(prefix) :].rstrip('/'))}>"
     return f"<a path of {len(path)} chars #{short_hash(path)}>"
 
 
 def scrub_links(text: str) -> str:
     """Free text (the HTTP layer's own messages quote the request line) with every /a/ or /p/ token hashed."""
     return _LINK_IN_TEXT.sub(lambda m: f"/{m.group(1)}/<link #{short_hash(m.group(2))}>", text)
-

@@ -289,9 +289,7 @@ def start_in_thread(
         deps.settings = deps.settings.with_overrides(watchdog_url=url)
     stop = threading.Event()
     threads = [
-        threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="gpuc-watchdog", daemon=True
-        )
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="gpuc-watchdog", daemon=True)
     ]
     if reaper_interval_s is not None and reaper_interval_s > 0:
         wake = threading.Event()

@@ -380,9 +380,7 @@ class SqliteStore:
         text = json.dumps(dict(value), sort_keys=True)
         with self._lock:
             if expected_version is None:
-                cur = self._db.execute(
-                    "INSERT OR IGNORE INTO meta (key, value, version) VALUES (?, ?, 1)", (key, text)
-                )
+                cur = self._db.execute("INSERT OR IGNORE INTO meta (key, value, version) VALUES (?, ?, 1)", (key, text))
             else:
                 cur = self._db.execute(
                     "UPDATE meta SET value = ?, version = version + 1 WHERE key = ? AND version = ?",
@@ -393,8 +391,7 @@ class SqliteStore:
     def log_notification(self, record: NotificationRecord) -> None:
         with self._lock:
             self._db.execute(
-                "INSERT INTO notifications (ts, title, message, pod_id, kind, level) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO notifications (ts, title, message, pod_id, kind, level) VALUES (?, ?, ?, ?, ?, ?)",
                 (record.ts, record.title, record.message, record.pod_id, record.kind, record.level),
             )
 
@@ -422,14 +419,10 @@ class SqliteStore:
 
     def _insert(self, db: sqlite3.Connection, pod: StoredPod) -> None:
         values = [_encode(c, getattr(pod, c)) for c in _COLUMNS]
-        db.execute(
-            f"INSERT INTO pods ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})", values
-        )
+        db.execute(f"INSERT INTO pods ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})", values)
 
     @staticmethod
-    def _update(
-        db: sqlite3.Connection, pod_id: str, expect: Mapping[str, Any], changes: Mapping[str, Any]
-    ) -> bool:
+    def _update(db: sqlite3.Connection, pod_id: str, expect: Mapping[str, Any], changes: Mapping[str, Any]) -> bool:
         _check_columns([*expect, *changes])
         if not changes:
             return False

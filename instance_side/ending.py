@@ -195,8 +195,7 @@ class Ender:
         event = event_body(
             self.cfg.pod_id,
             "sync_failed",
-            f"{KEPT_MESSAGE}: {reason}; results/ is only on the pod: {plan}. "
-            + GET_THEM.format(pod=self.cfg.pod_id),
+            f"{KEPT_MESSAGE}: {reason}; results/ is only on the pod: {plan}. " + GET_THEM.format(pod=self.cfg.pod_id),
             note="pod kept; results not copied",
         )
         self.client.deliver({**event, "kept_left_s": left}, self.notify_budget_s)

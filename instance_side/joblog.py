@@ -241,7 +241,7 @@ def jobs_index(paths: PodPaths) -> str | None:
                     rows.append({k: data.get(k) for k in INDEX_FIELDS})
     if not rows:
         return None
-    rows.sort(key=lambda row: (row["started_at"] if isinstance(row["started_at"], (int, float)) else 0.0))
+    rows.sort(key=lambda row: row["started_at"] if isinstance(row["started_at"], (int, float)) else 0.0)
     return json.dumps({"format": "gpuc-jobs/1", "jobs": rows}, indent=1, sort_keys=True) + "\n"
 
 

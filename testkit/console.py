@@ -52,8 +52,7 @@ class ProviderConsole(_StandIn):
             ]  # fmt: skip
             return {"provider": "vast", "balance_usd": round(emu.credit_now(), 4), "pods": pods}
         pods = [
-            {"id": p.id, "label": p.name, "state": p.state, "bid": None, "price_per_hour": p.cost}
-            for p in emu.alive()
+            {"id": p.id, "label": p.name, "state": p.state, "bid": None, "price_per_hour": p.cost} for p in emu.alive()
         ]
         return {"provider": "runpod", "balance_usd": round(emu.balance_now(), 4), "pods": pods}
 
@@ -68,7 +67,7 @@ class ProviderConsole(_StandIn):
         try:
             pod_id = parse_qs(request.body.decode())["pod"][0] if form else str(json.loads(request.body)["pod"])
         except (KeyError, IndexError, ValueError, TypeError, UnicodeDecodeError):
-            return EmuResponse.json(400, {"error": "name the pod: {\"pod\": \"<instance id>\"}"})
+            return EmuResponse.json(400, {"error": 'name the pod: {"pod": "<instance id>"}'})
         problem, answer = self.outbid(pod_id)
         if problem is not None:
             return EmuResponse.json(409 if answer else 404, {"error": problem})

@@ -21,9 +21,7 @@ WIDTH = 100  # help text wrapped the same on every machine, whatever the termina
 MADE = "<!-- made by `python -m gpuc.testkit.docgen` from the code: edit the code, then run it -->"
 
 
-def _walk(
-    command: click.Command, path: list[str], parent: click.Context | None
-) -> Iterator[tuple[list[str], str]]:
+def _walk(command: click.Command, path: list[str], parent: click.Context | None) -> Iterator[tuple[list[str], str]]:
     # The command's own context settings (the root's -h alias, inherited below), as `gpuc` itself builds them:
     # click caches each command's help option, so a context built otherwise would print per test order.
     settings = {"max_content_width": WIDTH, "terminal_width": WIDTH, **command.context_settings}

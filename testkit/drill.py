@@ -94,18 +94,30 @@ SCENARIOS: tuple[Scenario, ...] = (
     *later_rows("gpuc.testkit.drill_push", "f26a_agent_killed_job_running", "f26f_pod_frozen_mid_job"),
     *later_rows("gpuc.testkit.drill_hostile", "f34_hostile_host_reads_the_pod"),
     *later_rows(
-        "gpuc.testkit.drill_spot", "s30a_outbid_once", "s30b_outbid_past_n", "s30c_bid_loses_at_create",
-        "s30d_webhook_forged_or_replayed", "s30e_stop_during_a_re_rent", "s30f_re_rent_cut",
-        "s30g_two_gpus_re_rented_on_two", "s30h_outbid_at_random_moments",
+        "gpuc.testkit.drill_spot",
+        "s30a_outbid_once",
+        "s30b_outbid_past_n",
+        "s30c_bid_loses_at_create",
+        "s30d_webhook_forged_or_replayed",
+        "s30e_stop_during_a_re_rent",
+        "s30f_re_rent_cut",
+        "s30g_two_gpus_re_rented_on_two",
+        "s30h_outbid_at_random_moments",
     ),
 )
 # Rows the fault plan cannot reach, whatever the seed: the interruptible rows build their own world (the Vast
 # emulator, their own store and clock), and F11i's laptop runs on real time while the plan's outages are windows
 # on the drill's virtual clock. Running them under another seed proves nothing more (tests/drill runs them once).
 FAULT_FREE: tuple[str, ...] = (
-    "f11i_up_interrupted", "s30a_outbid_once", "s30b_outbid_past_n", "s30c_bid_loses_at_create",
-    "s30d_webhook_forged_or_replayed", "s30e_stop_during_a_re_rent", "s30f_re_rent_cut",
-    "s30g_two_gpus_re_rented_on_two", "s30h_outbid_at_random_moments",
+    "f11i_up_interrupted",
+    "s30a_outbid_once",
+    "s30b_outbid_past_n",
+    "s30c_bid_loses_at_create",
+    "s30d_webhook_forged_or_replayed",
+    "s30e_stop_during_a_re_rent",
+    "s30f_re_rent_cut",
+    "s30g_two_gpus_re_rented_on_two",
+    "s30h_outbid_at_random_moments",
 )
 F12_AT = SCENARIOS.index(f13_notifier_down)  # F12's place: after F11
 KEEP: dict[str, tuple[str, ...]] = {"F8": ("f8-pod",), "F10": ("f10-pod",), "F14": ("f14-pod",)}
@@ -165,4 +177,3 @@ def run_drill(
                 stage.close()
             done(row)
     return DrillReport(rows=rows, faults=tally, faults_on=faults, seed=seed)
-

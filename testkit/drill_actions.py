@@ -63,6 +63,14 @@ def f20_keep_from_the_phone(stage: Stage) -> RowResult:
     billed = None if gone is None else max(0.0, gone - kept_until) / MIN
     caught_by = "phone tap (keep 1 h), then the idle watch"
     return pod_row(
-        stage, pod, "F20", "idle warning, one tap: keep 1 h", caught_by, billed, bound, text,
-        false_kills=false_kills, problems=problems,
+        stage,
+        pod,
+        "F20",
+        "idle warning, one tap: keep 1 h",
+        caught_by,
+        billed,
+        bound,
+        text,
+        false_kills=false_kills,
+        problems=problems,
     )

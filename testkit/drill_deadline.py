@@ -179,9 +179,7 @@ def _self_destroyer(name: str, emu: Any, pod_id: str, stage: Stage) -> Any:
     kind: type[RunPodSelfDestroyer] | type[VastSelfDestroyer] = (
         RunPodSelfDestroyer if name == "runpod" else VastSelfDestroyer
     )
-    destroyer: SelfDestroyer = kind.from_environ(
-        environ, send=emu.pod_send(), clock=stage.clock
-    )
+    destroyer: SelfDestroyer = kind.from_environ(environ, send=emu.pod_send(), clock=stage.clock)
     return lambda: destroyer
 
 

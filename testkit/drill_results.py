@@ -58,9 +58,7 @@ def f9n_pod_key_hears_not_found(stage: Stage) -> RowResult:
     from gpuc.testkit.emulators.runpod import RunPodEmulator
 
     stage.run(25 * MIN)  # a watchdog up for a while (a brand-new store holds its destroys: not this row)
-    emu = RunPodEmulator(
-        api_key=EMU_RUNPOD_KEY, clock=stage.clock, boot_polls=0, balance=10.0, pod_key_not_found=True
-    )
+    emu = RunPodEmulator(api_key=EMU_RUNPOD_KEY, clock=stage.clock, boot_polls=0, balance=10.0, pod_key_not_found=True)
     graphql_url = "https://api.runpod.test/graphql"
     runpod = RunPodProvider(
         EMU_RUNPOD_KEY,
@@ -79,9 +77,7 @@ def f9n_pod_key_hears_not_found(stage: Stage) -> RowResult:
         stage.provider.pods.pop(made.id)  # the pod lives at the emulated RunPod, not the drill's provider
         stage.register(made.id, pod.token, provider="runpod", name=made.name)
         environ = {**emu.pod_environ(made.id), "GPUC_RUNPOD_GRAPHQL_URL": graphql_url}
-        destroyer = RunPodSelfDestroyer.from_environ(
-            environ, send=emu.pod_send(), clock=stage.clock
-        )
+        destroyer = RunPodSelfDestroyer.from_environ(environ, send=emu.pod_send(), clock=stage.clock)
         pod.ender.destroyer = lambda: destroyer
         exit_at = stage.now
         outcome = pod.job_exit(0, 25 * MIN)

@@ -587,6 +587,7 @@ class Stage:
 
     def messages(self, pod_id: str) -> list[str]:
         return [f"{n.title} {n.message}" for n in self.sent(pod_id)]
+
     def lost_passes(self, since: float) -> int:
         return sum(1 for t in self.lost_at if t >= since)
 

@@ -89,6 +89,7 @@ class GatedTransport:
 
 def f18_ingest_flooded(stage: Stage) -> RowResult:
     from gpuc.core.notify.notifier import OUTBOX_NAME, read_outbox
+
     ingest = IngestLog()
     stage.deps.ingest_health = ingest
     gate = Gate(ingest, stage.clock, MAX_IN_FLIGHT)

@@ -166,9 +166,7 @@ def start_s3(work: Path, *, persist: Path | None = None, auth: bool = True, **en
             return server
         server.stop()
     tail = log_path.read_text(errors="replace")[-1500:]
-    raise S3Unavailable(
-        "the loopback S3 server (ministack) did not start", hint=f"its log {log_path} ends:\n{tail}"
-    )
+    raise S3Unavailable("the loopback S3 server (ministack) did not start", hint=f"its log {log_path} ends:\n{tail}")
 
 
 def _ready(server: LoopbackS3) -> bool:

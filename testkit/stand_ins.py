@@ -192,8 +192,8 @@ def phone_page(published: list[dict[str, Any]], tap_said: dict[int, list[str]] |
                 buttons.append(f'<a href="{html.escape(str(action["url"]))}">{label}</a>')
         taps = "".join(f'<p class="tap"><i>{html.escape(line)}</i></p>' for line in (tap_said or {}).get(index, []))
         rows.append(
-            f'<li><small>priority {msg.get("priority", 3)}</small> <b>{html.escape(str(msg.get("title", "")))}</b>'
-            f'<p>{html.escape(str(msg.get("message", ""))).replace(chr(10), "<br>")}</p>{"".join(buttons)}{taps}</li>'
+            f"<li><small>priority {msg.get('priority', 3)}</small> <b>{html.escape(str(msg.get('title', '')))}</b>"
+            f"<p>{html.escape(str(msg.get('message', ''))).replace(chr(10), '<br>')}</p>{''.join(buttons)}{taps}</li>"
         )
     body = "".join(rows) or "<li>nothing yet</li>"
     return (

@@ -86,7 +86,9 @@ def open_world(tmp_path: Path) -> Iterator[World]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUC_", "RUNPOD_", "VAST_", "AWS_"))}
     env.update({f"GPUC_{k.upper()}": str(v) for k, v in FAST.items()})
     env.update(
-        GPUC_HOME=str(home), GPUC_ENV_FILE=str(tmp_path / "none.env"), GPUC_WATCHDOG_URL=server.url,
+        GPUC_HOME=str(home),
+        GPUC_ENV_FILE=str(tmp_path / "none.env"),
+        GPUC_WATCHDOG_URL=server.url,
         GPUC_ADMIN_TOKEN=ADMIN,
     )
     opened: list[Ctx] = []

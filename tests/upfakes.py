@@ -119,5 +119,3 @@ def rented_settings(tmp_path: Path) -> Settings:
 
 def nothing_spent(deps: Ctx, provider: FakeProvider) -> bool:
     return provider.created == [] and deps.runs.all() == []
-
-

@@ -305,9 +305,7 @@ def up(
     assert experiment is not None
     timeout_s = jobwait.check_wait_options(wait, timeout, command)
     if interruptible and bid is None and provider not in (None, "local"):
-        raise ConfigError(
-            "--interruptible needs --bid", hint="see `gpuc offers --interruptible` for min bids"
-        )
+        raise ConfigError("--interruptible needs --bid", hint="see `gpuc offers --interruptible` for min bids")
     warm_s = parse_duration(warm) if warm is not None else 0.0
     if warm_s and max_hours is None:  # a warm pod's deadline follows its jobs (client/pods/warm.py)
         from gpuc.client.pods.warm import deadline_hours
@@ -375,9 +373,7 @@ def _ask(question: str) -> bool:
     is_flag=True,
     help="Start it even while POD runs a job (the first of the two to exit destroys the pod under the other).",
 )
-@click.option(
-    "--wait", is_flag=True, help="Stream the job's output, wait for its end, exit with its exit code."
-)
+@click.option("--wait", is_flag=True, help="Stream the job's output, wait for its end, exit with its exit code.")
 @click.option("--timeout", default=None, help="With --wait: stop waiting after this long (30m, 2h); the job goes on.")
 @click.option(
     "--sync",
@@ -437,8 +433,17 @@ def run(
     job_env = job_variables(env_names, ctx)  # checked here, before the pod is touched
     job_id = jobwait.new_job_id()
     started = run_job(
-        pod, list(command), ctx, dry_run=dry_run, force=force, job_id=job_id, bundle=bundle, job_env=job_env,
-        clean=clean, wait=wait, here=Path.cwd(),
+        pod,
+        list(command),
+        ctx,
+        dry_run=dry_run,
+        force=force,
+        job_id=job_id,
+        bundle=bundle,
+        job_env=job_env,
+        clean=clean,
+        wait=wait,
+        here=Path.cwd(),
     )
     if wait and not dry_run:
         jobwait.wait_and_exit(ctx, started, job_id=job_id, timeout_s=timeout_s)

@@ -297,8 +297,10 @@ def report(ctx: Ctx, pod: Pod, run: RunRecord, state: Follow, *, job_id: str | N
     cost = pod_cost(ctx, pod.id, records)
     ctx.runs.set_phase(run.run_id, "ended", now=ctx.clock.now())
     money = f"pod {pod.id} " + (cost.words() if cost is not None else "ran ?, cost not known yet (gpuc ledger)")
-    where = f"results and log: {learnt.destination.describe()}" if learnt.log_found else (
-        f"results: {learnt.destination.describe()} (no job log there)"
+    where = (
+        f"results and log: {learnt.destination.describe()}"
+        if learnt.log_found
+        else (f"results: {learnt.destination.describe()} (no job log there)")
     )
     problems = "".join(f"; could not read {e}" for e in learnt.destination.errors[:1])
     if learnt.unreadable is not None:
@@ -313,14 +315,11 @@ def report(ctx: Ctx, pod: Pod, run: RunRecord, state: Follow, *, job_id: str | N
     if ender is not None:
         return JobReport(RECORDED_ENDS[ender.ended_by or ""], f"{_ended_by(ender)}; {money}; {where}{problems}")
     if outcome is None or outcome.exit_code is None:
-        began = _not_finished(outcome) if outcome else (
-            "the job's outcome is unknown"
-        )
+        began = _not_finished(outcome) if outcome else ("the job's outcome is unknown")
         seen = f"; {state.unreadable.describe()} when last read" if state.unreadable else ""
         return JobReport(
             OUTCOME_UNKNOWN_EXIT,
-            f"{began}: no exit code at {learnt.destination.describe()} nor with the watchdog{seen};"
-            f" {money}{problems}",
+            f"{began}: no exit code at {learnt.destination.describe()} nor with the watchdog{seen}; {money}{problems}",
         )
     via = "" if source == "results destination" else f" (from {source})"
     return JobReport(

@@ -39,7 +39,7 @@ class JobOutcome:
     ended_at: float | None = None  # the pod's clock: when the job exited (or the pod ended under it)
 
     def not_finished(self) -> str:
-        """"the job did not finish", with who ended the pod under it when the pod said so."""
+        """ "the job did not finish", with who ended the pod under it when the pod said so."""
         if self.ended_by is None:
             return "the job did not finish"
         why = f" ({self.ended_why})" if self.ended_why else ""
@@ -145,7 +145,11 @@ def _is_number(value: object) -> bool:
 
 def _show(value: object) -> str:
     """A value quoted in a message: short and printable (it is the pod's; the printer cleans it too)."""
-    text = repr(value) if isinstance(value, str) else type(value).__name__ if isinstance(value, dict | list) else (
-        str(value)
+    text = (
+        repr(value)
+        if isinstance(value, str)
+        else type(value).__name__
+        if isinstance(value, dict | list)
+        else (str(value))
     )
     return text if len(text) <= 40 else text[:37] + "..."

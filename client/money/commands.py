@@ -87,9 +87,7 @@ def ledger(command: click.Context, month: str | None, plot_path: Path | None, no
 
 @ledger.command("reconcile")
 @click.option("--month", default=None, help="YYYY-MM [this month, UTC].")
-@click.option(
-    "--provider", "providers", multiple=True, help="Only this provider (repeatable) [all configured]."
-)
+@click.option("--provider", "providers", multiple=True, help="Only this provider (repeatable) [all configured].")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (fields below).")
 @pass_ctx
 def reconcile_command(ctx: Ctx, month: str | None, providers: tuple[str, ...], as_json: bool) -> None:

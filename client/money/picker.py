@@ -295,9 +295,7 @@ def _why_not(spec: GpuSpec, dtype: str, fits: bool, needed_gb: float) -> str | N
     return None
 
 
-def evaluate(
-    spec: GpuSpec, model: ModelSpec, dtype: str, seq: int, batch: int, quote: PriceQuote | None
-) -> PickRow:
+def evaluate(spec: GpuSpec, model: ModelSpec, dtype: str, seq: int, batch: int, quote: PriceQuote | None) -> PickRow:
     weights = model.weights_gb(dtype)
     kv_gb = model.kv_bytes_per_token * seq * batch / 1e9
     needed = weights + OVERHEAD_GB + kv_gb
@@ -393,9 +391,7 @@ def _multi_text(option: MultiGpuRow) -> str:
     return f"{option.count} x {option.gpu} ({price})"
 
 
-def _why(
-    rows: list[PickRow], model: ModelSpec, dtype: str, seq: int, batch: int, split: list[MultiGpuRow]
-) -> str:
+def _why(rows: list[PickRow], model: ModelSpec, dtype: str, seq: int, batch: int, split: list[MultiGpuRow]) -> str:
     fitting = [r for r in rows if r.fits]
     if not fitting:
         biggest = max(rows, key=lambda r: (r.dtype_supported, r.memory_gb))

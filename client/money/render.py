@@ -36,9 +36,7 @@ def render_balance(report: BalanceReport) -> str:
             lines.append(f"{line.provider:<8} {said}" + (f" ({line.hint})" if line.hint else ""))
         else:
             left = f"{line.hours_left:.1f}" if line.hours_left is not None else "-"
-            lines.append(
-                f"{line.provider:<8} {line.balance_usd:>9.2f} {line.spend_per_hour:>8.3f} {left:>10}"
-            )
+            lines.append(f"{line.provider:<8} {line.balance_usd:>9.2f} {line.spend_per_hour:>8.3f} {left:>10}")
     lines.extend(text for line in report.providers if line.configured and (text := limits_text(line)))
     lines.extend(f"warning: {w}" for w in report.warnings)
     lines.append(f"note: {report.advice}")
@@ -181,15 +179,11 @@ def render_summary(summary: LedgerSummary, path: Path) -> str:
     lines += running_lines(summary)  # pods still billing: "running, so far", and the month with them
     for heading, groups in (("by experiment", summary.by_experiment), ("by gpu", summary.by_gpu)):
         lines.append(heading + ":")
-        lines.extend(
-            f"  {g.name:<28} {g.rows:>3} run(s) {g.hours:>8.2f} h {_money(g.cost_usd):>10}" for g in groups
-        )
+        lines.extend(f"  {g.name:<28} {g.rows:>3} run(s) {g.hours:>8.2f} h {_money(g.cost_usd):>10}" for g in groups)
     if summary.unpriced_rows:
         lines.append(f"{summary.unpriced_rows} closed row(s) have no price: not in the totals")
     if summary.open_rows:
-        lines.append(
-            f"open rows (no end: running, preempted, or deleted outside gpuc): {len(summary.open_rows)}"
-        )
+        lines.append(f"open rows (no end: running, preempted, or deleted outside gpuc): {len(summary.open_rows)}")
         lines.extend(f"  {r.start}  {r.experiment}  {r.provider}  {r.gpu}" for r in summary.open_rows)
     if summary.no_note_rows:
         lines.append(f"rows with no note (runs with no conclusion): {len(summary.no_note_rows)}")
@@ -215,13 +209,9 @@ def render_reconcile(report: ReconcileReport) -> str:
             f"billed {_money(m.billed_usd)}{pct}"
         )
     for u in report.unmatched:
-        lines.append(
-            f"  no ledger row: {u.provider} {u.pod_id} billed {_money(u.amount_usd)} ({', '.join(u.kinds)})"
-        )
+        lines.append(f"  no ledger row: {u.provider} {u.pod_id} billed {_money(u.amount_usd)} ({', '.join(u.kinds)})")
     for d in report.disk_while_stopped:
-        lines.append(
-            f"  disk billed while stopped: {d.provider} {d.pod_id} {_money(d.amount_usd)} (destroy it)"
-        )
+        lines.append(f"  disk billed while stopped: {d.provider} {d.pod_id} {_money(d.amount_usd)} (destroy it)")
     for b in report.below_ledger:
         pct = f" ({b.diff_pct:+.0f} %)" if b.diff_pct is not None else ""
         lines.append(
@@ -234,6 +224,7 @@ def render_reconcile(report: ReconcileReport) -> str:
     if report.clean:
         lines.append("the ledger matches the bill")
     return "\n".join(lines)
+
 
 def ledger_text(report: LedgerReport) -> str:
     # Experiment names and notes are the pods' words: cleaned.

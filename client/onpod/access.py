@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from gpuc.core.providers.base import PodAccess, Provider
     from gpuc.core.settings import Settings
 
+
 def pod_access(provider: Provider, pod: Pod, settings: Settings) -> PodAccess:
     if isinstance(provider, LocalProvider):
         return provider.access(pod.id)

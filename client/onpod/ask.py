@@ -189,12 +189,19 @@ def clean_results(access: PodAccess) -> Cleaned:
     PodAnswerError with the pod's reason when it removed nothing (a failed push, no destination, a job)."""
     found = ask_pod(access, ["clean-results"], timeout_s=CLEAN_TIMEOUT_S)
     removed, size, kept, count, where = (
-        found.get("removed"), found.get("removed_bytes"), found.get("kept"), found.get("kept_count"),
+        found.get("removed"),
+        found.get("removed_bytes"),
+        found.get("kept"),
+        found.get("kept_count"),
         found.get("destination"),
     )
     if not (
-        _size(removed) and _size(size) and _size(count) and _text(where, 300)
-        and isinstance(kept, list) and all(_text(k, 300) for k in kept)
+        _size(removed)
+        and _size(size)
+        and _size(count)
+        and _text(where, 300)
+        and isinstance(kept, list)
+        and all(_text(k, 300) for k in kept)
     ):
         raise _unreadable("clean-results", Unreadable("a field is not of its type"))
     assert isinstance(removed, int) and isinstance(size, int) and isinstance(count, int) and isinstance(where, str)

@@ -54,6 +54,7 @@ class Caller(Protocol):
 
     def provider(self, name: str) -> Provider: ...
 
+
 BOOTSTRAP_TIMEOUT_S = 3 * 3600.0
 VERIFY_TIMEOUT_S = 300.0
 AGENT_START_WAIT_S = 15.0
@@ -148,9 +149,7 @@ def install_agent(
     """Config and secrets go in as files (mode 600), never as env vars or argv; the agent starts first."""
     config = pod_config(pod, spec, ctx, **extra)
     access.put_file(f"{STATE_REL}/config.json", config.model_dump_json(indent=2).encode(), 0o600)
-    access.put_file(
-        f"{STATE_REL}/secrets.env", render_env_file(pod_secrets(secrets_env, token)).encode(), 0o600
-    )
+    access.put_file(f"{STATE_REL}/secrets.env", render_env_file(pod_secrets(secrets_env, token)).encode(), 0o600)
     access.spawn(["python", "-m", "gpuc.instance_side", "agent"], role="agent")
     ctx.echo(f"  agent started on {pod.id} (heartbeat every {config.heartbeat_interval_s:g}s)")
 

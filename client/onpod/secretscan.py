@@ -69,8 +69,19 @@ CREDENTIAL_NAMES = {
     "id_ecdsa_sk": "an ssh private key (by its name)",
     "id_ed25519_sk": "an ssh private key (by its name)",
     **dict.fromkeys(
-        (".bash_history", ".zsh_history", ".sh_history", ".history", ".python_history", ".psql_history",
-         ".mysql_history", ".sqlite_history", ".node_repl_history", ".lesshst", "fish_history"),
+        (
+            ".bash_history",
+            ".zsh_history",
+            ".sh_history",
+            ".history",
+            ".python_history",
+            ".psql_history",
+            ".mysql_history",
+            ".sqlite_history",
+            ".node_repl_history",
+            ".lesshst",
+            "fish_history",
+        ),
         _HISTORY,
     ),
 }
@@ -202,7 +213,9 @@ RULES = (
         Rule(
             "an AWS secret access key",
             gate,
-            re.compile(rb"(?i:aws_secret_access_key)[\"']?\s*[=:]\s*[\"']?(?P<tail>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"),
+            re.compile(
+                rb"(?i:aws_secret_access_key)[\"']?\s*[=:]\s*[\"']?(?P<tail>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+            ),
             _tail_mixed,
         )
         for gate in (_SECRET_KEY, _SECRET_KEY_UPPER)
@@ -277,9 +290,10 @@ def _pkcs12(data: bytes) -> bool:
         if size > 4:
             return False
         start += size
-    return data[start : start + 3] == b"\x02\x01\x03" and b"\x06\x09\x2a\x86\x48\x86\xf7\x0d\x01\x07" in data[
-        start + 3 : start + 24
-    ]
+    return (
+        data[start : start + 3] == b"\x02\x01\x03"
+        and b"\x06\x09\x2a\x86\x48\x86\xf7\x0d\x01\x07" in data[start + 3 : start + 24]
+    )
 
 
 # A key store's first bytes, whatever the file is called (a `model.bin` that is a JKS is a JKS).
@@ -387,9 +401,7 @@ def _read_through(fd: int, pem: bool, known: Known, shapes: bool) -> str | None:
     return _PEM if pem and (private or not begin) else None
 
 
-def scan(
-    root: Path, files: Iterable[str], known: Known | None = None, allowed: Iterable[str] = ()
-) -> list[Finding]:
+def scan(root: Path, files: Iterable[str], known: Known | None = None, allowed: Iterable[str] = ()) -> list[Finding]:
     """Every file of `files` (relative to root) that looks like a credential, in order. `known`: the
     secret values gpuc holds (core.settings.Settings.named_secrets), each refused wherever it is, in the
     `allowed` files too (let through by name and shape only)."""

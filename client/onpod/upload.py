@@ -46,8 +46,19 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_MB = 200.0
 SKIP_DIRS = frozenset(
-    {".git", ".venv", "venv", "__pycache__", "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox",
-     ".ipynb_checkpoints", ".gpuc"}
+    {
+        ".git",
+        ".venv",
+        "venv",
+        "__pycache__",
+        "node_modules",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".tox",
+        ".ipynb_checkpoints",
+        ".gpuc",
+    }
 )
 TOP_SKIPPED = ("results", ".gpuc")
 IGNORE_FILE = ".gpucignore"
@@ -360,9 +371,7 @@ def check_credentials(bundle: Bundle, known: Mapping[str, str] | None = None) ->
     )
 
 
-def prepare(
-    root: Path, max_mb: float, gpuc_home: Path | None = None, known: Mapping[str, str] | None = None
-) -> Bundle:
+def prepare(root: Path, max_mb: float, gpuc_home: Path | None = None, known: Mapping[str, str] | None = None) -> Bundle:
     """Listed, measured and checked for credentials on the laptop, before anything is rented. `known`: the
     secret values gpuc holds (Settings.named_secrets())."""
     bundle = collect(root, gpuc_home)

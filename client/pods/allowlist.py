@@ -12,8 +12,13 @@ from gpuc.client.context import Ctx
 from gpuc.core.settings import Settings
 
 
-def pod_secrets(settings: Settings, env_file: Mapping[str, str], ctx: Ctx, environ: Mapping[str, str] | None = None,
-                asked: Sequence[str] = ()) -> dict[str, str]:
+def pod_secrets(
+    settings: Settings,
+    env_file: Mapping[str, str],
+    ctx: Ctx,
+    environ: Mapping[str, str] | None = None,
+    asked: Sequence[str] = (),
+) -> dict[str, str]:
     """The allowlist for the pod (core.podsecrets), its names printed (never the values), and the warnings.
     A forbidden name refuses `up` here."""
     from gpuc.core.podconfig import choose_pod_secrets  # pydantic: `up` loads it anyway

@@ -87,8 +87,10 @@ def _say_spent(run: RunRecord, ctx: Ctx, recovering: RunRecovery | None) -> None
     found = spent(ctx, run.pod_id)
     if recovering is not None and (found is None or not found.final):
         # The run's one row stays open until the watchdog records its end: its own figure, not the first pod's.
-        ctx.echo(f"  the run spent {money(recovering.spent_usd)} across {len(recovering.attempts)} attempt(s)"
-                 " (the watchdog's figure; its ledger row closes once the watchdog records its end)")
+        ctx.echo(
+            f"  the run spent {money(recovering.spent_usd)} across {len(recovering.attempts)} attempt(s)"
+            " (the watchdog's figure; its ledger row closes once the watchdog records its end)"
+        )
     elif found is not None:
         whole = "the run (every attempt)" if recovering is not None else "the pod"
         ctx.echo(f"  {whole} {found.words()} (gpuc ledger)")
@@ -170,9 +172,7 @@ def current_attempt(recovering: RunRecovery, run: RunRecord, pod: Pod | None, pr
         return pod
     found = provider.get(live[-1])
     if found is not None and not found.managed:
-        raise SafetyRefusal(
-            f"pod {found.id} is not marked as gpuc's", hint="gpuc never acts on pods it did not start"
-        )
+        raise SafetyRefusal(f"pod {found.id} is not marked as gpuc's", hint="gpuc never acts on pods it did not start")
     return found if found is not None else pod
 
 
@@ -273,7 +273,6 @@ def close_ledger(ctx: Ctx, pod_id: str, note: str | None) -> None:
         ctx.echo(f"ledger: {exc}")
 
 
-
 def wait_gone(ctx: Ctx, pod: Pod, timeout_s: float, poll_s: float = 0.5) -> bool:
     """Block until the pod is gone (the wrapper destroyed it) or the timeout passes."""
     provider = ctx.provider(pod.provider)
@@ -286,4 +285,3 @@ def wait_gone(ctx: Ctx, pod: Pod, timeout_s: float, poll_s: float = 0.5) -> bool
         ctx.clock.sleep(poll_s)
     ctx.echo(f"{pod.id} still exists after {timeout_s:.0f}s")
     return False
-

@@ -119,9 +119,7 @@ def check_env_file(settings: Settings, provider: str) -> dict[str, str]:
     if not path.exists():
         if provider == "local":
             return {}
-        raise ConfigError(
-            f"{path} does not exist", hint=f"create it with your secrets, then: chmod 600 {path}"
-        )
+        raise ConfigError(f"{path} does not exist", hint=f"create it with your secrets, then: chmod 600 {path}")
     if not env_file_mode_ok(path):
         raise ConfigError(f"{path} is readable by other users", hint=f"chmod 600 {path}")
     return read_env_file(path)
@@ -312,9 +310,7 @@ class Quote:
         return None if self.price_per_hour is None else self.price_per_hour * max_hours
 
 
-def quote(
-    provider: Provider, spec: PodSpec, opts: UpOptions, ctx: Ctx, envelope: RunEnvelope | None = None
-) -> Quote:
+def quote(provider: Provider, spec: PodSpec, opts: UpOptions, ctx: Ctx, envelope: RunEnvelope | None = None) -> Quote:
     """The price `up` expects to pay per hour (None when no one can say: then it is said so), and with
     --recover the run's envelope (client/pods/recovery/prepare.py envelope_of)."""
     return replace(_quote(provider, spec, opts, ctx), envelope=envelope)

@@ -195,9 +195,7 @@ def job_variables(names: Sequence[str], ctx: Ctx) -> dict[str, str]:
 def resolve_pod(ref: str, ctx: Ctx) -> tuple[RunRecord, Pod, Provider]:
     run, pod, provider = look_up(ref, ctx)
     if pod is None:
-        raise NotFound(
-            f"pod {run.pod_id} no longer exists at {run.provider}", hint="`gpuc ls` shows live pods"
-        )
+        raise NotFound(f"pod {run.pod_id} no longer exists at {run.provider}", hint="`gpuc ls` shows live pods")
     return run, pod, provider
 
 
@@ -206,15 +204,11 @@ def look_up(ref: str, ctx: Ctx) -> tuple[RunRecord, Pod | None, Provider]:
     without gpuc's marks: gpuc never acts on a pod it did not start."""
     run = ctx.runs.find(ref)
     if run.pod_id is None:
-        raise NotFound(
-            f"run {run.run_id} never got a pod id", hint="`gpuc ls` shows what exists at the provider"
-        )
+        raise NotFound(f"run {run.run_id} never got a pod id", hint="`gpuc ls` shows what exists at the provider")
     provider = ctx.provider(run.provider)
     pod = provider.get(run.pod_id)
     if pod is not None and not pod.managed:
-        raise SafetyRefusal(
-            f"pod {pod.id} is not marked as gpuc's", hint="gpuc never acts on pods it did not start"
-        )
+        raise SafetyRefusal(f"pod {pod.id} is not marked as gpuc's", hint="gpuc never acts on pods it did not start")
     return run, pod, provider
 
 
@@ -233,8 +227,10 @@ def job_started(pod: Pod, command: list[str], warm_s: float | None = None) -> st
     (`up --warm`) stays after the job: said in its own words."""
     from gpuc.client.pods.warm import kept_words
 
-    then = kept_words(warm_s) if warm_s else (
-        "when it exits the pod syncs results/ and the log, notifies you and destroys itself"
+    then = (
+        kept_words(warm_s)
+        if warm_s
+        else ("when it exits the pod syncs results/ and the log, notifies you and destroys itself")
     )
     follow = f"Follow it: gpuc logs {pod.id} -f"
     return f"job STARTED on {pod.id}: {short_command(command)}\n  it runs on its own; {then}. {follow}"

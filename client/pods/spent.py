@@ -25,7 +25,7 @@ class Spent:
     start: float | None = None
 
     def words(self) -> str:
-        """"ran 1m05s, $0.0021" (closed), "$0.0012 so far (1m05s at $0.44/h)" (open)."""
+        """ "ran 1m05s, $0.0021" (closed), "$0.0012 so far (1m05s at $0.44/h)" (open)."""
         ran = fmt_duration(self.hours * 3600 if self.hours is not None else None)
         if self.usd is None:
             return f"ran {ran}, cost not known (no price in the ledger: gpuc ledger)"
@@ -64,7 +64,7 @@ def spent(ctx: Ctx, pod_id: str | None) -> Spent | None:
 
 
 def spent_words(ctx: Ctx, pod_id: str | None) -> str:
-    """"; it ran 1m05s, $0.0021" (or "; $0.0012 so far (...)") for a sentence's end; "" when the ledger does
+    """ "; it ran 1m05s, $0.0021" (or "; $0.0012 so far (...)") for a sentence's end; "" when the ledger does
     not know the pod."""
     found = spent(ctx, pod_id)
     if found is None:

@@ -208,8 +208,11 @@ def _plan_up(spec: PodSpec, opts: UpOptions, echo: Echo) -> None:
         "rented pods: install gpuc over ssh, bootstrap, verify the machine (destroy if it fails)",
     ]
     if opts.recover:
-        steps.insert(1, "write the boot kit (gpuc's wheel and the project, mode 600) to the results bucket's "
-                     f".gpuc-kits/{spec.run_id}/: a re-rented pod fetches it with no laptop")
+        steps.insert(
+            1,
+            "write the boot kit (gpuc's wheel and the project, mode 600) to the results bucket's "
+            f".gpuc-kits/{spec.run_id}/: a re-rented pod fetches it with no laptop",
+        )
     if opts.upload is not None:
         steps.insert(-1, f"upload the project: {opts.upload.describe()}; check the command's files are there")
     if opts.command:
@@ -285,7 +288,15 @@ def _after_create(
     bundle = opts.upload
     prepare = (lambda access: put_project(access, bundle, opts.command, ctx.echo)) if bundle is not None else None
     access = onto_pod(
-        provider, pod, spec, ctx, secrets_env, token, prepare=prepare, deadline_at=deadline_at, job=bool(opts.command),
+        provider,
+        pod,
+        spec,
+        ctx,
+        secrets_env,
+        token,
+        prepare=prepare,
+        deadline_at=deadline_at,
+        job=bool(opts.command),
         warm_s=opts.warm_s,
     )
     if opts.command and bundle is None:

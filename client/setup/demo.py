@@ -160,9 +160,7 @@ class Demo:
         self._check_not_marked(pod)
         t_start = time.monotonic()
         gone = wait_gone(self.ctx, pod, 60)
-        self.check(
-            gone, f"pod {pod.id} destroyed by its wrapper ({time.monotonic() - t_start:.1f}s after start)"
-        )
+        self.check(gone, f"pod {pod.id} destroyed by its wrapper ({time.monotonic() - t_start:.1f}s after start)")
         synced = self._synced("demo-train")
         # logs/job.log and logs/outcome.json: the job's output and exit code, synced beside its results;
         # logs/push-manifest.json: what the last verified push holds (a later pod resumes from it).

@@ -35,9 +35,7 @@ from gpuc.core.settingsload import load_settings_lenient
 
 def run_git(args: list[str], cwd: Path) -> tuple[int, str]:
     try:
-        done = subprocess.run(
-            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=20, check=False
-        )
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=20, check=False)
     except FileNotFoundError:
         return 127, ""
     except subprocess.TimeoutExpired:
@@ -228,9 +226,7 @@ def no_key_checks() -> list[Check]:
 def check_balance(report: BalanceReport) -> list[Check]:
     lines = [line for line in report.providers if line.configured]
     if not lines:
-        return [
-            warn("balance", "no provider account configured", "add RUNPOD_API_KEY or VAST_API_KEY to .env")
-        ]
+        return [warn("balance", "no provider account configured", "add RUNPOD_API_KEY or VAST_API_KEY to .env")]
     checks: list[Check] = []
     for line in lines:
         name = f"balance {line.provider}"
@@ -255,9 +251,7 @@ def check_balance(report: BalanceReport) -> list[Check]:
                 )
             )
         else:
-            checks.append(
-                ok(name, f"${line.balance_usd:.2f}, within ${report.low_usd:.2f}-${report.cap_usd:.2f}")
-            )
+            checks.append(ok(name, f"${line.balance_usd:.2f}, within ${report.low_usd:.2f}-${report.cap_usd:.2f}"))
     return checks
 
 

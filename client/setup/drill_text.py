@@ -43,4 +43,3 @@ def footer(report: DrillReport) -> list[str]:
         f"pods leaked {f.pods_leaked}, double creates {f.double_creates}, double destroys {f.double_destroys}",
         "drill: PASS" if report.ok else "drill: FAIL",
     ]
-

@@ -69,9 +69,7 @@ def install_hook(repo: Path, env_file: Path, git: GitRunner) -> Path:
     """Write the guard into the repository's hooks; keep another pre-commit hook as pre-commit.local."""
     hooks = hooks_dir(repo, git)
     if hooks is None:
-        raise ConfigError(
-            f"{repo} is not a git repository", hint="run it inside your experiment repo, or --repo PATH"
-        )
+        raise ConfigError(f"{repo} is not a git repository", hint="run it inside your experiment repo, or --repo PATH")
     hook = hooks / "pre-commit"
     if hook.exists() and HOOK_MARKER not in hook.read_text(encoding="utf-8", errors="replace"):
         raise ConfigError(

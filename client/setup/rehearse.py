@@ -214,7 +214,7 @@ def outbid_pod(ctx: Ctx, ref: str) -> list[str]:
         f" ${answer['bid']:.2f}): Vast paused it, killed its processes and kept its disk (which bills while paused)",
         f"the watchdog sees the pause at its next pass; a run started with --recover N re-rents it after"
         f" GPUC_RECOVER_WAIT_S ({wait:g} s here): `gpuc ls` shows the next attempt (2/N+1 after a first outbid),"
-        f" the phone says \"recovering\" with a stop button, `gpuc down {ref}` stops the recovery; without"
+        f' the phone says "recovering" with a stop button, `gpuc down {ref}` stops the recovery; without'
         f" --recover the pod stays paused until"
         f" GPUC_PAUSED_LIMIT_S ({ctx.settings.paused_limit_s:g} s here), then the watchdog destroys it",
     ]
@@ -335,8 +335,19 @@ def _as_env(values: Mapping[str, object]) -> dict[str, str]:
 
 # Credentials gpuc or what it runs (boto3, git, huggingface_hub) reads beyond its own settings.
 OTHER_CREDENTIALS = frozenset(
-    {*AWS_CREDENTIALS, *AWS_FILES, *AWS_SECRET_NAMES, "AWS_DEFAULT_REGION", "AWS_REGION", "AWS_ENDPOINT_URL",
-     "GH_TOKEN", "GITHUB_TOKEN", "GIT_ASKPASS", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"}
+    {
+        *AWS_CREDENTIALS,
+        *AWS_FILES,
+        *AWS_SECRET_NAMES,
+        "AWS_DEFAULT_REGION",
+        "AWS_REGION",
+        "AWS_ENDPOINT_URL",
+        "GH_TOKEN",
+        "GITHUB_TOKEN",
+        "GIT_ASKPASS",
+        "HF_TOKEN",
+        "HUGGING_FACE_HUB_TOKEN",
+    }
 )
 # Whatever its name, a variable with one of these prefixes is cleared: a setting added tomorrow is too.
 CLEARED_PREFIXES = ("GPUC_", "RUNPOD_", "VAST_", "AWS_")

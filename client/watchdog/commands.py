@@ -88,8 +88,7 @@ def resume(ctx: Ctx) -> None:
 @click.option(
     "--carry/--no-carry",
     default=None,
-    help="Register the pods the local watchdog watches into the new deployment (asked on a terminal; "
-    "default: carry).",
+    help="Register the pods the local watchdog watches into the new deployment (asked on a terminal; default: carry).",
 )
 @click.option(
     "--reaper-every",
@@ -131,8 +130,17 @@ def deploy(
 
     every_s = parse_duration(reaper_every)
     admin.deploy(
-        ctx, dry_run, region, stack_name, carry, say=talk, warn=_warn, ask=ask, reaper_every_s=every_s,
-        emulated=emulated, rotate_key=rotate_key,
+        ctx,
+        dry_run,
+        region,
+        stack_name,
+        carry,
+        say=talk,
+        warn=_warn,
+        ask=ask,
+        reaper_every_s=every_s,
+        emulated=emulated,
+        rotate_key=rotate_key,
     )
 
 

@@ -184,8 +184,14 @@ def running_costs(
         hours = max(0.0, now - start) / 3600.0
         running.append(
             RunningCost(
-                pod_id=entry.pod_id, experiment=row.experiment, provider=row.provider, gpu=row.gpu,
-                date=row.date, start=row.start, price_per_hour=price or 0.0, hours=hours,
+                pod_id=entry.pod_id,
+                experiment=row.experiment,
+                provider=row.provider,
+                gpu=row.gpu,
+                date=row.date,
+                start=row.start,
+                price_per_hour=price or 0.0,
+                hours=hours,
                 cost_usd=run_spent if run_spent is not None else (price or 0.0) * hours,
             )
         )
@@ -227,8 +233,13 @@ def running_lines(summary: LedgerSummary) -> list[str]:
         f"{RUNNING_SO_FAR}: {usd(summary.running_usd)} ({len(summary.running)} pod(s), {usd(rate)}/h); "
         f"with the closed rows {usd(summary.month_total_usd)}"
     )
-    return [head, *(f"  {r.start}  {r.experiment}  {r.provider}  {r.gpu}  {r.hours:.2f} h  {usd(r.cost_usd)}"
-                    for r in summary.running)]
+    return [
+        head,
+        *(
+            f"  {r.start}  {r.experiment}  {r.provider}  {r.gpu}  {r.hours:.2f} h  {usd(r.cost_usd)}"
+            for r in summary.running
+        ),
+    ]
 
 
 def running_rows(running: Iterable[RunningCost]) -> list[LedgerRow]:
@@ -237,8 +248,13 @@ def running_rows(running: Iterable[RunningCost]) -> list[LedgerRow]:
     there, so no pod is counted twice."""
     return [
         LedgerRow(
-            date=r.date, experiment=r.experiment, provider=r.provider, gpu=r.gpu,
-            price_per_hour=format_price(r.price_per_hour), start=r.start, cost_usd=format_usd(r.cost_usd),
+            date=r.date,
+            experiment=r.experiment,
+            provider=r.provider,
+            gpu=r.gpu,
+            price_per_hour=format_price(r.price_per_hour),
+            start=r.start,
+            cost_usd=format_usd(r.cost_usd),
             note=RUNNING_SO_FAR,
         )
         for r in running

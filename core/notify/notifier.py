@@ -47,9 +47,7 @@ class _Bucket:
 
     def take(self, now: float) -> bool:
         if self.updated is not None:
-            self.tokens = min(
-                float(RATE_PER_MINUTE), self.tokens + (now - self.updated) * RATE_PER_MINUTE / 60
-            )
+            self.tokens = min(float(RATE_PER_MINUTE), self.tokens + (now - self.updated) * RATE_PER_MINUTE / 60)
         self.updated = now
         if self.tokens >= 1:
             self.tokens -= 1
@@ -181,9 +179,7 @@ class Notifier:
 
     def _grouped(self, titles: list[str]) -> Message:
         text = "; ".join(titles)
-        return Message(
-            self.clock.now(), f"gpuc: {len(titles)} more notifications", text, None, "group", "info"
-        )
+        return Message(self.clock.now(), f"gpuc: {len(titles)} more notifications", text, None, "group", "info")
 
     def _deliver(self, channel: Channel, msg: Message) -> bool:
         for attempt in range(TRIES):
@@ -193,13 +189,9 @@ class Notifier:
             except DeliveryFailed as exc:
                 if exc.dead:
                     self._dead.add(channel.destination)
-                    log.error(
-                        "notify via %s failed for good (%s): channel disabled", channel.label, exc.detail
-                    )
+                    log.error("notify via %s failed for good (%s): channel disabled", channel.label, exc.detail)
                     return False
-                log.warning(
-                    "notify via %s failed (%s), try %d/%d", channel.label, exc.detail, attempt + 1, TRIES
-                )
+                log.warning("notify via %s failed (%s), try %d/%d", channel.label, exc.detail, attempt + 1, TRIES)
                 if exc.permanent:
                     return False
             except Exception as exc:

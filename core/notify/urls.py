@@ -133,7 +133,5 @@ def _apprise_channel(url: str, scheme: str, index: int) -> Channel:
     try:
         import apprise  # optional: the `apprise` extra
     except ImportError:
-        raise ConfigError(
-            f"notification URL #{index} uses the unknown scheme {scheme!r}", hint=SCHEMES_HINT
-        ) from None
+        raise ConfigError(f"notification URL #{index} uses the unknown scheme {scheme!r}", hint=SCHEMES_HINT) from None
     return AppriseChannel(url, apprise)

@@ -80,10 +80,7 @@ class GraphQLError(ProviderError):
 
     @property
     def pod_not_found(self) -> bool:
-        return (
-            any(m.strip().lower() == NOT_FOUND_TO_TERMINATE for m in self.messages)
-            or "POD_NOT_FOUND" in self.codes
-        )
+        return any(m.strip().lower() == NOT_FOUND_TO_TERMINATE for m in self.messages) or "POD_NOT_FOUND" in self.codes
 
 
 class GraphQLRetired(ProviderError):

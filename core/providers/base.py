@@ -81,9 +81,7 @@ class Provider(ABC):
             )
         return matches[0] if matches else None
 
-    def confirm_gone(
-        self, pod_id: str, clock: Clock | None = None, attempts: int = 5, delay_s: float = 1.0
-    ) -> bool:
+    def confirm_gone(self, pod_id: str, clock: Clock | None = None, attempts: int = 5, delay_s: float = 1.0) -> bool:
         """After a destroy: list again until the provider no longer shows the pod alive."""
         clock = clock or SystemClock()
         for attempt in range(attempts):

@@ -263,16 +263,13 @@ def create_once(
             return send()
         except AmbiguousOutcome as exc:
             last = exc
-            log.warning(
-                "%s: create of %s: outcome unknown (%s); looking it up by name", provider, name, exc.message
-            )
+            log.warning("%s: create of %s: outcome unknown (%s); looking it up by name", provider, name, exc.message)
         found = look_up(name, find, clock, lookups, lookup_delay_s)
         if found is not None:
             log.info("%s: %s was created after all (id %s)", provider, name, found.id)
             return found
     raise ProviderUnavailable(
-        f"create of {name} failed {max(1, attempts)} times with an unknown outcome, "
-        "and no pod by that name is listed",
+        f"create of {name} failed {max(1, attempts)} times with an unknown outcome, and no pod by that name is listed",
         provider=provider,
         status=last.status if last else None,
         request_id=last.request_id if last else None,
@@ -280,9 +277,7 @@ def create_once(
     )
 
 
-def look_up(
-    name: str, find: Callable[[str], Pod | None], clock: Clock, tries: int, delay_s: float
-) -> Pod | None:
+def look_up(name: str, find: Callable[[str], Pod | None], clock: Clock, tries: int, delay_s: float) -> Pod | None:
     # A pod created a moment ago may take a moment to be listed: look more than once.
     for attempt in range(max(1, tries)):
         found = find(name)

@@ -178,9 +178,7 @@ class HttpClient:
         if self._own is not None:
             self._own.close()
 
-    def _send(
-        self, method: str, url: str, json: Any, params: Mapping[str, str] | None, until: float
-    ) -> RawReply:
+    def _send(self, method: str, url: str, json: Any, params: Mapping[str, str] | None, until: float) -> RawReply:
         headers = dict(self._headers)
         content = None
         if json is not None:
@@ -271,9 +269,7 @@ class HttpClient:
             delay = max(delay, min(retry_after, RETRY_AFTER_CAP_S))
         if delay >= until - time.monotonic():  # one budget per call: no retry that cannot end in time
             raise self._gave_up(what, attempt, rule, status, request_id, f", within {self.timeout_s:g} s")
-        log.warning(
-            "%s %s: retry %d/%d in %.1fs", self.provider, what, attempt + 1, self.max_attempts - 1, delay
-        )
+        log.warning("%s %s: retry %d/%d in %.1fs", self.provider, what, attempt + 1, self.max_attempts - 1, delay)
         self.clock.sleep(delay)
 
     def _gave_up(
@@ -307,9 +303,7 @@ class HttpClient:
     def _message(self, response: RawReply) -> str:
         return self.redact(error_message(response))
 
-    def _quota_error(
-        self, response: RawReply, request_id: str | None, method: str, url: str
-    ) -> ProviderUnavailable:
+    def _quota_error(self, response: RawReply, request_id: str | None, method: str, url: str) -> ProviderUnavailable:
         reset = response.headers.get("x-ratelimit-reset", "")
         when = f" (resets at unix time {reset})" if reset.isdigit() else " (it resets at UTC midnight)"
         return ProviderUnavailable(
@@ -331,9 +325,7 @@ class HttpClient:
                 request_id=request_id,
                 hint=f"check {self.key_env} (environment or .env): is it current, and allowed to do this?",
             )
-        return ProviderError(
-            message or "request failed", provider=self.provider, status=status, request_id=request_id
-        )
+        return ProviderError(message or "request failed", provider=self.provider, status=status, request_id=request_id)
 
 
 def status_rule(status: int) -> RetryRule | None:

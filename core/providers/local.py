@@ -203,17 +203,13 @@ class LocalProvider(Provider):
 
     def list_pods(self) -> list[Pod]:
         with self.transaction() as db:
-            rows = db.execute(
-                "select * from pods where status != 'terminated' order by created_at"
-            ).fetchall()
+            rows = db.execute("select * from pods where status != 'terminated' order by created_at").fetchall()
             return [self._to_pod(self._advance(db, r)) for r in rows]
 
     def stop(self, pod_id: str) -> None:
         self.signal_sandbox(pod_id, signal.SIGKILL)
         with self.transaction() as db:
-            db.execute(
-                "update pods set status = 'stopped', status_since = ? where id = ?", (self.clock.now(), pod_id)
-            )
+            db.execute("update pods set status = 'stopped', status_since = ? where id = ?", (self.clock.now(), pod_id))
 
     def start(self, pod_id: str) -> None:
         """A stopped sandbox comes back with its disk as it was and none of its processes, as a resumed
@@ -445,9 +441,7 @@ class LocalAccess(PodAccess):
             check=False,
         )
         if launcher.returncode != 0 or not launcher.stdout.strip().isdigit():
-            raise ProviderError(
-                f"could not start {role} in {self.pod_id}: {launcher.stderr[-300:]}", provider="local"
-            )
+            raise ProviderError(f"could not start {role} in {self.pod_id}: {launcher.stderr[-300:]}", provider="local")
         self.provider.record_pid(self.pod_id, role, int(launcher.stdout.strip()))
 
     @staticmethod

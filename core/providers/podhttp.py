@@ -191,8 +191,12 @@ class PodKeyHttp:
         if reply.not_json and reply.status >= 300:
             message = self.scrub(str(reply.body))
         if reply.status >= 500:
-            return ProviderUnavailable(f"HTTP {reply.status}: {message or 'server error'}", provider=self.provider,
-                                       status=reply.status, request_id=reply.request_id)
+            return ProviderUnavailable(
+                f"HTTP {reply.status}: {message or 'server error'}",
+                provider=self.provider,
+                status=reply.status,
+                request_id=reply.request_id,
+            )
         if reply.status in (401, 403):
             return ProviderAuthError(
                 message or "the key was refused",
@@ -201,8 +205,9 @@ class PodKeyHttp:
                 request_id=reply.request_id,
                 hint=f"{self.key_env}: the key the platform scopes to this pod was refused",
             )
-        return ProviderError(message or "request failed", provider=self.provider, status=reply.status,
-                             request_id=reply.request_id)
+        return ProviderError(
+            message or "request failed", provider=self.provider, status=reply.status, request_id=reply.request_id
+        )
 
 
 def _retry_after(sent: Sent) -> float | None:

@@ -118,7 +118,11 @@ class ScopedSelfDestroyer(SelfDestroyer):
         if not own_id or not key:
             raise ConfigError(f"{cls.key.id_env} and {cls.key.key_env} are not both set", hint=cls.key.hint)
         http = PodKeyHttp(
-            cls.words.provider, key, f"{cls.key.key_env} ({cls.key.role})", deadline_s=deadline_s, clock=clock,
+            cls.words.provider,
+            key,
+            f"{cls.key.key_env} ({cls.key.role})",
+            deadline_s=deadline_s,
+            clock=clock,
             send=send,
         )
         return cls.with_client(own_id, http, environ)
@@ -341,8 +345,12 @@ class VastSelfDestroyer(ScopedSelfDestroyer):
         reply = self._http.request("PUT", self.url, json_body={"state": "stopped"})
         if not (isinstance(reply.body, dict) and reply.body.get("success") is True):
             said = self._said(reply) or "success: false"
-            raise ProviderError(f"stopped of instance {self.instance_id} refused: {said}", provider="vast",
-                                status=reply.status, request_id=reply.request_id)
+            raise ProviderError(
+                f"stopped of instance {self.instance_id} refused: {said}",
+                provider="vast",
+                status=reply.status,
+                request_id=reply.request_id,
+            )
 
     def _said(self, reply: Reply) -> str:
         body = reply.body if isinstance(reply.body, dict) else {}

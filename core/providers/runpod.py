@@ -175,7 +175,7 @@ class RunPodProvider(HttpProvider):
         if spec.volume_gb < MIN_VOLUME_GB:
             raise ConfigError(
                 f"a {spec.volume_gb} GB volume is too small for RunPod: it refuses a pod volume under "
-                f"{MIN_VOLUME_GB} GB (\"Upstream enforces a 10 GB floor\"); nothing was created",
+                f'{MIN_VOLUME_GB} GB ("Upstream enforces a 10 GB floor"); nothing was created',
                 hint=f"ask for --volume-gb {MIN_VOLUME_GB} or more (gpuc's default is 30): the volume holds "
                 "/workspace, where results/ lives",
             )
@@ -227,9 +227,7 @@ class RunPodProvider(HttpProvider):
 
         return self.create_named(spec.name, send)
 
-    def _create_request(
-        self, spec: PodSpec, gpu_id: str, cloud: str, env: Mapping[str, str]
-    ) -> dict[str, Any]:
+    def _create_request(self, spec: PodSpec, gpu_id: str, cloud: str, env: Mapping[str, str]) -> dict[str, Any]:
         """CreatePodRequest, with exactly the fields v2 takes (an unknown one is a 422)."""
         return {
             "name": spec.name,

@@ -112,7 +112,7 @@ def gpu_util(runtime: V2Runtime | None) -> float | None:
 
 
 def gpu_display(gpu_id: str | None) -> str | None:
-    """"NVIDIA GeForce RTX 4090" -> "RTX 4090": v2 pods carry the catalog id, people read the short name."""
+    """ "NVIDIA GeForce RTX 4090" -> "RTX 4090": v2 pods carry the catalog id, people read the short name."""
     if not gpu_id:
         return None
     for prefix in GPU_VENDOR_PREFIXES:

@@ -64,12 +64,11 @@ MAX_PAGES = 200  # 5000 instances: far past any personal account, so more means 
 RUNTYPE = "ssh_direct"
 INSTANCE_ID_RE = VAST_INSTANCE_ID_RE
 
+
 def refused(http: HttpClient, reply: Reply, what: str) -> ProviderError:
     body = reply.body if isinstance(reply.body, dict) else {}
     msg = http.redact(str(body.get("msg") or body.get("error") or "success: false")[:300])
-    return ProviderError(
-        f"{what}: {msg}", provider=PROVIDER, status=reply.status, request_id=reply.request_id
-    )
+    return ProviderError(f"{what}: {msg}", provider=PROVIDER, status=reply.status, request_id=reply.request_id)
 
 
 class VastApi:
@@ -82,9 +81,7 @@ class VastApi:
 
     def instance_url(self, instance_id: str) -> str:
         if not INSTANCE_ID_RE.match(instance_id):
-            raise NotFound(
-                f"{instance_id!r} is not a Vast instance id", hint="`gpuc ls` shows the ids of your pods"
-            )
+            raise NotFound(f"{instance_id!r} is not a Vast instance id", hint="`gpuc ls` shows the ids of your pods")
         return f"{self.v0}/instances/{instance_id}/"
 
     def delete(self, instance_id: str) -> DestroyResult:
@@ -236,9 +233,7 @@ class VastProvider(HttpProvider):
 
     def _send_create(self, offer_id: str, body: dict[str, Any], spec: PodSpec, price: float | None) -> Pod:
         if not INSTANCE_ID_RE.match(offer_id):
-            raise NotFound(
-                f"{offer_id!r} is not a Vast offer id", hint="`gpuc offers --provider vast` lists them"
-            )
+            raise NotFound(f"{offer_id!r} is not a Vast offer id", hint="`gpuc offers --provider vast` lists them")
         reply = self.http.request(
             "PUT", f"{self.api.v0}/asks/{offer_id}/", json=body, idempotent=False, accept=(400, 404, 410)
         )
@@ -260,9 +255,7 @@ class VastProvider(HttpProvider):
             if isinstance(stray, int) and not isinstance(stray, bool):
                 self._destroy_failed_create(str(stray), error)
             raise error
-        new_id = reply.body.get(
-            "new_contract"
-        )  # the instance id; the answer's instance_api_key is never kept
+        new_id = reply.body.get("new_contract")  # the instance id; the answer's instance_api_key is never kept
         require(isinstance(new_id, int), PROVIDER, "create answered without new_contract")
         log.info("vast: created %s (id %s)", spec.name, new_id)
         return Pod(
@@ -328,17 +321,13 @@ class VastProvider(HttpProvider):
                     "an instance row without extra_env: gpuc cannot tell its own instances from others",
                 )
                 inst = parse(VastInstance, item, "instance")
-                require(
-                    inst.id not in seen, PROVIDER, f"instance {inst.id} listed twice: the pagination broke"
-                )
+                require(inst.id not in seen, PROVIDER, f"instance {inst.id} listed twice: the pagination broke")
                 seen[inst.id] = inst
             token = body.get("next_token")
             if not token:
                 return list(seen.values())  # null or "": the official SDK ends on either
             require(isinstance(token, str), PROVIDER, "next_token is not a string")
-            require(
-                token not in tokens, PROVIDER, "the same next_token came back twice: the pagination loops"
-            )
+            require(token not in tokens, PROVIDER, "the same next_token came back twice: the pagination loops")
             tokens.add(token)
         raise ProviderSchemaError(
             f"the instance list goes on past {MAX_PAGES} pages",

@@ -77,9 +77,7 @@ def parse_offers(body: Any) -> list[Offer]:
     raw = body["offers"]
     items = [raw] if isinstance(raw, dict) else raw
     require(isinstance(items, list), PROVIDER, "offers is neither a list nor an object")
-    return sorted(
-        (offer_from(parse(VastOffer, item, "offer")) for item in items), key=lambda o: o.price_per_hour
-    )
+    return sorted((offer_from(parse(VastOffer, item, "offer")) for item in items), key=lambda o: o.price_per_hour)
 
 
 def bundles_query(
@@ -135,8 +133,7 @@ def bid_under_floor(
     whose = (
         f"offer {offer.id}'s min_bid is ${floor:.3f} per GPU-hour"
         if named
-        else f"the lowest min_bid among the offers passing the filters is ${floor:.3f} per GPU-hour (offer "
-        f"{offer.id})"
+        else f"the lowest min_bid among the offers passing the filters is ${floor:.3f} per GPU-hour (offer {offer.id})"
     )
     return BidUnderFloor(
         f"a bid of ${bid_per_gpu:.3f} per GPU-hour is under Vast's floor for {gpu} x{gpu_count}: {whose}, and "

@@ -143,7 +143,7 @@ def pods_section(deps: Deps, pods: Sequence[StoredPod], meta: ReaperMeta, now: f
         return head
     codes = exit_codes(deps)
     lines = "".join(
-        f"<tr><td>{esc(p.experiment)}<div class=\"muted\">{esc(p.name)}</div></td>"
+        f'<tr><td>{esc(p.experiment)}<div class="muted">{esc(p.name)}</div></td>'
         f"<td>{esc(outcome(p, now, codes.get(p.pod_id)))}</td><td>{esc(spent(p, now))}</td></tr>"
         for p in ended[:ENDED_SHOWN]
     )
@@ -332,9 +332,7 @@ def buttons_for(deps: Deps, pod: StoredPod | None, kind: OfferKind, now: float) 
     POSTs an empty body, which the route takes for a channel's bare button (destroy refused with a 403).
     This page is the confirmation: it shows the pod, and what a destroy would lose, next to the button."""
     offers = offer(deps.store, deps.settings, pod, kind, now)
-    forms = "".join(
-        button_form(f"{ACT_PATH}{o.token}", o.label, danger=not o.safe, fields=(CONFIRM,)) for o in offers
-    )
+    forms = "".join(button_form(f"{ACT_PATH}{o.token}", o.label, danger=not o.safe, fields=(CONFIRM,)) for o in offers)
     lose = ""
     if pod is not None and any(o.verb in DANGER_VERBS for o in offers):
         cls = "warn" if pod.kept_at is not None or pod.state != "ok" else "muted"  # kept, or not pinging: loud

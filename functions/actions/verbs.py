@@ -127,7 +127,8 @@ def check_destroy(deps: Deps, pod: StoredPod | None, claim: Claim, now: float) -
     rec = _live(pod)
     if rec.kept_at is not None:
         raise ActionRefused(
-            409, f"{rec.name} is kept for its results (its sync failed): its kept notification offers "
+            409,
+            f"{rec.name} is kept for its results (its sync failed): its kept notification offers "
             "'destroy anyway', which says what is lost",
         )
 
@@ -373,9 +374,7 @@ class HeldPushes:
         pass
 
 
-def _tell(
-    deps: Deps, pod: StoredPod | None, verb: Verb, sentence: str, now: float, via: Via, held: HeldPushes
-) -> None:
+def _tell(deps: Deps, pod: StoredPod | None, verb: Verb, sentence: str, now: float, via: Via, held: HeldPushes) -> None:
     label = VERB_SPECS[verb].label
     experiment = None if pod is None else pod.experiment
     headline = title(f"{label} {'new pods ' if pod is None else ''}(from the phone)", experiment=experiment)
@@ -412,8 +411,6 @@ def resume(deps: Deps, now: float) -> bool:
         return False
     announce(deps, now, "gpuc: new pods resumed", "`gpuc up` may start pods again.", kind="action")
     return True
-
-
 
 
 def intent_of(auth: PodAuth, now: float) -> tuple[Literal["end", "retry_sync"] | None, float | None]:

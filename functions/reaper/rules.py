@@ -98,9 +98,7 @@ def judge(rules: Rules, rec: StoredPod, pod: Pod) -> Ruling:
         return past
     if rec.state == "ended":
         if rec.destroy_at is not None and now >= rec.destroy_at:
-            return Ruling(
-                "kill", "ended", f"ended by {rec.ended_by or '?'} but still {pod.status} at the provider"
-            )
+            return Ruling("kill", "ended", f"ended by {rec.ended_by or '?'} but still {pod.status} at the provider")
         return WAIT
     asked = asked_ruling(rules, rec)
     if asked is not None:
@@ -150,7 +148,7 @@ def judge(rules: Rules, rec: StoredPod, pod: Pod) -> Ruling:
 
 
 def asked_ruling(rules: Rules, rec: StoredPod) -> Ruling | None:
-    """"Destroy now" from the phone (functions/actions/verbs.py). The pod ends itself, sync first, told by its
+    """ "Destroy now" from the phone (functions/actions/verbs.py). The pod ends itself, sync first, told by its
     heartbeat answer; the reaper's usual mark and destroy only if it cannot: no ping since it was asked,
     for two heartbeat intervals (silent, frozen, no agent). A pod that heard it and still runs is not ended
     on that (an agent too old to know intents, KEEP_ALIVE=1): said, never killed. Kept: its window decides."""

@@ -34,9 +34,7 @@ def gone_twice(run: Pass, rec: StoredPod) -> bool:
     else:
         run.act_on(rec, "skip", "not found at the provider: taken as gone once the next pass agrees")
     if (first is None or pinged) and not run.dry_run:
-        run.deps.store.update_if(
-            rec.pod_id, {"state": rec.state, "gone_seen_at": first}, {"gone_seen_at": run.now}
-        )
+        run.deps.store.update_if(rec.pod_id, {"state": rec.state, "gone_seen_at": first}, {"gone_seen_at": run.now})
     return False
 
 
@@ -90,9 +88,7 @@ def all_clear(run: Pass, rec: StoredPod) -> None:
     if not store.update_if(rec.pod_id, expect, changes):
         return
     action = "stop" if rec.kept_at is not None else "destroy"  # a kept pod is only ever marked for a stop
-    planned = (
-        f"; the {action} it was marked for is cancelled" if rec.state == "down" or rec.alerted == "down" else ""
-    )
+    planned = f"; the {action} it was marked for is cancelled" if rec.state == "down" or rec.alerted == "down" else ""
     tell(run, rec, "back to normal", f"back to normal{planned}.", "back")
 
 
@@ -278,9 +274,7 @@ def call_destroy(run: Pass, rec: StoredPod, reason: str) -> None:
     try:
         provider = deps.providers.get(rec.provider)
         provider.destroy(rec.pod_id)  # idempotent: "already_gone" is success
-        gone = provider.confirm_gone(
-            rec.pod_id, clock=deps.clock, attempts=CONFIRM_ATTEMPTS, delay_s=CONFIRM_DELAY_S
-        )
+        gone = provider.confirm_gone(rec.pod_id, clock=deps.clock, attempts=CONFIRM_ATTEMPTS, delay_s=CONFIRM_DELAY_S)
     except Exception as exc:
         detail = describe(exc, deps)
         run.go_blind(rec.provider, detail)  # no more destroys on this provider in this pass
@@ -295,9 +289,7 @@ def call_destroy(run: Pass, rec: StoredPod, reason: str) -> None:
 
 
 def finish(run: Pass, rec: StoredPod, reason: str) -> None:
-    if not run.deps.store.update_if(
-        rec.pod_id, {"state": "destroying"}, {"state": "destroyed", "destroy_at": None}
-    ):
+    if not run.deps.store.update_if(rec.pod_id, {"state": "destroying"}, {"state": "destroyed", "destroy_at": None}):
         return
     run.act_on(rec, "destroy", reason)
     tell_destroyed(run, rec, reason)

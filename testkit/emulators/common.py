@@ -70,9 +70,7 @@ class EmuResponse:
 
     @classmethod
     def json(cls, status: int, value: Any, headers: Mapping[str, str] | None = None) -> EmuResponse:
-        return cls(
-            status, json.dumps(value).encode(), {"content-type": "application/json", **(headers or {})}
-        )
+        return cls(status, json.dumps(value).encode(), {"content-type": "application/json", **(headers or {})})
 
     @classmethod
     def text(cls, status: int, value: str, headers: Mapping[str, str] | None = None) -> EmuResponse:
@@ -244,9 +242,7 @@ class Emulator(ABC):
     ) -> EmuResponse:
         if kind in ("timeout", "drop"):
             return EmuResponse(0, hang=kind == "timeout", drop=kind == "drop")
-        if kind is not None and (
-            kind in PROVIDER_ANSWERED or (STATUS_KIND.match(kind) and "after" not in kind)
-        ):
+        if kind is not None and (kind in PROVIDER_ANSWERED or (STATUS_KIND.match(kind) and "after" not in kind)):
             return self.fault_answer(op, kind)
         answer = handler(request)
         if kind == "cut_after_commit":

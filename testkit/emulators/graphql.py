@@ -108,14 +108,10 @@ def tokenize(source: str) -> list[tuple[str, str]]:
     while pos < len(source):
         match = TOKEN.match(source, pos)
         if match is None:
-            raise RequestError(
-                [f"Syntax Error: Unexpected character: {source[pos]!r}."], "GRAPHQL_PARSE_FAILED"
-            )
+            raise RequestError([f"Syntax Error: Unexpected character: {source[pos]!r}."], "GRAPHQL_PARSE_FAILED")
         kind = match.lastgroup or "skip"
         if kind in ("spread", "block"):
-            raise RequestError(
-                [f"Syntax Error: {match.group()!r} is not supported here."], "GRAPHQL_PARSE_FAILED"
-            )
+            raise RequestError([f"Syntax Error: {match.group()!r} is not supported here."], "GRAPHQL_PARSE_FAILED")
         if kind != "skip":
             tokens.append((kind, match.group()))
         pos = match.end()
@@ -136,9 +132,7 @@ class Parser:
 
     def take(self, value: str | None = None, kind: str | None = None) -> str:
         tk, tv = self.tokens[self.i]
-        if (value is not None and (tv != value or tk not in ("punct", "name"))) or (
-            kind is not None and tk != kind
-        ):
+        if (value is not None and (tv != value or tk not in ("punct", "name"))) or (kind is not None and tk != kind):
             expected = f'"{value}"' if value else (kind or "token").capitalize()
             found = "<EOF>" if tk == "eof" else f'"{tv}"' if tk == "punct" else tv
             raise RequestError([f"Syntax Error: Expected {expected}, found {found}."], "GRAPHQL_PARSE_FAILED")
@@ -148,9 +142,7 @@ class Parser:
     def document(self) -> Operation:
         op = self.operation()
         if not self.peek(kind="eof"):
-            raise RequestError(
-                ["This emulator accepts one operation per request."], "GRAPHQL_VALIDATION_FAILED"
-            )
+            raise RequestError(["This emulator accepts one operation per request."], "GRAPHQL_VALIDATION_FAILED")
         return op
 
     def operation(self) -> Operation:
@@ -162,9 +154,7 @@ class Parser:
         name = self.take(kind="name") if self.peek(kind="name") else None
         variables = self.variable_definitions() if self.peek("(") else {}
         if self.peek("@"):
-            raise RequestError(
-                ["Directives are not supported by this emulator."], "GRAPHQL_VALIDATION_FAILED"
-            )
+            raise RequestError(["Directives are not supported by this emulator."], "GRAPHQL_VALIDATION_FAILED")
         return Operation("query" if kind == "query" else "mutation", name, variables, self.selection_set())
 
     def variable_definitions(self) -> dict[str, VarDef]:
@@ -181,9 +171,7 @@ class Parser:
                 self.take("=")
                 default = self.value(const=True)
             if name in defs:
-                raise RequestError(
-                    [f'There can be only one variable named "${name}".'], "GRAPHQL_VALIDATION_FAILED"
-                )
+                raise RequestError([f'There can be only one variable named "${name}".'], "GRAPHQL_VALIDATION_FAILED")
             defs[name] = VarDef(type_ref, default, has_default)
         self.take(")")
         return defs
@@ -219,9 +207,7 @@ class Parser:
             alias, name = name, self.take(kind="name")
         args = self.arguments() if self.peek("(") else {}
         if self.peek("@"):
-            raise RequestError(
-                ["Directives are not supported by this emulator."], "GRAPHQL_VALIDATION_FAILED"
-            )
+            raise RequestError(["Directives are not supported by this emulator."], "GRAPHQL_VALIDATION_FAILED")
         selections = self.selection_set() if self.peek("{") else None
         return FieldNode(name, alias, args, selections)
 
@@ -232,9 +218,7 @@ class Parser:
             name = self.take(kind="name")
             self.take(":")
             if name in args:
-                raise RequestError(
-                    [f'There can be only one argument named "{name}".'], "GRAPHQL_VALIDATION_FAILED"
-                )
+                raise RequestError([f'There can be only one argument named "{name}".'], "GRAPHQL_VALIDATION_FAILED")
             args[name] = self.value(const=False)
         self.take(")")
         return args
@@ -272,9 +256,7 @@ class Parser:
             name = self.take(kind="name")
             self.take(":")
             if name in fields:
-                raise RequestError(
-                    [f'There can be only one input field named "{name}".'], "GRAPHQL_VALIDATION_FAILED"
-                )
+                raise RequestError([f'There can be only one input field named "{name}".'], "GRAPHQL_VALIDATION_FAILED")
             fields[name] = self.value(const)
         self.take("}")
         return fields
@@ -391,8 +373,7 @@ class Validator:
             if expected.non_null and name not in node.args:
                 field_name = coordinate.split(".")[1]
                 self.errors.append(
-                    f'Field "{field_name}" argument "{name}" of type "{expected}" is required, '
-                    "but it was not provided."
+                    f'Field "{field_name}" argument "{name}" of type "{expected}" is required, but it was not provided.'
                 )
 
     def literal(self, value: Any, expected: TypeRef) -> None:
@@ -449,8 +430,7 @@ class Validator:
             declared = TypeRef(declared.name, declared.of, True)
         if not compatible(declared, expected):
             self.errors.append(
-                f'Variable "${var.name}" of type "{definition.type}" used in position '
-                f'expecting type "{expected}".'
+                f'Variable "${var.name}" of type "{definition.type}" used in position expecting type "{expected}".'
             )
 
 
@@ -468,9 +448,7 @@ def scalar_problem(name: str, value: Any) -> str | None:
     """graphql-js input coercion for the built-in scalars; None when the value is acceptable."""
     if name in ("String",) and not isinstance(value, str):
         return f"String cannot represent a non string value: {shown(value)}"
-    if name == "ID" and not (
-        isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
-    ):
+    if name == "ID" and not (isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))):
         return f"ID cannot represent value: {shown(value)}"
     if name == "Int":
         integral = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
@@ -598,8 +576,7 @@ def select(
 ) -> dict[str, Any]:
     type_fields = schema.objects[type_name]
     return {
-        node.key: complete(schema, obj.get(node.name), type_fields[node.name].type, node, variables)
-        for node in nodes
+        node.key: complete(schema, obj.get(node.name), type_fields[node.name].type, node, variables) for node in nodes
     }
 
 
@@ -621,17 +598,13 @@ def execute(schema: Schema, body: Any, root: Mapping[str, Resolver]) -> Result:
             raise RequestError(validator.errors, "GRAPHQL_VALIDATION_FAILED")
         variables = coerce_variables(schema, op, body.get("variables"))
     except RequestError as exc:
-        return Result(
-            400, {"errors": [{"message": m, "extensions": {"code": exc.code}} for m in exc.messages]}
-        )
+        return Result(400, {"errors": [{"message": m, "extensions": {"code": exc.code}} for m in exc.messages]})
     root_type = "Query" if op.kind == "query" else "Mutation"
     data: dict[str, Any] = {}
     for node in op.selections:
         try:
             value = root[node.name](resolve_args(node.args, variables))
-            data[node.key] = complete(
-                schema, value, schema.objects[root_type][node.name].type, node, variables
-            )
+            data[node.key] = complete(schema, value, schema.objects[root_type][node.name].type, node, variables)
         except FieldError as exc:
             return Result(200, {"errors": [{"message": str(exc)}]})
     return Result(200, {"data": data})

@@ -258,9 +258,7 @@ SCHEMA = Schema(
         "PodFilter": input_fields({"podId": "String!"}),
         "PodStopInput": input_fields({"podId": "String!"}),
         "PodTerminateInput": input_fields({"podId": "String!"}),
-        "PodResumeInput": input_fields(
-            {"podId": "String!", "gpuCount": "Int", "allowedCudaVersions": "[String]"}
-        ),
+        "PodResumeInput": input_fields({"podId": "String!", "gpuCount": "Int", "allowedCudaVersions": "[String]"}),
         "PodBidResumeInput": input_fields({"podId": "String!", "bidPerGpu": "Float!", "gpuCount": "Int"}),
         "GpuTypeFilter": input_fields({"id": "String", "ids": "[String]", "cluster": "Boolean"}),
         "GpuLowestPriceInput": input_fields(
@@ -495,9 +493,7 @@ class RunPodEmulator(Emulator):
             self._track()
             return pod.id
 
-    def plant_charge(
-        self, pod_id: str, kind: str, amount: float, start: float, end: float | None = None
-    ) -> None:
+    def plant_charge(self, pod_id: str, kind: str, amount: float, start: float, end: float | None = None) -> None:
         """Put a charge on the bill that no pod life explains: `kind` gpu|cpu|disk; an unknown pod id is a
         charge for a pod the ledger never saw. It lands in the bucket holding `start`."""
         if kind not in PLANTABLE:
@@ -614,9 +610,7 @@ class RunPodEmulator(Emulator):
                 return EmuResponse.json(200, {"title": "Internal Server Error", "status": 500})
             return problem(int(kind), "Error", "emulated failure")
         if kind == "success_false":
-            return EmuResponse.json(
-                200, {"errors": [{"message": "Something went wrong. Please try again later."}]}
-            )
+            return EmuResponse.json(200, {"errors": [{"message": "Something went wrong. Please try again later."}]})
         if kind in ("502", "503", "504"):
             return EmuResponse(
                 int(kind),
@@ -678,14 +672,10 @@ class RunPodEmulator(Emulator):
             "myself": account_only(lambda args: self._user()),
             "pod": lambda args: self._get(args["input"]["podId"], who),
             "gpuTypes": lambda args: self._gpu_types(args.get("input")),
-            "podFindAndDeployOnDemand": account_only(
-                lambda args: self._create(args.get("input") or {}, spot=False)
-            ),
+            "podFindAndDeployOnDemand": account_only(lambda args: self._create(args.get("input") or {}, spot=False)),
             "podRentInterruptable": account_only(lambda args: self._create(args["input"], spot=True)),
             "podStop": lambda args: self._stop(args["input"]["podId"], who),
-            "podResume": account_only(
-                lambda args: self._resume(args["input"]["podId"], args["input"].get("gpuCount"))
-            ),
+            "podResume": account_only(lambda args: self._resume(args["input"]["podId"], args["input"].get("gpuCount"))),
             "podBidResume": account_only(
                 lambda args: self._resume(args["input"]["podId"], args["input"].get("gpuCount"))
             ),
@@ -701,9 +691,7 @@ class RunPodEmulator(Emulator):
             "id": "user_emulated",
             "email": "you@example.com",
             "clientBalance": round(self.balance_now(), 4),
-            "currentSpendPerHr": round(
-                sum(p.cost for p in live if p.state != "exited" and p.state != "outbid"), 4
-            ),
+            "currentSpendPerHr": round(sum(p.cost for p in live if p.state != "exited" and p.state != "outbid"), 4),
             "spendLimit": self.spend_limit,
             **self.notify,
             "pubKey": "ssh-ed25519 AAAA... emulated",
@@ -760,9 +748,7 @@ class RunPodEmulator(Emulator):
             if bid is None or float(bid) < gpu.spot:
                 raise FieldError(f"bid too low: the minimum bid for {gpu.display} is {gpu.spot}")
             return float(bid)
-        prices = {"SECURE": [gpu.secure], "COMMUNITY": [gpu.community], "ALL": [gpu.secure, gpu.community]}[
-            cloud
-        ]
+        prices = {"SECURE": [gpu.secure], "COMMUNITY": [gpu.community], "ALL": [gpu.secure, gpu.community]}[cloud]
         offered = [p for p in prices if p > 0]
         if not offered:
             raise FieldError(NO_CAPACITY)
@@ -1058,9 +1044,7 @@ class RunPodEmulator(Emulator):
                 records.append({**window, "totalAmount": total, **rounded})
         return records
 
-    def _bucket_amounts(
-        self, pod_id: str, life: Lifeline | None, lo: float, hi: float, now: float
-    ) -> dict[str, float]:
+    def _bucket_amounts(self, pod_id: str, life: Lifeline | None, lo: float, hi: float, now: float) -> dict[str, float]:
         amounts = {"gpuAmount": 0.0, "cpuAmount": 0.0, "diskAmount": 0.0}
         pod = self.billed.get(pod_id)
         if life is None or pod is None:
@@ -1377,15 +1361,7 @@ def catalog_view(gpu: GpuStock, scope: tuple[int, str] | None) -> dict[str, Any]
 def gpu_type_view(gpu: GpuStock) -> dict[str, Any]:
     def lowest(args: dict[str, Any]) -> dict[str, Any]:
         wanted = int((args.get("input") or {}).get("gpuCount") or 1)
-        level = (
-            "None"
-            if gpu.stock < wanted
-            else "Low"
-            if gpu.stock < 3
-            else "Medium"
-            if gpu.stock < 8
-            else "High"
-        )
+        level = "None" if gpu.stock < wanted else "Low" if gpu.stock < 3 else "Medium" if gpu.stock < 8 else "High"
         offered = [p for p in (gpu.secure, gpu.community) if p > 0]
         return {
             "minimumBidPrice": gpu.spot,
@@ -1423,11 +1399,7 @@ def graphql_op(request: EmuRequest) -> str:
     """The fault-plan name of a GraphQL request, from its first root field."""
     try:
         body = request.json()
-        op = (
-            Parser(body["query"]).document()
-            if isinstance(body, dict) and isinstance(body.get("query"), str)
-            else None
-        )
+        op = Parser(body["query"]).document() if isinstance(body, dict) and isinstance(body.get("query"), str) else None
     except (ValueError, RequestError):
         op = None
     if op is None or not op.selections:

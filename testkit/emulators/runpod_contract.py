@@ -36,6 +36,7 @@ ACTIONS = ("start", "stop", "restart", "terminate")
 
 def is_int(low: int) -> Check:
     """JSON Schema's integer: any number without a fraction (1.0 is one), never a boolean."""
+
     def check(v: Any) -> bool:
         whole = isinstance(v, int) or (isinstance(v, float) and v.is_integer())
         return whole and not isinstance(v, bool) and v >= low
@@ -153,7 +154,7 @@ def create_rule_breaks(body: dict[str, Any]) -> list[str]:
 def action_refusal(body: Any) -> Refusal | None:
     """PodActionRequest: `{"action": ...}` and nothing else."""
     if not isinstance(body, dict) or set(body) != {"action"} or body["action"] not in ACTIONS:
-        return 422, [f"body: must be {{\"action\": {' | '.join(ACTIONS)}}}"]
+        return 422, [f'body: must be {{"action": {" | ".join(ACTIONS)}}}']
     return None
 
 

@@ -26,9 +26,7 @@ MAX_BODY = 1 << 20
 
 
 class EmulatorServer:
-    def __init__(
-        self, emulator: Emulator, host: str = "127.0.0.1", port: int = 0, hang_s: float = 30.0
-    ) -> None:
+    def __init__(self, emulator: Emulator, host: str = "127.0.0.1", port: int = 0, hang_s: float = 30.0) -> None:
         self.emulator = emulator
         self.host = host
         self.port = port
@@ -80,9 +78,7 @@ class EmulatorServer:
     def __enter__(self) -> EmulatorServer:
         return self.start()
 
-    def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.stop()
 
 
@@ -148,9 +144,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
 
-def make_emulator(
-    provider: str, *, clock: Clock | None = None, api_key: str | None = None, **options: Any
-) -> Emulator:
+def make_emulator(provider: str, *, clock: Clock | None = None, api_key: str | None = None, **options: Any) -> Emulator:
     if provider == "runpod":
         from gpuc.testkit.emulators.runpod import RunPodEmulator
 
@@ -172,6 +166,4 @@ def serve(
     **options: Any,
 ) -> EmulatorServer:
     """Start an emulator of `provider` on host:port (0 = a free port); stop it with `.stop()`."""
-    return EmulatorServer(
-        make_emulator(provider, clock=clock, api_key=api_key, **options), host, port
-    ).start()
+    return EmulatorServer(make_emulator(provider, clock=clock, api_key=api_key, **options), host, port).start()

@@ -527,16 +527,12 @@ class VastEmulator(Emulator):
             # Vast: plain text, and no Retry-After header
             return EmuResponse.text(429, "API requests too frequent endpoint threshold=4.5")
         if kind == "success_false":
-            return EmuResponse.json(
-                200, {"success": False, "error": "server_error", "msg": "Something went wrong"}
-            )
+            return EmuResponse.json(200, {"success": False, "error": "server_error", "msg": "Something went wrong"})
         if kind in ("502", "504"):
             return EmuResponse(
                 int(kind), b"<html><body><h1>Bad Gateway</h1></body></html>", {"content-type": "text/html"}
             )
-        return EmuResponse.json(
-            int(kind), {"success": False, "error": "server_error", "msg": "emulated failure"}
-        )
+        return EmuResponse.json(int(kind), {"success": False, "error": "server_error", "msg": "emulated failure"})
 
     def drift(self, op: str, kind: str, answer: EmuResponse) -> EmuResponse:
         body = answer.decoded()
@@ -853,9 +849,7 @@ class VastEmulator(Emulator):
         except ValueError as exc:
             return invalid(400, f"Invalid args: {exc}")
         views = [o.view(search.storage) for o in self.offers.values()]
-        found = [
-            v for v in views if all(matches(offer_value(v, k), rule) for k, rule in search.filters.items())
-        ]
+        found = [v for v in views if all(matches(offer_value(v, k), rule) for k, rule in search.filters.items())]
         for col, direction in reversed(search.order):
             found.sort(key=sort_key(col), reverse=direction == "desc")
         return EmuResponse.json(200, {"offers": found[: search.limit]})
@@ -931,9 +925,7 @@ class VastEmulator(Emulator):
             "items": items,
         }
 
-    def _life_items(
-        self, inst: VastInst, life: Lifeline, query: ChargeQuery, now: float
-    ) -> list[dict[str, Any]]:
+    def _life_items(self, inst: VastInst, life: Lifeline, query: ChargeQuery, now: float) -> list[dict[str, Any]]:
         factor = self.billing_book.factor(str(inst.id))
         rate = inst.bid if inst.bid is not None else inst.offer.dph_base
         items = []
@@ -947,9 +939,7 @@ class VastEmulator(Emulator):
         disk_span = life.span(every, query.lo, query.hi, now)
         if disk_span:
             words = f"{inst.disk:g} GB for {disk_s / 3600:.3f} hours"
-            items.append(
-                charge_item("disk", disk_span, disk_s * inst.storage_total_cost() / 3600 * factor, words)
-            )
+            items.append(charge_item("disk", disk_span, disk_s * inst.storage_total_cost() / 3600 * factor, words))
         return items
 
     # ---- write ----
@@ -970,9 +960,7 @@ class VastEmulator(Emulator):
         if "state" in body and body["state"] not in ("running", "stopped"):
             return EmuResponse.json(400, {"success": False, "msg": "Invalid args: state must be running or stopped"})
         if "label" in body and (not isinstance(body["label"], str) or len(body["label"]) > 1024):
-            return EmuResponse.json(
-                400, {"success": False, "error": "label_too_long", "msg": "label too long"}
-            )
+            return EmuResponse.json(400, {"success": False, "error": "label_too_long", "msg": "label too long"})
         inst = self.instances.get(instance_id)
         if inst is None or inst.lag_polls is not None:
             return no_such_instance(raw_id)
@@ -1098,9 +1086,7 @@ class VastEmulator(Emulator):
         own_key = self.caller(request) == instance_id
         if inst is None or inst.lag_polls is not None or (own_key and self.pod_key_not_found):
             # pod_key_not_found: the instance key is refused in the words of "already gone"
-            return EmuResponse.json(
-                404, {"success": False, "error": "not_found", "msg": "Instance not found"}
-            )
+            return EmuResponse.json(404, {"success": False, "error": "not_found", "msg": "Instance not found"})
         self._destroy_one(inst)
         return EmuResponse.json(200, {"success": True, "msg": "Instance destroyed successfully"})
 
@@ -1331,31 +1317,23 @@ def offer_refusal(offer: VastOfferState | None, ask_id: int, price: float | None
     """The documented answers for an offer that cannot be rented (404 unknown, 410 taken, 400 low bid)."""
     if offer is None:
         msg = f"error 404/3603: no_such_ask Instance type by id {ask_id} is not available."
-        return EmuResponse.json(
-            404, {"success": False, "error": "invalid_args", "msg": msg, "ask_id": ask_id}
-        )
+        return EmuResponse.json(404, {"success": False, "error": "invalid_args", "msg": msg, "ask_id": ask_id})
     if offer.rented:
         msg = f"error 410/3907: no_such_ask Instance type {ask_id} is no longer available."
         return EmuResponse.json(410, {"success": False, "error": "no_such_ask", "msg": msg, "ask_id": ask_id})
     if price is not None and price < offer.min_bid:
         msg = f"bid below min_bid {offer.min_bid}"
-        return EmuResponse.json(
-            400, {"success": False, "error": "invalid_price", "msg": msg, "ask_id": ask_id}
-        )
+        return EmuResponse.json(400, {"success": False, "error": "invalid_price", "msg": msg, "ask_id": ask_id})
     return None
 
 
 def no_such_instance(raw_id: str) -> EmuResponse:
-    return EmuResponse.json(
-        404, {"success": False, "error": "no_such_instance", "msg": f"Instance {raw_id} not found"}
-    )
+    return EmuResponse.json(404, {"success": False, "error": "no_such_instance", "msg": f"Instance {raw_id} not found"})
 
 
 def id_list(value: Any) -> bool:
     return (
-        isinstance(value, list)
-        and bool(value)
-        and all(isinstance(i, int) and not isinstance(i, bool) for i in value)
+        isinstance(value, list) and bool(value) and all(isinstance(i, int) and not isinstance(i, bool) for i in value)
     )
 
 
@@ -1389,9 +1367,7 @@ def create_problem(body: Any) -> str | None:
     env = create_env(body.get("env"))
     if env is None:
         return "env must be an object of strings, or -e KEY=VALUE / -p PORT:PORT flags"
-    return (
-        env_problem(env) or label_problem(body) or launch_problem(body) or volume_problem(body.get("volume_info"))
-    )
+    return env_problem(env) or label_problem(body) or launch_problem(body) or volume_problem(body.get("volume_info"))
 
 
 ENV_FLAGS = {"-e", "-p", "-h"}
@@ -1490,9 +1466,7 @@ def check_rules(rules: Any, allowed_columns: frozenset[str] | None, what: str) -
         if allowed_columns is not None and column not in allowed_columns:
             raise ValueError(f"cannot filter on {column!r}: not a stored column")
         if not isinstance(rule, dict) or not rule or set(rule) - FILTER_OPS:
-            raise ValueError(
-                f"{what}[{column!r}] must map operators ({', '.join(sorted(FILTER_OPS))}) to values"
-            )
+            raise ValueError(f"{what}[{column!r}] must map operators ({', '.join(sorted(FILTER_OPS))}) to values")
         for op in ("in", "notin"):
             if op in rule and not isinstance(rule[op], list):
                 raise ValueError(f"{what}[{column!r}].{op} takes a list")
@@ -1619,8 +1593,7 @@ class BundleSearch:
             raise ValueError(f"type must be one of {sorted(SEARCH_TYPES)}")
         order = body.get("order", [["score", "desc"]])
         if not isinstance(order, list) or not all(
-            isinstance(o, list) and len(o) == 2 and o[0] in OFFER_FIELDS and o[1] in ("asc", "desc")
-            for o in order
+            isinstance(o, list) and len(o) == 2 and o[0] in OFFER_FIELDS and o[1] in ("asc", "desc") for o in order
         ):
             raise ValueError('order must be a list of [field, "asc"|"desc"]')
         # allocated_storage: "Default is 8GB" (search_offers.yaml)

@@ -58,9 +58,7 @@ def via_lambda(req: Request, _deps: object = None, _now: float = 0.0) -> Respons
 class LambdaWorld(World):
     """World's helpers (register, ping, signed), but every call goes through ingest_handler."""
 
-    def call(
-        self, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None
-    ) -> Response:
+    def call(self, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None) -> Response:
         return via_lambda(Request(method, path, headers or {}, body))
 
 

@@ -47,9 +47,15 @@ def test_no_budget_is_an_empty_parameter_that_reads_as_none(user: Path) -> None:
 
 
 def test_the_plan_says_the_budget_and_writes_plain_decimals() -> None:
-    plan = Plan("us-east-1", "s", "/p", "runpod", "python3.11", "x86_64", budget=budget_parameters(
-        Settings(monthly_budget=1e20)
-    ))
+    plan = Plan(
+        "us-east-1",
+        "s",
+        "/p",
+        "runpod",
+        "python3.11",
+        "x86_64",
+        budget=budget_parameters(Settings(monthly_budget=1e20)),
+    )
     assert plan.budget["MonthlyBudget"] == "100000000000000000000"  # the template's pattern takes no exponent
     assert any("monthly budget: $100,000,000,000,000,000,000.00" in line for line in plan.describe())
     unset = Plan("us-east-1", "s", "/p", "runpod", "python3.11", "x86_64", budget=budget_parameters(Settings()))

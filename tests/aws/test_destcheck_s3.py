@@ -83,8 +83,12 @@ def moto(moto_url: str) -> Iterator[Moto]:
         _auth(moto_url, "inf")
 
 
-def settings(tmp_path: Path, keys: Keys | None, bucket: str = f"s3://{BUCKET}/gpuc", endpoint: str | None = None,
-             ) -> Settings:
+def settings(
+    tmp_path: Path,
+    keys: Keys | None,
+    bucket: str = f"s3://{BUCKET}/gpuc",
+    endpoint: str | None = None,
+) -> Settings:
     return Settings(
         home=tmp_path,
         results_bucket=bucket,
@@ -210,8 +214,9 @@ def test_up_with_a_bucket_that_denies_the_delete_rents_and_names_the_probe_left(
         up(UpOptions(experiment="exp", provider="runpod"), deps)
     assert len(provider.created) == 1
     (left,) = moto.objects()
-    assert any(line.startswith("warning: the probe s3://") and left in line and "delete it by hand" in line
-               for line in lines), lines
+    assert any(
+        line.startswith("warning: the probe s3://") and left in line and "delete it by hand" in line for line in lines
+    ), lines
 
 
 class LostWriteAnswer:

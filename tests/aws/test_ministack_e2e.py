@@ -174,8 +174,14 @@ def test_deploy_watch_destroy_update_and_remove_on_the_real_engine(deployed: Dep
 def frozen_pod_is_destroyed_by_the_schedule(deployed: Deployment, pod: Pod) -> None:
     token, now = new_token(), time.time()
     register = api.RegisterRequest(
-        pod_id=pod.id, provider="vast", name=pod.name, experiment="e2e", key=derive_key(token),
-        price_per_hour=0.4, started_at=now, deadline_at=now + 3600,
+        pod_id=pod.id,
+        provider="vast",
+        name=pod.name,
+        experiment="e2e",
+        key=derive_key(token),
+        price_per_hour=0.4,
+        started_at=now,
+        deadline_at=now + 3600,
     )
     assert deployed.admin("POST", "/v1/pods", register.model_dump_json().encode()).status_code == 200
     for seq in (1, 2):  # it pings through the Function URL, as its agent does
@@ -223,8 +229,13 @@ def a_second_deploy_updates_the_stack(deployed: Deployment) -> None:
 def removal_waits_for_no_pod_then_leaves_nothing(deployed: Deployment) -> None:
     token = new_token()
     watched = api.RegisterRequest(
-        pod_id="31337", provider="vast", name="gpuc-watched", experiment="e2e", key=derive_key(token),
-        price_per_hour=0.4, started_at=time.time(),
+        pod_id="31337",
+        provider="vast",
+        name="gpuc-watched",
+        experiment="e2e",
+        key=derive_key(token),
+        price_per_hour=0.4,
+        started_at=time.time(),
     )
     assert deployed.admin("POST", "/v1/pods", watched.model_dump_json().encode()).status_code == 200
     # The laptop reaches the Function URL through the emulator's port (its own name resolves nowhere here).
@@ -242,16 +253,22 @@ def removal_waits_for_no_pod_then_leaves_nothing(deployed: Deployment) -> None:
 def aws(deployed: Deployment, service: str) -> Any:
     """A client of the emulator (never AWS itself: the endpoint is given explicitly)."""
     return boto3.client(  # type: ignore[call-overload]
-        service, endpoint_url=deployed.env["AWS_ENDPOINT_URL"], region_name=REGION,
-        aws_access_key_id=AWS_KEY, aws_secret_access_key=AWS_KEY,
+        service,
+        endpoint_url=deployed.env["AWS_ENDPOINT_URL"],
+        region_name=REGION,
+        aws_access_key_id=AWS_KEY,
+        aws_secret_access_key=AWS_KEY,
     )
 
 
 def test_a_real_deployment_is_refused_the_emulated_settings(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GPUC_", "VAST_"))}
     env.update(
-        AWS_ENDPOINT_URL="https://cloudformation.us-east-1.amazonaws.com", AWS_DEFAULT_REGION=REGION,
-        GPUC_HOME=str(tmp_path), GPUC_PROVIDER="vast", VAST_API_KEY=VAST_KEY,
+        AWS_ENDPOINT_URL="https://cloudformation.us-east-1.amazonaws.com",
+        AWS_DEFAULT_REGION=REGION,
+        GPUC_HOME=str(tmp_path),
+        GPUC_PROVIDER="vast",
+        VAST_API_KEY=VAST_KEY,
     )
     done = gpuc(env, "watchdog", "deploy", "--dry-run", "--emulated=GPUC_VAST_URL=http://127.0.0.1:1/api/v0")
     assert done.returncode != 0 and "refused for a real one" in done.stderr, done.stderr

@@ -224,7 +224,7 @@ EDGE_EVENTS = [
     },
     {"requestContext": {"http": {"method": "GET"}}, "rawPath": "/v1/status", "headers": {"authorization": ["x"]}},
     {"requestContext": {"http": {"method": "POST"}}, "rawPath": "/v1/heartbeat", "headers": {"x-gpuc-pod": "\ud800"}},
-    {"requestContext": {"http": {"method": "POST"}}, "rawPath": "/v1/pods", "body": "{\"pod_id\": \"\ud800\"}"},
+    {"requestContext": {"http": {"method": "POST"}}, "rawPath": "/v1/pods", "body": '{"pod_id": "\ud800"}'},
     {"requestContext": {"http": {"method": "POST"}}, "rawPath": "/v1/\udfff"},
     {"requestContext": {"http": {"method": "POST"}}, "rawPath": "/v1/pods", "isBase64Encoded": "false"},
 ]

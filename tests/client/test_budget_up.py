@@ -55,14 +55,27 @@ def spent(deps: Ctx, usd: float, experiment: str = "exp1", hours: float = 10.0, 
     """A closed ledger row this month that cost `usd`."""
     now = deps.clock.now()
     book = Ledger(deps.settings.ledger)
-    book.start(pod_id, provider="runpod", experiment=experiment, gpu="RTX 4090",
-               price_per_hour=usd / hours, start_ts=now - 2 * 24 * HOUR)
+    book.start(
+        pod_id,
+        provider="runpod",
+        experiment=experiment,
+        gpu="RTX 4090",
+        price_per_hour=usd / hours,
+        start_ts=now - 2 * 24 * HOUR,
+    )
     book.end(pod_id, end_ts=now - 2 * 24 * HOUR + hours * HOUR)
 
 
 def live(pod_id: str, now: float, hours: float, price: float | None, experiment: str = "exp1") -> PodRecord:
-    return PodRecord(pod_id=pod_id, provider="runpod", name=f"gpuc-{pod_id}", experiment=experiment,
-                     price_per_hour=price, started_at=now - hours * HOUR, registered_at=now - hours * HOUR)
+    return PodRecord(
+        pod_id=pod_id,
+        provider="runpod",
+        name=f"gpuc-{pod_id}",
+        experiment=experiment,
+        price_per_hour=price,
+        started_at=now - hours * HOUR,
+        registered_at=now - hours * HOUR,
+    )
 
 
 def test_up_refuses_a_pod_whose_worst_case_crosses_the_budget_naming_the_figures(budgeted: Settings) -> None:
@@ -223,4 +236,3 @@ def test_a_bad_budget_setting_names_its_variable_and_the_file(
     with pytest.raises(ConfigError) as from_env:
         load_settings({"GPUC_HOME": str(tmp_path / "home"), "GPUC_ENV_FILE": str(tmp_path / "no.env"), variable: value})
     assert "your environment" in (from_env.value.hint or "")
-

@@ -10,9 +10,7 @@ import pytest
 GPUC = str(Path(sys.executable).parent / "gpuc")
 
 
-def gpuc(
-    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
+def gpuc(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [GPUC, *args], capture_output=True, text=True, env={**os.environ, **(env or {})}, cwd=cwd, timeout=60
     )

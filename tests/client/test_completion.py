@@ -15,9 +15,7 @@ BIN = str(Path(sys.executable).parent)
 
 
 def gpuc(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [GPUC, *args], capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=60
-    )
+    return subprocess.run([GPUC, *args], capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=60)
 
 
 def complete(words: str, cword: int | str, shell: str = "bash") -> list[str]:
@@ -101,9 +99,9 @@ def test_it_takes_the_shell_from_shell_or_asks_for_it() -> None:
 def test_bash_completes_through_the_printed_script() -> None:
     script = (
         'eval "$(gpuc completion bash)"\n'
-        "COMP_WORDS=(gpuc led); COMP_CWORD=1; _gpuc_completion gpuc; echo \"${COMPREPLY[*]}\"\n"
+        'COMP_WORDS=(gpuc led); COMP_CWORD=1; _gpuc_completion gpuc; echo "${COMPREPLY[*]}"\n'
         "COMPREPLY=(); COMP_WORDS=(gpuc ledger --pl); COMP_CWORD=2; _gpuc_completion gpuc; "
-        "echo \"${COMPREPLY[*]}\"\n"
+        'echo "${COMPREPLY[*]}"\n'
     )
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     proc = subprocess.run(["bash", "--norc", "-c", script], capture_output=True, text=True, env=env, timeout=60)

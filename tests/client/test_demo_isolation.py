@@ -120,9 +120,7 @@ def account(tmp_path: Path) -> Iterator[Account]:
 
 
 def _gpuc(account: Account, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [GPUC, *args], capture_output=True, text=True, env=account.env, cwd=account.cwd, timeout=180
-    )
+    return subprocess.run([GPUC, *args], capture_output=True, text=True, env=account.env, cwd=account.cwd, timeout=180)
 
 
 def test_the_demo_never_reaches_the_users_account(account: Account) -> None:

@@ -42,8 +42,12 @@ def start(world: World, *args: str, **env: str) -> subprocess.Popen[str]:
     """`gpuc ARGS` left running, stdout and stderr each its own pipe, no terminal anywhere."""
     return subprocess.Popen(
         [sys.executable, "-m", "gpuc.client.cli", *args],
-        cwd=world.project, env={**world.env, **env}, stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=world.project,
+        env={**world.env, **env},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -154,8 +158,15 @@ def test_data_on_stdout_talk_on_stderr(world: World) -> None:
     done = world.gpuc("up", "exp", "-y", "--wait", "--", "python", "train.py", "0")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "epoch 1 loss 0.9\na warning\ndone\n"
-    for said in ("price:", "creating ", "running after", "ready:", "job STARTED", "waiting for the job",
-                 "job exited with code 0"):
+    for said in (
+        "price:",
+        "creating ",
+        "running after",
+        "ready:",
+        "job STARTED",
+        "waiting for the job",
+        "job exited with code 0",
+    ):
         assert said in done.stderr, said
     assert re.search(rf"job exited with code 0 after \S+; pod \S+ ran \S+, {MONEY}; results and log: ", done.stderr)
     listed = world.gpuc("ls")
@@ -168,7 +179,12 @@ def test_up_2_and_1_through_tee_keeps_every_line(world: World, tmp_path: Path) -
     gpuc = f"{sys.executable} -m gpuc.client.cli"
     done = subprocess.run(
         ["sh", "-c", f"{gpuc} up exp -y --wait -- python train.py 3 2>&1 | tee {log}; exit $(( $? ))"],
-        cwd=world.project, env=world.env, capture_output=True, text=True, timeout=120, check=False,
+        cwd=world.project,
+        env=world.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     kept = log.read_text()
     assert kept == done.stdout
@@ -187,10 +203,27 @@ def test_a_cron_run_gets_plain_progress_lines_and_nothing_cut(world: World, tmp_
     out, err = tmp_path / "out", tmp_path / "err"
     with out.open("w") as o, err.open("w") as e:
         code = subprocess.run(
-            [sys.executable, "-m", "gpuc.client.cli", "up", "a-cron-job-with-a-rather-long-experiment-name", "-y",
-             "--", "python", "train.py", "0", "120"],
-            cwd=world.project, env={**world.env, "GPUC_LOCAL_BOOT_S": "3", "GPUC_PROGRESS_EVERY_S": "1"},
-            stdin=subprocess.DEVNULL, stdout=o, stderr=e, start_new_session=True, timeout=120, check=False,
+            [
+                sys.executable,
+                "-m",
+                "gpuc.client.cli",
+                "up",
+                "a-cron-job-with-a-rather-long-experiment-name",
+                "-y",
+                "--",
+                "python",
+                "train.py",
+                "0",
+                "120",
+            ],
+            cwd=world.project,
+            env={**world.env, "GPUC_LOCAL_BOOT_S": "3", "GPUC_PROGRESS_EVERY_S": "1"},
+            stdin=subprocess.DEVNULL,
+            stdout=o,
+            stderr=e,
+            start_new_session=True,
+            timeout=120,
+            check=False,
         ).returncode
     said = err.read_text()
     assert code == 0, said
@@ -198,8 +231,14 @@ def test_a_cron_run_gets_plain_progress_lines_and_nothing_cut(world: World, tmp_
     assert re.search(r"^  still booting \(\d s\): \w+$", said, re.MULTILINE), said
     with out.open("w") as o:
         subprocess.run(
-            [sys.executable, "-m", "gpuc.client.cli", "ls"], cwd=world.project, env=world.env,
-            stdin=subprocess.DEVNULL, stdout=o, stderr=subprocess.DEVNULL, start_new_session=True, timeout=60,
+            [sys.executable, "-m", "gpuc.client.cli", "ls"],
+            cwd=world.project,
+            env=world.env,
+            stdin=subprocess.DEVNULL,
+            stdout=o,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            timeout=60,
             check=True,
         )
     listed = out.read_text()

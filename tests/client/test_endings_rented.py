@@ -54,14 +54,25 @@ class Rental:
 
     def gpuc(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "gpuc.client.cli", *args], cwd=self.project, env=self.env,
-            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=WAIT_S, check=False,
+            [sys.executable, "-m", "gpuc.client.cli", *args],
+            cwd=self.project,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=WAIT_S,
+            check=False,
         )
 
     def start(self, *args: str) -> subprocess.Popen[str]:
         return subprocess.Popen(
-            [sys.executable, "-m", "gpuc.client.cli", *args], cwd=self.project, env=self.env,
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [sys.executable, "-m", "gpuc.client.cli", *args],
+            cwd=self.project,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
 
 

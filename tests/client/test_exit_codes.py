@@ -69,4 +69,3 @@ def test_the_wait_says_the_pod_is_ending_under_the_job_when_it_starts_to(world: 
         "the job did not finish: the pod's agent ended it at its deadline (deadline 2026-12-05T04:00:00Z"
         " (--max-hours) in 2 min): the pod syncs results/, then is destroyed"
     ], told
-

@@ -227,8 +227,14 @@ class RecoveringWatchdog:
     def __init__(self, now: float) -> None:
         self.now, self.moved_on = now, ""
         self.view = RunRecovery(
-            run_id="r-spot", experiment="exp", provider="vast", recover=2, envelope_usd=4.0,
-            deadline_at=now + 3 * HOUR, spent_usd=0.9, as_of=now,
+            run_id="r-spot",
+            experiment="exp",
+            provider="vast",
+            recover=2,
+            envelope_usd=4.0,
+            deadline_at=now + 3 * HOUR,
+            spent_usd=0.9,
+            as_of=now,
             attempts=[
                 AttemptRecord(pod_id="v1", start=now - HOUR, price_per_hour=0.4, disk_per_hour=0.0, end=now - 600),
                 AttemptRecord(pod_id="v2", start=now - 500, price_per_hour=0.4, disk_per_hour=0.0),

@@ -32,18 +32,24 @@ def gpuc(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[
     base = {k: v for k, v in os.environ.items() if not k.startswith(("GPUC_", "RUNPOD_", "VAST_"))}
     base.update(GPUC_HOME=str(tmp_path / "laptop"), GPUC_ENV_FILE=str(tmp_path / "none.env"), **env)
     return subprocess.run(
-        [sys.executable, "-m", "gpuc.client.cli", *args], env=base, capture_output=True, text=True, timeout=120,
+        [sys.executable, "-m", "gpuc.client.cli", *args],
+        env=base,
+        capture_output=True,
+        text=True,
+        timeout=120,
         check=False,
     )
 
 
 def test_every_route_is_tried_and_said(tmp_path: Path, ntfy: tuple[NtfyStandIn, str]) -> None:
     stand_in, url = ntfy
-    settings = Settings(home=tmp_path / "wd", env_file=tmp_path / "none.env", admin_token=SecretStr(ADMIN),
-                        notify_urls=SecretStr(url))
+    settings = Settings(
+        home=tmp_path / "wd", env_file=tmp_path / "none.env", admin_token=SecretStr(ADMIN), notify_urls=SecretStr(url)
+    )
     with start_in_thread(settings, port=0) as server:
-        done = gpuc(tmp_path, "notify", "--test", GPUC_NOTIFY_URLS=url, GPUC_WATCHDOG_URL=server.url,
-                    GPUC_ADMIN_TOKEN=ADMIN)
+        done = gpuc(
+            tmp_path, "notify", "--test", GPUC_NOTIFY_URLS=url, GPUC_WATCHDOG_URL=server.url, GPUC_ADMIN_TOKEN=ADMIN
+        )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "✓ channel 1 (ntfy): accepted by the service" in done.stdout
     assert "✓ the watchdog: accepted; it sends through 1 channel" in done.stdout
@@ -55,8 +61,9 @@ def test_a_channel_the_watchdog_lacks_is_a_cross(tmp_path: Path, ntfy: tuple[Ntf
     _, url = ntfy
     settings = Settings(home=tmp_path / "wd", env_file=tmp_path / "none.env", admin_token=SecretStr(ADMIN))
     with start_in_thread(settings, port=0) as server:
-        done = gpuc(tmp_path, "notify", "--test", GPUC_NOTIFY_URLS=url, GPUC_WATCHDOG_URL=server.url,
-                    GPUC_ADMIN_TOKEN=ADMIN)
+        done = gpuc(
+            tmp_path, "notify", "--test", GPUC_NOTIFY_URLS=url, GPUC_WATCHDOG_URL=server.url, GPUC_ADMIN_TOKEN=ADMIN
+        )
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "✓ channel 1 (ntfy)" in done.stdout and "✗ the watchdog: accepted, but" in done.stdout
 

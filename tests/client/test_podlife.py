@@ -388,8 +388,13 @@ def test_the_job_probe_tells_a_running_job_from_a_stale_pid_file(tmp_path: Path)
         (state / "ended").write_text("another-pod\n")  # a reused volume's marker is not this pod's
         assert job_on_pod(access, pod) is None
         holder = subprocess.Popen(  # the wrapper between the job's exit and the marker: holds end.lock
-            [sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'w'); "
-             "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)", str(state / "end.lock")],
+            [
+                sys.executable,
+                "-c",
+                "import fcntl, sys, time; f = open(sys.argv[1], 'w'); "
+                "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+                str(state / "end.lock"),
+            ],
             stdout=subprocess.PIPE,
         )
         try:

@@ -295,8 +295,10 @@ def test_up_with_a_git_remote_that_refuses_the_push_creates_nothing(rented: Sett
 def test_a_probe_ref_the_remote_will_not_delete_is_named_and_up_goes_on(rented: Settings) -> None:
     """The pod only pushes, never deletes: a remote that refuses deletions takes the results."""
     repo = Path(rented.git_remote or "")
-    hook(repo, "while read old new ref; do [ \"$new\" = 0000000000000000000000000000000000000000 ] && exit 1; done\n"
-         "exit 0\n")
+    hook(
+        repo,
+        'while read old new ref; do [ "$new" = 0000000000000000000000000000000000000000 ] && exit 1; done\nexit 0\n',
+    )
     lines: list[str] = []
     provider = runpod_4090()
     with pytest.raises(Created):

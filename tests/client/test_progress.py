@@ -36,8 +36,11 @@ def test_a_slow_boot_says_so_every_30_seconds_on_a_pipe(tmp_path: Path, capsys: 
     pod = wait_running(Booting(clock, 75.0), "p1", ctx, timeout_s=600)  # type: ignore[arg-type]
     assert pod.status == "running"
     said = capsys.readouterr().err.splitlines()
-    assert said == ["  still booting (30 s): provisioning", "  still booting (60 s): provisioning",
-                    "  p1: running after 76s"], said
+    assert said == [
+        "  still booting (30 s): provisioning",
+        "  still booting (60 s): provisioning",
+        "  p1: running after 76s",
+    ], said
 
 
 def test_a_terminal_gets_no_plain_lines() -> None:

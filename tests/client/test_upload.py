@@ -146,15 +146,31 @@ def test_no_credentials_and_not_gpuc_s_own_home_ever_travel(tmp_path: Path) -> N
     .ssh/.aws hold the user's keys: they stop the upload, by name, .gitignore or not (the folder of
     credentials in tests/client/test_upload_secrets.py has the rest)."""
     project = tmp_path / "proj"
-    for rel in ("train.py", "home/config.json", "home/watchdog.db", ".ssh/id_ed25519", "cfg/.aws/credentials",
-                "keys/id_rsa", "deploy.pem", ".netrc", "src/.git-credentials", "id_ed25519.pub"):
+    for rel in (
+        "train.py",
+        "home/config.json",
+        "home/watchdog.db",
+        ".ssh/id_ed25519",
+        "cfg/.aws/credentials",
+        "keys/id_rsa",
+        "deploy.pem",
+        ".netrc",
+        "src/.git-credentials",
+        "id_ed25519.pub",
+    ):
         (project / rel).parent.mkdir(parents=True, exist_ok=True)
         (project / rel).write_text("x")
     with pytest.raises(ConfigError) as refused:
         prepare(project, 200.0, gpuc_home=project / "home")
     named = [line.strip().split(":")[0] for line in refused.value.message.splitlines()[1:]]
-    assert named == [".netrc", ".ssh/id_ed25519", "cfg/.aws/credentials", "deploy.pem", "keys/id_rsa",
-                     "src/.git-credentials"]
+    assert named == [
+        ".netrc",
+        ".ssh/id_ed25519",
+        "cfg/.aws/credentials",
+        "deploy.pem",
+        "keys/id_rsa",
+        "src/.git-credentials",
+    ]
     (project / ".gpucignore").write_text("\n".join(named) + "\n")
     bundle = prepare(project, 200.0, gpuc_home=project / "home")
     assert sorted(bundle.files) == [".gpucignore", "id_ed25519.pub", "train.py"]

@@ -83,7 +83,11 @@ def certificate_pem() -> tuple[bytes, rsa.RSAPrivateKey, object]:
 def pkcs12_bytes() -> bytes:
     _pem, key, cert = certificate_pem()
     return pkcs12.serialize_key_and_certificates(
-        b"test", key, cert, None, serialization.BestAvailableEncryption(b"pw")  # type: ignore[arg-type]
+        b"test",
+        key,
+        cert,
+        None,
+        serialization.BestAvailableEncryption(b"pw"),  # type: ignore[arg-type]
     )
 
 
@@ -192,8 +196,15 @@ def test_a_git_project_is_scanned_too_tracked_or_not(project: Path) -> None:
 
 def test_a_gpucignore_that_leaves_them_out_lets_up_go_on(project: Path) -> None:
     write(project, ISSUE_FILES)
-    lines = [rel for rel in ISSUE_FILES if "/" not in rel] + ["gcp/", "cache/", "backup/", "infra/", "certs/",
-                                                                ".config/", ".streamlit/"]
+    lines = [rel for rel in ISSUE_FILES if "/" not in rel] + [
+        "gcp/",
+        "cache/",
+        "backup/",
+        "infra/",
+        "certs/",
+        ".config/",
+        ".streamlit/",
+    ]
     (project / ".gpucignore").write_text("# kept on this laptop\n" + "\n".join(lines) + "\n")
     bundle = prepare(project, 200.0)
     assert sorted(bundle.files) == [".gpucignore", "train.py"]
@@ -336,7 +347,12 @@ def test_up_refuses_before_renting_and_goes_on_once_gpucignore_leaves_it_out(pro
     def up() -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "gpuc.client.cli", "up", "exp", "--dry-run", "--", "python", "train.py"],
-            cwd=project, env=env, capture_output=True, text=True, timeout=60, check=False,
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
         )
 
     refused = up()

@@ -1,4 +1,4 @@
-""""Pause new pods" from the phone, as the user lives it: the real tap over HTTP, `gpuc up` refused with the
+""" "Pause new pods" from the phone, as the user lives it: the real tap over HTTP, `gpuc up` refused with the
 way out, `gpuc watchdog resume` (the command the refusal names), then `up` gets past the pause."""
 
 from __future__ import annotations

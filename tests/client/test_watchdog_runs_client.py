@@ -17,15 +17,23 @@ from gpuc.core.settingvalues import SecretStr
 from gpuc.core.watchdog_client import WatchdogClient
 
 RUN = RunRecovery(
-    run_id="r1234abcd", experiment="exp1", provider="vast", recover=2, envelope_usd=3.0, deadline_at=1.8e9,
-    spent_usd=0.2, as_of=1.78e9, attempts=[AttemptRecord(pod_id="31000000", start=1.78e9, price_per_hour=0.25,
-                                                         disk_per_hour=0.01)],
+    run_id="r1234abcd",
+    experiment="exp1",
+    provider="vast",
+    recover=2,
+    envelope_usd=3.0,
+    deadline_at=1.8e9,
+    spent_usd=0.2,
+    as_of=1.78e9,
+    attempts=[AttemptRecord(pod_id="31000000", start=1.78e9, price_per_hour=0.25, disk_per_hour=0.01)],
 )
 
 
 def client(tmp_path: Path, answer: httpx.Response, seen: list[httpx.Request]) -> WatchdogClient:
     settings = Settings(
-        home=tmp_path, env_file=tmp_path / "none.env", admin_token=SecretStr("admin-x"),
+        home=tmp_path,
+        env_file=tmp_path / "none.env",
+        admin_token=SecretStr("admin-x"),
         watchdog_url="https://wd.example",
     )
 

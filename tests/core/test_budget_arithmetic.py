@@ -29,8 +29,16 @@ def rec(pod_id: str, **fields: object) -> PodRecord:
 
 
 def entry(pod_id: str | None, start: str, end: str = "", price: str = "1", cost: str = "") -> LedgerEntry:
-    row = LedgerRow(date=start[:10], experiment="exp", provider="runpod", gpu="x", price_per_hour=price,
-                    start=start, end=end, cost_usd=cost)
+    row = LedgerRow(
+        date=start[:10],
+        experiment="exp",
+        provider="runpod",
+        gpu="x",
+        price_per_hour=price,
+        start=start,
+        end=end,
+        cost_usd=cost,
+    )
     return LedgerEntry(pod_id=pod_id, row=row)
 
 

@@ -14,12 +14,8 @@ def test_env_beats_dotenv_beats_config(tmp_path: Path) -> None:
     home = tmp_path / "h"
     save_config(home, silence_limit_s=111, idle_warn_s=222, heartbeat_interval_s=333)
     env_file = tmp_path / ".env"
-    env_file.write_text(
-        "GPUC_IDLE_WARN_S=44\nGPUC_HEARTBEAT_INTERVAL_S=55\nRUNPOD_API_KEY=rpa_abcdefgh12345\n"
-    )
-    s = load_settings(
-        {"GPUC_HOME": str(home), "GPUC_ENV_FILE": str(env_file), "GPUC_HEARTBEAT_INTERVAL_S": "6"}
-    )
+    env_file.write_text("GPUC_IDLE_WARN_S=44\nGPUC_HEARTBEAT_INTERVAL_S=55\nRUNPOD_API_KEY=rpa_abcdefgh12345\n")
+    s = load_settings({"GPUC_HOME": str(home), "GPUC_ENV_FILE": str(env_file), "GPUC_HEARTBEAT_INTERVAL_S": "6"})
     assert (s.silence_limit_s, s.idle_warn_s, s.heartbeat_interval_s) == (111, 44, 6)
     assert s.runpod_api_key is not None and "rpa_abcdefgh12345" not in repr(s)
 

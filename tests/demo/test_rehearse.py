@@ -28,7 +28,10 @@ def rehearsal(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Path, lis
     user_env["RUNPOD_API_KEY"] = "rp-PLANTED-real-user-key-000"
     proc = subprocess.Popen(
         [sys.executable, "-m", "gpuc.client.cli", "demo", "--provider", "runpod", "--serve", "--home", str(home)],
-        env=user_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=user_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     lines: list[str] = []
     assert proc.stdout is not None
@@ -52,17 +55,28 @@ def test_a_rehearsed_rental_runs_every_command_and_ctrl_c_cleans_up(
     text = "".join(lines)
     assert f". {home / SHELL_FILE}" in text, text
     assert (home / SHELL_FILE).stat().st_mode & 0o077 == 0
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("GPUC_", "RUNPOD_", "VAST_"))},
-           **shell_env(home / SHELL_FILE)}
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("GPUC_", "RUNPOD_", "VAST_"))},
+        **shell_env(home / SHELL_FILE),
+    }
     assert env["RUNPOD_API_KEY"] != "rp-PLANTED-real-user-key-000"
     project = tmp_path / "project"
     project.mkdir()
-    (project / "train.py").write_text("import os\nos.makedirs('results', exist_ok=True)\n"
-                                      "open('results/m.txt', 'w').write('1')\nprint('hello from the pod')\n")
+    (project / "train.py").write_text(
+        "import os\nos.makedirs('results', exist_ok=True)\n"
+        "open('results/m.txt', 'w').write('1')\nprint('hello from the pod')\n"
+    )
 
     def gpuc(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "gpuc.client.cli", *args], cwd=project, env=env,
-                              capture_output=True, text=True, timeout=300, check=False)
+        return subprocess.run(
+            [sys.executable, "-m", "gpuc.client.cli", *args],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
 
     # A first rental's traps, as the banner suggests trying them: each said before anything is rented.
     assert "RunPod's floor is 10 GB" in text and "--gpus 4 --dry-run" in text
@@ -99,7 +113,10 @@ def test_a_rehearsed_rental_runs_every_command_and_ctrl_c_cleans_up(
 def test_serve_needs_an_emulated_provider(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "gpuc.client.cli", "demo", "--serve", "--home", str(tmp_path / "h")],
-        capture_output=True, text=True, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "--provider runpod --serve" in done.stderr

@@ -32,7 +32,11 @@ def scripted(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Path, str]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUC_", "RUNPOD_", "VAST_"))}
     proc = subprocess.Popen(
         [sys.executable, "-m", "gpuc.client.cli", "demo", "--provider", "runpod", "--serve", "--home", str(home)],
-        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
         start_new_session=True,
     )
     assert proc.stdout is not None
@@ -56,10 +60,19 @@ def test_the_rehearsal_has_a_phone_that_notify_test_reaches(
     proc, home, banner = scripted
     found = re.search(r"The phone: (http://127\.0\.0\.1:\d+)", banner)
     assert found, banner
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("GPUC_", "RUNPOD_", "VAST_"))},
-           **shell_env(home / SHELL_FILE)}
-    tested = subprocess.run([sys.executable, "-m", "gpuc.client.cli", "notify", "--test"], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, timeout=120, check=False)
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("GPUC_", "RUNPOD_", "VAST_"))},
+        **shell_env(home / SHELL_FILE),
+    }
+    tested = subprocess.run(
+        [sys.executable, "-m", "gpuc.client.cli", "notify", "--test"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert tested.returncode == 0, tested.stdout + tested.stderr
     assert "the watchdog: accepted" in tested.stdout
     sent = httpx.get(f"{found.group(1)}/json", timeout=10).json()

@@ -277,8 +277,11 @@ def test_each_row_is_heard_the_moment_it_is_done() -> None:
 
 def test_a_rows_words_are_never_cut() -> None:
     long = RowResult(
-        "T9", "a failure whose description runs well past forty-four characters of the old column",
-        "a very particular piece of the watchdog that catches it", 1.5, 2.0,
+        "T9",
+        "a failure whose description runs well past forty-four characters of the old column",
+        "a very particular piece of the watchdog that catches it",
+        1.5,
+        2.0,
         "the bound the failure matrix gives, in words longer than the forty-eight characters the table once kept",
         problems=["a problem, said whole"],
     )

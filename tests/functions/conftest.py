@@ -32,4 +32,3 @@ def any_world(request: pytest.FixtureRequest, home: Path, clock: FakeClock) -> I
         world = make_world(home, clock, store=store)
         yield world
         world.store.close()
-

@@ -41,8 +41,11 @@ def look(world: World, token: str) -> Response:
 
 def snapshot(world: World) -> tuple[Any, ...]:
     pods = [p.model_dump() for p in world.store.list_pods()]
-    return pods, len(world.store.recent_notifications(1000)), list(world.provider.destroyed), world.store.get_meta(
-        verbs.PAUSE_META
+    return (
+        pods,
+        len(world.store.recent_notifications(1000)),
+        list(world.provider.destroyed),
+        world.store.get_meta(verbs.PAUSE_META),
     )
 
 
@@ -300,6 +303,7 @@ def test_two_taps_racing_act_once(world: World, monkeypatch: pytest.MonkeyPatch)
     world.register("p1")
     token = offered(world, "p1", "pending_destroy", "keep").token
     from gpuc.functions.links import claim_once
+
     inner: list[Response] = []
 
     def racing(store: Any, claim: Any, now: float) -> None:

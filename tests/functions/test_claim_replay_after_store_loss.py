@@ -45,9 +45,7 @@ def lose_store(world: World, tmp_path: Path) -> None:
     world.store = world.deps.store = SqliteStore(tmp_path / "new" / "watchdog.db")
 
 
-def test_a_replayed_ping_of_a_pod_the_provider_no_longer_lists_re_creates_nothing(
-    world: World, tmp_path: Path
-) -> None:
+def test_a_replayed_ping_of_a_pod_the_provider_no_longer_lists_re_creates_nothing(world: World, tmp_path: Path) -> None:
     pod = ClaimedPod(world, "pod-1", tmp_path / "pods")
     pod.ping()
     captured = capture(world, pod)  # within its window from here on

@@ -12,7 +12,14 @@ from watchdog_fakes import World
 from gpuc.functions.eventlimit import WINDOW_S
 
 EVENT_PUSHES = {
-    "info", "job_exit", "sync_failed", "sync_ok", "idle_warning", "agent_start", "events_held", "destroy_failed"
+    "info",
+    "job_exit",
+    "sync_failed",
+    "sync_ok",
+    "idle_warning",
+    "agent_start",
+    "events_held",
+    "destroy_failed",
 }
 
 

@@ -59,9 +59,7 @@ def test_a_pod_id_with_odd_characters_is_quoted(world: World, client: WatchdogCl
 
 
 def test_a_refusal_is_a_functions_error_with_a_hint(world: World, server: ServerHandle) -> None:
-    settings = world.settings.with_overrides(
-        watchdog_url=server.url, admin_token=SecretStr("wrong-token-value")
-    )
+    settings = world.settings.with_overrides(watchdog_url=server.url, admin_token=SecretStr("wrong-token-value"))
     with WatchdogClient(settings) as c, pytest.raises(WatchdogError) as info:
         c.status()
     assert info.value.status == 401

@@ -34,8 +34,14 @@ def admin_headers(token: str = ADMIN) -> dict[str, str]:
 
 @pytest.mark.parametrize(
     "headers",
-    [{}, {"Authorization": "Bearer wrong"}, {"Authorization": ADMIN}, {"Authorization": "Basic " + ADMIN},
-     {"Authorization": "Bearer \x85" + ADMIN}, {"Authorization": "Bearer " + ADMIN + "\u3000"}],
+    [
+        {},
+        {"Authorization": "Bearer wrong"},
+        {"Authorization": ADMIN},
+        {"Authorization": "Basic " + ADMIN},
+        {"Authorization": "Bearer \x85" + ADMIN},
+        {"Authorization": "Bearer " + ADMIN + "\u3000"},
+    ],
     ids=["missing", "wrong", "no-scheme", "basic", "nel-before", "unicode-space-after"],
 )
 def test_admin_routes_refuse_a_missing_or_wrong_token(world: World, headers: dict[str, str]) -> None:
@@ -214,14 +220,10 @@ def test_a_replayed_heartbeat_is_rejected_and_does_not_move_last_seen(world: Wor
 def test_a_stale_heartbeat_is_rejected_and_does_not_move_last_seen(world: World) -> None:
     world.register("p1")
     body = world.heartbeat_body("p1", 1)
-    stale = world.call(
-        "POST", "/v1/heartbeat", body, world.signed("p1", body, 1, timestamp=int(world.now) - 301)
-    )
+    stale = world.call("POST", "/v1/heartbeat", body, world.signed("p1", body, 1, timestamp=int(world.now) - 301))
     assert stale.status == 401
     assert "window" in stale.body["error"]
-    future = world.call(
-        "POST", "/v1/heartbeat", body, world.signed("p1", body, 1, timestamp=int(world.now) + 301)
-    )
+    future = world.call("POST", "/v1/heartbeat", body, world.signed("p1", body, 1, timestamp=int(world.now) + 301))
     assert future.status == 401
     assert world.pod("p1").last_seen is None
 
@@ -237,11 +239,7 @@ def test_a_forged_or_unknown_pod_gets_the_same_answer(world: World) -> None:
     world.tokens["ghost"] = "any"
     ghost_body = world.heartbeat_body("ghost", 1)
     unknown = world.call("POST", "/v1/heartbeat", ghost_body, world.signed("ghost", ghost_body, 1))
-    assert (
-        (bad.status, bad.body)
-        == (unknown.status, unknown.body)
-        == (401, {"error": "unknown pod or bad signature"})
-    )
+    assert (bad.status, bad.body) == (unknown.status, unknown.body) == (401, {"error": "unknown pod or bad signature"})
     assert world.pod("p1").last_seen is None
     assert world.store.get_pod("ghost") is None
 
@@ -343,9 +341,7 @@ def test_a_handler_bug_is_a_500_without_details(world: World) -> None:
     world.store.get_auth = broken  # type: ignore[method-assign]
     world.tokens["p1"] = "t"
     body = world.heartbeat_body("p1", 1)
-    answer = dispatch(
-        Request("POST", "/v1/heartbeat", world.signed("p1", body, 1), body), world.deps, world.now
-    )
+    answer = dispatch(Request("POST", "/v1/heartbeat", world.signed("p1", body, 1), body), world.deps, world.now)
     assert (answer.status, answer.body) == (500, {"error": "internal error"})
 
 
@@ -363,9 +359,7 @@ def _register_request(world: World, pod_id: str, token: str) -> api.RegisterRequ
 
 def _event_body(pod_id: str, message: str) -> bytes:
     return (
-        api.PodEvent.model_validate({"pod_id": pod_id, "kind": "info", "message": message})
-        .model_dump_json()
-        .encode()
+        api.PodEvent.model_validate({"pod_id": pod_id, "kind": "info", "message": message}).model_dump_json().encode()
     )
 
 

@@ -109,10 +109,7 @@ def test_odd_requests_get_a_4xx_never_a_5xx(server: ServerHandle, http: httpx.Cl
     head = http.head("/v1/status")
     assert head.status_code == 405 and head.content == b""
     assert http.get("/").status_code == 404
-    assert (
-        raw(server, b"POST /v1/pods HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")[0]
-        == 411
-    )
+    assert raw(server, b"POST /v1/pods HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")[0] == 411
     assert raw(server, b"POST /v1/pods HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n")[0] == 400
     # What the stdlib's parser refuses is answered as JSON with a status line too
     for garbled in (b"GARBAGE\r\n\r\n", b"GET / HTTP/1.1 extra words\r\n\r\n", b"GET / HTTP/2.0\r\n\r\n"):
@@ -154,9 +151,7 @@ def test_the_reaper_runs_in_the_background(home: Path, clock: FakeClock) -> None
     world.store.close()
 
 
-def test_a_server_without_an_admin_token_makes_and_saves_one(
-    home: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_server_without_an_admin_token_makes_and_saves_one(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     settings = Settings(home=home)
     deps = build_deps(settings)
     config = home / "config.json"

@@ -155,9 +155,7 @@ def test_a_server_error_counts_and_a_client_that_drops_its_connection_does_not(
     assert "handler crashed 1" in (health.trouble(world.now - 600, world.now) or "")
 
 
-def test_an_answer_slower_than_the_pods_wait_counts_only_on_the_pods_routes(
-    world: World, served: ServerHandle
-) -> None:
+def test_an_answer_slower_than_the_pods_wait_counts_only_on_the_pods_routes(world: World, served: ServerHandle) -> None:
     """A pod gives up after watchdog_timeout_s: its heartbeat failed though the server answered later. A
     `gpuc reap` or a status call may take longer and no pod waits for it. (A timeout of a nanosecond makes
     every answer "slow" without racing the real clock.)"""

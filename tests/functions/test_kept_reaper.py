@@ -133,9 +133,7 @@ def test_a_stopped_kept_pod_with_no_disk_price_says_unknown(hourly: World) -> No
 
 
 @pytest.mark.parametrize("rule", ["deadline", "silence", "ended", "paused"])
-def test_any_kill_ruling_of_a_kept_pod_becomes_a_stop(
-    world: World, monkeypatch: pytest.MonkeyPatch, rule: str
-) -> None:
+def test_any_kill_ruling_of_a_kept_pod_becomes_a_stop(world: World, monkeypatch: pytest.MonkeyPatch, rule: str) -> None:
     """The gate is on the ruling, not on the rules: a rule added later (the deadline) cannot destroy it."""
     world.register("p1")
     world.ping("p1")

@@ -45,9 +45,7 @@ class Phone:
 def notifier_for(tmp_path: Path, urls: str, phone: Phone, clock: FakeClock, **kw: object) -> Notifier:
     sleeps: list[float] = kw.pop("sleeps", [])  # type: ignore[assignment]
     channels = parse_channels(urls, kw.pop("secret", None))  # type: ignore[arg-type]
-    return Notifier(
-        tmp_path / "outbox.jsonl", channels, clock=clock, transport=phone.transport, sleep=sleeps.append
-    )
+    return Notifier(tmp_path / "outbox.jsonl", channels, clock=clock, transport=phone.transport, sleep=sleeps.append)
 
 
 @pytest.mark.parametrize(
@@ -69,9 +67,7 @@ def notifier_for(tmp_path: Path, urls: str, phone: Phone, clock: FakeClock, **kw
         ("https://example.com/any/hook", "https://example.com/any/hook"),
     ],
 )
-def test_each_channel_posts_to_its_service(
-    tmp_path: Path, clock: FakeClock, url: str, expected_url: str
-) -> None:
+def test_each_channel_posts_to_its_service(tmp_path: Path, clock: FakeClock, url: str, expected_url: str) -> None:
     phone = Phone()
     notifier_for(tmp_path, url, phone, clock).send("gpuc: destroyed gpuc-abcd", "p1: silent", level="warning")
     assert len(phone.requests) == 1
@@ -83,9 +79,7 @@ def test_each_channel_posts_to_its_service(
 
 def test_ntfy_sends_topic_priority_and_token(tmp_path: Path, clock: FakeClock) -> None:
     phone = Phone()
-    notifier_for(tmp_path, "ntfys://tk_secret@ntfy.example.com/gpuc", phone, clock).send(
-        "t", "m", level="error"
-    )
+    notifier_for(tmp_path, "ntfys://tk_secret@ntfy.example.com/gpuc", phone, clock).send("t", "m", level="error")
     body = json.loads(phone.requests[0].content)
     assert (body["topic"], body["title"], body["message"], body["priority"]) == ("gpuc", "t", "m", 5)
     assert phone.requests[0].headers["Authorization"] == "Bearer tk_secret"
@@ -101,9 +95,7 @@ def test_pushover_and_telegram_payloads(tmp_path: Path, clock: FakeClock) -> Non
 
 def test_the_generic_webhook_is_signed(tmp_path: Path, clock: FakeClock) -> None:
     phone = Phone()
-    notifier_for(tmp_path, "jsons://example.com/hook", phone, clock, secret="whsec").send(
-        "t", "m", pod_id="p1"
-    )
+    notifier_for(tmp_path, "jsons://example.com/hook", phone, clock, secret="whsec").send("t", "m", pod_id="p1")
     request = phone.requests[0]
     timestamp = int(request.headers["X-Gpuc-Timestamp"])
     assert request.headers["X-Gpuc-Signature"] == sign_webhook("whsec", timestamp, request.content)

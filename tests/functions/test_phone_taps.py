@@ -94,9 +94,7 @@ def test_telegram_forged_secret_is_401_and_stores_nothing(tapped: World, secret:
     [(99, 99, "private"), (-100, CHAT, "supergroup"), (CHAT, 7, "private")],
     ids=["other-chat", "other-group", "other-user"],
 )
-def test_telegram_tap_from_a_chat_not_allowed_does_nothing(
-    tapped: World, chat: int, user: int, chat_type: str
-) -> None:
+def test_telegram_tap_from_a_chat_not_allowed_does_nothing(tapped: World, chat: int, user: int, chat_type: str) -> None:
     world = tapped
     body, before = update(tap_token(world), chat=chat, user=user, chat_type=chat_type), dump(world.deps)
     status, answer = telegram(world, body)
@@ -104,9 +102,7 @@ def test_telegram_tap_from_a_chat_not_allowed_does_nothing(
     assert leased(world) is None and dump(world.deps) == before
 
 
-def test_telegram_group_acts_only_for_listed_users(
-    home: Path, clock: FakeClock
-) -> None:
+def test_telegram_group_acts_only_for_listed_users(home: Path, clock: FakeClock) -> None:
     world = phone_world(home, clock, telegram_chats=f"-100, {CHAT}")
     world.register("p1")
     assert "may not act" in str(telegram(world, update(tap_token(world), chat=-100, user=7))[1]["text"])
@@ -131,9 +127,7 @@ def test_telegram_destroy_is_refused_from_a_button(tapped: World) -> None:
         b"{" * 100_000,
     ],
 )
-def test_telegram_anything_else_is_a_4xx_or_a_200_that_does_nothing(
-    tapped: World, body: bytes
-) -> None:
+def test_telegram_anything_else_is_a_4xx_or_a_200_that_does_nothing(tapped: World, body: bytes) -> None:
     world = tapped
     before = dump(world.deps)
     status, _ = telegram(world, body)
@@ -176,7 +170,7 @@ def test_slack_tap_acts_once(tapped: World) -> None:
     assert status == 200 and answer["response_type"] == "ephemeral" and answer["replace_original"] is False
     assert str(answer["text"]).startswith("kept 1 h more") and leased(world) is not None
     status, again = slack(world, body)  # a replay inside the 5-minute window: the link's nonce refuses it
-    assert status == 200 and "already used" in str(again["text"])  and leased(world) is not None
+    assert status == 200 and "already used" in str(again["text"]) and leased(world) is not None
 
 
 @pytest.mark.parametrize("case", ["bad-signature", "old", "future", "unsigned"])
@@ -297,9 +291,7 @@ def test_no_planted_secret_in_any_output(wired: Wired, caplog: pytest.LogCapture
         assert not any(secret in text for text in outputs), secret
 
 
-def test_real_telegram_refuses_a_loopback_button_and_the_text_still_arrives(
-    home: Path, clock: FakeClock
-) -> None:
+def test_real_telegram_refuses_a_loopback_button_and_the_text_still_arrives(home: Path, clock: FakeClock) -> None:
     tg = TelegramStandIn(BOT_TOKEN, [Chat(CHAT)])  # refuses loopback URLs, as Telegram does
     with EmulatorServer(tg) as tg_http:
         notifier = Notifier(home / "outbox.jsonl", [TelegramChannel(BOT_TOKEN, str(CHAT), tg_http.url)], clock=clock)

@@ -93,9 +93,7 @@ def test_update_if_is_compare_and_set(store: Store) -> None:
     store.register(pod())
     assert store.update_if("p1", {"state": "ok"}, {"state": "down", "destroy_at": 9.0})
     assert not store.update_if("p1", {"state": "ok"}, {"state": "down"})
-    assert store.update_if(
-        "p1", {"state": ("late", "down"), "end_at": None}, {"state": "ended", "end_at": 1.0}
-    )
+    assert store.update_if("p1", {"state": ("late", "down"), "end_at": None}, {"state": "ended", "end_at": 1.0})
     assert not store.update_if("p1", {"end_at": None}, {"end_at": 2.0})
     with pytest.raises(ValueError, match="unknown pod fields"):
         store.update_if("p1", {"state; drop table pods": "x"}, {"state": "ok"})

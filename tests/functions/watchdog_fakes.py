@@ -53,9 +53,7 @@ class World:
         self.settings = replace(self.settings, public_url=url)
         self.deps.settings = self.settings
 
-    def call(
-        self, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None
-    ) -> Response:
+    def call(self, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None) -> Response:
         return dispatch(Request(method, path, headers or {}, body), self.deps, self.now)
 
     def admin(self, method: str, path: str, model: BaseModel | None = None) -> Response:

@@ -67,8 +67,36 @@ def assert_safe(text: str) -> None:
 
 
 ESCAPES = st.sampled_from(
-    ["\x1b", "\x1b[", "\x1b]", "\x1bP", "\x1b\\", "\x07", "\r", "\n", "\t", "\x9b", "\x9d", "\x90", "\x9c", "[",
-     "]", ";", "0", "m", "J", "\u202e", "\u2066", "\x08", "\x7f", "\x00", "\ud800", "é", "█", "\x1b[2J"]
+    [
+        "\x1b",
+        "\x1b[",
+        "\x1b]",
+        "\x1bP",
+        "\x1b\\",
+        "\x07",
+        "\r",
+        "\n",
+        "\t",
+        "\x9b",
+        "\x9d",
+        "\x90",
+        "\x9c",
+        "[",
+        "]",
+        ";",
+        "0",
+        "m",
+        "J",
+        "\u202e",
+        "\u2066",
+        "\x08",
+        "\x7f",
+        "\x00",
+        "\ud800",
+        "é",
+        "█",
+        "\x1b[2J",
+    ]
 )
 HOSTILE_TEXT = st.lists(ESCAPES | st.text(max_size=4), max_size=40).map("".join)
 
@@ -131,7 +159,10 @@ def test_a_line_that_starts_like_gpucs_own_is_marked_as_the_logs() -> None:
     printer.flush()
     mark = JOB_LINE_MARK.decode()
     assert out.getvalue().decode().splitlines() == [
-        "ok", f"{mark}  GPUC: job exited", "not at a line start: gpuc: x", f"{mark}gpuc: split"
+        "ok",
+        f"{mark}  GPUC: job exited",
+        "not at a line start: gpuc: x",
+        f"{mark}gpuc: split",
     ]
 
 
@@ -194,7 +225,11 @@ def test_a_jobs_escapes_and_forged_outcome_line_do_not_reach_the_terminal(world:
     assert logs.returncode == 0 and logs.stdout == shown, "the same cleaning from the destination"
     raw = subprocess.run(
         [sys.executable, "-m", "gpuc.client.cli", "logs", run.pod_id, "--raw"],
-        cwd=world.project, env=world.env, capture_output=True, timeout=120, check=False,
+        cwd=world.project,
+        env=world.env,
+        capture_output=True,
+        timeout=120,
+        check=False,
     )
     assert raw.returncode == 0 and b"\x1b]0;pwned\x07\x1b[2J" in raw.stdout and FORGED.encode() in raw.stdout
     assert "--raw" in world.gpuc("logs", "--help").stdout
@@ -239,9 +274,7 @@ CRAFTED: dict[str, tuple[bytes, str]] = {
 QUICK = ("a word", "1e400", "NaN", "not UTF-8", "a 1 MB line")
 
 
-@pytest.mark.parametrize(
-    "variant", [v if v in QUICK else pytest.param(v, marks=pytest.mark.slow) for v in CRAFTED]
-)
+@pytest.mark.parametrize("variant", [v if v in QUICK else pytest.param(v, marks=pytest.mark.slow) for v in CRAFTED])
 def test_a_crafted_outcome_makes_wait_say_unknown_and_exit_125(world: World, variant: str) -> None:
     data, why = CRAFTED[variant]
     (world.project / "crafted.bin").write_bytes(data)
@@ -274,7 +307,11 @@ def test_a_pod_gone_before_the_outcome_is_written_makes_wait_exit_125(world: Wor
     """`--wait` exits 125, the literal, when the pod is destroyed under its job (nothing wrote an outcome)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "gpuc.client.cli", "up", "exp", "--wait", "--", "python", "train.py", "0", "600"],
-        cwd=world.project, env=world.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=world.project,
+        env=world.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         provider = world.provider()

@@ -109,8 +109,18 @@ def test_a_grant_names_the_pods_own_objects_short_lived(grants: Any, two_runs: t
 
 @pytest.mark.parametrize(
     "name",
-    ["../run02/metrics.json", "a/../../run02/x", "/results/x", "./a", "a//b", "a/", "", "a\x00b", "line\nbreak",
-     "x" * 701],
+    [
+        "../run02/metrics.json",
+        "a/../../run02/x",
+        "/results/x",
+        "./a",
+        "a//b",
+        "a/",
+        "",
+        "a\x00b",
+        "line\nbreak",
+        "x" * 701,
+    ],
 )
 def test_a_name_outside_the_prefix_is_refused_and_nothing_is_stored(two_runs: tuple[Host, str], name: str) -> None:
     host, _ = two_runs
@@ -210,8 +220,14 @@ def test_a_pod_without_an_s3_destination_is_granted_nothing(grants: Any) -> None
 
 @pytest.mark.parametrize(
     "results_at",
-    ["s3://other-bucket/runs/exp/run06", "s3://results/elsewhere/exp/run06", "s3://results/{prefix}/exp/run07",
-     "s3://results/{prefix}", "s3://results/{prefix}/../exp/run06", "file:///tmp/exp/run06"],
+    [
+        "s3://other-bucket/runs/exp/run06",
+        "s3://results/elsewhere/exp/run06",
+        "s3://results/{prefix}/exp/run07",
+        "s3://results/{prefix}",
+        "s3://results/{prefix}/../exp/run06",
+        "file:///tmp/exp/run06",
+    ],
 )
 def test_a_registration_naming_a_prefix_outside_its_run_is_refused(grants: Any, results_at: str) -> None:
     body = {"pod_id": "odd", "provider": "runpod", "name": "gpuc-run06", "experiment": "exp", "key": "0" * 64,

@@ -67,6 +67,8 @@ def reply_json(handler: BaseHTTPRequestHandler, status: int, payload: bytes) -> 
     handler.send_header("Content-Length", str(len(payload)))
     handler.end_headers()
     handler.wfile.write(payload)
+
+
 MINUTE = 60.0
 ANY_GROWTH = Thresholds(5.0, 900.0, 1200.0, 600.0, 60.0)  # floors at zero: any CPU or I/O growth is progress
 
@@ -209,9 +211,7 @@ class Pod:
         return self.paths.log.read_text() if self.paths.log.exists() else ""
 
 
-def wire(
-    root: Path, clock: FakeClock, *, role: str = "agent", pod_clock: Clock | None = None, **cfg: Any
-) -> Pod:
+def wire(root: Path, clock: FakeClock, *, role: str = "agent", pod_clock: Clock | None = None, **cfg: Any) -> Pod:
     """`pod_clock`: the pod's own clock, when it is off (SkewedClock); the functions keep `clock`."""
     paths = make_pod(root, **cfg)
     calls = Calls()

@@ -45,4 +45,3 @@ def test_a_lost_end_notification_is_made_good_by_the_stopped_word(stage: Stage) 
     billed = stage.billed_min(pod.pod_id, exit_at)
     assert billed is not None, "the stopped pod was left to the stopped limit (24 h)"
     assert billed <= stage.passes_bound_min(stage.settings.silence_limit_s, exit_at)
-

@@ -57,7 +57,9 @@ def test_the_pods_requests_are_the_shared_models_on_the_watchdogs_routes() -> No
     assert calls(started).upload("start", "big.pt")["upload_id"] == "u1"
     calls(started).upload("complete", "big.pt", upload_id="u1", count=2, size=10)
     models: dict[str, type[BaseModel]] = {
-        GRANT_PATH: grantapi.GrantRequest, LIST_PATH: grantapi.ListRequest, UPLOAD_PATH: grantapi.UploadRequest
+        GRANT_PATH: grantapi.GrantRequest,
+        LIST_PATH: grantapi.ListRequest,
+        UPLOAD_PATH: grantapi.UploadRequest,
     }
     handlers = {GRANT_PATH: routes.grant, LIST_PATH: routes.grant_list, UPLOAD_PATH: routes.grant_upload}
     for client in (granted, listed, parts, started):
@@ -74,8 +76,11 @@ def test_a_refusal_is_a_sync_error_saying_the_watchdogs_reason() -> None:
 
 @pytest.mark.parametrize(
     "answer",
-    [b"not json", b'{"urls": [{"name": "other", "url": "https://x"}], "expires_in_s": 9}',
-     b'{"urls": [{"name": "a", "url": "file:///etc/passwd"}], "expires_in_s": 9}'],
+    [
+        b"not json",
+        b'{"urls": [{"name": "other", "url": "https://x"}], "expires_in_s": 9}',
+        b'{"urls": [{"name": "a", "url": "file:///etc/passwd"}], "expires_in_s": 9}',
+    ],
 )
 def test_an_answer_that_is_not_the_grant_asked_for_is_refused(answer: bytes) -> None:
     with pytest.raises(SyncError):

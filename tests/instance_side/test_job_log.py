@@ -77,9 +77,7 @@ JOB = (
 )
 
 
-def test_the_job_output_is_kept_on_the_pod_and_synced_beside_results_with_its_outcome(
-    pod: Pod, tmp_path: Path
-) -> None:
+def test_the_job_output_is_kept_on_the_pod_and_synced_beside_results_with_its_outcome(pod: Pod, tmp_path: Path) -> None:
     code = wrapper(pod, tmp_path).run([sys.executable, "-c", JOB])
     assert code == 3
     assert pod.paths.job_log.read_text() == "step 1\noops\n", "stdout and stderr, in the order written"

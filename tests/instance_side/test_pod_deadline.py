@@ -91,9 +91,7 @@ def test_it_adopts_a_later_one_and_warns_again_for_it(tmp_path: Path, clock: Fak
     assert later["destroy"] == [68]
 
 
-def test_it_keeps_its_last_known_deadline_while_the_watchdog_is_unreachable(
-    tmp_path: Path, clock: FakeClock
-) -> None:
+def test_it_keeps_its_last_known_deadline_while_the_watchdog_is_unreachable(tmp_path: Path, clock: FakeClock) -> None:
     pod = wire(tmp_path / "pod", clock, deadline_at=clock.now() + 10 * HOUR)
     pod.functions.deadline_at = clock.now() + HOUR
     agent, _ = run(pod, 5)

@@ -138,9 +138,7 @@ def test_it_reads_every_field_of_a_healthy_gpu() -> None:
 
 
 def test_not_supported_fields_degrade_to_none_and_the_rest_is_read() -> None:
-    nvml = FakeNvml(
-        [device(power=NOT_SUPPORTED, power_limit=NOT_SUPPORTED, temp=NOT_SUPPORTED, pids=NOT_SUPPORTED)]
-    )
+    nvml = FakeNvml([device(power=NOT_SUPPORTED, power_limit=NOT_SUPPORTED, temp=NOT_SUPPORTED, pids=NOT_SUPPORTED)])
     [gpu] = NvmlReader(nvml).read()
     assert (gpu.power_w, gpu.power_limit_w, gpu.temperature_c, gpu.processes) == (None, None, None, ())
     assert gpu.utilization_pct == 37.0 and gpu.error is None

@@ -336,9 +336,7 @@ def server() -> Iterator[str]:
 
 def test_the_urllib_transport_talks_http(server: str) -> None:
     url = f"{server}/v1/heartbeat"
-    result = UrllibTransport().post(
-        url, b'{"a": 1}', {"X-Gpuc-Pod": POD_ID, "Content-Type": "application/json"}, 5
-    )
+    result = UrllibTransport().post(url, b'{"a": 1}', {"X-Gpuc-Pod": POD_ID, "Content-Type": "application/json"}, 5)
     assert result.status == 200 and json.loads(result.body)["lease_until"] == 7200.5
     path, headers, body = _Recorder.requests[0]
     assert path == "/v1/heartbeat" and headers["X-Gpuc-Pod"] == POD_ID and body == b'{"a": 1}'

@@ -16,8 +16,7 @@ def test_a_pod_imports_nothing_but_the_standard_library_and_what_the_bundle_brin
     _, others = pod_imports()
     unexpected = {name: sorted(users) for name, users in others.items() if name not in BUNDLED_THIRD_PARTY}
     assert unexpected == {}, (
-        "a pod module imports a package the pod does not have (stdlib only, python3 >= 3.9): "
-        f"{unexpected}"
+        f"a pod module imports a package the pod does not have (stdlib only, python3 >= 3.9): {unexpected}"
     )
 
 

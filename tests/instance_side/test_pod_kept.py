@@ -49,7 +49,8 @@ def job() -> list[str]:
 
 def minutes_of(pod: Pod, kind: str, start: float) -> list[int]:
     return [
-        round((t - start) / MINUTE) for e, t in zip(pod.functions.events, pod.functions.event_times, strict=True)
+        round((t - start) / MINUTE)
+        for e, t in zip(pod.functions.events, pod.functions.event_times, strict=True)
         if e.kind == kind
     ]
 

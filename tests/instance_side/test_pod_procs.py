@@ -147,9 +147,7 @@ def test_a_proc_it_cannot_list_is_a_failed_scan(tmp_path: Path) -> None:
 @pytest.fixture
 def sandbox_children() -> Iterator[tuple[subprocess.Popen[bytes], subprocess.Popen[bytes]]]:
     code = "import time; time.sleep(30)"
-    mine = subprocess.Popen(
-        [sys.executable, "-c", code], env={**os.environ, "GPUC_POD_ID": "lp-real-proc-test"}
-    )
+    mine = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "GPUC_POD_ID": "lp-real-proc-test"})
     other = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "GPUC_POD_ID": "lp-somebody"})
     yield mine, other
     for child in (mine, other):
@@ -320,8 +318,12 @@ def test_a_real_shell_pipeline_grows_and_a_real_sleep_does_not(tmp_path: Path) -
 
 
 HUNG_JOBS = {
-    "lock": [sys.executable, "-c", "import threading\nprint('ready', flush=True)\nthreading.Lock().acquire()\n"
-             "lock = threading.Lock()\nlock.acquire()\nlock.acquire()"],
+    "lock": [
+        sys.executable,
+        "-c",
+        "import threading\nprint('ready', flush=True)\nthreading.Lock().acquire()\n"
+        "lock = threading.Lock()\nlock.acquire()\nlock.acquire()",
+    ],
     "input": [sys.executable, "-c", "print('ready', flush=True)\ninput()"],
     "shell": ["sh", "-c", "echo ready; read x"],
 }

@@ -47,9 +47,7 @@ def results(tmp_path: Path) -> Path:
     return root
 
 
-def test_it_copies_results_under_experiment_and_run_and_verifies_names_and_sizes(
-    tmp_path: Path, results: Path
-) -> None:
+def test_it_copies_results_under_experiment_and_run_and_verifies_names_and_sizes(tmp_path: Path, results: Path) -> None:
     sync = make_sync(config(f"file://{tmp_path}/bucket"))
     manifest = sync.push(results)
     assert manifest.files == {"metrics.json": 13, "ckpt/model.bin": 4096}
@@ -108,9 +106,7 @@ def test_the_ending_keeps_the_pod_when_the_real_sync_fails(
     pod: Pod = wire(tmp_path / "pod", clock, results_bucket=bucket)
     pod.paths.results.mkdir()
     (pod.paths.results / "out.txt").write_text("precious")
-    outcome = pod.ender(sync=make_sync(pod.ctx.cfg)).end(
-        Ending(kind="job_exit", message="job exited", exit_code=0)
-    )
+    outcome = pod.ender(sync=make_sync(pod.ctx.cfg)).end(Ending(kind="job_exit", message="job exited", exit_code=0))
     assert outcome == "kept_sync_failed"
     assert "destroy" not in pod.calls and not is_ended(pod.paths, POD_ID)
     assert pod.functions.kinds() == ["sync_failed"]
@@ -120,9 +116,7 @@ def test_the_ending_destroys_after_a_verified_file_sync(tmp_path: Path, clock: F
     pod = wire(tmp_path / "pod", clock, results_bucket=f"file://{tmp_path}/bucket")
     pod.paths.results.mkdir()
     (pod.paths.results / "out.txt").write_text("precious")
-    outcome = pod.ender(sync=make_sync(pod.ctx.cfg)).end(
-        Ending(kind="job_exit", message="job exited", exit_code=0)
-    )
+    outcome = pod.ender(sync=make_sync(pod.ctx.cfg)).end(Ending(kind="job_exit", message="job exited", exit_code=0))
     assert outcome == "destroyed"
     assert (tmp_path / "bucket" / "exp" / "run01" / "out.txt").read_text() == "precious"
     assert "sync verified: 1 file, 8 bytes" in pod.log_text()
@@ -178,9 +172,7 @@ def test_a_link_that_holds_no_data_is_recorded_with_its_target_and_the_sync_goes
     assert manifest.summary().endswith("; 1 link recorded")
 
 
-def test_a_folder_that_cannot_be_read_is_named(
-    tmp_path: Path, results: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_folder_that_cannot_be_read_is_named(tmp_path: Path, results: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Root reads any folder, so the refusal is the kernel's answer played back, not a chmod.
     real_scandir = os.scandir
     locked = results / "ckpt"

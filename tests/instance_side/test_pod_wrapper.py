@@ -104,9 +104,7 @@ def test_a_failed_job_says_its_last_error_line_and_no_results_path(pod: Pod) -> 
     assert "://" not in message and "1 file, " in message, message
 
 
-@pytest.mark.parametrize(
-    ("sig", "expected"), [(signal.SIGHUP, 129), (signal.SIGTERM, 143), (signal.SIGINT, 130)]
-)
+@pytest.mark.parametrize(("sig", "expected"), [(signal.SIGHUP, 129), (signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_f2_a_signal_to_the_wrapper_reaches_the_job_and_the_pod_still_ends(
     pod: Pod, sig: signal.Signals, expected: int
 ) -> None:
@@ -147,9 +145,7 @@ def test_a_command_that_cannot_start_ends_the_pod_with_127(pod: Pod) -> None:
     assert pod.calls == ["exit_code=127", "sync", "verify", "notify:job_exit", "destroy"]
 
 
-def test_f8_a_failed_sync_keeps_the_pod_and_nags_at_the_nag_interval(
-    tmp_path: Path, clock: FakeClock
-) -> None:
+def test_f8_a_failed_sync_keeps_the_pod_and_nags_at_the_nag_interval(tmp_path: Path, clock: FakeClock) -> None:
     pod = wire(tmp_path / "pod", clock, role="wrapper", nag_interval_s=60 * MINUTE, kept_window_s=24 * 3600)
     pod.sync.fail = "No space left on device"
     start = clock.now()

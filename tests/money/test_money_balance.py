@@ -60,9 +60,7 @@ def test_a_provider_that_cannot_answer_is_reported_not_fatal() -> None:
 
 def test_a_provider_is_configured_by_its_key() -> None:
     keyed = Settings(runpod_api_key=SecretStr("rpa_" + "x" * 30), vast_api_key=SecretStr(""))
-    assert (
-        has_key("local", keyed) and has_key("runpod", keyed) and not has_key("vast", keyed)
-    )
+    assert has_key("local", keyed) and has_key("runpod", keyed) and not has_key("vast", keyed)
     assert keyed_providers(keyed) == ["runpod"]
     factories = provider_factories(Ctx(keyed))
     assert factories["vast"] is None and factories["runpod"] is not None and factories["local"] is not None
@@ -116,6 +114,7 @@ def test_the_configured_provider_without_a_key_is_listed_and_an_unused_one_is_no
 
 
 # -- RunPod's GraphQL rate limit: "later", never "refused" ---------------------------------------------------
+
 
 def emulated_runpod(emu: RunPodEmulator, clock: FakeClock) -> RunPodProvider:
     return runpod_on(emu, clock)

@@ -30,9 +30,7 @@ RUNPOD_REAL_IDS = {
 }
 
 
-@pytest.mark.parametrize(
-    "name", ["NVIDIA GeForce RTX 4090", "RTX 4090", "4090", "rtx4090", "RTX_4090", "geforce 4090"]
-)
+@pytest.mark.parametrize("name", ["NVIDIA GeForce RTX 4090", "RTX 4090", "4090", "rtx4090", "RTX_4090", "geforce 4090"])
 def test_it_reads_every_spelling_of_a_4090(name: str) -> None:
     spec = find_gpu(name)
     assert spec is not None and spec.key == "RTX 4090"

@@ -22,9 +22,7 @@ from gpuc.core.settingvalues import SecretStr
 
 def test_a_bucket_whose_listing_hides_the_probe_is_refused_and_the_probe_removed(s3: Any, tmp_path: Path) -> None:
     def hiding(endpoint_url: str | None, credentials: Mapping[str, str]) -> Any:
-        client = boto3.client(
-            "s3", region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test"
-        )
+        client = boto3.client("s3", region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test")
 
         def hide(parsed: dict[str, Any], **_: Any) -> None:
             parsed.pop("Contents", None)  # the write was taken; the listing does not show it

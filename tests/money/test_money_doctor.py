@@ -80,9 +80,7 @@ def test_a_committed_env_file_fails_with_rotate_the_keys(repo: Path) -> None:
     run_git(["commit", "-q", "--no-verify", "-m", "oops"], repo)
     (repo / ".gitignore").write_text(".env\n")
     check = by_name(check_env_file(path, run_git))[".env git-ignored"]
-    assert (
-        check.status == "fail" and check.fix and "git rm --cached .env" in check.fix and "rotate" in check.fix
-    )
+    assert check.status == "fail" and check.fix and "git rm --cached .env" in check.fix and "rotate" in check.fix
 
 
 def test_an_env_file_outside_any_repository_cannot_be_committed(git_env: None, tmp_path: Path) -> None:
@@ -231,9 +229,7 @@ def test_the_hook_honours_core_hookspath(repo: Path) -> None:
 
 
 def deps(repo: Path, settings: Settings, status: StatusResponse, balances: BalanceReport) -> DoctorDeps:
-    return DoctorDeps(
-        settings=settings, repo=repo, git=run_git, status=lambda: status, balances=lambda: balances
-    )
+    return DoctorDeps(settings=settings, repo=repo, git=run_git, status=lambda: status, balances=lambda: balances)
 
 
 def healthy(repo: Path) -> DoctorDeps:
@@ -272,9 +268,7 @@ def test_a_healthy_setup_passes_every_check(repo: Path) -> None:
 def test_each_failure_is_rendered_with_its_fix(repo: Path) -> None:
     d = healthy(repo)
     (repo / ".env").chmod(0o640)
-    d.balances = lambda: report(
-        BalanceLine(provider="runpod", configured=True, balance_usd=99.0, spend_per_hour=0.0)
-    )
+    d.balances = lambda: report(BalanceLine(provider="runpod", configured=True, balance_usd=99.0, spend_per_hour=0.0))
     text = render(run_checks(d, repo))
     assert "✗ .env mode 600" in text and f"    fix: chmod 600 {repo / '.env'}" in text
     assert "✗ balance runpod" in text
@@ -320,9 +314,7 @@ def test_the_cli_exits_1_on_a_failure_and_prints_json(repo: Path, monkeypatch: p
     body = json.loads(result.output)
     assert body["ok"] is False and body["installed_hook"] is None
     failed = [c for c in body["checks"] if c["status"] == "fail"]
-    assert [(c["name"], c["fix"]) for c in failed] == [
-        ("pre-commit secret guard", "gpuc doctor --install-hook")
-    ]
+    assert [(c["name"], c["fix"]) for c in failed] == [("pre-commit secret guard", "gpuc doctor --install-hook")]
     assert RUNPOD_KEY not in result.output
 
 
@@ -376,9 +368,7 @@ def test_a_local_setup_with_a_provider_key_is_warned_not_failed(repo: Path) -> N
     assert check.status == "warn" and "for `up -p`: a rented pod would have nowhere" in check.detail
 
 
-def test_a_bad_setting_is_one_cross_and_the_other_checks_still_run(
-    repo: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_bad_setting_is_one_cross_and_the_other_checks_still_run(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     d = healthy(repo)
     monkeypatch.setattr(doctor_module, "doctor_deps", lambda ctx, where: d)
     monkeypatch.setenv("GPUC_HOME", str(repo / "home"))

@@ -32,9 +32,7 @@ def guarded(repo: Path) -> Path:
 def commit(repo: Path, name: str, text: str) -> subprocess.CompletedProcess[str]:
     (repo / name).write_text(text, encoding="utf-8")
     subprocess.run(["git", "add", "-f", name], cwd=repo, check=True)
-    return subprocess.run(
-        ["git", "commit", "-q", "-m", f"add {name}"], cwd=repo, capture_output=True, text=True
-    )
+    return subprocess.run(["git", "commit", "-q", "-m", f"add {name}"], cwd=repo, capture_output=True, text=True)
 
 
 def test_the_guard_holds_no_secret_in_clear_and_only_its_owner_can_read_it(guarded: Path) -> None:

@@ -27,12 +27,8 @@ def book(tmp_path: Path) -> Ledger:
     return Ledger(tmp_path / "gpu-ledger.csv")
 
 
-def start(
-    book: Ledger, pod: str, ts: float = T0, price: float | None = 0.74, experiment: str = "kv-cache"
-) -> None:
-    book.start(
-        pod, provider="runpod", experiment=experiment, gpu="RTX 4090", price_per_hour=price, start_ts=ts
-    )
+def start(book: Ledger, pod: str, ts: float = T0, price: float | None = 0.74, experiment: str = "kv-cache") -> None:
+    book.start(pod, provider="runpod", experiment=experiment, gpu="RTX 4090", price_per_hour=price, start_ts=ts)
 
 
 def csv_lines(path: Path) -> list[list[str]]:
@@ -41,9 +37,7 @@ def csv_lines(path: Path) -> list[list[str]]:
 
 
 def test_start_writes_the_first_six_columns_under_the_spec_header(book: Ledger) -> None:
-    row = book.start(
-        "pod1", provider="runpod", experiment="kv-cache", gpu="RTX 4090", price_per_hour=0.74, start_ts=T0
-    )
+    row = book.start("pod1", provider="runpod", experiment="kv-cache", gpu="RTX 4090", price_per_hour=0.74, start_ts=T0)
     assert row.cells() == [
         "2026-09-01",
         "kv-cache",
@@ -124,9 +118,7 @@ def test_sync_closes_rows_the_pod_or_reaper_ended_while_the_laptop_slept(book: L
             ended_by="reaper",
             note="destroyed: heartbeat silent",
         ),
-        PodRecord(
-            pod_id="pod2", provider="runpod", name="gpuc-aaaa2", experiment="kv-cache", registered_at=T0
-        ),
+        PodRecord(pod_id="pod2", provider="runpod", name="gpuc-aaaa2", experiment="kv-cache", registered_at=T0),
     ]
     assert book.sync_from_functions(records).closed == 1
     assert book.sync_from_functions(records).closed == 0
@@ -245,9 +237,7 @@ def test_a_crash_before_the_csv_write_leaves_the_old_file_and_the_next_writer_co
     assert closed is not None and closed.cost_usd == "0.7400"
 
 
-def test_a_crash_after_the_csv_write_is_not_written_twice(
-    book: Ledger, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_crash_after_the_csv_write_is_not_written_twice(book: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
     fail_replace_of(monkeypatch, book.index_path, on_call=2)  # the intent lands, the commit does not
     with pytest.raises(OSError):
         start(book, "pod1")
@@ -259,9 +249,7 @@ def test_a_crash_after_the_csv_write_is_not_written_twice(
     assert all(e["committed"] for e in json.loads(book.index_path.read_text())["pods"].values())
 
 
-def test_a_crash_while_closing_keeps_the_row_open_not_broken(
-    book: Ledger, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_crash_while_closing_keeps_the_row_open_not_broken(book: Ledger, monkeypatch: pytest.MonkeyPatch) -> None:
     start(book, "pod1")
     fail_replace_of(monkeypatch, book.path)
     with pytest.raises(OSError):
@@ -422,7 +410,7 @@ def test_readers_leave_out_absurd_rows_with_a_warning(book: Ledger) -> None:
     json.dumps(asdict(summary), allow_nan=False)  # no Infinity / NaN in `gpuc ledger --json`
 
 
-FORMULAS = ["=HYPERLINK(\"http://x\",\"y\")", "+1", "-2+3", "@SUM(A1)", "\tTAB", "\rCR", "'=quoted", "''@twice"]
+FORMULAS = ['=HYPERLINK("http://x","y")', "+1", "-2+3", "@SUM(A1)", "\tTAB", "\rCR", "'=quoted", "''@twice"]
 
 
 @pytest.mark.parametrize("note", FORMULAS)

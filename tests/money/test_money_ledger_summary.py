@@ -22,9 +22,7 @@ HOUR = 3600.0
 DAY = 86400.0
 
 
-def row(
-    experiment: str, gpu: str, price: str, start: str, end: str = "", cost: str = "", note: str = ""
-) -> LedgerRow:
+def row(experiment: str, gpu: str, price: str, start: str, end: str = "", cost: str = "", note: str = "") -> LedgerRow:
     return LedgerRow(
         date=start[:10],
         experiment=experiment,
@@ -39,9 +37,7 @@ def row(
 
 
 SEPTEMBER = [
-    row(
-        "kv-cache", "RTX 4090", "0.74", "2026-09-01T10:00:00Z", "2026-09-01T12:00:00Z", "1.4800", "on is 1.9x"
-    ),
+    row("kv-cache", "RTX 4090", "0.74", "2026-09-01T10:00:00Z", "2026-09-01T12:00:00Z", "1.4800", "on is 1.9x"),
     row("kv-cache", "RTX 3090", "0.50", "2026-09-08T10:00:00Z", "2026-09-08T11:00:00Z", "0.5000", ""),
     row(
         "quant",
@@ -118,9 +114,7 @@ def filled() -> Ledger:
             start_ts=T0 + offset,
         )
         book.end(f"pod{i}", end_ts=T0 + offset + hours * HOUR, note="tok/s=75" if i == 0 else None)
-    book.start(
-        "pod-open", provider="vast", experiment="quant", gpu="L4", price_per_hour=0.3, start_ts=T0 + DAY
-    )
+    book.start("pod-open", provider="vast", experiment="quant", gpu="L4", price_per_hour=0.3, start_ts=T0 + DAY)
     return book
 
 

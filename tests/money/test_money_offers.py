@@ -104,9 +104,7 @@ def test_a_loosened_verified_filter_is_dropped_from_the_vast_query_not_inverted(
         (0.50, 0.40, "on_demand_unless_short", 0.44),  # 20 %
     ],
 )
-def test_bid_advice_follows_the_seeds_thresholds(
-    price: float, min_bid: float, action: str, bid: float | None
-) -> None:
+def test_bid_advice_follows_the_seeds_thresholds(price: float, min_bid: float, action: str, bid: float | None) -> None:
     advice = bid_advice(vast(price_per_hour=price, min_bid=min_bid))
     assert advice is not None
     assert advice.action == action
@@ -188,9 +186,7 @@ def test_the_cli_prints_json_with_the_documented_fields() -> None:
     assert set(body) == {"gpu", "interruptible", "filters", "seen", "dropped", "offers", "failures"}
     assert body["interruptible"] is True and body["filters"]["min_cuda"] is None
     assert [o["gpu"] for o in body["offers"]] == ["RTX 3090", "L4"]
-    assert {"price_per_hour", "gb_s_per_dollar_hour", "bandwidth_source", "bid", "stock"} <= set(
-        body["offers"][0]
-    )
+    assert {"price_per_hour", "gb_s_per_dollar_hour", "bandwidth_source", "bid", "stock"} <= set(body["offers"][0])
     assert fake.asked == [(None, True)]
 
 

@@ -133,9 +133,7 @@ def test_quantised_weights_shrink_and_speed_up() -> None:
     assert {r.gpu: r for r in run(dtype="int8").rows}["T4"].fits
 
 
-@pytest.mark.parametrize(
-    ("text", "params"), [("13b", 13e9), ("350m", 350e6), ("6.7e9", 6.7e9), ("70B", 70e9)]
-)
+@pytest.mark.parametrize(("text", "params"), [("13b", 13e9), ("350m", 350e6), ("6.7e9", 6.7e9), ("70B", 70e9)])
 def test_it_reads_parameter_counts(text: str, params: float) -> None:
     model = parse_model(text)
     assert model.params == pytest.approx(params)
@@ -238,6 +236,7 @@ def test_the_cli_reports_a_bad_model_as_a_gpuc_error() -> None:
 
 def test_the_model_is_taken_as_typed_or_by_option() -> None:
     """`gpuc pick 7b` is what a user types: the same pick as `--model 7b`; two different models are refused."""
+
     def run(*args: str) -> str:
         result = CliRunner().invoke(pick_command, [*args, "--offline", "--json"], obj=Ctx(Settings()))
         assert result.exit_code == 0, result.output

@@ -36,7 +36,12 @@ def start(book: Ledger, pod: str, ts: float = T0, price: float | None = 2.0, exp
 
 def record(pod: str, state: State = "ok", end_at: float | None = None) -> PodRecord:
     return PodRecord(
-        pod_id=pod, provider="runpod", name=pod, experiment="exp", registered_at=T0, state=state,
+        pod_id=pod,
+        provider="runpod",
+        name=pod,
+        experiment="exp",
+        registered_at=T0,
+        state=state,
         end_at=end_at,
     )
 
@@ -146,8 +151,8 @@ def test_a_note_that_is_not_one_line_of_text_is_refused(book: Ledger, text: str)
 
 def test_a_formula_note_is_stored_safely_and_reads_back_as_written(book: Ledger) -> None:
     start(book, "p")
-    book.note("p", "=HYPERLINK(\"x\")")
-    assert book.rows()[0].note == "=HYPERLINK(\"x\")"
+    book.note("p", '=HYPERLINK("x")')
+    assert book.rows()[0].note == '=HYPERLINK("x")'
     assert "'=HYPERLINK" in book.path.read_text()
 
 

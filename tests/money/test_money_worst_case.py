@@ -129,13 +129,23 @@ class Laptop:
 
 
 @pytest.fixture(params=["runpod", "vast"])
-def laptop(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock,
-           monkeypatch: pytest.MonkeyPatch) -> Iterator[Laptop]:
+def laptop(
+    request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Laptop]:
     # The ssh part needs a real pod: the agent's config is written by the real install_agent to a recorder.
     agents: dict[str, dict[str, object]] = {}
 
-    def onto_pod(provider: Provider, pod: Pod, spec: PodSpec, ctx: Ctx, secrets_env: dict[str, str], token: str,
-                 prepare: object = None, deadline_at: float | None = None, **_more: object) -> PodAccess:
+    def onto_pod(
+        provider: Provider,
+        pod: Pod,
+        spec: PodSpec,
+        ctx: Ctx,
+        secrets_env: dict[str, str],
+        token: str,
+        prepare: object = None,
+        deadline_at: float | None = None,
+        **_more: object,
+    ) -> PodAccess:
         access = RecordingAccess()
         install_agent(access, pod, spec, ctx, secrets_env, token, deadline_at=deadline_at)  # type: ignore[arg-type]
         agents[pod.id] = json.loads(access.files[f"{STATE_DIR}/config.json"])
@@ -143,8 +153,12 @@ def laptop(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock,
 
     monkeypatch.setattr(up_module, "onto_pod", onto_pod)
     provider = emulated(request.param, clock)
-    world = make_world(tmp_path / "watchdog", clock, providers=(provider,),  # type: ignore[arg-type]
-                       monthly_budget=BUDGET)
+    world = make_world(
+        tmp_path / "watchdog",
+        clock,
+        providers=(provider,),  # type: ignore[arg-type]
+        monthly_budget=BUDGET,
+    )
     settings = rented_settings(tmp_path).with_overrides(
         runpod_api_key=SecretStr(RUNPOD_KEY), vast_api_key=SecretStr(VAST_KEY)
     )
@@ -271,8 +285,16 @@ def test_ahead_of_a_kept_stopped_record_reads_the_disk_and_of_an_unread_pod_runs
     from gpuc.core.api import PodRecord
 
     now = 1_790_000_000.0
-    rec = PodRecord(pod_id="p", provider="runpod", name="gpuc-p", experiment="e", price_per_hour=0.5,
-                    started_at=now - HOUR, registered_at=now - HOUR, kept_at=now)
+    rec = PodRecord(
+        pod_id="p",
+        provider="runpod",
+        name="gpuc-p",
+        experiment="e",
+        price_per_hour=0.5,
+        started_at=now - HOUR,
+        registered_at=now - HOUR,
+        kept_at=now,
+    )
     stopped = Pod(provider="runpod", id="p", name="gpuc-p", status="stopped", disk_gb=50.0, disk_usd_gb_month=0.2)
     kept = ahead_of(rec, deadline=now + 5 * HOUR, kept=True, pod=stopped, now=now)
     assert kept is not None and kept.until == now and kept.disk_per_hour == pytest.approx(50 * 0.2 / 720)

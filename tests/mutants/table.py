@@ -402,8 +402,7 @@ CORE: tuple[Mutant, ...] = (
         "vast: a 404 to a read reads as gone",
         "core/providers/vast.py",
         "self.api.instance_url(pod_id))\n",
-        "self.api.instance_url(pod_id), accept=(404,))\n"
-        "        if reply.status == 404:\n            return None\n",
+        "self.api.instance_url(pod_id), accept=(404,))\n        if reply.status == 404:\n            return None\n",
         (GET,),
     ),
     Mutant(

@@ -32,6 +32,8 @@ MUTANTS_HOUSE: tuple[Mutant, ...] = (
         "core/settingsload.py",
         "    env, from_file = with_current_names(env), with_current_names(from_file)\n",
         "",
-        ("tests/core/test_env_mistakes.py::test_the_watchdog_settings_are_named_watchdog_and_the_old_names_still_work",),
+        (
+            "tests/core/test_env_mistakes.py::test_the_watchdog_settings_are_named_watchdog_and_the_old_names_still_work",
+        ),
     ),
 )

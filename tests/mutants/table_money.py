@@ -69,8 +69,8 @@ MUTANTS_MONEY: tuple[Mutant, ...] = (
         "up-max-hours-agent",
         "up: the agent's config holds no --max-hours deadline (it ends the pod only at the watchdog's word)",
         UP,
-        "prepare=prepare, deadline_at=deadline_at, job=",
-        "prepare=prepare, job=",
+        "        deadline_at=deadline_at,\n        job=bool(opts.command),",
+        "        job=bool(opts.command),",
         (REGISTERED_DEADLINE,),
     ),
     Mutant(

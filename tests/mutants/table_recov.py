@@ -173,6 +173,8 @@ MUTANTS_RECOV: tuple[Mutant, ...] = (
         "client/pods/down.py",
         "    if recovering.busy is not None:",
         "    if False:",
-        ("tests/recovery/test_down_recovery.py::test_down_says_plainly_what_the_watchdog_is_still_doing_and_claims_nothing",),
+        (
+            "tests/recovery/test_down_recovery.py::test_down_says_plainly_what_the_watchdog_is_still_doing_and_claims_nothing",
+        ),
     ),
 )

@@ -96,7 +96,9 @@ MUTANTS_RENTAL: tuple[Mutant, ...] = (
         "core/providers/answers.py",
         "    if any(GRAPHQL_LIMIT_WORDS.search(m) for m in [*messages, *codes]):",
         "    if False:",
-        ("tests/money/test_money_balance.py::test_a_rate_limited_balance_read_is_not_read_now_never_an_error_or_a_bad_key",),
+        (
+            "tests/money/test_money_balance.py::test_a_rate_limited_balance_read_is_not_read_now_never_an_error_or_a_bad_key",
+        ),
     ),
     Mutant(
         "rental-balance-429-error",
@@ -104,7 +106,9 @@ MUTANTS_RENTAL: tuple[Mutant, ...] = (
         "client/money/balance.py",
         "        if exc.status == 429:",
         "        if False:",
-        ("tests/money/test_money_balance.py::test_a_rate_limited_balance_read_is_not_read_now_never_an_error_or_a_bad_key",),
+        (
+            "tests/money/test_money_balance.py::test_a_rate_limited_balance_read_is_not_read_now_never_an_error_or_a_bad_key",
+        ),
     ),
     Mutant(
         "rental-savings-hide-overbill",

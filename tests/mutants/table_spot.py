@@ -70,6 +70,8 @@ MUTANTS_SPOT: tuple[Mutant, ...] = (
         VAST,
         "self._destroy_failed_create(str(stray), error)",
         "pass",
-        ("tests/providers/test_vast_spot.py::test_a_losing_bid_the_server_creates_anyway_is_destroyed_and_confirmed_gone",),
+        (
+            "tests/providers/test_vast_spot.py::test_a_losing_bid_the_server_creates_anyway_is_destroyed_and_confirmed_gone",
+        ),
     ),
 )

@@ -74,7 +74,9 @@ MUTANTS_WEEK1: tuple[Mutant, ...] = (
         "instance_side/deadline.py",
         'in {left / 60:.0f} min: ending now,"',
         'reached,"',
-        ("tests/instance_side/test_pod_deadline.py::test_it_warns_15_min_ahead_then_ends_through_the_ender_a_lead_before",),
+        (
+            "tests/instance_side/test_pod_deadline.py::test_it_warns_15_min_ahead_then_ends_through_the_ender_a_lead_before",
+        ),
     ),
     Mutant(
         "warm-pod-destroyed-after-job",

@@ -74,6 +74,8 @@ MUTANTS_WEEK2: tuple[Mutant, ...] = (
         "client/money/commands.py",
         "provider_factories(ctx, providers_in_use(ctx.settings))",
         "provider_factories(ctx)",
-        ("tests/money/test_money_balance.py::test_the_configured_provider_without_a_key_is_listed_and_an_unused_one_is_not",),
+        (
+            "tests/money/test_money_balance.py::test_the_configured_provider_without_a_key_is_listed_and_an_unused_one_is_not",
+        ),
     ),
 )

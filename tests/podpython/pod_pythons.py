@@ -34,4 +34,3 @@ def find(minor: int) -> str | None:
         if said.returncode == 0 and said.stdout.strip() == f"3.{minor}":
             return path
     return None
-

@@ -40,9 +40,7 @@ def runpod(runpod_emu: RunPodEmulator, clock: FakeClock) -> Iterator[RunPodProvi
 
 @pytest.fixture
 def vast(vast_emu: VastEmulator, clock: FakeClock) -> Iterator[VastProvider]:
-    provider = VastProvider(
-        VAST_KEY, url=VAST_URL, transport=vast_emu.transport(), clock=clock, backoff=zero_backoff
-    )
+    provider = VastProvider(VAST_KEY, url=VAST_URL, transport=vast_emu.transport(), clock=clock, backoff=zero_backoff)
     yield provider
     provider.close()
 

@@ -109,9 +109,9 @@ def test_a_scalar_field_takes_no_selection_and_an_object_needs_one(runpod_emu: R
 def test_literals_and_variables_are_checked_the_same_way(runpod_emu: RunPodEmulator) -> None:
     assert (
         "Enum"
-        in messages(
-            graphql(runpod_emu, 'mutation { podFindAndDeployOnDemand(input: {cloudType: "SECURE"}) { id } }')
-        )[0]
+        in messages(graphql(runpod_emu, 'mutation { podFindAndDeployOnDemand(input: {cloudType: "SECURE"}) { id } }'))[
+            0
+        ]
     )
     wrong_var = graphql(
         runpod_emu, "mutation T($podId: String) { podTerminate(input: {podId: $podId}) }", {"podId": "x"}
@@ -198,9 +198,7 @@ def test_vast_answers_unknown_and_taken_offers_as_documented(vast_emu: VastEmula
 
 
 def test_vast_refuses_filters_on_computed_columns(vast_emu: VastEmulator) -> None:
-    answer = vast_call(
-        vast_emu, "GET", "/api/v1/instances/", select_filters=json.dumps({"dph_total": {"lt": 1}})
-    )
+    answer = vast_call(vast_emu, "GET", "/api/v1/instances/", select_filters=json.dumps({"dph_total": {"lt": 1}}))
     assert answer.status == 400 and "dph_total" in answer.decoded()["msg"]
     ok = vast_call(vast_emu, "GET", "/api/v1/instances/", select_filters=json.dumps({"label": {"eq": "x"}}))
     assert ok.status == 200 and ok.decoded()["instances"] == []
@@ -212,9 +210,7 @@ def test_vast_refuses_an_unknown_search_field(vast_emu: VastEmulator) -> None:
 
 
 def test_vast_accepts_the_clis_string_numbers(vast_emu: VastEmulator) -> None:
-    answer = vast_call(
-        vast_emu, "POST", "/api/v0/bundles/", {"reliability": {"gt": "0.98"}, "gpu_name": {"eq": "L4"}}
-    )
+    answer = vast_call(vast_emu, "POST", "/api/v0/bundles/", {"reliability": {"gt": "0.98"}, "gpu_name": {"eq": "L4"}})
     assert [o["id"] for o in answer.decoded()["offers"]] == [11684747]
 
 
@@ -225,9 +221,7 @@ def test_vast_get_of_a_missing_instance_is_instances_null_and_delete_is_404(vast
         404,
         {"success": False, "error": "not_found", "msg": "Instance not found"},
     )
-    assert (
-        vast_call(vast_emu, "DELETE", "/api/v0/instances/abc/", {}).decoded()["msg"] == "invalid instance_id"
-    )
+    assert vast_call(vast_emu, "DELETE", "/api/v0/instances/abc/", {}).decoded()["msg"] == "invalid instance_id"
 
 
 def test_vast_refuses_a_missing_key_and_its_429_has_no_retry_after(vast_emu: VastEmulator) -> None:
@@ -245,9 +239,7 @@ def test_users_current_carries_the_key_like_the_real_one(vast_emu: VastEmulator)
 
 def test_request_records_never_hold_a_key(runpod_emu: RunPodEmulator, vast_emu: VastEmulator) -> None:
     graphql(runpod_emu, LIST_QUERY)
-    runpod_emu.handle(
-        EmuRequest("POST", "/graphql", {"api_key": [RUNPOD_KEY]}, {}, b'{"query": "{ myself { id } }"}')
-    )
+    runpod_emu.handle(EmuRequest("POST", "/graphql", {"api_key": [RUNPOD_KEY]}, {}, b'{"query": "{ myself { id } }"}'))
     vast_call(vast_emu, "GET", "/api/v0/users/current")
     records = repr(runpod_emu.requests) + repr(vast_emu.requests)
     assert RUNPOD_KEY not in records and VAST_KEY not in records
@@ -286,9 +278,7 @@ def test_serve_starts_either_emulator_with_the_env_a_client_needs() -> None:
             assert env[key_env] and server.url.startswith("http://127.0.0.1:")
             url = env.get("GPUC_RUNPOD_REST_URL", env.get("GPUC_VAST_URL", ""))
             path = "/pods" if provider == "runpod" else "/instances/1/"
-            status = httpx.get(
-                f"{url}{path}", headers={"Authorization": f"Bearer {env[key_env]}"}
-            ).status_code
+            status = httpx.get(f"{url}{path}", headers={"Authorization": f"Bearer {env[key_env]}"}).status_code
             assert status == 200
         finally:
             server.stop()

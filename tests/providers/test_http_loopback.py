@@ -305,8 +305,6 @@ def test_a_proxy_that_refuses_the_tunnel_never_reached_the_server(
     assert len(refusing.seen) == 5 and target.seen == []
 
 
-
-
 def test_a_create_whose_connection_is_reset_mid_exchange_is_never_sent_again(
     served: tuple[Emulator, EmulatorServer, Provider],
 ) -> None:
@@ -392,9 +390,7 @@ def trickle(headers: bool, stopped: threading.Event) -> Callable[[socket.socket]
 
 
 @pytest.mark.parametrize("where", ["headers", "body"])
-def test_a_trickling_server_cannot_hold_a_list_past_its_deadline(
-    name: str, clock: FakeClock, where: str
-) -> None:
+def test_a_trickling_server_cannot_hold_a_list_past_its_deadline(name: str, clock: FakeClock, where: str) -> None:
     stopped = threading.Event()
     with RawServer(trickle(where == "headers", stopped)) as server:
         provider = over_http(name, server.url, clock, timeout_s=1.0)

@@ -220,9 +220,7 @@ def test_the_sdk_bulk_calls_bids_filters_and_user(sdk: Any, vast_emu: VastEmulat
     assert user["credit"] == 25.0 and "api_key" not in user
 
 
-def test_the_retired_v0_list_answers_410_and_a_spent_quota_stops_the_sdk_too(
-    sdk: Any, vast_emu: VastEmulator
-) -> None:
+def test_the_retired_v0_list_answers_410_and_a_spent_quota_stops_the_sdk_too(sdk: Any, vast_emu: VastEmulator) -> None:
     retired = sdk.client.get("/instances/", query_args={"owner": "me"})
     assert (retired.status_code, retired.json()["error"]) == (410, "deprecated_endpoint")
     vast_emu.faults.add(op="offers", kind="search_quota", times=None)

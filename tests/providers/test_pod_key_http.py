@@ -41,9 +41,7 @@ def test_a_runpod_429_is_later_and_then_the_terminate_goes_through(
 
 
 @pytest.mark.parametrize("provider", ["runpod", "vast"])
-def test_a_429_until_the_deadline_is_never_a_refusal_to_stop_on(
-    provider: str, request: pytest.FixtureRequest
-) -> None:
+def test_a_429_until_the_deadline_is_never_a_refusal_to_stop_on(provider: str, request: pytest.FixtureRequest) -> None:
     emulator, pod_id = _own_pod(provider, request)
     emulator.faults.add(op="destroy", kind="429", times=None)
     clock = FakeClock()
@@ -57,9 +55,10 @@ def test_a_429_until_the_deadline_is_never_a_refusal_to_stop_on(
 
 
 def test_a_graphql_error_that_says_rate_limit_is_later_too() -> None:
-    answers = iter([(200, b'{"errors":[{"message":"Rate limit exceeded, try again later"}]}')] * 3 + [
-        (200, b'{"data":{"podTerminate":null}}')
-    ])
+    answers = iter(
+        [(200, b'{"errors":[{"message":"Rate limit exceeded, try again later"}]}')] * 3
+        + [(200, b'{"data":{"podTerminate":null}}')]
+    )
     calls: list[str] = []
 
     def send(method: str, url: str, headers: Mapping[str, str], body: bytes | None, timeout_s: float) -> Sent:
@@ -139,7 +138,11 @@ def test_no_redirect_is_followed_with_the_key(served_vast: EmulatorServer) -> No
     Thread(target=server.serve_forever, daemon=True).start()
     try:
         host, port = server.server_address[:2]
-        environ = {"RUNPOD_POD_ID": "p1", "RUNPOD_API_KEY": "k" * 24, "GPUC_RUNPOD_GRAPHQL_URL": f"http://{host!s}:{port}/graphql"}
+        environ = {
+            "RUNPOD_POD_ID": "p1",
+            "RUNPOD_API_KEY": "k" * 24,
+            "GPUC_RUNPOD_GRAPHQL_URL": f"http://{host!s}:{port}/graphql",
+        }
         with pytest.raises(ProviderError):
             RunPodSelfDestroyer.from_environ(environ, clock=FakeClock()).destroy_self()
     finally:

@@ -182,17 +182,12 @@ def test_the_hello_world_loading_instance_is_provisioning() -> None:
 
 
 def test_instances_null_means_positively_gone() -> None:
-    assert (
-        vast_with(lambda request: answer(fixture("vast_show_instance_deleted_testmock.json"))).get("42")
-        is None
-    )
+    assert vast_with(lambda request: answer(fixture("vast_show_instance_deleted_testmock.json"))).get("42") is None
 
 
 def test_create_reads_new_contract_as_the_instance_id_and_drops_the_instance_key() -> None:
     created = fixture("vast_create_instance_docexample.json")
-    pod = vast_with(lambda request: answer(created)).create(
-        spec("vast", offer_id="1234567", price_per_hour=0.4)
-    )
+    pod = vast_with(lambda request: answer(created)).create(spec("vast", offer_id="1234567", price_per_hour=0.4))
     assert (pod.id, pod.status, pod.price_per_hour, pod.managed) == ("12345678", "provisioning", 0.4, True)
     assert created["instance_api_key"] not in json.dumps(dataclasses.asdict(pod))
 
@@ -213,18 +208,12 @@ ERRORS = fixture("vast_error_and_status_bodies_docexample.json")
 def test_the_documented_destroy_bodies() -> None:
     gone = vast_with(
         lambda r: (
-            answer(ERRORS["destroy_instance_DELETE_404"], 404)
-            if r.method == "DELETE"
-            else answer({"instances": None})
+            answer(ERRORS["destroy_instance_DELETE_404"], 404) if r.method == "DELETE" else answer({"instances": None})
         )
     )
     assert gone.destroy("42") == "already_gone"
     done = vast_with(
-        lambda r: (
-            answer(ERRORS["destroy_instance_DELETE_200"])
-            if r.method == "DELETE"
-            else answer({"instances": None})
-        )
+        lambda r: answer(ERRORS["destroy_instance_DELETE_200"]) if r.method == "DELETE" else answer({"instances": None})
     )
     assert done.destroy("42") == "destroyed"
     bad = vast_with(lambda r: answer(ERRORS["destroy_instance_DELETE_400"], 400))

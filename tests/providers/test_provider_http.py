@@ -30,9 +30,7 @@ class Script:
         return step
 
 
-def client(
-    script: Callable[[httpx.Request], httpx.Response], **options: object
-) -> tuple[HttpClient, list[int]]:
+def client(script: Callable[[httpx.Request], httpx.Response], **options: object) -> tuple[HttpClient, list[int]]:
     retries: list[int] = []
 
     def backoff(retry: int) -> float:
@@ -139,9 +137,7 @@ def test_an_ambiguous_failure_that_clears_is_retried_for_idempotent_calls() -> N
 
 
 def test_a_refused_key_is_an_auth_error_with_the_providers_words_and_request_id() -> None:
-    script = Script(
-        httpx.Response(401, json={"detail": "missing bearer token"}, headers={"x-request-id": "req-123"})
-    )
+    script = Script(httpx.Response(401, json={"detail": "missing bearer token"}, headers={"x-request-id": "req-123"}))
     http, _ = client(script)
     with pytest.raises(ProviderAuthError) as caught:
         http.request("GET", URL)
@@ -151,9 +147,7 @@ def test_a_refused_key_is_an_auth_error_with_the_providers_words_and_request_id(
 
 
 def test_other_4xx_carry_the_providers_message_without_retry() -> None:
-    script = Script(
-        httpx.Response(422, json={"title": "x", "status": 422, "detail": "Request validation failed."})
-    )
+    script = Script(httpx.Response(422, json={"title": "x", "status": 422, "detail": "Request validation failed."}))
     http, _ = client(script)
     with pytest.raises(ProviderError, match="Request validation failed") as caught:
         http.request("GET", URL)

@@ -53,9 +53,7 @@ def test_no_vast_key_leaks_through_failures_logs_or_records(
     attempt(lambda: vast.destroy(pod.id), errors)
     other = vast.create(spec("vast", "run0002", offer_id="11684741"))
     foreign = {**vast_emu.pod_environ(pod.id), "CONTAINER_ID": other.id}
-    attempt(
-        lambda: VastSelfDestroyer.from_environ(foreign, send=vast_emu.pod_send()).destroy_self(), errors
-    )
+    attempt(lambda: VastSelfDestroyer.from_environ(foreign, send=vast_emu.pod_send()).destroy_self(), errors)
     wrong = VastProvider("not-the-key", url=VAST_URL, transport=vast_emu.transport(), backoff=zero_backoff)
     attempt(wrong.list_pods, errors)
     assert len(errors) >= 5 * 5

@@ -116,9 +116,7 @@ def test_a_stopped_pod_shows_what_its_volume_bills_not_v2s_zero_cost(
     assert listed.price_per_hour == round(30 * 0.20 / 720, 6) > 0  # v2 answers cost 0.0 when EXITED
 
 
-def test_a_secret_looking_env_never_reaches_the_provider(
-    runpod: RunPodProvider, runpod_emu: RunPodEmulator
-) -> None:
+def test_a_secret_looking_env_never_reaches_the_provider(runpod: RunPodProvider, runpod_emu: RunPodEmulator) -> None:
     with pytest.raises(SafetyRefusal):
         runpod.create(spec("runpod", env={"HF_TOKEN": "x"}))
     with pytest.raises(SafetyRefusal):
@@ -162,9 +160,7 @@ def test_a_vanished_pod_is_positively_gone(runpod: RunPodProvider, runpod_emu: R
     assert runpod.list_pods() == []
 
 
-def test_foreign_pods_are_listed_but_never_managed(
-    runpod: RunPodProvider, runpod_emu: RunPodEmulator
-) -> None:
+def test_foreign_pods_are_listed_but_never_managed(runpod: RunPodProvider, runpod_emu: RunPodEmulator) -> None:
     runpod_emu.add_foreign_pod("my-notebook")
     runpod_emu.add_foreign_pod("gpuc-looksalike1")  # our prefix, but no owner marker
     runpod_emu.add_foreign_pod("their-pod", env={OWNER_ENV: "1"})  # the marker, but not our name
@@ -237,9 +233,7 @@ def test_destroy_of_a_gone_pod_is_success(runpod: RunPodProvider, runpod_emu: Ru
     assert runpod.destroy(pod.id) == "already_gone"
 
 
-def test_a_destroy_whose_answer_was_lost_is_still_success(
-    runpod: RunPodProvider, runpod_emu: RunPodEmulator
-) -> None:
+def test_a_destroy_whose_answer_was_lost_is_still_success(runpod: RunPodProvider, runpod_emu: RunPodEmulator) -> None:
     pod = runpod.create(spec("runpod"))
     runpod_emu.faults.add(op="destroy", kind="timeout_after_commit")
     assert runpod.destroy(pod.id) == "already_gone"  # the retry finds it gone: success, once
@@ -335,7 +329,7 @@ def test_a_terminate_after_that_is_not_a_date_time_is_refused(runpod_emu: RunPod
             "/graphql",
             headers={"Authorization": f"Bearer {RUNPOD_KEY}"},
             json={
-                "query": "mutation { podFindAndDeployOnDemand(input: {gpuTypeId: \"NVIDIA GeForce RTX 4090\", "
+                "query": 'mutation { podFindAndDeployOnDemand(input: {gpuTypeId: "NVIDIA GeForce RTX 4090", '
                 'gpuCount: 1, cloudType: SECURE, imageName: "x", name: "gpuc-x", terminateAfter: "soon"}) { id } }'
             },
         )
@@ -347,16 +341,12 @@ def test_self_destroy_uses_the_pod_scoped_key(runpod: RunPodProvider, runpod_emu
     pod = runpod.create(spec("runpod"))
     environ = runpod_emu.pod_environ(pod.id)
     assert environ["RUNPOD_API_KEY"] != RUNPOD_KEY
-    destroyer = RunPodSelfDestroyer.from_environ(
-        environ, send=runpod_emu.pod_send(), clock=FakeClock()
-    )
+    destroyer = RunPodSelfDestroyer.from_environ(environ, send=runpod_emu.pod_send(), clock=FakeClock())
     assert destroyer.destroy_self() == f"terminated pod {pod.id}"
     assert runpod_emu.alive() == []
 
 
-def test_self_destroy_falls_back_to_stop_and_says_so(
-    runpod: RunPodProvider, runpod_emu: RunPodEmulator
-) -> None:
+def test_self_destroy_falls_back_to_stop_and_says_so(runpod: RunPodProvider, runpod_emu: RunPodEmulator) -> None:
     pod = runpod.create(spec("runpod"))
     runpod_emu.pod_key_can_terminate = False
     destroyer = RunPodSelfDestroyer.from_environ(
@@ -419,9 +409,7 @@ def test_a_missing_key_says_how_to_set_it() -> None:
     assert "RUNPOD_API_KEY" in (caught.value.hint or "") and ".env" in (caught.value.hint or "")
 
 
-def test_it_works_over_real_http(
-    runpod_server: EmulatorServer, runpod_emu: RunPodEmulator, clock: FakeClock
-) -> None:
+def test_it_works_over_real_http(runpod_server: EmulatorServer, runpod_emu: RunPodEmulator, clock: FakeClock) -> None:
     settings = Settings(
         runpod_api_key=RUNPOD_KEY,  # type: ignore[arg-type]
         runpod_graphql_url=f"{runpod_server.url}/graphql",
@@ -438,9 +426,7 @@ def test_it_works_over_real_http(
         provider.close()
 
 
-def test_a_real_timeout_after_commit_leaves_one_pod(
-    runpod_server: EmulatorServer, runpod_emu: RunPodEmulator
-) -> None:
+def test_a_real_timeout_after_commit_leaves_one_pod(runpod_server: EmulatorServer, runpod_emu: RunPodEmulator) -> None:
     provider = RunPodProvider(
         RUNPOD_KEY,
         graphql_url=f"{runpod_server.url}/graphql",

@@ -19,9 +19,7 @@ from gpuc.core.providers.vast import VastProvider
 from gpuc.core.settings import Settings
 
 
-def test_runpod_offers_carry_no_spot_price_and_no_bid_advice(
-    runpod: RunPodProvider, vast: VastProvider
-) -> None:
+def test_runpod_offers_carry_no_spot_price_and_no_bid_advice(runpod: RunPodProvider, vast: VastProvider) -> None:
     report = collect({"runpod": lambda: runpod, "vast": lambda: vast}, "4090", False, OfferFilters())
     rp = [o for o in report.offers if o.provider == "runpod"]
     assert rp and all(o.min_bid is None and o.interruptible_price is None and o.bid is None for o in rp)

@@ -209,9 +209,7 @@ def test_the_pod_side_self_destroy_says_graphql_is_retired(clock: FakeClock) -> 
     emu = RunPodEmulator(api_key=RUNPOD_KEY, clock=clock)
     pod = provider_for(emu, clock).create(spec("runpod"))
     emu.graphql_retired = True
-    destroyer = RunPodSelfDestroyer.from_environ(
-        emu.pod_environ(pod.id), send=emu.pod_send(), clock=FakeClock()
-    )
+    destroyer = RunPodSelfDestroyer.from_environ(emu.pod_environ(pod.id), send=emu.pod_send(), clock=FakeClock())
     with pytest.raises(GraphQLRetired):
         destroyer.graphql("query { myself { id } }", {})
 

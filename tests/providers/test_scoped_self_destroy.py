@@ -31,8 +31,14 @@ from gpuc.testkit.emulators.runpod import RunPodEmulator
 from gpuc.testkit.emulators.vast import VastEmulator
 
 WORDS = SelfWords(
-    "fake", noun="pod", call="podTerminate", short="terminate", done="terminated",
-    not_found="answered 'not found'", disk="volume", kept="its volume stays",
+    "fake",
+    noun="pod",
+    call="podTerminate",
+    short="terminate",
+    done="terminated",
+    not_found="answered 'not found'",
+    disk="volume",
+    kept="its volume stays",
 )
 OFFER = "11684738"
 NOT_FOUND = ProviderError("pod not found", provider="fake", status=404)
@@ -94,21 +100,35 @@ DISGUISED_STOPPED = (
         (ScriptedApi(), "terminated pod p1", False, ["terminate"]),
         (ScriptedApi(terminate_answer="refused"), REFUSED_STOPPED, True, ["terminate", "stop"]),
         # "not found" and the pod reads itself as gone: believed, and nothing else is called.
-        (ScriptedApi(terminate_answer="not_found", read_answer=False), "pod p1 was already gone", False,
-         ["terminate", "read_self"]),
+        (
+            ScriptedApi(terminate_answer="not_found", read_answer=False),
+            "pod p1 was already gone",
+            False,
+            ["terminate", "read_self"],
+        ),
         # "not found" but the pod is still there: a refusal in disguise, so it stops itself.
-        (ScriptedApi(terminate_answer="not_found", read_answer=True), DISGUISED_STOPPED, True,
-         ["terminate", "read_self", "stop"]),
+        (
+            ScriptedApi(terminate_answer="not_found", read_answer=True),
+            DISGUISED_STOPPED,
+            True,
+            ["terminate", "read_self", "stop"],
+        ),
         # "not found" and it cannot read itself: it stops itself all the same.
-        (ScriptedApi(terminate_answer="not_found", read_answer=None), DISGUISED_STOPPED, True,
-         ["terminate", "read_self", "stop"]),
+        (
+            ScriptedApi(terminate_answer="not_found", read_answer=None),
+            DISGUISED_STOPPED,
+            True,
+            ["terminate", "read_self", "stop"],
+        ),
         # ... and when that stop finds nothing too, both calls agree: it is gone.
-        (ScriptedApi(terminate_answer="not_found", read_answer=None, stop_answer=NOT_FOUND),
-         "pod p1 was already gone (terminate and stop both found nothing)", False,
-         ["terminate", "read_self", "stop"]),
+        (
+            ScriptedApi(terminate_answer="not_found", read_answer=None, stop_answer=NOT_FOUND),
+            "pod p1 was already gone (terminate and stop both found nothing)",
+            False,
+            ["terminate", "read_self", "stop"],
+        ),
     ],
-    ids=["terminated", "refused", "not-found-gone", "not-found-still-there", "not-found-unreadable",
-         "not-found-twice"],
+    ids=["terminated", "refused", "not-found-gone", "not-found-still-there", "not-found-unreadable", "not-found-twice"],
 )
 def test_the_decision(api: ScriptedApi, said: str, stopped: bool, calls: list[str]) -> None:
     answer = api.destroy_self()
@@ -119,22 +139,45 @@ def test_the_decision(api: ScriptedApi, said: str, stopped: bool, calls: list[st
     ("api", "raised", "calls"),
     [
         # A refused terminate whose stop fails too: no answer to believe, the ending says destroy_failed.
-        (ScriptedApi(terminate_answer="refused", stop_answer=ProviderAuthError("no", provider="fake", status=403)),
-         ProviderAuthError, ["terminate", "stop"]),
+        (
+            ScriptedApi(terminate_answer="refused", stop_answer=ProviderAuthError("no", provider="fake", status=403)),
+            ProviderAuthError,
+            ["terminate", "stop"],
+        ),
         # The pod is there and the stop says "not found": that is no proof of gone, never "already gone".
-        (ScriptedApi(terminate_answer="not_found", read_answer=True, stop_answer=NOT_FOUND),
-         ProviderError, ["terminate", "read_self", "stop"]),
-        (ScriptedApi(terminate_answer="not_found", read_answer=None,
-                     stop_answer=ProviderUnavailable("timeout", provider="fake")),
-         ProviderUnavailable, ["terminate", "read_self", "stop"]),
+        (
+            ScriptedApi(terminate_answer="not_found", read_answer=True, stop_answer=NOT_FOUND),
+            ProviderError,
+            ["terminate", "read_self", "stop"],
+        ),
+        (
+            ScriptedApi(
+                terminate_answer="not_found",
+                read_answer=None,
+                stop_answer=ProviderUnavailable("timeout", provider="fake"),
+            ),
+            ProviderUnavailable,
+            ["terminate", "read_self", "stop"],
+        ),
         # An answer that is not one (a timeout, a body gpuc cannot read) is never acted on as a refusal.
-        (ScriptedApi(terminate_answer=ProviderUnavailable("timeout", provider="fake")), ProviderUnavailable,
-         ["terminate"]),
-        (ScriptedApi(terminate_answer=ProviderSchemaError("odd body", provider="fake")), ProviderSchemaError,
-         ["terminate"]),
+        (
+            ScriptedApi(terminate_answer=ProviderUnavailable("timeout", provider="fake")),
+            ProviderUnavailable,
+            ["terminate"],
+        ),
+        (
+            ScriptedApi(terminate_answer=ProviderSchemaError("odd body", provider="fake")),
+            ProviderSchemaError,
+            ["terminate"],
+        ),
     ],
-    ids=["refused-stop-refused", "still-there-stop-not-found", "unreadable-stop-timeout", "terminate-timeout",
-         "terminate-unreadable"],
+    ids=[
+        "refused-stop-refused",
+        "still-there-stop-not-found",
+        "unreadable-stop-timeout",
+        "terminate-timeout",
+        "terminate-unreadable",
+    ],
 )
 def test_what_cannot_be_decided_raises(api: ScriptedApi, raised: type[Exception], calls: list[str]) -> None:
     with pytest.raises(raised):

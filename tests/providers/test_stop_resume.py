@@ -98,9 +98,7 @@ def test_runpod_resume_of_a_gone_pod_says_so(runpod: RunPodProvider) -> None:
 # -- Vast -----------------------------------------------------------------------------------------------
 def test_vast_self_stop_uses_the_instance_key(vast: VastProvider, vast_emu: VastEmulator) -> None:
     pod = vast.create(spec("vast", offer_id=OFFER))
-    stopper = VastSelfDestroyer.from_environ(
-        vast_emu.pod_environ(pod.id), send=vast_emu.pod_send(), clock=FakeClock()
-    )
+    stopper = VastSelfDestroyer.from_environ(vast_emu.pod_environ(pod.id), send=vast_emu.pod_send(), clock=FakeClock())
     assert "stopped instance" in stopper.stop_self()
     seen = vast.get(pod.id)
     assert seen is not None and seen.status == "stopped"

@@ -41,9 +41,7 @@ def test_it_rents_an_offer_on_demand_with_label_disk_ssh_and_owner_marker(
     assert (pod.id, pod.status, pod.managed, pod.price_per_hour) == ("31000000", "provisioning", True, 0.35)
 
 
-def test_an_interruptible_instance_sends_its_bid_per_machine(
-    vast: VastProvider, vast_emu: VastEmulator
-) -> None:
+def test_an_interruptible_instance_sends_its_bid_per_machine(vast: VastProvider, vast_emu: VastEmulator) -> None:
     pod = vast.create(spec("vast", offer_id=OFFER, interruptible=True, bid_per_gpu=0.22))
     assert create_body(vast_emu)["price"] == 0.22
     assert pod.interruptible and pod.price_per_hour == 0.22
@@ -222,9 +220,7 @@ def test_a_create_answered_500_after_commit_leaves_exactly_one_instance(
     assert [i.id for i in vast_emu.alive()] == [int(pod.id)]
 
 
-def test_a_create_refused_with_http_200_is_a_failure_not_a_pod(
-    vast: VastProvider, vast_emu: VastEmulator
-) -> None:
+def test_a_create_refused_with_http_200_is_a_failure_not_a_pod(vast: VastProvider, vast_emu: VastEmulator) -> None:
     vast_emu.faults.add(op="create", kind="success_false")
     with pytest.raises(ProviderError, match="refused"):
         vast.create(spec("vast", offer_id=OFFER))
@@ -240,9 +236,7 @@ def test_destroy_deletes_and_confirms(vast: VastProvider, vast_emu: VastEmulator
 
 def test_destroy_waits_for_a_slow_teardown(vast_emu: VastEmulator, clock: FakeClock) -> None:
     vast_emu.destroy_lag_polls = 2
-    provider = VastProvider(
-        VAST_KEY, url=VAST_URL, transport=vast_emu.transport(), clock=clock, backoff=zero_backoff
-    )
+    provider = VastProvider(VAST_KEY, url=VAST_URL, transport=vast_emu.transport(), clock=clock, backoff=zero_backoff)
     pod = provider.create(spec("vast", offer_id=OFFER))
     assert provider.destroy(pod.id) == "destroyed"
     assert len(vast_emu.ops("get")) == 3
@@ -250,9 +244,7 @@ def test_destroy_waits_for_a_slow_teardown(vast_emu: VastEmulator, clock: FakeCl
 
 def test_a_destroy_that_never_takes_raises(vast_emu: VastEmulator, clock: FakeClock) -> None:
     vast_emu.destroy_lag_polls = 50
-    provider = VastProvider(
-        VAST_KEY, url=VAST_URL, transport=vast_emu.transport(), clock=clock, backoff=zero_backoff
-    )
+    provider = VastProvider(VAST_KEY, url=VAST_URL, transport=vast_emu.transport(), clock=clock, backoff=zero_backoff)
     pod = provider.create(spec("vast", offer_id=OFFER))
     with pytest.raises(ProviderError, match="still listed"):
         provider.destroy(pod.id)
@@ -273,9 +265,7 @@ def test_success_false_on_http_200_is_a_failed_destroy(vast: VastProvider, vast_
     assert len(vast_emu.alive()) == 1
 
 
-def test_a_destroy_storm_of_429s_is_retried_until_it_lands(
-    vast: VastProvider, vast_emu: VastEmulator
-) -> None:
+def test_a_destroy_storm_of_429s_is_retried_until_it_lands(vast: VastProvider, vast_emu: VastEmulator) -> None:
     pod = vast.create(spec("vast", offer_id=OFFER))
     vast_emu.faults.add(op="destroy", kind="429", times=3)
     assert vast.destroy(pod.id) == "destroyed"
@@ -296,9 +286,7 @@ def test_balance_is_credit_and_the_spend_of_its_instances(vast: VastProvider, va
     balance = vast.balance()
     storage_only = vast_emu.instances[int(stopped.id)].storage_total_cost()
     assert balance.balance_usd == 25.0
-    assert balance.spend_per_hour == pytest.approx(
-        vast_emu.instances[int(running.id)].dph_total() + storage_only
-    )
+    assert balance.spend_per_hour == pytest.approx(vast_emu.instances[int(running.id)].dph_total() + storage_only)
 
 
 def test_offers_send_the_five_default_filters_and_come_back_cheapest_first(
@@ -353,9 +341,7 @@ def test_an_instance_key_cannot_touch_another_instance(vast: VastProvider, vast_
     other = vast.create(spec("vast", "run0002", offer_id="11684741"))
     environ = {**vast_emu.pod_environ(mine.id), "CONTAINER_ID": other.id}
     with pytest.raises(ProviderError):
-        VastSelfDestroyer.from_environ(
-            environ, send=vast_emu.pod_send(), clock=FakeClock()
-        ).destroy_self()
+        VastSelfDestroyer.from_environ(environ, send=vast_emu.pod_send(), clock=FakeClock()).destroy_self()
     assert len(vast_emu.alive()) == 2
 
 
@@ -424,9 +410,7 @@ def test_a_not_found_for_an_instance_that_is_gone_is_believed(vast: VastProvider
 
 def test_the_emulator_can_point_ssh_at_a_real_endpoint(clock: FakeClock) -> None:
     emu = VastEmulator(api_key=VAST_KEY, clock=clock, boot_polls=0, ssh_endpoint=("127.0.0.1", 2222))
-    provider = VastProvider(
-        VAST_KEY, url=VAST_URL, transport=emu.transport(), clock=clock, backoff=zero_backoff
-    )
+    provider = VastProvider(VAST_KEY, url=VAST_URL, transport=emu.transport(), clock=clock, backoff=zero_backoff)
     pod = provider.create(spec("vast", offer_id=OFFER))
     found = provider.get(pod.id)
     assert found is not None and (found.ssh_host, found.ssh_port) == ("127.0.0.1", 2222)

@@ -30,13 +30,26 @@ def recovering(*, done: bool = False) -> RunRecovery:
     attempts = [
         AttemptRecord(pod_id=FIRST, start=T0, price_per_hour=0.25, disk_per_hour=0.01, end=T0 + 1800, cost_usd=0.13),
         AttemptRecord(
-            pod_id=SECOND, start=T0 + 2400, price_per_hour=0.25, disk_per_hour=0.01,
-            end=T0 + 4000 if done else None, cost_usd=0.11,
+            pod_id=SECOND,
+            start=T0 + 2400,
+            price_per_hour=0.25,
+            disk_per_hour=0.01,
+            end=T0 + 4000 if done else None,
+            cost_usd=0.11,
         ),
     ]
     return RunRecovery(
-        run_id=RUN, experiment="exp1", provider="vast", recover=2, attempts=attempts, envelope_usd=3.0,
-        deadline_at=T0 + 7200, spent_usd=0.24, as_of=T0 + 4000, done=done, stop_asked=done,
+        run_id=RUN,
+        experiment="exp1",
+        provider="vast",
+        recover=2,
+        attempts=attempts,
+        envelope_usd=3.0,
+        deadline_at=T0 + 7200,
+        spent_usd=0.24,
+        as_of=T0 + 4000,
+        done=done,
+        stop_asked=done,
         stopped_why="stopped by gpuc down" if done else None,
     )
 
@@ -64,8 +77,17 @@ class Watchdog:
         return Ack()
 
     def status(self) -> StatusResponse:
-        pods = [PodRecord(pod_id=SECOND, provider="local", name=f"gpuc-{RUN}-a2", experiment="exp1",
-                          registered_at=T0 + 2400, run_id=RUN, attempt=2)]
+        pods = [
+            PodRecord(
+                pod_id=SECOND,
+                provider="local",
+                name=f"gpuc-{RUN}-a2",
+                experiment="exp1",
+                registered_at=T0 + 2400,
+                run_id=RUN,
+                attempt=2,
+            )
+        ]
         return StatusResponse(server_time=T0 + 4000, reaper_period_s=300, pods=pods)
 
     def end(self, pod_id: str, request: EndRequest) -> Ack:
@@ -116,8 +138,12 @@ def world(tmp_path: Path) -> tuple[Ctx, list[str], list[str]]:
     log: list[str] = []
     said: list[str] = []
     ctx = Ctx(
-        settings=settings, runs=RunStore(settings.home), clock=FakeClock(T0 + 4000), echo=said.append,
-        watchdog=Watchdog(log, recovering()), providers={"local": Vast(log)},  # type: ignore[arg-type]
+        settings=settings,
+        runs=RunStore(settings.home),
+        clock=FakeClock(T0 + 4000),
+        echo=said.append,
+        watchdog=Watchdog(log, recovering()),
+        providers={"local": Vast(log)},  # type: ignore[arg-type]
     )
     ctx.runs.record_intent(RUN, f"gpuc-{RUN}", "local", "exp1", T0)
     ctx.runs.set_pod_id(RUN, FIRST)

@@ -54,8 +54,17 @@ def run_view(*, done: bool, spent: float = 0.23, stopped: str | None = None) -> 
         for i, (p, c) in enumerate(((FIRST, 0.07), (SECOND, 0.11), (THIRD, 0.05)))
     ]
     return RunRecovery(
-        run_id=RUN, experiment="exp1", provider="vast", recover=2, attempts=attempts, envelope_usd=3.0,
-        deadline_at=T0 + 6 * 3600, spent_usd=spent, as_of=T0 + 9000, done=done, stopped_why=stopped,
+        run_id=RUN,
+        experiment="exp1",
+        provider="vast",
+        recover=2,
+        attempts=attempts,
+        envelope_usd=3.0,
+        deadline_at=T0 + 6 * 3600,
+        spent_usd=spent,
+        as_of=T0 + 9000,
+        done=done,
+        stopped_why=stopped,
     )
 
 
@@ -182,13 +191,19 @@ class OnePod(Provider):
 
 def ls_ctx(tmp_path: Path, watchdog: Answering, clock: FakeClock) -> Ctx:
     settings = Settings(
-        home=tmp_path / "home", env_file=tmp_path / "none.env", admin_token=SecretStr("a"),
+        home=tmp_path / "home",
+        env_file=tmp_path / "none.env",
+        admin_token=SecretStr("a"),
         results_bucket=(tmp_path / "bucket").as_uri(),
     )
     pod = Pod(id=THIRD, provider="local", name=f"gpuc-{RUN}-a3", status="running", managed=True)
     return Ctx(
-        settings=settings, runs=RunStore(settings.home), clock=clock, echo=lambda _l: None,
-        watchdog=watchdog, providers={"local": OnePod([pod])},  # type: ignore[arg-type]
+        settings=settings,
+        runs=RunStore(settings.home),
+        clock=clock,
+        echo=lambda _l: None,
+        watchdog=watchdog,
+        providers={"local": OnePod([pod])},  # type: ignore[arg-type]
     )
 
 

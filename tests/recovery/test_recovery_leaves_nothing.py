@@ -132,9 +132,7 @@ def once_records(world: RecWorld, *, live_at: float) -> list[str]:
         return [r[0] for r in rows] + [r[0] for r in legacy]
     assert isinstance(store, DynamoStore)
     return [
-        i["sk"]["S"]
-        for i in scan(store)
-        if i["pk"]["S"].startswith("once#") and float(i[TTL_ATTRIBUTE]["N"]) > live_at
+        i["sk"]["S"] for i in scan(store) if i["pk"]["S"].startswith("once#") and float(i[TTL_ATTRIBUTE]["N"]) > live_at
     ]
 
 

@@ -198,7 +198,11 @@ def test_recover_is_refused_on_runpod(settings: Settings, clock: FakeClock, buck
 
 
 def test_recover_refuses_a_watchdog_without_recovery(
-    settings: Settings, vast: Watching, emu: VastEmulator, clock: FakeClock, bucket: Path,
+    settings: Settings,
+    vast: Watching,
+    emu: VastEmulator,
+    clock: FakeClock,
+    bucket: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A watchdog that takes this gpuc's pods (WIRE_PROTOCOL) but not its recovery: its own check, its own

@@ -46,8 +46,16 @@ def value(name: str) -> str:
     return f"PLANT{name.lower().replace('_', '')}{secrets.token_hex(8)}"
 
 
-FORBIDDEN = ("RUNPOD_API_KEY", "VAST_API_KEY", "GPUC_ADMIN_TOKEN", "GPUC_NOTIFY_URLS", "GPUC_WEBHOOK_SECRET",
-             "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+FORBIDDEN = (
+    "RUNPOD_API_KEY",
+    "VAST_API_KEY",
+    "GPUC_ADMIN_TOKEN",
+    "GPUC_NOTIFY_URLS",
+    "GPUC_WEBHOOK_SECRET",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+)
 BUILTIN = ("HF_TOKEN",)
 RESULTS_KEY = ("GPUC_S3_ACCESS_KEY_ID", "GPUC_S3_SECRET_ACCESS_KEY")  # the laptop's and the watchdog's, never a pod's
 
@@ -215,7 +223,11 @@ def run_up(env: dict[str, str], cwd: Path) -> tuple[subprocess.CompletedProcess[
     with ArgvSampler() as sampler:
         done = subprocess.run(
             [sys.executable, "-m", "gpuc.client.cli", "up", "leak-check", "--wait", "--", "sh", "-c", JOB],
-            env=env, cwd=cwd, capture_output=True, timeout=240, check=False,
+            env=env,
+            cwd=cwd,
+            capture_output=True,
+            timeout=240,
+            check=False,
         )
     return done, sampler.seen
 
@@ -232,8 +244,10 @@ def search(
     out = done.stdout + done.stderr
     assert done.returncode == 0, out.decode()[-4000:]
     client, name = s3
-    objects = {o["Key"]: client.get_object(Bucket=name, Key=o["Key"])["Body"].read()
-               for o in client.list_objects_v2(Bucket=name).get("Contents", [])}
+    objects = {
+        o["Key"]: client.get_object(Bucket=name, Key=o["Key"])["Body"].read()
+        for o in client.list_objects_v2(Bucket=name).get("Contents", [])
+    }
     job_env = next(v for k, v in objects.items() if k.endswith("/env.txt"))
     secrets_file = next(v for k, v in objects.items() if k.endswith("/secrets.txt"))
     # The forbidden ones are nowhere: the job's environment, the secrets file, the bucket, argv, the output,
@@ -243,8 +257,9 @@ def search(
     places |= {f"argv {a[:60]!r}": a for a in argv}
     for root in roots:
         places |= {str(p): p.read_bytes() for p in root.rglob("*") if p.is_file() and p != env_file}
-    hits = [f"{key} in {where}" for key, val in forbidden.items() for where, data in places.items()
-            if val.encode() in data]
+    hits = [
+        f"{key} in {where}" for key, val in forbidden.items() for where, data in places.items() if val.encode() in data
+    ]
     assert hits == [], hits
     # The allowed ones reached the job and the pod's secrets file, under their own names.
     for key, val in allowed.items():
@@ -256,14 +271,30 @@ def search(
     assert argv, "no process was sampled: the argv check proved nothing"
 
 
-def env_for(home: Path, base: dict[str, str], in_file: dict[str, str], in_env: dict[str, str],
-            allowed: dict[str, str], moto_url: str, bucket_name: str) -> tuple[dict[str, str], Path]:
-    env_values = {**in_file, **{k: allowed[k] for k in (*BUILTIN, "WANDB_API_KEY")},
-                  "GPUC_POD_SECRETS": "WANDB_API_KEY,OPENAI_API_KEY"}
+def env_for(
+    home: Path,
+    base: dict[str, str],
+    in_file: dict[str, str],
+    in_env: dict[str, str],
+    allowed: dict[str, str],
+    moto_url: str,
+    bucket_name: str,
+) -> tuple[dict[str, str], Path]:
+    env_values = {
+        **in_file,
+        **{k: allowed[k] for k in (*BUILTIN, "WANDB_API_KEY")},
+        "GPUC_POD_SECRETS": "WANDB_API_KEY,OPENAI_API_KEY",
+    }
     env_file = write_env_file(home, env_values)
-    env = {**base, **in_env, "OPENAI_API_KEY": allowed["OPENAI_API_KEY"], "GPUC_ENV_FILE": str(env_file),
-           "GPUC_RESULTS_BUCKET": f"s3://{bucket_name}/runs", "GPUC_S3_ENDPOINT_URL": moto_url,
-           "AWS_DEFAULT_REGION": "us-east-1"}
+    env = {
+        **base,
+        **in_env,
+        "OPENAI_API_KEY": allowed["OPENAI_API_KEY"],
+        "GPUC_ENV_FILE": str(env_file),
+        "GPUC_RESULTS_BUCKET": f"s3://{bucket_name}/runs",
+        "GPUC_S3_ENDPOINT_URL": moto_url,
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
     return env, env_file
 
 
@@ -281,8 +312,13 @@ def test_local_up_sends_the_allowlist_and_nothing_else(tmp_path: Path, moto_url:
     project.mkdir()
     (project / "train.py").write_text("print(1)\n")
     try:
-        base = {**clean_base(), "GPUC_HOME": str(home), "GPUC_WATCHDOG_URL": functions.url, "GPUC_LOCAL_BOOT_S": "0.2",
-                "GPUC_HEARTBEAT_INTERVAL_S": "0.5"}
+        base = {
+            **clean_base(),
+            "GPUC_HOME": str(home),
+            "GPUC_WATCHDOG_URL": functions.url,
+            "GPUC_LOCAL_BOOT_S": "0.2",
+            "GPUC_HEARTBEAT_INTERVAL_S": "0.5",
+        }
         env, env_file = env_for(home, base, in_file, in_env, allowed, moto_url, s3[1])
         done, argv = run_up(env, project)
     finally:
@@ -322,5 +358,12 @@ def test_rented_up_sends_the_allowlist_and_nothing_else(sshd: LoopbackSshd, tmp_
         platform.close()
         emulator.stop()
         functions.stop()
-    search(done, argv, [home, sshd.sandbox], s3, {**{k + " (.env)": v for k, v in in_file.items()}, **in_env},
-           allowed, env_file)
+    search(
+        done,
+        argv,
+        [home, sshd.sandbox],
+        s3,
+        {**{k + " (.env)": v for k, v in in_file.items()}, **in_env},
+        allowed,
+        env_file,
+    )

@@ -32,8 +32,9 @@ def test_the_job_gets_the_variable_and_nothing_keeps_it(world: tuple[World, Path
     import hashlib
 
     w, _ = world
-    done = w.gpuc("run", "envx", "--env", "WANDB_API_KEY", "--wait", "--", "python", "-c", PRINT_IT,
-                  WANDB_API_KEY=VALUE)
+    done = w.gpuc(
+        "run", "envx", "--env", "WANDB_API_KEY", "--wait", "--", "python", "-c", PRINT_IT, WANDB_API_KEY=VALUE
+    )
     assert done.returncode == 0, done.stderr
     assert f"got {hashlib.sha256(VALUE.encode()).hexdigest()[:12]}" in done.stdout
     assert "variables to the job: WANDB_API_KEY" in done.stdout + done.stderr

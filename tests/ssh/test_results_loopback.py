@@ -32,8 +32,9 @@ POD_ID = "loopres1"
 
 
 def reach(sshd: Sshd, settings: Settings) -> tuple[SshAccess, Pod, Ctx]:
-    pod = Pod(provider="runpod", id=POD_ID, name="gpuc-run0003", status="running", ssh_host="127.0.0.1",
-              ssh_port=sshd.port)
+    pod = Pod(
+        provider="runpod", id=POD_ID, name="gpuc-run0003", status="running", ssh_host="127.0.0.1", ssh_port=sshd.port
+    )
     deps = Ctx(
         settings=settings,
         runs=RunStore(settings.home),

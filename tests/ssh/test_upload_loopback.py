@@ -84,7 +84,14 @@ def test_a_missing_script_stops_provisioning_before_the_bootstrap(
     access, pod, spec, deps = rented(sshd, ssh_settings, watchdog_url)
     with pytest.raises(ConfigError, match=f"trian.py not in the job's folder {pod_paths.workspace}"):
         provision(
-            access, pod, spec, deps, {}, POD_TOKEN, installer=Installer(sys.executable), verify=False,
+            access,
+            pod,
+            spec,
+            deps,
+            {},
+            POD_TOKEN,
+            installer=Installer(sys.executable),
+            verify=False,
             before_bootstrap=project_for([sys.executable, "trian.py"], project),
         )
     assert (pod_paths.workspace / "train.py").exists(), "uploaded over ssh"
@@ -96,8 +103,16 @@ def test_the_job_log_and_outcome_are_read_over_ssh(
 ) -> None:
     access, pod, spec, deps = rented(sshd, ssh_settings, watchdog_url)
     provision(
-        access, pod, spec, deps, {}, POD_TOKEN, installer=Installer(sys.executable), verify=False,
-        bootstrap=False, before_bootstrap=project_for([sys.executable, "train.py"], project),
+        access,
+        pod,
+        spec,
+        deps,
+        {},
+        POD_TOKEN,
+        installer=Installer(sys.executable),
+        verify=False,
+        bootstrap=False,
+        before_bootstrap=project_for([sys.executable, "train.py"], project),
     )
     start_job(access, [sys.executable, "train.py"], "job-ssh")
     deadline = time.monotonic() + 60
@@ -118,17 +133,33 @@ def test_requirements_that_fail_to_install_stop_the_job_with_the_error(
 ) -> None:
     (project / "requirements.txt").write_text("numpy\n")  # unpinned: the bootstrap refuses it, offline
     access, pod, spec, deps = rented(sshd, ssh_settings.with_overrides(bootstrap_torch="skip"), watchdog_url)
-    with pytest.raises(ProvisionError, match="requirements did not install on the pod, so the job was not started"
-                       ) as refused:
+    with pytest.raises(
+        ProvisionError, match="requirements did not install on the pod, so the job was not started"
+    ) as refused:
         provision(
-            access, pod, spec, deps, {}, POD_TOKEN, installer=Installer(sys.executable), verify=False,
-            before_bootstrap=project_for([sys.executable, "train.py"], project), job_needs_deps=True,
+            access,
+            pod,
+            spec,
+            deps,
+            {},
+            POD_TOKEN,
+            installer=Installer(sys.executable),
+            verify=False,
+            before_bootstrap=project_for([sys.executable, "train.py"], project),
+            job_needs_deps=True,
         )
     assert "unpinned requirements in requirements.txt: numpy" in refused.value.message
     assert refused.value.hint and "destroyed" in refused.value.hint
     # Without a job to start (`up NAME` alone), the pod stays for the user to fix, as before.
     report = provision(
-        access, pod, spec, deps, {}, POD_TOKEN, installer=Installer(sys.executable), verify=False,
+        access,
+        pod,
+        spec,
+        deps,
+        {},
+        POD_TOKEN,
+        installer=Installer(sys.executable),
+        verify=False,
         before_bootstrap=project_for([], project),
     )
     assert report.bootstrap_ok is False and report.deps_failed and "numpy" in report.deps_failed
