@@ -20,6 +20,8 @@ from gpuc.core.errors import WatchdogError
 from gpuc.core.redact import redact
 from gpuc.core.settings import Settings
 
+# core.api (pydantic, ~0.2 s) is imported inside each call, not here: `gpuc ls` on a fresh install builds this
+# client, stops at the missing admin token, and must not pay for pydantic (tests/client/test_ls_honest.py).
 if TYPE_CHECKING:
     import httpx
     from pydantic import BaseModel

@@ -1,4 +1,4 @@
-"""The pod agent (SPEC layer 2 and the heartbeat half of the out-of-band layer).
+"""The pod agent (layer 2 of docs/money.md, and the heartbeat half of its out-of-band layer).
 
 `tick(now)` is one step: read -> decide -> heartbeat -> act -> log. `run_forever` only calls it and
 sleeps, so tests drive hours of pod life with a FakeClock. Nothing one check does can end the loop:

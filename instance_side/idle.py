@@ -1,4 +1,4 @@
-"""The idle decision (SPEC layer 2), pure: observations and a time in, a reading and an action out.
+"""The idle decision (layer 2 of docs/money.md), pure: observations and a time in, a reading and an action out.
 
 Idle iff every GPU is under the threshold AND no ssh session is active (its terminal saw input within
 the window, F4) AND no process makes progress: neither the job under the wrapper nor any other user

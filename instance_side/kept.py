@@ -1,4 +1,4 @@
-"""A pod kept for its results (SPEC F16): its end's sync failed, so results/ exists only on its disk.
+"""A pod kept for its results (docs/failure-matrix.md F16): its end's sync failed, so results/ exists only on its disk.
 
 Kept is not forever. While kept, the end is retried at the nag interval (each failed try is the nag; a
 try that syncs ends the pod as usual: notify -> destroy). Fifteen minutes before the kept window is over

@@ -1,4 +1,4 @@
-"""Who holds a kept pod, and when its next step is due (SPEC F16): the wrapper after a job's end, or the
+"""Who holds a kept pod, and when its next step is due (docs/failure-matrix.md F16): the wrapper after a job's end, or the
 agent after an idle or deadline end. The steps themselves (retry, warn, stop) are the Ender's; the kept
 state they read and write is kept.py's. Apart from both so that the state file never imports the ending.
 

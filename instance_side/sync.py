@@ -1,8 +1,8 @@
-"""Results out of the pod before it is destroyed (SPEC: "a sync counts only when the remote listing
-matches what was sent"). A sync that fails or cannot be verified keeps the pod: losing the results is
+"""Results out of the pod before it is destroyed: a sync counts only when the remote listing matches what was
+sent (docs/money.md, layer 1). A sync that fails or cannot be verified keeps the pod: losing the results is
 the one failure worse than a few more minutes of billing.
 
-Where results go (SPEC "Results"):
+Where results go (docs/using.md):
 - `git_remote` set: files under 10 MB are committed to the experiment's repo under
   `results/<run_id>/` and pushed; larger ones go to the results bucket (an error if there is none).
 - otherwise everything goes to the results bucket: `s3://bucket/prefix` (S3, or R2 and friends through

@@ -1,4 +1,4 @@
-"""The job wrapper (SPEC layer 1): run the job; on ANY exit record the exit code first, then
+"""The job wrapper (layer 1 of docs/money.md): run the job; on ANY exit record the exit code first, then
 sync -> notify -> destroy through the Ender.
 
 Signals: SIGTERM, SIGINT and SIGHUP are caught while the job runs and passed on to it, so the

@@ -1,4 +1,4 @@
-"""Provisioning a rented pod over ssh (SPEC "The pod's life", after RUNNING):
+"""Provisioning a rented pod over ssh (after RUNNING; docs/contributing.md walks `up` step by step):
 
     wait for ssh -> the image's python3 (none usable: refused before anything else, `up` destroys the pod)
     -> upload gpuc's pod bundle (built from this install) -> unpack it -> config + secrets + start the agent

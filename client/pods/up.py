@@ -1,4 +1,4 @@
-"""`gpuc up`: the pod's start as the laptop drives it (SPEC "The pod's life").
+"""`gpuc up`: the pod's start as the laptop drives it (docs/contributing.md, "How the flows read", walks it).
 
 Order matters for money: the intent is recorded before the create call, the id the moment it is
 known, the pod is registered with the watchdog before anything slow happens, and a failure after
