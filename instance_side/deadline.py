@@ -1,4 +1,5 @@
-"""The pod's own deadline (docs/failure-matrix.md F15): at `up --max-hours` the pod ends, whatever its job, GPU or ssh say.
+"""The pod's own deadline (F15 in docs/failure-matrix.md): at `up --max-hours` the pod ends,
+whatever its job, GPU or ssh say.
 
 The agent knows the deadline from its config (`up` writes it) and adopts the watchdog's word from every
 heartbeat answer: later after `gpuc extend`, earlier after a budget pulls it in. When the watchdog cannot be

@@ -1,5 +1,5 @@
-"""Who holds a kept pod, and when its next step is due (docs/failure-matrix.md F16): the wrapper after a job's end, or the
-agent after an idle or deadline end. The steps themselves (retry, warn, stop) are the Ender's; the kept
+"""Who holds a kept pod, and when its next step is due (docs/failure-matrix.md F16): the wrapper after a job's
+end, or the agent after an idle or deadline end. The steps themselves (retry, warn, stop) are the Ender's; the kept
 state they read and write is kept.py's. Apart from both so that the state file never imports the ending.
 
 Standard library only: the agent holds this module for the pod's life.
