@@ -34,7 +34,9 @@ def test_a_job_ended_idle_exits_with_the_idle_code_and_says_so_first(world: Worl
 
 
 def test_a_job_ended_at_its_deadline_exits_with_the_deadline_code(world: World) -> None:
-    done = world.gpuc("up", "late", "-y", "--max-hours", "6s", "--wait", "--", *HANG, GPUC_DEADLINE_LEAD_S="1")
+    # The agent starts the ending LEAD ahead of the deadline, where the reaper acts: 8 s for the sync, the
+    # notice and the destroy even at load 15 on 2 cores (1 s was not, and the reaper's destroy left no outcome).
+    done = world.gpuc("up", "late", "-y", "--max-hours", "20s", "--wait", "--", *HANG, GPUC_DEADLINE_LEAD_S="8")
     assert done.returncode == ENDED_EXITS["deadline_destroy"] == 121, done.stderr
     assert "did not finish: the pod's agent ended it at its deadline" in done.stderr.splitlines()[-1]
 
