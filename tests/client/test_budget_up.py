@@ -8,12 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ctxfakes import StatusView
+from fakes.ctx import StatusView
+from fakes.up import Created, FakeProvider, HealthyWatchdog, make_deps, nothing_spent, runpod_4090
 from test_precheck import (  # rented: the fixture, for `budgeted`
     opts,
     rented,  # noqa: F401
 )
-from upfakes import Created, FakeProvider, HealthyWatchdog, make_deps, nothing_spent, runpod_4090
 
 from gpuc.client.context import Ctx
 from gpuc.client.pods.up import up

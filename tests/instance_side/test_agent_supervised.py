@@ -14,8 +14,8 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from podfakes import MINUTE, Pod, serving, wire
-from podstub import recording_functions
+from fakes.pod import MINUTE, Pod, serving, wire
+from fakes.podstub import recording_functions
 
 from gpuc.core.clock import FakeClock
 from gpuc.core.models import PodSpec

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from podfakes import serving
-from podstub import recording_functions
+from fakes.pod import serving
+from fakes.podstub import recording_functions
 
 from gpuc.core.models import PodSpec
 from gpuc.core.podconfig import PodConfig, PodPaths, render_env_file

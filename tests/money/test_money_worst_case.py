@@ -17,10 +17,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from upfakes import make_deps, nothing_spent, rented_settings, runpod_4090
+from fakes.up import make_deps, nothing_spent, rented_settings, runpod_4090
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "functions"))
-from watchdog_fakes import ADMIN, World, make_world
+from fakes.watchdog import ADMIN, World, make_world
 
 from gpuc.client.context import Ctx
 from gpuc.client.onpod.provision import install_agent

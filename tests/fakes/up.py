@@ -8,8 +8,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from ctxfakes import StatusView
-
+from fakes.ctx import StatusView
 from gpuc.client.context import Ctx
 from gpuc.client.runs import RunStore
 from gpuc.core.api import WIRE_PROTOCOL, StatusResponse

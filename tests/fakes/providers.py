@@ -8,7 +8,7 @@ from typing import Any
 
 from gpuc.core.models import PodSpec
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parent.parent / "providers" / "fixtures"
 # Planted keys: distinct values that must never show up in an error, a log record or a request record.
 RUNPOD_KEY = "rpa_" + "PLANTED7c1f0e9d8b7a6958473625140"  # built: no token-shaped literal in the repo
 VAST_KEY = "f00dPLANTEDvastkey4c3b2a19087f6e5d"
