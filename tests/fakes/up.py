@@ -1,4 +1,4 @@
-"""Shared by the tests of `up`'s checks before the create (tests/client/test_precheck.py, the destination
+"""Shared by the tests of `up`'s checks before the create (tests/client/test_plan.py, the destination
 check in tests/aws/test_destcheck_s3.py): a rented provider whose create is where money would be spent, a
 healthy watchdog, and settings with everything a rented `up` needs, so that each test breaks one thing."""
 

@@ -152,6 +152,6 @@ MUTANTS_GRANTS: tuple[Mutant, ...] = (
         "instance_side/resume.py",
         "        if objects is None or not _same_place(url, objects.describe()):",
         "        if objects is None:",
-        ("tests/instance_side/test_resume_s3.py::test_nothing_pushed_to_s3_and_another_runs_prefix_are_refused",),
+        ("tests/recovery/test_resume_s3.py::test_nothing_pushed_to_s3_and_another_runs_prefix_are_refused",),
     ),
 )
