@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from fakes.runpodapi import RTX4090, RUNPOD_KEY, runpod_of
+from fakes.providers import RTX4090, RUNPOD_KEY, runpod_of
 from fakes.up import PUBLIC_KEY, Created, make_deps, rented_settings
 
 from gpuc.client.context import Ctx

@@ -21,7 +21,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path, PurePosixPath
 
 import pytest
-from fakes.podstub import recording_functions
+from fakes.pod import recording_functions
 from pod_pythons import MINORS, find
 
 from gpuc.client.onpod.bundle import Bundle, build_bundle
