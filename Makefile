@@ -37,8 +37,8 @@ lint: $(TEST_STAMP)
 
 # mypy needs to see the repo as the package `gpuc` (the root folder is the package). The tests and bench/
 # are checked too, one folder at a time, each as pytest imports it: the folder and tests/ on the path
-# (several folders have their own conftest.py), and tests/functions, which the conftests of tests/aws,
-# tests/browser and tests/recovery add.
+# (several folders have their own conftest.py; the fakes are the package tests/fakes, checked once as `fakes`), and
+# tests/functions, which the conftest of tests/aws adds (test_actions_aws.py imports test_phone_taps).
 # Then the pod's modules again as python 3.9 sees them (mypy-pod.ini), with a mypy 1.x of its own (mypy 2 targets
 # 3.10 at the oldest); the module list is the bundle's own (client/onpod/bundle.py).
 POD_MYPY_VENV := $(VENV)/pod-mypy
@@ -54,7 +54,9 @@ typecheck: $(TEST_STAMP) $(POD_MYPY_STAMP)
 		-p gpuc.core -p gpuc.client -p gpuc.functions -p gpuc.instance_side -p gpuc.testkit
 	cd $(MYPY_ROOT) && $(CURDIR)/$(POD_MYPY_VENV)/bin/mypy --config-file $(CURDIR)/mypy-pod.ini \
 		--python-executable $(CURDIR)/$(PY) $$($(CURDIR)/$(PY) -m gpuc.client.onpod.bundle --mypy-modules)
-	for d in tests tests/*/ bench; do d=$${d%/}; [ -n "$$(ls $$d/*.py 2>/dev/null)" ] || continue; \
+	MYPYPATH=$(CURDIR)/$(MYPY_ROOT):$(CURDIR)/tests $(PY) -m mypy --config-file pyproject.toml -p fakes
+	for d in tests tests/*/ bench; do d=$${d%/}; [ "$$d" != tests/fakes ] || continue; \
+		[ -n "$$(ls $$d/*.py 2>/dev/null)" ] || continue; \
 		MYPYPATH=$(CURDIR)/$(MYPY_ROOT):$(CURDIR)/tests:$(CURDIR)/$$d:$(CURDIR)/tests/functions \
 		$(PY) -m mypy --config-file pyproject.toml $$d/*.py || exit 1; done
 

@@ -79,8 +79,8 @@ def fresh_http_client() -> Iterator[None]:
 @pytest.fixture(scope="session")
 def s3_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """ministack with AUTH on (every signature and expiry checked), its bucket, and the watchdog's key: one per
-    test process (tests/s3world.py)."""
-    from s3world import BUCKET, ministack, watchdog_key
+    test process (tests/fakes/s3world.py)."""
+    from fakes.s3world import BUCKET, ministack, watchdog_key
 
     with ministack(tmp_path_factory.mktemp("ministack")) as stack:
         stack.client("s3").create_bucket(Bucket=BUCKET)
@@ -89,10 +89,10 @@ def s3_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 @pytest.fixture
 def grants(s3_stack: Any, tmp_path: Path) -> Iterator[Any]:
-    """A watchdog holding the results key, on its own prefix of the shared bucket (tests/s3world.py)."""
+    """A watchdog holding the results key, on its own prefix of the shared bucket (tests/fakes/s3world.py)."""
     import secrets as pysecrets
 
-    from s3world import GrantWorld
+    from fakes.s3world import GrantWorld
 
     stack, key = s3_stack
     world = GrantWorld(stack, key, tmp_path / "grants", prefix=f"runs-{pysecrets.token_hex(4)}").start()

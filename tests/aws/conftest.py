@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).parent.parent / "functions"))
 
 @pytest.fixture(scope="session")
 def moto_url() -> Iterator[str]:
-    import moto_lambda_url
+    from fakes import lambdaurl as moto_lambda_url
 
     moto_lambda_url.install()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)

@@ -10,7 +10,7 @@ from typing import Any
 
 import boto3
 import pytest
-from phone_fakes import leased, tap_token
+from fakes.phone import leased, tap_token
 from test_aws_handlers import FUNCTION_URL_HOST, TABLE, LambdaWorld, lambda_world, url_event, world  # noqa: F401
 from test_phone_taps import BOT_TOKEN, CHAT, SLACK_SECRET, TG_SECRET, slack, slack_body, telegram, update
 

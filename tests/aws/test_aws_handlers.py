@@ -9,7 +9,7 @@ from typing import Any
 
 import boto3
 import pytest
-from watchdog_fakes import ADMIN, FakeProvider, World
+from fakes.watchdog import ADMIN, FakeProvider, World
 
 from gpuc.core import api
 from gpuc.core.clock import FakeClock

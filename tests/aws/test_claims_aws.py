@@ -9,7 +9,7 @@ from pathlib import Path
 
 import boto3
 import pytest
-from claim_pods import KEY, ClaimedPod
+from fakes.claims import KEY, ClaimedPod
 from test_aws_handlers import LambdaWorld, lambda_world
 
 from gpuc.core.clock import FakeClock

@@ -13,7 +13,7 @@ from typing import Any
 import boto3
 import httpx
 import pytest
-from upfakes import Created, FakeProvider, make_deps, nothing_spent, rented_settings, runpod_4090
+from fakes.up import Created, FakeProvider, make_deps, nothing_spent, rented_settings, runpod_4090
 
 from gpuc.client.context import Ctx
 from gpuc.client.pods.plan import UpOptions

@@ -13,8 +13,8 @@ from typing import Any
 import boto3
 import pytest
 from botocore.stub import Stubber
+from fakes.watchdog import make_world
 from moto import mock_aws
-from watchdog_fakes import make_world
 
 from gpuc.core.api import NotificationRecord
 from gpuc.core.clock import FakeClock

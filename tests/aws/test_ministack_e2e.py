@@ -26,8 +26,8 @@ from typing import Any
 import boto3
 import httpx
 import pytest
-from s3world import Ministack
-from s3world import ministack as start_ministack
+from fakes.s3world import Ministack
+from fakes.s3world import ministack as start_ministack
 
 from gpuc.core import api
 from gpuc.core.models import PodSpec
@@ -51,7 +51,7 @@ SILENCE_S, GRACE_S = 20, 10  # scaled: the reaper judges a pod silent after 20 s
 
 @pytest.fixture(scope="module")
 def ministack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ministack]:
-    """Without AUTH: the deployment's keys are any (tests/s3world.py starts and stops it by pid)."""
+    """Without AUTH: the deployment's keys are any (tests/fakes/s3world.py starts and stops it by pid)."""
     with start_ministack(tmp_path_factory.mktemp("ministack"), auth=False) as stack:
         yield stack
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from fakes.watchdog import ADMIN
 from test_aws_handlers import FUNCTION_URL_HOST, LambdaWorld, url_event, world
-from watchdog_fakes import ADMIN
 
 from gpuc.functions import aws as lam
 from gpuc.functions.edge import Request

@@ -4,16 +4,11 @@ run's summary says so in capitals with the command that installs it (never a qui
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent.parent / "functions"))
-sys.path.insert(0, str(Path(__file__).parent))
-
-from watchdog_fakes import World, make_world
+from fakes.watchdog import World, make_world
 
 from gpuc.core.clock import FakeClock
 from gpuc.functions.server import ServerHandle, start_in_thread

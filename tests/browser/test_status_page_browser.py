@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from browser_world import ARTIFACTS, fleet, session_url
-from watchdog_fakes import ADMIN, World
+from fakes.browser import ARTIFACTS, fleet, session_url
+from fakes.watchdog import ADMIN, World
 
 from gpuc.functions.server import ServerHandle
 from gpuc.testkit.browser import PHONE, Browser

@@ -8,8 +8,8 @@ heartbeat answer, the deadline, the pause.
 
 from __future__ import annotations
 
-from browser_world import ARTIFACTS, fleet, session_url
-from watchdog_fakes import World
+from fakes.browser import ARTIFACTS, fleet, session_url
+from fakes.watchdog import World
 
 from gpuc.core import api
 from gpuc.functions.actions.verbs import PAUSE_META

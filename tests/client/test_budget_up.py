@@ -8,12 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ctxfakes import StatusView
-from test_precheck import (  # rented: the fixture, for `budgeted`
+from fakes.ctx import StatusView
+from fakes.up import Created, FakeProvider, HealthyWatchdog, make_deps, nothing_spent, runpod_4090
+from test_plan import (  # rented: the fixture, for `budgeted`
     opts,
     rented,  # noqa: F401
 )
-from upfakes import Created, FakeProvider, HealthyWatchdog, make_deps, nothing_spent, runpod_4090
 
 from gpuc.client.context import Ctx
 from gpuc.client.pods.up import up
@@ -41,7 +41,7 @@ class WatchingWatchdog(HealthyWatchdog):
 
 @pytest.fixture
 def budgeted(rented: Settings) -> Settings:  # noqa: F811
-    """test_precheck's rented setup, with a $50 month."""
+    """test_plan's rented setup, with a $50 month."""
     return rented.with_overrides(monthly_budget=50.0)
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import IO, Any, cast
 
 import pytest
-from hostiletars import listing_of, member
+from fakes.tars import listing_of, member
 
 from gpuc.client.context import Ctx
 from gpuc.client.jobs.copyout import RESULTS, StreamTooLong, copy_results, ssh_tar, stream_cap

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from localworld import World, open_world
+from fakes.localworld import World, open_world
 
 from gpuc.client.jobs.cp import split_target, workspace_rel
 from gpuc.core.errors import ConfigError

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runpodfakes import RUNPOD_KEY, runpod_on
+from fakes.providers import RUNPOD_KEY, runpod_on
 
 from gpuc.client.context import Ctx
 from gpuc.client.money.balance import BalanceReport

@@ -1,5 +1,5 @@
 """Every ending named, coded and priced, and gpuc made for pipes: the real `gpuc` in a subprocess against local
-pods and the local watchdog (tests/localworld.py), its stdout and stderr each a pipe of its own, so each test
+pods and the local watchdog (tests/fakes/localworld.py), its stdout and stderr each a pipe of its own, so each test
 sees where every line lands (the rented path, RunPod and Vast: tests/client/test_endings_rented.py).
 
 - `gpuc down` while `up --wait` waits: the wait ends with 119 and says so (it was 125, "could not be learnt");
@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from localworld import World, only_run, open_world, wait_for
+from fakes.localworld import World, only_run, open_world, wait_for
 
 from gpuc.client.exits import ENDED_BY_DOWN_EXIT, EXIT_CODES_HELP
 from gpuc.core.ledger.store import Ledger

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from localworld import World, only_run, open_world, wait_for
+from fakes.localworld import World, only_run, open_world, wait_for
 
 from gpuc.client.exits import ENDED_EXITS, EXIT_CODES_HELP, KEPT_SYNC_FAILED_EXIT
 from gpuc.client.jobs.follow import follow

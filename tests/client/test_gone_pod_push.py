@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from localworld import wait_for
+from fakes.localworld import wait_for
 from test_podlife import World, world
 
 from gpuc.client.jobs.cp import cp

@@ -1,5 +1,5 @@
 """After the destroy, `gpuc logs` and `--wait` read the job's log and outcome where the pod's sync put them:
-an S3 bucket (a real S3 API on loopback, tests/s3world.py) and the experiment's git repo (a bare repo over
+an S3 bucket (a real S3 API on loopback, tests/fakes/s3world.py) and the experiment's git repo (a bare repo over
 file://). Pushed by the pod's own sync code, read back by the laptop's."""
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from ctxfakes import StatusView
+from fakes.ctx import StatusView
 
 from gpuc.client.context import Ctx
 from gpuc.client.pods.commands import ls

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from localworld import World, open_world, wait_for
+from fakes.localworld import World, open_world, wait_for
 
 from gpuc.client.runs import RunStore
 from gpuc.core.errors import NotFound

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from localworld import ADMIN, World, only_run, open_world, wait_for
+from fakes.localworld import ADMIN, World, only_run, open_world, wait_for
 
 from gpuc.client.context import Ctx
 from gpuc.client.jobs.follow import Follow, follow, report

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from ctxfakes import answering
+from fakes.ctx import answering
 
 from gpuc.client.context import Ctx
 from gpuc.client.money.bitfont import GLYPHS, lit_pixels, printable, text_width

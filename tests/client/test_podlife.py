@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from localworld import wait_for
+from fakes.localworld import wait_for
 
 from gpuc.client.context import Ctx
 from gpuc.client.pods.down import down

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import IO, Any, cast
 
 import pytest
-from hostiletars import cve_2025_4517, listing_of, member, outside, plant, tar_of
+from fakes.tars import cve_2025_4517, listing_of, member, outside, plant, tar_of
 from test_podlife import World, world
 
 from gpuc.client.context import Ctx

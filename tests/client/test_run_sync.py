@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from localworld import World, open_world, wait_for
+from fakes.localworld import World, open_world, wait_for
 
 STAMP = "print('code version', {n}, flush=True)\n"
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from runpodfakes import RTX4090, RUNPOD_KEY, runpod_of
-from upfakes import PUBLIC_KEY, Created, make_deps, rented_settings
+from fakes.providers import RTX4090, RUNPOD_KEY, runpod_of
+from fakes.up import PUBLIC_KEY, Created, make_deps, rented_settings
 
 from gpuc.client.context import Ctx
 from gpuc.client.jobs.commands import up as up_command

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from localworld import World, only_run, open_world
+from fakes.localworld import World, only_run, open_world
 
 from gpuc.client.pods.plan import RENTED_BOOT_S, check_max_hours, parse_max_hours
 from gpuc.core.errors import ConfigError

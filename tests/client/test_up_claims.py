@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from dotenv import dotenv_values
-from localworld import wait_for
+from fakes.localworld import wait_for
 
 from gpuc.client.context import Ctx
 from gpuc.client.pods.plan import UpOptions

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from upfakes import make_deps, rented_settings
+from fakes.up import make_deps, rented_settings
 
 from gpuc.client.pods.plan import UpOptions
 from gpuc.client.pods.up import up

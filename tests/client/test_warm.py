@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from localworld import World, only_run, open_world, wait_for
+from fakes.localworld import World, only_run, open_world, wait_for
 
 
 @pytest.fixture

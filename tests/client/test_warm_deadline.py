@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from localworld import World, only_run, open_world, wait_for
+from fakes.localworld import World, only_run, open_world, wait_for
 
 from gpuc.core.clock import parse_iso
 

@@ -1,7 +1,7 @@
 """A warm pod iterated on five times, as a user would: `up --warm 1m`, then `run --sync --wait` four
 times with an edit, a crash and a `--clean` among them; reading every start line, `--wait`'s last line, `ls`,
 the status page, the phone's pushes and each job's own log; the budget holding one job and the warm time for
-the pod, not 12 h. The real CLI against local pods and the local watchdog (tests/localworld.py)."""
+the pod, not 12 h. The real CLI against local pods and the local watchdog (tests/fakes/localworld.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
-from localworld import World, only_run, open_world, wait_for
+from fakes.localworld import World, only_run, open_world, wait_for
 
 from gpuc.core.notify.notifier import read_outbox
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from localworld import World, open_world
+from fakes.localworld import World, open_world
 
 from gpuc.functions.buttons import offer
 

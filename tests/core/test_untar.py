@@ -16,7 +16,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from hostiletars import cve_2025_4517, member, only_files_and_folders, outside, plant, tar_of, truncated_huge
+from fakes.tars import cve_2025_4517, member, only_files_and_folders, outside, plant, tar_of, truncated_huge
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

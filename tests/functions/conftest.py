@@ -1,14 +1,10 @@
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-
-from watchdog_fakes import World, make_world, moto_store
+from fakes.watchdog import World, make_world, moto_store
 
 from gpuc.core.clock import FakeClock
 

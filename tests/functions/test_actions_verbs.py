@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 import pytest
-from watchdog_fakes import ADMIN, World
+from fakes.watchdog import ADMIN, World
 
 from gpuc.core import api
 from gpuc.functions.actions import verbs
@@ -319,7 +319,7 @@ def test_two_taps_racing_act_once(world: World, monkeypatch: pytest.MonkeyPatch)
 
 
 def test_no_secret_in_any_page(home: Any, clock: Any) -> None:
-    from watchdog_fakes import make_world
+    from fakes.watchdog import make_world
 
     planted = {
         "runpod_api_key": "rpa_" + "PLANTEDRUNPODKEY0000000000000000000",

@@ -4,7 +4,7 @@ transitions, nagged every nag_interval_s (the cap: daily), never a kill."""
 from __future__ import annotations
 
 import pytest
-from watchdog_fakes import World
+from fakes.watchdog import World
 
 from gpuc.core.models import Balance
 from gpuc.functions.reaper.alerts import CAP_NAG_S

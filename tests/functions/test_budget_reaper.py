@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from watchdog_fakes import World, make_world
+from fakes.watchdog import World, make_world
 
 from gpuc.core.api import EndRequest
 from gpuc.core.clock import FakeClock, iso

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from watchdog_fakes import ADMIN, World, make_world
+from fakes.watchdog import ADMIN, World, make_world
 
 from gpuc.client.context import Ctx
 from gpuc.client.pods.survey import status_warnings

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from claim_pods import KEY, ClaimedPod, ping_as
-from watchdog_fakes import make_world
+from fakes.claims import KEY, ClaimedPod, ping_as
+from fakes.watchdog import make_world
 
 from gpuc.core import api
 from gpuc.core.clock import FakeClock

@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from claim_pods import KEY, ClaimedPod
-from watchdog_fakes import World, make_world
+from fakes.claims import KEY, ClaimedPod
+from fakes.watchdog import World, make_world
 
 from gpuc.core import api
 from gpuc.core.clock import FakeClock

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from claim_pods import KEY, OTHER_KEY, ClaimedPod
-from watchdog_fakes import World, make_world
+from fakes.claims import KEY, OTHER_KEY, ClaimedPod
+from fakes.watchdog import World, make_world
 
 from gpuc.core import api
 from gpuc.core.clock import FakeClock

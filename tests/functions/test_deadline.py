@@ -5,7 +5,7 @@ to the user's cap at the watchdog."""
 
 from __future__ import annotations
 
-from watchdog_fakes import ADMIN, World, outage
+from fakes.watchdog import ADMIN, World, outage
 
 from gpuc.core import api
 from gpuc.functions.deadline import alert_key

@@ -7,7 +7,7 @@ does what it is for (its ledger end, its record); only the push is limited. Both
 from __future__ import annotations
 
 import pytest
-from watchdog_fakes import World
+from fakes.watchdog import World
 
 from gpuc.functions.eventlimit import WINDOW_S
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from watchdog_fakes import World, make_world
+from fakes.watchdog import World, make_world
 
 from gpuc.core import api
 from gpuc.core.clock import FakeClock

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from watchdog_fakes import ADMIN, World
+from fakes.watchdog import ADMIN, World
 
 from gpuc.core import api
 from gpuc.core.signing import derive_key, new_token, sign

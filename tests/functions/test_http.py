@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from watchdog_fakes import ADMIN, World
+from fakes.watchdog import ADMIN, World
 
 from gpuc.core import api
 from gpuc.core.clock import FakeClock
@@ -136,7 +136,7 @@ def test_one_log_line_per_request_without_bodies_or_tokens(
 
 
 def test_the_reaper_runs_in_the_background(home: Path, clock: FakeClock) -> None:
-    from watchdog_fakes import make_world
+    from fakes.watchdog import make_world
 
     world = make_world(home, clock)
     handle = start_in_thread(world.settings, deps=world.deps, reaper_interval_s=0.05)

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from watchdog_fakes import World
+from fakes.watchdog import World
 
 from gpuc.core import api
 from gpuc.functions import server as srv

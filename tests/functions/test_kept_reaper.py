@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from watchdog_fakes import World, make_world, outage
+from fakes.watchdog import World, make_world, outage
 
 from gpuc.core import api
 from gpuc.core.clock import FakeClock

@@ -4,7 +4,7 @@ the last heartbeat said so."""
 
 from __future__ import annotations
 
-from watchdog_fakes import World
+from fakes.watchdog import World
 
 MIN = 60.0
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from watchdog_fakes import ADMIN, World
+from fakes.watchdog import ADMIN, World
 
 from gpuc.core import api
 from gpuc.core.signing import derive_key, new_token

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+from fakes.watchdog import World
 from test_balance_alerts import set_balance
-from watchdog_fakes import World
 
 from gpuc.core.notify.channels import NtfyChannel
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from watchdog_fakes import World
+from fakes.watchdog import World
 
 from gpuc.core import api
 from gpuc.core.clock import FakeClock

@@ -9,8 +9,8 @@ from urllib.parse import parse_qs
 
 import httpx
 import pytest
+from fakes.watchdog import make_world
 from test_notify import Phone, notifier_for
-from watchdog_fakes import make_world
 
 from gpuc.core.clock import FakeClock
 from gpuc.core.notify.message import Action, Message

@@ -14,8 +14,8 @@ from urllib.parse import urlencode
 
 import httpx
 import pytest
-from phone_fakes import dump, leased, tap_token
-from watchdog_fakes import World, make_world
+from fakes.phone import dump, leased, tap_token
+from fakes.watchdog import World, make_world
 
 from gpuc.core.clock import FakeClock
 from gpuc.core.notify.channels import NtfyChannel, TelegramChannel

@@ -14,9 +14,9 @@ from pathlib import Path
 from urllib.parse import unquote_plus
 
 import httpx
+from fakes.watchdog import make_world
 from hypothesis import given
 from hypothesis import strategies as st
-from watchdog_fakes import make_world
 
 from gpuc.core.clock import FakeClock
 from gpuc.core.notify.message import defang, pod_says

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from watchdog_fakes import World
+from fakes.watchdog import World
 
 from gpuc.core.models import PodSpec
 from gpuc.core.providers.http import zero_backoff

@@ -7,7 +7,7 @@ a link or a mention on the phone, with gpuc's name above it.
 
 from __future__ import annotations
 
-from watchdog_fakes import World
+from fakes.watchdog import World
 
 from gpuc.core.notify.message import provider_says
 from gpuc.core.providers.vast_instances import parse_instance

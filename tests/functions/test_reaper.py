@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from watchdog_fakes import World, make_world
+from fakes.watchdog import World, make_world
 
 from gpuc.core.api import KeepRequest
 from gpuc.core.clock import FakeClock

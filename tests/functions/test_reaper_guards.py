@@ -8,7 +8,7 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from watchdog_fakes import World, make_world
+from fakes.watchdog import World, make_world
 
 from gpuc.core.api import EndRequest, HeartbeatBody, NotificationRecord, ReapReport
 from gpuc.core.clock import FakeClock

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from watchdog_fakes import FakeProvider, World, make_world, outage
+from fakes.watchdog import FakeProvider, World, make_world, outage
 
 from gpuc.core import api
 from gpuc.core.api import EndRequest

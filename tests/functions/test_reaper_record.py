@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from watchdog_fakes import World
+from fakes.watchdog import World
 
 from gpuc.core.api import StatusResponse
 from gpuc.functions.reaper import reap_safely

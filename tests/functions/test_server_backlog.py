@@ -13,7 +13,7 @@ import socket
 import time
 from pathlib import Path
 
-from watchdog_fakes import World
+from fakes.watchdog import World
 
 from gpuc.functions.server import _Server
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import httpx
 import pytest
-from httpstubs import Answer, Stub
+from fakes.httpstubs import Answer, Stub
+from fakes.watchdog import ADMIN, World
 from pydantic import SecretStr
-from watchdog_fakes import ADMIN, World
 
 from gpuc.core import api
 from gpuc.core.errors import WatchdogError

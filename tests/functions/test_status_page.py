@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from watchdog_fakes import ADMIN, World
+from fakes.watchdog import ADMIN, World
 
 from gpuc.core import api
 from gpuc.core.clock import FakeClock

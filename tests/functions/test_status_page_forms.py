@@ -10,8 +10,8 @@ from html import unescape
 from urllib.parse import urlencode
 
 import pytest
+from fakes.watchdog import World
 from test_status_page import open_page, session
-from watchdog_fakes import World
 
 from gpuc.functions.edge import Response
 

@@ -4,7 +4,7 @@ the phone's pushes say the pod stays warm and how to run the next job."""
 
 from __future__ import annotations
 
-from watchdog_fakes import World
+from fakes.watchdog import World
 
 from gpuc.core.api import DeadlineRequest
 from gpuc.core.titles import clock

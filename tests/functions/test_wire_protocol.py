@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from watchdog_fakes import World
+from fakes.watchdog import World
 
 from gpuc.client.pods.plan import check_protocol
 from gpuc.core import api, grantapi

@@ -20,9 +20,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fakes.localworld import ADMIN, World, only_run, open_world, wait_for
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from localworld import ADMIN, World, only_run, open_world, wait_for
 
 from gpuc.client.jobs.follow import follow, report
 from gpuc.client.jobs.podlog import JOB_LINE_MARK, LogPrinter

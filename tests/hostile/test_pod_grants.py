@@ -1,7 +1,7 @@
 """A hostile host reads everything on its pod (docs/secrets.md "What a pod holds"): the pod's token, its
 claim, its config. What can it do with them at an s3:// destination? Ask the watchdog for grants, exactly as
 the pod does (signed with the token), and use them, or bend them, against a real S3 API that checks every
-signature and expiry (ministack with AUTH on, tests/s3world.py). Another run's results sit in the same
+signature and expiry (ministack with AUTH on, tests/fakes/s3world.py). Another run's results sit in the same
 bucket: none of it may be listed, read, overwritten or deleted, and nothing at all once the run has ended.
 """
 

@@ -14,8 +14,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from podfakes import MINUTE, Pod, serving, wire
-from podstub import recording_functions
+from fakes.pod import MINUTE, Pod, recording_functions, serving, wire
 
 from gpuc.core.clock import FakeClock
 from gpuc.core.models import PodSpec

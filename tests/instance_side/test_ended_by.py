@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from localworld import World, open_world, wait_for
+from fakes.localworld import World, open_world, wait_for
 
 from gpuc.client.jobs.outcome_file import BadOutcome, outcome_from, parse_outcome
 from gpuc.core.podjson import Unreadable

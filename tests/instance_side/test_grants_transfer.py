@@ -1,5 +1,5 @@
 """The pod's S3 transport (instance_side/grants.py) on a real S3 API through the watchdog's grants
-(tests/s3world.py): a file over the one-PUT limit goes in parts, a restore streams it back, a URL that
+(tests/fakes/s3world.py): a file over the one-PUT limit goes in parts, a restore streams it back, a URL that
 expired is signed again, a file that changed since it was listed fails the push (never sent torn)."""
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
-from podfakes import POD_ID, Pod, wire
+from fakes.pod import POD_ID, Pod, wire
 
 from gpuc.core.clock import FakeClock
 from gpuc.instance_side.beside import JOB_LOG_NAME, OUTCOME_NAME, snapshot

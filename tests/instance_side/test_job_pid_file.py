@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from podfakes import MINUTE, Pod, wire
+from fakes.pod import MINUTE, Pod, wire
 
 from gpuc.core.clock import FakeClock
 from gpuc.instance_side.jobtree import JobScanError, JobTreeProbe, read_job_stamp

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from podfakes import MINUTE, POD_ID, FakeGpu, FakeProcTree, Pod, settled, wire
+from fakes.pod import MINUTE, POD_ID, FakeGpu, FakeProcTree, Pod, settled, wire
 
 from gpuc.core.clock import FakeClock
 from gpuc.instance_side.agent import Agent

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from hostiletars import cve_2025_4517, member, outside, plant, tar_of
+from fakes.tars import cve_2025_4517, member, outside, plant, tar_of
 
 from gpuc.core.clock import FakeClock
 from gpuc.core.models import PodSpec

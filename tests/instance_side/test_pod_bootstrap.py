@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from podfakes import TOKEN, make_pod
+from fakes.pod import TOKEN, make_pod
 
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ConfigError

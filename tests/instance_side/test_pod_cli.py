@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from podfakes import serving
-from podstub import recording_functions
+from fakes.pod import recording_functions, serving
 
 from gpuc.core.models import PodSpec
 from gpuc.core.podconfig import PodConfig, PodPaths, render_env_file

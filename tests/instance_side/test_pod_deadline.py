@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from podfakes import MINUTE, Pod, SkewedClock, wire
+from fakes.pod import MINUTE, Pod, SkewedClock, wire
 
 from gpuc.core.clock import FakeClock
 from gpuc.instance_side.agent import Agent

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from podfakes import POD_ID, TOKEN, make_pod, wire
+from fakes.pod import POD_ID, TOKEN, make_pod, wire
 
 from gpuc.core import podconfig, podpaths
 from gpuc.core.clock import FakeClock

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, ClassVar, get_args
 
 import pytest
-from podfakes import POD_ID, TOKEN, Pod, SkewedClock, reply_json, serving, wire
+from fakes.pod import POD_ID, TOKEN, Pod, SkewedClock, reply_json, serving, wire
 
 from gpuc.core import api, signing
 from gpuc.core.clock import FakeClock

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from podfakes import MINUTE, POD_ID, Pod, wire
+from fakes.pod import MINUTE, POD_ID, Pod, wire
 
 from gpuc.core.clock import FakeClock
 from gpuc.instance_side.kept import kept_file, read_kept

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from podfakes import ANY_GROWTH, settled
+from fakes.pod import ANY_GROWTH, settled
 
 from gpuc.instance_side import procfs
 from gpuc.instance_side.idle import Thresholds, job_activity, procs_activity

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import unquote_to_bytes
 
 import pytest
-from podfakes import POD_ID, Pod, wire
+from fakes.pod import POD_ID, Pod, wire
 
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import SyncError

@@ -44,7 +44,7 @@ def results(tmp_path: Path) -> Path:
     return root
 
 
-# -- S3 (a real S3 API through the watchdog's grants: tests/s3world.py) ---------------------------------
+# -- S3 (a real S3 API through the watchdog's grants: tests/fakes/s3world.py) ---------------------------------
 def s3_sync(grants: Any, tmp_path: Path, run_id: str = "run01") -> S3Sync:
     grants.register(f"pod-{run_id}", run_id)
     sync = grants.sync(tmp_path / f"pod-{run_id}", f"pod-{run_id}", run_id)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from podfakes import make_pod
+from fakes.pod import make_pod
 
 from gpuc.instance_side.verify import (
     MIN_BANDWIDTH_FRACTION,

@@ -82,7 +82,7 @@ def results_sent(dest: Counted) -> list[str]:
     return [name for name in dest.sent if not name.startswith("logs/")]
 
 
-# -- S3 (a real S3 API through the watchdog's grants: tests/s3world.py) ---------------------------------
+# -- S3 (a real S3 API through the watchdog's grants: tests/fakes/s3world.py) ---------------------------------
 def test_s3_a_second_push_sends_only_what_changed(grants: Any, tmp_path: Path) -> None:
     paths = pod(tmp_path)
     grants.register("pod-1", "run01")

@@ -352,7 +352,7 @@ def test_a_failed_push_is_remembered_so_a_later_cut_still_restores(tmp_path: Pat
 
 
 def s3_sync(grants: Any, tmp_path: Path, wrap: Callable[[RunObjects], RunObjects] = lambda o: o) -> S3Sync:
-    """The pod's own S3 destination: run01's objects, reached through the watchdog's grants (tests/s3world.py)."""
+    """The pod's own S3 destination: run01's objects, reached through the watchdog's grants (tests/fakes/s3world.py)."""
     grants.register("pod-run01", "run01")
     objects = run_objects(grants.sync(tmp_path / "granted", "pod-run01", "run01"))
     assert objects is not None

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from podfakes import MINUTE, Pod, wire
+from fakes.pod import MINUTE, Pod, wire
 
 from gpuc.core.clock import FakeClock
 from gpuc.instance_side.agent import Agent

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from moneyfakes import T0
+from fakes.money import T0
 
 from gpuc.core.errors import ConfigError
 from gpuc.core.ledger.store import Ledger

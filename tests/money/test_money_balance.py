@@ -4,8 +4,8 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from moneyfakes import FakeProvider, unreachable
-from runpodfakes import RUNPOD_KEY, runpod_on
+from fakes.money import FakeProvider, unreachable
+from fakes.providers import RUNPOD_KEY, runpod_on
 
 from gpuc.client.context import Ctx
 from gpuc.client.money.balance import balance_warnings, check_balances, provider_factories

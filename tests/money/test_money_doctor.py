@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from ctxfakes import answering
-from moneyfakes import FakeProvider
+from fakes.ctx import answering
+from fakes.money import FakeProvider
 
 from gpuc.client.context import Ctx
 from gpuc.client.money.balance import BalanceLine, BalanceReport

@@ -8,8 +8,8 @@ import json
 
 import pytest
 from click.testing import CliRunner, Result
-from ctxfakes import answering
-from moneyfakes import T0
+from fakes.ctx import answering
+from fakes.money import T0
 
 from gpuc.client.context import Ctx
 from gpuc.client.money.commands import ledger

@@ -14,7 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
-from moneyfakes import T0, write_rows
+from fakes.money import T0, write_rows
 
 from gpuc.core.api import PodRecord
 from gpuc.core.errors import ConfigError

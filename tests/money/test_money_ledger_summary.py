@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-from ctxfakes import answering
-from moneyfakes import T0, bars, column_heights, read_png
+from fakes.ctx import answering
+from fakes.money import T0, bars, column_heights, read_png
 
 from gpuc.client.context import Ctx
 from gpuc.client.money.commands import ledger

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from moneyfakes import FakeProvider, unreachable
+from fakes.money import FakeProvider, unreachable
 
 from gpuc.client.context import Ctx
 from gpuc.client.money.commands import offers

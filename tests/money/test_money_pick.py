@@ -4,7 +4,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from moneyfakes import FakeProvider, unreachable
+from fakes.money import FakeProvider, unreachable
 
 from gpuc.client.context import Ctx
 from gpuc.client.money.commands import pick as pick_command

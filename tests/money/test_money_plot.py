@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from moneyfakes import bars, column_heights, read_png
+from fakes.money import bars, column_heights, read_png
 
 from gpuc.client.money.plot import (
     EXPERIMENT_COLOR,

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Literal
 
 import pytest
-from moneyfakes import T0
+from fakes.money import T0
 
 from gpuc.client.money import reconcile
 from gpuc.client.money.plot import plot_data

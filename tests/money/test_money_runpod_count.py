@@ -6,7 +6,7 @@ stock for one GPU says nothing of four on one machine, and no pod may hold more 
 from __future__ import annotations
 
 import pytest
-from runpodfakes import RTX4090, RUNPOD_KEY, runpod_on
+from fakes.providers import RTX4090, RUNPOD_KEY, runpod_on
 
 from gpuc.client.context import Ctx
 from gpuc.client.money.livepick import NOT_AT_COUNT, pick_for

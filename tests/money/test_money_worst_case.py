@@ -11,16 +11,13 @@ agent's install) is left out: it has nothing to do with money and needs a real p
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from upfakes import make_deps, nothing_spent, rented_settings, runpod_4090
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "functions"))
-from watchdog_fakes import ADMIN, World, make_world
+from fakes.up import make_deps, nothing_spent, rented_settings, runpod_4090
+from fakes.watchdog import ADMIN, World, make_world
 
 from gpuc.client.context import Ctx
 from gpuc.client.onpod.provision import install_agent

@@ -32,7 +32,7 @@ TOKEN = "tests/core/test_token_strength.py"
 GET = "tests/providers/test_get_contract.py"
 V2 = "tests/providers/test_runpod_v2.py"
 DOWN = "tests/client/test_down_guards.py"
-PRECHECK = "tests/client/test_precheck.py"
+PRECHECK = "tests/client/test_plan.py"
 
 CORE: tuple[Mutant, ...] = (
     # -- 1. a provider's "unknown" taken as gone ---------------------------------------------------------

@@ -1,7 +1,7 @@
 """The hand mutants for a pod on a stranger's machine (run-scoped capabilities): what the pod holds
 and what its grants reach. Same format as table.py: each one exact replacement that breaks one safety check,
 and the tests that must fail on it. The hostile host's tests sign as the host that read the pod's token and
-claim, against a real S3 API (tests/s3world.py)."""
+claim, against a real S3 API (tests/fakes/s3world.py)."""
 
 from __future__ import annotations
 
@@ -152,6 +152,6 @@ MUTANTS_GRANTS: tuple[Mutant, ...] = (
         "instance_side/resume.py",
         "        if objects is None or not _same_place(url, objects.describe()):",
         "        if objects is None:",
-        ("tests/instance_side/test_resume_s3.py::test_nothing_pushed_to_s3_and_another_runs_prefix_are_refused",),
+        ("tests/recovery/test_resume_s3.py::test_nothing_pushed_to_s3_and_another_runs_prefix_are_refused",),
     ),
 )

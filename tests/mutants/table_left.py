@@ -7,7 +7,7 @@ from __future__ import annotations
 from mutant import Mutant
 
 PLAN = "client/pods/plan.py"
-VAST_UP = ("tests/client/test_precheck_vast.py",)
+VAST_UP = ("tests/client/test_plan_vast.py",)
 
 MUTANTS_LEFT: tuple[Mutant, ...] = (
     Mutant(

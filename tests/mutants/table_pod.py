@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from mutant import Mutant
 
-BOOT = "tests/instance_side/test_pod_boot.py"
-AGAIN = "tests/instance_side/test_pod_boot_again.py"
-PLAN = "tests/instance_side/test_pod_boot_plan.py"
-S3 = "tests/instance_side/test_resume_s3.py"
+BOOT = "tests/recovery/test_pod_boot.py"
+AGAIN = "tests/recovery/test_pod_boot_again.py"
+PLAN = "tests/recovery/test_pod_boot_plan.py"
+S3 = "tests/recovery/test_resume_s3.py"
 
 MUTANTS_POD: tuple[Mutant, ...] = (
     Mutant(

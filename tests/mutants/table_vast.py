@@ -6,7 +6,7 @@ from mutant import Mutant
 
 PLAN = "client/pods/plan.py"
 VAST = "core/providers/vast.py"
-UP = "tests/client/test_precheck_vast.py"
+UP = "tests/client/test_plan_vast.py"
 SPOT = "tests/providers/test_vast_spot.py"
 PROVIDER = "tests/providers/test_vast_provider.py"
 

@@ -21,8 +21,8 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path, PurePosixPath
 
 import pytest
+from fakes.pod import recording_functions
 from pod_pythons import MINORS, find
-from podstub import recording_functions
 
 from gpuc.client.onpod.bundle import Bundle, build_bundle
 from gpuc.core.podinstall import Installer, probe_script, read_probe

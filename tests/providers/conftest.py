@@ -3,7 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from providerfakes import RUNPOD_GRAPHQL_URL, RUNPOD_KEY, RUNPOD_REST_URL, VAST_KEY, VAST_URL
+from fakes.providers import RUNPOD_GRAPHQL_URL, RUNPOD_KEY, RUNPOD_REST_URL, VAST_KEY, VAST_URL
 
 from gpuc.core.clock import FakeClock
 from gpuc.core.providers.http import zero_backoff

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from providerfakes import spec
+from fakes.providers import spec
 from test_emulators_strict import graphql, messages
 
 from gpuc.client.money.balance import BalanceLine, BalanceReport, account_checks, caps_text, check_balances

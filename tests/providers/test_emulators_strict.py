@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
-from providerfakes import RUNPOD_KEY, VAST_KEY, spec
+from fakes.providers import RUNPOD_KEY, VAST_KEY, spec
 
 from gpuc.core.providers.answers import SELF_READ_QUERY, STOP_MUTATION, TERMINATE_MUTATION
 from gpuc.core.providers.runpod_graphql import BALANCE_QUERY

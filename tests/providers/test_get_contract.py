@@ -8,7 +8,7 @@ and inside the pod, a "not found" to its own key next to a read of itself that f
 from __future__ import annotations
 
 import pytest
-from providerfakes import RUNPOD_GRAPHQL_URL, RUNPOD_KEY, RUNPOD_REST_URL, VAST_OFFER, spec
+from fakes.providers import RUNPOD_GRAPHQL_URL, RUNPOD_KEY, RUNPOD_REST_URL, VAST_OFFER, spec
 
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ProviderError

@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from httpstubs import Proxy, Stub, self_signed, server_context
-from providerfakes import RUNPOD_KEY, VAST_KEY, VAST_OFFER, spec
+from fakes.httpstubs import Proxy, Stub, self_signed, server_context
+from fakes.providers import RUNPOD_KEY, VAST_KEY, VAST_OFFER, spec
 
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ProviderError, ProviderSchemaError, ProviderUnavailable

@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import pytest
 from click.testing import CliRunner
-from providerfakes import RUNPOD_KEY, VAST_KEY, spec
+from fakes.providers import RUNPOD_KEY, VAST_KEY, spec
 
 from gpuc.client.onpod.ask import key_scope
 from gpuc.client.setup.doctor_live import LiveReport, live_report, render

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from providerfakes import RUNPOD_KEY, VAST_KEY, spec
+from fakes.providers import RUNPOD_KEY, VAST_KEY, spec
 
 from gpuc.core.clock import FakeClock
 from gpuc.core.pod import OWNER_ENV

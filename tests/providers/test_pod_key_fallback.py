@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from providerfakes import VAST_OFFER, spec
+from fakes.providers import VAST_OFFER, spec
 
 from gpuc.core.errors import ConfigError
 from gpuc.core.providers.runpod import RunPodProvider

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 import pytest
-from providerfakes import spec
+from fakes.providers import spec
 
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ProviderError

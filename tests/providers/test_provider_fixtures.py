@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
-from providerfakes import RUNPOD_GRAPHQL_URL, RUNPOD_KEY, RUNPOD_REST_URL, VAST_KEY, VAST_URL, fixture, spec
+from fakes.providers import RUNPOD_GRAPHQL_URL, RUNPOD_KEY, RUNPOD_REST_URL, VAST_KEY, VAST_URL, fixture, spec
 
 from gpuc.core.clock import FakeClock, parse_iso
 from gpuc.core.errors import ProviderAuthError, ProviderError

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import httpx
 import pytest
-from providerfakes import RUNPOD_KEY
+from fakes.providers import RUNPOD_KEY
 
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ProviderAuthError, ProviderError, ProviderSchemaError, ProviderUnavailable

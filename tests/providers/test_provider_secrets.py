@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import httpx
 import pytest
-from providerfakes import RUNPOD_KEY, VAST_KEY, VAST_URL, spec
+from fakes.providers import RUNPOD_KEY, VAST_KEY, VAST_URL, spec
 
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import GpucError

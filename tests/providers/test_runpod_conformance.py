@@ -25,10 +25,10 @@ from typing import Any
 
 import httpx
 import pytest
+from fakes.providers import GOOD_CREATE, RUNPOD_KEY, spec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator, FormatChecker  # type: ignore[import-untyped]
-from providerfakes import GOOD_CREATE, RUNPOD_KEY, spec
 
 from gpuc.client.onpod.keys import key_standing
 from gpuc.core.clock import FakeClock, iso

@@ -6,7 +6,7 @@ import json
 
 import httpx
 import pytest
-from providerfakes import RUNPOD_KEY, spec
+from fakes.providers import RUNPOD_KEY, spec
 
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import (

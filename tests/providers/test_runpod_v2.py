@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from providerfakes import GOOD_CREATE, RUNPOD_KEY, spec
+from fakes.providers import GOOD_CREATE, RUNPOD_KEY, spec
 
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ProviderError, ProviderSchemaError, ProviderUnavailable

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Self, cast
 
 import pytest
-from providerfakes import spec
+from fakes.providers import spec
 
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ProviderAuthError, ProviderError, ProviderSchemaError, ProviderUnavailable

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from providerfakes import spec
+from fakes.providers import spec
 
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import NotFound, ProviderError

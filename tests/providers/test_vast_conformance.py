@@ -18,8 +18,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
+from fakes.providers import VAST_KEY, spec
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
-from providerfakes import VAST_KEY, spec
 from vast_spec import DEVIATIONS, ROUTES, Route, route_for
 
 from gpuc.core.clock import FakeClock

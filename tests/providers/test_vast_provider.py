@@ -6,7 +6,7 @@ import json
 
 import httpx
 import pytest
-from providerfakes import VAST_KEY, VAST_URL, spec
+from fakes.providers import VAST_KEY, VAST_URL, spec
 
 from gpuc.core.clock import FakeClock
 from gpuc.core.errors import ConfigError, NotFound, ProviderError, ProviderSchemaError, ProviderUnavailable

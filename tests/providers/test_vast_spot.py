@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from providerfakes import VAST_URL, spec
+from fakes.providers import VAST_URL, spec
 
 from gpuc.core.errors import ConfigError, ProviderError
 from gpuc.core.providers.http import zero_backoff

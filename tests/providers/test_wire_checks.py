@@ -15,9 +15,9 @@ import math
 from typing import Any
 
 import pytest
+from fakes.providers import FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from providerfakes import FIXTURES
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gpuc.core.errors import ProviderSchemaError

@@ -3,7 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from reconcilefakes import T0, World
+from fakes.reconcile import T0, World
 
 from gpuc.core.clock import FakeClock
 from gpuc.testkit.emulators.runpod import RunPodEmulator

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from reconcilefakes import HOUR, MONTH, World, reconcile, reconcile_json
+from fakes.reconcile import HOUR, MONTH, World, reconcile, reconcile_json
 
 from gpuc.client import cli as cli_module
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
-from reconcilefakes import HOUR, T0
+from fakes.reconcile import HOUR, T0
 
 from gpuc.core.clock import FakeClock, iso
 from gpuc.testkit.emulators.billing import bucket_floor, bucket_next

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 import pytest
-from reconcilefakes import HOUR, MONTH, T0, World
+from fakes.reconcile import HOUR, MONTH, T0, World
 
 from gpuc.client.money.reconcile import SOURCE_FACTORIES, billing_sources
 from gpuc.core.clock import iso, parse_iso

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from watchdog_fakes import moto_store
+from fakes.watchdog import moto_store
 
 from gpuc.core import api
 from gpuc.core.clock import FakeClock

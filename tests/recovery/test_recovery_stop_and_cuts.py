@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import rec_fixtures
+from fakes import recovery as rec_fixtures
 
 from gpuc.core import api
 from gpuc.core.clock import FakeClock
@@ -35,7 +35,7 @@ from gpuc.testkit.spot_world import (
     make_rec_world,
 )  # fmt: skip
 
-# The recovering run's worlds (tests/recovery/rec_fixtures.py), on SQLite and on both stores
+# The recovering run's worlds (tests/fakes/recovery.py), on SQLite and on both stores
 world, any_world = rec_fixtures.world, rec_fixtures.any_world
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import rec_fixtures
+from fakes import recovery as rec_fixtures
 
 from gpuc.core import api
 from gpuc.core.clock import FakeClock
@@ -19,7 +19,7 @@ from gpuc.functions.recovery import claim, rerent, runs, watch
 from gpuc.functions.store import Store
 from gpuc.testkit.spot_world import ADMIN, BID, PLANTED_SECRET, RUN_ID, WAIT_S, RecWorld, make_rec_world
 
-# The recovering run's worlds (tests/recovery/rec_fixtures.py), on SQLite and on both stores
+# The recovering run's worlds (tests/fakes/recovery.py), on SQLite and on both stores
 world, any_world = rec_fixtures.world, rec_fixtures.any_world
 
 # -- register -------------------------------------------------------------------------------------

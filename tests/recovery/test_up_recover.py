@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 import pytest
-from upfakes import HealthyWatchdog, rented_settings
+from fakes.up import HealthyWatchdog, rented_settings
 
 from gpuc.client.context import Ctx
 from gpuc.client.pods.plan import UpOptions
@@ -188,7 +188,7 @@ def test_recover_refusals_come_before_any_money(
 
 
 def test_recover_is_refused_on_runpod(settings: Settings, clock: FakeClock, bucket: Path) -> None:
-    from upfakes import nothing_spent, runpod_4090
+    from fakes.up import nothing_spent, runpod_4090
 
     provider = runpod_4090()
     ctx = ctx_for(settings, provider, RecordingWatchdog(clock), clock)  # type: ignore[arg-type]

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from localworld import World, open_world
+from fakes.localworld import World, open_world
 
 VALUE = "wandb-PLANTED-value-7c1f"
 # The job itself looks: by the time it runs, its wrapper has read the file and removed it (the pod is

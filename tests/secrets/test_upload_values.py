@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from localworld import World, open_world
+from fakes.localworld import World, open_world
 
 from gpuc.client.onpod.secretscan import OVERLAP, READ_BYTES, scan
 from gpuc.client.onpod.upload import prepare

@@ -13,7 +13,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from podstub import recording_functions
+from fakes.pod import recording_functions
 
 from gpuc.core.settings import Settings
 from gpuc.testkit.sshd import LoopbackSshd, SshdUnavailable, start_loopback_sshd

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bootworld import boot_world, job
+from fakes.bootworld import boot_world, job
 
 from gpuc.core.pod import RESUME_ENV
 from gpuc.instance_side.joblog import read_outcome
@@ -106,7 +106,7 @@ def test_a_machine_that_fails_verification_and_is_kept_still_runs_no_job(tmp_pat
 
 
 def _agents(world: object) -> list[int]:
-    from bootworld import BootWorld
+    from fakes.bootworld import BootWorld
 
     assert isinstance(world, BootWorld)
     holder = _read(world.paths.agent_lock)

@@ -8,8 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from watchdog_fakes import World
-
+from fakes.watchdog import World
 from gpuc.core import api
 from gpuc.core.signing import derive_key, sign
 from gpuc.functions.edge import Request, response_bytes

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from watchdog_fakes import World
-
+from fakes.watchdog import World
 from gpuc.functions.links import ALL_PODS, link_key, mint, new_claim
 from gpuc.functions.server import ServerHandle
 

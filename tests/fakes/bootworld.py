@@ -23,9 +23,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
-from podfakes import serving
-from podstub import RecordingFunctions
-
+from fakes.pod import RecordingFunctions, serving
 from gpuc.client.onpod.bundle import build_bundle
 from gpuc.core.api import BootAnswer, BootKit, BootRequest
 from gpuc.core.bootkit import BOOT_TICKET_ENV, BOOT_URL_ENV, onstart_script

@@ -1,4 +1,4 @@
-"""Shared by the tests of `up`'s checks before the create (tests/client/test_precheck.py, the destination
+"""Shared by the tests of `up`'s checks before the create (tests/client/test_plan.py, the destination
 check in tests/aws/test_destcheck_s3.py): a rented provider whose create is where money would be spent, a
 healthy watchdog, and settings with everything a rented `up` needs, so that each test breaks one thing."""
 
@@ -8,8 +8,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from ctxfakes import StatusView
-
+from fakes.ctx import StatusView
 from gpuc.client.context import Ctx
 from gpuc.client.runs import RunStore
 from gpuc.core.api import WIRE_PROTOCOL, StatusResponse

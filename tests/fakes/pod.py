@@ -4,6 +4,9 @@ The probes, the sync, the destroyer and the job are the ones the drill uses too 
 The fake functions check what a real server would: the signature over `timestamp.seq.body`, the
 5-minute window on the server's clock (refused as the real one refuses it: 401 with `server_time` and
 a Date header), a seq that rises, and a body that validates against the shared pydantic contract.
+`recording_functions` is the same two routes over real HTTP, for pods that run as processes (the pod CLI, the
+supervised agent, ssh provisioning, the pod pythons): it checks the signature with the pod's token and records
+what arrived.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from dataclasses import dataclass, field
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from gpuc.core.api import HeartbeatBody, PodEvent
 from gpuc.core.clock import Clock, FakeClock
@@ -245,3 +248,49 @@ def settled(probe: JobTreeProbe, quiet_s: float = 0.3, tries: int = 50) -> JobTr
             return later
         tree = later
     raise AssertionError(f"the job kept growing for {tries * quiet_s:.0f} s")
+
+
+# -- the two pod routes over real HTTP ------------------------------------------------------------------
+class RecordingFunctions(BaseHTTPRequestHandler):
+    token: ClassVar[str] = ""
+    heartbeats: ClassVar[list[HeartbeatBody]]
+    events: ClassVar[list[PodEvent]]
+    problems: ClassVar[list[str]]
+
+    @classmethod
+    def reset(cls) -> None:
+        cls.heartbeats, cls.events, cls.problems = [], [], []
+
+    def do_POST(self) -> None:
+        cls = type(self)
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        ts, seq = int(self.headers["X-Gpuc-Timestamp"]), int(self.headers["X-Gpuc-Seq"])
+        if not verify(derive_key(cls.token), ts, seq, body, self.headers["X-Gpuc-Signature"]):
+            cls.problems.append("bad signature")
+        try:
+            if self.path == "/v1/heartbeat":
+                cls.heartbeats.append(HeartbeatBody.model_validate_json(body))
+            else:
+                cls.events.append(PodEvent.model_validate_json(body))
+        except ValueError as exc:
+            cls.problems.append(str(exc))
+        payload = json.dumps({"ok": True, "server_time": time.time(), "lease_until": None}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *_: Any) -> None:
+        return
+
+
+def recording_functions(token: str) -> type[RecordingFunctions]:
+    """A fresh handler class (its own records) that accepts pings signed with `token`."""
+
+    class Functions(RecordingFunctions):
+        pass
+
+    Functions.token = token
+    Functions.reset()
+    return Functions

@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import pytest
 from click.testing import CliRunner, Result
-from upfakes import (
+from fakes.up import (
     Created,
     FakeProvider,
     HealthyWatchdog,

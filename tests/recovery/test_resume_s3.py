@@ -1,5 +1,5 @@
 """GPUC_RESUME_FROM at an s3:// destination: the last push restored into results/ through the run's own
-objects (the watchdog's grants on a real S3 API, tests/s3world.py: the pod holds no key), each file checked
+objects (the watchdog's grants on a real S3 API, tests/fakes/s3world.py: the pod holds no key), each file checked
 against the push manifest as for file://. Only the pod's own run can be resumed from: its grant reaches
 nothing else."""
 

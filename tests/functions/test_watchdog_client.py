@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from fakes.watchdog import ADMIN, World
 from pydantic import SecretStr
-from watchdog_fakes import ADMIN, World
 
 from gpuc.core import api
 from gpuc.core.errors import WatchdogError

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from upfakes import HealthyWatchdog, rented_settings
+from fakes.up import HealthyWatchdog, rented_settings
 
 from gpuc.client.context import Ctx
 from gpuc.client.pods.plan import UpOptions

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from watchdog_fakes import World
-
+from fakes.watchdog import World
 from gpuc.functions.app import Deps
 from gpuc.functions.buttons import OfferKind, offer
 from gpuc.functions.store import SqliteStore

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from watchdog_fakes import moto_store
 
+from fakes.watchdog import moto_store
 from gpuc.core.clock import FakeClock
 from gpuc.testkit.spot_world import RecWorld, make_rec_world
 

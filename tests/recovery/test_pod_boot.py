@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from bootworld import HF_TOKEN, TICKET, TOKEN, boot_world, job, mode
+from fakes.bootworld import HF_TOKEN, TICKET, TOKEN, boot_world, job, mode
 
 from gpuc.core.bootkit import BOOT_FILE, ONSTART_MAX, onstart_script
 from gpuc.instance_side.joblog import read_outcome
