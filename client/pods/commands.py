@@ -1,7 +1,7 @@
 """`gpuc up / down / ls / keep / extend`: click only, one call each. `up` turns its options into one
 `UpOptions` (client/pods/upargs.py) and hands it to client/pods/up.py; with --wait it returns the job it
-started, which the `gpuc` group follows (client/pods/jobline.py says why there). `run`, which starts a job on
-a pod that has one, is with the job commands (client/jobs/commands.py).
+started, which the `gpuc` group follows (client/pods/jobline.py says why there). `run`, the next job on a pod `up`
+started, is with the job commands (client/jobs/commands.py).
 
 Startup: `gpuc ls` loads this module; it imports survey and listing at the top, and each other command
 imports its own module inside itself (down's sync gate, up's upload).
