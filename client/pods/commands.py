@@ -106,7 +106,7 @@ from gpuc.core.termsafe import clean_line
 @click.option("--note", default=None, help="A note for the run's ledger row (later: gpuc ledger note RUN TEXT).")
 @click.option("--dry-run", is_flag=True, help="Print each step; create nothing.")
 @pass_ctx
-def up(ctx: Ctx, **given: Any) -> JobToFollow | None:
+def up(ctx: Ctx, /, **given: Any) -> JobToFollow | None:
     """Start a pod for EXPERIMENT; with `-- COMMAND`, run it under the wrapper.
 
     Before anything is rented, `up` checks the keys, the .env mode, the ssh key and that a rented pod can
