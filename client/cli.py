@@ -12,6 +12,7 @@ from click.shell_completion import CompletionItem, get_completion_class
 
 from gpuc.client.command_table import COMMANDS
 from gpuc.client.pods.interrupts import Interrupted, say, silence_broken_output
+from gpuc.client.pods.jobline import JobToFollow
 from gpuc.core.errors import ConfigError, GpucError
 from gpuc.core.redact import redact
 from gpuc.core.termsafe import clean_line
@@ -50,6 +51,17 @@ def cli() -> None:
 
     Start with `gpuc demo` (no accounts needed), then `gpuc doctor`.
     """
+
+
+@cli.result_callback()
+def follow_started_job(result: object) -> object:
+    """`up --wait` and `run --wait` hand back the job they started: followed here, above the pods package
+    that starts it and the jobs package that follows it, so neither imports the other back."""
+    if isinstance(result, JobToFollow):
+        from gpuc.client.jobs.wait import wait_and_exit  # startup: only after a job was started
+
+        wait_and_exit(result.ctx, result.pod, job_id=result.job_id, timeout_s=result.timeout_s)
+    return result
 
 
 def _current_shell() -> str | None:

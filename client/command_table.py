@@ -4,7 +4,7 @@ from __future__ import annotations
 
 # name -> "module:attribute"; a module is imported only when its command runs (or shows its help).
 COMMANDS: dict[str, tuple[str, str]] = {
-    "up": ("gpuc.client.jobs.commands:up", "Start a pod for an experiment (and optionally run a job on it)."),
+    "up": ("gpuc.client.pods.commands:up", "Start a pod for an experiment (and optionally run a job on it)."),
     "run": ("gpuc.client.jobs.commands:run", "Run a job on a pod under the wrapper (sync, notify, destroy)."),
     "down": (
         "gpuc.client.pods.commands:down",

@@ -1,4 +1,5 @@
-"""`--wait` for `gpuc up` and `gpuc run`, and `gpuc logs`: the click-facing side of client/jobs/follow.py.
+"""`--wait` for `gpuc up` and `gpuc run` (the job they hand back, client/pods/jobline.py, is followed here by
+the `gpuc` group), and `gpuc logs`: the click-facing side of client/jobs/follow.py.
 
 The job's output goes to stdout, gpuc's own lines to stderr, so `gpuc up ... --wait > run.log` keeps the
 job's output clean. `--wait` exits with the job's exit code; Ctrl-C stops the waiting, never the job.
@@ -23,9 +24,7 @@ from gpuc.client.context import Ctx
 from gpuc.client.exits import STOPPED_WAITING_EXIT
 from gpuc.client.jobs.follow import Follow, follow, report
 from gpuc.client.pods.spent import spent_words
-from gpuc.core.clock import parse_duration
-from gpuc.core.errors import ConfigError
-from gpuc.core.pod import Pod, new_run_id
+from gpuc.core.pod import Pod
 from gpuc.core.termsafe import clean_line
 
 
@@ -34,21 +33,6 @@ def say(text: str) -> None:
     click drops the style when stderr is not a terminal; NO_COLOR (no-color.org) drops it everywhere."""
     prefix = "gpuc:" if os.environ.get("NO_COLOR") else click.style("gpuc:", bold=True, reverse=True)
     click.echo(f"{prefix} {clean_line(text)}", err=True)
-
-
-def new_job_id() -> str:
-    return new_run_id()
-
-
-def check_wait_options(wait: bool, timeout: str | None, command: tuple[str, ...] | list[str]) -> float | None:
-    """--timeout only means something with --wait, and --wait only with a command to wait for."""
-    if wait and not command:
-        raise ConfigError("--wait needs a command to wait for", hint="gpuc up NAME --wait -- python train.py")
-    if timeout is None:
-        return None
-    if not wait:
-        raise ConfigError("--timeout limits --wait", hint="add --wait (gpuc up NAME --wait --timeout 2h -- CMD)")
-    return parse_duration(timeout)
 
 
 def wait_and_exit(ctx: Ctx, pod: Pod, *, job_id: str | None, timeout_s: float | None) -> NoReturn:

@@ -1,19 +1,136 @@
-"""`gpuc down / ls / keep / extend`: click only, one call each (`up` and `run`, which start a job and may
-follow it, are in client/jobs/commands.py).
+"""`gpuc up / down / ls / keep / extend`: click only, one call each. `up` turns its options into one
+`UpOptions` (client/pods/upargs.py) and hands it to client/pods/up.py; with --wait it returns the job it
+started, which the `gpuc` group follows (client/pods/jobline.py says why there). `run`, the next job on a pod `up`
+started, is with the job commands (client/jobs/commands.py).
 
 Startup: `gpuc ls` loads this module; it imports survey and listing at the top, and each other command
-imports its own module inside itself (down's sync gate).
+imports its own module inside itself (down's sync gate, up's upload).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from gpuc.client.context import Ctx, pass_ctx, talk
+from gpuc.client.exits import EXIT_CODES_HELP
 from gpuc.client.pods import survey
+from gpuc.client.pods.jobline import JobToFollow, UpCommand
 from gpuc.client.pods.listing import ls_lines
 from gpuc.core.clock import parse_duration
 from gpuc.core.termsafe import clean_line
+
+
+@click.command(cls=UpCommand, context_settings={"ignore_unknown_options": False}, epilog=EXIT_CODES_HELP)
+@click.argument("experiment", required=False)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@click.option("--provider", "-p", default=None, help="local (default), runpod or vast.")
+@click.option(
+    "--gpu",
+    default="RTX 4090",
+    show_default=True,
+    help='GPU to rent: "4090", "H100 SXM", "A100 PCIe" or the provider\'s own name; an ambiguous one lists '
+    "the choices.",
+)
+@click.option("--gpus", "gpu_count", default=1, show_default=True, type=click.IntRange(1, 8))
+@click.option(
+    "--price", "price_per_hour", type=float, default=None, help="Price per hour, when the offer does not say."
+)
+@click.option(
+    "--max-hours",
+    default=None,
+    help="The pod's deadline from its start: hours (a bare number: 0.5) or a duration (30m, 2h; default "
+    "GPUC_MAX_HOURS, 12): then its agent syncs "
+    "results/ and destroys it, and the watchdog ends it if the agent does not, whatever its job, GPU or ssh; "
+    "a pod whose sync failed is STOPPED instead (the disk with results/ stays). At most "
+    "GPUC_MAX_LIFETIME_HOURS (48); `gpuc extend` moves it. No provider-side limit is counted on.",
+)
+@click.option("--interruptible", is_flag=True, help="Rent interruptible (spot) with --bid.")
+@click.option("--bid", type=float, default=None, help="Bid per GPU-hour for an interruptible pod.")
+@click.option(
+    "--recover",
+    type=click.IntRange(0, 20),
+    default=0,
+    metavar="N",
+    help="With --interruptible on Vast: after an outbid, re-rent and resume from the last push up to N times "
+    "inside the run's one money envelope; 0 (default): no recovery, an outbid pod is destroyed after "
+    "GPUC_PAUSED_LIMIT_S. Needs GPUC_RESULTS_BUCKET (s3://): gpuc and your code are kept there for the new pod.",
+)
+@click.option(
+    "--recover-on-demand",
+    is_flag=True,
+    help="With --recover: the last recovery rents on-demand if the run's envelope still holds it.",
+)
+@click.option("--offer", "offer_id", default=None, help="Rent exactly this offer id (see gpuc offers).")
+@click.option("--image", default=None, help="Container image.")
+@click.option(
+    "--volume-gb",
+    type=click.IntRange(0, 10_000),
+    default=None,
+    metavar="GB",
+    help="The pod's persistent volume, /workspace (your code, results/), in GB [30]. RunPod takes 10 or more.",
+)
+@click.option(
+    "--wait", is_flag=True, help="With a command: stream its output, wait for its end, exit with its exit code."
+)
+@click.option("--timeout", default=None, help="With --wait: stop waiting after this long (30m, 2h); the job goes on.")
+@click.option(
+    "--no-upload", is_flag=True, help="Do not upload this folder (the code comes from GPUC_GIT_REMOTE's clone)."
+)
+@click.option(
+    "--env",
+    "env_names",
+    multiple=True,
+    metavar="NAME",
+    help="Give the job this variable from your environment or .env (repeatable; a name only, never NAME=value: "
+    "the value goes in the pod's mode-600 secrets file, never in argv, output or the provider's pod settings).",
+)
+@click.option(
+    "--warm",
+    default=None,
+    metavar="DURATION",
+    help="Keep the pod between jobs (30m): a job's end syncs results/ and notifies but does not destroy; "
+    "`gpuc run POD --sync --wait -- CMD` runs the next job on it (results/ carries over: `gpuc run --clean` "
+    "starts empty); idle (no job, no ssh, GPU idle) this long, it syncs and ends itself. Without --max-hours its "
+    "deadline is GPUC_WARM_JOB_HOURS (1) plus the warm time after its start, then after each `gpuc run`'s "
+    "start: the budget holds that much for it. `gpuc down POD` ends it.",
+)
+@click.option("-y", "--yes", is_flag=True, help="Create without asking (the price is still printed).")
+@click.option(
+    "--over-budget",
+    is_flag=True,
+    help="Rent even if the pod's worst case (price x --max-hours) would cross GPUC_MONTHLY_BUDGET or "
+    "GPUC_EXPERIMENT_BUDGET.",
+)
+@click.option("--note", default=None, help="A note for the run's ledger row (later: gpuc ledger note RUN TEXT).")
+@click.option("--dry-run", is_flag=True, help="Print each step; create nothing.")
+@pass_ctx
+def up(ctx: Ctx, /, **given: Any) -> JobToFollow | None:
+    """Start a pod for EXPERIMENT; with `-- COMMAND`, run it under the wrapper.
+
+    Before anything is rented, `up` checks the keys, the .env mode, the ssh key and that a rented pod can
+    reach the watchdog and that its results destination takes a write and a list (a probe, removed), what
+    the provider would refuse (RunPod: a volume under 10 GB, more GPUs than its largest pod; it warns when
+    your ssh key is not registered there, and hands the pod the key itself), then
+    prints the price and the most the pod can cost, and asks (on a terminal; -y skips the question, and it
+    is never asked when stdin is not a terminal). With GPUC_MONTHLY_BUDGET
+    (or GPUC_EXPERIMENT_BUDGET) set, it refuses a pod whose worst case would cross the month's budget.
+
+    The current folder is uploaded into the pod's workspace, the job's folder (git-ignored files
+    and results/ are not; --no-upload skips it). The pod is registered with the watchdog, its ledger
+    row opened, the agent started first; when the command exits the pod syncs results/ and the job's
+    log, notifies you and destroys itself. Without --wait, `up` returns once the job has STARTED.
+    """
+    # Lazy: `gpuc ls` loads this module and must not pay for up's upload or its flow.
+    from gpuc.client.pods.up import up as start_pod
+    from gpuc.client.pods.upargs import up_options
+
+    opts = up_options(ctx, given, click.get_current_context().meta)
+    pod = start_pod(opts, ctx)
+    if pod is not None and opts.command and opts.wait:
+        return JobToFollow(ctx, pod, opts.job_id, opts.follow_timeout_s)  # followed by the `gpuc` group
+    return None
 
 
 @click.command()

@@ -96,6 +96,9 @@ class UpOptions:
     # envelope (client/pods/recovery/prepare.py); 0: none. `--recover-on-demand`: the last recovery rents on-demand.
     recover: int = 0
     recover_on_demand: bool = False
+    # `--wait`: the command hands the job back to be followed (client/pods/jobline.py); `--timeout`: for how long.
+    wait: bool = False
+    follow_timeout_s: float | None = None
 
 
 # -- checks before money is spent, with no provider call --------------------------------------------

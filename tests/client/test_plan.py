@@ -22,8 +22,8 @@ from fakes.up import (
 )
 
 from gpuc.client.context import Ctx
-from gpuc.client.jobs.commands import up as up_command
 from gpuc.client.money.offers import OfferFilters, fetch
+from gpuc.client.pods.commands import up as up_command
 from gpuc.client.pods.plan import UpOptions, check_watchdog_reachable
 from gpuc.client.pods.up import up
 from gpuc.core import gpunames

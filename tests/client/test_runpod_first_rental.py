@@ -15,7 +15,7 @@ from fakes.providers import RTX4090, RUNPOD_KEY, runpod_of
 from fakes.up import PUBLIC_KEY, Created, make_deps, rented_settings
 
 from gpuc.client.context import Ctx
-from gpuc.client.jobs.commands import up as up_command
+from gpuc.client.pods.commands import up as up_command
 from gpuc.client.pods.plan import UpOptions
 from gpuc.client.pods.up import up
 from gpuc.core.clock import FakeClock

@@ -39,7 +39,7 @@ MUTANTS_WARM: tuple[Mutant, ...] = (
     Mutant(
         "warm-deadline-12h",
         "up --warm 30m: the budget holds 12 h for the pod ($5.28 on a 4090) and refuses the next up",
-        "client/jobs/commands.py",
+        "client/pods/upargs.py",
         "    if warm_s and max_hours is None:",
         "    if False:",
         (

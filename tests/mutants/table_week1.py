@@ -39,7 +39,7 @@ MUTANTS_WEEK1: tuple[Mutant, ...] = (
     Mutant(
         "up-python-is-the-name",
         "up -- python train.py: 'python' taken for the experiment's name, the job runs 'train.py'",
-        "client/jobs/commands.py",
+        "client/pods/jobline.py",
         "ctx.meta[NO_NAME] = not isinstance",
         "ctx.meta[NO_NAME] = False and not isinstance",
         (f"{SLIPS}::test_up_without_a_name_takes_the_folders_and_says_so_never_python",),
