@@ -202,14 +202,26 @@ class BootAnswer(Strict):
 
 
 class AttemptRecord(Strict):
+    """One attempt (one instance) of a recovering run: THE attempt, wherever it is read: the watchdog's stored run
+    (functions/recovery/runs.py), the rules (functions/recovery/decide.py), the envelope's money
+    (core.budget run_spent, attempt_fits), the run's view (RunRecovery) and the ledger's row."""
+
     pod_id: str
-    start: float
+    start: float  # its GPU and its disk bill from here
     price_per_hour: float
     disk_per_hour: float
     interruptible: bool = True
-    paused_at: float | None = None
-    end: float | None = None
-    cost_usd: float = 0.0  # as of the record's `as_of`
+    paused_at: float | None = None  # outbid: GPU no longer billed, the disk still is
+    end: float | None = None  # destroyed (confirmed gone): nothing billed after
+    cost_usd: float = 0.0  # in a RunRecovery: `cost` as of its `as_of` (0 in the stored run: never read there)
+
+    def cost(self, now: float) -> float:
+        """Its cost as of `now`: the GPU from its start until paused or ended, the disk until it is gone."""
+        gone = now if self.end is None else min(self.end, now)
+        gpu_end = gone if self.paused_at is None else min(self.paused_at, gone)
+        gpu_h = max(0.0, gpu_end - self.start) / 3600
+        disk_h = max(0.0, gone - self.start) / 3600
+        return gpu_h * self.price_per_hour + disk_h * self.disk_per_hour
 
 
 class RunRecovery(Strict):

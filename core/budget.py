@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gpuc.core.clock import hours_text
 from gpuc.core.ledger.intake import LIVE, WatchdogRecord, later_attempt, run_of
@@ -32,6 +33,9 @@ from gpuc.core.ledger.rows import (
 )
 from gpuc.core.ledger.rows import usd as usd  # re-exported: the money words' one formatter, where budgets are
 from gpuc.core.pod import Pod
+
+if TYPE_CHECKING:  # `gpuc ls` and `gpuc ledger` load no pydantic (tests/client/test_startup_imports.py)
+    from gpuc.core.api import AttemptRecord
 
 
 @dataclass(frozen=True)
@@ -334,24 +338,7 @@ def outlook(burns: Iterable[Burn], ahead: Iterable[Ahead], now: float, *, experi
 # A recovered run is ONE run: its deadline counts wall time from the first attempt, and its money is every
 # attempt's GPU hours x price plus the disk of every instance (a paused one bills its disk only) against one
 # cap. Peers reset the clock per attempt (dstack's max_duration, SkyPilot's retry-forever); this does not.
-
-
-@dataclass(frozen=True)
-class Attempt:
-    """One instance of a run. GPU bills from start until paused/ended; the disk until it is gone."""
-
-    start: float
-    price_per_hour: float
-    disk_per_hour: float
-    paused_at: float | None = None  # outbid: GPU no longer billed, the disk still is
-    end: float | None = None  # destroyed (confirmed gone)
-
-    def cost(self, now: float) -> float:
-        gone = now if self.end is None else min(self.end, now)
-        gpu_end = gone if self.paused_at is None else min(self.paused_at, gone)
-        gpu_h = max(0.0, gpu_end - self.start) / 3600
-        disk_h = max(0.0, gone - self.start) / 3600
-        return gpu_h * self.price_per_hour + disk_h * self.disk_per_hour
+# An attempt is the wire's own core.api.AttemptRecord (one declaration, its cost its `cost`), never a copy of it.
 
 
 @dataclass(frozen=True)
@@ -400,7 +387,7 @@ class RunEnvelope:
         )
 
 
-def run_spent(attempts: Iterable[Attempt], now: float) -> float:
+def run_spent(attempts: Iterable[AttemptRecord], now: float) -> float:
     return sum(a.cost(now) for a in attempts)
 
 
@@ -410,7 +397,7 @@ def next_attempt_worst(price_per_hour: float, disk_per_hour: float, envelope: En
 
 
 def attempt_fits(
-    attempts: Sequence[Attempt], price_per_hour: float, disk_per_hour: float, envelope: Envelope, now: float
+    attempts: Sequence[AttemptRecord], price_per_hour: float, disk_per_hour: float, envelope: Envelope, now: float
 ) -> bool:
     """Whether what the run spent plus the next attempt's worst case stays inside the envelope."""
     worst = run_spent(attempts, now) + next_attempt_worst(price_per_hour, disk_per_hour, envelope, now)

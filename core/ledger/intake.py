@@ -7,9 +7,9 @@ whatever the number of attempts."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from gpuc.core.clock import iso
 from gpuc.core.ledger.book import Book
@@ -23,6 +23,9 @@ from gpuc.core.ledger.rows import (
     sane_ts,
     usd,
 )
+
+if TYPE_CHECKING:  # `gpuc ls` and `gpuc ledger` load no pydantic (tests/client/test_startup_imports.py)
+    from gpuc.core.api import RunRecovery
 
 
 class WatchdogRecord(Protocol):
@@ -52,39 +55,10 @@ class WatchdogRecord(Protocol):
     def note(self) -> str | None: ...
 
 
-class AttemptView(Protocol):
-    """One attempt of a recovering run, as the ledger reads it (api.AttemptRecord)."""
-
-    @property
-    def pod_id(self) -> str: ...
-    @property
-    def end(self) -> float | None: ...
-    @property
-    def cost_usd(self) -> float: ...
-    @property
-    def paused_at(self) -> float | None: ...
-
-
-class RunView(Protocol):
-    """A recovering run (`up --recover`) as the ledger reads the watchdog's record of it (api.RunRecovery):
-    ONE row, the first pod's, whatever the number of attempts."""
-
-    @property
-    def run_id(self) -> str: ...
-    @property
-    def done(self) -> bool: ...
-    @property
-    def spent_usd(self) -> float: ...
-    @property
-    def stopped_why(self) -> str | None: ...
-    @property
-    def attempts(self) -> Sequence[AttemptView]: ...
-
-
 # What the intake knows of the recovering runs its records name: run id -> the watchdog's record of the run, or
 # None when the watchdog holds no such run (then its first pod's row is a pod's like any other). A run missing
 # from the mapping was not read: its row stays open (never closed at one attempt's end, a part of the run).
-Runs = Mapping[str, "RunView | None"]
+Runs = Mapping[str, "RunRecovery | None"]
 
 
 def run_of(record: object) -> tuple[str | None, int | None]:
@@ -107,7 +81,7 @@ def later_attempt(record: object) -> bool:
     return attempt is not None and attempt > 1
 
 
-def run_note(run: RunView) -> str:
+def run_note(run: RunRecovery) -> str:
     """The run's attempts in words, for its one row: "interruptible, 3 attempts (2 outbids): 31000000 $0.07,
     31000001 $0.11, 31000002 $0.05"; and why recovery stopped, when it did."""
     count = len(run.attempts)
@@ -120,7 +94,7 @@ def run_note(run: RunView) -> str:
     return f"{note}; recovery stopped: {run.stopped_why}" if run.stopped_why else note
 
 
-def run_end(run: RunView) -> float | None:
+def run_end(run: RunRecovery) -> float | None:
     """The run's end: its last attempt's, once every attempt has ended; None while one still bills (a stopped
     recovery leaves its pod running). Never its first pod's end: that is the first outbid, not the run's."""
     ends = [a.end for a in run.attempts]
@@ -193,7 +167,7 @@ def take_in(book: Book, records: Iterable[WatchdogRecord], runs: Runs | None = N
     return report
 
 
-def _close_run(book: Book, i: int, record: WatchdogRecord, run: RunView | None, report: SyncReport) -> bool:
+def _close_run(book: Book, i: int, record: WatchdogRecord, run: RunRecovery | None, report: SyncReport) -> bool:
     """The first pod's row of a recovering run: closed once the run is done, never at one attempt's end
     (the first pod ends at its outbid while the run goes on). True when it closed now."""
     if run is None or not run.done or book.rows[i].end:

@@ -27,13 +27,14 @@ from collections.abc import Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpuc.core.atomicfile import atomic_write
 from gpuc.core.clock import iso
 from gpuc.core.errors import ConfigError
 from gpuc.core.ledger.book import Book, IndexEntry, index_entry
 from gpuc.core.ledger.csvfile import decode_csv, parse_csv, render_csv
-from gpuc.core.ledger.intake import Runs, RunView, SyncReport, WatchdogRecord, run_end, run_note, take_in
+from gpuc.core.ledger.intake import Runs, SyncReport, WatchdogRecord, run_end, run_note, take_in
 from gpuc.core.ledger.rows import (
     MAX_PRICE_PER_HOUR,
     NOTE_MAX_CHARS,
@@ -46,6 +47,9 @@ from gpuc.core.ledger.rows import (
     sane_ts,
 )
 from gpuc.core.ledger.summary import LedgerSummary, summarize, with_running
+
+if TYPE_CHECKING:  # `gpuc ls` and `gpuc ledger` load no pydantic (tests/client/test_startup_imports.py)
+    from gpuc.core.api import RunRecovery
 
 INDEX_VERSION = 1
 
@@ -109,7 +113,7 @@ class Ledger:
         with self._transaction() as book:
             return take_in(book, records, runs)
 
-    def close_run(self, pod_id: str, run: RunView, note: str | None = None) -> LedgerRow | None:
+    def close_run(self, pod_id: str, run: RunRecovery, note: str | None = None) -> LedgerRow | None:
         """`gpuc down` of a recovering run that the watchdog says is done: its one row (the first pod's) closed
         with the run's end, cost and attempts. None: no row, or the run is not done (the row stays open)."""
         end = run_end(run)

@@ -25,7 +25,7 @@ from gpuc.core.pod import Pod
 from gpuc.core.providers.base import Provider
 from gpuc.core.providers.vast import VastProvider
 from gpuc.functions.recovery.decide import Decision, Offer, Reading, decide
-from gpuc.functions.recovery.runs import StoredRun, attempt_run_id, to_attempt
+from gpuc.functions.recovery.runs import StoredRun, attempt_run_id
 
 _READING: dict[str, Reading] = {
     "running": "running",
@@ -100,7 +100,7 @@ def look(
     offers = offers_for(provider, run) if reading == "paused" and paused_for >= wait_s else []
     decision = decide(
         run.plan,
-        [to_attempt(a) for a in run.attempts],
+        run.attempts,
         reading,
         confirmed=confirmed,
         paused_for_s=paused_for,

@@ -22,7 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from gpuc.core.budget import Attempt, Envelope, attempt_fits, run_spent, usd
+from gpuc.core.api import AttemptRecord
+from gpuc.core.budget import Envelope, attempt_fits, run_spent, usd
 
 Action = Literal["none", "wait", "rerent", "stop"]
 Reading = Literal["running", "provisioning", "paused", "exited", "gone", "unknown"]
@@ -59,7 +60,7 @@ class Decision:
 
 def decide(
     plan: RecoveryPlan,
-    attempts: Sequence[Attempt],
+    attempts: Sequence[AttemptRecord],
     reading: Reading,
     *,
     confirmed: bool,
@@ -91,7 +92,7 @@ def decide(
 
 def _next_attempt(
     plan: RecoveryPlan,
-    attempts: Sequence[Attempt],
+    attempts: Sequence[AttemptRecord],
     now: float,
     offers: Sequence[Offer],
     budget_left_usd: float | None,
@@ -121,11 +122,11 @@ def _next_attempt(
     return Decision("rerent", f"attempt {len(attempts) + 1} of {plan.recover + 1}", offer)
 
 
-def _fits(plan: RecoveryPlan, attempts: Sequence[Attempt], offer: Offer, now: float) -> bool:
+def _fits(plan: RecoveryPlan, attempts: Sequence[AttemptRecord], offer: Offer, now: float) -> bool:
     return attempt_fits(attempts, offer.price_per_hour, plan.disk_per_hour, plan.envelope, now)
 
 
-def progress_text(plan: RecoveryPlan, attempts: Sequence[Attempt], now: float) -> str:
+def progress_text(plan: RecoveryPlan, attempts: Sequence[AttemptRecord], now: float) -> str:
     """What the phone hears at a re-rent: 'outbid: recovering, attempt 2 of 3, $0.31 spent of $2.40'."""
     spent = run_spent(attempts, now)
     return (

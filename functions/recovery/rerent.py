@@ -163,7 +163,7 @@ def _record(run: Sweep, provider: Provider, stored: StoredRun, *, cut: bool) -> 
     assert deps.watchdog_key is not None
     ticket = runs.boot_ticket(deps.watchdog_key.get_secret_value(), stored.run_id, acting.attempt, acting.since)
     pod_id, started = acting.pod_id, acting.rented_at if acting.rented_at is not None else now
-    told = progress_text(stored.plan, [runs.to_attempt(a) for a in _ended(stored, now)], now)
+    told = progress_text(stored.plan, _ended(stored, now), now)
 
     def record(r: StoredRun) -> StoredRun | None:
         if r.done or r.stop_asked or r.acting is None or r.acting.since != acting.since:

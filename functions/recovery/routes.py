@@ -121,7 +121,7 @@ def _admin_run(req: Request, deps: Deps) -> tuple[StoredRun, int]:
 def run_status(req: Request, deps: Deps, now: float) -> Response:
     require_admin(req, deps)
     run, _ = _admin_run(req, deps)
-    return ok(runs.recovery_view(runs.with_pod_ends(run, deps.store), now))
+    return ok(runs.recovery_view(run, deps.store, now))
 
 
 def run_stop(req: Request, deps: Deps, now: float) -> Response:

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import Field
 
 from gpuc.core.api import AttemptRecord, RecoveryRequest, RunRecovery
-from gpuc.core.budget import Attempt, Envelope, run_spent
+from gpuc.core.budget import Envelope, run_spent
 from gpuc.core.models import Strict
 from gpuc.core.pod import RUN_ID_RE
 from gpuc.functions.recovery.decide import RecoveryPlan
@@ -165,12 +165,8 @@ def attempt_run_id(run_id: str, attempt: int) -> str:
     return run_id if attempt <= 1 else f"{run_id}-a{attempt}"
 
 
-def to_attempt(rec: AttemptRecord) -> Attempt:
-    return Attempt(rec.start, rec.price_per_hour, rec.disk_per_hour, rec.paused_at, rec.end)
-
-
 def spent_usd(run: StoredRun, now: float) -> float:
-    return run_spent([to_attempt(a) for a in run.attempts], now)
+    return run_spent(run.attempts, now)
 
 
 def load(store: Store, run_id: str) -> tuple[StoredRun, int] | None:
@@ -327,9 +323,12 @@ def with_pod_ends(run: StoredRun, store: Store) -> StoredRun:
     return run.model_copy(update={"attempts": attempts})
 
 
-def recovery_view(run: StoredRun, now: float) -> RunRecovery:
-    """RunRecovery: never the kit, its secrets or a ticket."""
-    attempts = [a.model_copy(update={"cost_usd": round(to_attempt(a).cost(now), 6)}) for a in run.attempts]
+def recovery_view(run: StoredRun, store: Store, now: float) -> RunRecovery:
+    """The run as the laptop and the phone read it (GET /v1/runs/{id}: `gpuc ls`, `gpuc ledger`, `gpuc down`), the
+    ONE place a RunRecovery is made: each attempt's end taken from its pod's record (with_pod_ends) and its cost
+    as of `now`. Never the kit, its secrets or a ticket."""
+    run = with_pod_ends(run, store)
+    attempts = [a.model_copy(update={"cost_usd": round(a.cost(now), 6)}) for a in run.attempts]
     return RunRecovery(
         busy=busy_with(run),
         run_id=run.run_id,

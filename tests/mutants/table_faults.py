@@ -174,10 +174,10 @@ MUTANTS_FAULTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "run-view-no-pod-ends",
-        "the run route never learns its last pod's end: the run costs to 'now' for ever, its row never closes",
-        "functions/recovery/routes.py",
-        "runs.recovery_view(runs.with_pod_ends(run, deps.store), now)",
-        "runs.recovery_view(run, now)",
+        "the run's view never learns its last pod's end: the run costs to 'now' for ever, its row never closes",
+        "functions/recovery/runs.py",
+        "    run = with_pod_ends(run, store)\n",
+        "",
         (RUN_ROW,),
     ),
     Mutant(

@@ -5,8 +5,18 @@ rented; nor is any attempt whose worst case, added to what was spent, passes the
 
 from __future__ import annotations
 
-from gpuc.core.budget import Attempt, Envelope, run_spent
+from gpuc.core.api import AttemptRecord
+from gpuc.core.budget import Envelope, run_spent
 from gpuc.functions.recovery.decide import Decision, Offer, RecoveryPlan, decide
+
+
+def attempt(
+    start: float, price: float, disk: float, paused_at: float | None = None, end: float | None = None
+) -> AttemptRecord:
+    return AttemptRecord(
+        pod_id="p", start=start, price_per_hour=price, disk_per_hour=disk, paused_at=paused_at, end=end
+    )
+
 
 T0 = 1_800_000_000.0
 H = 3600.0
@@ -14,7 +24,7 @@ DISK = 0.01
 BID = Offer("901", 0.12, interruptible=True)
 ON_DEMAND = Offer("903", 0.24, interruptible=False)
 NOW = T0 + 5 * H + 301
-SPENT_RUN = [Attempt(T0, 0.12, DISK, paused_at=T0 + 5 * H)]  # five hours on the first attempt, then outbid
+SPENT_RUN = [attempt(T0, 0.12, DISK, paused_at=T0 + 5 * H)]  # five hours on the first attempt, then outbid
 
 
 def after_five_hours(cap: float, offers: list[Offer], *, on_demand_last: bool = True) -> Decision:

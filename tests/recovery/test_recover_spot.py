@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from gpuc.core.budget import Attempt, Envelope, attempt_fits, run_envelope_usd, run_spent
+from gpuc.core.api import AttemptRecord
+from gpuc.core.budget import Envelope, attempt_fits, run_envelope_usd, run_spent
 from gpuc.core.settingsload import load_settings
 from gpuc.functions.recovery.decide import Offer, RecoveryPlan, decide, progress_text, stop_text
 from gpuc.functions.recovery.webhook import check_delivery, wants_look
@@ -26,12 +27,20 @@ def plan(recover: int = 2, max_hours: float = 10.0, cap: float | None = None, **
     return RecoveryPlan(recover, Envelope(T0, max_hours, cap), price_cap=0.12, disk_per_hour=DISK, **kw)
 
 
-def paused_run(*earlier: Attempt, paused_at: float = T0 + H) -> list[Attempt]:
+def attempt(
+    start: float, price: float, disk: float, paused_at: float | None = None, end: float | None = None
+) -> AttemptRecord:
+    return AttemptRecord(
+        pod_id="p", start=start, price_per_hour=price, disk_per_hour=disk, paused_at=paused_at, end=end
+    )
+
+
+def paused_run(*earlier: AttemptRecord, paused_at: float = T0 + H) -> list[AttemptRecord]:
     start = earlier[-1].end if earlier and earlier[-1].end else T0
-    return [*earlier, Attempt(start, 0.12, DISK, paused_at=paused_at)]
+    return [*earlier, attempt(start, 0.12, DISK, paused_at=paused_at)]
 
 
-def after_wait(p: RecoveryPlan, attempts: list[Attempt], now: float, **kw: object) -> str:
+def after_wait(p: RecoveryPlan, attempts: list[AttemptRecord], now: float, **kw: object) -> str:
     d = decide(p, attempts, "paused", confirmed=True, paused_for_s=301, wait_s=300, now=now, **kw)  # type: ignore[arg-type]
     return d.action
 
@@ -63,16 +72,16 @@ def test_recover_zero_is_todays_behaviour() -> None:
 
 
 def test_it_stops_after_n_recoveries() -> None:
-    first = Attempt(T0, 0.12, DISK, paused_at=T0 + H, end=T0 + H + 400)
-    second = Attempt(T0 + H + 400, 0.12, DISK, paused_at=T0 + 2 * H, end=T0 + 2 * H + 400)
-    third = Attempt(T0 + 2 * H + 400, 0.12, DISK, paused_at=T0 + 3 * H)
+    first = attempt(T0, 0.12, DISK, paused_at=T0 + H, end=T0 + H + 400)
+    second = attempt(T0 + H + 400, 0.12, DISK, paused_at=T0 + 2 * H, end=T0 + 2 * H + 400)
+    third = attempt(T0 + 2 * H + 400, 0.12, DISK, paused_at=T0 + 3 * H)
     assert after_wait(plan(recover=2), [first, second, third], T0 + 3 * H + 301, offers=[BID]) == "stop"
     assert after_wait(plan(recover=3), [first, second, third], T0 + 3 * H + 301, offers=[BID]) == "rerent"
 
 
 def test_the_deadline_counts_from_the_first_attempt_not_this_one() -> None:
     p = plan(max_hours=2.0)
-    first = Attempt(T0, 0.12, DISK, paused_at=T0 + 2 * H - 100, end=T0 + 2 * H + 1)
+    first = attempt(T0, 0.12, DISK, paused_at=T0 + 2 * H - 100, end=T0 + 2 * H + 1)
     assert after_wait(p, paused_run(first, paused_at=T0 + 2 * H + 1), T0 + 2 * H + 302, offers=[BID]) == "stop"
 
 
@@ -111,26 +120,26 @@ def test_the_last_recovery_goes_on_demand_only_when_asked_and_the_envelope_allow
 
 
 def test_a_paused_instance_bills_its_disk_and_no_gpu() -> None:
-    a = Attempt(T0, 0.12, DISK, paused_at=T0 + H)
+    a = attempt(T0, 0.12, DISK, paused_at=T0 + H)
     assert a.cost(T0 + 2 * H) == pytest.approx(0.12 + 2 * DISK)
-    gone = Attempt(T0, 0.12, DISK, paused_at=T0 + H, end=T0 + H + 300)
+    gone = attempt(T0, 0.12, DISK, paused_at=T0 + H, end=T0 + H + 300)
     assert gone.cost(T0 + 5 * H) == pytest.approx(0.12 + DISK * (H + 300) / H)
 
 
 def test_recoveries_held_to_the_price_cap_stay_inside_one_pods_worst_case() -> None:
     env = Envelope(T0, 10.0, run_envelope_usd(0.12, DISK, 10.0))
-    attempts: list[Attempt] = []
+    attempts: list[AttemptRecord] = []
     now = T0
     for _ in range(5):  # outbid every 2 h, 5 min wait, re-rent at the cap
         assert attempt_fits(attempts, 0.12, DISK, env, now)
-        attempts.append(Attempt(now, 0.12, DISK, paused_at=now + 2 * H - 300, end=now + 2 * H))
+        attempts.append(attempt(now, 0.12, DISK, paused_at=now + 2 * H - 300, end=now + 2 * H))
         now += 2 * H
     assert run_spent(attempts, now) <= env.cap_usd
 
 
 def test_the_phone_hears_attempt_and_money_and_the_stop_says_what_was_kept() -> None:
     p = plan(recover=2, cap=2.40)
-    text = progress_text(p, [Attempt(T0, 0.30, 0.01, paused_at=T0 + H)], T0 + H)
+    text = progress_text(p, [attempt(T0, 0.30, 0.01, paused_at=T0 + H)], T0 + H)
     assert text == "outbid: recovering, attempt 2 of 3, $0.31 spent of $2.40"
     d = decide(p, paused_run(), "paused", confirmed=True, paused_for_s=301, wait_s=300, now=T0 + H + 301)
     assert stop_text(d, "s3://b/runs/r1") == (
