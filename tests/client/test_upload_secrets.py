@@ -85,9 +85,9 @@ def pkcs12_bytes() -> bytes:
     return pkcs12.serialize_key_and_certificates(
         b"test",
         key,
-        cert,
+        cert,  # type: ignore[arg-type]
         None,
-        serialization.BestAvailableEncryption(b"pw"),  # type: ignore[arg-type]
+        serialization.BestAvailableEncryption(b"pw"),
     )
 
 
