@@ -142,8 +142,8 @@ def world(tmp_path: Path) -> tuple[Ctx, list[str], list[str]]:
         runs=RunStore(settings.home),
         clock=FakeClock(T0 + 4000),
         echo=said.append,
-        watchdog=Watchdog(log, recovering()),
-        providers={"local": Vast(log)},  # type: ignore[arg-type]
+        watchdog=Watchdog(log, recovering()),  # type: ignore[arg-type]
+        providers={"local": Vast(log)},
     )
     ctx.runs.record_intent(RUN, f"gpuc-{RUN}", "local", "exp1", T0)
     ctx.runs.set_pod_id(RUN, FIRST)

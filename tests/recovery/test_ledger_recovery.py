@@ -202,8 +202,8 @@ def ls_ctx(tmp_path: Path, watchdog: Answering, clock: FakeClock) -> Ctx:
         runs=RunStore(settings.home),
         clock=clock,
         echo=lambda _l: None,
-        watchdog=watchdog,
-        providers={"local": OnePod([pod])},  # type: ignore[arg-type]
+        watchdog=watchdog,  # type: ignore[arg-type]
+        providers={"local": OnePod([pod])},
     )
 
 
