@@ -77,13 +77,15 @@ quick: $(TEST_STAMP)
 # one run there too, in a venv of their own under .venv. Said and skipped where that Python is absent.
 OLDEST_PYTHON ?= /usr/bin/python3.11
 OLDEST_VENV := $(VENV)/oldest
-OLDEST_STAMP := $(OLDEST_VENV)/.test-$(HASH)
+# In parallel as the unit tests run (most of them wait on a `gpuc` process): pytest-xdist, named in the stamp so a
+# venv made before it is made again.
+OLDEST_STAMP := $(OLDEST_VENV)/.test-xdist-$(HASH)
 OLDEST_TESTS := tests/core/test_untar.py tests/client/test_results.py tests/client/test_cp.py \
 	tests/client/test_upload.py tests/instance_side/test_pod_ask.py
 
 $(OLDEST_STAMP): pyproject.toml
 	$(OLDEST_PYTHON) -m venv $(OLDEST_VENV)
-	$(OLDEST_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e . pytest hypothesis moto
+	$(OLDEST_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -e . pytest pytest-xdist hypothesis moto
 	rm -f $(OLDEST_VENV)/.test-*
 	touch $@
 
@@ -91,7 +93,7 @@ oldest:
 	@if [ ! -x $(OLDEST_PYTHON) ]; then \
 		echo "oldest: skipped: no $(OLDEST_PYTHON) here (the copy tests ran only on $$($(PYTHON) -V))"; exit 0; fi; \
 	$(MAKE) --no-print-directory $(OLDEST_STAMP) && echo "oldest: $$($(OLDEST_VENV)/bin/python -V)" && \
-	$(OLDEST_VENV)/bin/python -m pytest $(OLDEST_TESTS)
+	$(OLDEST_VENV)/bin/python -m pytest $(XDIST) $(OLDEST_TESTS)
 
 # tests/browser drives Debian's headless Chromium: installed here where it is missing and this can (root,
 # apt), a no-op once it is there. Where it cannot, pytest's summary says so in capitals with the command.

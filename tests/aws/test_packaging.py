@@ -12,6 +12,8 @@ import subprocess
 import sys
 import tomllib
 import zipfile
+from collections.abc import Iterator
+from functools import cache
 from io import BytesIO
 from pathlib import Path
 
@@ -44,6 +46,7 @@ def wheel_packages() -> set[str]:
         return set(tomllib.load(f)["tool"]["setuptools"]["packages"])
 
 
+@cache
 def module_file(name: str) -> Path | None:
     """The file of a gpuc module, or None when the name is not a module (an attribute of one)."""
     path = ROOT.joinpath(*name.split(".")[1:])
@@ -53,26 +56,43 @@ def module_file(name: str) -> Path | None:
     return None
 
 
-def imported_names(path: Path) -> set[str]:
+@cache
+def parsed(path: Path) -> ast.Module:
+    """Each file parsed once for the module's tests (several walk the same product); never modified."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
+def statements(tree: ast.AST, *, type_checking: bool) -> Iterator[ast.stmt]:
+    """Every statement of a module, nested ones included (an import is a statement, never inside an
+    expression: the walk steps only through what holds statements). `type_checking=False`: not the body of
+    an `if TYPE_CHECKING:`."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.stmt):
+            yield node
+        for field, value in ast.iter_fields(node):
+            if field == "body" and not type_checking and isinstance(node, ast.If) and is_type_checking(node):
+                continue
+            if isinstance(value, list):
+                todo += [v for v in value if isinstance(v, (ast.stmt, ast.excepthandler, ast.match_case))]
+
+
+def is_type_checking(block: ast.If) -> bool:
+    return "TYPE_CHECKING" in ast.unparse(block.test)
+
+
+@cache
+def imported_names(path: Path) -> frozenset[str]:
     """The gpuc names a module imports at run time: at the top and inside functions (a lazy import runs
     on Lambda too), not under TYPE_CHECKING."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    typing_only = {
-        id(node)
-        for block in ast.walk(tree)
-        if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
-        for stmt in block.body
-        for node in ast.walk(stmt)
-    }
     names: set[str] = set()
-    for node in ast.walk(tree):
-        if id(node) in typing_only:
-            continue
+    for node in statements(parsed(path), type_checking=False):
         if isinstance(node, ast.Import):
             names |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
-    return {name for name in names if name == "gpuc" or name.startswith("gpuc.")}
+    return frozenset(name for name in names if name == "gpuc" or name.startswith("gpuc."))
 
 
 def transitive_modules(entry: str) -> set[str]:
@@ -121,7 +141,7 @@ def test_an_installed_gpuc_has_what_the_demo_and_the_rehearsal_import() -> None:
     for name in reached:
         path = module_file(name)
         assert path is not None
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in statements(parsed(path), type_checking=True):
             if isinstance(node, ast.Import):
                 others |= {alias.name.split(".")[0] for alias in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -136,8 +156,7 @@ def test_an_installed_gpuc_has_what_the_demo_and_the_rehearsal_import() -> None:
 def test_no_layer_of_the_product_imports_the_test_kit_at_import_time() -> None:
     for top in PRODUCT:
         for path in (ROOT / top).rglob("*.py"):
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-            for node in tree.body:  # module level only: a command's lazy import runs only when asked for
+            for node in parsed(path).body:  # module level only: a command's lazy import runs only when asked for
                 names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
                 if isinstance(node, ast.ImportFrom) and node.module:
                     names = [node.module]

@@ -4,6 +4,7 @@ import json
 import struct
 import zlib
 from dataclasses import replace
+from itertools import groupby
 from pathlib import Path
 
 import pytest
@@ -33,7 +34,24 @@ from gpuc.core.ledger.rows import LedgerRow
 from gpuc.core.ledger.store import Ledger
 from gpuc.core.settingsload import load_settings
 
-Pixels = dict[tuple[int, int], tuple[int, int, int]]
+RGB = tuple[int, int, int]
+
+
+class Pixels:
+    """A picture read back by colour: every question the tests ask is about one colour. Rows are kept as runs of
+    one colour (read at C speed), and a colour's pixels are spelled out only when asked for."""
+
+    def __init__(self) -> None:
+        self.runs: dict[RGB, list[tuple[int, int, int]]] = {}  # colour -> (y, first x, length)
+        self.spelled: dict[RGB, set[tuple[int, int]]] = {}
+
+    def of(self, color: RGB) -> set[tuple[int, int]]:
+        """Every (x, y) painted exactly `color`."""
+        if color not in self.spelled:
+            self.spelled[color] = {(x, y) for y, x0, n in self.runs.get(color, []) for x in range(x0, x0 + n)}
+        return self.spelled[color]
+
+
 SWEEP_16 = "lora-sweep-llama-3-8b-rank16-lr3e-4-warmup200"
 SWEEP_64 = "lora-sweep-llama-3-8b-rank64-lr1e-4-warmup200"
 
@@ -52,21 +70,24 @@ def decode(png: bytes) -> tuple[int, int, Pixels]:
         pos += 12 + length
     raw = zlib.decompress(idat)
     stride = width * 3 + 1
-    pixels: Pixels = {}
+    pixels = Pixels()
     for y in range(height):
         line = raw[y * stride + 1 : (y + 1) * stride]
-        for x in range(width):
-            pixels[(x, y)] = (line[3 * x], line[3 * x + 1], line[3 * x + 2])
+        x = 0
+        for colour, run in groupby(zip(line[0::3], line[1::3], line[2::3], strict=True)):
+            n = len(list(run))
+            pixels.runs.setdefault(colour, []).append((y, x, n))
+            x += n
     return width, height, pixels
 
 
-def has_text(pixels: Pixels, text: str, scale: int = 2, color: tuple[int, int, int] = TEXT_COLOR) -> bool:
+def has_text(pixels: Pixels, text: str, scale: int = 2, color: RGB = TEXT_COLOR) -> bool:
     """Is `text` drawn somewhere, pixel for pixel (lit where the font is lit, not lit in between)?"""
     lit = {(x * scale + dx, y * scale + dy) for x, y in lit_pixels(text) for dx in range(scale) for dy in range(scale)}
     width, height = text_width(text, scale), 9 * scale
     dark = {(x, y) for x in range(width) for y in range(height) if (x, y) not in lit}
     ax, ay = min(lit, key=lambda p: (p[1], p[0]))
-    inked = {p for p, c in pixels.items() if c == color}
+    inked = pixels.of(color)
     for px, py in inked:
         ox, oy = px - ax, py - ay
         if all((ox + x, oy + y) in inked for x, y in lit) and not any((ox + x, oy + y) in inked for x, y in dark):
@@ -74,12 +95,11 @@ def has_text(pixels: Pixels, text: str, scale: int = 2, color: tuple[int, int, i
     return False
 
 
-def bar_heights(pixels: Pixels, color: tuple[int, int, int]) -> list[int]:
+def bar_heights(pixels: Pixels, color: RGB) -> list[int]:
     """Vertical bars read back: the height of each run of equal, non-empty columns, left to right."""
     columns: dict[int, int] = {}
-    for (x, _), c in pixels.items():
-        if c == color:
-            columns[x] = columns.get(x, 0) + 1
+    for x, _ in pixels.of(color):
+        columns[x] = columns.get(x, 0) + 1
     heights, previous = [], 0
     for x in range(max(columns, default=-1) + 2):
         h = columns.get(x, 0)
@@ -89,12 +109,11 @@ def bar_heights(pixels: Pixels, color: tuple[int, int, int]) -> list[int]:
     return heights
 
 
-def bar_widths(pixels: Pixels, color: tuple[int, int, int]) -> list[int]:
+def bar_widths(pixels: Pixels, color: RGB) -> list[int]:
     """Horizontal bars read back, top to bottom."""
     rows: dict[int, int] = {}
-    for (_, y), c in pixels.items():
-        if c == color:
-            rows[y] = rows.get(y, 0) + 1
+    for _, y in pixels.of(color):
+        rows[y] = rows.get(y, 0) + 1
     widths, previous = [], 0
     for y in range(max(rows, default=-1) + 2):
         w = rows.get(y, 0)

@@ -26,7 +26,7 @@ SPEC = PodSpec(experiment="exp", run_id="run-bound", provider="fake", gpu_type="
 
 
 class StuckProvider(FakeProvider):
-    """A destroy that never answers (10 s here); a Ctrl-C arrives while it hangs."""
+    """A destroy that never answers (120 s here); a Ctrl-C arrives while it hangs."""
 
     def __init__(self) -> None:
         super().__init__(FakeClock())
@@ -35,7 +35,7 @@ class StuckProvider(FakeProvider):
     def destroy(self, pod_id: str) -> DestroyResult:
         self.asked.append(pod_id)
         signal.raise_signal(signal.SIGINT)  # the user, pressing Ctrl-C again while the destroy hangs
-        time.sleep(10)
+        time.sleep(120)
         return super().destroy(pod_id)
 
 
@@ -52,7 +52,7 @@ def test_a_stuck_destroy_is_given_up_in_time_naming_the_pod_and_where_to_find_it
     pod = provider.add("p1", name=SPEC.name)
     started = time.monotonic()
     abort.abort(pod, SPEC, ctx_for(tmp_path, provider), Interrupted(signal.SIGINT), [])
-    assert time.monotonic() - started < 5.0
+    assert time.monotonic() - started < 30.0  # the 0.5 s limit, with room for a loaded machine; not the 120 s
     err = capsys.readouterr().err
     assert provider.asked == ["p1"] and provider.alive("p1")
     assert "still destroying" in err  # the second Ctrl-C: said, not raised

@@ -30,7 +30,7 @@ def released() -> Iterator[threading.Event]:
 def stuck_world(home: Path, clock: FakeClock, released: threading.Event) -> tuple[World, FakeProvider]:
     stuck = FakeProvider(clock, name="stuck")
     world = make_world(home, clock, providers=(stuck,), provider_timeout_s=READ_S)
-    stuck.on_list = lambda: (released.wait(30.0), None)[1]  # a provider that never answers in time
+    stuck.on_list = lambda: (released.wait(120.0), None)[1]  # a provider that never answers in time
     return world, stuck
 
 
@@ -46,7 +46,7 @@ def test_a_stuck_provider_is_blind_and_does_not_delay_the_others_judgement(
     start = time.monotonic()
     report = world.reap()
     elapsed = time.monotonic() - start
-    assert elapsed < 2 * READ_S + 8.0, elapsed  # the pass's read deadline, not the stuck provider's 30 s
+    assert elapsed < 2 * READ_S + 30.0, elapsed  # the pass's read deadline, not the stuck provider's 120 s
     assert report.blind_providers == ["stuck"]
     assert any("no answer within" in m.message for m in world.outbox() if m.kind == "blind")
     assert world.pod("p1").state == "down"  # judged on time: marked for the destroy
