@@ -23,6 +23,9 @@ from gpuc.core.titles import title
 # How long `down` waits for a watchdog pass inside a re-rent to see the stop (each of its steps is one provider
 # call, with its own deadline), asking every BUSY_POLL_S; past it, `down` says what is still going on.
 BUSY_WAIT_S = 90.0
+# What the pod's shell answers `exec <gpuc's python>` with when the file is not there (POSIX: command not found);
+# ssh's own failures are 255, a sync's are its own codes.
+NOT_INSTALLED = 127
 BUSY_POLL_S = 3.0
 
 
@@ -61,6 +64,8 @@ def down(
         ctx.echo(f"  results/ copied to {copied_to} and verified: nothing is left only on the pod")
     elif recovering is not None and pod.status == "paused":
         _outbid_attempt(pod, recovering, ctx)
+    elif recovering is not None and pod.id != run.pod_id:
+        _sync_gate(provider, pod, ctx, force, rented_for=recovering)
     else:
         _sync_gate(provider, pod, ctx, force)
     end_at = ctx.clock.now()
@@ -188,7 +193,8 @@ def _outbid_attempt(pod: Pod, recovering: RunRecovery, ctx: Ctx) -> None:
     )
 
 
-def _sync_gate(provider: Provider, pod: Pod, ctx: Ctx, force: bool) -> None:
+def _sync_gate(provider: Provider, pod: Pod, ctx: Ctx, force: bool, *, rented_for: RunRecovery | None = None) -> None:
+    """`rented_for`: the recovering run the watchdog re-rented `pod` for (an attempt after the first)."""
     if pod.status != "running":
         if force:
             ctx.echo(f"{pod.id} is {pod.status}: its disk is out of reach; destroying anyway (--force)")
@@ -197,6 +203,9 @@ def _sync_gate(provider: Provider, pod: Pod, ctx: Ctx, force: bool) -> None:
     code, out = ctx.pod_access(provider, pod).run(["python", "-m", "gpuc.instance_side", "sync"])
     if code == 0:
         ctx.echo(f"  results synced and verified ({out.strip().splitlines()[-1] if out.strip() else 'ok'})")
+        return
+    if rented_for is not None and code == NOT_INSTALLED:
+        _still_booting(pod, rented_for, ctx)
         return
     if force:
         ctx.echo("  sync FAILED; destroying anyway (--force)")
@@ -211,6 +220,17 @@ def _sync_gate(provider: Provider, pod: Pod, ctx: Ctx, force: bool) -> None:
         f"results sync failed on {pod.id} ({why}); the pod is kept",
         hint=f"results are only on the pod: `gpuc results {pod.id}` copies them here and ends it; "
         f"`gpuc down {pod.id} --force` destroys them",
+    )
+
+
+def _still_booting(pod: Pod, recovering: RunRecovery, ctx: Ctx) -> None:
+    """A re-rented attempt whose boot has not yet installed gpuc (the shell found no gpuc python): its job is
+    started by gpuc's agent, after the install and the restore of the run's last push, so nothing ran there and
+    its disk holds nothing the push lacks. Keeping it "for its results" would bill a pod that holds none."""
+    kept = f" at {recovering.results_at}" if recovering.results_at else ""
+    ctx.echo(
+        f"  {pod.id} is still booting (gpuc is not installed on it yet): no job ran there; the run's results are "
+        f"its last push{kept}: destroying it"
     )
 
 

@@ -246,3 +246,57 @@ def test_a_stop_during_the_last_attempts_outbid_counts_that_outbid_too() -> None
     assert run_note(run).startswith("interruptible, 2 attempts (1 outbid): ")
     paused = [run.attempts[0], run.attempts[1].model_copy(update={"paused_at": T0 + 3900})]
     assert run_note(run.model_copy(update={"attempts": paused})).startswith("interruptible, 2 attempts (2 outbids): ")
+
+
+class Booting:
+    """The pod's shell while a re-rented attempt boots: gpuc's python is not installed yet."""
+
+    def __init__(self, code: int) -> None:
+        self.code, self.ran = code, []  # type: list[list[str]]
+
+    def __call__(self, provider: object, pod: Pod, settings: object) -> Booting:
+        return self
+
+    def run(self, argv: list[str], timeout_s: float = 120.0) -> tuple[int, str]:
+        self.ran.append(argv)
+        return self.code, "/bin/sh: 1: exec: /workspace/.gpuc/bin/python: not found"
+
+
+def test_down_while_a_re_rented_attempt_boots_destroys_it_as_it_holds_no_results(
+    world: tuple[Ctx, list[str], list[str]],
+) -> None:
+    """The recovery's wait ran out before `down` (a slow laptop): attempt 2 is renting and booting, gpuc not
+    installed on it yet. No job ran there (the agent starts it after the install and the restore), so the pod
+    is destroyed, not kept billing "for its results"."""
+    ctx, log, said = world
+    ctx._access = Booting(127)
+    down("exp1", ctx)
+    assert ctx._access.ran == [["python", "-m", "gpuc.instance_side", "sync"]]
+    assert log.index(f"stop_run {RUN}") < log.index(f"destroy {SECOND}")
+    assert any(f"{SECOND} is still booting" in line and "no job ran there" in line for line in said), said
+
+
+@pytest.mark.parametrize("code", [1, 255])
+def test_down_keeps_a_re_rented_attempt_whose_sync_failed_otherwise(
+    world: tuple[Ctx, list[str], list[str]], code: int
+) -> None:
+    """Only the shell's "no such command" says gpuc never ran there: a sync that failed (1) or an ssh that did not
+    connect (255) may leave results only on the pod, which stays."""
+    ctx, log, _ = world
+    ctx._access = Booting(code)
+    with pytest.raises(GpucError, match="results sync failed"):
+        down("exp1", ctx)
+    assert not any(line.startswith("destroy") for line in log), log
+
+
+def test_down_keeps_the_first_pod_of_a_run_whose_gpuc_is_missing(world: tuple[Ctx, list[str], list[str]]) -> None:
+    """The first pod is `up`'s own: gpuc missing there is not a boot in progress (up installs it before the job)."""
+    ctx, log, _ = world
+    ctx.watchdog.answer = None  # type: ignore[attr-defined]
+    vast = ctx.providers["local"]
+    assert isinstance(vast, Vast)
+    vast.pods[FIRST] = Pod(id=FIRST, provider="local", name=f"gpuc-{RUN}", status="running", managed=True)
+    ctx._access = Booting(127)
+    with pytest.raises(GpucError, match="results sync failed"):
+        down("exp1", ctx)
+    assert not any(line.startswith("destroy") for line in log), log
