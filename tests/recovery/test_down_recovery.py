@@ -6,6 +6,7 @@ the watchdog's figures. A watchdog and a provider answering from memory, each ca
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -17,7 +18,7 @@ from gpuc.core.clock import FakeClock, iso
 from gpuc.core.errors import GpucError, WatchdogError
 from gpuc.core.ledger.intake import run_note
 from gpuc.core.pod import Pod
-from gpuc.core.providers.base import DestroyResult, Provider
+from gpuc.core.providers.base import DestroyResult, PodAccess, Provider
 from gpuc.core.settings import Settings
 from gpuc.core.settingvalues import SecretStr
 
@@ -252,10 +253,11 @@ class Booting:
     """The pod's shell while a re-rented attempt boots: gpuc's python is not installed yet."""
 
     def __init__(self, code: int) -> None:
-        self.code, self.ran = code, []  # type: list[list[str]]
+        self.code = code
+        self.ran: list[list[str]] = []
 
-    def __call__(self, provider: object, pod: Pod, settings: object) -> Booting:
-        return self
+    def __call__(self, provider: Provider, pod: Pod, settings: Settings) -> PodAccess:
+        return cast(PodAccess, self)
 
     def run(self, argv: list[str], timeout_s: float = 120.0) -> tuple[int, str]:
         self.ran.append(argv)
@@ -269,9 +271,9 @@ def test_down_while_a_re_rented_attempt_boots_destroys_it_as_it_holds_no_results
     installed on it yet. No job ran there (the agent starts it after the install and the restore), so the pod
     is destroyed, not kept billing "for its results"."""
     ctx, log, said = world
-    ctx._access = Booting(127)
+    booting = ctx._access = Booting(127)
     down("exp1", ctx)
-    assert ctx._access.ran == [["python", "-m", "gpuc.instance_side", "sync"]]
+    assert booting.ran == [["python", "-m", "gpuc.instance_side", "sync"]]
     assert log.index(f"stop_run {RUN}") < log.index(f"destroy {SECOND}")
     assert any(f"{SECOND} is still booting" in line and "no job ran there" in line for line in said), said
 
