@@ -14,14 +14,13 @@ import json
 import os
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from http.server import ThreadingHTTPServer
 from pathlib import Path, PurePosixPath
 
 import pytest
-from fakes.pod import recording_functions
+from fakes.pod import recording_functions, serving
 from pod_pythons import MINORS, find
 
 from gpuc.client.onpod.bundle import Bundle, build_bundle
@@ -42,13 +41,8 @@ def bundle() -> Bundle:
 @pytest.fixture
 def watchdog_url() -> Iterator[str]:
     Functions.reset()
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Functions)
-    threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(Functions, ThreadingHTTPServer) as url:
+        yield url
 
 
 def bare_env(root: Path) -> dict[str, str]:
