@@ -20,10 +20,10 @@ from gpuc.client.context import Ctx
 from gpuc.client.pods.down import wait_gone
 from gpuc.client.pods.plan import UpOptions
 from gpuc.client.pods.up import up
-from gpuc.client.setup.demo import demo_settings
 from gpuc.core.providers.local import LocalProvider
 from gpuc.functions.server import start_in_thread
 from gpuc.instance_side.filesync import FileBucketSync
+from gpuc.testkit.demo import demo_settings
 
 RUNS = 3
 F1_SLACK_S = 10.0

@@ -10,7 +10,7 @@ import threading
 import click
 from click.shell_completion import CompletionItem, get_completion_class
 
-from gpuc.client.command_table import COMMANDS
+from gpuc.client.command_table import COMMANDS, require_testkit
 from gpuc.client.pods.interrupts import Interrupted, say, silence_broken_output
 from gpuc.client.pods.jobline import JobToFollow
 from gpuc.core.errors import ConfigError, GpucError
@@ -28,6 +28,8 @@ class LazyGroup(click.Group):
         if cmd_name not in COMMANDS:
             return None
         module_name, attr = COMMANDS[cmd_name][0].split(":")
+        if module_name.startswith("gpuc.testkit."):  # `demo`, `drill`: an install without it is told how to get it
+            require_testkit(cmd_name)
         command = getattr(importlib.import_module(module_name), attr)
         assert isinstance(command, click.Command)
         return command

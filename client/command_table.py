@@ -39,9 +39,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Send a test message through every channel and the watchdog (--test).",
     ),
     "page": ("gpuc.client.watchdog.page:page", "A link (or QR code) to the watchdog's status page for your phone."),
-    "demo": ("gpuc.client.setup.commands:demo", "Run the whole pod life end to end on the embedded default."),
+    "demo": ("gpuc.testkit.commands:demo", "Run the whole pod life end to end on the embedded default."),
     "drill": (
-        "gpuc.client.setup.commands:drill",
+        "gpuc.testkit.commands:drill",
         "Run the failure matrix (docs/failure-matrix.md) and report the money each wastes.",
     ),
     "completion": (

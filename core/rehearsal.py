@@ -1,7 +1,7 @@
 """A rehearsal reaches nothing real: the second line of defence.
 
 `gpuc demo --serve` writes a shell file that clears every name gpuc reads and points the shell at the
-rehearsal's own emulator, sshd and watchdog (client/setup/rehearse.py). A user who then re-exports a real
+rehearsal's own emulator, sshd and watchdog (testkit/rehearse.py). A user who then re-exports a real
 key or URL in that shell (a `source ~/.bashrc`, a pasted export) must not rent for real: with
 GPUC_REHEARSAL set, every provider endpoint, the watchdog, the notification channels and the results
 destination must be the rehearsal's own, loopback or inside the rehearsal's folder, or the command is

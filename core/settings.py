@@ -209,7 +209,7 @@ class Settings:
     # --live` asks Vast to send it a signed test delivery and checks that the watchdog verified it.
     vast_webhook_id: int | None = None
 
-    # a rehearsal (client/setup/rehearse.py): its home. Set, every endpoint, watchdog and
+    # a rehearsal (testkit/rehearse.py): its home. Set, every endpoint, watchdog and
     # destination must be the rehearsal's own (loopback, or inside this folder): a real key the user
     # re-exports in that shell then reaches nothing real.
     rehearsal: Path | None = None

@@ -5,7 +5,7 @@ functions' handlers (through `dispatch`), the real SqliteStore and the real reap
 in-memory provider (or, for F12, the RunPod and Vast emulators behind the real HTTP providers), then
 measures what a user pays for: minutes billed after the pod stopped being useful, pods killed that
 should have lived, results lost, and notifications sent. The table is data (`RowResult`); the CLI in
-client/setup/drill_text.py only prints it.
+testkit/drill_text.py only prints it.
 
 With faults on (seeded), every row also runs through: provider errors at random calls, the notifier
 down, the store unavailable for a while, the functions unreachable from the pod, duplicate scheduled

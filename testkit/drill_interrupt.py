@@ -35,7 +35,6 @@ from gpuc.client.pods.interrupts import Interrupted
 from gpuc.client.pods.plan import UpOptions
 from gpuc.client.pods.up import up
 from gpuc.client.runs import RunStore
-from gpuc.client.setup.demo import demo_settings
 from gpuc.core.models import PodSpec
 from gpuc.core.pod import Pod
 from gpuc.core.providers.base import PodAccess
@@ -46,6 +45,7 @@ from gpuc.core.watchdog_client import WatchdogClient
 from gpuc.functions.app import ProviderPool
 from gpuc.functions.edge import Request, response_bytes
 from gpuc.functions.handlers import dispatch
+from gpuc.testkit.demo import demo_settings
 from gpuc.testkit.drill_stage import ADMIN, FUNCTIONS_URL, MIN, RowResult, Stage
 
 EXPERIMENT = "f11i"

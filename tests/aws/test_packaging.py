@@ -26,7 +26,7 @@ PRODUCT = ("core", "client", "functions", "instance_side")  # the product's laye
 # Shipped beside the product so an installed gpuc runs `gpuc demo` and the rehearsal;
 # no layer of the product imports it at import time.
 KIT = ("testkit",)
-REHEARSALS = ("gpuc.client.setup.demo", "gpuc.client.setup.rehearse")
+REHEARSALS = ("gpuc.testkit.demo", "gpuc.testkit.rehearse")
 LAMBDA_ENTRY = "gpuc.functions.aws"
 # What the python runtime on Lambda has besides the stdlib (bundle.PROVIDED_BY_LAMBDA), by import name.
 LAMBDA_MODULES = ("boto3", "botocore", "s3transfer", "jmespath", "urllib3", "dateutil", "six")

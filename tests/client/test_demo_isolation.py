@@ -23,11 +23,11 @@ from typing import Any
 
 import pytest
 
-from gpuc.client.setup.demo import NOWHERE, check_offline, demo_settings
 from gpuc.core.errors import ConfigError
 from gpuc.core.pod import OWNER_ENV
 from gpuc.core.settings import Settings
 from gpuc.core.settingvalues import SecretStr
+from gpuc.testkit.demo import NOWHERE, check_offline, demo_settings
 from gpuc.testkit.emulators.runpod import RunPodEmulator
 from gpuc.testkit.emulators.server import EmulatorServer
 from gpuc.testkit.emulators.vast import VastEmulator

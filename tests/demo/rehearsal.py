@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from gpuc.client.setup.rehearse import SHELL_FILE
+from gpuc.testkit.rehearse import SHELL_FILE
 
 CLEAN = ("GPUC_", "RUNPOD_", "VAST_", "AWS_")
 

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from gpuc.client.setup.demo import run_demo
 from gpuc.core.ledger.store import Ledger
 from gpuc.core.settings import Settings
 from gpuc.core.settingvalues import SecretStr
 from gpuc.core.signing import new_token
 from gpuc.functions.server import start_in_thread
+from gpuc.testkit.demo import run_demo
 from gpuc.testkit.platform import ACCOUNT, client_environ, start_platform, write_env_file
 from gpuc.testkit.sshd import LoopbackSshd, SshdUnavailable, start_loopback_sshd
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from rehearsal import shell_env
 
-from gpuc.client.setup.rehearse import SHELL_FILE
+from gpuc.testkit.rehearse import SHELL_FILE
 
 pytestmark = pytest.mark.sshd
 

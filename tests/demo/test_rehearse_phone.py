@@ -18,7 +18,7 @@ import httpx
 import pytest
 from rehearsal import shell_env
 
-from gpuc.client.setup.rehearse import SHELL_FILE
+from gpuc.testkit.rehearse import SHELL_FILE
 
 pytestmark = [pytest.mark.sshd, pytest.mark.e2e]  # a whole rehearsal: `make quick` leaves it out
 STOP_WITHIN_S = 15.0

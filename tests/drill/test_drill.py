@@ -15,7 +15,6 @@ import pytest
 from click.testing import CliRunner
 
 from gpuc.client.cli import cli
-from gpuc.client.setup.drill_text import header, row_lines
 from gpuc.core.api import ReapReport
 from gpuc.functions import reaper
 from gpuc.functions.app import Deps
@@ -29,6 +28,7 @@ from gpuc.testkit.drill_results import f8_sync_fails, f10_network_lost
 from gpuc.testkit.drill_silence import f5_agent_killed, f5c_clock_ahead
 from gpuc.testkit.drill_spot import s30h_outbid_at_random_moments
 from gpuc.testkit.drill_stage import DrillReport, RowResult, Stage
+from gpuc.testkit.drill_text import header, row_lines
 
 pytestmark = pytest.mark.e2e  # minutes of real processes: `make quick` leaves them out
 

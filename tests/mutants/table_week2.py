@@ -52,7 +52,7 @@ MUTANTS_WEEK2: tuple[Mutant, ...] = (
     Mutant(
         "rehearsal-broken-output-skips-cleanup",
         "a scripted rehearsal whose output is closed skips destroying what is left",
-        "client/setup/rehearse.py",
+        "testkit/rehearse.py",
         "    say = _unbreakable(echo)",
         "    say = echo",
         (

@@ -21,13 +21,13 @@ from pathlib import Path
 
 import pytest
 
-from gpuc.client.setup.rehearse import CLEARED_PREFIXES, cleared_names, rehearsal_environ, write_shell_file
 from gpuc.core.errors import ConfigError
 from gpuc.core.rehearsal import endpoint_fields
 from gpuc.core.settings import SECRET_ENV, SETTING_ENV_NAMES, SETTING_NAMES, env_name
 from gpuc.core.settingsload import load_settings
 from gpuc.testkit.emulators.runpod import RunPodEmulator
 from gpuc.testkit.emulators.server import EmulatorServer
+from gpuc.testkit.rehearse import CLEARED_PREFIXES, cleared_names, rehearsal_environ, write_shell_file
 
 ROOT = Path(__file__).resolve().parents[2]
 # What a user's ~/.bashrc may export: real-looking values for every name gpuc reads, one planted value

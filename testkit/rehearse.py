@@ -32,7 +32,6 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from gpuc.client.setup.demo import REMOTE, cleanup_pods, quiet_ssh_warnings
 from gpuc.core.envcheck import known_names
 from gpuc.core.errors import ConfigError, GpucError, NotFound
 from gpuc.core.providers.registry import get_provider
@@ -41,6 +40,7 @@ from gpuc.core.settings import AWS_SECRET_NAMES, SETTING_ENV_NAMES, SETTING_NAME
 from gpuc.core.settingsload import load_settings, save_config
 from gpuc.core.signing import new_token
 from gpuc.functions.server import start_in_thread
+from gpuc.testkit.demo import REMOTE, cleanup_pods, quiet_ssh_warnings
 
 if TYPE_CHECKING:
     from gpuc.client.context import Ctx
