@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from gpuc.core.envfile import find_env_file, read_env_file
 from gpuc.core.rehearsal import endpoint_fields, rehearsal_problem
+from gpuc.core.renamed import RENAMED
 from gpuc.core.settingvalues import SecretStr, SettingError, field_converter
 
 SECRET_ENV = {
@@ -346,10 +347,10 @@ def secrets_in_environment(environ: Mapping[str, str] | None = None) -> dict[str
     return named_values([(k, v) for k, v in pairs if k in wanted or k.endswith(named_like)])
 
 
-# The watchdog's address and timeout once took their names from the AWS functions that ran it first. The old
-# names are still read (a .env or a shell written before keeps working, docs/settings.md says so), the new name
-# winning where both are set; config.json's old keys likewise (core/wire.py's RENAMED).
-OLD_ENV_NAMES = {"GPUC_FUNCTIONS_URL": "GPUC_WATCHDOG_URL", "GPUC_FUNCTIONS_TIMEOUT_S": "GPUC_WATCHDOG_TIMEOUT_S"}
+# The fields an older gpuc named otherwise (core/renamed.py) under their variables' old names: still read
+# (a .env or a shell written before keeps working, docs/settings.md says so), the new name winning where both
+# are set.
+OLD_ENV_NAMES = {f"GPUC_{old.upper()}": f"GPUC_{new.upper()}" for old, new in RENAMED.items()}
 
 
 def env_name(field: str) -> str:

@@ -15,6 +15,7 @@ from gpuc.core.envcheck import warn_once
 from gpuc.core.envfile import find_env_file, read_env_file
 from gpuc.core.errors import ConfigError
 from gpuc.core.rehearsal import check_rehearsal_environ
+from gpuc.core.renamed import current_names
 from gpuc.core.settings import (
     OLD_ENV_NAMES,
     SETTING_ENV_NAMES,
@@ -24,7 +25,6 @@ from gpuc.core.settings import (
     with_current_names,
 )
 from gpuc.core.settingvalues import SettingError
-from gpuc.core.wire import current_names
 
 
 def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -87,11 +87,9 @@ def _gather(environ: Mapping[str, str] | None, overrides: Mapping[str, Any]) -> 
                 hint=f"make it yours and readable (chmod 600 {config}), or point GPUC_HOME at another folder",
             ) from None
         except ValueError:
-            stored = None
+            raise _config_unread(config, "not valid JSON") from None
         if not isinstance(stored, dict):
-            raise ConfigError(
-                f"{config} is not a JSON object", hint=f"fix it or delete it (gpuc rewrites it): rm {config}"
-            )
+            raise _config_unread(config, "not a JSON object")
         raw.update(current_names(stored))
     from_file = read_env_file(env_file)
     warn_once(from_file, env, env_file, SETTING_ENV_NAMES)  # misspelt and empty keys, on stderr
@@ -135,6 +133,10 @@ def _source(variable: str, env: Mapping[str, str], from_file: Mapping[str, str],
     if from_file.get(variable):
         return str(env_file)
     return f"your environment, {env_file} or {config}"
+
+
+def _config_unread(config: Path, what: str) -> ConfigError:
+    return ConfigError(f"{config} is {what}", hint=f"fix it or delete it (gpuc rewrites it): rm {config}")
 
 
 def save_config(home: Path, *, forget: tuple[str, ...] = (), **values: Any) -> Path:

@@ -34,21 +34,6 @@ _KNOWN = {
 }  # fmt: skip
 
 
-# Keys an older gpuc wrote under another name: the watchdog's address and timeout were named after the AWS
-# functions that ran it first. A pod config in a recovery kit registered before the rename, or a config.json
-# a deploy wrote, still reads; the current name wins where both are present.
-RENAMED = {"functions_url": "watchdog_url", "functions_timeout_s": "watchdog_timeout_s"}
-
-
-def current_names(document: Mapping[str, Any]) -> dict[str, Any]:
-    """`document` with each old key (RENAMED) under its current name."""
-    out = {k: v for k, v in document.items() if k not in RENAMED}
-    for old, new in RENAMED.items():
-        if old in document and new not in document:
-            out[new] = document[old]
-    return out
-
-
 class WireError(ValueError):
     """A document that is not what its schema says: where and what, never the value (it may be a secret)."""
 

@@ -23,6 +23,7 @@ from gpuc.core.podpaths import POD_ROOT_ENV as POD_ROOT_ENV
 from gpuc.core.podpaths import TOKEN_ENV as TOKEN_ENV
 from gpuc.core.podpaths import PodPaths as PodPaths
 from gpuc.core.podsecrets import parse_env_file
+from gpuc.core.renamed import current_names
 from gpuc.core.signing import weak_token
 from gpuc.core.wire import WireError
 
@@ -77,7 +78,7 @@ class AgentConfig:
     def from_mapping(cls, data: Mapping[str, Any]) -> AgentConfig:
         # Unknown keys are left out, not fatal: an agent that refuses to start never heartbeats, and a silent
         # pod bills until the reaper's limit.
-        return cls(**{str(k): v for k, v in wire.current_names(data).items()})
+        return cls(**{str(k): v for k, v in current_names(data).items()})
 
     @classmethod
     def load(cls, path: Path) -> AgentConfig:

@@ -137,7 +137,12 @@ def test_a_config_json_that_is_not_an_object_is_named_with_its_fix(tmp_path: Pat
     env = env_for(tmp_path, "")
     home = Path(env["GPUC_HOME"])
     home.mkdir()
-    (home / "config.json").write_text("[1, 2]")
-    with pytest.raises(ConfigError, match="is not a JSON object") as caught:
-        load_settings(env)
-    assert "rm " in (caught.value.hint or "")
+    for text, what in [
+        ("[1, 2]", "is not a JSON object"),
+        ('"url"', "is not a JSON object"),
+        ("{", "is not valid JSON"),
+    ]:
+        (home / "config.json").write_text(text)
+        with pytest.raises(ConfigError, match=what) as caught:
+            load_settings(env)
+        assert "rm " in (caught.value.hint or "")
