@@ -94,7 +94,7 @@ class Rehearsal:
     def kill(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
-            self.proc.wait()
+        self.proc.communicate()  # reaps it and closes its pipe (left open, it warns in whichever test runs next)
 
 
 def wait_for(pred: Callable[[], bool], timeout_s: float, what: str) -> None:

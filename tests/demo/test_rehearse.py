@@ -44,7 +44,7 @@ def rehearsal(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], Path, lis
     finally:
         if proc.poll() is None:
             proc.kill()
-            proc.wait()
+        proc.communicate()  # reaps it and closes its pipe (left open, it warns in whichever test runs next)
 
 
 @pytest.mark.e2e
