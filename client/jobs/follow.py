@@ -174,6 +174,9 @@ def _gone(ctx: Ctx, pod: Pod) -> bool:
 
 
 # -- the outcome -----------------------------------------------------------------------------------------
+POD_BEFORE_END = "the pod, before it ended"  # Learnt.source: the outcome read on the pod, none at the destination
+
+
 @dataclass
 class Learnt:
     outcome: JobOutcome | None
@@ -202,7 +205,7 @@ def learn_after_gone(ctx: Ctx, run: RunRecord, state: Follow, job_id: str | None
     if outcome is not None and outcome.exit_code is not None:
         return Learnt(outcome, "results destination", dest, log_found)
     if state.outcome is not None and state.outcome.exit_code is not None:
-        return Learnt(state.outcome, "the pod, before it ended", dest, log_found)
+        return Learnt(state.outcome, POD_BEFORE_END, dest, log_found)
     return Learnt(outcome or state.outcome, "", dest, log_found)
 
 
@@ -287,9 +290,13 @@ def report(ctx: Ctx, pod: Pod, run: RunRecord, state: Follow, *, job_id: str | N
     learnt = learn_after_gone(ctx, run, state, job_id)
     outcome, source = learnt.outcome, learnt.source
     unexited = learnt.unreadable is None and (outcome is None or outcome.exit_code is None)
+    # An exit code only the pod's last read holds (none at the destination its ender synced first) may be the
+    # job's death under that destroy (137): the end on record (`gpuc down`) says more, as over the job_exit note.
+    killed_late = learnt.unreadable is None and source == POD_BEFORE_END
     # Who ended the pod, when its agent did not (the outcome would say): before the job_exit note, which a job
     # killed by that destroy may still send.
-    ender = recorded_end(records, pod.id) if unexited and (outcome is None or outcome.ended_by is None) else None
+    asked = (unexited or killed_late) and (outcome is None or outcome.ended_by is None)
+    ender = recorded_end(records, pod.id) if asked else None
     if unexited and ender is None:
         noted = watchdog_outcome(status, pod.id, since - 120)
         if noted is not None:

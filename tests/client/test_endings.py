@@ -12,6 +12,7 @@ sees where every line lands (the rented path, RunPod and Vast: tests/client/test
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import signal
@@ -24,6 +25,9 @@ import pytest
 from fakes.localworld import World, only_run, open_world, wait_for
 
 from gpuc.client.exits import ENDED_BY_DOWN_EXIT, EXIT_CODES_HELP
+from gpuc.client.jobs.follow import Follow, report
+from gpuc.client.jobs.outcome_file import JobOutcome
+from gpuc.client.jobs.podlog import LogPrinter
 from gpuc.core.ledger.store import Ledger
 
 HANG = ("python", "-c", "import time; print('started', flush=True); time.sleep(600)")
@@ -100,6 +104,22 @@ def test_every_code_is_documented_where_the_user_looks(world: World) -> None:
     assert " ".join(EXIT_CODES_HELP.split()) in shown
     for words in ("3 not found", "4 refused for money or safety", "119 the pod was ended by gpuc down"):
         assert words in EXIT_CODES_HELP
+
+
+def test_a_job_killed_by_down_read_on_the_pod_before_it_ended_still_exits_119(world: World) -> None:
+    """Under load `--wait` may read the job's death under `down`'s destroy (137) on the pod before the pod is gone;
+    the destination down synced first has no exit code: the end on record is `gpuc down`'s, 119, not 137."""
+    assert world.gpuc("up", "exp", "-y", "--", *HANG).returncode == 0
+    assert wait_for(lambda: job_running(world), timeout_s=60), "the job started"
+    (pod,) = world.provider().list_pods()
+    deps = world.deps()
+    run = deps.runs.find(pod.id)
+    assert world.gpuc("down", "exp").returncode == 0
+    state = Follow(LogPrinter(io.BytesIO(), []), outcome=JobOutcome(job_id=None, exit_code=137, duration_s=14.0))
+    state.gone = True
+    result = report(deps, pod, run, state, job_id=None, since=run.created_at)
+    assert result.exit_code == ENDED_BY_DOWN_EXIT, result.line
+    assert "the pod was ended by `gpuc down`" in result.line and "137" not in result.line
 
 
 # -- endings before the job, priced ---------------------------------------------------------------
