@@ -290,12 +290,10 @@ def report(ctx: Ctx, pod: Pod, run: RunRecord, state: Follow, *, job_id: str | N
     learnt = learn_after_gone(ctx, run, state, job_id)
     outcome, source = learnt.outcome, learnt.source
     unexited = learnt.unreadable is None and (outcome is None or outcome.exit_code is None)
-    # An exit code only the pod's last read holds (none at the destination its ender synced first) may be the
-    # job's death under that destroy (137): the end on record (`gpuc down`) says more, as over the job_exit note.
-    killed_late = learnt.unreadable is None and source == POD_BEFORE_END
     # Who ended the pod, when its agent did not (the outcome would say): before the job_exit note, which a job
-    # killed by that destroy may still send.
-    asked = (unexited or killed_late) and (outcome is None or outcome.ended_by is None)
+    # killed by that destroy may still send, and before an exit code read only on the pod (none at the
+    # destination the ender synced first): that may be the job's death under the destroy (137).
+    asked = (unexited or source == POD_BEFORE_END) and (outcome is None or outcome.ended_by is None)
     ender = recorded_end(records, pod.id) if asked else None
     if unexited and ender is None:
         noted = watchdog_outcome(status, pod.id, since - 120)

@@ -115,8 +115,8 @@ def test_a_job_killed_by_down_read_on_the_pod_before_it_ended_still_exits_119(wo
     deps = world.deps()
     run = deps.runs.find(pod.id)
     assert world.gpuc("down", "exp").returncode == 0
-    state = Follow(LogPrinter(io.BytesIO(), []), outcome=JobOutcome(job_id=None, exit_code=137, duration_s=14.0))
-    state.gone = True
+    died = JobOutcome(job_id=None, exit_code=137, duration_s=14.0)  # what the follow loop read before the pod went
+    state = Follow(LogPrinter(io.BytesIO(), []), outcome=died, gone=True)
     result = report(deps, pod, run, state, job_id=None, since=run.created_at)
     assert result.exit_code == ENDED_BY_DOWN_EXIT, result.line
     assert "the pod was ended by `gpuc down`" in result.line and "137" not in result.line
