@@ -10,7 +10,7 @@ RUN_STAMP := $(VENV)/.run-$(HASH)
 TEST_STAMP := $(VENV)/.test-$(HASH)
 MYPY_ROOT := $(VENV)/mypy-root
 
-.PHONY: demo test quick lint typecheck unit oldest bench hostile mutants clean live browser
+.PHONY: demo test checks quick lint typecheck unit oldest bench hostile mutants clean live browser
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -25,15 +25,24 @@ $(TEST_STAMP): $(RUN_STAMP)
 	rm -f $(VENV)/.test-*
 	touch $@
 
+# The tests and the demo write their bytecode, whatever this environment says (PYTHONDONTWRITEBYTECODE): every
+# `gpuc` and pod agent the suite starts (about a thousand) would otherwise compile gpuc's modules from source again.
+unexport PYTHONDONTWRITEBYTECODE
+
 demo: $(RUN_STAMP)
 	$(VENV)/bin/gpuc demo
 
-test: lint typecheck unit oldest
+# The unit run holds the terminal while lint, typecheck and the oldest Python's run go on beside it (make -j2): it
+# waits on processes and sockets most of its time, and they fill the core it leaves. Their output is printed after
+# its, whole (.venv/checks.log); any part that fails fails `make test`, and Ctrl-C stops them all (one make).
+CHECKS_LOG := $(VENV)/checks.log
+test: $(TEST_STAMP)
+	@$(MAKE) -j2 --no-print-directory unit checks; rc=$$?; \
+	echo "== lint, typecheck, oldest (run beside the unit tests) =="; cat $(CHECKS_LOG); exit $$rc
 
-lint: $(TEST_STAMP)
-	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/lint-imports
+checks: $(TEST_STAMP)
+	@$(MAKE) -k --no-print-directory lint typecheck oldest > $(CHECKS_LOG) 2>&1 || \
+		{ echo "lint, typecheck or oldest FAILED: their output follows the unit tests'"; exit 1; }
 
 # mypy needs to see the repo as the package `gpuc` (the root folder is the package). The tests and bench/
 # are checked too, one folder at a time, each as pytest imports it: the folder and tests/ on the path
@@ -60,9 +69,10 @@ typecheck: $(TEST_STAMP) $(POD_MYPY_STAMP)
 		MYPYPATH=$(CURDIR)/$(MYPY_ROOT):$(CURDIR)/tests:$(CURDIR)/$$d:$(CURDIR)/tests/functions \
 		$(PY) -m mypy --config-file pyproject.toml $$d/*.py || exit 1; done
 
-# The suite in parallel (pytest-xdist): most tests wait on processes and sockets, so three workers beat two
-# cores. worksteal: a worker that runs dry takes from another, so the few long tests do not end last.
-WORKERS ?= 3
+# The suite in parallel (pytest-xdist): most tests wait on processes and sockets (their wall clock adds up to
+# twice their CPU), so four workers beat two cores. worksteal: a worker that runs dry takes from another, so the
+# few long tests do not end last.
+WORKERS ?= 4
 XDIST := -n $(WORKERS) --dist worksteal
 
 unit: $(TEST_STAMP) browser
@@ -93,7 +103,7 @@ oldest:
 	@if [ ! -x $(OLDEST_PYTHON) ]; then \
 		echo "oldest: skipped: no $(OLDEST_PYTHON) here (the copy tests ran only on $$($(PYTHON) -V))"; exit 0; fi; \
 	$(MAKE) --no-print-directory $(OLDEST_STAMP) && echo "oldest: $$($(OLDEST_VENV)/bin/python -V)" && \
-	$(OLDEST_VENV)/bin/python -m pytest $(XDIST) $(OLDEST_TESTS)
+	$(OLDEST_VENV)/bin/python -m pytest -n 2 --dist worksteal $(OLDEST_TESTS)
 
 # tests/browser drives Debian's headless Chromium: installed here where it is missing and this can (root,
 # apt), a no-op once it is there. Where it cannot, pytest's summary says so in capitals with the command.
