@@ -190,16 +190,20 @@ class Platform:
         return sorted(found)
 
     def kill_container(self, pod_id: str) -> int:
-        """Every process of the container, as a container stop kills them all: scanned again after each round,
-        since one may have started a child between the scan and its kill (the agent starting a push), until none
-        is left. A SIGKILLed process lingers a moment before the kernel ends it, so a stop that returned at the
-        kill would let `leftovers()` see processes already dying."""
-        killed: set[int] = set()
+        """Every process of the container, all at once, as the kernel ends a container's processes. Killed one by
+        one, the first to die would be news to the others on a busy machine: a wrapper would read its job's 137
+        and report a failed job before its own kill, where a real stop leaves no one to report. So each is
+        stopped (SIGSTOP) first, scanned again until no new one appears (one may have started a child between
+        the scan and its stop), and only then are they killed. A SIGKILLed process lingers a moment before the
+        kernel ends it, so a stop that returned at the kill would let `leftovers()` see processes already dying."""
         deadline = time.monotonic() + KILL_WAIT_S
+        stopped: set[int] = set()
+        while (more := set(self.processes(pod_id)) - stopped) and time.monotonic() < deadline:
+            signal_each(more, signal.SIGSTOP)
+            stopped |= more
+        killed: set[int] = set()
         while (pids := set(self.processes(pod_id))) and time.monotonic() < deadline:
-            for pid in pids - killed:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
+            signal_each(pids - killed, signal.SIGKILL)
             killed |= pids
             time.sleep(0.02)
         return len(killed)
@@ -310,6 +314,12 @@ def write_env_file(home: Path, values: Mapping[str, str] | None = None) -> Path:
         fh.write("".join(f"{k}={v}\n" for k, v in (values or {}).items()))
     os.chmod(path, 0o600)
     return path
+
+
+def signal_each(pids: set[int], sig: signal.Signals) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
 
 
 __all__ = [
