@@ -44,6 +44,11 @@ checks: $(TEST_STAMP)
 	@$(MAKE) -k --no-print-directory lint typecheck oldest > $(CHECKS_LOG) 2>&1 || \
 		{ echo "lint, typecheck or oldest FAILED: their output follows the unit tests'"; exit 1; }
 
+lint: $(TEST_STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
+
 # mypy needs to see the repo as the package `gpuc` (the root folder is the package). The tests and bench/
 # are checked too, one folder at a time, each as pytest imports it: the folder and tests/ on the path
 # (several folders have their own conftest.py; the fakes are the package tests/fakes, checked once as `fakes`), and
